@@ -1,0 +1,204 @@
+// Daemon start-up and pid-exact process control.
+#include "process_control.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstring>
+#include <deque>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include "common/ready_pipe.h"
+
+namespace rayx::cli {
+
+std::string ProcessRecord::ToString() const {
+  return std::to_string(pid) + " " + std::to_string(start_time);
+}
+
+Result<ProcessRecord> ProcessRecord::Parse(const std::string& text) {
+  std::istringstream in(text);
+  ProcessRecord record;
+  long long pid = 0;
+  if (!(in >> pid >> record.start_time) || pid <= 1) {
+    return Status::InvalidArgument("malformed pid record '" + text + "'");
+  }
+  record.pid = static_cast<pid_t>(pid);
+  return record;
+}
+
+Result<uint64_t> ProcessStartTime(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  std::string stat;
+  if (!in || !std::getline(in, stat)) return Status::NotFound("no process " + std::to_string(pid));
+  // The command name (field 2) may hold spaces and parentheses: parse after the last ')'.
+  size_t close = stat.rfind(')');
+  if (close == std::string::npos) return Status::NotFound("unreadable stat");
+  std::istringstream rest(stat.substr(close + 2));
+  std::string field;
+  char state = 0;
+  rest >> state;  // field 3
+  if (state == 'Z' || state == 'X') return Status::NotFound("process exited (zombie)");
+  for (int i = 4; i < 22; ++i) rest >> field;
+  uint64_t start = 0;
+  if (!(rest >> start)) return Status::NotFound("unreadable stat");
+  return start;
+}
+
+bool IsRunning(const ProcessRecord& record) {
+  auto start = ProcessStartTime(record.pid);
+  return start.ok() && *start == record.start_time;
+}
+
+bool SignalGroup(const ProcessRecord& record, int signo) {
+  if (!IsRunning(record)) return false;
+  // Our daemons lead their own process group (setsid), so the group reaches
+  // the workers they started too; fall back to the pid alone.
+  if (getpgid(record.pid) == record.pid) {
+    return ::kill(-record.pid, signo) == 0;
+  }
+  return ::kill(record.pid, signo) == 0;
+}
+
+std::vector<ProcessRecord> WaitForExit(const std::vector<ProcessRecord>& records,
+                                       int64_t timeout_ms) {
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+  std::vector<ProcessRecord> running = records;
+  while (true) {
+    // Reap any that are our own children, so they do not linger as zombies.
+    while (waitpid(-1, nullptr, WNOHANG) > 0) {
+    }
+    std::vector<ProcessRecord> still;
+    for (const auto& r : running) {
+      if (IsRunning(r)) still.push_back(r);
+    }
+    running = std::move(still);
+    if (running.empty() || std::chrono::steady_clock::now() >= deadline) return running;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+}
+
+std::string TailFile(const std::string& path, int n) {
+  std::ifstream in(path);
+  std::deque<std::string> lines;
+  std::string line;
+  while (std::getline(in, line)) {
+    lines.push_back(line);
+    if (static_cast<int>(lines.size()) > n) lines.pop_front();
+  }
+  std::string out;
+  for (const auto& l : lines) out += l + "\n";
+  return out;
+}
+
+std::string SelfDirectory() {
+  char buf[4096];
+  ssize_t n = readlink("/proc/self/exe", buf, sizeof buf - 1);
+  if (n <= 0) return ".";
+  std::string path(buf, static_cast<size_t>(n));
+  return path.substr(0, path.rfind('/'));
+}
+
+namespace {
+
+// Kills a daemon that failed to start, and reaps it.
+void KillAndReap(pid_t pid) {
+  ::kill(-pid, SIGKILL);
+  ::kill(pid, SIGKILL);
+  waitpid(pid, nullptr, 0);
+}
+
+}  // namespace
+
+Result<SpawnedDaemon> SpawnDaemon(const std::vector<std::string>& argv,
+                                  const std::map<std::string, std::string>& env,
+                                  const std::string& log_path, int64_t timeout_ms) {
+  int fds[2];
+  if (pipe2(fds, O_CLOEXEC) != 0) return Status::Internal("pipe2 failed: " + std::string(strerror(errno)));
+  int log_fd = ::open(log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  if (log_fd < 0) {
+    ::close(fds[0]);
+    ::close(fds[1]);
+    return Status::Unavailable("cannot open log file " + log_path + ": " + strerror(errno));
+  }
+  std::vector<std::string> args = argv;
+  args.push_back("--ready-fd");
+  args.push_back("3");
+  std::vector<char*> cargv;
+  for (auto& a : args) cargv.push_back(a.data());
+  cargv.push_back(nullptr);
+
+  pid_t pid = fork();
+  if (pid < 0) return Status::Internal("fork failed: " + std::string(strerror(errno)));
+  if (pid == 0) {
+    setsid();
+    int devnull = ::open("/dev/null", O_RDONLY);
+    dup2(devnull, 0);
+    dup2(log_fd, 1);
+    dup2(log_fd, 2);
+    dup2(fds[1], 3);  // dup2 clears FD_CLOEXEC on the new fd
+    for (const auto& [k, v] : env) setenv(k.c_str(), v.c_str(), 1);
+    signal(SIGINT, SIG_DFL);
+    signal(SIGTERM, SIG_DFL);
+    execv(cargv[0], cargv.data());
+    dprintf(2, "cannot execute %s: %s\n", cargv[0], strerror(errno));
+    dprintf(3, "ERROR cannot execute %s: %s\n", cargv[0], strerror(errno));
+    _exit(127);
+  }
+  ::close(fds[1]);
+  ::close(log_fd);
+
+  // Read one line, until EOF or the deadline.
+  std::string data;
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+  bool timed_out = false;
+  while (true) {
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+                    deadline - std::chrono::steady_clock::now())
+                    .count();
+    if (left <= 0) {
+      timed_out = true;
+      break;
+    }
+    pollfd p{fds[0], POLLIN, 0};
+    int rc = poll(&p, 1, static_cast<int>(left));
+    if (rc < 0 && errno == EINTR) continue;
+    if (rc <= 0) continue;
+    char buf[4096];
+    ssize_t n = ::read(fds[0], buf, sizeof buf);
+    if (n <= 0) break;  // EOF: the daemon closed the pipe (or died)
+    data.append(buf, static_cast<size_t>(n));
+    if (data.find('\n') != std::string::npos) break;
+  }
+  ::close(fds[0]);
+  std::string line = data.substr(0, data.find('\n'));
+  std::string name = argv[0].substr(argv[0].rfind('/') + 1);
+
+  SpawnedDaemon out;
+  if (ParseReadyLine(line, &out.ready)) {
+    auto start = ProcessStartTime(pid);
+    if (!start.ok()) {
+      return Status::Unavailable(name + " exited right after starting; see " + log_path);
+    }
+    out.record = {pid, *start};
+    return out;
+  }
+  KillAndReap(pid);
+  if (line.rfind("ERROR ", 0) == 0) return Status::Unavailable(line.substr(6));
+  std::string tail = TailFile(log_path, 5);
+  if (timed_out) {
+    return Status::TimedOut(name + " did not report ready within " +
+                            std::to_string(timeout_ms / 1000) + " s; its log (" + log_path +
+                            ") ends with:\n" + tail);
+  }
+  return Status::Unavailable(name + " exited during start-up; its log (" + log_path +
+                             ") ends with:\n" + tail);
+}
+
+}  // namespace rayx::cli

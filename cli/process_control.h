@@ -1,0 +1,61 @@
+// Starting daemons and stopping exactly the processes rayx started.
+//
+// rayx never looks processes up by name. Every daemon it starts is recorded as
+// (pid, start time): the start time (field 22 of /proc/PID/stat) tells our
+// process apart from an unrelated one that reused the pid after ours exited.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "rayx/status.h"
+
+namespace rayx::cli {
+
+struct ProcessRecord {
+  pid_t pid = 0;
+  uint64_t start_time = 0;  // clock ticks after boot, from /proc
+  std::string ToString() const;
+  static Result<ProcessRecord> Parse(const std::string& text);
+};
+
+// The start time of `pid`, or NotFound when no such (non-zombie) process exists.
+Result<uint64_t> ProcessStartTime(pid_t pid);
+
+// True when the recorded process still runs (same pid and start time, not a zombie).
+bool IsRunning(const ProcessRecord& record);
+
+struct SpawnedDaemon {
+  ProcessRecord record;
+  std::map<std::string, std::string> ready;  // fields of its READY line
+};
+
+// Starts `argv` (argv[0] an absolute path) as a daemon in a new session (so it
+// and its children form one process group), with stdout and stderr appended to
+// `log_path`, stdin from /dev/null, the extra `env`, and "--ready-fd 3" added.
+// Waits up to `timeout_ms` for its READY line. On "ERROR msg", early exit or
+// timeout, the daemon is killed and reaped and the error returned, with the
+// last lines of its log when it said nothing.
+Result<SpawnedDaemon> SpawnDaemon(const std::vector<std::string>& argv,
+                                  const std::map<std::string, std::string>& env,
+                                  const std::string& log_path, int64_t timeout_ms);
+
+// Sends `signo` to the process group led by the recorded process, after
+// checking it is still ours. Returns false when it was already gone.
+bool SignalGroup(const ProcessRecord& record, int signo);
+
+// Waits until none of `records` runs, up to `timeout_ms`. Returns those still running.
+std::vector<ProcessRecord> WaitForExit(const std::vector<ProcessRecord>& records,
+                                       int64_t timeout_ms);
+
+// The last `n` lines of a file ("" when unreadable).
+std::string TailFile(const std::string& path, int n);
+
+// The directory holding this executable (for finding rayx-head and rayx-agent).
+std::string SelfDirectory();
+
+}  // namespace rayx::cli

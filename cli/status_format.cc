@@ -1,0 +1,116 @@
+// `rayx status` output.
+#include "status_format.h"
+
+#include <ctime>
+#include <set>
+#include <sstream>
+
+namespace rayx::cli {
+namespace {
+
+std::string FormatQuantity(const std::string& name, double amount) {
+  return name == kMemory ? FormatBytes(amount) : FormatAmount(amount);
+}
+
+std::string FormatDuration(int64_t ms) {
+  int64_t s = ms / 1000;
+  std::ostringstream out;
+  if (s >= 3600) out << s / 3600 << "h ";
+  if (s >= 60) out << (s % 3600) / 60 << "m ";
+  out << s % 60 << "s";
+  return out.str();
+}
+
+// CPU, GPU, memory first, then custom resources by name.
+std::vector<std::string> ResourceOrder(const ResourceMap& resources) {
+  std::vector<std::string> order = {kCpu, kGpu, kMemory};
+  for (const auto& [name, amount] : resources) {
+    if (name != kCpu && name != kGpu && name != kMemory) order.push_back(name);
+  }
+  return order;
+}
+
+std::string UsageLines(const ResourceMap& total, const ResourceMap& available,
+                       const std::string& indent) {
+  std::ostringstream out;
+  for (const auto& name : ResourceOrder(total)) {
+    double t = total.count(name) ? total.at(name) : 0;
+    double a = available.count(name) ? available.at(name) : t;
+    out << indent << FormatQuantity(name, t - a) << "/" << FormatQuantity(name, t) << " " << name
+        << "\n";
+  }
+  return out.str();
+}
+
+std::string Labels(const LabelMap& labels) {
+  std::string out;
+  for (const auto& [k, v] : labels) out += (out.empty() ? "" : ",") + k + "=" + v;
+  return out;
+}
+
+}  // namespace
+
+std::string FormatResourceList(const ResourceMap& resources) {
+  std::string out;
+  for (const auto& name : ResourceOrder(resources)) {
+    if (!resources.count(name)) continue;
+    if (!out.empty()) out += ", ";
+    out += name + " " + FormatQuantity(name, resources.at(name));
+  }
+  return out;
+}
+
+std::string FormatClusterStatus(const ClusterStatus& status, const std::string& address,
+                                int64_t now_wall_ms, bool verbose) {
+  std::ostringstream out;
+  std::time_t t = static_cast<std::time_t>(now_wall_ms / 1000);
+  std::tm tm{};
+  localtime_r(&t, &tm);
+  char stamp[32];
+  std::strftime(stamp, sizeof stamp, "%Y-%m-%d %H:%M:%S", &tm);
+  const std::string rule(63, '-');
+  out << "======== Cluster status: " << stamp << " ========\n";
+  out << "Cluster " << status.cluster_id << " at " << address << " (rayx " << status.rayx_version
+      << ", head up " << FormatDuration(status.head_uptime_ms) << ")\n\n";
+  out << "Node status\n" << rule << "\n";
+  out << "Alive:\n";
+  size_t dead = 0;
+  for (const auto& node : status.nodes) {
+    if (!node.alive) {
+      ++dead;
+      continue;
+    }
+    out << " node_" << node.node_id.Hex() << "  " << node.address
+        << (node.is_head_node ? "  (head)" : "") << "\n";
+  }
+  if (status.AliveNodeCount() == 0) out << " (no alive nodes)\n";
+  out << "Dead:\n";
+  for (const auto& node : status.nodes) {
+    if (node.alive) continue;
+    out << " node_" << node.node_id.Hex() << "  " << node.address << "  " << node.death_reason
+        << "\n";
+  }
+  if (dead == 0) out << " (no dead nodes)\n";
+  out << "\nResources\n" << rule << "\n";
+  out << "Total Usage:\n";
+  out << UsageLines(status.TotalResources(), status.AvailableResources(), " ");
+  out << "\nDemands:\n (no resource demands)\n";
+  if (verbose) {
+    for (const auto& node : status.nodes) {
+      out << "\nNode: node_" << node.node_id.Hex() << (node.alive ? "" : " (dead)") << "\n";
+      out << "  address: " << node.address << "   hostname: " << node.hostname
+          << "   agent pid: " << node.agent_pid << "   rayx " << node.rayx_version << "\n";
+      if (!node.labels.empty()) out << "  labels: " << Labels(node.labels) << "\n";
+      if (node.alive) {
+        out << "  last heartbeat: " << node.last_heartbeat_age_ms << " ms ago\n";
+        out << "  Usage:\n" << UsageLines(node.total, node.available, "   ");
+      } else {
+        out << "  died: " << node.death_reason << "\n";
+        out << "  Resources: " << FormatResourceList(node.total) << "\n";
+      }
+    }
+  }
+  return out.str();
+}
+
+}  // namespace rayx::cli

@@ -1,0 +1,17 @@
+// Rendering a ClusterStatus for `rayx status`, in the shape of `ray status`.
+#pragma once
+
+#include <string>
+
+#include "rayx/cluster_status.h"
+
+namespace rayx::cli {
+
+// `now_wall_ms` stamps the header. `verbose` adds a block per node.
+std::string FormatClusterStatus(const ClusterStatus& status, const std::string& address,
+                                int64_t now_wall_ms, bool verbose);
+
+// "CPU 2, GPU 0, memory 1.5 GiB, tpu 4".
+std::string FormatResourceList(const ResourceMap& resources);
+
+}  // namespace rayx::cli

@@ -1,0 +1,44 @@
+// ClusterStatus helpers and the client call that fetches it.
+#include "rayx/cluster_status.h"
+
+#include "common/address.h"
+#include "protocol/messages.h"
+#include "transport/sync_client.h"
+
+namespace rayx {
+
+namespace {
+ResourceMap SumOverAlive(const std::vector<NodeInfo>& nodes, ResourceMap NodeInfo::*field) {
+  ResourceMap sum;
+  for (const auto& node : nodes) {
+    if (!node.alive) continue;
+    for (const auto& [name, amount] : node.*field) sum[name] += amount;
+  }
+  return sum;
+}
+}  // namespace
+
+ResourceMap ClusterStatus::TotalResources() const { return SumOverAlive(nodes, &NodeInfo::total); }
+ResourceMap ClusterStatus::AvailableResources() const {
+  return SumOverAlive(nodes, &NodeInfo::available);
+}
+size_t ClusterStatus::AliveNodeCount() const {
+  size_t n = 0;
+  for (const auto& node : nodes) n += node.alive ? 1 : 0;
+  return n;
+}
+
+Result<ClusterStatus> QueryClusterStatus(const std::string& address, const std::string& token,
+                                         int64_t timeout_ms) {
+  auto hp = ParseHostPort(address);
+  if (!hp.ok()) return hp.status();
+  auto client = transport::SyncClient::Connect(*hp);
+  if (!client.ok()) return client.status();
+  protocol::GetClusterStatusRequest request;
+  request.token = token;
+  auto reply = (*client)->Call<protocol::GetClusterStatusReply>(request, timeout_ms);
+  if (!reply.ok()) return reply.status();
+  return std::move(reply->status);
+}
+
+}  // namespace rayx

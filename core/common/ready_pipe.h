@@ -1,0 +1,33 @@
+// How a daemon tells the process that started it whether start-up worked.
+//
+// The starter passes the write end of a pipe as --ready-fd N. The daemon writes
+// exactly one line, "READY key=value ..." or "ERROR message", then closes it.
+// The starter reads until EOF: a daemon that dies before writing shows up as EOF
+// with no line, never as a hang.
+#pragma once
+
+#include <map>
+#include <string>
+
+namespace rayx {
+
+class ReadyPipe {
+ public:
+  // fd < 0 means nobody is listening: every call is a no-op.
+  explicit ReadyPipe(int fd) : fd_(fd) {}
+  ~ReadyPipe();
+  ReadyPipe(const ReadyPipe&) = delete;
+  ReadyPipe& operator=(const ReadyPipe&) = delete;
+
+  void Ready(const std::map<std::string, std::string>& fields);
+  void Fail(const std::string& message);
+
+ private:
+  void WriteAndClose(const std::string& line);
+  int fd_;
+};
+
+// Parses "READY k=v k2=v2" into fields; returns false for anything else.
+bool ParseReadyLine(const std::string& line, std::map<std::string, std::string>* fields);
+
+}  // namespace rayx

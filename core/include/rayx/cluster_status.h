@@ -1,0 +1,60 @@
+// A snapshot of the cluster as the head sees it, and how to ask for one.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <msgpack.hpp>
+
+#include "rayx/ids.h"
+#include "rayx/resources.h"
+#include "rayx/status.h"
+
+namespace rayx {
+
+// One node as the head records it.
+struct NodeInfo {
+  NodeId node_id;
+  std::string address;   // IP the node is reached at
+  std::string hostname;
+  int32_t agent_pid = 0;
+  bool is_head_node = false;
+  bool alive = true;
+  std::string death_reason;       // empty while alive
+  ResourceMap total;
+  ResourceMap available;
+  LabelMap labels;
+  std::string rayx_version;
+  int64_t registered_at_ms = 0;   // head's wall clock, ms since the epoch
+  int64_t last_heartbeat_age_ms = 0;
+
+  MSGPACK_DEFINE_MAP(node_id, address, hostname, agent_pid, is_head_node, alive, death_reason,
+                     total, available, labels, rayx_version, registered_at_ms,
+                     last_heartbeat_age_ms)
+};
+
+struct ClusterStatus {
+  std::string rayx_version;        // the head's
+  std::string cluster_id;
+  int64_t head_uptime_ms = 0;
+  int64_t heartbeat_period_ms = 0;
+  int64_t node_timeout_ms = 0;
+  std::vector<NodeInfo> nodes;     // alive first, then the most recently dead
+
+  // Sum of `total` (or `available`) over alive nodes.
+  ResourceMap TotalResources() const;
+  ResourceMap AvailableResources() const;
+  size_t AliveNodeCount() const;
+
+  MSGPACK_DEFINE_MAP(rayx_version, cluster_id, head_uptime_ms, heartbeat_period_ms,
+                     node_timeout_ms, nodes)
+};
+
+// Asks the head at `address` ("host:port") for the cluster's state.
+// Returns Unauthenticated when `token` is wrong, Unavailable when no head answers
+// within `timeout_ms`, InvalidArgument for a malformed address.
+Result<ClusterStatus> QueryClusterStatus(const std::string& address, const std::string& token,
+                                         int64_t timeout_ms = 5000);
+
+}  // namespace rayx

@@ -1,0 +1,18 @@
+// The rayx release and wire protocol versions every process announces.
+#pragma once
+
+#include <cstdint>
+
+namespace rayx {
+
+// The release, as printed by `rayx --version` and compared at registration.
+inline constexpr const char* kRayxVersion = "0.1.0";
+
+// Bumped on any incompatible change to the wire messages. A peer announcing a
+// different value is refused with a message naming both sides' versions.
+inline constexpr uint32_t kProtocolVersion = 1;
+
+// The head's default port, as in `rayx start --head`.
+inline constexpr uint16_t kDefaultHeadPort = 6380;
+
+}  // namespace rayx

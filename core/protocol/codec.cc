@@ -1,0 +1,70 @@
+// Decoding with limits, message names and protocol checks.
+#include "protocol/codec.h"
+
+namespace rayx::protocol {
+
+std::string MessageTypeName(uint16_t type) {
+  switch (static_cast<MessageType>(type)) {
+    case MessageType::kErrorReply: return "ErrorReply";
+    case MessageType::kRegisterNodeRequest: return "RegisterNodeRequest";
+    case MessageType::kRegisterNodeReply: return "RegisterNodeReply";
+    case MessageType::kHeartbeatRequest: return "HeartbeatRequest";
+    case MessageType::kHeartbeatReply: return "HeartbeatReply";
+    case MessageType::kUnregisterNodeRequest: return "UnregisterNodeRequest";
+    case MessageType::kUnregisterNodeReply: return "UnregisterNodeReply";
+    case MessageType::kGetClusterStatusRequest: return "GetClusterStatusRequest";
+    case MessageType::kGetClusterStatusReply: return "GetClusterStatusReply";
+  }
+  return "unknown(" + std::to_string(type) + ")";
+}
+
+Status ErrorReply::ToStatus() const {
+  auto status_code = static_cast<StatusCode>(code);
+  if (status_code == StatusCode::kOk || code > static_cast<uint8_t>(StatusCode::kUnauthenticated)) {
+    status_code = StatusCode::kInternal;
+  }
+  return Status(status_code, where.empty() ? message : message + " [" + where + "]");
+}
+
+namespace detail {
+
+Status ParseOne(const char* data, size_t size, const DecodeLimits& limits,
+                msgpack::object_handle* out) {
+  if (size == 0) return Status::InvalidArgument("empty frame where a msgpack value was expected");
+  if (size > kMaxControlFrameBytes) {
+    return Status::InvalidArgument("frame of " + std::to_string(size) +
+                                   " bytes exceeds the limit of " +
+                                   std::to_string(kMaxControlFrameBytes));
+  }
+  std::size_t offset = 0;
+  try {
+    *out = msgpack::unpack(data, size, offset, nullptr, nullptr,
+                           msgpack::unpack_limit(limits.max_array, limits.max_map,
+                                                 limits.max_str, limits.max_bin, 0,
+                                                 limits.max_depth));
+  } catch (const msgpack::insufficient_bytes&) {
+    return Status::InvalidArgument("truncated msgpack value (" + std::to_string(size) +
+                                   " bytes)");
+  } catch (const msgpack::unpack_error& e) {
+    return Status::InvalidArgument(std::string("malformed or over-limit msgpack: ") + e.what());
+  } catch (const std::exception& e) {
+    return Status::InvalidArgument(std::string("undecodable msgpack: ") + e.what());
+  }
+  if (offset != size) {
+    return Status::InvalidArgument(std::to_string(size - offset) +
+                                   " unexpected bytes after the msgpack value");
+  }
+  return Status::OK();
+}
+
+}  // namespace detail
+
+Status CheckProtocolVersion(const Envelope& env, std::string_view self) {
+  if (env.v == kProtocolVersion) return Status::OK();
+  return Status::InvalidArgument(
+      "protocol version mismatch: the peer speaks rayx protocol " + std::to_string(env.v) +
+      ", " + std::string(self) + " speaks protocol " + std::to_string(kProtocolVersion) +
+      " (rayx " + kRayxVersion + "): install the same rayx version on every node");
+}
+
+}  // namespace rayx::protocol

@@ -1,0 +1,64 @@
+// Encoding and hostile-input-safe decoding of wire messages.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include <msgpack.hpp>
+
+#include "protocol/messages.h"
+#include "rayx/status.h"
+
+namespace rayx::protocol {
+
+// The largest control-plane frame a daemon accepts; bigger ones are dropped.
+inline constexpr size_t kMaxControlFrameBytes = 16 << 20;
+
+// Limits applied while parsing untrusted msgpack, so a few bytes claiming a huge
+// array or a deeply nested value cannot make us allocate or recurse without
+// bound.
+struct DecodeLimits {
+  size_t max_array = 1 << 17;
+  size_t max_map = 1 << 17;
+  size_t max_str = 1 << 20;
+  size_t max_bin = kMaxControlFrameBytes;
+  size_t max_depth = 16;
+};
+
+template <typename T>
+std::string Encode(const T& value) {
+  msgpack::sbuffer buf;
+  msgpack::pack(buf, value);
+  return std::string(buf.data(), buf.size());
+}
+
+namespace detail {
+// Parses exactly one msgpack value filling all of [data, data+size).
+Status ParseOne(const char* data, size_t size, const DecodeLimits& limits,
+                msgpack::object_handle* out);
+}  // namespace detail
+
+// Decodes `bytes` into T. Returns InvalidArgument (never throws) when the bytes
+// are not one well-formed msgpack value within the limits, or do not have T's
+// shape; the message says which.
+template <typename T>
+Result<T> Decode(std::string_view bytes, const DecodeLimits& limits = {}) {
+  msgpack::object_handle handle;
+  RAYX_RETURN_IF_ERROR(detail::ParseOne(bytes.data(), bytes.size(), limits, &handle));
+  try {
+    T out{};
+    handle.get().convert(out);
+    return out;
+  } catch (const std::exception& e) {
+    return Status::InvalidArgument(std::string("message does not have the expected fields: ") +
+                                   e.what());
+  }
+}
+
+// Checks the envelope's protocol version. Returns InvalidArgument naming both
+// sides' versions, e.g. "peer speaks rayx protocol 2, this head speaks 1".
+Status CheckProtocolVersion(const Envelope& env, std::string_view self);
+
+}  // namespace rayx::protocol

@@ -1,0 +1,67 @@
+// Blocking request/reply over ZeroMQ.
+#include "transport/sync_client.h"
+
+namespace rayx::transport {
+
+SyncClient::SyncClient(const HostPort& address)
+    : address_(address), socket_(context_, zmq::socket_type::dealer) {
+  socket_.set(zmq::sockopt::linger, 0);
+  socket_.set(zmq::sockopt::maxmsgsize, static_cast<int64_t>(protocol::kMaxControlFrameBytes));
+}
+
+Result<std::unique_ptr<SyncClient>> SyncClient::Connect(const HostPort& address) {
+  std::unique_ptr<SyncClient> client(new SyncClient(address));
+  try {
+    client->socket_.connect(address.ZmqEndpoint());
+  } catch (const zmq::error_t& e) {
+    return Status::InvalidArgument("cannot connect to " + address.ToString() + ": " + e.what());
+  }
+  return client;
+}
+
+Result<std::string> SyncClient::RoundTrip(Frames& frames, uint64_t id, uint16_t want_type,
+                                          int64_t timeout_ms) {
+  auto unavailable = [&] {
+    return Status::Unavailable("no reply from " + address_.ToString() + " within " +
+                               std::to_string(timeout_ms) +
+                               " ms: is a rayx head running there (rayx start --head), and is "
+                               "the port reachable from this machine?");
+  };
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+  try {
+    for (size_t i = 0; i < frames.size(); ++i) {
+      auto flags = i + 1 < frames.size() ? zmq::send_flags::sndmore : zmq::send_flags::none;
+      // A DEALER queues while connecting; dontwait only fails at the HWM.
+      if (!socket_.send(frames[i], flags | zmq::send_flags::dontwait)) return unavailable();
+    }
+    while (true) {
+      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+          deadline - std::chrono::steady_clock::now());
+      if (left.count() <= 0) return unavailable();
+      zmq::pollitem_t item{socket_.handle(), 0, ZMQ_POLLIN, 0};
+      zmq::poll(&item, 1, left);
+      if (!(item.revents & ZMQ_POLLIN)) continue;
+      Frames reply;
+      if (!zmq::recv_multipart(socket_, std::back_inserter(reply))) continue;
+      if (reply.size() < 2) continue;
+      auto env = protocol::Decode<protocol::Envelope>(FrameView(reply[0]));
+      if (!env.ok()) return env.status();
+      if (env->id != id) continue;  // a late reply to an earlier, timed-out call
+      if (env->t == static_cast<uint16_t>(protocol::MessageType::kErrorReply)) {
+        auto error = protocol::Decode<protocol::ErrorReply>(FrameView(reply[1]));
+        if (!error.ok()) return error.status();
+        return error->ToStatus();
+      }
+      if (env->t != want_type) {
+        return Status::InvalidArgument("unexpected reply " + protocol::MessageTypeName(env->t) +
+                                       " from " + address_.ToString() + ", expected " +
+                                       protocol::MessageTypeName(want_type));
+      }
+      return std::string(FrameView(reply[1]));
+    }
+  } catch (const zmq::error_t& e) {
+    return Status::Unavailable("talking to " + address_.ToString() + " failed: " + e.what());
+  }
+}
+
+}  // namespace rayx::transport

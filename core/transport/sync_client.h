@@ -1,0 +1,51 @@
+// A blocking request/reply client over a ZeroMQ DEALER socket, for one-shot
+// callers (the CLI, tests, QueryClusterStatus). Daemons use ZmqSocketLoop.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include <zmq.hpp>
+#include <zmq_addon.hpp>
+
+#include "common/address.h"
+#include "protocol/codec.h"
+#include "rayx/status.h"
+#include "transport/message.h"
+
+namespace rayx::transport {
+
+// Not thread-safe; one outstanding call at a time.
+class SyncClient {
+ public:
+  // Connects lazily (ZeroMQ); fails only on a malformed endpoint.
+  static Result<std::unique_ptr<SyncClient>> Connect(const HostPort& address);
+
+  // Sends `request` and waits up to `timeout_ms` for the matching reply.
+  // Returns the remote error as a Status when the peer answered ErrorReply,
+  // Unavailable when nobody answered in time, InvalidArgument on a reply that
+  // does not decode.
+  template <typename Reply, typename Request>
+  Result<Reply> Call(const Request& request, int64_t timeout_ms) {
+    uint64_t id = ++next_id_;
+    Frames frames = MakeMessage(request, id);
+    auto raw = RoundTrip(frames, id, static_cast<uint16_t>(Reply::kType), timeout_ms);
+    if (!raw.ok()) return raw.status();
+    return protocol::Decode<Reply>(*raw);
+  }
+
+ private:
+  SyncClient(const HostPort& address);
+  // Returns the reply body bytes of type `want_type`.
+  Result<std::string> RoundTrip(Frames& frames, uint64_t id, uint16_t want_type,
+                                int64_t timeout_ms);
+
+  HostPort address_;
+  zmq::context_t context_{1};
+  zmq::socket_t socket_;
+  uint64_t next_id_ = 0;
+};
+
+}  // namespace rayx::transport

@@ -1,0 +1,105 @@
+// ZeroMQ socket integration with Boost.Asio.
+#include "transport/zmq_socket_loop.h"
+
+#include <boost/asio/post.hpp>
+
+#include "common/logging.h"
+
+namespace rayx::transport {
+
+ZmqSocketLoop::ZmqSocketLoop(boost::asio::io_context& io, zmq::socket_t& socket,
+                             MessageHandler on_message, DropHandler on_dropped)
+    : io_(io),
+      socket_(socket),
+      fd_(io, socket.get(zmq::sockopt::fd)),
+      on_message_(std::move(on_message)),
+      on_dropped_(std::move(on_dropped)) {}
+
+ZmqSocketLoop::~ZmqSocketLoop() {
+  *alive_ = false;
+  boost::system::error_code ignored;
+  fd_.cancel(ignored);
+  // The fd belongs to the ZeroMQ socket: never let Asio close it.
+  fd_.release();
+}
+
+void ZmqSocketLoop::Start() { ScheduleDrain(); }
+
+void ZmqSocketLoop::Arm() {
+  if (waiting_) return;
+  waiting_ = true;
+  std::weak_ptr<bool> alive = alive_;
+  fd_.async_wait(boost::asio::posix::stream_descriptor::wait_read,
+                 [this, alive](const boost::system::error_code& ec) {
+                   if (alive.expired()) return;
+                   waiting_ = false;
+                   if (ec) return;  // cancelled at shutdown
+                   Drain();
+                 });
+}
+
+void ZmqSocketLoop::ScheduleDrain() {
+  if (drain_scheduled_) return;
+  drain_scheduled_ = true;
+  std::weak_ptr<bool> alive = alive_;
+  boost::asio::post(io_, [this, alive] {
+    if (alive.expired()) return;
+    drain_scheduled_ = false;
+    Drain();
+  });
+}
+
+void ZmqSocketLoop::Drain() {
+  for (int handled = 0; handled < kMaxBatch; ++handled) {
+    try {
+      if (!(socket_.get(zmq::sockopt::events) & ZMQ_POLLIN)) {
+        Arm();
+        return;
+      }
+      Frames frames;
+      size_t count = 0;
+      bool more = true;
+      while (more) {
+        zmq::message_t part;
+        if (!socket_.recv(part, zmq::recv_flags::dontwait)) break;
+        more = part.more();
+        if (++count <= kMaxFramesPerMessage) frames.push_back(std::move(part));
+      }
+      if (count > kMaxFramesPerMessage) {
+        if (on_dropped_) on_dropped_(count);
+        continue;
+      }
+      if (!frames.empty()) on_message_(frames);
+    } catch (const zmq::error_t& e) {
+      if (e.num() == ETERM) return;
+      RAYX_LOG(Error) << "ZeroMQ receive failed: " << e.what();
+    }
+  }
+  // More may be waiting: yield to timers, then continue.
+  ScheduleDrain();
+}
+
+bool ZmqSocketLoop::Send(Frames& frames) {
+  bool ok = true;
+  try {
+    for (size_t i = 0; i < frames.size(); ++i) {
+      auto flags = zmq::send_flags::dontwait;
+      if (i + 1 < frames.size()) flags = flags | zmq::send_flags::sndmore;
+      if (!socket_.send(frames[i], flags)) {
+        ok = false;
+        break;
+      }
+    }
+  } catch (const zmq::error_t& e) {
+    // EHOSTUNREACH with ROUTER_MANDATORY, or a terminated context.
+    ok = false;
+  }
+  ScheduleDrain();
+  return ok;
+}
+
+zmq::message_t MakeFrame(const std::string& bytes) {
+  return zmq::message_t(bytes.data(), bytes.size());
+}
+
+}  // namespace rayx::transport

@@ -1,0 +1,91 @@
+// rayx-head: the control-plane daemon. Started by `rayx start --head`, which
+// passes the cluster token in RAYX_CLUSTER_TOKEN (never on the command line,
+// where `ps` would show it) and a --ready-fd for the start-up handshake.
+#include <csignal>
+#include <cstdlib>
+#include <iostream>
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/signal_set.hpp>
+
+#include "common/flags.h"
+#include "common/logging.h"
+#include "common/ready_pipe.h"
+#include "head/head_server.h"
+#include "rayx/ids.h"
+
+int main(int argc, char** argv) {
+  using namespace rayx;
+  detail::SetLogProgramName("rayx-head");
+  std::signal(SIGPIPE, SIG_IGN);
+
+  std::string bind_host = "0.0.0.0";
+  std::string node_ip = "127.0.0.1";
+  int64_t port = kDefaultHeadPort;
+  int64_t heartbeat_ms = 250;
+  int64_t timeout_ms = 1500;
+  int64_t ready_fd = -1;
+  FlagParser flags("rayx-head");
+  flags.AddString("bind-host", &bind_host, "interface to listen on (default 0.0.0.0)");
+  flags.AddString("node-ip-address", &node_ip, "this head's address, for messages");
+  flags.AddInt("port", &port, 0, 65535, "port to listen on; 0 picks a free one (default 6380)");
+  flags.AddInt("heartbeat-period-ms", &heartbeat_ms, 10, 60000,
+               "how often agents heartbeat (default 250)");
+  flags.AddInt("node-timeout-ms", &timeout_ms, 50, 3600000,
+               "silence after which a node is declared dead (default 1500)");
+  flags.AddInt("ready-fd", &ready_fd, -1, 1 << 20, "fd to report start-up on");
+  std::vector<std::string> args(argv + 1, argv + argc);
+  Status parsed = flags.Parse(args, nullptr);
+  ReadyPipe ready(static_cast<int>(ready_fd));
+  if (!parsed.ok()) {
+    std::cerr << parsed.message() << "\n" << flags.Usage();
+    ready.Fail(parsed.message());
+    return 2;
+  }
+  const char* token = std::getenv("RAYX_CLUSTER_TOKEN");
+  if (token == nullptr || *token == '\0') {
+    std::string msg = "rayx-head: RAYX_CLUSTER_TOKEN is not set: start the head with `rayx start --head`";
+    std::cerr << msg << "\n";
+    ready.Fail(msg);
+    return 2;
+  }
+  if (timeout_ms <= heartbeat_ms) {
+    std::string msg = "rayx-head: --node-timeout-ms must be longer than --heartbeat-period-ms";
+    std::cerr << msg << "\n";
+    ready.Fail(msg);
+    return 2;
+  }
+
+  boost::asio::io_context io(1);
+  SystemClock clock;
+  scheduler::HeadServerOptions options;
+  options.bind_host = bind_host;
+  options.port = static_cast<uint16_t>(port);
+  options.service.token = token;
+  options.service.cluster_id = NodeId::FromRandom().Short();
+  options.service.heartbeat_period_ms = heartbeat_ms;
+  options.service.nodes.node_timeout_ms = timeout_ms;
+  options.service.where = "head " + node_ip;
+  scheduler::HeadServer server(io, options, clock);
+  Status started = server.Start();
+  if (!started.ok()) {
+    RAYX_LOG(Error) << started.message();
+    std::cerr << "rayx-head: " << started.message() << "\n";
+    ready.Fail(started.message());
+    return 1;
+  }
+  RAYX_LOG(Info) << "rayx " << kRayxVersion << " head of cluster " << options.service.cluster_id
+                 << " listening on " << bind_host << ":" << server.port() << " (heartbeat "
+                 << heartbeat_ms << " ms, node timeout " << timeout_ms << " ms)";
+  ready.Ready({{"port", std::to_string(server.port())},
+               {"cluster_id", options.service.cluster_id}});
+
+  boost::asio::signal_set signals(io, SIGINT, SIGTERM);
+  signals.async_wait([&](const boost::system::error_code& ec, int signo) {
+    if (ec) return;
+    RAYX_LOG(Info) << "signal " << signo << ": shutting down";
+    io.stop();
+  });
+  io.run();
+  return 0;
+}

@@ -1,0 +1,87 @@
+// The head daemon's sockets and timers.
+#include "head/head_server.h"
+
+#include <cstdio>
+
+#include "protocol/codec.h"
+#include "transport/message.h"
+
+namespace rayx::scheduler {
+
+HeadServer::HeadServer(boost::asio::io_context& io, HeadServerOptions options, const Clock& clock)
+    : io_(io),
+      options_(std::move(options)),
+      service_(options_.service, clock),
+      router_(context_, zmq::socket_type::router),
+      expiry_timer_(io) {}
+
+HeadServer::~HeadServer() {
+  loop_.reset();
+  router_.close();
+}
+
+Status HeadServer::Start() {
+  router_.set(zmq::sockopt::linger, 0);
+  // libzmq drops (and disconnects) a peer sending a frame over this size, before
+  // buffering it: an oversized frame costs us nothing.
+  router_.set(zmq::sockopt::maxmsgsize,
+              static_cast<int64_t>(protocol::kMaxControlFrameBytes));
+  router_.set(zmq::sockopt::sndhwm, 10000);
+  router_.set(zmq::sockopt::rcvhwm, 100000);
+  std::string endpoint = "tcp://" + options_.bind_host + ":" +
+                         (options_.port == 0 ? std::string("*") : std::to_string(options_.port));
+  try {
+    router_.bind(endpoint);
+  } catch (const zmq::error_t& e) {
+    if (e.num() == EADDRINUSE) {
+      return Status::Unavailable("port " + std::to_string(options_.port) +
+                                 " is already in use on this machine: choose another with "
+                                 "--port, or stop the program using it (`rayx stop` if it is "
+                                 "another rayx head)");
+    }
+    return Status::InvalidArgument("cannot listen on " + endpoint + ": " + e.what());
+  }
+  std::string last = router_.get(zmq::sockopt::last_endpoint);
+  port_ = static_cast<uint16_t>(std::stoi(last.substr(last.rfind(':') + 1)));
+  loop_ = std::make_unique<transport::ZmqSocketLoop>(
+      io_, router_, [this](transport::Frames& frames) { OnMessage(frames); },
+      [this](size_t count) {
+        uint64_t suppressed = 0;
+        if (drop_log_limiter_.Allow(std::chrono::steady_clock::now(), &suppressed)) {
+          RAYX_LOG(Warning) << "dropped a message of " << count << " frames (limit "
+                            << transport::kMaxFramesPerMessage << ")";
+        }
+      });
+  loop_->Start();
+  ScheduleExpiry();
+  return Status::OK();
+}
+
+void HeadServer::OnMessage(transport::Frames& frames) {
+  // frames[0] is the ROUTER's routing id of the sender.
+  if (frames.size() < 2) return;
+  transport::Frames request(std::make_move_iterator(frames.begin() + 1),
+                            std::make_move_iterator(frames.end()));
+  char peer[32];
+  std::snprintf(peer, sizeof peer, "peer#%zx", std::hash<std::string_view>()(
+                                                  transport::FrameView(frames[0])) & 0xffffff);
+  auto reply = service_.Handle(request, peer);
+  if (!reply) return;
+  transport::Frames out;
+  out.reserve(reply->size() + 1);
+  out.push_back(std::move(frames[0]));
+  for (auto& frame : *reply) out.push_back(std::move(frame));
+  // A full or vanished peer loses this reply; requests are retried by their senders.
+  (void)loop_->Send(out);
+}
+
+void HeadServer::ScheduleExpiry() {
+  expiry_timer_.expires_after(std::chrono::milliseconds(options_.service.heartbeat_period_ms));
+  expiry_timer_.async_wait([this](const boost::system::error_code& ec) {
+    if (ec) return;
+    service_.ExpireSilentNodes();
+    ScheduleExpiry();
+  });
+}
+
+}  // namespace rayx::scheduler

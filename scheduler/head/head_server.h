@@ -1,0 +1,51 @@
+// The head daemon's event loop: a ROUTER socket and timers around HeadService.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <zmq.hpp>
+
+#include "head/head_service.h"
+#include "transport/zmq_socket_loop.h"
+
+namespace rayx::scheduler {
+
+struct HeadServerOptions {
+  // Interface to bind. Default: all.
+  std::string bind_host = "0.0.0.0";
+  // 0 picks a free port (tests); see port() after Start().
+  uint16_t port = kDefaultHeadPort;
+  HeadServiceOptions service;
+};
+
+// One thread runs `io` and with it everything here: no locks.
+class HeadServer {
+ public:
+  HeadServer(boost::asio::io_context& io, HeadServerOptions options, const Clock& clock);
+  ~HeadServer();
+
+  // Binds and starts serving. Returns Unavailable with advice when the port is in
+  // use, InvalidArgument for a bad bind address.
+  Status Start();
+  uint16_t port() const { return port_; }
+
+ private:
+  void OnMessage(transport::Frames& frames);
+  void ScheduleExpiry();
+
+  boost::asio::io_context& io_;
+  HeadServerOptions options_;
+  HeadService service_;
+  zmq::context_t context_{1};
+  zmq::socket_t router_;
+  std::unique_ptr<transport::ZmqSocketLoop> loop_;
+  boost::asio::steady_timer expiry_timer_;
+  uint16_t port_ = 0;
+  detail::LogRateLimiter drop_log_limiter_{20, std::chrono::seconds(10)};
+};
+
+}  // namespace rayx::scheduler

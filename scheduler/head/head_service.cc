@@ -1,0 +1,184 @@
+// Request handling for the head.
+#include "head/head_service.h"
+
+#include "protocol/codec.h"
+#include "transport/message.h"
+
+namespace rayx::scheduler {
+
+using protocol::MessageType;
+using transport::FrameView;
+using transport::Frames;
+
+HeadService::HeadService(HeadServiceOptions options, const Clock& clock)
+    : options_(std::move(options)),
+      clock_(clock),
+      nodes_(options_.nodes),
+      started_ms_(clock.NowMs()) {
+  RAYX_CHECK(!options_.token.empty()) << "the head needs a cluster token";
+}
+
+void HeadService::LogRejection(const std::string& line) {
+  ++rejected_;
+  uint64_t suppressed = 0;
+  if (reject_log_limiter_.Allow(std::chrono::steady_clock::now(), &suppressed)) {
+    RAYX_LOG(Warning) << line
+                      << (suppressed ? " (" + std::to_string(suppressed) +
+                                           " similar lines suppressed)"
+                                     : std::string());
+  }
+}
+
+Frames HeadService::Refuse(const Status& status, uint64_t id, const std::string& peer,
+                           const std::string& what) {
+  LogRejection("refused " + what + " from " + peer + ": " + status.ToString());
+  return transport::MakeErrorMessage(status, options_.where, id);
+}
+
+bool HeadService::TokenMatches(const std::string& presented) const {
+  // Constant time in the token's content, so timing does not leak a prefix.
+  const std::string& want = options_.token;
+  unsigned diff = presented.size() == want.size() ? 0 : 1;
+  for (size_t i = 0; i < want.size(); ++i) {
+    diff |= static_cast<unsigned char>(want[i]) ^
+            static_cast<unsigned char>(i < presented.size() ? presented[i] : 0);
+  }
+  return diff == 0;
+}
+
+std::optional<Frames> HeadService::Handle(Frames& frames, const std::string& peer) {
+  if (frames.size() < 2) {
+    LogRejection("dropped a " + std::to_string(frames.size()) + "-frame message from " + peer +
+                 ": expected [envelope][body]");
+    return std::nullopt;
+  }
+  auto env = protocol::Decode<protocol::Envelope>(FrameView(frames[0]));
+  if (!env.ok()) {
+    LogRejection("dropped a message from " + peer + " with an undecodable envelope: " +
+                 env.status().message());
+    return std::nullopt;
+  }
+  uint64_t id = env->id;
+  std::string type_name = protocol::MessageTypeName(env->t);
+  if (Status version = protocol::CheckProtocolVersion(*env, "this head"); !version.ok()) {
+    return Refuse(version, id, peer, type_name);
+  }
+  std::string_view body = FrameView(frames[1]);
+  auto bad_body = [&](const Status& status) {
+    return Refuse(Status::InvalidArgument("malformed " + type_name + ": " + status.message()), id,
+                  peer, type_name);
+  };
+  switch (static_cast<MessageType>(env->t)) {
+    case MessageType::kRegisterNodeRequest: {
+      auto req = protocol::Decode<protocol::RegisterNodeRequest>(body);
+      if (!req.ok()) return bad_body(req.status());
+      return OnRegister(*req, id, peer);
+    }
+    case MessageType::kHeartbeatRequest: {
+      auto req = protocol::Decode<protocol::HeartbeatRequest>(body);
+      if (!req.ok()) return bad_body(req.status());
+      return OnHeartbeat(*req, id);
+    }
+    case MessageType::kUnregisterNodeRequest: {
+      auto req = protocol::Decode<protocol::UnregisterNodeRequest>(body);
+      if (!req.ok()) return bad_body(req.status());
+      return OnUnregister(*req, id);
+    }
+    case MessageType::kGetClusterStatusRequest: {
+      auto req = protocol::Decode<protocol::GetClusterStatusRequest>(body);
+      if (!req.ok()) return bad_body(req.status());
+      return OnGetClusterStatus(*req, id, peer);
+    }
+    default:
+      return Refuse(Status::InvalidArgument("unknown message type " + type_name +
+                                            " for the head"),
+                    id, peer, type_name);
+  }
+}
+
+Frames HeadService::OnRegister(const protocol::RegisterNodeRequest& req, uint64_t id,
+                               const std::string& peer) {
+  if (!TokenMatches(req.token)) {
+    return Refuse(Status::Unauthenticated(
+                      "wrong cluster token: pass the token printed by `rayx start --head` "
+                      "(rayx start --address HOST:PORT --token TOKEN)"),
+                  id, peer, "node registration");
+  }
+  if (req.rayx_version != kRayxVersion) {
+    return Refuse(Status::InvalidArgument("version mismatch: node " + req.address + " runs rayx " +
+                                          req.rayx_version + ", head runs rayx " + kRayxVersion +
+                                          ": install the same rayx version on every node"),
+                  id, peer, "node registration");
+  }
+  for (const auto& [name, amount] : req.resources) {
+    if (name.empty() || !(amount >= 0) || amount > 1e18) {
+      return Refuse(Status::InvalidArgument("invalid resource \"" + name + "\" amount " +
+                                            std::to_string(amount)),
+                    id, peer, "node registration");
+    }
+  }
+  NodeInfo info;
+  info.address = req.address;
+  info.hostname = req.hostname;
+  info.agent_pid = req.agent_pid;
+  info.is_head_node = req.is_head_node;
+  info.total = req.resources;
+  info.labels = req.labels;
+  info.rayx_version = req.rayx_version;
+  NodeId node = nodes_.Register(std::move(info), clock_.NowMs(), clock_.WallMs());
+  RAYX_LOG(Info) << "node " << node.Short() << " joined from " << req.address << " ("
+                 << req.hostname << ", agent pid " << req.agent_pid << "); "
+                 << nodes_.alive_count() << " alive";
+  protocol::RegisterNodeReply reply;
+  reply.node_id = node;
+  reply.cluster_id = options_.cluster_id;
+  reply.heartbeat_period_ms = options_.heartbeat_period_ms;
+  reply.node_timeout_ms = options_.nodes.node_timeout_ms;
+  return transport::MakeMessage(reply, id);
+}
+
+Frames HeadService::OnHeartbeat(const protocol::HeartbeatRequest& req, uint64_t id) {
+  protocol::HeartbeatReply reply;
+  reply.known = nodes_.Heartbeat(req.node_id, req.available, clock_.NowMs());
+  return transport::MakeMessage(reply, id);
+}
+
+Frames HeadService::OnUnregister(const protocol::UnregisterNodeRequest& req, uint64_t id) {
+  protocol::UnregisterNodeReply reply;
+  std::string reason = req.reason.empty() ? "stopped" : req.reason.substr(0, 200);
+  reply.ok = nodes_.MarkDead(req.node_id, reason);
+  if (reply.ok) {
+    RAYX_LOG(Info) << "node " << req.node_id.Short() << " left: " << reason << "; "
+                   << nodes_.alive_count() << " alive";
+  }
+  return transport::MakeMessage(reply, id);
+}
+
+Frames HeadService::OnGetClusterStatus(const protocol::GetClusterStatusRequest& req, uint64_t id,
+                                       const std::string& peer) {
+  if (!TokenMatches(req.token)) {
+    return Refuse(Status::Unauthenticated(
+                      "wrong cluster token: run `rayx status` on a machine of the cluster, or "
+                      "pass --token (printed by `rayx start --head`)"),
+                  id, peer, "status request");
+  }
+  protocol::GetClusterStatusReply reply;
+  int64_t now = clock_.NowMs();
+  reply.status.rayx_version = kRayxVersion;
+  reply.status.cluster_id = options_.cluster_id;
+  reply.status.head_uptime_ms = now - started_ms_;
+  reply.status.heartbeat_period_ms = options_.heartbeat_period_ms;
+  reply.status.node_timeout_ms = options_.nodes.node_timeout_ms;
+  reply.status.nodes = nodes_.Snapshot(now);
+  return transport::MakeMessage(reply, id);
+}
+
+void HeadService::ExpireSilentNodes() {
+  for (const NodeId& id : nodes_.ExpireSilentNodes(clock_.NowMs())) {
+    RAYX_LOG(Warning) << "node " << id.Short() << " declared dead: no heartbeat within "
+                      << options_.nodes.node_timeout_ms << " ms; " << nodes_.alive_count()
+                      << " alive";
+  }
+}
+
+}  // namespace rayx::scheduler

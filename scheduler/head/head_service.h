@@ -1,0 +1,68 @@
+// The head's request handling, apart from its sockets: frames in, reply out.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "common/clock.h"
+#include "common/logging.h"
+#include "head/node_table.h"
+#include "protocol/messages.h"
+#include "transport/zmq_socket_loop.h"
+
+namespace rayx::scheduler {
+
+struct HeadServiceOptions {
+  // The cluster token every hello must carry. REQUIRES: non-empty.
+  std::string token;
+  // Random id of this cluster, shown by `rayx status`.
+  std::string cluster_id;
+  // How often agents heartbeat. Default 250 ms.
+  int64_t heartbeat_period_ms = 250;
+  NodeTable::Options nodes;
+  // Names this head in error replies: "head 10.0.0.1:6380".
+  std::string where = "head";
+};
+
+// Decodes each request, applies it to the node table and builds the reply.
+// Hostile input never throws or aborts: a request whose envelope does not decode
+// is dropped (there is no request id to answer); any other bad request gets an
+// ErrorReply. Every drop or refusal is logged, rate-limited so a flood cannot
+// fill the disk. Owned by the head's event loop; not thread-safe.
+class HeadService {
+ public:
+  HeadService(HeadServiceOptions options, const Clock& clock);
+
+  // Handles one message (routing frame already removed). Returns the reply to
+  // send back, or nullopt to drop it. `peer` names the sender for logs.
+  std::optional<transport::Frames> Handle(transport::Frames& frames, const std::string& peer);
+
+  // Declares silent nodes dead; called once per heartbeat period.
+  void ExpireSilentNodes();
+
+  const NodeTable& nodes() const { return nodes_; }
+  // Messages dropped or refused since start (for tests and metrics).
+  uint64_t rejected_count() const { return rejected_; }
+
+ private:
+  transport::Frames OnRegister(const protocol::RegisterNodeRequest& req, uint64_t id,
+                               const std::string& peer);
+  transport::Frames OnHeartbeat(const protocol::HeartbeatRequest& req, uint64_t id);
+  transport::Frames OnUnregister(const protocol::UnregisterNodeRequest& req, uint64_t id);
+  transport::Frames OnGetClusterStatus(const protocol::GetClusterStatusRequest& req,
+                                       uint64_t id, const std::string& peer);
+  transport::Frames Refuse(const Status& status, uint64_t id, const std::string& peer,
+                           const std::string& what);
+  bool TokenMatches(const std::string& presented) const;
+  void LogRejection(const std::string& line);
+
+  HeadServiceOptions options_;
+  const Clock& clock_;
+  NodeTable nodes_;
+  int64_t started_ms_;
+  uint64_t rejected_ = 0;
+  detail::LogRateLimiter reject_log_limiter_{20, std::chrono::seconds(10)};
+};
+
+}  // namespace rayx::scheduler

@@ -1,0 +1,88 @@
+// Node membership bookkeeping.
+#include "head/node_table.h"
+
+#include <algorithm>
+
+namespace rayx::scheduler {
+
+NodeId NodeTable::Register(NodeInfo info, int64_t now_ms, int64_t wall_ms) {
+  NodeId id = NodeId::FromRandom();
+  info.node_id = id;
+  info.alive = true;
+  info.death_reason.clear();
+  info.registered_at_ms = wall_ms;
+  if (info.available.empty()) info.available = info.total;
+  alive_[id] = Entry{std::move(info), now_ms, next_order_++};
+  return id;
+}
+
+bool NodeTable::Heartbeat(const NodeId& id, const ResourceMap& available, int64_t now_ms) {
+  auto it = alive_.find(id);
+  if (it == alive_.end()) return false;
+  it->second.last_heartbeat_ms = now_ms;
+  // An agent reports availability only for resources it registered.
+  for (const auto& [name, amount] : available) {
+    auto total = it->second.info.total.find(name);
+    if (total != it->second.info.total.end()) {
+      it->second.info.available[name] = std::clamp(amount, 0.0, total->second);
+    }
+  }
+  return true;
+}
+
+bool NodeTable::MarkDead(const NodeId& id, const std::string& reason) {
+  auto it = alive_.find(id);
+  if (it == alive_.end()) return false;
+  Entry entry = std::move(it->second);
+  alive_.erase(it);
+  Bury(std::move(entry), reason);
+  return true;
+}
+
+void NodeTable::Bury(Entry entry, const std::string& reason) {
+  entry.info.alive = false;
+  entry.info.death_reason = reason;
+  entry.info.available.clear();
+  dead_.push_front(std::move(entry.info));
+  while (dead_.size() > options_.max_dead_nodes) dead_.pop_back();
+}
+
+std::vector<NodeId> NodeTable::ExpireSilentNodes(int64_t now_ms) {
+  std::vector<NodeId> expired;
+  for (const auto& [id, entry] : alive_) {
+    if (now_ms - entry.last_heartbeat_ms > options_.node_timeout_ms) expired.push_back(id);
+  }
+  for (const auto& id : expired) {
+    auto it = alive_.find(id);
+    int64_t silent = now_ms - it->second.last_heartbeat_ms;
+    Entry entry = std::move(it->second);
+    alive_.erase(it);
+    Bury(std::move(entry), "no heartbeat for " + std::to_string(silent) + " ms (timeout " +
+                               std::to_string(options_.node_timeout_ms) +
+                               " ms): the node agent died or the network failed");
+  }
+  return expired;
+}
+
+std::vector<NodeInfo> NodeTable::Snapshot(int64_t now_ms) const {
+  std::vector<const Entry*> alive;
+  alive.reserve(alive_.size());
+  for (const auto& [id, entry] : alive_) alive.push_back(&entry);
+  std::sort(alive.begin(), alive.end(),
+            [](const Entry* a, const Entry* b) { return a->order < b->order; });
+  std::vector<NodeInfo> out;
+  out.reserve(alive.size() + dead_.size());
+  for (const Entry* entry : alive) {
+    out.push_back(entry->info);
+    out.back().last_heartbeat_age_ms = now_ms - entry->last_heartbeat_ms;
+  }
+  out.insert(out.end(), dead_.begin(), dead_.end());
+  return out;
+}
+
+const NodeInfo* NodeTable::FindAlive(const NodeId& id) const {
+  auto it = alive_.find(id);
+  return it == alive_.end() ? nullptr : &it->second.info;
+}
+
+}  // namespace rayx::scheduler

@@ -1,0 +1,73 @@
+// The head's table of nodes: who joined, who is alive, who died and why.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "rayx/cluster_status.h"
+#include "rayx/ids.h"
+
+namespace rayx::scheduler {
+
+// Pure bookkeeping: time is passed in, nothing here does I/O. Owned by the
+// head's event loop; not thread-safe.
+//
+// A node is alive from Register until it misses heartbeats for longer than
+// node_timeout_ms or unregisters. A dead node never comes back: an agent that
+// returns registers again and gets a new NodeId (as in Ray), so stale state tied
+// to the old id can never be confused with the new process.
+class NodeTable {
+ public:
+  struct Options {
+    // Silence after which an alive node is declared dead. Default: 1.5 s, so a
+    // killed agent shows dead within 2 s at the default 250 ms heartbeat.
+    int64_t node_timeout_ms = 1500;
+    // Dead nodes kept for display; the oldest are forgotten beyond this.
+    size_t max_dead_nodes = 1000;
+  };
+
+  explicit NodeTable(Options options) : options_(options) {}
+
+  // Adds an alive node with a fresh id and returns the id. `info.node_id` and
+  // `info.alive` are overwritten.
+  NodeId Register(NodeInfo info, int64_t now_ms, int64_t wall_ms);
+
+  // Records a heartbeat. Returns false when the node is not alive (unknown, or
+  // already declared dead): the agent must register again.
+  bool Heartbeat(const NodeId& id, const ResourceMap& available, int64_t now_ms);
+
+  // Declares an alive node dead with `reason`. Returns false when it was not alive.
+  bool MarkDead(const NodeId& id, const std::string& reason);
+
+  // Declares dead every alive node silent for longer than the timeout and returns
+  // their ids. O(alive nodes); the head calls it once per heartbeat period, not
+  // per message.
+  std::vector<NodeId> ExpireSilentNodes(int64_t now_ms);
+
+  // Alive nodes (by registration order), then dead ones, newest death first.
+  std::vector<NodeInfo> Snapshot(int64_t now_ms) const;
+
+  // The alive node, or nullptr.
+  const NodeInfo* FindAlive(const NodeId& id) const;
+  size_t alive_count() const { return alive_.size(); }
+  size_t dead_count() const { return dead_.size(); }
+
+ private:
+  struct Entry {
+    NodeInfo info;
+    int64_t last_heartbeat_ms = 0;
+    uint64_t order = 0;
+  };
+  void Bury(Entry entry, const std::string& reason);
+
+  Options options_;
+  uint64_t next_order_ = 0;
+  std::unordered_map<NodeId, Entry> alive_;
+  std::deque<NodeInfo> dead_;  // newest first, at most options_.max_dead_nodes
+};
+
+}  // namespace rayx::scheduler

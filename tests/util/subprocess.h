@@ -1,0 +1,25 @@
+// Running a command and capturing its output, for tests.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace rayx::testing {
+
+struct CommandResult {
+  int exit_code = -1;     // -1 when killed by a signal or timed out
+  bool timed_out = false;
+  std::string out;        // stdout
+  std::string err;        // stderr
+  std::string Describe() const;  // for assertion messages
+};
+
+// Runs argv (argv[0] a path) with `env` added, waits up to `timeout_ms` (then
+// SIGKILLs it), and returns what it printed.
+CommandResult RunCommand(const std::vector<std::string>& argv,
+                         const std::map<std::string, std::string>& env = {},
+                         int64_t timeout_ms = 60000);
+
+}  // namespace rayx::testing

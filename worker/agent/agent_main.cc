@@ -1,0 +1,126 @@
+// rayx-agent: the node agent daemon. Started by `rayx start`, which passes the
+// cluster token in RAYX_CLUSTER_TOKEN and a --ready-fd for the start-up
+// handshake. Resources not given as flags are detected on this machine.
+#include <csignal>
+#include <cstdlib>
+#include <iostream>
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/signal_set.hpp>
+
+#include "agent/node_agent.h"
+#include "agent/node_resources.h"
+#include "common/flags.h"
+#include "common/logging.h"
+#include "common/ready_pipe.h"
+
+int main(int argc, char** argv) {
+  using namespace rayx;
+  detail::SetLogProgramName("rayx-agent");
+  std::signal(SIGPIPE, SIG_IGN);
+
+  std::string address, node_ip, resources_json, labels_text;
+  double num_cpus = 0, num_gpus = 0, memory = 0;
+  bool head_node = false;
+  int64_t ready_fd = -1, connect_timeout_ms = 15000, head_lost_timeout_ms = 60000;
+  FlagParser flags("rayx-agent");
+  flags.AddString("address", &address, "the head, HOST:PORT");
+  flags.AddString("node-ip-address", &node_ip, "this node's address (default: the local "
+                                               "address of the interface that reaches the head)");
+  flags.AddDouble("num-cpus", &num_cpus, "CPUs to offer (default: all)");
+  flags.AddDouble("num-gpus", &num_gpus, "GPUs to offer (default: detected through NVML)");
+  flags.AddDouble("memory", &memory, "memory in bytes to offer (default: physical RAM)");
+  flags.AddString("resources", &resources_json, "custom resources as JSON, e.g. '{\"tpu\": 4}'");
+  flags.AddString("labels", &labels_text, "node labels, k=v,k2=v2");
+  flags.AddBool("head-node", &head_node, "this agent runs beside the head");
+  flags.AddInt("ready-fd", &ready_fd, -1, 1 << 20, "fd to report start-up on");
+  flags.AddInt("connect-timeout-ms", &connect_timeout_ms, 100, 3600000,
+               "give up joining after this long (default 15000)");
+  flags.AddInt("head-lost-timeout-ms", &head_lost_timeout_ms, 1000, 86400000,
+               "exit when the head is silent this long (default 60000)");
+  std::vector<std::string> args(argv + 1, argv + argc);
+  Status parsed = flags.Parse(args, nullptr);
+  ReadyPipe real_ready(static_cast<int>(ready_fd));
+  auto fail = [&](const std::string& msg, int code) {
+    std::cerr << "rayx-agent: " << msg << "\n";
+    real_ready.Fail(msg);
+    return code;
+  };
+  if (!parsed.ok()) return fail(parsed.message(), 2);
+
+  worker::NodeAgentOptions options;
+  auto head = ParseHostPort(address);
+  if (!head.ok()) return fail(head.status().message(), 2);
+  options.head = *head;
+  auto head_ip = ResolveIpv4(head->host);
+  if (!head_ip.ok()) return fail(head_ip.status().message(), 2);
+  options.head.host = *head_ip;
+  if (node_ip.empty()) {
+    auto local = LocalAddressToward(*head_ip);
+    if (!local.ok()) return fail(local.status().message() + ": pass --node-ip-address", 2);
+    node_ip = *local;
+  }
+  options.node_ip = node_ip;
+  const char* token = std::getenv("RAYX_CLUSTER_TOKEN");
+  if (token == nullptr || *token == '\0') {
+    return fail("RAYX_CLUSTER_TOKEN is not set: start the agent with `rayx start --address "
+                "HOST:PORT --token TOKEN`",
+                2);
+  }
+  options.token = token;
+  worker::ResourceOverrides overrides;
+  if (flags.WasSet("num-cpus")) overrides.num_cpus = num_cpus;
+  if (flags.WasSet("num-gpus")) overrides.num_gpus = num_gpus;
+  if (flags.WasSet("memory")) overrides.memory_bytes = memory;
+  if (!resources_json.empty()) {
+    auto custom = ParseResourcesJson(resources_json);
+    if (!custom.ok()) return fail(custom.status().message(), 2);
+    overrides.custom = *custom;
+  }
+  auto labels = ParseLabels(labels_text);
+  if (!labels.ok()) return fail(labels.status().message(), 2);
+  options.labels = *labels;
+  std::string gpu_note;
+  options.resources = worker::ResolveNodeResources(overrides, &gpu_note);
+  options.hostname = worker::LocalHostname();
+  options.is_head_node = head_node;
+  options.connect_timeout_ms = connect_timeout_ms;
+  options.head_lost_timeout_ms = head_lost_timeout_ms;
+  // Test hooks for the version check: make this agent announce another version.
+  if (const char* v = std::getenv("RAYX_TESTING_ANNOUNCE_VERSION")) options.announced_version = v;
+  if (const char* p = std::getenv("RAYX_TESTING_ANNOUNCE_PROTOCOL")) {
+    options.announced_protocol = static_cast<uint32_t>(std::strtoul(p, nullptr, 10));
+  }
+  RAYX_LOG(Info) << "rayx " << kRayxVersion << " node agent at " << node_ip << " joining "
+                 << options.head.ToString() << "; " << gpu_note;
+
+  boost::asio::io_context io(1);
+  SystemClock clock;
+  int exit_code = 0;
+  worker::NodeAgent agent(
+      io, options, clock,
+      {.on_joined =
+           [&](const protocol::RegisterNodeReply& reply) {
+             real_ready.Ready({{"node_id", reply.node_id.Hex()},
+                               {"cluster_id", reply.cluster_id},
+                               {"node_ip", node_ip}});
+           },
+       .on_fatal =
+           [&](const Status& status) {
+             std::cerr << "rayx-agent: " << status.message() << "\n";
+             real_ready.Fail(status.message());
+             exit_code = 1;
+             io.stop();
+           }});
+  agent.Start();
+
+  boost::asio::signal_set signals(io, SIGINT, SIGTERM);
+  signals.async_wait([&](const boost::system::error_code& ec, int signo) {
+    if (ec) return;
+    RAYX_LOG(Info) << "signal " << signo << ": leaving the cluster";
+    agent.Leave("stopped by signal " + std::to_string(signo) + " (rayx stop)", 1000,
+                [&] { io.stop(); });
+  });
+  io.run();
+  return exit_code;
+}

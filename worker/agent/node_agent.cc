@@ -1,0 +1,198 @@
+// Node agent membership: registration, heartbeats, leaving.
+#include "agent/node_agent.h"
+
+#include <unistd.h>
+
+#include "common/logging.h"
+#include "transport/message.h"
+
+namespace rayx::worker {
+
+using protocol::MessageType;
+
+NodeAgent::NodeAgent(boost::asio::io_context& io, NodeAgentOptions options, const Clock& clock,
+                     Callbacks callbacks)
+    : io_(io),
+      options_(std::move(options)),
+      clock_(clock),
+      callbacks_(std::move(callbacks)),
+      dealer_(context_, zmq::socket_type::dealer),
+      heartbeat_timer_(io),
+      deadline_timer_(io) {}
+
+NodeAgent::~NodeAgent() {
+  loop_.reset();
+  dealer_.close();
+}
+
+void NodeAgent::Start() {
+  last_reply_ms_ = clock_.NowMs();
+  dealer_.set(zmq::sockopt::linger, 0);
+  dealer_.set(zmq::sockopt::maxmsgsize, static_cast<int64_t>(protocol::kMaxControlFrameBytes));
+  // Heartbeats queued while the head is unreachable are useless once stale.
+  dealer_.set(zmq::sockopt::sndhwm, 100);
+  dealer_.connect(options_.head.ZmqEndpoint());
+  loop_ = std::make_unique<transport::ZmqSocketLoop>(
+      io_, dealer_, [this](transport::Frames& frames) { OnMessage(frames); });
+  loop_->Start();
+  SendRegister();
+  deadline_timer_.expires_after(std::chrono::milliseconds(options_.connect_timeout_ms));
+  deadline_timer_.async_wait([this](const boost::system::error_code& ec) {
+    if (ec || !registering_) return;
+    Fatal(Status::Unavailable(
+        "no answer from the head at " + options_.head.ToString() + " within " +
+        std::to_string(options_.connect_timeout_ms / 1000) +
+        " s: check the address, that `rayx start --head` runs there, and that port " +
+        std::to_string(options_.head.port) + " is reachable from this machine (firewall?)"));
+  });
+}
+
+template <typename T>
+void NodeAgent::Send(const T& body) {
+  transport::Frames frames = transport::MakeMessage(body, ++next_id_);
+  if (!loop_->Send(frames)) {
+    RAYX_LOG(Warning) << "could not queue " << protocol::MessageTypeName(
+                                                  static_cast<uint16_t>(T::kType))
+                      << " to the head (queue full)";
+  }
+}
+
+void NodeAgent::SendRegister() {
+  registering_ = true;
+  protocol::RegisterNodeRequest req;
+  req.token = options_.token;
+  req.rayx_version = options_.announced_version;
+  req.address = options_.node_ip;
+  req.hostname = options_.hostname;
+  req.agent_pid = static_cast<int32_t>(getpid());
+  req.is_head_node = options_.is_head_node;
+  req.resources = options_.resources;
+  req.labels = options_.labels;
+  transport::Frames frames = transport::MakeMessage(req, ++next_id_);
+  register_id_ = next_id_;
+  if (options_.announced_protocol != kProtocolVersion) {
+    protocol::Envelope env;
+    env.v = options_.announced_protocol;
+    env.t = static_cast<uint16_t>(req.kType);
+    env.id = register_id_;
+    frames[0] = transport::MakeFrame(protocol::Encode(env));
+  }
+  (void)loop_->Send(frames);
+}
+
+void NodeAgent::SendHeartbeat() {
+  if (leaving_) return;
+  int64_t silent = clock_.NowMs() - last_reply_ms_;
+  if (silent > options_.head_lost_timeout_ms) {
+    Fatal(Status::Unavailable("the head at " + options_.head.ToString() +
+                              " has not answered for " + std::to_string(silent / 1000) +
+                              " s: leaving (restart the agent once the head is back)"));
+    return;
+  }
+  if (!registering_) {
+    protocol::HeartbeatRequest req;
+    req.node_id = node_id_;
+    req.seq = ++heartbeat_seq_;
+    req.available = options_.resources;  // no workers yet: everything is free
+    Send(req);
+  }
+  heartbeat_timer_.expires_after(std::chrono::milliseconds(heartbeat_period_ms_));
+  heartbeat_timer_.async_wait([this](const boost::system::error_code& ec) {
+    if (!ec) SendHeartbeat();
+  });
+}
+
+void NodeAgent::OnMessage(transport::Frames& frames) {
+  if (frames.size() < 2) return;
+  auto env = protocol::Decode<protocol::Envelope>(transport::FrameView(frames[0]));
+  if (!env.ok()) {
+    RAYX_LOG(Warning) << "dropped an undecodable message from the head: " << env.status();
+    return;
+  }
+  std::string_view body = transport::FrameView(frames[1]);
+  last_reply_ms_ = clock_.NowMs();
+  switch (static_cast<MessageType>(env->t)) {
+    case MessageType::kErrorReply: {
+      auto error = protocol::Decode<protocol::ErrorReply>(body);
+      Status status = error.ok() ? error->ToStatus() : error.status();
+      if (env->id == register_id_) {
+        Fatal(Status(status.code(), "the head refused this node: " + status.message()));
+      } else {
+        RAYX_LOG(Warning) << "the head answered an error: " << status;
+      }
+      return;
+    }
+    case MessageType::kRegisterNodeReply: {
+      if (env->id != register_id_) return;
+      auto reply = protocol::Decode<protocol::RegisterNodeReply>(body);
+      if (!reply.ok()) {
+        Fatal(Status::Internal("undecodable registration reply: " + reply.status().message()));
+        return;
+      }
+      registering_ = false;
+      node_id_ = reply->node_id;
+      heartbeat_period_ms_ = std::max<int64_t>(reply->heartbeat_period_ms, 10);
+      RAYX_LOG(Info) << "joined cluster " << reply->cluster_id << " at "
+                     << options_.head.ToString() << " as node " << node_id_.Short()
+                     << " (heartbeat every " << heartbeat_period_ms_ << " ms)";
+      if (!joined_once_) {
+        joined_once_ = true;
+        deadline_timer_.cancel();
+        if (callbacks_.on_joined) callbacks_.on_joined(*reply);
+        SendHeartbeat();
+      }
+      return;
+    }
+    case MessageType::kHeartbeatReply: {
+      auto reply = protocol::Decode<protocol::HeartbeatReply>(body);
+      if (reply.ok() && !reply->known && !registering_) {
+        RAYX_LOG(Warning) << "the head declared node " << node_id_.Short()
+                          << " dead (missed heartbeats); joining again as a new node";
+        SendRegister();
+      }
+      return;
+    }
+    case MessageType::kUnregisterNodeReply:
+      if (env->id == unregister_id_ && leave_done_) {
+        auto done = std::move(leave_done_);
+        leave_done_ = nullptr;
+        done();
+      }
+      return;
+    default:
+      RAYX_LOG(Warning) << "ignored unexpected " << protocol::MessageTypeName(env->t)
+                        << " from the head";
+  }
+}
+
+void NodeAgent::Leave(const std::string& reason, int64_t timeout_ms, std::function<void()> done) {
+  leaving_ = true;
+  heartbeat_timer_.cancel();
+  if (node_id_.IsNil() || registering_) {
+    done();
+    return;
+  }
+  protocol::UnregisterNodeRequest req;
+  req.node_id = node_id_;
+  req.reason = reason;
+  Send(req);
+  unregister_id_ = next_id_;
+  leave_done_ = std::move(done);
+  deadline_timer_.expires_after(std::chrono::milliseconds(timeout_ms));
+  deadline_timer_.async_wait([this](const boost::system::error_code& ec) {
+    if (ec || !leave_done_) return;
+    RAYX_LOG(Warning) << "the head did not acknowledge the leave in time";
+    auto finish = std::move(leave_done_);
+    leave_done_ = nullptr;
+    finish();
+  });
+}
+
+void NodeAgent::Fatal(const Status& status) {
+  RAYX_LOG(Error) << status.message();
+  heartbeat_timer_.cancel();
+  deadline_timer_.cancel();
+  if (callbacks_.on_fatal) callbacks_.on_fatal(status);
+}
+
+}  // namespace rayx::worker

@@ -22,11 +22,24 @@ void HeadService::LogRejection(const std::string& line) {
   ++rejected_;
   uint64_t suppressed = 0;
   if (reject_log_limiter_.Allow(std::chrono::steady_clock::now(), &suppressed)) {
-    RAYX_LOG(Warning) << line
-                      << (suppressed ? " (" + std::to_string(suppressed) +
-                                           " similar lines suppressed)"
-                                     : std::string());
+    if (suppressed > 0) {
+      RAYX_LOG(Warning) << suppressed << " more rejected messages were not logged";
+    }
+    RAYX_LOG(Warning) << line;
+    return;
   }
+  if (++suppressed_since_flush_ == 1) {
+    RAYX_LOG(Warning) << "too many rejected messages: logging at most 20 per 10 s; the rest "
+                         "are counted and summarized";
+  }
+  last_suppressed_ = line;
+}
+
+void HeadService::FlushRejectionLog() {
+  if (suppressed_since_flush_ == 0) return;
+  RAYX_LOG(Warning) << "suppressed " << suppressed_since_flush_
+                    << " rejected-message log lines; the latest: " << last_suppressed_;
+  suppressed_since_flush_ = 0;
 }
 
 Frames HeadService::Refuse(const Status& status, uint64_t id, const std::string& peer,
@@ -174,6 +187,11 @@ Frames HeadService::OnGetClusterStatus(const protocol::GetClusterStatusRequest& 
 }
 
 void HeadService::ExpireSilentNodes() {
+  int64_t now = clock_.NowMs();
+  if (now - last_flush_ms_ >= 10000) {
+    last_flush_ms_ = now;
+    FlushRejectionLog();
+  }
   for (const NodeId& id : nodes_.ExpireSilentNodes(clock_.NowMs())) {
     RAYX_LOG(Warning) << "node " << id.Short() << " declared dead: no heartbeat within "
                       << options_.nodes.node_timeout_ms << " ms; " << nodes_.alive_count()

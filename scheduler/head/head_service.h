@@ -38,8 +38,12 @@ class HeadService {
   // send back, or nullopt to drop it. `peer` names the sender for logs.
   std::optional<transport::Frames> Handle(transport::Frames& frames, const std::string& peer);
 
-  // Declares silent nodes dead; called once per heartbeat period.
+  // Declares silent nodes dead; called once per heartbeat period. Also writes
+  // the summary of rejection log lines suppressed in the last 10 s.
   void ExpireSilentNodes();
+
+  // Logs how many rejections were not logged line by line, and the latest one.
+  void FlushRejectionLog();
 
   const NodeTable& nodes() const { return nodes_; }
   // Messages dropped or refused since start (for tests and metrics).
@@ -63,6 +67,9 @@ class HeadService {
   int64_t started_ms_;
   uint64_t rejected_ = 0;
   detail::LogRateLimiter reject_log_limiter_{20, std::chrono::seconds(10)};
+  uint64_t suppressed_since_flush_ = 0;
+  std::string last_suppressed_;
+  int64_t last_flush_ms_ = 0;
 };
 
 }  // namespace rayx::scheduler

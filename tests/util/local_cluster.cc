@@ -136,10 +136,26 @@ Status LocalCluster::WaitForNodes(size_t alive, int64_t timeout_ms) const {
 }
 
 CommandResult LocalCluster::RunCli(std::vector<std::string> args, bool with_temp_dir,
+                                   const std::map<std::string, std::string>& env,
                                    int64_t timeout_ms) const {
   args.insert(args.begin(), RayxCliPath());
   if (with_temp_dir) args.insert(args.end(), {"--temp-dir", temp_dir_});
-  return RunCommand(args, {}, timeout_ms);
+  return RunCommand(args, env, timeout_ms);
+}
+
+cli::ProcessRecord LocalCluster::head_process() const {
+  for (const auto& session : cli::Session::List(temp_dir_)) {
+    auto procs = session.Processes();
+    if (procs.count("head")) return procs["head"];
+  }
+  return {};
+}
+
+std::string LocalCluster::head_log_path() const {
+  for (const auto& session : cli::Session::List(temp_dir_)) {
+    if (session.ReadConfig()["role"] == "head") return session.LogPath("head");
+  }
+  return "";
 }
 
 std::vector<cli::ProcessRecord> LocalCluster::RecordedProcesses() const {

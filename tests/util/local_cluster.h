@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -62,6 +63,7 @@ class LocalCluster {
 
   // Runs `rayx ARGS... --temp-dir <this cluster's temp dir>` when `with_temp_dir`.
   CommandResult RunCli(std::vector<std::string> args, bool with_temp_dir = true,
+                       const std::map<std::string, std::string>& env = {},
                        int64_t timeout_ms = 60000) const;
 
   // `rayx stop`; afterwards no process this cluster started runs.
@@ -74,6 +76,9 @@ class LocalCluster {
   const std::string& token() const { return token_; }
   const std::string& temp_dir() const { return temp_dir_; }
   const NodeHandle& head_node() const { return head_node_; }
+  // The head daemon's process and log file.
+  cli::ProcessRecord head_process() const;
+  std::string head_log_path() const;
 
  private:
   LocalCluster() = default;

@@ -1,0 +1,263 @@
+// A real head and real node agents on loopback, driven through the rayx CLI.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <fstream>
+#include <sstream>
+
+#include "rayx/version.h"
+#include "util/local_cluster.h"
+
+namespace rayx::testing {
+namespace {
+
+bool Contains(const std::string& haystack, const std::string& needle) {
+  return haystack.find(needle) != std::string::npos;
+}
+
+std::unique_ptr<LocalCluster> StartCluster(LocalCluster::Options options = {}) {
+  auto cluster = LocalCluster::Start(options);
+  EXPECT_TRUE(cluster.ok()) << cluster.status();
+  return cluster.ok() ? std::move(*cluster) : nullptr;
+}
+
+const NodeInfo* FindNode(const ClusterStatus& status, const std::string& hex) {
+  for (const auto& node : status.nodes) {
+    if (node.node_id.Hex() == hex) return &node;
+  }
+  return nullptr;
+}
+
+TEST(Cluster, StatusShowsBothNodesWithTheirTotals) {
+  LocalCluster::Options options;
+  options.head_node.num_cpus = 2;
+  options.head_node.resources = R"({"tpu": 4})";
+  options.head_node.labels = "zone=a";
+  auto cluster = StartCluster(options);
+  ASSERT_TRUE(cluster);
+  auto worker = cluster->AddNode({.num_cpus = 3, .num_gpus = 2, .labels = "accelerator=H100"});
+  ASSERT_TRUE(worker.ok()) << worker.status();
+
+  auto status = cluster->GetStatus();
+  ASSERT_TRUE(status.ok()) << status.status();
+  EXPECT_EQ(status->AliveNodeCount(), 2u);
+  ResourceMap total = status->TotalResources();
+  EXPECT_EQ(total["CPU"], 5);
+  EXPECT_EQ(total["GPU"], 2);
+  EXPECT_EQ(total["tpu"], 4);
+  const NodeInfo* head = FindNode(*status, cluster->head_node().node_id);
+  const NodeInfo* second = FindNode(*status, worker->node_id);
+  ASSERT_TRUE(head && second);
+  EXPECT_TRUE(head->is_head_node);
+  EXPECT_FALSE(second->is_head_node);
+  EXPECT_EQ(head->labels.at("zone"), "a");
+  EXPECT_EQ(second->labels.at("accelerator"), "H100");
+  EXPECT_EQ(second->address, "127.0.0.1");
+  EXPECT_EQ(second->agent_pid, worker->agent.pid);
+
+  // The CLI prints the same, like `ray status`.
+  CommandResult cli = cluster->RunCli({"status"});
+  ASSERT_EQ(cli.exit_code, 0) << cli.Describe();
+  EXPECT_TRUE(Contains(cli.out, "node_" + cluster->head_node().node_id)) << cli.out;
+  EXPECT_TRUE(Contains(cli.out, "node_" + worker->node_id)) << cli.out;
+  EXPECT_TRUE(Contains(cli.out, "0/5 CPU")) << cli.out;
+  EXPECT_TRUE(Contains(cli.out, "0/2 GPU")) << cli.out;
+  EXPECT_TRUE(Contains(cli.out, "0/4 tpu")) << cli.out;
+  EXPECT_TRUE(Contains(cli.out, "(no dead nodes)")) << cli.out;
+
+  CommandResult verbose = cluster->RunCli({"status", "-v"});
+  ASSERT_EQ(verbose.exit_code, 0) << verbose.Describe();
+  EXPECT_TRUE(Contains(verbose.out, "Node: node_" + worker->node_id)) << verbose.out;
+  EXPECT_TRUE(Contains(verbose.out, "accelerator=H100")) << verbose.out;
+
+  // From another machine's point of view: explicit address and token.
+  CommandResult remote = cluster->RunCli(
+      {"status", "--address", cluster->address(), "--token", cluster->token()}, false);
+  ASSERT_EQ(remote.exit_code, 0) << remote.Describe();
+  EXPECT_TRUE(Contains(remote.out, "0/5 CPU")) << remote.out;
+}
+
+TEST(Cluster, WrongTokenIsRefusedAndLeavesNothingRunning) {
+  auto cluster = StartCluster();
+  ASSERT_TRUE(cluster);
+  size_t before = cluster->RecordedProcesses().size();
+  CommandResult r = cluster->RunCli(
+      {"start", "--address", cluster->address(), "--token", "0000not-the-token"});
+  EXPECT_NE(r.exit_code, 0) << r.Describe();
+  EXPECT_TRUE(Contains(r.err, "wrong cluster token")) << r.err;
+  EXPECT_EQ(cluster->RecordedProcesses().size(), before);
+  auto status = cluster->GetStatus();
+  ASSERT_TRUE(status.ok());
+  EXPECT_EQ(status->AliveNodeCount(), 1u);
+  // A status request with a wrong token is refused too.
+  EXPECT_EQ(QueryClusterStatus(cluster->address(), "wrong", 2000).status().code(),
+            StatusCode::kUnauthenticated);
+}
+
+TEST(Cluster, VersionMismatchIsRefusedNamingBothVersions) {
+  auto cluster = StartCluster();
+  ASSERT_TRUE(cluster);
+  CommandResult release = cluster->RunCli(
+      {"start", "--address", cluster->address(), "--token", cluster->token()}, true,
+      {{"RAYX_TESTING_ANNOUNCE_VERSION", "9.9.9"}});
+  EXPECT_NE(release.exit_code, 0) << release.Describe();
+  EXPECT_TRUE(Contains(release.err, "rayx 9.9.9")) << release.err;
+  EXPECT_TRUE(Contains(release.err, std::string("rayx ") + kRayxVersion)) << release.err;
+
+  CommandResult protocol = cluster->RunCli(
+      {"start", "--address", cluster->address(), "--token", cluster->token()}, true,
+      {{"RAYX_TESTING_ANNOUNCE_PROTOCOL", "999"}});
+  EXPECT_NE(protocol.exit_code, 0) << protocol.Describe();
+  EXPECT_TRUE(Contains(protocol.err, "protocol 999")) << protocol.err;
+  EXPECT_TRUE(Contains(protocol.err, "protocol " + std::to_string(kProtocolVersion)))
+      << protocol.err;
+  auto status = cluster->GetStatus();
+  ASSERT_TRUE(status.ok());
+  EXPECT_EQ(status->AliveNodeCount(), 1u);
+}
+
+TEST(Cluster, KilledAgentIsMarkedDeadWithinTheDefaultTimeout) {
+  auto cluster = StartCluster();  // default heartbeat 250 ms, timeout 1500 ms
+  ASSERT_TRUE(cluster);
+  auto worker = cluster->AddNode({.num_cpus = 3});
+  ASSERT_TRUE(worker.ok()) << worker.status();
+
+  auto killed_at = std::chrono::steady_clock::now();
+  ASSERT_TRUE(cluster->KillNode(*worker).ok());
+  // Defaults must detect a killed agent within 2 s.
+  Status dead = cluster->WaitFor(
+      [&](const ClusterStatus& s) {
+        const NodeInfo* n = FindNode(s, worker->node_id);
+        return n && !n->alive;
+      },
+      2000);
+  auto took = std::chrono::duration_cast<std::chrono::milliseconds>(
+      std::chrono::steady_clock::now() - killed_at);
+  ASSERT_TRUE(dead.ok()) << dead << " (waited " << took.count() << " ms)";
+  auto status = cluster->GetStatus();
+  ASSERT_TRUE(status.ok());
+  EXPECT_TRUE(Contains(FindNode(*status, worker->node_id)->death_reason, "no heartbeat"));
+  EXPECT_EQ(status->TotalResources()["CPU"], 1);  // the dead node no longer counts
+
+  CommandResult cli = cluster->RunCli({"status"});
+  EXPECT_TRUE(Contains(cli.out, "Dead:\n node_" + worker->node_id)) << cli.out;
+
+  // A restarted agent joins as a new node.
+  auto again = cluster->AddNode({.num_cpus = 3});
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_NE(again->node_id, worker->node_id);
+  ASSERT_TRUE(cluster->WaitForNodes(2, 5000).ok());
+}
+
+TEST(Cluster, StoppedAgentLeavesAtOnce) {
+  // A long timeout shows the agent's leave is reported, not timed out.
+  auto cluster = StartCluster({.node_timeout_ms = 60000});
+  ASSERT_TRUE(cluster);
+  auto worker = cluster->AddNode({});
+  ASSERT_TRUE(worker.ok()) << worker.status();
+  ASSERT_TRUE(cluster->RemoveNode(*worker).ok());
+  auto status = cluster->GetStatus();
+  ASSERT_TRUE(status.ok());
+  const NodeInfo* n = FindNode(*status, worker->node_id);
+  ASSERT_TRUE(n);
+  EXPECT_FALSE(n->alive);
+  EXPECT_TRUE(Contains(n->death_reason, "stopped")) << n->death_reason;
+}
+
+TEST(Cluster, TwoClustersOnOneMachineDoNotSeeEachOther) {
+  auto a = StartCluster();
+  auto b = StartCluster();
+  ASSERT_TRUE(a && b);
+  ASSERT_NE(a->address(), b->address());
+  ASSERT_TRUE(a->AddNode({.num_cpus = 4}).ok());
+  auto sa = a->GetStatus();
+  auto sb = b->GetStatus();
+  ASSERT_TRUE(sa.ok() && sb.ok());
+  EXPECT_EQ(sa->AliveNodeCount(), 2u);
+  EXPECT_EQ(sb->AliveNodeCount(), 1u);
+  EXPECT_NE(sa->cluster_id, sb->cluster_id);
+  // A's token does not open B.
+  CommandResult r = b->RunCli({"start", "--address", b->address(), "--token", a->token()});
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_EQ(QueryClusterStatus(b->address(), a->token(), 2000).status().code(),
+            StatusCode::kUnauthenticated);
+}
+
+TEST(Cluster, StopLeavesNoProcessOfTheSessionAlive) {
+  auto cluster = StartCluster();
+  ASSERT_TRUE(cluster);
+  ASSERT_TRUE(cluster->AddNode({}).ok());
+  ASSERT_TRUE(cluster->AddNode({}).ok());
+  std::vector<cli::ProcessRecord> all = cluster->RecordedProcesses();
+  ASSERT_EQ(all.size(), 4u);  // head, its agent, two more agents
+  CommandResult r = cluster->RunCli({"stop"});
+  ASSERT_EQ(r.exit_code, 0) << r.Describe();
+  EXPECT_TRUE(Contains(r.out, "Stopped rayx-head")) << r.out;
+  for (const auto& p : all) {
+    EXPECT_FALSE(cli::IsRunning(p)) << "pid " << p.pid << " still runs";
+    EXPECT_TRUE(Contains(r.out, "(pid " + std::to_string(p.pid) + ")")) << r.out;
+  }
+  EXPECT_TRUE(cluster->RecordedProcesses().empty());
+  // Status now says there is no cluster, and how to start one.
+  CommandResult status = cluster->RunCli({"status"});
+  EXPECT_NE(status.exit_code, 0);
+  EXPECT_TRUE(Contains(status.err, "rayx start --head")) << status.err;
+  // Stopping again is a no-op that says so.
+  CommandResult again = cluster->RunCli({"stop"});
+  EXPECT_EQ(again.exit_code, 0);
+  EXPECT_TRUE(Contains(again.out, "No rayx processes")) << again.out;
+}
+
+TEST(Cluster, StopWithAddressStopsOnlyThatCluster) {
+  auto cluster = StartCluster();
+  ASSERT_TRUE(cluster);
+  // A second cluster recorded in the same temp dir.
+  CommandResult other = cluster->RunCli({"start", "--head", "--port", "0", "--node-ip-address",
+                                         "127.0.0.1", "--num-cpus", "1"});
+  ASSERT_EQ(other.exit_code, 0) << other.Describe();
+  ASSERT_EQ(cluster->RecordedProcesses().size(), 4u);
+  CommandResult r = cluster->RunCli({"stop", "--address", cluster->address()});
+  ASSERT_EQ(r.exit_code, 0) << r.Describe();
+  // Only the other cluster's head and agent remain.
+  auto left = cluster->RecordedProcesses();
+  ASSERT_EQ(left.size(), 2u);
+  for (const auto& p : left) EXPECT_TRUE(cli::IsRunning(p));
+  EXPECT_FALSE(QueryClusterStatus(cluster->address(), cluster->token(), 300).ok());
+}
+
+TEST(Cluster, BadFlagsFailWithOneLineAndStartNothing) {
+  auto cluster = StartCluster();
+  ASSERT_TRUE(cluster);
+  size_t before = cluster->RecordedProcesses().size();
+  std::string port = cluster->address().substr(cluster->address().rfind(':') + 1);
+  struct Case {
+    std::vector<std::string> args;
+    std::string expect;
+  };
+  std::vector<Case> cases = {
+      {{"start", "--head", "--resources", "{\"tpu\": 4"}, "invalid resources JSON"},
+      {{"start", "--head", "--resources", "{\"tpu\": -4}"}, "negative"},
+      {{"start", "--head", "--num-cpus", "-2"}, "--num-cpus cannot be negative"},
+      {{"start", "--head", "--labels", "novalue"}, "invalid label"},
+      {{"start", "--head", "--port", "99999"}, "--port must be between"},
+      {{"start", "--head", "--port", port, "--node-ip-address", "127.0.0.1"}, "already in use"},
+      {{"start", "--head", "--bogus"}, "unknown flag --bogus"},
+      {{"start"}, "exactly one of --head"},
+      {{"start", "--address", "127.0.0.1:notaport", "--token", "x"}, "port must be a number"},
+      {{"start", "--address", "127.0.0.1:1", "--token", "x", "--connect-timeout-ms", "500"},
+       "no answer from the head"},
+  };
+  for (const auto& c : cases) {
+    CommandResult r = cluster->RunCli(c.args);
+    EXPECT_NE(r.exit_code, 0) << r.Describe();
+    EXPECT_TRUE(Contains(r.err, c.expect)) << "expected '" << c.expect << "' in: " << r.err;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+    EXPECT_EQ(cluster->RecordedProcesses().size(), before) << r.Describe();
+  }
+  auto status = cluster->GetStatus();
+  ASSERT_TRUE(status.ok());
+  EXPECT_EQ(status->AliveNodeCount(), 1u);
+}
+
+}  // namespace
+}  // namespace rayx::testing

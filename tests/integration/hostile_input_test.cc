@@ -1,0 +1,179 @@
+// Garbage sent to the head's port: dropped with a log line, the head keeps
+// serving real nodes.
+#include <arpa/inet.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <random>
+#include <sstream>
+#include <thread>
+#include <zmq.hpp>
+
+#include "common/address.h"
+#include "protocol/codec.h"
+#include "transport/message.h"
+#include "util/local_cluster.h"
+
+namespace rayx::testing {
+namespace {
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+// Sends multipart messages to the head on a raw DEALER socket.
+class RawPeer {
+ public:
+  explicit RawPeer(const std::string& address) : socket_(context_, zmq::socket_type::dealer) {
+    socket_.set(zmq::sockopt::linger, 0);
+    socket_.connect("tcp://" + address);
+  }
+  void Send(const std::vector<std::string>& frames) {
+    for (size_t i = 0; i < frames.size(); ++i) {
+      zmq::message_t m(frames[i].data(), frames[i].size());
+      auto flags = i + 1 < frames.size() ? zmq::send_flags::sndmore : zmq::send_flags::none;
+      ASSERT_TRUE(socket_.send(m, flags));
+    }
+  }
+  // Waits for one reply; returns its frames (empty on timeout).
+  std::vector<std::string> Receive(int timeout_ms) {
+    zmq::pollitem_t item{socket_.handle(), 0, ZMQ_POLLIN, 0};
+    zmq::poll(&item, 1, std::chrono::milliseconds(timeout_ms));
+    std::vector<std::string> out;
+    if (!(item.revents & ZMQ_POLLIN)) return out;
+    bool more = true;
+    while (more) {
+      zmq::message_t m;
+      if (!socket_.recv(m)) break;
+      more = m.more();
+      out.emplace_back(static_cast<const char*>(m.data()), m.size());
+    }
+    return out;
+  }
+
+ private:
+  zmq::context_t context_{1};
+  zmq::socket_t socket_;
+};
+
+std::string Envelope(uint16_t type, uint64_t id, uint32_t version = kProtocolVersion) {
+  protocol::Envelope env;
+  env.v = version;
+  env.t = type;
+  env.id = id;
+  return protocol::Encode(env);
+}
+
+// The head answers `request` frames with an ErrorReply of `code`.
+void ExpectErrorReply(RawPeer& peer, const std::vector<std::string>& request, StatusCode code) {
+  peer.Send(request);
+  auto reply = peer.Receive(5000);
+  ASSERT_EQ(reply.size(), 2u) << "no reply to a malformed request";
+  auto env = protocol::Decode<protocol::Envelope>(reply[0]);
+  ASSERT_TRUE(env.ok());
+  ASSERT_EQ(env->t, static_cast<uint16_t>(protocol::MessageType::kErrorReply));
+  auto error = protocol::Decode<protocol::ErrorReply>(reply[1]);
+  ASSERT_TRUE(error.ok());
+  EXPECT_EQ(error->code, static_cast<uint8_t>(code)) << error->message;
+}
+
+TEST(HostileInput, HeadSurvivesGarbageAndKeepsServing) {
+  auto started = LocalCluster::Start();
+  ASSERT_TRUE(started.ok()) << started.status();
+  auto& cluster = **started;
+  auto head = cluster.head_process();
+  std::mt19937 rng(42);
+  auto random_bytes = [&](size_t n) {
+    std::string s(n, '\0');
+    for (auto& c : s) c = static_cast<char>(rng());
+    return s;
+  };
+
+  {
+    RawPeer peer(cluster.address());
+    // Random frames in random numbers.
+    for (int i = 0; i < 200; ++i) {
+      std::vector<std::string> frames;
+      for (int f = 0; f < 1 + static_cast<int>(rng() % 4); ++f) {
+        frames.push_back(random_bytes(rng() % 300));
+      }
+      peer.Send(frames);
+    }
+    // Truncated msgpack: a valid envelope cut short.
+    std::string env = Envelope(2, 1);
+    peer.Send({env.substr(0, env.size() - 3), "x"});
+    // Deeply nested arrays as the envelope and as the body.
+    std::string nested(100000, '\x91');
+    nested += '\xc0';
+    peer.Send({nested, nested});
+    // A header claiming a 4-billion-element array.
+    peer.Send({std::string("\xdd\xff\xff\xff\xff", 5), "x"});
+    // Too many frames.
+    peer.Send(std::vector<std::string>(200, "f"));
+    // A bad body, an unknown type, another protocol: each gets an error reply.
+    ExpectErrorReply(peer, {Envelope(2, 7), nested}, StatusCode::kInvalidArgument);
+    ExpectErrorReply(peer, {Envelope(999, 8), "\x80"}, StatusCode::kInvalidArgument);
+    ExpectErrorReply(peer, {Envelope(2, 9, 77), "\x80"}, StatusCode::kInvalidArgument);
+    // A flood of hellos with bad tokens.
+    protocol::RegisterNodeRequest hello;
+    hello.token = "not-the-token";
+    hello.rayx_version = kRayxVersion;
+    hello.resources = {{"CPU", 1}};
+    std::string body = protocol::Encode(hello);
+    for (int i = 0; i < 2000; ++i) peer.Send({Envelope(2, 100 + i), body});
+    ExpectErrorReply(peer, {Envelope(2, 5000), body}, StatusCode::kUnauthenticated);
+  }
+  {
+    // An oversized frame: libzmq drops the connection before buffering it.
+    RawPeer big(cluster.address());
+    big.Send({Envelope(2, 1), std::string(protocol::kMaxControlFrameBytes + 1024, 'a')});
+  }
+  // Raw TCP bytes that are not even ZMTP.
+  {
+    auto hp = ParseHostPort(cluster.address());
+    ASSERT_TRUE(hp.ok());
+    for (int i = 0; i < 20; ++i) {
+      int fd = socket(AF_INET, SOCK_STREAM, 0);
+      sockaddr_in addr{};
+      addr.sin_family = AF_INET;
+      addr.sin_port = htons(hp->port);
+      inet_pton(AF_INET, "127.0.0.1", &addr.sin_addr);
+      ASSERT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+      std::string junk = random_bytes(1 + rng() % 2000);
+      ASSERT_GT(write(fd, junk.data(), junk.size()), 0);
+      close(fd);
+    }
+  }
+
+  // The head still runs, answers status and accepts a real node.
+  EXPECT_TRUE(cli::IsRunning(head));
+  auto node = cluster.AddNode({.num_cpus = 2});
+  ASSERT_TRUE(node.ok()) << node.status();
+  auto status = cluster.GetStatus();
+  ASSERT_TRUE(status.ok()) << status.status();
+  EXPECT_EQ(status->AliveNodeCount(), 2u);
+  EXPECT_EQ(status->TotalResources()["CPU"], 3);
+
+  // Each drop left a log line, rate-limited so the flood did not fill the log:
+  // the suppressed ones are summarized on the head's next timer tick.
+  std::string log;
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (std::chrono::steady_clock::now() < deadline) {
+    log = ReadFile(cluster.head_log_path());
+    if (log.find("suppressed ") != std::string::npos) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  EXPECT_NE(log.find("undecodable envelope"), std::string::npos) << log;
+  EXPECT_NE(log.find("too many rejected messages"), std::string::npos) << log;
+  EXPECT_NE(log.find("rejected-message log lines; the latest:"), std::string::npos) << log;
+  EXPECT_LT(std::count(log.begin(), log.end(), '\n'), 500) << "the flood was logged line by line";
+}
+
+}  // namespace
+}  // namespace rayx::testing

@@ -243,13 +243,15 @@ TEST(Decode, AcceptsNestingWithinTheDepthLimit) {
 
 TEST(Decode, RejectsHugeArrayHeaderWithFewBytes) {
   const char array32[] = {static_cast<char>(0xdd), '\xff', '\xff', '\xff', '\xff', 1, 2, 3};
-  ExpectInvalid<Envelope>(std::string_view(array32, sizeof array32));
+  ExpectInvalid<Envelope>(std::string_view(array32, sizeof array32), "array size overflow");
   const char map32[] = {static_cast<char>(0xdf), '\xff', '\xff', '\xff', '\xff', 1, 2};
-  ExpectInvalid<Envelope>(std::string_view(map32, sizeof map32));
+  ExpectInvalid<Envelope>(std::string_view(map32, sizeof map32), "map size overflow");
   const char str32[] = {static_cast<char>(0xdb), '\xff', '\xff', '\xff', '\xff', 'a'};
   ExpectInvalid<Envelope>(std::string_view(str32, sizeof str32));
   const char bin32[] = {static_cast<char>(0xc6), '\x7f', '\xff', '\xff', '\xff', 'a'};
   ExpectInvalid<Envelope>(std::string_view(bin32, sizeof bin32));
+  const char fixext1[] = {static_cast<char>(0xd4), 1, 2};  // ext types are not accepted
+  ExpectInvalid<Envelope>(std::string_view(fixext1, sizeof fixext1), "ext size overflow");
 }
 
 TEST(Decode, RejectsWrongShapedValues) {

@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Installs dependencies, builds, and runs the demo: a local cluster of a head and
+# two node agents (one with 2 fake GPUs), shown by `rayx status`, then a node
+# killed and detected dead, then everything stopped with `rayx stop`.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+./scripts/install-deps.sh
+./scripts/build.sh >/dev/null
+rayx=./build/bin/rayx
+tmp=$(mktemp -d)
+trap '"$rayx" stop --temp-dir "$tmp" >/dev/null 2>&1 || true; rm -rf "$tmp"' EXIT
+
+step() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
+
+step "rayx start --head (port 0 picks a free one; the demo keeps its own temp dir)"
+out=$("$rayx" start --head --port 0 --node-ip-address 127.0.0.1 --num-cpus 2 \
+      --resources '{"tpu": 4}' --temp-dir "$tmp")
+echo "$out"
+join=$(echo "$out" | grep -- "rayx start --address" | sed 's/^ *//')
+
+step "two more nodes join, as on two other machines"
+"$rayx" ${join#rayx } --num-cpus 3 --num-gpus 2 --labels accelerator=H100 --temp-dir "$tmp" | head -1
+"$rayx" ${join#rayx } --num-cpus 4 --temp-dir "$tmp" | head -1
+
+step "rayx status"
+"$rayx" status --temp-dir "$tmp"
+
+step "SIGKILL one node agent: the head declares it dead within 2 s"
+victim=$(cat "$(ls -d "$tmp"/session_* | sort | tail -1)/pids/agent.pid" | cut -d' ' -f1)
+kill -9 "$victim"
+for _ in $(seq 1 40); do
+  if "$rayx" status --temp-dir "$tmp" | grep -q "no heartbeat"; then break; fi
+  sleep 0.1
+done
+"$rayx" status --temp-dir "$tmp" | sed -n '/Node status/,/^Resources/p'
+
+step "rayx stop: stops exactly the processes rayx recorded"
+"$rayx" stop --temp-dir "$tmp"
+echo
+echo "Demo finished."

@@ -1,0 +1,318 @@
+// HeadService driven message by message on a manual clock.
+#include "head/head_service.h"
+
+#include <gtest/gtest.h>
+
+#include <optional>
+#include <string>
+
+#include "common/clock.h"
+#include "protocol/codec.h"
+#include "transport/message.h"
+
+namespace rayx::scheduler {
+namespace {
+
+using protocol::MessageType;
+using transport::Frames;
+
+constexpr char kToken[] = "s3cret-token";
+
+class HeadServiceTest : public ::testing::Test {
+ protected:
+  HeadServiceTest() : service_(MakeOptions(), clock_) {}
+
+  static HeadServiceOptions MakeOptions() {
+    HeadServiceOptions o;
+    o.token = kToken;
+    o.cluster_id = "cluster-1";
+    o.heartbeat_period_ms = 100;
+    o.nodes.node_timeout_ms = 700;
+    o.where = "head 127.0.0.1:6380";
+    return o;
+  }
+
+  static protocol::RegisterNodeRequest Hello(const std::string& token = kToken) {
+    protocol::RegisterNodeRequest req;
+    req.token = token;
+    req.rayx_version = kRayxVersion;
+    req.address = "10.0.0.7";
+    req.hostname = "worker-7";
+    req.agent_pid = 777;
+    req.resources = {{"CPU", 5}, {"tpu", 4}};
+    req.labels = {{"zone", "a"}};
+    return req;
+  }
+
+  // Sends `frames` and expects a reply envelope of `type` answering `id`.
+  template <typename Reply>
+  Reply Call(Frames frames, uint64_t id, MessageType type = Reply::kType) {
+    auto reply = service_.Handle(frames, "tcp://peer");
+    EXPECT_TRUE(reply.has_value());
+    if (!reply) return Reply{};
+    EXPECT_EQ(reply->size(), 2u);
+    auto env = protocol::Decode<protocol::Envelope>(transport::FrameView((*reply)[0]));
+    EXPECT_TRUE(env.ok()) << env.status();
+    if (!env.ok()) return Reply{};
+    EXPECT_EQ(env->t, static_cast<uint16_t>(type));
+    EXPECT_EQ(env->id, id);
+    EXPECT_EQ(env->v, kProtocolVersion);
+    auto body = protocol::Decode<Reply>(transport::FrameView((*reply)[1]));
+    EXPECT_TRUE(body.ok()) << body.status();
+    return body.ok() ? *body : Reply{};
+  }
+
+  protocol::ErrorReply CallError(Frames frames, uint64_t id) {
+    return Call<protocol::ErrorReply>(std::move(frames), id, MessageType::kErrorReply);
+  }
+
+  NodeId Register(uint64_t id = 1) {
+    auto reply = Call<protocol::RegisterNodeReply>(transport::MakeMessage(Hello(), id), id);
+    EXPECT_FALSE(reply.node_id.IsNil());
+    return reply.node_id;
+  }
+
+  ClusterStatus QueryStatus(uint64_t id = 99) {
+    return Call<protocol::GetClusterStatusReply>(
+               transport::MakeMessage(protocol::GetClusterStatusRequest{kToken}, id), id)
+        .status;
+  }
+
+  static Frames RawMessage(const std::string& envelope, const std::string& body) {
+    Frames frames;
+    frames.push_back(transport::MakeFrame(envelope));
+    frames.push_back(transport::MakeFrame(body));
+    return frames;
+  }
+
+  ManualClock clock_;
+  HeadService service_;
+};
+
+TEST_F(HeadServiceTest, RegisterWithRightTokenGetsIdAndTimings) {
+  auto reply = Call<protocol::RegisterNodeReply>(transport::MakeMessage(Hello(), 42), 42);
+  EXPECT_FALSE(reply.node_id.IsNil());
+  EXPECT_EQ(reply.cluster_id, "cluster-1");
+  EXPECT_EQ(reply.heartbeat_period_ms, 100);
+  EXPECT_EQ(reply.node_timeout_ms, 700);
+  const NodeInfo* node = service_.nodes().FindAlive(reply.node_id);
+  ASSERT_NE(node, nullptr);
+  EXPECT_EQ(node->address, "10.0.0.7");
+  EXPECT_EQ(node->hostname, "worker-7");
+  EXPECT_EQ(node->agent_pid, 777);
+  EXPECT_EQ(node->total, (ResourceMap{{"CPU", 5}, {"tpu", 4}}));
+  EXPECT_EQ(node->labels, (LabelMap{{"zone", "a"}}));
+  EXPECT_EQ(node->registered_at_ms, clock_.WallMs());
+  EXPECT_EQ(service_.rejected_count(), 0u);
+}
+
+TEST_F(HeadServiceTest, RegisterWithWrongTokenIsUnauthenticated) {
+  for (const std::string token : {"wrong", "", "s3cret-toke", "s3cret-token!"}) {
+    auto err = CallError(transport::MakeMessage(Hello(token), 5), 5);
+    EXPECT_EQ(err.code, static_cast<uint8_t>(StatusCode::kUnauthenticated)) << token;
+    EXPECT_NE(err.message.find("wrong cluster token"), std::string::npos) << err.message;
+    EXPECT_EQ(err.where, "head 127.0.0.1:6380");
+  }
+  EXPECT_EQ(service_.nodes().alive_count(), 0u);
+  EXPECT_EQ(service_.rejected_count(), 4u);
+}
+
+TEST_F(HeadServiceTest, RegisterWithOtherRayxVersionNamesBothVersions) {
+  auto hello = Hello();
+  hello.rayx_version = "9.9.9";
+  auto err = CallError(transport::MakeMessage(hello, 6), 6);
+  EXPECT_EQ(err.code, static_cast<uint8_t>(StatusCode::kInvalidArgument));
+  EXPECT_NE(err.message.find("9.9.9"), std::string::npos) << err.message;
+  EXPECT_NE(err.message.find(std::string("head runs rayx ") + kRayxVersion), std::string::npos)
+      << err.message;
+  EXPECT_EQ(service_.nodes().alive_count(), 0u);
+}
+
+TEST_F(HeadServiceTest, RegisterWithInvalidResourceAmountIsRefused) {
+  auto hello = Hello();
+  hello.resources["tpu"] = -1;
+  auto err = CallError(transport::MakeMessage(hello, 6), 6);
+  EXPECT_EQ(err.code, static_cast<uint8_t>(StatusCode::kInvalidArgument));
+  EXPECT_NE(err.message.find("\"tpu\""), std::string::npos) << err.message;
+  hello.resources["tpu"] = std::nan("");
+  err = CallError(transport::MakeMessage(hello, 7), 7);
+  EXPECT_EQ(err.code, static_cast<uint8_t>(StatusCode::kInvalidArgument));
+  EXPECT_EQ(service_.nodes().alive_count(), 0u);
+}
+
+TEST_F(HeadServiceTest, OtherProtocolVersionIsRefusedNamingBoth) {
+  protocol::Envelope env;
+  env.v = kProtocolVersion + 1;
+  env.t = static_cast<uint16_t>(MessageType::kRegisterNodeRequest);
+  env.id = 11;
+  auto err = CallError(RawMessage(protocol::Encode(env), protocol::Encode(Hello())), 11);
+  EXPECT_EQ(err.code, static_cast<uint8_t>(StatusCode::kInvalidArgument));
+  EXPECT_NE(err.message.find("protocol " + std::to_string(kProtocolVersion + 1)),
+            std::string::npos)
+      << err.message;
+  EXPECT_NE(err.message.find("speaks protocol " + std::to_string(kProtocolVersion)),
+            std::string::npos)
+      << err.message;
+  EXPECT_EQ(service_.nodes().alive_count(), 0u);
+}
+
+TEST_F(HeadServiceTest, UnknownMessageTypeGetsErrorReply) {
+  for (uint16_t type : {uint16_t{0}, uint16_t{3}, uint16_t{1000}}) {
+    protocol::Envelope env;
+    env.t = type;
+    env.id = 12;
+    auto err = CallError(RawMessage(protocol::Encode(env), protocol::Encode(Hello())), 12);
+    EXPECT_EQ(err.code, static_cast<uint8_t>(StatusCode::kInvalidArgument));
+    EXPECT_NE(err.message.find("unknown message type"), std::string::npos) << err.message;
+  }
+  EXPECT_EQ(service_.rejected_count(), 3u);
+}
+
+TEST_F(HeadServiceTest, GarbageEnvelopeIsDropped) {
+  Frames frames = RawMessage("\xc1garbage", protocol::Encode(Hello()));
+  EXPECT_FALSE(service_.Handle(frames, "tcp://peer").has_value());
+  EXPECT_EQ(service_.rejected_count(), 1u);
+  Frames empty = RawMessage("", "");
+  EXPECT_FALSE(service_.Handle(empty, "tcp://peer").has_value());
+  EXPECT_EQ(service_.rejected_count(), 2u);
+}
+
+TEST_F(HeadServiceTest, GarbageBodyWithValidEnvelopeIsInvalidArgument) {
+  protocol::Envelope env;
+  env.t = static_cast<uint16_t>(MessageType::kRegisterNodeRequest);
+  env.id = 13;
+  auto err = CallError(RawMessage(protocol::Encode(env), "\x93\x01"), 13);
+  EXPECT_EQ(err.code, static_cast<uint8_t>(StatusCode::kInvalidArgument));
+  EXPECT_NE(err.message.find("malformed RegisterNodeRequest"), std::string::npos) << err.message;
+  // Well-formed msgpack of the wrong shape.
+  env.t = static_cast<uint16_t>(MessageType::kHeartbeatRequest);
+  err = CallError(RawMessage(protocol::Encode(env), protocol::Encode(std::string("x"))), 13);
+  EXPECT_EQ(err.code, static_cast<uint8_t>(StatusCode::kInvalidArgument));
+  EXPECT_NE(err.message.find("malformed HeartbeatRequest"), std::string::npos) << err.message;
+  EXPECT_EQ(service_.rejected_count(), 2u);
+}
+
+TEST_F(HeadServiceTest, OneFrameMessageIsDropped) {
+  Frames frames = transport::MakeMessage(Hello(), 1);
+  frames.pop_back();
+  EXPECT_FALSE(service_.Handle(frames, "tcp://peer").has_value());
+  Frames none;
+  EXPECT_FALSE(service_.Handle(none, "tcp://peer").has_value());
+  EXPECT_EQ(service_.rejected_count(), 2u);
+  EXPECT_EQ(service_.nodes().alive_count(), 0u);
+}
+
+TEST_F(HeadServiceTest, ExtraPayloadFramesAreIgnored) {
+  Frames frames = transport::MakeMessage(Hello(), 3);
+  frames.push_back(transport::MakeFrame("payload"));
+  auto reply = Call<protocol::RegisterNodeReply>(std::move(frames), 3);
+  EXPECT_NE(service_.nodes().FindAlive(reply.node_id), nullptr);
+}
+
+TEST_F(HeadServiceTest, StatusRequestWithWrongTokenIsRefused) {
+  Register();
+  auto err = CallError(transport::MakeMessage(protocol::GetClusterStatusRequest{"nope"}, 21), 21);
+  EXPECT_EQ(err.code, static_cast<uint8_t>(StatusCode::kUnauthenticated));
+  EXPECT_EQ(service_.rejected_count(), 1u);
+}
+
+TEST_F(HeadServiceTest, StatusListsNodesAndTotals) {
+  NodeId a = Register(1);
+  NodeId b = Register(2);
+  clock_.Advance(50);
+  ClusterStatus status = QueryStatus();
+  EXPECT_EQ(status.rayx_version, kRayxVersion);
+  EXPECT_EQ(status.cluster_id, "cluster-1");
+  EXPECT_EQ(status.head_uptime_ms, 50);
+  EXPECT_EQ(status.heartbeat_period_ms, 100);
+  EXPECT_EQ(status.node_timeout_ms, 700);
+  ASSERT_EQ(status.nodes.size(), 2u);
+  EXPECT_EQ(status.nodes[0].node_id, a);
+  EXPECT_EQ(status.nodes[1].node_id, b);
+  EXPECT_EQ(status.nodes[0].last_heartbeat_age_ms, 50);
+  EXPECT_EQ(status.AliveNodeCount(), 2u);
+  EXPECT_EQ(status.TotalResources(), (ResourceMap{{"CPU", 10}, {"tpu", 8}}));
+  EXPECT_EQ(status.AvailableResources(), (ResourceMap{{"CPU", 10}, {"tpu", 8}}));
+}
+
+TEST_F(HeadServiceTest, SilentNodeIsDeclaredDeadWithReason) {
+  NodeId id = Register();
+  clock_.Advance(700);
+  service_.ExpireSilentNodes();
+  EXPECT_NE(service_.nodes().FindAlive(id), nullptr) << "exactly the timeout is still alive";
+  clock_.Advance(1);
+  service_.ExpireSilentNodes();
+  ClusterStatus status = QueryStatus();
+  ASSERT_EQ(status.nodes.size(), 1u);
+  EXPECT_FALSE(status.nodes[0].alive);
+  EXPECT_NE(status.nodes[0].death_reason.find("no heartbeat for 701 ms"), std::string::npos)
+      << status.nodes[0].death_reason;
+  EXPECT_EQ(status.AliveNodeCount(), 0u);
+  EXPECT_TRUE(status.TotalResources().empty());
+  // Its agent learns it must register again.
+  auto hb = Call<protocol::HeartbeatReply>(
+      transport::MakeMessage(protocol::HeartbeatRequest{id, 1, {}}, 31), 31);
+  EXPECT_FALSE(hb.known);
+}
+
+TEST_F(HeadServiceTest, HeartbeatKeepsNodeAliveAndUpdatesAvailability) {
+  NodeId id = Register();
+  for (uint64_t seq = 1; seq <= 20; ++seq) {
+    clock_.Advance(500);
+    auto hb = Call<protocol::HeartbeatReply>(
+        transport::MakeMessage(protocol::HeartbeatRequest{id, seq, {{"CPU", 2}}}, seq), seq);
+    EXPECT_TRUE(hb.known);
+    service_.ExpireSilentNodes();
+  }
+  ClusterStatus status = QueryStatus();
+  ASSERT_EQ(status.nodes.size(), 1u);
+  EXPECT_TRUE(status.nodes[0].alive);
+  EXPECT_EQ(status.AvailableResources(), (ResourceMap{{"CPU", 2}, {"tpu", 4}}));
+}
+
+TEST_F(HeadServiceTest, HeartbeatFromUnknownNodeIsNotKnown) {
+  auto hb = Call<protocol::HeartbeatReply>(
+      transport::MakeMessage(protocol::HeartbeatRequest{NodeId::FromRandom(), 1, {}}, 4), 4);
+  EXPECT_FALSE(hb.known);
+}
+
+TEST_F(HeadServiceTest, UnregisterMarksDeadImmediately) {
+  NodeId id = Register();
+  auto reply = Call<protocol::UnregisterNodeReply>(
+      transport::MakeMessage(protocol::UnregisterNodeRequest{id, "rayx stop"}, 8), 8);
+  EXPECT_TRUE(reply.ok);
+  EXPECT_EQ(service_.nodes().FindAlive(id), nullptr);
+  ClusterStatus status = QueryStatus();
+  ASSERT_EQ(status.nodes.size(), 1u);
+  EXPECT_FALSE(status.nodes[0].alive);
+  EXPECT_EQ(status.nodes[0].death_reason, "rayx stop");
+  // A second unregister finds nothing alive.
+  reply = Call<protocol::UnregisterNodeReply>(
+      transport::MakeMessage(protocol::UnregisterNodeRequest{id, ""}, 9), 9);
+  EXPECT_FALSE(reply.ok);
+}
+
+TEST_F(HeadServiceTest, UnregisterWithoutReasonSaysStopped) {
+  NodeId id = Register();
+  Call<protocol::UnregisterNodeReply>(
+      transport::MakeMessage(protocol::UnregisterNodeRequest{id, ""}, 8), 8);
+  ClusterStatus status = QueryStatus();
+  ASSERT_EQ(status.nodes.size(), 1u);
+  EXPECT_EQ(status.nodes[0].death_reason, "stopped");
+}
+
+TEST_F(HeadServiceTest, FloodOfBadHellosLeavesGoodRegistrationWorking) {
+  for (uint64_t i = 0; i < 10000; ++i) {
+    Frames frames = transport::MakeMessage(Hello("bad"), i);
+    auto reply = service_.Handle(frames, "tcp://attacker");
+    ASSERT_TRUE(reply.has_value());
+  }
+  EXPECT_EQ(service_.rejected_count(), 10000u);
+  EXPECT_EQ(service_.nodes().alive_count(), 0u);
+  NodeId id = Register(10001);
+  EXPECT_NE(service_.nodes().FindAlive(id), nullptr);
+  EXPECT_EQ(service_.rejected_count(), 10000u);
+}
+
+}  // namespace
+}  // namespace rayx::scheduler

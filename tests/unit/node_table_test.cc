@@ -1,0 +1,209 @@
+// NodeTable: membership, liveness by heartbeat, and snapshots, with explicit times.
+#include "head/node_table.h"
+
+#include <gtest/gtest.h>
+
+#include <set>
+#include <string>
+
+namespace rayx::scheduler {
+namespace {
+
+constexpr int64_t kTimeout = 1500;
+constexpr int64_t kT0 = 10'000;
+
+NodeInfo MakeNode(const std::string& address, double cpus, double tpus = 0) {
+  NodeInfo info;
+  info.address = address;
+  info.hostname = "host-" + address;
+  info.total = {{"CPU", cpus}};
+  if (tpus > 0) info.total["tpu"] = tpus;
+  return info;
+}
+
+class NodeTableTest : public ::testing::Test {
+ protected:
+  NodeTable table_{NodeTable::Options{kTimeout, 1000}};
+};
+
+TEST_F(NodeTableTest, RegisterGivesDistinctIdsAndAliveNodes) {
+  NodeInfo info = MakeNode("10.0.0.1", 4);
+  info.alive = false;  // overwritten by Register
+  info.death_reason = "stale";
+  NodeId a = table_.Register(info, kT0, 1'700'000'000'000);
+  NodeId b = table_.Register(MakeNode("10.0.0.2", 2), kT0, 1'700'000'000'001);
+  EXPECT_NE(a, b);
+  EXPECT_FALSE(a.IsNil());
+  EXPECT_EQ(a.Hex().size(), 32u);
+  EXPECT_EQ(table_.alive_count(), 2u);
+  EXPECT_EQ(table_.dead_count(), 0u);
+  const NodeInfo* found = table_.FindAlive(a);
+  ASSERT_NE(found, nullptr);
+  EXPECT_TRUE(found->alive);
+  EXPECT_EQ(found->death_reason, "");
+  EXPECT_EQ(found->node_id, a);
+  EXPECT_EQ(found->address, "10.0.0.1");
+  EXPECT_EQ(found->registered_at_ms, 1'700'000'000'000);
+  // With no availability given, everything is available.
+  EXPECT_EQ(found->available, found->total);
+}
+
+TEST_F(NodeTableTest, ManyRegistrationsGetUniqueIds) {
+  std::set<NodeId> ids;
+  for (int i = 0; i < 500; ++i) ids.insert(table_.Register(MakeNode("n", 1), kT0, 0));
+  EXPECT_EQ(ids.size(), 500u);
+  EXPECT_EQ(table_.alive_count(), 500u);
+}
+
+TEST_F(NodeTableTest, HeartbeatOfUnknownIdReturnsFalse) {
+  table_.Register(MakeNode("10.0.0.1", 4), kT0, 0);
+  EXPECT_FALSE(table_.Heartbeat(NodeId::FromRandom(), {}, kT0 + 1));
+  EXPECT_FALSE(table_.Heartbeat(NodeId(), {}, kT0 + 1));
+}
+
+TEST_F(NodeTableTest, ExpireDeclaresDeadOnlyNodesSilentLongerThanTimeout) {
+  NodeId quiet = table_.Register(MakeNode("quiet", 1), kT0, 0);
+  NodeId boundary = table_.Register(MakeNode("boundary", 1), kT0 + 1, 0);
+  NodeId chatty = table_.Register(MakeNode("chatty", 1), kT0, 0);
+  ASSERT_TRUE(table_.Heartbeat(chatty, {}, kT0 + 1000));
+
+  // At kT0 + timeout + 1: quiet has been silent timeout + 1 ms, boundary exactly timeout.
+  auto expired = table_.ExpireSilentNodes(kT0 + kTimeout + 1);
+  ASSERT_EQ(expired.size(), 1u);
+  EXPECT_EQ(expired[0], quiet);
+  EXPECT_EQ(table_.FindAlive(quiet), nullptr);
+  EXPECT_NE(table_.FindAlive(boundary), nullptr);
+  EXPECT_NE(table_.FindAlive(chatty), nullptr);
+  EXPECT_EQ(table_.alive_count(), 2u);
+  EXPECT_EQ(table_.dead_count(), 1u);
+
+  // One more millisecond and boundary goes too; chatty heartbeated later.
+  expired = table_.ExpireSilentNodes(kT0 + kTimeout + 2);
+  ASSERT_EQ(expired.size(), 1u);
+  EXPECT_EQ(expired[0], boundary);
+  EXPECT_NE(table_.FindAlive(chatty), nullptr);
+}
+
+TEST_F(NodeTableTest, ExpiryReasonSaysHowLongItWasSilent) {
+  NodeId id = table_.Register(MakeNode("n", 1), kT0, 0);
+  table_.ExpireSilentNodes(kT0 + 2000);
+  auto snap = table_.Snapshot(kT0 + 2000);
+  ASSERT_EQ(snap.size(), 1u);
+  EXPECT_EQ(snap[0].node_id, id);
+  EXPECT_FALSE(snap[0].alive);
+  EXPECT_NE(snap[0].death_reason.find("no heartbeat for 2000 ms (timeout 1500 ms)"),
+            std::string::npos)
+      << snap[0].death_reason;
+  EXPECT_TRUE(snap[0].available.empty());
+  EXPECT_EQ(snap[0].total.at("CPU"), 1);
+}
+
+TEST_F(NodeTableTest, ExpireWithNothingSilentReturnsNothing) {
+  table_.Register(MakeNode("n", 1), kT0, 0);
+  EXPECT_TRUE(table_.ExpireSilentNodes(kT0 + kTimeout).empty());
+  EXPECT_EQ(table_.alive_count(), 1u);
+}
+
+TEST_F(NodeTableTest, DeadNodeHeartbeatReturnsFalseAndStaysDead) {
+  NodeId id = table_.Register(MakeNode("n", 1), kT0, 0);
+  table_.ExpireSilentNodes(kT0 + kTimeout + 1);
+  EXPECT_FALSE(table_.Heartbeat(id, {{"CPU", 1}}, kT0 + kTimeout + 2));
+  EXPECT_EQ(table_.FindAlive(id), nullptr);
+  EXPECT_EQ(table_.alive_count(), 0u);
+  EXPECT_EQ(table_.dead_count(), 1u);
+}
+
+TEST_F(NodeTableTest, MarkDeadRecordsReasonOnce) {
+  NodeId id = table_.Register(MakeNode("n", 1), kT0, 0);
+  EXPECT_TRUE(table_.MarkDead(id, "rayx stop"));
+  EXPECT_FALSE(table_.MarkDead(id, "again"));
+  EXPECT_FALSE(table_.MarkDead(NodeId::FromRandom(), "unknown"));
+  EXPECT_FALSE(table_.Heartbeat(id, {}, kT0 + 1));
+  auto snap = table_.Snapshot(kT0 + 1);
+  ASSERT_EQ(snap.size(), 1u);
+  EXPECT_FALSE(snap[0].alive);
+  EXPECT_EQ(snap[0].death_reason, "rayx stop");
+  EXPECT_EQ(table_.dead_count(), 1u);
+}
+
+TEST_F(NodeTableTest, SnapshotListsAliveByRegistrationThenDeadNewestFirst) {
+  std::vector<NodeId> ids;
+  for (int i = 0; i < 6; ++i) {
+    ids.push_back(table_.Register(MakeNode("n" + std::to_string(i), 1), kT0 + i, 0));
+  }
+  ASSERT_TRUE(table_.MarkDead(ids[1], "first death"));
+  ASSERT_TRUE(table_.MarkDead(ids[4], "second death"));
+  auto snap = table_.Snapshot(kT0 + 100);
+  ASSERT_EQ(snap.size(), 6u);
+  std::vector<NodeId> order;
+  for (const auto& n : snap) order.push_back(n.node_id);
+  EXPECT_EQ(order, (std::vector<NodeId>{ids[0], ids[2], ids[3], ids[5], ids[4], ids[1]}));
+  EXPECT_EQ(snap[4].death_reason, "second death");
+  EXPECT_EQ(snap[5].death_reason, "first death");
+}
+
+TEST_F(NodeTableTest, SnapshotReportsHeartbeatAge) {
+  NodeId a = table_.Register(MakeNode("a", 1), kT0, 0);
+  NodeId b = table_.Register(MakeNode("b", 1), kT0, 0);
+  ASSERT_TRUE(table_.Heartbeat(b, {}, kT0 + 400));
+  auto snap = table_.Snapshot(kT0 + 1000);
+  ASSERT_EQ(snap.size(), 2u);
+  EXPECT_EQ(snap[0].node_id, a);
+  EXPECT_EQ(snap[0].last_heartbeat_age_ms, 1000);
+  EXPECT_EQ(snap[1].node_id, b);
+  EXPECT_EQ(snap[1].last_heartbeat_age_ms, 600);
+}
+
+TEST(NodeTable, DeadListIsBoundedKeepingNewest) {
+  NodeTable table(NodeTable::Options{kTimeout, 3});
+  std::vector<NodeId> ids;
+  for (int i = 0; i < 5; ++i) ids.push_back(table.Register(MakeNode("n", 1), kT0, 0));
+  for (int i = 0; i < 5; ++i) ASSERT_TRUE(table.MarkDead(ids[i], "d" + std::to_string(i)));
+  EXPECT_EQ(table.dead_count(), 3u);
+  auto snap = table.Snapshot(kT0);
+  ASSERT_EQ(snap.size(), 3u);
+  EXPECT_EQ(snap[0].node_id, ids[4]);
+  EXPECT_EQ(snap[1].node_id, ids[3]);
+  EXPECT_EQ(snap[2].node_id, ids[2]);
+}
+
+TEST(NodeTable, ExpiryAlsoRespectsTheDeadBound) {
+  NodeTable table(NodeTable::Options{kTimeout, 2});
+  for (int i = 0; i < 10; ++i) table.Register(MakeNode("n", 1), kT0, 0);
+  EXPECT_EQ(table.ExpireSilentNodes(kT0 + kTimeout + 1).size(), 10u);
+  EXPECT_EQ(table.alive_count(), 0u);
+  EXPECT_EQ(table.dead_count(), 2u);
+}
+
+TEST_F(NodeTableTest, HeartbeatAvailabilityIsClampedToTotal) {
+  NodeId id = table_.Register(MakeNode("n", 4, 2), kT0, 0);
+  ASSERT_TRUE(table_.Heartbeat(id, {{"CPU", 10}, {"tpu", -3}}, kT0 + 1));
+  const NodeInfo* n = table_.FindAlive(id);
+  ASSERT_NE(n, nullptr);
+  EXPECT_EQ(n->available.at("CPU"), 4);
+  EXPECT_EQ(n->available.at("tpu"), 0);
+  ASSERT_TRUE(table_.Heartbeat(id, {{"CPU", 1.5}}, kT0 + 2));
+  EXPECT_EQ(n->available.at("CPU"), 1.5);
+  EXPECT_EQ(n->available.at("tpu"), 0);  // unreported resources keep their last value
+}
+
+TEST_F(NodeTableTest, HeartbeatIgnoresUnknownResources) {
+  NodeId id = table_.Register(MakeNode("n", 4), kT0, 0);
+  ASSERT_TRUE(table_.Heartbeat(id, {{"gpu_typo", 8}, {"CPU", 3}}, kT0 + 1));
+  const NodeInfo* n = table_.FindAlive(id);
+  ASSERT_NE(n, nullptr);
+  EXPECT_EQ(n->available, (ResourceMap{{"CPU", 3}}));
+  EXPECT_EQ(n->total, (ResourceMap{{"CPU", 4}}));
+}
+
+TEST_F(NodeTableTest, HeartbeatRefreshesLiveness) {
+  NodeId id = table_.Register(MakeNode("n", 1), kT0, 0);
+  for (int64_t t = kT0 + 1000; t <= kT0 + 10'000; t += 1000) {
+    ASSERT_TRUE(table_.Heartbeat(id, {}, t));
+    EXPECT_TRUE(table_.ExpireSilentNodes(t + kTimeout).empty()) << t;
+  }
+  EXPECT_NE(table_.FindAlive(id), nullptr);
+}
+
+}  // namespace
+}  // namespace rayx::scheduler

@@ -11,11 +11,11 @@
 #include "common/address.h"
 #include "common/clock.h"
 #include "common/flags.h"
-#include "process_control.h"
+#include "common/process_control.h"
 #include "rayx/cluster_status.h"
 #include "rayx/ids.h"
 #include "rayx/version.h"
-#include "session_dir.h"
+#include "common/session_dir.h"
 #include "status_format.h"
 
 namespace rayx::cli {
@@ -88,15 +88,22 @@ void Undo(const Session& session) {
   session.Remove();
 }
 
-// Waits on the daemons started by this invocation (--block): returns when one
-// exits or on SIGINT/SIGTERM, stopping the others.
-int BlockUntilDone(const Session& session) {
+// Blocks SIGINT, SIGTERM and SIGCHLD (to be taken with sigwait), before any
+// daemon starts so that none of them can exit unseen.
+sigset_t BlockSignals() {
   sigset_t set;
   sigemptyset(&set);
   sigaddset(&set, SIGINT);
   sigaddset(&set, SIGTERM);
   sigaddset(&set, SIGCHLD);
   sigprocmask(SIG_BLOCK, &set, nullptr);
+  return set;
+}
+
+// Waits on the daemons started by this invocation (--block): returns when one
+// exits or on SIGINT/SIGTERM, stopping the others.
+int BlockUntilDone(const Session& session) {
+  sigset_t set = BlockSignals();
   std::cout << "--block: running until a rayx process exits or Ctrl-C.\n" << std::flush;
   int code = 0;
   while (true) {
@@ -127,7 +134,9 @@ int Start(const std::vector<std::string>& args) {
   FlagParser flags("rayx start");
   flags.AddBool("head", &f.head, "start the head on this machine");
   flags.AddString("address", &f.address, "join the cluster whose head is at HOST:PORT");
-  flags.AddString("token", &f.token, "the cluster token (printed by `rayx start --head`; or $RAYX_TOKEN)");
+  flags.AddString("token", &f.token,
+                  "the cluster token: with --address, the one printed by `rayx start --head` "
+                  "(or $RAYX_TOKEN); with --head, use this token instead of a random one");
   flags.AddInt("port", &f.port, 0, 65535, "the head's port (default 6380; 0 picks a free one)");
   flags.AddDouble("num-cpus", &f.num_cpus, "CPUs this node offers (default: all cores)");
   flags.AddDouble("num-gpus", &f.num_gpus, "GPUs this node offers (default: detected through NVML)");
@@ -188,6 +197,7 @@ int Start(const std::vector<std::string>& args) {
     }
   }
 
+  if (f.block) BlockSignals();
   auto session = Session::Create(f.temp_dir);
   if (!session.ok()) return Fail("start", session.status().message());
   std::string bin = SelfDirectory();
@@ -195,7 +205,7 @@ int Start(const std::vector<std::string>& args) {
   std::string node_ip = f.node_ip;
 
   if (f.head) {
-    f.token = detail::RandomHex(16);
+    if (f.token.empty()) f.token = detail::RandomHex(16);
     if (node_ip.empty()) node_ip = DefaultNodeIp();
     std::vector<std::string> argv = {bin + "/rayx-head",
                                      "--port", std::to_string(f.port),
@@ -228,6 +238,7 @@ int Start(const std::vector<std::string>& args) {
   std::vector<std::string> argv = {bin + "/rayx-agent", "--address", head.ToString(),
                                    "--connect-timeout-ms", std::to_string(f.connect_timeout_ms)};
   if (f.head) argv.push_back("--head-node");
+  argv.insert(argv.end(), {"--log-dir", session->path() + "/logs"});
   if (!node_ip.empty()) argv.insert(argv.end(), {"--node-ip-address", node_ip});
   AddResourceArgs(flags, f, &argv);
   auto agent = SpawnDaemon(argv, {{"RAYX_CLUSTER_TOKEN", f.token}}, session->LogPath("agent"),

@@ -94,7 +94,11 @@ std::string FormatClusterStatus(const ClusterStatus& status, const std::string& 
   out << "\nResources\n" << rule << "\n";
   out << "Total Usage:\n";
   out << UsageLines(status.TotalResources(), status.AvailableResources(), " ");
-  out << "\nDemands:\n (no resource demands)\n";
+  out << "\nDemands:\n";
+  if (status.pending_demands.empty()) out << " (no resource demands)\n";
+  for (const auto& [shape, count] : status.pending_demands) {
+    out << " " << shape << ": " << count << " pending\n";
+  }
   if (verbose) {
     for (const auto& node : status.nodes) {
       out << "\nNode: node_" << node.node_id.Hex() << (node.alive ? "" : " (dead)") << "\n";

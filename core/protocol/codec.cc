@@ -14,6 +14,25 @@ std::string MessageTypeName(uint16_t type) {
     case MessageType::kUnregisterNodeReply: return "UnregisterNodeReply";
     case MessageType::kGetClusterStatusRequest: return "GetClusterStatusRequest";
     case MessageType::kGetClusterStatusReply: return "GetClusterStatusReply";
+    case MessageType::kRegisterDriverRequest: return "RegisterDriverRequest";
+    case MessageType::kRegisterDriverReply: return "RegisterDriverReply";
+    case MessageType::kDriverHeartbeatRequest: return "DriverHeartbeatRequest";
+    case MessageType::kDriverHeartbeatReply: return "DriverHeartbeatReply";
+    case MessageType::kFinishJobRequest: return "FinishJobRequest";
+    case MessageType::kFinishJobReply: return "FinishJobReply";
+    case MessageType::kRequestLeaseRequest: return "RequestLeaseRequest";
+    case MessageType::kRequestLeaseReply: return "RequestLeaseReply";
+    case MessageType::kReturnLeaseRequest: return "ReturnLeaseRequest";
+    case MessageType::kReturnLeaseReply: return "ReturnLeaseReply";
+    case MessageType::kStartWorkerRequest: return "StartWorkerRequest";
+    case MessageType::kStartWorkerReply: return "StartWorkerReply";
+    case MessageType::kKillWorkersRequest: return "KillWorkersRequest";
+    case MessageType::kRegisterActorRequest: return "RegisterActorRequest";
+    case MessageType::kRegisterActorReply: return "RegisterActorReply";
+    case MessageType::kGetActorRequest: return "GetActorRequest";
+    case MessageType::kGetActorReply: return "GetActorReply";
+    case MessageType::kPushTaskRequest: return "PushTaskRequest";
+    case MessageType::kPushTaskReply: return "PushTaskReply";
   }
   return "unknown(" + std::to_string(type) + ")";
 }

@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include <msgpack.hpp>
 
@@ -33,6 +34,29 @@ enum class MessageType : uint16_t {
   kUnregisterNodeReply = 7,
   kGetClusterStatusRequest = 8,
   kGetClusterStatusReply = 9,
+  // Drivers and jobs (driver <-> head).
+  kRegisterDriverRequest = 20,
+  kRegisterDriverReply = 21,
+  kDriverHeartbeatRequest = 22,
+  kDriverHeartbeatReply = 23,
+  kFinishJobRequest = 24,
+  kFinishJobReply = 25,
+  // Worker leases (driver <-> head <-> agent).
+  kRequestLeaseRequest = 30,
+  kRequestLeaseReply = 31,
+  kReturnLeaseRequest = 32,
+  kReturnLeaseReply = 33,
+  kStartWorkerRequest = 34,   // head -> agent
+  kStartWorkerReply = 35,     // agent -> head
+  kKillWorkersRequest = 36,   // head -> agent, no reply
+  // Named actors (driver <-> head).
+  kRegisterActorRequest = 40,
+  kRegisterActorReply = 41,
+  kGetActorRequest = 42,
+  kGetActorReply = 43,
+  // Direct data path (caller <-> worker).
+  kPushTaskRequest = 50,
+  kPushTaskReply = 51,
 };
 
 // The name of a message type for logs; "unknown(N)" for values we do not know.
@@ -121,6 +145,181 @@ struct GetClusterStatusReply {
   static constexpr MessageType kType = MessageType::kGetClusterStatusReply;
   ClusterStatus status;
   MSGPACK_DEFINE_MAP(status)
+};
+
+// ---- Drivers and jobs ----------------------------------------------------
+
+// A driver (or a worker that submits work) joining the cluster. A driver with
+// an empty job_id starts a new job; a worker passes its job's id.
+struct RegisterDriverRequest {
+  static constexpr MessageType kType = MessageType::kRegisterDriverRequest;
+  std::string token;
+  std::string rayx_version;
+  std::string job_id;
+  std::string node_ip;
+  int32_t pid = 0;
+  MSGPACK_DEFINE_MAP(token, rayx_version, job_id, node_ip, pid)
+};
+
+struct RegisterDriverReply {
+  static constexpr MessageType kType = MessageType::kRegisterDriverReply;
+  std::string job_id;
+  std::string cluster_id;
+  int64_t heartbeat_period_ms = 0;
+  MSGPACK_DEFINE_MAP(job_id, cluster_id, heartbeat_period_ms)
+};
+
+struct DriverHeartbeatRequest {
+  static constexpr MessageType kType = MessageType::kDriverHeartbeatRequest;
+  std::string job_id;
+  MSGPACK_DEFINE_MAP(job_id)
+};
+
+struct DriverHeartbeatReply {
+  static constexpr MessageType kType = MessageType::kDriverHeartbeatReply;
+  bool known = true;
+  MSGPACK_DEFINE_MAP(known)
+};
+
+// The job's driver is done: the head kills every worker of the job except
+// detached actors and frees their resources.
+struct FinishJobRequest {
+  static constexpr MessageType kType = MessageType::kFinishJobRequest;
+  std::string job_id;
+  MSGPACK_DEFINE_MAP(job_id)
+};
+
+struct FinishJobReply {
+  static constexpr MessageType kType = MessageType::kFinishJobReply;
+  uint32_t workers_killed = 0;
+  MSGPACK_DEFINE_MAP(workers_killed)
+};
+
+// ---- Worker leases -----------------------------------------------------------
+
+// Asks for a worker process holding `resources` on some node. The reply comes
+// when a worker runs (maybe much later, when resources free up), or as an
+// ErrorReply when no node could ever fit the request.
+struct RequestLeaseRequest {
+  static constexpr MessageType kType = MessageType::kRequestLeaseRequest;
+  std::string job_id;
+  ResourceMap resources;
+  std::string executable;   // the program the worker runs (the driver's own binary)
+  std::string working_dir;
+  bool for_actor = false;
+  bool detached = false;    // an actor that outlives its job
+  MSGPACK_DEFINE_MAP(job_id, resources, executable, working_dir, for_actor, detached)
+};
+
+struct RequestLeaseReply {
+  static constexpr MessageType kType = MessageType::kRequestLeaseReply;
+  std::string lease_id;
+  std::string worker_address;  // "tcp://ip:port" of the worker's socket
+  std::string node_id;
+  std::string node_address;
+  int32_t worker_pid = 0;
+  MSGPACK_DEFINE_MAP(lease_id, worker_address, node_id, node_address, worker_pid)
+};
+
+// Gives a lease back: the head frees its resources and the worker is stopped.
+struct ReturnLeaseRequest {
+  static constexpr MessageType kType = MessageType::kReturnLeaseRequest;
+  std::string lease_id;
+  MSGPACK_DEFINE_MAP(lease_id)
+};
+
+struct ReturnLeaseReply {
+  static constexpr MessageType kType = MessageType::kReturnLeaseReply;
+  bool ok = true;
+  MSGPACK_DEFINE_MAP(ok)
+};
+
+// head -> agent: start a worker for a lease.
+struct StartWorkerRequest {
+  static constexpr MessageType kType = MessageType::kStartWorkerRequest;
+  std::string lease_id;
+  std::string job_id;
+  std::string executable;
+  std::string working_dir;
+  ResourceMap resources;
+  std::string head_address;  // "host:port", for workers that submit work
+  MSGPACK_DEFINE_MAP(lease_id, job_id, executable, working_dir, resources, head_address)
+};
+
+struct StartWorkerReply {
+  static constexpr MessageType kType = MessageType::kStartWorkerReply;
+  std::string lease_id;
+  std::string worker_address;
+  int32_t worker_pid = 0;
+  MSGPACK_DEFINE_MAP(lease_id, worker_address, worker_pid)
+};
+
+// head -> agent: stop these leases' workers (their process groups).
+struct KillWorkersRequest {
+  static constexpr MessageType kType = MessageType::kKillWorkersRequest;
+  std::vector<std::string> lease_ids;
+  MSGPACK_DEFINE_MAP(lease_ids)
+};
+
+// ---- Named actors ------------------------------------------------------------
+
+struct ActorInfo {
+  std::string actor_id;
+  std::string name;
+  std::string job_id;
+  std::string class_name;  // the factory's registered name
+  std::string worker_address;
+  std::string lease_id;
+  bool detached = false;
+  MSGPACK_DEFINE_MAP(actor_id, name, job_id, class_name, worker_address, lease_id, detached)
+};
+
+struct RegisterActorRequest {
+  static constexpr MessageType kType = MessageType::kRegisterActorRequest;
+  ActorInfo actor;
+  MSGPACK_DEFINE_MAP(actor)
+};
+
+struct RegisterActorReply {
+  static constexpr MessageType kType = MessageType::kRegisterActorReply;
+  bool ok = true;
+  MSGPACK_DEFINE_MAP(ok)
+};
+
+struct GetActorRequest {
+  static constexpr MessageType kType = MessageType::kGetActorRequest;
+  std::string name;
+  MSGPACK_DEFINE_MAP(name)
+};
+
+struct GetActorReply {
+  static constexpr MessageType kType = MessageType::kGetActorReply;
+  ActorInfo actor;
+  MSGPACK_DEFINE_MAP(actor)
+};
+
+// ---- Direct data path ----------------------------------------------------------
+
+// caller -> worker: run one task. Frames: [envelope][this][arg 0]...[arg n-1],
+// each argument's msgpack bytes in its own frame, never copied into this map.
+struct PushTaskRequest {
+  static constexpr MessageType kType = MessageType::kPushTaskRequest;
+  std::string function;   // registered name
+  std::string actor_id;   // empty for a normal task
+  bool actor_creation = false;
+  uint32_t num_args = 0;
+  MSGPACK_DEFINE_MAP(function, actor_id, actor_creation, num_args)
+};
+
+// worker -> caller. On success frame 2 holds the result's msgpack bytes.
+struct PushTaskReply {
+  static constexpr MessageType kType = MessageType::kPushTaskReply;
+  bool ok = true;
+  std::string error_type;     // the exception's type when !ok
+  std::string error_message;
+  std::string node_address;
+  int32_t worker_pid = 0;
+  MSGPACK_DEFINE_MAP(ok, error_type, error_message, node_address, worker_pid)
 };
 
 }  // namespace rayx::protocol

@@ -91,7 +91,7 @@ bool ZmqSocketLoop::Send(Frames& frames) {
       }
     }
   } catch (const zmq::error_t& e) {
-    // EHOSTUNREACH with ROUTER_MANDATORY, or a terminated context.
+    // A terminated context, or a socket in a state that cannot send.
     ok = false;
   }
   ScheduleDrain();

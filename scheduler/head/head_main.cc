@@ -66,6 +66,7 @@ int main(int argc, char** argv) {
   options.service.heartbeat_period_ms = heartbeat_ms;
   options.service.nodes.node_timeout_ms = timeout_ms;
   options.service.where = "head " + node_ip;
+  options.service.leases.job_timeout_ms = std::max<int64_t>(timeout_ms * 2, 3000);
   scheduler::HeadServer server(io, options, clock);
   Status started = server.Start();
   if (!started.ok()) {
@@ -74,6 +75,8 @@ int main(int argc, char** argv) {
     ready.Fail(started.message());
     return 1;
   }
+  // Workers reach the head at the address it advertises.
+  server.SetHeadAddress(node_ip + ":" + std::to_string(server.port()));
   RAYX_LOG(Info) << "rayx " << kRayxVersion << " head of cluster " << options.service.cluster_id
                  << " listening on " << bind_host << ":" << server.port() << " (heartbeat "
                  << heartbeat_ms << " ms, node timeout " << timeout_ms << " ms)";

@@ -52,6 +52,8 @@ Status HeadServer::Start() {
                             << transport::kMaxFramesPerMessage << ")";
         }
       });
+  service_.SetOutbox(
+      [this](const std::string& peer, transport::Frames frames) { SendTo(peer, std::move(frames)); });
   loop_->Start();
   ScheduleExpiry();
   return Status::OK();
@@ -62,16 +64,17 @@ void HeadServer::OnMessage(transport::Frames& frames) {
   if (frames.size() < 2) return;
   transport::Frames request(std::make_move_iterator(frames.begin() + 1),
                             std::make_move_iterator(frames.end()));
-  char peer[32];
-  std::snprintf(peer, sizeof peer, "peer#%zx", std::hash<std::string_view>()(
-                                                  transport::FrameView(frames[0])) & 0xffffff);
+  std::string peer(transport::FrameView(frames[0]));
   auto reply = service_.Handle(request, peer);
-  if (!reply) return;
+  if (reply) SendTo(peer, std::move(*reply));
+}
+
+void HeadServer::SendTo(const std::string& peer, transport::Frames frames) {
   transport::Frames out;
-  out.reserve(reply->size() + 1);
-  out.push_back(std::move(frames[0]));
-  for (auto& frame : *reply) out.push_back(std::move(frame));
-  // A full or vanished peer loses this reply; requests are retried by their senders.
+  out.reserve(frames.size() + 1);
+  out.push_back(transport::MakeFrame(peer));
+  for (auto& frame : frames) out.push_back(std::move(frame));
+  // A full or vanished peer loses this message: its requests time out.
   (void)loop_->Send(out);
 }
 

@@ -32,10 +32,12 @@ class HeadServer {
   // use, InvalidArgument for a bad bind address.
   Status Start();
   uint16_t port() const { return port_; }
+  void SetHeadAddress(const std::string& address) { service_.SetHeadAddress(address); }
 
  private:
   void OnMessage(transport::Frames& frames);
   void ScheduleExpiry();
+  void SendTo(const std::string& peer, transport::Frames frames);
 
   boost::asio::io_context& io_;
   HeadServerOptions options_;

@@ -1,6 +1,8 @@
 // Request handling for the head.
 #include "head/head_service.h"
 
+#include <cstdio>
+
 #include "protocol/codec.h"
 #include "transport/message.h"
 
@@ -14,6 +16,8 @@ HeadService::HeadService(HeadServiceOptions options, const Clock& clock)
     : options_(std::move(options)),
       clock_(clock),
       nodes_(options_.nodes),
+      leases_(options_.leases, nodes_,
+              [this](const std::string& peer, Frames frames) { send_(peer, std::move(frames)); }),
       started_ms_(clock.NowMs()) {
   RAYX_CHECK(!options_.token.empty()) << "the head needs a cluster token";
 }
@@ -48,6 +52,12 @@ Frames HeadService::Refuse(const Status& status, uint64_t id, const std::string&
   return transport::MakeErrorMessage(status, options_.where, id);
 }
 
+std::string HeadService::PeerName(const std::string& peer) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "peer#%06zx", std::hash<std::string>()(peer) & 0xffffff);
+  return buf;
+}
+
 bool HeadService::TokenMatches(const std::string& presented) const {
   // Constant time in the token's content, so timing does not leak a prefix.
   const std::string& want = options_.token;
@@ -59,7 +69,8 @@ bool HeadService::TokenMatches(const std::string& presented) const {
   return diff == 0;
 }
 
-std::optional<Frames> HeadService::Handle(Frames& frames, const std::string& peer) {
+std::optional<Frames> HeadService::Handle(Frames& frames, const std::string& peer_id) {
+  const std::string peer = PeerName(peer_id);
   if (frames.size() < 2) {
     LogRejection("dropped a " + std::to_string(frames.size()) + "-frame message from " + peer +
                  ": expected [envelope][body]");
@@ -85,7 +96,14 @@ std::optional<Frames> HeadService::Handle(Frames& frames, const std::string& pee
     case MessageType::kRegisterNodeRequest: {
       auto req = protocol::Decode<protocol::RegisterNodeRequest>(body);
       if (!req.ok()) return bad_body(req.status());
-      return OnRegister(*req, id, peer);
+      Frames reply = OnRegister(*req, id, peer);
+      auto node = reply.size() == 2 ? protocol::Decode<protocol::RegisterNodeReply>(FrameView(reply[1]))
+                                    : Result<protocol::RegisterNodeReply>(Status::NotFound(""));
+      if (node.ok() && !node->node_id.IsNil()) {
+        authenticated_peers_.insert(peer_id);
+        leases_.OnNodeRegistered(node->node_id, peer_id);
+      }
+      return reply;
     }
     case MessageType::kHeartbeatRequest: {
       auto req = protocol::Decode<protocol::HeartbeatRequest>(body);
@@ -102,7 +120,24 @@ std::optional<Frames> HeadService::Handle(Frames& frames, const std::string& pee
       if (!req.ok()) return bad_body(req.status());
       return OnGetClusterStatus(*req, id, peer);
     }
+    case MessageType::kErrorReply: {
+      // An agent could not start a worker.
+      if (!authenticated_peers_.count(peer_id)) return std::nullopt;
+      auto error = protocol::Decode<protocol::ErrorReply>(body);
+      if (error.ok()) leases_.OnStartWorkerError(id, error->ToStatus());
+      return std::nullopt;
+    }
     default:
+      if (env->t >= static_cast<uint16_t>(MessageType::kRegisterDriverRequest) &&
+          env->t <= static_cast<uint16_t>(MessageType::kGetActorReply)) {
+        if (env->t != static_cast<uint16_t>(MessageType::kRegisterDriverRequest) &&
+            !authenticated_peers_.count(peer_id)) {
+          return Refuse(Status::Unauthenticated("register first (RegisterDriverRequest with the "
+                                                "cluster token)"),
+                        id, peer, type_name);
+        }
+        return HandleJobMessage(env->t, body, id, peer_id);
+      }
       return Refuse(Status::InvalidArgument("unknown message type " + type_name +
                                             " for the head"),
                     id, peer, type_name);
@@ -160,6 +195,7 @@ Frames HeadService::OnUnregister(const protocol::UnregisterNodeRequest& req, uin
   protocol::UnregisterNodeReply reply;
   std::string reason = req.reason.empty() ? "stopped" : req.reason.substr(0, 200);
   reply.ok = nodes_.MarkDead(req.node_id, reason);
+  if (reply.ok) leases_.OnNodeDead(req.node_id);
   if (reply.ok) {
     RAYX_LOG(Info) << "node " << req.node_id.Short() << " left: " << reason << "; "
                    << nodes_.alive_count() << " alive";
@@ -183,6 +219,7 @@ Frames HeadService::OnGetClusterStatus(const protocol::GetClusterStatusRequest& 
   reply.status.heartbeat_period_ms = options_.heartbeat_period_ms;
   reply.status.node_timeout_ms = options_.nodes.node_timeout_ms;
   reply.status.nodes = nodes_.Snapshot(now);
+  reply.status.pending_demands = leases_.PendingShapes();
   return transport::MakeMessage(reply, id);
 }
 
@@ -192,10 +229,102 @@ void HeadService::ExpireSilentNodes() {
     last_flush_ms_ = now;
     FlushRejectionLog();
   }
-  for (const NodeId& id : nodes_.ExpireSilentNodes(clock_.NowMs())) {
+  leases_.ExpireSilentJobs(now);
+  for (const NodeId& id : nodes_.ExpireSilentNodes(now)) {
+    leases_.OnNodeDead(id);
     RAYX_LOG(Warning) << "node " << id.Short() << " declared dead: no heartbeat within "
                       << options_.nodes.node_timeout_ms << " ms; " << nodes_.alive_count()
                       << " alive";
+  }
+}
+
+std::optional<Frames> HeadService::HandleJobMessage(uint16_t type, std::string_view body,
+                                                    uint64_t id, const std::string& peer_id) {
+  const std::string peer = PeerName(peer_id);
+  std::string type_name = protocol::MessageTypeName(type);
+  auto bad_body = [&](const Status& status) {
+    return Refuse(Status::InvalidArgument("malformed " + type_name + ": " + status.message()), id,
+                  peer, type_name);
+  };
+  auto error = [&](const Status& status) {
+    return transport::MakeErrorMessage(status, options_.where, id);
+  };
+  switch (static_cast<MessageType>(type)) {
+    case MessageType::kRegisterDriverRequest: {
+      auto req = protocol::Decode<protocol::RegisterDriverRequest>(body);
+      if (!req.ok()) return bad_body(req.status());
+      if (!TokenMatches(req->token)) {
+        return Refuse(Status::Unauthenticated(
+                          "wrong cluster token: set RAYX_TOKEN (printed by `rayx start --head`) "
+                          "or run on a machine of the cluster"),
+                      id, peer, "driver registration");
+      }
+      if (req->rayx_version != kRayxVersion) {
+        return Refuse(Status::InvalidArgument("version mismatch: this program uses rayx " +
+                                              req->rayx_version + ", the head runs rayx " +
+                                              kRayxVersion + ": rebuild it against rayx " +
+                                              kRayxVersion),
+                      id, peer, "driver registration");
+      }
+      authenticated_peers_.insert(peer_id);
+      return transport::MakeMessage(
+          leases_.RegisterDriver(*req, clock_.NowMs(), options_.cluster_id), id);
+    }
+    case MessageType::kDriverHeartbeatRequest: {
+      auto req = protocol::Decode<protocol::DriverHeartbeatRequest>(body);
+      if (!req.ok()) return bad_body(req.status());
+      protocol::DriverHeartbeatReply reply;
+      reply.known = leases_.DriverHeartbeat(req->job_id, clock_.NowMs());
+      return transport::MakeMessage(reply, id);
+    }
+    case MessageType::kFinishJobRequest: {
+      auto req = protocol::Decode<protocol::FinishJobRequest>(body);
+      if (!req.ok()) return bad_body(req.status());
+      protocol::FinishJobReply reply;
+      reply.workers_killed = leases_.FinishJob(req->job_id, "its driver finished");
+      return transport::MakeMessage(reply, id);
+    }
+    case MessageType::kRequestLeaseRequest: {
+      auto req = protocol::Decode<protocol::RequestLeaseRequest>(body);
+      if (!req.ok()) return bad_body(req.status());
+      if (!leases_.DriverHeartbeat(req->job_id, clock_.NowMs())) {
+        return error(Status::NotFound("job " + req->job_id + " is not running"));
+      }
+      leases_.RequestLease(peer_id, id, *req);
+      return std::nullopt;  // answered when the worker runs
+    }
+    case MessageType::kReturnLeaseRequest: {
+      auto req = protocol::Decode<protocol::ReturnLeaseRequest>(body);
+      if (!req.ok()) return bad_body(req.status());
+      protocol::ReturnLeaseReply reply;
+      reply.ok = leases_.ReturnLease(req->lease_id).ok();
+      return transport::MakeMessage(reply, id);
+    }
+    case MessageType::kStartWorkerReply: {
+      auto req = protocol::Decode<protocol::StartWorkerReply>(body);
+      if (!req.ok()) return bad_body(req.status());
+      leases_.OnStartWorkerReply(id, *req);
+      return std::nullopt;
+    }
+    case MessageType::kRegisterActorRequest: {
+      auto req = protocol::Decode<protocol::RegisterActorRequest>(body);
+      if (!req.ok()) return bad_body(req.status());
+      Status s = leases_.RegisterActor(req->actor);
+      if (!s.ok()) return error(s);
+      return transport::MakeMessage(protocol::RegisterActorReply{}, id);
+    }
+    case MessageType::kGetActorRequest: {
+      auto req = protocol::Decode<protocol::GetActorRequest>(body);
+      if (!req.ok()) return bad_body(req.status());
+      auto actor = leases_.GetActor(req->name);
+      if (!actor.ok()) return error(actor.status());
+      protocol::GetActorReply reply;
+      reply.actor = *actor;
+      return transport::MakeMessage(reply, id);
+    }
+    default:
+      return Refuse(Status::InvalidArgument("unknown message type " + type_name + " for the head"),
+                    id, peer, type_name);
   }
 }
 

@@ -4,9 +4,11 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <unordered_set>
 
 #include "common/clock.h"
 #include "common/logging.h"
+#include "head/lease_manager.h"
 #include "head/node_table.h"
 #include "protocol/messages.h"
 #include "transport/zmq_socket_loop.h"
@@ -21,8 +23,10 @@ struct HeadServiceOptions {
   // How often agents heartbeat. Default 250 ms.
   int64_t heartbeat_period_ms = 250;
   NodeTable::Options nodes;
-  // Names this head in error replies: "head 10.0.0.1:6380".
+  // Names this head in error replies: "head 10.0.0.1".
   std::string where = "head";
+  // Jobs and leases.
+  LeaseManager::Options leases;
 };
 
 // Decodes each request, applies it to the node table and builds the reply.
@@ -34,8 +38,16 @@ class HeadService {
  public:
   HeadService(HeadServiceOptions options, const Clock& clock);
 
+  // Where messages that are not the immediate reply go (deferred lease grants,
+  // requests to agents). `peer` is a routing id as passed to Handle. Default:
+  // dropped.
+  void SetOutbox(LeaseManager::SendFn send) { send_ = std::move(send); }
+  // The "host:port" workers use to reach the head.
+  void SetHeadAddress(const std::string& address) { leases_.SetHeadAddress(address); }
+
   // Handles one message (routing frame already removed). Returns the reply to
-  // send back, or nullopt to drop it. `peer` names the sender for logs.
+  // send back now, or nullopt when there is none (dropped, or answered later
+  // through the outbox). `peer` is the sender's routing id.
   std::optional<transport::Frames> Handle(transport::Frames& frames, const std::string& peer);
 
   // Declares silent nodes dead; called once per heartbeat period. Also writes
@@ -46,6 +58,7 @@ class HeadService {
   void FlushRejectionLog();
 
   const NodeTable& nodes() const { return nodes_; }
+  const LeaseManager& leases() const { return leases_; }
   // Messages dropped or refused since start (for tests and metrics).
   uint64_t rejected_count() const { return rejected_; }
 
@@ -58,12 +71,20 @@ class HeadService {
                                        uint64_t id, const std::string& peer);
   transport::Frames Refuse(const Status& status, uint64_t id, const std::string& peer,
                            const std::string& what);
+  std::optional<transport::Frames> HandleJobMessage(uint16_t type, std::string_view body,
+                                                    uint64_t id, const std::string& peer);
   bool TokenMatches(const std::string& presented) const;
+  static std::string PeerName(const std::string& peer);
   void LogRejection(const std::string& line);
 
   HeadServiceOptions options_;
   const Clock& clock_;
   NodeTable nodes_;
+  LeaseManager::SendFn send_ = [](const std::string&, transport::Frames) {};
+  LeaseManager leases_;
+  // Routing ids that presented the token (agents and drivers). Job and lease
+  // messages from any other peer are refused.
+  std::unordered_set<std::string> authenticated_peers_;
   int64_t started_ms_;
   uint64_t rejected_ = 0;
   detail::LogRateLimiter reject_log_limiter_{20, std::chrono::seconds(10)};

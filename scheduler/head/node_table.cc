@@ -2,6 +2,8 @@
 #include "head/node_table.h"
 
 #include <algorithm>
+#include <cmath>
+#include <cstdio>
 
 namespace rayx::scheduler {
 
@@ -22,6 +24,7 @@ bool NodeTable::Heartbeat(const NodeId& id, const ResourceMap& available, int64_
   it->second.last_heartbeat_ms = now_ms;
   // An agent reports availability only for resources it registered.
   for (const auto& [name, amount] : available) {
+    if (!std::isfinite(amount)) continue;
     auto total = it->second.info.total.find(name);
     if (total != it->second.info.total.end()) {
       it->second.info.available[name] = std::clamp(amount, 0.0, total->second);
@@ -78,6 +81,71 @@ std::vector<NodeInfo> NodeTable::Snapshot(int64_t now_ms) const {
   }
   out.insert(out.end(), dead_.begin(), dead_.end());
   return out;
+}
+
+namespace {
+bool Fits(const ResourceMap& have, const ResourceMap& demand) {
+  for (const auto& [name, amount] : demand) {
+    if (amount <= 0) continue;
+    auto it = have.find(name);
+    if (it == have.end() || it->second + 1e-9 < amount) return false;
+  }
+  return true;
+}
+}  // namespace
+
+bool NodeTable::TryAcquire(const NodeId& id, const ResourceMap& demand) {
+  auto it = alive_.find(id);
+  if (it == alive_.end() || !Fits(it->second.info.available, demand)) return false;
+  for (const auto& [name, amount] : demand) {
+    if (amount > 0) it->second.info.available[name] -= amount;
+  }
+  return true;
+}
+
+void NodeTable::Release(const NodeId& id, const ResourceMap& demand) {
+  auto it = alive_.find(id);
+  if (it == alive_.end()) return;
+  for (const auto& [name, amount] : demand) {
+    if (amount <= 0) continue;
+    double total = it->second.info.total.count(name) ? it->second.info.total.at(name) : 0;
+    double& avail = it->second.info.available[name];
+    avail = std::min(total, avail + amount);
+  }
+}
+
+bool NodeTable::AnyNodeCouldFit(const ResourceMap& demand, std::string* why) const {
+  ResourceMap largest;
+  for (const auto& [id, entry] : alive_) {
+    if (Fits(entry.info.total, demand)) return true;
+    for (const auto& [name, amount] : entry.info.total) {
+      largest[name] = std::max(largest[name], amount);
+    }
+  }
+  std::string need, have;
+  for (const auto& [name, amount] : demand) {
+    if (amount <= 0) continue;
+    double most = largest.count(name) ? largest[name] : 0;
+    if (most + 1e-9 >= amount) continue;
+    char buf[128];
+    std::snprintf(buf, sizeof buf, "%s%s: %g", need.empty() ? "" : ", ", name.c_str(), amount);
+    need += buf;
+    std::snprintf(buf, sizeof buf, "%s%s %g", have.empty() ? "" : ", ", name.c_str(), most);
+    have += buf;
+  }
+  *why = "needs {" + need + "} on one node; the largest alive node has " + have +
+         " (" + std::to_string(alive_.size()) + " alive nodes)";
+  return false;
+}
+
+std::optional<NodeId> NodeTable::FindNodeWithAvailable(const ResourceMap& demand) const {
+  const Entry* best = nullptr;
+  for (const auto& [id, entry] : alive_) {
+    if (!Fits(entry.info.available, demand)) continue;
+    if (best == nullptr || entry.order < best->order) best = &entry;
+  }
+  if (best == nullptr) return std::nullopt;
+  return best->info.node_id;
 }
 
 const NodeInfo* NodeTable::FindAlive(const NodeId& id) const {

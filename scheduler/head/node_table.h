@@ -51,6 +51,18 @@ class NodeTable {
   // Alive nodes (by registration order), then dead ones, newest death first.
   std::vector<NodeInfo> Snapshot(int64_t now_ms) const;
 
+  // Takes `demand` from the node's available resources when every amount fits.
+  // Returns false (taking nothing) otherwise, or when the node is not alive.
+  bool TryAcquire(const NodeId& id, const ResourceMap& demand);
+  // Gives back what TryAcquire took; a no-op for a node no longer alive.
+  void Release(const NodeId& id, const ResourceMap& demand);
+  // True when some alive node's totals could hold `demand`; otherwise `why` says
+  // what is missing ("needs {GPU: 8} on one node; the largest has 4").
+  bool AnyNodeCouldFit(const ResourceMap& demand, std::string* why) const;
+  // The earliest-registered alive node with `demand`
+  // available now. O(alive nodes): the scheduler issue replaces this.
+  std::optional<NodeId> FindNodeWithAvailable(const ResourceMap& demand) const;
+
   // The alive node, or nullptr.
   const NodeInfo* FindAlive(const NodeId& id) const;
   size_t alive_count() const { return alive_.size(); }

@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <optional>
 #include <string>
 
@@ -156,16 +157,27 @@ TEST_F(HeadServiceTest, OtherProtocolVersionIsRefusedNamingBoth) {
   EXPECT_EQ(service_.nodes().alive_count(), 0u);
 }
 
-TEST_F(HeadServiceTest, UnknownMessageTypeGetsErrorReply) {
-  for (uint16_t type : {uint16_t{0}, uint16_t{3}, uint16_t{1000}}) {
+TEST_F(HeadServiceTest, UnknownMessageTypeFromRegisteredPeerIsInvalidArgument) {
+  Register();
+  for (uint16_t type : {uint16_t{0}, uint16_t{3}, uint16_t{1000}, uint16_t{65535}}) {
     protocol::Envelope env;
     env.t = type;
     env.id = 12;
     auto err = CallError(RawMessage(protocol::Encode(env), protocol::Encode(Hello())), 12);
-    EXPECT_EQ(err.code, static_cast<uint8_t>(StatusCode::kInvalidArgument));
+    EXPECT_EQ(err.code, static_cast<uint8_t>(StatusCode::kInvalidArgument)) << type;
     EXPECT_NE(err.message.find("unknown message type"), std::string::npos) << err.message;
   }
-  EXPECT_EQ(service_.rejected_count(), 3u);
+  EXPECT_EQ(service_.rejected_count(), 4u);
+}
+
+TEST_F(HeadServiceTest, UnknownMessageTypeFromUnknownPeerIsRefused) {
+  protocol::Envelope env;
+  env.t = 1000;
+  env.id = 14;
+  auto err = CallError(RawMessage(protocol::Encode(env), protocol::Encode(Hello())), 14);
+  EXPECT_NE(err.code, static_cast<uint8_t>(StatusCode::kOk));
+  EXPECT_FALSE(err.message.empty());
+  EXPECT_EQ(service_.rejected_count(), 1u);
 }
 
 TEST_F(HeadServiceTest, GarbageEnvelopeIsDropped) {

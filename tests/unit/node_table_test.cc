@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <set>
 #include <string>
 
@@ -185,6 +186,20 @@ TEST_F(NodeTableTest, HeartbeatAvailabilityIsClampedToTotal) {
   ASSERT_TRUE(table_.Heartbeat(id, {{"CPU", 1.5}}, kT0 + 2));
   EXPECT_EQ(n->available.at("CPU"), 1.5);
   EXPECT_EQ(n->available.at("tpu"), 0);  // unreported resources keep their last value
+}
+
+TEST_F(NodeTableTest, HeartbeatNeverStoresNonFiniteAvailability) {
+  NodeId id = table_.Register(MakeNode("n", 4), kT0, 0);
+  ASSERT_TRUE(table_.Heartbeat(id, {{"CPU", 1}}, kT0 + 1));
+  for (double bad : {std::nan(""), double{INFINITY}, -double{INFINITY}}) {
+    ASSERT_TRUE(table_.Heartbeat(id, {{"CPU", bad}}, kT0 + 2));
+    const NodeInfo* n = table_.FindAlive(id);
+    ASSERT_NE(n, nullptr);
+    double cpu = n->available.at("CPU");
+    EXPECT_TRUE(std::isfinite(cpu)) << bad;
+    EXPECT_GE(cpu, 0) << bad;
+    EXPECT_LE(cpu, 4) << bad;
+  }
 }
 
 TEST_F(NodeTableTest, HeartbeatIgnoresUnknownResources) {

@@ -10,7 +10,7 @@
 #include <iostream>
 #include <thread>
 
-#include "session_dir.h"
+#include "common/session_dir.h"
 
 namespace fs = std::filesystem;
 

@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "process_control.h"
+#include "common/process_control.h"
 #include "rayx/cluster_status.h"
 #include "rayx/status.h"
 #include "util/subprocess.h"

@@ -19,7 +19,7 @@ int main(int argc, char** argv) {
   detail::SetLogProgramName("rayx-agent");
   std::signal(SIGPIPE, SIG_IGN);
 
-  std::string address, node_ip, resources_json, labels_text;
+  std::string address, node_ip, resources_json, labels_text, log_dir = ".";
   double num_cpus = 0, num_gpus = 0, memory = 0;
   bool head_node = false;
   int64_t ready_fd = -1, connect_timeout_ms = 15000, head_lost_timeout_ms = 60000;
@@ -33,6 +33,7 @@ int main(int argc, char** argv) {
   flags.AddString("resources", &resources_json, "custom resources as JSON, e.g. '{\"tpu\": 4}'");
   flags.AddString("labels", &labels_text, "node labels, k=v,k2=v2");
   flags.AddBool("head-node", &head_node, "this agent runs beside the head");
+  flags.AddString("log-dir", &log_dir, "where worker log files go (default: .)");
   flags.AddInt("ready-fd", &ready_fd, -1, 1 << 20, "fd to report start-up on");
   flags.AddInt("connect-timeout-ms", &connect_timeout_ms, 100, 3600000,
                "give up joining after this long (default 15000)");
@@ -86,6 +87,7 @@ int main(int argc, char** argv) {
   options.is_head_node = head_node;
   options.connect_timeout_ms = connect_timeout_ms;
   options.head_lost_timeout_ms = head_lost_timeout_ms;
+  options.log_dir = log_dir;
   // Test hooks for the version check: make this agent announce another version.
   if (const char* v = std::getenv("RAYX_TESTING_ANNOUNCE_VERSION")) options.announced_version = v;
   if (const char* p = std::getenv("RAYX_TESTING_ANNOUNCE_PROTOCOL")) {
@@ -113,6 +115,16 @@ int main(int argc, char** argv) {
              io.stop();
            }});
   agent.Start();
+
+  boost::asio::signal_set children(io, SIGCHLD);
+  std::function<void()> watch_children = [&] {
+    children.async_wait([&](const boost::system::error_code& ec, int) {
+      if (ec) return;
+      agent.ReapWorkers();
+      watch_children();
+    });
+  };
+  watch_children();
 
   boost::asio::signal_set signals(io, SIGINT, SIGTERM);
   signals.async_wait([&](const boost::system::error_code& ec, int signo) {

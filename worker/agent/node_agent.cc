@@ -18,7 +18,10 @@ NodeAgent::NodeAgent(boost::asio::io_context& io, NodeAgentOptions options, cons
       callbacks_(std::move(callbacks)),
       dealer_(context_, zmq::socket_type::dealer),
       heartbeat_timer_(io),
-      deadline_timer_(io) {}
+      deadline_timer_(io),
+      workers_(io, {.node_ip = options_.node_ip,
+                    .log_dir = options_.log_dir,
+                    .token = options_.token}) {}
 
 NodeAgent::~NodeAgent() {
   loop_.reset();
@@ -93,7 +96,7 @@ void NodeAgent::SendHeartbeat() {
     protocol::HeartbeatRequest req;
     req.node_id = node_id_;
     req.seq = ++heartbeat_seq_;
-    req.available = options_.resources;  // no workers yet: everything is free
+    // The head accounts for leased resources itself; `available` stays empty.
     Send(req);
   }
   heartbeat_timer_.expires_after(std::chrono::milliseconds(heartbeat_period_ms_));
@@ -152,6 +155,21 @@ void NodeAgent::OnMessage(transport::Frames& frames) {
       }
       return;
     }
+    case MessageType::kStartWorkerRequest: {
+      auto req = protocol::Decode<protocol::StartWorkerRequest>(body);
+      if (!req.ok()) {
+        RAYX_LOG(Warning) << "malformed StartWorkerRequest: " << req.status();
+        return;
+      }
+      OnStartWorker(*req, env->id);
+      return;
+    }
+    case MessageType::kKillWorkersRequest: {
+      auto req = protocol::Decode<protocol::KillWorkersRequest>(body);
+      if (!req.ok()) return;
+      for (const auto& lease : req->lease_ids) workers_.Kill(lease);
+      return;
+    }
     case MessageType::kUnregisterNodeReply:
       if (env->id == unregister_id_ && leave_done_) {
         auto done = std::move(leave_done_);
@@ -165,9 +183,20 @@ void NodeAgent::OnMessage(transport::Frames& frames) {
   }
 }
 
+void NodeAgent::OnStartWorker(const protocol::StartWorkerRequest& req, uint64_t id) {
+  workers_.Start(req, [this, id](Result<protocol::StartWorkerReply> result) {
+    transport::Frames frames = result.ok()
+                                   ? transport::MakeMessage(*result, id)
+                                   : transport::MakeErrorMessage(result.status(),
+                                                                 "node " + options_.node_ip, id);
+    if (!leaving_) (void)loop_->Send(frames);
+  });
+}
+
 void NodeAgent::Leave(const std::string& reason, int64_t timeout_ms, std::function<void()> done) {
   leaving_ = true;
   heartbeat_timer_.cancel();
+  workers_.KillAll();
   if (node_id_.IsNil() || registering_) {
     done();
     return;

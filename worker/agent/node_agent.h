@@ -12,6 +12,7 @@
 #include <zmq.hpp>
 
 #include "common/address.h"
+#include "agent/worker_pool.h"
 #include "common/clock.h"
 #include "protocol/messages.h"
 #include "transport/zmq_socket_loop.h"
@@ -34,6 +35,8 @@ struct NodeAgentOptions {
   // Sent instead of kRayxVersion; only tests of the version check change it.
   std::string announced_version = kRayxVersion;
   uint32_t announced_protocol = kProtocolVersion;
+  // Where worker log files go. Default: the current directory.
+  std::string log_dir = ".";
 };
 
 // Single-threaded: everything runs on `io`. Calls `on_joined` once after the
@@ -57,6 +60,8 @@ class NodeAgent {
   void Leave(const std::string& reason, int64_t timeout_ms, std::function<void()> done);
 
   const NodeId& node_id() const { return node_id_; }
+  // Reaps exited worker processes (call on SIGCHLD).
+  void ReapWorkers() { workers_.Reap(); }
 
  private:
   void SendRegister();
@@ -65,6 +70,7 @@ class NodeAgent {
   template <typename T>
   void Send(const T& body);
   void Fatal(const Status& status);
+  void OnStartWorker(const protocol::StartWorkerRequest& req, uint64_t id);
 
   boost::asio::io_context& io_;
   NodeAgentOptions options_;
@@ -87,6 +93,7 @@ class NodeAgent {
   uint64_t unregister_id_ = 0;
   uint64_t heartbeat_seq_ = 0;
   std::function<void()> leave_done_;
+  WorkerPool workers_;
 };
 
 }  // namespace rayx::worker

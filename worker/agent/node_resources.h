@@ -36,7 +36,7 @@ struct ResourceOverrides {
   ResourceMap custom;
 };
 
-// CPU, GPU (when any), memory and the custom resources. REQUIRES: `custom`
+// CPU, GPU (0 when there is none), memory and the custom resources. REQUIRES: `custom`
 // holds none of CPU, GPU, memory (ParseResourcesJson ensures it).
 ResourceMap ResolveNodeResources(const ResourceOverrides& overrides, std::string* gpu_note);
 

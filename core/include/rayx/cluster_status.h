@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -41,6 +42,8 @@ struct ClusterStatus {
   int64_t heartbeat_period_ms = 0;
   int64_t node_timeout_ms = 0;
   std::vector<NodeInfo> nodes;     // alive first, then the most recently dead
+  // Work waiting for resources: shape ("{CPU: 1, GPU: 1}") -> count.
+  std::map<std::string, int> pending_demands;
 
   // Sum of `total` (or `available`) over alive nodes.
   ResourceMap TotalResources() const;
@@ -48,7 +51,7 @@ struct ClusterStatus {
   size_t AliveNodeCount() const;
 
   MSGPACK_DEFINE_MAP(rayx_version, cluster_id, head_uptime_ms, heartbeat_period_ms,
-                     node_timeout_ms, nodes)
+                     node_timeout_ms, nodes, pending_demands)
 };
 
 // Asks the head at `address` ("host:port") for the cluster's state.

@@ -1,6 +1,7 @@
 // Session directory bookkeeping.
-#include "session_dir.h"
+#include "common/session_dir.h"
 
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -28,6 +29,13 @@ Result<Session> Session::Create(const std::string& temp_dir) {
   if (ec) {
     return Status::Unavailable("cannot create the temp dir " + temp_dir + ": " + ec.message() +
                                " (choose another with --temp-dir)");
+  }
+  // The directory holds tokens and pid files that `rayx stop` signals: it must
+  // be ours and private.
+  struct stat st {};
+  if (::stat(temp_dir.c_str(), &st) != 0 || st.st_uid != geteuid()) {
+    return Status::Unavailable("the temp dir " + temp_dir +
+                               " belongs to another user: choose another with --temp-dir");
   }
   ::chmod(temp_dir.c_str(), 0700);
   std::time_t now = std::time(nullptr);
@@ -59,10 +67,14 @@ std::vector<Session> Session::List(const std::string& temp_dir) {
 
 Status Session::WriteConfig(const std::map<std::string, std::string>& config) const {
   std::string file = path_ + "/session.conf";
-  std::ofstream out(file, std::ios::trunc);
-  ::chmod(file.c_str(), 0600);  // it holds the cluster token
-  for (const auto& [k, v] : config) out << k << "=" << v << "\n";
-  if (!out) return Status::Unavailable("cannot write " + file);
+  std::string text;
+  for (const auto& [k, v] : config) text += k + "=" + v + "\n";
+  // Created 0600 from the start: it holds the cluster token.
+  int fd = ::open(file.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  if (fd < 0) return Status::Unavailable("cannot write " + file);
+  bool ok = ::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size());
+  ::close(fd);
+  if (!ok) return Status::Unavailable("cannot write " + file);
   return Status::OK();
 }
 

@@ -1,5 +1,5 @@
 // Daemon start-up and pid-exact process control.
-#include "process_control.h"
+#include "common/process_control.h"
 
 #include <fcntl.h>
 #include <poll.h>
@@ -8,6 +8,8 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdlib>
+#include <limits>
 #include <cstring>
 #include <deque>
 #include <fstream>
@@ -26,9 +28,14 @@ Result<ProcessRecord> ProcessRecord::Parse(const std::string& text) {
   std::istringstream in(text);
   ProcessRecord record;
   long long pid = 0;
-  if (!(in >> pid >> record.start_time) || pid <= 1) {
+  std::string start;
+  // A pid outside pid_t's range would wrap (to 1, 0 or -1: kill(-1) signals
+  // everything), so it is refused, like a negative start time.
+  if (!(in >> pid >> start) || pid <= 1 || pid > std::numeric_limits<pid_t>::max() ||
+      start.empty() || start[0] < '0' || start[0] > '9') {
     return Status::InvalidArgument("malformed pid record '" + text + "'");
   }
+  record.start_time = std::strtoull(start.c_str(), nullptr, 10);
   record.pid = static_cast<pid_t>(pid);
   return record;
 }
@@ -135,10 +142,16 @@ Result<SpawnedDaemon> SpawnDaemon(const std::vector<std::string>& argv,
   cargv.push_back(nullptr);
 
   pid_t pid = fork();
-  if (pid < 0) return Status::Internal("fork failed: " + std::string(strerror(errno)));
+  if (pid < 0) {
+    int err = errno;
+    ::close(fds[0]);
+    ::close(fds[1]);
+    ::close(log_fd);
+    return Status::Internal("fork failed: " + std::string(strerror(err)));
+  }
   if (pid == 0) {
     setsid();
-    int devnull = ::open("/dev/null", O_RDONLY);
+    int devnull = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
     dup2(devnull, 0);
     dup2(log_fd, 1);
     dup2(log_fd, 2);

@@ -15,7 +15,7 @@
 #include <string>
 #include <vector>
 
-#include "process_control.h"
+#include "common/process_control.h"
 #include "rayx/status.h"
 
 namespace rayx::cli {

@@ -1,0 +1,180 @@
+// The table of remote functions, filled by RAYX_REMOTE at static
+// initialization, so the same executable can run them as a worker.
+#pragma once
+
+#include <cstring>
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <tuple>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include <msgpack.hpp>
+
+namespace rayx::detail {
+
+using ArgViews = std::vector<std::string_view>;
+
+struct RemoteFunction {
+  std::string name;
+  // Free functions and methods: decode args, call, encode the result.
+  std::function<std::string(void* self, const ArgViews& args)> invoke;
+  // Functions returning T* can also create actors: the instance, owned.
+  std::function<std::shared_ptr<void>(const ArgViews& args)> create;
+  size_t arity = 0;
+};
+
+class FunctionRegistry {
+ public:
+  static FunctionRegistry& Instance();
+  void Add(const std::string& key, RemoteFunction fn);
+  // nullptr when absent.
+  const RemoteFunction* FindByName(const std::string& name) const;
+  const RemoteFunction* FindByKey(const std::string& key) const;
+
+ private:
+  struct Impl;
+  FunctionRegistry();
+  std::unique_ptr<Impl> impl_;
+};
+
+// A function or member pointer's bytes: the registry key.
+template <typename F>
+std::string PointerKey(F f) {
+  std::string key(sizeof(F), '\0');
+  std::memcpy(key.data(), &f, sizeof(F));
+  return key;
+}
+
+// A readable name for an unregistered function pointer (from the symbol table).
+std::string DescribePointer(const void* address);
+
+template <typename T>
+std::string Pack(const T& value) {
+  msgpack::sbuffer buf;
+  msgpack::pack(buf, value);
+  return std::string(buf.data(), buf.size());
+}
+
+template <typename T>
+T Unpack(std::string_view bytes) {
+  msgpack::object_handle handle = msgpack::unpack(bytes.data(), bytes.size());
+  return handle.get().as<T>();
+}
+
+template <typename Tuple, size_t... I>
+Tuple UnpackArgs(const ArgViews& args, std::index_sequence<I...>) {
+  return Tuple(Unpack<std::tuple_element_t<I, Tuple>>(args[I])...);
+}
+
+template <typename R, typename Call>
+std::string CallAndPack(Call&& call) {
+  if constexpr (std::is_void_v<R>) {
+    call();
+    return Pack(msgpack::type::nil_t());
+  } else {
+    return Pack(call());
+  }
+}
+
+inline void CheckArity(const ArgViews& args, size_t want, const std::string& name) {
+  if (args.size() != want) {
+    throw std::invalid_argument(name + " takes " + std::to_string(want) + " arguments, got " +
+                                std::to_string(args.size()));
+  }
+}
+
+template <typename R, typename... Args>
+RemoteFunction MakeRemote(const std::string& name, R (*fn)(Args...)) {
+  using Tuple = std::tuple<std::decay_t<Args>...>;
+  RemoteFunction out;
+  out.name = name;
+  out.arity = sizeof...(Args);
+  out.invoke = [fn, name](void*, const ArgViews& args) {
+    CheckArity(args, sizeof...(Args), name);
+    Tuple tuple = UnpackArgs<Tuple>(args, std::index_sequence_for<Args...>());
+    return CallAndPack<R>([&] { return std::apply(fn, std::move(tuple)); });
+  };
+  if constexpr (std::is_pointer_v<R>) {
+    using Class = std::remove_pointer_t<R>;
+    out.create = [fn, name](const ArgViews& args) {
+      CheckArity(args, sizeof...(Args), name);
+      Tuple tuple = UnpackArgs<Tuple>(args, std::index_sequence_for<Args...>());
+      Class* instance = std::apply(fn, std::move(tuple));
+      return std::shared_ptr<void>(instance, [](void* p) { delete static_cast<Class*>(p); });
+    };
+    out.invoke = nullptr;  // a factory is only called to create an actor
+  }
+  return out;
+}
+
+template <typename R, typename C, typename... Args>
+RemoteFunction MakeMethod(const std::string& name, R (C::*fn)(Args...)) {
+  using Tuple = std::tuple<std::decay_t<Args>...>;
+  RemoteFunction out;
+  out.name = name;
+  out.arity = sizeof...(Args);
+  out.invoke = [fn, name](void* self, const ArgViews& args) {
+    CheckArity(args, sizeof...(Args), name);
+    Tuple tuple = UnpackArgs<Tuple>(args, std::index_sequence_for<Args...>());
+    C* object = static_cast<C*>(self);
+    return CallAndPack<R>([&] {
+      return std::apply([&](auto&&... a) { return (object->*fn)(std::forward<decltype(a)>(a)...); },
+                        std::move(tuple));
+    });
+  };
+  return out;
+}
+
+template <typename R, typename C, typename... Args>
+RemoteFunction MakeMethod(const std::string& name, R (C::*fn)(Args...) const) {
+  using Tuple = std::tuple<std::decay_t<Args>...>;
+  RemoteFunction out;
+  out.name = name;
+  out.arity = sizeof...(Args);
+  out.invoke = [fn, name](void* self, const ArgViews& args) {
+    CheckArity(args, sizeof...(Args), name);
+    Tuple tuple = UnpackArgs<Tuple>(args, std::index_sequence_for<Args...>());
+    const C* object = static_cast<const C*>(self);
+    return CallAndPack<R>([&] {
+      return std::apply([&](auto&&... a) { return (object->*fn)(std::forward<decltype(a)>(a)...); },
+                        std::move(tuple));
+    });
+  };
+  return out;
+}
+
+// "a, &B::c ,D::e" -> {"a", "B::c", "D::e"}
+std::vector<std::string> SplitNames(const char* names);
+
+template <typename F>
+void RegisterOne(const std::string& name, F f) {
+  if constexpr (std::is_member_function_pointer_v<F>) {
+    FunctionRegistry::Instance().Add(PointerKey(f), MakeMethod(name, f));
+  } else {
+    FunctionRegistry::Instance().Add(PointerKey(f), MakeRemote(name, f));
+  }
+}
+
+template <typename... Fs>
+bool RegisterRemote(const char* names, Fs... fs) {
+  std::vector<std::string> split = SplitNames(names);
+  size_t i = 0;
+  (RegisterOne(split.at(i++), fs), ...);
+  return true;
+}
+
+}  // namespace rayx::detail
+
+#define RAYX_REMOTE_CONCAT_INNER(a, b) a##b
+#define RAYX_REMOTE_CONCAT(a, b) RAYX_REMOTE_CONCAT_INNER(a, b)
+
+// Registers functions, actor factories (static functions returning T*) and
+// actor methods so workers can run them:
+//   RAYX_REMOTE(Plus, Counter::Create, &Counter::Add);
+#define RAYX_REMOTE(...)                                                             \
+  [[maybe_unused]] static const bool RAYX_REMOTE_CONCAT(rayx_remote_, __LINE__) = \
+      ::rayx::detail::RegisterRemote(#__VA_ARGS__, __VA_ARGS__)

@@ -1,0 +1,58 @@
+// The type-erased calls the templates of rayx.h make into the runtime.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "rayx/resources.h"
+
+namespace rayx::detail {
+
+struct ObjectCore;  // an owned object's entry; freed when the last handle goes
+using ObjectHandle = std::shared_ptr<ObjectCore>;
+struct ActorCore;
+using ActorPtr = std::shared_ptr<ActorCore>;
+
+// One argument of a call: a value (msgpack bytes) or an object reference that
+// the runtime resolves before the call runs.
+struct Arg {
+  std::string bytes;
+  ObjectHandle ref;
+};
+
+struct CallOptions {
+  std::string name;          // for errors and logs; the function's name when empty
+  ResourceMap resources;     // default {CPU: 1} for tasks, {} for actors
+  bool resources_set = false;
+};
+
+struct ActorOptions {
+  std::string name;          // named actors can be found with GetActor
+  bool detached = false;     // outlives its job
+  ResourceMap resources;
+};
+
+ObjectHandle SubmitTask(const std::string& function, std::vector<Arg> args,
+                        const CallOptions& options);
+ActorPtr CreateActor(const std::string& factory, std::vector<Arg> args,
+                     const ActorOptions& options);
+ObjectHandle SubmitActorTask(const ActorPtr& actor, const std::string& method,
+                             std::vector<Arg> args);
+void KillActor(const ActorPtr& actor);
+// Throws std::runtime_error naming the actor when there is none.
+ActorPtr GetNamedActor(const std::string& name);
+std::string SerializeActor(const ActorPtr& actor);
+ActorPtr DeserializeActor(const std::string& bytes);
+
+ObjectHandle PutBytes(std::string bytes);
+// Waits for the object; timeout_ms < 0 waits forever. Throws TaskError when the
+// call that makes it failed, GetTimeoutError on timeout.
+std::shared_ptr<const std::string> GetBytes(const ObjectHandle& object, int64_t timeout_ms);
+// Marks ready objects; returns once `num_returns` are ready or the timeout passes.
+std::vector<bool> WaitObjects(const std::vector<ObjectHandle>& objects, size_t num_returns,
+                              int64_t timeout_ms);
+const std::string& ObjectIdOf(const ObjectHandle& object);
+
+}  // namespace rayx::detail

@@ -1,0 +1,241 @@
+// Jobs, leases and named actors on the head.
+#include "head/lease_manager.h"
+
+#include "common/logging.h"
+#include "transport/message.h"
+
+namespace rayx::scheduler {
+
+namespace {
+// {"CPU": 1, "GPU": 2} -> "{CPU: 1, GPU: 2}".
+std::string ShapeKey(const ResourceMap& resources) {
+  std::string out = "{";
+  for (const auto& [name, amount] : resources) {
+    if (amount <= 0) continue;
+    if (out.size() > 1) out += ", ";
+    out += name + ": " + FormatAmount(amount);
+  }
+  return out + "}";
+}
+}  // namespace
+
+LeaseManager::LeaseManager(Options options, NodeTable& nodes, SendFn send)
+    : options_(std::move(options)), nodes_(nodes), send_(std::move(send)) {}
+
+void LeaseManager::OnNodeRegistered(const NodeId& node, const std::string& agent_peer) {
+  agent_peers_[node] = agent_peer;
+  SchedulePending();
+}
+
+void LeaseManager::OnNodeDead(const NodeId& node) {
+  agent_peers_.erase(node);
+  std::vector<std::string> gone;
+  for (const auto& [id, lease] : leases_) {
+    if (lease.node == node) gone.push_back(id);
+  }
+  for (const auto& id : gone) {
+    Lease& lease = leases_[id];
+    if (!lease.running) {
+      ReplyError(lease.owner_peer, lease.owner_request_id,
+                 Status::Unavailable("the node chosen for this worker died before it started"));
+    }
+    EndLease(id, /*kill_worker=*/false);
+  }
+}
+
+protocol::RegisterDriverReply LeaseManager::RegisterDriver(
+    const protocol::RegisterDriverRequest& req, int64_t now_ms, const std::string& cluster_id) {
+  protocol::RegisterDriverReply reply;
+  reply.job_id = req.job_id.empty() ? NodeId::FromRandom().Short() : req.job_id;
+  Job& job = jobs_[reply.job_id];
+  job.last_heartbeat_ms = now_ms;
+  reply.cluster_id = cluster_id;
+  reply.heartbeat_period_ms = std::max<int64_t>(options_.job_timeout_ms / 5, 10);
+  return reply;
+}
+
+bool LeaseManager::DriverHeartbeat(const std::string& job_id, int64_t now_ms) {
+  auto it = jobs_.find(job_id);
+  if (it == jobs_.end() || it->second.finished) return false;
+  it->second.last_heartbeat_ms = now_ms;
+  return true;
+}
+
+uint32_t LeaseManager::FinishJob(const std::string& job_id, const std::string& why) {
+  auto job = jobs_.find(job_id);
+  if (job == jobs_.end() || job->second.finished) return 0;
+  job->second.finished = true;
+  std::vector<std::string> ending;
+  for (const auto& [id, lease] : leases_) {
+    if (lease.job_id == job_id && !lease.detached) ending.push_back(id);
+  }
+  for (const auto& id : ending) EndLease(id, /*kill_worker=*/true);
+  std::erase_if(pending_, [&](const Pending& p) { return p.req.job_id == job_id; });
+  for (auto it = named_actors_.begin(); it != named_actors_.end();) {
+    if (it->second.job_id == job_id && !it->second.detached) {
+      it = named_actors_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  RAYX_LOG(Info) << "job " << job_id << " finished (" << why << "): stopped " << ending.size()
+                 << " workers";
+  jobs_.erase(job);
+  SchedulePending();
+  return static_cast<uint32_t>(ending.size());
+}
+
+void LeaseManager::ExpireSilentJobs(int64_t now_ms) {
+  std::vector<std::string> silent;
+  for (const auto& [id, job] : jobs_) {
+    if (now_ms - job.last_heartbeat_ms > options_.job_timeout_ms) silent.push_back(id);
+  }
+  for (const auto& id : silent) FinishJob(id, "its driver stopped heartbeating");
+}
+
+void LeaseManager::ReplyError(const std::string& peer, uint64_t request_id, const Status& status) {
+  send_(peer, transport::MakeErrorMessage(status, "head", request_id));
+}
+
+void LeaseManager::RequestLease(const std::string& peer, uint64_t request_id,
+                                const protocol::RequestLeaseRequest& req) {
+  std::string why;
+  if (!nodes_.AnyNodeCouldFit(req.resources, &why)) {
+    ReplyError(peer, request_id,
+               Status::InvalidArgument("infeasible: " + ShapeKey(req.resources) + " " + why));
+    return;
+  }
+  Pending pending{peer, request_id, req};
+  if (pending_.empty() && TryGrant(pending)) return;
+  pending_.push_back(std::move(pending));
+}
+
+bool LeaseManager::TryGrant(Pending& pending) {
+  auto node = nodes_.FindNodeWithAvailable(pending.req.resources);
+  if (!node) return false;
+  auto agent = agent_peers_.find(*node);
+  if (agent == agent_peers_.end() || !nodes_.TryAcquire(*node, pending.req.resources)) {
+    return false;
+  }
+  Lease lease;
+  lease.lease_id = NodeId::FromRandom().Hex();
+  lease.job_id = pending.req.job_id;
+  lease.node = *node;
+  lease.resources = pending.req.resources;
+  lease.owner_peer = pending.peer;
+  lease.owner_request_id = pending.request_id;
+  lease.detached = pending.req.detached;
+
+  protocol::StartWorkerRequest start;
+  start.lease_id = lease.lease_id;
+  start.job_id = lease.job_id;
+  start.executable = pending.req.executable;
+  start.working_dir = pending.req.working_dir;
+  start.resources = lease.resources;
+  start.head_address = options_.head_address;
+  uint64_t id = next_request_id_++;
+  start_requests_[id] = lease.lease_id;
+  leases_[lease.lease_id] = std::move(lease);
+  send_(agent->second, transport::MakeMessage(start, id));
+  return true;
+}
+
+void LeaseManager::SchedulePending() {
+  // One pass in FIFO order; requests that do not fit stay queued.
+  for (auto it = pending_.begin(); it != pending_.end();) {
+    if (TryGrant(*it)) {
+      it = pending_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+}
+
+void LeaseManager::OnStartWorkerReply(uint64_t request_id, const protocol::StartWorkerReply& reply) {
+  auto req = start_requests_.find(request_id);
+  if (req == start_requests_.end()) return;
+  std::string lease_id = req->second;
+  start_requests_.erase(req);
+  auto it = leases_.find(lease_id);
+  if (it == leases_.end()) return;  // ended while starting (job finished)
+  Lease& lease = it->second;
+  lease.running = true;
+  protocol::RequestLeaseReply grant;
+  grant.lease_id = lease.lease_id;
+  grant.worker_address = reply.worker_address;
+  grant.node_id = lease.node.Hex();
+  const NodeInfo* node = nodes_.FindAlive(lease.node);
+  grant.node_address = node ? node->address : "";
+  grant.worker_pid = reply.worker_pid;
+  send_(lease.owner_peer, transport::MakeMessage(grant, lease.owner_request_id));
+}
+
+void LeaseManager::OnStartWorkerError(uint64_t request_id, const Status& error) {
+  auto req = start_requests_.find(request_id);
+  if (req == start_requests_.end()) return;
+  std::string lease_id = req->second;
+  start_requests_.erase(req);
+  auto it = leases_.find(lease_id);
+  if (it == leases_.end()) return;
+  ReplyError(it->second.owner_peer, it->second.owner_request_id,
+             Status(error.code(), "the worker did not start: " + error.message()));
+  EndLease(lease_id, /*kill_worker=*/false);
+}
+
+Status LeaseManager::ReturnLease(const std::string& lease_id) {
+  if (!leases_.count(lease_id)) return Status::NotFound("no lease " + lease_id);
+  EndLease(lease_id, /*kill_worker=*/true);
+  return Status::OK();
+}
+
+void LeaseManager::EndLease(const std::string& lease_id, bool kill_worker) {
+  auto it = leases_.find(lease_id);
+  if (it == leases_.end()) return;
+  Lease lease = std::move(it->second);
+  leases_.erase(it);
+  nodes_.Release(lease.node, lease.resources);
+  if (kill_worker) {
+    auto agent = agent_peers_.find(lease.node);
+    if (agent != agent_peers_.end()) {
+      protocol::KillWorkersRequest kill;
+      kill.lease_ids = {lease_id};
+      send_(agent->second, transport::MakeMessage(kill, next_request_id_++));
+    }
+  }
+  for (auto a = named_actors_.begin(); a != named_actors_.end();) {
+    a = a->second.lease_id == lease_id ? named_actors_.erase(a) : std::next(a);
+  }
+  SchedulePending();
+}
+
+Status LeaseManager::RegisterActor(const protocol::ActorInfo& actor) {
+  if (actor.name.empty()) return Status::InvalidArgument("an actor name may not be empty");
+  if (named_actors_.count(actor.name)) {
+    return Status::AlreadyExists("an actor named '" + actor.name +
+                                 "' already exists: choose another name, or kill it first");
+  }
+  if (!leases_.count(actor.lease_id)) {
+    return Status::NotFound("the actor's worker is gone");
+  }
+  if (actor.detached) leases_[actor.lease_id].detached = true;
+  named_actors_[actor.name] = actor;
+  return Status::OK();
+}
+
+Result<protocol::ActorInfo> LeaseManager::GetActor(const std::string& name) const {
+  auto it = named_actors_.find(name);
+  if (it == named_actors_.end()) {
+    return Status::NotFound("no actor named '" + name +
+                            "': it was never created, was killed, or ended with its job (create "
+                            "it with SetLifetime(Detached) to outlive the job)");
+  }
+  return it->second;
+}
+
+std::map<std::string, int> LeaseManager::PendingShapes() const {
+  std::map<std::string, int> out;
+  for (const auto& p : pending_) ++out[ShapeKey(p.req.resources)];
+  return out;
+}
+
+}  // namespace rayx::scheduler

@@ -1,0 +1,116 @@
+// The head's jobs, worker leases and named actors.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "head/node_table.h"
+#include "protocol/messages.h"
+#include "transport/zmq_socket_loop.h"
+
+namespace rayx::scheduler {
+
+// Design: a lease is a worker process holding resources on one node, granted to
+// one caller (a driver or a worker that submits work). The caller then talks to
+// the worker directly; the head sees one request per lease, not per task.
+//
+// A request waits in a FIFO queue while no node has the resources free, and is
+// re-examined whenever resources free up or a node joins. A request no alive
+// node could ever hold is answered at once with the reason. Granting is two
+// steps: resources are taken on the chosen node, the node's agent is asked to
+// start a worker, and the caller gets its reply when the agent reports the
+// worker's address.
+//
+// Jobs: every caller registers under a job and heartbeats. When the job's
+// driver finishes or goes silent, every lease of the job is ended (its worker
+// killed, its resources freed) except detached actors, which outlive the job.
+//
+// Owned by the head's event loop; not thread-safe.
+class LeaseManager {
+ public:
+  // Sends frames to a peer (routing id) of the head's socket.
+  using SendFn = std::function<void(const std::string& peer, transport::Frames frames)>;
+
+  struct Options {
+    int64_t job_timeout_ms = 5000;  // driver silence after which its job ends
+    std::string head_address;       // given to workers, "host:port"
+  };
+
+  LeaseManager(Options options, NodeTable& nodes, SendFn send);
+
+  void SetHeadAddress(const std::string& address) { options_.head_address = address; }
+
+  void OnNodeRegistered(const NodeId& node, const std::string& agent_peer);
+  // Leases on a dead node are gone (its workers died with it).
+  void OnNodeDead(const NodeId& node);
+
+  protocol::RegisterDriverReply RegisterDriver(const protocol::RegisterDriverRequest& req,
+                                               int64_t now_ms, const std::string& cluster_id);
+  bool DriverHeartbeat(const std::string& job_id, int64_t now_ms);
+  // Ends the job; returns how many workers were told to stop.
+  uint32_t FinishJob(const std::string& job_id, const std::string& why);
+  // Ends jobs whose drivers went silent.
+  void ExpireSilentJobs(int64_t now_ms);
+
+  // Answers now (an error) or later (when a worker runs).
+  void RequestLease(const std::string& peer, uint64_t request_id,
+                    const protocol::RequestLeaseRequest& req);
+  Status ReturnLease(const std::string& lease_id);
+  void OnStartWorkerReply(uint64_t request_id, const protocol::StartWorkerReply& reply);
+  void OnStartWorkerError(uint64_t request_id, const Status& error);
+
+  Status RegisterActor(const protocol::ActorInfo& actor);
+  Result<protocol::ActorInfo> GetActor(const std::string& name) const;
+
+  size_t lease_count() const { return leases_.size(); }
+  size_t pending_count() const { return pending_.size(); }
+  // Pending demands grouped by shape, for `rayx status`.
+  std::map<std::string, int> PendingShapes() const;
+
+ private:
+  struct Pending {
+    std::string peer;
+    uint64_t request_id = 0;
+    protocol::RequestLeaseRequest req;
+  };
+  struct Lease {
+    std::string lease_id;
+    std::string job_id;
+    NodeId node;
+    ResourceMap resources;
+    std::string owner_peer;
+    uint64_t owner_request_id = 0;
+    bool running = false;
+    bool detached = false;
+  };
+  struct Job {
+    int64_t last_heartbeat_ms = 0;
+    bool finished = false;
+  };
+
+  // Grants queued requests while resources allow, in order; a request that does
+  // not fit now does not block those behind it of another shape.
+  void SchedulePending();
+  bool TryGrant(Pending& pending);
+  void EndLease(const std::string& lease_id, bool kill_worker);
+  void ReplyError(const std::string& peer, uint64_t request_id, const Status& status);
+
+  Options options_;
+  NodeTable& nodes_;
+  SendFn send_;
+  std::unordered_map<NodeId, std::string> agent_peers_;
+  std::unordered_map<std::string, Job> jobs_;
+  std::unordered_map<std::string, Lease> leases_;
+  std::unordered_map<uint64_t, std::string> start_requests_;  // head request id -> lease
+  std::deque<Pending> pending_;
+  std::map<std::string, protocol::ActorInfo> named_actors_;
+  uint64_t next_request_id_ = 1;
+};
+
+}  // namespace rayx::scheduler

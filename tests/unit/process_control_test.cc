@@ -1,0 +1,191 @@
+// Pid records and pid-exact liveness checks.
+#include "common/process_control.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <fstream>
+#include <string>
+
+namespace rayx::cli {
+namespace {
+
+TEST(ProcessRecord, RoundTripsThroughText) {
+  ProcessRecord in{12345, 987654321};
+  EXPECT_EQ(in.ToString(), "12345 987654321");
+  auto out = ProcessRecord::Parse(in.ToString());
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_EQ(out->pid, 12345);
+  EXPECT_EQ(out->start_time, 987654321u);
+}
+
+TEST(ProcessRecord, ParseToleratesSurroundingWhitespace) {
+  auto out = ProcessRecord::Parse("  42 7\n");
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_EQ(out->pid, 42);
+  EXPECT_EQ(out->start_time, 7u);
+}
+
+TEST(ProcessRecord, ParseRejectsGarbage) {
+  for (const std::string text : {"", "abc", "12", "12 x", "x 12", "  "}) {
+    auto r = ProcessRecord::Parse(text);
+    ASSERT_FALSE(r.ok()) << "accepted '" << text << "'";
+    EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
+    EXPECT_NE(r.status().message().find("'" + text + "'"), std::string::npos) << r.status();
+  }
+}
+
+TEST(ProcessRecord, ParseRejectsPidZeroOneAndNegative) {
+  // Never signal init or, via kill(0/-1), whole groups.
+  for (const std::string text : {"0 5", "1 5", "-1 5", "-100 5"}) {
+    EXPECT_FALSE(ProcessRecord::Parse(text).ok()) << text;
+  }
+}
+
+TEST(ProcessStartTime, OfSelfIsKnownAndStable) {
+  auto a = ProcessStartTime(getpid());
+  ASSERT_TRUE(a.ok()) << a.status();
+  auto b = ProcessStartTime(getpid());
+  ASSERT_TRUE(b.ok()) << b.status();
+  EXPECT_EQ(*a, *b);
+}
+
+TEST(ProcessStartTime, OfMissingProcessIsNotFound) {
+  // pid_max is at most 2^22 on Linux, so this pid cannot exist.
+  auto r = ProcessStartTime(1 << 23);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kNotFound);
+}
+
+TEST(IsRunning, SelfWithRightStartTimeIsRunning) {
+  auto start = ProcessStartTime(getpid());
+  ASSERT_TRUE(start.ok()) << start.status();
+  EXPECT_TRUE(IsRunning({getpid(), *start}));
+}
+
+TEST(IsRunning, SelfWithWrongStartTimeIsNotRunning) {
+  // A reused pid: same number, different process.
+  auto start = ProcessStartTime(getpid());
+  ASSERT_TRUE(start.ok()) << start.status();
+  EXPECT_FALSE(IsRunning({getpid(), *start + 1}));
+  EXPECT_FALSE(IsRunning({getpid(), 0}));
+}
+
+// A child that blocks until the returned fd is closed, then exits.
+pid_t ForkBlockedChild(int* release_fd) {
+  int fds[2];
+  if (pipe(fds) != 0) return -1;
+  pid_t pid = fork();
+  if (pid == 0) {
+    close(fds[1]);
+    char c;
+    while (read(fds[0], &c, 1) > 0) {
+    }
+    _exit(0);
+  }
+  close(fds[0]);
+  *release_fd = fds[1];
+  return pid;
+}
+
+TEST(IsRunning, ExitedChildIsNotRunningBeforeOrAfterReaping) {
+  int release = -1;
+  pid_t child = ForkBlockedChild(&release);
+  ASSERT_GT(child, 0);
+  auto start = ProcessStartTime(child);
+  ASSERT_TRUE(start.ok()) << start.status();
+  ProcessRecord record{child, *start};
+  EXPECT_TRUE(IsRunning(record));
+
+  close(release);
+  // Wait for the exit without reaping: the child is now a zombie.
+  siginfo_t info{};
+  ASSERT_EQ(waitid(P_PID, static_cast<id_t>(child), &info, WEXITED | WNOWAIT), 0);
+  EXPECT_FALSE(IsRunning(record)) << "a zombie is not running";
+  EXPECT_FALSE(SignalGroup(record, SIGTERM));
+
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  EXPECT_TRUE(WIFEXITED(status));
+  EXPECT_FALSE(IsRunning(record));
+}
+
+TEST(SignalGroup, SignalsRunningChildAndRefusesWrongStartTime) {
+  int release = -1;
+  pid_t child = ForkBlockedChild(&release);
+  ASSERT_GT(child, 0);
+  auto start = ProcessStartTime(child);
+  ASSERT_TRUE(start.ok()) << start.status();
+  // Wrong start time: not ours, never signalled.
+  EXPECT_FALSE(SignalGroup({child, *start + 1}, SIGKILL));
+  // The child shares our process group, so only the child itself is signalled.
+  EXPECT_TRUE(SignalGroup({child, *start}, SIGKILL));
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  close(release);
+  ASSERT_TRUE(WIFSIGNALED(status));
+  EXPECT_EQ(WTERMSIG(status), SIGKILL);
+}
+
+TEST(WaitForExit, ReturnsEmptyWhenAllAreGone) {
+  int release = -1;
+  pid_t child = ForkBlockedChild(&release);
+  ASSERT_GT(child, 0);
+  auto start = ProcessStartTime(child);
+  ASSERT_TRUE(start.ok()) << start.status();
+  close(release);
+  EXPECT_TRUE(WaitForExit({{child, *start}}, 10'000).empty());
+  // WaitForExit reaped its own child.
+  EXPECT_EQ(waitpid(child, nullptr, WNOHANG), -1);
+}
+
+TEST(WaitForExit, ReturnsThoseStillRunningAtTheDeadline) {
+  auto start = ProcessStartTime(getpid());
+  ASSERT_TRUE(start.ok()) << start.status();
+  auto left = WaitForExit({{getpid(), *start}}, 0);
+  ASSERT_EQ(left.size(), 1u);
+  EXPECT_EQ(left[0].pid, getpid());
+}
+
+TEST(TailFile, ReturnsLastLines) {
+  char path[] = "/tmp/rayx_tail_test_XXXXXX";
+  int fd = mkstemp(path);
+  ASSERT_GE(fd, 0);
+  close(fd);
+  {
+    std::ofstream out(path);
+    for (int i = 1; i <= 10; ++i) out << "line " << i << "\n";
+  }
+  EXPECT_EQ(TailFile(path, 3), "line 8\nline 9\nline 10\n");
+  EXPECT_EQ(TailFile(path, 0), "");
+  std::remove(path);
+  EXPECT_EQ(TailFile(path, 3), "");
+}
+
+TEST(SelfDirectory, ContainsThisTestBinary) {
+  std::string dir = SelfDirectory();
+  ASSERT_FALSE(dir.empty());
+  EXPECT_EQ(access((dir + "/process_control_test").c_str(), X_OK), 0) << dir;
+}
+
+}  // namespace
+}  // namespace rayx::cli
+
+namespace rayx::cli {
+namespace {
+TEST(ProcessRecord, ParseRejectsPidsOutsidePidTRange) {
+  for (const std::string text : {"4294967297 5", "4294967296 5", "4294967295 5", "9999999999 1"}) {
+    auto r = ProcessRecord::Parse(text);
+    EXPECT_FALSE(r.ok()) << text << " parsed as pid " << (r.ok() ? r->pid : 0);
+  }
+}
+TEST(ProcessRecord, ParseRejectsNegativeStartTime) {
+  EXPECT_FALSE(ProcessRecord::Parse("123 -5").ok());
+}
+}  // namespace
+}  // namespace rayx::cli

@@ -1,0 +1,205 @@
+// Worker process management on a node.
+#include "agent/worker_pool.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <boost/asio/read_until.hpp>
+#include <cstring>
+#include <fstream>
+#include <vector>
+
+#include "common/logging.h"
+#include "common/ready_pipe.h"
+
+namespace rayx::worker {
+
+WorkerPool::WorkerPool(boost::asio::io_context& io, Options options)
+    : io_(io), options_(std::move(options)) {}
+
+WorkerPool::~WorkerPool() { KillAll(); }
+
+void WorkerPool::Start(const protocol::StartWorkerRequest& request, StartCallback done) {
+  if (workers_.count(request.lease_id)) {
+    done(Status::AlreadyExists("lease " + request.lease_id + " already has a worker"));
+    return;
+  }
+  if (request.executable.empty() || ::access(request.executable.c_str(), X_OK) != 0) {
+    done(Status::NotFound("cannot run '" + request.executable + "' on node " + options_.node_ip +
+                          ": " + std::strerror(errno) +
+                          ". Workers run the driver's own executable, which must exist at the "
+                          "same path on every node"));
+    return;
+  }
+  int fds[2];
+  if (pipe2(fds, O_CLOEXEC) != 0) {
+    done(Status::Internal(std::string("pipe2: ") + std::strerror(errno)));
+    return;
+  }
+  std::string log_path = options_.log_dir + "/worker-" + request.lease_id.substr(0, 12) + ".log";
+  int log_fd = ::open(log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  std::vector<std::string> env = {
+      "RAYX_WORKER_MODE=1",
+      "RAYX_WORKER_READY_FD=3",
+      "RAYX_NODE_IP=" + options_.node_ip,
+      "RAYX_ADDRESS=" + request.head_address,
+      "RAYX_JOB_ID=" + request.job_id,
+      "RAYX_LEASE_ID=" + request.lease_id,
+      "RAYX_CLUSTER_TOKEN=" + options_.token,
+  };
+  auto gpus = request.resources.find("GPU");
+  if (gpus == request.resources.end() || gpus->second <= 0) {
+    env.push_back("CUDA_VISIBLE_DEVICES=");  // a worker holding no GPU sees none
+  }
+  std::string exe = request.executable;
+  std::string cwd = request.working_dir;
+  pid_t parent = getpid();
+  pid_t pid = fork();
+  if (pid < 0) {
+    int err = errno;
+    ::close(fds[0]);
+    ::close(fds[1]);
+    if (log_fd >= 0) ::close(log_fd);
+    done(Status::Internal(std::string("fork: ") + std::strerror(err)));
+    return;
+  }
+  if (pid == 0) {
+    setsid();
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid() != parent) _exit(1);  // the agent died before prctl
+    int devnull = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+    dup2(devnull, 0);
+    if (log_fd >= 0) {
+      dup2(log_fd, 1);
+      dup2(log_fd, 2);
+    }
+    dup2(fds[1], 3);
+    for (auto& e : env) putenv(e.data());
+    signal(SIGPIPE, SIG_DFL);
+    sigset_t none;
+    sigemptyset(&none);
+    sigprocmask(SIG_SETMASK, &none, nullptr);
+    if (!cwd.empty() && chdir(cwd.c_str()) != 0) {
+      dprintf(3, "ERROR cannot enter working directory %s: %s\n", cwd.c_str(), strerror(errno));
+      _exit(126);
+    }
+    char* argv[] = {exe.data(), nullptr};
+    execv(exe.c_str(), argv);
+    dprintf(3, "ERROR cannot execute %s: %s\n", exe.c_str(), strerror(errno));
+    _exit(127);
+  }
+  ::close(fds[1]);
+  if (log_fd >= 0) ::close(log_fd);
+
+  Worker& worker = workers_[request.lease_id];
+  worker.pid = pid;
+  worker.lease_id = request.lease_id;
+  worker.log_path = log_path;
+  worker.on_start = std::move(done);
+  worker.pipe = std::make_unique<boost::asio::posix::stream_descriptor>(io_, fds[0]);
+  worker.buffer = std::make_unique<boost::asio::streambuf>(4096);
+  worker.timer = std::make_unique<boost::asio::steady_timer>(io_);
+  std::string lease_id = request.lease_id;
+  worker.timer->expires_after(std::chrono::milliseconds(options_.start_timeout_ms));
+  worker.timer->async_wait([this, lease_id](const boost::system::error_code& ec) {
+    if (ec) return;
+    FinishStart(lease_id, Status::TimedOut("the worker did not start within " +
+                                           std::to_string(options_.start_timeout_ms / 1000) +
+                                           " s: did its main() call rayx::Init(argc, argv) first?"));
+  });
+  boost::asio::async_read_until(
+      *worker.pipe, *worker.buffer, '\n',
+      [this, lease_id](const boost::system::error_code& ec, size_t) {
+        auto it = workers_.find(lease_id);
+        if (it == workers_.end() || it->second.ready || !it->second.on_start) return;
+        std::string line;
+        if (!ec) {
+          std::istream in(it->second.buffer.get());
+          std::getline(in, line);
+        }
+        std::map<std::string, std::string> fields;
+        if (ParseReadyLine(line, &fields) && fields.count("address")) {
+          protocol::StartWorkerReply reply;
+          reply.lease_id = lease_id;
+          reply.worker_address = fields["address"];
+          reply.worker_pid = it->second.pid;
+          FinishStart(lease_id, reply);
+          return;
+        }
+        std::string why = line.rfind("ERROR ", 0) == 0
+                              ? line.substr(6)
+                              : "the worker exited during start-up (did its main() call "
+                                "rayx::Init(argc, argv)?); see " + it->second.log_path;
+        FinishStart(lease_id, Status::Unavailable(why));
+      });
+}
+
+void WorkerPool::FinishStart(const std::string& lease_id,
+                             Result<protocol::StartWorkerReply> result) {
+  auto it = workers_.find(lease_id);
+  if (it == workers_.end() || !it->second.on_start) return;
+  Worker& worker = it->second;
+  auto done = std::move(worker.on_start);
+  worker.on_start = nullptr;
+  worker.timer->cancel();
+  boost::system::error_code ignored;
+  worker.pipe->close(ignored);
+  if (result.ok()) {
+    worker.ready = true;
+    RAYX_LOG(Info) << "worker pid " << worker.pid << " for lease " << lease_id.substr(0, 8)
+                   << " listens on " << result->worker_address;
+  } else {
+    RAYX_LOG(Warning) << "worker for lease " << lease_id.substr(0, 8)
+                      << " failed to start: " << result.status().message();
+    Kill(lease_id);
+  }
+  done(std::move(result));
+}
+
+void WorkerPool::Kill(const std::string& lease_id) {
+  auto it = workers_.find(lease_id);
+  if (it == workers_.end()) return;
+  ::kill(-it->second.pid, SIGKILL);
+  ::kill(it->second.pid, SIGKILL);
+  if (it->second.on_start) {
+    auto done = std::move(it->second.on_start);
+    it->second.on_start = nullptr;
+    done(Status::Cancelled("the lease ended while its worker was starting"));
+  }
+  // Reaped (and forgotten) on SIGCHLD; the entry goes now so the lease is free.
+  boost::system::error_code ignored;
+  if (it->second.pipe) it->second.pipe->close(ignored);
+  if (it->second.timer) it->second.timer->cancel();
+  workers_.erase(it);
+}
+
+void WorkerPool::KillAll() {
+  while (!workers_.empty()) Kill(workers_.begin()->first);
+}
+
+void WorkerPool::Reap() {
+  int status = 0;
+  pid_t pid;
+  while ((pid = waitpid(-1, &status, WNOHANG)) > 0) {
+    for (auto it = workers_.begin(); it != workers_.end(); ++it) {
+      if (it->second.pid != pid) continue;
+      std::string how = WIFSIGNALED(status) ? "killed by signal " + std::to_string(WTERMSIG(status))
+                                            : "exited with status " +
+                                                  std::to_string(WEXITSTATUS(status));
+      RAYX_LOG(Warning) << "worker pid " << pid << " of lease " << it->first.substr(0, 8) << " "
+                        << how;
+      if (it->second.on_start) {
+        FinishStart(it->first, Status::Unavailable("the worker " + how + " during start-up; see " +
+                                                   it->second.log_path));
+        break;
+      }
+      workers_.erase(it);
+      break;
+    }
+  }
+}
+
+}  // namespace rayx::worker

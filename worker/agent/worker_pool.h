@@ -1,0 +1,71 @@
+// The worker processes a node agent runs for leases.
+#pragma once
+
+#include <sys/types.h>
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/posix/stream_descriptor.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/streambuf.hpp>
+
+#include "protocol/messages.h"
+#include "rayx/status.h"
+
+namespace rayx::worker {
+
+// Starts one worker process per lease and stops it when the lease ends.
+//
+// A worker is the lease's executable started again with RAYX_WORKER_MODE=1
+// (rayx::Init then serves tasks instead of returning). It runs in its own
+// process group, so stopping a lease kills everything the worker started, and
+// with PR_SET_PDEATHSIG, so a worker never outlives its agent. Start-up uses
+// the same READY/ERROR line handshake as the daemons, read asynchronously so
+// the agent's loop never blocks on a starting worker.
+//
+// Single-threaded: everything runs on the agent's io_context.
+class WorkerPool {
+ public:
+  struct Options {
+    std::string node_ip;
+    std::string log_dir;   // worker-<lease>.log files go here
+    std::string token;     // for workers that submit work themselves
+    int64_t start_timeout_ms = 30000;
+  };
+  using StartCallback = std::function<void(Result<protocol::StartWorkerReply>)>;
+
+  WorkerPool(boost::asio::io_context& io, Options options);
+  ~WorkerPool();  // kills every worker
+
+  void Start(const protocol::StartWorkerRequest& request, StartCallback done);
+  // SIGKILLs the lease's worker process group; a no-op for an unknown lease.
+  void Kill(const std::string& lease_id);
+  void KillAll();
+  // Reaps exited workers (call on SIGCHLD).
+  void Reap();
+
+  size_t size() const { return workers_.size(); }
+
+ private:
+  struct Worker {
+    pid_t pid = 0;
+    std::string lease_id;
+    std::string log_path;
+    bool ready = false;
+    StartCallback on_start;
+    std::unique_ptr<boost::asio::posix::stream_descriptor> pipe;
+    std::unique_ptr<boost::asio::streambuf> buffer;
+    std::unique_ptr<boost::asio::steady_timer> timer;
+  };
+  void FinishStart(const std::string& lease_id, Result<protocol::StartWorkerReply> result);
+
+  boost::asio::io_context& io_;
+  Options options_;
+  std::map<std::string, Worker> workers_;  // by lease id
+};
+
+}  // namespace rayx::worker

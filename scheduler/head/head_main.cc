@@ -10,6 +10,7 @@
 
 #include "common/flags.h"
 #include "common/logging.h"
+#include "common/parent_watch.h"
 #include "common/ready_pipe.h"
 #include "head/head_server.h"
 #include "rayx/ids.h"
@@ -87,6 +88,10 @@ int main(int argc, char** argv) {
   signals.async_wait([&](const boost::system::error_code& ec, int signo) {
     if (ec) return;
     RAYX_LOG(Info) << "signal " << signo << ": shutting down";
+    io.stop();
+  });
+  ParentWatch parent(io, [&] {
+    RAYX_LOG(Info) << "the process this head belongs to exited: shutting down";
     io.stop();
   });
   io.run();

@@ -12,6 +12,7 @@
 #include "agent/node_resources.h"
 #include "common/flags.h"
 #include "common/logging.h"
+#include "common/parent_watch.h"
 #include "common/ready_pipe.h"
 
 int main(int argc, char** argv) {
@@ -132,6 +133,10 @@ int main(int argc, char** argv) {
     RAYX_LOG(Info) << "signal " << signo << ": leaving the cluster";
     agent.Leave("stopped by signal " + std::to_string(signo) + " (rayx stop)", 1000,
                 [&] { io.stop(); });
+  });
+  ParentWatch parent(io, [&] {
+    RAYX_LOG(Info) << "the process this agent belongs to exited: leaving";
+    agent.Leave("its driver exited", 500, [&] { io.stop(); });
   });
   io.run();
   return exit_code;

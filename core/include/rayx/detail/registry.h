@@ -93,12 +93,8 @@ RemoteFunction MakeRemote(const std::string& name, R (*fn)(Args...)) {
   RemoteFunction out;
   out.name = name;
   out.arity = sizeof...(Args);
-  out.invoke = [fn, name](void*, const ArgViews& args) {
-    CheckArity(args, sizeof...(Args), name);
-    Tuple tuple = UnpackArgs<Tuple>(args, std::index_sequence_for<Args...>());
-    return CallAndPack<R>([&] { return std::apply(fn, std::move(tuple)); });
-  };
   if constexpr (std::is_pointer_v<R>) {
+    // A factory: only called to create an actor, which the worker then owns.
     using Class = std::remove_pointer_t<R>;
     out.create = [fn, name](const ArgViews& args) {
       CheckArity(args, sizeof...(Args), name);
@@ -106,7 +102,12 @@ RemoteFunction MakeRemote(const std::string& name, R (*fn)(Args...)) {
       Class* instance = std::apply(fn, std::move(tuple));
       return std::shared_ptr<void>(instance, [](void* p) { delete static_cast<Class*>(p); });
     };
-    out.invoke = nullptr;  // a factory is only called to create an actor
+  } else {
+    out.invoke = [fn, name](void*, const ArgViews& args) {
+      CheckArity(args, sizeof...(Args), name);
+      Tuple tuple = UnpackArgs<Tuple>(args, std::index_sequence_for<Args...>());
+      return CallAndPack<R>([&] { return std::apply(fn, std::move(tuple)); });
+    };
   }
   return out;
 }

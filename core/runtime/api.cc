@@ -1,0 +1,240 @@
+// rayx::Init and friends: finding or starting a cluster, and the runtime entry points.
+#include <dlfcn.h>
+#include <fcntl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <mutex>
+
+#include "common/address.h"
+#include "common/logging.h"
+#include "common/process_control.h"
+#include "common/session_dir.h"
+#include "rayx/rayx.h"
+#include "runtime/runtime.h"
+
+namespace rayx {
+
+namespace {
+
+struct Global {
+  std::mutex mu;
+  std::unique_ptr<detail::Runtime> runtime;
+  std::string private_temp_dir;  // the embedded cluster's, when we started one
+  std::string rayx_cli;
+};
+
+Global& G() {
+  static Global* g = new Global();  // outlives static destructors
+  return *g;
+}
+
+std::string Env(const char* name) {
+  const char* v = std::getenv(name);
+  return v ? v : "";
+}
+
+// The rayx CLI beside librayx: <prefix>/lib/librayx.so -> <prefix>/bin/rayx.
+std::string FindCli() {
+  std::string dir = Env("RAYX_BIN_DIR");
+  if (dir.empty()) {
+    Dl_info info{};
+    if (dladdr(reinterpret_cast<void*>(&FindCli), &info) != 0 && info.dli_fname) {
+      std::filesystem::path lib = std::filesystem::canonical(info.dli_fname);
+      dir = (lib.parent_path().parent_path() / "bin").string();
+    }
+  }
+  return dir + "/rayx";
+}
+
+// Runs the CLI and waits; returns its exit code and what it printed.
+int RunCli(const std::vector<std::string>& args, std::string* output) {
+  std::string log = std::filesystem::temp_directory_path() /
+                    ("rayx-init-" + std::to_string(getpid()) + ".log");
+  std::vector<std::string> argv = args;
+  std::vector<char*> cargv;
+  for (auto& a : argv) cargv.push_back(a.data());
+  cargv.push_back(nullptr);
+  pid_t pid = fork();
+  if (pid == 0) {
+    int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    dup2(fd, 1);
+    dup2(fd, 2);
+    execv(cargv[0], cargv.data());
+    _exit(127);
+  }
+  int status = 0;
+  waitpid(pid, &status, 0);
+  *output = cli::TailFile(log, 20);
+  ::unlink(log.c_str());
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+void StartPrivateCluster(const Options& options, std::string* address, std::string* token) {
+  Global& g = G();
+  g.rayx_cli = FindCli();
+  std::string pattern = (std::filesystem::temp_directory_path() / "rayx-private-XXXXXX").string();
+  if (mkdtemp(pattern.data()) == nullptr) throw std::runtime_error("rayx::Init: mkdtemp failed");
+  std::vector<std::string> args = {g.rayx_cli, "start", "--head", "--port", "0",
+                                   "--node-ip-address", "127.0.0.1", "--temp-dir", pattern};
+  if (options.num_cpus > 0) {
+    args.insert(args.end(), {"--num-cpus", std::to_string(options.num_cpus)});
+  }
+  // The private cluster ends with this process, even when it is killed.
+  setenv("RAYX_EXIT_WITH_PID", std::to_string(getpid()).c_str(), 1);
+  std::string output;
+  int rc = RunCli(args, &output);
+  unsetenv("RAYX_EXIT_WITH_PID");
+  if (rc != 0) {
+    std::filesystem::remove_all(pattern);
+    throw std::runtime_error("rayx::Init: no cluster to connect to (no address given, none "
+                             "started on this machine) and starting a private one with " +
+                             g.rayx_cli + " failed: " + output);
+  }
+  g.private_temp_dir = pattern;
+  auto local = cli::FindLocalCluster(pattern);
+  if (!local.ok()) throw std::runtime_error("rayx::Init: " + local.status().message());
+  *address = local->address;
+  *token = local->token;
+}
+
+void StopPrivateCluster() {
+  Global& g = G();
+  if (g.private_temp_dir.empty()) return;
+  std::string output;
+  RunCli({g.rayx_cli, "stop", "--temp-dir", g.private_temp_dir, "--grace-period", "5"}, &output);
+  std::error_code ec;
+  std::filesystem::remove_all(g.private_temp_dir, ec);
+  g.private_temp_dir.clear();
+}
+
+}  // namespace
+
+void Init() { Init(Options()); }
+
+void Init(int argc, char** argv) {
+  Options options;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    if (a.rfind("--rayx-address=", 0) == 0) options.address = a.substr(15);
+  }
+  Init(options);
+}
+
+void Init(const Options& options) {
+  if (!Env("RAYX_WORKER_MODE").empty()) detail::RunWorker();
+  Global& g = G();
+  std::lock_guard<std::mutex> lock(g.mu);
+  if (g.runtime) throw std::logic_error("rayx::Init was called twice without Shutdown");
+  std::string temp_dir = !options.temp_dir.empty() ? options.temp_dir : cli::DefaultTempDir();
+  std::string address = !options.address.empty() ? options.address : Env("RAYX_ADDRESS");
+  std::string token = !options.token.empty() ? options.token : Env("RAYX_TOKEN");
+  if (address.empty()) {
+    auto local = cli::FindLocalCluster(temp_dir);
+    if (local.ok()) {
+      address = local->address;
+      if (token.empty()) token = local->token;
+    } else {
+      StartPrivateCluster(options, &address, &token);
+    }
+  }
+  if (token.empty()) {
+    if (auto t = cli::FindTokenFor(temp_dir, address)) token = *t;
+  }
+  auto head = ParseHostPort(address, kDefaultHeadPort);
+  if (!head.ok()) throw std::invalid_argument("rayx::Init: " + head.status().message());
+  auto ip = ResolveIpv4(head->host);
+  if (!ip.ok()) throw std::invalid_argument("rayx::Init: " + ip.status().message());
+  head->host = *ip;
+  detail::Runtime::Config config;
+  config.head = *head;
+  config.token = token;
+  auto local_ip = LocalAddressToward(*ip);
+  config.node_ip = local_ip.ok() ? *local_ip : "127.0.0.1";
+  auto runtime = detail::Runtime::Start(config);
+  if (!runtime.ok()) {
+    StopPrivateCluster();
+    throw std::runtime_error("rayx::Init: cannot join the cluster at " + head->ToString() + ": " +
+                             runtime.status().message());
+  }
+  g.runtime = std::move(*runtime);
+}
+
+void Shutdown() {
+  Global& g = G();
+  std::unique_ptr<detail::Runtime> runtime;
+  {
+    std::lock_guard<std::mutex> lock(g.mu);
+    runtime = std::move(g.runtime);
+  }
+  if (runtime) runtime->Stop();
+  runtime.reset();
+  StopPrivateCluster();
+}
+
+bool IsInitialized() {
+  std::lock_guard<std::mutex> lock(G().mu);
+  return G().runtime != nullptr;
+}
+
+namespace detail {
+
+Runtime* CurrentRuntime() { return G().runtime.get(); }
+
+Runtime& RequireRuntime() {
+  Global& g = G();
+  std::lock_guard<std::mutex> lock(g.mu);
+  if (g.runtime) return *g.runtime;
+  if (Env("RAYX_WORKER_MODE").empty()) {
+    throw std::logic_error("rayx is not initialized: call rayx::Init() first");
+  }
+  // A worker whose task submits work: join its job (never ending it).
+  auto head = ParseHostPort(Env("RAYX_ADDRESS"), kDefaultHeadPort);
+  if (!head.ok()) throw std::runtime_error("worker: bad RAYX_ADDRESS");
+  Runtime::Config config;
+  config.head = *head;
+  config.token = Env("RAYX_CLUSTER_TOKEN");
+  config.job_id = Env("RAYX_JOB_ID");
+  config.is_worker = true;
+  config.node_ip = Env("RAYX_NODE_IP");
+  auto runtime = Runtime::Start(config);
+  if (!runtime.ok()) throw std::runtime_error("worker: " + runtime.status().message());
+  g.runtime = std::move(*runtime);
+  return *g.runtime;
+}
+
+ObjectHandle SubmitTask(const std::string& function, std::vector<Arg> args,
+                        const CallOptions& options) {
+  return RequireRuntime().SubmitTask(function, std::move(args), options);
+}
+ActorPtr CreateActor(const std::string& factory, std::vector<Arg> args,
+                     const ActorOptions& options) {
+  return RequireRuntime().CreateActor(factory, std::move(args), options);
+}
+ObjectHandle SubmitActorTask(const ActorPtr& actor, const std::string& method,
+                             std::vector<Arg> args) {
+  return RequireRuntime().SubmitActorTask(actor, method, std::move(args));
+}
+void KillActor(const ActorPtr& actor) { RequireRuntime().KillActor(actor); }
+ActorPtr GetNamedActor(const std::string& name) { return RequireRuntime().GetNamedActor(name); }
+std::string SerializeActor(const ActorPtr& actor) { return RequireRuntime().SerializeActor(actor); }
+ActorPtr DeserializeActor(const std::string& bytes) {
+  return RequireRuntime().DeserializeActor(bytes);
+}
+ObjectHandle PutBytes(std::string bytes) { return RequireRuntime().Put(std::move(bytes)); }
+std::shared_ptr<const std::string> GetBytes(const ObjectHandle& object, int64_t timeout_ms) {
+  return RequireRuntime().Get(object, timeout_ms);
+}
+std::vector<bool> WaitObjects(const std::vector<ObjectHandle>& objects, size_t num_returns,
+                              int64_t timeout_ms) {
+  return RequireRuntime().Wait(objects, num_returns, timeout_ms);
+}
+const std::string& ObjectIdOf(const ObjectHandle& object) {
+  static const std::string kEmpty;
+  return object ? object->id : kEmpty;
+}
+
+}  // namespace detail
+}  // namespace rayx

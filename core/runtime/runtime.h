@@ -1,0 +1,175 @@
+// The client runtime every driver and worker embeds: it owns this process's
+// objects, leases workers from the head and sends them tasks directly.
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <zmq.hpp>
+
+#include "common/address.h"
+#include "protocol/messages.h"
+#include "rayx/detail/runtime_api.h"
+#include "rayx/errors.h"
+#include "transport/zmq_socket_loop.h"
+
+namespace rayx::detail {
+
+struct ErrorInfo {
+  std::string type, message, function, node;
+};
+
+// An object this process owns. The value lives in this process's memory (the
+// owner); it is freed when the last ObjectRef to it is gone.
+struct ObjectCore {
+  std::string id;
+  ~ObjectCore();
+};
+
+struct ActorCore {
+  std::string actor_id;
+  std::string name;
+  ~ActorCore() = default;
+};
+
+// Design: user threads and one I/O thread. User threads create object entries
+// and post work to the I/O thread; the I/O thread owns every socket (the head,
+// one DEALER per leased worker) and completes objects, waking Get() through a
+// condition variable. The object table is the only state both touch, under
+// `mu_`. Tasks of one resource shape share a pool of leased workers, each with
+// up to kMaxInFlight tasks pipelined; a worker idle for kIdleLeaseMs is given
+// back. An actor is one leased worker; its calls go over one socket, so they
+// run in submission order.
+class Runtime {
+ public:
+  struct Config {
+    HostPort head;
+    std::string token;
+    std::string job_id;   // empty: a new job (a driver); set: a worker of that job
+    bool is_worker = false;
+    std::string node_ip = "127.0.0.1";
+  };
+
+  // Connects, registers the job and starts the I/O thread.
+  static Result<std::unique_ptr<Runtime>> Start(const Config& config);
+  ~Runtime();
+
+  // Ends the job (drivers) and stops the I/O thread.
+  void Stop();
+
+  ObjectHandle SubmitTask(const std::string& function, std::vector<Arg> args,
+                          const CallOptions& options);
+  ActorPtr CreateActor(const std::string& factory, std::vector<Arg> args,
+                       const ActorOptions& options);
+  ObjectHandle SubmitActorTask(const ActorPtr& actor, const std::string& method,
+                               std::vector<Arg> args);
+  void KillActor(const ActorPtr& actor);
+  ActorPtr GetNamedActor(const std::string& name);
+  std::string SerializeActor(const ActorPtr& actor);
+  ActorPtr DeserializeActor(const std::string& bytes);
+
+  ObjectHandle Put(std::string bytes);
+  std::shared_ptr<const std::string> Get(const ObjectHandle& object, int64_t timeout_ms);
+  std::vector<bool> Wait(const std::vector<ObjectHandle>& objects, size_t num_returns,
+                         int64_t timeout_ms);
+  void Release(const std::string& object_id);
+
+  const std::string& job_id() const { return config_.job_id; }
+  // Objects currently held (for tests of reference counting).
+  size_t ObjectCount();
+
+ private:
+  struct Entry {
+    enum class State { kPending, kReady, kFailed } state = State::kPending;
+    std::shared_ptr<const std::string> value;
+    std::shared_ptr<ErrorInfo> error;
+    std::vector<std::function<void()>> waiters;  // run on the I/O thread when done
+  };
+  struct Task {
+    std::string function;
+    std::string display;
+    std::vector<Arg> args;
+    std::vector<std::string> resolved;  // args' bytes, once resolved
+    std::string object_id;
+    bool actor_creation = false;
+    std::string actor_id;
+  };
+  struct WorkerConn;
+  struct Shape;
+  struct ActorState;
+
+  explicit Runtime(Config config);
+  Status Connect();
+  std::string NewObjectId();
+  ObjectHandle NewEntry(std::string id);
+  void Complete(const std::string& id, std::shared_ptr<const std::string> value,
+                std::shared_ptr<ErrorInfo> error);
+
+  // I/O thread.
+  template <typename Reply, typename Request>
+  void CallHead(const Request& request, std::function<void(Result<Reply>)> done);
+  template <typename Reply, typename Request>
+  Result<Reply> CallHeadSync(const Request& request, int64_t timeout_ms);
+  void OnHeadMessage(transport::Frames& frames);
+  void Enqueue(const std::string& shape_key, const ResourceMap& resources, Task task);
+  void ResolveThen(Task& task, std::function<void(Task)> ready);
+  void Pump(Shape& shape);
+  void RequestLease(Shape& shape);
+  std::shared_ptr<WorkerConn> Connect(const std::string& address, const std::string& node,
+                                      int32_t pid, const std::string& lease_id);
+  bool Send(WorkerConn& conn, Task& task);
+  void OnWorkerMessage(WorkerConn& conn, transport::Frames& frames);
+  void OnWorkerLost(WorkerConn& conn);
+  void FailTask(const Task& task, const std::string& type, const std::string& message,
+                const std::string& node);
+  void PumpActor(ActorState& actor);
+  void Tick();
+  void Heartbeat();
+
+  Config config_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::unordered_map<std::string, Entry> objects_;
+  std::string id_prefix_;
+  uint64_t next_object_ = 0;
+
+  boost::asio::io_context io_;
+  boost::asio::executor_work_guard<boost::asio::io_context::executor_type> work_;
+  std::thread thread_;
+  zmq::context_t context_{1};
+  zmq::socket_t head_;
+  std::unique_ptr<transport::ZmqSocketLoop> head_loop_;
+  std::unordered_map<uint64_t, std::function<void(Result<std::pair<uint16_t, std::string>>)>>
+      head_calls_;
+  uint64_t next_request_ = 1;
+  boost::asio::steady_timer tick_timer_;
+  boost::asio::steady_timer heartbeat_timer_;
+  int64_t heartbeat_period_ms_ = 1000;
+  uint64_t next_monitor_ = 0;
+
+  std::unordered_map<std::string, std::unique_ptr<Shape>> shapes_;
+  std::unordered_map<std::string, std::unique_ptr<ActorState>> actors_;
+  bool stopped_ = false;
+};
+
+// The process's runtime, or nullptr before Init / after Shutdown.
+Runtime* CurrentRuntime();
+// The runtime, starting it in a worker process on first use. Throws
+// std::runtime_error with advice when rayx::Init was not called.
+Runtime& RequireRuntime();
+
+// Serves tasks in a worker process; never returns.
+[[noreturn]] void RunWorker();
+
+}  // namespace rayx::detail

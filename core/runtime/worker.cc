@@ -1,0 +1,145 @@
+// The worker process's task loop.
+#include <cxxabi.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <typeinfo>
+#include <zmq.hpp>
+
+#include "common/logging.h"
+#include "common/ready_pipe.h"
+#include "protocol/codec.h"
+#include "rayx/detail/registry.h"
+#include "runtime/runtime.h"
+#include "transport/message.h"
+
+namespace rayx::detail {
+
+namespace {
+std::string Demangle(const char* name) {
+  int status = 0;
+  char* out = abi::__cxa_demangle(name, nullptr, nullptr, &status);
+  std::string result = status == 0 && out ? out : name;
+  std::free(out);
+  return result;
+}
+
+std::string ExecutableName() {
+  char buf[4096];
+  ssize_t n = readlink("/proc/self/exe", buf, sizeof buf - 1);
+  return n > 0 ? std::string(buf, static_cast<size_t>(n)) : "this program";
+}
+}  // namespace
+
+// Design: one thread, one ROUTER socket, calls run one at a time in arrival
+// order (so an actor's calls from one caller run in submission order). The
+// result travels in the reply's third frame. Exceptions become error data; a
+// crash ends the process, which the caller notices as a lost connection.
+void RunWorker() {
+  detail::SetLogProgramName("rayx-worker");
+  const char* fd_text = std::getenv("RAYX_WORKER_READY_FD");
+  ReadyPipe ready(fd_text ? std::atoi(fd_text) : -1);
+  const char* ip_env = std::getenv("RAYX_NODE_IP");
+  std::string node_ip = ip_env && *ip_env ? ip_env : "127.0.0.1";
+
+  zmq::context_t context(1);
+  zmq::socket_t router(context, zmq::socket_type::router);
+  router.set(zmq::sockopt::linger, 0);
+  router.set(zmq::sockopt::sndhwm, 0);
+  router.set(zmq::sockopt::rcvhwm, 0);
+  router.set(zmq::sockopt::maxmsgsize, int64_t{1} << 31);
+  try {
+    router.bind("tcp://" + node_ip + ":*");
+  } catch (const zmq::error_t& e) {
+    ready.Fail("worker cannot listen on " + node_ip + ": " + e.what());
+    std::_Exit(1);
+  }
+  ready.Ready({{"address", router.get(zmq::sockopt::last_endpoint)}});
+
+  std::shared_ptr<void> actor;
+  std::string actor_class;
+  while (true) {
+    transport::Frames frames;
+    try {
+      bool more = true;
+      while (more) {
+        zmq::message_t part;
+        if (!router.recv(part)) break;
+        more = part.more();
+        frames.push_back(std::move(part));
+      }
+    } catch (const zmq::error_t& e) {
+      if (e.num() == EINTR) continue;
+      RAYX_LOG(Error) << "receive failed: " << e.what();
+      std::_Exit(1);
+    }
+    if (frames.size() < 3) continue;  // [routing][envelope][body][args...]
+    auto env = protocol::Decode<protocol::Envelope>(transport::FrameView(frames[1]));
+    if (!env.ok() || env->t != static_cast<uint16_t>(protocol::MessageType::kPushTaskRequest)) {
+      continue;
+    }
+    auto req = protocol::Decode<protocol::PushTaskRequest>(transport::FrameView(frames[2]));
+    protocol::PushTaskReply reply;
+    reply.node_address = node_ip;
+    reply.worker_pid = getpid();
+    std::string result;
+    try {
+      if (!req.ok()) throw std::invalid_argument(req.status().message());
+      if (frames.size() != 3 + req->num_args) {
+        throw std::invalid_argument("the call carries " + std::to_string(frames.size() - 3) +
+                                    " argument frames, expected " + std::to_string(req->num_args));
+      }
+      ArgViews args;
+      for (size_t i = 3; i < frames.size(); ++i) args.push_back(transport::FrameView(frames[i]));
+      const RemoteFunction* fn = FunctionRegistry::Instance().FindByName(req->function);
+      if (fn == nullptr) {
+        reply.ok = false;
+        reply.error_type = "FunctionNotFound";
+        reply.error_message = "'" + req->function + "' is not registered in " + ExecutableName() +
+                              ": add it to RAYX_REMOTE(...)";
+      } else if (req->actor_creation) {
+        if (!fn->create) throw std::invalid_argument(req->function + " is not an actor factory");
+        actor = fn->create(args);
+        actor_class = req->function;
+        result = Pack(msgpack::type::nil_t());
+      } else if (!req->actor_id.empty()) {
+        if (!actor) throw std::logic_error("this worker hosts no actor");
+        if (!fn->invoke) throw std::invalid_argument(req->function + " cannot be called");
+        result = fn->invoke(actor.get(), args);
+      } else {
+        if (!fn->invoke) throw std::invalid_argument(req->function + " is an actor factory: use rayx::Actor");
+        result = fn->invoke(nullptr, args);
+      }
+    } catch (const msgpack::type_error& e) {
+      reply.ok = false;
+      reply.error_type = "ArgumentTypeError";
+      reply.error_message = "an argument does not have the parameter's type (" +
+                            std::string(e.what()) + ")";
+    } catch (const std::exception& e) {
+      reply.ok = false;
+      reply.error_type = Demangle(typeid(e).name());
+      reply.error_message = e.what();
+    } catch (...) {
+      reply.ok = false;
+      reply.error_type = "unknown";
+      reply.error_message = "a non-standard exception was thrown";
+    }
+    protocol::Envelope out_env;
+    out_env.t = static_cast<uint16_t>(protocol::MessageType::kPushTaskReply);
+    out_env.id = env->id;
+    transport::Frames out;
+    out.push_back(std::move(frames[0]));
+    out.push_back(transport::MakeFrame(protocol::Encode(out_env)));
+    out.push_back(transport::MakeFrame(protocol::Encode(reply)));
+    if (reply.ok) out.push_back(zmq::message_t(result.data(), result.size()));
+    try {
+      for (size_t i = 0; i < out.size(); ++i) {
+        router.send(out[i], i + 1 < out.size() ? zmq::send_flags::sndmore : zmq::send_flags::none);
+      }
+    } catch (const zmq::error_t& e) {
+      RAYX_LOG(Warning) << "reply failed: " << e.what();
+    }
+  }
+}
+
+}  // namespace rayx::detail

@@ -22,6 +22,7 @@ namespace {
 constexpr size_t kMaxInFlight = 256;      // tasks pipelined to one task worker
 constexpr int64_t kIdleLeaseMs = 1000;    // an idle task worker is given back after this
 constexpr int64_t kTickMs = 100;
+constexpr int64_t kSaturatedAfterMs = 50;
 // Values of any size travel in frames; this bounds one frame on worker links.
 constexpr int64_t kMaxDataFrameBytes = int64_t{1} << 31;
 
@@ -61,6 +62,14 @@ struct Runtime::Shape {
   std::deque<Task> queue;
   std::vector<std::shared_ptr<WorkerConn>> workers;
   int lease_requests = 0;
+  int64_t lease_requested_at = 0;
+  // True once a lease request has waited kSaturatedAfterMs at the head: the
+  // cluster has no free slot for this shape, so queue deeper on the workers
+  // we have. Until then each worker gets one task at a time and waiting work
+  // asks for more workers (spreading slow tasks over the cluster).
+  bool Saturated(int64_t now) const {
+    return lease_requests > 0 && now - lease_requested_at > kSaturatedAfterMs;
+  }
 };
 
 struct Runtime::ActorState {
@@ -398,10 +407,11 @@ void Runtime::Enqueue(const std::string& shape_key, const ResourceMap& resources
 
 void Runtime::Pump(Shape& shape) {
   // Least-loaded worker first, until every worker is full.
+  size_t depth = shape.Saturated(NowMs()) ? kMaxInFlight : 1;
   while (!shape.queue.empty()) {
     WorkerConn* best = nullptr;
     for (auto& w : shape.workers) {
-      if (w->lost || w->in_flight.size() >= kMaxInFlight) continue;
+      if (w->lost || w->in_flight.size() >= depth) continue;
       if (!best || w->in_flight.size() < best->in_flight.size()) best = w.get();
     }
     if (!best) break;
@@ -411,13 +421,12 @@ void Runtime::Pump(Shape& shape) {
   }
   // More workers while work waits; one lease request at a time per shape keeps
   // the head's load per burst small.
-  bool all_busy = true;
-  for (auto& w : shape.workers) all_busy = all_busy && !w->in_flight.empty();
-  if (!shape.queue.empty() && shape.lease_requests == 0 && all_busy) RequestLease(shape);
+  if (!shape.queue.empty() && shape.lease_requests == 0) RequestLease(shape);
 }
 
 void Runtime::RequestLease(Shape& shape) {
   ++shape.lease_requests;
+  shape.lease_requested_at = NowMs();
   protocol::RequestLeaseRequest req;
   req.job_id = config_.job_id;
   req.resources = shape.resources;
@@ -578,6 +587,7 @@ void Runtime::Tick() {
       keep.push_back(w);
     }
     shape->workers.swap(keep);
+    if (!shape->queue.empty()) Pump(*shape);  // saturation may allow deeper queues now
   }
   tick_timer_.expires_after(std::chrono::milliseconds(kTickMs));
   tick_timer_.async_wait([this](const boost::system::error_code& ec) {
@@ -589,6 +599,14 @@ void Runtime::Tick() {
 
 ActorPtr Runtime::CreateActor(const std::string& factory, std::vector<Arg> args,
                               const ActorOptions& options) {
+  if (!options.name.empty()) {
+    protocol::GetActorRequest lookup;
+    lookup.name = options.name;
+    if (CallHeadSync<protocol::GetActorReply>(lookup, 10000).ok()) {
+      throw std::invalid_argument("an actor named '" + options.name +
+                                  "' already exists: choose another name, or GetActor it");
+    }
+  }
   auto core = std::make_shared<ActorCore>();
   core->actor_id = RandomHex(16);
   core->name = options.name;

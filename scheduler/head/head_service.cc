@@ -70,6 +70,7 @@ bool HeadService::TokenMatches(const std::string& presented) const {
 }
 
 std::optional<Frames> HeadService::Handle(Frames& frames, const std::string& peer_id) {
+  ++handled_;
   const std::string peer = PeerName(peer_id);
   if (frames.size() < 2) {
     LogRejection("dropped a " + std::to_string(frames.size()) + "-frame message from " + peer +
@@ -220,6 +221,7 @@ Frames HeadService::OnGetClusterStatus(const protocol::GetClusterStatusRequest& 
   reply.status.node_timeout_ms = options_.nodes.node_timeout_ms;
   reply.status.nodes = nodes_.Snapshot(now);
   reply.status.pending_demands = leases_.PendingShapes();
+  reply.status.head_messages = handled_;
   return transport::MakeMessage(reply, id);
 }
 

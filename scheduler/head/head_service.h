@@ -87,6 +87,7 @@ class HeadService {
   std::unordered_set<std::string> authenticated_peers_;
   int64_t started_ms_;
   uint64_t rejected_ = 0;
+  uint64_t handled_ = 0;
   detail::LogRateLimiter reject_log_limiter_{20, std::chrono::seconds(10)};
   uint64_t suppressed_since_flush_ = 0;
   std::string last_suppressed_;

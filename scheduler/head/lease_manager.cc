@@ -65,12 +65,14 @@ uint32_t LeaseManager::FinishJob(const std::string& job_id, const std::string& w
   auto job = jobs_.find(job_id);
   if (job == jobs_.end() || job->second.finished) return 0;
   job->second.finished = true;
+  // Its queued requests go first: ending its leases frees resources, which
+  // must not be granted to the same job again.
+  std::erase_if(pending_, [&](const Pending& p) { return p.req.job_id == job_id; });
   std::vector<std::string> ending;
   for (const auto& [id, lease] : leases_) {
     if (lease.job_id == job_id && !lease.detached) ending.push_back(id);
   }
   for (const auto& id : ending) EndLease(id, /*kill_worker=*/true);
-  std::erase_if(pending_, [&](const Pending& p) { return p.req.job_id == job_id; });
   for (auto it = named_actors_.begin(); it != named_actors_.end();) {
     if (it->second.job_id == job_id && !it->second.detached) {
       it = named_actors_.erase(it);
@@ -111,6 +113,8 @@ void LeaseManager::RequestLease(const std::string& peer, uint64_t request_id,
 }
 
 bool LeaseManager::TryGrant(Pending& pending) {
+  auto job = jobs_.find(pending.req.job_id);
+  if (job == jobs_.end() || job->second.finished) return false;
   auto node = nodes_.FindNodeWithAvailable(pending.req.resources);
   if (!node) return false;
   auto agent = agent_peers_.find(*node);

@@ -1,0 +1,377 @@
+// Tasks, actors and objects on a real three-node loopback cluster. This test
+// binary is also the workers' program: started with RAYX_WORKER_MODE, its main
+// hands over to rayx::Init, which serves tasks.
+#include <dirent.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <fstream>
+#include <numeric>
+#include <stdexcept>
+#include <thread>
+
+#include "rayx/rayx.h"
+#include "runtime/runtime.h"
+#include "util/local_cluster.h"
+
+// Outside the anonymous namespace, as user functions usually are, so its name
+// is in the symbol table.
+int NotRegistered(int x) { return x; }
+
+namespace {
+
+int Square(int x) { return x * x; }
+int Add(int a, int b) { return a + b; }
+int64_t SumBytes(std::vector<uint8_t> data) {
+  return std::accumulate(data.begin(), data.end(), int64_t{0});
+}
+int AgentPid() { return getppid(); }  // a worker is the child of its node's agent
+int SlowSquare(int x, int ms) {
+  std::this_thread::sleep_for(std::chrono::milliseconds(ms));  // the workload itself
+  return x * x;
+}
+int Throws(int x) {
+  if (x < 0) throw std::invalid_argument("x must not be negative, got " + std::to_string(x));
+  return x;
+}
+int Crashes() {
+  std::abort();
+}
+
+class Recorder {
+ public:
+  static Recorder* Create(int start) { return new Recorder(start); }
+  explicit Recorder(int start) : total_(start) {}
+  int Record(int i) {
+    seen_.push_back(i);
+    total_ += i;
+    return total_;
+  }
+  std::vector<int> Seen() const { return seen_; }
+  int Total() const { return total_; }
+  int Pid() const { return getpid(); }
+  int Sleep(int ms) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(ms));
+    return ms;
+  }
+
+ private:
+  int total_;
+  std::vector<int> seen_;
+};
+
+// A task that calls an actor through a handle it was given.
+int AddThroughHandle(rayx::ActorHandle<Recorder> actor, int x) {
+  return *actor.Task(&Recorder::Record).Remote(x).Get();
+}
+
+RAYX_REMOTE(Square, Add, SumBytes, AgentPid, SlowSquare, Throws, Crashes, Recorder::Create,
+            &Recorder::Record, &Recorder::Seen, &Recorder::Total, &Recorder::Pid, &Recorder::Sleep,
+            AddThroughHandle);
+
+using rayx::testing::LocalCluster;
+
+// Child processes of `parent` (workers of an agent), read from /proc.
+std::vector<pid_t> ChildrenOf(pid_t parent) {
+  std::vector<pid_t> out;
+  DIR* dir = opendir("/proc");
+  while (dirent* e = readdir(dir)) {
+    pid_t pid = static_cast<pid_t>(std::atoi(e->d_name));
+    if (pid <= 0) continue;
+    std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+    std::string line;
+    if (!std::getline(stat, line)) continue;
+    size_t close = line.rfind(')');
+    char state = 0;
+    int ppid = 0;
+    if (std::sscanf(line.c_str() + close + 2, "%c %d", &state, &ppid) == 2 && ppid == parent &&
+        state != 'Z') {
+      out.push_back(pid);
+    }
+  }
+  closedir(dir);
+  return out;
+}
+
+class Runtime : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    LocalCluster::Options options;
+    options.head_node.num_cpus = 2;
+    auto cluster = LocalCluster::Start(options);
+    ASSERT_TRUE(cluster.ok()) << cluster.status();
+    cluster_ = cluster->release();
+    auto second = cluster_->AddNode({.num_cpus = 2});
+    ASSERT_TRUE(second.ok()) << second.status();
+    auto tpu = cluster_->AddNode({.num_cpus = 1, .resources = R"({"tpu": 1})"});
+    ASSERT_TRUE(tpu.ok()) << tpu.status();
+    tpu_node_ = new rayx::testing::NodeHandle(*tpu);
+    agents_ = {cluster_->head_node().agent.pid, second->agent.pid, tpu->agent.pid};
+  }
+  static void TearDownTestSuite() {
+    delete tpu_node_;
+    delete cluster_;
+  }
+  void SetUp() override {
+    ASSERT_TRUE(cluster_);
+    rayx::Options options;
+    options.address = cluster_->address();
+    options.token = cluster_->token();
+    rayx::Init(options);
+  }
+  void TearDown() override {
+    rayx::Shutdown();
+    // Invariant: a finished job leaves no worker behind on any node.
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    size_t left = 0;
+    do {
+      left = 0;
+      for (pid_t agent : agents_) left += ChildrenOf(agent).size();
+      if (left == 0) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    } while (std::chrono::steady_clock::now() < deadline);
+    EXPECT_EQ(left, 0u) << "workers outlived their job";
+    // And its resources are free again.
+    auto status = cluster_->GetStatus();
+    ASSERT_TRUE(status.ok());
+    EXPECT_EQ(status->AvailableResources()["CPU"], 5);
+  }
+
+  static LocalCluster* cluster_;
+  static rayx::testing::NodeHandle* tpu_node_;
+  static std::vector<pid_t> agents_;
+};
+LocalCluster* Runtime::cluster_ = nullptr;
+rayx::testing::NodeHandle* Runtime::tpu_node_ = nullptr;
+std::vector<pid_t> Runtime::agents_;
+
+TEST_F(Runtime, TasksReturnTheirResults) {
+  std::vector<rayx::ObjectRef<int>> refs;
+  for (int i = 0; i < 50; ++i) refs.push_back(rayx::Task(Square).Remote(i));
+  auto values = rayx::Get(refs);
+  for (int i = 0; i < 50; ++i) EXPECT_EQ(*values[i], i * i);
+}
+
+TEST_F(Runtime, TasksSpreadOverNodesWhenOneIsFull) {
+  // 5 CPUs in 3 nodes: 5 concurrent slow tasks need every node.
+  std::vector<rayx::ObjectRef<int>> slow;
+  for (int i = 0; i < 5; ++i) slow.push_back(rayx::Task(SlowSquare).Remote(i, 300));
+  std::vector<rayx::ObjectRef<int>> where;
+  for (int i = 0; i < 5; ++i) where.push_back(rayx::Task(AgentPid).Remote());
+  std::set<int> agents;
+  for (auto& w : rayx::Get(where)) agents.insert(*w);
+  for (auto& s : rayx::Get(slow)) EXPECT_GE(*s, 0);
+  EXPECT_GE(agents.size(), 2u);
+}
+
+TEST_F(Runtime, CustomResourceTaskRunsOnlyWhereTheResourceIs) {
+  for (int i = 0; i < 5; ++i) {
+    auto ref = rayx::Task(AgentPid).SetResources({{"CPU", 1}, {"tpu", 1}}).Remote();
+    EXPECT_EQ(*ref.Get(), tpu_node_->agent.pid);
+  }
+}
+
+TEST_F(Runtime, InfeasibleTaskFailsWithTheReason) {
+  auto ref = rayx::Task(Square).SetResources({{"GPU", 8}}).Remote(2);
+  try {
+    ref.Get(10000);
+    FAIL() << "an infeasible task returned";
+  } catch (const rayx::TaskError& e) {
+    EXPECT_EQ(e.type(), "Infeasible");
+    EXPECT_NE(e.remote_message().find("GPU: 8"), std::string::npos) << e.what();
+  }
+}
+
+TEST_F(Runtime, ObjectRefsAreResolvedBeforeTheTaskRuns) {
+  auto five = rayx::Put(5);
+  EXPECT_EQ(*rayx::Task(Add).Remote(five, 1).Get(), 6);
+  // A pending result as an argument: the dependent task waits for it.
+  auto slow = rayx::Task(SlowSquare).Remote(4, 200);
+  auto chained = rayx::Task(Add).Remote(slow, slow);
+  EXPECT_EQ(*chained.Get(), 32);
+  // A failed dependency fails the dependent task with its error.
+  auto bad = rayx::Task(Throws).Remote(-1);
+  EXPECT_THROW(rayx::Task(Add).Remote(bad, 1).Get(), rayx::TaskError);
+}
+
+TEST_F(Runtime, LargeObjectsTravelToOtherNodes) {
+  std::vector<uint8_t> data(8 << 20);
+  for (size_t i = 0; i < data.size(); ++i) data[i] = static_cast<uint8_t>(i * 7);
+  int64_t want = std::accumulate(data.begin(), data.end(), int64_t{0});
+  auto ref = rayx::Put(data);
+  // On the tpu node, which is not the driver's process.
+  auto sum = rayx::Task(SumBytes).SetResources({{"tpu", 1}}).Remote(ref);
+  EXPECT_EQ(*sum.Get(), want);
+}
+
+TEST_F(Runtime, ActorCallsFromOneCallerRunInOrder) {
+  auto actor = rayx::Actor(Recorder::Create).Remote(0);
+  std::vector<rayx::ObjectRef<int>> refs;
+  for (int i = 0; i < 300; ++i) refs.push_back(actor.Task(&Recorder::Record).Remote(i));
+  auto seen = *actor.Task(&Recorder::Seen).Remote().Get();
+  ASSERT_EQ(seen.size(), 300u);
+  for (int i = 0; i < 300; ++i) EXPECT_EQ(seen[i], i);
+  EXPECT_EQ(*refs.back().Get(), 299 * 300 / 2);
+}
+
+TEST_F(Runtime, ActorCallWaitsForAPendingArgumentWithoutReordering) {
+  auto actor = rayx::Actor(Recorder::Create).Remote(0);
+  auto slow = rayx::Task(SlowSquare).Remote(3, 200);  // 9, later
+  actor.Task(&Recorder::Record).Remote(slow);
+  actor.Task(&Recorder::Record).Remote(1);
+  auto seen = *actor.Task(&Recorder::Seen).Remote().Get();
+  EXPECT_EQ(seen, (std::vector<int>{9, 1}));
+}
+
+TEST_F(Runtime, WaitSplitsReadyFromNotReadyAndHonoursTheTimeout) {
+  auto slow = rayx::Task(SlowSquare).Remote(1, 3000);
+  auto fast1 = rayx::Task(Square).Remote(2);
+  auto fast2 = rayx::Task(Square).Remote(3);
+  std::vector<rayx::ObjectRef<int>> refs = {slow, fast1, fast2};
+  auto two = rayx::Wait(refs, 2, 10000);
+  EXPECT_EQ(two.ready.size(), 2u);
+  ASSERT_EQ(two.unready.size(), 1u);
+  EXPECT_EQ(two.unready[0].ID(), slow.ID());
+  auto start = std::chrono::steady_clock::now();
+  auto three = rayx::Wait(refs, 3, 200);  // the slow one cannot make it
+  auto took = std::chrono::steady_clock::now() - start;
+  EXPECT_EQ(three.ready.size(), 2u);
+  EXPECT_LT(took, std::chrono::milliseconds(2500));
+  EXPECT_THROW(slow.Get(50), rayx::GetTimeoutError);
+  EXPECT_THROW(rayx::Wait(refs, 4, 0), std::invalid_argument);
+}
+
+TEST_F(Runtime, RemoteExceptionReachesGetWithTypeMessageFunctionAndNode) {
+  auto ref = rayx::Task(Throws).Remote(-7);
+  try {
+    ref.Get();
+    FAIL() << "no exception";
+  } catch (const rayx::TaskError& e) {
+    EXPECT_EQ(e.type(), "std::invalid_argument");
+    EXPECT_EQ(e.remote_message(), "x must not be negative, got -7");
+    EXPECT_EQ(e.function(), "Throws");
+    EXPECT_EQ(e.node(), "127.0.0.1");
+  }
+  EXPECT_EQ(*rayx::Task(Throws).Remote(7).Get(), 7);  // the worker survived
+}
+
+TEST_F(Runtime, CrashingWorkerFailsItsResultInsteadOfHanging) {
+  auto ref = rayx::Task(Crashes).Remote();
+  try {
+    ref.Get(20000);
+    FAIL() << "no exception";
+  } catch (const rayx::TaskError& e) {
+    EXPECT_EQ(e.type(), "WorkerCrashed") << e.what();
+    EXPECT_NE(e.remote_message().find("died"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(*rayx::Task(Square).Remote(6).Get(), 36);  // later tasks get a new worker
+}
+
+TEST_F(Runtime, KilledActorProcessFailsPendingAndLaterCalls) {
+  auto actor = rayx::Actor(Recorder::Create).Remote(0);
+  int pid = *actor.Task(&Recorder::Pid).Remote().Get();
+  auto pending = actor.Task(&Recorder::Sleep).Remote(5000);  // in flight or queued: either way it must fail
+  ASSERT_EQ(kill(pid, SIGKILL), 0);
+  try {
+    pending.Get(20000);
+    FAIL() << "no exception";
+  } catch (const rayx::TaskError& e) {
+    EXPECT_EQ(e.type(), "ActorDied") << e.what();
+  }
+  EXPECT_THROW(actor.Task(&Recorder::Total).Remote().Get(20000), rayx::TaskError);
+}
+
+TEST_F(Runtime, KillStopsTheActor) {
+  auto actor = rayx::Actor(Recorder::Create).Remote(0);
+  int pid = *actor.Task(&Recorder::Pid).Remote().Get();
+  actor.Kill();
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (kill(pid, 0) == 0 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  EXPECT_NE(kill(pid, 0), 0) << "the actor's process still runs";
+  EXPECT_THROW(actor.Task(&Recorder::Total).Remote().Get(20000), rayx::TaskError);
+}
+
+TEST_F(Runtime, UnregisteredFunctionIsNamedInTheError) {
+  try {
+    rayx::Task(NotRegistered).Remote(1);
+    FAIL() << "no exception";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("NotRegistered"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("RAYX_REMOTE"), std::string::npos) << e.what();
+  }
+}
+
+TEST_F(Runtime, ActorHandlesCanBePassedToTasks) {
+  auto actor = rayx::Actor(Recorder::Create).Remote(10);
+  actor.Task(&Recorder::Total).Remote().Get();  // running before its handle travels
+  EXPECT_EQ(*rayx::Task(AddThroughHandle).Remote(actor, 5).Get(), 15);
+  EXPECT_EQ(*actor.Task(&Recorder::Total).Remote().Get(), 15);
+}
+
+TEST_F(Runtime, NamedDetachedActorOutlivesItsJob) {
+  auto detached =
+      rayx::Actor(Recorder::Create).SetName("keeper").SetLifetime(rayx::Detached).Remote(40);
+  detached.Task(&Recorder::Record).Remote(2).Get();
+  auto plain = rayx::Actor(Recorder::Create).SetName("ephemeral").Remote(0);
+  plain.Task(&Recorder::Total).Remote().Get();
+  // The same job finds both by name.
+  EXPECT_EQ(*rayx::GetActor<Recorder>("ephemeral").Task(&Recorder::Total).Remote().Get(), 0);
+  EXPECT_THROW(rayx::Actor(Recorder::Create).SetName("keeper").Remote(0), std::invalid_argument);
+
+  // A new job: the detached actor is there with its state, the other is gone.
+  rayx::Shutdown();
+  rayx::Options options;
+  options.address = cluster_->address();
+  options.token = cluster_->token();
+  rayx::Init(options);
+  auto again = rayx::GetActor<Recorder>("keeper");
+  EXPECT_EQ(*again.Task(&Recorder::Total).Remote().Get(), 42);
+  EXPECT_THROW(rayx::GetActor<Recorder>("ephemeral"), std::runtime_error);
+  again.Kill();
+}
+
+TEST_F(Runtime, DroppedReferencesFreeTheirObjects) {
+  auto* runtime = rayx::detail::CurrentRuntime();
+  ASSERT_NE(runtime, nullptr);
+  size_t baseline = runtime->ObjectCount();
+  {
+    std::vector<rayx::ObjectRef<std::vector<int>>> refs;
+    for (int i = 0; i < 100; ++i) refs.push_back(rayx::Put(std::vector<int>(1000, i)));
+    std::vector<rayx::ObjectRef<int>> results;
+    for (int i = 0; i < 100; ++i) results.push_back(rayx::Task(Square).Remote(i));
+    rayx::Get(results);
+    EXPECT_EQ(runtime->ObjectCount(), baseline + 200);
+    auto copy = refs[0];  // copies share one reference
+    refs.clear();
+    EXPECT_EQ(runtime->ObjectCount(), baseline + 101);
+  }
+  EXPECT_EQ(runtime->ObjectCount(), baseline);
+}
+
+TEST_F(Runtime, TheHeadIsNotOnTheTaskPath) {
+  auto before = cluster_->GetStatus();
+  ASSERT_TRUE(before.ok());
+  std::vector<rayx::ObjectRef<int>> refs;
+  for (int i = 0; i < 10000; ++i) refs.push_back(rayx::Task(Square).Remote(i % 100));
+  int64_t sum = 0;
+  for (auto& v : rayx::Get(refs)) sum += *v;
+  EXPECT_EQ(sum, 100 * 328350);
+  auto after = cluster_->GetStatus();
+  ASSERT_TRUE(after.ok());
+  // Leases, heartbeats and the two status calls: a few dozen, not 10,000.
+  uint64_t head_messages = after->head_messages - before->head_messages;
+  EXPECT_LT(head_messages, 200u) << head_messages << " head messages for 10000 tasks";
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (std::getenv("RAYX_WORKER_MODE")) rayx::Init(argc, argv);  // serves tasks, never returns
+  ::testing::InitGoogleTest(&argc, argv);
+  return RUN_ALL_TESTS();
+}

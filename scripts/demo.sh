@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs dependencies, builds, and runs the demo: a local cluster of a head and
-# two node agents (one with 2 fake GPUs), shown by `rayx status`, then a node
-# killed and detected dead, then everything stopped with `rayx stop`.
+# two node agents (one with 2 fake GPUs), shown by `rayx status`; the quickstart
+# job (tasks, an actor, objects) runs on it; a node is killed and detected dead;
+# everything is stopped with `rayx stop`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ./scripts/install-deps.sh
@@ -24,6 +25,11 @@ step "two more nodes join, as on two other machines"
 
 step "rayx status"
 "$rayx" status --temp-dir "$tmp"
+
+step "a real job: examples/quickstart runs tasks and an actor on the cluster"
+RAYX_TEMP_DIR="$tmp" ./build/bin/rayx-quickstart
+echo "(the job's workers are gone and its resources free again:)"
+"$rayx" status --temp-dir "$tmp" | sed -n '/Total Usage/,/tpu/p'
 
 step "SIGKILL one node agent: the head declares it dead within 2 s"
 victim=$(cat "$(ls -d "$tmp"/session_* | sort | tail -1)/pids/agent.pid" | cut -d' ' -f1)

@@ -36,17 +36,34 @@ std::string Env(const char* name) {
   return v ? v : "";
 }
 
-// The rayx CLI beside librayx: <prefix>/lib/librayx.so -> <prefix>/bin/rayx.
+// The rayx CLI: $RAYX_BIN_DIR/rayx, else beside librayx (<prefix>/lib/librayx.so
+// or <prefix>/lib/<multiarch>/librayx.so -> <prefix>/bin/rayx), else on PATH.
 std::string FindCli() {
-  std::string dir = Env("RAYX_BIN_DIR");
-  if (dir.empty()) {
-    Dl_info info{};
-    if (dladdr(reinterpret_cast<void*>(&FindCli), &info) != 0 && info.dli_fname) {
-      std::filesystem::path lib = std::filesystem::canonical(info.dli_fname);
-      dir = (lib.parent_path().parent_path() / "bin").string();
+  std::vector<std::filesystem::path> candidates;
+  if (!Env("RAYX_BIN_DIR").empty()) candidates.push_back(Env("RAYX_BIN_DIR"));
+  Dl_info info{};
+  if (dladdr(reinterpret_cast<void*>(&FindCli), &info) != 0 && info.dli_fname) {
+    std::error_code ec;
+    std::filesystem::path lib = std::filesystem::canonical(info.dli_fname, ec);
+    if (!ec) {
+      candidates.push_back(lib.parent_path().parent_path() / "bin");
+      candidates.push_back(lib.parent_path().parent_path().parent_path() / "bin");
     }
   }
-  return dir + "/rayx";
+  std::string path = Env("PATH");
+  for (size_t start = 0; start <= path.size();) {
+    size_t end = path.find(':', start);
+    if (end == std::string::npos) end = path.size();
+    if (end > start) candidates.push_back(path.substr(start, end - start));
+    start = end + 1;
+  }
+  for (const auto& dir : candidates) {
+    std::filesystem::path cli = dir / "rayx";
+    if (::access(cli.c_str(), X_OK) == 0) return cli.string();
+  }
+  throw std::runtime_error(
+      "rayx::Init: no cluster is running and the rayx CLI, needed to start a private one, was "
+      "not found beside librayx or on PATH: install rayx (cmake --install) or set RAYX_BIN_DIR");
 }
 
 // Runs the CLI and waits; returns its exit code and what it printed.

@@ -159,6 +159,12 @@ Result<SpawnedDaemon> SpawnDaemon(const std::vector<std::string>& argv,
     for (const auto& [k, v] : env) setenv(k.c_str(), v.c_str(), 1);
     signal(SIGINT, SIG_DFL);
     signal(SIGTERM, SIG_DFL);
+    signal(SIGPIPE, SIG_DFL);
+    // The starter may have signals blocked (rayx start --block waits on them
+    // with sigwait); a daemon must not inherit that mask.
+    sigset_t none;
+    sigemptyset(&none);
+    sigprocmask(SIG_SETMASK, &none, nullptr);
     execv(cargv[0], cargv.data());
     dprintf(2, "cannot execute %s: %s\n", cargv[0], strerror(errno));
     dprintf(3, "ERROR cannot execute %s: %s\n", cargv[0], strerror(errno));

@@ -1,11 +1,19 @@
 // A real head and real node agents on loopback, driven through the rayx CLI.
 #include <gtest/gtest.h>
 
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <chrono>
+#include <filesystem>
+#include <thread>
 #include <fstream>
 #include <sstream>
 
 #include "rayx/version.h"
+#include "common/session_dir.h"
 #include "util/local_cluster.h"
 
 namespace rayx::testing {
@@ -257,6 +265,55 @@ TEST(Cluster, BadFlagsFailWithOneLineAndStartNothing) {
   auto status = cluster->GetStatus();
   ASSERT_TRUE(status.ok());
   EXPECT_EQ(status->AliveNodeCount(), 1u);
+}
+
+}  // namespace
+}  // namespace rayx::testing
+
+namespace rayx::testing {
+namespace {
+
+TEST(Cluster, BlockKeepsTheDaemonsInTheForegroundUntilSigterm) {
+  std::string temp = (std::filesystem::temp_directory_path() / "rayx-block-XXXXXX").string();
+  ASSERT_NE(mkdtemp(temp.data()), nullptr);
+  std::vector<std::string> args = {RayxCliPath(), "start", "--head", "--port", "0",
+                                   "--node-ip-address", "127.0.0.1", "--num-cpus", "1",
+                                   "--temp-dir", temp, "--block"};
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  pid_t cli = fork();
+  if (cli == 0) {
+    int devnull = open("/dev/null", O_WRONLY);
+    dup2(devnull, 1);
+    execv(argv[0], argv.data());
+    _exit(127);
+  }
+  // Wait until both daemons are recorded and running.
+  std::vector<cli::ProcessRecord> daemons;
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (std::chrono::steady_clock::now() < deadline) {
+    daemons.clear();
+    for (const auto& s : cli::Session::List(temp)) {
+      for (const auto& [name, record] : s.Processes()) daemons.push_back(record);
+    }
+    if (daemons.size() == 2 && cli::IsRunning(daemons[0]) && cli::IsRunning(daemons[1])) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  ASSERT_EQ(daemons.size(), 2u);
+  int status = 0;
+  EXPECT_EQ(waitpid(cli, &status, WNOHANG), 0) << "--block returned while its daemons run";
+  ASSERT_EQ(kill(cli, SIGTERM), 0);
+  ASSERT_EQ(waitpid(cli, &status, 0), cli);
+  EXPECT_TRUE(WIFEXITED(status)) << "the CLI died of the signal instead of stopping its daemons";
+  for (const auto& d : daemons) EXPECT_FALSE(cli::IsRunning(d)) << "pid " << d.pid << " survived";
+  // They stopped on SIGTERM (cleanly), not on the SIGKILL that follows a grace period.
+  for (const auto& s : cli::Session::List(temp)) {
+    std::ifstream log(s.LogPath("head"));
+    std::string text((std::istreambuf_iterator<char>(log)), std::istreambuf_iterator<char>());
+    EXPECT_NE(text.find("signal 15: shutting down"), std::string::npos) << text;
+  }
+  std::filesystem::remove_all(temp);
 }
 
 }  // namespace

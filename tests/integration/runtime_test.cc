@@ -6,6 +6,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <fstream>
@@ -27,6 +28,16 @@ int Square(int x) { return x * x; }
 int Add(int a, int b) { return a + b; }
 int64_t SumBytes(std::vector<uint8_t> data) {
   return std::accumulate(data.begin(), data.end(), int64_t{0});
+}
+// Raw bytes in and out.
+rayx::Bytes Reverse(rayx::Bytes in) {
+  std::reverse(in.data.begin(), in.data.end());
+  return in;
+}
+size_t CountBytes(std::vector<rayx::Bytes> parts) {
+  size_t n = 0;
+  for (auto& p : parts) n += p.data.size();
+  return n;
 }
 int AgentPid() { return getppid(); }  // a worker is the child of its node's agent
 int SlowSquare(int x, int ms) {
@@ -68,7 +79,7 @@ int AddThroughHandle(rayx::ActorHandle<Recorder> actor, int x) {
   return *actor.Task(&Recorder::Record).Remote(x).Get();
 }
 
-RAYX_REMOTE(Square, Add, SumBytes, AgentPid, SlowSquare, Throws, Crashes, Recorder::Create,
+RAYX_REMOTE(Reverse, CountBytes, Square, Add, SumBytes, AgentPid, SlowSquare, Throws, Crashes, Recorder::Create,
             &Recorder::Record, &Recorder::Seen, &Recorder::Total, &Recorder::Pid, &Recorder::Sleep,
             AddThroughHandle);
 
@@ -205,6 +216,22 @@ TEST_F(Runtime, LargeObjectsTravelToOtherNodes) {
   // On the tpu node, which is not the driver's process.
   auto sum = rayx::Task(SumBytes).SetResources({{"tpu", 1}}).Remote(ref);
   EXPECT_EQ(*sum.Get(), want);
+}
+
+TEST_F(Runtime, RawBytesTravelAsTheirOwnFrames) {
+  rayx::Bytes blob{std::string(3 << 20, '\0')};
+  for (size_t i = 0; i < blob.data.size(); ++i) blob.data[i] = static_cast<char>(i % 251);
+  auto reversed = rayx::Task(Reverse).Remote(blob).Get();
+  std::string want = blob.data;
+  std::reverse(want.begin(), want.end());
+  EXPECT_EQ(reversed->data, want);
+  // Put stores the raw content; Get hands it back unchanged.
+  auto ref = rayx::Put(blob);
+  EXPECT_EQ(*ref.Get(), blob);
+  EXPECT_EQ(rayx::detail::Pack(blob), blob.data);  // no msgpack header at the top level
+  // Nested inside another value, Bytes is a msgpack bin.
+  std::vector<rayx::Bytes> parts = {rayx::Bytes{"abc"}, rayx::Bytes{std::string(1000, 'x')}};
+  EXPECT_EQ(*rayx::Task(CountBytes).Remote(parts).Get(), 1003u);
 }
 
 TEST_F(Runtime, ActorCallsFromOneCallerRunInOrder) {

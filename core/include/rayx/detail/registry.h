@@ -14,6 +14,28 @@
 
 #include <msgpack.hpp>
 
+namespace rayx {
+
+// Raw bytes. As an argument, a result or a Put value, its content is the whole
+// frame on the wire, never passed through msgpack; nested inside another value
+// it is a msgpack bin.
+struct Bytes {
+  std::string data;
+
+  template <typename Packer>
+  void msgpack_pack(Packer& pk) const {
+    pk.pack_bin(static_cast<uint32_t>(data.size()));
+    pk.pack_bin_body(data.data(), static_cast<uint32_t>(data.size()));
+  }
+  void msgpack_unpack(const msgpack::object& o) {
+    if (o.type != msgpack::type::BIN) throw msgpack::type_error();
+    data.assign(o.via.bin.ptr, o.via.bin.size);
+  }
+  bool operator==(const Bytes&) const = default;
+};
+
+}  // namespace rayx
+
 namespace rayx::detail {
 
 using ArgViews = std::vector<std::string_view>;
@@ -54,15 +76,23 @@ std::string DescribePointer(const void* address);
 
 template <typename T>
 std::string Pack(const T& value) {
-  msgpack::sbuffer buf;
-  msgpack::pack(buf, value);
-  return std::string(buf.data(), buf.size());
+  if constexpr (std::is_same_v<T, Bytes>) {
+    return value.data;  // the frame is the content
+  } else {
+    msgpack::sbuffer buf;
+    msgpack::pack(buf, value);
+    return std::string(buf.data(), buf.size());
+  }
 }
 
 template <typename T>
 T Unpack(std::string_view bytes) {
-  msgpack::object_handle handle = msgpack::unpack(bytes.data(), bytes.size());
-  return handle.get().as<T>();
+  if constexpr (std::is_same_v<T, Bytes>) {
+    return Bytes{std::string(bytes)};
+  } else {
+    msgpack::object_handle handle = msgpack::unpack(bytes.data(), bytes.size());
+    return handle.get().as<T>();
+  }
 }
 
 template <typename Tuple, size_t... I>

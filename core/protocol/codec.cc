@@ -33,6 +33,10 @@ std::string MessageTypeName(uint16_t type) {
     case MessageType::kGetActorReply: return "GetActorReply";
     case MessageType::kPushTaskRequest: return "PushTaskRequest";
     case MessageType::kPushTaskReply: return "PushTaskReply";
+    case MessageType::kPullObjectRequest: return "PullObjectRequest";
+    case MessageType::kPullObjectReply: return "PullObjectReply";
+    case MessageType::kDeleteObjectsRequest: return "DeleteObjectsRequest";
+    case MessageType::kJobFinishedNotice: return "JobFinishedNotice";
   }
   return "unknown(" + std::to_string(type) + ")";
 }

@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <map>
 #include <vector>
 
 #include <msgpack.hpp>
@@ -57,6 +58,11 @@ enum class MessageType : uint16_t {
   // Direct data path (caller <-> worker).
   kPushTaskRequest = 50,
   kPushTaskReply = 51,
+  // Objects (anyone <-> a node agent's object server).
+  kPullObjectRequest = 60,
+  kPullObjectReply = 61,
+  kDeleteObjectsRequest = 62,  // no reply
+  kJobFinishedNotice = 63,     // head -> agents, no reply
 };
 
 // The name of a message type for logs; "unknown(N)" for values we do not know.
@@ -91,8 +97,10 @@ struct RegisterNodeRequest {
   bool is_head_node = false;
   ResourceMap resources;
   LabelMap labels;
+  std::string store_dir;        // the node's shared-memory object store
+  std::string object_address;   // "tcp://ip:port" of the agent's object server
   MSGPACK_DEFINE_MAP(token, rayx_version, address, hostname, agent_pid, is_head_node,
-                     resources, labels)
+                     resources, labels, store_dir, object_address)
 };
 
 struct RegisterNodeReply {
@@ -109,7 +117,8 @@ struct HeartbeatRequest {
   NodeId node_id;
   uint64_t seq = 0;
   ResourceMap available;
-  MSGPACK_DEFINE_MAP(node_id, seq, available)
+  uint64_t store_bytes = 0;  // bytes in the node's object store
+  MSGPACK_DEFINE_MAP(node_id, seq, available, store_bytes)
 };
 
 struct HeartbeatReply {
@@ -300,6 +309,44 @@ struct GetActorReply {
 
 // ---- Direct data path ----------------------------------------------------------
 
+// Where a large object lives: a file in one node's shared-memory store, served
+// to other nodes by that node's agent.
+struct ObjectLocation {
+  std::string node_address;    // the node's IP
+  std::string object_address;  // its agent's object server
+  std::string path;            // the file in that node's store
+  uint64_t size = 0;
+  MSGPACK_DEFINE_MAP(node_address, object_address, path, size)
+};
+
+// Reads [offset, offset+length) of a stored object; the bytes follow in frame 2.
+struct PullObjectRequest {
+  static constexpr MessageType kType = MessageType::kPullObjectRequest;
+  std::string path;
+  uint64_t offset = 0;
+  uint64_t length = 0;
+  MSGPACK_DEFINE_MAP(path, offset, length)
+};
+
+struct PullObjectReply {
+  static constexpr MessageType kType = MessageType::kPullObjectReply;
+  uint64_t size = 0;  // the whole object's size
+  MSGPACK_DEFINE_MAP(size)
+};
+
+struct DeleteObjectsRequest {
+  static constexpr MessageType kType = MessageType::kDeleteObjectsRequest;
+  std::vector<std::string> paths;
+  MSGPACK_DEFINE_MAP(paths)
+};
+
+// head -> every agent: the job ended; its stored objects go.
+struct JobFinishedNotice {
+  static constexpr MessageType kType = MessageType::kJobFinishedNotice;
+  std::string job_id;
+  MSGPACK_DEFINE_MAP(job_id)
+};
+
 // caller -> worker: run one task. Frames: [envelope][this][arg 0]...[arg n-1],
 // each argument's msgpack bytes in its own frame, never copied into this map.
 struct PushTaskRequest {
@@ -308,7 +355,12 @@ struct PushTaskRequest {
   std::string actor_id;   // empty for a normal task
   bool actor_creation = false;
   uint32_t num_args = 0;
-  MSGPACK_DEFINE_MAP(function, actor_id, actor_creation, num_args)
+  std::string return_id;   // names a result that goes to the object store
+  std::string job_id;
+  // Arguments stored in an object store: their frames are empty.
+  std::map<uint32_t, ObjectLocation> stored_args;
+  MSGPACK_DEFINE_MAP(function, actor_id, actor_creation, num_args, return_id, job_id,
+                     stored_args)
 };
 
 // worker -> caller. On success frame 2 holds the result's msgpack bytes.
@@ -319,7 +371,10 @@ struct PushTaskReply {
   std::string error_message;
   std::string node_address;
   int32_t worker_pid = 0;
-  MSGPACK_DEFINE_MAP(ok, error_type, error_message, node_address, worker_pid)
+  // Set (size > 0 or path non-empty) when the result went to the object store
+  // instead of frame 2.
+  ObjectLocation stored;
+  MSGPACK_DEFINE_MAP(ok, error_type, error_message, node_address, worker_pid, stored)
 };
 
 }  // namespace rayx::protocol

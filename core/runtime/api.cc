@@ -241,7 +241,7 @@ ActorPtr DeserializeActor(const std::string& bytes) {
   return RequireRuntime().DeserializeActor(bytes);
 }
 ObjectHandle PutBytes(std::string bytes) { return RequireRuntime().Put(std::move(bytes)); }
-std::shared_ptr<const std::string> GetBytes(const ObjectHandle& object, int64_t timeout_ms) {
+ObjectBytes GetBytes(const ObjectHandle& object, int64_t timeout_ms) {
   return RequireRuntime().Get(object, timeout_ms);
 }
 std::vector<bool> WaitObjects(const std::vector<ObjectHandle>& objects, size_t num_returns,

@@ -10,6 +10,8 @@
 #include "common/logging.h"
 #include "rayx/ids.h"
 #include "rayx/version.h"
+#include "object_store/object_pull.h"
+#include "object_store/shared_memory_store.h"
 #include "transport/message.h"
 
 namespace rayx::detail {
@@ -122,6 +124,17 @@ Status Runtime::Connect() {
   if (!reply.ok()) return reply.status();
   config_.job_id = reply->job_id;
   heartbeat_period_ms_ = reply->heartbeat_period_ms;
+  // A node of the cluster on this machine lends its object store to large Puts.
+  auto status = QueryClusterStatus(config_.head.ToString(), config_.token, 5000);
+  if (status.ok()) {
+    for (const auto& node : status->nodes) {
+      if (node.alive && node.address == config_.node_ip && !node.store_dir.empty()) {
+        local_store_dir_ = node.store_dir;
+        local_object_address_ = node.object_address;
+        break;
+      }
+    }
+  }
   boost::asio::post(io_, [this] {
     Heartbeat();
     Tick();
@@ -180,21 +193,73 @@ ObjectHandle Runtime::NewEntry(std::string id) {
 
 ObjectHandle Runtime::Put(std::string bytes) {
   std::string id = NewObjectId();
+  std::shared_ptr<const protocol::ObjectLocation> location;
+  if (bytes.size() >= kInlineObjectLimit && !local_store_dir_.empty()) {
+    auto path = SharedMemoryStore(local_store_dir_).Write(config_.job_id + "-" + id, bytes);
+    if (path.ok()) {
+      auto loc = std::make_shared<protocol::ObjectLocation>();
+      loc->node_address = config_.node_ip;
+      loc->path = *path;
+      loc->size = bytes.size();
+      location = loc;
+    }
+  }
   {
     std::lock_guard<std::mutex> lock(mu_);
     Entry& entry = objects_[id];
     entry.state = Entry::State::kReady;
-    entry.value = std::make_shared<const std::string>(std::move(bytes));
+    if (location) {
+      entry.location = location;
+    } else {
+      entry.value = std::make_shared<const std::string>(std::move(bytes));
+    }
   }
   return NewEntry(id);
 }
 
+void Runtime::DeleteStored(const protocol::ObjectLocation& location) {
+  // This process wrote it (a Put): remove it directly.
+  if (location.object_address.empty()) {
+    ::unlink(location.path.c_str());
+    return;
+  }
+  auto& socket = delete_sockets_[location.object_address];
+  if (!socket) {
+    socket = std::make_unique<zmq::socket_t>(context_, zmq::socket_type::dealer);
+    socket->set(zmq::sockopt::linger, 1000);
+    socket->connect(location.object_address);
+  }
+  protocol::DeleteObjectsRequest req;
+  req.paths = {location.path};
+  Frames frames = transport::MakeMessage(req, 0);
+  try {
+    for (size_t i = 0; i < frames.size(); ++i) {
+      (void)socket->send(frames[i], (i + 1 < frames.size() ? zmq::send_flags::sndmore
+                                                           : zmq::send_flags::none) |
+                                        zmq::send_flags::dontwait);
+    }
+  } catch (const zmq::error_t&) {
+    // Best effort: the job's end removes whatever is left.
+  }
+}
+
 void Runtime::Release(const std::string& object_id) {
-  std::lock_guard<std::mutex> lock(mu_);
-  auto it = objects_.find(object_id);
-  // A pending entry stays until its result arrives (then it is dropped).
-  if (it != objects_.end() && it->second.state != Entry::State::kPending) objects_.erase(it);
-  else if (it != objects_.end()) it->second.waiters.push_back(nullptr);  // marks "released"
+  std::shared_ptr<const protocol::ObjectLocation> location;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = objects_.find(object_id);
+    if (it == objects_.end()) return;
+    if (it->second.state == Entry::State::kPending) {
+      // Dropped when its result arrives.
+      it->second.waiters.push_back(nullptr);  // marks "released"
+      return;
+    }
+    location = it->second.location;
+    objects_.erase(it);
+  }
+  if (location && !stopped_) {
+    boost::asio::post(io_, [this, location] { DeleteStored(*location); });
+  }
 }
 
 size_t Runtime::ObjectCount() {
@@ -203,8 +268,10 @@ size_t Runtime::ObjectCount() {
 }
 
 void Runtime::Complete(const std::string& id, std::shared_ptr<const std::string> value,
-                       std::shared_ptr<ErrorInfo> error) {
+                       std::shared_ptr<ErrorInfo> error,
+                       std::shared_ptr<const protocol::ObjectLocation> location) {
   std::vector<std::function<void()>> waiters;
+  bool released = false;
   {
     std::lock_guard<std::mutex> lock(mu_);
     auto it = objects_.find(id);
@@ -213,18 +280,19 @@ void Runtime::Complete(const std::string& id, std::shared_ptr<const std::string>
     entry.state = error ? Entry::State::kFailed : Entry::State::kReady;
     entry.value = std::move(value);
     entry.error = std::move(error);
+    entry.location = location;
     waiters.swap(entry.waiters);
-    bool released = false;
     for (auto& w : waiters) released = released || !w;
     if (released) objects_.erase(it);
     cv_.notify_all();
   }
+  if (released && location) DeleteStored(*location);  // nobody wants it any more
   for (auto& w : waiters) {
     if (w) w();
   }
 }
 
-std::shared_ptr<const std::string> Runtime::Get(const ObjectHandle& object, int64_t timeout_ms) {
+ObjectBytes Runtime::Get(const ObjectHandle& object, int64_t timeout_ms) {
   if (!object) throw std::invalid_argument("Get on an empty ObjectRef");
   std::unique_lock<std::mutex> lock(mu_);
   auto done = [&] {
@@ -239,11 +307,37 @@ std::shared_ptr<const std::string> Runtime::Get(const ObjectHandle& object, int6
   }
   auto it = objects_.find(object->id);
   if (it == objects_.end()) throw std::runtime_error("object " + object->id + " was freed");
-  if (it->second.state == Entry::State::kFailed) {
-    const ErrorInfo& e = *it->second.error;
+  Entry& entry = it->second;
+  if (entry.state == Entry::State::kFailed) {
+    const ErrorInfo& e = *entry.error;
     throw TaskError(e.type, e.message, e.function, e.node);
   }
-  return it->second.value;
+  if (entry.value) return {*entry.value, entry.value};
+  if (entry.mapped) {
+    auto mapped = std::static_pointer_cast<const MappedObject>(entry.mapped);
+    return {mapped->view(), mapped};
+  }
+  auto location = entry.location;
+  lock.unlock();
+  // In a store: mapped in place when it is on this machine, else pulled once.
+  if (location->node_address == config_.node_ip) {
+    auto mapped = MappedObject::Open(location->path);
+    if (mapped.ok()) {
+      std::lock_guard<std::mutex> relock(mu_);
+      auto again = objects_.find(object->id);
+      if (again != objects_.end()) again->second.mapped = *mapped;
+      return {(*mapped)->view(), *mapped};
+    }
+  }
+  auto pulled = PullObject(context_, *location);
+  if (!pulled.ok()) {
+    throw TaskError("ObjectLost", pulled.status().message(), "Get", location->node_address);
+  }
+  auto value = std::make_shared<const std::string>(std::move(*pulled));
+  std::lock_guard<std::mutex> relock(mu_);
+  auto again = objects_.find(object->id);
+  if (again != objects_.end()) again->second.value = value;
+  return {*value, value};
 }
 
 std::vector<bool> Runtime::Wait(const std::vector<ObjectHandle>& objects, size_t num_returns,
@@ -382,6 +476,18 @@ void Runtime::ResolveThen(Task& task, std::function<void(Task)> ready) {
       FailTask(task, e.type, "argument " + std::to_string(i) + " failed: " + e.message, e.node);
       return;
     }
+    if (it->second.state == Entry::State::kReady && !it->second.value && it->second.location) {
+      // Left in its store: the worker maps or pulls it.
+      protocol::ObjectLocation location = *it->second.location;
+      if (location.object_address.empty()) {
+        // Put by this process into the local store: served by the local agent.
+        location.object_address = local_object_address_;
+      }
+      task.stored[static_cast<uint32_t>(i)] = location;
+      task.resolved[i].clear();
+      arg.ref = nullptr;
+      continue;
+    }
     if (it->second.state == Entry::State::kPending) {
       auto shared = std::make_shared<Task>(std::move(task));
       it->second.waiters.push_back([this, shared, ready] {
@@ -493,6 +599,9 @@ bool Runtime::Send(WorkerConn& conn, Task& task) {
   req.actor_id = task.actor_id;
   req.actor_creation = task.actor_creation;
   req.num_args = static_cast<uint32_t>(task.resolved.size());
+  req.return_id = task.object_id;
+  req.job_id = config_.job_id;
+  req.stored_args = std::move(task.stored);
   uint64_t id = conn.next_id++;
   Frames frames = transport::MakeMessage(req, id);
   for (auto& bytes : task.resolved) frames.push_back(transport::MakeFrame(bytes));
@@ -522,6 +631,9 @@ void Runtime::OnWorkerMessage(WorkerConn& conn, Frames& frames) {
     if (task.actor_creation && conn.actor) {
       conn.actor->dead_reason = "the actor's constructor failed: " + reply->error_message;
     }
+  } else if (!reply->stored.path.empty()) {
+    Complete(task.object_id, nullptr, nullptr,
+             std::make_shared<const protocol::ObjectLocation>(reply->stored));
   } else {
     std::string value = frames.size() > 2 ? std::string(FrameView(frames[2])) : std::string();
     Complete(task.object_id, std::make_shared<const std::string>(std::move(value)), nullptr);

@@ -2,7 +2,9 @@
 // objects, leases workers from the head and sends them tasks directly.
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
+#include <map>
 #include <cstdint>
 #include <deque>
 #include <functional>
@@ -80,7 +82,7 @@ class Runtime {
   ActorPtr DeserializeActor(const std::string& bytes);
 
   ObjectHandle Put(std::string bytes);
-  std::shared_ptr<const std::string> Get(const ObjectHandle& object, int64_t timeout_ms);
+  ObjectBytes Get(const ObjectHandle& object, int64_t timeout_ms);
   std::vector<bool> Wait(const std::vector<ObjectHandle>& objects, size_t num_returns,
                          int64_t timeout_ms);
   void Release(const std::string& object_id);
@@ -92,7 +94,9 @@ class Runtime {
  private:
   struct Entry {
     enum class State { kPending, kReady, kFailed } state = State::kPending;
-    std::shared_ptr<const std::string> value;
+    std::shared_ptr<const std::string> value;            // inline, or pulled here
+    std::shared_ptr<const protocol::ObjectLocation> location;  // in a node's store
+    std::shared_ptr<const void> mapped;                  // the store file, mapped
     std::shared_ptr<ErrorInfo> error;
     std::vector<std::function<void()>> waiters;  // run on the I/O thread when done
   };
@@ -101,6 +105,7 @@ class Runtime {
     std::string display;
     std::vector<Arg> args;
     std::vector<std::string> resolved;  // args' bytes, once resolved
+    std::map<uint32_t, protocol::ObjectLocation> stored;  // args left in a store
     std::string object_id;
     bool actor_creation = false;
     std::string actor_id;
@@ -114,7 +119,9 @@ class Runtime {
   std::string NewObjectId();
   ObjectHandle NewEntry(std::string id);
   void Complete(const std::string& id, std::shared_ptr<const std::string> value,
-                std::shared_ptr<ErrorInfo> error);
+                std::shared_ptr<ErrorInfo> error,
+                std::shared_ptr<const protocol::ObjectLocation> location = nullptr);
+  void DeleteStored(const protocol::ObjectLocation& location);
 
   // I/O thread.
   template <typename Reply, typename Request>
@@ -160,7 +167,12 @@ class Runtime {
 
   std::unordered_map<std::string, std::unique_ptr<Shape>> shapes_;
   std::unordered_map<std::string, std::unique_ptr<ActorState>> actors_;
-  bool stopped_ = false;
+  std::atomic<bool> stopped_{false};
+  // This node's object store (from the head's node table), for large Puts.
+  std::string local_store_dir_;
+  std::string local_object_address_;
+  // One socket per object server, for deletes (no replies).
+  std::unordered_map<std::string, std::unique_ptr<zmq::socket_t>> delete_sockets_;
 };
 
 // The process's runtime, or nullptr before Init / after Shutdown.

@@ -8,6 +8,8 @@
 
 #include "common/logging.h"
 #include "common/ready_pipe.h"
+#include "object_store/object_pull.h"
+#include "object_store/shared_memory_store.h"
 #include "protocol/codec.h"
 #include "rayx/detail/registry.h"
 #include "runtime/runtime.h"
@@ -56,8 +58,14 @@ void RunWorker() {
   }
   ready.Ready({{"address", router.get(zmq::sockopt::last_endpoint)}});
 
+  const char* store_env = std::getenv("RAYX_STORE_DIR");
+  const char* object_env = std::getenv("RAYX_OBJECT_ADDRESS");
+  SharedMemoryStore store(store_env ? store_env : "");
+  std::string object_address = object_env ? object_env : "";
+
   std::shared_ptr<void> actor;
   std::string actor_class;
+  std::string actor_error;  // why the actor could not be created
   while (true) {
     transport::Frames frames;
     try {
@@ -89,8 +97,30 @@ void RunWorker() {
         throw std::invalid_argument("the call carries " + std::to_string(frames.size() - 3) +
                                     " argument frames, expected " + std::to_string(req->num_args));
       }
+      // Stored arguments: mapped in place on this node, pulled from another.
+      std::vector<std::shared_ptr<MappedObject>> mappings;
+      std::vector<std::string> pulled;
+      pulled.reserve(req->stored_args.size());
       ArgViews args;
       for (size_t i = 3; i < frames.size(); ++i) args.push_back(transport::FrameView(frames[i]));
+      for (const auto& [index, location] : req->stored_args) {
+        if (index >= args.size()) throw std::invalid_argument("stored argument out of range");
+        if (location.node_address == node_ip) {
+          auto mapped = MappedObject::Open(location.path);
+          if (mapped.ok()) {
+            mappings.push_back(*mapped);
+            args[index] = (*mapped)->view();
+            continue;
+          }
+        }
+        auto bytes = PullObject(context, location);
+        if (!bytes.ok()) {
+          throw std::runtime_error("argument " + std::to_string(index) +
+                                   " could not be fetched: " + bytes.status().message());
+        }
+        pulled.push_back(std::move(*bytes));
+        args[index] = pulled.back();
+      }
       const RemoteFunction* fn = FunctionRegistry::Instance().FindByName(req->function);
       if (fn == nullptr) {
         reply.ok = false;
@@ -99,13 +129,25 @@ void RunWorker() {
                               ": add it to RAYX_REMOTE(...)";
       } else if (req->actor_creation) {
         if (!fn->create) throw std::invalid_argument(req->function + " is not an actor factory");
-        actor = fn->create(args);
+        try {
+          actor = fn->create(args);
+        } catch (const std::exception& e) {
+          actor_error = req->function + " threw " + Demangle(typeid(e).name()) + ": " + e.what();
+          throw;
+        }
         actor_class = req->function;
         result = Pack(msgpack::type::nil_t());
       } else if (!req->actor_id.empty()) {
-        if (!actor) throw std::logic_error("this worker hosts no actor");
-        if (!fn->invoke) throw std::invalid_argument(req->function + " cannot be called");
-        result = fn->invoke(actor.get(), args);
+        if (!actor && !actor_error.empty()) {
+          reply.ok = false;
+          reply.error_type = "ActorDied";
+          reply.error_message = "the actor's constructor failed: " + actor_error;
+        } else if (!actor) {
+          throw std::logic_error("this worker hosts no actor");
+        } else {
+          if (!fn->invoke) throw std::invalid_argument(req->function + " cannot be called");
+          result = fn->invoke(actor.get(), args);
+        }
       } else {
         if (!fn->invoke) throw std::invalid_argument(req->function + " is an actor factory: use rayx::Actor");
         result = fn->invoke(nullptr, args);
@@ -124,6 +166,20 @@ void RunWorker() {
       reply.error_type = "unknown";
       reply.error_message = "a non-standard exception was thrown";
     }
+    // A large result goes to this node's store; the reply says where.
+    if (reply.ok && result.size() >= kInlineObjectLimit && !store.dir().empty() && req.ok() &&
+        !req->return_id.empty()) {
+      auto path = store.Write(req->job_id + "-" + req->return_id, result);
+      if (path.ok()) {
+        reply.stored.node_address = node_ip;
+        reply.stored.object_address = object_address;
+        reply.stored.path = *path;
+        reply.stored.size = result.size();
+        result.clear();
+      } else {
+        RAYX_LOG(Warning) << "result sent inline: " << path.status();
+      }
+    }
     protocol::Envelope out_env;
     out_env.t = static_cast<uint16_t>(protocol::MessageType::kPushTaskReply);
     out_env.id = env->id;
@@ -131,7 +187,9 @@ void RunWorker() {
     out.push_back(std::move(frames[0]));
     out.push_back(transport::MakeFrame(protocol::Encode(out_env)));
     out.push_back(transport::MakeFrame(protocol::Encode(reply)));
-    if (reply.ok) out.push_back(zmq::message_t(result.data(), result.size()));
+    if (reply.ok && reply.stored.path.empty()) {
+      out.push_back(zmq::message_t(result.data(), result.size()));
+    }
     try {
       for (size_t i = 0; i < out.size(); ++i) {
         router.send(out[i], i + 1 < out.size() ? zmq::send_flags::sndmore : zmq::send_flags::none);

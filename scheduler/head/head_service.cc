@@ -174,6 +174,8 @@ Frames HeadService::OnRegister(const protocol::RegisterNodeRequest& req, uint64_
   info.total = req.resources;
   info.labels = req.labels;
   info.rayx_version = req.rayx_version;
+  info.store_dir = req.store_dir;
+  info.object_address = req.object_address;
   NodeId node = nodes_.Register(std::move(info), clock_.NowMs(), clock_.WallMs());
   RAYX_LOG(Info) << "node " << node.Short() << " joined from " << req.address << " ("
                  << req.hostname << ", agent pid " << req.agent_pid << "); "
@@ -188,7 +190,7 @@ Frames HeadService::OnRegister(const protocol::RegisterNodeRequest& req, uint64_
 
 Frames HeadService::OnHeartbeat(const protocol::HeartbeatRequest& req, uint64_t id) {
   protocol::HeartbeatReply reply;
-  reply.known = nodes_.Heartbeat(req.node_id, req.available, clock_.NowMs());
+  reply.known = nodes_.Heartbeat(req.node_id, req.available, clock_.NowMs(), req.store_bytes);
   return transport::MakeMessage(reply, id);
 }
 

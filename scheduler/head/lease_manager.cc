@@ -80,6 +80,12 @@ uint32_t LeaseManager::FinishJob(const std::string& job_id, const std::string& w
       ++it;
     }
   }
+  // Every node drops the job's stored objects: O(nodes), once per job.
+  protocol::JobFinishedNotice notice;
+  notice.job_id = job_id;
+  for (const auto& [node, peer] : agent_peers_) {
+    send_(peer, transport::MakeMessage(notice, next_request_id_++));
+  }
   RAYX_LOG(Info) << "job " << job_id << " finished (" << why << "): stopped " << ending.size()
                  << " workers";
   jobs_.erase(job);

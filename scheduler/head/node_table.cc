@@ -18,10 +18,12 @@ NodeId NodeTable::Register(NodeInfo info, int64_t now_ms, int64_t wall_ms) {
   return id;
 }
 
-bool NodeTable::Heartbeat(const NodeId& id, const ResourceMap& available, int64_t now_ms) {
+bool NodeTable::Heartbeat(const NodeId& id, const ResourceMap& available, int64_t now_ms,
+                          uint64_t store_bytes) {
   auto it = alive_.find(id);
   if (it == alive_.end()) return false;
   it->second.last_heartbeat_ms = now_ms;
+  it->second.info.object_store_bytes = store_bytes;
   // An agent reports availability only for resources it registered.
   for (const auto& [name, amount] : available) {
     if (!std::isfinite(amount)) continue;

@@ -38,7 +38,8 @@ class NodeTable {
 
   // Records a heartbeat. Returns false when the node is not alive (unknown, or
   // already declared dead): the agent must register again.
-  bool Heartbeat(const NodeId& id, const ResourceMap& available, int64_t now_ms);
+  bool Heartbeat(const NodeId& id, const ResourceMap& available, int64_t now_ms,
+                 uint64_t store_bytes = 0);
 
   // Declares an alive node dead with `reason`. Returns false when it was not alive.
   bool MarkDead(const NodeId& id, const std::string& reason);

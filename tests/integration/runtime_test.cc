@@ -79,7 +79,8 @@ int AddThroughHandle(rayx::ActorHandle<Recorder> actor, int x) {
   return *actor.Task(&Recorder::Record).Remote(x).Get();
 }
 
-RAYX_REMOTE(Reverse, CountBytes, Square, Add, SumBytes, AgentPid, SlowSquare, Throws, Crashes, Recorder::Create,
+rayx::Bytes MakeBlob(int size);
+RAYX_REMOTE(MakeBlob, Reverse, CountBytes, Square, Add, SumBytes, AgentPid, SlowSquare, Throws, Crashes, Recorder::Create,
             &Recorder::Record, &Recorder::Seen, &Recorder::Total, &Recorder::Pid, &Recorder::Sleep,
             AddThroughHandle);
 
@@ -117,7 +118,10 @@ class Runtime : public ::testing::Test {
     cluster_ = cluster->release();
     auto second = cluster_->AddNode({.num_cpus = 2});
     ASSERT_TRUE(second.ok()) << second.status();
-    auto tpu = cluster_->AddNode({.num_cpus = 1, .resources = R"({"tpu": 1})"});
+    // Another address (still loopback): its objects are pulled, not mapped.
+    auto tpu = cluster_->AddNode({.num_cpus = 1,
+                                  .resources = R"({"tpu": 1})",
+                                  .extra_args = {"--node-ip-address", "127.0.0.2"}});
     ASSERT_TRUE(tpu.ok()) << tpu.status();
     tpu_node_ = new rayx::testing::NodeHandle(*tpu);
     agents_ = {cluster_->head_node().agent.pid, second->agent.pid, tpu->agent.pid};
@@ -145,10 +149,30 @@ class Runtime : public ::testing::Test {
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
     } while (std::chrono::steady_clock::now() < deadline);
     EXPECT_EQ(left, 0u) << "workers outlived their job";
-    // And its resources are free again.
+    // And its resources are free again, its stored objects gone.
     auto status = cluster_->GetStatus();
     ASSERT_TRUE(status.ok());
     EXPECT_EQ(status->AvailableResources()["CPU"], 5);
+    EXPECT_TRUE(WaitForStoreUsage(0).ok()) << "stored objects outlived their job";
+  }
+
+  // Waits until every node's object store holds `bytes` in total.
+  static rayx::Status WaitForStoreUsage(uint64_t bytes) {
+    return cluster_->WaitFor(
+        [&](const rayx::ClusterStatus& s) {
+          uint64_t total = 0;
+          for (const auto& n : s.nodes) total += n.alive ? n.object_store_bytes : 0;
+          return total == bytes;
+        },
+        10000);
+  }
+  static uint64_t StoreUsage() {
+    auto s = cluster_->GetStatus();
+    uint64_t total = 0;
+    if (s.ok()) {
+      for (const auto& n : s->nodes) total += n.alive ? n.object_store_bytes : 0;
+    }
+    return total;
   }
 
   static LocalCluster* cluster_;
@@ -232,6 +256,45 @@ TEST_F(Runtime, RawBytesTravelAsTheirOwnFrames) {
   // Nested inside another value, Bytes is a msgpack bin.
   std::vector<rayx::Bytes> parts = {rayx::Bytes{"abc"}, rayx::Bytes{std::string(1000, 'x')}};
   EXPECT_EQ(*rayx::Task(CountBytes).Remote(parts).Get(), 1003u);
+}
+
+rayx::Bytes MakeBlob(int size) { return rayx::Bytes{std::string(static_cast<size_t>(size), 'z')}; }
+
+TEST_F(Runtime, LargeResultsLiveInTheStoreAndAreFreedWithTheirLastRef) {
+  ASSERT_TRUE(WaitForStoreUsage(0).ok());
+  {
+    // Produced on a 127.0.0.1 node: read in place through a mapping.
+    auto local = rayx::Task(MakeBlob).Remote(1 << 20);
+    auto bytes = rayx::detail::GetBytes(local.handle(), -1);
+    EXPECT_EQ(bytes.view.size(), 1u << 20);
+    std::ifstream maps("/proc/self/maps");
+    std::string text((std::istreambuf_iterator<char>(maps)), std::istreambuf_iterator<char>());
+    EXPECT_NE(text.find("rayx-store-"), std::string::npos) << "the result was not mapped";
+    // Produced on 127.0.0.2: pulled in chunks.
+    auto remote = rayx::Task(MakeBlob).SetResources({{"tpu", 1}}).Remote(9 << 20);
+    EXPECT_EQ(remote.Get()->data, std::string(9 << 20, 'z'));
+    // Small results stay inline.
+    auto small = rayx::Task(MakeBlob).Remote(1000);
+    EXPECT_EQ(small.Get()->data.size(), 1000u);
+    ASSERT_TRUE(WaitForStoreUsage((1u << 20) + (9u << 20)).ok()) << StoreUsage();
+  }
+  // The last references are gone: every node's store is back to its baseline.
+  EXPECT_TRUE(WaitForStoreUsage(0).ok()) << StoreUsage();
+}
+
+TEST_F(Runtime, LargePutsAreStoredAndReachWorkersOnOtherNodes) {
+  rayx::Bytes blob{std::string(2 << 20, 'q')};
+  {
+    auto ref = rayx::Put(blob);
+    ASSERT_TRUE(WaitForStoreUsage(2u << 20).ok()) << StoreUsage();
+    EXPECT_EQ(*ref.Get(), blob);
+    // The worker on 127.0.0.2 pulls it from this node's agent.
+    EXPECT_EQ(*rayx::Task(CountBytes).SetResources({{"tpu", 1}}).Remote(
+                  std::vector<rayx::Bytes>{blob}).Get(), 2u << 20);
+    auto reversed = rayx::Task(Reverse).SetResources({{"tpu", 1}}).Remote(ref).Get();
+    EXPECT_EQ(reversed->data.size(), 2u << 20);
+  }
+  EXPECT_TRUE(WaitForStoreUsage(0).ok()) << StoreUsage();
 }
 
 TEST_F(Runtime, ActorCallsFromOneCallerRunInOrder) {

@@ -2,6 +2,8 @@
 // cluster token in RAYX_CLUSTER_TOKEN and a --ready-fd for the start-up
 // handshake. Resources not given as flags are detected on this machine.
 #include <csignal>
+#include <unistd.h>
+
 #include <cstdlib>
 #include <iostream>
 
@@ -14,13 +16,14 @@
 #include "common/logging.h"
 #include "common/parent_watch.h"
 #include "common/ready_pipe.h"
+#include "rayx/ids.h"
 
 int main(int argc, char** argv) {
   using namespace rayx;
   detail::SetLogProgramName("rayx-agent");
   std::signal(SIGPIPE, SIG_IGN);
 
-  std::string address, node_ip, resources_json, labels_text, log_dir = ".";
+  std::string address, node_ip, resources_json, labels_text, log_dir = ".", store_root = "/dev/shm";
   double num_cpus = 0, num_gpus = 0, memory = 0;
   bool head_node = false;
   int64_t ready_fd = -1, connect_timeout_ms = 15000, head_lost_timeout_ms = 60000;
@@ -35,6 +38,8 @@ int main(int argc, char** argv) {
   flags.AddString("labels", &labels_text, "node labels, k=v,k2=v2");
   flags.AddBool("head-node", &head_node, "this agent runs beside the head");
   flags.AddString("log-dir", &log_dir, "where worker log files go (default: .)");
+  flags.AddString("store-root", &store_root,
+                  "where the node's shared-memory object store directory is made (default /dev/shm)");
   flags.AddInt("ready-fd", &ready_fd, -1, 1 << 20, "fd to report start-up on");
   flags.AddInt("connect-timeout-ms", &connect_timeout_ms, 100, 3600000,
                "give up joining after this long (default 15000)");
@@ -89,6 +94,8 @@ int main(int argc, char** argv) {
   options.connect_timeout_ms = connect_timeout_ms;
   options.head_lost_timeout_ms = head_lost_timeout_ms;
   options.log_dir = log_dir;
+  if (::access(store_root.c_str(), W_OK) != 0) store_root = "/tmp";
+  options.store_dir = store_root + "/rayx-store-" + detail::RandomHex(6);
   // Test hooks for the version check: make this agent announce another version.
   if (const char* v = std::getenv("RAYX_TESTING_ANNOUNCE_VERSION")) options.announced_version = v;
   if (const char* p = std::getenv("RAYX_TESTING_ANNOUNCE_PROTOCOL")) {
@@ -115,7 +122,7 @@ int main(int argc, char** argv) {
              exit_code = 1;
              io.stop();
            }});
-  agent.Start();
+  if (Status started = agent.Start(); !started.ok()) return fail(started.message(), 1);
 
   boost::asio::signal_set children(io, SIGCHLD);
   std::function<void()> watch_children = [&] {

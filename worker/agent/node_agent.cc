@@ -19,16 +19,26 @@ NodeAgent::NodeAgent(boost::asio::io_context& io, NodeAgentOptions options, cons
       dealer_(context_, zmq::socket_type::dealer),
       heartbeat_timer_(io),
       deadline_timer_(io),
+      objects_(io, SharedMemoryStore(options_.store_dir)),
       workers_(io, {.node_ip = options_.node_ip,
                     .log_dir = options_.log_dir,
-                    .token = options_.token}) {}
+                    .token = options_.token,
+                    .store_dir = options_.store_dir}) {}
 
 NodeAgent::~NodeAgent() {
+  workers_.KillAll();
   loop_.reset();
   dealer_.close();
+  objects_.store().Destroy();
 }
 
-void NodeAgent::Start() {
+Status NodeAgent::Start() {
+  auto store = SharedMemoryStore::Create(options_.store_dir);
+  if (!store.ok()) return store.status();
+  auto address = objects_.Start(options_.node_ip);
+  if (!address.ok()) return address.status();
+  object_address_ = *address;
+  workers_.SetObjectAddress(object_address_);
   last_reply_ms_ = clock_.NowMs();
   dealer_.set(zmq::sockopt::linger, 0);
   dealer_.set(zmq::sockopt::maxmsgsize, static_cast<int64_t>(protocol::kMaxControlFrameBytes));
@@ -39,6 +49,11 @@ void NodeAgent::Start() {
       io_, dealer_, [this](transport::Frames& frames) { OnMessage(frames); });
   loop_->Start();
   SendRegister();
+  StartDeadline();
+  return Status::OK();
+}
+
+void NodeAgent::StartDeadline() {
   deadline_timer_.expires_after(std::chrono::milliseconds(options_.connect_timeout_ms));
   deadline_timer_.async_wait([this](const boost::system::error_code& ec) {
     if (ec || !registering_) return;
@@ -71,6 +86,8 @@ void NodeAgent::SendRegister() {
   req.is_head_node = options_.is_head_node;
   req.resources = options_.resources;
   req.labels = options_.labels;
+  req.store_dir = options_.store_dir;
+  req.object_address = object_address_;
   transport::Frames frames = transport::MakeMessage(req, ++next_id_);
   register_id_ = next_id_;
   if (options_.announced_protocol != kProtocolVersion) {
@@ -97,6 +114,7 @@ void NodeAgent::SendHeartbeat() {
     req.node_id = node_id_;
     req.seq = ++heartbeat_seq_;
     // The head accounts for leased resources itself; `available` stays empty.
+    req.store_bytes = objects_.store().UsageBytes();
     Send(req);
   }
   heartbeat_timer_.expires_after(std::chrono::milliseconds(heartbeat_period_ms_));
@@ -162,6 +180,13 @@ void NodeAgent::OnMessage(transport::Frames& frames) {
         return;
       }
       OnStartWorker(*req, env->id);
+      return;
+    }
+    case MessageType::kJobFinishedNotice: {
+      auto req = protocol::Decode<protocol::JobFinishedNotice>(body);
+      if (!req.ok() || req->job_id.empty()) return;
+      size_t removed = objects_.store().RemovePrefix(req->job_id + "-");
+      if (removed) RAYX_LOG(Info) << "job " << req->job_id << " ended: freed " << removed << " objects";
       return;
     }
     case MessageType::kKillWorkersRequest: {

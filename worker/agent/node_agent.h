@@ -12,6 +12,7 @@
 #include <zmq.hpp>
 
 #include "common/address.h"
+#include "agent/object_server.h"
 #include "agent/worker_pool.h"
 #include "common/clock.h"
 #include "protocol/messages.h"
@@ -37,6 +38,8 @@ struct NodeAgentOptions {
   uint32_t announced_protocol = kProtocolVersion;
   // Where worker log files go. Default: the current directory.
   std::string log_dir = ".";
+  // The node's shared-memory object store directory (created; removed at exit).
+  std::string store_dir;
 };
 
 // Single-threaded: everything runs on `io`. Calls `on_joined` once after the
@@ -53,7 +56,9 @@ class NodeAgent {
             Callbacks callbacks);
   ~NodeAgent();
 
-  void Start();
+  // Starts the object server and joins. Returns Unavailable when the object
+  // server cannot listen.
+  Status Start();
   // Tells the head this node is leaving, waiting at most `timeout_ms` for its
   // acknowledgement (closing a socket does not guarantee delivery), then calls
   // `done`.
@@ -70,6 +75,7 @@ class NodeAgent {
   template <typename T>
   void Send(const T& body);
   void Fatal(const Status& status);
+  void StartDeadline();
   void OnStartWorker(const protocol::StartWorkerRequest& req, uint64_t id);
 
   boost::asio::io_context& io_;
@@ -93,6 +99,8 @@ class NodeAgent {
   uint64_t unregister_id_ = 0;
   uint64_t heartbeat_seq_ = 0;
   std::function<void()> leave_done_;
+  ObjectServer objects_;
+  std::string object_address_;
   WorkerPool workers_;
 };
 

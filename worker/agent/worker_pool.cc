@@ -28,8 +28,9 @@ void WorkerPool::Start(const protocol::StartWorkerRequest& request, StartCallbac
     return;
   }
   if (request.executable.empty() || ::access(request.executable.c_str(), X_OK) != 0) {
+    const char* why = request.executable.empty() ? "no executable given" : std::strerror(errno);
     done(Status::NotFound("cannot run '" + request.executable + "' on node " + options_.node_ip +
-                          ": " + std::strerror(errno) +
+                          ": " + why +
                           ". Workers run the driver's own executable, which must exist at the "
                           "same path on every node"));
     return;
@@ -49,6 +50,8 @@ void WorkerPool::Start(const protocol::StartWorkerRequest& request, StartCallbac
       "RAYX_JOB_ID=" + request.job_id,
       "RAYX_LEASE_ID=" + request.lease_id,
       "RAYX_CLUSTER_TOKEN=" + options_.token,
+      "RAYX_STORE_DIR=" + options_.store_dir,
+      "RAYX_OBJECT_ADDRESS=" + object_address_,
   };
   auto gpus = request.resources.find("GPU");
   if (gpus == request.resources.end() || gpus->second <= 0) {

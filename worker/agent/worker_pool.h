@@ -34,6 +34,7 @@ class WorkerPool {
     std::string node_ip;
     std::string log_dir;   // worker-<lease>.log files go here
     std::string token;     // for workers that submit work themselves
+    std::string store_dir; // the node's object store, for large results
     int64_t start_timeout_ms = 30000;
   };
   using StartCallback = std::function<void(Result<protocol::StartWorkerReply>)>;
@@ -42,6 +43,8 @@ class WorkerPool {
   ~WorkerPool();  // kills every worker
 
   void Start(const protocol::StartWorkerRequest& request, StartCallback done);
+  // The node's object server, told to workers.
+  void SetObjectAddress(const std::string& address) { object_address_ = address; }
   // SIGKILLs the lease's worker process group; a no-op for an unknown lease.
   void Kill(const std::string& lease_id);
   void KillAll();
@@ -65,6 +68,7 @@ class WorkerPool {
 
   boost::asio::io_context& io_;
   Options options_;
+  std::string object_address_;
   std::map<std::string, Worker> workers_;  // by lease id
 };
 

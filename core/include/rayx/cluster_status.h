@@ -29,10 +29,13 @@ struct NodeInfo {
   std::string rayx_version;
   int64_t registered_at_ms = 0;   // head's wall clock, ms since the epoch
   int64_t last_heartbeat_age_ms = 0;
+  std::string store_dir;            // the node's shared-memory object store
+  std::string object_address;       // its agent's object server
+  uint64_t object_store_bytes = 0;  // bytes stored, as of the last heartbeat
 
   MSGPACK_DEFINE_MAP(node_id, address, hostname, agent_pid, is_head_node, alive, death_reason,
                      total, available, labels, rayx_version, registered_at_ms,
-                     last_heartbeat_age_ms)
+                     last_heartbeat_age_ms, store_dir, object_address, object_store_bytes)
 };
 
 struct ClusterStatus {

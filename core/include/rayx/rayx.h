@@ -68,7 +68,7 @@ class ObjectRef {
     if constexpr (std::is_void_v<T>) {
       return;
     } else {
-      return std::make_shared<T>(detail::Unpack<T>(*bytes));
+      return std::make_shared<T>(detail::Unpack<T>(bytes.view));
     }
   }
   detail::ObjectHandle handle_;

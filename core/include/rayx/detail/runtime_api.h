@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "rayx/resources.h"
@@ -46,10 +47,17 @@ ActorPtr GetNamedActor(const std::string& name);
 std::string SerializeActor(const ActorPtr& actor);
 ActorPtr DeserializeActor(const std::string& bytes);
 
+// An object's bytes: in this process's memory, or mapped read-only from the
+// node's shared-memory store (no copy). `keepalive` holds them.
+struct ObjectBytes {
+  std::string_view view;
+  std::shared_ptr<const void> keepalive;
+};
+
 ObjectHandle PutBytes(std::string bytes);
 // Waits for the object; timeout_ms < 0 waits forever. Throws TaskError when the
 // call that makes it failed, GetTimeoutError on timeout.
-std::shared_ptr<const std::string> GetBytes(const ObjectHandle& object, int64_t timeout_ms);
+ObjectBytes GetBytes(const ObjectHandle& object, int64_t timeout_ms);
 // Marks ready objects; returns once `num_returns` are ready or the timeout passes.
 std::vector<bool> WaitObjects(const std::vector<ObjectHandle>& objects, size_t num_returns,
                               int64_t timeout_ms);

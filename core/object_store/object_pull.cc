@@ -1,0 +1,78 @@
+// Chunked, pipelined object transfer between nodes.
+#include "object_store/object_pull.h"
+
+#include <chrono>
+#include <cstring>
+
+#include "transport/message.h"
+
+namespace rayx {
+
+Result<std::string> PullObject(zmq::context_t& context, const protocol::ObjectLocation& location,
+                               int64_t timeout_ms, uint64_t chunk, int window) {
+  zmq::socket_t socket(context, zmq::socket_type::dealer);
+  socket.set(zmq::sockopt::linger, 0);
+  socket.connect(location.object_address);
+  std::string out(location.size, '\0');
+  uint64_t next_offset = 0;
+  uint64_t received = 0;
+  uint64_t next_id = 1;
+  int in_flight = 0;
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+  try {
+    while (received < location.size) {
+      while (in_flight < window && next_offset < location.size) {
+        protocol::PullObjectRequest req;
+        req.path = location.path;
+        req.offset = next_offset;
+        req.length = std::min<uint64_t>(chunk, location.size - next_offset);
+        // The request id is the offset's chunk number + 1: replies place themselves.
+        transport::Frames frames = transport::MakeMessage(req, next_offset / chunk + 1);
+        for (size_t i = 0; i < frames.size(); ++i) {
+          socket.send(frames[i], i + 1 < frames.size() ? zmq::send_flags::sndmore
+                                                       : zmq::send_flags::none);
+        }
+        next_offset += req.length;
+        ++in_flight;
+        ++next_id;
+      }
+      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+          deadline - std::chrono::steady_clock::now());
+      if (left.count() <= 0) {
+        return Status::Unavailable("pulling " + location.path + " from " +
+                                   location.object_address + " timed out");
+      }
+      zmq::pollitem_t item{socket.handle(), 0, ZMQ_POLLIN, 0};
+      zmq::poll(&item, 1, left);
+      if (!(item.revents & ZMQ_POLLIN)) continue;
+      transport::Frames reply;
+      bool more = true;
+      while (more) {
+        zmq::message_t part;
+        if (!socket.recv(part)) break;
+        more = part.more();
+        reply.push_back(std::move(part));
+      }
+      if (reply.size() < 2) continue;
+      auto env = protocol::Decode<protocol::Envelope>(transport::FrameView(reply[0]));
+      if (!env.ok()) return env.status();
+      if (env->t == static_cast<uint16_t>(protocol::MessageType::kErrorReply)) {
+        auto error = protocol::Decode<protocol::ErrorReply>(transport::FrameView(reply[1]));
+        return error.ok() ? error->ToStatus() : error.status();
+      }
+      if (reply.size() < 3 || env->id == 0) return Status::Internal("malformed pull reply");
+      uint64_t offset = (env->id - 1) * chunk;
+      const zmq::message_t& data = reply[2];
+      if (offset + data.size() > out.size()) return Status::Internal("pull reply out of range");
+      std::memcpy(out.data() + offset, data.data(), data.size());
+      received += data.size();
+      --in_flight;
+      if (data.size() == 0) return Status::Internal("empty chunk while pulling " + location.path);
+    }
+  } catch (const zmq::error_t& e) {
+    return Status::Unavailable(std::string("pulling an object failed: ") + e.what());
+  }
+  return out;
+}
+
+}  // namespace rayx

@@ -1,0 +1,120 @@
+// The shared-memory object store.
+#include "object_store/shared_memory_store.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <filesystem>
+
+namespace fs = std::filesystem;
+
+namespace rayx {
+
+MappedObject::~MappedObject() {
+  if (data_ != nullptr && size_ > 0) ::munmap(data_, size_);
+}
+
+Result<std::shared_ptr<MappedObject>> MappedObject::Open(const std::string& path) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return Status::NotFound("object file " + path + ": " + std::strerror(errno));
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) {
+    ::close(fd);
+    return Status::Internal("fstat " + path + ": " + std::strerror(errno));
+  }
+  size_t size = static_cast<size_t>(st.st_size);
+  void* data = nullptr;
+  if (size > 0) {
+    data = ::mmap(nullptr, size, PROT_READ, MAP_SHARED, fd, 0);
+    if (data == MAP_FAILED) {
+      ::close(fd);
+      return Status::Internal("mmap " + path + ": " + std::strerror(errno));
+    }
+  }
+  ::close(fd);  // the mapping stays valid
+  return std::shared_ptr<MappedObject>(new MappedObject(data, size));
+}
+
+Result<SharedMemoryStore> SharedMemoryStore::Create(const std::string& dir) {
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec) return Status::Unavailable("cannot create the object store " + dir + ": " + ec.message());
+  ::chmod(dir.c_str(), 0700);
+  return SharedMemoryStore(dir);
+}
+
+Result<std::string> SharedMemoryStore::Write(const std::string& name,
+                                             std::string_view bytes) const {
+  if (name.empty() || name.find('/') != std::string::npos || name[0] == '.') {
+    return Status::InvalidArgument("bad object name '" + name + "'");
+  }
+  std::string path = dir_ + "/" + name;
+  std::string tmp = path + ".partial";
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  if (fd < 0) return Status::Unavailable("cannot create " + tmp + ": " + std::strerror(errno));
+  const char* p = bytes.data();
+  size_t left = bytes.size();
+  while (left > 0) {
+    ssize_t n = ::write(fd, p, left);
+    if (n <= 0) {
+      int err = errno;
+      ::close(fd);
+      ::unlink(tmp.c_str());
+      return Status::Unavailable("writing " + path + " failed: " + std::strerror(err) +
+                                 " (is /dev/shm full?)");
+    }
+    p += n;
+    left -= static_cast<size_t>(n);
+  }
+  ::close(fd);
+  if (::rename(tmp.c_str(), path.c_str()) != 0) {
+    ::unlink(tmp.c_str());
+    return Status::Unavailable("publishing " + path + " failed: " + std::strerror(errno));
+  }
+  return path;
+}
+
+bool SharedMemoryStore::Contains(const std::string& path) const {
+  if (path.size() <= dir_.size() + 1 || path.compare(0, dir_.size(), dir_) != 0 ||
+      path[dir_.size()] != '/') {
+    return false;
+  }
+  std::string name = path.substr(dir_.size() + 1);
+  return !name.empty() && name.find('/') == std::string::npos && name[0] != '.';
+}
+
+void SharedMemoryStore::Remove(const std::string& path) const {
+  if (Contains(path)) ::unlink(path.c_str());
+}
+
+size_t SharedMemoryStore::RemovePrefix(const std::string& prefix) const {
+  size_t removed = 0;
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(dir_, ec)) {
+    if (entry.path().filename().string().rfind(prefix, 0) == 0) {
+      fs::remove(entry.path(), ec);
+      ++removed;
+    }
+  }
+  return removed;
+}
+
+void SharedMemoryStore::Destroy() const {
+  std::error_code ec;
+  fs::remove_all(dir_, ec);
+}
+
+uint64_t SharedMemoryStore::UsageBytes() const {
+  uint64_t total = 0;
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(dir_, ec)) {
+    auto size = entry.file_size(ec);
+    if (!ec) total += size;
+  }
+  return total;
+}
+
+}  // namespace rayx

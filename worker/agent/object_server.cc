@@ -1,0 +1,78 @@
+// Serving stored objects to other nodes.
+#include "agent/object_server.h"
+
+#include "common/logging.h"
+#include "transport/message.h"
+
+namespace rayx::worker {
+
+ObjectServer::ObjectServer(boost::asio::io_context& io, SharedMemoryStore store)
+    : io_(io), store_(std::move(store)), router_(context_, zmq::socket_type::router) {}
+
+ObjectServer::~ObjectServer() {
+  loop_.reset();
+  router_.close();
+}
+
+Result<std::string> ObjectServer::Start(const std::string& ip) {
+  router_.set(zmq::sockopt::linger, 0);
+  router_.set(zmq::sockopt::maxmsgsize, static_cast<int64_t>(protocol::kMaxControlFrameBytes));
+  router_.set(zmq::sockopt::sndhwm, 1000);
+  try {
+    router_.bind("tcp://" + ip + ":*");
+  } catch (const zmq::error_t& e) {
+    return Status::Unavailable("the object server cannot listen on " + ip + ": " + e.what());
+  }
+  loop_ = std::make_unique<transport::ZmqSocketLoop>(
+      io_, router_, [this](transport::Frames& frames) { OnMessage(frames); });
+  loop_->Start();
+  return router_.get(zmq::sockopt::last_endpoint);
+}
+
+void ObjectServer::OnMessage(transport::Frames& frames) {
+  if (frames.size() < 3) return;  // [routing][envelope][body]
+  auto env = protocol::Decode<protocol::Envelope>(transport::FrameView(frames[1]));
+  if (!env.ok()) return;
+  std::string_view body = transport::FrameView(frames[2]);
+  transport::Frames reply;
+  reply.push_back(std::move(frames[0]));
+  auto answer = [&](transport::Frames message) {
+    for (auto& f : message) reply.push_back(std::move(f));
+    (void)loop_->Send(reply);
+  };
+  switch (static_cast<protocol::MessageType>(env->t)) {
+    case protocol::MessageType::kPullObjectRequest: {
+      auto req = protocol::Decode<protocol::PullObjectRequest>(body);
+      if (!req.ok()) return answer(transport::MakeErrorMessage(req.status(), "object server", env->id));
+      if (!store_.Contains(req->path)) {
+        return answer(transport::MakeErrorMessage(
+            Status::InvalidArgument("not an object of this node's store: " + req->path),
+            "object server", env->id));
+      }
+      auto mapped = MappedObject::Open(req->path);
+      if (!mapped.ok()) {
+        return answer(transport::MakeErrorMessage(
+            Status::NotFound("object " + req->path + " is gone (freed, or its job ended)"),
+            "object server", env->id));
+      }
+      std::string_view all = (*mapped)->view();
+      uint64_t offset = std::min<uint64_t>(req->offset, all.size());
+      uint64_t length = std::min<uint64_t>({req->length, kMaxChunk, all.size() - offset});
+      protocol::PullObjectReply out;
+      out.size = all.size();
+      transport::Frames message = transport::MakeMessage(out, env->id);
+      message.push_back(zmq::message_t(all.data() + offset, length));
+      return answer(std::move(message));
+    }
+    case protocol::MessageType::kDeleteObjectsRequest: {
+      auto req = protocol::Decode<protocol::DeleteObjectsRequest>(body);
+      if (!req.ok()) return;
+      for (const auto& path : req->paths) store_.Remove(path);
+      return;
+    }
+    default:
+      return;
+  }
+}
+
+}  // namespace rayx::worker

@@ -1,0 +1,43 @@
+// A node agent's object server: serves pieces of the node's stored objects to
+// other nodes, and deletes objects their owners have freed.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include <boost/asio/io_context.hpp>
+#include <zmq.hpp>
+
+#include "object_store/shared_memory_store.h"
+#include "rayx/status.h"
+#include "transport/zmq_socket_loop.h"
+
+namespace rayx::worker {
+
+// A ROUTER socket on the node's address, run by the agent's event loop.
+// Requests name objects by path; a path outside this node's store is refused,
+// so a peer can never read or delete another file. Pulls are answered with at
+// most kMaxChunk bytes each: the puller asks for chunks and keeps several in
+// flight. Not thread-safe.
+class ObjectServer {
+ public:
+  static constexpr uint64_t kMaxChunk = 8 << 20;
+
+  ObjectServer(boost::asio::io_context& io, SharedMemoryStore store);
+  ~ObjectServer();
+
+  // Binds on `ip` (a free port). Returns the "tcp://ip:port" address.
+  Result<std::string> Start(const std::string& ip);
+  const SharedMemoryStore& store() const { return store_; }
+
+ private:
+  void OnMessage(transport::Frames& frames);
+
+  boost::asio::io_context& io_;
+  SharedMemoryStore store_;
+  zmq::context_t context_{1};
+  zmq::socket_t router_;
+  std::unique_ptr<transport::ZmqSocketLoop> loop_;
+};
+
+}  // namespace rayx::worker

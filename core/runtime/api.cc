@@ -4,6 +4,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cstdlib>
 #include <filesystem>
 #include <mutex>
@@ -22,6 +23,8 @@ namespace {
 struct Global {
   std::mutex mu;
   std::unique_ptr<detail::Runtime> runtime;
+  // The runtime for lock-free readers (ObjectRef destructors on any thread).
+  std::atomic<detail::Runtime*> current{nullptr};
   std::string private_temp_dir;  // the embedded cluster's, when we started one
   std::string rayx_cli;
 };
@@ -177,6 +180,7 @@ void Init(const Options& options) {
                              runtime.status().message());
   }
   g.runtime = std::move(*runtime);
+  g.current.store(g.runtime.get(), std::memory_order_release);
 }
 
 void Shutdown() {
@@ -186,7 +190,10 @@ void Shutdown() {
     std::lock_guard<std::mutex> lock(g.mu);
     runtime = std::move(g.runtime);
   }
+  // Stop() runs with `current` still set: references dropped meanwhile are
+  // released into a runtime that is alive.
   if (runtime) runtime->Stop();
+  g.current.store(nullptr, std::memory_order_release);
   runtime.reset();
   StopPrivateCluster();
 }
@@ -198,7 +205,7 @@ bool IsInitialized() {
 
 namespace detail {
 
-Runtime* CurrentRuntime() { return G().runtime.get(); }
+Runtime* CurrentRuntime() { return G().current.load(std::memory_order_acquire); }
 
 Runtime& RequireRuntime() {
   Global& g = G();
@@ -219,6 +226,7 @@ Runtime& RequireRuntime() {
   auto runtime = Runtime::Start(config);
   if (!runtime.ok()) throw std::runtime_error("worker: " + runtime.status().message());
   g.runtime = std::move(*runtime);
+  g.current.store(g.runtime.get(), std::memory_order_release);
   return *g.runtime;
 }
 

@@ -158,6 +158,7 @@ void Runtime::Stop() {
     heartbeat_timer_.cancel();
     for (auto& [key, shape] : shapes_) shape->workers.clear();
     for (auto& [id, actor] : actors_) actor->conn.reset();
+    delete_sockets_.clear();
     head_loop_.reset();
     work_.reset();
     io_.stop();
@@ -414,7 +415,8 @@ void Runtime::OnHeadMessage(Frames& frames) {
 }
 
 void Runtime::Heartbeat() {
-  if (stopped_) return;
+  // Only a driver keeps its job alive; a worker's runtime must not.
+  if (stopped_ || config_.is_worker) return;
   protocol::DriverHeartbeatRequest req;
   req.job_id = config_.job_id;
   CallHead<protocol::DriverHeartbeatReply>(req, [](Result<protocol::DriverHeartbeatReply>) {});
@@ -601,15 +603,26 @@ bool Runtime::Send(WorkerConn& conn, Task& task) {
   req.num_args = static_cast<uint32_t>(task.resolved.size());
   req.return_id = task.object_id;
   req.job_id = config_.job_id;
-  req.stored_args = std::move(task.stored);
+  req.stored_args = task.stored;
   uint64_t id = conn.next_id++;
   Frames frames = transport::MakeMessage(req, id);
   for (auto& bytes : task.resolved) frames.push_back(transport::MakeFrame(bytes));
-  task.resolved.clear();
   if (!conn.loop->Send(frames)) {
-    FailTask(task, "WorkerUnreachable", "could not send the call to " + conn.address, conn.node);
+    // The worker is gone (its socket has no peer left).
+    if (conn.actor) {
+      FailTask(task, "ActorDied",
+               "the actor's worker at " + conn.address + " is unreachable: it died", conn.node);
+    } else if (conn.shape) {
+      conn.shape->queue.push_front(std::move(task));  // another worker will run it
+    } else {
+      FailTask(task, "WorkerUnreachable", "could not send the call to " + conn.address,
+               conn.node);
+    }
+    OnWorkerLost(conn);
     return false;
   }
+  task.resolved.clear();  // sent: the copies in the frames are gone with them
+  task.stored.clear();
   conn.in_flight.emplace(id, std::move(task));
   return true;
 }
@@ -629,7 +642,11 @@ void Runtime::OnWorkerMessage(WorkerConn& conn, Frames& frames) {
   } else if (!reply->ok) {
     FailTask(task, reply->error_type, reply->error_message, reply->node_address);
     if (task.actor_creation && conn.actor) {
+      // Calls already sent fail on the worker with this reason too; the lease goes back.
       conn.actor->dead_reason = "the actor's constructor failed: " + reply->error_message;
+      protocol::ReturnLeaseRequest ret;
+      ret.lease_id = conn.lease_id;
+      CallHead<protocol::ReturnLeaseReply>(ret, [](Result<protocol::ReturnLeaseReply>) {});
     }
   } else if (!reply->stored.path.empty()) {
     Complete(task.object_id, nullptr, nullptr,
@@ -653,10 +670,13 @@ void Runtime::OnWorkerLost(WorkerConn& conn) {
              conn.node);
   }
   conn.in_flight.clear();
-  // Give the lease back so its resources are freed.
-  protocol::ReturnLeaseRequest req;
-  req.lease_id = conn.lease_id;
-  CallHead<protocol::ReturnLeaseReply>(req, [](Result<protocol::ReturnLeaseReply>) {});
+  // Give the lease back so its resources are freed: only its holder may (a
+  // caller with a passed or looked-up actor handle does not own the actor).
+  if (!conn.actor || conn.actor->owner) {
+    protocol::ReturnLeaseRequest req;
+    req.lease_id = conn.lease_id;
+    CallHead<protocol::ReturnLeaseReply>(req, [](Result<protocol::ReturnLeaseReply>) {});
+  }
   if (conn.actor) {
     ActorState* actor = conn.actor;
     if (actor->dead_reason.empty()) actor->dead_reason = who + " died";
@@ -791,9 +811,6 @@ ActorPtr Runtime::CreateActor(const std::string& factory, std::vector<Arg> args,
       }
     });
   });
-  // The creation result is kept by the actor core so errors in the constructor
-  // reach the first call.
-  core->actor_id = core->actor_id;
   return core;
 }
 

@@ -151,10 +151,13 @@ class Runtime {
   std::string id_prefix_;
   uint64_t next_object_ = 0;
 
+  // Declared first, destroyed last: every socket, including those held by
+  // handlers still queued in io_ (destroyed with io_), must close before the
+  // context does, or closing the context blocks forever.
+  zmq::context_t context_{1};
   boost::asio::io_context io_;
   boost::asio::executor_work_guard<boost::asio::io_context::executor_type> work_;
   std::thread thread_;
-  zmq::context_t context_{1};
   zmq::socket_t head_;
   std::unique_ptr<transport::ZmqSocketLoop> head_loop_;
   std::unordered_map<uint64_t, std::function<void(Result<std::pair<uint16_t, std::string>>)>>

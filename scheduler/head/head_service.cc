@@ -270,6 +270,10 @@ std::optional<Frames> HeadService::HandleJobMessage(uint16_t type, std::string_v
                                               kRayxVersion),
                       id, peer, "driver registration");
       }
+      // A worker joins its running job; only a driver starts a new one.
+      if (!req->job_id.empty() && !leases_.DriverHeartbeat(req->job_id, clock_.NowMs())) {
+        return error(Status::NotFound("job " + req->job_id + " is not running (it ended)"));
+      }
       authenticated_peers_.insert(peer_id);
       return transport::MakeMessage(
           leases_.RegisterDriver(*req, clock_.NowMs(), options_.cluster_id), id);

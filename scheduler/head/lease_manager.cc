@@ -1,6 +1,8 @@
 // Jobs, leases and named actors on the head.
 #include "head/lease_manager.h"
 
+#include <cmath>
+
 #include "common/logging.h"
 #include "transport/message.h"
 
@@ -29,6 +31,10 @@ void LeaseManager::OnNodeRegistered(const NodeId& node, const std::string& agent
 
 void LeaseManager::OnNodeDead(const NodeId& node) {
   agent_peers_.erase(node);
+  std::erase_if(start_requests_, [&](const auto& entry) {
+    auto lease = leases_.find(entry.second);
+    return lease == leases_.end() || lease->second.node == node;
+  });
   std::vector<std::string> gone;
   for (const auto& [id, lease] : leases_) {
     if (lease.node == node) gone.push_back(id);
@@ -46,7 +52,7 @@ void LeaseManager::OnNodeDead(const NodeId& node) {
 protocol::RegisterDriverReply LeaseManager::RegisterDriver(
     const protocol::RegisterDriverRequest& req, int64_t now_ms, const std::string& cluster_id) {
   protocol::RegisterDriverReply reply;
-  reply.job_id = req.job_id.empty() ? NodeId::FromRandom().Short() : req.job_id;
+  reply.job_id = req.job_id.empty() ? NodeId::FromRandom().Hex().substr(0, 16) : req.job_id;
   Job& job = jobs_[reply.job_id];
   job.last_heartbeat_ms = now_ms;
   reply.cluster_id = cluster_id;
@@ -113,8 +119,17 @@ void LeaseManager::RequestLease(const std::string& peer, uint64_t request_id,
                Status::InvalidArgument("infeasible: " + ShapeKey(req.resources) + " " + why));
     return;
   }
+  for (const auto& [name, amount] : req.resources) {
+    if (!std::isfinite(amount) || amount < 0) {
+      ReplyError(peer, request_id,
+                 Status::InvalidArgument("invalid amount of \"" + name + "\": " +
+                                         std::to_string(amount)));
+      return;
+    }
+  }
   Pending pending{peer, request_id, req};
-  if (pending_.empty() && TryGrant(pending)) return;
+  // A request that fits now is granted now, even when others of other shapes wait.
+  if (TryGrant(pending)) return;
   pending_.push_back(std::move(pending));
 }
 

@@ -135,6 +135,18 @@ bool NodeTable::AnyNodeCouldFit(const ResourceMap& demand, std::string* why) con
     std::snprintf(buf, sizeof buf, "%s%s %g", have.empty() ? "" : ", ", name.c_str(), most);
     have += buf;
   }
+  if (need.empty()) {
+    // Each resource exists somewhere, but no node has them all together.
+    for (const auto& [name, amount] : demand) {
+      if (amount <= 0) continue;
+      char buf[128];
+      std::snprintf(buf, sizeof buf, "%s%s: %g", need.empty() ? "" : ", ", name.c_str(), amount);
+      need += buf;
+    }
+    *why = "needs {" + need + "} on one node; each exists on some node, but no single alive node "
+           "has all of it (" + std::to_string(alive_.size()) + " alive nodes)";
+    return false;
+  }
   *why = "needs {" + need + "} on one node; the largest alive node has " + have +
          " (" + std::to_string(alive_.size()) + " alive nodes)";
   return false;

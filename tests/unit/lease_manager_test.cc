@@ -256,7 +256,7 @@ TEST_F(LeaseManagerTest, InfeasibleRequestIsAnsweredAtOnceNamingResourceAndLarge
 // Production bug (scheduler/head/node_table.cc AnyNodeCouldFit): when every
 // resource fits on some node but no single node has them all, the reason lists
 // nothing: "needs {} on one node; the largest alive node has  (2 alive nodes)".
-TEST_F(LeaseManagerTest, DISABLED_InfeasibleMixOfResourcesOnDifferentNodesSaysWhatIsMissing) {
+TEST_F(LeaseManagerTest, InfeasibleMixOfResourcesOnDifferentNodesSaysWhatIsMissing) {
   AddNode("10.0.0.2", {{"CPU", 8}});
   AddNode("10.0.0.3", {{"CPU", 1}, {"GPU", 4}});
   leases_.RequestLease("driver", 1, Shape(NewJob(), {{"CPU", 8}, {"GPU", 4}}));
@@ -480,7 +480,7 @@ TEST_F(LeaseManagerTest, WaitingRequestThatDoesNotFitDoesNotBlockOthersWhenResou
 // scheduling pass, so a request that fits now waits behind an unrelated one
 // that does not, until some lease ends or a node joins. The class comment says
 // such a request must not block others of another shape.
-TEST_F(LeaseManagerTest, DISABLED_NewRequestThatFitsIsNotBlockedByAWaitingRequestOfAnotherShape) {
+TEST_F(LeaseManagerTest, NewRequestThatFitsIsNotBlockedByAWaitingRequestOfAnotherShape) {
   NodeId node = AddNode("10.0.0.2", {{"CPU", 2}, {"GPU", 1}});
   std::string job = NewJob();
   Grant(job, {{"CPU", 1}, {"GPU", 1}}, "agent-10.0.0.2");

@@ -324,7 +324,7 @@ struct VirtualB {
 // bytes for the same slot of any class. Registering VirtualB::Other replaces
 // VirtualA::Which, so a caller asking for &VirtualA::Which sends "VirtualB::Other"
 // and a worker would run B's method on an A.
-TEST(FunctionRegistryTest, DISABLED_VirtualMethodsOfDifferentClassesHaveDistinctEntries) {
+TEST(FunctionRegistryTest, VirtualMethodsOfDifferentClassesHaveDistinctEntries) {
   RegisterRemote("VirtualA::Which, &VirtualB::Other", &VirtualA::Which, &VirtualB::Other);
   EXPECT_NE(PointerKey(&VirtualA::Which), PointerKey(&VirtualB::Other));
   const RemoteFunction* which = FunctionRegistry::Instance().FindByName("VirtualA::Which");

@@ -3,6 +3,7 @@
 
 #include <signal.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -140,7 +141,10 @@ CommandResult LocalCluster::RunCli(std::vector<std::string> args, bool with_temp
                                    int64_t timeout_ms) const {
   args.insert(args.begin(), RayxCliPath());
   if (with_temp_dir) args.insert(args.end(), {"--temp-dir", temp_dir_});
-  return RunCommand(args, env, timeout_ms);
+  // Daemons started by a test end with it, even when it is killed.
+  std::map<std::string, std::string> all_env = env;
+  all_env.emplace("RAYX_EXIT_WITH_PID", std::to_string(getpid()));
+  return RunCommand(args, all_env, timeout_ms);
 }
 
 cli::ProcessRecord LocalCluster::head_process() const {

@@ -18,7 +18,9 @@ class TaskError : public std::runtime_error {
         node_(std::move(node)) {}
 
   // The remote exception's type (e.g. "std::invalid_argument"), or a rayx kind:
-  // "WorkerCrashed", "Infeasible", "ActorDied", "FunctionNotFound".
+  // "WorkerCrashed", "ActorDied", "Infeasible", "FunctionNotFound",
+  // "ArgumentTypeError", "WorkerStartFailed", "WorkerUnreachable", "ObjectLost",
+  // "ProtocolError", "RuntimeStopped".
   const std::string& type() const { return type_; }
   const std::string& remote_message() const { return message_; }
   const std::string& function() const { return function_; }

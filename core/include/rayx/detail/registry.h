@@ -8,6 +8,7 @@
 #include <string>
 #include <string_view>
 #include <tuple>
+#include <typeinfo>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -63,11 +64,16 @@ class FunctionRegistry {
   std::unique_ptr<Impl> impl_;
 };
 
-// A function or member pointer's bytes: the registry key.
+// A function or member pointer's type and bytes: the registry key. The type
+// matters: a virtual method's pointer holds only its vtable slot, which methods
+// of other classes share.
 template <typename F>
 std::string PointerKey(F f) {
-  std::string key(sizeof(F), '\0');
-  std::memcpy(key.data(), &f, sizeof(F));
+  std::string key(typeid(F).name());
+  key.push_back('\0');
+  size_t offset = key.size();
+  key.resize(offset + sizeof(F));
+  std::memcpy(key.data() + offset, &f, sizeof(F));
   return key;
 }
 

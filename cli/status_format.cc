@@ -107,6 +107,8 @@ std::string FormatClusterStatus(const ClusterStatus& status, const std::string& 
       if (!node.labels.empty()) out << "  labels: " << Labels(node.labels) << "\n";
       if (node.alive) {
         out << "  last heartbeat: " << node.last_heartbeat_age_ms << " ms ago\n";
+        out << "  object store: " << FormatBytes(static_cast<double>(node.object_store_bytes))
+            << " in " << (node.store_dir.empty() ? "(none)" : node.store_dir) << "\n";
         out << "  Usage:\n" << UsageLines(node.total, node.available, "   ");
       } else {
         out << "  died: " << node.death_reason << "\n";

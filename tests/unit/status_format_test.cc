@@ -131,3 +131,32 @@ TEST(FormatResourceList, OrdersWellKnownFirstAndFormatsMemory) {
 
 }  // namespace
 }  // namespace rayx::cli
+
+namespace rayx::cli {
+namespace {
+
+TEST(FormatClusterStatus, VerboseShowsEachNodesObjectStore) {
+  ClusterStatus s;
+  NodeInfo node;
+  node.node_id = *NodeId::FromHex(std::string(32, 'd'));
+  node.address = "10.0.0.9";
+  node.total = {{"CPU", 1}};
+  node.available = node.total;
+  node.store_dir = "/dev/shm/rayx-store-abc";
+  node.object_store_bytes = 3 * 1024 * 1024;
+  s.nodes = {node};
+  std::string out = FormatClusterStatus(s, "h:1", 0, true);
+  EXPECT_NE(out.find("object store: 3.00 MiB in /dev/shm/rayx-store-abc"), std::string::npos)
+      << out;
+}
+
+TEST(FormatClusterStatus, DemandsListPendingShapesWithCounts) {
+  ClusterStatus s;
+  s.pending_demands = {{"{CPU: 1, GPU: 1}", 8}};
+  std::string out = FormatClusterStatus(s, "h:1", 0, false);
+  EXPECT_NE(out.find("Demands:\n {CPU: 1, GPU: 1}: 8 pending"), std::string::npos) << out;
+  EXPECT_EQ(out.find("(no resource demands)"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace rayx::cli

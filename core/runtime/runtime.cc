@@ -28,6 +28,15 @@ constexpr int64_t kSaturatedAfterMs = 50;
 // Values of any size travel in frames; this bounds one frame on worker links.
 constexpr int64_t kMaxDataFrameBytes = int64_t{1} << 31;
 
+// Workers run this very program, started in this process's directory.
+void SetWorkerProgram(protocol::RequestLeaseRequest* req) {
+  char exe[4096];
+  ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+  req->executable = n > 0 ? std::string(exe, static_cast<size_t>(n)) : "";
+  char cwd[4096];
+  req->working_dir = getcwd(cwd, sizeof cwd) ? cwd : "";
+}
+
 int64_t NowMs() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(
              std::chrono::steady_clock::now().time_since_epoch())
@@ -190,6 +199,15 @@ ObjectHandle Runtime::NewEntry(std::string id) {
   auto core = std::make_shared<ObjectCore>();
   core->id = std::move(id);
   return core;
+}
+
+ObjectHandle Runtime::NewPendingObject() {
+  std::string id = NewObjectId();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    objects_[id];
+  }
+  return NewEntry(std::move(id));
 }
 
 ObjectHandle Runtime::Put(std::string bytes) {
@@ -430,12 +448,8 @@ void Runtime::Heartbeat() {
 
 ObjectHandle Runtime::SubmitTask(const std::string& function, std::vector<Arg> args,
                                  const CallOptions& options) {
-  std::string id = NewObjectId();
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    objects_[id];
-  }
-  ObjectHandle handle = NewEntry(id);
+  ObjectHandle handle = NewPendingObject();
+  const std::string& id = handle->id;
   ResourceMap resources = options.resources_set ? options.resources : ResourceMap{{kCpu, 1}};
   Task task;
   task.function = function;
@@ -538,11 +552,7 @@ void Runtime::RequestLease(Shape& shape) {
   protocol::RequestLeaseRequest req;
   req.job_id = config_.job_id;
   req.resources = shape.resources;
-  char exe[4096];
-  ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
-  req.executable = n > 0 ? std::string(exe, static_cast<size_t>(n)) : "";
-  char cwd[4096];
-  req.working_dir = getcwd(cwd, sizeof cwd) ? cwd : "";
+  SetWorkerProgram(&req);
   Shape* s = &shape;
   CallHead<protocol::RequestLeaseReply>(req, [this, s](Result<protocol::RequestLeaseReply> r) {
     --s->lease_requests;
@@ -742,12 +752,8 @@ ActorPtr Runtime::CreateActor(const std::string& factory, std::vector<Arg> args,
   auto core = std::make_shared<ActorCore>();
   core->actor_id = RandomHex(16);
   core->name = options.name;
-  std::string creation_id = NewObjectId();
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    objects_[creation_id];
-  }
-  ObjectHandle creation = NewEntry(creation_id);
+  ObjectHandle creation = NewPendingObject();
+  const std::string& creation_id = creation->id;
   Task task;
   task.function = factory;
   task.display = factory;
@@ -770,11 +776,7 @@ ActorPtr Runtime::CreateActor(const std::string& factory, std::vector<Arg> args,
     req.resources = options.resources;
     req.for_actor = true;
     req.detached = options.detached;
-    char exe[4096];
-    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
-    req.executable = n > 0 ? std::string(exe, static_cast<size_t>(n)) : "";
-    char cwd[4096];
-    req.working_dir = getcwd(cwd, sizeof cwd) ? cwd : "";
+    SetWorkerProgram(&req);
     CallHead<protocol::RequestLeaseReply>(req, [this, actor, creation](
                                                    Result<protocol::RequestLeaseReply> r) {
       if (!r.ok()) {
@@ -817,12 +819,8 @@ ActorPtr Runtime::CreateActor(const std::string& factory, std::vector<Arg> args,
 ObjectHandle Runtime::SubmitActorTask(const ActorPtr& actor, const std::string& method,
                                       std::vector<Arg> args) {
   if (!actor) throw std::invalid_argument("call on an empty ActorHandle");
-  std::string id = NewObjectId();
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    objects_[id];
-  }
-  ObjectHandle handle = NewEntry(id);
+  ObjectHandle handle = NewPendingObject();
+  const std::string& id = handle->id;
   Task task;
   task.function = method;
   task.display = method;

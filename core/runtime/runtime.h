@@ -118,6 +118,8 @@ class Runtime {
   Status Connect();
   std::string NewObjectId();
   ObjectHandle NewEntry(std::string id);
+  // A handle to a new entry awaiting its result.
+  ObjectHandle NewPendingObject();
   void Complete(const std::string& id, std::shared_ptr<const std::string> value,
                 std::shared_ptr<ErrorInfo> error,
                 std::shared_ptr<const protocol::ObjectLocation> location = nullptr);

@@ -148,8 +148,9 @@ RemoteFunction MakeRemote(const std::string& name, R (*fn)(Args...)) {
   return out;
 }
 
-template <typename R, typename C, typename... Args>
-RemoteFunction MakeMethod(const std::string& name, R (C::*fn)(Args...)) {
+// Methods, const or not: `Object` is C or const C.
+template <typename R, typename Object, typename Method, typename... Args>
+RemoteFunction MakeMethodImpl(const std::string& name, Method fn) {
   using Tuple = std::tuple<std::decay_t<Args>...>;
   RemoteFunction out;
   out.name = name;
@@ -157,7 +158,7 @@ RemoteFunction MakeMethod(const std::string& name, R (C::*fn)(Args...)) {
   out.invoke = [fn, name](void* self, const ArgViews& args) {
     CheckArity(args, sizeof...(Args), name);
     Tuple tuple = UnpackArgs<Tuple>(args, std::index_sequence_for<Args...>());
-    C* object = static_cast<C*>(self);
+    Object* object = static_cast<Object*>(self);
     return CallAndPack<R>([&] {
       return std::apply([&](auto&&... a) { return (object->*fn)(std::forward<decltype(a)>(a)...); },
                         std::move(tuple));
@@ -167,21 +168,13 @@ RemoteFunction MakeMethod(const std::string& name, R (C::*fn)(Args...)) {
 }
 
 template <typename R, typename C, typename... Args>
+RemoteFunction MakeMethod(const std::string& name, R (C::*fn)(Args...)) {
+  return MakeMethodImpl<R, C, decltype(fn), Args...>(name, fn);
+}
+
+template <typename R, typename C, typename... Args>
 RemoteFunction MakeMethod(const std::string& name, R (C::*fn)(Args...) const) {
-  using Tuple = std::tuple<std::decay_t<Args>...>;
-  RemoteFunction out;
-  out.name = name;
-  out.arity = sizeof...(Args);
-  out.invoke = [fn, name](void* self, const ArgViews& args) {
-    CheckArity(args, sizeof...(Args), name);
-    Tuple tuple = UnpackArgs<Tuple>(args, std::index_sequence_for<Args...>());
-    const C* object = static_cast<const C*>(self);
-    return CallAndPack<R>([&] {
-      return std::apply([&](auto&&... a) { return (object->*fn)(std::forward<decltype(a)>(a)...); },
-                        std::move(tuple));
-    });
-  };
-  return out;
+  return MakeMethodImpl<R, const C, decltype(fn), Args...>(name, fn);
 }
 
 // "a, &B::c ,D::e" -> {"a", "B::c", "D::e"}

@@ -252,7 +252,8 @@ struct StartWorkerRequest {
   std::string working_dir;
   ResourceMap resources;
   std::string head_address;  // "host:port", for workers that submit work
-  MSGPACK_DEFINE_MAP(lease_id, job_id, executable, working_dir, resources, head_address)
+  std::vector<int> gpu_ids;  // the node's GPU devices this worker holds
+  MSGPACK_DEFINE_MAP(lease_id, job_id, executable, working_dir, resources, head_address, gpu_ids)
 };
 
 struct StartWorkerReply {

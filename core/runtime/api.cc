@@ -198,6 +198,19 @@ void Shutdown() {
   StopPrivateCluster();
 }
 
+std::vector<int> GetGpuIds() {
+  std::vector<int> ids;
+  std::string text = Env("RAYX_GPU_IDS");
+  size_t start = 0;
+  while (start < text.size()) {
+    size_t comma = text.find(',', start);
+    if (comma == std::string::npos) comma = text.size();
+    ids.push_back(std::atoi(text.substr(start, comma - start).c_str()));
+    start = comma + 1;
+  }
+  return ids;
+}
+
 bool IsInitialized() {
   std::lock_guard<std::mutex> lock(G().mu);
   return G().runtime != nullptr;

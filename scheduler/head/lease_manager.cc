@@ -119,6 +119,14 @@ void LeaseManager::RequestLease(const std::string& peer, uint64_t request_id,
                Status::InvalidArgument("infeasible: " + ShapeKey(req.resources) + " " + why));
     return;
   }
+  auto gpu = req.resources.find(kGpu);
+  if (gpu != req.resources.end() && gpu->second > 1 && gpu->second != std::floor(gpu->second)) {
+    ReplyError(peer, request_id,
+               Status::InvalidArgument("infeasible: {GPU: " + FormatAmount(gpu->second) +
+                                       "}: a share of a GPU must be below 1 (one device); "
+                                       "more than 1 must be a whole number of devices"));
+    return;
+  }
   for (const auto& [name, amount] : req.resources) {
     if (!std::isfinite(amount) || amount < 0) {
       ReplyError(peer, request_id,
@@ -139,7 +147,9 @@ bool LeaseManager::TryGrant(Pending& pending) {
   auto node = nodes_.FindNodeWithAvailable(pending.req.resources);
   if (!node) return false;
   auto agent = agent_peers_.find(*node);
-  if (agent == agent_peers_.end() || !nodes_.TryAcquire(*node, pending.req.resources)) {
+  std::vector<int> gpu_ids;
+  if (agent == agent_peers_.end() ||
+      !nodes_.TryAcquire(*node, pending.req.resources, &gpu_ids)) {
     return false;
   }
   Lease lease;
@@ -150,6 +160,7 @@ bool LeaseManager::TryGrant(Pending& pending) {
   lease.owner_peer = pending.peer;
   lease.owner_request_id = pending.request_id;
   lease.detached = pending.req.detached;
+  lease.gpu_ids = gpu_ids;
 
   protocol::StartWorkerRequest start;
   start.lease_id = lease.lease_id;
@@ -158,6 +169,7 @@ bool LeaseManager::TryGrant(Pending& pending) {
   start.working_dir = pending.req.working_dir;
   start.resources = lease.resources;
   start.head_address = options_.head_address;
+  start.gpu_ids = gpu_ids;
   uint64_t id = next_request_id_++;
   start_requests_[id] = lease.lease_id;
   leases_[lease.lease_id] = std::move(lease);
@@ -218,7 +230,7 @@ void LeaseManager::EndLease(const std::string& lease_id, bool kill_worker) {
   if (it == leases_.end()) return;
   Lease lease = std::move(it->second);
   leases_.erase(it);
-  nodes_.Release(lease.node, lease.resources);
+  nodes_.Release(lease.node, lease.resources, lease.gpu_ids);
   if (kill_worker) {
     auto agent = agent_peers_.find(lease.node);
     if (agent != agent_peers_.end()) {

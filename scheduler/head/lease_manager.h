@@ -84,6 +84,7 @@ class LeaseManager {
     std::string job_id;
     NodeId node;
     ResourceMap resources;
+    std::vector<int> gpu_ids;
     std::string owner_peer;
     uint64_t owner_request_id = 0;
     bool running = false;

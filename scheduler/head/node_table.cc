@@ -14,7 +14,8 @@ NodeId NodeTable::Register(NodeInfo info, int64_t now_ms, int64_t wall_ms) {
   info.death_reason.clear();
   info.registered_at_ms = wall_ms;
   if (info.available.empty()) info.available = info.total;
-  alive_[id] = Entry{std::move(info), now_ms, next_order_++};
+  size_t devices = info.total.count(kGpu) ? static_cast<size_t>(info.total.at(kGpu)) : 0;
+  alive_[id] = Entry{std::move(info), now_ms, next_order_++, std::vector<double>(devices, 1.0)};
   return id;
 }
 
@@ -96,18 +97,56 @@ bool Fits(const ResourceMap& have, const ResourceMap& demand) {
 }
 }  // namespace
 
-bool NodeTable::TryAcquire(const NodeId& id, const ResourceMap& demand) {
+std::optional<std::vector<int>> NodeTable::PickGpus(const Entry& entry, double amount) {
+  std::vector<int> ids;
+  if (amount <= 0) return ids;
+  const auto& free = entry.gpu_free;
+  if (amount < 1) {
+    // Pack shares: the device with the least room that still fits.
+    int best = -1;
+    for (size_t d = 0; d < free.size(); ++d) {
+      if (free[d] + 1e-9 < amount) continue;
+      if (best < 0 || free[d] < free[static_cast<size_t>(best)]) best = static_cast<int>(d);
+    }
+    if (best < 0) return std::nullopt;
+    return std::vector<int>{best};
+  }
+  if (amount != std::floor(amount)) return std::nullopt;  // never spans devices
+  for (size_t d = 0; d < free.size() && ids.size() < static_cast<size_t>(amount); ++d) {
+    if (free[d] >= 1.0 - 1e-9) ids.push_back(static_cast<int>(d));
+  }
+  if (ids.size() < static_cast<size_t>(amount)) return std::nullopt;
+  return ids;
+}
+
+bool NodeTable::TryAcquire(const NodeId& id, const ResourceMap& demand,
+                           std::vector<int>* gpu_ids) {
   auto it = alive_.find(id);
   if (it == alive_.end() || !Fits(it->second.info.available, demand)) return false;
+  double gpus = demand.count(kGpu) ? demand.at(kGpu) : 0;
+  auto picked = PickGpus(it->second, gpus);
+  if (!picked) return false;
+  double share = gpus < 1 ? gpus : 1.0;
+  for (int d : *picked) it->second.gpu_free[static_cast<size_t>(d)] -= share;
+  if (gpu_ids) *gpu_ids = *picked;
   for (const auto& [name, amount] : demand) {
     if (amount > 0) it->second.info.available[name] -= amount;
   }
   return true;
 }
 
-void NodeTable::Release(const NodeId& id, const ResourceMap& demand) {
+void NodeTable::Release(const NodeId& id, const ResourceMap& demand,
+                        const std::vector<int>& gpu_ids) {
   auto it = alive_.find(id);
   if (it == alive_.end()) return;
+  double gpus = demand.count(kGpu) ? demand.at(kGpu) : 0;
+  double share = gpus < 1 ? gpus : 1.0;
+  for (int d : gpu_ids) {
+    if (d >= 0 && static_cast<size_t>(d) < it->second.gpu_free.size()) {
+      double& f = it->second.gpu_free[static_cast<size_t>(d)];
+      f = std::min(1.0, f + share);
+    }
+  }
   for (const auto& [name, amount] : demand) {
     if (amount <= 0) continue;
     double total = it->second.info.total.count(name) ? it->second.info.total.at(name) : 0;
@@ -154,8 +193,10 @@ bool NodeTable::AnyNodeCouldFit(const ResourceMap& demand, std::string* why) con
 
 std::optional<NodeId> NodeTable::FindNodeWithAvailable(const ResourceMap& demand) const {
   const Entry* best = nullptr;
+  double gpus = demand.count(kGpu) ? demand.at(kGpu) : 0;
   for (const auto& [id, entry] : alive_) {
     if (!Fits(entry.info.available, demand)) continue;
+    if (gpus > 0 && !PickGpus(entry, gpus)) continue;
     if (best == nullptr || entry.order < best->order) best = &entry;
   }
   if (best == nullptr) return std::nullopt;

@@ -54,9 +54,14 @@ class NodeTable {
 
   // Takes `demand` from the node's available resources when every amount fits.
   // Returns false (taking nothing) otherwise, or when the node is not alive.
-  bool TryAcquire(const NodeId& id, const ResourceMap& demand);
+  // GPUs are devices: a whole-GPU demand gets that many distinct free devices,
+  // a fractional one (< 1) a share of one device, packed onto the fullest
+  // device that still has room; `gpu_ids` receives the device ids.
+  bool TryAcquire(const NodeId& id, const ResourceMap& demand,
+                  std::vector<int>* gpu_ids = nullptr);
   // Gives back what TryAcquire took; a no-op for a node no longer alive.
-  void Release(const NodeId& id, const ResourceMap& demand);
+  void Release(const NodeId& id, const ResourceMap& demand,
+               const std::vector<int>& gpu_ids = {});
   // True when some alive node's totals could hold `demand`; otherwise `why` says
   // what is missing ("needs {GPU: 8} on one node; the largest has 4").
   bool AnyNodeCouldFit(const ResourceMap& demand, std::string* why) const;
@@ -74,7 +79,10 @@ class NodeTable {
     NodeInfo info;
     int64_t last_heartbeat_ms = 0;
     uint64_t order = 0;
+    std::vector<double> gpu_free;  // per device, 1.0 = entirely free
   };
+  // The devices for `amount` GPUs on `entry`, or nullopt when they are not free.
+  static std::optional<std::vector<int>> PickGpus(const Entry& entry, double amount);
   void Bury(Entry entry, const std::string& reason);
 
   Options options_;

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <set>
 #include <chrono>
 #include <cstdlib>
 #include <fstream>
@@ -64,6 +65,11 @@ class Recorder {
   std::vector<int> Seen() const { return seen_; }
   int Total() const { return total_; }
   int Pid() const { return getpid(); }
+  std::vector<int> Gpus() const { return rayx::GetGpuIds(); }
+  std::string Visible() const {
+    const char* v = std::getenv("CUDA_VISIBLE_DEVICES");
+    return v ? v : "(unset)";
+  }
   int Sleep(int ms) {
     std::this_thread::sleep_for(std::chrono::milliseconds(ms));
     return ms;
@@ -82,6 +88,7 @@ int AddThroughHandle(rayx::ActorHandle<Recorder> actor, int x) {
 rayx::Bytes MakeBlob(int size);
 RAYX_REMOTE(MakeBlob, Reverse, CountBytes, Square, Add, SumBytes, AgentPid, SlowSquare, Throws, Crashes, Recorder::Create,
             &Recorder::Record, &Recorder::Seen, &Recorder::Total, &Recorder::Pid, &Recorder::Sleep,
+            &Recorder::Gpus, &Recorder::Visible,
             AddThroughHandle);
 
 using rayx::testing::LocalCluster;
@@ -124,6 +131,10 @@ class Runtime : public ::testing::Test {
                                   .extra_args = {"--node-ip-address", "127.0.0.2"}});
     ASSERT_TRUE(tpu.ok()) << tpu.status();
     tpu_node_ = new rayx::testing::NodeHandle(*tpu);
+    // Four fake GPUs and no CPU: only GPU work goes there.
+    auto gpus = cluster_->AddNode({.num_cpus = 0, .num_gpus = 4});
+    ASSERT_TRUE(gpus.ok()) << gpus.status();
+    agents_.push_back(gpus->agent.pid);
     agents_ = {cluster_->head_node().agent.pid, second->agent.pid, tpu->agent.pid};
   }
   static void TearDownTestSuite() {
@@ -295,6 +306,53 @@ TEST_F(Runtime, LargePutsAreStoredAndReachWorkersOnOtherNodes) {
     EXPECT_EQ(reversed->data.size(), 2u << 20);
   }
   EXPECT_TRUE(WaitForStoreUsage(0).ok()) << StoreUsage();
+}
+
+TEST_F(Runtime, WholeGpuActorsGetDistinctDevicesAndSeeOnlyThem) {
+  std::vector<rayx::ActorHandle<Recorder>> actors;
+  for (int i = 0; i < 4; ++i) {
+    actors.push_back(rayx::Actor(Recorder::Create).SetResources({{"GPU", 1}}).Remote(0));
+  }
+  std::set<int> devices;
+  for (auto& a : actors) {
+    auto ids = *a.Task(&Recorder::Gpus).Remote().Get();
+    ASSERT_EQ(ids.size(), 1u);
+    devices.insert(ids[0]);
+    EXPECT_EQ(*a.Task(&Recorder::Visible).Remote().Get(), std::to_string(ids[0]));
+  }
+  EXPECT_EQ(devices, (std::set<int>{0, 1, 2, 3}));
+  // A fifth waits for a device (and is a pending demand), then gets the freed one.
+  auto fifth = rayx::Actor(Recorder::Create).SetResources({{"GPU", 1}}).Remote(0);
+  auto fifth_gpus = fifth.Task(&Recorder::Gpus).Remote();
+  std::vector<rayx::ObjectRef<std::vector<int>>> waiting = {fifth_gpus};
+  EXPECT_EQ(rayx::Wait(waiting, 1, 300).ready.size(), 0u);
+  ASSERT_TRUE(cluster_->WaitFor([](const rayx::ClusterStatus& s) {
+                 return s.pending_demands.count("{GPU: 1}") == 1;
+               }, 5000).ok());
+  int freed = (*actors[2].Task(&Recorder::Gpus).Remote().Get())[0];
+  actors[2].Kill();
+  EXPECT_EQ(*fifth_gpus.Get(10000), std::vector<int>{freed});
+  // A task holding no GPU sees none.
+  auto plain = rayx::Actor(Recorder::Create).SetResources({{"CPU", 1}}).Remote(0);
+  EXPECT_EQ(*plain.Task(&Recorder::Visible).Remote().Get(), "");
+}
+
+TEST_F(Runtime, GpuSharesPackOntoOneDeviceAndNeverSpanTwo) {
+  std::vector<rayx::ActorHandle<Recorder>> halves;
+  for (int i = 0; i < 3; ++i) {
+    halves.push_back(rayx::Actor(Recorder::Create).SetResources({{"GPU", 0.5}}).Remote(0));
+  }
+  std::vector<int> ids;
+  for (auto& h : halves) ids.push_back((*h.Task(&Recorder::Gpus).Remote().Get())[0]);
+  EXPECT_EQ(ids[0], ids[1]) << "two halves share one device before another is used";
+  EXPECT_NE(ids[2], ids[0]);
+  auto bad = rayx::Task(Square).SetResources({{"GPU", 1.5}}).Remote(1);
+  try {
+    bad.Get(10000);
+    FAIL() << "a 1.5-GPU task ran";
+  } catch (const rayx::TaskError& e) {
+    EXPECT_EQ(e.type(), "Infeasible") << e.what();
+  }
 }
 
 TEST_F(Runtime, ActorCallsFromOneCallerRunInOrder) {

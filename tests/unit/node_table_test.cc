@@ -222,3 +222,51 @@ TEST_F(NodeTableTest, HeartbeatRefreshesLiveness) {
 
 }  // namespace
 }  // namespace rayx::scheduler
+
+namespace rayx::scheduler {
+namespace {
+
+NodeId AddGpuNode(NodeTable& table, double gpus) {
+  NodeInfo info;
+  info.total = {{"CPU", 8}, {"GPU", gpus}};
+  return table.Register(info, 0, 0);
+}
+
+TEST(NodeTableGpus, WholeGpusGetDistinctDevices) {
+  NodeTable table({});
+  NodeId node = AddGpuNode(table, 4);
+  std::vector<int> a, b, c;
+  ASSERT_TRUE(table.TryAcquire(node, {{"GPU", 1}}, &a));
+  ASSERT_TRUE(table.TryAcquire(node, {{"GPU", 2}}, &b));
+  EXPECT_EQ(a, std::vector<int>{0});
+  EXPECT_EQ(b, (std::vector<int>{1, 2}));
+  EXPECT_FALSE(table.TryAcquire(node, {{"GPU", 2}}, &c)) << "only device 3 is free";
+  table.Release(node, {{"GPU", 1}}, a);
+  ASSERT_TRUE(table.TryAcquire(node, {{"GPU", 2}}, &c));
+  EXPECT_EQ(c, (std::vector<int>{0, 3}));
+}
+
+TEST(NodeTableGpus, SharesPackOntoTheFullestDeviceThatFits) {
+  NodeTable table({});
+  NodeId node = AddGpuNode(table, 2);
+  std::vector<int> a, b, c, d;
+  ASSERT_TRUE(table.TryAcquire(node, {{"GPU", 0.25}}, &a));
+  ASSERT_TRUE(table.TryAcquire(node, {{"GPU", 0.5}}, &b));
+  ASSERT_TRUE(table.TryAcquire(node, {{"GPU", 0.5}}, &c));
+  EXPECT_EQ(a, std::vector<int>{0});
+  EXPECT_EQ(b, std::vector<int>{0});  // 0.75 used on device 0
+  EXPECT_EQ(c, std::vector<int>{1});  // does not fit on 0: never spans devices
+  EXPECT_FALSE(table.TryAcquire(node, {{"GPU", 1}}, &d)) << "no device is entirely free";
+  EXPECT_FALSE(table.FindNodeWithAvailable({{"GPU", 1}}).has_value());
+  EXPECT_TRUE(table.FindNodeWithAvailable({{"GPU", 0.25}}).has_value());
+}
+
+TEST(NodeTableGpus, AGpuAmountAboveOneMustBeWhole) {
+  NodeTable table({});
+  NodeId node = AddGpuNode(table, 4);
+  std::vector<int> ids;
+  EXPECT_FALSE(table.TryAcquire(node, {{"GPU", 1.5}}, &ids));
+}
+
+}  // namespace
+}  // namespace rayx::scheduler

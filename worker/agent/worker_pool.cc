@@ -53,10 +53,12 @@ void WorkerPool::Start(const protocol::StartWorkerRequest& request, StartCallbac
       "RAYX_STORE_DIR=" + options_.store_dir,
       "RAYX_OBJECT_ADDRESS=" + object_address_,
   };
-  auto gpus = request.resources.find("GPU");
-  if (gpus == request.resources.end() || gpus->second <= 0) {
-    env.push_back("CUDA_VISIBLE_DEVICES=");  // a worker holding no GPU sees none
-  }
+  // A worker sees exactly its GPUs, so its device 0 is its own; none when it
+  // holds none.
+  std::string devices;
+  for (int id : request.gpu_ids) devices += (devices.empty() ? "" : ",") + std::to_string(id);
+  env.push_back("CUDA_VISIBLE_DEVICES=" + devices);
+  env.push_back("RAYX_GPU_IDS=" + devices);
   std::string exe = request.executable;
   std::string cwd = request.working_dir;
   pid_t parent = getpid();

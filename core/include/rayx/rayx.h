@@ -47,6 +47,10 @@ void Init(int argc, char** argv);
 void Shutdown();
 bool IsInitialized();
 
+// Inside a task or actor: the node's GPU devices it holds (also what
+// CUDA_VISIBLE_DEVICES lists, so CUDA numbers them 0..n-1). Empty elsewhere.
+std::vector<int> GetGpuIds();
+
 // ---- Objects -----------------------------------------------------------------
 
 template <typename T>

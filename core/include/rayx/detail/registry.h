@@ -80,14 +80,30 @@ std::string PointerKey(F f) {
 // A readable name for an unregistered function pointer (from the symbol table).
 std::string DescribePointer(const void* address);
 
+// msgpack writers: one that only counts, one that fills a presized string.
+struct CountingWriter {
+  size_t size = 0;
+  void write(const char*, size_t n) { size += n; }
+};
+struct StringWriter {
+  std::string* out;
+  void write(const char* data, size_t n) { out->append(data, n); }
+};
+
 template <typename T>
 std::string Pack(const T& value) {
   if constexpr (std::is_same_v<T, Bytes>) {
     return value.data;  // the frame is the content
   } else {
-    msgpack::sbuffer buf;
-    msgpack::pack(buf, value);
-    return std::string(buf.data(), buf.size());
+    // Two passes: count, then fill a string of exactly that size, so a large
+    // value is copied once (a growing buffer would copy it again and again).
+    CountingWriter counter;
+    msgpack::pack(counter, value);
+    std::string out;
+    out.reserve(counter.size);
+    StringWriter writer{&out};
+    msgpack::pack(writer, value);
+    return out;
   }
 }
 

@@ -1,0 +1,107 @@
+#!/usr/bin/env python3
+"""Measures Ray on this machine with the same metrics and method as `rayx microbenchmark`,
+so the two can be compared side by side in one session.
+
+    python3 -m venv .venv-ray && .venv-ray/bin/pip install ray
+    .venv-ray/bin/python bench/ray_compare.py [--runs 5] [--num-cpus 2]
+
+Each metric is the median (with min and max) over --runs runs of about --duration seconds.
+"""
+import argparse
+import statistics
+import time
+
+import numpy as np
+import ray
+
+
+@ray.remote
+def square(x):
+    return x * x
+
+
+@ray.remote
+class Counter:
+    def __init__(self):
+        self.total = 0
+
+    def add(self, x):
+        self.total += x
+        return self.total
+
+
+def rate(fn, duration):
+    """Calls fn() (which does `n` operations and returns n) until `duration` passes."""
+    done = 0
+    start = time.perf_counter()
+    while time.perf_counter() - start < duration:
+        done += fn()
+    return done / (time.perf_counter() - start)
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--duration", type=float, default=1.0)
+    parser.add_argument("--num-cpus", type=int, default=2)
+    args = parser.parse_args()
+    ray.init(num_cpus=args.num_cpus, include_dashboard=False, log_to_driver=False)
+
+    def tasks_sync():
+        assert ray.get(square.remote(3)) == 9
+        return 1
+
+    def tasks_async():
+        refs = [square.remote(i) for i in range(1000)]
+        assert ray.get(refs)[-1] == 999 * 999
+        return 1000
+
+    counter = Counter.remote()
+    ray.get(counter.add.remote(0))
+
+    def actor_sync():
+        ray.get(counter.add.remote(1))
+        return 1
+
+    def actor_async():
+        ray.get([counter.add.remote(1) for _ in range(1000)])
+        return 1000
+
+    small = ray.put(1)
+
+    def put_calls():
+        for _ in range(1000):
+            ray.put(1)
+        return 1000
+
+    def get_calls():
+        for _ in range(1000):
+            ray.get(small)
+        return 1000
+
+    big = np.zeros(100 * 1024 * 1024, dtype=np.uint8)
+
+    def put_gigabytes():
+        ray.put(big)
+        return big.nbytes / 1e9
+
+    metrics = {
+        "single_client_tasks_sync": tasks_sync,
+        "single_client_tasks_async": tasks_async,
+        "1_1_actor_calls_sync": actor_sync,
+        "1_1_actor_calls_async": actor_async,
+        "single_client_put_calls": put_calls,
+        "single_client_get_calls": get_calls,
+        "single_client_put_gigabytes": put_gigabytes,
+    }
+    print(f"ray {ray.__version__}, {args.num_cpus} CPUs, {args.runs} runs of ~{args.duration}s")
+    print(f"{'metric':32} {'median':>12} {'min':>12} {'max':>12}")
+    for name, fn in metrics.items():
+        fn()  # warm up
+        rates = [rate(fn, args.duration) for _ in range(args.runs)]
+        print(f"{name:32} {statistics.median(rates):12.1f} {min(rates):12.1f} {max(rates):12.1f}")
+    ray.shutdown()
+
+
+if __name__ == "__main__":
+    main()

@@ -45,14 +45,7 @@ Result<std::string> PullObject(zmq::context_t& context, const protocol::ObjectLo
       zmq::pollitem_t item{socket.handle(), 0, ZMQ_POLLIN, 0};
       zmq::poll(&item, 1, left);
       if (!(item.revents & ZMQ_POLLIN)) continue;
-      transport::Frames reply;
-      bool more = true;
-      while (more) {
-        zmq::message_t part;
-        if (!socket.recv(part)) break;
-        more = part.more();
-        reply.push_back(std::move(part));
-      }
+      transport::Frames reply = transport::ReceiveMessage(socket);
       if (reply.size() < 2) continue;
       auto env = protocol::Decode<protocol::Envelope>(transport::FrameView(reply[0]));
       if (!env.ok()) return env.status();

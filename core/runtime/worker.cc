@@ -69,13 +69,7 @@ void RunWorker() {
   while (true) {
     transport::Frames frames;
     try {
-      bool more = true;
-      while (more) {
-        zmq::message_t part;
-        if (!router.recv(part)) break;
-        more = part.more();
-        frames.push_back(std::move(part));
-      }
+      frames = transport::ReceiveMessage(router);
     } catch (const zmq::error_t& e) {
       if (e.num() == EINTR) continue;
       RAYX_LOG(Error) << "receive failed: " << e.what();

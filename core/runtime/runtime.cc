@@ -33,6 +33,13 @@ void SetWorkerProgram(protocol::RequestLeaseRequest* req) {
   char exe[4096];
   ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
   req->executable = n > 0 ? std::string(exe, static_cast<size_t>(n)) : "";
+  // Rebuilt while running: the program at that path is the one to start.
+  const std::string deleted = " (deleted)";
+  if (req->executable.size() > deleted.size() &&
+      req->executable.compare(req->executable.size() - deleted.size(), deleted.size(),
+                              deleted) == 0) {
+    req->executable.resize(req->executable.size() - deleted.size());
+  }
   char cwd[4096];
   req->working_dir = getcwd(cwd, sizeof cwd) ? cwd : "";
 }
@@ -66,6 +73,20 @@ struct Runtime::WorkerConn {
   bool lost = false;
   Shape* shape = nullptr;        // task workers
   ActorState* actor = nullptr;   // actor workers
+
+  // libzmq 4.3 sends monitor events with a blocking send from its I/O thread:
+  // closing the reader while the socket can still emit (its disconnect) would
+  // stall that thread, and with it every socket of the context. So the
+  // monitor is stopped first, then the socket closes, then the reader.
+  ~WorkerConn() {
+    monitor_loop.reset();
+    loop.reset();
+    if (socket.handle() != nullptr) {
+      zmq_socket_monitor(socket.handle(), nullptr, 0);
+      socket.close();
+    }
+    monitor.close();
+  }
 };
 
 struct Runtime::Shape {
@@ -156,7 +177,7 @@ Runtime::~Runtime() { Stop(); }
 void Runtime::Stop() {
   if (stopped_) return;
   stopped_ = true;
-  if (!config_.is_worker) {
+  if (!config_.is_worker && !config_.job_id.empty()) {  // empty: never registered
     protocol::FinishJobRequest req;
     req.job_id = config_.job_id;
     auto reply = CallHeadSync<protocol::FinishJobReply>(req, 5000);

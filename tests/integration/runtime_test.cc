@@ -501,6 +501,23 @@ TEST_F(Runtime, DroppedReferencesFreeTheirObjects) {
   EXPECT_EQ(runtime->ObjectCount(), baseline);
 }
 
+// Regression: idle task workers are handed back (their connections closed
+// with a disconnect monitor attached); the runtime must keep working after.
+TEST_F(Runtime, KeepsWorkingAfterIdleWorkersAreHandedBack) {
+  for (int round = 0; round < 3; ++round) {
+    std::vector<rayx::ObjectRef<int>> refs;
+    for (int i = 0; i < 20; ++i) refs.push_back(rayx::Task(Square).Remote(i));
+    EXPECT_EQ(*refs.back().Get(20000), 361);
+    // Every lease returned: all CPUs free again.
+    ASSERT_TRUE(cluster_->WaitFor([](const rayx::ClusterStatus& s) {
+                   return s.AvailableResources()["CPU"] == 5;
+                 }, 10000).ok());
+    auto actor = rayx::Actor(Recorder::Create).Remote(round);
+    EXPECT_EQ(*actor.Task(&Recorder::Total).Remote().Get(20000), round);
+    actor.Kill();
+  }
+}
+
 TEST_F(Runtime, TheHeadIsNotOnTheTaskPath) {
   auto before = cluster_->GetStatus();
   ASSERT_TRUE(before.ok());

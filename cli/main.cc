@@ -18,6 +18,8 @@
 #include "rayx/ids.h"
 #include "rayx/version.h"
 #include "common/session_dir.h"
+#include "launch_command.h"
+#include "list_command.h"
 #include "status_format.h"
 
 namespace rayx::cli {
@@ -31,7 +33,9 @@ Commands:
   start --head [FLAGS]             start a head and this machine's node agent
   start --address HOST:PORT        start a node agent that joins the cluster at HOST:PORT
   stop [--address HOST:PORT]       stop the rayx processes this machine started
-  status [--address HOST:PORT] [-v]  show nodes and resource usage
+  status [--address HOST:PORT] [-v]  show nodes, resource usage and pending demands
+  list nodes|actors|workers|placement-groups  show where everything is
+  launch [FLAGS] -- COMMAND ...    run a torchrun-style program on N nodes x M processes
   microbenchmark [--address HOST:PORT] [--runs N]  measure tasks, actors and objects
 
 Run `rayx COMMAND --help` for a command's flags. `rayx --version` prints the version.
@@ -45,10 +49,12 @@ int Fail(const std::string& command, const std::string& message, int code = 1) {
 // Turns "-v" into "--verbose" and "-h" into "--help".
 std::vector<std::string> Normalize(int argc, char** argv, int first) {
   std::vector<std::string> args;
+  bool command_follows = false;  // never rewrite the user's command after "--"
   for (int i = first; i < argc; ++i) {
     std::string a = argv[i];
-    if (a == "-v") a = "--verbose";
-    if (a == "-h") a = "--help";
+    if (a == "--") command_follows = true;
+    if (!command_follows && a == "-v") a = "--verbose";
+    if (!command_follows && a == "-h") a = "--help";
     args.push_back(a);
   }
   return args;
@@ -422,6 +428,8 @@ int main(int argc, char** argv) {
   if (command == "start") return Start(args);
   if (command == "stop") return Stop(args);
   if (command == "status") return StatusCommand(args);
+  if (command == "list") return ListCommand(args);
+  if (command == "launch") return LaunchCommand(args);
   if (command == "microbenchmark") {
     // The benchmark is its own program (its workers re-run it): hand over.
     std::string bench = SelfDirectory() + "/rayx-microbenchmark";

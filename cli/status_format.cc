@@ -95,9 +95,14 @@ std::string FormatClusterStatus(const ClusterStatus& status, const std::string& 
   out << "Total Usage:\n";
   out << UsageLines(status.TotalResources(), status.AvailableResources(), " ");
   out << "\nDemands:\n";
-  if (status.pending_demands.empty()) out << " (no resource demands)\n";
+  if (status.pending_demands.empty() && status.infeasible_demands.empty()) {
+    out << " (no resource demands)\n";
+  }
   for (const auto& [shape, count] : status.pending_demands) {
     out << " " << shape << ": " << count << " pending\n";
+  }
+  for (const auto& [shape, why] : status.infeasible_demands) {
+    out << " " << shape << ": infeasible: " << why << "\n";
   }
   if (verbose) {
     for (const auto& node : status.nodes) {

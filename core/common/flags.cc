@@ -15,6 +15,15 @@ void FlagParser::AddString(const std::string& name, std::string* out, const std:
                   }};
 }
 
+void FlagParser::AddStringList(const std::string& name, std::vector<std::string>* out,
+                               const std::string& help) {
+  order_.push_back(name);
+  flags_[name] = {true, help, [out](const std::string& v) {
+                    out->push_back(v);
+                    return Status::OK();
+                  }};
+}
+
 void FlagParser::AddInt(const std::string& name, int64_t* out, int64_t min, int64_t max,
                         const std::string& help) {
   order_.push_back(name);

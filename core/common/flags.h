@@ -25,6 +25,9 @@ class FlagParser {
   // Accepts non-negative finite numbers.
   void AddDouble(const std::string& name, double* out, const std::string& help);
   void AddBool(const std::string& name, bool* out, const std::string& help);
+  // A flag that may repeat; each value is appended.
+  void AddStringList(const std::string& name, std::vector<std::string>* out,
+                     const std::string& help);
 
   // True when the user passed the flag (after Parse).
   bool WasSet(const std::string& name) const;

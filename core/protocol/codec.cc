@@ -37,6 +37,19 @@ std::string MessageTypeName(uint16_t type) {
     case MessageType::kPullObjectReply: return "PullObjectReply";
     case MessageType::kDeleteObjectsRequest: return "DeleteObjectsRequest";
     case MessageType::kJobFinishedNotice: return "JobFinishedNotice";
+    case MessageType::kCreatePlacementGroupRequest: return "CreatePlacementGroupRequest";
+    case MessageType::kCreatePlacementGroupReply: return "CreatePlacementGroupReply";
+    case MessageType::kWaitPlacementGroupRequest: return "WaitPlacementGroupRequest";
+    case MessageType::kWaitPlacementGroupReply: return "WaitPlacementGroupReply";
+    case MessageType::kRemovePlacementGroupRequest: return "RemovePlacementGroupRequest";
+    case MessageType::kRemovePlacementGroupReply: return "RemovePlacementGroupReply";
+    case MessageType::kListStateRequest: return "ListStateRequest";
+    case MessageType::kListStateReply: return "ListStateReply";
+    case MessageType::kProcessExitedNotice: return "ProcessExitedNotice";
+    case MessageType::kReadLogRequest: return "ReadLogRequest";
+    case MessageType::kReadLogReply: return "ReadLogReply";
+    case MessageType::kReservePortRequest: return "ReservePortRequest";
+    case MessageType::kReservePortReply: return "ReservePortReply";
   }
   return "unknown(" + std::to_string(type) + ")";
 }

@@ -63,6 +63,21 @@ enum class MessageType : uint16_t {
   kPullObjectReply = 61,
   kDeleteObjectsRequest = 62,  // no reply
   kJobFinishedNotice = 63,     // head -> agents, no reply
+  // Placement groups and listings (driver/CLI <-> head): placement_messages.h.
+  kCreatePlacementGroupRequest = 70,
+  kCreatePlacementGroupReply = 71,
+  kWaitPlacementGroupRequest = 72,
+  kWaitPlacementGroupReply = 73,
+  kRemovePlacementGroupRequest = 74,
+  kRemovePlacementGroupReply = 75,
+  kListStateRequest = 76,
+  kListStateReply = 77,
+  // Supervised processes (rayx launch, rayx job): process_messages.h.
+  kProcessExitedNotice = 80,   // agent -> head -> lease owner, no reply
+  kReadLogRequest = 81,        // anyone -> agent's object server
+  kReadLogReply = 82,
+  kReservePortRequest = 83,    // anyone -> agent's object server
+  kReservePortReply = 84,
 };
 
 // The name of a message type for logs; "unknown(N)" for values we do not know.
@@ -206,6 +221,15 @@ struct FinishJobReply {
 
 // ---- Worker leases -----------------------------------------------------------
 
+// One command a process lease runs (see RequestLeaseRequest::processes).
+struct ProcessSpec {
+  std::vector<std::string> argv;            // argv[0] is looked up on PATH
+  std::map<std::string, std::string> env;   // added to the agent's environment
+  std::string cwd;                          // "" = the agent's working directory
+  std::string log_name;                     // the log file's name on the node, [A-Za-z0-9_.-]
+  MSGPACK_DEFINE_MAP(argv, env, cwd, log_name)
+};
+
 // Asks for a worker process holding `resources` on some node. The reply comes
 // when a worker runs (maybe much later, when resources free up), or as an
 // ErrorReply when no node could ever fit the request.
@@ -217,7 +241,21 @@ struct RequestLeaseRequest {
   std::string working_dir;
   bool for_actor = false;
   bool detached = false;    // an actor that outlives its job
-  MSGPACK_DEFINE_MAP(job_id, resources, executable, working_dir, for_actor, detached)
+  // Placement: a placement group's bundle (bundle_index -1: any of its bundles),
+  // or else a strategy ("" = default hybrid, "SPREAD", "NODE_AFFINITY").
+  std::string placement_group_id;
+  int32_t bundle_index = -1;
+  std::string strategy;
+  std::string affinity_node_id;  // for NODE_AFFINITY: the node's hex id
+  bool affinity_soft = false;    // fall back to any node when that one cannot
+  LabelMap label_selector;       // the node's labels must equal these
+  // A process lease: instead of a rayx worker, the agent runs these commands
+  // (all holding the lease's resources, as one torchrun node), reports each
+  // exit to the owner (ProcessExitedNotice) and frees the lease when all exit.
+  std::vector<ProcessSpec> processes;
+  MSGPACK_DEFINE_MAP(job_id, resources, executable, working_dir, for_actor, detached,
+                     placement_group_id, bundle_index, strategy, affinity_node_id, affinity_soft,
+                     label_selector, processes)
 };
 
 struct RequestLeaseReply {
@@ -227,7 +265,11 @@ struct RequestLeaseReply {
   std::string node_id;
   std::string node_address;
   int32_t worker_pid = 0;
-  MSGPACK_DEFINE_MAP(lease_id, worker_address, node_id, node_address, worker_pid)
+  std::vector<int> gpu_ids;         // the node's GPU devices the lease holds
+  std::string object_address;       // the node agent's object server (logs, ports)
+  std::vector<int32_t> process_pids;  // a process lease's processes, in order
+  MSGPACK_DEFINE_MAP(lease_id, worker_address, node_id, node_address, worker_pid, gpu_ids,
+                     object_address, process_pids)
 };
 
 // Gives a lease back: the head frees its resources and the worker is stopped.
@@ -253,7 +295,9 @@ struct StartWorkerRequest {
   ResourceMap resources;
   std::string head_address;  // "host:port", for workers that submit work
   std::vector<int> gpu_ids;  // the node's GPU devices this worker holds
-  MSGPACK_DEFINE_MAP(lease_id, job_id, executable, working_dir, resources, head_address, gpu_ids)
+  std::vector<ProcessSpec> processes;  // a process lease (see RequestLeaseRequest)
+  MSGPACK_DEFINE_MAP(lease_id, job_id, executable, working_dir, resources, head_address, gpu_ids,
+                     processes)
 };
 
 struct StartWorkerReply {
@@ -261,7 +305,8 @@ struct StartWorkerReply {
   std::string lease_id;
   std::string worker_address;
   int32_t worker_pid = 0;
-  MSGPACK_DEFINE_MAP(lease_id, worker_address, worker_pid)
+  std::vector<int32_t> process_pids;
+  MSGPACK_DEFINE_MAP(lease_id, worker_address, worker_pid, process_pids)
 };
 
 // head -> agent: stop these leases' workers (their process groups).

@@ -121,6 +121,31 @@ std::optional<Frames> HeadService::Handle(Frames& frames, const std::string& pee
       if (!req.ok()) return bad_body(req.status());
       return OnGetClusterStatus(*req, id, peer);
     }
+    case MessageType::kListStateRequest: {
+      auto req = protocol::Decode<protocol::ListStateRequest>(body);
+      if (!req.ok()) return bad_body(req.status());
+      if (!TokenMatches(req->token)) {
+        return Refuse(Status::Unauthenticated(
+                          "wrong cluster token: run `rayx list` on a machine of the cluster, or "
+                          "pass --token (printed by `rayx start --head`)"),
+                      id, peer, "list request");
+      }
+      protocol::ListStateReply reply;
+      reply.nodes = nodes_.Snapshot(clock_.NowMs());
+      reply.leases = leases_.ListLeases();
+      reply.placement_groups = leases_.ListPlacementGroups();
+      return transport::MakeMessage(reply, id);
+    }
+    case MessageType::kProcessExitedNotice: {
+      if (!authenticated_peers_.count(peer_id)) {
+        return Refuse(Status::Unauthenticated("only node agents report process exits"), id, peer,
+                      type_name);
+      }
+      auto req = protocol::Decode<protocol::ProcessExitedNotice>(body);
+      if (!req.ok()) return bad_body(req.status());
+      leases_.OnProcessExited(*req);
+      return std::nullopt;
+    }
     case MessageType::kErrorReply: {
       // An agent could not start a worker.
       if (!authenticated_peers_.count(peer_id)) return std::nullopt;
@@ -129,8 +154,10 @@ std::optional<Frames> HeadService::Handle(Frames& frames, const std::string& pee
       return std::nullopt;
     }
     default:
-      if (env->t >= static_cast<uint16_t>(MessageType::kRegisterDriverRequest) &&
-          env->t <= static_cast<uint16_t>(MessageType::kGetActorReply)) {
+      if ((env->t >= static_cast<uint16_t>(MessageType::kRegisterDriverRequest) &&
+           env->t <= static_cast<uint16_t>(MessageType::kGetActorReply)) ||
+          (env->t >= static_cast<uint16_t>(MessageType::kCreatePlacementGroupRequest) &&
+           env->t <= static_cast<uint16_t>(MessageType::kRemovePlacementGroupReply))) {
         if (env->t != static_cast<uint16_t>(MessageType::kRegisterDriverRequest) &&
             !authenticated_peers_.count(peer_id)) {
           return Refuse(Status::Unauthenticated("register first (RegisterDriverRequest with the "
@@ -223,6 +250,7 @@ Frames HeadService::OnGetClusterStatus(const protocol::GetClusterStatusRequest& 
   reply.status.node_timeout_ms = options_.nodes.node_timeout_ms;
   reply.status.nodes = nodes_.Snapshot(now);
   reply.status.pending_demands = leases_.PendingShapes();
+  reply.status.infeasible_demands = leases_.InfeasibleShapes();
   reply.status.head_messages = handled_;
   return transport::MakeMessage(reply, id);
 }
@@ -234,6 +262,7 @@ void HeadService::ExpireSilentNodes() {
     FlushRejectionLog();
   }
   leases_.ExpireSilentJobs(now);
+  leases_.Tick(now);
   for (const NodeId& id : nodes_.ExpireSilentNodes(now)) {
     leases_.OnNodeDead(id);
     RAYX_LOG(Warning) << "node " << id.Short() << " declared dead: no heartbeat within "
@@ -328,6 +357,28 @@ std::optional<Frames> HeadService::HandleJobMessage(uint16_t type, std::string_v
       if (!actor.ok()) return error(actor.status());
       protocol::GetActorReply reply;
       reply.actor = *actor;
+      return transport::MakeMessage(reply, id);
+    }
+    case MessageType::kCreatePlacementGroupRequest: {
+      auto req = protocol::Decode<protocol::CreatePlacementGroupRequest>(body);
+      if (!req.ok()) return bad_body(req.status());
+      auto group = leases_.CreatePlacementGroup(*req);
+      if (!group.ok()) return error(group.status());
+      protocol::CreatePlacementGroupReply reply;
+      reply.group = std::move(*group);
+      return transport::MakeMessage(reply, id);
+    }
+    case MessageType::kWaitPlacementGroupRequest: {
+      auto req = protocol::Decode<protocol::WaitPlacementGroupRequest>(body);
+      if (!req.ok()) return bad_body(req.status());
+      leases_.WaitPlacementGroup(peer_id, id, *req, clock_.NowMs());
+      return std::nullopt;  // answered now or later through the outbox
+    }
+    case MessageType::kRemovePlacementGroupRequest: {
+      auto req = protocol::Decode<protocol::RemovePlacementGroupRequest>(body);
+      if (!req.ok()) return bad_body(req.status());
+      protocol::RemovePlacementGroupReply reply;
+      reply.removed = leases_.RemovePlacementGroup(req->placement_group_id);
       return transport::MakeMessage(reply, id);
     }
     default:

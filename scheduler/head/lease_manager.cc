@@ -2,27 +2,20 @@
 #include "head/lease_manager.h"
 
 #include <cmath>
+#include <set>
 
 #include "common/logging.h"
 #include "transport/message.h"
 
 namespace rayx::scheduler {
 
-namespace {
-// {"CPU": 1, "GPU": 2} -> "{CPU: 1, GPU: 2}".
-std::string ShapeKey(const ResourceMap& resources) {
-  std::string out = "{";
-  for (const auto& [name, amount] : resources) {
-    if (amount <= 0) continue;
-    if (out.size() > 1) out += ", ";
-    out += name + ": " + FormatAmount(amount);
-  }
-  return out + "}";
-}
-}  // namespace
-
 LeaseManager::LeaseManager(Options options, NodeTable& nodes, SendFn send)
-    : options_(std::move(options)), nodes_(nodes), send_(std::move(send)) {}
+    : options_(std::move(options)),
+      nodes_(nodes),
+      send_(std::move(send)),
+      groups_(nodes, [this](const std::string& peer, transport::Frames frames) {
+        send_(peer, std::move(frames));
+      }) {}
 
 void LeaseManager::OnNodeRegistered(const NodeId& node, const std::string& agent_peer) {
   agent_peers_[node] = agent_peer;
@@ -47,6 +40,7 @@ void LeaseManager::OnNodeDead(const NodeId& node) {
     }
     EndLease(id, /*kill_worker=*/false);
   }
+  groups_.OnNodeDead(node);
 }
 
 protocol::RegisterDriverReply LeaseManager::RegisterDriver(
@@ -79,6 +73,7 @@ uint32_t LeaseManager::FinishJob(const std::string& job_id, const std::string& w
     if (lease.job_id == job_id && !lease.detached) ending.push_back(id);
   }
   for (const auto& id : ending) EndLease(id, /*kill_worker=*/true);
+  for (const auto& group : groups_.GroupsOfJob(job_id)) RemovePlacementGroup(group);
   for (auto it = named_actors_.begin(); it != named_actors_.end();) {
     if (it->second.job_id == job_id && !it->second.detached) {
       it = named_actors_.erase(it);
@@ -114,7 +109,52 @@ void LeaseManager::ReplyError(const std::string& peer, uint64_t request_id, cons
 void LeaseManager::RequestLease(const std::string& peer, uint64_t request_id,
                                 const protocol::RequestLeaseRequest& req) {
   std::string why;
-  if (!nodes_.AnyNodeCouldFit(req.resources, &why)) {
+  static const std::set<std::string> kStrategies = {"", "DEFAULT", "SPREAD", "NODE_AFFINITY"};
+  if (!kStrategies.count(req.strategy)) {
+    ReplyError(peer, request_id,
+               Status::InvalidArgument("unknown scheduling strategy '" + req.strategy +
+                                       "': use DEFAULT, SPREAD or NODE_AFFINITY"));
+    return;
+  }
+  if (req.strategy == "NODE_AFFINITY" && !req.affinity_soft) {
+    auto node = NodeId::FromHex(req.affinity_node_id);
+    const NodeInfo* info = node.ok() ? nodes_.FindAlive(*node) : nullptr;
+    if (info == nullptr) {
+      ReplyError(peer, request_id,
+                 Status::InvalidArgument("infeasible: node affinity to node '" +
+                                         req.affinity_node_id +
+                                         "', which is not an alive node (use a soft affinity "
+                                         "to fall back to other nodes)"));
+      return;
+    }
+    if (!NodeTable::Fits(info->total, req.resources)) {
+      ReplyError(peer, request_id,
+                 Status::InvalidArgument("infeasible: " + ShapeKey(req.resources) +
+                                         " never fits node " + info->address + " (" +
+                                         ShapeKey(info->total) + " in all)"));
+      return;
+    }
+  }
+  if (!req.label_selector.empty()) {
+    bool any = false;
+    for (const NodeId& id : nodes_.AliveInOrder()) {
+      const NodeInfo* info = nodes_.FindAlive(id);
+      bool match = info != nullptr;
+      for (const auto& [k, v] : req.label_selector) {
+        match = match && info->labels.count(k) && info->labels.at(k) == v;
+      }
+      if (match && NodeTable::Fits(info->total, req.resources)) any = true;
+    }
+    if (!any) {
+      std::string labels;
+      for (const auto& [k, v] : req.label_selector) labels += (labels.empty() ? "" : ",") + k + "=" + v;
+      ReplyError(peer, request_id,
+                 Status::InvalidArgument("infeasible: no alive node with labels " + labels +
+                                         " can hold " + ShapeKey(req.resources)));
+      return;
+    }
+  }
+  if (req.placement_group_id.empty() && !nodes_.AnyNodeCouldFit(req.resources, &why)) {
     ReplyError(peer, request_id,
                Status::InvalidArgument("infeasible: " + ShapeKey(req.resources) + " " + why));
     return;
@@ -141,17 +181,71 @@ void LeaseManager::RequestLease(const std::string& peer, uint64_t request_id,
   pending_.push_back(std::move(pending));
 }
 
+std::optional<NodeId> LeaseManager::ChooseNode(const protocol::RequestLeaseRequest& req) {
+  auto matches = [&](const NodeInfo& info) {
+    for (const auto& [k, v] : req.label_selector) {
+      auto it = info.labels.find(k);
+      if (it == info.labels.end() || it->second != v) return false;
+    }
+    return true;
+  };
+  auto fits_now = [&](const NodeId& id) {
+    const NodeInfo* info = nodes_.FindAlive(id);
+    if (info == nullptr || !matches(*info) || !NodeTable::Fits(info->available, req.resources)) {
+      return false;
+    }
+    return true;
+  };
+  if (req.strategy == "NODE_AFFINITY") {
+    auto node = NodeId::FromHex(req.affinity_node_id);
+    if (node.ok() && fits_now(*node)) return *node;
+    if (!req.affinity_soft) return std::nullopt;
+  }
+  if (req.strategy == "SPREAD" || !req.label_selector.empty()) {
+    // O(alive nodes): SPREAD starts after the node it used last time.
+    auto order = nodes_.AliveInOrder();
+    size_t n = order.size();
+    size_t start = req.strategy == "SPREAD" && n ? (spread_cursor_ % n) : 0;
+    for (size_t k = 0; k < n; ++k) {
+      const NodeId& id = order[(start + k) % n];
+      if (!fits_now(id)) continue;
+      if (req.strategy == "SPREAD") spread_cursor_ = start + k + 1;
+      return id;
+    }
+    return std::nullopt;
+  }
+  return nodes_.FindNodeWithAvailable(req.resources);
+}
+
 bool LeaseManager::TryGrant(Pending& pending) {
   auto job = jobs_.find(pending.req.job_id);
   if (job == jobs_.end() || job->second.finished) return false;
-  auto node = nodes_.FindNodeWithAvailable(pending.req.resources);
-  if (!node) return false;
-  auto agent = agent_peers_.find(*node);
+  std::optional<NodeId> node;
   std::vector<int> gpu_ids;
-  if (agent == agent_peers_.end() ||
-      !nodes_.TryAcquire(*node, pending.req.resources, &gpu_ids)) {
-    return false;
+  int32_t bundle_index = -1;
+  if (!pending.req.placement_group_id.empty()) {
+    auto grant = groups_.TryAcquire(pending.req.placement_group_id, pending.req.bundle_index,
+                                    pending.req.resources);
+    if (!grant.ok()) {
+      ReplyError(pending.peer, pending.request_id, grant.status());
+      return true;
+    }
+    if (!*grant) return false;
+    node = (*grant)->node;
+    gpu_ids = (*grant)->gpu_ids;
+    bundle_index = (*grant)->bundle_index;
+    if (!agent_peers_.count(*node)) {
+      groups_.Release(pending.req.placement_group_id, bundle_index, pending.req.resources, gpu_ids);
+      return false;
+    }
+  } else {
+    node = ChooseNode(pending.req);
+    if (!node) return false;
+    if (!agent_peers_.count(*node) || !nodes_.TryAcquire(*node, pending.req.resources, &gpu_ids)) {
+      return false;
+    }
   }
+  auto agent = agent_peers_.find(*node);
   Lease lease;
   lease.lease_id = NodeId::FromRandom().Hex();
   lease.job_id = pending.req.job_id;
@@ -161,6 +255,10 @@ bool LeaseManager::TryGrant(Pending& pending) {
   lease.owner_request_id = pending.request_id;
   lease.detached = pending.req.detached;
   lease.gpu_ids = gpu_ids;
+  lease.for_actor = pending.req.for_actor;
+  lease.process = !pending.req.processes.empty();
+  lease.group_id = pending.req.placement_group_id;
+  lease.bundle_index = bundle_index;
 
   protocol::StartWorkerRequest start;
   start.lease_id = lease.lease_id;
@@ -170,6 +268,7 @@ bool LeaseManager::TryGrant(Pending& pending) {
   start.resources = lease.resources;
   start.head_address = options_.head_address;
   start.gpu_ids = gpu_ids;
+  start.processes = pending.req.processes;
   uint64_t id = next_request_id_++;
   start_requests_[id] = lease.lease_id;
   leases_[lease.lease_id] = std::move(lease);
@@ -178,6 +277,7 @@ bool LeaseManager::TryGrant(Pending& pending) {
 }
 
 void LeaseManager::SchedulePending() {
+  groups_.SchedulePending();
   // One pass in FIFO order; requests that do not fit stay queued.
   for (auto it = pending_.begin(); it != pending_.end();) {
     if (TryGrant(*it)) {
@@ -197,6 +297,7 @@ void LeaseManager::OnStartWorkerReply(uint64_t request_id, const protocol::Start
   if (it == leases_.end()) return;  // ended while starting (job finished)
   Lease& lease = it->second;
   lease.running = true;
+  lease.pid = reply.worker_pid;
   protocol::RequestLeaseReply grant;
   grant.lease_id = lease.lease_id;
   grant.worker_address = reply.worker_address;
@@ -204,6 +305,9 @@ void LeaseManager::OnStartWorkerReply(uint64_t request_id, const protocol::Start
   const NodeInfo* node = nodes_.FindAlive(lease.node);
   grant.node_address = node ? node->address : "";
   grant.worker_pid = reply.worker_pid;
+  grant.gpu_ids = lease.gpu_ids;
+  grant.object_address = node ? node->object_address : "";
+  grant.process_pids = reply.process_pids;
   send_(lease.owner_peer, transport::MakeMessage(grant, lease.owner_request_id));
 }
 
@@ -230,7 +334,11 @@ void LeaseManager::EndLease(const std::string& lease_id, bool kill_worker) {
   if (it == leases_.end()) return;
   Lease lease = std::move(it->second);
   leases_.erase(it);
-  nodes_.Release(lease.node, lease.resources, lease.gpu_ids);
+  if (lease.group_id.empty()) {
+    nodes_.Release(lease.node, lease.resources, lease.gpu_ids);
+  } else {
+    groups_.Release(lease.group_id, lease.bundle_index, lease.resources, lease.gpu_ids);
+  }
   if (kill_worker) {
     auto agent = agent_peers_.find(lease.node);
     if (agent != agent_peers_.end()) {
@@ -272,6 +380,87 @@ Result<protocol::ActorInfo> LeaseManager::GetActor(const std::string& name) cons
 std::map<std::string, int> LeaseManager::PendingShapes() const {
   std::map<std::string, int> out;
   for (const auto& p : pending_) ++out[ShapeKey(p.req.resources)];
+  std::map<std::string, std::string> infeasible;
+  groups_.AddDemands(&out, &infeasible);
+  return out;
+}
+
+std::map<std::string, std::string> LeaseManager::InfeasibleShapes() const {
+  std::map<std::string, int> pending;
+  std::map<std::string, std::string> out;
+  groups_.AddDemands(&pending, &out);
+  return out;
+}
+
+void LeaseManager::OnProcessExited(const protocol::ProcessExitedNotice& notice) {
+  auto it = leases_.find(notice.lease_id);
+  if (it == leases_.end() || !it->second.process) return;
+  send_(it->second.owner_peer, transport::MakeMessage(notice, 0));
+  if (notice.all_exited) EndLease(notice.lease_id, /*kill_worker=*/false);
+}
+
+Result<protocol::PlacementGroupInfo> LeaseManager::CreatePlacementGroup(
+    const protocol::CreatePlacementGroupRequest& req) {
+  auto job = jobs_.find(req.job_id);
+  if (job == jobs_.end() || job->second.finished) {
+    return Status::NotFound("job " + req.job_id + " is not running");
+  }
+  return groups_.Create(req);
+}
+
+void LeaseManager::WaitPlacementGroup(const std::string& peer, uint64_t request_id,
+                                      const protocol::WaitPlacementGroupRequest& req,
+                                      int64_t now_ms) {
+  groups_.Wait(peer, request_id, req.placement_group_id,
+               std::min<int64_t>(req.timeout_ms, 24 * 3600 * 1000), now_ms);
+}
+
+bool LeaseManager::RemovePlacementGroup(const std::string& group_id) {
+  if (groups_.Find(group_id) == nullptr) return false;
+  std::erase_if(pending_, [&](const Pending& p) {
+    if (p.req.placement_group_id != group_id) return false;
+    send_(p.peer, transport::MakeErrorMessage(
+                      Status::Cancelled("placement group " + group_id.substr(0, 8) +
+                                        " was removed before this lease was granted"),
+                      "head", p.request_id));
+    return true;
+  });
+  std::vector<std::string> ending;
+  for (const auto& [id, lease] : leases_) {
+    if (lease.group_id == group_id) ending.push_back(id);
+  }
+  for (const auto& id : ending) EndLease(id, /*kill_worker=*/true);
+  groups_.Remove(group_id);
+  SchedulePending();
+  return true;
+}
+
+std::vector<protocol::LeaseListEntry> LeaseManager::ListLeases() const {
+  std::map<std::string, const protocol::ActorInfo*> names;
+  for (const auto& [name, actor] : named_actors_) names[actor.lease_id] = &actor;
+  std::vector<protocol::LeaseListEntry> out;
+  out.reserve(leases_.size());
+  for (const auto& [id, lease] : leases_) {
+    protocol::LeaseListEntry e;
+    e.lease_id = id;
+    e.job_id = lease.job_id;
+    e.kind = lease.process ? "process" : lease.for_actor ? "actor" : "worker";
+    e.state = lease.running ? "RUNNING" : "STARTING";
+    e.node_id = lease.node.Hex();
+    if (const NodeInfo* node = nodes_.FindAlive(lease.node)) e.node_address = node->address;
+    e.pid = lease.pid;
+    e.resources = lease.resources;
+    e.gpu_ids = lease.gpu_ids;
+    e.placement_group_id = lease.group_id;
+    e.bundle_index = lease.bundle_index;
+    e.detached = lease.detached;
+    auto named = names.find(id);
+    if (named != names.end()) {
+      e.actor_name = named->second->name;
+      e.class_name = named->second->class_name;
+    }
+    out.push_back(std::move(e));
+  }
   return out;
 }
 

@@ -11,6 +11,9 @@
 #include <vector>
 
 #include "head/node_table.h"
+#include "head/placement_group_manager.h"
+#include "protocol/placement_messages.h"
+#include "protocol/process_messages.h"
 #include "protocol/messages.h"
 #include "transport/zmq_socket_loop.h"
 
@@ -65,13 +68,31 @@ class LeaseManager {
   void OnStartWorkerReply(uint64_t request_id, const protocol::StartWorkerReply& reply);
   void OnStartWorkerError(uint64_t request_id, const Status& error);
 
+  // A process of a process lease ended: the owner hears of it; the lease ends
+  // when its last process has.
+  void OnProcessExited(const protocol::ProcessExitedNotice& notice);
+
+  // Placement groups (see PlacementGroupManager).
+  Result<protocol::PlacementGroupInfo> CreatePlacementGroup(
+      const protocol::CreatePlacementGroupRequest& req);
+  void WaitPlacementGroup(const std::string& peer, uint64_t request_id,
+                          const protocol::WaitPlacementGroupRequest& req, int64_t now_ms);
+  // Stops the leases placed in the group, then frees it. False when unknown.
+  bool RemovePlacementGroup(const std::string& group_id);
+  // Answers placement group waits whose deadline passed.
+  void Tick(int64_t now_ms) { groups_.ExpireWaits(now_ms); }
+  std::vector<protocol::LeaseListEntry> ListLeases() const;
+  std::vector<protocol::PlacementGroupInfo> ListPlacementGroups() const { return groups_.List(); }
+
   Status RegisterActor(const protocol::ActorInfo& actor);
   Result<protocol::ActorInfo> GetActor(const std::string& name) const;
 
   size_t lease_count() const { return leases_.size(); }
   size_t pending_count() const { return pending_.size(); }
-  // Pending demands grouped by shape, for `rayx status`.
+  // Pending demands grouped by shape, for `rayx status`; infeasible placement
+  // groups with their reasons.
   std::map<std::string, int> PendingShapes() const;
+  std::map<std::string, std::string> InfeasibleShapes() const;
 
  private:
   struct Pending {
@@ -89,6 +110,11 @@ class LeaseManager {
     uint64_t owner_request_id = 0;
     bool running = false;
     bool detached = false;
+    bool for_actor = false;
+    bool process = false;        // a process lease (rayx launch, rayx job)
+    std::string group_id;        // placement group, or ""
+    int32_t bundle_index = -1;
+    int32_t pid = 0;
   };
   struct Job {
     int64_t last_heartbeat_ms = 0;
@@ -98,7 +124,10 @@ class LeaseManager {
   // Grants queued requests while resources allow, in order; a request that does
   // not fit now does not block those behind it of another shape.
   void SchedulePending();
+  // False when it must wait; true when granted or answered with an error.
   bool TryGrant(Pending& pending);
+  // The node for a request outside placement groups, by its strategy.
+  std::optional<NodeId> ChooseNode(const protocol::RequestLeaseRequest& req);
   void EndLease(const std::string& lease_id, bool kill_worker);
   void ReplyError(const std::string& peer, uint64_t request_id, const Status& status);
 
@@ -111,7 +140,9 @@ class LeaseManager {
   std::unordered_map<uint64_t, std::string> start_requests_;  // head request id -> lease
   std::deque<Pending> pending_;
   std::map<std::string, protocol::ActorInfo> named_actors_;
+  PlacementGroupManager groups_;
   uint64_t next_request_id_ = 1;
+  uint64_t spread_cursor_ = 0;  // SPREAD's round robin
 };
 
 }  // namespace rayx::scheduler

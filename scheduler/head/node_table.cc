@@ -86,8 +86,7 @@ std::vector<NodeInfo> NodeTable::Snapshot(int64_t now_ms) const {
   return out;
 }
 
-namespace {
-bool Fits(const ResourceMap& have, const ResourceMap& demand) {
+bool NodeTable::Fits(const ResourceMap& have, const ResourceMap& demand) {
   for (const auto& [name, amount] : demand) {
     if (amount <= 0) continue;
     auto it = have.find(name);
@@ -95,12 +94,11 @@ bool Fits(const ResourceMap& have, const ResourceMap& demand) {
   }
   return true;
 }
-}  // namespace
 
-std::optional<std::vector<int>> NodeTable::PickGpus(const Entry& entry, double amount) {
+std::optional<std::vector<int>> NodeTable::PickGpuDevices(const std::vector<double>& free,
+                                                          double amount) {
   std::vector<int> ids;
   if (amount <= 0) return ids;
-  const auto& free = entry.gpu_free;
   if (amount < 1) {
     // Pack shares: the device with the least room that still fits.
     int best = -1;
@@ -124,7 +122,7 @@ bool NodeTable::TryAcquire(const NodeId& id, const ResourceMap& demand,
   auto it = alive_.find(id);
   if (it == alive_.end() || !Fits(it->second.info.available, demand)) return false;
   double gpus = demand.count(kGpu) ? demand.at(kGpu) : 0;
-  auto picked = PickGpus(it->second, gpus);
+  auto picked = PickGpuDevices(it->second.gpu_free, gpus);
   if (!picked) return false;
   double share = gpus < 1 ? gpus : 1.0;
   for (int d : *picked) it->second.gpu_free[static_cast<size_t>(d)] -= share;
@@ -196,11 +194,23 @@ std::optional<NodeId> NodeTable::FindNodeWithAvailable(const ResourceMap& demand
   double gpus = demand.count(kGpu) ? demand.at(kGpu) : 0;
   for (const auto& [id, entry] : alive_) {
     if (!Fits(entry.info.available, demand)) continue;
-    if (gpus > 0 && !PickGpus(entry, gpus)) continue;
+    if (gpus > 0 && !PickGpuDevices(entry.gpu_free, gpus)) continue;
     if (best == nullptr || entry.order < best->order) best = &entry;
   }
   if (best == nullptr) return std::nullopt;
   return best->info.node_id;
+}
+
+std::vector<NodeId> NodeTable::AliveInOrder() const {
+  std::vector<std::pair<uint64_t, NodeId>> ordered;
+  ordered.reserve(alive_.size());
+  for (const auto& [id, entry] : alive_) ordered.emplace_back(entry.order, id);
+  std::sort(ordered.begin(), ordered.end(),
+            [](const auto& a, const auto& b) { return a.first < b.first; });
+  std::vector<NodeId> out;
+  out.reserve(ordered.size());
+  for (auto& [order, id] : ordered) out.push_back(id);
+  return out;
 }
 
 const NodeInfo* NodeTable::FindAlive(const NodeId& id) const {

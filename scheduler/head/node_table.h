@@ -71,6 +71,17 @@ class NodeTable {
 
   // The alive node, or nullptr.
   const NodeInfo* FindAlive(const NodeId& id) const;
+  // Alive nodes in registration order. O(n log n): for placement groups, which
+  // are rare next to leases (the policy library replaces this scan).
+  std::vector<NodeId> AliveInOrder() const;
+
+  // The devices for `amount` GPUs among devices with `free` shares (1.0 = a
+  // whole free device), by the rules of TryAcquire; nullopt when they are not
+  // free or `amount` is neither below 1 nor whole.
+  static std::optional<std::vector<int>> PickGpuDevices(const std::vector<double>& free,
+                                                        double amount);
+  // True when every positive amount of `demand` is within `available`.
+  static bool Fits(const ResourceMap& available, const ResourceMap& demand);
   size_t alive_count() const { return alive_.size(); }
   size_t dead_count() const { return dead_.size(); }
 
@@ -81,8 +92,6 @@ class NodeTable {
     uint64_t order = 0;
     std::vector<double> gpu_free;  // per device, 1.0 = entirely free
   };
-  // The devices for `amount` GPUs on `entry`, or nullopt when they are not free.
-  static std::optional<std::vector<int>> PickGpus(const Entry& entry, double amount);
   void Bury(Entry entry, const std::string& reason);
 
   Options options_;

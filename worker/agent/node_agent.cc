@@ -1,6 +1,7 @@
 // Node agent membership: registration, heartbeats, leaving.
 #include "agent/node_agent.h"
 
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "common/logging.h"
@@ -23,10 +24,22 @@ NodeAgent::NodeAgent(boost::asio::io_context& io, NodeAgentOptions options, cons
       workers_(io, {.node_ip = options_.node_ip,
                     .log_dir = options_.log_dir,
                     .token = options_.token,
-                    .store_dir = options_.store_dir}) {}
+                    .store_dir = options_.store_dir}),
+      processes_({.node_ip = options_.node_ip,
+                  .log_dir = options_.log_dir,
+                  .token = options_.token,
+                  .store_dir = options_.store_dir},
+                 [this](const protocol::ProcessExitedNotice& notice) {
+                   if (!leaving_ && loop_) Send(notice);
+                 }) {
+  objects_.SetLogLookup([this](const std::string& lease_id, uint32_t index) {
+    return processes_.FindLog(lease_id, index);
+  });
+}
 
 NodeAgent::~NodeAgent() {
   workers_.KillAll();
+  processes_.KillAll();
   loop_.reset();
   dealer_.close();
   objects_.store().Destroy();
@@ -192,7 +205,10 @@ void NodeAgent::OnMessage(transport::Frames& frames) {
     case MessageType::kKillWorkersRequest: {
       auto req = protocol::Decode<protocol::KillWorkersRequest>(body);
       if (!req.ok()) return;
-      for (const auto& lease : req->lease_ids) workers_.Kill(lease);
+      for (const auto& lease : req->lease_ids) {
+        workers_.Kill(lease);
+        processes_.Kill(lease);
+      }
       return;
     }
     case MessageType::kUnregisterNodeReply:
@@ -208,7 +224,23 @@ void NodeAgent::OnMessage(transport::Frames& frames) {
   }
 }
 
+void NodeAgent::ReapWorkers() {
+  int status = 0;
+  pid_t pid;
+  while ((pid = waitpid(-1, &status, WNOHANG)) > 0) {
+    if (!workers_.OnChildExit(pid, status)) processes_.OnChildExit(pid, status);
+  }
+}
+
 void NodeAgent::OnStartWorker(const protocol::StartWorkerRequest& req, uint64_t id) {
+  if (!req.processes.empty()) {
+    auto result = processes_.Start(req);
+    transport::Frames frames =
+        result.ok() ? transport::MakeMessage(*result, id)
+                    : transport::MakeErrorMessage(result.status(), "node " + options_.node_ip, id);
+    if (!leaving_) (void)loop_->Send(frames);
+    return;
+  }
   workers_.Start(req, [this, id](Result<protocol::StartWorkerReply> result) {
     transport::Frames frames = result.ok()
                                    ? transport::MakeMessage(*result, id)
@@ -222,6 +254,7 @@ void NodeAgent::Leave(const std::string& reason, int64_t timeout_ms, std::functi
   leaving_ = true;
   heartbeat_timer_.cancel();
   workers_.KillAll();
+  processes_.KillAll();
   if (node_id_.IsNil() || registering_) {
     done();
     return;

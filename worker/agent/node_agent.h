@@ -13,6 +13,7 @@
 
 #include "common/address.h"
 #include "agent/object_server.h"
+#include "agent/process_runner.h"
 #include "agent/worker_pool.h"
 #include "common/clock.h"
 #include "protocol/messages.h"
@@ -66,7 +67,7 @@ class NodeAgent {
 
   const NodeId& node_id() const { return node_id_; }
   // Reaps exited worker processes (call on SIGCHLD).
-  void ReapWorkers() { workers_.Reap(); }
+  void ReapWorkers();
 
  private:
   void SendRegister();
@@ -102,6 +103,7 @@ class NodeAgent {
   ObjectServer objects_;
   std::string object_address_;
   WorkerPool workers_;
+  ProcessRunner processes_;
 };
 
 }  // namespace rayx::worker

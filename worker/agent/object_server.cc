@@ -1,7 +1,15 @@
 // Serving stored objects to other nodes.
 #include "agent/object_server.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <fstream>
+
 #include "common/logging.h"
+#include "protocol/process_messages.h"
 #include "transport/message.h"
 
 namespace rayx::worker {
@@ -15,6 +23,7 @@ ObjectServer::~ObjectServer() {
 }
 
 Result<std::string> ObjectServer::Start(const std::string& ip) {
+  ip_ = ip;
   router_.set(zmq::sockopt::linger, 0);
   router_.set(zmq::sockopt::maxmsgsize, static_cast<int64_t>(protocol::kMaxControlFrameBytes));
   router_.set(zmq::sockopt::sndhwm, 1000);
@@ -69,6 +78,56 @@ void ObjectServer::OnMessage(transport::Frames& frames) {
       if (!req.ok()) return;
       for (const auto& path : req->paths) store_.Remove(path);
       return;
+    }
+    case protocol::MessageType::kReadLogRequest: {
+      auto req = protocol::Decode<protocol::ReadLogRequest>(body);
+      if (!req.ok()) return answer(transport::MakeErrorMessage(req.status(), "object server", env->id));
+      auto log = log_lookup_ ? log_lookup_(req->lease_id, req->index) : std::nullopt;
+      if (!log) {
+        return answer(transport::MakeErrorMessage(
+            Status::NotFound("no output of process " + std::to_string(req->index) + " of lease " +
+                             req->lease_id + " on this node (never ran here, or forgotten)"),
+            "object server", env->id));
+      }
+      protocol::ReadLogReply out;
+      out.exited = log->exited;  // read before the size: no output is missed
+      out.path = log->path;
+      std::ifstream in(log->path, std::ios::binary);
+      std::string chunk;
+      if (in) {
+        in.seekg(0, std::ios::end);
+        out.size = static_cast<uint64_t>(in.tellg());
+        if (req->offset < out.size) {
+          uint64_t length = std::min<uint64_t>({req->max_bytes, kMaxChunk, out.size - req->offset});
+          chunk.resize(length);
+          in.seekg(static_cast<std::streamoff>(req->offset));
+          in.read(chunk.data(), static_cast<std::streamsize>(length));
+          chunk.resize(static_cast<size_t>(in.gcount()));
+        }
+      }
+      transport::Frames message = transport::MakeMessage(out, env->id);
+      message.push_back(zmq::message_t(chunk.data(), chunk.size()));
+      return answer(std::move(message));
+    }
+    case protocol::MessageType::kReservePortRequest: {
+      // Binds port 0 on the node's address and gives the port back: free now;
+      // the caller's process binds it moments later (as torchrun does).
+      int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+      sockaddr_in addr{};
+      addr.sin_family = AF_INET;
+      addr.sin_port = 0;
+      ::inet_pton(AF_INET, ip_.c_str(), &addr.sin_addr);
+      socklen_t len = sizeof addr;
+      if (fd < 0 || ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 ||
+          ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
+        if (fd >= 0) ::close(fd);
+        return answer(transport::MakeErrorMessage(
+            Status::Unavailable("no free port on " + ip_), "object server", env->id));
+      }
+      ::close(fd);
+      protocol::ReservePortReply out;
+      out.port = ntohs(addr.sin_port);
+      return answer(transport::MakeMessage(out, env->id));
     }
     default:
       return;

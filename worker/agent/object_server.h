@@ -2,12 +2,15 @@
 // other nodes, and deletes objects their owners have freed.
 #pragma once
 
+#include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include <boost/asio/io_context.hpp>
 #include <zmq.hpp>
 
+#include "agent/process_runner.h"
 #include "object_store/shared_memory_store.h"
 #include "rayx/status.h"
 #include "transport/zmq_socket_loop.h"
@@ -18,7 +21,9 @@ namespace rayx::worker {
 // Requests name objects by path; a path outside this node's store is refused,
 // so a peer can never read or delete another file. Pulls are answered with at
 // most kMaxChunk bytes each: the puller asks for chunks and keeps several in
-// flight. Not thread-safe.
+// flight. It also serves the output of process leases (ReadLog: only logs the
+// lookup knows, never an arbitrary path) and picks free ports (ReservePort).
+// Not thread-safe.
 class ObjectServer {
  public:
   static constexpr uint64_t kMaxChunk = 8 << 20;
@@ -29,6 +34,9 @@ class ObjectServer {
   // Binds on `ip` (a free port). Returns the "tcp://ip:port" address.
   Result<std::string> Start(const std::string& ip);
   const SharedMemoryStore& store() const { return store_; }
+  using LogLookup =
+      std::function<std::optional<ProcessRunner::LogInfo>(const std::string&, uint32_t)>;
+  void SetLogLookup(LogLookup lookup) { log_lookup_ = std::move(lookup); }
 
  private:
   void OnMessage(transport::Frames& frames);
@@ -38,6 +46,8 @@ class ObjectServer {
   zmq::context_t context_{1};
   zmq::socket_t router_;
   std::unique_ptr<transport::ZmqSocketLoop> loop_;
+  LogLookup log_lookup_;
+  std::string ip_;
 };
 
 }  // namespace rayx::worker

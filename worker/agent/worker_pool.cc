@@ -185,26 +185,23 @@ void WorkerPool::KillAll() {
   while (!workers_.empty()) Kill(workers_.begin()->first);
 }
 
-void WorkerPool::Reap() {
-  int status = 0;
-  pid_t pid;
-  while ((pid = waitpid(-1, &status, WNOHANG)) > 0) {
-    for (auto it = workers_.begin(); it != workers_.end(); ++it) {
-      if (it->second.pid != pid) continue;
-      std::string how = WIFSIGNALED(status) ? "killed by signal " + std::to_string(WTERMSIG(status))
-                                            : "exited with status " +
-                                                  std::to_string(WEXITSTATUS(status));
-      RAYX_LOG(Warning) << "worker pid " << pid << " of lease " << it->first.substr(0, 8) << " "
-                        << how;
-      if (it->second.on_start) {
-        FinishStart(it->first, Status::Unavailable("the worker " + how + " during start-up; see " +
-                                                   it->second.log_path));
-        break;
-      }
-      workers_.erase(it);
-      break;
+bool WorkerPool::OnChildExit(pid_t pid, int status) {
+  for (auto it = workers_.begin(); it != workers_.end(); ++it) {
+    if (it->second.pid != pid) continue;
+    std::string how = WIFSIGNALED(status) ? "killed by signal " + std::to_string(WTERMSIG(status))
+                                          : "exited with status " +
+                                                std::to_string(WEXITSTATUS(status));
+    RAYX_LOG(Warning) << "worker pid " << pid << " of lease " << it->first.substr(0, 8) << " "
+                      << how;
+    if (it->second.on_start) {
+      FinishStart(it->first, Status::Unavailable("the worker " + how + " during start-up; see " +
+                                                 it->second.log_path));
+      return true;
     }
+    workers_.erase(it);
+    return true;
   }
+  return false;
 }
 
 }  // namespace rayx::worker

@@ -48,8 +48,8 @@ class WorkerPool {
   // SIGKILLs the lease's worker process group; a no-op for an unknown lease.
   void Kill(const std::string& lease_id);
   void KillAll();
-  // Reaps exited workers (call on SIGCHLD).
-  void Reap();
+  // Returns true when `pid` was one of this pool's workers (and forgets it).
+  bool OnChildExit(pid_t pid, int wait_status);
 
   size_t size() const { return workers_.size(); }
 

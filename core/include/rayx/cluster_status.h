@@ -47,6 +47,8 @@ struct ClusterStatus {
   std::vector<NodeInfo> nodes;     // alive first, then the most recently dead
   // Work waiting for resources: shape ("{CPU: 1, GPU: 1}") -> count.
   std::map<std::string, int> pending_demands;
+  // Work no set of alive nodes could ever hold: shape -> why.
+  std::map<std::string, std::string> infeasible_demands;
   // Messages the head has handled since it started (the data path bypasses it).
   uint64_t head_messages = 0;
 
@@ -56,7 +58,7 @@ struct ClusterStatus {
   size_t AliveNodeCount() const;
 
   MSGPACK_DEFINE_MAP(rayx_version, cluster_id, head_uptime_ms, heartbeat_period_ms,
-                     node_timeout_ms, nodes, pending_demands,
+                     node_timeout_ms, nodes, pending_demands, infeasible_demands,
                      head_messages)
 };
 

@@ -1,0 +1,242 @@
+// The CLI's driver connection to the head.
+#include "cluster_client.h"
+
+#include <zmq_addon.hpp>
+
+#include "common/address.h"
+#include "common/process_control.h"
+#include "common/session_dir.h"
+#include "rayx/version.h"
+
+namespace rayx::cli {
+
+using transport::Frames;
+using transport::FrameView;
+
+ClusterClient::ClusterClient(std::string address, std::string token)
+    : address_(std::move(address)), token_(std::move(token)), head_(context_, zmq::socket_type::dealer) {
+  head_.set(zmq::sockopt::linger, 0);
+  head_.set(zmq::sockopt::maxmsgsize, static_cast<int64_t>(protocol::kMaxControlFrameBytes));
+}
+
+ClusterClient::~ClusterClient() {
+  if (!finished_ && !job_id_.empty()) (void)FinishJob(2000);
+}
+
+Result<std::unique_ptr<ClusterClient>> ClusterClient::Connect(const std::string& address,
+                                                              const std::string& token,
+                                                              int64_t timeout_ms) {
+  auto hp = ParseHostPort(address);
+  if (!hp.ok()) return hp.status();
+  std::unique_ptr<ClusterClient> client(new ClusterClient(hp->ToString(), token));
+  try {
+    client->head_.connect(hp->ZmqEndpoint());
+  } catch (const zmq::error_t& e) {
+    return Status::InvalidArgument("cannot connect to " + hp->ToString() + ": " + e.what());
+  }
+  protocol::RegisterDriverRequest req;
+  req.token = token;
+  req.rayx_version = kRayxVersion;
+  req.pid = static_cast<int32_t>(getpid());
+  auto reply = client->Call<protocol::RegisterDriverReply>(req, timeout_ms);
+  if (!reply.ok()) {
+    if (reply.status().code() == StatusCode::kUnavailable) {
+      return Status::Unavailable("no rayx head answered at " + hp->ToString() + " within " +
+                                 std::to_string(timeout_ms) + " ms: start one with `rayx start "
+                                 "--head`, or pass --address HOST:PORT");
+    }
+    return reply.status();
+  }
+  client->job_id_ = reply->job_id;
+  client->heartbeat_period_ms_ = std::max<int64_t>(reply->heartbeat_period_ms, 10);
+  client->next_heartbeat_ = std::chrono::steady_clock::now();
+  client->last_heard_ = std::chrono::steady_clock::now();
+  return client;
+}
+
+void ClusterClient::SendFrames(Frames& frames) {
+  try {
+    for (size_t i = 0; i < frames.size(); ++i) {
+      auto flags = i + 1 < frames.size() ? zmq::send_flags::sndmore : zmq::send_flags::none;
+      (void)head_.send(frames[i], flags | zmq::send_flags::dontwait);
+    }
+  } catch (const zmq::error_t&) {
+  }
+}
+
+std::optional<Frames> ClusterClient::Receive(int64_t timeout_ms) {
+  zmq::pollitem_t item{head_.handle(), 0, ZMQ_POLLIN, 0};
+  try {
+    zmq::poll(&item, 1, std::chrono::milliseconds(std::max<int64_t>(timeout_ms, 0)));
+    if (!(item.revents & ZMQ_POLLIN)) return std::nullopt;
+    Frames frames;
+    if (!zmq::recv_multipart(head_, std::back_inserter(frames))) return std::nullopt;
+    if (frames.size() < 2) return std::nullopt;
+    last_heard_ = std::chrono::steady_clock::now();
+    if (IdOf(frames) != 0 && IdOf(frames) == heartbeat_id_) {
+      auto hb = protocol::Decode<protocol::DriverHeartbeatReply>(FrameView(frames[1]));
+      if (TypeOf(frames) == static_cast<uint16_t>(protocol::MessageType::kErrorReply) ||
+          (hb.ok() && !hb->known)) {
+        job_alive_ = false;
+      }
+      return std::nullopt;
+    }
+    return frames;
+  } catch (const zmq::error_t&) {
+    return std::nullopt;
+  }
+}
+
+void ClusterClient::MaybeHeartbeat() {
+  auto now = std::chrono::steady_clock::now();
+  if (job_id_.empty() || finished_ || now < next_heartbeat_) return;
+  next_heartbeat_ = now + std::chrono::milliseconds(heartbeat_period_ms_);
+  protocol::DriverHeartbeatRequest req;
+  req.job_id = job_id_;
+  heartbeat_id_ = Send(req);
+  // The head forgets a job after 5 heartbeat periods of silence; a head silent
+  // for much longer than that is gone.
+  if (now - last_heard_ > std::chrono::milliseconds(30 * heartbeat_period_ms_ + 10000)) {
+    job_alive_ = false;
+  }
+}
+
+std::optional<Frames> ClusterClient::Next(int64_t timeout_ms) {
+  MaybeHeartbeat();
+  if (!inbox_.empty()) {
+    Frames frames = std::move(inbox_.front());
+    inbox_.pop_front();
+    return frames;
+  }
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+  while (true) {
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+                    deadline - std::chrono::steady_clock::now()).count();
+    auto frames = Receive(std::min<int64_t>(std::max<int64_t>(left, 0), heartbeat_period_ms_));
+    if (frames) return frames;
+    MaybeHeartbeat();
+    if (left <= 0) return std::nullopt;
+  }
+}
+
+Result<Frames> ClusterClient::WaitFor(uint64_t id, int64_t timeout_ms) {
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+  while (true) {
+    MaybeHeartbeat();
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+                    deadline - std::chrono::steady_clock::now()).count();
+    if (left <= 0) {
+      return Status::Unavailable("the rayx head at " + address_ + " did not answer within " +
+                                 std::to_string(timeout_ms) + " ms");
+    }
+    auto frames = Receive(std::min<int64_t>(left, heartbeat_period_ms_));
+    if (!frames) continue;
+    if (IdOf(*frames) == id) return std::move(*frames);
+    if (inbox_.size() < 100000) inbox_.push_back(std::move(*frames));
+  }
+}
+
+Status ClusterClient::FinishJob(int64_t timeout_ms) {
+  if (finished_ || job_id_.empty()) return Status::OK();
+  finished_ = true;
+  protocol::FinishJobRequest req;
+  req.job_id = job_id_;
+  auto reply = Call<protocol::FinishJobReply>(req, timeout_ms);
+  return reply.ok() ? Status::OK() : reply.status();
+}
+
+Result<Frames> ClusterClient::CallAgentFrames(const std::string& object_address,
+                                              Frames request, int64_t timeout_ms) {
+  auto it = agents_.find(object_address);
+  if (it == agents_.end()) {
+    zmq::socket_t socket(context_, zmq::socket_type::dealer);
+    socket.set(zmq::sockopt::linger, 0);
+    try {
+      socket.connect(object_address);
+    } catch (const zmq::error_t& e) {
+      return Status::InvalidArgument("cannot connect to the node agent at " + object_address +
+                                     ": " + e.what());
+    }
+    it = agents_.emplace(object_address, std::move(socket)).first;
+  }
+  zmq::socket_t& socket = it->second;
+  uint64_t id = IdOf(request);
+  try {
+    for (size_t i = 0; i < request.size(); ++i) {
+      auto flags = i + 1 < request.size() ? zmq::send_flags::sndmore : zmq::send_flags::none;
+      (void)socket.send(request[i], flags | zmq::send_flags::dontwait);
+    }
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+    while (true) {
+      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+                      deadline - std::chrono::steady_clock::now()).count();
+      if (left <= 0) break;
+      zmq::pollitem_t item{socket.handle(), 0, ZMQ_POLLIN, 0};
+      zmq::poll(&item, 1, std::chrono::milliseconds(left));
+      if (!(item.revents & ZMQ_POLLIN)) continue;
+      Frames reply;
+      if (!zmq::recv_multipart(socket, std::back_inserter(reply)) || reply.size() < 2) continue;
+      if (IdOf(reply) != id) continue;  // late reply to an earlier call
+      Status status = AsError(reply);
+      if (!status.ok()) return status;
+      return reply;
+    }
+  } catch (const zmq::error_t& e) {
+    return Status::Unavailable("talking to the node agent at " + object_address +
+                               " failed: " + e.what());
+  }
+  // A lost reply must not be mistaken for a later one: start a fresh socket.
+  agents_.erase(object_address);
+  return Status::Unavailable("the node agent at " + object_address + " did not answer within " +
+                             std::to_string(timeout_ms) + " ms");
+}
+
+Status ClusterClient::AsError(const Frames& frames) {
+  if (frames.size() < 2 || TypeOf(frames) != static_cast<uint16_t>(protocol::MessageType::kErrorReply)) {
+    return Status::OK();
+  }
+  auto error = protocol::Decode<protocol::ErrorReply>(FrameView(frames[1]));
+  return error.ok() ? error->ToStatus() : error.status();
+}
+
+uint16_t ClusterClient::TypeOf(const Frames& frames) {
+  if (frames.empty()) return 0;
+  auto env = protocol::Decode<protocol::Envelope>(FrameView(frames[0]));
+  return env.ok() ? env->t : 0;
+}
+
+uint64_t ClusterClient::IdOf(const Frames& frames) {
+  if (frames.empty()) return 0;
+  auto env = protocol::Decode<protocol::Envelope>(FrameView(frames[0]));
+  return env.ok() ? env->id : 0;
+}
+
+Result<std::pair<std::string, std::string>> ResolveCluster(std::string address, std::string token,
+                                                           const std::string& temp_dir) {
+  if (address.empty()) {
+    if (const char* a = std::getenv("RAYX_ADDRESS")) address = a;
+  }
+  if (token.empty()) {
+    if (const char* t = std::getenv("RAYX_TOKEN")) token = t;
+  }
+  if (address.empty()) {
+    auto local = FindLocalCluster(temp_dir);
+    if (!local.ok()) return local.status();
+    address = local->address;
+    if (token.empty()) token = local->token;
+  }
+  auto hp = ParseHostPort(address, kDefaultHeadPort);
+  if (!hp.ok()) return hp.status();
+  address = hp->ToString();
+  if (token.empty()) {
+    if (auto t = FindTokenFor(temp_dir, address)) token = *t;
+  }
+  if (token.empty()) {
+    return Status::InvalidArgument("no cluster token for " + address +
+                                   ": pass --token (printed by `rayx start --head`) or set "
+                                   "RAYX_TOKEN");
+  }
+  return std::make_pair(address, token);
+}
+
+}  // namespace rayx::cli

@@ -1,0 +1,144 @@
+// `rayx list nodes|actors|placement-groups`: where everything is.
+#include "list_command.h"
+
+#include <iomanip>
+#include <iostream>
+#include <sstream>
+
+#include "cluster_client.h"
+#include "common/address.h"
+#include "common/flags.h"
+#include "common/session_dir.h"
+#include "launch_command.h"
+#include "protocol/placement_messages.h"
+#include "transport/sync_client.h"
+
+namespace rayx::cli {
+
+namespace {
+
+std::string Join(const std::vector<int>& ids) {
+  std::string s;
+  for (int id : ids) s += (s.empty() ? "" : ",") + std::to_string(id);
+  return s.empty() ? "-" : s;
+}
+
+// Prints rows as aligned columns.
+void PrintTable(const std::vector<std::vector<std::string>>& rows) {
+  std::vector<size_t> width;
+  for (const auto& row : rows) {
+    width.resize(std::max(width.size(), row.size()));
+    for (size_t i = 0; i < row.size(); ++i) width[i] = std::max(width[i], row[i].size());
+  }
+  for (const auto& row : rows) {
+    std::string line;
+    for (size_t i = 0; i < row.size(); ++i) {
+      line += row[i];
+      if (i + 1 < row.size()) line += std::string(width[i] - row[i].size() + 2, ' ');
+    }
+    std::cout << line << "\n";
+  }
+}
+
+}  // namespace
+
+std::string FormatList(const protocol::ListStateReply& state, const std::string& what) {
+  std::ostringstream out;
+  std::vector<std::vector<std::string>> rows;
+  std::map<std::string, std::string> node_address;
+  for (const auto& n : state.nodes) node_address[n.node_id.Hex()] = n.address;
+  if (what == "nodes") {
+    rows.push_back({"NODE_ID", "ADDRESS", "STATE", "HEAD", "TOTAL", "AVAILABLE", "LABELS"});
+    for (const auto& n : state.nodes) {
+      std::string labels;
+      for (const auto& [k, v] : n.labels) labels += (labels.empty() ? "" : ",") + k + "=" + v;
+      rows.push_back({n.node_id.Hex().substr(0, 12), n.address, n.alive ? "ALIVE" : "DEAD",
+                      n.is_head_node ? "yes" : "", ShapeKeyForPrint(n.total),
+                      n.alive ? ShapeKeyForPrint(n.available) : "-",
+                      labels.empty() ? "-" : labels});
+    }
+  } else if (what == "actors" || what == "workers") {
+    rows.push_back({"LEASE_ID", "KIND", "NAME", "CLASS", "JOB", "STATE", "NODE", "PID",
+                    "RESOURCES", "GPUS", "PLACEMENT_GROUP", "DETACHED"});
+    for (const auto& l : state.leases) {
+      if (what == "actors" && l.kind != "actor") continue;
+      rows.push_back({l.lease_id.substr(0, 12), l.kind, l.actor_name.empty() ? "-" : l.actor_name,
+                      l.class_name.empty() ? "-" : l.class_name, l.job_id, l.state,
+                      l.node_address, std::to_string(l.pid), ShapeKeyForPrint(l.resources),
+                      Join(l.gpu_ids),
+                      l.placement_group_id.empty()
+                          ? "-"
+                          : l.placement_group_id.substr(0, 8) + "[" +
+                                std::to_string(l.bundle_index) + "]",
+                      l.detached ? "yes" : ""});
+    }
+  } else {
+    rows.push_back({"PLACEMENT_GROUP_ID", "NAME", "JOB", "STRATEGY", "STATE", "BUNDLES"});
+    for (const auto& g : state.placement_groups) {
+      std::string bundles;
+      for (size_t i = 0; i < g.bundles.size(); ++i) {
+        bundles += (i ? " " : "") + std::to_string(i) + ":" + ShapeKeyForPrint(g.bundles[i]);
+        if (i < g.locations.size()) {
+          bundles += "@" + g.locations[i].node_address;
+          if (!g.locations[i].gpu_ids.empty()) bundles += "(GPU " + Join(g.locations[i].gpu_ids) + ")";
+        }
+      }
+      rows.push_back({g.placement_group_id, g.name.empty() ? "-" : g.name, g.job_id, g.strategy,
+                      g.state, bundles});
+      if (!g.reason.empty()) rows.push_back({"", "", "", "", "", "why: " + g.reason});
+    }
+  }
+  std::streambuf* old = std::cout.rdbuf(out.rdbuf());
+  PrintTable(rows);
+  std::cout.rdbuf(old);
+  return out.str();
+}
+
+int ListCommand(const std::vector<std::string>& args) {
+  std::string address, token, temp_dir = DefaultTempDir();
+  bool help = false;
+  FlagParser flags("rayx list");
+  flags.AddString("address", &address, "the head, HOST:PORT (default: $RAYX_ADDRESS, else this "
+                                       "machine's cluster)");
+  flags.AddString("token", &token, "the cluster token (default: $RAYX_TOKEN or this machine's "
+                                   "session)");
+  flags.AddString("temp-dir", &temp_dir, "session directory root (default /tmp/rayx)");
+  flags.AddBool("help", &help, "show this help");
+  std::vector<std::string> what;
+  auto usage = "usage: rayx list (nodes | actors | workers | placement-groups) [FLAGS]\n";
+  if (Status s = flags.Parse(args, &what); !s.ok()) {
+    std::cerr << "rayx list: " << s.message() << "\n";
+    return 2;
+  }
+  if (help) {
+    std::cout << usage << flags.Usage();
+    return 0;
+  }
+  if (what.size() != 1 || (what[0] != "nodes" && what[0] != "actors" && what[0] != "workers" &&
+                           what[0] != "placement-groups")) {
+    std::cerr << "rayx list: say what to list.\n" << usage;
+    return 2;
+  }
+  auto cluster = ResolveCluster(address, token, temp_dir);
+  if (!cluster.ok()) {
+    std::cerr << "rayx list: " << cluster.status().message() << "\n";
+    return 1;
+  }
+  auto hp = ParseHostPort(cluster->first);
+  auto client = transport::SyncClient::Connect(*hp);
+  if (!client.ok()) {
+    std::cerr << "rayx list: " << client.status().message() << "\n";
+    return 1;
+  }
+  protocol::ListStateRequest req;
+  req.token = cluster->second;
+  auto reply = (*client)->Call<protocol::ListStateReply>(req, 5000);
+  if (!reply.ok()) {
+    std::cerr << "rayx list: " << reply.status().message() << "\n";
+    return 1;
+  }
+  std::cout << FormatList(*reply, what[0]);
+  return 0;
+}
+
+}  // namespace rayx::cli

@@ -1,0 +1,120 @@
+// Wire messages for placement groups and for listing the head's state.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <msgpack.hpp>
+
+#include "protocol/messages.h"
+
+namespace rayx::protocol {
+
+// Where one bundle of a placement group was reserved.
+struct BundleLocation {
+  std::string node_id;          // hex
+  std::string node_address;     // the node's IP
+  std::string object_address;   // its agent's object server (logs, ports)
+  std::vector<int> gpu_ids;     // the node's GPU devices this bundle holds
+  MSGPACK_DEFINE_MAP(node_id, node_address, object_address, gpu_ids)
+};
+
+// A placement group as the head records it. States: PENDING (waiting for
+// resources), CREATED (every bundle reserved), INFEASIBLE (no set of alive nodes
+// could ever hold it; re-examined when nodes join), REMOVED.
+struct PlacementGroupInfo {
+  std::string placement_group_id;
+  std::string name;
+  std::string job_id;
+  std::string strategy;   // PACK, SPREAD, STRICT_PACK, STRICT_SPREAD
+  std::vector<ResourceMap> bundles;
+  std::string state;
+  std::string reason;     // why it is PENDING or INFEASIBLE
+  std::vector<BundleLocation> locations;  // per bundle, once CREATED
+  bool detached = false;  // outlives its job
+  MSGPACK_DEFINE_MAP(placement_group_id, name, job_id, strategy, bundles, state, reason,
+                     locations, detached)
+};
+
+struct CreatePlacementGroupRequest {
+  static constexpr MessageType kType = MessageType::kCreatePlacementGroupRequest;
+  std::string job_id;
+  std::string name;
+  std::string strategy = "PACK";
+  std::vector<ResourceMap> bundles;
+  LabelMap label_selector;
+  bool detached = false;
+  MSGPACK_DEFINE_MAP(job_id, name, strategy, bundles, label_selector, detached)
+};
+
+struct CreatePlacementGroupReply {
+  static constexpr MessageType kType = MessageType::kCreatePlacementGroupReply;
+  PlacementGroupInfo group;
+  MSGPACK_DEFINE_MAP(group)
+};
+
+// Answered when the group leaves PENDING (CREATED, INFEASIBLE, REMOVED) or when
+// `timeout_ms` passes (then with state PENDING and the reason it waits).
+struct WaitPlacementGroupRequest {
+  static constexpr MessageType kType = MessageType::kWaitPlacementGroupRequest;
+  std::string placement_group_id;
+  int64_t timeout_ms = 0;
+  MSGPACK_DEFINE_MAP(placement_group_id, timeout_ms)
+};
+
+struct WaitPlacementGroupReply {
+  static constexpr MessageType kType = MessageType::kWaitPlacementGroupReply;
+  PlacementGroupInfo group;
+  MSGPACK_DEFINE_MAP(group)
+};
+
+// Frees every bundle; the workers leased in the group are stopped.
+struct RemovePlacementGroupRequest {
+  static constexpr MessageType kType = MessageType::kRemovePlacementGroupRequest;
+  std::string placement_group_id;
+  MSGPACK_DEFINE_MAP(placement_group_id)
+};
+
+struct RemovePlacementGroupReply {
+  static constexpr MessageType kType = MessageType::kRemovePlacementGroupReply;
+  bool removed = false;
+  MSGPACK_DEFINE_MAP(removed)
+};
+
+// One lease: a worker (task or actor) or a process lease, for `rayx list`.
+struct LeaseListEntry {
+  std::string lease_id;
+  std::string job_id;
+  std::string kind;          // "actor", "worker" or "process"
+  std::string state;         // STARTING or RUNNING
+  std::string node_id;
+  std::string node_address;
+  int32_t pid = 0;
+  ResourceMap resources;
+  std::vector<int> gpu_ids;
+  std::string placement_group_id;
+  int32_t bundle_index = -1;
+  std::string actor_name;    // named actors
+  std::string class_name;
+  bool detached = false;
+  MSGPACK_DEFINE_MAP(lease_id, job_id, kind, state, node_id, node_address, pid, resources,
+                     gpu_ids, placement_group_id, bundle_index, actor_name, class_name, detached)
+};
+
+// `rayx list`: carries the token like GetClusterStatusRequest (no registration).
+struct ListStateRequest {
+  static constexpr MessageType kType = MessageType::kListStateRequest;
+  std::string token;
+  MSGPACK_DEFINE_MAP(token)
+};
+
+struct ListStateReply {
+  static constexpr MessageType kType = MessageType::kListStateReply;
+  std::vector<NodeInfo> nodes;
+  std::vector<LeaseListEntry> leases;
+  std::vector<PlacementGroupInfo> placement_groups;
+  MSGPACK_DEFINE_MAP(nodes, leases, placement_groups)
+};
+
+}  // namespace rayx::protocol

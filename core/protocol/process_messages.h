@@ -1,0 +1,59 @@
+// Wire messages for supervised processes (process leases): exits, logs, ports.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include <msgpack.hpp>
+
+#include "protocol/messages.h"
+
+namespace rayx::protocol {
+
+// agent -> head -> the lease's owner: one process of a process lease ended.
+// `all_exited` is set on the last one; the head then frees the lease.
+struct ProcessExitedNotice {
+  static constexpr MessageType kType = MessageType::kProcessExitedNotice;
+  std::string lease_id;
+  uint32_t index = 0;        // which ProcessSpec of the lease
+  int32_t pid = 0;
+  int32_t exit_code = 0;     // valid when signal == 0
+  int32_t signal = 0;        // the signal that killed it, or 0
+  std::string log_tail;      // the last lines of its output
+  bool all_exited = false;
+  MSGPACK_DEFINE_MAP(lease_id, index, pid, exit_code, signal, log_tail, all_exited)
+};
+
+// Reads a process's output from `offset`; the bytes follow in frame 2 (at most
+// max_bytes, capped by the server).
+struct ReadLogRequest {
+  static constexpr MessageType kType = MessageType::kReadLogRequest;
+  std::string lease_id;
+  uint32_t index = 0;
+  uint64_t offset = 0;
+  uint64_t max_bytes = 1 << 20;
+  MSGPACK_DEFINE_MAP(lease_id, index, offset, max_bytes)
+};
+
+struct ReadLogReply {
+  static constexpr MessageType kType = MessageType::kReadLogReply;
+  uint64_t size = 0;      // the log's size now
+  bool exited = false;    // the process ended: no more output will come
+  std::string path;       // the log file on that node
+  MSGPACK_DEFINE_MAP(size, exited, path)
+};
+
+// Picks a TCP port that is free on the node now (for MASTER_PORT).
+struct ReservePortRequest {
+  static constexpr MessageType kType = MessageType::kReservePortRequest;
+  bool unused = false;
+  MSGPACK_DEFINE_MAP(unused)
+};
+
+struct ReservePortReply {
+  static constexpr MessageType kType = MessageType::kReservePortReply;
+  uint32_t port = 0;
+  MSGPACK_DEFINE_MAP(port)
+};
+
+}  // namespace rayx::protocol

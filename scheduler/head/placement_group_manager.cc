@@ -1,0 +1,517 @@
+// Placement groups on the head.
+#include "head/placement_group_manager.h"
+
+#include <algorithm>
+#include <cmath>
+#include <set>
+
+#include "common/logging.h"
+#include "transport/message.h"
+
+namespace rayx::scheduler {
+
+std::string ShapeKey(const ResourceMap& resources) {
+  std::string out = "{";
+  for (const auto& [name, amount] : resources) {
+    if (amount <= 0) continue;
+    if (out.size() > 1) out += ", ";
+    out += name + ": " + FormatAmount(amount);
+  }
+  return out + "}";
+}
+
+namespace {
+
+const std::set<std::string> kStrategies = {"PACK", "SPREAD", "STRICT_PACK", "STRICT_SPREAD"};
+
+std::string GroupShape(const protocol::PlacementGroupInfo& info) {
+  // "[{GPU: 4} x 3]" for equal bundles, else each listed.
+  bool equal = std::all_of(info.bundles.begin(), info.bundles.end(),
+                           [&](const ResourceMap& b) { return b == info.bundles.front(); });
+  std::string shape = "[";
+  if (equal && !info.bundles.empty()) {
+    shape += ShapeKey(info.bundles.front()) + " x " + std::to_string(info.bundles.size());
+  } else {
+    for (size_t i = 0; i < info.bundles.size(); ++i) {
+      shape += (i ? ", " : "") + ShapeKey(info.bundles[i]);
+    }
+  }
+  return shape + "]";
+}
+
+ResourceMap Sum(const std::vector<ResourceMap>& bundles) {
+  ResourceMap sum;
+  for (const auto& b : bundles) {
+    for (const auto& [name, amount] : b) sum[name] += amount;
+  }
+  return sum;
+}
+
+}  // namespace
+
+PlacementGroupManager::PlacementGroupManager(NodeTable& nodes, SendFn send)
+    : nodes_(nodes), send_(std::move(send)) {}
+
+Result<protocol::PlacementGroupInfo> PlacementGroupManager::Create(
+    const protocol::CreatePlacementGroupRequest& req) {
+  if (!kStrategies.count(req.strategy)) {
+    return Status::InvalidArgument("unknown placement strategy '" + req.strategy +
+                                   "': use PACK, SPREAD, STRICT_PACK or STRICT_SPREAD");
+  }
+  if (req.bundles.empty()) {
+    return Status::InvalidArgument("a placement group needs at least one bundle");
+  }
+  if (req.bundles.size() > 10000) {
+    return Status::InvalidArgument("a placement group may have at most 10000 bundles");
+  }
+  for (size_t i = 0; i < req.bundles.size(); ++i) {
+    bool any = false;
+    for (const auto& [name, amount] : req.bundles[i]) {
+      if (!std::isfinite(amount) || amount < 0) {
+        return Status::InvalidArgument("bundle " + std::to_string(i) + ": invalid amount of \"" +
+                                       name + "\"");
+      }
+      any = any || amount > 0;
+    }
+    if (!any) {
+      return Status::InvalidArgument("bundle " + std::to_string(i) +
+                                     " is empty: every bundle must reserve some resource");
+    }
+    auto gpu = req.bundles[i].find(kGpu);
+    if (gpu != req.bundles[i].end() && gpu->second > 1 && gpu->second != std::floor(gpu->second)) {
+      return Status::InvalidArgument("bundle " + std::to_string(i) + ": {GPU: " +
+                                     FormatAmount(gpu->second) +
+                                     "}: a share of a GPU must be below 1; more must be whole");
+    }
+  }
+  Group group;
+  group.info.placement_group_id = NodeId::FromRandom().Hex().substr(0, 24);
+  group.info.name = req.name;
+  group.info.job_id = req.job_id;
+  group.info.strategy = req.strategy;
+  group.info.bundles = req.bundles;
+  group.info.detached = req.detached;
+  group.info.state = "PENDING";
+  group.label_selector = req.label_selector;
+  std::string id = group.info.placement_group_id;
+  auto& stored = groups_[id] = std::move(group);
+  if (!TryPlace(stored)) pending_.push_back(id);
+  RAYX_LOG(Info) << "placement group " << id.substr(0, 8) << " " << stored.info.strategy << " "
+                 << GroupShape(stored.info) << ": " << stored.info.state
+                 << (stored.info.reason.empty() ? "" : " (" + stored.info.reason + ")");
+  return stored.info;
+}
+
+bool PlacementGroupManager::LabelsMatch(const NodeId& node, const LabelMap& selector) const {
+  if (selector.empty()) return true;
+  const NodeInfo* info = nodes_.FindAlive(node);
+  if (!info) return false;
+  for (const auto& [k, v] : selector) {
+    auto it = info->labels.find(k);
+    if (it == info->labels.end() || it->second != v) return false;
+  }
+  return true;
+}
+
+bool PlacementGroupManager::TryPlace(Group& group) {
+  const auto& bundles = group.info.bundles;
+  const std::string& strategy = group.info.strategy;
+  std::vector<NodeId> order;
+  for (const NodeId& id : nodes_.AliveInOrder()) {
+    if (LabelsMatch(id, group.label_selector)) order.push_back(id);
+  }
+  std::vector<Bundle> placed;
+  auto rollback = [&] {
+    for (const Bundle& b : placed) nodes_.Release(b.node, b.total, b.devices);
+    placed.clear();
+  };
+  auto take = [&](const NodeId& node, const ResourceMap& bundle) {
+    std::vector<int> gpus;
+    if (!nodes_.TryAcquire(node, bundle, &gpus)) return false;
+    Bundle b;
+    b.total = bundle;
+    b.available = bundle;
+    b.node = node;
+    b.devices = gpus;
+    double gpu = bundle.count(kGpu) ? bundle.at(kGpu) : 0;
+    b.device_free.assign(gpus.size(), gpu < 1 ? gpu : 1.0);
+    placed.push_back(std::move(b));
+    return true;
+  };
+  // Every bundle on one node.
+  auto strict_pack = [&] {
+    for (const NodeId& node : order) {
+      bool all = true;
+      for (const auto& bundle : bundles) {
+        if (!take(node, bundle)) {
+          all = false;
+          break;
+        }
+      }
+      if (all) return true;
+      rollback();
+    }
+    return false;
+  };
+  // Bundle i on a node no other bundle uses.
+  auto strict_spread = [&] {
+    std::set<NodeId> used;
+    for (const auto& bundle : bundles) {
+      bool ok = false;
+      for (const NodeId& node : order) {
+        if (used.count(node)) continue;
+        if (take(node, bundle)) {
+          used.insert(node);
+          ok = true;
+          break;
+        }
+      }
+      if (!ok) {
+        rollback();
+        return false;
+      }
+    }
+    return true;
+  };
+  // Best effort: each bundle on the first node that fits, preferring nodes
+  // already used (PACK) or not yet used (SPREAD).
+  auto greedy = [&](bool prefer_used) {
+    std::set<NodeId> used;
+    for (const auto& bundle : bundles) {
+      bool ok = false;
+      for (int pass = 0; pass < 2 && !ok; ++pass) {
+        bool want_used = (pass == 0) == prefer_used;
+        for (const NodeId& node : order) {
+          if (used.count(node) != (want_used ? 1u : 0u)) continue;
+          if (take(node, bundle)) {
+            used.insert(node);
+            ok = true;
+            break;
+          }
+        }
+      }
+      if (!ok) {
+        rollback();
+        return false;
+      }
+    }
+    return true;
+  };
+  bool ok = false;
+  if (strategy == "STRICT_PACK") {
+    ok = strict_pack();
+  } else if (strategy == "STRICT_SPREAD") {
+    ok = strict_spread();
+  } else if (strategy == "PACK") {
+    ok = strict_pack() || greedy(/*prefer_used=*/true);
+  } else {
+    ok = strict_spread() || greedy(/*prefer_used=*/false);
+  }
+  if (!ok) {
+    std::string why;
+    group.info.state = Infeasible(group, &why) ? "INFEASIBLE" : "PENDING";
+    group.info.reason = why.empty() ? BusyReason(group) : why;
+    return false;
+  }
+  group.bundles = std::move(placed);
+  group.info.state = "CREATED";
+  group.info.reason.clear();
+  group.info.locations.clear();
+  for (const Bundle& b : group.bundles) {
+    protocol::BundleLocation loc;
+    loc.node_id = b.node.Hex();
+    if (const NodeInfo* node = nodes_.FindAlive(b.node)) {
+      loc.node_address = node->address;
+      loc.object_address = node->object_address;
+    }
+    loc.gpu_ids = b.devices;
+    group.info.locations.push_back(std::move(loc));
+  }
+  return true;
+}
+
+bool PlacementGroupManager::Infeasible(const Group& group, std::string* why) const {
+  const auto& bundles = group.info.bundles;
+  std::vector<NodeId> order;
+  for (const NodeId& id : nodes_.AliveInOrder()) {
+    if (LabelsMatch(id, group.label_selector)) order.push_back(id);
+  }
+  if (order.empty()) {
+    *why = group.label_selector.empty()
+               ? "no alive node"
+               : "no alive node has the labels " + [&] {
+                   std::string s;
+                   for (const auto& [k, v] : group.label_selector) {
+                     s += (s.empty() ? "" : ",") + k + "=" + v;
+                   }
+                   return s;
+                 }();
+    return true;
+  }
+  if (group.info.strategy == "STRICT_PACK") {
+    ResourceMap sum = Sum(bundles);
+    if (!nodes_.AnyNodeCouldFit(sum, why)) {
+      *why = "STRICT_PACK " + *why;
+      return true;
+    }
+  }
+  for (size_t i = 0; i < bundles.size(); ++i) {
+    std::string reason;
+    if (!nodes_.AnyNodeCouldFit(bundles[i], &reason)) {
+      *why = "bundle " + std::to_string(i) + " " + reason;
+      return true;
+    }
+  }
+  if (group.info.strategy == "STRICT_SPREAD") {
+    size_t able = 0;
+    for (const NodeId& id : order) {
+      const NodeInfo* node = nodes_.FindAlive(id);
+      if (node && NodeTable::Fits(node->total, bundles.front())) ++able;
+    }
+    if (able < bundles.size()) {
+      // Not infeasible: a node may join. Say what is missing.
+      *why = "STRICT_SPREAD needs " + std::to_string(bundles.size()) + " distinct nodes that can each hold " +
+             ShapeKey(bundles.front()) + "; the cluster has " + std::to_string(able) +
+             ": waiting for more nodes to join";
+      return false;
+    }
+  }
+  return false;
+}
+
+std::string PlacementGroupManager::BusyReason(const Group& group) const {
+  // "needs 2 nodes with {CPU: 2, GPU: 5} free each; 10.0.0.1 has {CPU: 8, GPU: 3} free, ..."
+  const auto& bundles = group.info.bundles;
+  std::string need = group.info.strategy == "STRICT_PACK"
+                         ? "needs " + ShapeKey(Sum(bundles)) + " free on one node"
+                         : "needs " + std::to_string(bundles.size()) + " bundle(s) " +
+                               GroupShape(group.info) + " free" +
+                               (group.info.strategy == "STRICT_SPREAD" ? " on distinct nodes" : "");
+  std::string have;
+  int shown = 0;
+  auto order = nodes_.AliveInOrder();
+  for (const NodeId& id : order) {
+    if (!LabelsMatch(id, group.label_selector)) continue;
+    const NodeInfo* node = nodes_.FindAlive(id);
+    if (!node) continue;
+    if (shown == 5) {
+      have += ", ...";
+      break;
+    }
+    ResourceMap free;
+    for (const auto& b : bundles) {
+      for (const auto& [name, amount] : b) {
+        if (amount > 0) free[name] = node->available.count(name) ? node->available.at(name) : 0;
+      }
+    }
+    std::string shape = ShapeKey(free);
+    if (shape == "{}") shape = "none of it";
+    have += (shown ? "; " : "") + std::string("node ") + node->address + " (" +
+            node->node_id.Short() + ") has " + shape + " free";
+    ++shown;
+  }
+  return need + "; " + (have.empty() ? "no node matches" : have);
+}
+
+void PlacementGroupManager::Unreserve(Group& group) {
+  for (const Bundle& b : group.bundles) nodes_.Release(b.node, b.total, b.devices);
+  group.bundles.clear();
+  group.info.locations.clear();
+}
+
+void PlacementGroupManager::Wait(const std::string& peer, uint64_t request_id,
+                                 const std::string& group_id, int64_t timeout_ms,
+                                 int64_t now_ms) {
+  auto it = groups_.find(group_id);
+  Waiter waiter{peer, request_id, group_id, now_ms + std::max<int64_t>(timeout_ms, 0)};
+  if (it == groups_.end()) {
+    send_(peer, transport::MakeErrorMessage(
+                    Status::NotFound("no placement group " + group_id + " (removed, or its job "
+                                     "ended)"),
+                    "head", request_id));
+    return;
+  }
+  if (it->second.info.state != "PENDING" || timeout_ms <= 0) {
+    Answer(waiter, it->second.info);
+    return;
+  }
+  if (waiters_.size() >= 100000) {
+    send_(peer, transport::MakeErrorMessage(Status::Unavailable("too many waiters"), "head",
+                                            request_id));
+    return;
+  }
+  waiters_.push_back(std::move(waiter));
+}
+
+void PlacementGroupManager::Answer(const Waiter& waiter, const protocol::PlacementGroupInfo& info) {
+  protocol::WaitPlacementGroupReply reply;
+  reply.group = info;
+  send_(waiter.peer, transport::MakeMessage(reply, waiter.request_id));
+}
+
+void PlacementGroupManager::AnswerWaiters(const std::string& group_id) {
+  auto it = groups_.find(group_id);
+  protocol::PlacementGroupInfo removed;
+  removed.placement_group_id = group_id;
+  removed.state = "REMOVED";
+  const protocol::PlacementGroupInfo& info = it == groups_.end() ? removed : it->second.info;
+  std::erase_if(waiters_, [&](const Waiter& w) {
+    if (w.group_id != group_id) return false;
+    Answer(w, info);
+    return true;
+  });
+}
+
+void PlacementGroupManager::ExpireWaits(int64_t now_ms) {
+  std::erase_if(waiters_, [&](const Waiter& w) {
+    if (w.deadline_ms > now_ms) return false;
+    auto it = groups_.find(w.group_id);
+    if (it != groups_.end()) Answer(w, it->second.info);
+    return true;
+  });
+}
+
+bool PlacementGroupManager::Remove(const std::string& group_id) {
+  auto it = groups_.find(group_id);
+  if (it == groups_.end()) return false;
+  Unreserve(it->second);
+  std::erase(pending_, group_id);
+  groups_.erase(it);
+  AnswerWaiters(group_id);
+  RAYX_LOG(Info) << "placement group " << group_id.substr(0, 8) << " removed";
+  return true;
+}
+
+void PlacementGroupManager::SchedulePending() {
+  std::erase_if(pending_, [&](const std::string& id) {
+    auto it = groups_.find(id);
+    if (it == groups_.end()) return true;
+    std::string before = it->second.info.state;
+    bool placed = TryPlace(it->second);
+    if (placed || it->second.info.state != before) AnswerWaiters(id);
+    if (placed) {
+      RAYX_LOG(Info) << "placement group " << id.substr(0, 8) << " created";
+    }
+    return placed;
+  });
+}
+
+void PlacementGroupManager::OnNodeDead(const NodeId& node) {
+  for (auto& [id, group] : groups_) {
+    if (group.info.state != "CREATED") continue;
+    bool hit = std::any_of(group.bundles.begin(), group.bundles.end(),
+                           [&](const Bundle& b) { return b.node == node; });
+    if (!hit) continue;
+    Unreserve(group);
+    group.info.state = "PENDING";
+    group.info.reason = "a node holding one of its bundles died; placing it again";
+    pending_.push_back(id);
+  }
+}
+
+Result<std::optional<PlacementGroupManager::BundleGrant>> PlacementGroupManager::TryAcquire(
+    const std::string& group_id, int32_t bundle_index, const ResourceMap& demand) {
+  auto it = groups_.find(group_id);
+  if (it == groups_.end()) {
+    return Status::NotFound("no placement group " + group_id + " (removed, or its job ended)");
+  }
+  Group& group = it->second;
+  int32_t n = static_cast<int32_t>(group.info.bundles.size());
+  if (bundle_index < -1 || bundle_index >= n) {
+    return Status::InvalidArgument("placement group " + group_id.substr(0, 8) + " has " +
+                                   std::to_string(n) + " bundles; bundle index " +
+                                   std::to_string(bundle_index) + " does not exist");
+  }
+  bool could_ever = false;
+  for (int32_t i = 0; i < n; ++i) {
+    if (bundle_index >= 0 && i != bundle_index) continue;
+    if (NodeTable::Fits(group.info.bundles[static_cast<size_t>(i)], demand)) could_ever = true;
+  }
+  if (!could_ever) {
+    return Status::InvalidArgument(
+        "infeasible: " + ShapeKey(demand) + " does not fit in " +
+        (bundle_index >= 0 ? "bundle " + std::to_string(bundle_index) + " " +
+                                 ShapeKey(group.info.bundles[static_cast<size_t>(bundle_index)])
+                           : "any bundle of the group " + GroupShape(group.info)) +
+        " of placement group " + group_id.substr(0, 8));
+  }
+  if (group.info.state != "CREATED") return std::optional<BundleGrant>();
+  double gpus = demand.count(kGpu) ? demand.at(kGpu) : 0;
+  for (int32_t i = 0; i < n; ++i) {
+    if (bundle_index >= 0 && i != bundle_index) continue;
+    Bundle& b = group.bundles[static_cast<size_t>(i)];
+    if (!NodeTable::Fits(b.available, demand)) continue;
+    auto picked = NodeTable::PickGpuDevices(b.device_free, gpus);
+    if (!picked) continue;
+    BundleGrant grant;
+    grant.bundle_index = i;
+    grant.node = b.node;
+    double share = gpus < 1 ? gpus : 1.0;
+    for (int d : *picked) {
+      b.device_free[static_cast<size_t>(d)] -= share;
+      grant.gpu_ids.push_back(b.devices[static_cast<size_t>(d)]);
+    }
+    for (const auto& [name, amount] : demand) {
+      if (amount > 0) b.available[name] -= amount;
+    }
+    return std::optional<BundleGrant>(std::move(grant));
+  }
+  return std::optional<BundleGrant>();
+}
+
+void PlacementGroupManager::Release(const std::string& group_id, int32_t bundle_index,
+                                    const ResourceMap& demand, const std::vector<int>& gpu_ids) {
+  auto it = groups_.find(group_id);
+  if (it == groups_.end() || it->second.info.state != "CREATED") return;
+  if (bundle_index < 0 || static_cast<size_t>(bundle_index) >= it->second.bundles.size()) return;
+  Bundle& b = it->second.bundles[static_cast<size_t>(bundle_index)];
+  double gpus = demand.count(kGpu) ? demand.at(kGpu) : 0;
+  double share = gpus < 1 ? gpus : 1.0;
+  for (int id : gpu_ids) {
+    for (size_t d = 0; d < b.devices.size(); ++d) {
+      if (b.devices[d] == id) b.device_free[d] = std::min(1.0, b.device_free[d] + share);
+    }
+  }
+  for (const auto& [name, amount] : demand) {
+    if (amount <= 0) continue;
+    double total = b.total.count(name) ? b.total.at(name) : 0;
+    b.available[name] = std::min(total, b.available[name] + amount);
+  }
+}
+
+std::vector<std::string> PlacementGroupManager::GroupsOfJob(const std::string& job_id) const {
+  std::vector<std::string> out;
+  for (const auto& [id, group] : groups_) {
+    if (group.info.job_id == job_id && !group.info.detached) out.push_back(id);
+  }
+  return out;
+}
+
+const protocol::PlacementGroupInfo* PlacementGroupManager::Find(const std::string& group_id) const {
+  auto it = groups_.find(group_id);
+  return it == groups_.end() ? nullptr : &it->second.info;
+}
+
+std::vector<protocol::PlacementGroupInfo> PlacementGroupManager::List() const {
+  std::vector<protocol::PlacementGroupInfo> out;
+  out.reserve(groups_.size());
+  for (const auto& [id, group] : groups_) out.push_back(group.info);
+  return out;
+}
+
+void PlacementGroupManager::AddDemands(std::map<std::string, int>* pending,
+                                       std::map<std::string, std::string>* infeasible) const {
+  for (const auto& id : pending_) {
+    auto it = groups_.find(id);
+    if (it == groups_.end()) continue;
+    std::string key = "placement group " + it->second.info.strategy + " " +
+                      GroupShape(it->second.info);
+    if (it->second.info.state == "INFEASIBLE") {
+      (*infeasible)[key] = it->second.info.reason;
+    } else {
+      ++(*pending)[key];
+    }
+  }
+}
+
+}  // namespace rayx::scheduler

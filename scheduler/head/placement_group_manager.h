@@ -1,0 +1,119 @@
+// The head's placement groups: bundles of resources reserved together.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "head/node_table.h"
+#include "protocol/placement_messages.h"
+#include "transport/zmq_socket_loop.h"
+
+namespace rayx::scheduler {
+
+// Design: a placement group reserves every bundle at once or none (a group is
+// never half-reserved): bundles are taken from the node table one by one and
+// all are given back when one does not fit. A group that does not fit now waits
+// (PENDING) and is re-examined whenever resources free up or a node joins, in
+// creation order. A group no set of alive nodes could ever hold (a bundle larger
+// than every node; STRICT_PACK larger than every node) is INFEASIBLE: Wait
+// answers at once with the reason, and it is re-examined when nodes join.
+// STRICT_SPREAD with fewer nodes than bundles is PENDING (a node may join).
+//
+// Leases placed in a group draw from its bundles' reservations, never from the
+// node's free resources, so a group's members cannot be starved by others.
+// When a bundle's node dies the whole group goes back to PENDING and is placed
+// again (its leases on that node died with it).
+//
+// Owned by the head's event loop through LeaseManager; not thread-safe.
+class PlacementGroupManager {
+ public:
+  using SendFn = std::function<void(const std::string& peer, transport::Frames frames)>;
+
+  PlacementGroupManager(NodeTable& nodes, SendFn send);
+
+  // Validates and records a group, placing it now when it fits. Returns
+  // InvalidArgument for an unknown strategy, no bundles, an empty bundle or a
+  // bad amount.
+  Result<protocol::PlacementGroupInfo> Create(const protocol::CreatePlacementGroupRequest& req);
+  // Answers `peer` now when the group is not PENDING (or timeout_ms <= 0), else
+  // when it leaves PENDING or at the deadline (ExpireWaits).
+  void Wait(const std::string& peer, uint64_t request_id, const std::string& group_id,
+            int64_t timeout_ms, int64_t now_ms);
+  // Frees the group's bundles and forgets it. False when unknown. REQUIRES: the
+  // caller ended the leases placed in it.
+  bool Remove(const std::string& group_id);
+  // Places waiting groups that fit now, oldest first.
+  void SchedulePending();
+  // Groups with a bundle on `node` go back to PENDING.
+  void OnNodeDead(const NodeId& node);
+  void ExpireWaits(int64_t now_ms);
+
+  // Leases in a group. Takes `demand` from bundle `bundle_index` (-1: the first
+  // bundle it fits). Returns an error when it can never fit (no such group or
+  // bundle, demand larger than the bundle), nullopt when not now.
+  struct BundleGrant {
+    int32_t bundle_index = -1;
+    NodeId node;
+    std::vector<int> gpu_ids;
+  };
+  Result<std::optional<BundleGrant>> TryAcquire(const std::string& group_id, int32_t bundle_index,
+                                                const ResourceMap& demand);
+  void Release(const std::string& group_id, int32_t bundle_index, const ResourceMap& demand,
+               const std::vector<int>& gpu_ids);
+
+  // The non-detached groups of a job.
+  std::vector<std::string> GroupsOfJob(const std::string& job_id) const;
+  const protocol::PlacementGroupInfo* Find(const std::string& group_id) const;
+  std::vector<protocol::PlacementGroupInfo> List() const;
+  // Waiting groups for `rayx status`: "placement group STRICT_SPREAD
+  // [{GPU: 4} x 3]" -> count, and infeasible ones -> reason.
+  void AddDemands(std::map<std::string, int>* pending,
+                  std::map<std::string, std::string>* infeasible) const;
+  size_t size() const { return groups_.size(); }
+
+ private:
+  struct Bundle {
+    ResourceMap total;
+    ResourceMap available;
+    NodeId node;
+    std::vector<int> devices;        // the node's device ids this bundle holds
+    std::vector<double> device_free; // free share of each, <= the bundle's share
+  };
+  struct Group {
+    protocol::PlacementGroupInfo info;
+    LabelMap label_selector;
+    std::vector<Bundle> bundles;  // reserved, once CREATED
+  };
+  struct Waiter {
+    std::string peer;
+    uint64_t request_id = 0;
+    std::string group_id;
+    int64_t deadline_ms = 0;
+  };
+
+  // Reserves every bundle or none; on failure sets the group's state and reason.
+  bool TryPlace(Group& group);
+  void Unreserve(Group& group);
+  // Why a group cannot be placed: infeasible (true) or only busy (false).
+  bool Infeasible(const Group& group, std::string* why) const;
+  std::string BusyReason(const Group& group) const;
+  bool LabelsMatch(const NodeId& node, const LabelMap& selector) const;
+  void AnswerWaiters(const std::string& group_id);
+  void Answer(const Waiter& waiter, const protocol::PlacementGroupInfo& info);
+
+  NodeTable& nodes_;
+  SendFn send_;
+  std::map<std::string, Group> groups_;
+  std::deque<std::string> pending_;  // group ids, creation order
+  std::vector<Waiter> waiters_;      // bounded by the callers' outstanding requests
+};
+
+// "{CPU: 1, GPU: 2}".
+std::string ShapeKey(const ResourceMap& resources);
+
+}  // namespace rayx::scheduler

@@ -1,0 +1,83 @@
+// The processes of process leases: commands the agent runs for `rayx launch`
+// and `rayx job` instead of rayx workers.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "protocol/messages.h"
+#include "protocol/process_messages.h"
+#include "rayx/status.h"
+
+namespace rayx::worker {
+
+// Runs every ProcessSpec of a process lease as its own process group (setsid,
+// PR_SET_PDEATHSIG, so none outlives the agent), output to a log file on the
+// node, and reports each exit. All of a lease's processes hold the lease's
+// resources together: CUDA_VISIBLE_DEVICES lists all the lease's GPUs in order,
+// as torchrun gives every local rank of a node the node's devices.
+//
+// Start is synchronous: exec failures (no such program) are known before it
+// returns, through a close-on-exec pipe. Logs stay readable after the process
+// ends (the last kMaxFinishedLogs). Single-threaded: the agent's event loop.
+class ProcessRunner {
+ public:
+  struct Options {
+    std::string node_ip;
+    std::string log_dir;
+    std::string token;      // RAYX_CLUSTER_TOKEN for processes that are rayx drivers
+    std::string store_dir;
+    size_t max_finished_logs = 4096;
+  };
+  using ExitCallback = std::function<void(const protocol::ProcessExitedNotice&)>;
+
+  ProcessRunner(Options options, ExitCallback on_exit);
+  ~ProcessRunner();  // kills every process
+
+  // Starts the lease's processes. On any failure the ones already started are
+  // killed and the error says which command could not start and why.
+  Result<protocol::StartWorkerReply> Start(const protocol::StartWorkerRequest& request);
+  // SIGKILLs every process group of the lease; no exit notices follow.
+  void Kill(const std::string& lease_id);
+  void KillAll();
+  // Returns true when `pid` was one of ours (and reports its exit).
+  bool OnChildExit(pid_t pid, int wait_status);
+
+  struct LogInfo {
+    std::string path;
+    bool exited = false;
+  };
+  std::optional<LogInfo> FindLog(const std::string& lease_id, uint32_t index) const;
+  size_t running_leases() const { return leases_.size(); }
+
+  // The last `max_lines` lines of `path` (at most 4 KiB).
+  static std::string TailLines(const std::string& path, int max_lines);
+
+ private:
+  struct Process {
+    pid_t pid = 0;
+    bool exited = false;
+  };
+  struct Lease {
+    std::vector<Process> processes;
+    size_t running = 0;
+  };
+  using LogKey = std::pair<std::string, uint32_t>;
+  void RememberLog(const LogKey& key, LogInfo info);
+
+  Options options_;
+  ExitCallback on_exit_;
+  std::map<std::string, Lease> leases_;
+  std::map<LogKey, LogInfo> logs_;
+  std::deque<LogKey> finished_order_;  // oldest first, bounded
+};
+
+}  // namespace rayx::worker

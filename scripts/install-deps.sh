@@ -9,6 +9,7 @@ packages=(
   libzmq3-dev cppzmq-dev libmsgpack-cxx-dev libboost-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   iproute2 procps
+  python3 python3-torch python3-numpy  # real PyTorch for the rayx launch tests
 )
 
 missing=()

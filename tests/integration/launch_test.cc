@@ -1,0 +1,347 @@
+// `rayx launch` on a real two-node loopback cluster, with real PyTorch (gloo).
+#include <gtest/gtest.h>
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <regex>
+#include <set>
+#include <sstream>
+#include <thread>
+
+#include "util/local_cluster.h"
+
+namespace rayx::testing {
+namespace {
+
+namespace fs = std::filesystem;
+
+bool Contains(const std::string& haystack, const std::string& needle) {
+  return haystack.find(needle) != std::string::npos;
+}
+
+std::string Script() { return std::string(RAYX_TEST_SOURCE_DIR) + "/integration/launch/ddp_train.py"; }
+
+bool HaveTorch() {
+  static const bool have = RunCommand({"/usr/bin/python3", "-c", "import torch.distributed"}, {},
+                                      60000).exit_code == 0;
+  return have;
+}
+
+bool PidAlive(pid_t pid) {
+  if (::kill(pid, 0) != 0) return false;
+  // A zombie (exited, not yet reaped by a parent) counts as gone.
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  std::getline(stat, line);
+  size_t close = line.rfind(')');
+  return close == std::string::npos || line.size() < close + 3 || line[close + 2] != 'Z';
+}
+
+// Waits until none of the pids written into `dir` runs.
+::testing::AssertionResult AllPidsGone(const std::string& dir, size_t expected, int64_t timeout_ms) {
+  std::vector<pid_t> pids;
+  for (const auto& entry : fs::directory_iterator(dir)) {
+    std::ifstream in(entry.path());
+    pid_t pid = 0;
+    if (in >> pid && pid > 0) pids.push_back(pid);
+  }
+  if (pids.size() != expected) {
+    return ::testing::AssertionFailure() << "expected " << expected << " pid files, found "
+                                         << pids.size();
+  }
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+  while (true) {
+    std::vector<pid_t> alive;
+    for (pid_t p : pids) {
+      if (PidAlive(p)) alive.push_back(p);
+    }
+    if (alive.empty()) return ::testing::AssertionSuccess();
+    if (std::chrono::steady_clock::now() > deadline) {
+      return ::testing::AssertionFailure() << alive.size() << " rank processes still run, e.g. pid "
+                                           << alive[0];
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+}
+
+// A `rayx` command running in the background, its output in files.
+struct Background {
+  pid_t pid = -1;
+  std::string out_path, err_path;
+
+  static Background Start(const std::vector<std::string>& argv, const std::string& dir) {
+    Background b;
+    b.out_path = dir + "/bg.out";
+    b.err_path = dir + "/bg.err";
+    b.pid = fork();
+    if (b.pid == 0) {
+      int out = ::open(b.out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+      int err = ::open(b.err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+      dup2(out, 1);
+      dup2(err, 2);
+      std::vector<char*> args;
+      for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+      args.push_back(nullptr);
+      execv(args[0], args.data());
+      _exit(127);
+    }
+    return b;
+  }
+  // The exit code, or -1 on timeout (then it is SIGKILLed).
+  int Wait(int64_t timeout_ms) {
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+    int status = 0;
+    while (waitpid(pid, &status, WNOHANG) == 0) {
+      if (std::chrono::steady_clock::now() > deadline) {
+        ::kill(pid, SIGKILL);
+        waitpid(pid, &status, 0);
+        return -1;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    pid = -1;
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  }
+  std::string Out() const {
+    std::ifstream in(out_path);
+    return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  }
+  std::string Err() const {
+    std::ifstream in(err_path);
+    return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  }
+  ~Background() {
+    if (pid > 0) {
+      ::kill(pid, SIGKILL);
+      waitpid(pid, nullptr, 0);
+    }
+  }
+};
+
+class Launch : public ::testing::Test {
+ protected:
+  // Two nodes (127.0.0.1 and 127.0.0.2) with 2 CPUs and `gpus` fake GPUs each.
+  void StartTwoNodes(double gpus = 0) {
+    LocalCluster::Options options;
+    options.head_node.num_cpus = 2;
+    if (gpus > 0) options.head_node.num_gpus = gpus;
+    auto cluster = LocalCluster::Start(options);
+    ASSERT_TRUE(cluster.ok()) << cluster.status();
+    cluster_ = std::move(*cluster);
+    NodeOptions second{.num_cpus = 2, .extra_args = {"--node-ip-address", "127.0.0.2"}};
+    if (gpus > 0) second.num_gpus = gpus;
+    auto node = cluster_->AddNode(second);
+    ASSERT_TRUE(node.ok()) << node.status();
+    work_dir_ = cluster_->temp_dir() + "/launch-work";
+    fs::create_directories(work_dir_ + "/pids");
+  }
+
+  void TearDown() override {
+    if (!cluster_) return;
+    // Nothing of any launch is left: no process leases, no placement groups,
+    // every CPU free again.
+    auto workers = cluster_->RunCli({"list", "workers"});
+    EXPECT_EQ(workers.exit_code, 0) << workers.Describe();
+    EXPECT_FALSE(Contains(workers.out, "process")) << workers.out;
+    auto groups = cluster_->RunCli({"list", "placement-groups"});
+    EXPECT_FALSE(Contains(groups.out, "rayx-launch")) << groups.out;
+    Status free = cluster_->WaitFor(
+        [](const ClusterStatus& s) {
+          return s.AvailableResources()["CPU"] == s.TotalResources()["CPU"] &&
+                 s.AvailableResources()["GPU"] == s.TotalResources()["GPU"];
+        },
+        10000);
+    EXPECT_TRUE(free.ok()) << free;
+  }
+
+  std::vector<std::string> LaunchArgs(std::vector<std::string> flags,
+                                      const std::vector<std::string>& command) {
+    std::vector<std::string> args = {RayxCliPath(), "launch", "--temp-dir", cluster_->temp_dir()};
+    args.insert(args.end(), flags.begin(), flags.end());
+    args.push_back("--");
+    args.insert(args.end(), command.begin(), command.end());
+    return args;
+  }
+
+  CommandResult RunLaunch(std::vector<std::string> flags, const std::vector<std::string>& command,
+                          int64_t timeout_ms = 180000) {
+    return RunCommand(LaunchArgs(std::move(flags), command),
+                      {{"RAYX_EXIT_WITH_PID", std::to_string(getpid())}}, timeout_ms);
+  }
+
+  std::unique_ptr<LocalCluster> cluster_;
+  std::string work_dir_;
+};
+
+TEST_F(Launch, TorchDdpTrainsOnTwoNodesWithTheTorchrunEnvironment) {
+  if (!HaveTorch()) GTEST_SKIP() << "python3-torch is not installed (./scripts/install-deps.sh)";
+  StartTwoNodes();
+  auto r = RunLaunch({"--nnodes", "2", "--nproc-per-node", "2"}, {"/usr/bin/python3", Script()});
+  ASSERT_EQ(r.exit_code, 0) << r.Describe();
+
+  std::map<int, std::string> node_of;  // rank -> the node its lines came from
+  std::set<std::string> master;
+  std::regex env_line(R"(\[rank (\d) ([0-9.]+)\] env RANK=(\d) LOCAL_RANK=(\d) WORLD_SIZE=(\d) )"
+                      R"(LOCAL_WORLD_SIZE=(\d) NODE_RANK=(\d) GROUP_RANK=(\d) )"
+                      R"(MASTER_ADDR=([0-9.]+) MASTER_PORT=(\d+))");
+  std::istringstream lines(r.out);
+  int env_lines = 0, allreduce = 0, trained = 0;
+  for (std::string line; std::getline(lines, line);) {
+    std::smatch m;
+    if (std::regex_search(line, m, env_line)) {
+      int rank = std::stoi(m[1]);
+      EXPECT_EQ(std::stoi(m[3]), rank);
+      EXPECT_EQ(std::stoi(m[4]), rank % 2) << line;        // LOCAL_RANK
+      EXPECT_EQ(std::stoi(m[5]), 4) << line;               // WORLD_SIZE
+      EXPECT_EQ(std::stoi(m[6]), 2) << line;               // LOCAL_WORLD_SIZE
+      EXPECT_EQ(std::stoi(m[7]), rank / 2) << line;        // NODE_RANK
+      EXPECT_EQ(std::stoi(m[8]), rank / 2) << line;        // GROUP_RANK
+      node_of[rank] = m[2];
+      master.insert(std::string(m[9]) + ":" + std::string(m[10]));
+      ++env_lines;
+    }
+    if (Contains(line, "allreduce rank=")) {
+      EXPECT_TRUE(Contains(line, "sum=10")) << line;  // 1+2+3+4
+      ++allreduce;
+    }
+    std::smatch lm;
+    if (std::regex_search(line, lm, std::regex(R"(loss rank=\d first=([0-9.]+) last=([0-9.]+) same_weights=(\w+))"))) {
+      double first = std::stod(lm[1]), last = std::stod(lm[2]);
+      EXPECT_LT(last, first * 0.1) << "the loss did not fall: " << line;
+      EXPECT_EQ(lm[3], "True") << "DDP ranks diverged: " << line;
+      ++trained;
+    }
+  }
+  EXPECT_EQ(env_lines, 4) << r.out;
+  EXPECT_EQ(allreduce, 4) << r.out;
+  EXPECT_EQ(trained, 4) << r.out;
+  // Two ranks per node, on two distinct nodes; MASTER_ADDR is rank 0's node.
+  ASSERT_EQ(node_of.size(), 4u);
+  EXPECT_EQ(node_of[0], node_of[1]);
+  EXPECT_EQ(node_of[2], node_of[3]);
+  EXPECT_NE(node_of[0], node_of[2]);
+  ASSERT_EQ(master.size(), 1u);
+  EXPECT_EQ(master.begin()->substr(0, master.begin()->find(':')), node_of[0]);
+}
+
+TEST_F(Launch, AFailingRankStopsEveryRankOnEveryNode) {
+  if (!HaveTorch()) GTEST_SKIP() << "python3-torch is not installed (./scripts/install-deps.sh)";
+  StartTwoNodes();
+  auto r = RunLaunch({"--nnodes", "2", "--nproc-per-node", "2", "--env", "FAIL_RANK=3", "--env",
+                      "PID_DIR=" + work_dir_ + "/pids"},
+                     {"/usr/bin/python3", Script()});
+  EXPECT_EQ(r.exit_code, 3) << r.Describe();
+  EXPECT_TRUE(Contains(r.err, "rank 3 (local rank 1 on node 1, 127.0.0.")) << r.err;
+  EXPECT_TRUE(Contains(r.err, "exited with status 3")) << r.err;
+  EXPECT_TRUE(Contains(r.err, "| rank 3 failing at step 5")) << r.err;  // its last lines
+  EXPECT_TRUE(AllPidsGone(work_dir_ + "/pids", 4, 10000));
+}
+
+TEST_F(Launch, MaxRestartsRestartsTheWholeGroupAfterAFailure) {
+  if (!HaveTorch()) GTEST_SKIP() << "python3-torch is not installed (./scripts/install-deps.sh)";
+  StartTwoNodes();
+  auto r = RunLaunch({"--nnodes", "2", "--nproc-per-node", "1", "--max-restarts", "1", "--env",
+                      "FAIL_RANK=1", "--env", "FAIL_FIRST_TRY_ONLY=1"},
+                     {"/usr/bin/python3", Script()});
+  EXPECT_EQ(r.exit_code, 0) << r.Describe();
+  EXPECT_TRUE(Contains(r.err, "rank 1 (local rank 0 on node 1")) << r.err;
+  EXPECT_TRUE(Contains(r.err, "restarting the group (restart 1 of 1)")) << r.err;
+  // The second try trained on both ranks.
+  EXPECT_TRUE(Contains(r.out, "loss rank=0")) << r.out;
+  EXPECT_TRUE(Contains(r.out, "loss rank=1")) << r.out;
+}
+
+TEST_F(Launch, SigtermStopsEveryRankOnEveryNode) {
+  if (!HaveTorch()) GTEST_SKIP() << "python3-torch is not installed (./scripts/install-deps.sh)";
+  StartTwoNodes();
+  auto bg = Background::Start(
+      LaunchArgs({"--nnodes", "2", "--nproc-per-node", "2", "--env", "SLEEP_FOREVER=1", "--env",
+                  "PID_DIR=" + work_dir_ + "/pids"},
+                 {"/usr/bin/python3", Script()}),
+      work_dir_);
+  // Every rank got through init and all_reduce: they are all running.
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+  int sleeping = 0;
+  while (std::chrono::steady_clock::now() < deadline) {
+    std::string out = bg.Out();
+    sleeping = 0;
+    for (size_t p = out.find("sleeping"); p != std::string::npos; p = out.find("sleeping", p + 1)) {
+      ++sleeping;
+    }
+    if (sleeping == 4) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  ASSERT_EQ(sleeping, 4) << bg.Out() << bg.Err();
+  ::kill(bg.pid, SIGTERM);
+  EXPECT_EQ(bg.Wait(30000), 128 + SIGTERM) << bg.Err();
+  EXPECT_TRUE(Contains(bg.Err(), "stopped all 4 ranks")) << bg.Err();
+  EXPECT_TRUE(AllPidsGone(work_dir_ + "/pids", 4, 10000));
+}
+
+TEST_F(Launch, SaysWhatIsMissingWhenTheRanksCannotFit) {
+  StartTwoNodes();
+  // Three nodes asked, two exist.
+  auto r = RunLaunch({"--nnodes", "3"}, {"true"});
+  EXPECT_EQ(r.exit_code, 1) << r.Describe();
+  EXPECT_TRUE(Contains(r.err, "needs 3 distinct nodes")) << r.err;
+  EXPECT_TRUE(Contains(r.err, "the cluster has 2")) << r.err;
+  // Three CPUs per node asked, nodes have two.
+  r = RunLaunch({"--nnodes", "2", "--nproc-per-node", "3"}, {"true"});
+  EXPECT_EQ(r.exit_code, 1) << r.Describe();
+  EXPECT_TRUE(Contains(r.err, "needs {CPU: 3} on one node; the largest alive node has CPU 2"))
+      << r.err;
+  // No command.
+  r = RunLaunch({"--nnodes", "2"}, {});
+  EXPECT_EQ(r.exit_code, 2) << r.Describe();
+  EXPECT_TRUE(Contains(r.err, "no command")) << r.err;
+  // A command that no node has.
+  r = RunLaunch({"--nnodes", "2"}, {"no-such-program-rayx"});
+  EXPECT_EQ(r.exit_code, 1) << r.Describe();
+  EXPECT_TRUE(Contains(r.err, "cannot start 'no-such-program-rayx'")) << r.err;
+}
+
+TEST_F(Launch, GivesEachNodeItsOwnGpusInLocalRankOrderAndNeverShares) {
+  StartTwoNodes(/*gpus=*/4);
+  auto plan = RunLaunch({"--nnodes", "2", "--nproc-per-node", "2", "--gpus-per-proc", "1",
+                         "--dry-run"},
+                        {"true"});
+  ASSERT_EQ(plan.exit_code, 0) << plan.Describe();
+  EXPECT_TRUE(Contains(plan.out, "4 ranks")) << plan.out;
+  EXPECT_TRUE(Contains(plan.out, "rank 3: node 1 127.0.0.")) << plan.out;
+  EXPECT_TRUE(Contains(plan.out, "CUDA_VISIBLE_DEVICES=0,1")) << plan.out;
+
+  // A first launch holds two GPUs on each node while a second one runs.
+  auto holder = Background::Start(
+      LaunchArgs({"--nnodes", "2", "--nproc-per-node", "2", "--gpus-per-proc", "1", "--cpus-per-proc", "0.5"},
+                 {"sh", "-c", "echo held=$CUDA_VISIBLE_DEVICES; exec sleep 600"}),
+      work_dir_);
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (std::chrono::steady_clock::now() < deadline && !Contains(holder.Out(), "held=") ) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  ASSERT_TRUE(Contains(holder.Out(), "held=0,1")) << holder.Out() << holder.Err();
+  auto r = RunLaunch({"--nnodes", "2", "--nproc-per-node", "2", "--gpus-per-proc", "1",
+                      "--cpus-per-proc", "0.5"},
+                     {"sh", "-c", "echo devices=$CUDA_VISIBLE_DEVICES local=$LOCAL_RANK"});
+  ASSERT_EQ(r.exit_code, 0) << r.Describe();
+  for (int rank = 0; rank < 4; ++rank) {
+    EXPECT_TRUE(Contains(r.out, "devices=2,3 local=" + std::to_string(rank % 2))) << r.out;
+  }
+  EXPECT_FALSE(Contains(r.out, "devices=0")) << r.out;
+  // A third launch cannot fit while both run... and says which GPUs are free.
+  auto none = RunLaunch({"--nnodes", "2", "--gpus-per-proc", "3", "--cpus-per-proc", "0.5"},
+                        {"true"});
+  EXPECT_EQ(none.exit_code, 1);
+  EXPECT_TRUE(Contains(none.err, "has {CPU: 1, GPU: 2} free")) << none.err;
+  ::kill(holder.pid, SIGTERM);
+  EXPECT_EQ(holder.Wait(30000), 128 + SIGTERM) << holder.Err();
+}
+
+}  // namespace
+}  // namespace rayx::testing

@@ -18,6 +18,7 @@
 #include "rayx/ids.h"
 #include "rayx/version.h"
 #include "common/session_dir.h"
+#include "job_command.h"
 #include "launch_command.h"
 #include "list_command.h"
 #include "status_format.h"
@@ -36,6 +37,7 @@ Commands:
   status [--address HOST:PORT] [-v]  show nodes, resource usage and pending demands
   list nodes|actors|workers|placement-groups  show where everything is
   launch [FLAGS] -- COMMAND ...    run a torchrun-style program on N nodes x M processes
+  job submit|status|logs|stop|list  run jobs on the cluster (rayx job --help)
   microbenchmark [--address HOST:PORT] [--runs N]  measure tasks, actors and objects
 
 Run `rayx COMMAND --help` for a command's flags. `rayx --version` prints the version.
@@ -220,7 +222,8 @@ int Start(const std::vector<std::string>& args) {
                                      "--port", std::to_string(f.port),
                                      "--node-ip-address", node_ip,
                                      "--heartbeat-period-ms", std::to_string(f.heartbeat_ms),
-                                     "--node-timeout-ms", std::to_string(f.node_timeout_ms)};
+                                     "--node-timeout-ms", std::to_string(f.node_timeout_ms),
+                                     "--package-dir", session->path() + "/packages"};
     auto daemon = SpawnDaemon(argv, {{"RAYX_CLUSTER_TOKEN", f.token}}, session->LogPath("head"),
                               kStartTimeoutMs);
     if (!daemon.ok()) {
@@ -248,6 +251,7 @@ int Start(const std::vector<std::string>& args) {
                                    "--connect-timeout-ms", std::to_string(f.connect_timeout_ms)};
   if (f.head) argv.push_back("--head-node");
   argv.insert(argv.end(), {"--log-dir", session->path() + "/logs"});
+  argv.insert(argv.end(), {"--package-dir", session->path() + "/node-packages"});
   if (!node_ip.empty()) argv.insert(argv.end(), {"--node-ip-address", node_ip});
   AddResourceArgs(flags, f, &argv);
   auto agent = SpawnDaemon(argv, {{"RAYX_CLUSTER_TOKEN", f.token}}, session->LogPath("agent"),
@@ -430,6 +434,7 @@ int main(int argc, char** argv) {
   if (command == "status") return StatusCommand(args);
   if (command == "list") return ListCommand(args);
   if (command == "launch") return LaunchCommand(args);
+  if (command == "job") return JobCommand(args);
   if (command == "microbenchmark") {
     // The benchmark is its own program (its workers re-run it): hand over.
     std::string bench = SelfDirectory() + "/rayx-microbenchmark";

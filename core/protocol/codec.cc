@@ -50,6 +50,20 @@ std::string MessageTypeName(uint16_t type) {
     case MessageType::kReadLogReply: return "ReadLogReply";
     case MessageType::kReservePortRequest: return "ReservePortRequest";
     case MessageType::kReservePortReply: return "ReservePortReply";
+    case MessageType::kSubmitJobRequest: return "SubmitJobRequest";
+    case MessageType::kSubmitJobReply: return "SubmitJobReply";
+    case MessageType::kGetJobRequest: return "GetJobRequest";
+    case MessageType::kGetJobReply: return "GetJobReply";
+    case MessageType::kListJobsRequest: return "ListJobsRequest";
+    case MessageType::kListJobsReply: return "ListJobsReply";
+    case MessageType::kStopJobRequest: return "StopJobRequest";
+    case MessageType::kStopJobReply: return "StopJobReply";
+    case MessageType::kHasPackageRequest: return "HasPackageRequest";
+    case MessageType::kHasPackageReply: return "HasPackageReply";
+    case MessageType::kPutPackageRequest: return "PutPackageRequest";
+    case MessageType::kPutPackageReply: return "PutPackageReply";
+    case MessageType::kGetPackageRequest: return "GetPackageRequest";
+    case MessageType::kGetPackageReply: return "GetPackageReply";
   }
   return "unknown(" + std::to_string(type) + ")";
 }

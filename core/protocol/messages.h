@@ -78,6 +78,21 @@ enum class MessageType : uint16_t {
   kReadLogReply = 82,
   kReservePortRequest = 83,    // anyone -> agent's object server
   kReservePortReply = 84,
+  // Submitted jobs and their working directories (CLI/agent <-> head): job_messages.h.
+  kSubmitJobRequest = 90,
+  kSubmitJobReply = 91,
+  kGetJobRequest = 92,
+  kGetJobReply = 93,
+  kListJobsRequest = 94,
+  kListJobsReply = 95,
+  kStopJobRequest = 96,
+  kStopJobReply = 97,
+  kHasPackageRequest = 98,
+  kHasPackageReply = 99,
+  kPutPackageRequest = 100,
+  kPutPackageReply = 101,
+  kGetPackageRequest = 102,
+  kGetPackageReply = 103,
 };
 
 // The name of a message type for logs; "unknown(N)" for values we do not know.
@@ -227,7 +242,10 @@ struct ProcessSpec {
   std::map<std::string, std::string> env;   // added to the agent's environment
   std::string cwd;                          // "" = the agent's working directory
   std::string log_name;                     // the log file's name on the node, [A-Za-z0-9_.-]
-  MSGPACK_DEFINE_MAP(argv, env, cwd, log_name)
+  // A working directory uploaded to the head (rayx job submit): the node
+  // fetches it once, caches it by this hash, and runs in it when cwd is "".
+  std::string package_hash;
+  MSGPACK_DEFINE_MAP(argv, env, cwd, log_name, package_hash)
 };
 
 // Asks for a worker process holding `resources` on some node. The reply comes
@@ -253,7 +271,12 @@ struct RequestLeaseRequest {
   // (all holding the lease's resources, as one torchrun node), reports each
   // exit to the owner (ProcessExitedNotice) and frees the lease when all exit.
   std::vector<ProcessSpec> processes;
+  // The job's working directory package: `executable` and `working_dir` under
+  // `package_dir` (the caller's copy) map to the node's own copy.
+  std::string package_hash;
+  std::string package_dir;
   MSGPACK_DEFINE_MAP(job_id, resources, executable, working_dir, for_actor, detached,
+                     package_hash, package_dir,
                      placement_group_id, bundle_index, strategy, affinity_node_id, affinity_soft,
                      label_selector, processes)
 };
@@ -296,8 +319,10 @@ struct StartWorkerRequest {
   std::string head_address;  // "host:port", for workers that submit work
   std::vector<int> gpu_ids;  // the node's GPU devices this worker holds
   std::vector<ProcessSpec> processes;  // a process lease (see RequestLeaseRequest)
+  std::string package_hash;            // see RequestLeaseRequest
+  std::string package_dir;
   MSGPACK_DEFINE_MAP(lease_id, job_id, executable, working_dir, resources, head_address, gpu_ids,
-                     processes)
+                     processes, package_hash, package_dir)
 };
 
 struct StartWorkerReply {

@@ -171,6 +171,8 @@ void Init(const Options& options) {
   detail::Runtime::Config config;
   config.head = *head;
   config.token = token;
+  // A program started by `rayx job submit` joins its submitted job.
+  if (!Env("RAYX_SUBMISSION_ID").empty()) config.job_id = Env("RAYX_JOB_ID");
   auto local_ip = LocalAddressToward(*ip);
   config.node_ip = local_ip.ok() ? *local_ip : "127.0.0.1";
   auto runtime = detail::Runtime::Start(config);

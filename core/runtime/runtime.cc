@@ -42,6 +42,14 @@ void SetWorkerProgram(protocol::RequestLeaseRequest* req) {
   }
   char cwd[4096];
   req->working_dir = getcwd(cwd, sizeof cwd) ? cwd : "";
+  // A submitted job's program lives in its working directory package, which
+  // each node fetches for itself (rayx job submit --working-dir).
+  const char* hash = std::getenv("RAYX_PACKAGE_HASH");
+  const char* dir = std::getenv("RAYX_PACKAGE_DIR");
+  if (hash && dir && *hash && *dir) {
+    req->package_hash = hash;
+    req->package_dir = dir;
+  }
 }
 
 int64_t NowMs() {

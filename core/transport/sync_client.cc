@@ -20,7 +20,7 @@ Result<std::unique_ptr<SyncClient>> SyncClient::Connect(const HostPort& address)
 }
 
 Result<std::string> SyncClient::RoundTrip(Frames& frames, uint64_t id, uint16_t want_type,
-                                          int64_t timeout_ms) {
+                                          int64_t timeout_ms, std::string* payload) {
   auto unavailable = [&] {
     return Status::Unavailable("no reply from " + address_.ToString() + " within " +
                                std::to_string(timeout_ms) +
@@ -57,6 +57,7 @@ Result<std::string> SyncClient::RoundTrip(Frames& frames, uint64_t id, uint16_t 
                                        " from " + address_.ToString() + ", expected " +
                                        protocol::MessageTypeName(want_type));
       }
+      if (payload && reply.size() > 2) *payload = std::string(FrameView(reply[2]));
       return std::string(FrameView(reply[1]));
     }
   } catch (const zmq::error_t& e) {

@@ -35,12 +35,29 @@ class SyncClient {
     if (!raw.ok()) return raw.status();
     return protocol::Decode<Reply>(*raw);
   }
+  // Like Call, with raw payload bytes sent as frame 2 (`payload`) and the
+  // reply's frame 2 returned beside it.
+  template <typename Reply, typename Request>
+  Result<std::pair<Reply, std::string>> CallWithPayload(const Request& request,
+                                                        std::string_view payload,
+                                                        int64_t timeout_ms) {
+    uint64_t id = ++next_id_;
+    Frames frames = MakeMessage(request, id);
+    frames.push_back(zmq::message_t(payload.data(), payload.size()));
+    std::string reply_payload;
+    auto raw = RoundTrip(frames, id, static_cast<uint16_t>(Reply::kType), timeout_ms,
+                         &reply_payload);
+    if (!raw.ok()) return raw.status();
+    auto reply = protocol::Decode<Reply>(*raw);
+    if (!reply.ok()) return reply.status();
+    return std::make_pair(std::move(*reply), std::move(reply_payload));
+  }
 
  private:
   SyncClient(const HostPort& address);
   // Returns the reply body bytes of type `want_type`.
   Result<std::string> RoundTrip(Frames& frames, uint64_t id, uint16_t want_type,
-                                int64_t timeout_ms);
+                                int64_t timeout_ms, std::string* payload = nullptr);
 
   HostPort address_;
   zmq::context_t context_{1};

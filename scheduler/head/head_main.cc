@@ -26,7 +26,10 @@ int main(int argc, char** argv) {
   int64_t heartbeat_ms = 250;
   int64_t timeout_ms = 1500;
   int64_t ready_fd = -1;
+  std::string package_dir = "packages";
   FlagParser flags("rayx-head");
+  flags.AddString("package-dir", &package_dir,
+                  "where uploaded working directories are kept (default ./packages)");
   flags.AddString("bind-host", &bind_host, "interface to listen on (default 0.0.0.0)");
   flags.AddString("node-ip-address", &node_ip, "this head's address, for messages");
   flags.AddInt("port", &port, 0, 65535, "port to listen on; 0 picks a free one (default 6380)");
@@ -67,6 +70,7 @@ int main(int argc, char** argv) {
   options.service.heartbeat_period_ms = heartbeat_ms;
   options.service.nodes.node_timeout_ms = timeout_ms;
   options.service.where = "head " + node_ip;
+  options.service.jobs.package_dir = package_dir;
   options.service.leases.job_timeout_ms = std::max<int64_t>(timeout_ms * 2, 3000);
   scheduler::HeadServer server(io, options, clock);
   Status started = server.Start();

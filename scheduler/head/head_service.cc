@@ -17,7 +17,15 @@ HeadService::HeadService(HeadServiceOptions options, const Clock& clock)
       clock_(clock),
       nodes_(options_.nodes),
       leases_(options_.leases, nodes_,
-              [this](const std::string& peer, Frames frames) { send_(peer, std::move(frames)); }),
+              [this](const std::string& peer, Frames frames) {
+                // The head's own leases (submitted jobs' entrypoints).
+                if (peer == JobManager::kPeer) {
+                  jobs_.OnInternalMessage(frames);
+                  return;
+                }
+                send_(peer, std::move(frames));
+              }),
+      jobs_(options_.jobs, leases_, nodes_, clock),
       started_ms_(clock.NowMs()) {
   RAYX_CHECK(!options_.token.empty()) << "the head needs a cluster token";
 }
@@ -146,6 +154,14 @@ std::optional<Frames> HeadService::Handle(Frames& frames, const std::string& pee
       leases_.OnProcessExited(*req);
       return std::nullopt;
     }
+    case MessageType::kSubmitJobRequest:
+    case MessageType::kGetJobRequest:
+    case MessageType::kListJobsRequest:
+    case MessageType::kStopJobRequest:
+    case MessageType::kHasPackageRequest:
+    case MessageType::kPutPackageRequest:
+    case MessageType::kGetPackageRequest:
+      return HandleSubmittedJobMessage(env->t, body, id, peer_id, frames);
     case MessageType::kErrorReply: {
       // An agent could not start a worker.
       if (!authenticated_peers_.count(peer_id)) return std::nullopt;
@@ -268,6 +284,106 @@ void HeadService::ExpireSilentNodes() {
     RAYX_LOG(Warning) << "node " << id.Short() << " declared dead: no heartbeat within "
                       << options_.nodes.node_timeout_ms << " ms; " << nodes_.alive_count()
                       << " alive";
+  }
+}
+
+std::optional<Frames> HeadService::HandleSubmittedJobMessage(uint16_t type, std::string_view body,
+                                                             uint64_t id,
+                                                             const std::string& peer_id,
+                                                             const Frames& frames) {
+  const std::string peer = PeerName(peer_id);
+  std::string type_name = protocol::MessageTypeName(type);
+  auto bad_body = [&](const Status& status) {
+    return Refuse(Status::InvalidArgument("malformed " + type_name + ": " + status.message()), id,
+                  peer, type_name);
+  };
+  auto error = [&](const Status& status) {
+    return transport::MakeErrorMessage(status, options_.where, id);
+  };
+  auto refuse_token = [&] {
+    return Refuse(Status::Unauthenticated("wrong cluster token: run rayx job on a machine of the "
+                                          "cluster, or pass --token (printed by `rayx start "
+                                          "--head`)"),
+                  id, peer, type_name);
+  };
+  switch (static_cast<MessageType>(type)) {
+    case MessageType::kSubmitJobRequest: {
+      auto req = protocol::Decode<protocol::SubmitJobRequest>(body);
+      if (!req.ok()) return bad_body(req.status());
+      if (!TokenMatches(req->token)) return refuse_token();
+      auto job = jobs_.Submit(*req);
+      if (!job.ok()) return error(job.status());
+      protocol::SubmitJobReply reply;
+      reply.job = std::move(*job);
+      return transport::MakeMessage(reply, id);
+    }
+    case MessageType::kGetJobRequest: {
+      auto req = protocol::Decode<protocol::GetJobRequest>(body);
+      if (!req.ok()) return bad_body(req.status());
+      if (!TokenMatches(req->token)) return refuse_token();
+      auto job = jobs_.Get(req->submission_id);
+      if (!job.ok()) return error(job.status());
+      protocol::GetJobReply reply;
+      reply.job = std::move(*job);
+      return transport::MakeMessage(reply, id);
+    }
+    case MessageType::kListJobsRequest: {
+      auto req = protocol::Decode<protocol::ListJobsRequest>(body);
+      if (!req.ok()) return bad_body(req.status());
+      if (!TokenMatches(req->token)) return refuse_token();
+      protocol::ListJobsReply reply;
+      reply.jobs = jobs_.List();
+      return transport::MakeMessage(reply, id);
+    }
+    case MessageType::kStopJobRequest: {
+      auto req = protocol::Decode<protocol::StopJobRequest>(body);
+      if (!req.ok()) return bad_body(req.status());
+      if (!TokenMatches(req->token)) return refuse_token();
+      auto job = jobs_.Stop(req->submission_id);
+      if (!job.ok()) return error(job.status());
+      protocol::StopJobReply reply;
+      reply.job = std::move(*job);
+      return transport::MakeMessage(reply, id);
+    }
+    case MessageType::kHasPackageRequest: {
+      auto req = protocol::Decode<protocol::HasPackageRequest>(body);
+      if (!req.ok()) return bad_body(req.status());
+      if (!TokenMatches(req->token)) return refuse_token();
+      protocol::HasPackageReply reply;
+      reply.present = jobs_.HasPackage(req->hash);
+      reply.max_bytes = jobs_.max_package_bytes();
+      return transport::MakeMessage(reply, id);
+    }
+    case MessageType::kPutPackageRequest: {
+      auto req = protocol::Decode<protocol::PutPackageRequest>(body);
+      if (!req.ok()) return bad_body(req.status());
+      if (!TokenMatches(req->token)) return refuse_token();
+      std::string_view bytes = frames.size() > 2 ? FrameView(frames[2]) : std::string_view();
+      auto done = jobs_.PutPackage(*req, bytes);
+      if (!done.ok()) return error(done.status());
+      protocol::PutPackageReply reply;
+      reply.complete = *done;
+      return transport::MakeMessage(reply, id);
+    }
+    case MessageType::kGetPackageRequest: {
+      if (!authenticated_peers_.count(peer_id)) {
+        return Refuse(Status::Unauthenticated("only node agents fetch packages"), id, peer,
+                      type_name);
+      }
+      auto req = protocol::Decode<protocol::GetPackageRequest>(body);
+      if (!req.ok()) return bad_body(req.status());
+      auto chunk = jobs_.ReadPackage(req->hash, req->offset, req->length);
+      if (!chunk.ok()) return error(chunk.status());
+      protocol::GetPackageReply reply;
+      reply.hash = req->hash;
+      reply.offset = req->offset;
+      reply.total_size = chunk->first;
+      Frames out = transport::MakeMessage(reply, id);
+      out.push_back(zmq::message_t(chunk->second.data(), chunk->second.size()));
+      return out;
+    }
+    default:
+      return std::nullopt;
   }
 }
 

@@ -8,6 +8,7 @@
 
 #include "common/clock.h"
 #include "common/logging.h"
+#include "head/job_manager.h"
 #include "head/lease_manager.h"
 #include "head/node_table.h"
 #include "protocol/messages.h"
@@ -27,6 +28,8 @@ struct HeadServiceOptions {
   std::string where = "head";
   // Jobs and leases.
   LeaseManager::Options leases;
+  // Submitted jobs and their working directory packages.
+  JobManager::Options jobs;
 };
 
 // Decodes each request, applies it to the node table and builds the reply.
@@ -71,6 +74,9 @@ class HeadService {
                                        uint64_t id, const std::string& peer);
   transport::Frames Refuse(const Status& status, uint64_t id, const std::string& peer,
                            const std::string& what);
+  std::optional<transport::Frames> HandleSubmittedJobMessage(uint16_t type, std::string_view body,
+                                                             uint64_t id, const std::string& peer,
+                                                             const transport::Frames& frames);
   std::optional<transport::Frames> HandleJobMessage(uint16_t type, std::string_view body,
                                                     uint64_t id, const std::string& peer);
   bool TokenMatches(const std::string& presented) const;
@@ -82,6 +88,7 @@ class HeadService {
   NodeTable nodes_;
   LeaseManager::SendFn send_ = [](const std::string&, transport::Frames) {};
   LeaseManager leases_;
+  JobManager jobs_;
   // Routing ids that presented the token (agents and drivers). Job and lease
   // messages from any other peer are refused.
   std::unordered_set<std::string> authenticated_peers_;

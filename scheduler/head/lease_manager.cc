@@ -94,9 +94,16 @@ uint32_t LeaseManager::FinishJob(const std::string& job_id, const std::string& w
   return static_cast<uint32_t>(ending.size());
 }
 
+void LeaseManager::AddSupervisedJob(const std::string& job_id, int64_t now_ms) {
+  Job& job = jobs_[job_id];
+  job.last_heartbeat_ms = now_ms;
+  job.supervised = true;
+}
+
 void LeaseManager::ExpireSilentJobs(int64_t now_ms) {
   std::vector<std::string> silent;
   for (const auto& [id, job] : jobs_) {
+    if (job.supervised) continue;
     if (now_ms - job.last_heartbeat_ms > options_.job_timeout_ms) silent.push_back(id);
   }
   for (const auto& id : silent) FinishJob(id, "its driver stopped heartbeating");
@@ -269,6 +276,8 @@ bool LeaseManager::TryGrant(Pending& pending) {
   start.head_address = options_.head_address;
   start.gpu_ids = gpu_ids;
   start.processes = pending.req.processes;
+  start.package_hash = pending.req.package_hash;
+  start.package_dir = pending.req.package_dir;
   uint64_t id = next_request_id_++;
   start_requests_[id] = lease.lease_id;
   leases_[lease.lease_id] = std::move(lease);
@@ -395,8 +404,10 @@ std::map<std::string, std::string> LeaseManager::InfeasibleShapes() const {
 void LeaseManager::OnProcessExited(const protocol::ProcessExitedNotice& notice) {
   auto it = leases_.find(notice.lease_id);
   if (it == leases_.end() || !it->second.process) return;
-  send_(it->second.owner_peer, transport::MakeMessage(notice, 0));
+  std::string owner = it->second.owner_peer;
+  // The lease ends first: the owner may end the whole job on this notice.
   if (notice.all_exited) EndLease(notice.lease_id, /*kill_worker=*/false);
+  send_(owner, transport::MakeMessage(notice, 0));
 }
 
 Result<protocol::PlacementGroupInfo> LeaseManager::CreatePlacementGroup(

@@ -56,6 +56,9 @@ class LeaseManager {
   protocol::RegisterDriverReply RegisterDriver(const protocol::RegisterDriverRequest& req,
                                                int64_t now_ms, const std::string& cluster_id);
   bool DriverHeartbeat(const std::string& job_id, int64_t now_ms);
+  // A job whose life the head itself supervises (rayx job submit): it does not
+  // end when drivers stop heartbeating, only through FinishJob.
+  void AddSupervisedJob(const std::string& job_id, int64_t now_ms);
   // Ends the job; returns how many workers were told to stop.
   uint32_t FinishJob(const std::string& job_id, const std::string& why);
   // Ends jobs whose drivers went silent.
@@ -119,6 +122,7 @@ class LeaseManager {
   struct Job {
     int64_t last_heartbeat_ms = 0;
     bool finished = false;
+    bool supervised = false;
   };
 
   // Grants queued requests while resources allow, in order; a request that does

@@ -31,7 +31,11 @@ NodeAgent::NodeAgent(boost::asio::io_context& io, NodeAgentOptions options, cons
                   .store_dir = options_.store_dir},
                  [this](const protocol::ProcessExitedNotice& notice) {
                    if (!leaving_ && loop_) Send(notice);
-                 }) {
+                 }),
+      packages_(options_.package_dir, [this](const protocol::GetPackageRequest& req) {
+        Send(req);
+        return next_id_;
+      }) {
   objects_.SetLogLookup([this](const std::string& lease_id, uint32_t index) {
     return processes_.FindLog(lease_id, index);
   });
@@ -151,6 +155,8 @@ void NodeAgent::OnMessage(transport::Frames& frames) {
       Status status = error.ok() ? error->ToStatus() : error.status();
       if (env->id == register_id_) {
         Fatal(Status(status.code(), "the head refused this node: " + status.message()));
+      } else if (packages_.OnError(env->id, status)) {
+        // a package fetch failed; its leases were answered
       } else {
         RAYX_LOG(Warning) << "the head answered an error: " << status;
       }
@@ -195,6 +201,13 @@ void NodeAgent::OnMessage(transport::Frames& frames) {
       OnStartWorker(*req, env->id);
       return;
     }
+    case MessageType::kGetPackageReply: {
+      auto reply = protocol::Decode<protocol::GetPackageReply>(body);
+      if (!reply.ok()) return;
+      std::string_view bytes = frames.size() > 2 ? transport::FrameView(frames[2]) : "";
+      packages_.OnReply(env->id, *reply, bytes);
+      return;
+    }
     case MessageType::kJobFinishedNotice: {
       auto req = protocol::Decode<protocol::JobFinishedNotice>(body);
       if (!req.ok() || req->job_id.empty()) return;
@@ -233,6 +246,42 @@ void NodeAgent::ReapWorkers() {
 }
 
 void NodeAgent::OnStartWorker(const protocol::StartWorkerRequest& req, uint64_t id) {
+  std::string hash = req.package_hash;
+  for (const auto& spec : req.processes) {
+    if (!spec.package_hash.empty()) hash = spec.package_hash;
+  }
+  if (hash.empty()) {
+    StartWithPackages(req, id);
+    return;
+  }
+  packages_.Ensure(hash, [this, req = protocol::StartWorkerRequest(req), id](
+                             Result<std::string> dir) mutable {
+    if (!dir.ok()) {
+      if (!leaving_) {
+        auto frames = transport::MakeErrorMessage(dir.status(), "node " + options_.node_ip, id);
+        (void)loop_->Send(frames);
+      }
+      return;
+    }
+    // The lease runs in this node's copy of the package.
+    auto remap = [&](std::string& path) {
+      if (req.package_dir.empty() || path.rfind(req.package_dir, 0) != 0) return;
+      path = *dir + path.substr(req.package_dir.size());
+    };
+    remap(req.executable);
+    remap(req.working_dir);
+    if (!req.package_hash.empty()) req.package_dir = *dir;  // told to the worker
+    for (auto& spec : req.processes) {
+      if (spec.package_hash.empty()) continue;
+      if (spec.cwd.empty()) spec.cwd = *dir;
+      spec.env["RAYX_PACKAGE_HASH"] = spec.package_hash;
+      spec.env["RAYX_PACKAGE_DIR"] = *dir;
+    }
+    StartWithPackages(std::move(req), id);
+  });
+}
+
+void NodeAgent::StartWithPackages(protocol::StartWorkerRequest req, uint64_t id) {
   if (!req.processes.empty()) {
     auto result = processes_.Start(req);
     transport::Frames frames =

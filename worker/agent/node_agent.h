@@ -13,6 +13,7 @@
 
 #include "common/address.h"
 #include "agent/object_server.h"
+#include "agent/package_cache.h"
 #include "agent/process_runner.h"
 #include "agent/worker_pool.h"
 #include "common/clock.h"
@@ -41,6 +42,8 @@ struct NodeAgentOptions {
   std::string log_dir = ".";
   // The node's shared-memory object store directory (created; removed at exit).
   std::string store_dir;
+  // Where job working directories fetched from the head are unpacked.
+  std::string package_dir = "node-packages";
 };
 
 // Single-threaded: everything runs on `io`. Calls `on_joined` once after the
@@ -78,6 +81,8 @@ class NodeAgent {
   void Fatal(const Status& status);
   void StartDeadline();
   void OnStartWorker(const protocol::StartWorkerRequest& req, uint64_t id);
+  // Starts the lease's worker or processes once its packages are on this node.
+  void StartWithPackages(protocol::StartWorkerRequest req, uint64_t id);
 
   boost::asio::io_context& io_;
   NodeAgentOptions options_;
@@ -104,6 +109,7 @@ class NodeAgent {
   std::string object_address_;
   WorkerPool workers_;
   ProcessRunner processes_;
+  PackageCache packages_;
 };
 
 }  // namespace rayx::worker

@@ -92,6 +92,7 @@ Result<protocol::StartWorkerReply> ProcessRunner::Start(
     overrides["RAYX_LEASE_ID"] = request.lease_id;
     overrides["RAYX_NODE_IP"] = options_.node_ip;
     overrides["RAYX_CLUSTER_TOKEN"] = options_.token;
+    overrides["RAYX_TOKEN"] = options_.token;  // what rayx::Init and the CLI read
     overrides["RAYX_STORE_DIR"] = options_.store_dir;
     overrides["RAYX_GPU_IDS"] = devices;
     overrides["CUDA_VISIBLE_DEVICES"] = devices;

@@ -58,6 +58,10 @@ void WorkerPool::Start(const protocol::StartWorkerRequest& request, StartCallbac
   std::string devices;
   for (int id : request.gpu_ids) devices += (devices.empty() ? "" : ",") + std::to_string(id);
   env.push_back("CUDA_VISIBLE_DEVICES=" + devices);
+  if (!request.package_hash.empty()) {
+    env.push_back("RAYX_PACKAGE_HASH=" + request.package_hash);
+    env.push_back("RAYX_PACKAGE_DIR=" + request.package_dir);
+  }
   env.push_back("RAYX_GPU_IDS=" + devices);
   std::string exe = request.executable;
   std::string cwd = request.working_dir;

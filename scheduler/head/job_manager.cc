@@ -1,0 +1,262 @@
+// Submitted jobs on the head.
+#include "head/job_manager.h"
+
+#include <sys/stat.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "common/content_hash.h"
+#include "common/logging.h"
+#include "protocol/codec.h"
+#include "protocol/process_messages.h"
+#include "transport/message.h"
+
+namespace rayx::scheduler {
+
+namespace fs = std::filesystem;
+using protocol::MessageType;
+
+namespace {
+bool ValidSubmissionId(const std::string& id) {
+  if (id.empty() || id.size() > 64) return false;
+  for (char c : id) {
+    bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+              c == '_' || c == '-' || c == '.';
+    if (!ok) return false;
+  }
+  return true;
+}
+bool Terminal(const std::string& state) {
+  return state == "SUCCEEDED" || state == "FAILED" || state == "STOPPED";
+}
+}  // namespace
+
+JobManager::JobManager(Options options, LeaseManager& leases, NodeTable& nodes, const Clock& clock)
+    : options_(std::move(options)), leases_(leases), nodes_(nodes), clock_(clock) {
+  std::error_code ec;
+  if (!options_.package_dir.empty()) fs::create_directories(options_.package_dir, ec);
+}
+
+Result<protocol::JobInfo> JobManager::Submit(const protocol::SubmitJobRequest& req) {
+  if (req.entrypoint.empty() || req.entrypoint[0].empty()) {
+    return Status::InvalidArgument("no entrypoint: rayx job submit -- COMMAND ARGS...");
+  }
+  std::string job_id = NodeId::FromRandom().Hex().substr(0, 16);
+  std::string id = req.submission_id.empty() ? "rayxjob_" + job_id : req.submission_id;
+  if (!ValidSubmissionId(id)) {
+    return Status::InvalidArgument("submission id '" + id.substr(0, 80) +
+                                   "': use 1-64 characters of A-Z a-z 0-9 _ - .");
+  }
+  if (jobs_.count(id)) {
+    return Status::AlreadyExists("a job with submission id '" + id +
+                                 "' exists already: choose another id");
+  }
+  if (!req.package_hash.empty() && !HasPackage(req.package_hash)) {
+    return Status::InvalidArgument("the head has no working directory package " +
+                                   req.package_hash.substr(0, 12) + ": upload it first");
+  }
+  protocol::JobInfo job;
+  job.submission_id = id;
+  job.job_id = job_id;
+  job.state = "PENDING";
+  job.entrypoint = req.entrypoint;
+  job.package_hash = req.package_hash;
+  job.submitted_at_ms = clock_.WallMs();
+  leases_.AddSupervisedJob(job_id, clock_.NowMs());
+
+  // The entrypoint: a process on the head node, holding no resources.
+  protocol::RequestLeaseRequest lease;
+  lease.job_id = job_id;
+  lease.detached = true;  // ended by this manager, not by FinishJob
+  for (const NodeId& node : nodes_.AliveInOrder()) {
+    const NodeInfo* info = nodes_.FindAlive(node);
+    if (info && info->is_head_node) {
+      lease.strategy = "NODE_AFFINITY";
+      lease.affinity_node_id = node.Hex();
+      lease.affinity_soft = true;
+    }
+  }
+  protocol::ProcessSpec spec;
+  spec.argv = req.entrypoint;
+  spec.env = req.env;
+  spec.env["RAYX_SUBMISSION_ID"] = id;
+  spec.log_name = "job-" + id;
+  spec.package_hash = req.package_hash;
+  lease.processes.push_back(std::move(spec));
+  uint64_t request_id = next_request_id_++;
+  lease_requests_[request_id] = id;
+  jobs_[id] = job;
+  RAYX_LOG(Info) << "job " << id << " (job id " << job_id << ") submitted: " << req.entrypoint[0];
+  leases_.RequestLease(kPeer, request_id, lease);
+  return jobs_[id];
+}
+
+Result<protocol::JobInfo> JobManager::Get(const std::string& submission_id) const {
+  auto it = jobs_.find(submission_id);
+  if (it == jobs_.end()) {
+    return Status::NotFound("no job '" + submission_id + "' (see `rayx job list`)");
+  }
+  return it->second;
+}
+
+std::vector<protocol::JobInfo> JobManager::List() const {
+  std::vector<protocol::JobInfo> out;
+  for (const auto& [id, job] : jobs_) out.push_back(job);
+  std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) {
+    return a.submitted_at_ms < b.submitted_at_ms;
+  });
+  return out;
+}
+
+void JobManager::End(protocol::JobInfo& job, const std::string& state, const std::string& message) {
+  if (Terminal(job.state)) return;
+  job.state = state;
+  job.message = message;
+  job.ended_at_ms = clock_.WallMs();
+  leases_.FinishJob(job.job_id, "job " + job.submission_id + " " + state);
+  RAYX_LOG(Info) << "job " << job.submission_id << " " << state
+                 << (message.empty() ? "" : ": " + message);
+  finished_.push_back(job.submission_id);
+  while (finished_.size() > options_.max_finished_jobs) {
+    jobs_.erase(finished_.front());
+    finished_.pop_front();
+  }
+}
+
+Result<protocol::JobInfo> JobManager::Stop(const std::string& submission_id) {
+  auto it = jobs_.find(submission_id);
+  if (it == jobs_.end()) {
+    return Status::NotFound("no job '" + submission_id + "' (see `rayx job list`)");
+  }
+  protocol::JobInfo& job = it->second;
+  if (Terminal(job.state)) return job;
+  std::erase_if(lease_requests_, [&](const auto& e) { return e.second == submission_id; });
+  if (!job.lease_id.empty()) (void)leases_.ReturnLease(job.lease_id);  // kills the entrypoint
+  protocol::JobInfo copy = job;
+  End(job, "STOPPED", "stopped by `rayx job stop`");
+  auto again = jobs_.find(submission_id);
+  return again != jobs_.end() ? again->second : copy;
+}
+
+protocol::JobInfo* JobManager::FindByLease(const std::string& lease_id) {
+  for (auto& [id, job] : jobs_) {
+    if (job.lease_id == lease_id && !Terminal(job.state)) return &job;
+  }
+  return nullptr;
+}
+
+void JobManager::OnInternalMessage(const transport::Frames& frames) {
+  if (frames.size() < 2) return;
+  auto env = protocol::Decode<protocol::Envelope>(transport::FrameView(frames[0]));
+  if (!env.ok()) return;
+  std::string_view body = transport::FrameView(frames[1]);
+  switch (static_cast<MessageType>(env->t)) {
+    case MessageType::kRequestLeaseReply:
+    case MessageType::kErrorReply: {
+      auto req = lease_requests_.find(env->id);
+      if (req == lease_requests_.end()) return;
+      std::string id = req->second;
+      lease_requests_.erase(req);
+      auto it = jobs_.find(id);
+      if (it == jobs_.end() || Terminal(it->second.state)) return;
+      if (env->t == static_cast<uint16_t>(MessageType::kErrorReply)) {
+        auto error = protocol::Decode<protocol::ErrorReply>(body);
+        End(it->second, "FAILED",
+            "the entrypoint did not start: " + (error.ok() ? error->message : "unknown error"));
+        return;
+      }
+      auto grant = protocol::Decode<protocol::RequestLeaseReply>(body);
+      if (!grant.ok()) return;
+      protocol::JobInfo& job = it->second;
+      job.state = "RUNNING";
+      job.lease_id = grant->lease_id;
+      job.node_address = grant->node_address;
+      job.object_address = grant->object_address;
+      job.pid = grant->process_pids.empty() ? grant->worker_pid : grant->process_pids[0];
+      return;
+    }
+    case MessageType::kProcessExitedNotice: {
+      auto notice = protocol::Decode<protocol::ProcessExitedNotice>(body);
+      if (!notice.ok()) return;
+      protocol::JobInfo* job = FindByLease(notice->lease_id);
+      if (job == nullptr) return;
+      job->exit_code = notice->signal ? 128 + notice->signal : notice->exit_code;
+      if (notice->signal == 0 && notice->exit_code == 0) {
+        End(*job, "SUCCEEDED", "");
+      } else {
+        End(*job, "FAILED",
+            notice->signal ? "the entrypoint was killed by signal " + std::to_string(notice->signal)
+                           : "the entrypoint exited with status " +
+                                 std::to_string(notice->exit_code));
+      }
+      return;
+    }
+    default:
+      return;
+  }
+}
+
+bool JobManager::HasPackage(const std::string& hash) const {
+  if (!IsContentHash(hash)) return false;
+  std::error_code ec;
+  return fs::is_regular_file(options_.package_dir + "/" + hash + ".tar", ec);
+}
+
+Result<bool> JobManager::PutPackage(const protocol::PutPackageRequest& req, std::string_view bytes) {
+  if (!IsContentHash(req.hash)) {
+    return Status::InvalidArgument("a package is named by its 64-hex-digit content hash");
+  }
+  if (req.total_size > options_.max_package_bytes) {
+    return Status::InvalidArgument(
+        "the working directory package is " + FormatBytes(static_cast<double>(req.total_size)) +
+        ", over the limit of " + FormatBytes(static_cast<double>(options_.max_package_bytes)) +
+        ": exclude large files with --exclude, or keep data outside the working directory");
+  }
+  if (HasPackage(req.hash)) return true;
+  std::string part = options_.package_dir + "/" + req.hash + ".part";
+  std::error_code ec;
+  uint64_t have = fs::exists(part, ec) ? fs::file_size(part, ec) : 0;
+  if (req.offset == 0) have = 0;
+  if (req.offset != have || req.offset + bytes.size() > req.total_size) {
+    return Status::InvalidArgument("package chunk at offset " + std::to_string(req.offset) +
+                                   " does not follow the " + std::to_string(have) +
+                                   " bytes received: upload it again from the start");
+  }
+  std::ofstream out(part, req.offset == 0 ? std::ios::binary | std::ios::trunc
+                                          : std::ios::binary | std::ios::app);
+  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  out.close();
+  if (!out) return Status::Internal("cannot write " + part);
+  if (req.offset + bytes.size() < req.total_size) return false;
+  auto hash = FileContentHashHex(part);
+  if (!hash.ok() || *hash != req.hash) {
+    fs::remove(part, ec);
+    return Status::InvalidArgument("the uploaded package does not match its hash: upload it again");
+  }
+  fs::rename(part, options_.package_dir + "/" + req.hash + ".tar", ec);
+  if (ec) return Status::Internal("cannot store the package: " + ec.message());
+  RAYX_LOG(Info) << "stored package " << req.hash.substr(0, 12) << " ("
+                 << FormatBytes(static_cast<double>(req.total_size)) << ")";
+  return true;
+}
+
+Result<std::pair<uint64_t, std::string>> JobManager::ReadPackage(const std::string& hash,
+                                                                  uint64_t offset,
+                                                                  uint64_t length) const {
+  if (!HasPackage(hash)) return Status::NotFound("the head has no package " + hash.substr(0, 12));
+  std::string path = options_.package_dir + "/" + hash + ".tar";
+  std::ifstream in(path, std::ios::binary);
+  in.seekg(0, std::ios::end);
+  uint64_t size = static_cast<uint64_t>(in.tellg());
+  std::string chunk;
+  if (offset < size) {
+    chunk.resize(std::min<uint64_t>({length, size - offset, uint64_t{8} << 20}));
+    in.seekg(static_cast<std::streamoff>(offset));
+    in.read(chunk.data(), static_cast<std::streamsize>(chunk.size()));
+    chunk.resize(static_cast<size_t>(in.gcount()));
+  }
+  return std::make_pair(size, std::move(chunk));
+}
+
+}  // namespace rayx::scheduler

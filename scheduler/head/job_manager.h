@@ -1,0 +1,76 @@
+// Submitted jobs (rayx job): their entrypoints, states and working directories.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/clock.h"
+#include "head/lease_manager.h"
+#include "head/node_table.h"
+#include "protocol/job_messages.h"
+
+namespace rayx::scheduler {
+
+// Design: a submitted job's entrypoint is a process lease the head itself owns
+// (on the head node, holding no resources), so the job lives on when the
+// submitting CLI goes away. The job is "supervised": it does not end when its
+// drivers stop heartbeating, but when the entrypoint exits, fails to start or
+// is stopped; then LeaseManager::FinishJob removes every worker, actor,
+// placement group and object of the job on every node (detached actors stay).
+//
+// Working directories travel as packages: tar archives named by their content
+// hash, uploaded once to the head (PutPackage, in chunks) and fetched once per
+// node by the agents that run the job's processes.
+//
+// Owned by the head's event loop; not thread-safe.
+class JobManager {
+ public:
+  // The routing id the head uses for itself as a lease owner.
+  static inline const std::string kPeer = "";
+
+  struct Options {
+    std::string package_dir;                          // where packages are kept
+    uint64_t max_package_bytes = uint64_t{100} << 20; // Default: 100 MiB
+    size_t max_finished_jobs = 1000;                  // the oldest are forgotten
+  };
+
+  JobManager(Options options, LeaseManager& leases, NodeTable& nodes, const Clock& clock);
+
+  // Returns InvalidArgument for an empty entrypoint, a malformed or taken
+  // submission id, or a package the head does not have.
+  Result<protocol::JobInfo> Submit(const protocol::SubmitJobRequest& req);
+  Result<protocol::JobInfo> Get(const std::string& submission_id) const;
+  std::vector<protocol::JobInfo> List() const;
+  // Stops the entrypoint and everything of the job; a no-op for an ended job.
+  Result<protocol::JobInfo> Stop(const std::string& submission_id);
+
+  bool HasPackage(const std::string& hash) const;
+  // Appends a chunk; returns true when the package is complete (hash checked).
+  Result<bool> PutPackage(const protocol::PutPackageRequest& req, std::string_view bytes);
+  // Up to `length` bytes from `offset`, and the package's size.
+  Result<std::pair<uint64_t, std::string>> ReadPackage(const std::string& hash, uint64_t offset,
+                                                       uint64_t length) const;
+  uint64_t max_package_bytes() const { return options_.max_package_bytes; }
+
+  // Replies and notices for the leases the head owns (grants, errors, exits).
+  void OnInternalMessage(const transport::Frames& frames);
+
+ private:
+  void End(protocol::JobInfo& job, const std::string& state, const std::string& message);
+  protocol::JobInfo* FindByLease(const std::string& lease_id);
+
+  Options options_;
+  LeaseManager& leases_;
+  NodeTable& nodes_;
+  const Clock& clock_;
+  std::map<std::string, protocol::JobInfo> jobs_;   // by submission id
+  std::map<uint64_t, std::string> lease_requests_;  // request id -> submission id
+  std::deque<std::string> finished_;                // oldest first
+  uint64_t next_request_id_ = 1;
+};
+
+}  // namespace rayx::scheduler

@@ -1,6 +1,8 @@
 // Label selectors.
 #include "policy/label_selector.h"
 
+#include "policy/reasons.h"
+
 namespace rayx::scheduler::policy {
 
 bool LabelSelector::Matches(const LabelMap& labels) const {
@@ -18,7 +20,7 @@ std::string LabelSelector::WhyNoNodeMatches(const ClusterResourceView& view) con
     if (view.HasLabel(key, value)) continue;
     missing += (count++ ? ", " : "") + key + "=" + value;
   }
-  std::string nodes = " (" + std::to_string(view.node_count()) + " nodes)";
+  std::string nodes = " (" + CountNodes(view.node_count()) + ")";
   if (count == 1) return "no node has label " + missing + nodes;
   if (count > 1) return "no node has any of the labels " + missing + nodes;
   return "no single node has all of the labels " + ToString() + "; each is on some node" + nodes;

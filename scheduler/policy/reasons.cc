@@ -14,9 +14,11 @@ std::string FormatDemand(const ResourceMap& demand) {
   return out + "}";
 }
 
+std::string CountNodes(size_t n) { return std::to_string(n) + (n == 1 ? " node" : " nodes"); }
+
 std::string NodeCount(const NodeSearch& search, const LabelSelector& selector) {
   size_t all = search.view().node_count();
-  if (selector.empty()) return "(" + std::to_string(all) + (all == 1 ? " node)" : " nodes)");
+  if (selector.empty()) return "(" + CountNodes(all) + ")";
   return "(" + std::to_string(search.matching_nodes()) + " of " + std::to_string(all) +
          " nodes have those labels)";
 }

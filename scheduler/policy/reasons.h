@@ -30,6 +30,9 @@ std::string NeverFitsReason(const NodeSearch& search, const LabelSelector& selec
 std::string WaitReason(const LabelSelector& selector, const ResourceMap& demand,
                        const ResourceDemand& parsed);
 
+// "1 node", "3 nodes".
+std::string CountNodes(size_t n);
+
 // "(3 nodes)" or "(2 of 5 nodes have those labels)".
 std::string NodeCount(const NodeSearch& search, const LabelSelector& selector);
 

@@ -33,13 +33,15 @@ bool NodeSearch::AnyGroupHas(Gpus gpus) const {
 
 std::vector<uint32_t> NodeSearch::InOrder(const ResourceDemand& demand,
                                           NodeSearchTree::Basis basis, double util_below,
-                                          size_t k, Gpus gpus, Accept accept) const {
+                                          size_t k, Gpus gpus, Accept accept,
+                                          uint64_t min_order) const {
   std::vector<uint32_t> found;
   if (k == 0) return found;
   for (const NodeGroup* group : groups_) {
     if (!Wanted(*group, gpus)) continue;
     size_t from_group = 0;
-    group->tree.VisitInOrder(demand, basis, util_below, 0, [&](uint32_t node) {
+    size_t from_slot = min_order == 0 ? 0 : group->tree.LowerBound(min_order);
+    group->tree.VisitInOrder(demand, basis, util_below, from_slot, [&](uint32_t node) {
       if (!accept(node)) return false;
       found.push_back(node);
       return ++from_group == k;
@@ -84,17 +86,41 @@ std::vector<uint32_t> NodeSearch::ByLoad(const ResourceDemand& demand, size_t k,
 
 std::optional<uint32_t> NodeSearch::FirstInOrder(const ResourceDemand& demand,
                                                  NodeSearchTree::Basis basis, double util_below,
-                                                 Gpus gpus, Accept accept) const {
-  std::vector<uint32_t> found = InOrder(demand, basis, util_below, 1, gpus, accept);
-  if (found.empty()) return std::nullopt;
-  return found[0];
+                                                 Gpus gpus, Accept accept,
+                                                 uint64_t min_order) const {
+  std::optional<uint32_t> best;
+  for (const NodeGroup* group : groups_) {
+    if (!Wanted(*group, gpus)) continue;
+    size_t from_slot = min_order == 0 ? 0 : group->tree.LowerBound(min_order);
+    group->tree.VisitInOrder(demand, basis, util_below, from_slot, [&](uint32_t node) {
+      // Slots follow registration order: past the best so far nothing can win.
+      if (best && view_.node(node).order() > view_.node(*best).order()) return true;
+      if (!accept(node)) return false;
+      best = node;
+      return true;
+    });
+  }
+  return best;
 }
 
 std::optional<uint32_t> NodeSearch::LeastLoaded(const ResourceDemand& demand, Gpus gpus,
                                                 uint64_t min_order, Accept accept) const {
-  std::vector<uint32_t> found = ByLoad(demand, 1, gpus, min_order, accept);
-  if (found.empty()) return std::nullopt;
-  return found[0];
+  std::optional<uint32_t> best;
+  for (const NodeGroup* group : groups_) {
+    if (!Wanted(*group, gpus)) continue;
+    size_t from_slot = min_order == 0 ? 0 : group->tree.LowerBound(min_order);
+    // Only a node at most as loaded as the best so far can win.
+    double bound = best ? view_.node(*best).utilization() : std::numeric_limits<double>::infinity();
+    std::optional<uint32_t> node = group->tree.LeastLoaded(demand, from_slot, bound, accept);
+    if (!node) continue;
+    const NodeRecord& x = view_.node(*node);
+    if (!best || x.utilization() < view_.node(*best).utilization() ||
+        (x.utilization() == view_.node(*best).utilization() &&
+         x.order() < view_.node(*best).order())) {
+      best = node;
+    }
+  }
+  return best;
 }
 
 bool NodeSearch::AnyCouldHold(const ResourceDemand& demand, Accept accept) const {

@@ -36,19 +36,22 @@ class NodeSearch {
   size_t matching_nodes() const { return matching_nodes_; }
   bool AnyGroupHas(Gpus gpus) const;
 
-  // Up to `k` accepted nodes in registration order whose utilization is below
-  // `util_below` and whose available (or, for Basis::kTotal, total) resources
-  // hold `demand`.
+  // Up to `k` accepted nodes in registration order, registered at or after
+  // `min_order`, whose utilization is below `util_below` and whose available
+  // (or, for Basis::kTotal, total) resources hold `demand`.
   std::vector<uint32_t> InOrder(const ResourceDemand& demand, NodeSearchTree::Basis basis,
-                                double util_below, size_t k, Gpus gpus, Accept accept) const;
+                                double util_below, size_t k, Gpus gpus, Accept accept,
+                                uint64_t min_order = 0) const;
   // Up to `k` accepted nodes with `demand` available, registered at or after
   // `min_order`, by ascending (utilization, registration order).
   std::vector<uint32_t> ByLoad(const ResourceDemand& demand, size_t k, Gpus gpus,
                                uint64_t min_order, Accept accept) const;
 
-  // The first of InOrder / ByLoad, or nullopt.
+  // The first of InOrder, or nullopt.
   std::optional<uint32_t> FirstInOrder(const ResourceDemand& demand, NodeSearchTree::Basis basis,
-                                       double util_below, Gpus gpus, Accept accept) const;
+                                       double util_below, Gpus gpus, Accept accept,
+                                       uint64_t min_order = 0) const;
+  // The first of ByLoad, or nullopt (a branch-and-bound search, cheaper than ByLoad).
   std::optional<uint32_t> LeastLoaded(const ResourceDemand& demand, Gpus gpus,
                                       uint64_t min_order, Accept accept) const;
 

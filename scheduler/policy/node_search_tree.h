@@ -68,6 +68,22 @@ class NodeSearchTree {
     return InOrder(1, 0, cap_, demand, basis, util_below, from_slot, visit);
   }
 
+  // The live node from `from_slot` with the lowest (utilization, slot) among
+  // those whose available resources could hold `demand`, whose utilization is
+  // at most `util_at_most`, and for which accept(node) is true; nullopt when
+  // none. Branch and bound: descends into the child with the lower utilization
+  // first and skips every subtree that cannot beat the best node found so far,
+  // so finding a node that fits costs about one root-to-leaf path.
+  template <typename Accept>
+  std::optional<uint32_t> LeastLoaded(const ResourceDemand& demand, size_t from_slot,
+                                      double util_at_most, Accept&& accept) const {
+    if (size_ == 0) return std::nullopt;
+    Best best{util_at_most, kNoSlot};
+    LeastLoadedIn(1, 0, cap_, demand, from_slot, accept, best);
+    if (best.slot == kNoSlot) return std::nullopt;
+    return slot_node_[best.slot];
+  }
+
   // Calls visit(node) for each live node from `from_slot` whose available
   // resources could hold `demand`, by ascending (utilization, slot), until visit
   // returns true. Returns whether it did. Best-first: the utilization of a tree
@@ -121,6 +137,33 @@ class NodeSearchTree {
       if (demand.gpu_share() > share_[t]) return false;
     }
     return demand.unknown().empty();
+  }
+
+  static constexpr size_t kNoSlot = std::numeric_limits<size_t>::max();
+  struct Best {
+    double util;  // the best utilization so far, or the bound before one is found
+    size_t slot;  // kNoSlot before one is found
+  };
+
+  template <typename Accept>
+  void LeastLoadedIn(size_t t, size_t lo, size_t width, const ResourceDemand& demand,
+                     size_t from_slot, Accept& accept, Best& best) const {
+    if (lo + width <= from_slot || lo >= size_) return;
+    if (!Admits(t, demand, Basis::kAvailable, kNoLimit)) return;
+    // Everything below has utilization >= min_util_[t] and slot >= lo.
+    if (min_util_[t] > best.util || (min_util_[t] == best.util && lo >= best.slot)) return;
+    if (width == 1) {
+      if (accept(slot_node_[lo])) best = Best{min_util_[t], lo};
+      return;
+    }
+    size_t half = width / 2;
+    if (min_util_[2 * t + 1] < min_util_[2 * t]) {
+      LeastLoadedIn(2 * t + 1, lo + half, half, demand, from_slot, accept, best);
+      LeastLoadedIn(2 * t, lo, half, demand, from_slot, accept, best);
+    } else {
+      LeastLoadedIn(2 * t, lo, half, demand, from_slot, accept, best);
+      LeastLoadedIn(2 * t + 1, lo + half, half, demand, from_slot, accept, best);
+    }
   }
 
   template <typename Visit>

@@ -1,6 +1,9 @@
 // The SPREAD scheduling policy.
 #include "policy/spread_policy.h"
 
+#include <cmath>
+#include <limits>
+
 #include "policy/hybrid_policy.h"
 
 namespace rayx::scheduler::policy {
@@ -11,13 +14,16 @@ std::optional<uint32_t> SpreadPolicy::Choose(const NodeSearch& search,
                                              NodeSearch::Accept accept) {
   std::optional<uint32_t> best = search.LeastLoaded(demand, NodeSearch::Gpus::kAny, 0, accept);
   if (!best || !after) return best;
-  // The least loaded among nodes registered after the cursor wins a tie with
-  // the overall least loaded (which is then at or before the cursor).
-  std::optional<uint32_t> later =
-      search.LeastLoaded(demand, NodeSearch::Gpus::kAny, *after + 1, accept);
   const ClusterResourceView& view = search.view();
-  if (later && view.node(*later).utilization() <= view.node(*best).utilization()) return later;
-  return best;
+  if (view.node(*best).order() > *after) return best;
+  // The round robin: the first node after the cursor as little loaded as the
+  // least loaded (so exactly as loaded), else the least loaded (which wraps).
+  const double least = view.node(*best).utilization();
+  std::optional<uint32_t> later =
+      search.FirstInOrder(demand, NodeSearchTree::Basis::kAvailable,
+                          std::nextafter(least, std::numeric_limits<double>::infinity()),
+                          NodeSearch::Gpus::kAny, accept, *after + 1);
+  return later ? later : best;
 }
 
 SchedulingDecision SpreadPolicy::Schedule(const ClusterResourceView& view,

@@ -125,8 +125,10 @@ void BM_Default_Pending(benchmark::State& state) {
   int64_t pending = 0, infeasible = 0;
   for (auto _ : state) {
     SchedulingDecision d = policy.Schedule(view, request);
-    if (std::holds_alternative<Pending>(d)) ++pending;
-    else if (std::holds_alternative<Infeasible>(d)) ++infeasible;
+    if (std::holds_alternative<Pending>(d))
+      ++pending;
+    else if (std::holds_alternative<Infeasible>(d))
+      ++infeasible;
     benchmark::DoNotOptimize(d);
   }
   Count(state, pending, infeasible);  // pending must be 1: every decision Pending

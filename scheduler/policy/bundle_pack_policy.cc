@@ -30,7 +30,8 @@ GroupDecision BundlePackPolicy::Schedule(const ClusterResourceView& view,
       }
     }
     if (!node) {
-      node = hybrid_.Choose(search, demand, [&](uint32_t candidate) { return !plan.Uses(candidate); });
+      node =
+          hybrid_.Choose(search, demand, [&](uint32_t candidate) { return !plan.Uses(candidate); });
     }
     if (!node) return BestEffortNotNow(search, selector, request, *parsed, i);
     nodes[i] = *node;

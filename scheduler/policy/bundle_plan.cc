@@ -44,8 +44,8 @@ std::vector<int> BundlePlan::Place(uint32_t index, const ResourceDemand& demand)
     if (basis_ == NodeSearchTree::Basis::kAvailable) {
       uses_.push_back(NodeUse{index, node.availables(), node.gpu_free()});
     } else {
-      uses_.push_back(NodeUse{index, node.totals(),
-                              std::vector<int64_t>(node.gpu_devices(), kUnitsPerWhole)});
+      uses_.push_back(
+          NodeUse{index, node.totals(), std::vector<int64_t>(node.gpu_devices(), kUnitsPerWhole)});
     }
     nodes_.push_back(index);
     use = &uses_.back();
@@ -141,9 +141,10 @@ GroupDecision BestEffortNotNow(const NodeSearch& search, const LabelSelector& se
             FormatAmount(static_cast<double>(there) / static_cast<double>(kUnitsPerWhole));
   }
   if (!missing.empty()) {
-    return Infeasible{what + "needs {" + missing + "} in all; " +
-                      (selector.empty() ? "the nodes" : "the nodes with labels " + selector.ToString()) +
-                      " have " + have + " in all " + NodeCount(search, selector)};
+    return Infeasible{
+        what + "needs {" + missing + "} in all; " +
+        (selector.empty() ? "the nodes" : "the nodes with labels " + selector.ToString()) +
+        " have " + have + " in all " + NodeCount(search, selector)};
   }
   return Pending{what + "bundle " + std::to_string(failed) + " " +
                  FormatDemand(request.bundles[failed]) +
@@ -153,10 +154,14 @@ GroupDecision BestEffortNotNow(const NodeSearch& search, const LabelSelector& se
 
 std::string StrategyName(PlacementStrategy strategy) {
   switch (strategy) {
-    case PlacementStrategy::kPack: return "PACK";
-    case PlacementStrategy::kSpread: return "SPREAD";
-    case PlacementStrategy::kStrictPack: return "STRICT_PACK";
-    case PlacementStrategy::kStrictSpread: return "STRICT_SPREAD";
+    case PlacementStrategy::kPack:
+      return "PACK";
+    case PlacementStrategy::kSpread:
+      return "SPREAD";
+    case PlacementStrategy::kStrictPack:
+      return "STRICT_PACK";
+    case PlacementStrategy::kStrictSpread:
+      return "STRICT_SPREAD";
   }
   return "?";
 }

@@ -36,8 +36,7 @@ class BundlePlan {
   // order; returns false (the plan then holds a partial placement) when one
   // does not fit. `gpu_ids`, when given, receives each demand's devices.
   bool PlaceAll(uint32_t index, const std::vector<ResourceDemand>& demands,
-                const std::vector<size_t>& order,
-                std::vector<std::vector<int>>* gpu_ids = nullptr);
+                const std::vector<size_t>& order, std::vector<std::vector<int>>* gpu_ids = nullptr);
   bool Uses(uint32_t index) const { return Entry(index) != nullptr; }
   // Nodes used, in the order first used.
   const std::vector<uint32_t>& nodes() const { return nodes_; }

@@ -34,8 +34,7 @@ GroupDecision BundleStrictPackPolicy::Schedule(const ClusterResourceView& view,
   NodeSearch search(view, selector);
   std::vector<std::vector<int>> gpu_ids;
   if (auto node = ChooseOneNode(search, *parsed, &gpu_ids)) {
-    return MakeGroupScheduled(view, request,
-                              std::vector<uint32_t>(request.bundles.size(), *node),
+    return MakeGroupScheduled(view, request, std::vector<uint32_t>(request.bundles.size(), *node),
                               std::move(gpu_ids));
   }
 
@@ -56,7 +55,8 @@ GroupDecision BundleStrictPackPolicy::Schedule(const ClusterResourceView& view,
     return Infeasible{what + "needs " + FormatDemand(sum_map) +
                       " on one node, with each bundle's GPUs on its own devices; no node's GPU "
                       "devices can hold the bundles' GPU requests together (a share never spans "
-                      "two devices) " + NodeCount(search, selector)};
+                      "two devices) " +
+                      NodeCount(search, selector)};
   }
   return Infeasible{what + NeverFitsReason(search, selector, sum_map)};
 }

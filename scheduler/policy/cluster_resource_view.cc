@@ -162,8 +162,8 @@ uint32_t ClusterResourceView::GroupFor(const LabelMap& labels, bool has_gpu) {
   auto [it, added] =
       group_index_.try_emplace({labels, has_gpu}, static_cast<uint32_t>(groups_.size()));
   if (added) {
-    groups_.push_back(NodeGroup{labels, has_gpu, NodeSearchTree(stride_),
-                                std::vector<WideAmount>(stride_, 0)});
+    groups_.push_back(
+        NodeGroup{labels, has_gpu, NodeSearchTree(stride_), std::vector<WideAmount>(stride_, 0)});
   }
   return it->second;
 }
@@ -196,8 +196,7 @@ void ClusterResourceView::GrowStride() {
 
 Status ClusterResourceView::TEST_CheckInvariants() const {
   size_t live = 0;
-  std::vector<std::vector<WideAmount>> sums(groups_.size(),
-                                            std::vector<WideAmount>(stride_, 0));
+  std::vector<std::vector<WideAmount>> sums(groups_.size(), std::vector<WideAmount>(stride_, 0));
   std::map<std::pair<std::string, std::string>, size_t> labels;
   for (const auto& [id, index] : index_) {
     if (index >= records_.size() || !records_[index]) {

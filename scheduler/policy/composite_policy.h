@@ -16,8 +16,7 @@ namespace rayx::scheduler::policy {
 class CompositePolicy : public SchedulingPolicy {
  public:
   CompositePolicy() : CompositePolicy(HybridPolicy::Options{}) {}
-  explicit CompositePolicy(HybridPolicy::Options hybrid)
-      : hybrid_(hybrid), affinity_(hybrid_) {}
+  explicit CompositePolicy(HybridPolicy::Options hybrid) : hybrid_(hybrid), affinity_(hybrid_) {}
   CompositePolicy(const CompositePolicy&) = delete;
   CompositePolicy& operator=(const CompositePolicy&) = delete;
 

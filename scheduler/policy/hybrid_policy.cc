@@ -26,18 +26,18 @@ SchedulingDecision NotNow(const NodeSearch& search, const LabelSelector& selecto
 std::vector<NodeSearch::Gpus> HybridPolicy::Tiers(const NodeSearch& search,
                                                   const ResourceDemand& demand) const {
   if (options_.avoid_gpu_nodes && !demand.needs_gpu() &&
-      search.AnyGroupHas(NodeSearch::Gpus::kWithout) && search.AnyGroupHas(NodeSearch::Gpus::kWith)) {
+      search.AnyGroupHas(NodeSearch::Gpus::kWithout) &&
+      search.AnyGroupHas(NodeSearch::Gpus::kWith)) {
     return {NodeSearch::Gpus::kWithout, NodeSearch::Gpus::kWith};
   }
   return {NodeSearch::Gpus::kAny};
 }
 
-std::optional<uint32_t> HybridPolicy::Choose(const NodeSearch& search,
-                                             const ResourceDemand& demand,
+std::optional<uint32_t> HybridPolicy::Choose(const NodeSearch& search, const ResourceDemand& demand,
                                              NodeSearch::Accept accept) const {
   for (NodeSearch::Gpus tier : Tiers(search, demand)) {
-    if (auto node = search.FirstInOrder(demand, Basis::kAvailable, options_.spread_threshold,
-                                        tier, accept)) {
+    if (auto node = search.FirstInOrder(demand, Basis::kAvailable, options_.spread_threshold, tier,
+                                        accept)) {
       return node;
     }
     if (auto node = search.LeastLoaded(demand, tier, 0, accept)) return node;

@@ -52,13 +52,12 @@ class HybridPolicy : public SchedulingPolicy {
   std::optional<uint32_t> Choose(const NodeSearch& search, const ResourceDemand& demand,
                                  NodeSearch::Accept accept) const;
   // Up to `k` such nodes, best first (all of them when fewer exist).
-  std::vector<uint32_t> Candidates(const NodeSearch& search, const ResourceDemand& demand,
-                                   size_t k, NodeSearch::Accept accept) const;
+  std::vector<uint32_t> Candidates(const NodeSearch& search, const ResourceDemand& demand, size_t k,
+                                   NodeSearch::Accept accept) const;
 
  private:
   // The group tiers to try in turn for `demand`.
-  std::vector<NodeSearch::Gpus> Tiers(const NodeSearch& search,
-                                      const ResourceDemand& demand) const;
+  std::vector<NodeSearch::Gpus> Tiers(const NodeSearch& search, const ResourceDemand& demand) const;
 
   Options options_;
 };

@@ -41,8 +41,7 @@ SchedulingDecision NodeAffinityPolicy::Schedule(const ClusterResourceView& view,
     never = who + "node " + affinity->node.Short() +
             " is not in the cluster (it died or never joined; a node that rejoins gets a new id)";
   } else if (!selector.Matches(node->labels())) {
-    never = who + "node " + node->id().Short() + " does not have the labels " +
-            selector.ToString();
+    never = who + "node " + node->id().Short() + " does not have the labels " + selector.ToString();
   } else if (!node->FitsTotal(*demand)) {
     never = who + "needs " + FormatDemand(request.demand) + " on node " + node->id().Short() +
             ", which has " + Shortfall(view, *node, request.demand);

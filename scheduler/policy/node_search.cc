@@ -17,9 +17,12 @@ NodeSearch::NodeSearch(const ClusterResourceView& view, const LabelSelector& sel
 
 bool NodeSearch::Wanted(const NodeGroup& group, Gpus gpus) const {
   switch (gpus) {
-    case Gpus::kAny: return true;
-    case Gpus::kWithout: return !group.has_gpu;
-    case Gpus::kWith: return group.has_gpu;
+    case Gpus::kAny:
+      return true;
+    case Gpus::kWithout:
+      return !group.has_gpu;
+    case Gpus::kWith:
+      return group.has_gpu;
   }
   return true;
 }
@@ -31,9 +34,8 @@ bool NodeSearch::AnyGroupHas(Gpus gpus) const {
   return false;
 }
 
-std::vector<uint32_t> NodeSearch::InOrder(const ResourceDemand& demand,
-                                          NodeSearchTree::Basis basis, double util_below,
-                                          size_t k, Gpus gpus, Accept accept,
+std::vector<uint32_t> NodeSearch::InOrder(const ResourceDemand& demand, NodeSearchTree::Basis basis,
+                                          double util_below, size_t k, Gpus gpus, Accept accept,
                                           uint64_t min_order) const {
   std::vector<uint32_t> found;
   if (k == 0) return found;

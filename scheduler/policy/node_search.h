@@ -52,8 +52,8 @@ class NodeSearch {
                                        double util_below, Gpus gpus, Accept accept,
                                        uint64_t min_order = 0) const;
   // The first of ByLoad, or nullopt (a branch-and-bound search, cheaper than ByLoad).
-  std::optional<uint32_t> LeastLoaded(const ResourceDemand& demand, Gpus gpus,
-                                      uint64_t min_order, Accept accept) const;
+  std::optional<uint32_t> LeastLoaded(const ResourceDemand& demand, Gpus gpus, uint64_t min_order,
+                                      Accept accept) const;
 
   // Whether some matching node's totals could hold `demand` (and pass `accept`).
   bool AnyCouldHold(const ResourceDemand& demand, Accept accept) const;

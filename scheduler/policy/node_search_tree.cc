@@ -67,7 +67,8 @@ bool NodeSearchTree::InnerNodesConsistent() const {
         return false;
       }
     }
-    if (whole_[t] != std::max(whole_[l], whole_[r]) || share_[t] != std::max(share_[l], share_[r]) ||
+    if (whole_[t] != std::max(whole_[l], whole_[r]) ||
+        share_[t] != std::max(share_[l], share_[r]) ||
         min_util_[t] != std::min(min_util_[l], min_util_[r])) {
       return false;
     }

@@ -62,8 +62,8 @@ class NodeSearchTree {
   // utilization is below `util_below` and whose resources (per `basis`) could
   // hold `demand`, until visit returns true. Returns whether it did.
   template <typename Visit>
-  bool VisitInOrder(const ResourceDemand& demand, Basis basis, double util_below,
-                    size_t from_slot, Visit&& visit) const {
+  bool VisitInOrder(const ResourceDemand& demand, Basis basis, double util_below, size_t from_slot,
+                    Visit&& visit) const {
     if (size_ == 0) return false;
     return InOrder(1, 0, cap_, demand, basis, util_below, from_slot, visit);
   }
@@ -96,9 +96,7 @@ class NodeSearchTree {
       size_t lo;
       size_t t;
       size_t width;
-      bool operator>(const Entry& o) const {
-        return util != o.util ? util > o.util : lo > o.lo;
-      }
+      bool operator>(const Entry& o) const { return util != o.util ? util > o.util : lo > o.lo; }
     };
     std::priority_queue<Entry, std::vector<Entry>, std::greater<Entry>> heap;
     auto push = [&](size_t t, size_t lo, size_t width) {
@@ -127,8 +125,8 @@ class NodeSearchTree {
 
   bool Admits(size_t t, const ResourceDemand& demand, Basis basis, double util_below) const {
     if (!(min_util_[t] < util_below) || min_util_[t] == kEmptyUtil) return false;
-    const int64_t* have = (basis == Basis::kAvailable ? avail_.data() : total_.data()) +
-                          t * stride_;
+    const int64_t* have =
+        (basis == Basis::kAvailable ? avail_.data() : total_.data()) + t * stride_;
     for (const auto& a : demand.amounts()) {
       if (have[a.dim] < a.units) return false;
     }

@@ -44,12 +44,12 @@ std::string NeverFitsReason(const NodeSearch& search, const LabelSelector& selec
   }
   std::string such = selector.empty() ? "node" : "such node";
   if (missing.empty()) {
-    return needs + "; each exists on some " + such + ", but no single " + such +
-           " has all of it " + NodeCount(search, selector);
+    return needs + "; each exists on some " + such + ", but no single " + such + " has all of it " +
+           NodeCount(search, selector);
   }
   return "needs {" + missing + "} on one node" +
-         (selector.empty() ? "" : " with labels " + selector.ToString()) + "; the largest " +
-         such + " has " + have + " " + NodeCount(search, selector);
+         (selector.empty() ? "" : " with labels " + selector.ToString()) + "; the largest " + such +
+         " has " + have + " " + NodeCount(search, selector);
 }
 
 std::string WaitReason(const LabelSelector& selector, const ResourceMap& demand,

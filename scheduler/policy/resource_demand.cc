@@ -28,7 +28,8 @@ Result<ResourceDemand> ResourceDemand::Make(const ResourceMap& demand, const Res
       if (*units >= kUnitsPerWhole) {
         if (*units % kUnitsPerWhole != 0) {
           return Status::InvalidArgument(
-              "invalid amount " + FormatAmount(amount) + " of GPU: an amount above 1 must be a "
+              "invalid amount " + FormatAmount(amount) +
+              " of GPU: an amount above 1 must be a "
               "whole number of devices (a share never spans two devices)");
         }
         out.whole_gpus_ = static_cast<int32_t>(*units / kUnitsPerWhole);

@@ -8,8 +8,7 @@
 
 namespace rayx::scheduler::policy {
 
-std::optional<uint32_t> SpreadPolicy::Choose(const NodeSearch& search,
-                                             const ResourceDemand& demand,
+std::optional<uint32_t> SpreadPolicy::Choose(const NodeSearch& search, const ResourceDemand& demand,
                                              std::optional<uint64_t> after,
                                              NodeSearch::Accept accept) {
   std::optional<uint32_t> best = search.LeastLoaded(demand, NodeSearch::Gpus::kAny, 0, accept);

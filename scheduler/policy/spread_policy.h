@@ -29,8 +29,7 @@ class SpreadPolicy : public SchedulingPolicy {
   // `accept`; among equals the first registered after order `after` when given,
   // else the first registered. For other policies (SPREAD placement groups).
   static std::optional<uint32_t> Choose(const NodeSearch& search, const ResourceDemand& demand,
-                                        std::optional<uint64_t> after,
-                                        NodeSearch::Accept accept);
+                                        std::optional<uint64_t> after, NodeSearch::Accept accept);
 
  private:
   std::optional<uint64_t> last_order_;  // the order of the node chosen last

@@ -1,12 +1,11 @@
 // ClusterResourceView: nodes, acquire/release with GPU devices, group commits,
 // and a randomized check that no sequence over-commits a node or a device.
-#include "policy/cluster_resource_view.h"
-
 #include <gtest/gtest.h>
 
 #include <map>
 #include <random>
 
+#include "policy/cluster_resource_view.h"
 #include "policy_fixture.h"
 
 namespace rayx::scheduler::policy {
@@ -221,7 +220,8 @@ TEST_F(ClusterResourceViewTest, ManyNodesAndRemovalsKeepIndexesConsistent) {
     ASSERT_TRUE(view_.Acquire(s.node, {{"CPU", 3}}, {}));
   }
   // A new resource name widens every node's dimensions.
-  view_.AddNode(TestNodeId(1000), {{"CPU", 1}, {"a", 1}, {"b", 1}, {"c", 1}, {"d", 1}, {"e", 1}, {"f", 1}}, {});
+  view_.AddNode(TestNodeId(1000),
+                {{"CPU", 1}, {"a", 1}, {"b", 1}, {"c", 1}, {"d", 1}, {"e", 1}, {"f", 1}}, {});
   ASSERT_OK(view_.TEST_CheckInvariants());
   EXPECT_EQ(Available(ids[0], "CPU"), 0);
   EXPECT_EQ(Available(ids[1 * 3 + 0], "CPU"), 0);
@@ -292,7 +292,8 @@ TEST(ClusterResourceViewRandomized, NeverOverCommitsANodeOrADevice) {
           ASSERT_NEAR(node->available.at(name), total - u, 1e-6) << name << " step " << step;
         }
         for (size_t d = 0; d < node->gpu_free.size(); ++d) {
-          double u = device_used[id].count(static_cast<int>(d)) ? device_used[id][static_cast<int>(d)] : 0;
+          double u =
+              device_used[id].count(static_cast<int>(d)) ? device_used[id][static_cast<int>(d)] : 0;
           ASSERT_LE(u, 1 + 1e-9) << "device " << d << " over-committed at step " << step;
           ASSERT_NEAR(node->gpu_free[d], 1 - u, 1e-6) << "device " << d << " step " << step;
         }

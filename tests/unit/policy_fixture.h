@@ -16,15 +16,15 @@
 #include "policy/composite_policy.h"
 #include "policy/scheduling_types.h"
 
-#define ASSERT_OK(expr)                                 \
-  do {                                                  \
-    ::rayx::Status _assert_ok_status = (expr);          \
+#define ASSERT_OK(expr)                                       \
+  do {                                                        \
+    ::rayx::Status _assert_ok_status = (expr);                \
     ASSERT_TRUE(_assert_ok_status.ok()) << _assert_ok_status; \
   } while (0)
 
-#define EXPECT_OK(expr)                                 \
-  do {                                                  \
-    ::rayx::Status _expect_ok_status = (expr);          \
+#define EXPECT_OK(expr)                                       \
+  do {                                                        \
+    ::rayx::Status _expect_ok_status = (expr);                \
     EXPECT_TRUE(_expect_ok_status.ok()) << _expect_ok_status; \
   } while (0)
 

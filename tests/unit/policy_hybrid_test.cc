@@ -1,10 +1,9 @@
 // HybridPolicy (the default strategy): packing below the threshold, then least
 // loaded; GPU devices and GPU-node avoidance; label selectors; every Pending and
 // Infeasible reason.
-#include "policy/hybrid_policy.h"
-
 #include <gtest/gtest.h>
 
+#include "policy/hybrid_policy.h"
 #include "policy_fixture.h"
 
 namespace rayx::scheduler::policy {
@@ -46,7 +45,7 @@ TEST_F(HybridPolicyTest, PrefersTheLeastLoadedOnceEveryNodeIsAboveTheThreshold) 
 TEST_F(HybridPolicyTest, LeastLoadedIsMeasuredOnTheMostUsedResource) {
   NodeId a = MakeNode(4, 0, {}, {{"memory", 100}});
   NodeId b = MakeNode(4, 0, {}, {{"memory", 100}});
-  ASSERT_TRUE(view_.Acquire(a, {{"CPU", 2}}, {}));    // a: CPU 0.5, memory 0
+  ASSERT_TRUE(view_.Acquire(a, {{"CPU", 2}}, {}));      // a: CPU 0.5, memory 0
   ASSERT_TRUE(view_.Acquire(b, {{"memory", 60}}, {}));  // b: CPU 0, memory 0.6
   EXPECT_EQ(Place(MakeRequest({{"CPU", 1}})).node, a) << "a at 0.5 is below b at 0.6";
 }
@@ -137,8 +136,9 @@ TEST_F(HybridPolicyTest, AShareNeverSpansTwoDevices) {
   ASSERT_TRUE(view_.Acquire(a, {{"GPU", 0.6}}, {1}));
   // 0.8 GPU free in all, but 0.4 per device.
   std::string reason = PendingReason(Decide(MakeRequest({{"GPU", 0.5}})));
-  EXPECT_EQ(reason, "no node has {GPU: 0.5} free now; it waits until resources are released or "
-                    "a node joins");
+  EXPECT_EQ(reason,
+            "no node has {GPU: 0.5} free now; it waits until resources are released or "
+            "a node joins");
   EXPECT_EQ(ScheduledOf(Decide(MakeRequest({{"GPU", 0.4}}))).gpu_ids, std::vector<int>{0});
 }
 
@@ -234,8 +234,8 @@ TEST_F(HybridPolicyTest, LabelSelectorOnlyAdmitsNodesWithThoseLabels) {
 TEST_F(HybridPolicyTest, InfeasibleNamesTheLabelsNoNodeHas) {
   MakeNode(8, 0, {{"accelerator", "A100"}, {"zone", "a"}});
   MakeNode(8, 0, {{"zone", "b"}});
-  EXPECT_EQ(InfeasibleReason(Decide(MakeRequest({{"CPU", 1}}, DefaultStrategy{},
-                                                {{"accelerator", "H100"}}))),
+  EXPECT_EQ(InfeasibleReason(
+                Decide(MakeRequest({{"CPU", 1}}, DefaultStrategy{}, {{"accelerator", "H100"}}))),
             "needs {CPU: 1} on one node with labels {accelerator=H100}; no node has label "
             "accelerator=H100 (2 nodes)");
   EXPECT_EQ(InfeasibleReason(Decide(MakeRequest({{"CPU", 1}}, DefaultStrategy{},
@@ -252,8 +252,8 @@ TEST_F(HybridPolicyTest, InfeasibleSaysWhatTheLargestMatchingNodeHas) {
   MakeNode(8, 4, {{"accelerator", "H100"}});
   MakeNode(8, 8, {{"accelerator", "A100"}});
   MakeNode(8);
-  EXPECT_EQ(InfeasibleReason(Decide(MakeRequest({{"GPU", 8}}, DefaultStrategy{},
-                                                {{"accelerator", "H100"}}))),
+  EXPECT_EQ(InfeasibleReason(
+                Decide(MakeRequest({{"GPU", 8}}, DefaultStrategy{}, {{"accelerator", "H100"}}))),
             "needs {GPU: 8} on one node with labels {accelerator=H100}; the largest such node "
             "has GPU 4 (1 of 3 nodes have those labels)");
 }

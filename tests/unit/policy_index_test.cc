@@ -110,11 +110,16 @@ class Cluster {
   }
   LabelMap RandomSelector() {
     switch (rng_() % 6) {
-      case 0: return {{"zone", "a"}};
-      case 1: return {{"acc", "H100"}};
-      case 2: return {{"zone", "b"}, {"acc", "A100"}};
-      case 3: return {{"zone", "nowhere"}};
-      default: return {};
+      case 0:
+        return {{"zone", "a"}};
+      case 1:
+        return {{"acc", "H100"}};
+      case 2:
+        return {{"zone", "b"}, {"acc", "A100"}};
+      case 3:
+        return {{"zone", "nowhere"}};
+      default:
+        return {};
     }
   }
 
@@ -184,8 +189,8 @@ std::optional<NodeId> RefHybrid(const std::vector<RefNode>& nodes, const Resourc
     if (!RefMatches(n, selector)) continue;
     (n.r.gpu_free.empty() ? without : with) = true;
   }
-  std::vector<int> tiers = (!needs_gpu && with && without) ? std::vector<int>{0, 1}
-                                                           : std::vector<int>{2};
+  std::vector<int> tiers =
+      (!needs_gpu && with && without) ? std::vector<int>{0, 1} : std::vector<int>{2};
   for (int tier : tiers) {
     const RefNode* best = nullptr;
     for (const RefNode& n : nodes) {
@@ -230,11 +235,21 @@ TEST(PolicyIndex, HybridAndSpreadDecideExactlyWhatALinearScanDecides) {
     for (int step = 0; step < 1500; ++step) {
       auto& rng = cluster.rng();
       switch (rng() % 10) {
-        case 0: cluster.AddRandomNode(); break;
-        case 1: cluster.RemoveRandomNode(); break;
-        case 2: case 3: cluster.ReleaseRandomly(); break;
-        case 4: cluster.LoadRandomly(); break;
-        default: break;
+        case 0:
+          cluster.AddRandomNode();
+          break;
+        case 1:
+          cluster.RemoveRandomNode();
+          break;
+        case 2:
+        case 3:
+          cluster.ReleaseRandomly();
+          break;
+        case 4:
+          cluster.LoadRandomly();
+          break;
+        default:
+          break;
       }
       SchedulingRequest request{cluster.RandomDemand(), DefaultStrategy{},
                                 cluster.RandomSelector()};
@@ -338,8 +353,12 @@ TEST(PolicyIndex, StrictSpreadIsPendingOrInfeasibleOnlyWhenNoAssignmentExists) {
         ASSERT_OK(cluster.view.AcquireGroup(*g));
         break;
       }
-      case Kind::kPending: ASSERT_TRUE(std::holds_alternative<Pending>(d)) << context; break;
-      case Kind::kInfeasible: ASSERT_TRUE(std::holds_alternative<Infeasible>(d)) << context; break;
+      case Kind::kPending:
+        ASSERT_TRUE(std::holds_alternative<Pending>(d)) << context;
+        break;
+      case Kind::kInfeasible:
+        ASSERT_TRUE(std::holds_alternative<Infeasible>(d)) << context;
+        break;
     }
     ++outcomes[static_cast<int>(expected)];
   }

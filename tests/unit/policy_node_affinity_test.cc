@@ -1,9 +1,8 @@
 // NodeAffinityPolicy: hard affinity runs only on the named node; soft falls back
 // to the hybrid policy.
-#include "policy/node_affinity_policy.h"
-
 #include <gtest/gtest.h>
 
+#include "policy/node_affinity_policy.h"
 #include "policy_fixture.h"
 
 namespace rayx::scheduler::policy {
@@ -48,8 +47,8 @@ TEST_F(NodeAffinityPolicyTest, HardAffinityToAGoneNodeIsInfeasible) {
   EXPECT_EQ(InfeasibleReason(Decide(On(b, false, {{"CPU", 1}}))),
             "node affinity to 00000001: node 00000001 is not in the cluster (it died or never "
             "joined; a node that rejoins gets a new id)");
-  EXPECT_NE(InfeasibleReason(Decide(On(TestNodeId(42), false, {{"CPU", 1}}))).find(
-                "is not in the cluster"),
+  EXPECT_NE(InfeasibleReason(Decide(On(TestNodeId(42), false, {{"CPU", 1}})))
+                .find("is not in the cluster"),
             std::string::npos);
 }
 
@@ -101,8 +100,9 @@ TEST_F(NodeAffinityPolicyTest, SoftAffinityFallbackCanStillBePendingOrInfeasible
 
 TEST_F(NodeAffinityPolicyTest, MalformedDemandIsInfeasible) {
   NodeId a = MakeNode(8, 4);
-  EXPECT_NE(InfeasibleReason(Decide(On(a, false, {{"GPU", 2.5}}))).find("invalid amount 2.5 of GPU"),
-            std::string::npos);
+  EXPECT_NE(
+      InfeasibleReason(Decide(On(a, false, {{"GPU", 2.5}}))).find("invalid amount 2.5 of GPU"),
+      std::string::npos);
 }
 
 }  // namespace

@@ -1,12 +1,11 @@
 // Placement group policies: STRICT_PACK, STRICT_SPREAD, PACK and SPREAD, their
 // GPU device planning across bundles, reasons, and all-or-nothing commits.
-#include "policy/composite_bundle_policy.h"
-
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <set>
 
+#include "policy/composite_bundle_policy.h"
 #include "policy_fixture.h"
 
 namespace rayx::scheduler::policy {
@@ -38,7 +37,8 @@ class PlacementGroupTest : public PolicyTest {
 TEST_F(PlacementGroupTest, StrictPackPutsEveryBundleOnOneNode) {
   MakeNode(4);
   NodeId big = MakeNode(16);
-  GroupScheduled g = PlaceGroup(MakeGroup(Bundles(4, {{"CPU", 2}}), PlacementStrategy::kStrictPack));
+  GroupScheduled g =
+      PlaceGroup(MakeGroup(Bundles(4, {{"CPU", 2}}), PlacementStrategy::kStrictPack));
   EXPECT_EQ(NodesOf(g), (std::vector<NodeId>(4, big)));
   EXPECT_EQ(g.demands, Bundles(4, {{"CPU", 2}}));
   EXPECT_EQ(Available(big, "CPU"), 8);
@@ -46,8 +46,9 @@ TEST_F(PlacementGroupTest, StrictPackPutsEveryBundleOnOneNode) {
 
 TEST_F(PlacementGroupTest, StrictPackGivesEachBundleItsOwnDevices) {
   NodeId a = MakeNode(8, 4);
-  GroupScheduled g = PlaceGroup(MakeGroup(
-      {{{"GPU", 1}}, {{"GPU", 2}}, {{"GPU", 0.5}}, {{"GPU", 0.25}}}, PlacementStrategy::kStrictPack));
+  GroupScheduled g =
+      PlaceGroup(MakeGroup({{{"GPU", 1}}, {{"GPU", 2}}, {{"GPU", 0.5}}, {{"GPU", 0.25}}},
+                           PlacementStrategy::kStrictPack));
   ASSERT_EQ(g.bundles.size(), 4u);
   // Largest first: 2 GPUs on devices 0,1; 1 GPU on 2; the shares pack on 3.
   EXPECT_EQ(g.bundles[1].gpu_ids, (std::vector<int>{0, 1}));
@@ -82,8 +83,8 @@ TEST_F(PlacementGroupTest, StrictPackIsInfeasibleWhenNoNodeIsBigEnough) {
 TEST_F(PlacementGroupTest, StrictPackIsInfeasibleWhenSharesCannotShareDevices) {
   MakeNode(8, 2);
   // 1.8 GPU in all fits the total of 2, but each 0.6 share needs its own device.
-  EXPECT_EQ(InfeasibleReason(DecideGroup(
-                MakeGroup(Bundles(3, {{"GPU", 0.6}}), PlacementStrategy::kStrictPack))),
+  EXPECT_EQ(InfeasibleReason(
+                DecideGroup(MakeGroup(Bundles(3, {{"GPU", 0.6}}), PlacementStrategy::kStrictPack))),
             "STRICT_PACK group of 3 bundles: needs {GPU: 1.8} on one node, with each bundle's "
             "GPUs on its own devices; no node's GPU devices can hold the bundles' GPU requests "
             "together (a share never spans two devices) (1 node)");
@@ -105,12 +106,12 @@ TEST_F(PlacementGroupTest, StrictSpreadIsInfeasibleWithFewerNodesThanBundles) {
   MakeNode(8);
   MakeNode(8);
   MakeNode(1);
-  EXPECT_EQ(InfeasibleReason(DecideGroup(
-                MakeGroup(Bundles(3, {{"CPU", 2}}), PlacementStrategy::kStrictSpread))),
+  EXPECT_EQ(InfeasibleReason(
+                DecideGroup(MakeGroup(Bundles(3, {{"CPU", 2}}), PlacementStrategy::kStrictSpread))),
             "STRICT_SPREAD group of 3 bundles: needs 3 distinct nodes, one per bundle, but at most "
             "2 nodes could ever hold its bundles (3 nodes)");
-  EXPECT_EQ(InfeasibleReason(DecideGroup(
-                MakeGroup(Bundles(4, {{"CPU", 1}}), PlacementStrategy::kStrictSpread))),
+  EXPECT_EQ(InfeasibleReason(
+                DecideGroup(MakeGroup(Bundles(4, {{"CPU", 1}}), PlacementStrategy::kStrictSpread))),
             "STRICT_SPREAD group of 4 bundles: needs 4 distinct nodes, one per bundle, but at most "
             "3 nodes could ever hold its bundles (3 nodes)");
 }
@@ -154,12 +155,13 @@ TEST_F(PlacementGroupTest, StrictSpreadHonoursTheLabelSelector) {
   MakeNode(8, 0, {{"zone", "a"}});
   MakeNode(8, 0, {{"zone", "b"}});
   MakeNode(8, 0, {{"zone", "a"}});
-  auto group = MakeGroup(Bundles(2, {{"CPU", 1}}), PlacementStrategy::kStrictSpread, {{"zone", "a"}});
+  auto group =
+      MakeGroup(Bundles(2, {{"CPU", 1}}), PlacementStrategy::kStrictSpread, {{"zone", "a"}});
   GroupScheduled g = PlaceGroup(group);
   for (const Scheduled& s : g.bundles) EXPECT_EQ(view_.Find(s.node)->labels.at("zone"), "a");
   EXPECT_EQ(DistinctNodes(g).size(), 2u);
-  EXPECT_EQ(InfeasibleReason(DecideGroup(MakeGroup(Bundles(3, {{"CPU", 1}}),
-                                                   PlacementStrategy::kStrictSpread, {{"zone", "a"}}))),
+  EXPECT_EQ(InfeasibleReason(DecideGroup(MakeGroup(
+                Bundles(3, {{"CPU", 1}}), PlacementStrategy::kStrictSpread, {{"zone", "a"}}))),
             "STRICT_SPREAD group of 3 bundles: needs 3 distinct nodes with labels {zone=a}, one "
             "per bundle, but at most 2 nodes could ever hold its bundles (2 of 3 nodes have those "
             "labels)");
@@ -170,7 +172,8 @@ TEST_F(PlacementGroupTest, StrictSpreadHonoursTheLabelSelector) {
 TEST_F(PlacementGroupTest, PackUsesOneNodeWhenOneCanHoldEverything) {
   NodeId a = MakeNode(8, 4);
   MakeNode(8, 4);
-  GroupScheduled g = PlaceGroup(MakeGroup(Bundles(4, {{"CPU", 2}, {"GPU", 1}}), PlacementStrategy::kPack));
+  GroupScheduled g =
+      PlaceGroup(MakeGroup(Bundles(4, {{"CPU", 2}, {"GPU", 1}}), PlacementStrategy::kPack));
   EXPECT_EQ(NodesOf(g), (std::vector<NodeId>(4, a)));
   std::set<int> devices;
   for (const Scheduled& s : g.bundles) devices.insert(s.gpu_ids.at(0));
@@ -201,15 +204,16 @@ TEST_F(PlacementGroupTest, PackTwoGpuBundlesOnOneNodeGetDistinctDevices) {
 TEST_F(PlacementGroupTest, PackIsPendingWhenTheBundlesDoNotFitNow) {
   NodeId a = MakeNode(4);
   ASSERT_TRUE(view_.Acquire(a, {{"CPU", 3}}, {}));
-  EXPECT_EQ(PendingReason(DecideGroup(MakeGroup(Bundles(2, {{"CPU", 1}}), PlacementStrategy::kPack))),
-            "PACK group of 2 bundles: bundle 1 {CPU: 1} finds no node with room beside the bundles "
-            "placed before it; the group waits until resources are released or a node joins");
+  EXPECT_EQ(
+      PendingReason(DecideGroup(MakeGroup(Bundles(2, {{"CPU", 1}}), PlacementStrategy::kPack))),
+      "PACK group of 2 bundles: bundle 1 {CPU: 1} finds no node with room beside the bundles "
+      "placed before it; the group waits until resources are released or a node joins");
 }
 
 TEST_F(PlacementGroupTest, PackIsInfeasibleWhenABundleFitsNoNode) {
   MakeNode(4);
-  EXPECT_EQ(InfeasibleReason(DecideGroup(
-                MakeGroup({{{"CPU", 1}}, {{"CPU", 8}}}, PlacementStrategy::kPack))),
+  EXPECT_EQ(InfeasibleReason(
+                DecideGroup(MakeGroup({{{"CPU", 1}}, {{"CPU", 8}}}, PlacementStrategy::kPack))),
             "PACK group of 2 bundles: bundle 1 needs {CPU: 8} on one node; the largest node has "
             "CPU 4 (1 node)");
 }
@@ -217,9 +221,10 @@ TEST_F(PlacementGroupTest, PackIsInfeasibleWhenABundleFitsNoNode) {
 TEST_F(PlacementGroupTest, PackIsInfeasibleWhenTheClusterHasTooLittleInAll) {
   MakeNode(8, 4);
   MakeNode(8);
-  EXPECT_EQ(InfeasibleReason(DecideGroup(
-                MakeGroup(Bundles(2, {{"CPU", 1}, {"GPU", 4}}), PlacementStrategy::kPack))),
-            "PACK group of 2 bundles: needs {GPU: 8} in all; the nodes have GPU 4 in all (2 nodes)");
+  EXPECT_EQ(
+      InfeasibleReason(
+          DecideGroup(MakeGroup(Bundles(2, {{"CPU", 1}, {"GPU", 4}}), PlacementStrategy::kPack))),
+      "PACK group of 2 bundles: needs {GPU: 8} in all; the nodes have GPU 4 in all (2 nodes)");
 }
 
 // SPREAD
@@ -255,9 +260,10 @@ TEST_F(PlacementGroupTest, SpreadPrefersLessLoadedNodes) {
 TEST_F(PlacementGroupTest, SpreadReasons) {
   NodeId a = MakeNode(2);
   ASSERT_TRUE(view_.Acquire(a, {{"CPU", 2}}, {}));
-  EXPECT_NE(PendingReason(DecideGroup(MakeGroup(Bundles(2, {{"CPU", 1}}), PlacementStrategy::kSpread)))
-                .find("SPREAD group of 2 bundles: bundle 0 {CPU: 1} finds no node"),
-            std::string::npos);
+  EXPECT_NE(
+      PendingReason(DecideGroup(MakeGroup(Bundles(2, {{"CPU", 1}}), PlacementStrategy::kSpread)))
+          .find("SPREAD group of 2 bundles: bundle 0 {CPU: 1} finds no node"),
+      std::string::npos);
   EXPECT_EQ(InfeasibleReason(DecideGroup(
                 MakeGroup(Bundles(3, {{"CPU", 1}}), PlacementStrategy::kSpread, {{"zone", "z"}}))),
             "SPREAD group of 3 bundles: bundle 0 needs {CPU: 1} on one node with labels {zone=z}; "

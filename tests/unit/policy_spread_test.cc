@@ -1,10 +1,9 @@
 // SpreadPolicy (SPREAD): least loaded first, round robin among equals.
-#include "policy/spread_policy.h"
-
 #include <gtest/gtest.h>
 
 #include <set>
 
+#include "policy/spread_policy.h"
 #include "policy_fixture.h"
 
 namespace rayx::scheduler::policy {

@@ -58,12 +58,14 @@ void ClusterResourceView::AddNode(const NodeId& id, const ResourceMap& total,
   } else {
     index = static_cast<uint32_t>(records_.size());
     records_.emplace_back();
+    locations_.emplace_back();
   }
   records_[index].emplace(id, next_order_++, labels, std::move(units), std::move(declared));
   NodeRecord& record = *records_[index];
-  record.group = GroupFor(labels, record.has_gpu());
-  NodeGroup& group = groups_[record.group];
-  record.slot = group.tree.Append(index, record);
+  Location& where = locations_[index];
+  where.group = GroupFor(labels, record.has_gpu());
+  NodeGroup& group = groups_[where.group];
+  where.slot = group.tree.Append(index, record);
   for (size_t d = 0; d < stride_; ++d) group.sum_total[d] += record.total(static_cast<uint32_t>(d));
   for (const auto& label : labels) ++label_counts_[label];
   index_.emplace(id, index);
@@ -75,8 +77,8 @@ void ClusterResourceView::RemoveNode(const NodeId& id) {
   uint32_t index = it->second;
   index_.erase(it);
   NodeRecord& record = *records_[index];
-  NodeGroup& group = groups_[record.group];
-  group.tree.Erase(record.slot);
+  NodeGroup& group = groups_[locations_[index].group];
+  group.tree.Erase(locations_[index].slot);
   for (size_t d = 0; d < stride_; ++d) group.sum_total[d] -= record.total(static_cast<uint32_t>(d));
   for (const auto& label : record.labels()) {
     auto lc = label_counts_.find(label);
@@ -169,8 +171,8 @@ uint32_t ClusterResourceView::GroupFor(const LabelMap& labels, bool has_gpu) {
 }
 
 void ClusterResourceView::Reindex(uint32_t index) {
-  const NodeRecord& record = *records_[index];
-  groups_[record.group].tree.Update(record.slot, record);
+  const Location& where = locations_[index];
+  groups_[where.group].tree.Update(where.slot, *records_[index]);
 }
 
 void ClusterResourceView::Rebuild(NodeGroup& group) {
@@ -178,7 +180,7 @@ void ClusterResourceView::Rebuild(NodeGroup& group) {
   for (size_t slot = 0; slot < group.tree.slots(); ++slot) {
     uint32_t index = group.tree.NodeAt(slot);
     if (index == NodeSearchTree::kNoNode) continue;
-    records_[index]->slot = tree.Append(index, *records_[index]);
+    locations_[index].slot = tree.Append(index, *records_[index]);
   }
   group.tree = std::move(tree);
 }
@@ -214,18 +216,20 @@ Status ClusterResourceView::TEST_CheckInvariants() const {
     if (r.has_gpu() && gpu_sum != r.available(ResourceDims::kGpu)) {
       return Status::Internal(who + "GPU available differs from the devices' free shares");
     }
+    const Location& where = locations_[index];
+    if (where.group >= groups_.size()) return Status::Internal(who + "bad group");
+    const NodeGroup& g = groups_[where.group];
     for (uint32_t d = 0; d < stride_; ++d) {
       if (r.available(d) < 0 || r.available(d) > r.total(d)) {
-        return Status::Internal(who + dims_.Name(d) + " available outside [0, total]");
+        std::string name = d < dims_.size() ? dims_.Name(d) : "dimension " + std::to_string(d);
+        return Status::Internal(who + name + " available outside [0, total]");
       }
-      sums[r.group][d] += r.total(d);
+      sums[where.group][d] += r.total(d);
     }
-    if (r.group >= groups_.size()) return Status::Internal(who + "bad group");
-    const NodeGroup& g = groups_[r.group];
     if (g.labels != r.labels() || g.has_gpu != r.has_gpu()) {
       return Status::Internal(who + "in the wrong group");
     }
-    if (r.slot >= g.tree.slots() || g.tree.NodeAt(r.slot) != index) {
+    if (where.slot >= g.tree.slots() || g.tree.NodeAt(where.slot) != index) {
       return Status::Internal(who + "its group's tree does not hold it at its slot");
     }
     for (const auto& label : r.labels()) ++labels[label];

@@ -116,10 +116,17 @@ class ClusterResourceView {
   void Rebuild(NodeGroup& group);
   void GrowStride();
 
+  // Where a record sits in the group trees.
+  struct Location {
+    uint32_t group = 0;
+    size_t slot = 0;
+  };
+
   ResourceDims dims_;
   size_t stride_ = 8;  // dimensions stored per node and tree node; >= dims_.size()
   uint64_t next_order_ = 0;
-  std::vector<std::optional<NodeRecord>> records_;
+  std::vector<std::optional<NodeRecord>> records_;  // by index; nullopt when free
+  std::vector<Location> locations_;                 // by index, as records_
   std::vector<uint32_t> free_records_;
   std::unordered_map<NodeId, uint32_t> index_;
   std::vector<NodeGroup> groups_;

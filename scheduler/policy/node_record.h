@@ -77,10 +77,6 @@ class NodeRecord {
   // Grows the dense vectors to `dims` dimensions (new ones are 0).
   void Resize(size_t dims);
 
-  // Where the view indexes this node.
-  uint32_t group = 0;
-  size_t slot = 0;
-
  private:
   void Refresh();
 

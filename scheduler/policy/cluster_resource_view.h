@@ -123,7 +123,7 @@ class ClusterResourceView {
   };
 
   ResourceDims dims_;
-  size_t stride_ = 8;  // dimensions stored per node and tree node; >= dims_.size()
+  size_t stride_ = 4;  // dimensions stored per node and tree node; >= dims_.size()
   uint64_t next_order_ = 0;
   std::vector<std::optional<NodeRecord>> records_;  // by index; nullopt when free
   std::vector<Location> locations_;                 // by index, as records_

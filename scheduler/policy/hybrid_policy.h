@@ -28,7 +28,8 @@ namespace rayx::scheduler::policy {
 //   node, which makes decisions reproducible and testable.
 // - Pending when some matching node's totals could hold the request, otherwise
 //   Infeasible with the reason (reasons.h).
-// Cost: O(groups x log n) tree searches (NodeSearch), never a scan of all nodes.
+// Cost: O(groups x log n) tree steps (NodeSearch), never a scan of all nodes
+// (see NodeSearchTree for the fragmented worst case).
 class HybridPolicy : public SchedulingPolicy {
  public:
   struct Options {

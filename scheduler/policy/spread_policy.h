@@ -19,7 +19,8 @@ namespace rayx::scheduler::policy {
 // round robin over available nodes, the cursor lives in the policy object (the
 // only state any policy keeps). Unlike the hybrid policy it does not keep
 // CPU-only work off GPU nodes: spreading means every node.
-// Cost: two least-loaded tree searches per group, O(groups x log n).
+// Cost: per group one least-loaded search and, when the least loaded node is
+// not past the cursor, one in-order search for a tie after it: O(groups x log n).
 class SpreadPolicy : public SchedulingPolicy {
  public:
   SchedulingDecision Schedule(const ClusterResourceView& view,

@@ -189,39 +189,21 @@ void LeaseManager::RequestLease(const std::string& peer, uint64_t request_id,
 }
 
 std::optional<NodeId> LeaseManager::ChooseNode(const protocol::RequestLeaseRequest& req) {
-  auto matches = [&](const NodeInfo& info) {
-    for (const auto& [k, v] : req.label_selector) {
-      auto it = info.labels.find(k);
-      if (it == info.labels.end() || it->second != v) return false;
-    }
-    return true;
-  };
-  auto fits_now = [&](const NodeId& id) {
-    const NodeInfo* info = nodes_.FindAlive(id);
-    if (info == nullptr || !matches(*info) || !NodeTable::Fits(info->available, req.resources)) {
-      return false;
-    }
-    return true;
-  };
-  if (req.strategy == "NODE_AFFINITY") {
+  // The policy library decides (hybrid by default, SPREAD, node affinity,
+  // label selectors) in time logarithmic in the node count.
+  policy::SchedulingRequest request;
+  request.demand = req.resources;
+  request.label_selector = req.label_selector;
+  if (req.strategy == "SPREAD") {
+    request.strategy = policy::SpreadStrategy{};
+  } else if (req.strategy == "NODE_AFFINITY") {
     auto node = NodeId::FromHex(req.affinity_node_id);
-    if (node.ok() && fits_now(*node)) return *node;
-    if (!req.affinity_soft) return std::nullopt;
+    if (!node.ok()) return std::nullopt;
+    request.strategy = policy::NodeAffinityStrategy{*node, req.affinity_soft};
   }
-  if (req.strategy == "SPREAD" || !req.label_selector.empty()) {
-    // O(alive nodes): SPREAD starts after the node it used last time.
-    auto order = nodes_.AliveInOrder();
-    size_t n = order.size();
-    size_t start = req.strategy == "SPREAD" && n ? (spread_cursor_ % n) : 0;
-    for (size_t k = 0; k < n; ++k) {
-      const NodeId& id = order[(start + k) % n];
-      if (!fits_now(id)) continue;
-      if (req.strategy == "SPREAD") spread_cursor_ = start + k + 1;
-      return id;
-    }
-    return std::nullopt;
-  }
-  return nodes_.FindNodeWithAvailable(req.resources);
+  auto decision = policy_.Schedule(nodes_.view(), request);
+  if (const auto* scheduled = std::get_if<policy::Scheduled>(&decision)) return scheduled->node;
+  return std::nullopt;
 }
 
 bool LeaseManager::TryGrant(Pending& pending) {

@@ -12,6 +12,7 @@
 
 #include "head/node_table.h"
 #include "head/placement_group_manager.h"
+#include "policy/composite_policy.h"
 #include "protocol/placement_messages.h"
 #include "protocol/process_messages.h"
 #include "protocol/messages.h"
@@ -145,8 +146,8 @@ class LeaseManager {
   std::deque<Pending> pending_;
   std::map<std::string, protocol::ActorInfo> named_actors_;
   PlacementGroupManager groups_;
+  policy::CompositePolicy policy_;  // where leases outside placement groups go
   uint64_t next_request_id_ = 1;
-  uint64_t spread_cursor_ = 0;  // SPREAD's round robin
 };
 
 }  // namespace rayx::scheduler

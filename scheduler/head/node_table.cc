@@ -15,6 +15,7 @@ NodeId NodeTable::Register(NodeInfo info, int64_t now_ms, int64_t wall_ms) {
   info.registered_at_ms = wall_ms;
   if (info.available.empty()) info.available = info.total;
   size_t devices = info.total.count(kGpu) ? static_cast<size_t>(info.total.at(kGpu)) : 0;
+  view_.AddNode(id, info.total, info.labels);
   alive_[id] = Entry{std::move(info), now_ms, next_order_++, std::vector<double>(devices, 1.0)};
   return id;
 }
@@ -46,6 +47,7 @@ bool NodeTable::MarkDead(const NodeId& id, const std::string& reason) {
 }
 
 void NodeTable::Bury(Entry entry, const std::string& reason) {
+  view_.RemoveNode(entry.info.node_id);
   entry.info.alive = false;
   entry.info.death_reason = reason;
   entry.info.available.clear();
@@ -124,6 +126,8 @@ bool NodeTable::TryAcquire(const NodeId& id, const ResourceMap& demand,
   double gpus = demand.count(kGpu) ? demand.at(kGpu) : 0;
   auto picked = PickGpuDevices(it->second.gpu_free, gpus);
   if (!picked) return false;
+  // Both books must agree before either changes.
+  if (!view_.Acquire(id, demand, *picked)) return false;
   double share = gpus < 1 ? gpus : 1.0;
   for (int d : *picked) it->second.gpu_free[static_cast<size_t>(d)] -= share;
   if (gpu_ids) *gpu_ids = *picked;
@@ -137,6 +141,7 @@ void NodeTable::Release(const NodeId& id, const ResourceMap& demand,
                         const std::vector<int>& gpu_ids) {
   auto it = alive_.find(id);
   if (it == alive_.end()) return;
+  view_.Release(id, demand, gpu_ids);
   double gpus = demand.count(kGpu) ? demand.at(kGpu) : 0;
   double share = gpus < 1 ? gpus : 1.0;
   for (int d : gpu_ids) {

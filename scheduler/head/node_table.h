@@ -8,6 +8,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "policy/cluster_resource_view.h"
 #include "rayx/cluster_status.h"
 #include "rayx/ids.h"
 
@@ -71,6 +72,9 @@ class NodeTable {
 
   // The alive node, or nullptr.
   const NodeInfo* FindAlive(const NodeId& id) const;
+  // The alive nodes' resources as the scheduling policies see them, kept in
+  // step with every Register, death, TryAcquire and Release.
+  const policy::ClusterResourceView& view() const { return view_; }
   // Alive nodes in registration order. O(n log n): for placement groups, which
   // are rare next to leases (the policy library replaces this scan).
   std::vector<NodeId> AliveInOrder() const;
@@ -97,6 +101,7 @@ class NodeTable {
   Options options_;
   uint64_t next_order_ = 0;
   std::unordered_map<NodeId, Entry> alive_;
+  policy::ClusterResourceView view_;
   std::deque<NodeInfo> dead_;  // newest first, at most options_.max_dead_nodes
 };
 

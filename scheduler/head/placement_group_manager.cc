@@ -95,7 +95,7 @@ Result<protocol::PlacementGroupInfo> PlacementGroupManager::Create(
   group.label_selector = req.label_selector;
   std::string id = group.info.placement_group_id;
   auto& stored = groups_[id] = std::move(group);
-  if (!TryPlace(stored)) pending_.push_back(id);
+  if (!TryPlace(stored, /*explain=*/true)) pending_.push_back(id);
   RAYX_LOG(Info) << "placement group " << id.substr(0, 8) << " " << stored.info.strategy << " "
                  << GroupShape(stored.info) << ": " << stored.info.state
                  << (stored.info.reason.empty() ? "" : " (" + stored.info.reason + ")");
@@ -113,104 +113,46 @@ bool PlacementGroupManager::LabelsMatch(const NodeId& node, const LabelMap& sele
   return true;
 }
 
-bool PlacementGroupManager::TryPlace(Group& group) {
-  const auto& bundles = group.info.bundles;
+bool PlacementGroupManager::TryPlace(Group& group, bool explain) {
+  // The policy library plans (STRICT_SPREAD as an exact matching, the rest by
+  // the hybrid rule) in time logarithmic in the node count; the node table
+  // then takes every bundle, and gives all back if one no longer fits.
+  policy::PlacementGroupRequest request;
+  request.bundles = group.info.bundles;
+  request.label_selector = group.label_selector;
   const std::string& strategy = group.info.strategy;
-  std::vector<NodeId> order;
-  for (const NodeId& id : nodes_.AliveInOrder()) {
-    if (LabelsMatch(id, group.label_selector)) order.push_back(id);
-  }
+  request.strategy = strategy == "STRICT_PACK"     ? policy::PlacementStrategy::kStrictPack
+                     : strategy == "STRICT_SPREAD" ? policy::PlacementStrategy::kStrictSpread
+                     : strategy == "SPREAD"        ? policy::PlacementStrategy::kSpread
+                                                   : policy::PlacementStrategy::kPack;
+  auto decision = policy_.Schedule(nodes_.view(), request);
   std::vector<Bundle> placed;
-  auto rollback = [&] {
-    for (const Bundle& b : placed) nodes_.Release(b.node, b.total, b.devices);
-    placed.clear();
-  };
-  auto take = [&](const NodeId& node, const ResourceMap& bundle) {
-    std::vector<int> gpus;
-    if (!nodes_.TryAcquire(node, bundle, &gpus)) return false;
-    Bundle b;
-    b.total = bundle;
-    b.available = bundle;
-    b.node = node;
-    b.devices = gpus;
-    double gpu = bundle.count(kGpu) ? bundle.at(kGpu) : 0;
-    b.device_free.assign(gpus.size(), gpu < 1 ? gpu : 1.0);
-    placed.push_back(std::move(b));
-    return true;
-  };
-  // Every bundle on one node.
-  auto strict_pack = [&] {
-    for (const NodeId& node : order) {
-      bool all = true;
-      for (const auto& bundle : bundles) {
-        if (!take(node, bundle)) {
-          all = false;
-          break;
-        }
-      }
-      if (all) return true;
-      rollback();
-    }
-    return false;
-  };
-  // Bundle i on a node no other bundle uses.
-  auto strict_spread = [&] {
-    std::set<NodeId> used;
-    for (const auto& bundle : bundles) {
-      bool ok = false;
-      for (const NodeId& node : order) {
-        if (used.count(node)) continue;
-        if (take(node, bundle)) {
-          used.insert(node);
-          ok = true;
-          break;
-        }
-      }
-      if (!ok) {
-        rollback();
-        return false;
-      }
-    }
-    return true;
-  };
-  // Best effort: each bundle on the first node that fits, preferring nodes
-  // already used (PACK) or not yet used (SPREAD).
-  auto greedy = [&](bool prefer_used) {
-    std::set<NodeId> used;
-    for (const auto& bundle : bundles) {
-      bool ok = false;
-      for (int pass = 0; pass < 2 && !ok; ++pass) {
-        bool want_used = (pass == 0) == prefer_used;
-        for (const NodeId& node : order) {
-          if (used.count(node) != (want_used ? 1u : 0u)) continue;
-          if (take(node, bundle)) {
-            used.insert(node);
-            ok = true;
-            break;
-          }
-        }
-      }
-      if (!ok) {
-        rollback();
-        return false;
-      }
-    }
-    return true;
-  };
   bool ok = false;
-  if (strategy == "STRICT_PACK") {
-    ok = strict_pack();
-  } else if (strategy == "STRICT_SPREAD") {
-    ok = strict_spread();
-  } else if (strategy == "PACK") {
-    ok = strict_pack() || greedy(/*prefer_used=*/true);
-  } else {
-    ok = strict_spread() || greedy(/*prefer_used=*/false);
+  if (const auto* plan = std::get_if<policy::GroupScheduled>(&decision)) {
+    ok = true;
+    for (size_t i = 0; i < plan->bundles.size() && ok; ++i) {
+      const ResourceMap& bundle = group.info.bundles[i];
+      std::vector<int> gpus;
+      if (!nodes_.TryAcquire(plan->bundles[i].node, bundle, &gpus)) {
+        ok = false;
+        break;
+      }
+      Bundle b;
+      b.total = bundle;
+      b.available = bundle;
+      b.node = plan->bundles[i].node;
+      b.devices = gpus;
+      double gpu = bundle.count(kGpu) ? bundle.at(kGpu) : 0;
+      b.device_free.assign(gpus.size(), gpu < 1 ? gpu : 1.0);
+      placed.push_back(std::move(b));
+    }
+    if (!ok) {
+      for (const Bundle& b : placed) nodes_.Release(b.node, b.total, b.devices);
+      placed.clear();
+    }
   }
   if (!ok) {
-    std::string why;
-    group.info.state = Infeasible(group, &why) ? "INFEASIBLE" : "PENDING";
-    group.info.reason = why.empty() ? BusyReason(group) : why;
+    if (explain) Explain(group);
     return false;
   }
   group.bundles = std::move(placed);
@@ -228,6 +170,12 @@ bool PlacementGroupManager::TryPlace(Group& group) {
     group.info.locations.push_back(std::move(loc));
   }
   return true;
+}
+
+void PlacementGroupManager::Explain(Group& group) const {
+  std::string why;
+  group.info.state = Infeasible(group, &why) ? "INFEASIBLE" : "PENDING";
+  group.info.reason = why.empty() ? BusyReason(group) : why;
 }
 
 bool PlacementGroupManager::Infeasible(const Group& group, std::string* why) const {
@@ -332,6 +280,7 @@ void PlacementGroupManager::Wait(const std::string& peer, uint64_t request_id,
     return;
   }
   if (it->second.info.state != "PENDING" || timeout_ms <= 0) {
+    if (it->second.info.state != "CREATED") Explain(it->second);
     Answer(waiter, it->second.info);
     return;
   }
@@ -366,7 +315,10 @@ void PlacementGroupManager::ExpireWaits(int64_t now_ms) {
   std::erase_if(waiters_, [&](const Waiter& w) {
     if (w.deadline_ms > now_ms) return false;
     auto it = groups_.find(w.group_id);
-    if (it != groups_.end()) Answer(w, it->second.info);
+    if (it != groups_.end()) {
+      if (it->second.info.state != "CREATED") Explain(it->second);
+      Answer(w, it->second.info);
+    }
     return true;
   });
 }
@@ -387,7 +339,8 @@ void PlacementGroupManager::SchedulePending() {
     auto it = groups_.find(id);
     if (it == groups_.end()) return true;
     std::string before = it->second.info.state;
-    bool placed = TryPlace(it->second);
+    // Re-examined on every release: no O(nodes) explanation here.
+    bool placed = TryPlace(it->second, /*explain=*/false);
     if (placed || it->second.info.state != before) AnswerWaiters(id);
     if (placed) {
       RAYX_LOG(Info) << "placement group " << id.substr(0, 8) << " created";
@@ -406,6 +359,7 @@ void PlacementGroupManager::OnNodeDead(const NodeId& node) {
     group.info.state = "PENDING";
     group.info.reason = "a node holding one of its bundles died; placing it again";
     pending_.push_back(id);
+    (void)id;
   }
 }
 

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "head/node_table.h"
+#include "policy/composite_bundle_policy.h"
 #include "protocol/placement_messages.h"
 #include "transport/zmq_socket_loop.h"
 
@@ -96,9 +97,12 @@ class PlacementGroupManager {
     int64_t deadline_ms = 0;
   };
 
-  // Reserves every bundle or none; on failure sets the group's state and reason.
-  bool TryPlace(Group& group);
+  // Reserves every bundle or none; on failure sets the group's state and, when
+  // `explain` (an O(nodes) description), its reason.
+  bool TryPlace(Group& group, bool explain);
   void Unreserve(Group& group);
+  // Sets a group that could not be placed to INFEASIBLE or PENDING, with why.
+  void Explain(Group& group) const;
   // Why a group cannot be placed: infeasible (true) or only busy (false).
   bool Infeasible(const Group& group, std::string* why) const;
   std::string BusyReason(const Group& group) const;
@@ -111,6 +115,7 @@ class PlacementGroupManager {
   std::map<std::string, Group> groups_;
   std::deque<std::string> pending_;  // group ids, creation order
   std::vector<Waiter> waiters_;      // bounded by the callers' outstanding requests
+  policy::CompositeBundlePolicy policy_;
 };
 
 // "{CPU: 1, GPU: 2}".

@@ -275,8 +275,12 @@ struct RequestLeaseRequest {
   // `package_dir` (the caller's copy) map to the node's own copy.
   std::string package_hash;
   std::string package_dir;
+  // In a placement group: the worker sees every device the group holds on its
+  // node (CUDA_VISIBLE_DEVICES), and RAYX_LOCAL_RANK says which is its own, so
+  // CUDA peer-to-peer and NVLink work between the group's workers.
+  bool group_visible_devices = false;
   MSGPACK_DEFINE_MAP(job_id, resources, executable, working_dir, for_actor, detached,
-                     package_hash, package_dir,
+                     package_hash, package_dir, group_visible_devices,
                      placement_group_id, bundle_index, strategy, affinity_node_id, affinity_soft,
                      label_selector, processes)
 };
@@ -321,8 +325,12 @@ struct StartWorkerRequest {
   std::vector<ProcessSpec> processes;  // a process lease (see RequestLeaseRequest)
   std::string package_hash;            // see RequestLeaseRequest
   std::string package_dir;
+  // Set with group_visible_devices: what CUDA_VISIBLE_DEVICES lists (the group's
+  // devices on the node) and this worker's index among them.
+  std::vector<int> visible_gpu_ids;
+  int32_t local_rank = -1;
   MSGPACK_DEFINE_MAP(lease_id, job_id, executable, working_dir, resources, head_address, gpu_ids,
-                     processes, package_hash, package_dir)
+                     processes, package_hash, package_dir, visible_gpu_ids, local_rank)
 };
 
 struct StartWorkerReply {

@@ -1,6 +1,7 @@
 // Jobs, leases and named actors on the head.
 #include "head/lease_manager.h"
 
+#include <algorithm>
 #include <cmath>
 #include <set>
 
@@ -259,6 +260,11 @@ bool LeaseManager::TryGrant(Pending& pending) {
   start.gpu_ids = gpu_ids;
   start.processes = pending.req.processes;
   start.package_hash = pending.req.package_hash;
+  if (pending.req.group_visible_devices && !lease.group_id.empty() && !gpu_ids.empty()) {
+    start.visible_gpu_ids = groups_.DevicesOn(lease.group_id, *node);
+    auto own = std::find(start.visible_gpu_ids.begin(), start.visible_gpu_ids.end(), gpu_ids[0]);
+    start.local_rank = static_cast<int32_t>(own - start.visible_gpu_ids.begin());
+  }
   start.package_dir = pending.req.package_dir;
   uint64_t id = next_request_id_++;
   start_requests_[id] = lease.lease_id;

@@ -433,6 +433,19 @@ void PlacementGroupManager::Release(const std::string& group_id, int32_t bundle_
   }
 }
 
+std::vector<int> PlacementGroupManager::DevicesOn(const std::string& group_id,
+                                                 const NodeId& node) const {
+  std::vector<int> out;
+  auto it = groups_.find(group_id);
+  if (it == groups_.end()) return out;
+  for (const Bundle& b : it->second.bundles) {
+    if (b.node == node) out.insert(out.end(), b.devices.begin(), b.devices.end());
+  }
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  return out;
+}
+
 std::vector<std::string> PlacementGroupManager::GroupsOfJob(const std::string& job_id) const {
   std::vector<std::string> out;
   for (const auto& [id, group] : groups_) {

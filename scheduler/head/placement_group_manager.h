@@ -66,6 +66,8 @@ class PlacementGroupManager {
                                                 const ResourceMap& demand);
   void Release(const std::string& group_id, int32_t bundle_index, const ResourceMap& demand,
                const std::vector<int>& gpu_ids);
+  // Every device the group holds on `node`, ascending.
+  std::vector<int> DevicesOn(const std::string& group_id, const NodeId& node) const;
 
   // The non-detached groups of a job.
   std::vector<std::string> GroupsOfJob(const std::string& job_id) const;

@@ -55,9 +55,19 @@ void WorkerPool::Start(const protocol::StartWorkerRequest& request, StartCallbac
   };
   // A worker sees exactly its GPUs, so its device 0 is its own; none when it
   // holds none.
-  std::string devices;
-  for (int id : request.gpu_ids) devices += (devices.empty() ? "" : ",") + std::to_string(id);
-  env.push_back("CUDA_VISIBLE_DEVICES=" + devices);
+  auto join = [](const std::vector<int>& ids) {
+    std::string s;
+    for (int id : ids) s += (s.empty() ? "" : ",") + std::to_string(id);
+    return s;
+  };
+  std::string devices = join(request.gpu_ids);
+  if (request.visible_gpu_ids.empty()) {
+    env.push_back("CUDA_VISIBLE_DEVICES=" + devices);
+  } else {
+    // The group's devices on this node; RAYX_LOCAL_RANK is this worker's own.
+    env.push_back("CUDA_VISIBLE_DEVICES=" + join(request.visible_gpu_ids));
+    env.push_back("RAYX_LOCAL_RANK=" + std::to_string(request.local_rank));
+  }
   if (!request.package_hash.empty()) {
     env.push_back("RAYX_PACKAGE_HASH=" + request.package_hash);
     env.push_back("RAYX_PACKAGE_DIR=" + request.package_dir);

@@ -222,6 +222,8 @@ Runtime* CurrentRuntime() { return G().current.load(std::memory_order_acquire); 
 
 Runtime& RequireRuntime() {
   Global& g = G();
+  // Every call passes here: no lock once the runtime runs.
+  if (Runtime* runtime = g.current.load(std::memory_order_acquire)) return *runtime;
   std::lock_guard<std::mutex> lock(g.mu);
   if (g.runtime) return *g.runtime;
   if (Env("RAYX_WORKER_MODE").empty()) {

@@ -365,6 +365,19 @@ TEST_F(Runtime, ActorCallsFromOneCallerRunInOrder) {
   EXPECT_EQ(*refs.back().Get(), 299 * 300 / 2);
 }
 
+TEST_F(Runtime, AQuickResultIsNotHeldBackByASlowCallBehindIt) {
+  auto actor = rayx::Actor(Recorder::Create).Remote(0);
+  ASSERT_EQ(*actor.Task(&Recorder::Total).Remote().Get(), 0);
+  // Submitted back to back, the two calls travel to the worker together; the
+  // worker sends the first result before it starts the long call.
+  auto quick = actor.Task(&Recorder::Record).Remote(5);
+  auto slow = actor.Task(&Recorder::Sleep).Remote(2000);
+  auto start = std::chrono::steady_clock::now();
+  EXPECT_EQ(*quick.Get(1500), 5);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::milliseconds(1500));
+  EXPECT_EQ(*slow.Get(), 2000);
+}
+
 TEST_F(Runtime, ActorCallWaitsForAPendingArgumentWithoutReordering) {
   auto actor = rayx::Actor(Recorder::Create).Remote(0);
   auto slow = rayx::Task(SlowSquare).Remote(3, 200);  // 9, later

@@ -264,6 +264,9 @@ ActorPtr DeserializeActor(const std::string& bytes) {
   return RequireRuntime().DeserializeActor(bytes);
 }
 ObjectHandle PutBytes(std::string bytes) { return RequireRuntime().Put(std::move(bytes)); }
+ObjectHandle PutEncoded(size_t size, const std::function<void(char* out)>& fill) {
+  return RequireRuntime().PutEncoded(size, fill);
+}
 ObjectBytes GetBytes(const ObjectHandle& object, int64_t timeout_ms) {
   return RequireRuntime().Get(object, timeout_ms);
 }

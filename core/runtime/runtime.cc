@@ -5,6 +5,7 @@
 
 #include <boost/asio/post.hpp>
 #include <chrono>
+#include <cstring>
 #include <future>
 
 #include "common/logging.h"
@@ -167,6 +168,7 @@ Status Runtime::Connect() {
       if (node.alive && node.address == config_.node_ip && !node.store_dir.empty()) {
         local_store_dir_ = node.store_dir;
         local_object_address_ = node.object_address;
+        store_writer_ = std::make_unique<StoreWriter>(local_store_dir_, StoreWriter::Options{});
         break;
       }
     }
@@ -195,6 +197,7 @@ void Runtime::Stop() {
     for (auto& [key, shape] : shapes_) shape->workers.clear();
     for (auto& [id, actor] : actors_) actor->conn.reset();
     delete_sockets_.clear();
+    if (store_writer_) store_writer_->Clear();
     head_loop_.reset();
     work_.reset();
     io_.stop();
@@ -296,29 +299,57 @@ void Runtime::DrainSubmissions() {
 }
 
 ObjectHandle Runtime::Put(std::string bytes) {
-  std::string id = NewObjectId();
-  std::shared_ptr<const protocol::ObjectLocation> location;
-  if (bytes.size() >= kInlineObjectLimit && !local_store_dir_.empty()) {
-    auto path = SharedMemoryStore(local_store_dir_).Write(config_.job_id + "-" + id, bytes);
-    if (path.ok()) {
-      auto loc = std::make_shared<protocol::ObjectLocation>();
-      loc->node_address = config_.node_ip;
-      loc->path = *path;
-      loc->size = bytes.size();
-      location = loc;
+  if (bytes.size() >= kInlineObjectLimit && store_writer_) {
+    std::string id = NewObjectId();
+    auto buffer = store_writer_->Create(config_.job_id + "-" + id, bytes.size());
+    if (buffer.ok()) {
+      std::memcpy((*buffer)->data(), bytes.data(), bytes.size());
+      return PutStored(std::move(id), std::move(*buffer));
     }
   }
+  return PutInMemory(std::move(bytes));
+}
+
+ObjectHandle Runtime::PutEncoded(size_t size, const std::function<void(char*)>& fill) {
+  if (size >= kInlineObjectLimit && store_writer_) {
+    std::string id = NewObjectId();
+    auto buffer = store_writer_->Create(config_.job_id + "-" + id, size);
+    if (buffer.ok()) {
+      fill((*buffer)->data());
+      return PutStored(std::move(id), std::move(*buffer));
+    }
+  }
+  // No store here, or it is full: the value stays in memory.
+  std::string bytes(size, '\0');
+  fill(bytes.data());
+  return PutInMemory(std::move(bytes));
+}
+
+ObjectHandle Runtime::PutInMemory(std::string bytes) {
+  std::string id = NewObjectId();
+  auto value = std::make_shared<const std::string>(std::move(bytes));
   {
     std::lock_guard<std::mutex> lock(mu_);
     Entry& entry = objects_[id];
     entry.state = Entry::State::kReady;
-    if (location) {
-      entry.location = location;
-    } else {
-      entry.value = std::make_shared<const std::string>(std::move(bytes));
-    }
+    entry.value = std::move(value);
   }
-  return NewEntry(id);
+  return NewEntry(std::move(id));
+}
+
+ObjectHandle Runtime::PutStored(std::string id, std::shared_ptr<StoreWriter::Buffer> buffer) {
+  auto location = std::make_shared<protocol::ObjectLocation>();
+  location->node_address = config_.node_ip;
+  location->path = buffer->path();
+  location->size = buffer->size();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    Entry& entry = objects_[id];
+    entry.state = Entry::State::kReady;
+    entry.location = std::move(location);
+    entry.written = std::move(buffer);
+  }
+  return NewEntry(std::move(id));
 }
 
 void Runtime::DeleteStored(const protocol::ObjectLocation& location) {
@@ -349,6 +380,8 @@ void Runtime::DeleteStored(const protocol::ObjectLocation& location) {
 
 void Runtime::Release(const std::string& object_id) {
   std::shared_ptr<const protocol::ObjectLocation> location;
+  std::shared_ptr<StoreWriter::Buffer> written;
+  bool shared_out = false;
   {
     std::lock_guard<std::mutex> lock(mu_);
     auto it = objects_.find(object_id);
@@ -359,7 +392,22 @@ void Runtime::Release(const std::string& object_id) {
       return;
     }
     location = it->second.location;
+    written = std::move(it->second.written);
+    shared_out = it->second.shared_out;
     objects_.erase(it);
+  }
+  if (written) {
+    // This process's Put: its file may serve the next Put unless another
+    // process may still read it (then it goes, like any other).
+    if (!stopped_ && !shared_out) {
+      store_writer_->Free(std::move(written), /*reusable=*/true, NowMs());
+      return;
+    }
+    if (stopped_) return;  // the job's end removes it
+    boost::asio::post(io_, [this, written = std::move(written)]() mutable {
+      store_writer_->Free(std::move(written), /*reusable=*/false, NowMs());
+    });
+    return;
   }
   if (location && !stopped_) {
     boost::asio::post(io_, [this, location] { DeleteStored(*location); });
@@ -445,6 +493,7 @@ ObjectBytes Runtime::Get(const ObjectHandle& object, int64_t timeout_ms) {
     throw TaskError(e.type, e.message, e.function, e.node);
   }
   if (entry.value) return {*entry.value, entry.value};
+  if (entry.written) return {entry.written->view(), entry.written};
   if (entry.mapped) {
     auto mapped = std::static_pointer_cast<const MappedObject>(entry.mapped);
     return {mapped->view(), mapped};
@@ -615,6 +664,7 @@ void Runtime::ResolveThen(Task& task, std::function<void(Task)> ready) {
     }
     if (it->second.state == Entry::State::kReady && !it->second.value && it->second.location) {
       // Left in its store: the worker maps or pulls it.
+      it->second.shared_out = true;
       protocol::ObjectLocation location = *it->second.location;
       if (location.object_address.empty()) {
         // Put by this process into the local store: served by the local agent.
@@ -912,6 +962,7 @@ void Runtime::FailTask(const Task& task, const std::string& type, const std::str
 
 void Runtime::Tick() {
   int64_t now = NowMs();
+  if (store_writer_) store_writer_->Trim(now);
   for (auto& [key, shape] : shapes_) {
     std::vector<std::shared_ptr<WorkerConn>> keep;
     for (auto& w : shape->workers) {

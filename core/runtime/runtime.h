@@ -22,6 +22,7 @@
 #include <zmq.hpp>
 
 #include "common/address.h"
+#include "object_store/store_writer.h"
 #include "protocol/messages.h"
 #include "protocol/push_tasks.h"
 #include "rayx/detail/runtime_api.h"
@@ -88,6 +89,7 @@ class Runtime {
   ActorPtr DeserializeActor(const std::string& bytes);
 
   ObjectHandle Put(std::string bytes);
+  ObjectHandle PutEncoded(size_t size, const std::function<void(char*)>& fill);
   ObjectBytes Get(const ObjectHandle& object, int64_t timeout_ms);
   std::vector<bool> Wait(const std::vector<ObjectHandle>& objects, size_t num_returns,
                          int64_t timeout_ms);
@@ -103,6 +105,8 @@ class Runtime {
     std::shared_ptr<const std::string> value;            // inline, or pulled here
     std::shared_ptr<const protocol::ObjectLocation> location;  // in a node's store
     std::shared_ptr<const void> mapped;                  // the store file, mapped
+    std::shared_ptr<StoreWriter::Buffer> written;        // this process's Put, in the store
+    bool shared_out = false;  // `location` was handed to another process (a task argument)
     std::shared_ptr<ErrorInfo> error;
     std::vector<std::function<void()>> waiters;  // run on the I/O thread when done
   };
@@ -139,6 +143,8 @@ class Runtime {
   Status Connect();
   std::string NewObjectId();
   ObjectHandle NewEntry(std::string id);
+  ObjectHandle PutInMemory(std::string bytes);
+  ObjectHandle PutStored(std::string id, std::shared_ptr<StoreWriter::Buffer> buffer);
   // A handle to a new entry awaiting its result.
   ObjectHandle NewPendingObject();
   // Creates the result's pending entry, queues `submission` for the I/O
@@ -224,6 +230,7 @@ class Runtime {
   // This node's object store (from the head's node table), for large Puts.
   std::string local_store_dir_;
   std::string local_object_address_;
+  std::unique_ptr<StoreWriter> store_writer_;  // set when there is a local store
   // One socket per object server, for deletes (no replies).
   std::unordered_map<std::string, std::unique_ptr<zmq::socket_t>> delete_sockets_;
 };

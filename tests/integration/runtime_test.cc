@@ -308,6 +308,36 @@ TEST_F(Runtime, LargePutsAreStoredAndReachWorkersOnOtherNodes) {
   EXPECT_TRUE(WaitForStoreUsage(0).ok()) << StoreUsage();
 }
 
+TEST_F(Runtime, RepeatedLargePutsReadBackTheirOwnBytesAndFreeTheStore) {
+  ASSERT_TRUE(WaitForStoreUsage(0).ok()) << StoreUsage();
+  rayx::ObjectRef<std::vector<uint8_t>> last;
+  for (int round = 0; round < 6; ++round) {
+    // Freed Puts' files are reused for the next ones of their size.
+    std::vector<uint8_t> data(1 << 20, static_cast<uint8_t>(round));
+    last = rayx::Put(data);
+    EXPECT_EQ(*last.Get(), data) << round;
+    if (round % 2 == 1) {
+      // Read by a worker on this node (the file is mapped there): never reused.
+      int64_t want = int64_t{round} * (1 << 20);
+      EXPECT_EQ(*rayx::Task(SumBytes).Remote(last).Get(), want) << round;
+    }
+  }
+  // Seen by the agent's heartbeat: the last one (and maybe freed files kept for reuse)...
+  ASSERT_TRUE(cluster_
+                  ->WaitFor(
+                      [](const rayx::ClusterStatus& s) {
+                        uint64_t total = 0;
+                        for (const auto& n : s.nodes) total += n.alive ? n.object_store_bytes : 0;
+                        return total >= (1u << 20);
+                      },
+                      10000)
+                  .ok())
+      << StoreUsage();
+  // ...and all gone once it is released: freed files are not kept for long.
+  last = rayx::ObjectRef<std::vector<uint8_t>>();
+  EXPECT_TRUE(WaitForStoreUsage(0).ok()) << StoreUsage();
+}
+
 TEST_F(Runtime, WholeGpuActorsGetDistinctDevicesAndSeeOnlyThem) {
   std::vector<rayx::ActorHandle<Recorder>> actors;
   for (int i = 0; i < 4; ++i) {

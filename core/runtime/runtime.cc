@@ -22,7 +22,7 @@ using transport::FrameView;
 using transport::Frames;
 
 namespace {
-constexpr size_t kMaxInFlight = 256;      // tasks pipelined to one task worker
+constexpr size_t kMaxInFlight = 256;      // calls pipelined to one worker (task or actor)
 // One message to a worker carries at most this many calls (a batch of many
 // small calls), and stops growing past this many body bytes.
 constexpr uint32_t kMaxCallsPerMessage = 64;
@@ -120,6 +120,7 @@ struct Runtime::ActorState {
   bool detached = false;
   std::deque<Task> queue;        // calls not yet sent, in order
   bool resolving = false;        // the front call waits for its arguments
+  bool pumping = false;          // PumpActor is running
   std::shared_ptr<WorkerConn> conn;
   std::string dead_reason;       // set once the actor is gone
 };
@@ -296,6 +297,8 @@ void Runtime::DrainSubmissions() {
     }
   }
   draining_.clear();
+  // The burst is complete: send it now rather than after other queued handlers.
+  if (flush_posted_) FlushSends();
 }
 
 ObjectHandle Runtime::Put(std::string bytes) {
@@ -783,7 +786,7 @@ void Runtime::Send(WorkerConn& conn, Task task) {
 }
 
 void Runtime::FlushSends() {
-  flush_posted_ = false;
+  flush_posted_ = false;  // a posted flush that finds nothing queued is a no-op
   flushing_.swap(flush_queue_);
   for (auto& conn : flushing_) {
     conn->flush_queued = false;
@@ -890,7 +893,11 @@ void Runtime::OnWorkerMessage(WorkerConn& conn, Frames& frames) {
   }
   if (conn.in_flight.empty()) conn.idle_since = NowMs();
   CompleteAll(completions_);
-  if (conn.shape) Pump(*conn.shape);
+  if (conn.shape) {
+    Pump(*conn.shape);
+  } else if (conn.actor && conn.actor->conn.get() == &conn) {
+    PumpActor(*conn.actor);
+  }
 }
 
 void Runtime::OnWorkerRefused(WorkerConn& conn, const std::string& why) {
@@ -1090,31 +1097,37 @@ void Runtime::SubmitToActor(Task task) {
 }
 
 void Runtime::PumpActor(ActorState& actor) {
-  // Strictly in order: the front call goes once its arguments are resolved.
-  while (actor.conn && !actor.resolving && !actor.queue.empty()) {
-    Task& front = actor.queue.front();
+  // Re-entered from a continuation that ran inside the loop below: that loop goes on.
+  if (actor.pumping) return;
+  actor.pumping = true;
+  // Strictly in order: the front call goes once its arguments are resolved. At
+  // most kMaxInFlight calls are on their way; replies let more go.
+  while (actor.conn && !actor.resolving && !actor.queue.empty() &&
+         actor.conn->in_flight.size() < kMaxInFlight) {
+    Task task = std::move(actor.queue.front());
+    actor.queue.pop_front();
     bool has_refs = false;
-    for (auto& a : front.args) has_refs = has_refs || a.ref;
-    if (has_refs || front.resolved.size() != front.args.size()) {
-      actor.resolving = true;
-      Task task = std::move(front);
-      actor.queue.pop_front();
-      ActorState* a = &actor;
-      ResolveThen(task, [this, a](Task ready) {
-        a->resolving = false;
-        if (a->conn) {
-          Send(*a->conn, std::move(ready));
-        } else {
-          FailTask(ready, "ActorDied", a->dead_reason, "");
-        }
-        PumpActor(*a);
-      });
+    for (auto& a : task.args) has_refs = has_refs || a.ref;
+    if (!has_refs) {
+      task.resolved.resize(task.args.size());
+      for (size_t i = 0; i < task.args.size(); ++i) task.resolved[i] = std::move(task.args[i].bytes);
+      task.args.clear();
+      Send(*actor.conn, std::move(task));
       continue;
     }
-    Task task = std::move(front);
-    actor.queue.pop_front();
-    Send(*actor.conn, std::move(task));
+    actor.resolving = true;
+    ActorState* a = &actor;
+    ResolveThen(task, [this, a](Task ready) {
+      a->resolving = false;
+      if (a->conn) {
+        Send(*a->conn, std::move(ready));
+      } else {
+        FailTask(ready, "ActorDied", a->dead_reason, "");
+      }
+      PumpActor(*a);
+    });
   }
+  actor.pumping = false;
 }
 
 void Runtime::KillActor(const ActorPtr& actor) {

@@ -395,6 +395,25 @@ TEST_F(Runtime, ActorCallsFromOneCallerRunInOrder) {
   EXPECT_EQ(*refs.back().Get(), 299 * 300 / 2);
 }
 
+TEST_F(Runtime, ABurstOfCallsQueuedBeforeTheActorStartsRunsInOrder) {
+  // All queued while the actor's worker starts, then sent a window at a time.
+  auto actor = rayx::Actor(Recorder::Create).Remote(0);
+  constexpr int kCalls = 20000;
+  std::vector<rayx::ObjectRef<int>> refs;
+  refs.reserve(kCalls);
+  for (int i = 0; i < kCalls; ++i) refs.push_back(actor.Task(&Recorder::Record).Remote(i % 7));
+  auto seen = *actor.Task(&Recorder::Seen).Remote().Get();
+  ASSERT_EQ(seen.size(), static_cast<size_t>(kCalls));
+  int total = 0;
+  for (int i = 0; i < kCalls; ++i) {
+    ASSERT_EQ(seen[i], i % 7) << i;
+    total += i % 7;
+    if (i % 1000 == 999) {
+      ASSERT_EQ(*refs[i].Get(), total) << i;
+    }
+  }
+}
+
 TEST_F(Runtime, AQuickResultIsNotHeldBackByASlowCallBehindIt) {
   auto actor = rayx::Actor(Recorder::Create).Remote(0);
   ASSERT_EQ(*actor.Task(&Recorder::Total).Remote().Get(), 0);

@@ -197,6 +197,7 @@ void Runtime::Stop() {
     heartbeat_timer_.cancel();
     for (auto& [key, shape] : shapes_) shape->workers.clear();
     for (auto& [id, actor] : actors_) actor->conn.reset();
+    flush_queue_.clear();
     delete_sockets_.clear();
     if (store_writer_) store_writer_->Clear();
     head_loop_.reset();

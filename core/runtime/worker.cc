@@ -142,12 +142,16 @@ class WorkerLoop {
 
   KnownFunction& Lookup(std::string_view name) {
     auto it = functions_.find(name);
-    if (it == functions_.end()) {
-      KnownFunction known;
-      known.fn = FunctionRegistry::Instance().FindByName(std::string(name));
-      it = functions_.emplace(std::string(name), known).first;
+    if (it != functions_.end()) return it->second;
+    const RemoteFunction* fn = FunctionRegistry::Instance().FindByName(std::string(name));
+    if (fn == nullptr) {
+      // Not remembered: callers could send any number of unknown names.
+      unknown_ = KnownFunction{};
+      return unknown_;
     }
-    return it->second;
+    KnownFunction known;
+    known.fn = fn;
+    return functions_.emplace(std::string(name), known).first->second;
   }
 
   CallOutcome Run(const protocol::TaskCallView& call, const RemoteFunction* fn) {
@@ -302,7 +306,9 @@ class WorkerLoop {
   std::shared_ptr<void> actor_;
   std::string actor_error_;  // why the actor could not be created
 
+  // Registered functions by name (the registry does not change after start-up).
   std::unordered_map<std::string, KnownFunction, StringHash, std::equal_to<>> functions_;
+  KnownFunction unknown_;
   // Reused from message to message.
   std::vector<std::string_view> payload_;
   protocol::PushTasksView batch_;

@@ -184,8 +184,8 @@ Status ParsePushTasksRequest(std::string_view body, const std::vector<std::strin
   Reader r(body);
   uint32_t count = 0;
   if (!r.Str(&out->job_id) || !r.U32(&count)) return Malformed("PushTasksRequest header");
-  // A call takes at least 33 bytes: never reserve more than the body can hold.
-  if (count > r.left() / 33) return Malformed("PushTasksRequest: call count exceeds the body");
+  // A call takes at least 25 bytes: never reserve more than the body can hold.
+  if (count > r.left() / 25) return Malformed("PushTasksRequest: call count exceeds the body");
   out->calls.reserve(count);
   for (uint32_t i = 0; i < count; ++i) {
     TaskCallView call;

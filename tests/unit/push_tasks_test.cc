@@ -112,6 +112,24 @@ TEST(PushTasks, ParsingReusesTheViewAndForgetsTheLastMessage) {
   EXPECT_TRUE(view.args.empty());
 }
 
+TEST(PushTasks, SmallestCallsAndResultsParse) {
+  std::string body;
+  PushTasksWriter w;
+  w.BeginRequest(&body, "");
+  for (uint64_t id = 1; id <= 3; ++id) w.Call(id, false, "", "", "", 0);
+  w.Finish();
+  PushTasksView view;
+  ASSERT_TRUE(ParsePushTasksRequest(body, {}, &view).ok());
+  EXPECT_EQ(view.calls.size(), 3u);
+  std::string reply;
+  w.BeginReply(&reply);
+  for (uint64_t id = 1; id <= 3; ++id) w.InlineResult(id, "");
+  w.Finish();
+  std::vector<TaskResultView> results;
+  ASSERT_TRUE(ParsePushTasksReply(reply, {}, &results).ok());
+  EXPECT_EQ(results.size(), 3u);
+}
+
 TEST(PushTasks, EveryTruncationIsRejected) {
   std::vector<std::string_view> payload = {"x"};
   const std::string request = MakeRequest();

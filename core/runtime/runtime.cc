@@ -319,7 +319,12 @@ ObjectHandle Runtime::PutEncoded(size_t size, const std::function<void(char*)>& 
     std::string id = NewObjectId();
     auto buffer = store_writer_->Create(config_.job_id + "-" + id, size);
     if (buffer.ok()) {
-      fill((*buffer)->data());
+      try {
+        fill((*buffer)->data());
+      } catch (...) {
+        store_writer_->Free(std::move(*buffer), /*reusable=*/false, NowMs());
+        throw;
+      }
       return PutStored(std::move(id), std::move(*buffer));
     }
   }

@@ -31,9 +31,6 @@ class MappedObject {
   size_t size_;
 };
 
-// Values at least this large go to the store instead of travelling inline.
-inline constexpr size_t kInlineObjectLimit = 100 * 1024;
-
 // Creating, deleting and measuring objects in one store directory. Stateless
 // apart from the path: any process of the node can use it.
 class SharedMemoryStore {

@@ -31,8 +31,8 @@ std::string MessageTypeName(uint16_t type) {
     case MessageType::kRegisterActorReply: return "RegisterActorReply";
     case MessageType::kGetActorRequest: return "GetActorRequest";
     case MessageType::kGetActorReply: return "GetActorReply";
-    case MessageType::kPushTaskRequest: return "PushTaskRequest";
-    case MessageType::kPushTaskReply: return "PushTaskReply";
+    case MessageType::kPushTasksRequest: return "PushTasksRequest";
+    case MessageType::kPushTasksReply: return "PushTasksReply";
     case MessageType::kPullObjectRequest: return "PullObjectRequest";
     case MessageType::kPullObjectReply: return "PullObjectReply";
     case MessageType::kDeleteObjectsRequest: return "DeleteObjectsRequest";
@@ -108,6 +108,77 @@ Status ParseOne(const char* data, size_t size, const DecodeLimits& limits,
 }
 
 }  // namespace detail
+
+namespace {
+
+// Reads an unsigned msgpack integer at `p`; false when it is something else.
+bool ReadUint(const unsigned char*& p, const unsigned char* end, uint64_t* out) {
+  if (p >= end) return false;
+  unsigned char tag = *p++;
+  if (tag <= 0x7f) {
+    *out = tag;
+    return true;
+  }
+  size_t n = tag == 0xcc ? 1 : tag == 0xcd ? 2 : tag == 0xce ? 4 : tag == 0xcf ? 8 : 0;
+  if (n == 0 || static_cast<size_t>(end - p) < n) return false;
+  uint64_t v = 0;
+  for (size_t i = 0; i < n; ++i) v = (v << 8) | p[i];  // big-endian
+  p += n;
+  *out = v;
+  return true;
+}
+
+// The fast path; false (nothing decided) when the bytes are not in the usual form.
+bool DecodeEnvelopeFast(std::string_view bytes, Envelope* env) {
+  const auto* p = reinterpret_cast<const unsigned char*>(bytes.data());
+  const auto* end = p + bytes.size();
+  if (p >= end || (*p & 0xf0) != 0x80) return false;  // fixmap
+  size_t entries = *p++ & 0x0f;
+  bool seen_v = false, seen_t = false, seen_id = false;  // a repeated key goes the generic way
+  for (size_t i = 0; i < entries; ++i) {
+    if (p >= end || (*p & 0xe0) != 0xa0) return false;  // fixstr key
+    size_t len = *p++ & 0x1f;
+    if (static_cast<size_t>(end - p) < len) return false;
+    std::string_view key(reinterpret_cast<const char*>(p), len);
+    p += len;
+    uint64_t value = 0;
+    if (!ReadUint(p, end, &value)) return false;
+    if (key == "v") {
+      if (value > UINT32_MAX || seen_v) return false;
+      seen_v = true;
+      env->v = static_cast<uint32_t>(value);
+    } else if (key == "t") {
+      if (value > UINT16_MAX || seen_t) return false;
+      seen_t = true;
+      env->t = static_cast<uint16_t>(value);
+    } else if (key == "id") {
+      if (seen_id) return false;
+      seen_id = true;
+      env->id = value;
+    } else {
+      return false;  // other keys: the generic decoder knows what to make of them
+    }
+  }
+  return p == end;
+}
+
+}  // namespace
+
+template <>
+Result<Envelope> Decode<Envelope>(std::string_view bytes, const DecodeLimits& limits) {
+  Envelope env;
+  if (DecodeEnvelopeFast(bytes, &env)) return env;
+  msgpack::object_handle handle;
+  RAYX_RETURN_IF_ERROR(detail::ParseOne(bytes.data(), bytes.size(), limits, &handle));
+  try {
+    Envelope out{};
+    handle.get().convert(out);
+    return out;
+  } catch (const std::exception& e) {
+    return Status::InvalidArgument(std::string("message does not have the expected fields: ") +
+                                   e.what());
+  }
+}
 
 Status CheckProtocolVersion(const Envelope& env, std::string_view self) {
   if (env.v == kProtocolVersion) return Status::OK();

@@ -27,18 +27,24 @@ struct DecodeLimits {
   size_t max_depth = 16;
 };
 
-template <typename T>
-std::string Encode(const T& value) {
-  msgpack::sbuffer buf;
-  msgpack::pack(buf, value);
-  return std::string(buf.data(), buf.size());
-}
-
 namespace detail {
+// A msgpack stream that appends to a string (no intermediate buffer).
+struct AppendWriter {
+  std::string* out;
+  void write(const char* data, size_t n) { out->append(data, n); }
+};
 // Parses exactly one msgpack value filling all of [data, data+size).
 Status ParseOne(const char* data, size_t size, const DecodeLimits& limits,
                 msgpack::object_handle* out);
 }  // namespace detail
+
+template <typename T>
+std::string Encode(const T& value) {
+  std::string out;
+  detail::AppendWriter writer{&out};
+  msgpack::pack(writer, value);
+  return out;
+}
 
 // Decodes `bytes` into T. Returns InvalidArgument (never throws) when the bytes
 // are not one well-formed msgpack value within the limits, or do not have T's
@@ -56,6 +62,12 @@ Result<T> Decode(std::string_view bytes, const DecodeLimits& limits = {}) {
                                    e.what());
   }
 }
+
+// Every message's first frame: a fast path for the usual encoding (a map of
+// at most 15 entries with short keys and unsigned values), which reads the
+// same fields as the generic decoder; anything else goes the generic way.
+template <>
+Result<Envelope> Decode<Envelope>(std::string_view bytes, const DecodeLimits& limits);
 
 // Checks the envelope's protocol version. Returns InvalidArgument naming both
 // sides' versions, e.g. "peer speaks rayx protocol 2, this head speaks 1".

@@ -6,7 +6,8 @@
 // frozen across protocol versions, so a peer of any version can always learn
 // why it was refused. Every struct has one field list that drives encoding,
 // decoding and debug printing (MSGPACK_DEFINE_MAP: keys are the field names, so
-// fields can be added compatibly; unknown keys are ignored on decode).
+// fields can be added compatibly; unknown keys are ignored on decode). The two
+// hot caller <-> worker messages are the exception: protocol/push_tasks.h.
 #pragma once
 
 #include <cstdint>
@@ -55,9 +56,11 @@ enum class MessageType : uint16_t {
   kRegisterActorReply = 41,
   kGetActorRequest = 42,
   kGetActorReply = 43,
-  // Direct data path (caller <-> worker).
-  kPushTaskRequest = 50,
-  kPushTaskReply = 51,
+  // Direct data path (caller <-> worker): batches of calls and results, in the
+  // flat binary layout of protocol/push_tasks.h (50 and 51, one msgpack call
+  // each, were protocol 1).
+  kPushTasksRequest = 52,
+  kPushTasksReply = 53,
   // Objects (anyone <-> a node agent's object server).
   kPullObjectRequest = 60,
   kPullObjectReply = 61,
@@ -424,36 +427,6 @@ struct JobFinishedNotice {
   static constexpr MessageType kType = MessageType::kJobFinishedNotice;
   std::string job_id;
   MSGPACK_DEFINE_MAP(job_id)
-};
-
-// caller -> worker: run one task. Frames: [envelope][this][arg 0]...[arg n-1],
-// each argument's msgpack bytes in its own frame, never copied into this map.
-struct PushTaskRequest {
-  static constexpr MessageType kType = MessageType::kPushTaskRequest;
-  std::string function;   // registered name
-  std::string actor_id;   // empty for a normal task
-  bool actor_creation = false;
-  uint32_t num_args = 0;
-  std::string return_id;   // names a result that goes to the object store
-  std::string job_id;
-  // Arguments stored in an object store: their frames are empty.
-  std::map<uint32_t, ObjectLocation> stored_args;
-  MSGPACK_DEFINE_MAP(function, actor_id, actor_creation, num_args, return_id, job_id,
-                     stored_args)
-};
-
-// worker -> caller. On success frame 2 holds the result's msgpack bytes.
-struct PushTaskReply {
-  static constexpr MessageType kType = MessageType::kPushTaskReply;
-  bool ok = true;
-  std::string error_type;     // the exception's type when !ok
-  std::string error_message;
-  std::string node_address;
-  int32_t worker_pid = 0;
-  // Set (size > 0 or path non-empty) when the result went to the object store
-  // instead of frame 2.
-  ObjectLocation stored;
-  MSGPACK_DEFINE_MAP(ok, error_type, error_message, node_address, worker_pid, stored)
 };
 
 }  // namespace rayx::protocol

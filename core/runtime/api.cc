@@ -224,6 +224,8 @@ Runtime* CurrentRuntime() { return G().current.load(std::memory_order_acquire); 
 
 Runtime& RequireRuntime() {
   Global& g = G();
+  // Every call passes here: no lock once the runtime runs.
+  if (Runtime* runtime = g.current.load(std::memory_order_acquire)) return *runtime;
   std::lock_guard<std::mutex> lock(g.mu);
   if (g.runtime) return *g.runtime;
   if (Env("RAYX_WORKER_MODE").empty()) {
@@ -264,6 +266,9 @@ ActorPtr DeserializeActor(const std::string& bytes) {
   return RequireRuntime().DeserializeActor(bytes);
 }
 ObjectHandle PutBytes(std::string bytes) { return RequireRuntime().Put(std::move(bytes)); }
+ObjectHandle PutEncoded(size_t size, const std::function<void(char* out)>& fill) {
+  return RequireRuntime().PutEncoded(size, fill);
+}
 ObjectBytes GetBytes(const ObjectHandle& object, int64_t timeout_ms) {
   return RequireRuntime().Get(object, timeout_ms);
 }

@@ -5,6 +5,7 @@
 
 #include <boost/asio/post.hpp>
 #include <chrono>
+#include <cstring>
 #include <future>
 
 #include "common/logging.h"
@@ -21,7 +22,11 @@ using transport::FrameView;
 using transport::Frames;
 
 namespace {
-constexpr size_t kMaxInFlight = 256;      // tasks pipelined to one task worker
+constexpr size_t kMaxInFlight = 256;      // calls pipelined to one worker (task or actor)
+// One message to a worker carries at most this many calls (a batch of many
+// small calls), and stops growing past this many body bytes.
+constexpr uint32_t kMaxCallsPerMessage = 64;
+constexpr size_t kMaxMessageBodyBytes = 256 * 1024;
 constexpr int64_t kIdleLeaseMs = 1000;    // an idle task worker is given back after this
 constexpr int64_t kTickMs = 100;
 constexpr int64_t kSaturatedAfterMs = 50;
@@ -66,7 +71,7 @@ std::string ShapeKey(const ResourceMap& resources) {
 }  // namespace
 
 // One leased worker (or an actor's worker) and the calls in flight to it.
-struct Runtime::WorkerConn {
+struct Runtime::WorkerConn : std::enable_shared_from_this<WorkerConn> {
   std::string lease_id;
   std::string address;
   std::string node;
@@ -75,7 +80,9 @@ struct Runtime::WorkerConn {
   zmq::socket_t monitor;
   std::unique_ptr<transport::ZmqSocketLoop> loop;
   std::unique_ptr<transport::ZmqSocketLoop> monitor_loop;
-  std::unordered_map<uint64_t, Task> in_flight;
+  std::unordered_map<uint64_t, Task> in_flight;  // sent or queued to send
+  std::vector<uint64_t> unsent;                  // ids in in_flight not sent yet, in order
+  bool flush_queued = false;                     // in flush_queue_
   uint64_t next_id = 1;
   int64_t idle_since = 0;
   bool lost = false;
@@ -121,6 +128,7 @@ struct Runtime::ActorState {
   bool detached = false;
   std::deque<Task> queue;        // calls not yet sent, in order
   bool resolving = false;        // the front call waits for its arguments
+  bool pumping = false;          // PumpActor is running
   std::shared_ptr<WorkerConn> conn;
   std::string dead_reason;       // set once the actor is gone
 };
@@ -169,6 +177,7 @@ Status Runtime::Connect() {
       if (node.alive && node.address == config_.node_ip && !node.store_dir.empty()) {
         local_store_dir_ = node.store_dir;
         local_object_address_ = node.object_address;
+        store_writer_ = std::make_unique<StoreWriter>(local_store_dir_, StoreWriter::Options{});
         break;
       }
     }
@@ -196,7 +205,9 @@ void Runtime::Stop() {
     heartbeat_timer_.cancel();
     for (auto& [key, shape] : shapes_) shape->workers.clear();
     for (auto& [id, actor] : actors_) actor->conn.reset();
+    flush_queue_.clear();
     delete_sockets_.clear();
+    if (store_writer_) store_writer_->Clear();
     head_loop_.reset();
     work_.reset();
     io_.stop();
@@ -218,10 +229,12 @@ void Runtime::Stop() {
 // ---- Objects -------------------------------------------------------------------
 
 std::string Runtime::NewObjectId() {
-  std::lock_guard<std::mutex> lock(mu_);
-  char buf[24];
-  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(++next_object_));
-  return id_prefix_ + buf;
+  static constexpr char kHex[] = "0123456789abcdef";
+  uint64_t n = next_object_.fetch_add(1, std::memory_order_relaxed) + 1;
+  std::string id = id_prefix_;
+  id.resize(id_prefix_.size() + 16);
+  for (int i = 15; i >= 0; --i, n >>= 4) id[id_prefix_.size() + static_cast<size_t>(i)] = kHex[n & 15];
+  return id;
 }
 
 ObjectHandle Runtime::NewEntry(std::string id) {
@@ -239,30 +252,121 @@ ObjectHandle Runtime::NewPendingObject() {
   return NewEntry(std::move(id));
 }
 
-ObjectHandle Runtime::Put(std::string bytes) {
-  std::string id = NewObjectId();
-  std::shared_ptr<const protocol::ObjectLocation> location;
-  if (bytes.size() >= kInlineObjectLimit && !local_store_dir_.empty()) {
-    auto path = SharedMemoryStore(local_store_dir_).Write(config_.job_id + "-" + id, bytes);
-    if (path.ok()) {
-      auto loc = std::make_shared<protocol::ObjectLocation>();
-      loc->node_address = config_.node_ip;
-      loc->path = *path;
-      loc->size = bytes.size();
-      location = loc;
+ObjectHandle Runtime::Submit(Submission submission) {
+  ObjectHandle handle = NewEntry(NewObjectId());
+  submission.task.object_id = handle->id;
+  bool post = false;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    objects_.try_emplace(handle->id);
+    submissions_.push_back(std::move(submission));
+    post = !drain_posted_;
+    drain_posted_ = true;
+  }
+  if (post) boost::asio::post(io_, [this] { DrainSubmissions(); });
+  return handle;
+}
+
+void Runtime::PostOrdered(std::function<void()> fn) {
+  Submission submission;
+  submission.kind = Submission::Kind::kClosure;
+  submission.closure = std::move(fn);
+  bool post = false;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    submissions_.push_back(std::move(submission));
+    post = !drain_posted_;
+    drain_posted_ = true;
+  }
+  if (post) boost::asio::post(io_, [this] { DrainSubmissions(); });
+}
+
+void Runtime::DrainSubmissions() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    draining_.swap(submissions_);
+    drain_posted_ = false;
+  }
+  for (Submission& s : draining_) {
+    switch (s.kind) {
+      case Submission::Kind::kTask: {
+        Shape* shape = ShapeFor(s.resources);
+        ResolveThen(s.task, [this, shape](Task ready) {
+          shape->queue.push_back(std::move(ready));
+          Pump(*shape);
+        });
+        break;
+      }
+      case Submission::Kind::kActorCall:
+        SubmitToActor(std::move(s.task));
+        break;
+      case Submission::Kind::kClosure:
+        s.closure();
+        break;
     }
   }
+  draining_.clear();
+  // The burst is complete: send it now rather than after other queued handlers.
+  if (flush_posted_) FlushSends();
+}
+
+ObjectHandle Runtime::Put(std::string bytes) {
+  if (bytes.size() >= kInlineObjectLimit && store_writer_) {
+    std::string id = NewObjectId();
+    auto buffer = store_writer_->Create(config_.job_id + "-" + id, bytes.size());
+    if (buffer.ok()) {
+      std::memcpy((*buffer)->data(), bytes.data(), bytes.size());
+      return PutStored(std::move(id), std::move(*buffer));
+    }
+  }
+  return PutInMemory(std::move(bytes));
+}
+
+ObjectHandle Runtime::PutEncoded(size_t size, const std::function<void(char*)>& fill) {
+  if (size >= kInlineObjectLimit && store_writer_) {
+    std::string id = NewObjectId();
+    auto buffer = store_writer_->Create(config_.job_id + "-" + id, size);
+    if (buffer.ok()) {
+      try {
+        fill((*buffer)->data());
+      } catch (...) {
+        store_writer_->Free(std::move(*buffer), /*reusable=*/false, NowMs());
+        throw;
+      }
+      return PutStored(std::move(id), std::move(*buffer));
+    }
+  }
+  // No store here, or it is full: the value stays in memory.
+  std::string bytes(size, '\0');
+  fill(bytes.data());
+  return PutInMemory(std::move(bytes));
+}
+
+ObjectHandle Runtime::PutInMemory(std::string bytes) {
+  std::string id = NewObjectId();
+  auto value = std::make_shared<const std::string>(std::move(bytes));
   {
     std::lock_guard<std::mutex> lock(mu_);
     Entry& entry = objects_[id];
     entry.state = Entry::State::kReady;
-    if (location) {
-      entry.location = location;
-    } else {
-      entry.value = std::make_shared<const std::string>(std::move(bytes));
-    }
+    entry.value = std::move(value);
   }
-  return NewEntry(id);
+  return NewEntry(std::move(id));
+}
+
+ObjectHandle Runtime::PutStored(std::string id, std::shared_ptr<StoreWriter::Buffer> buffer) {
+  auto location = std::make_shared<protocol::ObjectLocation>();
+  location->node_address = config_.node_ip;
+  location->path = buffer->path();
+  location->size = buffer->size();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    Entry& entry = objects_[id];
+    entry.state = Entry::State::kReady;
+    entry.location = std::move(location);
+    entry.written = std::move(buffer);
+  }
+  return NewEntry(std::move(id));
 }
 
 void Runtime::DeleteStored(const protocol::ObjectLocation& location) {
@@ -293,6 +397,8 @@ void Runtime::DeleteStored(const protocol::ObjectLocation& location) {
 
 void Runtime::Release(const std::string& object_id) {
   std::shared_ptr<const protocol::ObjectLocation> location;
+  std::shared_ptr<StoreWriter::Buffer> written;
+  bool shared_out = false;
   {
     std::lock_guard<std::mutex> lock(mu_);
     auto it = objects_.find(object_id);
@@ -303,7 +409,22 @@ void Runtime::Release(const std::string& object_id) {
       return;
     }
     location = it->second.location;
+    written = std::move(it->second.written);
+    shared_out = it->second.shared_out;
     objects_.erase(it);
+  }
+  if (written) {
+    // This process's Put: its file may serve the next Put unless another
+    // process may still read it (then it goes, like any other).
+    if (!stopped_ && !shared_out) {
+      store_writer_->Free(std::move(written), /*reusable=*/true, NowMs());
+      return;
+    }
+    if (stopped_) return;  // the job's end removes it
+    boost::asio::post(io_, [this, written = std::move(written)]() mutable {
+      store_writer_->Free(std::move(written), /*reusable=*/false, NowMs());
+    });
+    return;
   }
   if (location && !stopped_) {
     boost::asio::post(io_, [this, location] { DeleteStored(*location); });
@@ -318,42 +439,70 @@ size_t Runtime::ObjectCount() {
 void Runtime::Complete(const std::string& id, std::shared_ptr<const std::string> value,
                        std::shared_ptr<ErrorInfo> error,
                        std::shared_ptr<const protocol::ObjectLocation> location) {
-  std::vector<std::function<void()>> waiters;
-  bool released = false;
+  std::vector<Completion> one(1);
+  one[0] = Completion{id, std::move(value), std::move(error), std::move(location)};
+  CompleteAll(one);
+}
+
+void Runtime::CompleteAll(std::vector<Completion>& batch) {
+  std::vector<std::function<void()>> continuations;
+  std::vector<std::shared_ptr<const protocol::ObjectLocation>> unwanted;
+  bool wake = false;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    auto it = objects_.find(id);
-    if (it == objects_.end()) return;
-    Entry& entry = it->second;
-    entry.state = error ? Entry::State::kFailed : Entry::State::kReady;
-    entry.value = std::move(value);
-    entry.error = std::move(error);
-    entry.location = location;
-    waiters.swap(entry.waiters);
-    for (auto& w : waiters) released = released || !w;
-    if (released) objects_.erase(it);
-    cv_.notify_all();
+    for (Completion& c : batch) {
+      auto it = objects_.find(c.id);
+      if (it == objects_.end()) continue;
+      Entry& entry = it->second;
+      entry.state = c.error ? Entry::State::kFailed : Entry::State::kReady;
+      entry.value = std::move(c.value);
+      entry.error = std::move(c.error);
+      entry.location = c.location;
+      if (entry.waiters.empty()) continue;
+      bool released = false;
+      for (auto& w : entry.waiters) {
+        if (w) {
+          continuations.push_back(std::move(w));
+        } else {
+          released = true;
+        }
+      }
+      entry.waiters.clear();
+      if (released) {
+        objects_.erase(it);
+        if (c.location) unwanted.push_back(c.location);
+      }
+    }
+    wake = waiting_ > 0;
   }
-  if (released && location) DeleteStored(*location);  // nobody wants it any more
-  for (auto& w : waiters) {
-    if (w) w();
-  }
+  batch.clear();
+  if (wake) cv_.notify_all();
+  for (auto& location : unwanted) DeleteStored(*location);  // nobody wants it any more
+  for (auto& w : continuations) w();
 }
 
 ObjectBytes Runtime::Get(const ObjectHandle& object, int64_t timeout_ms) {
   if (!object) throw std::invalid_argument("Get on an empty ObjectRef");
   std::unique_lock<std::mutex> lock(mu_);
-  auto done = [&] {
-    auto it = objects_.find(object->id);
-    return it == objects_.end() || it->second.state != Entry::State::kPending;
-  };
-  if (timeout_ms < 0) {
-    cv_.wait(lock, done);
-  } else if (!cv_.wait_for(lock, std::chrono::milliseconds(timeout_ms), done)) {
-    throw GetTimeoutError("object " + object->id + " was not ready within " +
-                          std::to_string(timeout_ms) + " ms");
-  }
   auto it = objects_.find(object->id);
+  if (it != objects_.end() && it->second.state == Entry::State::kPending) {
+    auto done = [&] {
+      it = objects_.find(object->id);
+      return it == objects_.end() || it->second.state != Entry::State::kPending;
+    };
+    ++waiting_;
+    bool ready = true;
+    if (timeout_ms < 0) {
+      cv_.wait(lock, done);
+    } else {
+      ready = cv_.wait_for(lock, std::chrono::milliseconds(timeout_ms), done);
+    }
+    --waiting_;
+    if (!ready) {
+      throw GetTimeoutError("object " + object->id + " was not ready within " +
+                            std::to_string(timeout_ms) + " ms");
+    }
+  }
   if (it == objects_.end()) throw std::runtime_error("object " + object->id + " was freed");
   Entry& entry = it->second;
   if (entry.state == Entry::State::kFailed) {
@@ -361,6 +510,7 @@ ObjectBytes Runtime::Get(const ObjectHandle& object, int64_t timeout_ms) {
     throw TaskError(e.type, e.message, e.function, e.node);
   }
   if (entry.value) return {*entry.value, entry.value};
+  if (entry.written) return {entry.written->view(), entry.written};
   if (entry.mapped) {
     auto mapped = std::static_pointer_cast<const MappedObject>(entry.mapped);
     return {mapped->view(), mapped};
@@ -401,10 +551,14 @@ std::vector<bool> Runtime::Wait(const std::vector<ObjectHandle>& objects, size_t
     }
     return n >= num_returns;
   };
-  if (timeout_ms < 0) {
-    cv_.wait(lock, count);
-  } else {
-    cv_.wait_for(lock, std::chrono::milliseconds(timeout_ms), count);
+  if (!count()) {
+    ++waiting_;
+    if (timeout_ms < 0) {
+      cv_.wait(lock, count);
+    } else {
+      cv_.wait_for(lock, std::chrono::milliseconds(timeout_ms), count);
+    }
+    --waiting_;
   }
   count();
   return ready;
@@ -477,21 +631,25 @@ void Runtime::Heartbeat() {
 
 ObjectHandle Runtime::SubmitTask(const std::string& function, std::vector<Arg> args,
                                  const CallOptions& options) {
-  ObjectHandle handle = NewPendingObject();
-  const std::string& id = handle->id;
-  ResourceMap resources = options.resources_set ? options.resources : ResourceMap{{kCpu, 1}};
-  Task task;
-  task.function = function;
-  task.display = options.name.empty() ? function : options.name;
-  task.args = std::move(args);
-  task.object_id = id;
-  boost::asio::post(io_, [this, resources, task = std::move(task)]() mutable {
-    std::string key = ShapeKey(resources);
-    ResolveThen(task, [this, key, resources](Task ready) {
-      Enqueue(key, resources, std::move(ready));
-    });
-  });
-  return handle;
+  Submission submission;
+  submission.kind = Submission::Kind::kTask;
+  submission.task.function = function;
+  submission.task.display = options.name;
+  submission.task.args = std::move(args);
+  if (options.resources_set) submission.resources = options.resources;
+  return Submit(std::move(submission));
+}
+
+Runtime::Shape* Runtime::ShapeFor(const std::optional<ResourceMap>& resources) {
+  if (!resources && default_shape_) return default_shape_;
+  ResourceMap wanted = resources ? *resources : ResourceMap{{kCpu, 1}};
+  auto& shape = shapes_[ShapeKey(wanted)];
+  if (!shape) {
+    shape = std::make_unique<Shape>();
+    shape->resources = std::move(wanted);
+  }
+  if (!resources) default_shape_ = shape.get();
+  return shape.get();
 }
 
 void Runtime::ResolveThen(Task& task, std::function<void(Task)> ready) {
@@ -523,6 +681,7 @@ void Runtime::ResolveThen(Task& task, std::function<void(Task)> ready) {
     }
     if (it->second.state == Entry::State::kReady && !it->second.value && it->second.location) {
       // Left in its store: the worker maps or pulls it.
+      it->second.shared_out = true;
       protocol::ObjectLocation location = *it->second.location;
       if (location.object_address.empty()) {
         // Put by this process into the local store: served by the local agent.
@@ -546,16 +705,6 @@ void Runtime::ResolveThen(Task& task, std::function<void(Task)> ready) {
   ready(std::move(task));
 }
 
-void Runtime::Enqueue(const std::string& shape_key, const ResourceMap& resources, Task task) {
-  auto& shape = shapes_[shape_key];
-  if (!shape) {
-    shape = std::make_unique<Shape>();
-    shape->resources = resources;
-  }
-  shape->queue.push_back(std::move(task));
-  Pump(*shape);
-}
-
 void Runtime::Pump(Shape& shape) {
   // Least-loaded worker first, until every worker is full.
   size_t depth = shape.Saturated(NowMs()) ? kMaxInFlight : 1;
@@ -568,7 +717,7 @@ void Runtime::Pump(Shape& shape) {
     if (!best) break;
     Task task = std::move(shape.queue.front());
     shape.queue.pop_front();
-    Send(*best, task);
+    Send(*best, std::move(task));
   }
   // More workers while work waits; one lease request at a time per shape keeps
   // the head's load per burst small.
@@ -634,72 +783,160 @@ std::shared_ptr<Runtime::WorkerConn> Runtime::Connect(const std::string& address
   return conn;
 }
 
-bool Runtime::Send(WorkerConn& conn, Task& task) {
-  protocol::PushTaskRequest req;
-  req.function = task.function;
-  req.actor_id = task.actor_id;
-  req.actor_creation = task.actor_creation;
-  req.num_args = static_cast<uint32_t>(task.resolved.size());
-  req.return_id = task.object_id;
-  req.job_id = config_.job_id;
-  req.stored_args = task.stored;
+void Runtime::Send(WorkerConn& conn, Task task) {
   uint64_t id = conn.next_id++;
-  Frames frames = transport::MakeMessage(req, id);
-  for (auto& bytes : task.resolved) frames.push_back(transport::MakeFrame(bytes));
-  if (!conn.loop->Send(frames)) {
-    // The worker is gone (its socket has no peer left).
-    if (conn.actor) {
-      FailTask(task, "ActorDied",
-               "the actor's worker at " + conn.address + " is unreachable: it died", conn.node);
-    } else if (conn.shape) {
-      conn.shape->queue.push_front(std::move(task));  // another worker will run it
-    } else {
-      FailTask(task, "WorkerUnreachable", "could not send the call to " + conn.address,
-               conn.node);
-    }
-    OnWorkerLost(conn);
-    return false;
-  }
-  task.resolved.clear();  // sent: the copies in the frames are gone with them
-  task.stored.clear();
   conn.in_flight.emplace(id, std::move(task));
-  return true;
+  conn.unsent.push_back(id);
+  if (!conn.flush_queued) {
+    conn.flush_queued = true;
+    flush_queue_.push_back(conn.shared_from_this());
+  }
+  // Sent once the I/O thread's current work is done, with whatever else
+  // it queues meanwhile.
+  if (!flush_posted_) {
+    flush_posted_ = true;
+    boost::asio::post(io_, [this] { FlushSends(); });
+  }
+}
+
+void Runtime::FlushSends() {
+  flush_posted_ = false;  // a posted flush that finds nothing queued is a no-op
+  flushing_.swap(flush_queue_);
+  for (auto& conn : flushing_) {
+    conn->flush_queued = false;
+    if (!conn->lost) SendQueued(*conn);
+  }
+  flushing_.clear();
+}
+
+void Runtime::SendQueued(WorkerConn& conn) {
+  size_t next = 0;
+  while (next < conn.unsent.size()) {
+    size_t first = next;
+    writer_.BeginRequest(&body_, config_.job_id);
+    Frames frames(2);
+    for (; next < conn.unsent.size() && writer_.count() < kMaxCallsPerMessage &&
+           body_.size() < kMaxMessageBodyBytes;
+         ++next) {
+      const Task& task = conn.in_flight.at(conn.unsent[next]);
+      writer_.Call(conn.unsent[next], task.actor_creation, task.function, task.actor_id,
+                   task.object_id, static_cast<uint32_t>(task.resolved.size()));
+      for (uint32_t i = 0; i < task.resolved.size(); ++i) {
+        auto stored = task.stored.find(i);
+        if (stored != task.stored.end()) {
+          writer_.StoredArg(stored->second);
+        } else if (task.resolved[i].size() >= protocol::kMaxInlineWireValue) {
+          writer_.FrameArg(static_cast<uint32_t>(frames.size() - 2));
+          frames.push_back(transport::MakeFrame(task.resolved[i]));
+        } else {
+          writer_.InlineArg(task.resolved[i]);
+        }
+      }
+    }
+    writer_.Finish();
+    protocol::Envelope env;
+    env.t = static_cast<uint16_t>(MessageType::kPushTasksRequest);
+    env.id = conn.unsent[first];
+    frames[0] = transport::MakeFrame(protocol::Encode(env));
+    frames[1] = zmq::message_t(body_.data(), body_.size());
+    if (!conn.loop->Send(frames)) {
+      // The worker is gone (its socket has no peer left): OnWorkerLost gives
+      // the unsent tasks to other workers and fails the actor's calls.
+      conn.unsent.erase(conn.unsent.begin(), conn.unsent.begin() + static_cast<ptrdiff_t>(first));
+      OnWorkerLost(conn);
+      return;
+    }
+    for (size_t i = first; i < next; ++i) {
+      Task& task = conn.in_flight.at(conn.unsent[i]);
+      // Sent: the copies in the frames went with them.
+      task.args.clear();
+      task.resolved.clear();
+      task.stored.clear();
+    }
+  }
+  conn.unsent.clear();
 }
 
 void Runtime::OnWorkerMessage(WorkerConn& conn, Frames& frames) {
   if (frames.size() < 2) return;
   auto env = protocol::Decode<protocol::Envelope>(FrameView(frames[0]));
   if (!env.ok()) return;
-  auto it = conn.in_flight.find(env->id);
-  if (it == conn.in_flight.end()) return;
-  Task task = std::move(it->second);
-  conn.in_flight.erase(it);
-  if (conn.in_flight.empty()) conn.idle_since = NowMs();
-  auto reply = protocol::Decode<protocol::PushTaskReply>(FrameView(frames[1]));
-  if (!reply.ok()) {
-    FailTask(task, "ProtocolError", reply.status().message(), conn.node);
-  } else if (!reply->ok) {
-    FailTask(task, reply->error_type, reply->error_message, reply->node_address);
-    if (task.actor_creation && conn.actor) {
-      // Calls already sent fail on the worker with this reason too; the lease goes back.
-      conn.actor->dead_reason = "the actor's constructor failed: " + reply->error_message;
-      protocol::ReturnLeaseRequest ret;
-      ret.lease_id = conn.lease_id;
-      CallHead<protocol::ReturnLeaseReply>(ret, [](Result<protocol::ReturnLeaseReply>) {});
-    }
-  } else if (!reply->stored.path.empty()) {
-    Complete(task.object_id, nullptr, nullptr,
-             std::make_shared<const protocol::ObjectLocation>(reply->stored));
-  } else {
-    std::string value = frames.size() > 2 ? std::string(FrameView(frames[2])) : std::string();
-    Complete(task.object_id, std::make_shared<const std::string>(std::move(value)), nullptr);
+  if (env->t == static_cast<uint16_t>(MessageType::kErrorReply)) {
+    auto error = protocol::Decode<protocol::ErrorReply>(FrameView(frames[1]));
+    OnWorkerRefused(conn, error.ok() ? error->ToStatus().message() : error.status().message());
+    return;
   }
-  if (conn.shape) Pump(*conn.shape);
+  if (env->t != static_cast<uint16_t>(MessageType::kPushTasksReply)) return;
+  payload_views_.clear();
+  for (size_t i = 2; i < frames.size(); ++i) payload_views_.push_back(FrameView(frames[i]));
+  Status parsed = protocol::ParsePushTasksReply(FrameView(frames[1]), payload_views_, &results_);
+  if (!parsed.ok()) {
+    OnWorkerRefused(conn, parsed.message());
+    return;
+  }
+  for (const protocol::TaskResultView& result : results_) {
+    auto it = conn.in_flight.find(result.call_id);
+    if (it == conn.in_flight.end()) continue;
+    Task task = std::move(it->second);
+    conn.in_flight.erase(it);
+    Completion done;
+    done.id = std::move(task.object_id);
+    switch (result.value.kind) {
+      case protocol::WireValue::kError:
+        done.error = std::make_shared<ErrorInfo>(
+            ErrorInfo{std::string(result.error_type), std::string(result.error_message),
+                      task.display.empty() ? task.function : task.display,
+                      std::string(result.error_node)});
+        if (task.actor_creation && conn.actor) {
+          // Calls already sent fail on the worker with this reason too; the lease goes back.
+          conn.actor->dead_reason =
+              "the actor's constructor failed: " + std::string(result.error_message);
+          protocol::ReturnLeaseRequest ret;
+          ret.lease_id = conn.lease_id;
+          CallHead<protocol::ReturnLeaseReply>(ret, [](Result<protocol::ReturnLeaseReply>) {});
+        }
+        break;
+      case protocol::WireValue::kStored:
+        done.location = std::make_shared<const protocol::ObjectLocation>(result.value.stored);
+        break;
+      default:
+        done.value = std::make_shared<const std::string>(result.value.bytes);
+        break;
+    }
+    completions_.push_back(std::move(done));
+  }
+  if (conn.in_flight.empty()) conn.idle_since = NowMs();
+  CompleteAll(completions_);
+  if (conn.shape) {
+    Pump(*conn.shape);
+  } else if (conn.actor && conn.actor->conn.get() == &conn) {
+    PumpActor(*conn.actor);
+  }
+}
+
+void Runtime::OnWorkerRefused(WorkerConn& conn, const std::string& why) {
+  // Nothing more will work on this connection (e.g. the worker runs another
+  // rayx version): its calls fail with the reason, and it is dropped.
+  std::string message = "the worker at " + conn.address + " refused the call: " + why;
+  for (auto& [id, task] : conn.in_flight) FailTask(task, "ProtocolError", message, conn.node);
+  conn.in_flight.clear();
+  conn.unsent.clear();
+  OnWorkerLost(conn);
 }
 
 void Runtime::OnWorkerLost(WorkerConn& conn) {
   if (conn.lost) return;
   conn.lost = true;
+  if (conn.shape) {
+    // Never sent: another worker runs them, in their order.
+    for (auto it = conn.unsent.rbegin(); it != conn.unsent.rend(); ++it) {
+      auto task = conn.in_flight.find(*it);
+      if (task == conn.in_flight.end()) continue;
+      conn.shape->queue.push_front(std::move(task->second));
+      conn.in_flight.erase(task);
+    }
+  }
+  conn.unsent.clear();
   std::string who = "the worker process (pid " + std::to_string(conn.pid) + ") on node " +
                     conn.node;
   for (auto& [id, task] : conn.in_flight) {
@@ -740,11 +977,13 @@ void Runtime::OnWorkerLost(WorkerConn& conn) {
 void Runtime::FailTask(const Task& task, const std::string& type, const std::string& message,
                        const std::string& node) {
   Complete(task.object_id, nullptr,
-           std::make_shared<ErrorInfo>(ErrorInfo{type, message, task.display, node}));
+           std::make_shared<ErrorInfo>(ErrorInfo{
+               type, message, task.display.empty() ? task.function : task.display, node}));
 }
 
 void Runtime::Tick() {
   int64_t now = NowMs();
+  if (store_writer_) store_writer_->Trim(now);
   for (auto& [key, shape] : shapes_) {
     std::vector<std::shared_ptr<WorkerConn>> keep;
     for (auto& w : shape->workers) {
@@ -790,7 +1029,7 @@ ActorPtr Runtime::CreateActor(const std::string& factory, std::vector<Arg> args,
   task.object_id = creation_id;
   task.actor_creation = true;
   task.actor_id = core->actor_id;
-  boost::asio::post(io_, [this, core, options, creation, task = std::move(task)]() mutable {
+  PostOrdered([this, core, options, creation, task = std::move(task)]() mutable {
     auto state = std::make_unique<ActorState>();
     state->actor_id = core->actor_id;
     state->name = options.name;
@@ -848,63 +1087,67 @@ ActorPtr Runtime::CreateActor(const std::string& factory, std::vector<Arg> args,
 ObjectHandle Runtime::SubmitActorTask(const ActorPtr& actor, const std::string& method,
                                       std::vector<Arg> args) {
   if (!actor) throw std::invalid_argument("call on an empty ActorHandle");
-  ObjectHandle handle = NewPendingObject();
-  const std::string& id = handle->id;
-  Task task;
-  task.function = method;
-  task.display = method;
-  task.args = std::move(args);
-  task.object_id = id;
-  task.actor_id = actor->actor_id;
-  boost::asio::post(io_, [this, actor_id = actor->actor_id, task = std::move(task)]() mutable {
-    auto it = actors_.find(actor_id);
-    if (it == actors_.end()) {
-      FailTask(task, "ActorDied", "unknown actor " + actor_id, "");
-      return;
-    }
-    ActorState& state = *it->second;
-    if (!state.dead_reason.empty()) {
-      FailTask(task, "ActorDied", state.dead_reason, "");
-      return;
-    }
-    state.queue.push_back(std::move(task));
-    PumpActor(state);
-  });
-  return handle;
+  Submission submission;
+  submission.kind = Submission::Kind::kActorCall;
+  submission.task.function = method;
+  submission.task.args = std::move(args);
+  submission.task.actor_id = actor->actor_id;
+  return Submit(std::move(submission));
+}
+
+void Runtime::SubmitToActor(Task task) {
+  auto it = actors_.find(task.actor_id);
+  if (it == actors_.end()) {
+    FailTask(task, "ActorDied", "unknown actor " + task.actor_id, "");
+    return;
+  }
+  ActorState& state = *it->second;
+  if (!state.dead_reason.empty()) {
+    FailTask(task, "ActorDied", state.dead_reason, "");
+    return;
+  }
+  state.queue.push_back(std::move(task));
+  PumpActor(state);
 }
 
 void Runtime::PumpActor(ActorState& actor) {
-  // Strictly in order: the front call goes once its arguments are resolved.
-  while (actor.conn && !actor.resolving && !actor.queue.empty()) {
-    Task& front = actor.queue.front();
+  // Re-entered from a continuation that ran inside the loop below: that loop goes on.
+  if (actor.pumping) return;
+  actor.pumping = true;
+  // Strictly in order: the front call goes once its arguments are resolved. At
+  // most kMaxInFlight calls are on their way; replies let more go.
+  while (actor.conn && !actor.resolving && !actor.queue.empty() &&
+         actor.conn->in_flight.size() < kMaxInFlight) {
+    Task task = std::move(actor.queue.front());
+    actor.queue.pop_front();
     bool has_refs = false;
-    for (auto& a : front.args) has_refs = has_refs || a.ref;
-    if (has_refs || front.resolved.size() != front.args.size()) {
-      actor.resolving = true;
-      Task task = std::move(front);
-      actor.queue.pop_front();
-      ActorState* a = &actor;
-      ResolveThen(task, [this, a](Task ready) {
-        a->resolving = false;
-        if (a->conn) {
-          Send(*a->conn, ready);
-        } else {
-          FailTask(ready, "ActorDied", a->dead_reason, "");
-        }
-        PumpActor(*a);
-      });
+    for (auto& a : task.args) has_refs = has_refs || a.ref;
+    if (!has_refs) {
+      task.resolved.resize(task.args.size());
+      for (size_t i = 0; i < task.args.size(); ++i) task.resolved[i] = std::move(task.args[i].bytes);
+      task.args.clear();
+      Send(*actor.conn, std::move(task));
       continue;
     }
-    Task task = std::move(front);
-    actor.queue.pop_front();
-    Send(*actor.conn, task);
+    actor.resolving = true;
+    ActorState* a = &actor;
+    ResolveThen(task, [this, a](Task ready) {
+      a->resolving = false;
+      if (a->conn) {
+        Send(*a->conn, std::move(ready));
+      } else {
+        FailTask(ready, "ActorDied", a->dead_reason, "");
+      }
+      PumpActor(*a);
+    });
   }
+  actor.pumping = false;
 }
 
 void Runtime::KillActor(const ActorPtr& actor) {
   if (!actor) return;
   std::string actor_id = actor->actor_id;
-  boost::asio::post(io_, [this, actor_id] {
+  PostOrdered([this, actor_id] {
     auto it = actors_.find(actor_id);
     if (it == actors_.end()) return;
     ActorState& state = *it->second;
@@ -926,7 +1169,7 @@ ActorPtr Runtime::GetNamedActor(const std::string& name) {
 std::string Runtime::SerializeActor(const ActorPtr& actor) {
   auto reply = std::make_shared<std::promise<protocol::ActorInfo>>();
   auto future = reply->get_future();
-  boost::asio::post(io_, [this, actor, reply] {
+  PostOrdered([this, actor, reply] {
     protocol::ActorInfo info;
     info.actor_id = actor->actor_id;
     auto it = actors_.find(actor->actor_id);
@@ -954,7 +1197,7 @@ ActorPtr Runtime::DeserializeActor(const std::string& bytes) {
   core->name = info->name;
   auto promise = std::make_shared<std::promise<void>>();
   auto done = promise->get_future();
-  boost::asio::post(io_, [this, info = *info, promise] {
+  PostOrdered([this, info = *info, promise] {
     if (!actors_.count(info.actor_id)) {
       auto state = std::make_unique<ActorState>();
       state->actor_id = info.actor_id;

@@ -4,12 +4,13 @@
 
 #include <atomic>
 #include <condition_variable>
-#include <map>
 #include <cstdint>
 #include <deque>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <unordered_map>
@@ -21,7 +22,9 @@
 #include <zmq.hpp>
 
 #include "common/address.h"
+#include "object_store/store_writer.h"
 #include "protocol/messages.h"
+#include "protocol/push_tasks.h"
 #include "rayx/detail/runtime_api.h"
 #include "rayx/errors.h"
 #include "transport/zmq_socket_loop.h"
@@ -46,13 +49,17 @@ struct ActorCore {
 };
 
 // Design: user threads and one I/O thread. User threads create object entries
-// and post work to the I/O thread; the I/O thread owns every socket (the head,
-// one DEALER per leased worker) and completes objects, waking Get() through a
-// condition variable. The object table is the only state both touch, under
-// `mu_`. Tasks of one resource shape share a pool of leased workers, each with
-// up to kMaxInFlight tasks pipelined; a worker idle for kIdleLeaseMs is given
-// back. An actor is one leased worker; its calls go over one socket, so they
-// run in submission order.
+// and queue their calls (`submissions_`, under `mu_`): the first call of a
+// burst posts one drain to the I/O thread, which takes the whole queue. The
+// I/O thread owns every socket (the head, one DEALER per leased worker) and
+// completes objects, waking Get() through a condition variable that is
+// notified only while someone waits. The object table and the submission
+// queue are the only state both touch, under `mu_`. Tasks of one resource
+// shape share a pool of leased workers, each with up to kMaxInFlight tasks
+// pipelined; a worker idle for kIdleLeaseMs is given back. Calls to one worker
+// are batched: queued on its connection and sent, many per message, once the
+// I/O thread's current work is done. An actor is one leased worker; its calls
+// go over one socket, so they run in submission order.
 class Runtime {
  public:
   struct Config {
@@ -82,6 +89,7 @@ class Runtime {
   ActorPtr DeserializeActor(const std::string& bytes);
 
   ObjectHandle Put(std::string bytes);
+  ObjectHandle PutEncoded(size_t size, const std::function<void(char*)>& fill);
   ObjectBytes Get(const ObjectHandle& object, int64_t timeout_ms);
   std::vector<bool> Wait(const std::vector<ObjectHandle>& objects, size_t num_returns,
                          int64_t timeout_ms);
@@ -97,18 +105,35 @@ class Runtime {
     std::shared_ptr<const std::string> value;            // inline, or pulled here
     std::shared_ptr<const protocol::ObjectLocation> location;  // in a node's store
     std::shared_ptr<const void> mapped;                  // the store file, mapped
+    std::shared_ptr<StoreWriter::Buffer> written;        // this process's Put, in the store
+    bool shared_out = false;  // `location` was handed to another process (a task argument)
     std::shared_ptr<ErrorInfo> error;
     std::vector<std::function<void()>> waiters;  // run on the I/O thread when done
   };
   struct Task {
     std::string function;
-    std::string display;
+    std::string display;  // the name in errors; empty: `function`
     std::vector<Arg> args;
     std::vector<std::string> resolved;  // args' bytes, once resolved
     std::map<uint32_t, protocol::ObjectLocation> stored;  // args left in a store
     std::string object_id;
     bool actor_creation = false;
     std::string actor_id;
+  };
+  // Work a user thread hands to the I/O thread; run in submission order.
+  struct Submission {
+    enum class Kind : uint8_t { kTask, kActorCall, kClosure };
+    Kind kind = Kind::kTask;
+    Task task;
+    std::optional<ResourceMap> resources;  // kTask; none: the default {CPU: 1}
+    std::function<void()> closure;         // kClosure
+  };
+  // A result to record in the object table.
+  struct Completion {
+    std::string id;
+    std::shared_ptr<const std::string> value;
+    std::shared_ptr<ErrorInfo> error;
+    std::shared_ptr<const protocol::ObjectLocation> location;
   };
   struct WorkerConn;
   struct Shape;
@@ -118,11 +143,21 @@ class Runtime {
   Status Connect();
   std::string NewObjectId();
   ObjectHandle NewEntry(std::string id);
+  ObjectHandle PutInMemory(std::string bytes);
+  ObjectHandle PutStored(std::string id, std::shared_ptr<StoreWriter::Buffer> buffer);
   // A handle to a new entry awaiting its result.
   ObjectHandle NewPendingObject();
+  // Creates the result's pending entry, queues `submission` for the I/O
+  // thread and returns the result's handle.
+  ObjectHandle Submit(Submission submission);
+  // Runs `fn` on the I/O thread, ordered with the calls submitted before it.
+  void PostOrdered(std::function<void()> fn);
   void Complete(const std::string& id, std::shared_ptr<const std::string> value,
                 std::shared_ptr<ErrorInfo> error,
                 std::shared_ptr<const protocol::ObjectLocation> location = nullptr);
+  // Records every completion of `batch` under one lock, wakes waiting Gets
+  // once, then runs the entries' continuations. Clears `batch`.
+  void CompleteAll(std::vector<Completion>& batch);
   void DeleteStored(const protocol::ObjectLocation& location);
 
   // I/O thread.
@@ -131,14 +166,20 @@ class Runtime {
   template <typename Reply, typename Request>
   Result<Reply> CallHeadSync(const Request& request, int64_t timeout_ms);
   void OnHeadMessage(transport::Frames& frames);
-  void Enqueue(const std::string& shape_key, const ResourceMap& resources, Task task);
+  void DrainSubmissions();
+  Shape* ShapeFor(const std::optional<ResourceMap>& resources);
+  void SubmitToActor(Task task);
   void ResolveThen(Task& task, std::function<void(Task)> ready);
   void Pump(Shape& shape);
   void RequestLease(Shape& shape);
   std::shared_ptr<WorkerConn> Connect(const std::string& address, const std::string& node,
                                       int32_t pid, const std::string& lease_id);
-  bool Send(WorkerConn& conn, Task& task);
+  // Queues `task` on `conn`; it is sent with the connection's next batch.
+  void Send(WorkerConn& conn, Task task);
+  void FlushSends();
+  void SendQueued(WorkerConn& conn);
   void OnWorkerMessage(WorkerConn& conn, transport::Frames& frames);
+  void OnWorkerRefused(WorkerConn& conn, const std::string& why);
   void OnWorkerLost(WorkerConn& conn);
   void FailTask(const Task& task, const std::string& type, const std::string& message,
                 const std::string& node);
@@ -149,9 +190,12 @@ class Runtime {
   Config config_;
   std::mutex mu_;
   std::condition_variable cv_;
-  std::unordered_map<std::string, Entry> objects_;
+  std::unordered_map<std::string, Entry> objects_;         // under mu_
+  size_t waiting_ = 0;                  // threads in Get/Wait, under mu_
+  std::vector<Submission> submissions_;  // under mu_
+  bool drain_posted_ = false;           // under mu_
   std::string id_prefix_;
-  uint64_t next_object_ = 0;
+  std::atomic<uint64_t> next_object_{0};
 
   // Declared first, destroyed last: every socket, including those held by
   // handlers still queued in io_ (destroyed with io_), must close before the
@@ -171,11 +215,22 @@ class Runtime {
   uint64_t next_monitor_ = 0;
 
   std::unordered_map<std::string, std::unique_ptr<Shape>> shapes_;
+  Shape* default_shape_ = nullptr;  // {CPU: 1}, the shape of tasks without resources
+  // Batching, reused from burst to burst (I/O thread).
+  std::vector<Submission> draining_;
+  std::vector<std::shared_ptr<WorkerConn>> flush_queue_, flushing_;
+  bool flush_posted_ = false;
+  protocol::PushTasksWriter writer_;
+  std::string body_;
+  std::vector<std::string_view> payload_views_;
+  std::vector<protocol::TaskResultView> results_;
+  std::vector<Completion> completions_;
   std::unordered_map<std::string, std::unique_ptr<ActorState>> actors_;
   std::atomic<bool> stopped_{false};
   // This node's object store (from the head's node table), for large Puts.
   std::string local_store_dir_;
   std::string local_object_address_;
+  std::unique_ptr<StoreWriter> store_writer_;  // set when there is a local store
   // One socket per object server, for deletes (no replies).
   std::unordered_map<std::string, std::unique_ptr<zmq::socket_t>> delete_sockets_;
 };

@@ -2,8 +2,12 @@
 #include <cxxabi.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdlib>
+#include <cstring>
+#include <string_view>
 #include <typeinfo>
+#include <unordered_map>
 #include <zmq.hpp>
 
 #include "common/logging.h"
@@ -11,6 +15,7 @@
 #include "object_store/object_pull.h"
 #include "object_store/shared_memory_store.h"
 #include "protocol/codec.h"
+#include "protocol/push_tasks.h"
 #include "rayx/detail/registry.h"
 #include "runtime/runtime.h"
 #include "transport/message.h"
@@ -31,12 +36,295 @@ std::string ExecutableName() {
   ssize_t n = readlink("/proc/self/exe", buf, sizeof buf - 1);
   return n > 0 ? std::string(buf, static_cast<size_t>(n)) : "this program";
 }
+
+
+// A frame that owns `bytes` (moved in, not copied).
+zmq::message_t OwningFrame(std::string bytes) {
+  auto* owned = new std::string(std::move(bytes));
+  return zmq::message_t(
+      owned->data(), owned->size(),
+      [](void*, void* hint) { delete static_cast<std::string*>(hint); }, owned);
+}
+
+// What one call produced: a value (msgpack bytes, or raw for rayx::Bytes) or an error.
+struct CallOutcome {
+  bool ok = true;
+  std::string value;
+  std::string error_type, error_message;
+};
+
+// A registered function as this worker knows it, with how long its calls take.
+struct KnownFunction {
+  const RemoteFunction* fn = nullptr;
+  double average_us = -1;  // < 0: never ran here
+};
+
+struct StringHash {
+  using is_transparent = void;
+  size_t operator()(std::string_view s) const { return std::hash<std::string_view>()(s); }
+};
+
+// A result is sent at once unless the next call of the batch is known to be
+// quick (its function averaged below this here); a quick next call delays it
+// by at most its own run time, and so do the batched results of the caller's
+// pipelined calls.
+constexpr double kQuickCallUs = 50;
+// Results are sent at the latest after this many, or this many body bytes.
+constexpr uint32_t kMaxResultsPerReply = 256;
+constexpr size_t kMaxReplyBodyBytes = 256 * 1024;
+
+// The worker: runs calls and batches their results.
+class WorkerLoop {
+ public:
+  WorkerLoop(zmq::context_t& context, zmq::socket_t& router, std::string node_ip)
+      : context_(context), router_(router), node_ip_(std::move(node_ip)) {
+    const char* store_env = std::getenv("RAYX_STORE_DIR");
+    const char* object_env = std::getenv("RAYX_OBJECT_ADDRESS");
+    store_ = SharedMemoryStore(store_env ? store_env : "");
+    object_address_ = object_env ? object_env : "";
+  }
+
+  [[noreturn]] void Run() {
+    while (true) {
+      transport::Frames frames;
+      try {
+        frames = transport::ReceiveMessage(router_);
+      } catch (const zmq::error_t& e) {
+        if (e.num() == EINTR) continue;
+        RAYX_LOG(Error) << "receive failed: " << e.what();
+        std::_Exit(1);
+      }
+      if (frames.size() >= 3) Handle(frames);  // [routing][envelope][body][payload...]
+    }
+  }
+
+ private:
+  void Handle(transport::Frames& frames) {
+    auto env = protocol::Decode<protocol::Envelope>(transport::FrameView(frames[1]));
+    if (!env.ok()) return;
+    Status refused = protocol::CheckProtocolVersion(*env, "this worker");
+    if (refused.ok() && env->t != static_cast<uint16_t>(protocol::MessageType::kPushTasksRequest)) {
+      return;  // nothing else is sent to a worker
+    }
+    payload_.clear();
+    for (size_t i = 3; i < frames.size(); ++i) payload_.push_back(transport::FrameView(frames[i]));
+    if (refused.ok()) {
+      refused = protocol::ParsePushTasksRequest(transport::FrameView(frames[2]), payload_, &batch_);
+    }
+    if (!refused.ok()) {
+      // The caller fails the calls on this connection with the reason.
+      transport::Frames out = transport::MakeErrorMessage(
+          refused, "worker " + node_ip_ + " pid " + std::to_string(getpid()), env->id);
+      out.insert(out.begin(), std::move(frames[0]));
+      SendFrames(out);
+      return;
+    }
+    routing_ = std::move(frames[0]);
+    writer_.BeginReply(&body_);
+    for (size_t i = 0; i < batch_.calls.size(); ++i) {
+      const protocol::TaskCallView& call = batch_.calls[i];
+      KnownFunction& known = Lookup(call.function);
+      // A call that may take long must not hold back results already made.
+      if (writer_.count() > 0 && !(known.average_us >= 0 && known.average_us < kQuickCallUs)) {
+        Flush();
+      }
+      auto start = std::chrono::steady_clock::now();
+      CallOutcome outcome = Run(call, known.fn);
+      double us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() -
+                                                            start)
+                      .count();
+      known.average_us = known.average_us < 0 ? us : 0.8 * known.average_us + 0.2 * us;
+      AddResult(call, std::move(outcome));
+      if (writer_.count() >= kMaxResultsPerReply || body_.size() >= kMaxReplyBodyBytes) Flush();
+    }
+    Flush();
+  }
+
+  KnownFunction& Lookup(std::string_view name) {
+    auto it = functions_.find(name);
+    if (it != functions_.end()) return it->second;
+    const RemoteFunction* fn = FunctionRegistry::Instance().FindByName(std::string(name));
+    if (fn == nullptr) {
+      // Not remembered: callers could send any number of unknown names.
+      unknown_ = KnownFunction{};
+      return unknown_;
+    }
+    KnownFunction known;
+    known.fn = fn;
+    return functions_.emplace(std::string(name), known).first->second;
+  }
+
+  CallOutcome Run(const protocol::TaskCallView& call, const RemoteFunction* fn) {
+    CallOutcome out;
+    try {
+      // Stored arguments: mapped in place on this node, pulled from another.
+      std::vector<std::shared_ptr<MappedObject>> mappings;
+      std::vector<std::string> pulled;
+      pulled.reserve(call.arg_count);  // views into it must stay valid
+      ArgViews args;
+      args.reserve(call.arg_count);
+      for (uint32_t a = 0; a < call.arg_count; ++a) {
+        const protocol::WireValueView& arg = batch_.args[call.first_arg + a];
+        if (arg.kind != protocol::WireValue::kStored) {
+          args.push_back(arg.bytes);
+          continue;
+        }
+        if (arg.stored.node_address == node_ip_) {
+          auto mapped = MappedObject::Open(arg.stored.path);
+          if (mapped.ok()) {
+            mappings.push_back(*mapped);
+            args.push_back((*mapped)->view());
+            continue;
+          }
+        }
+        auto bytes = PullObject(context_, arg.stored);
+        if (!bytes.ok()) {
+          throw std::runtime_error("argument " + std::to_string(a) +
+                                   " could not be fetched: " + bytes.status().message());
+        }
+        pulled.push_back(std::move(*bytes));
+        args.push_back(pulled.back());
+      }
+      if (fn == nullptr) {
+        out.ok = false;
+        out.error_type = "FunctionNotFound";
+        out.error_message = "'" + std::string(call.function) + "' is not registered in " +
+                            ExecutableName() + ": add it to RAYX_REMOTE(...)";
+      } else if (call.actor_creation) {
+        if (!fn->create) {
+          throw std::invalid_argument(std::string(call.function) + " is not an actor factory");
+        }
+        try {
+          actor_ = fn->create(args);
+        } catch (const std::exception& e) {
+          actor_error_ = std::string(call.function) + " threw " + Demangle(typeid(e).name()) +
+                         ": " + e.what();
+          throw;
+        }
+        out.value = Pack(msgpack::type::nil_t());
+      } else if (!call.actor_id.empty()) {
+        if (!actor_ && !actor_error_.empty()) {
+          out.ok = false;
+          out.error_type = "ActorDied";
+          out.error_message = "the actor's constructor failed: " + actor_error_;
+        } else if (!actor_) {
+          throw std::logic_error("this worker hosts no actor");
+        } else {
+          if (!fn->invoke) throw std::invalid_argument(std::string(call.function) + " cannot be called");
+          out.value = fn->invoke(actor_.get(), args);
+        }
+      } else {
+        if (!fn->invoke) {
+          throw std::invalid_argument(std::string(call.function) +
+                                      " is an actor factory: use rayx::Actor");
+        }
+        out.value = fn->invoke(nullptr, args);
+      }
+    } catch (const msgpack::type_error& e) {
+      out.ok = false;
+      out.error_type = "ArgumentTypeError";
+      out.error_message =
+          "an argument does not have the parameter's type (" + std::string(e.what()) + ")";
+    } catch (const std::exception& e) {
+      out.ok = false;
+      out.error_type = Demangle(typeid(e).name());
+      out.error_message = e.what();
+    } catch (...) {
+      out.ok = false;
+      out.error_type = "unknown";
+      out.error_message = "a non-standard exception was thrown";
+    }
+    return out;
+  }
+
+  void AddResult(const protocol::TaskCallView& call, CallOutcome outcome) {
+    if (!outcome.ok) {
+      writer_.ErrorResult(call.call_id, outcome.error_type, outcome.error_message, node_ip_);
+      return;
+    }
+    // A large result goes to this node's store; the reply says where.
+    if (outcome.value.size() >= kInlineObjectLimit && !store_.dir().empty() &&
+        !call.return_id.empty()) {
+      auto path = store_.Write(std::string(batch_.job_id) + "-" + std::string(call.return_id),
+                               outcome.value);
+      if (path.ok()) {
+        protocol::ObjectLocation stored;
+        stored.node_address = node_ip_;
+        stored.object_address = object_address_;
+        stored.path = *path;
+        stored.size = outcome.value.size();
+        writer_.StoredResult(call.call_id, stored);
+        return;
+      }
+      RAYX_LOG(Warning) << "result sent inline: " << path.status();
+    }
+    if (outcome.value.size() >= protocol::kMaxInlineWireValue) {
+      writer_.FrameResult(call.call_id, static_cast<uint32_t>(result_frames_.size()));
+      result_frames_.push_back(OwningFrame(std::move(outcome.value)));
+      return;
+    }
+    writer_.InlineResult(call.call_id, outcome.value);
+  }
+
+  // Sends the results written so far as one reply.
+  void Flush() {
+    if (writer_.count() == 0) return;
+    writer_.Finish();
+    protocol::Envelope env;
+    env.t = static_cast<uint16_t>(protocol::MessageType::kPushTasksReply);
+    uint64_t first_id = 0;
+    std::memcpy(&first_id, body_.data() + 4, sizeof first_id);  // the first result's call id
+    env.id = first_id;
+    transport::Frames out;
+    out.reserve(3 + result_frames_.size());
+    zmq::message_t routing;
+    routing.copy(routing_);
+    out.push_back(std::move(routing));
+    out.push_back(transport::MakeFrame(protocol::Encode(env)));
+    out.push_back(zmq::message_t(body_.data(), body_.size()));
+    for (auto& f : result_frames_) out.push_back(std::move(f));
+    result_frames_.clear();
+    SendFrames(out);
+    writer_.BeginReply(&body_);
+  }
+
+  void SendFrames(transport::Frames& out) {
+    try {
+      for (size_t i = 0; i < out.size(); ++i) {
+        router_.send(out[i], i + 1 < out.size() ? zmq::send_flags::sndmore : zmq::send_flags::none);
+      }
+    } catch (const zmq::error_t& e) {
+      RAYX_LOG(Warning) << "reply failed: " << e.what();
+    }
+  }
+
+  zmq::context_t& context_;
+  zmq::socket_t& router_;
+  std::string node_ip_;
+  SharedMemoryStore store_{""};
+  std::string object_address_;
+  std::shared_ptr<void> actor_;
+  std::string actor_error_;  // why the actor could not be created
+
+  // Registered functions by name (the registry does not change after start-up).
+  std::unordered_map<std::string, KnownFunction, StringHash, std::equal_to<>> functions_;
+  KnownFunction unknown_;
+  // Reused from message to message.
+  std::vector<std::string_view> payload_;
+  protocol::PushTasksView batch_;
+  zmq::message_t routing_;
+  protocol::PushTasksWriter writer_;
+  std::string body_;
+  std::vector<zmq::message_t> result_frames_;
+};
+
 }  // namespace
 
-// Design: one thread, one ROUTER socket, calls run one at a time in arrival
-// order (so an actor's calls from one caller run in submission order). The
-// result travels in the reply's third frame. Exceptions become error data; a
-// crash ends the process, which the caller notices as a lost connection.
+// Design: one thread, one ROUTER socket; the calls of a message run one at a
+// time in order, and messages in arrival order (so an actor's calls from one
+// caller run in submission order). Results go back in batches (WorkerLoop).
+// Exceptions become error data; a crash ends the process, which the caller
+// notices as a lost connection.
 void RunWorker() {
   detail::SetLogProgramName("rayx-worker");
   const char* fd_text = std::getenv("RAYX_WORKER_READY_FD");
@@ -57,141 +345,7 @@ void RunWorker() {
     std::_Exit(1);
   }
   ready.Ready({{"address", router.get(zmq::sockopt::last_endpoint)}});
-
-  const char* store_env = std::getenv("RAYX_STORE_DIR");
-  const char* object_env = std::getenv("RAYX_OBJECT_ADDRESS");
-  SharedMemoryStore store(store_env ? store_env : "");
-  std::string object_address = object_env ? object_env : "";
-
-  std::shared_ptr<void> actor;
-  std::string actor_class;
-  std::string actor_error;  // why the actor could not be created
-  while (true) {
-    transport::Frames frames;
-    try {
-      frames = transport::ReceiveMessage(router);
-    } catch (const zmq::error_t& e) {
-      if (e.num() == EINTR) continue;
-      RAYX_LOG(Error) << "receive failed: " << e.what();
-      std::_Exit(1);
-    }
-    if (frames.size() < 3) continue;  // [routing][envelope][body][args...]
-    auto env = protocol::Decode<protocol::Envelope>(transport::FrameView(frames[1]));
-    if (!env.ok() || env->t != static_cast<uint16_t>(protocol::MessageType::kPushTaskRequest)) {
-      continue;
-    }
-    auto req = protocol::Decode<protocol::PushTaskRequest>(transport::FrameView(frames[2]));
-    protocol::PushTaskReply reply;
-    reply.node_address = node_ip;
-    reply.worker_pid = getpid();
-    std::string result;
-    try {
-      if (!req.ok()) throw std::invalid_argument(req.status().message());
-      if (frames.size() != 3 + req->num_args) {
-        throw std::invalid_argument("the call carries " + std::to_string(frames.size() - 3) +
-                                    " argument frames, expected " + std::to_string(req->num_args));
-      }
-      // Stored arguments: mapped in place on this node, pulled from another.
-      std::vector<std::shared_ptr<MappedObject>> mappings;
-      std::vector<std::string> pulled;
-      pulled.reserve(req->stored_args.size());
-      ArgViews args;
-      for (size_t i = 3; i < frames.size(); ++i) args.push_back(transport::FrameView(frames[i]));
-      for (const auto& [index, location] : req->stored_args) {
-        if (index >= args.size()) throw std::invalid_argument("stored argument out of range");
-        if (location.node_address == node_ip) {
-          auto mapped = MappedObject::Open(location.path);
-          if (mapped.ok()) {
-            mappings.push_back(*mapped);
-            args[index] = (*mapped)->view();
-            continue;
-          }
-        }
-        auto bytes = PullObject(context, location);
-        if (!bytes.ok()) {
-          throw std::runtime_error("argument " + std::to_string(index) +
-                                   " could not be fetched: " + bytes.status().message());
-        }
-        pulled.push_back(std::move(*bytes));
-        args[index] = pulled.back();
-      }
-      const RemoteFunction* fn = FunctionRegistry::Instance().FindByName(req->function);
-      if (fn == nullptr) {
-        reply.ok = false;
-        reply.error_type = "FunctionNotFound";
-        reply.error_message = "'" + req->function + "' is not registered in " + ExecutableName() +
-                              ": add it to RAYX_REMOTE(...)";
-      } else if (req->actor_creation) {
-        if (!fn->create) throw std::invalid_argument(req->function + " is not an actor factory");
-        try {
-          actor = fn->create(args);
-        } catch (const std::exception& e) {
-          actor_error = req->function + " threw " + Demangle(typeid(e).name()) + ": " + e.what();
-          throw;
-        }
-        actor_class = req->function;
-        result = Pack(msgpack::type::nil_t());
-      } else if (!req->actor_id.empty()) {
-        if (!actor && !actor_error.empty()) {
-          reply.ok = false;
-          reply.error_type = "ActorDied";
-          reply.error_message = "the actor's constructor failed: " + actor_error;
-        } else if (!actor) {
-          throw std::logic_error("this worker hosts no actor");
-        } else {
-          if (!fn->invoke) throw std::invalid_argument(req->function + " cannot be called");
-          result = fn->invoke(actor.get(), args);
-        }
-      } else {
-        if (!fn->invoke) throw std::invalid_argument(req->function + " is an actor factory: use rayx::Actor");
-        result = fn->invoke(nullptr, args);
-      }
-    } catch (const msgpack::type_error& e) {
-      reply.ok = false;
-      reply.error_type = "ArgumentTypeError";
-      reply.error_message = "an argument does not have the parameter's type (" +
-                            std::string(e.what()) + ")";
-    } catch (const std::exception& e) {
-      reply.ok = false;
-      reply.error_type = Demangle(typeid(e).name());
-      reply.error_message = e.what();
-    } catch (...) {
-      reply.ok = false;
-      reply.error_type = "unknown";
-      reply.error_message = "a non-standard exception was thrown";
-    }
-    // A large result goes to this node's store; the reply says where.
-    if (reply.ok && result.size() >= kInlineObjectLimit && !store.dir().empty() && req.ok() &&
-        !req->return_id.empty()) {
-      auto path = store.Write(req->job_id + "-" + req->return_id, result);
-      if (path.ok()) {
-        reply.stored.node_address = node_ip;
-        reply.stored.object_address = object_address;
-        reply.stored.path = *path;
-        reply.stored.size = result.size();
-        result.clear();
-      } else {
-        RAYX_LOG(Warning) << "result sent inline: " << path.status();
-      }
-    }
-    protocol::Envelope out_env;
-    out_env.t = static_cast<uint16_t>(protocol::MessageType::kPushTaskReply);
-    out_env.id = env->id;
-    transport::Frames out;
-    out.push_back(std::move(frames[0]));
-    out.push_back(transport::MakeFrame(protocol::Encode(out_env)));
-    out.push_back(transport::MakeFrame(protocol::Encode(reply)));
-    if (reply.ok && reply.stored.path.empty()) {
-      out.push_back(zmq::message_t(result.data(), result.size()));
-    }
-    try {
-      for (size_t i = 0; i < out.size(); ++i) {
-        router.send(out[i], i + 1 < out.size() ? zmq::send_flags::sndmore : zmq::send_flags::none);
-      }
-    } catch (const zmq::error_t& e) {
-      RAYX_LOG(Warning) << "reply failed: " << e.what();
-    }
-  }
+  WorkerLoop(context, router, node_ip).Run();
 }
 
 }  // namespace rayx::detail

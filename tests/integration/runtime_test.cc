@@ -308,6 +308,36 @@ TEST_F(Runtime, LargePutsAreStoredAndReachWorkersOnOtherNodes) {
   EXPECT_TRUE(WaitForStoreUsage(0).ok()) << StoreUsage();
 }
 
+TEST_F(Runtime, RepeatedLargePutsReadBackTheirOwnBytesAndFreeTheStore) {
+  ASSERT_TRUE(WaitForStoreUsage(0).ok()) << StoreUsage();
+  rayx::ObjectRef<std::vector<uint8_t>> last;
+  for (int round = 0; round < 6; ++round) {
+    // Freed Puts' files are reused for the next ones of their size.
+    std::vector<uint8_t> data(1 << 20, static_cast<uint8_t>(round));
+    last = rayx::Put(data);
+    EXPECT_EQ(*last.Get(), data) << round;
+    if (round % 2 == 1) {
+      // Read by a worker on this node (the file is mapped there): never reused.
+      int64_t want = int64_t{round} * (1 << 20);
+      EXPECT_EQ(*rayx::Task(SumBytes).Remote(last).Get(), want) << round;
+    }
+  }
+  // Seen by the agent's heartbeat: the last one (and maybe freed files kept for reuse)...
+  ASSERT_TRUE(cluster_
+                  ->WaitFor(
+                      [](const rayx::ClusterStatus& s) {
+                        uint64_t total = 0;
+                        for (const auto& n : s.nodes) total += n.alive ? n.object_store_bytes : 0;
+                        return total >= (1u << 20);
+                      },
+                      10000)
+                  .ok())
+      << StoreUsage();
+  // ...and all gone once it is released: freed files are not kept for long.
+  last = rayx::ObjectRef<std::vector<uint8_t>>();
+  EXPECT_TRUE(WaitForStoreUsage(0).ok()) << StoreUsage();
+}
+
 TEST_F(Runtime, WholeGpuActorsGetDistinctDevicesAndSeeOnlyThem) {
   std::vector<rayx::ActorHandle<Recorder>> actors;
   for (int i = 0; i < 4; ++i) {
@@ -363,6 +393,38 @@ TEST_F(Runtime, ActorCallsFromOneCallerRunInOrder) {
   ASSERT_EQ(seen.size(), 300u);
   for (int i = 0; i < 300; ++i) EXPECT_EQ(seen[i], i);
   EXPECT_EQ(*refs.back().Get(), 299 * 300 / 2);
+}
+
+TEST_F(Runtime, ABurstOfCallsQueuedBeforeTheActorStartsRunsInOrder) {
+  // All queued while the actor's worker starts, then sent a window at a time.
+  auto actor = rayx::Actor(Recorder::Create).Remote(0);
+  constexpr int kCalls = 20000;
+  std::vector<rayx::ObjectRef<int>> refs;
+  refs.reserve(kCalls);
+  for (int i = 0; i < kCalls; ++i) refs.push_back(actor.Task(&Recorder::Record).Remote(i % 7));
+  auto seen = *actor.Task(&Recorder::Seen).Remote().Get();
+  ASSERT_EQ(seen.size(), static_cast<size_t>(kCalls));
+  int total = 0;
+  for (int i = 0; i < kCalls; ++i) {
+    ASSERT_EQ(seen[i], i % 7) << i;
+    total += i % 7;
+    if (i % 1000 == 999) {
+      ASSERT_EQ(*refs[i].Get(), total) << i;
+    }
+  }
+}
+
+TEST_F(Runtime, AQuickResultIsNotHeldBackByASlowCallBehindIt) {
+  auto actor = rayx::Actor(Recorder::Create).Remote(0);
+  ASSERT_EQ(*actor.Task(&Recorder::Total).Remote().Get(), 0);
+  // Submitted back to back, the two calls travel to the worker together; the
+  // worker sends the first result before it starts the long call.
+  auto quick = actor.Task(&Recorder::Record).Remote(5);
+  auto slow = actor.Task(&Recorder::Sleep).Remote(2000);
+  auto start = std::chrono::steady_clock::now();
+  EXPECT_EQ(*quick.Get(1500), 5);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::milliseconds(1500));
+  EXPECT_EQ(*slow.Get(), 2000);
 }
 
 TEST_F(Runtime, ActorCallWaitsForAPendingArgumentWithoutReordering) {

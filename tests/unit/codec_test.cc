@@ -169,6 +169,52 @@ void ExpectInvalid(std::string_view bytes, const std::string& what = "") {
   }
 }
 
+// What the generic decoder (any msgpack, then the field list) makes of `bytes`.
+Result<Envelope> DecodeEnvelopeGenerically(std::string_view bytes) {
+  msgpack::object_handle handle;
+  RAYX_RETURN_IF_ERROR(detail::ParseOne(bytes.data(), bytes.size(), DecodeLimits{}, &handle));
+  try {
+    Envelope out{};
+    handle.get().convert(out);
+    return out;
+  } catch (const std::exception& e) {
+    return Status::InvalidArgument(e.what());
+  }
+}
+
+TEST(Decode, EnvelopeFastPathAgreesWithTheGenericDecoder) {
+  std::mt19937_64 rng(99);
+  std::vector<uint64_t> ids = {0, 1, 127, 128, 255, 256, 65535, 65536, 1ull << 32, ~0ull};
+  for (uint64_t id : ids) {
+    Envelope env;
+    env.t = static_cast<uint16_t>(rng());
+    env.id = id;
+    auto out = Decode<Envelope>(Encode(env));
+    ASSERT_TRUE(out.ok()) << out.status();
+    EXPECT_EQ(out->id, id);
+    EXPECT_EQ(out->t, env.t);
+    EXPECT_EQ(out->v, env.v);
+  }
+  // Mutations: both decoders accept the same bytes and read the same fields.
+  Envelope env;
+  env.t = 52;
+  env.id = 1234567;
+  const std::string valid = Encode(env);
+  std::uniform_int_distribution<int> byte(0, 255);
+  for (int i = 0; i < 20000; ++i) {
+    std::string bytes = valid;
+    bytes[static_cast<size_t>(rng()) % bytes.size()] = static_cast<char>(byte(rng));
+    auto fast = Decode<Envelope>(bytes);
+    auto generic = DecodeEnvelopeGenerically(bytes);
+    ASSERT_EQ(fast.ok(), generic.ok()) << i;
+    if (fast.ok()) {
+      ASSERT_EQ(fast->v, generic->v);
+      ASSERT_EQ(fast->t, generic->t);
+      ASSERT_EQ(fast->id, generic->id);
+    }
+  }
+}
+
 TEST(Decode, RejectsEmptyBytes) { ExpectInvalid<Envelope>("", "empty frame"); }
 
 TEST(Decode, RandomBytesNeverThrowOrCrash) {

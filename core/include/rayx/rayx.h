@@ -78,9 +78,22 @@ class ObjectRef {
   detail::ObjectHandle handle_;
 };
 
+// Stores `value` (msgpack-encoded; a rayx::Bytes as is) as a new object. A
+// large value is encoded straight into the node's shared-memory store; a
+// rayx::Bytes passed as an rvalue is moved in, not copied, when it is small.
 template <typename T>
 ObjectRef<std::decay_t<T>> Put(T&& value) {
-  return ObjectRef<std::decay_t<T>>(detail::PutBytes(detail::Pack(value)));
+  using D = std::decay_t<T>;
+  if constexpr (std::is_same_v<D, Bytes> && !std::is_lvalue_reference_v<T>) {
+    return ObjectRef<D>(detail::PutBytes(std::move(value.data)));
+  } else {
+    size_t size = detail::PackedSize(value);
+    if (size < detail::kInlineObjectLimit) {
+      return ObjectRef<D>(detail::PutBytes(detail::PackSized(value, size)));
+    }
+    return ObjectRef<D>(detail::PutEncoded(
+        size, [&value, size](char* out) { detail::PackInto(value, out, size); }));
+  }
 }
 
 template <typename T>

@@ -10,7 +10,8 @@ inline constexpr const char* kRayxVersion = "0.1.0";
 
 // Bumped on any incompatible change to the wire messages. A peer announcing a
 // different value is refused with a message naming both sides' versions.
-inline constexpr uint32_t kProtocolVersion = 1;
+// 2: batched task calls and results (PushTasksRequest/Reply) replace PushTask.
+inline constexpr uint32_t kProtocolVersion = 2;
 
 // The head's default port, as in `rayx start --head`.
 inline constexpr uint16_t kDefaultHeadPort = 6380;

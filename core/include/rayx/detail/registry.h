@@ -5,6 +5,7 @@
 #include <cstring>
 #include <functional>
 #include <memory>
+#include <stdexcept>
 #include <string>
 #include <string_view>
 #include <tuple>
@@ -80,7 +81,8 @@ std::string PointerKey(F f) {
 // A readable name for an unregistered function pointer (from the symbol table).
 std::string DescribePointer(const void* address);
 
-// msgpack writers: one that only counts, one that fills a presized string.
+// msgpack writers: one that only counts, one that fills a presized string,
+// one that fills memory of a counted size.
 struct CountingWriter {
   size_t size = 0;
   void write(const char*, size_t n) { size += n; }
@@ -89,21 +91,62 @@ struct StringWriter {
   std::string* out;
   void write(const char* data, size_t n) { out->append(data, n); }
 };
+struct MemoryWriter {
+  char* at;
+  char* end;
+  void write(const char* data, size_t n) {
+    if (n > static_cast<size_t>(end - at)) throw std::logic_error("msgpack wrote more than it counted");
+    std::memcpy(at, data, n);
+    at += n;
+  }
+};
+
+// The size of Pack(value).
+template <typename T>
+size_t PackedSize(const T& value) {
+  if constexpr (std::is_same_v<T, Bytes>) {
+    return value.data.size();
+  } else {
+    CountingWriter counter;
+    msgpack::pack(counter, value);
+    return counter.size;
+  }
+}
+
+// Writes Pack(value) into `out`, which holds exactly `size` = PackedSize(value) bytes.
+template <typename T>
+void PackInto(const T& value, char* out, size_t size) {
+  if constexpr (std::is_same_v<T, Bytes>) {
+    std::memcpy(out, value.data.data(), size);
+  } else {
+    MemoryWriter writer{out, out + size};
+    msgpack::pack(writer, value);
+    if (writer.at != writer.end) throw std::logic_error("msgpack wrote less than it counted");
+  }
+}
+
+// Pack(value) for a value whose PackedSize is known.
+template <typename T>
+std::string PackSized(const T& value, size_t size) {
+  if constexpr (std::is_same_v<T, Bytes>) {
+    return value.data;  // the frame is the content
+  } else {
+    // Filled in place, so a large value is copied once (a growing buffer
+    // would copy it again and again).
+    std::string out;
+    out.reserve(size);
+    StringWriter writer{&out};
+    msgpack::pack(writer, value);
+    return out;
+  }
+}
 
 template <typename T>
 std::string Pack(const T& value) {
   if constexpr (std::is_same_v<T, Bytes>) {
     return value.data;  // the frame is the content
   } else {
-    // Two passes: count, then fill a string of exactly that size, so a large
-    // value is copied once (a growing buffer would copy it again and again).
-    CountingWriter counter;
-    msgpack::pack(counter, value);
-    std::string out;
-    out.reserve(counter.size);
-    StringWriter writer{&out};
-    msgpack::pack(writer, value);
-    return out;
+    return PackSized(value, PackedSize(value));
   }
 }
 

@@ -1,7 +1,9 @@
 // The type-erased calls the templates of rayx.h make into the runtime.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -54,7 +56,14 @@ struct ObjectBytes {
   std::shared_ptr<const void> keepalive;
 };
 
+// Values at least this large go to the node's shared-memory object store
+// (when the process has one) instead of travelling inline.
+inline constexpr size_t kInlineObjectLimit = 100 * 1024;
+
 ObjectHandle PutBytes(std::string bytes);
+// A new object of `size` bytes written by `fill` (exactly `size` bytes, once):
+// for a large one straight into the node's store, so the value is copied once.
+ObjectHandle PutEncoded(size_t size, const std::function<void(char* out)>& fill);
 // Waits for the object; timeout_ms < 0 waits forever. Throws TaskError when the
 // call that makes it failed, GetTimeoutError on timeout.
 ObjectBytes GetBytes(const ObjectHandle& object, int64_t timeout_ms);

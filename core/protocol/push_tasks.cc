@@ -1,0 +1,243 @@
+// The flat binary codec of PushTasksRequest and PushTasksReply.
+#include "protocol/push_tasks.h"
+
+#include <bit>
+#include <cstring>
+
+namespace rayx::protocol {
+
+static_assert(std::endian::native == std::endian::little,
+              "the task wire format is written with little-endian memcpy");
+
+namespace {
+
+// Reads a body front to back; every read checks the bytes left.
+class Reader {
+ public:
+  explicit Reader(std::string_view in) : in_(in) {}
+  bool U8(uint8_t* v) { return Fixed(v, 1); }
+  bool U32(uint32_t* v) { return Fixed(v, 4); }
+  bool U64(uint64_t* v) { return Fixed(v, 8); }
+  bool Str(std::string_view* s) {
+    uint32_t n = 0;
+    if (!U32(&n) || n > in_.size() - pos_) return false;
+    *s = in_.substr(pos_, n);
+    pos_ += n;
+    return true;
+  }
+  bool Location(ObjectLocation* loc) {
+    std::string_view node, object, path;
+    if (!Str(&node) || !Str(&object) || !Str(&path) || !U64(&loc->size)) return false;
+    loc->node_address.assign(node);
+    loc->object_address.assign(object);
+    loc->path.assign(path);
+    return true;
+  }
+  size_t left() const { return in_.size() - pos_; }
+  bool done() const { return pos_ == in_.size(); }
+
+ private:
+  bool Fixed(void* v, size_t n) {
+    if (in_.size() - pos_ < n) return false;
+    std::memcpy(v, in_.data() + pos_, n);
+    pos_ += n;
+    return true;
+  }
+  std::string_view in_;
+  size_t pos_ = 0;
+};
+
+Status Malformed(const char* what) {
+  return Status::InvalidArgument(std::string("malformed ") + what);
+}
+
+// Reads a value of kind `kind` (already read) into `out`.
+bool ReadValue(Reader& r, uint8_t kind, const std::vector<std::string_view>& payload,
+               WireValueView* out) {
+  switch (static_cast<WireValue>(kind)) {
+    case WireValue::kInline:
+      out->kind = WireValue::kInline;
+      return r.Str(&out->bytes);
+    case WireValue::kFrame: {
+      uint32_t index = 0;
+      if (!r.U32(&index) || index >= payload.size()) return false;
+      out->kind = WireValue::kFrame;
+      out->bytes = payload[index];
+      return true;
+    }
+    case WireValue::kStored:
+      out->kind = WireValue::kStored;
+      out->bytes = {};
+      return r.Location(&out->stored);
+    default:
+      return false;
+  }
+}
+
+}  // namespace
+
+void PushTasksWriter::U32(uint32_t v) {
+  char b[4];
+  std::memcpy(b, &v, 4);
+  out_->append(b, 4);
+}
+
+void PushTasksWriter::U64(uint64_t v) {
+  char b[8];
+  std::memcpy(b, &v, 8);
+  out_->append(b, 8);
+}
+
+void PushTasksWriter::Str(std::string_view s) {
+  U32(static_cast<uint32_t>(s.size()));
+  out_->append(s.data(), s.size());
+}
+
+void PushTasksWriter::Location(const ObjectLocation& location) {
+  Str(location.node_address);
+  Str(location.object_address);
+  Str(location.path);
+  U64(location.size);
+}
+
+void PushTasksWriter::BeginRequest(std::string* out, std::string_view job_id) {
+  out_ = out;
+  out_->clear();
+  Str(job_id);
+  count_offset_ = out_->size();
+  count_ = 0;
+  U32(0);
+}
+
+void PushTasksWriter::BeginReply(std::string* out) {
+  out_ = out;
+  out_->clear();
+  count_offset_ = 0;
+  count_ = 0;
+  U32(0);
+}
+
+void PushTasksWriter::Call(uint64_t call_id, bool actor_creation, std::string_view function,
+                           std::string_view actor_id, std::string_view return_id,
+                           uint32_t arg_count) {
+  ++count_;
+  U64(call_id);
+  U8(actor_creation ? 1 : 0);
+  Str(function);
+  Str(actor_id);
+  Str(return_id);
+  U32(arg_count);
+}
+
+void PushTasksWriter::InlineArg(std::string_view bytes) {
+  U8(static_cast<uint8_t>(WireValue::kInline));
+  Str(bytes);
+}
+
+void PushTasksWriter::FrameArg(uint32_t frame_index) {
+  U8(static_cast<uint8_t>(WireValue::kFrame));
+  U32(frame_index);
+}
+
+void PushTasksWriter::StoredArg(const ObjectLocation& location) {
+  U8(static_cast<uint8_t>(WireValue::kStored));
+  Location(location);
+}
+
+void PushTasksWriter::InlineResult(uint64_t call_id, std::string_view bytes) {
+  ++count_;
+  U64(call_id);
+  U8(static_cast<uint8_t>(WireValue::kInline));
+  Str(bytes);
+}
+
+void PushTasksWriter::FrameResult(uint64_t call_id, uint32_t frame_index) {
+  ++count_;
+  U64(call_id);
+  U8(static_cast<uint8_t>(WireValue::kFrame));
+  U32(frame_index);
+}
+
+void PushTasksWriter::StoredResult(uint64_t call_id, const ObjectLocation& location) {
+  ++count_;
+  U64(call_id);
+  U8(static_cast<uint8_t>(WireValue::kStored));
+  Location(location);
+}
+
+void PushTasksWriter::ErrorResult(uint64_t call_id, std::string_view type,
+                                  std::string_view message, std::string_view node) {
+  ++count_;
+  U64(call_id);
+  U8(static_cast<uint8_t>(WireValue::kError));
+  Str(type);
+  Str(message);
+  Str(node);
+}
+
+void PushTasksWriter::Finish() { std::memcpy(out_->data() + count_offset_, &count_, 4); }
+
+Status ParsePushTasksRequest(std::string_view body, const std::vector<std::string_view>& payload,
+                             PushTasksView* out) {
+  out->calls.clear();
+  out->args.clear();
+  Reader r(body);
+  uint32_t count = 0;
+  if (!r.Str(&out->job_id) || !r.U32(&count)) return Malformed("PushTasksRequest header");
+  // A call takes at least 25 bytes: never reserve more than the body can hold.
+  if (count > r.left() / 25) return Malformed("PushTasksRequest: call count exceeds the body");
+  out->calls.reserve(count);
+  for (uint32_t i = 0; i < count; ++i) {
+    TaskCallView call;
+    uint8_t flags = 0;
+    if (!r.U64(&call.call_id) || !r.U8(&flags) || !r.Str(&call.function) ||
+        !r.Str(&call.actor_id) || !r.Str(&call.return_id) || !r.U32(&call.arg_count)) {
+      return Malformed("PushTasksRequest call");
+    }
+    call.actor_creation = (flags & 1) != 0;
+    if (call.arg_count > r.left() / 5) return Malformed("PushTasksRequest: argument count");
+    call.first_arg = static_cast<uint32_t>(out->args.size());
+    for (uint32_t a = 0; a < call.arg_count; ++a) {
+      uint8_t kind = 0;
+      WireValueView arg;
+      if (!r.U8(&kind) || kind == static_cast<uint8_t>(WireValue::kError) ||
+          !ReadValue(r, kind, payload, &arg)) {
+        return Malformed("PushTasksRequest argument");
+      }
+      out->args.push_back(std::move(arg));
+    }
+    out->calls.push_back(call);
+  }
+  if (!r.done()) return Malformed("PushTasksRequest: bytes after the last call");
+  return Status::OK();
+}
+
+Status ParsePushTasksReply(std::string_view body, const std::vector<std::string_view>& payload,
+                           std::vector<TaskResultView>* out) {
+  out->clear();
+  Reader r(body);
+  uint32_t count = 0;
+  if (!r.U32(&count)) return Malformed("PushTasksReply header");
+  // A result takes at least 13 bytes.
+  if (count > r.left() / 13) return Malformed("PushTasksReply: result count exceeds the body");
+  out->reserve(count);
+  for (uint32_t i = 0; i < count; ++i) {
+    TaskResultView result;
+    uint8_t kind = 0;
+    if (!r.U64(&result.call_id) || !r.U8(&kind)) return Malformed("PushTasksReply result");
+    if (kind == static_cast<uint8_t>(WireValue::kError)) {
+      result.value.kind = WireValue::kError;
+      if (!r.Str(&result.error_type) || !r.Str(&result.error_message) ||
+          !r.Str(&result.error_node)) {
+        return Malformed("PushTasksReply error");
+      }
+    } else if (!ReadValue(r, kind, payload, &result.value)) {
+      return Malformed("PushTasksReply value");
+    }
+    out->push_back(std::move(result));
+  }
+  if (!r.done()) return Malformed("PushTasksReply: bytes after the last result");
+  return Status::OK();
+}
+
+}  // namespace rayx::protocol

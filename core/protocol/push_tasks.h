@@ -1,0 +1,121 @@
+// The hot caller <-> worker messages: batches of calls (PushTasksRequest) and
+// of their results (PushTasksReply), in a flat binary layout instead of
+// msgpack maps.
+//
+// Design: these two messages carry every task and actor call, so their cost is
+// paid per call; everything else on the wire stays msgpack (MSGPACK_DEFINE_MAP)
+// because it is rare. A message is [Envelope][body][payload frames...] like any
+// other (the Envelope stays msgpack and FROZEN; its id is the first call's id).
+// The body is little-endian: u8, u32, u64, and str = u32 length + bytes.
+//
+//   PushTasksRequest (t = 52) body:
+//     str job_id, u32 call_count, then per call:
+//       u64 call_id (the caller's, echoed in the result), u8 flags (1: actor creation),
+//       str function, str actor_id (empty: a task), str return_id (the result's object id),
+//       u32 arg_count, then per argument: u8 kind and
+//         kInline: str bytes | kFrame: u32 payload frame index | kStored: location
+//   PushTasksReply (t = 53) body:
+//     u32 result_count, then per result: u64 call_id, u8 kind and
+//       kInline: str bytes | kFrame: u32 payload frame index | kStored: location |
+//       kError: str type, str message, str node
+//   location = str node_address, str object_address, str path, u64 size
+//
+// Payload frames carry values too large to copy into the body. Parsing never
+// throws and never reads outside its input: a malformed body is InvalidArgument.
+// Fields are positional, so any change to the layout is a new protocol version.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "protocol/messages.h"
+#include "rayx/status.h"
+
+namespace rayx::protocol {
+
+// How one argument or result travels.
+enum class WireValue : uint8_t { kInline = 0, kFrame = 1, kStored = 2, kError = 3 };
+
+// Values at least this large travel in their own payload frame rather than in
+// the body (copying them into the body would cost a copy and a large buffer).
+inline constexpr size_t kMaxInlineWireValue = 64 * 1024;
+
+// Appends to a body. Not thread-safe.
+class PushTasksWriter {
+ public:
+  // Starts a request body in `out` (cleared).
+  void BeginRequest(std::string* out, std::string_view job_id);
+  // Starts a reply body in `out` (cleared).
+  void BeginReply(std::string* out);
+
+  // Request: one call, followed by exactly `arg_count` Arg* calls.
+  void Call(uint64_t call_id, bool actor_creation, std::string_view function,
+            std::string_view actor_id, std::string_view return_id, uint32_t arg_count);
+  void InlineArg(std::string_view bytes);
+  void FrameArg(uint32_t frame_index);
+  void StoredArg(const ObjectLocation& location);
+
+  // Reply: one result each.
+  void InlineResult(uint64_t call_id, std::string_view bytes);
+  void FrameResult(uint64_t call_id, uint32_t frame_index);
+  void StoredResult(uint64_t call_id, const ObjectLocation& location);
+  void ErrorResult(uint64_t call_id, std::string_view type, std::string_view message,
+                   std::string_view node);
+
+  // Calls or results written since Begin*.
+  uint32_t count() const { return count_; }
+  // Writes the count into the body; call once, after the last call or result.
+  void Finish();
+
+ private:
+  void U8(uint8_t v) { out_->push_back(static_cast<char>(v)); }
+  void U32(uint32_t v);
+  void U64(uint64_t v);
+  void Str(std::string_view s);
+  void Location(const ObjectLocation& location);
+
+  std::string* out_ = nullptr;
+  size_t count_offset_ = 0;
+  uint32_t count_ = 0;
+};
+
+// A value as read from a message: bytes (inline or a payload frame, views into
+// the message) or a location in a store.
+struct WireValueView {
+  WireValue kind = WireValue::kInline;
+  std::string_view bytes;
+  ObjectLocation stored;  // kStored
+};
+
+struct TaskCallView {
+  uint64_t call_id = 0;
+  bool actor_creation = false;
+  std::string_view function, actor_id, return_id;
+  // The call's arguments are args[first_arg, first_arg + arg_count) of the batch.
+  uint32_t first_arg = 0;
+  uint32_t arg_count = 0;
+};
+
+struct PushTasksView {
+  std::string_view job_id;
+  std::vector<TaskCallView> calls;
+  std::vector<WireValueView> args;
+};
+
+struct TaskResultView {
+  uint64_t call_id = 0;
+  WireValueView value;  // kInline, kFrame (bytes filled in), kStored or kError
+  std::string_view error_type, error_message, error_node;
+};
+
+// Parses a request body; `payload` are the frames after the body. `out` is
+// reused (its vectors keep their capacity). InvalidArgument when malformed.
+Status ParsePushTasksRequest(std::string_view body, const std::vector<std::string_view>& payload,
+                             PushTasksView* out);
+// Parses a reply body, like ParsePushTasksRequest.
+Status ParsePushTasksReply(std::string_view body, const std::vector<std::string_view>& payload,
+                           std::vector<TaskResultView>* out);
+
+}  // namespace rayx::protocol

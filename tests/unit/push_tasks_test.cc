@@ -1,0 +1,202 @@
+// The flat binary task messages: round trips and hostile-input-safe parsing.
+#include "protocol/push_tasks.h"
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+namespace rayx::protocol {
+namespace {
+
+ObjectLocation MakeLocation() {
+  ObjectLocation loc;
+  loc.node_address = "10.0.0.7";
+  loc.object_address = "tcp://10.0.0.7:4000";
+  loc.path = "/dev/shm/rayx-store-abc/job-obj";
+  loc.size = 123456789;
+  return loc;
+}
+
+// Two calls: a task with an inline, a frame and a stored argument, and an
+// actor creation without arguments.
+std::string MakeRequest() {
+  std::string body;
+  PushTasksWriter w;
+  w.BeginRequest(&body, "job-1");
+  w.Call(7, false, "Add", "", "obj-7", 3);
+  w.InlineArg("\x01");
+  w.FrameArg(0);
+  w.StoredArg(MakeLocation());
+  w.Call(8, true, "Counter::Create", "actor-1", "obj-8", 0);
+  w.Finish();
+  return body;
+}
+
+std::string MakeReply() {
+  std::string body;
+  PushTasksWriter w;
+  w.BeginReply(&body);
+  w.InlineResult(7, "\x02");
+  w.FrameResult(8, 0);
+  w.StoredResult(9, MakeLocation());
+  w.ErrorResult(10, "std::invalid_argument", "x must be positive", "10.0.0.7");
+  w.Finish();
+  return body;
+}
+
+TEST(PushTasks, RequestRoundTrips) {
+  std::string body = MakeRequest();
+  std::vector<std::string_view> payload = {"big argument"};
+  PushTasksView view;
+  ASSERT_TRUE(ParsePushTasksRequest(body, payload, &view).ok());
+  EXPECT_EQ(view.job_id, "job-1");
+  ASSERT_EQ(view.calls.size(), 2u);
+  const TaskCallView& add = view.calls[0];
+  EXPECT_EQ(add.call_id, 7u);
+  EXPECT_FALSE(add.actor_creation);
+  EXPECT_EQ(add.function, "Add");
+  EXPECT_EQ(add.actor_id, "");
+  EXPECT_EQ(add.return_id, "obj-7");
+  ASSERT_EQ(add.arg_count, 3u);
+  ASSERT_EQ(view.args.size(), 3u);
+  EXPECT_EQ(view.args[add.first_arg].kind, WireValue::kInline);
+  EXPECT_EQ(view.args[add.first_arg].bytes, "\x01");
+  EXPECT_EQ(view.args[add.first_arg + 1].kind, WireValue::kFrame);
+  EXPECT_EQ(view.args[add.first_arg + 1].bytes, "big argument");
+  EXPECT_EQ(view.args[add.first_arg + 2].kind, WireValue::kStored);
+  EXPECT_EQ(view.args[add.first_arg + 2].stored.path, MakeLocation().path);
+  EXPECT_EQ(view.args[add.first_arg + 2].stored.object_address, MakeLocation().object_address);
+  EXPECT_EQ(view.args[add.first_arg + 2].stored.size, MakeLocation().size);
+  const TaskCallView& create = view.calls[1];
+  EXPECT_EQ(create.call_id, 8u);
+  EXPECT_TRUE(create.actor_creation);
+  EXPECT_EQ(create.function, "Counter::Create");
+  EXPECT_EQ(create.actor_id, "actor-1");
+  EXPECT_EQ(create.arg_count, 0u);
+}
+
+TEST(PushTasks, ReplyRoundTrips) {
+  std::string body = MakeReply();
+  std::vector<std::string_view> payload = {"big result"};
+  std::vector<TaskResultView> results;
+  ASSERT_TRUE(ParsePushTasksReply(body, payload, &results).ok());
+  ASSERT_EQ(results.size(), 4u);
+  EXPECT_EQ(results[0].call_id, 7u);
+  EXPECT_EQ(results[0].value.kind, WireValue::kInline);
+  EXPECT_EQ(results[0].value.bytes, "\x02");
+  EXPECT_EQ(results[1].value.kind, WireValue::kFrame);
+  EXPECT_EQ(results[1].value.bytes, "big result");
+  EXPECT_EQ(results[2].value.kind, WireValue::kStored);
+  EXPECT_EQ(results[2].value.stored.node_address, "10.0.0.7");
+  EXPECT_EQ(results[3].call_id, 10u);
+  EXPECT_EQ(results[3].value.kind, WireValue::kError);
+  EXPECT_EQ(results[3].error_type, "std::invalid_argument");
+  EXPECT_EQ(results[3].error_message, "x must be positive");
+  EXPECT_EQ(results[3].error_node, "10.0.0.7");
+}
+
+TEST(PushTasks, ParsingReusesTheViewAndForgetsTheLastMessage) {
+  PushTasksView view;
+  std::vector<std::string_view> payload = {"x"};
+  ASSERT_TRUE(ParsePushTasksRequest(MakeRequest(), payload, &view).ok());
+  std::string empty;
+  PushTasksWriter w;
+  w.BeginRequest(&empty, "job-2");
+  w.Finish();
+  ASSERT_TRUE(ParsePushTasksRequest(empty, {}, &view).ok());
+  EXPECT_EQ(view.job_id, "job-2");
+  EXPECT_TRUE(view.calls.empty());
+  EXPECT_TRUE(view.args.empty());
+}
+
+TEST(PushTasks, SmallestCallsAndResultsParse) {
+  std::string body;
+  PushTasksWriter w;
+  w.BeginRequest(&body, "");
+  for (uint64_t id = 1; id <= 3; ++id) w.Call(id, false, "", "", "", 0);
+  w.Finish();
+  PushTasksView view;
+  ASSERT_TRUE(ParsePushTasksRequest(body, {}, &view).ok());
+  EXPECT_EQ(view.calls.size(), 3u);
+  std::string reply;
+  w.BeginReply(&reply);
+  for (uint64_t id = 1; id <= 3; ++id) w.InlineResult(id, "");
+  w.Finish();
+  std::vector<TaskResultView> results;
+  ASSERT_TRUE(ParsePushTasksReply(reply, {}, &results).ok());
+  EXPECT_EQ(results.size(), 3u);
+}
+
+TEST(PushTasks, EveryTruncationIsRejected) {
+  std::vector<std::string_view> payload = {"x"};
+  const std::string request = MakeRequest();
+  const std::string reply = MakeReply();
+  PushTasksView view;
+  std::vector<TaskResultView> results;
+  for (size_t n = 0; n < request.size(); ++n) {
+    Status s = ParsePushTasksRequest(std::string_view(request).substr(0, n), payload, &view);
+    ASSERT_EQ(s.code(), StatusCode::kInvalidArgument) << n;
+  }
+  for (size_t n = 0; n < reply.size(); ++n) {
+    Status s = ParsePushTasksReply(std::string_view(reply).substr(0, n), payload, &results);
+    ASSERT_EQ(s.code(), StatusCode::kInvalidArgument) << n;
+  }
+}
+
+TEST(PushTasks, RejectsTrailingBytesAndMissingFrames) {
+  PushTasksView view;
+  std::vector<std::string_view> payload = {"x"};
+  EXPECT_FALSE(ParsePushTasksRequest(MakeRequest() + "z", payload, &view).ok());
+  // The frame argument names payload frame 0, which is not there.
+  Status missing = ParsePushTasksRequest(MakeRequest(), {}, &view);
+  EXPECT_EQ(missing.code(), StatusCode::kInvalidArgument);
+  std::vector<TaskResultView> results;
+  EXPECT_FALSE(ParsePushTasksReply(MakeReply(), {}, &results).ok());
+}
+
+TEST(PushTasks, RejectsHugeCountsWithFewBytes) {
+  std::string body;
+  PushTasksWriter w;
+  w.BeginRequest(&body, "j");
+  w.Finish();
+  uint32_t huge = 0xffffffffu;
+  std::memcpy(body.data() + 5, &huge, 4);  // after str "j"
+  PushTasksView view;
+  Status s = ParsePushTasksRequest(body, {}, &view);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("call count"), std::string::npos) << s;
+  std::string reply(4, '\xff');
+  std::vector<TaskResultView> results;
+  EXPECT_FALSE(ParsePushTasksReply(reply, {}, &results).ok());
+}
+
+TEST(PushTasks, RandomAndMutatedBytesNeverCrash) {
+  std::mt19937 rng(4242);
+  std::uniform_int_distribution<int> byte(0, 255);
+  std::vector<std::string_view> payload = {"a", "b"};
+  PushTasksView view;
+  std::vector<TaskResultView> results;
+  const std::string request = MakeRequest();
+  const std::string reply = MakeReply();
+  for (int i = 0; i < 20000; ++i) {
+    std::string req = request, rep = reply;
+    for (int k = 0; k < 3; ++k) {
+      req[static_cast<size_t>(rng()) % req.size()] = static_cast<char>(byte(rng));
+      rep[static_cast<size_t>(rng()) % rep.size()] = static_cast<char>(byte(rng));
+    }
+    Status a = ParsePushTasksRequest(req, payload, &view);
+    Status b = ParsePushTasksReply(rep, payload, &results);
+    if (!a.ok()) {
+      ASSERT_EQ(a.code(), StatusCode::kInvalidArgument);
+    }
+    if (!b.ok()) {
+      ASSERT_EQ(b.code(), StatusCode::kInvalidArgument);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace rayx::protocol

@@ -13,6 +13,7 @@
 #include "rayx/version.h"
 #include "object_store/object_pull.h"
 #include "object_store/shared_memory_store.h"
+#include "protocol/placement_messages.h"
 #include "transport/message.h"
 
 namespace rayx::detail {
@@ -63,6 +64,16 @@ int64_t NowMs() {
       .count();
 }
 
+void ApplyPlacement(const Placement& p, protocol::RequestLeaseRequest* req) {
+  req->placement_group_id = p.placement_group_id;
+  req->bundle_index = p.bundle_index;
+  req->group_visible_devices = p.group_visible_devices;
+  req->strategy = p.strategy;
+  req->affinity_node_id = p.affinity_node_id;
+  req->affinity_soft = p.affinity_soft;
+  req->label_selector = p.label_selector;
+}
+
 std::string ShapeKey(const ResourceMap& resources) {
   std::string key;
   for (const auto& [name, amount] : resources) key += name + "=" + FormatAmount(amount) + ";";
@@ -106,6 +117,7 @@ struct Runtime::WorkerConn : std::enable_shared_from_this<WorkerConn> {
 
 struct Runtime::Shape {
   ResourceMap resources;
+  Placement placement;
   std::deque<Task> queue;
   std::vector<std::shared_ptr<WorkerConn>> workers;
   int lease_requests = 0;
@@ -290,7 +302,7 @@ void Runtime::DrainSubmissions() {
   for (Submission& s : draining_) {
     switch (s.kind) {
       case Submission::Kind::kTask: {
-        Shape* shape = ShapeFor(s.resources);
+        Shape* shape = ShapeFor(s.resources, s.placement);
         ResolveThen(s.task, [this, shape](Task ready) {
           shape->queue.push_back(std::move(ready));
           Pump(*shape);
@@ -637,18 +649,22 @@ ObjectHandle Runtime::SubmitTask(const std::string& function, std::vector<Arg> a
   submission.task.display = options.name;
   submission.task.args = std::move(args);
   if (options.resources_set) submission.resources = options.resources;
+  submission.placement = options.placement;
   return Submit(std::move(submission));
 }
 
-Runtime::Shape* Runtime::ShapeFor(const std::optional<ResourceMap>& resources) {
-  if (!resources && default_shape_) return default_shape_;
+Runtime::Shape* Runtime::ShapeFor(const std::optional<ResourceMap>& resources,
+                                  const Placement& placement) {
+  bool plain = placement.empty();
+  if (!resources && plain && default_shape_) return default_shape_;
   ResourceMap wanted = resources ? *resources : ResourceMap{{kCpu, 1}};
-  auto& shape = shapes_[ShapeKey(wanted)];
+  auto& shape = shapes_[ShapeKey(wanted) + (plain ? "" : placement.Key())];
   if (!shape) {
     shape = std::make_unique<Shape>();
     shape->resources = std::move(wanted);
+    shape->placement = placement;
   }
-  if (!resources) default_shape_ = shape.get();
+  if (!resources && plain) default_shape_ = shape.get();
   return shape.get();
 }
 
@@ -730,6 +746,7 @@ void Runtime::RequestLease(Shape& shape) {
   protocol::RequestLeaseRequest req;
   req.job_id = config_.job_id;
   req.resources = shape.resources;
+  ApplyPlacement(shape.placement, &req);
   SetWorkerProgram(&req);
   Shape* s = &shape;
   CallHead<protocol::RequestLeaseReply>(req, [this, s](Result<protocol::RequestLeaseReply> r) {
@@ -1042,6 +1059,7 @@ ActorPtr Runtime::CreateActor(const std::string& factory, std::vector<Arg> args,
     protocol::RequestLeaseRequest req;
     req.job_id = config_.job_id;
     req.resources = options.resources;
+    ApplyPlacement(options.placement, &req);
     req.for_actor = true;
     req.detached = options.detached;
     SetWorkerProgram(&req);
@@ -1212,6 +1230,59 @@ ActorPtr Runtime::DeserializeActor(const std::string& bytes) {
   });
   done.wait();
   return core;
+}
+
+// ---- Placement groups ------------------------------------------------------------
+
+namespace {
+PlacementGroupState StateOf(const protocol::PlacementGroupInfo& info) {
+  return PlacementGroupState{info.placement_group_id, info.state, info.reason};
+}
+}  // namespace
+
+PlacementGroupState Runtime::CreatePlacementGroup(const std::string& name,
+                                                  const std::vector<ResourceMap>& bundles,
+                                                  const std::string& strategy) {
+  protocol::CreatePlacementGroupRequest req;
+  req.job_id = config_.job_id;
+  req.name = name;
+  req.strategy = strategy;
+  req.bundles = bundles;
+  auto reply = CallHeadSync<protocol::CreatePlacementGroupReply>(req, 10000);
+  if (!reply.ok()) {
+    if (reply.status().code() == StatusCode::kInvalidArgument) {
+      throw std::invalid_argument("CreatePlacementGroup: " + reply.status().message());
+    }
+    throw std::runtime_error("CreatePlacementGroup: " + reply.status().message());
+  }
+  return StateOf(reply->group);
+}
+
+PlacementGroupState Runtime::WaitPlacementGroup(const std::string& id, int64_t timeout_ms) {
+  protocol::WaitPlacementGroupRequest req;
+  req.placement_group_id = id;
+  req.timeout_ms = std::max<int64_t>(timeout_ms, 0);
+  // The head answers by the deadline (its tick); the slack covers the trip.
+  auto reply = CallHeadSync<protocol::WaitPlacementGroupReply>(req, req.timeout_ms + 10000);
+  if (!reply.ok()) {
+    if (reply.status().code() == StatusCode::kNotFound) {
+      return PlacementGroupState{id, "REMOVED", reply.status().message()};
+    }
+    throw std::runtime_error("PlacementGroup::Wait: " + reply.status().message());
+  }
+  return StateOf(reply->group);
+}
+
+void Runtime::RemovePlacementGroup(const std::string& id) {
+  protocol::RemovePlacementGroupRequest req;
+  req.placement_group_id = id;
+  // Ordered with earlier calls on the I/O thread; the reply is not awaited.
+  PostOrdered([this, req] {
+    CallHead<protocol::RemovePlacementGroupReply>(
+        req, [id = req.placement_group_id](Result<protocol::RemovePlacementGroupReply> r) {
+          if (!r.ok()) RAYX_LOG(Warning) << "removing placement group " << id << ": " << r.status();
+        });
+  });
 }
 
 }  // namespace rayx::detail

@@ -88,6 +88,13 @@ class Runtime {
   std::string SerializeActor(const ActorPtr& actor);
   ActorPtr DeserializeActor(const std::string& bytes);
 
+  // Placement groups (through the head).
+  PlacementGroupState CreatePlacementGroup(const std::string& name,
+                                           const std::vector<ResourceMap>& bundles,
+                                           const std::string& strategy);
+  PlacementGroupState WaitPlacementGroup(const std::string& id, int64_t timeout_ms);
+  void RemovePlacementGroup(const std::string& id);
+
   ObjectHandle Put(std::string bytes);
   ObjectHandle PutEncoded(size_t size, const std::function<void(char*)>& fill);
   ObjectBytes Get(const ObjectHandle& object, int64_t timeout_ms);
@@ -126,6 +133,7 @@ class Runtime {
     Kind kind = Kind::kTask;
     Task task;
     std::optional<ResourceMap> resources;  // kTask; none: the default {CPU: 1}
+    Placement placement;                   // kTask
     std::function<void()> closure;         // kClosure
   };
   // A result to record in the object table.
@@ -167,7 +175,7 @@ class Runtime {
   Result<Reply> CallHeadSync(const Request& request, int64_t timeout_ms);
   void OnHeadMessage(transport::Frames& frames);
   void DrainSubmissions();
-  Shape* ShapeFor(const std::optional<ResourceMap>& resources);
+  Shape* ShapeFor(const std::optional<ResourceMap>& resources, const Placement& placement);
   void SubmitToActor(Task task);
   void ResolveThen(Task& task, std::function<void(Task)> ready);
   void Pump(Shape& shape);

@@ -16,11 +16,13 @@
 #include <string>
 #include <type_traits>
 #include <utility>
+#include <variant>
 #include <vector>
 
 #include "rayx/detail/registry.h"
 #include "rayx/detail/runtime_api.h"
 #include "rayx/errors.h"
+#include "rayx/placement_group.h"
 #include "rayx/resources.h"
 
 namespace rayx {
@@ -199,6 +201,20 @@ struct FunctionTraits<R (C::*)(A...) const> {
 
 }  // namespace detail
 
+namespace detail {
+inline void ApplyStrategy(const SchedulingStrategy& strategy, Placement* placement) {
+  placement->strategy.clear();
+  placement->affinity_node_id.clear();
+  placement->affinity_soft = false;
+  if (std::holds_alternative<SpreadSchedulingStrategy>(strategy)) placement->strategy = "SPREAD";
+  if (const auto* a = std::get_if<NodeAffinitySchedulingStrategy>(&strategy)) {
+    placement->strategy = "NODE_AFFINITY";
+    placement->affinity_node_id = a->node_id;
+    placement->affinity_soft = a->soft;
+  }
+}
+}  // namespace detail
+
 // ---- Tasks -------------------------------------------------------------------
 
 template <typename F>
@@ -215,6 +231,21 @@ class TaskCaller {
   }
   TaskCaller& SetName(std::string name) {
     options_.name = std::move(name);
+    return *this;
+  }
+  // Runs in bundle `bundle_index` of the group (-1: any of its bundles).
+  TaskCaller& SetPlacementGroup(const PlacementGroup& group, int bundle_index = -1) {
+    options_.placement.placement_group_id = group.GetID();
+    options_.placement.bundle_index = bundle_index;
+    return *this;
+  }
+  TaskCaller& SetSchedulingStrategy(const SchedulingStrategy& strategy) {
+    detail::ApplyStrategy(strategy, &options_.placement);
+    return *this;
+  }
+  // Only on nodes whose labels equal these, e.g. {{"accelerator", "H100"}}.
+  TaskCaller& SetLabelSelector(LabelMap selector) {
+    options_.placement.label_selector = std::move(selector);
     return *this;
   }
 
@@ -314,6 +345,25 @@ class ActorCreator {
   }
   ActorCreator& SetResources(ResourceMap resources) {
     options_.resources = std::move(resources);
+    return *this;
+  }
+  // Runs in bundle `bundle_index` of the group (-1: any of its bundles).
+  // With `see_group_devices`, the actor sees every GPU the group holds on its
+  // node (CUDA_VISIBLE_DEVICES) and RAYX_LOCAL_RANK names its own, so CUDA
+  // peer-to-peer and NVLink work between the group's actors.
+  ActorCreator& SetPlacementGroup(const PlacementGroup& group, int bundle_index = -1,
+                                  bool see_group_devices = false) {
+    options_.placement.placement_group_id = group.GetID();
+    options_.placement.bundle_index = bundle_index;
+    options_.placement.group_visible_devices = see_group_devices;
+    return *this;
+  }
+  ActorCreator& SetSchedulingStrategy(const SchedulingStrategy& strategy) {
+    detail::ApplyStrategy(strategy, &options_.placement);
+    return *this;
+  }
+  ActorCreator& SetLabelSelector(LabelMap selector) {
+    options_.placement.label_selector = std::move(selector);
     return *this;
   }
 

@@ -25,17 +25,45 @@ struct Arg {
   ObjectHandle ref;
 };
 
+// Where a call's worker goes: a placement group's bundle, or a strategy.
+struct Placement {
+  std::string placement_group_id;
+  int32_t bundle_index = -1;         // -1: any bundle of the group
+  bool group_visible_devices = false;
+  std::string strategy;              // "", "SPREAD" or "NODE_AFFINITY"
+  std::string affinity_node_id;
+  bool affinity_soft = false;
+  LabelMap label_selector;
+  bool empty() const {
+    return placement_group_id.empty() && strategy.empty() && label_selector.empty();
+  }
+  // Distinguishes worker pools: calls with different placements never share.
+  std::string Key() const;
+};
+
 struct CallOptions {
   std::string name;          // for errors and logs; the function's name when empty
   ResourceMap resources;     // default {CPU: 1} for tasks, {} for actors
   bool resources_set = false;
+  Placement placement;
 };
 
 struct ActorOptions {
   std::string name;          // named actors can be found with GetActor
   bool detached = false;     // outlives its job
   ResourceMap resources;
+  Placement placement;
 };
+
+// A placement group as the head last reported it.
+struct PlacementGroupState {
+  std::string id, state, reason;
+};
+PlacementGroupState CreatePlacementGroup(const std::string& name,
+                                         const std::vector<ResourceMap>& bundles,
+                                         const std::string& strategy);
+PlacementGroupState WaitPlacementGroup(const std::string& id, int64_t timeout_ms);
+void RemovePlacementGroup(const std::string& id);
 
 ObjectHandle SubmitTask(const std::string& function, std::vector<Arg> args,
                         const CallOptions& options);

@@ -1,0 +1,70 @@
+// Placement groups and scheduling strategies (Ray's names): where tasks and
+// actors go.
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "rayx/resources.h"
+
+namespace rayx {
+
+// How a placement group's bundles are spread over nodes.
+enum class PlacementStrategy {
+  PACK,           // as few nodes as possible (best effort)
+  SPREAD,         // distinct nodes where possible (best effort)
+  STRICT_PACK,    // all bundles on one node
+  STRICT_SPREAD,  // every bundle on a different node
+};
+
+struct PlacementGroupCreationOptions {
+  std::string name;                  // shown by `rayx list placement-groups`
+  std::vector<ResourceMap> bundles;  // e.g. {{{"GPU", 1}, {"CPU", 4}}, {{"GPU", 1}}}
+  PlacementStrategy strategy = PlacementStrategy::PACK;
+};
+
+// Resources reserved together on the cluster, all bundles or none. Tasks and
+// actors placed in it (SetPlacementGroup) draw from its bundles. A group ends
+// with its job, or with RemovePlacementGroup, which stops what runs in it.
+class PlacementGroup {
+ public:
+  PlacementGroup() = default;
+
+  const std::string& GetID() const { return id_; }
+  // Waits up to `timeout_seconds` for every bundle to be reserved. Returns true
+  // when they are, false when the group still waits for resources (Reason()
+  // says for what). Throws std::runtime_error with the reason when no set of
+  // nodes could ever hold the group, or when it was removed.
+  bool Wait(int timeout_seconds);
+  // PENDING, CREATED, INFEASIBLE or REMOVED, as of the last Wait.
+  const std::string& State() const { return state_; }
+  const std::string& Reason() const { return reason_; }
+  size_t BundleCount() const { return bundles_; }
+
+ private:
+  friend PlacementGroup CreatePlacementGroup(const PlacementGroupCreationOptions& options);
+  std::string id_, state_, reason_;
+  size_t bundles_ = 0;
+};
+
+// Asks the head to reserve the group; returns at once (Wait for it). Throws
+// std::invalid_argument for no bundles, an empty bundle or a bad amount.
+PlacementGroup CreatePlacementGroup(const PlacementGroupCreationOptions& options);
+// Frees the group's bundles and stops the tasks and actors placed in it.
+// Returns without waiting for the head.
+void RemovePlacementGroup(const std::string& placement_group_id);
+
+// Scheduling strategies for tasks and actors outside placement groups.
+struct DefaultSchedulingStrategy {};  // pack a node to half, then the least loaded
+struct SpreadSchedulingStrategy {};   // a different node each time, least loaded first
+// That node only (`soft`: that node first, any other when it cannot).
+struct NodeAffinitySchedulingStrategy {
+  std::string node_id;  // hex, as `rayx list nodes` shows it (full id)
+  bool soft = false;
+};
+using SchedulingStrategy =
+    std::variant<DefaultSchedulingStrategy, SpreadSchedulingStrategy, NodeAffinitySchedulingStrategy>;
+
+}  // namespace rayx

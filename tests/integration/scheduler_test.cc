@@ -1,0 +1,251 @@
+// The scheduler on a real loopback cluster with fake GPUs: device assignment,
+// placement groups, strategies, pending demand and elastic scale-out. This
+// binary is also its workers' program (RAYX_WORKER_MODE).
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <map>
+#include <set>
+#include <string>
+#include <thread>
+
+#include "rayx/rayx.h"
+#include "util/local_cluster.h"
+
+namespace {
+
+std::string Env(const char* name) {
+  const char* v = std::getenv(name);
+  return v ? v : "";
+}
+
+// Where an actor runs and which devices it sees.
+class Device {
+ public:
+  static Device* Create() { return new Device(); }
+  std::string Where() { return Env("RAYX_NODE_IP") + "|" + Env("CUDA_VISIBLE_DEVICES"); }
+  std::string Node() { return Env("RAYX_NODE_IP"); }
+  int Pid() { return getpid(); }
+};
+
+std::string NodeOfTask() { return Env("RAYX_NODE_IP"); }
+
+RAYX_REMOTE(Device::Create, &Device::Where, &Device::Node, &Device::Pid, NodeOfTask);
+
+using rayx::testing::LocalCluster;
+using rayx::testing::NodeHandle;
+using rayx::testing::NodeOptions;
+
+bool Contains(const std::string& haystack, const std::string& needle) {
+  return haystack.find(needle) != std::string::npos;
+}
+
+class Scheduler : public ::testing::Test {
+ protected:
+  // A head node with `head_gpus` fake GPUs and 8 CPUs.
+  void StartCluster(double head_gpus) {
+    LocalCluster::Options options;
+    options.head_node.num_cpus = 8;
+    options.head_node.num_gpus = head_gpus;
+    auto cluster = LocalCluster::Start(options);
+    ASSERT_TRUE(cluster.ok()) << cluster.status();
+    cluster_ = std::move(*cluster);
+    rayx::Options init;
+    init.address = cluster_->address();
+    init.token = cluster_->token();
+    rayx::Init(init);
+  }
+  rayx::Result<NodeHandle> AddGpuNode(const std::string& ip, double gpus, const std::string& labels = "") {
+    return cluster_->AddNode(
+        {.num_cpus = 8, .num_gpus = gpus, .labels = labels, .extra_args = {"--node-ip-address", ip}});
+  }
+  void TearDown() override {
+    if (rayx::IsInitialized()) rayx::Shutdown();
+    if (!cluster_) return;
+    rayx::Status free = cluster_->WaitFor(
+        [](const rayx::ClusterStatus& s) {
+          return s.AvailableResources()["GPU"] == s.TotalResources()["GPU"] &&
+                 s.pending_demands.empty();
+        },
+        10000);
+    EXPECT_TRUE(free.ok()) << "resources or demands left after the job: " << free;
+  }
+  std::unique_ptr<LocalCluster> cluster_;
+};
+
+TEST_F(Scheduler, WholeGpuActorsNeverShareADeviceAndSharesPack) {
+  StartCluster(0);
+  auto first = AddGpuNode("127.0.0.2", 4);
+  ASSERT_TRUE(first.ok());
+  ASSERT_TRUE(AddGpuNode("127.0.0.3", 4).ok());
+  std::vector<rayx::ActorHandle<Device>> actors;
+  for (int i = 0; i < 8; ++i) {
+    actors.push_back(rayx::Actor(Device::Create).SetResources({{"GPU", 1}}).Remote());
+  }
+  std::set<std::string> seen;
+  for (auto& a : actors) {
+    std::string where = *a.Task(&Device::Where).Remote().Get();
+    std::string devices = where.substr(where.find('|') + 1);
+    EXPECT_EQ(devices.find(','), std::string::npos) << "one device each: " << where;
+    EXPECT_FALSE(devices.empty()) << where;
+    EXPECT_TRUE(seen.insert(where).second) << "two actors share " << where;
+  }
+  EXPECT_EQ(seen.size(), 8u);
+  for (auto& a : actors) a.Kill();
+  // Quarter shares pack onto one device before the next is used.
+  std::vector<rayx::ActorHandle<Device>> quarters;
+  for (int i = 0; i < 4; ++i) {
+    quarters.push_back(rayx::Actor(Device::Create)
+                           .SetResources({{"GPU", 0.25}})
+                           .SetSchedulingStrategy(
+                               rayx::NodeAffinitySchedulingStrategy{first->node_id, false})
+                           .Remote());
+  }
+  std::set<std::string> places;
+  for (auto& q : quarters) places.insert(*q.Task(&Device::Where).Remote().Get());
+  EXPECT_EQ(places.size(), 1u) << "four quarters fit on one device";
+  EXPECT_TRUE(Contains(*places.begin(), "127.0.0.2|")) << *places.begin();
+}
+
+TEST_F(Scheduler, StrictSpreadUsesDistinctNodesAndStrictPackOne) {
+  StartCluster(0);
+  ASSERT_TRUE(AddGpuNode("127.0.0.2", 4).ok());
+  ASSERT_TRUE(AddGpuNode("127.0.0.3", 4).ok());
+  auto spread = rayx::CreatePlacementGroup(
+      {.name = "spread", .bundles = {{{"GPU", 1}}, {{"GPU", 1}}},
+       .strategy = rayx::PlacementStrategy::STRICT_SPREAD});
+  ASSERT_TRUE(spread.Wait(30));
+  auto pack = rayx::CreatePlacementGroup(
+      {.name = "pack", .bundles = {{{"GPU", 1}}, {{"GPU", 1}}},
+       .strategy = rayx::PlacementStrategy::STRICT_PACK});
+  ASSERT_TRUE(pack.Wait(30));
+  std::set<std::string> spread_nodes, pack_nodes;
+  std::set<std::string> devices;
+  std::vector<rayx::ActorHandle<Device>> members;
+  for (int b = 0; b < 2; ++b) {
+    members.push_back(rayx::Actor(Device::Create)
+                          .SetResources({{"GPU", 1}})
+                          .SetPlacementGroup(spread, b)
+                          .Remote());
+    members.push_back(rayx::Actor(Device::Create)
+                          .SetResources({{"GPU", 1}})
+                          .SetPlacementGroup(pack, b)
+                          .Remote());
+  }
+  for (size_t i = 0; i < members.size(); ++i) {
+    std::string where = *members[i].Task(&Device::Where).Remote().Get();
+    std::string node = where.substr(0, where.find('|'));
+    (i % 2 == 0 ? spread_nodes : pack_nodes).insert(node);
+    EXPECT_TRUE(devices.insert(where).second) << "a device was given twice: " << where;
+  }
+  EXPECT_EQ(spread_nodes.size(), 2u);
+  EXPECT_EQ(pack_nodes.size(), 1u);
+  auto listed = cluster_->RunCli({"list", "placement-groups"});
+  EXPECT_TRUE(Contains(listed.out, "STRICT_SPREAD  CREATED")) << listed.out;
+  EXPECT_TRUE(Contains(listed.out, "STRICT_PACK    CREATED")) << listed.out;
+  rayx::RemovePlacementGroup(spread.GetID());
+  rayx::RemovePlacementGroup(pack.GetID());
+  // Removal stopped the members and freed the devices.
+  rayx::Status freed = cluster_->WaitFor(
+      [](const rayx::ClusterStatus& s) {
+        return s.AvailableResources()["GPU"] == s.TotalResources()["GPU"];
+      },
+      10000);
+  EXPECT_TRUE(freed.ok()) << freed;
+}
+
+TEST_F(Scheduler, InfeasibleGroupFailsItsWaitWithTheReason) {
+  StartCluster(2);
+  auto group = rayx::CreatePlacementGroup(
+      {.bundles = {{{"GPU", 8}}}, .strategy = rayx::PlacementStrategy::PACK});
+  try {
+    group.Wait(5);
+    FAIL() << "Wait should fail for a group no node can hold";
+  } catch (const std::runtime_error& e) {
+    EXPECT_TRUE(Contains(e.what(), "needs {GPU: 8} on one node")) << e.what();
+  }
+  auto status = cluster_->RunCli({"status"});
+  EXPECT_TRUE(Contains(status.out, "infeasible")) << status.out;
+  rayx::RemovePlacementGroup(group.GetID());
+}
+
+TEST_F(Scheduler, SpreadAffinityAndLabelsChooseTheNode) {
+  StartCluster(0);
+  auto h100 = AddGpuNode("127.0.0.2", 1, "accelerator=H100");
+  ASSERT_TRUE(h100.ok());
+  ASSERT_TRUE(AddGpuNode("127.0.0.3", 1, "accelerator=A10").ok());
+  // SPREAD (on an idle cluster): actors land on different nodes.
+  std::set<std::string> nodes;
+  std::vector<rayx::ActorHandle<Device>> actors;
+  for (int i = 0; i < 3; ++i) {
+    actors.push_back(rayx::Actor(Device::Create)
+                         .SetResources({{"CPU", 1}})
+                         .SetSchedulingStrategy(rayx::SpreadSchedulingStrategy{})
+                         .Remote());
+  }
+  for (auto& a : actors) nodes.insert(*a.Task(&Device::Node).Remote().Get());
+  EXPECT_EQ(nodes.size(), 3u);
+  auto labeled = rayx::Task(NodeOfTask).SetLabelSelector({{"accelerator", "H100"}}).Remote();
+  EXPECT_EQ(*labeled.Get(), "127.0.0.2");
+  auto pinned = rayx::Task(NodeOfTask)
+                    .SetSchedulingStrategy(rayx::NodeAffinitySchedulingStrategy{h100->node_id, false})
+                    .Remote();
+  EXPECT_EQ(*pinned.Get(), "127.0.0.2");
+  // Unknown labels are infeasible at once, with the reason.
+  EXPECT_THROW(rayx::Task(NodeOfTask).SetLabelSelector({{"accelerator", "TPUv9"}}).Remote().Get(),
+               rayx::TaskError);
+}
+
+// Elastic scale-out: 12 one-GPU actors on a 4-GPU head, 8 wait and are shown
+// in `rayx status`; two 4-GPU nodes join and all 12 run. A group needing 3
+// nodes waits on 2 and is placed when the third joins.
+TEST_F(Scheduler, ScaleOutPlacesWaitingWorkWhenNodesJoin) {
+  StartCluster(4);
+  std::vector<rayx::ActorHandle<Device>> actors;
+  for (int i = 0; i < 12; ++i) {
+    actors.push_back(rayx::Actor(Device::Create).SetResources({{"GPU", 1}}).Remote());
+  }
+  rayx::Status shown = cluster_->WaitFor(
+      [](const rayx::ClusterStatus& s) {
+        for (const auto& [shape, count] : s.pending_demands) {
+          if (Contains(shape, "GPU: 1") && count == 8) return true;
+        }
+        return false;
+      },
+      20000);
+  ASSERT_TRUE(shown.ok()) << "8 actors should wait: " << shown;
+  auto status = cluster_->RunCli({"status"});
+  EXPECT_TRUE(Contains(status.out, "8 pending")) << status.out;
+  // Four run now.
+  for (int i = 0; i < 4; ++i) EXPECT_GT(*actors[static_cast<size_t>(i)].Task(&Device::Pid).Remote().Get(), 0);
+
+  ASSERT_TRUE(AddGpuNode("127.0.0.2", 4).ok());
+  ASSERT_TRUE(AddGpuNode("127.0.0.3", 4).ok());
+  std::set<std::string> seen;
+  for (auto& a : actors) {
+    auto where = a.Task(&Device::Where).Remote().Get(60000);
+    EXPECT_TRUE(seen.insert(*where).second) << "shared device " << *where;
+  }
+  EXPECT_EQ(seen.size(), 12u);
+  for (auto& a : actors) a.Kill();
+
+  // Four STRICT_SPREAD bundles on three nodes wait for a fourth.
+  auto group = rayx::CreatePlacementGroup(
+      {.bundles = {{{"CPU", 1}}, {{"CPU", 1}}, {{"CPU", 1}}, {{"CPU", 1}}},
+       .strategy = rayx::PlacementStrategy::STRICT_SPREAD});
+  EXPECT_FALSE(group.Wait(1)) << "4 distinct nodes are needed, 3 exist";
+  EXPECT_TRUE(Contains(group.Reason(), "needs 4 distinct nodes")) << group.Reason();
+  ASSERT_TRUE(AddGpuNode("127.0.0.4", 0).ok());
+  EXPECT_TRUE(group.Wait(30));
+  rayx::RemovePlacementGroup(group.GetID());
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (std::getenv("RAYX_WORKER_MODE")) rayx::Init(argc, argv);  // serves tasks, never returns
+  ::testing::InitGoogleTest(&argc, argv);
+  return RUN_ALL_TESTS();
+}

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <map>
@@ -27,12 +28,15 @@ class Device {
   static Device* Create() { return new Device(); }
   std::string Where() { return Env("RAYX_NODE_IP") + "|" + Env("CUDA_VISIBLE_DEVICES"); }
   std::string Node() { return Env("RAYX_NODE_IP"); }
+  std::string Ranked() {
+    return Env("CUDA_VISIBLE_DEVICES") + "|" + Env("RAYX_LOCAL_RANK") + "|" + Env("RAYX_GPU_IDS");
+  }
   int Pid() { return getpid(); }
 };
 
 std::string NodeOfTask() { return Env("RAYX_NODE_IP"); }
 
-RAYX_REMOTE(Device::Create, &Device::Where, &Device::Node, &Device::Pid, NodeOfTask);
+RAYX_REMOTE(Device::Create, &Device::Where, &Device::Node, &Device::Ranked, &Device::Pid, NodeOfTask);
 
 using rayx::testing::LocalCluster;
 using rayx::testing::NodeHandle;
@@ -154,6 +158,46 @@ TEST_F(Scheduler, StrictSpreadUsesDistinctNodesAndStrictPackOne) {
       },
       10000);
   EXPECT_TRUE(freed.ok()) << freed;
+}
+
+// ray-project/ray#61073: masking each rank to one device breaks CUDA
+// peer-to-peer; a group's actors on one node can see all of its devices.
+TEST_F(Scheduler, GroupActorsCanSeeAllTheGroupsDevicesWithTheirLocalRank) {
+  StartCluster(0);
+  ASSERT_TRUE(AddGpuNode("127.0.0.2", 4).ok());
+  auto group = rayx::CreatePlacementGroup(
+      {.bundles = {{{"GPU", 1}}, {{"GPU", 1}}}, .strategy = rayx::PlacementStrategy::STRICT_PACK});
+  ASSERT_TRUE(group.Wait(30));
+  std::set<std::string> ranks;
+  std::vector<rayx::ActorHandle<Device>> actors;
+  for (int b = 0; b < 2; ++b) {
+    actors.push_back(rayx::Actor(Device::Create)
+                         .SetResources({{"GPU", 1}})
+                         .SetPlacementGroup(group, b, /*see_group_devices=*/true)
+                         .Remote());
+  }
+  std::string visible;
+  for (auto& a : actors) {
+    std::string r = *a.Task(&Device::Ranked).Remote().Get();
+    // "0,1|<rank>|<own device>": both see both devices; device <rank> is its own.
+    std::string devices = r.substr(0, r.find('|'));
+    std::string rank = r.substr(r.find('|') + 1, r.rfind('|') - r.find('|') - 1);
+    std::string own = r.substr(r.rfind('|') + 1);
+    if (visible.empty()) visible = devices;
+    EXPECT_EQ(devices, visible) << r;
+    EXPECT_EQ(std::count(devices.begin(), devices.end(), ','), 1) << r;
+    size_t index = static_cast<size_t>(std::stoi(rank));
+    std::vector<std::string> list = {devices.substr(0, devices.find(',')),
+                                     devices.substr(devices.find(',') + 1)};
+    EXPECT_EQ(list.at(index), own) << r;
+    ranks.insert(rank);
+  }
+  EXPECT_EQ(ranks, (std::set<std::string>{"0", "1"}));
+  // Without the option each sees only its own device.
+  auto plain = rayx::Actor(Device::Create).SetResources({{"GPU", 1}}).Remote();
+  std::string r = *plain.Task(&Device::Ranked).Remote().Get();
+  EXPECT_EQ(r.substr(0, r.find('|')), r.substr(r.rfind('|') + 1)) << r;
+  rayx::RemovePlacementGroup(group.GetID());
 }
 
 TEST_F(Scheduler, InfeasibleGroupFailsItsWaitWithTheReason) {

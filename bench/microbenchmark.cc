@@ -397,6 +397,34 @@ Stats Wait1kRefs(const Config& config) {
 
 enum class Target { kNone, kZmqRatio, kRate };
 
+// Ray's placement_group_create/removal: groups of one small bundle created,
+// waited for and removed, per second.
+Stats PlacementGroupCreateRemoval(const Config& config) {
+  return Measure(config, 1, [&](int) {
+    constexpr int kGroups = 100;
+    std::vector<rayx::PlacementGroup> groups;
+    groups.reserve(kGroups);
+    for (int i = 0; i < kGroups; ++i) {
+      groups.push_back(rayx::CreatePlacementGroup(
+          {.bundles = {{{"CPU", 0.01}}}, .strategy = rayx::PlacementStrategy::PACK}));
+    }
+    for (auto& g : groups) Check(g.Wait(30), "placement group " + g.GetID() + " not ready");
+    for (auto& g : groups) rayx::RemovePlacementGroup(g.GetID());
+    return static_cast<double>(kGroups);
+  });
+}
+
+// Ray's many_actors: actors created and answering their first call, per
+// second (each is a new worker process).
+Stats ActorCreation(const Config& config) {
+  return Measure(config, 1, [&](int) {
+    constexpr int kActors = 16;
+    auto actors = StartActors(kActors);  // waits for every actor's first answer
+    KillActors(actors);
+    return static_cast<double>(kActors);
+  });
+}
+
 struct Metric {
   std::string name;
   std::string unit;
@@ -579,6 +607,9 @@ int main(int argc, char** argv) {
       {"single_client_get_calls", "gets/s", Target::kNone, 0, GetCalls, 6},
       {"single_client_put_gigabytes", "GB/s", Target::kRate, 5.0, PutGigabytes, 7},
       {"single_client_wait_1k_refs", "drains/s", Target::kNone, 0, Wait1kRefs, 11},
+      {"placement_group_create/removal", "groups/s", Target::kRate, 5000,
+       PlacementGroupCreateRemoval, 12},
+      {"actor_creation", "actors/s", Target::kNone, 0, ActorCreation, 13},
   };
   if (!only.empty()) {
     std::vector<Metric> chosen;

@@ -45,7 +45,9 @@ struct CreatePlacementGroupRequest {
   std::vector<ResourceMap> bundles;
   LabelMap label_selector;
   bool detached = false;
-  MSGPACK_DEFINE_MAP(job_id, name, strategy, bundles, label_selector, detached)
+  std::string placement_group_id;  // "" = the head picks one
+  MSGPACK_DEFINE_MAP(job_id, name, strategy, bundles, label_selector, detached,
+                     placement_group_id)
 };
 
 struct CreatePlacementGroupReply {

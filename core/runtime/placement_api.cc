@@ -1,4 +1,5 @@
 // rayx::CreatePlacementGroup, PlacementGroup::Wait, RemovePlacementGroup.
+#include <cmath>
 #include <stdexcept>
 
 #include "rayx/rayx.h"
@@ -18,13 +19,14 @@ std::string Placement::Key() const {
 
 Runtime& RequireRuntime();
 
-PlacementGroupState CreatePlacementGroup(const std::string& name,
-                                         const std::vector<ResourceMap>& bundles,
-                                         const std::string& strategy) {
+PlacementGroupPtr CreatePlacementGroup(const std::string& name,
+                                       const std::vector<ResourceMap>& bundles,
+                                       const std::string& strategy) {
   return RequireRuntime().CreatePlacementGroup(name, bundles, strategy);
 }
-PlacementGroupState WaitPlacementGroup(const std::string& id, int64_t timeout_ms) {
-  return RequireRuntime().WaitPlacementGroup(id, timeout_ms);
+const std::string& PlacementGroupIdOf(const PlacementGroupPtr& group) { return group->id; }
+PlacementGroupState WaitPlacementGroup(const PlacementGroupPtr& group, int64_t timeout_ms) {
+  return RequireRuntime().WaitPlacementGroup(group, timeout_ms);
 }
 void RemovePlacementGroup(const std::string& id) { RequireRuntime().RemovePlacementGroup(id); }
 
@@ -43,12 +45,29 @@ const char* StrategyName(PlacementStrategy s) {
 }  // namespace
 
 PlacementGroup CreatePlacementGroup(const PlacementGroupCreationOptions& options) {
-  auto state = detail::CreatePlacementGroup(options.name, options.bundles,
-                                            StrategyName(options.strategy));
+  // What the head would refuse, refused here at once (creation is not awaited).
+  if (options.bundles.empty()) {
+    throw std::invalid_argument("CreatePlacementGroup: a placement group needs at least one bundle");
+  }
+  for (size_t i = 0; i < options.bundles.size(); ++i) {
+    bool any = false;
+    for (const auto& [name, amount] : options.bundles[i]) {
+      if (!std::isfinite(amount) || amount < 0) {
+        throw std::invalid_argument("CreatePlacementGroup: bundle " + std::to_string(i) +
+                                    ": invalid amount of \"" + name + "\"");
+      }
+      any = any || amount > 0;
+    }
+    if (!any) {
+      throw std::invalid_argument("CreatePlacementGroup: bundle " + std::to_string(i) +
+                                  " is empty: every bundle must reserve some resource");
+    }
+  }
   PlacementGroup group;
-  group.id_ = state.id;
-  group.state_ = state.state;
-  group.reason_ = state.reason;
+  group.core_ = detail::CreatePlacementGroup(options.name, options.bundles,
+                                             StrategyName(options.strategy));
+  group.id_ = detail::PlacementGroupIdOf(group.core_);
+  group.state_ = "PENDING";
   group.bundles_ = options.bundles.size();
   return group;
 }
@@ -56,7 +75,7 @@ PlacementGroup CreatePlacementGroup(const PlacementGroupCreationOptions& options
 bool PlacementGroup::Wait(int timeout_seconds) {
   if (id_.empty()) throw std::logic_error("PlacementGroup::Wait on a group never created");
   if (state_ != "CREATED") {
-    auto state = detail::WaitPlacementGroup(id_, int64_t{timeout_seconds} * 1000);
+    auto state = detail::WaitPlacementGroup(core_, int64_t{timeout_seconds} * 1000);
     state_ = state.state;
     reason_ = state.reason;
   }

@@ -1240,33 +1240,59 @@ PlacementGroupState StateOf(const protocol::PlacementGroupInfo& info) {
 }
 }  // namespace
 
-PlacementGroupState Runtime::CreatePlacementGroup(const std::string& name,
-                                                  const std::vector<ResourceMap>& bundles,
-                                                  const std::string& strategy) {
+PlacementGroupPtr Runtime::CreatePlacementGroup(const std::string& name,
+                                                const std::vector<ResourceMap>& bundles,
+                                                const std::string& strategy) {
+  auto core = std::make_shared<PlacementGroupCore>();
+  core->id = RandomHex(12);
   protocol::CreatePlacementGroupRequest req;
   req.job_id = config_.job_id;
   req.name = name;
   req.strategy = strategy;
   req.bundles = bundles;
-  auto reply = CallHeadSync<protocol::CreatePlacementGroupReply>(req, 10000);
-  if (!reply.ok()) {
-    if (reply.status().code() == StatusCode::kInvalidArgument) {
-      throw std::invalid_argument("CreatePlacementGroup: " + reply.status().message());
-    }
-    throw std::runtime_error("CreatePlacementGroup: " + reply.status().message());
-  }
-  return StateOf(reply->group);
+  req.placement_group_id = core->id;
+  PostOrdered([this, req = std::move(req), core] {
+    CallHead<protocol::CreatePlacementGroupReply>(
+        req, [core](Result<protocol::CreatePlacementGroupReply> r) {
+          std::lock_guard<std::mutex> lock(core->mu);
+          core->answered = true;
+          if (r.ok()) {
+            core->state = StateOf(r->group);
+          } else {
+            core->error = r.status();
+          }
+          core->cv.notify_all();
+        });
+  });
+  return core;
 }
 
-PlacementGroupState Runtime::WaitPlacementGroup(const std::string& id, int64_t timeout_ms) {
+PlacementGroupState Runtime::WaitPlacementGroup(const PlacementGroupPtr& group,
+                                                int64_t timeout_ms) {
+  PlacementGroupState created;
+  {
+    std::unique_lock<std::mutex> lock(group->mu);
+    if (!group->cv.wait_for(lock, std::chrono::milliseconds(std::max<int64_t>(timeout_ms, 0) + 10000),
+                            [&] { return group->answered; })) {
+      throw std::runtime_error("PlacementGroup::Wait: the head did not answer the creation");
+    }
+    if (!group->error.ok()) {
+      if (group->error.code() == StatusCode::kInvalidArgument) {
+        throw std::invalid_argument("CreatePlacementGroup: " + group->error.message());
+      }
+      throw std::runtime_error("CreatePlacementGroup: " + group->error.message());
+    }
+    created = group->state;
+  }
+  if (created.state != "PENDING") return created;
   protocol::WaitPlacementGroupRequest req;
-  req.placement_group_id = id;
+  req.placement_group_id = group->id;
   req.timeout_ms = std::max<int64_t>(timeout_ms, 0);
   // The head answers by the deadline (its tick); the slack covers the trip.
   auto reply = CallHeadSync<protocol::WaitPlacementGroupReply>(req, req.timeout_ms + 10000);
   if (!reply.ok()) {
     if (reply.status().code() == StatusCode::kNotFound) {
-      return PlacementGroupState{id, "REMOVED", reply.status().message()};
+      return PlacementGroupState{group->id, "REMOVED", reply.status().message()};
     }
     throw std::runtime_error("PlacementGroup::Wait: " + reply.status().message());
   }

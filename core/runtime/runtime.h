@@ -89,10 +89,10 @@ class Runtime {
   ActorPtr DeserializeActor(const std::string& bytes);
 
   // Placement groups (through the head).
-  PlacementGroupState CreatePlacementGroup(const std::string& name,
-                                           const std::vector<ResourceMap>& bundles,
-                                           const std::string& strategy);
-  PlacementGroupState WaitPlacementGroup(const std::string& id, int64_t timeout_ms);
+  PlacementGroupPtr CreatePlacementGroup(const std::string& name,
+                                         const std::vector<ResourceMap>& bundles,
+                                         const std::string& strategy);
+  PlacementGroupState WaitPlacementGroup(const PlacementGroupPtr& group, int64_t timeout_ms);
   void RemovePlacementGroup(const std::string& id);
 
   ObjectHandle Put(std::string bytes);
@@ -248,6 +248,16 @@ Runtime* CurrentRuntime();
 // The runtime, starting it in a worker process on first use. Throws
 // std::runtime_error with advice when rayx::Init was not called.
 Runtime& RequireRuntime();
+
+// The answer to a placement group's creation, filled in by the I/O thread.
+struct PlacementGroupCore {
+  std::string id;
+  std::mutex mu;
+  std::condition_variable cv;
+  bool answered = false;
+  Status error;
+  PlacementGroupState state;
+};
 
 // Serves tasks in a worker process; never returns.
 [[noreturn]] void RunWorker();

@@ -84,8 +84,16 @@ Result<protocol::PlacementGroupInfo> PlacementGroupManager::Create(
                                      "}: a share of a GPU must be below 1; more must be whole");
     }
   }
+  if (!req.placement_group_id.empty() &&
+      (req.placement_group_id.size() > 64 || groups_.count(req.placement_group_id))) {
+    return Status::InvalidArgument("placement group id '" + req.placement_group_id.substr(0, 64) +
+                                   "' is taken or too long");
+  }
   Group group;
-  group.info.placement_group_id = NodeId::FromRandom().Hex().substr(0, 24);
+  // The caller may choose the id (so it can create without waiting).
+  group.info.placement_group_id = req.placement_group_id.empty()
+                                      ? NodeId::FromRandom().Hex().substr(0, 24)
+                                      : req.placement_group_id;
   group.info.name = req.name;
   group.info.job_id = req.job_id;
   group.info.strategy = req.strategy;
@@ -96,9 +104,13 @@ Result<protocol::PlacementGroupInfo> PlacementGroupManager::Create(
   std::string id = group.info.placement_group_id;
   auto& stored = groups_[id] = std::move(group);
   if (!TryPlace(stored, /*explain=*/true)) pending_.push_back(id);
-  RAYX_LOG(Info) << "placement group " << id.substr(0, 8) << " " << stored.info.strategy << " "
-                 << GroupShape(stored.info) << ": " << stored.info.state
-                 << (stored.info.reason.empty() ? "" : " (" + stored.info.reason + ")");
+  // Routine creations and removals are not logged (rayx list shows them): a
+  // log line each would cost more than placing the group.
+  if (stored.info.state != "CREATED") {
+    RAYX_LOG(Info) << "placement group " << id.substr(0, 8) << " " << stored.info.strategy << " "
+                   << GroupShape(stored.info) << ": " << stored.info.state << " ("
+                   << stored.info.reason << ")";
+  }
   return stored.info;
 }
 
@@ -330,7 +342,6 @@ bool PlacementGroupManager::Remove(const std::string& group_id) {
   std::erase(pending_, group_id);
   groups_.erase(it);
   AnswerWaiters(group_id);
-  RAYX_LOG(Info) << "placement group " << group_id.substr(0, 8) << " removed";
   return true;
 }
 

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstddef>
+#include <memory>
 #include <string>
 #include <variant>
 #include <vector>
@@ -10,6 +11,9 @@
 #include "rayx/resources.h"
 
 namespace rayx {
+namespace detail {
+struct PlacementGroupCore;
+}
 
 // How a placement group's bundles are spread over nodes.
 enum class PlacementStrategy {
@@ -47,10 +51,12 @@ class PlacementGroup {
   friend PlacementGroup CreatePlacementGroup(const PlacementGroupCreationOptions& options);
   std::string id_, state_, reason_;
   size_t bundles_ = 0;
+  std::shared_ptr<detail::PlacementGroupCore> core_;
 };
 
-// Asks the head to reserve the group; returns at once (Wait for it). Throws
-// std::invalid_argument for no bundles, an empty bundle or a bad amount.
+// Asks the head to reserve the group and returns at once, without waiting for
+// the head (Wait for it). Throws std::invalid_argument for no bundles, an empty
+// bundle or a bad amount.
 PlacementGroup CreatePlacementGroup(const PlacementGroupCreationOptions& options);
 // Frees the group's bundles and stops the tasks and actors placed in it.
 // Returns without waiting for the head.

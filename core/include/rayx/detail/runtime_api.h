@@ -59,10 +59,17 @@ struct ActorOptions {
 struct PlacementGroupState {
   std::string id, state, reason;
 };
-PlacementGroupState CreatePlacementGroup(const std::string& name,
-                                         const std::vector<ResourceMap>& bundles,
-                                         const std::string& strategy);
-PlacementGroupState WaitPlacementGroup(const std::string& id, int64_t timeout_ms);
+// Shared by a PlacementGroup handle and the runtime: the creation's answer.
+struct PlacementGroupCore;
+using PlacementGroupPtr = std::shared_ptr<PlacementGroupCore>;
+// Sends the creation without waiting for the head (the id is chosen here).
+PlacementGroupPtr CreatePlacementGroup(const std::string& name,
+                                       const std::vector<ResourceMap>& bundles,
+                                       const std::string& strategy);
+const std::string& PlacementGroupIdOf(const PlacementGroupPtr& group);
+// Waits for the creation's answer, then (when pending) up to `timeout_ms` for
+// the group to be placed.
+PlacementGroupState WaitPlacementGroup(const PlacementGroupPtr& group, int64_t timeout_ms);
 void RemovePlacementGroup(const std::string& id);
 
 ObjectHandle SubmitTask(const std::string& function, std::vector<Arg> args,

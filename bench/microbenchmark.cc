@@ -509,11 +509,11 @@ void PrintTable(const std::vector<Metric>& metrics) {
     if (m.name == "zmq_req_rep_roundtrip" && m.ran) zmq_floor = &m;
   }
   std::cout << "\n"
-            << Pad("metric", 29) << Pad("unit", 11) << Pad("median", 12, true)
+            << Pad("metric", 32) << Pad("unit", 11) << Pad("median", 12, true)
             << Pad("min", 12, true) << Pad("max", 12, true) << "   target / verdict\n"
             << std::string(120, '-') << "\n";
   for (const auto& m : metrics) {
-    std::cout << Pad(m.name, 29) << Pad(m.unit, 11);
+    std::cout << Pad(m.name, 32) << Pad(m.unit, 11);
     if (!m.ran) {
       std::cout << "FAILED: " << m.error << "\n";
       continue;
@@ -547,7 +547,7 @@ void PrintTable(const std::vector<Metric>& metrics) {
   std::cout << "\nper-run values (" << "warm-up excluded):\n";
   for (const auto& m : metrics) {
     if (!m.ran) continue;
-    std::cout << "  " << Pad(m.name, 29);
+    std::cout << "  " << Pad(m.name, 32);
     for (double v : m.stats.runs) std::cout << " " << Fmt(v, m.unit);
     std::cout << "\n";
   }

@@ -44,6 +44,7 @@ def main():
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--duration", type=float, default=1.0)
     parser.add_argument("--num-cpus", type=int, default=2)
+    parser.add_argument("--only", default="", help="run only metrics whose name contains this")
     args = parser.parse_args()
     ray.init(num_cpus=args.num_cpus, include_dashboard=False, log_to_driver=False)
 
@@ -85,6 +86,29 @@ def main():
         ray.put(big)
         return big.nbytes / 1e9
 
+    from ray.util.placement_group import placement_group, remove_placement_group
+
+    def pg_create_removal():
+        # As rayx's: 100 groups of one small bundle, created, waited for, removed.
+        groups = [placement_group([{"CPU": 0.01}], strategy="PACK") for _ in range(100)]
+        ray.get([g.ready() for g in groups])
+        for g in groups:
+            remove_placement_group(g)
+        return 100
+
+    @ray.remote(num_cpus=0)
+    class Small:
+        def ping(self):
+            return 1
+
+    def actor_creation():
+        # As rayx's: 16 actors created and answering their first call, then killed.
+        actors = [Small.remote() for _ in range(16)]
+        assert sum(ray.get([a.ping.remote() for a in actors])) == 16
+        for a in actors:
+            ray.kill(a)
+        return 16
+
     metrics = {
         "single_client_tasks_sync": tasks_sync,
         "single_client_tasks_async": tasks_async,
@@ -93,10 +117,14 @@ def main():
         "single_client_put_calls": put_calls,
         "single_client_get_calls": get_calls,
         "single_client_put_gigabytes": put_gigabytes,
+        "placement_group_create/removal": pg_create_removal,
+        "actor_creation": actor_creation,
     }
     print(f"ray {ray.__version__}, {args.num_cpus} CPUs, {args.runs} runs of ~{args.duration}s")
     print(f"{'metric':32} {'median':>12} {'min':>12} {'max':>12}")
     for name, fn in metrics.items():
+        if args.only not in name:
+            continue
         fn()  # warm up
         rates = [rate(fn, args.duration) for _ in range(args.runs)]
         print(f"{name:32} {statistics.median(rates):12.1f} {min(rates):12.1f} {max(rates):12.1f}")

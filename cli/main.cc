@@ -216,7 +216,7 @@ int Start(const std::vector<std::string>& args) {
   std::string node_ip = f.node_ip;
 
   if (f.head) {
-    if (f.token.empty()) f.token = detail::RandomHex(16);
+    if (f.token.empty()) f.token = detail::SecureRandomHex(16);
     if (node_ip.empty()) node_ip = DefaultNodeIp();
     std::vector<std::string> argv = {bin + "/rayx-head",
                                      "--port", std::to_string(f.port),

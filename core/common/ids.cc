@@ -5,8 +5,32 @@
 
 namespace rayx::detail {
 
+namespace {
+const char* kDigits = "0123456789abcdef";
+}  // namespace
+
 std::string RandomHex(size_t bytes) {
-  static const char* kDigits = "0123456789abcdef";
+  // Ids are made often (one per placement group, actor, node): a per-thread
+  // generator seeded once from the OS, not a device read per byte.
+  thread_local std::mt19937_64 gen = [] {
+    std::random_device rd;
+    std::seed_seq seq{rd(), rd(), rd(), rd(), rd(), rd(), rd(), rd()};
+    return std::mt19937_64(seq);
+  }();
+  std::string out;
+  out.reserve(bytes * 2);
+  uint64_t word = 0;
+  for (size_t i = 0; i < bytes; ++i) {
+    if (i % 8 == 0) word = gen();
+    unsigned v = static_cast<unsigned>(word & 0xff);
+    word >>= 8;
+    out += kDigits[v >> 4];
+    out += kDigits[v & 0xf];
+  }
+  return out;
+}
+
+std::string SecureRandomHex(size_t bytes) {
   std::random_device rd;  // /dev/urandom on Linux
   std::string out;
   out.reserve(bytes * 2);

@@ -14,8 +14,11 @@
 namespace rayx {
 
 namespace detail {
-// 16 random bytes as 32 lowercase hex digits, from the OS's random source.
+// `bytes` random bytes as lowercase hex, from a per-thread generator seeded by the OS.
 std::string RandomHex(size_t bytes);
+// Like RandomHex, each byte from the operating system's entropy source: for
+// secrets (cluster tokens). Slower; ids use RandomHex.
+std::string SecureRandomHex(size_t bytes);
 bool IsLowerHex(std::string_view s);
 }  // namespace detail
 

@@ -14,6 +14,9 @@
 
 #include "common/address.h"
 #include "protocol/codec.h"
+#include "protocol/job_messages.h"
+#include "protocol/placement_messages.h"
+#include "protocol/process_messages.h"
 #include "transport/message.h"
 #include "util/local_cluster.h"
 
@@ -173,6 +176,75 @@ TEST(HostileInput, HeadSurvivesGarbageAndKeepsServing) {
   EXPECT_NE(log.find("too many rejected messages"), std::string::npos) << log;
   EXPECT_NE(log.find("rejected-message log lines; the latest:"), std::string::npos) << log;
   EXPECT_LT(std::count(log.begin(), log.end(), '\n'), 500) << "the flood was logged line by line";
+}
+
+// The job, package, placement group and process messages refuse what they must
+// (no token, not registered, bad hashes, oversized packages) and the agent's
+// object server serves only logs it knows.
+TEST(HostileInput, JobPackageGroupAndLogRequestsAreChecked) {
+  auto started = LocalCluster::Start();
+  ASSERT_TRUE(started.ok()) << started.status();
+  auto& cluster = **started;
+  using protocol::MessageType;
+  auto type = [](MessageType t) { return static_cast<uint16_t>(t); };
+  RawPeer peer(cluster.address());
+  protocol::SubmitJobRequest submit;
+  submit.token = "wrong";
+  submit.entrypoint = {"true"};
+  ExpectErrorReply(peer, {Envelope(type(MessageType::kSubmitJobRequest), 1), protocol::Encode(submit)},
+                   StatusCode::kUnauthenticated);
+  protocol::PutPackageRequest put;
+  put.token = cluster.token();
+  put.hash = "../../etc/passwd";
+  put.total_size = 4;
+  ExpectErrorReply(peer, {Envelope(type(MessageType::kPutPackageRequest), 2), protocol::Encode(put), "data"},
+                   StatusCode::kInvalidArgument);
+  put.hash = std::string(64, 'a');
+  put.total_size = uint64_t{1} << 40;  // over the limit
+  ExpectErrorReply(peer, {Envelope(type(MessageType::kPutPackageRequest), 3), protocol::Encode(put), "data"},
+                   StatusCode::kInvalidArgument);
+  put.total_size = 8;
+  put.offset = 4;  // does not follow what was received
+  ExpectErrorReply(peer, {Envelope(type(MessageType::kPutPackageRequest), 4), protocol::Encode(put), "data"},
+                   StatusCode::kInvalidArgument);
+  protocol::GetPackageRequest get;
+  get.hash = std::string(64, 'a');
+  ExpectErrorReply(peer, {Envelope(type(MessageType::kGetPackageRequest), 5), protocol::Encode(get)},
+                   StatusCode::kUnauthenticated);
+  protocol::CreatePlacementGroupRequest group;
+  group.bundles = {{{"CPU", 1}}};
+  ExpectErrorReply(peer, {Envelope(type(MessageType::kCreatePlacementGroupRequest), 6), protocol::Encode(group)},
+                   StatusCode::kUnauthenticated);
+  protocol::ProcessExitedNotice exited;
+  exited.lease_id = "x";
+  ExpectErrorReply(peer, {Envelope(type(MessageType::kProcessExitedNotice), 7), protocol::Encode(exited)},
+                   StatusCode::kUnauthenticated);
+  protocol::ListStateRequest list;
+  list.token = "wrong";
+  ExpectErrorReply(peer, {Envelope(type(MessageType::kListStateRequest), 8), protocol::Encode(list)},
+                   StatusCode::kUnauthenticated);
+
+  // The agent's object server: unknown logs are refused, garbage is dropped.
+  auto status = cluster.GetStatus();
+  ASSERT_TRUE(status.ok()) << status.status();
+  std::string objects = status->nodes.at(0).object_address;
+  ASSERT_EQ(objects.rfind("tcp://", 0), 0u) << objects;
+  RawPeer agent(objects.substr(6));
+  for (int i = 0; i < 50; ++i) agent.Send({"\xc1garbage", "\xff"});
+  protocol::ReadLogRequest read;
+  read.lease_id = "../../etc/passwd";
+  ExpectErrorReply(agent, {Envelope(type(MessageType::kReadLogRequest), 9), protocol::Encode(read)},
+                   StatusCode::kNotFound);
+  // Still serving: a port is reserved.
+  agent.Send({Envelope(type(MessageType::kReservePortRequest), 10),
+              protocol::Encode(protocol::ReservePortRequest{})});
+  auto reply = agent.Receive(5000);
+  ASSERT_EQ(reply.size(), 2u);
+  auto port = protocol::Decode<protocol::ReservePortReply>(reply[1]);
+  ASSERT_TRUE(port.ok());
+  EXPECT_GT(port->port, 0u);
+  // And the head still answers.
+  EXPECT_TRUE(cluster.GetStatus().ok());
 }
 
 }  // namespace

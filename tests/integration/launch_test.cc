@@ -284,6 +284,25 @@ TEST_F(Launch, SigtermStopsEveryRankOnEveryNode) {
   EXPECT_TRUE(AllPidsGone(work_dir_ + "/pids", 4, 10000));
 }
 
+TEST_F(Launch, ALaunchKilledOutrightTakesItsRanksWithIt) {
+  StartTwoNodes();
+  std::string pids = work_dir_ + "/pids";
+  auto bg = Background::Start(
+      LaunchArgs({"--nnodes", "2", "--nproc-per-node", "1"},
+                 {"sh", "-c", "echo $$ > " + pids + "/rank$RANK.pid; exec sleep 600"}),
+      work_dir_);
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (std::chrono::steady_clock::now() < deadline &&
+         std::distance(fs::directory_iterator(pids), fs::directory_iterator()) < 2) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  // SIGKILL: no chance to clean up. The head ends the job when its
+  // heartbeats stop, and with it every rank.
+  ::kill(bg.pid, SIGKILL);
+  EXPECT_EQ(bg.Wait(10000), 128 + SIGKILL);
+  EXPECT_TRUE(AllPidsGone(pids, 2, 20000));
+}
+
 TEST_F(Launch, SaysWhatIsMissingWhenTheRanksCannotFit) {
   StartTwoNodes();
   // Three nodes asked, two exist.

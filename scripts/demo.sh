@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Installs dependencies, builds, and runs the demo: a local cluster of a head and
 # two node agents (one with 2 fake GPUs), shown by `rayx status`; the quickstart
-# job (tasks, an actor, objects) runs on it; a node is killed and detected dead;
+# job (tasks, an actor, objects) runs on it, a torchrun-style command runs with
+# `rayx launch`, the quickstart runs again as a submitted job; a node is killed
+# and detected dead;
 # everything is stopped with `rayx stop`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -30,6 +32,18 @@ step "a real job: examples/quickstart runs tasks and an actor on the cluster"
 RAYX_TEMP_DIR="$tmp" ./build/bin/rayx-quickstart
 echo "(the job's workers are gone and its resources free again:)"
 "$rayx" status --temp-dir "$tmp" | sed -n '/Total Usage/,/tpu/p'
+
+step "rayx launch: a torchrun-style command as 3 nodes x 1 process, with torchrun's environment"
+"$rayx" launch --temp-dir "$tmp" --nnodes 3 --nproc-per-node 1 -- \
+  sh -c 'echo "RANK=$RANK WORLD_SIZE=$WORLD_SIZE NODE_RANK=$NODE_RANK MASTER=$MASTER_ADDR:$MASTER_PORT"'
+
+step "rayx job submit: the quickstart as a job the cluster runs and keeps"
+jobdir="$tmp/quickstart-job"
+mkdir -p "$jobdir/bin" "$jobdir/lib"
+cp ./build/bin/rayx-quickstart "$jobdir/bin/"
+cp -L ./build/lib/librayx.so.0 "$jobdir/lib/"
+"$rayx" job submit --temp-dir "$tmp" --working-dir "$jobdir" --submission-id demo -- ./bin/rayx-quickstart
+"$rayx" job list --temp-dir "$tmp"
 
 step "SIGKILL one node agent: the head declares it dead within 2 s"
 victim=$(cat "$(ls -d "$tmp"/session_* | sort | tail -1)/pids/agent.pid" | cut -d' ' -f1)

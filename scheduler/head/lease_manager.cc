@@ -116,56 +116,13 @@ void LeaseManager::ReplyError(const std::string& peer, uint64_t request_id, cons
 
 void LeaseManager::RequestLease(const std::string& peer, uint64_t request_id,
                                 const protocol::RequestLeaseRequest& req) {
-  std::string why;
-  static const std::set<std::string> kStrategies = {"", "DEFAULT", "SPREAD", "NODE_AFFINITY"};
-  if (!kStrategies.count(req.strategy)) {
-    ReplyError(peer, request_id,
-               Status::InvalidArgument("unknown scheduling strategy '" + req.strategy +
-                                       "': use DEFAULT, SPREAD or NODE_AFFINITY"));
-    return;
-  }
-  if (req.strategy == "NODE_AFFINITY" && !req.affinity_soft) {
-    auto node = NodeId::FromHex(req.affinity_node_id);
-    const NodeInfo* info = node.ok() ? nodes_.FindAlive(*node) : nullptr;
-    if (info == nullptr) {
+  for (const auto& [name, amount] : req.resources) {
+    if (!std::isfinite(amount) || amount < 0) {
       ReplyError(peer, request_id,
-                 Status::InvalidArgument("infeasible: node affinity to node '" +
-                                         req.affinity_node_id +
-                                         "', which is not an alive node (use a soft affinity "
-                                         "to fall back to other nodes)"));
+                 Status::InvalidArgument("invalid amount of \"" + name + "\": " +
+                                         std::to_string(amount)));
       return;
     }
-    if (!NodeTable::Fits(info->total, req.resources)) {
-      ReplyError(peer, request_id,
-                 Status::InvalidArgument("infeasible: " + ShapeKey(req.resources) +
-                                         " never fits node " + info->address + " (" +
-                                         ShapeKey(info->total) + " in all)"));
-      return;
-    }
-  }
-  if (!req.label_selector.empty()) {
-    bool any = false;
-    for (const NodeId& id : nodes_.AliveInOrder()) {
-      const NodeInfo* info = nodes_.FindAlive(id);
-      bool match = info != nullptr;
-      for (const auto& [k, v] : req.label_selector) {
-        match = match && info->labels.count(k) && info->labels.at(k) == v;
-      }
-      if (match && NodeTable::Fits(info->total, req.resources)) any = true;
-    }
-    if (!any) {
-      std::string labels;
-      for (const auto& [k, v] : req.label_selector) labels += (labels.empty() ? "" : ",") + k + "=" + v;
-      ReplyError(peer, request_id,
-                 Status::InvalidArgument("infeasible: no alive node with labels " + labels +
-                                         " can hold " + ShapeKey(req.resources)));
-      return;
-    }
-  }
-  if (req.placement_group_id.empty() && !nodes_.AnyNodeCouldFit(req.resources, &why)) {
-    ReplyError(peer, request_id,
-               Status::InvalidArgument("infeasible: " + ShapeKey(req.resources) + " " + why));
-    return;
   }
   auto gpu = req.resources.find(kGpu);
   if (gpu != req.resources.end() && gpu->second > 1 && gpu->second != std::floor(gpu->second)) {
@@ -175,23 +132,42 @@ void LeaseManager::RequestLease(const std::string& peer, uint64_t request_id,
                                        "more than 1 must be a whole number of devices"));
     return;
   }
-  for (const auto& [name, amount] : req.resources) {
-    if (!std::isfinite(amount) || amount < 0) {
-      ReplyError(peer, request_id,
-                 Status::InvalidArgument("invalid amount of \"" + name + "\": " +
-                                         std::to_string(amount)));
-      return;
-    }
+  static const std::set<std::string> kStrategies = {"", "DEFAULT", "SPREAD", "NODE_AFFINITY"};
+  if (!kStrategies.count(req.strategy)) {
+    ReplyError(peer, request_id,
+               Status::InvalidArgument("unknown scheduling strategy '" + req.strategy +
+                                       "': use DEFAULT, SPREAD or NODE_AFFINITY"));
+    return;
+  }
+  if (req.strategy == "NODE_AFFINITY" && !NodeId::FromHex(req.affinity_node_id).ok()) {
+    ReplyError(peer, request_id,
+               Status::InvalidArgument("node affinity: '" + req.affinity_node_id.substr(0, 64) +
+                                       "' is not a node id (the 32 hex digits `rayx list "
+                                       "nodes` shows)"));
+    return;
   }
   Pending pending{peer, request_id, req};
+  std::optional<NodeId> decided;
+  if (req.placement_group_id.empty()) {
+    // One policy decision, logarithmic in the node count, says both whether
+    // the request could ever fit and where it goes now.
+    auto decision = Decide(req);
+    if (const auto* infeasible = std::get_if<policy::Infeasible>(&decision)) {
+      ReplyError(peer, request_id,
+                 Status::InvalidArgument("infeasible: " + ShapeKey(req.resources) + " " +
+                                         infeasible->reason));
+      return;
+    }
+    if (const auto* scheduled = std::get_if<policy::Scheduled>(&decision)) {
+      decided = scheduled->node;
+    }
+  }
   // A request that fits now is granted now, even when others of other shapes wait.
-  if (TryGrant(pending)) return;
+  if (TryGrant(pending, decided)) return;
   pending_.push_back(std::move(pending));
 }
 
-std::optional<NodeId> LeaseManager::ChooseNode(const protocol::RequestLeaseRequest& req) {
-  // The policy library decides (hybrid by default, SPREAD, node affinity,
-  // label selectors) in time logarithmic in the node count.
+policy::SchedulingDecision LeaseManager::Decide(const protocol::RequestLeaseRequest& req) {
   policy::SchedulingRequest request;
   request.demand = req.resources;
   request.label_selector = req.label_selector;
@@ -199,15 +175,12 @@ std::optional<NodeId> LeaseManager::ChooseNode(const protocol::RequestLeaseReque
     request.strategy = policy::SpreadStrategy{};
   } else if (req.strategy == "NODE_AFFINITY") {
     auto node = NodeId::FromHex(req.affinity_node_id);
-    if (!node.ok()) return std::nullopt;
-    request.strategy = policy::NodeAffinityStrategy{*node, req.affinity_soft};
+    if (node.ok()) request.strategy = policy::NodeAffinityStrategy{*node, req.affinity_soft};
   }
-  auto decision = policy_.Schedule(nodes_.view(), request);
-  if (const auto* scheduled = std::get_if<policy::Scheduled>(&decision)) return scheduled->node;
-  return std::nullopt;
+  return policy_.Schedule(nodes_.view(), request);
 }
 
-bool LeaseManager::TryGrant(Pending& pending) {
+bool LeaseManager::TryGrant(Pending& pending, std::optional<NodeId> decided) {
   auto job = jobs_.find(pending.req.job_id);
   if (job == jobs_.end() || job->second.finished) return false;
   std::optional<NodeId> node;
@@ -229,7 +202,12 @@ bool LeaseManager::TryGrant(Pending& pending) {
       return false;
     }
   } else {
-    node = ChooseNode(pending.req);
+    if (decided) {
+      node = decided;
+    } else {
+      auto decision = Decide(pending.req);
+      if (const auto* scheduled = std::get_if<policy::Scheduled>(&decision)) node = scheduled->node;
+    }
     if (!node) return false;
     if (!agent_peers_.count(*node) || !nodes_.TryAcquire(*node, pending.req.resources, &gpu_ids)) {
       return false;

@@ -130,9 +130,11 @@ class LeaseManager {
   // not fit now does not block those behind it of another shape.
   void SchedulePending();
   // False when it must wait; true when granted or answered with an error.
-  bool TryGrant(Pending& pending);
-  // The node for a request outside placement groups, by its strategy.
-  std::optional<NodeId> ChooseNode(const protocol::RequestLeaseRequest& req);
+  // `decided`: the node the policy chose for it just now, if any.
+  bool TryGrant(Pending& pending, std::optional<NodeId> decided = std::nullopt);
+  // The policy's decision for a request outside placement groups: where it
+  // goes now, or why it must wait, or why it can never run.
+  policy::SchedulingDecision Decide(const protocol::RequestLeaseRequest& req);
   void EndLease(const std::string& lease_id, bool kill_worker);
   void ReplyError(const std::string& peer, uint64_t request_id, const Status& status);
 

@@ -118,16 +118,6 @@ void PumpOutput(ClusterClient& client, std::vector<Rank>& ranks, bool final_pass
 
 }  // namespace
 
-std::string ShapeKeyForPrint(const ResourceMap& resources) {
-  std::string out = "{";
-  for (const auto& [name, amount] : resources) {
-    if (amount <= 0) continue;
-    if (out.size() > 1) out += ", ";
-    out += name + ": " + FormatAmount(amount);
-  }
-  return out + "}";
-}
-
 int LaunchCommand(const std::vector<std::string>& all_args) {
   // Flags before "--", the command after it.
   std::vector<std::string> args, command;
@@ -234,7 +224,7 @@ int LaunchCommand(const std::vector<std::string>& all_args) {
     wait.placement_group_id = group_id;
     wait.timeout_ms = static_cast<int64_t>(f.wait_s * 1000);
     std::cout << "rayx launch: waiting up to " << f.wait_s << " s for " << nnodes
-              << " node(s) with " << ShapeKeyForPrint(per_node) << " free each...\n"
+              << " node(s) with " << FormatResourceShape(per_node) << " free each...\n"
               << std::flush;
     auto waited = client.Call<protocol::WaitPlacementGroupReply>(wait, wait.timeout_ms + 10000);
     if (!waited.ok()) return Fail(waited.status().message());
@@ -243,7 +233,7 @@ int LaunchCommand(const std::vector<std::string>& all_args) {
   if (group.state != "CREATED") {
     std::string what = std::to_string(world) + " processes (" + std::to_string(nnodes) +
                        " node(s) x " + std::to_string(nproc) + ", each node " +
-                       ShapeKeyForPrint(per_node) + ")";
+                       FormatResourceShape(per_node) + ")";
     return Fail("cannot place " + what + ": " + group.reason +
                 (group.state == "PENDING" && f.wait_s <= 0
                      ? ". Pass --wait SECONDS to wait for them to free up."

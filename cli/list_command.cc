@@ -53,8 +53,8 @@ std::string FormatList(const protocol::ListStateReply& state, const std::string&
       std::string labels;
       for (const auto& [k, v] : n.labels) labels += (labels.empty() ? "" : ",") + k + "=" + v;
       rows.push_back({n.node_id.Hex().substr(0, 12), n.address, n.alive ? "ALIVE" : "DEAD",
-                      n.is_head_node ? "yes" : "", ShapeKeyForPrint(n.total),
-                      n.alive ? ShapeKeyForPrint(n.available) : "-",
+                      n.is_head_node ? "yes" : "", FormatResourceShape(n.total),
+                      n.alive ? FormatResourceShape(n.available) : "-",
                       labels.empty() ? "-" : labels});
     }
   } else if (what == "actors" || what == "workers") {
@@ -64,7 +64,7 @@ std::string FormatList(const protocol::ListStateReply& state, const std::string&
       if (what == "actors" && l.kind != "actor") continue;
       rows.push_back({l.lease_id.substr(0, 12), l.kind, l.actor_name.empty() ? "-" : l.actor_name,
                       l.class_name.empty() ? "-" : l.class_name, l.job_id, l.state,
-                      l.node_address, std::to_string(l.pid), ShapeKeyForPrint(l.resources),
+                      l.node_address, std::to_string(l.pid), FormatResourceShape(l.resources),
                       Join(l.gpu_ids),
                       l.placement_group_id.empty()
                           ? "-"
@@ -77,7 +77,7 @@ std::string FormatList(const protocol::ListStateReply& state, const std::string&
     for (const auto& g : state.placement_groups) {
       std::string bundles;
       for (size_t i = 0; i < g.bundles.size(); ++i) {
-        bundles += (i ? " " : "") + std::to_string(i) + ":" + ShapeKeyForPrint(g.bundles[i]);
+        bundles += (i ? " " : "") + std::to_string(i) + ":" + FormatResourceShape(g.bundles[i]);
         if (i < g.locations.size()) {
           bundles += "@" + g.locations[i].node_address;
           if (!g.locations[i].gpu_ids.empty()) bundles += "(GPU " + Join(g.locations[i].gpu_ids) + ")";

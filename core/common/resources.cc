@@ -176,4 +176,13 @@ std::string FormatBytes(double bytes) {
   return buf;
 }
 
+std::string FormatResourceShape(const ResourceMap& resources) {
+  std::string out = "{";
+  for (const auto& [name, amount] : resources) {
+    if (!(amount > 0)) continue;
+    out += (out.size() > 1 ? ", " : "") + name + ": " + FormatAmount(amount);
+  }
+  return out + "}";
+}
+
 }  // namespace rayx

@@ -154,7 +154,7 @@ void LeaseManager::RequestLease(const std::string& peer, uint64_t request_id,
     auto decision = Decide(req);
     if (const auto* infeasible = std::get_if<policy::Infeasible>(&decision)) {
       ReplyError(peer, request_id,
-                 Status::InvalidArgument("infeasible: " + ShapeKey(req.resources) + " " +
+                 Status::InvalidArgument("infeasible: " + FormatResourceShape(req.resources) + " " +
                                          infeasible->reason));
       return;
     }
@@ -354,7 +354,7 @@ Result<protocol::ActorInfo> LeaseManager::GetActor(const std::string& name) cons
 
 std::map<std::string, int> LeaseManager::PendingShapes() const {
   std::map<std::string, int> out;
-  for (const auto& p : pending_) ++out[ShapeKey(p.req.resources)];
+  for (const auto& p : pending_) ++out[FormatResourceShape(p.req.resources)];
   std::map<std::string, std::string> infeasible;
   groups_.AddDemands(&out, &infeasible);
   return out;

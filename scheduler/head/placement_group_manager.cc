@@ -10,16 +10,6 @@
 
 namespace rayx::scheduler {
 
-std::string ShapeKey(const ResourceMap& resources) {
-  std::string out = "{";
-  for (const auto& [name, amount] : resources) {
-    if (amount <= 0) continue;
-    if (out.size() > 1) out += ", ";
-    out += name + ": " + FormatAmount(amount);
-  }
-  return out + "}";
-}
-
 namespace {
 
 const std::set<std::string> kStrategies = {"PACK", "SPREAD", "STRICT_PACK", "STRICT_SPREAD"};
@@ -30,10 +20,10 @@ std::string GroupShape(const protocol::PlacementGroupInfo& info) {
                            [&](const ResourceMap& b) { return b == info.bundles.front(); });
   std::string shape = "[";
   if (equal && !info.bundles.empty()) {
-    shape += ShapeKey(info.bundles.front()) + " x " + std::to_string(info.bundles.size());
+    shape += FormatResourceShape(info.bundles.front()) + " x " + std::to_string(info.bundles.size());
   } else {
     for (size_t i = 0; i < info.bundles.size(); ++i) {
-      shape += (i ? ", " : "") + ShapeKey(info.bundles[i]);
+      shape += (i ? ", " : "") + FormatResourceShape(info.bundles[i]);
     }
   }
   return shape + "]";
@@ -231,7 +221,7 @@ bool PlacementGroupManager::Infeasible(const Group& group, std::string* why) con
     if (able < bundles.size()) {
       // Not infeasible: a node may join. Say what is missing.
       *why = "STRICT_SPREAD needs " + std::to_string(bundles.size()) + " distinct nodes that can each hold " +
-             ShapeKey(bundles.front()) + "; the cluster has " + std::to_string(able) +
+             FormatResourceShape(bundles.front()) + "; the cluster has " + std::to_string(able) +
              ": waiting for more nodes to join";
       return false;
     }
@@ -243,7 +233,7 @@ std::string PlacementGroupManager::BusyReason(const Group& group) const {
   // "needs 2 nodes with {CPU: 2, GPU: 5} free each; 10.0.0.1 has {CPU: 8, GPU: 3} free, ..."
   const auto& bundles = group.info.bundles;
   std::string need = group.info.strategy == "STRICT_PACK"
-                         ? "needs " + ShapeKey(Sum(bundles)) + " free on one node"
+                         ? "needs " + FormatResourceShape(Sum(bundles)) + " free on one node"
                          : "needs " + std::to_string(bundles.size()) + " bundle(s) " +
                                GroupShape(group.info) + " free" +
                                (group.info.strategy == "STRICT_SPREAD" ? " on distinct nodes" : "");
@@ -264,7 +254,7 @@ std::string PlacementGroupManager::BusyReason(const Group& group) const {
         if (amount > 0) free[name] = node->available.count(name) ? node->available.at(name) : 0;
       }
     }
-    std::string shape = ShapeKey(free);
+    std::string shape = FormatResourceShape(free);
     if (shape == "{}") shape = "none of it";
     have += (shown ? "; " : "") + std::string("node ") + node->address + " (" +
             node->node_id.Short() + ") has " + shape + " free";
@@ -394,9 +384,9 @@ Result<std::optional<PlacementGroupManager::BundleGrant>> PlacementGroupManager:
   }
   if (!could_ever) {
     return Status::InvalidArgument(
-        "infeasible: " + ShapeKey(demand) + " does not fit in " +
+        "infeasible: " + FormatResourceShape(demand) + " does not fit in " +
         (bundle_index >= 0 ? "bundle " + std::to_string(bundle_index) + " " +
-                                 ShapeKey(group.info.bundles[static_cast<size_t>(bundle_index)])
+                                 FormatResourceShape(group.info.bundles[static_cast<size_t>(bundle_index)])
                            : "any bundle of the group " + GroupShape(group.info)) +
         " of placement group " + group_id.substr(0, 8));
   }

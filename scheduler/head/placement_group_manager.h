@@ -120,7 +120,4 @@ class PlacementGroupManager {
   policy::CompositeBundlePolicy policy_;
 };
 
-// "{CPU: 1, GPU: 2}".
-std::string ShapeKey(const ResourceMap& resources);
-
 }  // namespace rayx::scheduler

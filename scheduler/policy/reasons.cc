@@ -5,14 +5,7 @@
 
 namespace rayx::scheduler::policy {
 
-std::string FormatDemand(const ResourceMap& demand) {
-  std::string out = "{";
-  for (const auto& [name, amount] : demand) {
-    if (!(amount > 0)) continue;
-    out += (out.size() > 1 ? ", " : "") + name + ": " + FormatAmount(amount);
-  }
-  return out + "}";
-}
+std::string FormatDemand(const ResourceMap& demand) { return FormatResourceShape(demand); }
 
 std::string CountNodes(size_t n) { return std::to_string(n) + (n == 1 ? " node" : " nodes"); }
 

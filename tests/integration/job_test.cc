@@ -22,15 +22,6 @@ bool Contains(const std::string& haystack, const std::string& needle) {
   return haystack.find(needle) != std::string::npos;
 }
 
-bool PidAlive(pid_t pid) {
-  if (::kill(pid, 0) != 0) return false;
-  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
-  std::string line;
-  std::getline(stat, line);
-  size_t close = line.rfind(')');
-  return close == std::string::npos || line.size() < close + 3 || line[close + 2] != 'Z';
-}
-
 ::testing::AssertionResult GoneWithin(pid_t pid, int64_t timeout_ms) {
   auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
   while (PidAlive(pid)) {

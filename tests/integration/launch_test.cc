@@ -33,16 +33,6 @@ bool HaveTorch() {
   return have;
 }
 
-bool PidAlive(pid_t pid) {
-  if (::kill(pid, 0) != 0) return false;
-  // A zombie (exited, not yet reaped by a parent) counts as gone.
-  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
-  std::string line;
-  std::getline(stat, line);
-  size_t close = line.rfind(')');
-  return close == std::string::npos || line.size() < close + 3 || line[close + 2] != 'Z';
-}
-
 // Waits until none of the pids written into `dir` runs.
 ::testing::AssertionResult AllPidsGone(const std::string& dir, size_t expected, int64_t timeout_ms) {
   std::vector<pid_t> pids;

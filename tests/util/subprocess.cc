@@ -9,6 +9,8 @@
 
 #include <chrono>
 #include <cstring>
+#include <fstream>
+#include <string>
 
 namespace rayx::testing {
 
@@ -73,6 +75,15 @@ CommandResult RunCommand(const std::vector<std::string>& argv,
   waitpid(pid, &status, 0);
   if (!result.timed_out && WIFEXITED(status)) result.exit_code = WEXITSTATUS(status);
   return result;
+}
+
+bool PidAlive(pid_t pid) {
+  if (::kill(pid, 0) != 0) return false;
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  std::getline(stat, line);
+  size_t close = line.rfind(')');
+  return close == std::string::npos || line.size() < close + 3 || line[close + 2] != 'Z';
 }
 
 }  // namespace rayx::testing

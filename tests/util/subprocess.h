@@ -1,6 +1,8 @@
 // Running a command and capturing its output, for tests.
 #pragma once
 
+#include <sys/types.h>
+
 #include <cstdint>
 #include <map>
 #include <string>
@@ -21,5 +23,8 @@ struct CommandResult {
 CommandResult RunCommand(const std::vector<std::string>& argv,
                          const std::map<std::string, std::string>& env = {},
                          int64_t timeout_ms = 60000);
+
+// True while `pid` runs; a zombie (exited, not yet reaped) counts as gone.
+bool PidAlive(pid_t pid);
 
 }  // namespace rayx::testing

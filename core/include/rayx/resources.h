@@ -34,6 +34,9 @@ Result<LabelMap> ParseLabels(std::string_view text);
 // "CPU: 2/5, GPU: 0/2" style amount, trimming needless decimals ("4", "0.25").
 std::string FormatAmount(double amount);
 
+// A demand or bundle for messages: "{CPU: 1, GPU: 0.5}" (zero amounts left out).
+std::string FormatResourceShape(const ResourceMap& resources);
+
 // Memory in human units: "1.5 GiB".
 std::string FormatBytes(double bytes);
 

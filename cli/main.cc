@@ -18,6 +18,7 @@
 #include "rayx/ids.h"
 #include "rayx/version.h"
 #include "common/session_dir.h"
+#include "cluster_client.h"
 #include "job_command.h"
 #include "launch_command.h"
 #include "list_command.h"
@@ -384,28 +385,14 @@ int StatusCommand(const std::vector<std::string>& args) {
     std::cout << "usage: rayx status [FLAGS]\n" << flags.Usage();
     return 0;
   }
-  if (address.empty()) {
-    if (const char* a = std::getenv("RAYX_ADDRESS")) address = a;
+  auto cluster = ResolveCluster(address, token, temp_dir);
+  if (!cluster.ok()) {
+    // A malformed address or a missing token is a usage error; no cluster is not.
+    bool usage = cluster.status().code() == StatusCode::kInvalidArgument;
+    return Fail("status", cluster.status().message(), usage ? 2 : 1);
   }
-  if (token.empty()) {
-    if (const char* t = std::getenv("RAYX_TOKEN")) token = t;
-  }
-  if (address.empty()) {
-    auto local = FindLocalCluster(temp_dir);
-    if (!local.ok()) return Fail("status", local.status().message());
-    address = local->address;
-    if (token.empty()) token = local->token;
-  }
-  auto hp = ParseHostPort(address, kDefaultHeadPort);
-  if (!hp.ok()) return Fail("status", hp.status().message(), 2);
-  address = hp->ToString();
-  if (token.empty()) {
-    if (auto t = FindTokenFor(temp_dir, address)) token = *t;
-  }
-  if (token.empty()) {
-    return Fail("status", "no cluster token for " + address +
-                              ": pass --token (printed by `rayx start --head`) or set RAYX_TOKEN", 2);
-  }
+  address = cluster->first;
+  token = cluster->second;
   auto status = QueryClusterStatus(address, token, timeout_ms);
   if (!status.ok()) return Fail("status", status.status().message());
   std::cout << FormatClusterStatus(*status, address, SystemClock().WallMs(), verbose);

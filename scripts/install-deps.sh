@@ -7,7 +7,8 @@ set -euo pipefail
 packages=(
   build-essential cmake ninja-build pkg-config git
   libzmq3-dev cppzmq-dev libsodium-dev libmsgpack-cxx-dev libboost-dev
-  libgtest-dev libgmock-dev libbenchmark-dev
+  libgtest-dev libgmock-dev libbenchmark-dev ccache
+  libgloo-dev libsqlite3-dev                 # CPU collectives; the head's tables
   iproute2 procps
   python3 python3-torch python3-numpy  # real PyTorch for the rayx launch tests
 )

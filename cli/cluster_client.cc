@@ -220,7 +220,7 @@ Result<std::pair<std::string, std::string>> ResolveCluster(std::string address, 
     if (const char* t = std::getenv("RAYX_TOKEN")) token = t;
   }
   if (address.empty()) {
-    auto local = FindLocalCluster(temp_dir);
+    auto local = detail::FindLocalCluster(temp_dir);
     if (!local.ok()) return local.status();
     address = local->address;
     if (token.empty()) token = local->token;
@@ -229,7 +229,7 @@ Result<std::pair<std::string, std::string>> ResolveCluster(std::string address, 
   if (!hp.ok()) return hp.status();
   address = hp->ToString();
   if (token.empty()) {
-    if (auto t = FindTokenFor(temp_dir, address)) token = *t;
+    if (auto t = detail::FindTokenFor(temp_dir, address)) token = *t;
   }
   if (token.empty()) {
     return Status::InvalidArgument("no cluster token for " + address +

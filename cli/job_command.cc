@@ -43,7 +43,7 @@ int Fail(const std::string& sub, const std::string& message, int code = 1) {
 }
 
 struct Common {
-  std::string address, token, temp_dir = DefaultTempDir();
+  std::string address, token, temp_dir = detail::DefaultTempDir();
   bool help = false;
   void Add(FlagParser& flags) {
     flags.AddString("address", &address, "the head, HOST:PORT (default: $RAYX_ADDRESS, else "

@@ -28,7 +28,7 @@ volatile std::sig_atomic_t g_stop_signal = 0;
 void OnStopSignal(int signo) { g_stop_signal = signo; }
 
 struct LaunchFlags {
-  std::string address, token, temp_dir = DefaultTempDir();
+  std::string address, token, temp_dir = detail::DefaultTempDir();
   int64_t nnodes = 1, nproc_per_node = 1, max_restarts = 0, master_port = 0;
   double gpus_per_proc = 0, cpus_per_proc = 1, wait_s = 0;
   std::string resources;

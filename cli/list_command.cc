@@ -95,7 +95,7 @@ std::string FormatList(const protocol::ListStateReply& state, const std::string&
 }
 
 int ListCommand(const std::vector<std::string>& args) {
-  std::string address, token, temp_dir = DefaultTempDir();
+  std::string address, token, temp_dir = detail::DefaultTempDir();
   bool help = false;
   FlagParser flags("rayx list");
   flags.AddString("address", &address, "the head, HOST:PORT (default: $RAYX_ADDRESS, else this "

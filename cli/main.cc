@@ -69,7 +69,7 @@ struct StartFlags {
   std::string token;
   int64_t port = kDefaultHeadPort;
   double num_cpus = 0, num_gpus = 0, memory = 0;
-  std::string resources, labels, node_ip, temp_dir = DefaultTempDir();
+  std::string resources, labels, node_ip, temp_dir = detail::DefaultTempDir();
   bool block = false, help = false;
   int64_t heartbeat_ms = 250, node_timeout_ms = 1500, connect_timeout_ms = 15000;
 };
@@ -90,13 +90,13 @@ void AddResourceArgs(const FlagParser& flags, const StartFlags& f, std::vector<s
 // Stops the daemons of `session` started so far (start-up failed half-way) and
 // removes the session: a failed start leaves nothing behind. The error printed
 // already carries the end of the failed daemon's log.
-void Undo(const Session& session) {
-  std::vector<ProcessRecord> records;
+void Undo(const detail::Session& session) {
+  std::vector<detail::ProcessRecord> records;
   for (const auto& [name, record] : session.Processes()) {
-    SignalGroup(record, SIGKILL);
+    detail::SignalGroup(record, SIGKILL);
     records.push_back(record);
   }
-  WaitForExit(records, 5000);
+  detail::WaitForExit(records, 5000);
   session.Remove();
 }
 
@@ -114,7 +114,7 @@ sigset_t BlockSignals() {
 
 // Waits on the daemons started by this invocation (--block): returns when one
 // exits or on SIGINT/SIGTERM, stopping the others.
-int BlockUntilDone(const Session& session) {
+int BlockUntilDone(const detail::Session& session) {
   sigset_t set = BlockSignals();
   std::cout << "--block: running until a rayx process exits or Ctrl-C.\n" << std::flush;
   int code = 0;
@@ -130,13 +130,13 @@ int BlockUntilDone(const Session& session) {
     }
     break;
   }
-  std::vector<ProcessRecord> records;
+  std::vector<detail::ProcessRecord> records;
   for (const auto& [name, record] : session.Processes()) {
-    SignalGroup(record, SIGTERM);
+    detail::SignalGroup(record, SIGTERM);
     records.push_back(record);
   }
-  for (const auto& r : WaitForExit(records, 10000)) SignalGroup(r, SIGKILL);
-  WaitForExit(records, 5000);
+  for (const auto& r : detail::WaitForExit(records, 10000)) detail::SignalGroup(r, SIGKILL);
+  detail::WaitForExit(records, 5000);
   for (const auto& [name, record] : session.Processes()) session.ForgetProcess(name);
   return code;
 }
@@ -201,7 +201,7 @@ int Start(const std::vector<std::string>& args) {
       if (const char* t = std::getenv("RAYX_TOKEN")) f.token = t;
     }
     if (f.token.empty()) {
-      if (auto t = FindTokenFor(f.temp_dir, head.ToString())) f.token = *t;
+      if (auto t = detail::FindTokenFor(f.temp_dir, head.ToString())) f.token = *t;
     }
     if (f.token.empty()) {
       return Fail("start", "no cluster token: pass --token TOKEN (printed by `rayx start --head` "
@@ -210,9 +210,9 @@ int Start(const std::vector<std::string>& args) {
   }
 
   if (f.block) BlockSignals();
-  auto session = Session::Create(f.temp_dir);
+  auto session = detail::Session::Create(f.temp_dir);
   if (!session.ok()) return Fail("start", session.status().message());
-  std::string bin = SelfDirectory();
+  std::string bin = detail::SelfDirectory();
   std::map<std::string, std::string> config;
   std::string node_ip = f.node_ip;
 
@@ -225,7 +225,7 @@ int Start(const std::vector<std::string>& args) {
                                      "--heartbeat-period-ms", std::to_string(f.heartbeat_ms),
                                      "--node-timeout-ms", std::to_string(f.node_timeout_ms),
                                      "--package-dir", session->path() + "/packages"};
-    auto daemon = SpawnDaemon(argv, {{"RAYX_CLUSTER_TOKEN", f.token}}, session->LogPath("head"),
+    auto daemon = detail::SpawnDaemon(argv, {{"RAYX_CLUSTER_TOKEN", f.token}}, session->LogPath("head"),
                               kStartTimeoutMs);
     if (!daemon.ok()) {
       Undo(*session);
@@ -255,7 +255,7 @@ int Start(const std::vector<std::string>& args) {
   argv.insert(argv.end(), {"--package-dir", session->path() + "/node-packages"});
   if (!node_ip.empty()) argv.insert(argv.end(), {"--node-ip-address", node_ip});
   AddResourceArgs(flags, f, &argv);
-  auto agent = SpawnDaemon(argv, {{"RAYX_CLUSTER_TOKEN", f.token}}, session->LogPath("agent"),
+  auto agent = detail::SpawnDaemon(argv, {{"RAYX_CLUSTER_TOKEN", f.token}}, session->LogPath("agent"),
                            f.connect_timeout_ms + kStartTimeoutMs);
   if (!agent.ok()) {
     Undo(*session);
@@ -282,9 +282,9 @@ int Start(const std::vector<std::string>& args) {
               << "  rayx start --address " << config["address"] << " --token " << f.token << "\n";
   }
   std::cout << "\nTo see the cluster:  rayx status"
-            << (f.temp_dir != DefaultTempDir() ? " --temp-dir " + f.temp_dir : "") << "\n"
+            << (f.temp_dir != detail::DefaultTempDir() ? " --temp-dir " + f.temp_dir : "") << "\n"
             << "To stop the rayx processes on this machine:  rayx stop"
-            << (f.temp_dir != DefaultTempDir() ? " --temp-dir " + f.temp_dir : "") << "\n"
+            << (f.temp_dir != detail::DefaultTempDir() ? " --temp-dir " + f.temp_dir : "") << "\n"
             << "Logs: " << session->path() << "/logs\n"
             << std::flush;
   if (f.block) return BlockUntilDone(*session);
@@ -292,7 +292,7 @@ int Start(const std::vector<std::string>& args) {
 }
 
 int Stop(const std::vector<std::string>& args) {
-  std::string address, temp_dir = DefaultTempDir();
+  std::string address, temp_dir = detail::DefaultTempDir();
   double grace = 10;
   bool force = false, help = false;
   FlagParser flags("rayx stop");
@@ -315,16 +315,16 @@ int Stop(const std::vector<std::string>& args) {
   }
   // Agents go first so they can tell their head they are leaving; heads last.
   struct Target {
-    Session session;
+    detail::Session session;
     std::string name;
-    ProcessRecord record;
+    detail::ProcessRecord record;
   };
   std::vector<Target> agents, heads;
-  for (const auto& session : Session::List(temp_dir)) {
+  for (const auto& session : detail::Session::List(temp_dir)) {
     auto config = session.ReadConfig();
-    if (!address.empty() && !SameHead(config["address"], address)) continue;
+    if (!address.empty() && !detail::SameHead(config["address"], address)) continue;
     for (const auto& [name, record] : session.Processes()) {
-      if (!IsRunning(record)) {
+      if (!detail::IsRunning(record)) {
         session.ForgetProcess(name);  // died on its own earlier
         continue;
       }
@@ -338,18 +338,18 @@ int Stop(const std::vector<std::string>& args) {
     return 0;
   }
   auto stop_group = [&](std::vector<Target>& targets) {
-    std::vector<ProcessRecord> records;
+    std::vector<detail::ProcessRecord> records;
     for (const auto& t : targets) {
-      SignalGroup(t.record, force ? SIGKILL : SIGTERM);
+      detail::SignalGroup(t.record, force ? SIGKILL : SIGTERM);
       records.push_back(t.record);
     }
-    auto left = WaitForExit(records, force ? 5000 : static_cast<int64_t>(grace * 1000));
+    auto left = detail::WaitForExit(records, force ? 5000 : static_cast<int64_t>(grace * 1000));
     for (const auto& r : left) {
       std::cerr << "rayx stop: pid " << r.pid << " did not exit within " << grace
                 << " s; sending SIGKILL\n";
-      SignalGroup(r, SIGKILL);
+      detail::SignalGroup(r, SIGKILL);
     }
-    left = WaitForExit(left, 5000);
+    left = detail::WaitForExit(left, 5000);
     for (const auto& t : targets) {
       bool gone = true;
       for (const auto& r : left) gone = gone && r.pid != t.record.pid;
@@ -369,7 +369,7 @@ int Stop(const std::vector<std::string>& args) {
 }
 
 int StatusCommand(const std::vector<std::string>& args) {
-  std::string address, token, temp_dir = DefaultTempDir();
+  std::string address, token, temp_dir = detail::DefaultTempDir();
   bool verbose = false, help = false;
   int64_t timeout_ms = 5000;
   FlagParser flags("rayx status");
@@ -424,7 +424,7 @@ int main(int argc, char** argv) {
   if (command == "job") return JobCommand(args);
   if (command == "microbenchmark") {
     // The benchmark is its own program (its workers re-run it): hand over.
-    std::string bench = SelfDirectory() + "/rayx-microbenchmark";
+    std::string bench = rayx::detail::SelfDirectory() + "/rayx-microbenchmark";
     std::vector<char*> cargv = {bench.data()};
     for (int i = 2; i < argc; ++i) cargv.push_back(argv[i]);
     cargv.push_back(nullptr);

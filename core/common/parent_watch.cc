@@ -12,7 +12,7 @@ ParentWatch::ParentWatch(boost::asio::io_context& io, std::function<void()> on_g
   const char* text = std::getenv("RAYX_EXIT_WITH_PID");
   if (text == nullptr || *text == '\0') return;
   pid_ = std::atoi(text);
-  auto start = cli::ProcessStartTime(pid_);
+  auto start = detail::ProcessStartTime(pid_);
   if (!start.ok()) {
     on_gone_();
     return;
@@ -25,7 +25,7 @@ void ParentWatch::Schedule() {
   timer_.expires_after(std::chrono::milliseconds(250));
   timer_.async_wait([this](const boost::system::error_code& ec) {
     if (ec) return;
-    if (!cli::IsRunning({pid_, start_time_})) {
+    if (!detail::IsRunning({pid_, start_time_})) {
       on_gone_();
       return;
     }

@@ -18,7 +18,7 @@
 
 #include "common/ready_pipe.h"
 
-namespace rayx::cli {
+namespace rayx::detail {
 
 std::string ProcessRecord::ToString() const {
   return std::to_string(pid) + " " + std::to_string(start_time);
@@ -220,4 +220,4 @@ Result<SpawnedDaemon> SpawnDaemon(const std::vector<std::string>& argv,
                              ") ends with:\n" + tail);
 }
 
-}  // namespace rayx::cli
+}  // namespace rayx::detail

@@ -1,4 +1,5 @@
-// Starting daemons and stopping exactly the processes rayx started.
+// Starting daemons and stopping exactly the processes rayx started, for the CLI
+// (`rayx start` / `rayx stop`), ParentWatch and the test harness.
 //
 // rayx never looks processes up by name. Every daemon it starts is recorded as
 // (pid, start time): the start time (field 22 of /proc/PID/stat) tells our
@@ -14,7 +15,7 @@
 
 #include "rayx/status.h"
 
-namespace rayx::cli {
+namespace rayx::detail {
 
 struct ProcessRecord {
   pid_t pid = 0;
@@ -58,4 +59,4 @@ std::string TailFile(const std::string& path, int n);
 // The directory holding this executable (for finding rayx-head and rayx-agent).
 std::string SelfDirectory();
 
-}  // namespace rayx::cli
+}  // namespace rayx::detail

@@ -1,4 +1,5 @@
-// Session directory bookkeeping.
+// Session directory bookkeeping: creating, listing and reading sessions, and
+// finding the local cluster.
 #include "common/session_dir.h"
 
 #include <fcntl.h>
@@ -16,7 +17,7 @@
 
 namespace fs = std::filesystem;
 
-namespace rayx::cli {
+namespace rayx::detail {
 
 std::string DefaultTempDir() {
   const char* env = std::getenv("RAYX_TEMP_DIR");
@@ -176,4 +177,4 @@ bool SameHead(const std::string& a, const std::string& b) {
   return *ia == *ib || (IsLocalAddress(*ia) && IsLocalAddress(*ib));
 }
 
-}  // namespace rayx::cli
+}  // namespace rayx::detail

@@ -1,5 +1,7 @@
 // The session directory: what `rayx start` started on this machine, so `rayx
-// stop` and `rayx status` can find it again.
+// stop` can stop exactly those processes and `rayx status`, the other CLI
+// commands and rayx::Init (core/runtime/api.cc) can find the local cluster and
+// its token. Internal to rayx (namespace rayx::detail): not part of the public API.
 //
 // Layout under the temp dir (default /tmp/rayx, or --temp-dir, or $RAYX_TEMP_DIR):
 //   session_<time>_<pid>/session.conf   role, head address, port, cluster id, token (0600)
@@ -18,11 +20,15 @@
 #include "common/process_control.h"
 #include "rayx/status.h"
 
-namespace rayx::cli {
+namespace rayx::detail {
 
 // The default temp dir: $RAYX_TEMP_DIR, else /tmp/rayx.
 std::string DefaultTempDir();
 
+// One session directory: a value that names it (copyable); every method reads
+// or writes the files directly, so two Session objects for the same path see
+// each other's changes. Not synchronized: concurrent writers to one session
+// (two `rayx start` never share one) would race.
 class Session {
  public:
   // Creates a new, empty session under `temp_dir` (made 0700 if absent).
@@ -71,4 +77,4 @@ std::optional<std::string> FindTokenFor(const std::string& temp_dir, const std::
 // machine: same port, and the same host or both hosts local.
 bool SameHead(const std::string& a, const std::string& b);
 
-}  // namespace rayx::cli
+}  // namespace rayx::detail

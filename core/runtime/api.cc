@@ -87,7 +87,7 @@ int RunCli(const std::vector<std::string>& args, std::string* output) {
   }
   int status = 0;
   waitpid(pid, &status, 0);
-  *output = cli::TailFile(log, 20);
+  *output = detail::TailFile(log, 20);
   ::unlink(log.c_str());
   return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
@@ -114,7 +114,7 @@ void StartPrivateCluster(const Options& options, std::string* address, std::stri
                              g.rayx_cli + " failed: " + output);
   }
   g.private_temp_dir = pattern;
-  auto local = cli::FindLocalCluster(pattern);
+  auto local = detail::FindLocalCluster(pattern);
   if (!local.ok()) throw std::runtime_error("rayx::Init: " + local.status().message());
   *address = local->address;
   *token = local->token;
@@ -148,11 +148,11 @@ void Init(const Options& options) {
   Global& g = G();
   std::lock_guard<std::mutex> lock(g.mu);
   if (g.runtime) throw std::logic_error("rayx::Init was called twice without Shutdown");
-  std::string temp_dir = !options.temp_dir.empty() ? options.temp_dir : cli::DefaultTempDir();
+  std::string temp_dir = !options.temp_dir.empty() ? options.temp_dir : detail::DefaultTempDir();
   std::string address = !options.address.empty() ? options.address : Env("RAYX_ADDRESS");
   std::string token = !options.token.empty() ? options.token : Env("RAYX_TOKEN");
   if (address.empty()) {
-    auto local = cli::FindLocalCluster(temp_dir);
+    auto local = detail::FindLocalCluster(temp_dir);
     if (local.ok()) {
       address = local->address;
       if (token.empty()) token = local->token;
@@ -161,7 +161,7 @@ void Init(const Options& options) {
     }
   }
   if (token.empty()) {
-    if (auto t = cli::FindTokenFor(temp_dir, address)) token = *t;
+    if (auto t = detail::FindTokenFor(temp_dir, address)) token = *t;
   }
   auto head = ParseHostPort(address, kDefaultHeadPort);
   if (!head.ok()) throw std::invalid_argument("rayx::Init: " + head.status().message());

@@ -196,13 +196,13 @@ TEST(Cluster, StopLeavesNoProcessOfTheSessionAlive) {
   ASSERT_TRUE(cluster);
   ASSERT_TRUE(cluster->AddNode({}).ok());
   ASSERT_TRUE(cluster->AddNode({}).ok());
-  std::vector<cli::ProcessRecord> all = cluster->RecordedProcesses();
+  std::vector<detail::ProcessRecord> all = cluster->RecordedProcesses();
   ASSERT_EQ(all.size(), 4u);  // head, its agent, two more agents
   CommandResult r = cluster->RunCli({"stop"});
   ASSERT_EQ(r.exit_code, 0) << r.Describe();
   EXPECT_TRUE(Contains(r.out, "Stopped rayx-head")) << r.out;
   for (const auto& p : all) {
-    EXPECT_FALSE(cli::IsRunning(p)) << "pid " << p.pid << " still runs";
+    EXPECT_FALSE(detail::IsRunning(p)) << "pid " << p.pid << " still runs";
     EXPECT_TRUE(Contains(r.out, "(pid " + std::to_string(p.pid) + ")")) << r.out;
   }
   EXPECT_TRUE(cluster->RecordedProcesses().empty());
@@ -229,7 +229,7 @@ TEST(Cluster, StopWithAddressStopsOnlyThatCluster) {
   // Only the other cluster's head and agent remain.
   auto left = cluster->RecordedProcesses();
   ASSERT_EQ(left.size(), 2u);
-  for (const auto& p : left) EXPECT_TRUE(cli::IsRunning(p));
+  for (const auto& p : left) EXPECT_TRUE(detail::IsRunning(p));
   EXPECT_FALSE(QueryClusterStatus(cluster->address(), cluster->token(), 300).ok());
 }
 
@@ -290,14 +290,14 @@ TEST(Cluster, BlockKeepsTheDaemonsInTheForegroundUntilSigterm) {
     _exit(127);
   }
   // Wait until both daemons are recorded and running.
-  std::vector<cli::ProcessRecord> daemons;
+  std::vector<detail::ProcessRecord> daemons;
   auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
   while (std::chrono::steady_clock::now() < deadline) {
     daemons.clear();
-    for (const auto& s : cli::Session::List(temp)) {
+    for (const auto& s : detail::Session::List(temp)) {
       for (const auto& [name, record] : s.Processes()) daemons.push_back(record);
     }
-    if (daemons.size() == 2 && cli::IsRunning(daemons[0]) && cli::IsRunning(daemons[1])) break;
+    if (daemons.size() == 2 && detail::IsRunning(daemons[0]) && detail::IsRunning(daemons[1])) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   ASSERT_EQ(daemons.size(), 2u);
@@ -306,9 +306,9 @@ TEST(Cluster, BlockKeepsTheDaemonsInTheForegroundUntilSigterm) {
   ASSERT_EQ(kill(cli, SIGTERM), 0);
   ASSERT_EQ(waitpid(cli, &status, 0), cli);
   EXPECT_TRUE(WIFEXITED(status)) << "the CLI died of the signal instead of stopping its daemons";
-  for (const auto& d : daemons) EXPECT_FALSE(cli::IsRunning(d)) << "pid " << d.pid << " survived";
+  for (const auto& d : daemons) EXPECT_FALSE(detail::IsRunning(d)) << "pid " << d.pid << " survived";
   // They stopped on SIGTERM (cleanly), not on the SIGKILL that follows a grace period.
-  for (const auto& s : cli::Session::List(temp)) {
+  for (const auto& s : detail::Session::List(temp)) {
     std::ifstream log(s.LogPath("head"));
     std::string text((std::istreambuf_iterator<char>(log)), std::istreambuf_iterator<char>());
     EXPECT_NE(text.find("signal 15: shutting down"), std::string::npos) << text;

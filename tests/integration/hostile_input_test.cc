@@ -155,7 +155,7 @@ TEST(HostileInput, HeadSurvivesGarbageAndKeepsServing) {
   }
 
   // The head still runs, answers status and accepts a real node.
-  EXPECT_TRUE(cli::IsRunning(head));
+  EXPECT_TRUE(detail::IsRunning(head));
   auto node = cluster.AddNode({.num_cpus = 2});
   ASSERT_TRUE(node.ok()) << node.status();
   auto status = cluster.GetStatus();

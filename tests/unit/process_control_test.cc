@@ -12,7 +12,7 @@
 #include <fstream>
 #include <string>
 
-namespace rayx::cli {
+namespace rayx::detail {
 namespace {
 
 TEST(ProcessRecord, RoundTripsThroughText) {
@@ -174,9 +174,9 @@ TEST(SelfDirectory, ContainsThisTestBinary) {
 }
 
 }  // namespace
-}  // namespace rayx::cli
+}  // namespace rayx::detail
 
-namespace rayx::cli {
+namespace rayx::detail {
 namespace {
 TEST(ProcessRecord, ParseRejectsPidsOutsidePidTRange) {
   for (const std::string text : {"4294967297 5", "4294967296 5", "4294967295 5", "9999999999 1"}) {
@@ -188,4 +188,4 @@ TEST(ProcessRecord, ParseRejectsNegativeStartTime) {
   EXPECT_FALSE(ProcessRecord::Parse("123 -5").ok());
 }
 }  // namespace
-}  // namespace rayx::cli
+}  // namespace rayx::detail

@@ -11,7 +11,7 @@
 #include <fstream>
 #include <string>
 
-namespace rayx::cli {
+namespace rayx::detail {
 namespace {
 
 namespace fs = std::filesystem;
@@ -211,4 +211,4 @@ TEST(SameHead, ForeignAndLocalAddressDiffer) {
 }
 
 }  // namespace
-}  // namespace rayx::cli
+}  // namespace rayx::detail

@@ -30,7 +30,7 @@ void AppendNodeFlags(const NodeOptions& options, std::vector<std::string>* args)
 namespace {
 std::vector<std::string> SessionPaths(const std::string& temp_dir) {
   std::vector<std::string> out;
-  for (const auto& s : cli::Session::List(temp_dir)) out.push_back(s.path());
+  for (const auto& s : detail::Session::List(temp_dir)) out.push_back(s.path());
   return out;
 }
 }  // namespace
@@ -50,7 +50,7 @@ Result<std::unique_ptr<LocalCluster>> LocalCluster::Start(Options options) {
   auto node = cluster->NewestSessionNode({});
   if (!node.ok()) return node.status();
   cluster->head_node_ = *node;
-  auto local = cli::FindLocalCluster(cluster->temp_dir_);
+  auto local = detail::FindLocalCluster(cluster->temp_dir_);
   if (!local.ok()) return local.status();
   cluster->address_ = local->address;
   cluster->token_ = local->token;
@@ -68,7 +68,7 @@ LocalCluster::~LocalCluster() {
 }
 
 Result<NodeHandle> LocalCluster::NewestSessionNode(const std::vector<std::string>& before) const {
-  for (const auto& session : cli::Session::List(temp_dir_)) {
+  for (const auto& session : detail::Session::List(temp_dir_)) {
     if (std::find(before.begin(), before.end(), session.path()) != before.end()) continue;
     auto config = session.ReadConfig();
     auto procs = session.Processes();
@@ -98,17 +98,17 @@ Result<NodeHandle> LocalCluster::AddNode(const NodeOptions& options) {
 }
 
 Status LocalCluster::RemoveNode(const NodeHandle& node) {
-  if (!cli::SignalGroup(node.agent, SIGTERM)) return Status::NotFound("agent not running");
-  if (!cli::WaitForExit({node.agent}, 10000).empty()) {
+  if (!detail::SignalGroup(node.agent, SIGTERM)) return Status::NotFound("agent not running");
+  if (!detail::WaitForExit({node.agent}, 10000).empty()) {
     return Status::TimedOut("agent did not exit after SIGTERM");
   }
   return Status::OK();
 }
 
 Status LocalCluster::KillNode(const NodeHandle& node) {
-  if (!cli::IsRunning(node.agent)) return Status::NotFound("agent not running");
+  if (!detail::IsRunning(node.agent)) return Status::NotFound("agent not running");
   ::kill(node.agent.pid, SIGKILL);
-  if (!cli::WaitForExit({node.agent}, 10000).empty()) {
+  if (!detail::WaitForExit({node.agent}, 10000).empty()) {
     return Status::TimedOut("agent survived SIGKILL");
   }
   return Status::OK();
@@ -147,8 +147,8 @@ CommandResult LocalCluster::RunCli(std::vector<std::string> args, bool with_temp
   return RunCommand(args, all_env, timeout_ms);
 }
 
-cli::ProcessRecord LocalCluster::head_process() const {
-  for (const auto& session : cli::Session::List(temp_dir_)) {
+detail::ProcessRecord LocalCluster::head_process() const {
+  for (const auto& session : detail::Session::List(temp_dir_)) {
     auto procs = session.Processes();
     if (procs.count("head")) return procs["head"];
   }
@@ -156,15 +156,15 @@ cli::ProcessRecord LocalCluster::head_process() const {
 }
 
 std::string LocalCluster::head_log_path() const {
-  for (const auto& session : cli::Session::List(temp_dir_)) {
+  for (const auto& session : detail::Session::List(temp_dir_)) {
     if (session.ReadConfig()["role"] == "head") return session.LogPath("head");
   }
   return "";
 }
 
-std::vector<cli::ProcessRecord> LocalCluster::RecordedProcesses() const {
-  std::vector<cli::ProcessRecord> out;
-  for (const auto& session : cli::Session::List(temp_dir_)) {
+std::vector<detail::ProcessRecord> LocalCluster::RecordedProcesses() const {
+  std::vector<detail::ProcessRecord> out;
+  for (const auto& session : detail::Session::List(temp_dir_)) {
     for (const auto& [name, record] : session.Processes()) out.push_back(record);
   }
   return out;
@@ -172,11 +172,11 @@ std::vector<cli::ProcessRecord> LocalCluster::RecordedProcesses() const {
 
 Status LocalCluster::Stop() {
   stopped_ = true;
-  std::vector<cli::ProcessRecord> all = started_;
+  std::vector<detail::ProcessRecord> all = started_;
   for (const auto& r : RecordedProcesses()) all.push_back(r);
   CommandResult r = RunCli({"stop", "--grace-period", "5"});
   if (r.exit_code != 0) return Status::Internal("rayx stop failed: " + r.Describe());
-  auto left = cli::WaitForExit(all, 5000);
+  auto left = detail::WaitForExit(all, 5000);
   if (!left.empty()) {
     return Status::Internal("rayx stop left pid " + std::to_string(left[0].pid) + " running");
   }

@@ -32,7 +32,7 @@ struct NodeOptions {
 // A node agent the cluster started.
 struct NodeHandle {
   std::string node_id;  // hex
-  cli::ProcessRecord agent;
+  detail::ProcessRecord agent;
 };
 
 class LocalCluster {
@@ -70,14 +70,14 @@ class LocalCluster {
   Status Stop();
 
   // Every process this cluster's sessions recorded (head, agents).
-  std::vector<cli::ProcessRecord> RecordedProcesses() const;
+  std::vector<detail::ProcessRecord> RecordedProcesses() const;
 
   const std::string& address() const { return address_; }
   const std::string& token() const { return token_; }
   const std::string& temp_dir() const { return temp_dir_; }
   const NodeHandle& head_node() const { return head_node_; }
   // The head daemon's process and log file.
-  cli::ProcessRecord head_process() const;
+  detail::ProcessRecord head_process() const;
   std::string head_log_path() const;
 
  private:
@@ -88,7 +88,7 @@ class LocalCluster {
   std::string address_;
   std::string token_;
   NodeHandle head_node_;
-  std::vector<cli::ProcessRecord> started_;
+  std::vector<detail::ProcessRecord> started_;
   bool stopped_ = false;
 };
 

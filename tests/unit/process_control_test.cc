@@ -12,6 +12,8 @@
 #include <fstream>
 #include <string>
 
+#include "util/status_matchers.h"
+
 namespace rayx::detail {
 namespace {
 
@@ -19,14 +21,14 @@ TEST(ProcessRecord, RoundTripsThroughText) {
   ProcessRecord in{12345, 987654321};
   EXPECT_EQ(in.ToString(), "12345 987654321");
   auto out = ProcessRecord::Parse(in.ToString());
-  ASSERT_TRUE(out.ok()) << out.status();
+  ASSERT_OK(out);
   EXPECT_EQ(out->pid, 12345);
   EXPECT_EQ(out->start_time, 987654321u);
 }
 
 TEST(ProcessRecord, ParseToleratesSurroundingWhitespace) {
   auto out = ProcessRecord::Parse("  42 7\n");
-  ASSERT_TRUE(out.ok()) << out.status();
+  ASSERT_OK(out);
   EXPECT_EQ(out->pid, 42);
   EXPECT_EQ(out->start_time, 7u);
 }
@@ -49,30 +51,26 @@ TEST(ProcessRecord, ParseRejectsPidZeroOneAndNegative) {
 
 TEST(ProcessStartTime, OfSelfIsKnownAndStable) {
   auto a = ProcessStartTime(getpid());
-  ASSERT_TRUE(a.ok()) << a.status();
+  ASSERT_OK(a);
   auto b = ProcessStartTime(getpid());
-  ASSERT_TRUE(b.ok()) << b.status();
+  ASSERT_OK(b);
   EXPECT_EQ(*a, *b);
 }
 
 TEST(ProcessStartTime, OfMissingProcessIsNotFound) {
   // pid_max is at most 2^22 on Linux, so this pid cannot exist.
-  auto r = ProcessStartTime(1 << 23);
-  ASSERT_FALSE(r.ok());
-  EXPECT_EQ(r.status().code(), StatusCode::kNotFound);
+  EXPECT_STATUS_CODE(ProcessStartTime(1 << 23), StatusCode::kNotFound);
 }
 
 TEST(IsRunning, SelfWithRightStartTimeIsRunning) {
-  auto start = ProcessStartTime(getpid());
-  ASSERT_TRUE(start.ok()) << start.status();
-  EXPECT_TRUE(IsRunning({getpid(), *start}));
+  ASSERT_OK_AND_ASSIGN(uint64_t start, ProcessStartTime(getpid()));
+  EXPECT_TRUE(IsRunning({getpid(), start}));
 }
 
 TEST(IsRunning, SelfWithWrongStartTimeIsNotRunning) {
   // A reused pid: same number, different process.
-  auto start = ProcessStartTime(getpid());
-  ASSERT_TRUE(start.ok()) << start.status();
-  EXPECT_FALSE(IsRunning({getpid(), *start + 1}));
+  ASSERT_OK_AND_ASSIGN(uint64_t start, ProcessStartTime(getpid()));
+  EXPECT_FALSE(IsRunning({getpid(), start + 1}));
   EXPECT_FALSE(IsRunning({getpid(), 0}));
 }
 
@@ -98,7 +96,7 @@ TEST(IsRunning, ExitedChildIsNotRunningBeforeOrAfterReaping) {
   pid_t child = ForkBlockedChild(&release);
   ASSERT_GT(child, 0);
   auto start = ProcessStartTime(child);
-  ASSERT_TRUE(start.ok()) << start.status();
+  ASSERT_OK(start);
   ProcessRecord record{child, *start};
   EXPECT_TRUE(IsRunning(record));
 
@@ -120,7 +118,7 @@ TEST(SignalGroup, SignalsRunningChildAndRefusesWrongStartTime) {
   pid_t child = ForkBlockedChild(&release);
   ASSERT_GT(child, 0);
   auto start = ProcessStartTime(child);
-  ASSERT_TRUE(start.ok()) << start.status();
+  ASSERT_OK(start);
   // Wrong start time: not ours, never signalled.
   EXPECT_FALSE(SignalGroup({child, *start + 1}, SIGKILL));
   // The child shares our process group, so only the child itself is signalled.
@@ -137,7 +135,7 @@ TEST(WaitForExit, ReturnsEmptyWhenAllAreGone) {
   pid_t child = ForkBlockedChild(&release);
   ASSERT_GT(child, 0);
   auto start = ProcessStartTime(child);
-  ASSERT_TRUE(start.ok()) << start.status();
+  ASSERT_OK(start);
   close(release);
   EXPECT_TRUE(WaitForExit({{child, *start}}, 10'000).empty());
   // WaitForExit reaped its own child.
@@ -146,7 +144,7 @@ TEST(WaitForExit, ReturnsEmptyWhenAllAreGone) {
 
 TEST(WaitForExit, ReturnsThoseStillRunningAtTheDeadline) {
   auto start = ProcessStartTime(getpid());
-  ASSERT_TRUE(start.ok()) << start.status();
+  ASSERT_OK(start);
   auto left = WaitForExit({{getpid(), *start}}, 0);
   ASSERT_EQ(left.size(), 1u);
   EXPECT_EQ(left[0].pid, getpid());

@@ -11,6 +11,8 @@
 #include <fstream>
 #include <string>
 
+#include "util/status_matchers.h"
+
 namespace rayx::detail {
 namespace {
 
@@ -30,7 +32,7 @@ class SessionTest : public ::testing::Test {
 
   ProcessRecord Self() const {
     auto start = ProcessStartTime(getpid());
-    EXPECT_TRUE(start.ok()) << start.status();
+    EXPECT_OK(start);
     return {getpid(), start.ok() ? *start : 0};
   }
 
@@ -40,7 +42,7 @@ class SessionTest : public ::testing::Test {
 TEST_F(SessionTest, CreateMakesSessionWithPidsAndLogs) {
   std::string temp = root_ + "/nested/tmp";
   auto s = Session::Create(temp);
-  ASSERT_TRUE(s.ok()) << s.status();
+  ASSERT_OK(s);
   EXPECT_EQ(s->path().rfind(temp + "/session_", 0), 0u) << s->path();
   EXPECT_NE(s->path().find("_" + std::to_string(getpid())), std::string::npos) << s->path();
   EXPECT_TRUE(fs::is_directory(s->path() + "/pids"));
@@ -62,26 +64,26 @@ TEST_F(SessionTest, CreateFailsWhenTempDirCannotBeMade) {
 
 TEST_F(SessionTest, ConfigRoundTripsAndIsPrivate) {
   auto s = Session::Create(root_);
-  ASSERT_TRUE(s.ok()) << s.status();
+  ASSERT_OK(s);
   EXPECT_TRUE(s->ReadConfig().empty());
   std::map<std::string, std::string> config = {
       {"role", "head"}, {"address", "127.0.0.1:6380"}, {"token", "abc=def"}};
-  ASSERT_TRUE(s->WriteConfig(config).ok());
+  ASSERT_OK(s->WriteConfig(config));
   EXPECT_EQ(s->ReadConfig(), config);
   struct stat st{};
   ASSERT_EQ(stat((s->path() + "/session.conf").c_str(), &st), 0);
   EXPECT_EQ(st.st_mode & 0777, 0600u);
   // Rewriting replaces, not appends.
-  ASSERT_TRUE(s->WriteConfig({{"role", "worker"}}).ok());
+  ASSERT_OK(s->WriteConfig({{"role", "worker"}}));
   EXPECT_EQ(s->ReadConfig(), (std::map<std::string, std::string>{{"role", "worker"}}));
 }
 
 TEST_F(SessionTest, RecordsListsAndForgetsProcesses) {
   auto s = Session::Create(root_);
-  ASSERT_TRUE(s.ok()) << s.status();
+  ASSERT_OK(s);
   EXPECT_TRUE(s->Processes().empty());
-  ASSERT_TRUE(s->RecordProcess("head", {1234, 55}).ok());
-  ASSERT_TRUE(s->RecordProcess("agent", {5678, 66}).ok());
+  ASSERT_OK(s->RecordProcess("head", {1234, 55}));
+  ASSERT_OK(s->RecordProcess("agent", {5678, 66}));
   auto procs = s->Processes();
   ASSERT_EQ(procs.size(), 2u);
   EXPECT_EQ(procs["head"].pid, 1234);
@@ -97,11 +99,11 @@ TEST_F(SessionTest, RecordsListsAndForgetsProcesses) {
 
 TEST_F(SessionTest, ProcessesSkipsMalformedAndForeignFiles) {
   auto s = Session::Create(root_);
-  ASSERT_TRUE(s.ok()) << s.status();
+  ASSERT_OK(s);
   std::ofstream(s->path() + "/pids/bad.pid") << "garbage\n";
   std::ofstream(s->path() + "/pids/init.pid") << "1 1\n";
   std::ofstream(s->path() + "/pids/notes.txt") << "1234 5\n";
-  ASSERT_TRUE(s->RecordProcess("good", {4321, 9}).ok());
+  ASSERT_OK(s->RecordProcess("good", {4321, 9}));
   auto procs = s->Processes();
   ASSERT_EQ(procs.size(), 1u);
   EXPECT_EQ(procs.count("good"), 1u);
@@ -109,12 +111,12 @@ TEST_F(SessionTest, ProcessesSkipsMalformedAndForeignFiles) {
 
 TEST_F(SessionTest, HasRunningProcessFollowsRecords) {
   auto s = Session::Create(root_);
-  ASSERT_TRUE(s.ok()) << s.status();
+  ASSERT_OK(s);
   EXPECT_FALSE(s->HasRunningProcess());
   ProcessRecord self = Self();
-  ASSERT_TRUE(s->RecordProcess("stale", {self.pid, self.start_time + 1}).ok());
+  ASSERT_OK(s->RecordProcess("stale", {self.pid, self.start_time + 1}));
   EXPECT_FALSE(s->HasRunningProcess());
-  ASSERT_TRUE(s->RecordProcess("me", self).ok());
+  ASSERT_OK(s->RecordProcess("me", self));
   EXPECT_TRUE(s->HasRunningProcess());
 }
 
@@ -139,8 +141,8 @@ TEST_F(SessionTest, ListOfMissingDirIsEmpty) {
 
 TEST_F(SessionTest, RemoveDeletesTheSession) {
   auto s = Session::Create(root_);
-  ASSERT_TRUE(s.ok()) << s.status();
-  ASSERT_TRUE(s->RecordProcess("head", {1234, 1}).ok());
+  ASSERT_OK(s);
+  ASSERT_OK(s->RecordProcess("head", {1234, 1}));
   s->Remove();
   EXPECT_FALSE(fs::exists(s->path()));
   EXPECT_TRUE(Session::List(root_).empty());
@@ -156,35 +158,35 @@ TEST_F(SessionTest, FindLocalClusterWithoutSessionsIsNotFound) {
 TEST_F(SessionTest, FindLocalClusterPrefersLatestThenNewestLiveSession) {
   fs::create_directories(root_ + "/session_2999-01-01_00-00-00_1/pids");
   Session newest = Session::List(root_)[0];
-  ASSERT_TRUE(newest.WriteConfig({{"address", "10.9.9.9:1"}, {"token", "newest"}}).ok());
-  ASSERT_TRUE(newest.RecordProcess("head", Self()).ok());
+  ASSERT_OK(newest.WriteConfig({{"address", "10.9.9.9:1"}, {"token", "newest"}}));
+  ASSERT_OK(newest.RecordProcess("head", Self()));
   auto marked = Session::Create(root_);
-  ASSERT_TRUE(marked.ok()) << marked.status();
-  ASSERT_TRUE(marked->WriteConfig({{"address", "127.0.0.1:6380"}, {"token", "marked"}}).ok());
-  ASSERT_TRUE(marked->RecordProcess("head", Self()).ok());
+  ASSERT_OK(marked);
+  ASSERT_OK(marked->WriteConfig({{"address", "127.0.0.1:6380"}, {"token", "marked"}}));
+  ASSERT_OK(marked->RecordProcess("head", Self()));
 
   // Without a `latest` mark the newest live session wins.
   auto found = FindLocalCluster(root_);
-  ASSERT_TRUE(found.ok()) << found.status();
+  ASSERT_OK(found);
   EXPECT_EQ(found->token, "newest");
 
   marked->MarkLatest();
   found = FindLocalCluster(root_);
-  ASSERT_TRUE(found.ok()) << found.status();
+  ASSERT_OK(found);
   EXPECT_EQ(found->address, "127.0.0.1:6380");
   EXPECT_EQ(found->token, "marked");
 
   // A latest session whose processes are gone is skipped.
-  ASSERT_TRUE(marked->RecordProcess("head", {Self().pid, Self().start_time + 1}).ok());
+  ASSERT_OK(marked->RecordProcess("head", {Self().pid, Self().start_time + 1}));
   found = FindLocalCluster(root_);
-  ASSERT_TRUE(found.ok()) << found.status();
+  ASSERT_OK(found);
   EXPECT_EQ(found->token, "newest");
 }
 
 TEST_F(SessionTest, FindTokenForMatchesSameHead) {
   auto s = Session::Create(root_);
-  ASSERT_TRUE(s.ok()) << s.status();
-  ASSERT_TRUE(s->WriteConfig({{"address", "127.0.0.1:6380"}, {"token", "tok"}}).ok());
+  ASSERT_OK(s);
+  ASSERT_OK(s->WriteConfig({{"address", "127.0.0.1:6380"}, {"token", "tok"}}));
   EXPECT_EQ(FindTokenFor(root_, "localhost:6380"), std::optional<std::string>("tok"));
   EXPECT_EQ(FindTokenFor(root_, "127.0.0.1:6381"), std::nullopt);
 }

@@ -2,6 +2,7 @@
 // algorithms are in gloo_group_ops.cc).
 #include "collective/gloo_group.h"
 
+#include <csignal>
 #include <cstring>
 
 #include <gloo/common/error.h>
@@ -71,6 +72,13 @@ GlooGroup::~GlooGroup() {
 }
 
 void GlooGroup::ConnectMesh() {
+  // Gloo writes with writev, which raises SIGPIPE when a peer has gone; the
+  // error must reach the operation instead of killing the process. A handler
+  // the program installed itself is kept.
+  struct sigaction current {};
+  if (sigaction(SIGPIPE, nullptr, &current) == 0 && current.sa_handler == SIG_DFL) {
+    std::signal(SIGPIPE, SIG_IGN);
+  }
   const auto timeout = std::chrono::milliseconds(spec_.options.timeout_ms);
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   const std::string where = "collective group '" + spec_.options.name + "' rank " +

@@ -39,6 +39,8 @@ namespace rayx::collective {
 //    "<prefix>abort/<rank>" and then closes the connections, so the other
 //    ranks fail at once and can name the rank that caused it; a rank whose
 //    connection drops without a notice died.
+// Connecting sets SIGPIPE to ignored when it is at its default, so that a
+// write to a dead peer fails the operation instead of killing the process.
 // Thread-safety: operations are serialised by a mutex; Abort is thread-safe.
 class GlooGroup : public CollectiveGroup {
  public:

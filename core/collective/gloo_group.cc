@@ -309,7 +309,9 @@ uint64_t GlooGroup::CollectiveSlot(const OpScope& op, uint32_t phase) const {
   return kCollectiveSlot | (op.seq_ << 20) | phase;
 }
 
-std::vector<GlooGroup::Header> GlooGroup::ExchangeHeaders(OpScope& op, const Header& mine) {
+std::vector<GlooGroup::Header> GlooGroup::ExchangeHeaders(OpScope& op, const Header& mine,
+                                                          const void* payload,
+                                                          size_t payload_bytes) {
   const int n = spec_.world_size;
   const int me = spec_.rank;
   std::vector<Header> all(n);
@@ -317,16 +319,26 @@ std::vector<GlooGroup::Header> GlooGroup::ExchangeHeaders(OpScope& op, const Hea
   all[me].magic = kMagic;
   all[me].seq = op.seq_;
   if (n == 1) return all;
+  // Every message fits the posted receive whatever the sender's count, so a
+  // mismatch is found from the headers, never by Gloo overrunning a buffer.
+  const size_t slot_bytes = sizeof(Header) + kInlineBytes;
+  if (payload_bytes > kInlineBytes) payload_bytes = 0;
+  if (inline_in_.size() != slot_bytes * n) {
+    inline_in_.assign(slot_bytes * n, 0);
+    inline_out_.assign(slot_bytes, 0);
+  }
+  std::memcpy(inline_out_.data(), &all[me], sizeof(Header));
+  if (payload_bytes > 0) std::memcpy(inline_out_.data() + sizeof(Header), payload, payload_bytes);
   const uint64_t slot = CollectiveSlot(op, 0);
-  auto* out = NewBuffer(op, &all[me], sizeof(Header));
+  auto* out = NewBuffer(op, inline_out_.data(), slot_bytes);
   std::vector<gloo::transport::UnboundBuffer*> in(n, nullptr);
   for (int r = 0; r < n; ++r) {
     if (r == me) continue;
-    in[r] = NewBuffer(op, &all[r], sizeof(Header));
-    PostRecv(op, in[r], r, slot, 0, sizeof(Header));
+    in[r] = NewBuffer(op, inline_in_.data() + r * slot_bytes, slot_bytes);
+    PostRecv(op, in[r], r, slot, 0, slot_bytes);
   }
   for (int r = 0; r < n; ++r) {
-    if (r != me) PostSend(op, out, r, slot, 0, sizeof(Header));
+    if (r != me) PostSend(op, out, r, slot, 0, sizeof(Header) + payload_bytes);
   }
   for (int r = 0; r < n; ++r) {
     if (r != me) WaitRecv(op, in[r], r);
@@ -334,7 +346,14 @@ std::vector<GlooGroup::Header> GlooGroup::ExchangeHeaders(OpScope& op, const Hea
   for (int r = 0; r < n; ++r) {
     if (r != me) WaitSend(op, out, r);
   }
+  for (int r = 0; r < n; ++r) {
+    if (r != me) std::memcpy(&all[r], inline_in_.data() + r * slot_bytes, sizeof(Header));
+  }
   return all;
+}
+
+const char* GlooGroup::InlinePayload(int rank) const {
+  return inline_in_.data() + rank * (sizeof(Header) + kInlineBytes) + sizeof(Header);
 }
 
 void GlooGroup::CheckHeaders(OpScope& op, const std::vector<Header>& all, bool same_count) {

@@ -32,7 +32,8 @@ namespace rayx::collective {
 //    sequence number, type, reduce op, root, count) between all ranks, so a
 //    rank calling another operation or another length is caught on every rank
 //    before any data moves (Gloo would abort the process on an oversized
-//    message). Such a mismatch leaves the group usable.
+//    message). Such a mismatch leaves the group usable. An allreduce of at most
+//    kInlineBytes carries its data inside that exchange (one round).
 //  - Send/Recv do a header and an acknowledgement before the data.
 //  - A watchdog thread aborts the group when an operation passes its
 //    deadline. Aborting writes a notice "<failed rank>\n<reason>" under
@@ -91,8 +92,14 @@ class GlooGroup : public CollectiveGroup {
   // closes the connections and wakes the waiting operation.
   void AbortInternal(const std::string& why, int failed_rank, bool hard_close);
 
-  // Every rank's header for this collective (validated), in rank order.
-  std::vector<Header> ExchangeHeaders(OpScope& op, const Header& mine);
+  // Up to this many bytes of data travel inside the header exchange.
+  static constexpr size_t kInlineBytes = 64 * 1024;
+  // Every rank's header for this collective, in rank order. `payload` (when
+  // payload_bytes <= kInlineBytes) travels with the header: rank r's is at
+  // InlinePayload(r) until the next exchange.
+  std::vector<Header> ExchangeHeaders(OpScope& op, const Header& mine,
+                                      const void* payload = nullptr, size_t payload_bytes = 0);
+  const char* InlinePayload(int rank) const;
   void CheckHeaders(OpScope& op, const std::vector<Header>& all, bool same_count);
   void AllReduceData(OpScope& op, char* data, size_t count, DataType type, ReduceOp reduce);
   // Starts a collective (`collective`) or point-to-point operation: throws
@@ -118,6 +125,7 @@ class GlooGroup : public CollectiveGroup {
   std::mutex op_mu_;  // serialises operations; guards the sequence numbers
   uint64_t collective_seq_ = 0;
   std::vector<uint64_t> send_seq_, recv_seq_;
+  std::vector<char> inline_in_, inline_out_;  // the header exchange's buffers
 
   std::mutex mu_;  // guards everything below
   std::condition_variable cv_;

@@ -95,8 +95,22 @@ void GlooGroup::AllReduce(void* data, size_t count, DataType type, ReduceOp redu
   Begin(op, type, true);
   Header mine{0, kOpAllReduce, 0, static_cast<int32_t>(type), static_cast<int32_t>(reduce), -1,
               0, count};
-  CheckHeaders(op, ExchangeHeaders(op, mine), true);
-  AllReduceData(op, static_cast<char*>(data), count, type, reduce);
+  const size_t bytes = count * DataTypeSize(type);
+  if (bytes > kInlineBytes) {
+    CheckHeaders(op, ExchangeHeaders(op, mine), true);
+    AllReduceData(op, static_cast<char*>(data), count, type, reduce);
+    return;
+  }
+  // Small: the data rides with the headers (one round), reduced here in rank
+  // order so that every rank gets the same bits.
+  CheckHeaders(op, ExchangeHeaders(op, mine, data, bytes), true);
+  const int n = spec_.world_size;
+  if (n == 1 || bytes == 0) return;
+  auto part = [&](int r) { return r == spec_.rank ? static_cast<const char*>(data)
+                                                  : InlinePayload(r); };
+  std::vector<char> acc(part(0), part(0) + bytes);
+  for (int r = 1; r < n; ++r) HostReduce(acc.data(), part(r), count, type, reduce);
+  std::memcpy(data, acc.data(), bytes);
 }
 
 void GlooGroup::AllGather(const void* in, size_t count, DataType type,

@@ -84,13 +84,22 @@ class NcclGroup : public CollectiveGroup {
 
   ~NcclGroup() override {
     std::lock_guard<std::mutex> lock(op_mu_);
-    if (comm_ != nullptr) {
-      if (aborted_) {
-        AbortComm();
-      } else {
+    if (comm_ != nullptr && !aborted_) {
+      // Finalize flushes the communicator's work; polled, so a dead peer
+      // cannot hold the destructor past the group's timeout.
+      const auto deadline = Deadline();
+      ncclResult_t state = ncclCommFinalize(comm_);
+      while (state == ncclSuccess || state == ncclInProgress) {
+        ncclCommGetAsyncError(comm_, &state);
+        if (state != ncclInProgress || std::chrono::steady_clock::now() >= deadline) break;
+        std::this_thread::sleep_for(std::chrono::microseconds(50));
+      }
+      if (state == ncclSuccess) {
         ncclCommDestroy(comm_);
+        comm_ = nullptr;
       }
     }
+    AbortComm();
     if (stream_ != nullptr) cudaStreamDestroy(stream_);
   }
 
@@ -213,6 +222,7 @@ class NcclGroup : public CollectiveGroup {
    public:
     Staged(NcclGroup* group, void* ptr, size_t bytes, const char* op)
         : group_(group), host_(ptr), bytes_(bytes), op_(op) {
+      group_->Check(cudaSetDevice(group_->device_), op);  // the device is per thread
       if (bytes == 0 || IsDevicePointer(ptr)) return;
       group_->Check(cudaMalloc(&device_, bytes), op);
     }
@@ -252,6 +262,7 @@ class NcclGroup : public CollectiveGroup {
     std::lock_guard<std::mutex> lock(op_mu_);
     ThrowIfAborted(op);
     const auto deadline = Deadline();
+    Check(cudaSetDevice(device_), op);  // the device is per thread
     cudaStream_t s = stream != nullptr ? static_cast<cudaStream_t>(stream) : stream_;
     ncclResult_t r = call(s);
     if (r != ncclSuccess && r != ncclInProgress) CheckNccl(r, op);

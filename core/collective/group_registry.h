@@ -1,0 +1,40 @@
+// The process-wide registry of collective groups by name, and the hook through
+// which the rayx runtime provides the rendezvous store and node address.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "collective/collective_group.h"
+#include "collective/rendezvous_store.h"
+
+namespace rayx::collective::detail {
+
+// What InitCollectiveGroup(world_size, rank, options) needs from the runtime.
+struct CollectiveEnvironment {
+  // The store every rank of a group rendezvouses through (the head's KV).
+  std::function<std::shared_ptr<RendezvousStore>()> store_factory;
+  // This node's own address (the one it registered with).
+  std::string node_ip;
+  // The attempt id every rank of group `name` agrees on (set by whoever
+  // creates the group, e.g. the driver); nullptr: "0".
+  std::function<std::string(const std::string& name)> attempt_id;
+};
+
+// Sets (or with an empty store_factory, clears) the environment. Thread-safe.
+void SetCollectiveEnvironment(CollectiveEnvironment env);
+
+// Connects this process as spec.rank of group spec.options.name through
+// `store` and registers it. Throws CollectiveError: invalid spec, name already
+// initialised here, NCCL not built, a rank not joining in time.
+void InitCollectiveGroup(const GroupSpec& spec, std::shared_ptr<RendezvousStore> store);
+
+// The registered group `name`; throws CollectiveError when there is none.
+std::shared_ptr<CollectiveGroup> FindGroup(const std::string& name);
+
+// Aborts group `name` (see CollectiveGroup::Abort); false when there is none.
+bool AbortCollectiveGroup(const std::string& name, const std::string& reason,
+                          int failed_rank = -1);
+
+}  // namespace rayx::collective::detail

@@ -1,0 +1,378 @@
+// NcclGroup: NCCL communicators created non-blocking and polled against the
+// group's deadline, so that no wait can block forever inside NCCL.
+#include "collective/nccl_group.h"
+
+#ifdef RAYX_HAVE_NCCL
+#include <atomic>
+#include <chrono>
+#include <cstring>
+#include <mutex>
+#include <thread>
+
+#include <cuda_runtime.h>
+#include <nccl.h>
+#endif
+
+namespace rayx::collective {
+
+#ifndef RAYX_HAVE_NCCL
+
+int CudaDeviceCount(std::string* why) {
+  if (why) *why = "rayx was built without CUDA";
+  return 0;
+}
+
+std::shared_ptr<CollectiveGroup> ConnectNcclGroup(const GroupSpec& spec,
+                                                  std::shared_ptr<RendezvousStore>) {
+  throw CollectiveError(DescribeOp(spec, "InitCollectiveGroup") +
+                        ": rayx was built without NCCL; use Backend::kGloo");
+}
+
+#else
+
+int CudaDeviceCount(std::string* why) {
+  int n = 0;
+  cudaError_t err = cudaGetDeviceCount(&n);
+  if (err != cudaSuccess) {
+    if (why) *why = cudaGetErrorString(err);
+    return 0;
+  }
+  if (n == 0 && why) *why = "CUDA sees no device";
+  return n;
+}
+
+namespace {
+
+ncclDataType_t ToNccl(DataType type) {
+  switch (type) {
+    case DataType::kInt32: return ncclInt32;
+    case DataType::kInt64: return ncclInt64;
+    case DataType::kFloat: return ncclFloat32;
+    case DataType::kDouble: return ncclFloat64;
+    case DataType::kHalf: return ncclFloat16;
+    case DataType::kBFloat16: return ncclBfloat16;
+  }
+  return ncclFloat32;
+}
+
+ncclRedOp_t ToNccl(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::kSum: return ncclSum;
+    case ReduceOp::kProduct: return ncclProd;
+    case ReduceOp::kMin: return ncclMin;
+    case ReduceOp::kMax: return ncclMax;
+  }
+  return ncclSum;
+}
+
+bool IsDevicePointer(const void* ptr) {
+  cudaPointerAttributes attr{};
+  if (cudaPointerGetAttributes(&attr, ptr) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return false;
+  }
+  return attr.type == cudaMemoryTypeDevice || attr.type == cudaMemoryTypeManaged;
+}
+
+// One rank of an NCCL group. Operations are serialised; Abort is thread-safe:
+// it flags the group, and the operation in progress (or Abort itself when
+// none is) aborts the communicator.
+class NcclGroup : public CollectiveGroup {
+ public:
+  NcclGroup(GroupSpec spec, std::shared_ptr<RendezvousStore> store)
+      : spec_(std::move(spec)), store_(std::move(store)) {}
+
+  ~NcclGroup() override {
+    std::lock_guard<std::mutex> lock(op_mu_);
+    if (comm_ != nullptr && !aborted_) {
+      // Finalize flushes the communicator's work; polled, so a dead peer
+      // cannot hold the destructor past the group's timeout.
+      const auto deadline = Deadline();
+      ncclResult_t state = ncclCommFinalize(comm_);
+      while (state == ncclSuccess || state == ncclInProgress) {
+        ncclCommGetAsyncError(comm_, &state);
+        if (state != ncclInProgress || std::chrono::steady_clock::now() >= deadline) break;
+        std::this_thread::sleep_for(std::chrono::microseconds(50));
+      }
+      if (state == ncclSuccess) {
+        ncclCommDestroy(comm_);
+        comm_ = nullptr;
+      }
+    }
+    AbortComm();
+    if (stream_ != nullptr) cudaStreamDestroy(stream_);
+  }
+
+  void Connect() {
+    std::string why;
+    if (CudaDeviceCount(&why) == 0) {
+      throw CollectiveError(DescribeOp(spec_, "InitCollectiveGroup") + ": no GPU: " + why);
+    }
+    cudaGetDevice(&device_);
+    Check(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "InitCollectiveGroup");
+    const auto deadline = Deadline();
+    const std::string key = spec_.KeyPrefix() + "nccl_id";
+    ncclUniqueId id;
+    if (spec_.rank == 0) {
+      CheckNccl(ncclGetUniqueId(&id), "InitCollectiveGroup");
+      Status s = store_->Set(key, std::string(id.internal, sizeof(id.internal)));
+      if (!s.ok()) Fail("InitCollectiveGroup", "cannot publish the NCCL id: " + s.ToString(), -1);
+    } else {
+      Status s = store_->Wait({key}, deadline);
+      std::optional<std::string> value = s.ok() ? store_->Get(key) : std::nullopt;
+      if (!value || value->size() != sizeof(id.internal)) {
+        Fail("InitCollectiveGroup",
+             "rank 0 did not publish the NCCL id within " +
+                 std::to_string(spec_.options.timeout_ms) + " ms",
+             0);
+      }
+      std::memcpy(id.internal, value->data(), sizeof(id.internal));
+    }
+    ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+    config.blocking = 0;
+    ncclResult_t r =
+        ncclCommInitRankConfig(&comm_, spec_.world_size, id, spec_.rank, &config);
+    if (r != ncclSuccess && r != ncclInProgress) CheckNccl(r, "InitCollectiveGroup");
+    std::lock_guard<std::mutex> lock(op_mu_);
+    WaitComm("InitCollectiveGroup", deadline);
+  }
+
+  const GroupSpec& spec() const override { return spec_; }
+
+  void AllReduce(void* data, size_t count, DataType type, ReduceOp op, void* stream) override {
+    Run("AllReduce", data, count, type, stream, [&](void* p, cudaStream_t s) {
+      return ncclAllReduce(p, p, count, ToNccl(type), ToNccl(op), comm_, s);
+    });
+  }
+
+  void AllGather(const void* in, size_t count, DataType type,
+                 const std::function<void*(const std::vector<size_t>&)>& output,
+                 void* stream) override {
+    // NCCL needs equal counts; `output` rejects others on the raw path.
+    void* out = output(std::vector<size_t>(spec_.world_size, count));
+    const size_t bytes = count * DataTypeSize(type);
+    Staged staged_out(this, out, bytes * spec_.world_size, "AllGather");
+    Staged staged_in(this, const_cast<void*>(in), bytes, "AllGather");
+    RunStaged("AllGather", stream, [&](cudaStream_t s) {
+      return ncclAllGather(staged_in.ptr(s), staged_out.ptr(s), count, ToNccl(type), comm_, s);
+    }, {&staged_out});
+  }
+
+  void ReduceScatter(const void* in, size_t count, void* out, DataType type, ReduceOp op,
+                     void* stream) override {
+    if (count % spec_.world_size != 0) {
+      throw CollectiveError(DescribeOp(spec_, "ReduceScatter") + ": NCCL needs a length that " +
+                            "divides by the world size, got " + std::to_string(count));
+    }
+    const size_t per_rank = count / spec_.world_size;
+    const size_t esize = DataTypeSize(type);
+    Staged staged_in(this, const_cast<void*>(in), count * esize, "ReduceScatter");
+    Staged staged_out(this, out, per_rank * esize, "ReduceScatter");
+    RunStaged("ReduceScatter", stream, [&](cudaStream_t s) {
+      return ncclReduceScatter(staged_in.ptr(s), staged_out.ptr(s), per_rank, ToNccl(type),
+                               ToNccl(op), comm_, s);
+    }, {&staged_out});
+  }
+
+  void Broadcast(void* data, size_t count, DataType type, int root, void* stream) override {
+    Run("Broadcast", data, count, type, stream, [&](void* p, cudaStream_t s) {
+      return ncclBroadcast(p, p, count, ToNccl(type), root, comm_, s);
+    });
+  }
+
+  void Reduce(void* data, size_t count, DataType type, ReduceOp op, int root,
+              void* stream) override {
+    Run("Reduce", data, count, type, stream, [&](void* p, cudaStream_t s) {
+      return ncclReduce(p, p, count, ToNccl(type), ToNccl(op), root, comm_, s);
+    });
+  }
+
+  void Send(const void* data, size_t count, DataType type, int dst, void* stream) override {
+    Run("Send", const_cast<void*>(data), count, type, stream, [&](void* p, cudaStream_t s) {
+      return ncclSend(p, count, ToNccl(type), dst, comm_, s);
+    });
+  }
+
+  void Recv(void* data, size_t count, DataType type, int src, void* stream) override {
+    Run("Recv", data, count, type, stream, [&](void* p, cudaStream_t s) {
+      return ncclRecv(p, count, ToNccl(type), src, comm_, s);
+    });
+  }
+
+  void Barrier() override {
+    int32_t one = 1;
+    AllReduce(&one, 1, DataType::kInt32, ReduceOp::kSum, nullptr);
+  }
+
+  void Abort(const std::string& reason, int failed_rank) override {
+    if (!MarkAborted("aborted on " + DescribeRank(spec_, spec_.rank) + ": " + reason,
+                     failed_rank)) {
+      return;
+    }
+    // No operation in progress: abort the communicator here; otherwise the
+    // operation's poll loop does within microseconds.
+    std::unique_lock<std::mutex> lock(op_mu_, std::try_to_lock);
+    if (lock.owns_lock()) AbortComm();
+  }
+
+ private:
+  // A buffer on the device: `ptr` itself, or a device copy of host memory
+  // (copied back on Finish when it is an output).
+  class Staged {
+   public:
+    Staged(NcclGroup* group, void* ptr, size_t bytes, const char* op)
+        : group_(group), host_(ptr), bytes_(bytes), op_(op) {
+      group_->Check(cudaSetDevice(group_->device_), op);  // the device is per thread
+      if (bytes == 0 || IsDevicePointer(ptr)) return;
+      group_->Check(cudaMalloc(&device_, bytes), op);
+    }
+    ~Staged() {
+      if (device_ != nullptr) cudaFree(device_);
+    }
+    void* ptr(cudaStream_t s) {
+      if (device_ == nullptr) return host_;
+      if (!copied_in_) {
+        group_->Check(cudaMemcpyAsync(device_, host_, bytes_, cudaMemcpyHostToDevice, s), op_);
+        copied_in_ = true;
+      }
+      return device_;
+    }
+    void Finish(cudaStream_t s) {
+      if (device_ == nullptr) return;
+      group_->Check(cudaMemcpyAsync(host_, device_, bytes_, cudaMemcpyDeviceToHost, s), op_);
+    }
+
+   private:
+    NcclGroup* group_;
+    void* host_;
+    size_t bytes_;
+    const char* op_;
+    void* device_ = nullptr;
+    bool copied_in_ = false;
+  };
+
+  template <typename F>
+  void Run(const char* op, void* data, size_t count, DataType type, void* stream, F&& call) {
+    Staged staged(this, data, count * DataTypeSize(type), op);
+    RunStaged(op, stream, [&](cudaStream_t s) { return call(staged.ptr(s), s); }, {&staged});
+  }
+
+  template <typename F>
+  void RunStaged(const char* op, void* stream, F&& call, std::initializer_list<Staged*> outputs) {
+    std::lock_guard<std::mutex> lock(op_mu_);
+    ThrowIfAborted(op);
+    const auto deadline = Deadline();
+    Check(cudaSetDevice(device_), op);  // the device is per thread
+    cudaStream_t s = stream != nullptr ? static_cast<cudaStream_t>(stream) : stream_;
+    ncclResult_t r = call(s);
+    if (r != ncclSuccess && r != ncclInProgress) CheckNccl(r, op);
+    WaitComm(op, deadline);
+    for (Staged* out : outputs) out->Finish(s);
+    // The stream drains by polling, so an abort or the deadline can end it.
+    for (;;) {
+      cudaError_t err = cudaStreamQuery(s);
+      if (err == cudaSuccess) return;
+      if (err != cudaErrorNotReady) Check(err, op);
+      PollOnce(op, deadline);
+    }
+  }
+
+  // Polls the communicator until its pending work is enqueued (or it fails).
+  void WaitComm(const char* op, std::chrono::steady_clock::time_point deadline) {
+    for (;;) {
+      ncclResult_t state = ncclSuccess;
+      ncclCommGetAsyncError(comm_, &state);
+      if (state == ncclSuccess) return;
+      if (state != ncclInProgress) {
+        AbortComm();
+        Fail(op, std::string("NCCL error: ") + ncclGetErrorString(state) + " " +
+                     ncclGetLastError(nullptr), -1);
+      }
+      PollOnce(op, deadline);
+    }
+  }
+
+  void PollOnce(const char* op, std::chrono::steady_clock::time_point deadline) {
+    ncclResult_t state = ncclSuccess;
+    ncclCommGetAsyncError(comm_, &state);
+    if (state != ncclSuccess && state != ncclInProgress) {
+      AbortComm();
+      Fail(op, std::string("NCCL error: ") + ncclGetErrorString(state), -1);
+    }
+    if (aborted_) {
+      AbortComm();
+      ThrowIfAborted(op);
+    }
+    if (std::chrono::steady_clock::now() >= deadline) {
+      MarkAborted("timed out after " + std::to_string(spec_.options.timeout_ms) + " ms", -1);
+      AbortComm();
+      ThrowIfAborted(op);
+    }
+    std::this_thread::sleep_for(std::chrono::microseconds(20));
+  }
+
+  // Records why the group ended; false when it had already.
+  bool MarkAborted(const std::string& why, int failed_rank) {
+    std::lock_guard<std::mutex> lock(abort_mu_);
+    if (aborted_) return false;
+    abort_why_ = why;
+    abort_failed_rank_ = failed_rank;
+    aborted_ = true;
+    return true;
+  }
+
+  // REQUIRES: op_mu_ held (or the group no longer shared).
+  void AbortComm() {
+    if (comm_ == nullptr || comm_aborted_) return;
+    comm_aborted_ = true;
+    ncclCommAbort(comm_);
+    comm_ = nullptr;
+  }
+
+  void ThrowIfAborted(const char* op) {
+    if (!aborted_) return;
+    std::lock_guard<std::mutex> lock(abort_mu_);
+    throw CollectiveError(DescribeOp(spec_, op) + " failed: " + abort_why_, abort_failed_rank_);
+  }
+
+  [[noreturn]] void Fail(const char* op, const std::string& why, int failed_rank) {
+    throw CollectiveError(DescribeOp(spec_, op) + " failed: " + why, failed_rank);
+  }
+
+  void Check(cudaError_t err, const char* op) {
+    if (err != cudaSuccess) Fail(op, std::string("CUDA error: ") + cudaGetErrorString(err), -1);
+  }
+
+  void CheckNccl(ncclResult_t r, const char* op) {
+    if (r != ncclSuccess) Fail(op, std::string("NCCL error: ") + ncclGetErrorString(r), -1);
+  }
+
+  std::chrono::steady_clock::time_point Deadline() const {
+    return std::chrono::steady_clock::now() + std::chrono::milliseconds(spec_.options.timeout_ms);
+  }
+
+  const GroupSpec spec_;
+  const std::shared_ptr<RendezvousStore> store_;
+  int device_ = 0;
+  cudaStream_t stream_ = nullptr;
+  std::mutex op_mu_;  // serialises operations; guards comm_
+  ncclComm_t comm_ = nullptr;
+  bool comm_aborted_ = false;
+  std::mutex abort_mu_;  // guards abort_why_, abort_failed_rank_
+  std::atomic<bool> aborted_{false};
+  std::string abort_why_;
+  int abort_failed_rank_ = -1;
+};
+
+}  // namespace
+
+std::shared_ptr<CollectiveGroup> ConnectNcclGroup(const GroupSpec& spec,
+                                                  std::shared_ptr<RendezvousStore> store) {
+  auto group = std::make_shared<NcclGroup>(spec, std::move(store));
+  group->Connect();
+  return group;
+}
+
+#endif  // RAYX_HAVE_NCCL
+
+}  // namespace rayx::collective

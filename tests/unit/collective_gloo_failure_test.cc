@@ -1,0 +1,229 @@
+// Gloo collective groups never hang: silent ranks, aborts, dropped peers and
+// bad arguments end in a CollectiveError that names what happened.
+#include <gtest/gtest.h>
+
+#include <chrono>
+
+#include "collective/group_registry.h"
+#include "collective_test_util.h"
+
+namespace rayx::collective {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using testing::AllEmpty;
+using testing::ConnectGloo;
+using testing::MakeSpec;
+using testing::OnEveryRank;
+
+int64_t MsSince(Clock::time_point start) {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start).count();
+}
+
+// Ranks 0 and 1 run an AllReduce while rank 2 does `rank2` instead; returns
+// their errors, failed ranks and how long each call took.
+struct Outcome {
+  std::vector<std::string> errors{3};
+  std::vector<int> failed_rank{-1, -1, -1};
+  std::vector<int64_t> ms{0, 0, 0};
+};
+
+Outcome AllReduceWithout2(std::vector<std::shared_ptr<GlooGroup>>& groups,
+                          const std::function<void()>& rank2) {
+  Outcome out;
+  OnEveryRank(3, [&](int r) {
+    if (r == 2) {
+      rank2();
+      return;
+    }
+    std::vector<float> v(1 << 20, 1.0f);
+    auto start = Clock::now();
+    try {
+      groups[r]->AllReduce(v.data(), v.size(), DataType::kFloat, ReduceOp::kSum, nullptr);
+    } catch (const CollectiveError& e) {
+      out.errors[r] = e.what();
+      out.failed_rank[r] = e.failed_rank();
+    }
+    out.ms[r] = MsSince(start);
+  });
+  return out;
+}
+
+TEST(GlooFailure, ARankThatNeverCallsTimesOutTheOthersNamingIt) {
+  auto store = std::make_shared<InMemoryRendezvousStore>();
+  auto groups = ConnectGloo(3, store, "g", /*timeout_ms=*/1500);
+  Outcome out = AllReduceWithout2(groups, [] {});
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_NE(out.errors[r].find("'g' AllReduce on rank " + std::to_string(r) + " of 3"),
+              std::string::npos)
+        << out.errors[r];
+    EXPECT_NE(out.errors[r].find("timed out after 1500 ms waiting for rank 2"),
+              std::string::npos)
+        << out.errors[r];
+    EXPECT_EQ(out.failed_rank[r], 2);
+    EXPECT_GE(out.ms[r], 1400);
+    EXPECT_LE(out.ms[r], 1500 + 1000);
+  }
+  // Every later operation fails at once.
+  std::vector<int32_t> v(1);
+  auto start = Clock::now();
+  try {
+    groups[0]->AllReduce(v.data(), 1, DataType::kInt32, ReduceOp::kSum, nullptr);
+    ADD_FAILURE() << "an aborted group ran an operation";
+  } catch (const CollectiveError& e) {
+    EXPECT_NE(std::string(e.what()).find("aborted earlier"), std::string::npos) << e.what();
+  }
+  EXPECT_LT(MsSince(start), 100);
+}
+
+TEST(GlooFailure, AbortOnOneRankFailsTheOthersPromptlyNamingIt) {
+  auto store = std::make_shared<InMemoryRendezvousStore>();
+  auto groups = ConnectGloo(3, store, "g", /*timeout_ms=*/20000);
+  Outcome out = AllReduceWithout2(groups, [&] { groups[2]->Abort("head reported rank 2 dead"); });
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_NE(out.errors[r].find("rank 2 (actor actor-2, node node-2)"), std::string::npos)
+        << out.errors[r];
+    EXPECT_NE(out.errors[r].find("head reported rank 2 dead"), std::string::npos)
+        << out.errors[r];
+    EXPECT_EQ(out.failed_rank[r], 2);
+    EXPECT_LT(out.ms[r], 1000);
+  }
+}
+
+TEST(GlooFailure, DestroyingOneRankFailsTheOthersPromptlyNamingIt) {
+  auto store = std::make_shared<InMemoryRendezvousStore>();
+  auto groups = ConnectGloo(3, store, "g", /*timeout_ms=*/20000);
+  Outcome out = AllReduceWithout2(groups, [&] { groups[2].reset(); });
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_NE(out.errors[r].find("rank 2 (actor actor-2, node node-2) destroyed the group"),
+              std::string::npos)
+        << out.errors[r];
+    EXPECT_EQ(out.failed_rank[r], 2);
+    EXPECT_LT(out.ms[r], 1000);
+  }
+}
+
+TEST(GlooFailure, APeerWhoseConnectionsDropIsNamedAsLost) {
+  auto store = std::make_shared<InMemoryRendezvousStore>();
+  auto groups = ConnectGloo(3, store, "g", /*timeout_ms=*/20000);
+  Outcome out = AllReduceWithout2(groups, [&] { groups[2]->TEST_DropConnections(); });
+  for (int r = 0; r < 2; ++r) {
+    // Rank 0 or 1 may learn it from the other's notice; both name rank 2.
+    EXPECT_NE(out.errors[r].find("lost the connection to rank 2"), std::string::npos)
+        << out.errors[r];
+    EXPECT_EQ(out.failed_rank[r], 2);
+    EXPECT_LT(out.ms[r], 1000);
+  }
+}
+
+TEST(GlooFailure, AbortDuringAnOperationOnTheSameRankEndsItWithinASecond) {
+  auto store = std::make_shared<InMemoryRendezvousStore>();
+  auto groups = ConnectGloo(2, store, "g", /*timeout_ms=*/20000);
+  std::string error;
+  int64_t ms = 0;
+  OnEveryRank(2, [&](int r) {
+    if (r == 1) {
+      groups[1]->Abort("stop");
+      return;
+    }
+    auto start = Clock::now();
+    try {
+      groups[0]->Barrier();
+      groups[0]->Barrier();
+    } catch (const CollectiveError& e) {
+      error = e.what();
+    }
+    ms = MsSince(start);
+  });
+  EXPECT_NE(error.find("'g' Barrier on rank 0 of 2"), std::string::npos) << error;
+  EXPECT_NE(error.find("stop"), std::string::npos) << error;
+  EXPECT_LT(ms, 1000);
+}
+
+TEST(GlooFailure, ARankThatNeverJoinsIsNamedByTheOthers) {
+  auto store = std::make_shared<InMemoryRendezvousStore>();
+  auto errors = OnEveryRank(2, [&](int r) {
+    GlooGroup::Connect(MakeSpec(3, r, "late", 1000, "1"), store);
+  });
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_NE(errors[r].find("'late' rank " + std::to_string(r) + " of 3"), std::string::npos)
+        << errors[r];
+    EXPECT_NE(errors[r].find("rank 2 (actor actor-2, node node-2) did not join within 1000 ms"),
+              std::string::npos)
+        << errors[r];
+  }
+}
+
+TEST(CollectiveRegistry, RejectsBadArgumentsClearly) {
+  auto store = std::make_shared<InMemoryRendezvousStore>();
+  auto expect_error = [&](int world_size, int rank, const std::string& text) {
+    GroupSpec spec = MakeSpec(1, 0, "bad", 1000, "1");
+    spec.world_size = world_size;
+    spec.rank = rank;
+    spec.members.clear();
+    try {
+      detail::InitCollectiveGroup(spec, store);
+      ADD_FAILURE() << "accepted world_size " << world_size << " rank " << rank;
+    } catch (const CollectiveError& e) {
+      EXPECT_NE(std::string(e.what()).find(text), std::string::npos) << e.what();
+    }
+    EXPECT_FALSE(IsGroupInitialized("bad"));
+  };
+  expect_error(0, 0, "world_size must be positive, got 0");
+  expect_error(2, 2, "rank 2 is out of range [0, 2)");
+  expect_error(2, -1, "rank -1 is out of range");
+  EXPECT_THROW(GetRank("nope"), CollectiveError);
+  EXPECT_THROW(DestroyCollectiveGroup("nope"), CollectiveError);
+  try {
+    InitCollectiveGroup(1, 0, GroupOptions{"needs-runtime"});
+    ADD_FAILURE() << "initialised without a runtime";
+  } catch (const CollectiveError& e) {
+    EXPECT_NE(std::string(e.what()).find("no rendezvous store"), std::string::npos) << e.what();
+  }
+}
+
+TEST(CollectiveRegistry, OneRankGroupThroughThePublicApi) {
+  auto store = std::make_shared<InMemoryRendezvousStore>();
+  detail::InitCollectiveGroup(MakeSpec(1, 0, "solo", 5000, "1"), store);
+  EXPECT_THROW(detail::InitCollectiveGroup(MakeSpec(1, 0, "solo", 5000, "2"), store),
+               CollectiveError);
+  EXPECT_EQ(GetRank("solo"), 0);
+  EXPECT_EQ(GetWorldSize("solo"), 1);
+  std::vector<double> v{1.5, 2.5};
+  AllReduce(v, ReduceOp::kSum, "solo");
+  EXPECT_EQ(v, (std::vector<double>{1.5, 2.5}));
+  EXPECT_EQ(AllGather(std::vector<int32_t>{7, 8}, "solo"), (std::vector<int32_t>{7, 8}));
+  EXPECT_EQ(ReduceScatter(std::vector<int64_t>{1, 2, 3}, ReduceOp::kMax, "solo"),
+            (std::vector<int64_t>{1, 2, 3}));
+  Broadcast(v, 0, "solo");
+  Barrier("solo");
+  EXPECT_THROW(Broadcast(v, 1, "solo"), CollectiveError);
+  EXPECT_THROW(Send(v, 0, "solo"), CollectiveError);
+  DestroyCollectiveGroup("solo");
+  EXPECT_FALSE(IsGroupInitialized("solo"));
+  // Created again under the same name: a new attempt.
+  detail::InitCollectiveGroup(MakeSpec(1, 0, "solo", 5000, "2"), store);
+  EXPECT_TRUE(IsGroupInitialized("solo"));
+  EXPECT_TRUE(detail::AbortCollectiveGroup("solo", "test"));
+  try {
+    Barrier("solo");
+    ADD_FAILURE() << "an aborted group ran a barrier";
+  } catch (const CollectiveError& e) {
+    EXPECT_NE(std::string(e.what()).find("test"), std::string::npos) << e.what();
+  }
+  DestroyCollectiveGroup("solo");
+}
+
+TEST(CollectiveRegistry, EnvironmentHookProvidesStoreAddressAndAttempt) {
+  auto store = std::make_shared<InMemoryRendezvousStore>();
+  detail::SetCollectiveEnvironment({[store] { return store; }, "127.0.0.1",
+                                    [](const std::string&) { return std::string("7"); }});
+  InitCollectiveGroup(1, 0, GroupOptions{"hooked"});
+  Barrier("hooked");
+  DestroyCollectiveGroup("hooked");
+  EXPECT_GT(store->CountPrefix("hooked/7/"), 0u);
+  detail::SetCollectiveEnvironment({});
+}
+
+}  // namespace
+}  // namespace rayx::collective

@@ -1,0 +1,105 @@
+// NCCL collective groups on a real GPU (CTest label `gpu`): a one-rank group's
+// allreduce and broadcast, and an abort on timeout. Skips without a GPU.
+#include <gtest/gtest.h>
+
+#include <chrono>
+
+#include "collective/group_registry.h"
+#include "collective/nccl_group.h"
+#include "collective/rendezvous_store.h"
+
+namespace rayx::collective {
+namespace {
+
+GroupSpec OneRankSpec(const std::string& name, int64_t timeout_ms) {
+  GroupSpec spec;
+  spec.options.name = name;
+  spec.options.backend = Backend::kNccl;
+  spec.options.timeout_ms = timeout_ms;
+  spec.world_size = 1;
+  spec.rank = 0;
+  spec.attempt_id = "1";
+  return spec;
+}
+
+class NcclGroupTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::string why;
+    if (CudaDeviceCount(&why) == 0) GTEST_SKIP() << "no GPU: " << why;
+    store_ = std::make_shared<InMemoryRendezvousStore>();
+  }
+  std::shared_ptr<InMemoryRendezvousStore> store_;
+};
+
+TEST_F(NcclGroupTest, OneRankAllReduceAndBroadcastAreExact) {
+  detail::InitCollectiveGroup(OneRankSpec("nccl", 30000), store_);
+  EXPECT_TRUE(store_->Get("nccl/1/nccl_id").has_value());
+  std::vector<float> v{1.0f, 2.0f, 3.0f};
+  AllReduce(v, ReduceOp::kSum, "nccl");
+  EXPECT_EQ(v, (std::vector<float>{1.0f, 2.0f, 3.0f}));
+  std::vector<int64_t> big(1 << 20);
+  for (size_t i = 0; i < big.size(); ++i) big[i] = static_cast<int64_t>(i);
+  std::vector<int64_t> copy = big;
+  AllReduce(big, ReduceOp::kMax, "nccl");
+  Broadcast(big, 0, "nccl");
+  EXPECT_EQ(big, copy);
+  std::vector<uint16_t> halves(8, 0x3c00);  // 1.0 in IEEE half
+  AllReduce(halves.data(), halves.size(), DataType::kHalf, ReduceOp::kSum, "nccl");
+  EXPECT_EQ(halves, std::vector<uint16_t>(8, 0x3c00));
+  Barrier("nccl");
+  DestroyCollectiveGroup("nccl");
+}
+
+TEST_F(NcclGroupTest, AbortEndsTheGroupAndLaterOperationsFail) {
+  detail::InitCollectiveGroup(OneRankSpec("nccl-abort", 30000), store_);
+  ASSERT_TRUE(detail::AbortCollectiveGroup("nccl-abort", "head reported a member dead"));
+  std::vector<float> v{1.0f};
+  auto start = std::chrono::steady_clock::now();
+  try {
+    AllReduce(v, ReduceOp::kSum, "nccl-abort");
+    ADD_FAILURE() << "an aborted NCCL group ran an allreduce";
+  } catch (const CollectiveError& e) {
+    EXPECT_NE(std::string(e.what()).find("head reported a member dead"), std::string::npos)
+        << e.what();
+  }
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(1));
+  DestroyCollectiveGroup("nccl-abort");
+}
+
+TEST_F(NcclGroupTest, ARankThatNeverJoinsTimesOutInsteadOfHanging) {
+  // Rank 1 of 2 waits for rank 0's id, which never comes.
+  GroupSpec spec = OneRankSpec("nccl-late", 1000);
+  spec.world_size = 2;
+  spec.rank = 1;
+  auto start = std::chrono::steady_clock::now();
+  try {
+    detail::InitCollectiveGroup(spec, store_);
+    ADD_FAILURE() << "joined a group whose rank 0 never came";
+  } catch (const CollectiveError& e) {
+    EXPECT_NE(std::string(e.what()).find("rank 0 did not publish the NCCL id"),
+              std::string::npos)
+        << e.what();
+  }
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(2));
+  EXPECT_FALSE(IsGroupInitialized("nccl-late"));
+}
+
+TEST(NcclWithoutGpu, InitSaysWhyWhenThereIsNoGpu) {
+  std::string why;
+  if (CudaDeviceCount(&why) > 0) GTEST_SKIP() << "a GPU is present; covered above";
+  auto store = std::make_shared<InMemoryRendezvousStore>();
+  try {
+    detail::InitCollectiveGroup(OneRankSpec("nccl-none", 1000), store);
+    ADD_FAILURE() << "an NCCL group without a GPU";
+  } catch (const CollectiveError& e) {
+    const std::string what = e.what();
+    EXPECT_TRUE(what.find("no GPU") != std::string::npos ||
+                what.find("built without NCCL") != std::string::npos)
+        << what;
+  }
+  EXPECT_FALSE(IsGroupInitialized("nccl-none"));
+}
+
+}  // namespace
+}  // namespace rayx::collective

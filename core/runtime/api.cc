@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <mutex>
+#include <optional>
 
 #include "common/address.h"
 #include "common/logging.h"
@@ -15,6 +16,8 @@
 #include "common/session_dir.h"
 #include "rayx/rayx.h"
 #include "runtime/runtime.h"
+#include "worker/worker_env.h"
+#include "worker/worker_loop.h"
 
 namespace rayx {
 
@@ -27,6 +30,9 @@ struct Global {
   std::atomic<detail::Runtime*> current{nullptr};
   std::string private_temp_dir;  // the embedded cluster's, when we started one
   std::string rayx_cli;
+  // Set in a worker process before it serves tasks (the variables it came
+  // from are gone from the environment then).
+  std::optional<WorkerEnv> worker_env;
 };
 
 Global& G() {
@@ -130,6 +136,18 @@ void StopPrivateCluster() {
   g.private_temp_dir.clear();
 }
 
+// Serves tasks when this process was started as a worker; never returns then.
+void ServeIfWorker() {
+  if (!WorkerEnv::InWorkerMode()) return;
+  auto env = WorkerEnv::FromEnvironment();
+  if (!env.ok()) {
+    RAYX_LOG(Error) << "cannot start as a worker: " << env.status().message();
+    std::_Exit(1);
+  }
+  G().worker_env = *env;
+  detail::RunWorker(*env);
+}
+
 }  // namespace
 
 void Init() { Init(Options()); }
@@ -144,8 +162,10 @@ void Init(int argc, char** argv) {
 }
 
 void Init(const Options& options) {
-  if (!Env("RAYX_WORKER_MODE").empty()) detail::RunWorker();
+  ServeIfWorker();
   Global& g = G();
+  // A task calling Init: its worker joins the job on first use already.
+  if (g.worker_env) return;
   std::lock_guard<std::mutex> lock(g.mu);
   if (g.runtime) throw std::logic_error("rayx::Init was called twice without Shutdown");
   std::string temp_dir = !options.temp_dir.empty() ? options.temp_dir : detail::DefaultTempDir();
@@ -201,16 +221,9 @@ void Shutdown() {
 }
 
 std::vector<int> GetGpuIds() {
-  std::vector<int> ids;
-  std::string text = Env("RAYX_GPU_IDS");
-  size_t start = 0;
-  while (start < text.size()) {
-    size_t comma = text.find(',', start);
-    if (comma == std::string::npos) comma = text.size();
-    ids.push_back(std::atoi(text.substr(start, comma - start).c_str()));
-    start = comma + 1;
-  }
-  return ids;
+  // Workers and the drivers a node agent starts are told their GPUs.
+  auto ids = WorkerEnv::ParseIdList(Env(WorkerEnv::kGpuIds));
+  return ids.ok() ? *ids : std::vector<int>();
 }
 
 bool IsInitialized() {
@@ -228,18 +241,17 @@ Runtime& RequireRuntime() {
   if (Runtime* runtime = g.current.load(std::memory_order_acquire)) return *runtime;
   std::lock_guard<std::mutex> lock(g.mu);
   if (g.runtime) return *g.runtime;
-  if (Env("RAYX_WORKER_MODE").empty()) {
-    throw std::logic_error("rayx is not initialized: call rayx::Init() first");
-  }
+  if (!g.worker_env) throw std::logic_error("rayx is not initialized: call rayx::Init() first");
   // A worker whose task submits work: join its job (never ending it).
-  auto head = ParseHostPort(Env("RAYX_ADDRESS"), kDefaultHeadPort);
+  const WorkerEnv& env = *g.worker_env;
+  auto head = ParseHostPort(env.head_address, kDefaultHeadPort);
   if (!head.ok()) throw std::runtime_error("worker: bad RAYX_ADDRESS");
   Runtime::Config config;
   config.head = *head;
-  config.token = Env("RAYX_CLUSTER_TOKEN");
-  config.job_id = Env("RAYX_JOB_ID");
+  config.token = env.cluster_token;
+  config.job_id = env.job_id;
   config.is_worker = true;
-  config.node_ip = Env("RAYX_NODE_IP");
+  config.node_ip = env.node_ip;
   auto runtime = Runtime::Start(config);
   if (!runtime.ok()) throw std::runtime_error("worker: " + runtime.status().message());
   g.runtime = std::move(*runtime);

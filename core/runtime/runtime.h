@@ -259,7 +259,4 @@ struct PlacementGroupCore {
   PlacementGroupState state;
 };
 
-// Serves tasks in a worker process; never returns.
-[[noreturn]] void RunWorker();
-
 }  // namespace rayx::detail

@@ -85,8 +85,18 @@ int AddThroughHandle(rayx::ActorHandle<Recorder> actor, int x) {
   return *actor.Task(&Recorder::Record).Remote(x).Get();
 }
 
+// What a task sees of the variables that would make a program it starts a worker.
+std::string WorkerVariables() {
+  std::string out;
+  for (const char* name : {"RAYX_WORKER_MODE", "RAYX_WORKER_READY_FD", "RAYX_NODE_IP"}) {
+    const char* v = std::getenv(name);
+    out += std::string(name) + "=" + (v ? "set" : "(unset)") + " ";
+  }
+  return out;
+}
+
 rayx::Bytes MakeBlob(int size);
-RAYX_REMOTE(MakeBlob, Reverse, CountBytes, Square, Add, SumBytes, AgentPid, SlowSquare, Throws, Crashes, Recorder::Create,
+RAYX_REMOTE(WorkerVariables, MakeBlob, Reverse, CountBytes, Square, Add, SumBytes, AgentPid, SlowSquare, Throws, Crashes, Recorder::Create,
             &Recorder::Record, &Recorder::Seen, &Recorder::Total, &Recorder::Pid, &Recorder::Sleep,
             &Recorder::Gpus, &Recorder::Visible,
             AddThroughHandle);
@@ -199,6 +209,12 @@ TEST_F(Runtime, TasksReturnTheirResults) {
   for (int i = 0; i < 50; ++i) refs.push_back(rayx::Task(Square).Remote(i));
   auto values = rayx::Get(refs);
   for (int i = 0; i < 50; ++i) EXPECT_EQ(*values[i], i * i);
+}
+
+TEST_F(Runtime, TasksRunWithoutTheWorkerOnlyVariables) {
+  // So a rayx program a task starts (system(), fork+exec) is a driver, not a worker.
+  EXPECT_EQ(*rayx::Task(WorkerVariables).Remote().Get(),
+            "RAYX_WORKER_MODE=(unset) RAYX_WORKER_READY_FD=(unset) RAYX_NODE_IP=set ");
 }
 
 TEST_F(Runtime, TasksSpreadOverNodesWhenOneIsFull) {

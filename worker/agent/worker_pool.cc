@@ -14,6 +14,7 @@
 
 #include "common/logging.h"
 #include "common/ready_pipe.h"
+#include "worker/worker_env.h"
 
 namespace rayx::worker {
 
@@ -42,37 +43,24 @@ void WorkerPool::Start(const protocol::StartWorkerRequest& request, StartCallbac
   }
   std::string log_path = options_.log_dir + "/worker-" + request.lease_id.substr(0, 12) + ".log";
   int log_fd = ::open(log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-  std::vector<std::string> env = {
-      "RAYX_WORKER_MODE=1",
-      "RAYX_WORKER_READY_FD=3",
-      "RAYX_NODE_IP=" + options_.node_ip,
-      "RAYX_ADDRESS=" + request.head_address,
-      "RAYX_JOB_ID=" + request.job_id,
-      "RAYX_LEASE_ID=" + request.lease_id,
-      "RAYX_CLUSTER_TOKEN=" + options_.token,
-      "RAYX_STORE_DIR=" + options_.store_dir,
-      "RAYX_OBJECT_ADDRESS=" + object_address_,
-  };
-  // A worker sees exactly its GPUs, so its device 0 is its own; none when it
-  // holds none.
-  auto join = [](const std::vector<int>& ids) {
-    std::string s;
-    for (int id : ids) s += (s.empty() ? "" : ",") + std::to_string(id);
-    return s;
-  };
-  std::string devices = join(request.gpu_ids);
-  if (request.visible_gpu_ids.empty()) {
-    env.push_back("CUDA_VISIBLE_DEVICES=" + devices);
-  } else {
-    // The group's devices on this node; RAYX_LOCAL_RANK is this worker's own.
-    env.push_back("CUDA_VISIBLE_DEVICES=" + join(request.visible_gpu_ids));
-    env.push_back("RAYX_LOCAL_RANK=" + std::to_string(request.local_rank));
+  WorkerEnv worker_env;
+  worker_env.ready_fd = 3;
+  worker_env.node_ip = options_.node_ip;
+  worker_env.head_address = request.head_address;
+  worker_env.job_id = request.job_id;
+  worker_env.lease_id = request.lease_id;
+  worker_env.cluster_token = options_.token;
+  worker_env.store_dir = options_.store_dir;
+  worker_env.object_address = object_address_;
+  worker_env.gpu_ids = request.gpu_ids;
+  if (!request.visible_gpu_ids.empty()) {
+    worker_env.visible_gpu_ids = request.visible_gpu_ids;
+    worker_env.local_rank = request.local_rank;
   }
-  if (!request.package_hash.empty()) {
-    env.push_back("RAYX_PACKAGE_HASH=" + request.package_hash);
-    env.push_back("RAYX_PACKAGE_DIR=" + request.package_dir);
-  }
-  env.push_back("RAYX_GPU_IDS=" + devices);
+  worker_env.package_hash = request.package_hash;
+  worker_env.package_dir = request.package_dir;
+  std::vector<std::string> env;
+  for (const auto& [name, value] : worker_env.Encode()) env.push_back(name + "=" + value);
   std::string exe = request.executable;
   std::string cwd = request.working_dir;
   pid_t parent = getpid();

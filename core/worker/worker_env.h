@@ -1,0 +1,78 @@
+// The environment a node agent gives a worker process: one struct for every
+// RAYX_* variable.
+#pragma once
+
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "rayx/status.h"
+
+namespace rayx {
+
+// What a worker process is told through its environment, written by the node
+// agent (Encode) and read back by the worker (FromEnvironment). Both sides use
+// this struct, so a variable is named and parsed in exactly one place.
+//
+// RAYX_WORKER_MODE and RAYX_WORKER_READY_FD make a process a worker; the worker
+// removes them (ClearWorkerOnlyVariables) before user code runs, so a rayx
+// program that a task starts is a driver. The other variables stay visible to
+// user code (RAYX_NODE_IP, RAYX_GPU_IDS, RAYX_LOCAL_RANK, ...).
+//
+// A plain value: copyable, no shared state.
+struct WorkerEnv {
+  static constexpr const char* kWorkerMode = "RAYX_WORKER_MODE";
+  static constexpr const char* kReadyFd = "RAYX_WORKER_READY_FD";
+  static constexpr const char* kNodeIp = "RAYX_NODE_IP";
+  static constexpr const char* kHeadAddress = "RAYX_ADDRESS";
+  static constexpr const char* kJobId = "RAYX_JOB_ID";
+  static constexpr const char* kLeaseId = "RAYX_LEASE_ID";
+  static constexpr const char* kClusterToken = "RAYX_CLUSTER_TOKEN";
+  static constexpr const char* kStoreDir = "RAYX_STORE_DIR";
+  static constexpr const char* kObjectAddress = "RAYX_OBJECT_ADDRESS";
+  static constexpr const char* kGpuIds = "RAYX_GPU_IDS";
+  static constexpr const char* kLocalRank = "RAYX_LOCAL_RANK";
+  static constexpr const char* kPackageHash = "RAYX_PACKAGE_HASH";
+  static constexpr const char* kPackageDir = "RAYX_PACKAGE_DIR";
+  static constexpr const char* kCudaVisibleDevices = "CUDA_VISIBLE_DEVICES";
+
+  int ready_fd = 3;          // where the worker writes its READY/ERROR line
+  std::string node_ip;       // the node's address; the worker listens on it
+  std::string head_address;  // "host:port" of the head
+  std::string job_id;        // the job the lease belongs to
+  std::string lease_id;
+  std::string cluster_token;   // for tasks that submit work themselves
+  std::string store_dir;       // the node's object store ("" = results go inline)
+  std::string object_address;  // the node's object server
+  std::vector<int> gpu_ids;    // the lease's GPUs
+  // The GPU group's devices on this node when the lease is one rank of a group
+  // (then `local_rank` names this worker's own); empty: exactly `gpu_ids`.
+  std::vector<int> visible_gpu_ids;
+  std::optional<int> local_rank;
+  std::string package_hash;  // the job's working-directory package, if any
+  std::string package_dir;
+
+  // The variables to set in the worker's environment (CUDA_VISIBLE_DEVICES
+  // included), by name.
+  std::map<std::string, std::string> Encode() const;
+
+  // Parses `vars` (as Encode writes them). Returns InvalidArgument, naming the
+  // variable, when one is missing or malformed.
+  static Result<WorkerEnv> Decode(const std::map<std::string, std::string>& vars);
+
+  // Decode() over this process's environment.
+  static Result<WorkerEnv> FromEnvironment();
+
+  // True when this process was started as a worker (RAYX_WORKER_MODE is set).
+  static bool InWorkerMode();
+
+  // Removes the variables that make a process a worker from this process's
+  // environment. Not thread-safe (setenv/unsetenv): call before user code runs.
+  static void ClearWorkerOnlyVariables();
+
+  // Parses "0,1,3"; "" is no ids. InvalidArgument for anything else.
+  static Result<std::vector<int>> ParseIdList(const std::string& text);
+};
+
+}  // namespace rayx

@@ -1,0 +1,298 @@
+// The worker process's task loop.
+#include "worker/worker_loop.h"
+
+#include <cxxabi.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <typeinfo>
+
+#include "common/logging.h"
+#include "common/ready_pipe.h"
+#include "object_store/object_pull.h"
+#include "protocol/codec.h"
+#include "rayx/detail/registry.h"
+#include "rayx/detail/runtime_api.h"
+#include "transport/message.h"
+
+namespace rayx::detail {
+
+namespace {
+std::string Demangle(const char* name) {
+  int status = 0;
+  char* out = abi::__cxa_demangle(name, nullptr, nullptr, &status);
+  std::string result = status == 0 && out ? out : name;
+  std::free(out);
+  return result;
+}
+
+std::string ExecutableName() {
+  char buf[4096];
+  ssize_t n = readlink("/proc/self/exe", buf, sizeof buf - 1);
+  return n > 0 ? std::string(buf, static_cast<size_t>(n)) : "this program";
+}
+
+// A frame that owns `bytes` (moved in, not copied).
+zmq::message_t OwningFrame(std::string bytes) {
+  auto* owned = new std::string(std::move(bytes));
+  return zmq::message_t(
+      owned->data(), owned->size(),
+      [](void*, void* hint) { delete static_cast<std::string*>(hint); }, owned);
+}
+
+// A result is sent at once unless the next call of the batch is known to be
+// quick (its function averaged below this here); a quick next call delays it
+// by at most its own run time, and so do the batched results of the caller's
+// pipelined calls.
+constexpr double kQuickCallUs = 50;
+// Results are sent at the latest after this many, or this many body bytes.
+constexpr uint32_t kMaxResultsPerReply = 256;
+constexpr size_t kMaxReplyBodyBytes = 256 * 1024;
+
+}  // namespace
+
+WorkerLoop::WorkerLoop(zmq::context_t& context, const WorkerEnv& env, SendFn send)
+    : context_(context),
+      send_(std::move(send)),
+      node_ip_(env.node_ip),
+      store_(env.store_dir),
+      object_address_(env.object_address) {}
+
+void WorkerLoop::Handle(transport::Frames& frames) {
+  if (frames.size() < 3) return;  // [routing][envelope][body][payload...]
+  auto env = protocol::Decode<protocol::Envelope>(transport::FrameView(frames[1]));
+  if (!env.ok()) return;
+  Status refused = protocol::CheckProtocolVersion(*env, "this worker");
+  if (refused.ok() && env->t != static_cast<uint16_t>(protocol::MessageType::kPushTasksRequest)) {
+    return;  // nothing else is sent to a worker
+  }
+  payload_.clear();
+  for (size_t i = 3; i < frames.size(); ++i) payload_.push_back(transport::FrameView(frames[i]));
+  if (refused.ok()) {
+    refused = protocol::ParsePushTasksRequest(transport::FrameView(frames[2]), payload_, &batch_);
+  }
+  if (!refused.ok()) {
+    // The caller fails the calls on this connection with the reason.
+    transport::Frames out = transport::MakeErrorMessage(
+        refused, "worker " + node_ip_ + " pid " + std::to_string(getpid()), env->id);
+    out.insert(out.begin(), std::move(frames[0]));
+    send_(out);
+    return;
+  }
+  routing_ = std::move(frames[0]);
+  writer_.BeginReply(&body_);
+  for (size_t i = 0; i < batch_.calls.size(); ++i) {
+    const protocol::TaskCallView& call = batch_.calls[i];
+    KnownFunction& known = Lookup(call.function);
+    // A call that may take long must not hold back results already made.
+    if (writer_.count() > 0 && !(known.average_us >= 0 && known.average_us < kQuickCallUs)) {
+      Flush();
+    }
+    auto start = std::chrono::steady_clock::now();
+    CallOutcome outcome = Run(call, known.fn);
+    double us =
+        std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count();
+    known.average_us = known.average_us < 0 ? us : 0.8 * known.average_us + 0.2 * us;
+    AddResult(call, std::move(outcome));
+    if (writer_.count() >= kMaxResultsPerReply || body_.size() >= kMaxReplyBodyBytes) Flush();
+  }
+  Flush();
+}
+
+WorkerLoop::KnownFunction& WorkerLoop::Lookup(std::string_view name) {
+  auto it = functions_.find(name);
+  if (it != functions_.end()) return it->second;
+  const RemoteFunction* fn = FunctionRegistry::Instance().FindByName(std::string(name));
+  if (fn == nullptr) {
+    // Not remembered: callers could send any number of unknown names.
+    unknown_ = KnownFunction{};
+    return unknown_;
+  }
+  KnownFunction known;
+  known.fn = fn;
+  return functions_.emplace(std::string(name), known).first->second;
+}
+
+WorkerLoop::CallOutcome WorkerLoop::Run(const protocol::TaskCallView& call,
+                                        const RemoteFunction* fn) {
+  CallOutcome out;
+  try {
+    // Stored arguments: mapped in place on this node, pulled from another.
+    std::vector<std::shared_ptr<MappedObject>> mappings;
+    std::vector<std::string> pulled;
+    pulled.reserve(call.arg_count);  // views into it must stay valid
+    ArgViews args;
+    args.reserve(call.arg_count);
+    for (uint32_t a = 0; a < call.arg_count; ++a) {
+      const protocol::WireValueView& arg = batch_.args[call.first_arg + a];
+      if (arg.kind != protocol::WireValue::kStored) {
+        args.push_back(arg.bytes);
+        continue;
+      }
+      if (arg.stored.node_address == node_ip_) {
+        auto mapped = MappedObject::Open(arg.stored.path);
+        if (mapped.ok()) {
+          mappings.push_back(*mapped);
+          args.push_back((*mapped)->view());
+          continue;
+        }
+      }
+      auto bytes = PullObject(context_, arg.stored);
+      if (!bytes.ok()) {
+        throw std::runtime_error("argument " + std::to_string(a) +
+                                 " could not be fetched: " + bytes.status().message());
+      }
+      pulled.push_back(std::move(*bytes));
+      args.push_back(pulled.back());
+    }
+    if (fn == nullptr) {
+      out.ok = false;
+      out.error_type = "FunctionNotFound";
+      out.error_message = "'" + std::string(call.function) + "' is not registered in " +
+                          ExecutableName() + ": add it to RAYX_REMOTE(...)";
+    } else if (call.actor_creation) {
+      if (!fn->create) {
+        throw std::invalid_argument(std::string(call.function) + " is not an actor factory");
+      }
+      try {
+        actor_ = fn->create(args);
+      } catch (const std::exception& e) {
+        actor_error_ =
+            std::string(call.function) + " threw " + Demangle(typeid(e).name()) + ": " + e.what();
+        throw;
+      }
+      out.value = Pack(msgpack::type::nil_t());
+    } else if (!call.actor_id.empty()) {
+      if (!actor_ && !actor_error_.empty()) {
+        out.ok = false;
+        out.error_type = "ActorDied";
+        out.error_message = "the actor's constructor failed: " + actor_error_;
+      } else if (!actor_) {
+        throw std::logic_error("this worker hosts no actor");
+      } else {
+        if (!fn->invoke)
+          throw std::invalid_argument(std::string(call.function) + " cannot be called");
+        out.value = fn->invoke(actor_.get(), args);
+      }
+    } else {
+      if (!fn->invoke) {
+        throw std::invalid_argument(std::string(call.function) +
+                                    " is an actor factory: use rayx::Actor");
+      }
+      out.value = fn->invoke(nullptr, args);
+    }
+  } catch (const msgpack::type_error& e) {
+    out.ok = false;
+    out.error_type = "ArgumentTypeError";
+    out.error_message =
+        "an argument does not have the parameter's type (" + std::string(e.what()) + ")";
+  } catch (const std::exception& e) {
+    out.ok = false;
+    out.error_type = Demangle(typeid(e).name());
+    out.error_message = e.what();
+  } catch (...) {
+    out.ok = false;
+    out.error_type = "unknown";
+    out.error_message = "a non-standard exception was thrown";
+  }
+  return out;
+}
+
+void WorkerLoop::AddResult(const protocol::TaskCallView& call, CallOutcome outcome) {
+  if (!outcome.ok) {
+    writer_.ErrorResult(call.call_id, outcome.error_type, outcome.error_message, node_ip_);
+    return;
+  }
+  // A large result goes to this node's store; the reply says where.
+  if (outcome.value.size() >= kInlineObjectLimit && !store_.dir().empty() &&
+      !call.return_id.empty()) {
+    auto path =
+        store_.Write(std::string(batch_.job_id) + "-" + std::string(call.return_id), outcome.value);
+    if (path.ok()) {
+      protocol::ObjectLocation stored;
+      stored.node_address = node_ip_;
+      stored.object_address = object_address_;
+      stored.path = *path;
+      stored.size = outcome.value.size();
+      writer_.StoredResult(call.call_id, stored);
+      return;
+    }
+    RAYX_LOG(Warning) << "result sent inline: " << path.status();
+  }
+  if (outcome.value.size() >= protocol::kMaxInlineWireValue) {
+    writer_.FrameResult(call.call_id, static_cast<uint32_t>(result_frames_.size()));
+    result_frames_.push_back(OwningFrame(std::move(outcome.value)));
+    return;
+  }
+  writer_.InlineResult(call.call_id, outcome.value);
+}
+
+void WorkerLoop::Flush() {
+  if (writer_.count() == 0) return;
+  writer_.Finish();
+  protocol::Envelope env;
+  env.t = static_cast<uint16_t>(protocol::MessageType::kPushTasksReply);
+  uint64_t first_id = 0;
+  std::memcpy(&first_id, body_.data() + 4,
+              sizeof first_id);  // the first result's call id
+  env.id = first_id;
+  transport::Frames out;
+  out.reserve(3 + result_frames_.size());
+  zmq::message_t routing;
+  routing.copy(routing_);
+  out.push_back(std::move(routing));
+  out.push_back(transport::MakeFrame(protocol::Encode(env)));
+  out.push_back(zmq::message_t(body_.data(), body_.size()));
+  for (auto& f : result_frames_) out.push_back(std::move(f));
+  result_frames_.clear();
+  send_(out);
+  writer_.BeginReply(&body_);
+}
+
+// One thread, one ROUTER socket: a blocking receive feeds the loop, replies
+// go out on the same socket.
+void RunWorker(const WorkerEnv& env) {
+  // Before any user code: a rayx program a task starts is a driver.
+  WorkerEnv::ClearWorkerOnlyVariables();
+  detail::SetLogProgramName("rayx-worker");
+  ReadyPipe ready(env.ready_fd);
+  const std::string& node_ip = env.node_ip;
+
+  zmq::context_t context(1);
+  zmq::socket_t router(context, zmq::socket_type::router);
+  router.set(zmq::sockopt::linger, 0);
+  router.set(zmq::sockopt::sndhwm, 0);
+  router.set(zmq::sockopt::rcvhwm, 0);
+  router.set(zmq::sockopt::maxmsgsize, int64_t{1} << 31);
+  try {
+    router.bind("tcp://" + node_ip + ":*");
+  } catch (const zmq::error_t& e) {
+    ready.Fail("worker cannot listen on " + node_ip + ": " + e.what());
+    std::_Exit(1);
+  }
+  ready.Ready({{"address", router.get(zmq::sockopt::last_endpoint)}});
+  WorkerLoop loop(context, env, [&router](transport::Frames& out) {
+    try {
+      for (size_t i = 0; i < out.size(); ++i) {
+        router.send(out[i], i + 1 < out.size() ? zmq::send_flags::sndmore : zmq::send_flags::none);
+      }
+    } catch (const zmq::error_t& e) {
+      RAYX_LOG(Warning) << "reply failed: " << e.what();
+    }
+  });
+  while (true) {
+    transport::Frames frames;
+    try {
+      frames = transport::ReceiveMessage(router);
+    } catch (const zmq::error_t& e) {
+      if (e.num() == EINTR) continue;
+      RAYX_LOG(Error) << "receive failed: " << e.what();
+      std::_Exit(1);
+    }
+    loop.Handle(frames);
+  }
+}
+
+}  // namespace rayx::detail

@@ -1,0 +1,96 @@
+// The worker process's task loop: runs the calls pushed to it and batches their
+// results.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+#include <zmq.hpp>
+
+#include "object_store/shared_memory_store.h"
+#include "protocol/push_tasks.h"
+#include "transport/zmq_socket_loop.h"
+#include "worker/worker_env.h"
+
+namespace rayx::detail {
+
+struct RemoteFunction;
+
+// Runs the calls of each PushTasksRequest in order and sends their results back
+// in batches through `send`.
+//
+// Design: the calls of a message run one at a time in order, and messages in
+// arrival order (so an actor's calls from one caller run in submission order).
+// A result is sent at once unless the next call of the batch is known to be
+// quick; exceptions become error data. The loop does not own the connection:
+// RunWorker feeds it from a ROUTER socket, tests from a fake.
+//
+// Not thread-safe: Handle and `send` run on the caller's one thread. `context`
+// (used to pull arguments stored on other nodes) must outlive the loop.
+class WorkerLoop {
+ public:
+  // Sends one reply: [routing][envelope][body][result frames...].
+  using SendFn = std::function<void(transport::Frames& frames)>;
+
+  WorkerLoop(zmq::context_t& context, const WorkerEnv& env, SendFn send);
+
+  // Handles one received message [routing][envelope][body][payload...]:
+  // a PushTasksRequest runs; one that cannot be parsed (or has another protocol
+  // version) is answered with an ErrorReply; anything else is ignored.
+  void Handle(transport::Frames& frames);
+
+ private:
+  // What one call produced: a value (msgpack bytes, or raw for rayx::Bytes) or
+  // an error.
+  struct CallOutcome {
+    bool ok = true;
+    std::string value;
+    std::string error_type, error_message;
+  };
+  // A registered function as this worker knows it, with how long its calls
+  // take.
+  struct KnownFunction {
+    const RemoteFunction* fn = nullptr;
+    double average_us = -1;  // < 0: never ran here
+  };
+  struct StringHash {
+    using is_transparent = void;
+    size_t operator()(std::string_view s) const { return std::hash<std::string_view>()(s); }
+  };
+
+  KnownFunction& Lookup(std::string_view name);
+  CallOutcome Run(const protocol::TaskCallView& call, const RemoteFunction* fn);
+  void AddResult(const protocol::TaskCallView& call, CallOutcome outcome);
+  // Sends the results written so far as one reply.
+  void Flush();
+
+  zmq::context_t& context_;
+  SendFn send_;
+  std::string node_ip_;
+  SharedMemoryStore store_{""};
+  std::string object_address_;
+  std::shared_ptr<void> actor_;
+  std::string actor_error_;  // why the actor could not be created
+
+  // Registered functions by name (the registry does not change after start-up).
+  std::unordered_map<std::string, KnownFunction, StringHash, std::equal_to<>> functions_;
+  KnownFunction unknown_;
+  // Reused from message to message.
+  std::vector<std::string_view> payload_;
+  protocol::PushTasksView batch_;
+  zmq::message_t routing_;
+  protocol::PushTasksWriter writer_;
+  std::string body_;
+  std::vector<zmq::message_t> result_frames_;
+};
+
+// Serves tasks in a worker process described by `env`: removes the
+// worker-only variables from the environment, listens on env.node_ip, reports
+// READY on env.ready_fd and runs a WorkerLoop on one ROUTER socket. Never
+// returns; a crash ends the process, which callers notice as a lost connection.
+[[noreturn]] void RunWorker(const WorkerEnv& env);
+
+}  // namespace rayx::detail

@@ -1,0 +1,235 @@
+// WorkerLoop driven message by message through a fake connection: no process, no socket.
+#include "worker/worker_loop.h"
+
+#include <gtest/gtest.h>
+
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "protocol/codec.h"
+#include "protocol/push_tasks.h"
+#include "rayx/detail/registry.h"
+#include "transport/message.h"
+
+namespace worker_loop_test {
+
+int Add(int a, int b) { return a + b; }
+int Fails(int x) { throw std::invalid_argument("x is " + std::to_string(x)); }
+std::string Big(int size) { return std::string(static_cast<size_t>(size), 'b'); }
+
+class Counter {
+ public:
+  static Counter* Create(int start) { return new Counter(start); }
+  explicit Counter(int start) : value_(start) {}
+  int Add(int by) { return value_ += by; }
+
+ private:
+  int value_;
+};
+
+RAYX_REMOTE(Add, Fails, Big, Counter::Create, &Counter::Add);
+
+}  // namespace worker_loop_test
+
+namespace rayx::detail {
+namespace {
+
+using protocol::MessageType;
+
+// One call of a request: its function, actor and msgpack-encoded arguments.
+struct CallSpec {
+  uint64_t call_id;
+  std::string function;
+  std::vector<std::string> args;
+  std::string actor_id;
+  bool actor_creation = false;
+};
+
+// A WorkerLoop whose replies land in `sent`, as a caller's DEALER would get them.
+class WorkerLoopTest : public ::testing::Test {
+ protected:
+  WorkerLoopTest()
+      : loop_(context_, MakeEnv(),
+              [this](transport::Frames& out) { sent_.push_back(std::move(out)); }) {}
+
+  static WorkerEnv MakeEnv() {
+    WorkerEnv env;
+    env.node_ip = "127.0.0.1";
+    env.head_address = "127.0.0.1:6380";
+    return env;  // no store: every result travels in the reply
+  }
+
+  // [routing][envelope][body] of a PushTasksRequest with `calls`.
+  static transport::Frames Request(
+      const std::vector<CallSpec>& calls,
+      uint16_t type = static_cast<uint16_t>(MessageType::kPushTasksRequest)) {
+    std::string body;
+    protocol::PushTasksWriter writer;
+    writer.BeginRequest(&body, "job-1");
+    for (const CallSpec& call : calls) {
+      writer.Call(call.call_id, call.actor_creation, call.function, call.actor_id,
+                  "obj-" + std::to_string(call.call_id), static_cast<uint32_t>(call.args.size()));
+      for (const auto& arg : call.args) writer.InlineArg(arg);
+    }
+    writer.Finish();
+    protocol::Envelope env;
+    env.t = type;
+    env.id = calls.empty() ? 1 : calls.front().call_id;
+    transport::Frames frames;
+    frames.push_back(transport::MakeFrame("caller-1"));
+    frames.push_back(transport::MakeFrame(protocol::Encode(env)));
+    frames.push_back(transport::MakeFrame(body));
+    return frames;
+  }
+
+  // Every result of every reply sent so far, in order.
+  std::vector<protocol::TaskResultView> Results() {
+    std::vector<protocol::TaskResultView> all;
+    for (auto& reply : sent_) {
+      EXPECT_GE(reply.size(), 3u);
+      EXPECT_EQ(transport::FrameView(reply[0]), "caller-1");  // back to the sender
+      auto env = protocol::Decode<protocol::Envelope>(transport::FrameView(reply[1]));
+      EXPECT_TRUE(env.ok());
+      EXPECT_EQ(env->t, static_cast<uint16_t>(MessageType::kPushTasksReply));
+      std::vector<std::string_view> payload;
+      for (size_t i = 3; i < reply.size(); ++i) payload.push_back(transport::FrameView(reply[i]));
+      std::vector<protocol::TaskResultView> results;
+      Status parsed =
+          protocol::ParsePushTasksReply(transport::FrameView(reply[2]), payload, &results);
+      EXPECT_TRUE(parsed.ok()) << parsed;
+      all.insert(all.end(), results.begin(), results.end());
+    }
+    return all;
+  }
+
+  zmq::context_t context_{1};
+  std::vector<transport::Frames> sent_;
+  WorkerLoop loop_;
+};
+
+TEST_F(WorkerLoopTest, RunsATaskAndRepliesToItsCaller) {
+  auto frames = Request({{7, "Add", {Pack(2), Pack(3)}}});
+  loop_.Handle(frames);
+  auto results = Results();
+  ASSERT_EQ(results.size(), 1u);
+  EXPECT_EQ(results[0].call_id, 7u);
+  EXPECT_EQ(results[0].value.kind, protocol::WireValue::kInline);
+  EXPECT_EQ(std::string(results[0].value.bytes), Pack(5));
+}
+
+TEST_F(WorkerLoopTest, EveryCallOfABatchIsAnsweredInOrder) {
+  std::vector<CallSpec> calls;
+  for (uint64_t i = 1; i <= 20; ++i) calls.push_back({i, "Add", {Pack(int(i)), Pack(100)}});
+  auto frames = Request(calls);
+  loop_.Handle(frames);
+  auto results = Results();
+  ASSERT_EQ(results.size(), 20u);
+  for (uint64_t i = 1; i <= 20; ++i) {
+    EXPECT_EQ(results[i - 1].call_id, i);
+    EXPECT_EQ(std::string(results[i - 1].value.bytes), Pack(int(i) + 100));
+  }
+}
+
+TEST_F(WorkerLoopTest, AnExceptionBecomesAnErrorResultWithItsTypeAndNode) {
+  auto frames = Request({{3, "Fails", {Pack(4)}}});
+  loop_.Handle(frames);
+  auto results = Results();
+  ASSERT_EQ(results.size(), 1u);
+  EXPECT_EQ(results[0].value.kind, protocol::WireValue::kError);
+  EXPECT_EQ(results[0].error_type, "std::invalid_argument");
+  EXPECT_EQ(results[0].error_message, "x is 4");
+  EXPECT_EQ(results[0].error_node, "127.0.0.1");
+}
+
+TEST_F(WorkerLoopTest, AWrongArgumentTypeIsReportedAsSuch) {
+  auto frames = Request({{3, "Add", {Pack(std::string("two")), Pack(3)}}});
+  loop_.Handle(frames);
+  auto results = Results();
+  ASSERT_EQ(results.size(), 1u);
+  EXPECT_EQ(results[0].error_type, "ArgumentTypeError");
+}
+
+TEST_F(WorkerLoopTest, AnUnregisteredFunctionIsNamedInTheError) {
+  auto frames = Request({{5, "NoSuchFunction", {}}});
+  loop_.Handle(frames);
+  auto results = Results();
+  ASSERT_EQ(results.size(), 1u);
+  EXPECT_EQ(results[0].error_type, "FunctionNotFound");
+  EXPECT_NE(results[0].error_message.find("NoSuchFunction"), std::string::npos);
+  EXPECT_NE(results[0].error_message.find("RAYX_REMOTE"), std::string::npos);
+}
+
+TEST_F(WorkerLoopTest, AnActorKeepsItsStateAcrossMessages) {
+  auto create = Request({{1, "Counter::Create", {Pack(10)}, "actor-1", true}});
+  loop_.Handle(create);
+  auto first = Request({{2, "Counter::Add", {Pack(5)}, "actor-1"}});
+  loop_.Handle(first);
+  auto second = Request({{3, "Counter::Add", {Pack(1)}, "actor-1"}});
+  loop_.Handle(second);
+  auto results = Results();
+  ASSERT_EQ(results.size(), 3u);
+  EXPECT_EQ(results[0].value.kind, protocol::WireValue::kInline);  // created
+  EXPECT_EQ(std::string(results[1].value.bytes), Pack(15));
+  EXPECT_EQ(std::string(results[2].value.bytes), Pack(16));
+}
+
+TEST_F(WorkerLoopTest, AnActorCallWithoutAnActorFails) {
+  auto frames = Request({{2, "Counter::Add", {Pack(5)}, "actor-1"}});
+  loop_.Handle(frames);
+  auto results = Results();
+  ASSERT_EQ(results.size(), 1u);
+  EXPECT_EQ(results[0].value.kind, protocol::WireValue::kError);
+  EXPECT_NE(results[0].error_message.find("no actor"), std::string::npos)
+      << results[0].error_message;
+}
+
+TEST_F(WorkerLoopTest, ALargeResultTravelsInItsOwnFrame) {
+  int size = static_cast<int>(protocol::kMaxInlineWireValue) + 10;
+  auto frames = Request({{9, "Big", {Pack(size)}}});
+  loop_.Handle(frames);
+  auto results = Results();
+  ASSERT_EQ(results.size(), 1u);
+  EXPECT_EQ(results[0].value.kind, protocol::WireValue::kFrame);
+  EXPECT_EQ(std::string(results[0].value.bytes), Pack(std::string(size, 'b')));
+}
+
+TEST_F(WorkerLoopTest, AMalformedBatchIsAnsweredWithAnErrorReply) {
+  auto frames = Request({{4, "Add", {Pack(1), Pack(2)}}});
+  frames[2] = transport::MakeFrame("not a batch");
+  loop_.Handle(frames);
+  ASSERT_EQ(sent_.size(), 1u);
+  ASSERT_GE(sent_[0].size(), 3u);
+  EXPECT_EQ(transport::FrameView(sent_[0][0]), "caller-1");
+  auto env = protocol::Decode<protocol::Envelope>(transport::FrameView(sent_[0][1]));
+  ASSERT_TRUE(env.ok());
+  EXPECT_EQ(env->t, static_cast<uint16_t>(MessageType::kErrorReply));
+  EXPECT_EQ(env->id, 4u);
+}
+
+TEST_F(WorkerLoopTest, AnotherProtocolVersionIsRefused) {
+  auto frames = Request({{4, "Add", {Pack(1), Pack(2)}}});
+  protocol::Envelope env;
+  env.v = kProtocolVersion + 1;
+  env.t = static_cast<uint16_t>(MessageType::kPushTasksRequest);
+  env.id = 4;
+  frames[1] = transport::MakeFrame(protocol::Encode(env));
+  loop_.Handle(frames);
+  ASSERT_EQ(sent_.size(), 1u);
+  auto reply = protocol::Decode<protocol::Envelope>(transport::FrameView(sent_[0][1]));
+  ASSERT_TRUE(reply.ok());
+  EXPECT_EQ(reply->t, static_cast<uint16_t>(MessageType::kErrorReply));
+}
+
+TEST_F(WorkerLoopTest, OtherMessagesAndShortOnesAreIgnored) {
+  auto other = Request({{4, "Add", {Pack(1), Pack(2)}}},
+                       static_cast<uint16_t>(MessageType::kHeartbeatRequest));
+  loop_.Handle(other);
+  transport::Frames short_message;
+  short_message.push_back(transport::MakeFrame("caller-1"));
+  loop_.Handle(short_message);
+  EXPECT_TRUE(sent_.empty());
+}
+
+}  // namespace
+}  // namespace rayx::detail

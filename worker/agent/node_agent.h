@@ -1,5 +1,5 @@
-// The node agent: joins the cluster, heartbeats, and (with later issues) starts
-// and supervises this node's worker processes.
+// The node agent: joins the cluster, heartbeats, and starts and supervises this
+// node's lease processes.
 #pragma once
 
 #include <boost/asio/io_context.hpp>

@@ -1,8 +1,9 @@
 // Node agent membership: registration, heartbeats, leaving.
 #include "agent/node_agent.h"
 
-#include <sys/wait.h>
 #include <unistd.h>
+
+#include <algorithm>
 
 #include "common/logging.h"
 #include "transport/message.h"
@@ -12,40 +13,39 @@ namespace rayx::worker {
 using protocol::MessageType;
 
 NodeAgent::NodeAgent(boost::asio::io_context& io, NodeAgentOptions options, const Clock& clock,
-                     Callbacks callbacks)
+                     Callbacks callbacks, Deps deps)
     : io_(io),
       options_(std::move(options)),
       clock_(clock),
       callbacks_(std::move(callbacks)),
-      dealer_(context_, zmq::socket_type::dealer),
-      heartbeat_timer_(io),
-      deadline_timer_(io),
+      head_(std::move(deps.head)),
+      wake_timer_(io),
       objects_(io, SharedMemoryStore(options_.store_dir)),
-      workers_(io, {.node_ip = options_.node_ip,
-                    .log_dir = options_.log_dir,
-                    .token = options_.token,
-                    .store_dir = options_.store_dir}),
-      processes_({.node_ip = options_.node_ip,
-                  .log_dir = options_.log_dir,
-                  .token = options_.token,
-                  .store_dir = options_.store_dir},
-                 [this](const protocol::ProcessExitedNotice& notice) {
-                   if (!leaving_ && loop_) Send(notice);
-                 }),
+      processes_(std::move(deps.processes)),
       packages_(options_.package_dir, [this](const protocol::GetPackageRequest& req) {
         Send(req);
         return next_id_;
       }) {
+  if (!head_) head_ = std::make_unique<ZmqHeadConnection>(io, options_.head);
+  if (!processes_) {
+    processes_ = std::make_unique<LocalLeaseProcesses>(
+        io,
+        LocalLeaseProcesses::Options{.node_ip = options_.node_ip,
+                                     .log_dir = options_.log_dir,
+                                     .token = options_.token,
+                                     .store_dir = options_.store_dir},
+        [this](const protocol::ProcessExitedNotice& notice) {
+          if (!leaving_ && connected_) Send(notice);
+        });
+  }
   objects_.SetLogLookup([this](const std::string& lease_id, uint32_t index) {
-    return processes_.FindLog(lease_id, index);
+    return processes_->FindLog(lease_id, index);
   });
 }
 
 NodeAgent::~NodeAgent() {
-  workers_.KillAll();
-  processes_.KillAll();
-  loop_.reset();
-  dealer_.close();
+  processes_->KillAll();
+  head_.reset();
   objects_.store().Destroy();
 }
 
@@ -55,39 +55,70 @@ Status NodeAgent::Start() {
   auto address = objects_.Start(options_.node_ip);
   if (!address.ok()) return address.status();
   object_address_ = *address;
-  workers_.SetObjectAddress(object_address_);
+  processes_->SetObjectAddress(object_address_);
   last_reply_ms_ = clock_.NowMs();
-  dealer_.set(zmq::sockopt::linger, 0);
-  dealer_.set(zmq::sockopt::maxmsgsize, static_cast<int64_t>(protocol::kMaxControlFrameBytes));
-  // Heartbeats queued while the head is unreachable are useless once stale.
-  dealer_.set(zmq::sockopt::sndhwm, 100);
-  dealer_.connect(options_.head.ZmqEndpoint());
-  loop_ = std::make_unique<transport::ZmqSocketLoop>(
-      io_, dealer_, [this](transport::Frames& frames) { OnMessage(frames); });
-  loop_->Start();
+  head_->Start([this](transport::Frames& frames) { OnMessage(frames); });
+  connected_ = true;
   SendRegister();
   StartDeadline();
+  ArmWakeup();
   return Status::OK();
 }
 
 void NodeAgent::StartDeadline() {
-  deadline_timer_.expires_after(std::chrono::milliseconds(options_.connect_timeout_ms));
-  deadline_timer_.async_wait([this](const boost::system::error_code& ec) {
-    if (ec || !registering_) return;
-    Fatal(Status::Unavailable(
-        "no answer from the head at " + options_.head.ToString() + " within " +
-        std::to_string(options_.connect_timeout_ms / 1000) +
-        " s: check the address, that `rayx start --head` runs there, and that port " +
-        std::to_string(options_.head.port) + " is reachable from this machine (firewall?)"));
+  join_deadline_ms_ = clock_.NowMs() + options_.connect_timeout_ms;
+}
+
+void NodeAgent::RunDueTimers() {
+  int64_t now = clock_.NowMs();
+  if (join_deadline_ms_ && *join_deadline_ms_ <= now) {
+    join_deadline_ms_.reset();
+    if (registering_) {
+      Fatal(Status::Unavailable(
+          "no answer from the head at " + options_.head.ToString() + " within " +
+          std::to_string(options_.connect_timeout_ms / 1000) +
+          " s: check the address, that `rayx start --head` runs there, and that port " +
+          std::to_string(options_.head.port) + " is reachable from this machine (firewall?)"));
+    }
+  }
+  if (leave_deadline_ms_ && *leave_deadline_ms_ <= now) {
+    leave_deadline_ms_.reset();
+    if (leave_done_) {
+      RAYX_LOG(Warning) << "the head did not acknowledge the leave in time";
+      auto finish = std::move(leave_done_);
+      leave_done_ = nullptr;
+      finish();
+    }
+  }
+  if (heartbeat_due_ms_ && *heartbeat_due_ms_ <= now) {
+    heartbeat_due_ms_.reset();
+    SendHeartbeat();
+  }
+  ArmWakeup();
+}
+
+void NodeAgent::ArmWakeup() {
+  std::optional<int64_t> next;
+  for (const auto& deadline : {join_deadline_ms_, heartbeat_due_ms_, leave_deadline_ms_}) {
+    if (deadline && (!next || *deadline < *next)) next = deadline;
+  }
+  if (!next) {
+    wake_timer_.cancel();
+    return;
+  }
+  int64_t wait_ms = std::max<int64_t>(0, *next - clock_.NowMs());
+  wake_timer_.expires_after(std::chrono::milliseconds(wait_ms));
+  wake_timer_.async_wait([this](const boost::system::error_code& ec) {
+    if (!ec) RunDueTimers();
   });
 }
 
 template <typename T>
 void NodeAgent::Send(const T& body) {
   transport::Frames frames = transport::MakeMessage(body, ++next_id_);
-  if (!loop_->Send(frames)) {
-    RAYX_LOG(Warning) << "could not queue " << protocol::MessageTypeName(
-                                                  static_cast<uint16_t>(T::kType))
+  if (!head_->Send(frames)) {
+    RAYX_LOG(Warning) << "could not queue "
+                      << protocol::MessageTypeName(static_cast<uint16_t>(T::kType))
                       << " to the head (queue full)";
   }
 }
@@ -114,15 +145,15 @@ void NodeAgent::SendRegister() {
     env.id = register_id_;
     frames[0] = transport::MakeFrame(protocol::Encode(env));
   }
-  (void)loop_->Send(frames);
+  (void)head_->Send(frames);
 }
 
 void NodeAgent::SendHeartbeat() {
   if (leaving_) return;
   int64_t silent = clock_.NowMs() - last_reply_ms_;
   if (silent > options_.head_lost_timeout_ms) {
-    Fatal(Status::Unavailable("the head at " + options_.head.ToString() +
-                              " has not answered for " + std::to_string(silent / 1000) +
+    Fatal(Status::Unavailable("the head at " + options_.head.ToString() + " has not answered for " +
+                              std::to_string(silent / 1000) +
                               " s: leaving (restart the agent once the head is back)"));
     return;
   }
@@ -134,13 +165,15 @@ void NodeAgent::SendHeartbeat() {
     req.store_bytes = objects_.store().UsageBytes();
     Send(req);
   }
-  heartbeat_timer_.expires_after(std::chrono::milliseconds(heartbeat_period_ms_));
-  heartbeat_timer_.async_wait([this](const boost::system::error_code& ec) {
-    if (!ec) SendHeartbeat();
-  });
+  heartbeat_due_ms_ = clock_.NowMs() + heartbeat_period_ms_;
 }
 
 void NodeAgent::OnMessage(transport::Frames& frames) {
+  HandleMessage(frames);
+  ArmWakeup();
+}
+
+void NodeAgent::HandleMessage(transport::Frames& frames) {
   if (frames.size() < 2) return;
   auto env = protocol::Decode<protocol::Envelope>(transport::FrameView(frames[0]));
   if (!env.ok()) {
@@ -172,12 +205,12 @@ void NodeAgent::OnMessage(transport::Frames& frames) {
       registering_ = false;
       node_id_ = reply->node_id;
       heartbeat_period_ms_ = std::max<int64_t>(reply->heartbeat_period_ms, 10);
-      RAYX_LOG(Info) << "joined cluster " << reply->cluster_id << " at "
-                     << options_.head.ToString() << " as node " << node_id_.Short()
-                     << " (heartbeat every " << heartbeat_period_ms_ << " ms)";
+      RAYX_LOG(Info) << "joined cluster " << reply->cluster_id << " at " << options_.head.ToString()
+                     << " as node " << node_id_.Short() << " (heartbeat every "
+                     << heartbeat_period_ms_ << " ms)";
       if (!joined_once_) {
         joined_once_ = true;
-        deadline_timer_.cancel();
+        join_deadline_ms_.reset();
         if (callbacks_.on_joined) callbacks_.on_joined(*reply);
         SendHeartbeat();
       }
@@ -212,16 +245,14 @@ void NodeAgent::OnMessage(transport::Frames& frames) {
       auto req = protocol::Decode<protocol::JobFinishedNotice>(body);
       if (!req.ok() || req->job_id.empty()) return;
       size_t removed = objects_.store().RemovePrefix(req->job_id + "-");
-      if (removed) RAYX_LOG(Info) << "job " << req->job_id << " ended: freed " << removed << " objects";
+      if (removed)
+        RAYX_LOG(Info) << "job " << req->job_id << " ended: freed " << removed << " objects";
       return;
     }
     case MessageType::kKillWorkersRequest: {
       auto req = protocol::Decode<protocol::KillWorkersRequest>(body);
       if (!req.ok()) return;
-      for (const auto& lease : req->lease_ids) {
-        workers_.Kill(lease);
-        processes_.Kill(lease);
-      }
+      for (const auto& lease : req->lease_ids) processes_->Kill(lease);
       return;
     }
     case MessageType::kUnregisterNodeReply:
@@ -237,13 +268,7 @@ void NodeAgent::OnMessage(transport::Frames& frames) {
   }
 }
 
-void NodeAgent::ReapWorkers() {
-  int status = 0;
-  pid_t pid;
-  while ((pid = waitpid(-1, &status, WNOHANG)) > 0) {
-    if (!workers_.OnChildExit(pid, status)) processes_.OnChildExit(pid, status);
-  }
-}
+void NodeAgent::ReapWorkers() { processes_->Reap(); }
 
 void NodeAgent::OnStartWorker(const protocol::StartWorkerRequest& req, uint64_t id) {
   std::string hash = req.package_hash;
@@ -254,57 +279,51 @@ void NodeAgent::OnStartWorker(const protocol::StartWorkerRequest& req, uint64_t 
     StartWithPackages(req, id);
     return;
   }
-  packages_.Ensure(hash, [this, req = protocol::StartWorkerRequest(req), id](
-                             Result<std::string> dir) mutable {
-    if (!dir.ok()) {
-      if (!leaving_) {
-        auto frames = transport::MakeErrorMessage(dir.status(), "node " + options_.node_ip, id);
-        (void)loop_->Send(frames);
-      }
-      return;
-    }
-    // The lease runs in this node's copy of the package.
-    auto remap = [&](std::string& path) {
-      if (req.package_dir.empty() || path.rfind(req.package_dir, 0) != 0) return;
-      path = *dir + path.substr(req.package_dir.size());
-    };
-    remap(req.executable);
-    remap(req.working_dir);
-    if (!req.package_hash.empty()) req.package_dir = *dir;  // told to the worker
-    for (auto& spec : req.processes) {
-      if (spec.package_hash.empty()) continue;
-      if (spec.cwd.empty()) spec.cwd = *dir;
-      spec.env["RAYX_PACKAGE_HASH"] = spec.package_hash;
-      spec.env["RAYX_PACKAGE_DIR"] = *dir;
-    }
-    StartWithPackages(std::move(req), id);
-  });
+  packages_.Ensure(
+      hash, [this, req = protocol::StartWorkerRequest(req), id](Result<std::string> dir) mutable {
+        if (!dir.ok()) {
+          if (!leaving_) {
+            auto frames = transport::MakeErrorMessage(dir.status(), "node " + options_.node_ip, id);
+            (void)head_->Send(frames);
+          }
+          return;
+        }
+        // The lease runs in this node's copy of the package.
+        auto remap = [&](std::string& path) {
+          if (req.package_dir.empty() || path.rfind(req.package_dir, 0) != 0) return;
+          path = *dir + path.substr(req.package_dir.size());
+        };
+        remap(req.executable);
+        remap(req.working_dir);
+        if (!req.package_hash.empty()) req.package_dir = *dir;  // told to the worker
+        for (auto& spec : req.processes) {
+          if (spec.package_hash.empty()) continue;
+          if (spec.cwd.empty()) spec.cwd = *dir;
+          spec.env["RAYX_PACKAGE_HASH"] = spec.package_hash;
+          spec.env["RAYX_PACKAGE_DIR"] = *dir;
+        }
+        StartWithPackages(std::move(req), id);
+      });
 }
 
 void NodeAgent::StartWithPackages(protocol::StartWorkerRequest req, uint64_t id) {
-  if (!req.processes.empty()) {
-    auto result = processes_.Start(req);
-    transport::Frames frames =
-        result.ok() ? transport::MakeMessage(*result, id)
-                    : transport::MakeErrorMessage(result.status(), "node " + options_.node_ip, id);
-    if (!leaving_) (void)loop_->Send(frames);
-    return;
-  }
-  workers_.Start(req, [this, id](Result<protocol::StartWorkerReply> result) {
-    transport::Frames frames = result.ok()
-                                   ? transport::MakeMessage(*result, id)
-                                   : transport::MakeErrorMessage(result.status(),
-                                                                 "node " + options_.node_ip, id);
-    if (!leaving_) (void)loop_->Send(frames);
-  });
+  processes_->Start(req,
+                    [this, id](Result<protocol::StartWorkerReply> result) { Reply(result, id); });
+}
+
+void NodeAgent::Reply(const Result<protocol::StartWorkerReply>& result, uint64_t id) {
+  transport::Frames frames =
+      result.ok() ? transport::MakeMessage(*result, id)
+                  : transport::MakeErrorMessage(result.status(), "node " + options_.node_ip, id);
+  if (!leaving_) (void)head_->Send(frames);
 }
 
 void NodeAgent::Leave(const std::string& reason, int64_t timeout_ms, std::function<void()> done) {
   leaving_ = true;
-  heartbeat_timer_.cancel();
-  workers_.KillAll();
-  processes_.KillAll();
+  heartbeat_due_ms_.reset();
+  processes_->KillAll();
   if (node_id_.IsNil() || registering_) {
+    ArmWakeup();
     done();
     return;
   }
@@ -314,20 +333,18 @@ void NodeAgent::Leave(const std::string& reason, int64_t timeout_ms, std::functi
   Send(req);
   unregister_id_ = next_id_;
   leave_done_ = std::move(done);
-  deadline_timer_.expires_after(std::chrono::milliseconds(timeout_ms));
-  deadline_timer_.async_wait([this](const boost::system::error_code& ec) {
-    if (ec || !leave_done_) return;
-    RAYX_LOG(Warning) << "the head did not acknowledge the leave in time";
-    auto finish = std::move(leave_done_);
-    leave_done_ = nullptr;
-    finish();
-  });
+  // The leave deadline replaces a pending join deadline, as they shared a timer.
+  join_deadline_ms_.reset();
+  leave_deadline_ms_ = clock_.NowMs() + timeout_ms;
+  ArmWakeup();
 }
 
 void NodeAgent::Fatal(const Status& status) {
   RAYX_LOG(Error) << status.message();
-  heartbeat_timer_.cancel();
-  deadline_timer_.cancel();
+  heartbeat_due_ms_.reset();
+  join_deadline_ms_.reset();
+  leave_deadline_ms_.reset();
+  ArmWakeup();
   if (callbacks_.on_fatal) callbacks_.on_fatal(status);
 }
 

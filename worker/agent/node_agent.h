@@ -1,31 +1,29 @@
-// The node agent: joins the cluster, heartbeats, and (with later issues) starts
-// and supervises this node's worker processes.
+// The node agent: joins the cluster, heartbeats, and starts and supervises this
+// node's lease processes.
 #pragma once
-
-#include <cstdint>
-#include <functional>
-#include <memory>
-#include <string>
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/steady_timer.hpp>
-#include <zmq.hpp>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
 
-#include "common/address.h"
+#include "agent/head_connection.h"
+#include "agent/lease_processes.h"
 #include "agent/object_server.h"
 #include "agent/package_cache.h"
-#include "agent/process_runner.h"
-#include "agent/worker_pool.h"
+#include "common/address.h"
 #include "common/clock.h"
 #include "protocol/messages.h"
-#include "transport/zmq_socket_loop.h"
 
 namespace rayx::worker {
 
 struct NodeAgentOptions {
-  HostPort head;                 // where the head listens
-  std::string token;             // the cluster token
-  std::string node_ip;           // the address this node is reached at
+  HostPort head;        // where the head listens
+  std::string token;    // the cluster token
+  std::string node_ip;  // the address this node is reached at
   std::string hostname;
   bool is_head_node = false;
   ResourceMap resources;
@@ -49,15 +47,27 @@ struct NodeAgentOptions {
 // Single-threaded: everything runs on `io`. Calls `on_joined` once after the
 // first successful registration and `on_fatal` when the agent must exit (refused,
 // head unreachable); the caller stops `io` then.
+//
+// Time comes only from `clock`: the join deadline, the heartbeat period, the
+// head-lost timeout and the leave deadline are instants on it, and one asio
+// timer merely wakes the agent for the earliest (RunDueTimers). So a test can
+// drive the agent step by step: fake head (Deps::head), no processes
+// (Deps::processes), ManualClock::Advance then RunDueTimers.
 class NodeAgent {
  public:
   struct Callbacks {
     std::function<void(const protocol::RegisterNodeReply&)> on_joined;
     std::function<void(const Status&)> on_fatal;
   };
+  // Collaborators; each left empty gets the real one.
+  struct Deps {
+    std::unique_ptr<HeadConnection> head;       // default: ZeroMQ to options.head
+    std::unique_ptr<LeaseProcesses> processes;  // default: real worker processes
+  };
 
+  // `clock` must outlive the agent.
   NodeAgent(boost::asio::io_context& io, NodeAgentOptions options, const Clock& clock,
-            Callbacks callbacks);
+            Callbacks callbacks, Deps deps = {});
   ~NodeAgent();
 
   // Starts the object server and joins. Returns Unavailable when the object
@@ -71,11 +81,18 @@ class NodeAgent {
   const NodeId& node_id() const { return node_id_; }
   // Reaps exited worker processes (call on SIGCHLD).
   void ReapWorkers();
+  // Does whatever is due at clock.NowMs(): a heartbeat (or giving up on a
+  // silent head), the join deadline, the leave deadline. The agent's own
+  // timer calls it; a test calls it after advancing a ManualClock.
+  void RunDueTimers();
 
  private:
   void SendRegister();
   void SendHeartbeat();
   void OnMessage(transport::Frames& frames);
+  void HandleMessage(transport::Frames& frames);
+  // Points the wake-up timer at the earliest deadline.
+  void ArmWakeup();
   template <typename T>
   void Send(const T& body);
   void Fatal(const Status& status);
@@ -83,16 +100,20 @@ class NodeAgent {
   void OnStartWorker(const protocol::StartWorkerRequest& req, uint64_t id);
   // Starts the lease's worker or processes once its packages are on this node.
   void StartWithPackages(protocol::StartWorkerRequest req, uint64_t id);
+  // Sends a reply to request `id` of the head, unless this node is leaving.
+  void Reply(const Result<protocol::StartWorkerReply>& result, uint64_t id);
 
   boost::asio::io_context& io_;
   NodeAgentOptions options_;
   const Clock& clock_;
   Callbacks callbacks_;
-  zmq::context_t context_{1};
-  zmq::socket_t dealer_;
-  std::unique_ptr<transport::ZmqSocketLoop> loop_;
-  boost::asio::steady_timer heartbeat_timer_;
-  boost::asio::steady_timer deadline_timer_;
+  std::unique_ptr<HeadConnection> head_;
+  bool connected_ = false;  // head_->Start ran
+  // Instants on clock_; empty when not pending.
+  std::optional<int64_t> join_deadline_ms_;
+  std::optional<int64_t> heartbeat_due_ms_;
+  std::optional<int64_t> leave_deadline_ms_;
+  boost::asio::steady_timer wake_timer_;
 
   NodeId node_id_;
   bool joined_once_ = false;
@@ -107,8 +128,7 @@ class NodeAgent {
   std::function<void()> leave_done_;
   ObjectServer objects_;
   std::string object_address_;
-  WorkerPool workers_;
-  ProcessRunner processes_;
+  std::unique_ptr<LeaseProcesses> processes_;
   PackageCache packages_;
 };
 

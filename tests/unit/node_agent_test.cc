@@ -1,0 +1,357 @@
+// NodeAgent stepped deterministically: a fake head, no processes, a manual clock.
+#include "agent/node_agent.h"
+
+#include <gtest/gtest.h>
+#include <stdlib.h>
+
+#include <deque>
+#include <filesystem>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "protocol/codec.h"
+#include "transport/message.h"
+
+namespace rayx::worker {
+namespace {
+
+using protocol::MessageType;
+
+// A message the agent sent, decoded far enough to check it.
+struct Sent {
+  protocol::Envelope env;
+  std::string body;
+  template <typename T>
+  T As() const {
+    auto decoded = protocol::Decode<T>(body);
+    EXPECT_TRUE(decoded.ok()) << decoded.status();
+    return decoded.ok() ? *decoded : T{};
+  }
+  bool Is(MessageType type) const { return env.t == static_cast<uint16_t>(type); }
+};
+
+// Records what the agent sends; Deliver plays the head's answers.
+class FakeHeadConnection final : public HeadConnection {
+ public:
+  struct State {
+    MessageHandler on_message;
+    std::deque<Sent> sent;
+  };
+  explicit FakeHeadConnection(State* state) : state_(state) {}
+  void Start(MessageHandler on_message) override { state_->on_message = std::move(on_message); }
+  bool Send(transport::Frames& frames) override {
+    Sent sent;
+    auto env = protocol::Decode<protocol::Envelope>(transport::FrameView(frames[0]));
+    EXPECT_TRUE(env.ok());
+    if (env.ok()) sent.env = *env;
+    sent.body = std::string(transport::FrameView(frames[1]));
+    state_->sent.push_back(std::move(sent));
+    return true;
+  }
+
+ private:
+  State* state_;
+};
+
+// Runs nothing: records starts (answered by the test) and kills.
+class FakeLeaseProcesses final : public LeaseProcesses {
+ public:
+  struct State {
+    std::map<std::string, StartCallback> starting;  // by lease id
+    std::vector<std::string> killed;
+    int kill_all = 0;
+    int reaps = 0;
+  };
+  explicit FakeLeaseProcesses(State* state) : state_(state) {}
+  void SetObjectAddress(const std::string&) override {}
+  void Start(const protocol::StartWorkerRequest& request, StartCallback done) override {
+    state_->starting[request.lease_id] = std::move(done);
+  }
+  void Kill(const std::string& lease_id) override { state_->killed.push_back(lease_id); }
+  void KillAll() override { ++state_->kill_all; }
+  void Reap() override { ++state_->reaps; }
+  std::optional<ProcessRunner::LogInfo> FindLog(const std::string&, uint32_t) const override {
+    return std::nullopt;
+  }
+
+ private:
+  State* state_;
+};
+
+constexpr int64_t kPeriodMs = 100;
+
+class NodeAgentTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::string pattern =
+        (std::filesystem::temp_directory_path() / "rayx-node-agent-test-XXXXXX").string();
+    ASSERT_NE(mkdtemp(pattern.data()), nullptr);
+    dir_ = pattern;
+    NodeAgentOptions options;
+    options.head = HostPort{"127.0.0.1", 6380};
+    options.token = "token-1";
+    options.node_ip = "127.0.0.1";
+    options.hostname = "node-a";
+    options.resources = {{"CPU", 4}};
+    options.connect_timeout_ms = 15000;
+    options.head_lost_timeout_ms = 60000;
+    options.log_dir = dir_;
+    options.store_dir = dir_ + "/store";
+    options.package_dir = dir_ + "/packages";
+    NodeAgent::Deps deps;
+    deps.head = std::make_unique<FakeHeadConnection>(&head_);
+    deps.processes = std::make_unique<FakeLeaseProcesses>(&processes_);
+    agent_ = std::make_unique<NodeAgent>(
+        io_, options, clock_,
+        NodeAgent::Callbacks{
+            .on_joined = [this](const protocol::RegisterNodeReply&) { ++joined_; },
+            .on_fatal = [this](const Status& status) { fatal_.push_back(status); }},
+        std::move(deps));
+    ASSERT_TRUE(agent_->Start().ok());
+  }
+
+  void TearDown() override {
+    agent_.reset();
+    std::filesystem::remove_all(dir_);
+  }
+
+  // The oldest message the agent sent that the test has not looked at.
+  Sent Next() {
+    EXPECT_FALSE(head_.sent.empty());
+    if (head_.sent.empty()) return Sent{};
+    Sent sent = std::move(head_.sent.front());
+    head_.sent.pop_front();
+    return sent;
+  }
+
+  template <typename T>
+  void Deliver(const T& body, uint64_t id) {
+    transport::Frames frames = transport::MakeMessage(body, id);
+    head_.on_message(frames);
+  }
+
+  void DeliverError(const Status& status, uint64_t id) {
+    transport::Frames frames = transport::MakeErrorMessage(status, "head", id);
+    head_.on_message(frames);
+  }
+
+  void Advance(int64_t ms) {
+    clock_.Advance(ms);
+    agent_->RunDueTimers();
+  }
+
+  // Answers the pending registration; returns the node id given.
+  NodeId Join() {
+    Sent reg = Next();
+    EXPECT_TRUE(reg.Is(MessageType::kRegisterNodeRequest));
+    protocol::RegisterNodeReply reply;
+    reply.node_id = NodeId::FromRandom();
+    reply.cluster_id = "cluster-1";
+    reply.heartbeat_period_ms = kPeriodMs;
+    Deliver(reply, reg.env.id);
+    return reply.node_id;
+  }
+
+  std::string dir_;
+  boost::asio::io_context io_;
+  ManualClock clock_;
+  FakeHeadConnection::State head_;
+  FakeLeaseProcesses::State processes_;
+  std::unique_ptr<NodeAgent> agent_;
+  int joined_ = 0;
+  std::vector<Status> fatal_;
+};
+
+TEST_F(NodeAgentTest, RegistersWithItsTokenAddressAndResourcesOnStart) {
+  Sent reg = Next();
+  ASSERT_TRUE(reg.Is(MessageType::kRegisterNodeRequest));
+  auto req = reg.As<protocol::RegisterNodeRequest>();
+  EXPECT_EQ(req.token, "token-1");
+  EXPECT_EQ(req.address, "127.0.0.1");
+  EXPECT_EQ(req.hostname, "node-a");
+  EXPECT_EQ(req.resources.at("CPU"), 4);
+  EXPECT_FALSE(req.object_address.empty());
+  EXPECT_TRUE(head_.sent.empty());
+}
+
+TEST_F(NodeAgentTest, JoinsThenHeartbeatsEveryPeriodOnTheClock) {
+  NodeId id = Join();
+  EXPECT_EQ(joined_, 1);
+  EXPECT_EQ(agent_->node_id(), id);
+  Sent first = Next();  // at once
+  ASSERT_TRUE(first.Is(MessageType::kHeartbeatRequest));
+  EXPECT_EQ(first.As<protocol::HeartbeatRequest>().node_id, id);
+  EXPECT_EQ(first.As<protocol::HeartbeatRequest>().seq, 1u);
+  Advance(kPeriodMs - 1);
+  EXPECT_TRUE(head_.sent.empty());
+  Advance(1);
+  Sent second = Next();
+  ASSERT_TRUE(second.Is(MessageType::kHeartbeatRequest));
+  EXPECT_EQ(second.As<protocol::HeartbeatRequest>().seq, 2u);
+  EXPECT_TRUE(fatal_.empty());
+}
+
+TEST_F(NodeAgentTest, GivesUpWhenTheHeadNeverAnswersTheRegistration) {
+  Next();  // the registration, unanswered
+  Advance(15000 - 1);
+  EXPECT_TRUE(fatal_.empty());
+  Advance(1);
+  ASSERT_EQ(fatal_.size(), 1u);
+  EXPECT_EQ(fatal_[0].code(), StatusCode::kUnavailable);
+  EXPECT_NE(fatal_[0].message().find("no answer from the head"), std::string::npos);
+  EXPECT_EQ(joined_, 0);
+}
+
+TEST_F(NodeAgentTest, ARefusedRegistrationIsFatalWithTheHeadsReason) {
+  Sent reg = Next();
+  DeliverError(Status::InvalidArgument("wrong cluster token"), reg.env.id);
+  ASSERT_EQ(fatal_.size(), 1u);
+  EXPECT_EQ(fatal_[0].code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(fatal_[0].message().find("refused this node: wrong cluster token"), std::string::npos);
+  // No join deadline fires later.
+  Advance(20000);
+  EXPECT_EQ(fatal_.size(), 1u);
+}
+
+TEST_F(NodeAgentTest, RegistersAgainAfterTheHeadDeclaredItDead) {
+  NodeId first_id = Join();
+  Sent hb = Next();
+  Deliver(protocol::HeartbeatReply{.known = false}, hb.env.id);
+  Sent again = Next();
+  ASSERT_TRUE(again.Is(MessageType::kRegisterNodeRequest));
+  // No heartbeats while registering again.
+  Advance(kPeriodMs);
+  EXPECT_TRUE(head_.sent.empty());
+  // A second "unknown" answer does not start a third registration.
+  Deliver(protocol::HeartbeatReply{.known = false}, hb.env.id);
+  EXPECT_TRUE(head_.sent.empty());
+
+  protocol::RegisterNodeReply reply;
+  reply.node_id = NodeId::FromRandom();
+  reply.heartbeat_period_ms = kPeriodMs;
+  Deliver(reply, again.env.id);
+  EXPECT_NE(agent_->node_id(), first_id);
+  EXPECT_EQ(agent_->node_id(), reply.node_id);
+  EXPECT_EQ(joined_, 1);  // on_joined only once
+  Advance(kPeriodMs);
+  Sent next = Next();
+  ASSERT_TRUE(next.Is(MessageType::kHeartbeatRequest));
+  EXPECT_EQ(next.As<protocol::HeartbeatRequest>().node_id, reply.node_id);
+}
+
+TEST_F(NodeAgentTest, LeavesWhenTheHeadStaysSilentPastTheTimeout) {
+  Join();
+  Next();
+  for (int64_t t = 0; t < 60000; t += kPeriodMs) Advance(kPeriodMs);
+  EXPECT_TRUE(fatal_.empty());  // silent for exactly the timeout: not yet
+  head_.sent.clear();
+  Advance(kPeriodMs);
+  ASSERT_EQ(fatal_.size(), 1u);
+  EXPECT_NE(fatal_[0].message().find("has not answered"), std::string::npos);
+  // No more heartbeats after giving up.
+  Advance(10 * kPeriodMs);
+  EXPECT_TRUE(head_.sent.empty());
+}
+
+TEST_F(NodeAgentTest, AnyAnswerFromTheHeadKeepsItAlive) {
+  Join();
+  for (int i = 0; i < 1000; ++i) {
+    Sent hb = Next();
+    ASSERT_TRUE(hb.Is(MessageType::kHeartbeatRequest));
+    Deliver(protocol::HeartbeatReply{}, hb.env.id);
+    Advance(kPeriodMs);
+  }
+  EXPECT_TRUE(fatal_.empty());
+}
+
+TEST_F(NodeAgentTest, AStartedWorkerIsReportedToTheRequestOfTheHead) {
+  Join();
+  head_.sent.clear();
+  protocol::StartWorkerRequest req;
+  req.lease_id = "lease-1";
+  req.executable = "/bin/true";
+  Deliver(req, 77);
+  ASSERT_EQ(processes_.starting.count("lease-1"), 1u);
+  EXPECT_TRUE(head_.sent.empty());  // not before the worker is up
+  protocol::StartWorkerReply started;
+  started.lease_id = "lease-1";
+  started.worker_address = "tcp://127.0.0.1:5000";
+  processes_.starting["lease-1"](started);
+  Sent reply = Next();
+  ASSERT_TRUE(reply.Is(MessageType::kStartWorkerReply));
+  EXPECT_EQ(reply.env.id, 77u);
+  EXPECT_EQ(reply.As<protocol::StartWorkerReply>().worker_address, "tcp://127.0.0.1:5000");
+}
+
+TEST_F(NodeAgentTest, AWorkerThatCannotStartIsAnErrorForTheRequest) {
+  Join();
+  head_.sent.clear();
+  protocol::StartWorkerRequest req;
+  req.lease_id = "lease-2";
+  Deliver(req, 78);
+  processes_.starting["lease-2"](Status::NotFound("cannot run ''"));
+  Sent reply = Next();
+  ASSERT_TRUE(reply.Is(MessageType::kErrorReply));
+  EXPECT_EQ(reply.env.id, 78u);
+  auto error = reply.As<protocol::ErrorReply>();
+  EXPECT_EQ(error.code, static_cast<uint8_t>(StatusCode::kNotFound));
+  EXPECT_NE(error.where.find("127.0.0.1"), std::string::npos);
+}
+
+TEST_F(NodeAgentTest, KillWorkersKillsEveryNamedLease) {
+  Join();
+  Deliver(protocol::KillWorkersRequest{.lease_ids = {"a", "b"}}, 5);
+  EXPECT_EQ(processes_.killed, (std::vector<std::string>{"a", "b"}));
+  agent_->ReapWorkers();
+  EXPECT_EQ(processes_.reaps, 1);
+}
+
+TEST_F(NodeAgentTest, LeavingKillsEverythingAndWaitsForTheHeadsAcknowledgement) {
+  NodeId id = Join();
+  head_.sent.clear();
+  bool done = false;
+  agent_->Leave("rayx stop", 1000, [&] { done = true; });
+  EXPECT_EQ(processes_.kill_all, 1);
+  Sent leave = Next();
+  ASSERT_TRUE(leave.Is(MessageType::kUnregisterNodeRequest));
+  EXPECT_EQ(leave.As<protocol::UnregisterNodeRequest>().node_id, id);
+  EXPECT_EQ(leave.As<protocol::UnregisterNodeRequest>().reason, "rayx stop");
+  EXPECT_FALSE(done);
+  Advance(kPeriodMs * 3);  // no heartbeats while leaving
+  EXPECT_TRUE(head_.sent.empty());
+  Deliver(protocol::UnregisterNodeReply{}, leave.env.id);
+  EXPECT_TRUE(done);
+}
+
+TEST_F(NodeAgentTest, LeavingFinishesAtTheDeadlineWithoutAnAcknowledgement) {
+  Join();
+  head_.sent.clear();
+  bool done = false;
+  agent_->Leave("rayx stop", 1000, [&] { done = true; });
+  Advance(999);
+  EXPECT_FALSE(done);
+  Advance(1);
+  EXPECT_TRUE(done);
+  EXPECT_TRUE(fatal_.empty());
+}
+
+TEST_F(NodeAgentTest, ANodeThatNeverJoinedLeavesAtOnce) {
+  bool done = false;
+  agent_->Leave("rayx stop", 1000, [&] { done = true; });
+  EXPECT_TRUE(done);
+}
+
+TEST_F(NodeAgentTest, AWorkerStartingWhileTheNodeLeavesIsNotReported) {
+  Join();
+  protocol::StartWorkerRequest req;
+  req.lease_id = "lease-3";
+  Deliver(req, 79);
+  agent_->Leave("rayx stop", 1000, [] {});
+  head_.sent.clear();
+  processes_.starting["lease-3"](protocol::StartWorkerReply{.lease_id = "lease-3"});
+  EXPECT_TRUE(head_.sent.empty());
+}
+
+}  // namespace
+}  // namespace rayx::worker

@@ -1,0 +1,28 @@
+// The node agent's ZeroMQ connection to the head.
+#include "agent/head_connection.h"
+
+#include "protocol/codec.h"
+
+namespace rayx::worker {
+
+ZmqHeadConnection::ZmqHeadConnection(boost::asio::io_context& io, HostPort head)
+    : io_(io), head_(std::move(head)), dealer_(context_, zmq::socket_type::dealer) {}
+
+ZmqHeadConnection::~ZmqHeadConnection() {
+  loop_.reset();
+  dealer_.close();
+}
+
+void ZmqHeadConnection::Start(MessageHandler on_message) {
+  dealer_.set(zmq::sockopt::linger, 0);
+  dealer_.set(zmq::sockopt::maxmsgsize, static_cast<int64_t>(protocol::kMaxControlFrameBytes));
+  // Heartbeats queued while the head is unreachable are useless once stale.
+  dealer_.set(zmq::sockopt::sndhwm, 100);
+  dealer_.connect(head_.ZmqEndpoint());
+  loop_ = std::make_unique<transport::ZmqSocketLoop>(io_, dealer_, std::move(on_message));
+  loop_->Start();
+}
+
+bool ZmqHeadConnection::Send(transport::Frames& frames) { return loop_ && loop_->Send(frames); }
+
+}  // namespace rayx::worker

@@ -1,0 +1,66 @@
+// What a node agent runs for its leases, behind an interface so tests can run none.
+#pragma once
+
+#include <boost/asio/io_context.hpp>
+#include <functional>
+#include <optional>
+#include <string>
+
+#include "agent/process_runner.h"
+#include "agent/worker_pool.h"
+#include "protocol/messages.h"
+#include "rayx/status.h"
+
+namespace rayx::worker {
+
+// The processes of this node's leases: one worker per task lease, the
+// commands of a process lease (`request.processes`).
+//
+// Single-threaded: used on the agent's io_context only.
+class LeaseProcesses {
+ public:
+  using StartCallback = std::function<void(Result<protocol::StartWorkerReply>)>;
+  virtual ~LeaseProcesses() = default;
+
+  // The node's object server, told to workers.
+  virtual void SetObjectAddress(const std::string& address) = 0;
+  // Starts what the lease runs; calls `done` exactly once, possibly before
+  // returning, with the reply for the head or why it could not start.
+  virtual void Start(const protocol::StartWorkerRequest& request, StartCallback done) = 0;
+  // Kills everything the lease runs; a no-op for an unknown lease.
+  virtual void Kill(const std::string& lease_id) = 0;
+  virtual void KillAll() = 0;
+  // Reaps exited children and does their bookkeeping (call on SIGCHLD).
+  virtual void Reap() = 0;
+  // The log of process `index` of a process lease, for the object server.
+  virtual std::optional<ProcessRunner::LogInfo> FindLog(const std::string& lease_id,
+                                                        uint32_t index) const = 0;
+};
+
+// Real processes: a WorkerPool and a ProcessRunner, which own them.
+class LocalLeaseProcesses final : public LeaseProcesses {
+ public:
+  struct Options {
+    std::string node_ip;
+    std::string log_dir;
+    std::string token;
+    std::string store_dir;
+  };
+  // `on_exit` hears of every process of a process lease that exits.
+  LocalLeaseProcesses(boost::asio::io_context& io, const Options& options,
+                      ProcessRunner::ExitCallback on_exit);
+
+  void SetObjectAddress(const std::string& address) override;
+  void Start(const protocol::StartWorkerRequest& request, StartCallback done) override;
+  void Kill(const std::string& lease_id) override;
+  void KillAll() override;
+  void Reap() override;
+  std::optional<ProcessRunner::LogInfo> FindLog(const std::string& lease_id,
+                                                uint32_t index) const override;
+
+ private:
+  WorkerPool workers_;
+  ProcessRunner processes_;
+};
+
+}  // namespace rayx::worker

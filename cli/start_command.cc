@@ -1,0 +1,259 @@
+// `rayx start`: starts rayx-head and rayx-agent as daemons, waits for their
+// READY lines, and records them in a session so `rayx stop` can find them.
+#include "start_command.h"
+
+#include <signal.h>
+#include <sys/wait.h>
+
+#include <cstdlib>
+#include <iostream>
+#include <map>
+
+#include "cluster_client.h"
+#include "command_error.h"
+#include "common/address.h"
+#include "common/flags.h"
+#include "common/process_control.h"
+#include "common/session_dir.h"
+#include "rayx/cluster_status.h"
+#include "rayx/ids.h"
+#include "rayx/version.h"
+#include "status_format.h"
+
+namespace rayx::cli {
+namespace {
+
+constexpr int64_t kStartTimeoutMs = 30000;
+
+struct StartFlags {
+  bool head = false;
+  std::string address;
+  std::string token;
+  int64_t port = kDefaultHeadPort;
+  double num_cpus = 0, num_gpus = 0, memory = 0;
+  std::string resources, labels, node_ip, temp_dir = detail::DefaultTempDir();
+  bool block = false, help = false;
+  int64_t heartbeat_ms = 250, node_timeout_ms = 1500, connect_timeout_ms = 15000;
+};
+
+// Passes the resource flags the user gave on to rayx-agent.
+void AddResourceArgs(const FlagParser& flags, const StartFlags& f, std::vector<std::string>* argv) {
+  auto num = [](double v) {
+    std::string s = std::to_string(v);
+    return s;
+  };
+  if (flags.WasSet("num-cpus")) argv->insert(argv->end(), {"--num-cpus", num(f.num_cpus)});
+  if (flags.WasSet("num-gpus")) argv->insert(argv->end(), {"--num-gpus", num(f.num_gpus)});
+  if (flags.WasSet("memory")) argv->insert(argv->end(), {"--memory", num(f.memory)});
+  if (!f.resources.empty()) argv->insert(argv->end(), {"--resources", f.resources});
+  if (!f.labels.empty()) argv->insert(argv->end(), {"--labels", f.labels});
+}
+
+// Stops the daemons of `session` started so far (start-up failed half-way) and
+// removes the session: a failed start leaves nothing behind. The error printed
+// already carries the end of the failed daemon's log.
+void Undo(const detail::Session& session) {
+  std::vector<detail::ProcessRecord> records;
+  for (const auto& [name, record] : session.Processes()) {
+    detail::SignalGroup(record, SIGKILL);
+    records.push_back(record);
+  }
+  detail::WaitForExit(records, 5000);
+  session.Remove();
+}
+
+// Blocks SIGINT, SIGTERM and SIGCHLD (to be taken with sigwait), before any
+// daemon starts so that none of them can exit unseen.
+sigset_t BlockSignals() {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGTERM);
+  sigaddset(&set, SIGCHLD);
+  sigprocmask(SIG_BLOCK, &set, nullptr);
+  return set;
+}
+
+// Waits on the daemons started by this invocation (--block): returns when one
+// exits or on SIGINT/SIGTERM, stopping the others.
+int BlockUntilDone(const detail::Session& session) {
+  sigset_t set = BlockSignals();
+  std::cout << "--block: running until a rayx process exits or Ctrl-C.\n" << std::flush;
+  int code = 0;
+  while (true) {
+    int signo = 0;
+    sigwait(&set, &signo);
+    if (signo == SIGCHLD) {
+      int status = 0;
+      pid_t pid = waitpid(-1, &status, WNOHANG);
+      if (pid <= 0) continue;
+      std::cerr << "rayx start: process " << pid << " exited; stopping the others\n";
+      code = 1;
+    }
+    break;
+  }
+  std::vector<detail::ProcessRecord> records;
+  for (const auto& [name, record] : session.Processes()) {
+    detail::SignalGroup(record, SIGTERM);
+    records.push_back(record);
+  }
+  for (const auto& r : detail::WaitForExit(records, 10000)) detail::SignalGroup(r, SIGKILL);
+  detail::WaitForExit(records, 5000);
+  for (const auto& [name, record] : session.Processes()) session.ForgetProcess(name);
+  return code;
+}
+
+}  // namespace
+
+int StartCommand(const std::vector<std::string>& args) {
+  StartFlags f;
+  FlagParser flags("rayx start");
+  flags.AddBool("head", &f.head, "start the head on this machine");
+  flags.AddString("address", &f.address, "join the cluster whose head is at HOST:PORT");
+  flags.AddString("token", &f.token,
+                  "the cluster token: with --address, the one printed by `rayx start --head` "
+                  "(or $RAYX_TOKEN); with --head, use this token instead of a random one");
+  flags.AddInt("port", &f.port, 0, 65535, "the head's port (default 6380; 0 picks a free one)");
+  flags.AddDouble("num-cpus", &f.num_cpus, "CPUs this node offers (default: all cores)");
+  flags.AddDouble("num-gpus", &f.num_gpus, "GPUs this node offers (default: detected through NVML)");
+  flags.AddDouble("memory", &f.memory, "bytes of memory this node offers (default: physical RAM)");
+  flags.AddString("resources", &f.resources, "custom resources as JSON, e.g. '{\"tpu\": 4}'");
+  flags.AddString("labels", &f.labels, "node labels, e.g. accelerator=H100,zone=a");
+  flags.AddString("node-ip-address", &f.node_ip,
+                  "this node's address (default: the interface that reaches the head)");
+  flags.AddString("temp-dir", &f.temp_dir, "session directory root (default /tmp/rayx)");
+  flags.AddBool("block", &f.block, "stay in the foreground until the processes exit");
+  flags.AddInt("heartbeat-period-ms", &f.heartbeat_ms, 10, 60000,
+               "head only: how often agents heartbeat (default 250)");
+  flags.AddInt("node-timeout-ms", &f.node_timeout_ms, 50, 3600000,
+               "head only: silence before a node is declared dead (default 1500)");
+  flags.AddInt("connect-timeout-ms", &f.connect_timeout_ms, 100, 3600000,
+               "give up joining when the head does not answer within this (default 15000)");
+  flags.AddBool("help", &f.help, "show this help");
+  if (Status s = flags.Parse(args, nullptr); !s.ok()) return Fail("start", s.message(), 2);
+  if (f.help) {
+    std::cout << "usage: rayx start (--head | --address HOST:PORT) [FLAGS]\n" << flags.Usage();
+    return 0;
+  }
+  if (f.head == !f.address.empty()) {
+    return Fail("start", "pass exactly one of --head (start a new cluster here) or --address "
+                         "HOST:PORT (join an existing one)", 2);
+  }
+  // Validate everything before starting anything.
+  if (!f.resources.empty()) {
+    auto r = ParseResourcesJson(f.resources);
+    if (!r.ok()) return Fail("start", "--resources: " + r.status().message(), 2);
+  }
+  if (auto l = ParseLabels(f.labels); !l.ok()) {
+    return Fail("start", "--labels: " + l.status().message(), 2);
+  }
+  if (f.node_timeout_ms <= f.heartbeat_ms) {
+    return Fail("start", "--node-timeout-ms must be longer than --heartbeat-period-ms", 2);
+  }
+  if (!f.node_ip.empty() && !ResolveIpv4(f.node_ip).ok()) {
+    return Fail("start", "--node-ip-address '" + f.node_ip + "' is not an IPv4 address", 2);
+  }
+  HostPort head;
+  if (!f.head) {
+    auto hp = ParseHostPort(f.address, kDefaultHeadPort);
+    if (!hp.ok()) return Fail("start", hp.status().message(), 2);
+    head = *hp;
+    if (!ResolveIpv4(head.host).ok()) {
+      return Fail("start", "cannot resolve the head's host '" + head.host + "'", 2);
+    }
+    if (f.token.empty()) {
+      if (const char* t = std::getenv("RAYX_TOKEN")) f.token = t;
+    }
+    if (f.token.empty()) {
+      if (auto t = detail::FindTokenFor(f.temp_dir, head.ToString())) f.token = *t;
+    }
+    if (f.token.empty()) {
+      return Fail("start", "no cluster token: pass --token TOKEN (printed by `rayx start --head` "
+                           "on the head machine) or set RAYX_TOKEN", 2);
+    }
+  }
+
+  if (f.block) BlockSignals();
+  auto session = detail::Session::Create(f.temp_dir);
+  if (!session.ok()) return Fail("start", session.status().message());
+  std::string bin = detail::SelfDirectory();
+  std::map<std::string, std::string> config;
+  std::string node_ip = f.node_ip;
+
+  if (f.head) {
+    if (f.token.empty()) f.token = detail::SecureRandomHex(16);
+    if (node_ip.empty()) node_ip = DefaultNodeIp();
+    std::vector<std::string> argv = {bin + "/rayx-head",
+                                     "--port", std::to_string(f.port),
+                                     "--node-ip-address", node_ip,
+                                     "--heartbeat-period-ms", std::to_string(f.heartbeat_ms),
+                                     "--node-timeout-ms", std::to_string(f.node_timeout_ms),
+                                     "--package-dir", session->path() + "/packages"};
+    auto daemon = detail::SpawnDaemon(argv, {{"RAYX_CLUSTER_TOKEN", f.token}},
+                                      session->LogPath("head"), kStartTimeoutMs);
+    if (!daemon.ok()) {
+      Undo(*session);
+      return Fail("start", "the head did not start: " + daemon.status().message());
+    }
+    (void)session->RecordProcess("head", daemon->record);
+    head = {"127.0.0.1", static_cast<uint16_t>(std::stoi(daemon->ready["port"]))};
+    config = {{"role", "head"},
+              {"address", node_ip + ":" + std::to_string(head.port)},
+              {"port", std::to_string(head.port)},
+              {"cluster_id", daemon->ready["cluster_id"]},
+              {"token", f.token}};
+    (void)session->WriteConfig(config);
+    std::cout << "Started the rayx " << kRayxVersion << " head (pid " << daemon->record.pid
+              << ") of cluster " << daemon->ready["cluster_id"] << " on " << node_ip << ":"
+              << head.port << ".\n";
+  } else {
+    config = {{"role", "node"}, {"address", head.ToString()},
+              {"port", std::to_string(head.port)}, {"token", f.token}};
+    (void)session->WriteConfig(config);
+  }
+
+  std::vector<std::string> argv = {bin + "/rayx-agent", "--address", head.ToString(),
+                                   "--connect-timeout-ms", std::to_string(f.connect_timeout_ms)};
+  if (f.head) argv.push_back("--head-node");
+  argv.insert(argv.end(), {"--log-dir", session->path() + "/logs"});
+  argv.insert(argv.end(), {"--package-dir", session->path() + "/node-packages"});
+  if (!node_ip.empty()) argv.insert(argv.end(), {"--node-ip-address", node_ip});
+  AddResourceArgs(flags, f, &argv);
+  auto agent = detail::SpawnDaemon(argv, {{"RAYX_CLUSTER_TOKEN", f.token}},
+                                   session->LogPath("agent"),
+                                   f.connect_timeout_ms + kStartTimeoutMs);
+  if (!agent.ok()) {
+    Undo(*session);
+    return Fail("start", "the node agent did not start: " + agent.status().message());
+  }
+  (void)session->RecordProcess("agent", agent->record);
+  config["cluster_id"] = agent->ready["cluster_id"];
+  config["node_id"] = agent->ready["node_id"];
+  (void)session->WriteConfig(config);
+  session->MarkLatest();
+
+  auto status = QueryClusterStatus(head.ToString(), f.token, 5000);
+  std::string resources;
+  if (status.ok()) {
+    for (const auto& node : status->nodes) {
+      if (node.node_id.Hex() == agent->ready["node_id"]) resources = FormatResourceList(node.total);
+    }
+  }
+  std::cout << "Started the node agent (pid " << agent->record.pid << ") as node "
+            << agent->ready["node_id"].substr(0, 8) << " at " << agent->ready["node_ip"]
+            << (resources.empty() ? "" : " with " + resources) << ".\n";
+  if (f.head) {
+    std::cout << "\nTo add another machine to this cluster, run on it:\n"
+              << "  rayx start --address " << config["address"] << " --token " << f.token << "\n";
+  }
+  std::cout << "\nTo see the cluster:  rayx status"
+            << (f.temp_dir != detail::DefaultTempDir() ? " --temp-dir " + f.temp_dir : "") << "\n"
+            << "To stop the rayx processes on this machine:  rayx stop"
+            << (f.temp_dir != detail::DefaultTempDir() ? " --temp-dir " + f.temp_dir : "") << "\n"
+            << "Logs: " << session->path() << "/logs\n"
+            << std::flush;
+  if (f.block) return BlockUntilDone(*session);
+  return 0;
+}
+
+}  // namespace rayx::cli

@@ -1,0 +1,47 @@
+// `rayx status`: resolves the cluster (flags, environment, or this machine's
+// session), queries the head and prints the table.
+#include "status_command.h"
+
+#include <iostream>
+
+#include "cluster_client.h"
+#include "command_error.h"
+#include "common/clock.h"
+#include "common/flags.h"
+#include "common/session_dir.h"
+#include "status_format.h"
+
+namespace rayx::cli {
+
+int StatusCommand(const std::vector<std::string>& args) {
+  std::string address, token, temp_dir = detail::DefaultTempDir();
+  bool verbose = false, help = false;
+  int64_t timeout_ms = 5000;
+  FlagParser flags("rayx status");
+  flags.AddString("address", &address, "the head, HOST:PORT (default: $RAYX_ADDRESS, else the "
+                                       "cluster this machine belongs to)");
+  flags.AddString("token", &token, "the cluster token (default: $RAYX_TOKEN or this machine's session)");
+  flags.AddBool("verbose", &verbose, "-v: a block per node");
+  flags.AddInt("timeout-ms", &timeout_ms, 100, 600000, "how long to wait for the head (default 5000)");
+  flags.AddString("temp-dir", &temp_dir, "session directory root (default /tmp/rayx)");
+  flags.AddBool("help", &help, "show this help");
+  if (Status s = flags.Parse(args, nullptr); !s.ok()) return Fail("status", s.message(), 2);
+  if (help) {
+    std::cout << "usage: rayx status [FLAGS]\n" << flags.Usage();
+    return 0;
+  }
+  auto cluster = ResolveCluster(address, token, temp_dir);
+  if (!cluster.ok()) {
+    // A malformed address or a missing token is a usage error; no cluster is not.
+    bool usage = cluster.status().code() == StatusCode::kInvalidArgument;
+    return Fail("status", cluster.status().message(), usage ? 2 : 1);
+  }
+  address = cluster->first;
+  token = cluster->second;
+  auto status = QueryClusterStatus(address, token, timeout_ms);
+  if (!status.ok()) return Fail("status", status.status().message());
+  std::cout << FormatClusterStatus(*status, address, SystemClock().WallMs(), verbose);
+  return 0;
+}
+
+}  // namespace rayx::cli

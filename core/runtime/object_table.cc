@@ -153,14 +153,14 @@ ObjectBytes ObjectTable::Get(const std::string& id, int64_t timeout_ms) {
   return {*value, value};
 }
 
-std::vector<bool> ObjectTable::Wait(const std::vector<std::string>& ids, size_t num_returns,
-                                    int64_t timeout_ms) {
-  std::vector<bool> ready(ids.size(), false);
+std::vector<bool> ObjectTable::Wait(const std::vector<ObjectHandle>& objects,
+                                    size_t num_returns, int64_t timeout_ms) {
+  std::vector<bool> ready(objects.size(), false);
   std::unique_lock<std::mutex> lock(mu_);
   auto count = [&] {
     size_t n = 0;
-    for (size_t i = 0; i < ids.size(); ++i) {
-      auto it = objects_.find(ids[i]);
+    for (size_t i = 0; i < objects.size(); ++i) {
+      auto it = objects_.find(objects[i]->id);
       ready[i] = it == objects_.end() || it->second.state != Entry::State::kPending;
       n += ready[i] ? 1 : 0;
     }

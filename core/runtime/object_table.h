@@ -98,9 +98,9 @@ class ObjectTable {
   // Throws GetTimeoutError on timeout, TaskError for a failed object (or a
   // lost stored one), std::runtime_error when the entry is unknown (freed).
   ObjectBytes Get(const std::string& id, int64_t timeout_ms);
-  // Waits up to `timeout_ms` (< 0: forever) until `num_returns` of `ids` are
-  // no longer pending; returns which are (unknown ids count as ready).
-  std::vector<bool> Wait(const std::vector<std::string>& ids, size_t num_returns,
+  // Waits up to `timeout_ms` (< 0: forever) until `num_returns` of `objects`
+  // are no longer pending; returns which are (unknown ones count as ready).
+  std::vector<bool> Wait(const std::vector<ObjectHandle>& objects, size_t num_returns,
                          int64_t timeout_ms);
 
   // Looks up a task argument. kValue: `*bytes` holds a copy of the value.

@@ -325,10 +325,7 @@ ObjectBytes Runtime::Get(const ObjectHandle& object, int64_t timeout_ms) {
 
 std::vector<bool> Runtime::Wait(const std::vector<ObjectHandle>& objects, size_t num_returns,
                                 int64_t timeout_ms) {
-  std::vector<std::string> ids;
-  ids.reserve(objects.size());
-  for (const ObjectHandle& object : objects) ids.push_back(object->id);
-  return objects_.Wait(ids, num_returns, timeout_ms);
+  return objects_.Wait(objects, num_returns, timeout_ms);
 }
 ObjectHandle Runtime::SubmitTask(const std::string& function, std::vector<Arg> args,
                                  const CallOptions& options) {

@@ -39,6 +39,15 @@ class ObjectTableTest : public ::testing::Test {
     location->size = 3;
     return location;
   }
+  static std::vector<ObjectHandle> Handles(const std::vector<std::string>& ids) {
+    std::vector<ObjectHandle> handles;
+    for (const auto& id : ids) {
+      auto core = std::make_shared<ObjectCore>();
+      core->id = id;
+      handles.push_back(core);
+    }
+    return handles;
+  }
   // Blocks until `n` threads wait in Get/Wait (a deadline, not a sleep).
   void AwaitWaiters(size_t n) {
     auto deadline = std::chrono::steady_clock::now() + 10s;
@@ -62,7 +71,8 @@ TEST_F(ObjectTableTest, GetReturnsAValuePutBefore) {
 TEST_F(ObjectTableTest, GetWakesWhenTheResultArrives) {
   ObjectTable& table = Table();
   table.AddPending("a");
-  auto got = std::async(std::launch::async, [&] { return std::string(table.Get("a", 10000).view); });
+  auto got =
+      std::async(std::launch::async, [&] { return std::string(table.Get("a", 10000).view); });
   AwaitWaiters(1);
   table.Complete(Value("a", "done"));
   ASSERT_EQ(got.wait_for(10s), std::future_status::ready);
@@ -112,7 +122,8 @@ TEST_F(ObjectTableTest, ShutdownFailsPendingObjectsAndWakesGet) {
 TEST_F(ObjectTableTest, WaitReturnsOnceEnoughAreReady) {
   ObjectTable& table = Table();
   for (const char* id : {"a", "b", "c"}) table.AddPending(id);
-  auto ready = std::async(std::launch::async, [&] { return table.Wait({"a", "b", "c"}, 2, 10000); });
+  auto handles = Handles({"a", "b", "c"});
+  auto ready = std::async(std::launch::async, [&] { return table.Wait(handles, 2, 10000); });
   AwaitWaiters(1);
   std::vector<ObjectTable::Completion> batch{Value("a", "1"), Value("c", "3")};
   table.CompleteAll(batch);
@@ -125,7 +136,7 @@ TEST_F(ObjectTableTest, WaitTimesOutWithWhatIsReady) {
   ObjectTable& table = Table();
   table.AddPending("a");
   table.AddValue("b", std::make_shared<const std::string>("x"));
-  EXPECT_EQ(table.Wait({"a", "b"}, 2, 20), (std::vector<bool>{false, true}));
+  EXPECT_EQ(table.Wait(Handles({"a", "b"}), 2, 20), (std::vector<bool>{false, true}));
 }
 
 TEST_F(ObjectTableTest, ContinuationsRunOnceOnCompletion) {

@@ -1,7 +1,12 @@
-// rayx::CreatePlacementGroup, PlacementGroup::Wait, RemovePlacementGroup.
+// rayx::CreatePlacementGroup, PlacementGroup::Wait, RemovePlacementGroup, and
+// the runtime's placement-group calls to the head.
+#include <algorithm>
 #include <cmath>
 #include <stdexcept>
 
+#include "common/logging.h"
+#include "protocol/placement_messages.h"
+#include "rayx/ids.h"
 #include "rayx/rayx.h"
 #include "runtime/runtime.h"
 
@@ -15,6 +20,83 @@ std::string Placement::Key() const {
                     affinity_node_id + (affinity_soft ? "~" : "") + ";l=";
   for (const auto& [k, v] : label_selector) key += k + "=" + v + ",";
   return key;
+}
+
+namespace {
+PlacementGroupState StateOf(const protocol::PlacementGroupInfo& info) {
+  return PlacementGroupState{info.placement_group_id, info.state, info.reason};
+}
+}  // namespace
+
+PlacementGroupPtr Runtime::CreatePlacementGroup(const std::string& name,
+                                                const std::vector<ResourceMap>& bundles,
+                                                const std::string& strategy) {
+  auto core = std::make_shared<PlacementGroupCore>();
+  core->id = RandomHex(12);
+  protocol::CreatePlacementGroupRequest req;
+  req.job_id = config_.job_id;
+  req.name = name;
+  req.strategy = strategy;
+  req.bundles = bundles;
+  req.placement_group_id = core->id;
+  PostOrdered([this, req = std::move(req), core] {
+    head_->Call<protocol::CreatePlacementGroupReply>(
+        req, [core](Result<protocol::CreatePlacementGroupReply> r) {
+          std::lock_guard<std::mutex> lock(core->mu);
+          core->answered = true;
+          if (r.ok()) {
+            core->state = StateOf(r->group);
+          } else {
+            core->error = r.status();
+          }
+          core->cv.notify_all();
+        });
+  });
+  return core;
+}
+
+PlacementGroupState Runtime::WaitPlacementGroup(const PlacementGroupPtr& group,
+                                                int64_t timeout_ms) {
+  PlacementGroupState created;
+  {
+    std::unique_lock<std::mutex> lock(group->mu);
+    if (!group->cv.wait_for(lock, std::chrono::milliseconds(std::max<int64_t>(timeout_ms, 0) + 10000),
+                            [&] { return group->answered; })) {
+      throw std::runtime_error("PlacementGroup::Wait: the head did not answer the creation");
+    }
+    if (!group->error.ok()) {
+      if (group->error.code() == StatusCode::kInvalidArgument) {
+        throw std::invalid_argument("CreatePlacementGroup: " + group->error.message());
+      }
+      throw std::runtime_error("CreatePlacementGroup: " + group->error.message());
+    }
+    created = group->state;
+  }
+  if (created.state != "PENDING") return created;
+  protocol::WaitPlacementGroupRequest req;
+  req.placement_group_id = group->id;
+  req.timeout_ms = std::max<int64_t>(timeout_ms, 0);
+  // The head answers by the deadline (its tick); the slack covers the trip.
+  auto reply = head_->CallSync<protocol::WaitPlacementGroupReply>(req, req.timeout_ms + 10000);
+  if (!reply.ok()) {
+    if (reply.status().code() == StatusCode::kNotFound) {
+      return PlacementGroupState{group->id, "REMOVED", reply.status().message()};
+    }
+    throw std::runtime_error("PlacementGroup::Wait: " + reply.status().message());
+  }
+  return StateOf(reply->group);
+}
+
+void Runtime::RemovePlacementGroup(const std::string& id) {
+  protocol::RemovePlacementGroupRequest req;
+  req.placement_group_id = id;
+  // Ordered with earlier calls on the I/O thread; the reply is not awaited.
+  PostOrdered([this, req] {
+    head_->Call<protocol::RemovePlacementGroupReply>(
+        req, [id = req.placement_group_id](Result<protocol::RemovePlacementGroupReply> r) {
+          if (!r.ok()) RAYX_LOG(Warning) << "removing placement group " << id << ": " << r.status();
+        });
+  });
 }
 
 Runtime& RequireRuntime();

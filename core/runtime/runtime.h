@@ -25,22 +25,20 @@
 #include "object_store/store_writer.h"
 #include "protocol/messages.h"
 #include "protocol/push_tasks.h"
+#include "common/clock.h"
+#include "runtime/actor_submitter.h"
+#include "runtime/argument_resolver.h"
+#include "runtime/head_client.h"
+#include "runtime/object_table.h"
+#include "runtime/task.h"
+#include "runtime/task_submitter.h"
+#include "runtime/worker_send_queue.h"
+#include "runtime/zmq_worker_connector.h"
 #include "rayx/detail/runtime_api.h"
 #include "rayx/errors.h"
 #include "transport/zmq_socket_loop.h"
 
 namespace rayx::detail {
-
-struct ErrorInfo {
-  std::string type, message, function, node;
-};
-
-// An object this process owns. The value lives in this process's memory (the
-// owner); it is freed when the last ObjectRef to it is gone.
-struct ObjectCore {
-  std::string id;
-  ~ObjectCore();
-};
 
 struct ActorCore {
   std::string actor_id;
@@ -48,18 +46,21 @@ struct ActorCore {
   ~ActorCore() = default;
 };
 
+// The runtime of one driver or worker process: a facade over its parts.
+//
 // Design: user threads and one I/O thread. User threads create object entries
-// and queue their calls (`submissions_`, under `mu_`): the first call of a
-// burst posts one drain to the I/O thread, which takes the whole queue. The
-// I/O thread owns every socket (the head, one DEALER per leased worker) and
-// completes objects, waking Get() through a condition variable that is
-// notified only while someone waits. The object table and the submission
-// queue are the only state both touch, under `mu_`. Tasks of one resource
-// shape share a pool of leased workers, each with up to kMaxInFlight tasks
-// pipelined; a worker idle for kIdleLeaseMs is given back. Calls to one worker
-// are batched: queued on its connection and sent, many per message, once the
-// I/O thread's current work is done. An actor is one leased worker; its calls
-// go over one socket, so they run in submission order.
+// (ObjectTable) and queue their calls (`submissions_`, under `mu_`): the first
+// call of a burst posts one drain to the I/O thread, which takes the whole
+// queue and hands each call to its submitter. The I/O thread owns every socket
+// and the parts that use them: the HeadClient (calls to the head,
+// heartbeats), the TaskSubmitter (pools of leased workers per resource shape),
+// the ActorSubmitter (one ordered connection per actor), the WorkerSendQueue
+// (one flush per burst) and the WorkerConnections; replies complete objects
+// in the ObjectTable, which wakes Get. The ObjectTable and the submission
+// queue are the only state both kinds of thread touch.
+//
+// Thread safety: the public methods may be called from any user thread (not
+// from the I/O thread); Stop once.
 class Runtime {
  public:
   struct Config {
@@ -107,26 +108,6 @@ class Runtime {
   size_t ObjectCount();
 
  private:
-  struct Entry {
-    enum class State { kPending, kReady, kFailed } state = State::kPending;
-    std::shared_ptr<const std::string> value;            // inline, or pulled here
-    std::shared_ptr<const protocol::ObjectLocation> location;  // in a node's store
-    std::shared_ptr<const void> mapped;                  // the store file, mapped
-    std::shared_ptr<StoreWriter::Buffer> written;        // this process's Put, in the store
-    bool shared_out = false;  // `location` was handed to another process (a task argument)
-    std::shared_ptr<ErrorInfo> error;
-    std::vector<std::function<void()>> waiters;  // run on the I/O thread when done
-  };
-  struct Task {
-    std::string function;
-    std::string display;  // the name in errors; empty: `function`
-    std::vector<Arg> args;
-    std::vector<std::string> resolved;  // args' bytes, once resolved
-    std::map<uint32_t, protocol::ObjectLocation> stored;  // args left in a store
-    std::string object_id;
-    bool actor_creation = false;
-    std::string actor_id;
-  };
   // Work a user thread hands to the I/O thread; run in submission order.
   struct Submission {
     enum class Kind : uint8_t { kTask, kActorCall, kClosure };
@@ -136,16 +117,6 @@ class Runtime {
     Placement placement;                   // kTask
     std::function<void()> closure;         // kClosure
   };
-  // A result to record in the object table.
-  struct Completion {
-    std::string id;
-    std::shared_ptr<const std::string> value;
-    std::shared_ptr<ErrorInfo> error;
-    std::shared_ptr<const protocol::ObjectLocation> location;
-  };
-  struct WorkerConn;
-  struct Shape;
-  struct ActorState;
 
   explicit Runtime(Config config);
   Status Connect();
@@ -160,46 +131,17 @@ class Runtime {
   ObjectHandle Submit(Submission submission);
   // Runs `fn` on the I/O thread, ordered with the calls submitted before it.
   void PostOrdered(std::function<void()> fn);
-  void Complete(const std::string& id, std::shared_ptr<const std::string> value,
-                std::shared_ptr<ErrorInfo> error,
-                std::shared_ptr<const protocol::ObjectLocation> location = nullptr);
-  // Records every completion of `batch` under one lock, wakes waiting Gets
-  // once, then runs the entries' continuations. Clears `batch`.
-  void CompleteAll(std::vector<Completion>& batch);
+  // Deletes a stored object's file (I/O thread): directly when this process
+  // wrote it, else through its node's object server.
   void DeleteStored(const protocol::ObjectLocation& location);
 
   // I/O thread.
-  template <typename Reply, typename Request>
-  void CallHead(const Request& request, std::function<void(Result<Reply>)> done);
-  template <typename Reply, typename Request>
-  Result<Reply> CallHeadSync(const Request& request, int64_t timeout_ms);
-  void OnHeadMessage(transport::Frames& frames);
   void DrainSubmissions();
-  Shape* ShapeFor(const std::optional<ResourceMap>& resources, const Placement& placement);
-  void SubmitToActor(Task task);
-  void ResolveThen(Task& task, std::function<void(Task)> ready);
-  void Pump(Shape& shape);
-  void RequestLease(Shape& shape);
-  std::shared_ptr<WorkerConn> Connect(const std::string& address, const std::string& node,
-                                      int32_t pid, const std::string& lease_id);
-  // Queues `task` on `conn`; it is sent with the connection's next batch.
-  void Send(WorkerConn& conn, Task task);
-  void FlushSends();
-  void SendQueued(WorkerConn& conn);
-  void OnWorkerMessage(WorkerConn& conn, transport::Frames& frames);
-  void OnWorkerRefused(WorkerConn& conn, const std::string& why);
-  void OnWorkerLost(WorkerConn& conn);
-  void FailTask(const Task& task, const std::string& type, const std::string& message,
-                const std::string& node);
-  void PumpActor(ActorState& actor);
   void Tick();
-  void Heartbeat();
 
   Config config_;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::unordered_map<std::string, Entry> objects_;         // under mu_
-  size_t waiting_ = 0;                  // threads in Get/Wait, under mu_
+  ObjectTable objects_;
+  std::mutex mu_;                        // guards the submission queue
   std::vector<Submission> submissions_;  // under mu_
   bool drain_posted_ = false;           // under mu_
   std::string id_prefix_;
@@ -212,28 +154,17 @@ class Runtime {
   boost::asio::io_context io_;
   boost::asio::executor_work_guard<boost::asio::io_context::executor_type> work_;
   std::thread thread_;
-  zmq::socket_t head_;
-  std::unique_ptr<transport::ZmqSocketLoop> head_loop_;
-  std::unordered_map<uint64_t, std::function<void(Result<std::pair<uint16_t, std::string>>)>>
-      head_calls_;
-  uint64_t next_request_ = 1;
+  std::unique_ptr<HeadClient> head_;
   boost::asio::steady_timer tick_timer_;
-  boost::asio::steady_timer heartbeat_timer_;
-  int64_t heartbeat_period_ms_ = 1000;
-  uint64_t next_monitor_ = 0;
 
-  std::unordered_map<std::string, std::unique_ptr<Shape>> shapes_;
-  Shape* default_shape_ = nullptr;  // {CPU: 1}, the shape of tasks without resources
-  // Batching, reused from burst to burst (I/O thread).
-  std::vector<Submission> draining_;
-  std::vector<std::shared_ptr<WorkerConn>> flush_queue_, flushing_;
-  bool flush_posted_ = false;
-  protocol::PushTasksWriter writer_;
-  std::string body_;
-  std::vector<std::string_view> payload_views_;
-  std::vector<protocol::TaskResultView> results_;
-  std::vector<Completion> completions_;
-  std::unordered_map<std::string, std::unique_ptr<ActorState>> actors_;
+  ZmqWorkerConnector connector_;
+  SystemClock clock_;
+  // Made once the job is registered; used on the I/O thread only.
+  std::unique_ptr<WorkerSendQueue> send_queue_;
+  std::unique_ptr<ArgumentResolver> resolver_;
+  std::unique_ptr<TaskSubmitter> tasks_;
+  std::unique_ptr<ActorSubmitter> actors_;
+  std::vector<Submission> draining_;  // reused from burst to burst (I/O thread)
   std::atomic<bool> stopped_{false};
   // This node's object store (from the head's node table), for large Puts.
   std::string local_store_dir_;

@@ -1,0 +1,124 @@
+// The runtime's link to the head: calls with callbacks or deadlines, heartbeats.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <future>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <utility>
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <zmq.hpp>
+
+#include "common/address.h"
+#include "protocol/codec.h"
+#include "protocol/messages.h"
+#include "runtime/lease_client.h"
+#include "transport/message.h"
+#include "transport/zmq_socket_loop.h"
+
+namespace rayx::detail {
+
+// One DEALER socket to the head, watched on the runtime's io_context. A call
+// is sent with a fresh request id and answered by the reply carrying that id
+// (an ErrorReply becomes its Status); replies to unknown ids are dropped.
+// Drivers also send a heartbeat every period so the head keeps their job.
+//
+// Thread safety: Start before the io_context runs on its thread; Call,
+// StartHeartbeats and Stop on the I/O thread; CallSync and StopHeartbeats
+// from any other thread. Callbacks run on the I/O thread.
+//
+// Ownership: owns the socket; `io` and `context` must outlive it. Calls still
+// unanswered when it stops (or is destroyed) are dropped without a callback.
+class HeadClient final : public LeaseClient {
+ public:
+  HeadClient(boost::asio::io_context& io, zmq::context_t& context, HostPort head);
+  ~HeadClient() override;
+  HeadClient(const HeadClient&) = delete;
+  HeadClient& operator=(const HeadClient&) = delete;
+
+  // Connects and starts watching the socket.
+  void Start();
+  // Stops heartbeats and the socket's watch; later calls fail Unavailable.
+  void Stop();
+
+  // Sends `request`; `done` runs with the decoded Reply, the head's error, or
+  // Unavailable when it cannot be sent. Internal for a reply of another type.
+  template <typename Reply, typename Request>
+  void Call(const Request& request, std::function<void(Result<Reply>)> done);
+  // Call from another thread, waiting at most `timeout_ms` for the answer.
+  // Unavailable with advice when the head does not answer in time.
+  // REQUIRES: not on the I/O thread (it would wait on itself).
+  template <typename Reply, typename Request>
+  Result<Reply> CallSync(const Request& request, int64_t timeout_ms);
+
+  // Sends a DriverHeartbeat for `job_id` now and every `period_ms`.
+  void StartHeartbeats(std::string job_id, int64_t period_ms);
+  // No heartbeat is sent after this returns (any thread).
+  void StopHeartbeats();
+
+  // LeaseClient.
+  void RequestLease(const protocol::RequestLeaseRequest& request, LeaseCallback done) override;
+  void ReturnLease(const std::string& lease_id) override;
+  void RegisterActor(const protocol::ActorInfo& actor) override;
+
+  const HostPort& head() const { return head_; }
+
+ private:
+  // The reply's type and body.
+  using RawReply = std::pair<uint16_t, std::string>;
+  using RawCallback = std::function<void(Result<RawReply>)>;
+
+  uint64_t NextRequestId() { return next_request_++; }
+  // Registers `done` under `id` and sends `frames`.
+  void Send(uint64_t id, transport::Frames& frames, RawCallback done);
+  void OnMessage(transport::Frames& frames);
+  void Heartbeat();
+
+  boost::asio::io_context& io_;
+  const HostPort head_;
+  zmq::socket_t socket_;
+  std::unique_ptr<transport::ZmqSocketLoop> loop_;
+  std::unordered_map<uint64_t, RawCallback> calls_;
+  uint64_t next_request_ = 1;
+  boost::asio::steady_timer heartbeat_timer_;
+  std::string heartbeat_job_;
+  int64_t heartbeat_period_ms_ = 1000;
+  std::atomic<bool> heartbeats_stopped_{false};
+};
+
+template <typename Reply, typename Request>
+void HeadClient::Call(const Request& request, std::function<void(Result<Reply>)> done) {
+  uint64_t id = NextRequestId();
+  transport::Frames frames = transport::MakeMessage(request, id);
+  Send(id, frames, [done = std::move(done)](Result<RawReply> raw) {
+    if (!raw.ok()) return done(raw.status());
+    if (raw->first != static_cast<uint16_t>(Reply::kType)) {
+      return done(Status::Internal("unexpected reply " + protocol::MessageTypeName(raw->first)));
+    }
+    done(protocol::Decode<Reply>(raw->second));
+  });
+}
+
+template <typename Reply, typename Request>
+Result<Reply> HeadClient::CallSync(const Request& request, int64_t timeout_ms) {
+  auto promise = std::make_shared<std::promise<Result<Reply>>>();
+  auto future = promise->get_future();
+  boost::asio::post(io_, [this, request, promise] {
+    Call<Reply>(request, [promise](Result<Reply> r) { promise->set_value(std::move(r)); });
+  });
+  if (future.wait_for(std::chrono::milliseconds(timeout_ms)) != std::future_status::ready) {
+    return Status::Unavailable("the head at " + head_.ToString() + " did not answer within " +
+                               std::to_string(timeout_ms / 1000) +
+                               " s: is the cluster running (rayx status)?");
+  }
+  return future.get();
+}
+
+}  // namespace rayx::detail

@@ -1,0 +1,30 @@
+// The head calls the submitters make: leasing workers, giving them back, naming actors.
+#pragma once
+
+#include <functional>
+#include <string>
+
+#include "protocol/messages.h"
+#include "rayx/status.h"
+
+namespace rayx::detail {
+
+// The narrow view of the head that the submitters need, so that a test can
+// answer lease requests itself (HeadClient is the real one).
+//
+// Thread safety: called and answered on the I/O thread only.
+class LeaseClient {
+ public:
+  using LeaseCallback = std::function<void(Result<protocol::RequestLeaseReply>)>;
+  virtual ~LeaseClient() = default;
+
+  // Asks the head for a worker. `done` runs once, on the I/O thread, with the
+  // grant or the head's refusal (e.g. "infeasible ..." or a start failure).
+  virtual void RequestLease(const protocol::RequestLeaseRequest& request, LeaseCallback done) = 0;
+  // Gives the lease back so its resources are freed; the reply is not awaited.
+  virtual void ReturnLease(const std::string& lease_id) = 0;
+  // Registers a named actor with the head; a refusal is logged, not returned.
+  virtual void RegisterActor(const protocol::ActorInfo& actor) = 0;
+};
+
+}  // namespace rayx::detail

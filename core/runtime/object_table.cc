@@ -1,0 +1,237 @@
+// The object table: entries, waiters, Get/Wait and completion.
+#include "runtime/object_table.h"
+
+#include <chrono>
+#include <stdexcept>
+
+#include "object_store/shared_memory_store.h"
+#include "rayx/errors.h"
+
+namespace rayx::detail {
+
+ObjectTable::ObjectTable(Options options) : options_(std::move(options)) {}
+
+void ObjectTable::AddPending(const std::string& id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  objects_.try_emplace(id);
+}
+
+void ObjectTable::AddValue(const std::string& id, std::shared_ptr<const std::string> value) {
+  std::lock_guard<std::mutex> lock(mu_);
+  Entry& entry = objects_[id];
+  entry.state = Entry::State::kReady;
+  entry.value = std::move(value);
+}
+
+void ObjectTable::AddStored(const std::string& id,
+                            std::shared_ptr<const protocol::ObjectLocation> location,
+                            std::shared_ptr<StoreWriter::Buffer> written) {
+  std::lock_guard<std::mutex> lock(mu_);
+  Entry& entry = objects_[id];
+  entry.state = Entry::State::kReady;
+  entry.location = std::move(location);
+  entry.written = std::move(written);
+}
+
+ObjectTable::Released ObjectTable::Release(const std::string& id) {
+  Released released;
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = objects_.find(id);
+  if (it == objects_.end()) return released;
+  if (it->second.state == Entry::State::kPending) {
+    // Dropped when its result arrives.
+    it->second.waiters.push_back(nullptr);
+    return released;
+  }
+  released.location = it->second.location;
+  released.written = std::move(it->second.written);
+  released.shared_out = it->second.shared_out;
+  objects_.erase(it);
+  return released;
+}
+
+void ObjectTable::Complete(Completion completion) {
+  std::vector<Completion> one(1);
+  one[0] = std::move(completion);
+  CompleteAll(one);
+}
+
+void ObjectTable::CompleteAll(std::vector<Completion>& batch) {
+  std::vector<std::function<void()>> continuations;
+  std::vector<std::shared_ptr<const protocol::ObjectLocation>> unwanted;
+  bool wake = false;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (Completion& c : batch) {
+      auto it = objects_.find(c.id);
+      if (it == objects_.end()) continue;
+      Entry& entry = it->second;
+      entry.state = c.error ? Entry::State::kFailed : Entry::State::kReady;
+      entry.value = std::move(c.value);
+      entry.error = std::move(c.error);
+      entry.location = c.location;
+      if (entry.waiters.empty()) continue;
+      bool released = false;
+      for (auto& w : entry.waiters) {
+        if (w) {
+          continuations.push_back(std::move(w));
+        } else {
+          released = true;
+        }
+      }
+      entry.waiters.clear();
+      if (released) {
+        objects_.erase(it);
+        if (c.location) unwanted.push_back(c.location);
+      }
+    }
+    wake = waiting_ > 0;
+  }
+  batch.clear();
+  if (wake) cv_.notify_all();
+  if (options_.on_unwanted) {
+    for (auto& location : unwanted) options_.on_unwanted(*location);  // nobody wants it any more
+  }
+  for (auto& w : continuations) w();
+}
+
+ObjectBytes ObjectTable::Get(const std::string& id, int64_t timeout_ms) {
+  std::unique_lock<std::mutex> lock(mu_);
+  auto it = objects_.find(id);
+  if (it != objects_.end() && it->second.state == Entry::State::kPending) {
+    auto done = [&] {
+      it = objects_.find(id);
+      return it == objects_.end() || it->second.state != Entry::State::kPending;
+    };
+    ++waiting_;
+    bool ready = true;
+    if (timeout_ms < 0) {
+      cv_.wait(lock, done);
+    } else {
+      ready = cv_.wait_for(lock, std::chrono::milliseconds(timeout_ms), done);
+    }
+    --waiting_;
+    if (!ready) {
+      throw GetTimeoutError("object " + id + " was not ready within " +
+                            std::to_string(timeout_ms) + " ms");
+    }
+  }
+  if (it == objects_.end()) throw std::runtime_error("object " + id + " was freed");
+  Entry& entry = it->second;
+  if (entry.state == Entry::State::kFailed) {
+    const ErrorInfo& e = *entry.error;
+    throw TaskError(e.type, e.message, e.function, e.node);
+  }
+  if (entry.value) return {*entry.value, entry.value};
+  if (entry.written) return {entry.written->view(), entry.written};
+  if (entry.mapped) {
+    auto mapped = std::static_pointer_cast<const MappedObject>(entry.mapped);
+    return {mapped->view(), mapped};
+  }
+  auto location = entry.location;
+  lock.unlock();
+  // In a store: mapped in place when it is on this machine, else pulled once.
+  if (location->node_address == options_.node_ip) {
+    auto mapped = MappedObject::Open(location->path);
+    if (mapped.ok()) {
+      std::lock_guard<std::mutex> relock(mu_);
+      auto again = objects_.find(id);
+      if (again != objects_.end()) again->second.mapped = *mapped;
+      return {(*mapped)->view(), *mapped};
+    }
+  }
+  Result<std::string> pulled =
+      options_.pull ? options_.pull(*location)
+                    : Result<std::string>(Status::Unavailable("no object transfer configured"));
+  if (!pulled.ok()) {
+    throw TaskError("ObjectLost", pulled.status().message(), "Get", location->node_address);
+  }
+  auto value = std::make_shared<const std::string>(std::move(*pulled));
+  std::lock_guard<std::mutex> relock(mu_);
+  auto again = objects_.find(id);
+  if (again != objects_.end()) again->second.value = value;
+  return {*value, value};
+}
+
+std::vector<bool> ObjectTable::Wait(const std::vector<ObjectHandle>& objects,
+                                    size_t num_returns, int64_t timeout_ms) {
+  std::vector<bool> ready(objects.size(), false);
+  std::unique_lock<std::mutex> lock(mu_);
+  auto count = [&] {
+    size_t n = 0;
+    for (size_t i = 0; i < objects.size(); ++i) {
+      auto it = objects_.find(objects[i]->id);
+      ready[i] = it == objects_.end() || it->second.state != Entry::State::kPending;
+      n += ready[i] ? 1 : 0;
+    }
+    return n >= num_returns;
+  };
+  if (!count()) {
+    ++waiting_;
+    if (timeout_ms < 0) {
+      cv_.wait(lock, count);
+    } else {
+      cv_.wait_for(lock, std::chrono::milliseconds(timeout_ms), count);
+    }
+    --waiting_;
+  }
+  count();
+  return ready;
+}
+
+ObjectTable::ArgState ObjectTable::ResolveArg(const std::string& id, std::string* bytes,
+                                              protocol::ObjectLocation* location,
+                                              ErrorInfo* error) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = objects_.find(id);
+  if (it == objects_.end()) return ArgState::kUnknown;
+  Entry& entry = it->second;
+  switch (entry.state) {
+    case Entry::State::kPending:
+      return ArgState::kPending;
+    case Entry::State::kFailed:
+      *error = *entry.error;
+      return ArgState::kFailed;
+    case Entry::State::kReady:
+      break;
+  }
+  if (!entry.value && entry.location) {
+    // Left in its store: the worker maps or pulls it.
+    entry.shared_out = true;
+    *location = *entry.location;
+    return ArgState::kStored;
+  }
+  *bytes = *entry.value;
+  return ArgState::kValue;
+}
+
+bool ObjectTable::AddWaiter(const std::string& id, std::function<void()> fn) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = objects_.find(id);
+  if (it == objects_.end() || it->second.state != Entry::State::kPending) return false;
+  it->second.waiters.push_back(std::move(fn));
+  return true;
+}
+
+void ObjectTable::FailAllPending(const ErrorInfo& error) {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (auto& [id, entry] : objects_) {
+    if (entry.state == Entry::State::kPending) {
+      entry.state = Entry::State::kFailed;
+      entry.error = std::make_shared<ErrorInfo>(error);
+    }
+  }
+  cv_.notify_all();
+}
+
+size_t ObjectTable::size() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return objects_.size();
+}
+
+size_t ObjectTable::TEST_waiting() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return waiting_;
+}
+
+}  // namespace rayx::detail

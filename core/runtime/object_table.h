@@ -1,0 +1,142 @@
+// The objects a process owns: their values or locations, and who waits on them.
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "object_store/store_writer.h"
+#include "protocol/messages.h"
+#include "rayx/detail/runtime_api.h"
+#include "rayx/status.h"
+
+namespace rayx::detail {
+
+// Why a task (or an object) failed; thrown to the user as a TaskError by Get.
+struct ErrorInfo {
+  std::string type, message, function, node;
+};
+
+// A handle to an object this process owns (what an ObjectHandle points to).
+// The value lives in this process (the owner); its entry is released
+// (Runtime::Release) when the last ObjectRef to it is gone.
+struct ObjectCore {
+  std::string id;
+  ~ObjectCore();
+};
+
+// The table of this process's objects: each entry is pending (a task's result
+// on its way), ready (a value in memory or a location in a node's store) or
+// failed (an ErrorInfo). User threads block in Get/Wait until entries leave
+// the pending state; the I/O thread completes them (CompleteAll) and runs the
+// continuations registered on them (AddWaiter).
+//
+// Thread safety: every method may be called from any thread; one mutex guards
+// the entries, and a condition variable, notified only while a Get or Wait
+// blocks, wakes user threads. Continuations and the `on_unwanted` callback run
+// on the thread that calls CompleteAll, outside the lock.
+//
+// Ownership: the table owns the entries and the values in them; a value handed
+// out by Get is shared (ObjectBytes::keepalive), so it outlives its entry.
+class ObjectTable {
+ public:
+  // A result to record.
+  struct Completion {
+    std::string id;
+    std::shared_ptr<const std::string> value;
+    std::shared_ptr<ErrorInfo> error;
+    std::shared_ptr<const protocol::ObjectLocation> location;
+  };
+  struct Options {
+    // Objects stored on this address are mapped in place instead of pulled.
+    std::string node_ip;
+    // Fetches a stored object's bytes from another node. Default: fails.
+    std::function<Result<std::string>(const protocol::ObjectLocation&)> pull;
+    // A stored result that was released before it arrived: nobody holds it,
+    // so its file should go. Runs inside CompleteAll. Default: nothing.
+    std::function<void(const protocol::ObjectLocation&)> on_unwanted;
+  };
+  // How a task's argument stands (ResolveArg).
+  enum class ArgState { kUnknown, kFailed, kPending, kValue, kStored };
+  // What Release took out of the table, for the caller to free.
+  struct Released {
+    std::shared_ptr<const protocol::ObjectLocation> location;
+    std::shared_ptr<StoreWriter::Buffer> written;
+    bool shared_out = false;  // `location` was handed to another process
+  };
+
+  explicit ObjectTable(Options options);
+  ObjectTable(const ObjectTable&) = delete;
+  ObjectTable& operator=(const ObjectTable&) = delete;
+
+  // Adds a pending entry (no-op when `id` exists).
+  void AddPending(const std::string& id);
+  // Adds a ready entry holding `value` in memory.
+  void AddValue(const std::string& id, std::shared_ptr<const std::string> value);
+  // Adds a ready entry for this process's Put into the local store.
+  void AddStored(const std::string& id, std::shared_ptr<const protocol::ObjectLocation> location,
+                 std::shared_ptr<StoreWriter::Buffer> written);
+
+  // Drops the entry. A pending one is marked and dropped when its result
+  // arrives (then the result's location goes to `on_unwanted`); nothing is
+  // returned for it, nor for an unknown id.
+  Released Release(const std::string& id);
+
+  // Records every completion of `batch` under one lock, wakes waiting Gets
+  // once, hands released stored results to `on_unwanted`, then runs the
+  // entries' continuations. Unknown ids are ignored. Clears `batch`.
+  void CompleteAll(std::vector<Completion>& batch);
+  void Complete(Completion completion);
+
+  // Waits up to `timeout_ms` (< 0: forever) for the object and returns its
+  // bytes: in memory, mapped from this node's store, or pulled (then kept).
+  // Throws GetTimeoutError on timeout, TaskError for a failed object (or a
+  // lost stored one), std::runtime_error when the entry is unknown (freed).
+  ObjectBytes Get(const std::string& id, int64_t timeout_ms);
+  // Waits up to `timeout_ms` (< 0: forever) until `num_returns` of `objects`
+  // are no longer pending; returns which are (unknown ones count as ready).
+  std::vector<bool> Wait(const std::vector<ObjectHandle>& objects, size_t num_returns,
+                         int64_t timeout_ms);
+
+  // Looks up a task argument. kValue: `*bytes` holds a copy of the value.
+  // kStored: `*location` is set and the entry is marked as shared with another
+  // process. kFailed: `*error` is set. kPending, kUnknown: nothing is set.
+  ArgState ResolveArg(const std::string& id, std::string* bytes,
+                      protocol::ObjectLocation* location, ErrorInfo* error);
+  // Runs `fn` (from CompleteAll) once the pending entry completes. Returns
+  // false, and keeps nothing, when the entry is not pending.
+  bool AddWaiter(const std::string& id, std::function<void()> fn);
+
+  // Fails every pending entry with `error` and wakes every waiter (shutdown).
+  void FailAllPending(const ErrorInfo& error);
+
+  // Entries currently held.
+  size_t size();
+  // Threads blocked in Get or Wait (for tests that must know one waits).
+  size_t TEST_waiting();
+
+ private:
+  struct Entry {
+    enum class State { kPending, kReady, kFailed } state = State::kPending;
+    std::shared_ptr<const std::string> value;                  // inline, or pulled here
+    std::shared_ptr<const protocol::ObjectLocation> location;  // in a node's store
+    std::shared_ptr<const void> mapped;                        // the store file, mapped
+    std::shared_ptr<StoreWriter::Buffer> written;  // this process's Put, in the store
+    bool shared_out = false;  // `location` was handed to another process (a task argument)
+    std::shared_ptr<ErrorInfo> error;
+    std::vector<std::function<void()>> waiters;  // nullptr marks "released"
+  };
+
+  const Options options_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::unordered_map<std::string, Entry> objects_;  // under mu_
+  size_t waiting_ = 0;                               // threads in Get/Wait, under mu_
+};
+
+}  // namespace rayx::detail

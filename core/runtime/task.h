@@ -1,0 +1,35 @@
+// One call on its way from this process to a worker: a task or an actor call.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "protocol/messages.h"
+#include "rayx/detail/runtime_api.h"
+
+namespace rayx::detail {
+
+class ObjectTable;
+
+// A call and its arguments, from submission until its result arrives. Plain
+// data, moved between the submitters' queues and a WorkerConnection.
+struct Task {
+  std::string function;
+  std::string display;  // the name in errors; empty: `function`
+  std::vector<Arg> args;
+  std::vector<std::string> resolved;                    // args' bytes, once resolved
+  std::map<uint32_t, protocol::ObjectLocation> stored;  // args left in a store
+  std::string object_id;                                // the result's
+  bool actor_creation = false;
+  std::string actor_id;
+
+  const std::string& DisplayName() const { return display.empty() ? function : display; }
+};
+
+// Completes `task`'s result as failed with {type, message, node}.
+void FailTask(ObjectTable& objects, const Task& task, const std::string& type,
+              const std::string& message, const std::string& node);
+
+}  // namespace rayx::detail

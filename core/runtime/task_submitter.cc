@@ -1,0 +1,172 @@
+// Normal tasks: shape pools, lease requests, pumping, idle lease returns.
+#include "runtime/task_submitter.h"
+
+#include <boost/asio/post.hpp>
+
+namespace rayx::detail {
+
+namespace {
+std::string ShapeKey(const ResourceMap& resources) {
+  std::string key;
+  for (const auto& [name, amount] : resources) key += name + "=" + FormatAmount(amount) + ";";
+  return key;
+}
+}  // namespace
+
+void ApplyPlacement(const Placement& p, protocol::RequestLeaseRequest* req) {
+  req->placement_group_id = p.placement_group_id;
+  req->bundle_index = p.bundle_index;
+  req->group_visible_devices = p.group_visible_devices;
+  req->strategy = p.strategy;
+  req->affinity_node_id = p.affinity_node_id;
+  req->affinity_soft = p.affinity_soft;
+  req->label_selector = p.label_selector;
+}
+
+// One resource shape's queue and pool of leased workers.
+struct TaskSubmitter::Shape final : WorkerConnection::Owner {
+  TaskSubmitter* submitter = nullptr;
+  ResourceMap resources;
+  Placement placement;
+  std::deque<Task> queue;
+  std::vector<std::shared_ptr<WorkerConnection>> workers;
+  int lease_requests = 0;
+  int64_t lease_requested_at = 0;
+
+  // True once a lease request has waited kSaturatedAfterMs at the head: the
+  // cluster has no free slot for this shape, so queue deeper on the workers
+  // we have. Until then each worker gets one task at a time and waiting work
+  // asks for more workers (spreading slow tasks over the cluster).
+  bool Saturated(int64_t now) const {
+    return lease_requests > 0 && now - lease_requested_at > kSaturatedAfterMs;
+  }
+
+  void OnReplies(WorkerConnection&) override { submitter->Pump(*this); }
+  void OnCreationFailed(WorkerConnection&, const std::string&) override {}
+  void OnLost(WorkerConnection& conn) override { submitter->OnWorkerLost(*this, conn); }
+};
+
+TaskSubmitter::TaskSubmitter(Deps deps, Options options)
+    : deps_(deps), options_(std::move(options)) {}
+
+TaskSubmitter::~TaskSubmitter() = default;
+
+void TaskSubmitter::Submit(Task& task, const std::optional<ResourceMap>& resources,
+                           const Placement& placement) {
+  Shape* shape = ShapeFor(resources, placement);
+  deps_.resolver.ResolveThen(task, [this, shape](Task ready) {
+    shape->queue.push_back(std::move(ready));
+    Pump(*shape);
+  });
+}
+
+TaskSubmitter::Shape* TaskSubmitter::ShapeFor(const std::optional<ResourceMap>& resources,
+                                              const Placement& placement) {
+  bool plain = placement.empty();
+  if (!resources && plain && default_shape_) return default_shape_;
+  ResourceMap wanted = resources ? *resources : ResourceMap{{kCpu, 1}};
+  auto& shape = shapes_[ShapeKey(wanted) + (plain ? "" : placement.Key())];
+  if (!shape) {
+    shape = std::make_unique<Shape>();
+    shape->submitter = this;
+    shape->resources = std::move(wanted);
+    shape->placement = placement;
+  }
+  if (!resources && plain) default_shape_ = shape.get();
+  return shape.get();
+}
+
+void TaskSubmitter::Pump(Shape& shape) {
+  // Least-loaded worker first, until every worker is full.
+  size_t depth = shape.Saturated(deps_.clock.NowMs()) ? kMaxInFlight : 1;
+  while (!shape.queue.empty()) {
+    WorkerConnection* best = nullptr;
+    for (auto& w : shape.workers) {
+      if (w->lost() || w->in_flight() >= depth) continue;
+      if (!best || w->in_flight() < best->in_flight()) best = w.get();
+    }
+    if (!best) break;
+    Task task = std::move(shape.queue.front());
+    shape.queue.pop_front();
+    best->Queue(std::move(task));
+  }
+  // More workers while work waits; one lease request at a time per shape keeps
+  // the head's load per burst small.
+  if (!shape.queue.empty() && shape.lease_requests == 0) RequestLease(shape);
+}
+
+void TaskSubmitter::RequestLease(Shape& shape) {
+  ++shape.lease_requests;
+  shape.lease_requested_at = deps_.clock.NowMs();
+  protocol::RequestLeaseRequest req;
+  req.job_id = options_.job_id;
+  req.resources = shape.resources;
+  ApplyPlacement(shape.placement, &req);
+  if (options_.describe_program) options_.describe_program(&req);
+  Shape* s = &shape;
+  deps_.head.RequestLease(req, [this, s](Result<protocol::RequestLeaseReply> r) {
+    --s->lease_requests;
+    if (!r.ok()) {
+      // Infeasible, or the worker could not start: every queued task fails.
+      bool infeasible = r.status().message().rfind("infeasible", 0) == 0;
+      while (!s->queue.empty()) {
+        FailTask(deps_.objects, s->queue.front(), infeasible ? "Infeasible" : "WorkerStartFailed",
+                 r.status().message(), "");
+        s->queue.pop_front();
+      }
+      return;
+    }
+    auto conn = std::make_shared<WorkerConnection>(
+        WorkerConnection::Info{r->lease_id, r->worker_address, r->node_address, r->worker_pid}, s,
+        deps_.objects, deps_.send_queue, deps_.clock);
+    conn->Open(deps_.connector);
+    s->workers.push_back(conn);
+    Pump(*s);
+  });
+}
+
+void TaskSubmitter::OnWorkerLost(Shape& shape, WorkerConnection& conn) {
+  // Never sent: another worker runs them, in their order.
+  std::vector<Task> unsent = conn.TakeUnsent();
+  for (auto it = unsent.rbegin(); it != unsent.rend(); ++it) shape.queue.push_front(std::move(*it));
+  const WorkerConnection::Info& info = conn.info();
+  std::string who =
+      "the worker process (pid " + std::to_string(info.pid) + ") on node " + info.node;
+  conn.FailInFlight("WorkerCrashed",
+                    who + " died while running this call (it crashed or was killed; its log is in "
+                          "that node's session logs)");
+  // Give the lease back so its resources are freed.
+  deps_.head.ReturnLease(info.lease_id);
+  // Dropped later: we may be inside the connection's own handler.
+  boost::asio::post(deps_.io, [this, s = &shape, raw = &conn] {
+    std::erase_if(s->workers, [raw](const auto& w) { return w.get() == raw; });
+    Pump(*s);
+  });
+}
+
+void TaskSubmitter::Tick() {
+  int64_t now = deps_.clock.NowMs();
+  for (auto& [key, shape] : shapes_) {
+    std::vector<std::shared_ptr<WorkerConnection>> keep;
+    for (auto& w : shape->workers) {
+      if (!w->lost() && w->in_flight() == 0 && shape->queue.empty() &&
+          now - w->idle_since() > kIdleLeaseMs) {
+        deps_.head.ReturnLease(w->info().lease_id);
+        continue;
+      }
+      keep.push_back(w);
+    }
+    shape->workers.swap(keep);
+    if (!shape->queue.empty()) Pump(*shape);  // saturation may allow deeper queues now
+  }
+}
+
+void TaskSubmitter::Clear() {
+  for (auto& [key, shape] : shapes_) shape->workers.clear();
+}
+
+size_t TaskSubmitter::TEST_default_workers() {
+  return default_shape_ ? default_shape_->workers.size() : 0;
+}
+
+}  // namespace rayx::detail

@@ -1,0 +1,93 @@
+// Normal tasks: pools of leased workers per resource shape, pipelining, idle returns.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include <boost/asio/io_context.hpp>
+
+#include "common/clock.h"
+#include "rayx/detail/runtime_api.h"
+#include "runtime/argument_resolver.h"
+#include "runtime/lease_client.h"
+#include "runtime/worker_connection.h"
+#include "runtime/worker_send_queue.h"
+
+namespace rayx::detail {
+
+// Sends tasks to workers leased from the head. Tasks of one resource shape
+// (resources plus placement) share a pool of workers; each task goes to the
+// least-loaded worker of its pool.
+//
+// Design: a shape asks the head for one worker at a time while work waits, so
+// a burst costs the head one request per worker, not per task. Until a lease
+// request has waited kSaturatedAfterMs (the cluster has free slots) each
+// worker gets one task at a time, which spreads slow tasks over the cluster;
+// after that, up to kMaxInFlight are pipelined per worker. A worker idle for
+// kIdleLeaseMs is given back (Tick). A lost worker's unsent tasks go to the
+// pool's other workers in order; those it was running fail (WorkerCrashed).
+//
+// Thread safety: the I/O thread only. Ownership: owns the shapes and, through
+// them, the connections; every dependency outlives it.
+class TaskSubmitter {
+ public:
+  static constexpr int64_t kIdleLeaseMs = 1000;   // an idle worker is given back after this
+  static constexpr int64_t kSaturatedAfterMs = 50;
+
+  struct Deps {
+    ObjectTable& objects;
+    LeaseClient& head;
+    WorkerConnector& connector;
+    WorkerSendQueue& send_queue;
+    ArgumentResolver& resolver;
+    const Clock& clock;
+    boost::asio::io_context& io;
+  };
+  struct Options {
+    std::string job_id;
+    // Fills in the program workers run (executable, directory, package).
+    std::function<void(protocol::RequestLeaseRequest*)> describe_program;
+  };
+
+  TaskSubmitter(Deps deps, Options options);
+  ~TaskSubmitter();
+  TaskSubmitter(const TaskSubmitter&) = delete;
+  TaskSubmitter& operator=(const TaskSubmitter&) = delete;
+
+  // Resolves `task`'s arguments, then queues it on its shape's pool (none:
+  // {CPU: 1}). Its result is completed in the ObjectTable; a lease the head
+  // refuses fails it (Infeasible or WorkerStartFailed).
+  void Submit(Task& task, const std::optional<ResourceMap>& resources, const Placement& placement);
+  // Gives back leases idle for more than kIdleLeaseMs and sends waiting work
+  // (saturation may allow deeper queues now). Call every ~100 ms.
+  void Tick();
+  // Drops every worker connection (shutdown).
+  void Clear();
+
+  // Workers leased for tasks without resources or placement (for tests).
+  size_t TEST_default_workers();
+
+ private:
+  struct Shape;
+
+  Shape* ShapeFor(const std::optional<ResourceMap>& resources, const Placement& placement);
+  void Pump(Shape& shape);
+  void RequestLease(Shape& shape);
+  void OnWorkerLost(Shape& shape, WorkerConnection& conn);
+
+  Deps deps_;
+  Options options_;
+  std::unordered_map<std::string, std::unique_ptr<Shape>> shapes_;
+  Shape* default_shape_ = nullptr;  // {CPU: 1}, the shape of tasks without resources
+};
+
+// Copies `placement` into a lease request.
+void ApplyPlacement(const Placement& placement, protocol::RequestLeaseRequest* request);
+
+}  // namespace rayx::detail

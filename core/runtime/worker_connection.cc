@@ -1,0 +1,168 @@
+// One leased worker's calls: batched sends, replies, refusal and loss.
+#include "runtime/worker_connection.h"
+
+#include "protocol/codec.h"
+#include "runtime/worker_send_queue.h"
+#include "transport/message.h"
+
+namespace rayx::detail {
+
+using protocol::MessageType;
+using transport::FrameView;
+using transport::Frames;
+
+namespace {
+// One message to a worker carries at most this many calls (a batch of many
+// small calls), and stops growing past this many body bytes.
+constexpr uint32_t kMaxCallsPerMessage = 64;
+constexpr size_t kMaxMessageBodyBytes = 256 * 1024;
+}  // namespace
+
+WorkerConnection::WorkerConnection(Info info, Owner* owner, ObjectTable& objects,
+                                   WorkerSendQueue& send_queue, const Clock& clock)
+    : info_(std::move(info)),
+      owner_(owner),
+      objects_(objects),
+      send_queue_(send_queue),
+      clock_(clock),
+      idle_since_(clock.NowMs()) {}
+
+void WorkerConnection::Open(WorkerConnector& connector) {
+  link_ = connector.Connect(
+      info_.address, [this](Frames& frames) { OnMessage(frames); }, [this] { Lose(); });
+}
+
+void WorkerConnection::Queue(Task task) {
+  uint64_t id = next_id_++;
+  in_flight_.emplace(id, std::move(task));
+  unsent_.push_back(id);
+  send_queue_.Add(*this);
+}
+
+void WorkerConnection::SendQueued(protocol::PushTasksWriter& writer, std::string& body,
+                                  const std::string& job_id) {
+  size_t next = 0;
+  while (next < unsent_.size()) {
+    size_t first = next;
+    writer.BeginRequest(&body, job_id);
+    Frames frames(2);
+    for (; next < unsent_.size() && writer.count() < kMaxCallsPerMessage &&
+           body.size() < kMaxMessageBodyBytes;
+         ++next) {
+      const Task& task = in_flight_.at(unsent_[next]);
+      writer.Call(unsent_[next], task.actor_creation, task.function, task.actor_id,
+                  task.object_id, static_cast<uint32_t>(task.resolved.size()));
+      for (uint32_t i = 0; i < task.resolved.size(); ++i) {
+        auto stored = task.stored.find(i);
+        if (stored != task.stored.end()) {
+          writer.StoredArg(stored->second);
+        } else if (task.resolved[i].size() >= protocol::kMaxInlineWireValue) {
+          writer.FrameArg(static_cast<uint32_t>(frames.size() - 2));
+          frames.push_back(transport::MakeFrame(task.resolved[i]));
+        } else {
+          writer.InlineArg(task.resolved[i]);
+        }
+      }
+    }
+    writer.Finish();
+    protocol::Envelope env;
+    env.t = static_cast<uint16_t>(MessageType::kPushTasksRequest);
+    env.id = unsent_[first];
+    frames[0] = transport::MakeFrame(protocol::Encode(env));
+    frames[1] = zmq::message_t(body.data(), body.size());
+    if (!link_ || !link_->Send(frames)) {
+      // The worker is gone (its socket has no peer left): the owner gives the
+      // unsent calls to other workers or fails them.
+      unsent_.erase(unsent_.begin(), unsent_.begin() + static_cast<ptrdiff_t>(first));
+      Lose();
+      return;
+    }
+    for (size_t i = first; i < next; ++i) {
+      Task& task = in_flight_.at(unsent_[i]);
+      // Sent: the copies in the frames went with them.
+      task.args.clear();
+      task.resolved.clear();
+      task.stored.clear();
+    }
+  }
+  unsent_.clear();
+}
+
+void WorkerConnection::OnMessage(Frames& frames) {
+  if (frames.size() < 2) return;
+  auto env = protocol::Decode<protocol::Envelope>(FrameView(frames[0]));
+  if (!env.ok()) return;
+  if (env->t == static_cast<uint16_t>(MessageType::kErrorReply)) {
+    auto error = protocol::Decode<protocol::ErrorReply>(FrameView(frames[1]));
+    Refuse(error.ok() ? error->ToStatus().message() : error.status().message());
+    return;
+  }
+  if (env->t != static_cast<uint16_t>(MessageType::kPushTasksReply)) return;
+  payload_views_.clear();
+  for (size_t i = 2; i < frames.size(); ++i) payload_views_.push_back(FrameView(frames[i]));
+  Status parsed = protocol::ParsePushTasksReply(FrameView(frames[1]), payload_views_, &results_);
+  if (!parsed.ok()) {
+    Refuse(parsed.message());
+    return;
+  }
+  for (const protocol::TaskResultView& result : results_) {
+    auto it = in_flight_.find(result.call_id);
+    if (it == in_flight_.end()) continue;
+    Task task = std::move(it->second);
+    in_flight_.erase(it);
+    ObjectTable::Completion done;
+    done.id = std::move(task.object_id);
+    switch (result.value.kind) {
+      case protocol::WireValue::kError:
+        done.error = std::make_shared<ErrorInfo>(
+            ErrorInfo{std::string(result.error_type), std::string(result.error_message),
+                      task.DisplayName(), std::string(result.error_node)});
+        if (task.actor_creation) owner_->OnCreationFailed(*this, std::string(result.error_message));
+        break;
+      case protocol::WireValue::kStored:
+        done.location = std::make_shared<const protocol::ObjectLocation>(result.value.stored);
+        break;
+      default:
+        done.value = std::make_shared<const std::string>(result.value.bytes);
+        break;
+    }
+    completions_.push_back(std::move(done));
+  }
+  if (in_flight_.empty()) idle_since_ = clock_.NowMs();
+  objects_.CompleteAll(completions_);
+  owner_->OnReplies(*this);
+}
+
+void WorkerConnection::Refuse(const std::string& why) {
+  // Nothing more will work on this connection (e.g. the worker runs another
+  // rayx version): its calls fail with the reason, and it is dropped.
+  FailInFlight("ProtocolError", "the worker at " + info_.address + " refused the call: " + why);
+  Lose();
+}
+
+void WorkerConnection::Lose() {
+  if (lost_) return;
+  lost_ = true;
+  owner_->OnLost(*this);
+}
+
+std::vector<Task> WorkerConnection::TakeUnsent() {
+  std::vector<Task> tasks;
+  tasks.reserve(unsent_.size());
+  for (uint64_t id : unsent_) {
+    auto it = in_flight_.find(id);
+    if (it == in_flight_.end()) continue;
+    tasks.push_back(std::move(it->second));
+    in_flight_.erase(it);
+  }
+  unsent_.clear();
+  return tasks;
+}
+
+void WorkerConnection::FailInFlight(const std::string& type, const std::string& message) {
+  for (auto& [id, task] : in_flight_) FailTask(objects_, task, type, message, info_.node);
+  in_flight_.clear();
+  unsent_.clear();
+}
+
+}  // namespace rayx::detail

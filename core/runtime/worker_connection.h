@@ -1,0 +1,108 @@
+// One leased worker as the caller sees it: calls queued, sent in batches, answered.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "common/clock.h"
+#include "protocol/push_tasks.h"
+#include "runtime/object_table.h"
+#include "runtime/task.h"
+#include "runtime/worker_link.h"
+
+namespace rayx::detail {
+
+class WorkerSendQueue;
+
+// Calls pipelined to one worker (task or actor) at most.
+inline constexpr size_t kMaxInFlight = 256;
+
+// The calls in flight to one worker (a task lease or an actor's worker). Queue
+// adds a call; the WorkerSendQueue sends every connection's queued calls once
+// the I/O thread's current work is done, many per PushTasks message. Replies
+// complete the calls' objects in the ObjectTable (one lock per message), then
+// the owner hears of them; when the worker is lost or refuses the protocol,
+// the owner decides what becomes of the calls.
+//
+// Thread safety: the I/O thread only. Ownership: shared by its owner (which
+// holds it while it leases the worker) and the send queue (until it flushes);
+// owns its link. `owner`, `objects`, `send_queue` and `clock` outlive it.
+class WorkerConnection : public std::enable_shared_from_this<WorkerConnection> {
+ public:
+  // The submitter side of a connection: a task shape's pool or an actor.
+  class Owner {
+   public:
+    virtual ~Owner() = default;
+    // Replies to some calls were recorded; more calls may be sent.
+    virtual void OnReplies(WorkerConnection& conn) = 0;
+    // An actor creation call failed on the worker with `message`.
+    virtual void OnCreationFailed(WorkerConnection& conn, const std::string& message) = 0;
+    // The worker is gone (called once). Calls never sent are still in the
+    // connection (TakeUnsent); the owner fails the rest (FailInFlight).
+    virtual void OnLost(WorkerConnection& conn) = 0;
+  };
+  struct Info {
+    std::string lease_id;
+    std::string address;
+    std::string node;
+    int32_t pid = 0;
+  };
+
+  WorkerConnection(Info info, Owner* owner, ObjectTable& objects, WorkerSendQueue& send_queue,
+                   const Clock& clock);
+  WorkerConnection(const WorkerConnection&) = delete;
+  WorkerConnection& operator=(const WorkerConnection&) = delete;
+
+  // Connects through `connector`; replies and the loss arrive from then on.
+  void Open(WorkerConnector& connector);
+
+  // Queues `task`; it is sent with the connection's next batch.
+  void Queue(Task task);
+  // Sends every queued call, up to kMaxCallsPerMessage per message (called by
+  // WorkerSendQueue). A failed send means the worker is gone: Lose().
+  void SendQueued(protocol::PushTasksWriter& writer, std::string& body,
+                  const std::string& job_id);
+
+  // A message from the worker: results (PushTasksReply) or a refusal.
+  void OnMessage(transport::Frames& frames);
+  // The worker refused the protocol: every call fails with ProtocolError and
+  // the connection is lost.
+  void Refuse(const std::string& why);
+  // The worker is gone: marks the connection lost and tells the owner (once).
+  void Lose();
+
+  // Takes the calls never sent, in their order (for another worker).
+  std::vector<Task> TakeUnsent();
+  // Fails every call in flight (sent or not) with {type, message} and forgets them.
+  void FailInFlight(const std::string& type, const std::string& message);
+
+  const Info& info() const { return info_; }
+  size_t in_flight() const { return in_flight_.size(); }
+  bool lost() const { return lost_; }
+  // When the last call in flight was answered (the clock's time).
+  int64_t idle_since() const { return idle_since_; }
+  // Set by WorkerSendQueue while the connection waits in its queue.
+  bool flush_queued = false;
+
+ private:
+  Info info_;
+  Owner* owner_;
+  ObjectTable& objects_;
+  WorkerSendQueue& send_queue_;
+  const Clock& clock_;
+  std::unique_ptr<WorkerLink> link_;
+  std::unordered_map<uint64_t, Task> in_flight_;  // sent or queued to send
+  std::vector<uint64_t> unsent_;                  // ids in in_flight_ not sent yet, in order
+  uint64_t next_id_ = 1;
+  int64_t idle_since_ = 0;
+  bool lost_ = false;
+  // Reused from reply to reply.
+  std::vector<std::string_view> payload_views_;
+  std::vector<protocol::TaskResultView> results_;
+  std::vector<ObjectTable::Completion> completions_;
+};
+
+}  // namespace rayx::detail

@@ -1,0 +1,61 @@
+// ZeroMQ links to workers.
+#include "runtime/zmq_worker_connector.h"
+
+#include "transport/zmq_socket_loop.h"
+
+namespace rayx::detail {
+
+namespace {
+// Values of any size travel in frames; this bounds one frame on worker links.
+constexpr int64_t kMaxDataFrameBytes = int64_t{1} << 31;
+
+class ZmqWorkerLink final : public WorkerLink {
+ public:
+  ZmqWorkerLink(zmq::context_t& context) : socket(context, zmq::socket_type::dealer),
+                                           monitor(context, zmq::socket_type::pair) {}
+  // libzmq 4.3 sends monitor events with a blocking send from its I/O thread:
+  // closing the reader while the socket can still emit (its disconnect) would
+  // stall that thread, and with it every socket of the context. So the
+  // monitor is stopped first, then the socket closes, then the reader.
+  ~ZmqWorkerLink() override {
+    monitor_loop.reset();
+    loop.reset();
+    if (socket.handle() != nullptr) {
+      zmq_socket_monitor(socket.handle(), nullptr, 0);
+      socket.close();
+    }
+    monitor.close();
+  }
+  bool Send(transport::Frames& frames) override { return loop->Send(frames); }
+
+  zmq::socket_t socket;
+  zmq::socket_t monitor;
+  std::unique_ptr<transport::ZmqSocketLoop> loop;
+  std::unique_ptr<transport::ZmqSocketLoop> monitor_loop;
+};
+}  // namespace
+
+std::unique_ptr<WorkerLink> ZmqWorkerConnector::Connect(const std::string& address,
+                                                        MessageHandler on_message,
+                                                        LostHandler on_lost) {
+  auto link = std::make_unique<ZmqWorkerLink>(context_);
+  link->socket.set(zmq::sockopt::linger, 0);
+  link->socket.set(zmq::sockopt::maxmsgsize, kMaxDataFrameBytes);
+  link->socket.set(zmq::sockopt::sndhwm, 0);
+  link->socket.set(zmq::sockopt::rcvhwm, 0);
+  // A dead worker must not be dialled again and again.
+  link->socket.set(zmq::sockopt::reconnect_ivl, -1);
+  // Disconnects (the worker died) come through a monitor socket.
+  std::string monitor = "inproc://rayx-monitor-" + std::to_string(++next_monitor_);
+  zmq_socket_monitor(link->socket.handle(), monitor.c_str(), ZMQ_EVENT_DISCONNECTED);
+  link->monitor.connect(monitor);
+  link->socket.connect(address);
+  link->loop = std::make_unique<transport::ZmqSocketLoop>(io_, link->socket, std::move(on_message));
+  link->monitor_loop = std::make_unique<transport::ZmqSocketLoop>(
+      io_, link->monitor, [on_lost = std::move(on_lost)](transport::Frames&) { on_lost(); });
+  link->loop->Start();
+  link->monitor_loop->Start();
+  return link;
+}
+
+}  // namespace rayx::detail

@@ -1,0 +1,33 @@
+// Links to workers over ZeroMQ DEALER sockets, with disconnects from a monitor.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include <boost/asio/io_context.hpp>
+#include <zmq.hpp>
+
+#include "runtime/worker_link.h"
+
+namespace rayx::detail {
+
+// Makes one DEALER socket per worker (no high-water marks, no reconnects: a
+// dead worker is not dialled again) and a monitor socket that reports its
+// disconnection. Used on the I/O thread only; `io` and `context` must outlive
+// it and every link it made.
+class ZmqWorkerConnector final : public WorkerConnector {
+ public:
+  ZmqWorkerConnector(boost::asio::io_context& io, zmq::context_t& context)
+      : io_(io), context_(context) {}
+
+  std::unique_ptr<WorkerLink> Connect(const std::string& address, MessageHandler on_message,
+                                      LostHandler on_lost) override;
+
+ private:
+  boost::asio::io_context& io_;
+  zmq::context_t& context_;
+  uint64_t next_monitor_ = 0;
+};
+
+}  // namespace rayx::detail

@@ -1,0 +1,213 @@
+// The actor submitter on one io_context with a fake head and fake workers:
+// calls leave in submission order behind the constructor, at most 256 in
+// flight, and a dead, failed or killed actor fails its calls.
+#include "runtime/actor_submitter.h"
+
+#include <gtest/gtest.h>
+
+#include "rayx/errors.h"
+#include "submitter_fakes.h"
+
+namespace rayx::detail {
+namespace {
+
+using testing::FakeHead;
+using testing::FakeWorkerConnector;
+
+class ActorSubmitterTest : public ::testing::Test {
+ protected:
+  ActorSubmitterTest()
+      : objects_(ObjectTable::Options{}),
+        send_queue_(io_, "job-1"),
+        resolver_(objects_, io_, ""),
+        submitter_(ActorSubmitter::Deps{objects_, head_, connector_, send_queue_, resolver_,
+                                        clock_, io_},
+                   ActorSubmitter::Options{"job-1", nullptr}) {}
+
+  void TearDown() override {
+    submitter_.Clear();
+    Step();
+  }
+
+  // Creates actor "a1" (named `name` when set); returns the constructor's result id.
+  std::string Create(const std::string& name = "") {
+    auto creation = std::make_shared<ObjectCore>();
+    creation->id = "creation";
+    objects_.AddPending(creation->id);
+    Task task;
+    task.function = "Counter::Create";
+    task.display = task.function;
+    task.object_id = creation->id;
+    task.actor_creation = true;
+    task.actor_id = "a1";
+    ActorOptions options;
+    options.name = name;
+    options.resources = {{kCpu, 1}};
+    submitter_.Create(std::move(task), options, creation);
+    return creation->id;
+  }
+  std::string Call(const std::string& method, const std::string& actor_id = "a1") {
+    std::string id = "call-" + std::to_string(next_++);
+    objects_.AddPending(id);
+    Task task;
+    task.function = method;
+    task.object_id = id;
+    task.actor_id = actor_id;
+    task.args.push_back(Arg{"x", nullptr});
+    submitter_.Submit(std::move(task));
+    return id;
+  }
+  // Creates "a1" on worker "w1" and returns it.
+  FakeWorkerConnector::Worker* Running(const std::string& name = "") {
+    Create(name);
+    head_.Grant("lease-a1", "w1");
+    Step();
+    return connector_.At("w1");
+  }
+  void Step() {
+    io_.restart();
+    io_.poll();
+  }
+  std::string ErrorOf(const std::string& id) {
+    try {
+      objects_.Get(id, 0);
+      return "";
+    } catch (const TaskError& e) {
+      return e.type();
+    }
+  }
+
+  boost::asio::io_context io_;
+  ManualClock clock_;
+  ObjectTable objects_;
+  FakeHead head_;
+  FakeWorkerConnector connector_;
+  WorkerSendQueue send_queue_;
+  ArgumentResolver resolver_;
+  ActorSubmitter submitter_;
+  int next_ = 0;
+};
+
+TEST_F(ActorSubmitterTest, CreationLeasesAWorkerForTheActor) {
+  Create();
+  ASSERT_EQ(head_.requests.size(), 1u);
+  EXPECT_TRUE(head_.requests[0].request.for_actor);
+  EXPECT_EQ(head_.requests[0].request.job_id, "job-1");
+}
+
+TEST_F(ActorSubmitterTest, CallsLeaveInSubmissionOrderBehindTheConstructor) {
+  Create();
+  std::vector<std::string> ids;
+  for (int i = 0; i < 5; ++i) ids.push_back(Call("M" + std::to_string(i)));
+  head_.Grant("lease-a1", "w1");
+  Step();
+  auto* worker = connector_.At("w1");
+  ASSERT_NE(worker, nullptr);
+  ASSERT_EQ(worker->calls.size(), 6u);
+  EXPECT_EQ(worker->calls[0].function, "Counter::Create");
+  for (size_t i = 0; i < ids.size(); ++i) {
+    EXPECT_EQ(worker->calls[i + 1].function, "M" + std::to_string(i));
+    EXPECT_EQ(worker->calls[i + 1].actor_id, "a1");
+    EXPECT_LT(worker->calls[i].call_id, worker->calls[i + 1].call_id);
+  }
+  for (const auto& call : worker->calls) worker->Reply(call.call_id, "r");
+  for (const auto& id : ids) EXPECT_EQ(ErrorOf(id), "");
+}
+
+TEST_F(ActorSubmitterTest, AtMost256CallsAreInFlight) {
+  auto* worker = Running();
+  ASSERT_NE(worker, nullptr);
+  for (int i = 0; i < 300; ++i) Call("M");
+  Step();
+  ASSERT_EQ(worker->calls.size(), kMaxInFlight);  // the constructor and 255 calls
+  for (int i = 0; i < 10; ++i) worker->Reply(worker->calls[static_cast<size_t>(i)].call_id, "r");
+  Step();
+  EXPECT_EQ(worker->calls.size(), kMaxInFlight + 10);
+  // Still in order.
+  for (size_t i = 1; i < worker->calls.size(); ++i) {
+    EXPECT_LT(worker->calls[i - 1].call_id, worker->calls[i].call_id);
+  }
+}
+
+TEST_F(ActorSubmitterTest, ALostWorkerFailsCallsAsActorDiedAndReturnsTheLease) {
+  auto* worker = Running();
+  ASSERT_NE(worker, nullptr);
+  std::string running = Call("M");
+  Step();
+  worker->Die();
+  EXPECT_EQ(ErrorOf(running), "ActorDied");
+  EXPECT_EQ(head_.returned, std::vector<std::string>{"lease-a1"});
+  // Later calls fail at once.
+  std::string later = Call("M");
+  EXPECT_EQ(ErrorOf(later), "ActorDied");
+}
+
+TEST_F(ActorSubmitterTest, AFailedConstructorKillsTheActor) {
+  auto* worker = Running();
+  ASSERT_NE(worker, nullptr);
+  worker->ReplyError(worker->calls[0].call_id, "std::runtime_error", "no GPU");
+  EXPECT_EQ(ErrorOf("creation"), "std::runtime_error");
+  EXPECT_EQ(head_.returned, std::vector<std::string>{"lease-a1"});
+  std::string later = Call("M");
+  try {
+    objects_.Get(later, 0);
+    FAIL() << "a call to a failed actor succeeded";
+  } catch (const TaskError& e) {
+    EXPECT_EQ(e.type(), "ActorDied");
+    EXPECT_NE(e.remote_message().find("constructor failed: no GPU"), std::string::npos);
+  }
+}
+
+TEST_F(ActorSubmitterTest, AnActorThatCannotBePlacedFailsItsCalls) {
+  std::string creation = Create();
+  std::string call = Call("M");
+  head_.Refuse(Status::Unavailable("infeasible: no node has 8 GPUs"));
+  EXPECT_EQ(ErrorOf(creation), "ActorDied");
+  EXPECT_EQ(ErrorOf(call), "ActorDied");
+}
+
+TEST_F(ActorSubmitterTest, ANamedActorIsRegisteredOnceItsConstructorRan) {
+  auto* worker = Running("counter");
+  ASSERT_NE(worker, nullptr);
+  Step();
+  EXPECT_TRUE(head_.registered.empty()) << "registered before the constructor ran";
+  worker->Reply(worker->calls[0].call_id, "");
+  Step();
+  ASSERT_EQ(head_.registered.size(), 1u);
+  EXPECT_EQ(head_.registered[0].name, "counter");
+  EXPECT_EQ(head_.registered[0].actor_id, "a1");
+  EXPECT_EQ(head_.registered[0].lease_id, "lease-a1");
+  EXPECT_EQ(head_.registered[0].worker_address, "w1");
+}
+
+TEST_F(ActorSubmitterTest, KillReturnsTheLeaseAndLaterCallsFail) {
+  auto* worker = Running();
+  ASSERT_NE(worker, nullptr);
+  submitter_.Kill("a1");
+  EXPECT_EQ(head_.returned, std::vector<std::string>{"lease-a1"});
+  EXPECT_EQ(ErrorOf(Call("M")), "ActorDied");
+}
+
+TEST_F(ActorSubmitterTest, AnAttachedActorIsCalledButItsLeaseIsNotReturned) {
+  protocol::ActorInfo info;
+  info.actor_id = "b1";
+  info.lease_id = "lease-b1";
+  info.worker_address = "w9";
+  submitter_.Attach(info);
+  EXPECT_EQ(submitter_.Describe("b1").worker_address, "w9");
+  std::string call = Call("M", "b1");
+  Step();
+  auto* worker = connector_.At("w9");
+  ASSERT_NE(worker, nullptr);
+  ASSERT_EQ(worker->calls.size(), 1u);
+  worker->Die();
+  EXPECT_EQ(ErrorOf(call), "ActorDied");
+  EXPECT_TRUE(head_.returned.empty()) << "a caller that does not own the actor returned its lease";
+}
+
+TEST_F(ActorSubmitterTest, ACallToAnUnknownActorFails) {
+  EXPECT_EQ(ErrorOf(Call("M", "nobody")), "ActorDied");
+}
+
+}  // namespace
+}  // namespace rayx::detail

@@ -1,0 +1,201 @@
+// The head client against a fake head (a ROUTER socket on loopback in this
+// test's thread): replies find their calls, errors become Statuses, sync calls
+// time out, heartbeats and lease returns carry the right ids.
+#include "runtime/head_client.h"
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <optional>
+#include <thread>
+
+#include <boost/asio/executor_work_guard.hpp>
+
+namespace rayx::detail {
+namespace {
+
+using namespace std::chrono_literals;
+using transport::FrameView;
+using transport::Frames;
+
+// A head that receives requests and answers only when told to.
+class FakeHead {
+ public:
+  explicit FakeHead(zmq::context_t& context) : socket_(context, zmq::socket_type::router) {
+    socket_.set(zmq::sockopt::linger, 0);
+    socket_.bind("tcp://127.0.0.1:*");
+    std::string endpoint = socket_.get(zmq::sockopt::last_endpoint);
+    address_.host = "127.0.0.1";
+    address_.port = static_cast<uint16_t>(std::stoi(endpoint.substr(endpoint.rfind(':') + 1)));
+  }
+  const HostPort& address() const { return address_; }
+
+  struct Request {
+    zmq::message_t identity;
+    protocol::Envelope envelope;
+    std::string body;
+  };
+  // The next request, or nothing within `timeout`.
+  std::optional<Request> Receive(std::chrono::milliseconds timeout) {
+    zmq::pollitem_t item{socket_.handle(), 0, ZMQ_POLLIN, 0};
+    if (zmq::poll(&item, 1, timeout) <= 0) return std::nullopt;
+    Frames frames = transport::ReceiveMessage(socket_);
+    if (frames.size() < 3) return std::nullopt;
+    auto env = protocol::Decode<protocol::Envelope>(FrameView(frames[1]));
+    if (!env.ok()) return std::nullopt;
+    return Request{std::move(frames[0]), *env, std::string(FrameView(frames[2]))};
+  }
+  void Reply(Request& to, Frames frames) {
+    (void)socket_.send(to.identity, zmq::send_flags::sndmore);
+    for (size_t i = 0; i < frames.size(); ++i) {
+      (void)socket_.send(frames[i],
+                         i + 1 < frames.size() ? zmq::send_flags::sndmore : zmq::send_flags::none);
+    }
+  }
+
+ private:
+  zmq::socket_t socket_;
+  HostPort address_;
+};
+
+class HeadClientTest : public ::testing::Test {
+ protected:
+  HeadClientTest() : head_(context_), client_(io_, context_, head_.address()) { client_.Start(); }
+  ~HeadClientTest() override { client_.Stop(); }
+
+  // Runs the io_context until `done` holds or 10 s pass.
+  template <typename Pred>
+  bool StepUntil(Pred done) {
+    auto deadline = std::chrono::steady_clock::now() + 10s;
+    while (!done()) {
+      if (std::chrono::steady_clock::now() > deadline) return false;
+      io_.restart();
+      io_.run_for(5ms);
+    }
+    return true;
+  }
+  // Steps the client until the fake head has a request.
+  FakeHead::Request NextRequest() {
+    std::optional<FakeHead::Request> request;
+    EXPECT_TRUE(StepUntil([&] {
+      request = head_.Receive(1ms);
+      return request.has_value();
+    }));
+    return request ? std::move(*request) : FakeHead::Request{};
+  }
+
+  zmq::context_t context_{1};
+  boost::asio::io_context io_;
+  FakeHead head_;
+  HeadClient client_;
+};
+
+TEST_F(HeadClientTest, ACallGetsTheReplyWithItsRequestId) {
+  std::optional<Result<protocol::GetActorReply>> first, second;
+  protocol::GetActorRequest a, b;
+  a.name = "a";
+  b.name = "b";
+  client_.Call<protocol::GetActorReply>(a, [&](Result<protocol::GetActorReply> r) { first = r; });
+  client_.Call<protocol::GetActorReply>(b, [&](Result<protocol::GetActorReply> r) { second = r; });
+  FakeHead::Request ra = NextRequest();
+  FakeHead::Request rb = NextRequest();
+  ASSERT_EQ(ra.envelope.t, static_cast<uint16_t>(protocol::MessageType::kGetActorRequest));
+  EXPECT_NE(ra.envelope.id, rb.envelope.id);
+  // Answered out of order: each reply still finds its own call.
+  protocol::GetActorReply reply;
+  reply.actor.name = "answer-b";
+  head_.Reply(rb, transport::MakeMessage(reply, rb.envelope.id));
+  reply.actor.name = "answer-a";
+  head_.Reply(ra, transport::MakeMessage(reply, ra.envelope.id));
+  ASSERT_TRUE(StepUntil([&] { return first && second; }));
+  ASSERT_TRUE(first->ok()) << first->status();
+  EXPECT_EQ((*first)->actor.name, "answer-a");
+  EXPECT_EQ((*second)->actor.name, "answer-b");
+}
+
+TEST_F(HeadClientTest, AnErrorReplyBecomesItsStatus) {
+  std::optional<Result<protocol::GetActorReply>> got;
+  client_.Call<protocol::GetActorReply>(protocol::GetActorRequest{},
+                                        [&](Result<protocol::GetActorReply> r) { got = r; });
+  FakeHead::Request request = NextRequest();
+  head_.Reply(request, transport::MakeErrorMessage(Status::NotFound("no actor named x"), "head",
+                                                   request.envelope.id));
+  ASSERT_TRUE(StepUntil([&] { return got.has_value(); }));
+  EXPECT_EQ(got->status().code(), StatusCode::kNotFound);
+  EXPECT_NE(got->status().message().find("no actor named x"), std::string::npos);
+}
+
+TEST_F(HeadClientTest, AReplyOfAnotherTypeIsAnInternalError) {
+  std::optional<Result<protocol::GetActorReply>> got;
+  client_.Call<protocol::GetActorReply>(protocol::GetActorRequest{},
+                                        [&](Result<protocol::GetActorReply> r) { got = r; });
+  FakeHead::Request request = NextRequest();
+  head_.Reply(request, transport::MakeMessage(protocol::ReturnLeaseReply{}, request.envelope.id));
+  ASSERT_TRUE(StepUntil([&] { return got.has_value(); }));
+  EXPECT_EQ(got->status().code(), StatusCode::kInternal);
+}
+
+TEST_F(HeadClientTest, ReturnLeaseSendsTheLeaseId) {
+  client_.ReturnLease("lease-7");
+  FakeHead::Request request = NextRequest();
+  ASSERT_EQ(request.envelope.t, static_cast<uint16_t>(protocol::MessageType::kReturnLeaseRequest));
+  auto body = protocol::Decode<protocol::ReturnLeaseRequest>(request.body);
+  ASSERT_TRUE(body.ok());
+  EXPECT_EQ(body->lease_id, "lease-7");
+}
+
+TEST_F(HeadClientTest, HeartbeatsCarryTheJobUntilStopped) {
+  client_.StartHeartbeats("job-1", 1);
+  for (int i = 0; i < 2; ++i) {  // the first now, the next after the period
+    FakeHead::Request request = NextRequest();
+    ASSERT_EQ(request.envelope.t,
+              static_cast<uint16_t>(protocol::MessageType::kDriverHeartbeatRequest));
+    auto body = protocol::Decode<protocol::DriverHeartbeatRequest>(request.body);
+    ASSERT_TRUE(body.ok());
+    EXPECT_EQ(body->job_id, "job-1");
+  }
+  client_.StopHeartbeats();
+  client_.Stop();
+  // Stopped: the timer is cancelled, so the context runs out of work.
+  io_.restart();
+  io_.run_for(10s);
+  EXPECT_TRUE(io_.stopped());
+}
+
+TEST_F(HeadClientTest, ASyncCallTimesOutWhenTheHeadIsSilent) {
+  auto work = boost::asio::make_work_guard(io_);
+  std::thread io_thread([this] { io_.run(); });
+  protocol::GetActorRequest request;
+  auto reply = client_.CallSync<protocol::GetActorReply>(request, 50);
+  EXPECT_EQ(reply.status().code(), StatusCode::kUnavailable);
+  EXPECT_NE(reply.status().message().find("did not answer"), std::string::npos);
+  boost::asio::post(io_, [this, &work] {
+    client_.Stop();
+    work.reset();
+  });
+  io_thread.join();
+}
+
+TEST_F(HeadClientTest, ASyncCallReturnsTheReply) {
+  auto work = boost::asio::make_work_guard(io_);
+  std::thread io_thread([this] { io_.run(); });
+  std::thread head_thread([this] {
+    auto request = head_.Receive(10s);
+    if (!request) return;
+    protocol::GetActorReply reply;
+    reply.actor.name = "found";
+    head_.Reply(*request, transport::MakeMessage(reply, request->envelope.id));
+  });
+  auto reply = client_.CallSync<protocol::GetActorReply>(protocol::GetActorRequest{}, 10000);
+  head_thread.join();
+  ASSERT_TRUE(reply.ok()) << reply.status();
+  EXPECT_EQ(reply->actor.name, "found");
+  boost::asio::post(io_, [this, &work] {
+    client_.Stop();
+    work.reset();
+  });
+  io_thread.join();
+}
+
+}  // namespace
+}  // namespace rayx::detail

@@ -1,0 +1,238 @@
+// The object table alone: Get and Wait wake on completion and time out,
+// continuations run once, released results are dropped, arguments resolve.
+#include "runtime/object_table.h"
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <future>
+#include <thread>
+
+#include "rayx/errors.h"
+
+namespace rayx::detail {
+namespace {
+
+using namespace std::chrono_literals;
+
+class ObjectTableTest : public ::testing::Test {
+ protected:
+  ObjectTable& Table(ObjectTable::Options options = {}) {
+    if (options.node_ip.empty()) options.node_ip = "10.0.0.1";
+    if (!options.on_unwanted) {
+      options.on_unwanted = [this](const protocol::ObjectLocation& l) { unwanted_.push_back(l); };
+    }
+    table_ = std::make_unique<ObjectTable>(std::move(options));
+    return *table_;
+  }
+  static ObjectTable::Completion Value(const std::string& id, const std::string& bytes) {
+    return {id, std::make_shared<const std::string>(bytes), nullptr, nullptr};
+  }
+  static ObjectTable::Completion Failure(const std::string& id, const std::string& type) {
+    return {id, nullptr, std::make_shared<ErrorInfo>(ErrorInfo{type, "it broke", "F", "n1"}),
+            nullptr};
+  }
+  static std::shared_ptr<const protocol::ObjectLocation> Remote(const std::string& path) {
+    auto location = std::make_shared<protocol::ObjectLocation>();
+    location->node_address = "10.0.0.9";
+    location->path = path;
+    location->size = 3;
+    return location;
+  }
+  static std::vector<ObjectHandle> Handles(const std::vector<std::string>& ids) {
+    std::vector<ObjectHandle> handles;
+    for (const auto& id : ids) {
+      auto core = std::make_shared<ObjectCore>();
+      core->id = id;
+      handles.push_back(core);
+    }
+    return handles;
+  }
+  // Blocks until `n` threads wait in Get/Wait (a deadline, not a sleep).
+  void AwaitWaiters(size_t n) {
+    auto deadline = std::chrono::steady_clock::now() + 10s;
+    while (table_->TEST_waiting() < n) {
+      ASSERT_LT(std::chrono::steady_clock::now(), deadline) << "nobody blocked in Get/Wait";
+      std::this_thread::yield();
+    }
+  }
+
+  std::unique_ptr<ObjectTable> table_;
+  std::vector<protocol::ObjectLocation> unwanted_;
+};
+
+TEST_F(ObjectTableTest, GetReturnsAValuePutBefore) {
+  ObjectTable& table = Table();
+  table.AddValue("a", std::make_shared<const std::string>("abc"));
+  EXPECT_EQ(table.Get("a", 0).view, "abc");
+  EXPECT_EQ(table.size(), 1u);
+}
+
+TEST_F(ObjectTableTest, GetWakesWhenTheResultArrives) {
+  ObjectTable& table = Table();
+  table.AddPending("a");
+  auto got =
+      std::async(std::launch::async, [&] { return std::string(table.Get("a", 10000).view); });
+  AwaitWaiters(1);
+  table.Complete(Value("a", "done"));
+  ASSERT_EQ(got.wait_for(10s), std::future_status::ready);
+  EXPECT_EQ(got.get(), "done");
+}
+
+TEST_F(ObjectTableTest, GetTimesOutOnAPendingObject) {
+  ObjectTable& table = Table();
+  table.AddPending("a");
+  EXPECT_THROW(table.Get("a", 20), GetTimeoutError);
+}
+
+TEST_F(ObjectTableTest, GetThrowsTheTaskErrorOfAFailedObject) {
+  ObjectTable& table = Table();
+  table.AddPending("a");
+  table.Complete(Failure("a", "ValueError"));
+  try {
+    table.Get("a", 0);
+    FAIL() << "Get of a failed object returned";
+  } catch (const TaskError& e) {
+    EXPECT_EQ(e.type(), "ValueError");
+  }
+}
+
+TEST_F(ObjectTableTest, GetOfAFreedObjectThrows) {
+  ObjectTable& table = Table();
+  EXPECT_THROW(table.Get("nope", 0), std::runtime_error);
+}
+
+TEST_F(ObjectTableTest, ShutdownFailsPendingObjectsAndWakesGet) {
+  ObjectTable& table = Table();
+  table.AddPending("a");
+  auto got = std::async(std::launch::async, [&] {
+    try {
+      table.Get("a", -1);
+      return std::string("returned");
+    } catch (const TaskError& e) {
+      return e.type();
+    }
+  });
+  AwaitWaiters(1);
+  table.FailAllPending(ErrorInfo{"RuntimeStopped", "stopped", "", ""});
+  ASSERT_EQ(got.wait_for(10s), std::future_status::ready);
+  EXPECT_EQ(got.get(), "RuntimeStopped");
+}
+
+TEST_F(ObjectTableTest, WaitReturnsOnceEnoughAreReady) {
+  ObjectTable& table = Table();
+  for (const char* id : {"a", "b", "c"}) table.AddPending(id);
+  auto handles = Handles({"a", "b", "c"});
+  auto ready = std::async(std::launch::async, [&] { return table.Wait(handles, 2, 10000); });
+  AwaitWaiters(1);
+  std::vector<ObjectTable::Completion> batch{Value("a", "1"), Value("c", "3")};
+  table.CompleteAll(batch);
+  EXPECT_TRUE(batch.empty());
+  ASSERT_EQ(ready.wait_for(10s), std::future_status::ready);
+  EXPECT_EQ(ready.get(), (std::vector<bool>{true, false, true}));
+}
+
+TEST_F(ObjectTableTest, WaitTimesOutWithWhatIsReady) {
+  ObjectTable& table = Table();
+  table.AddPending("a");
+  table.AddValue("b", std::make_shared<const std::string>("x"));
+  EXPECT_EQ(table.Wait(Handles({"a", "b"}), 2, 20), (std::vector<bool>{false, true}));
+}
+
+TEST_F(ObjectTableTest, ContinuationsRunOnceOnCompletion) {
+  ObjectTable& table = Table();
+  table.AddPending("a");
+  int runs = 0;
+  ASSERT_TRUE(table.AddWaiter("a", [&] { ++runs; }));
+  table.Complete(Value("a", "1"));
+  table.Complete(Value("a", "2"));  // a duplicate reply runs nothing again
+  EXPECT_EQ(runs, 1);
+  // Not pending any more: nothing to wait for.
+  EXPECT_FALSE(table.AddWaiter("a", [&] { ++runs; }));
+  EXPECT_FALSE(table.AddWaiter("unknown", [&] { ++runs; }));
+  EXPECT_EQ(runs, 1);
+}
+
+TEST_F(ObjectTableTest, AResultReleasedBeforeItArrivesIsDroppedAndItsFileUnwanted) {
+  ObjectTable& table = Table();
+  table.AddPending("a");
+  ObjectTable::Released released = table.Release("a");
+  EXPECT_EQ(released.location, nullptr);
+  EXPECT_EQ(table.size(), 1u);  // kept until its result arrives
+  table.Complete({"a", nullptr, nullptr, Remote("/store/a")});
+  EXPECT_EQ(table.size(), 0u);
+  ASSERT_EQ(unwanted_.size(), 1u);
+  EXPECT_EQ(unwanted_[0].path, "/store/a");
+}
+
+TEST_F(ObjectTableTest, ReleaseHandsBackAStoredObjectsLocation) {
+  ObjectTable& table = Table();
+  table.AddPending("a");
+  table.Complete({"a", nullptr, nullptr, Remote("/store/a")});
+  ObjectTable::Released released = table.Release("a");
+  ASSERT_NE(released.location, nullptr);
+  EXPECT_EQ(released.location->path, "/store/a");
+  EXPECT_FALSE(released.shared_out);
+  EXPECT_EQ(table.size(), 0u);
+  EXPECT_TRUE(unwanted_.empty());
+}
+
+TEST_F(ObjectTableTest, ResolveArgReportsEachState) {
+  ObjectTable& table = Table();
+  table.AddValue("value", std::make_shared<const std::string>("bytes"));
+  table.AddPending("pending");
+  table.AddPending("failed");
+  table.Complete(Failure("failed", "Boom"));
+  table.AddPending("stored");
+  table.Complete({"stored", nullptr, nullptr, Remote("/store/s")});
+
+  std::string bytes;
+  protocol::ObjectLocation location;
+  ErrorInfo error;
+  EXPECT_EQ(table.ResolveArg("value", &bytes, &location, &error), ObjectTable::ArgState::kValue);
+  EXPECT_EQ(bytes, "bytes");
+  EXPECT_EQ(table.ResolveArg("pending", &bytes, &location, &error),
+            ObjectTable::ArgState::kPending);
+  EXPECT_EQ(table.ResolveArg("unknown", &bytes, &location, &error),
+            ObjectTable::ArgState::kUnknown);
+  EXPECT_EQ(table.ResolveArg("failed", &bytes, &location, &error), ObjectTable::ArgState::kFailed);
+  EXPECT_EQ(error.type, "Boom");
+  EXPECT_EQ(table.ResolveArg("stored", &bytes, &location, &error), ObjectTable::ArgState::kStored);
+  EXPECT_EQ(location.path, "/store/s");
+  // Handed to another process: releasing it says so, so its file is not reused.
+  EXPECT_TRUE(table.Release("stored").shared_out);
+}
+
+TEST_F(ObjectTableTest, GetPullsARemoteObjectOnceAndKeepsIt) {
+  int pulls = 0;
+  ObjectTable::Options options;
+  options.pull = [&](const protocol::ObjectLocation& location) -> Result<std::string> {
+    ++pulls;
+    return "from " + location.path;
+  };
+  ObjectTable& table = Table(std::move(options));
+  table.AddPending("a");
+  table.Complete({"a", nullptr, nullptr, Remote("/store/a")});
+  EXPECT_EQ(table.Get("a", 0).view, "from /store/a");
+  EXPECT_EQ(table.Get("a", 0).view, "from /store/a");
+  EXPECT_EQ(pulls, 1);
+}
+
+TEST_F(ObjectTableTest, AFailedPullIsAnObjectLostError) {
+  ObjectTable::Options options;
+  options.pull = [](const protocol::ObjectLocation&) -> Result<std::string> {
+    return Status::Unavailable("node gone");
+  };
+  ObjectTable& table = Table(std::move(options));
+  table.AddPending("a");
+  table.Complete({"a", nullptr, nullptr, Remote("/store/a")});
+  try {
+    table.Get("a", 0);
+    FAIL() << "Get of a lost object returned";
+  } catch (const TaskError& e) {
+    EXPECT_EQ(e.type(), "ObjectLost");
+  }
+}
+
+}  // namespace
+}  // namespace rayx::detail

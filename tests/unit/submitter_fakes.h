@@ -1,0 +1,156 @@
+// Fakes for the submitters' unit tests: a head that answers lease requests when
+// told, and workers whose sent calls the test reads and answers.
+#pragma once
+
+#include <deque>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <boost/asio/io_context.hpp>
+#include <gtest/gtest.h>
+
+#include "protocol/push_tasks.h"
+#include "runtime/argument_resolver.h"
+#include "runtime/lease_client.h"
+#include "runtime/object_table.h"
+#include "runtime/worker_link.h"
+#include "runtime/worker_send_queue.h"
+#include "transport/message.h"
+
+namespace rayx::detail::testing {
+
+class FakeHead final : public LeaseClient {
+ public:
+  struct Pending {
+    protocol::RequestLeaseRequest request;
+    LeaseCallback done;
+  };
+  void RequestLease(const protocol::RequestLeaseRequest& request, LeaseCallback done) override {
+    requests.push_back({request, std::move(done)});
+  }
+  void ReturnLease(const std::string& lease_id) override { returned.push_back(lease_id); }
+  void RegisterActor(const protocol::ActorInfo& actor) override { registered.push_back(actor); }
+
+  // Grants the oldest request: a worker at `address` under `lease_id`.
+  void Grant(const std::string& lease_id, const std::string& address) {
+    ASSERT_FALSE(requests.empty()) << "no lease request to grant";
+    Pending pending = std::move(requests.front());
+    requests.pop_front();
+    protocol::RequestLeaseReply reply;
+    reply.lease_id = lease_id;
+    reply.worker_address = address;
+    reply.node_address = "10.0.0.7";
+    reply.worker_pid = 4242;
+    pending.done(reply);
+  }
+  void Refuse(const Status& status) {
+    ASSERT_FALSE(requests.empty()) << "no lease request to refuse";
+    Pending pending = std::move(requests.front());
+    requests.pop_front();
+    pending.done(status);
+  }
+
+  std::deque<Pending> requests;
+  std::vector<std::string> returned;
+  std::vector<protocol::ActorInfo> registered;
+};
+
+// One call as a worker received it.
+struct ReceivedCall {
+  uint64_t call_id = 0;
+  std::string function, actor_id, return_id;
+  std::vector<std::string> args;  // inline or frame bytes
+};
+
+class FakeWorkerConnector final : public WorkerConnector {
+ public:
+  class Worker final : public WorkerLink {
+   public:
+    Worker(FakeWorkerConnector* connector, std::string address, MessageHandler on_message,
+           LostHandler on_lost)
+        : connector_(connector),
+          address_(std::move(address)),
+          on_message_(std::move(on_message)),
+          on_lost_(std::move(on_lost)) {}
+    ~Worker() override { connector_->workers_.erase(address_); }
+    bool Send(transport::Frames& frames) override {
+      if (gone) return false;
+      std::vector<std::string_view> payload;
+      for (size_t i = 2; i < frames.size(); ++i) payload.push_back(transport::FrameView(frames[i]));
+      protocol::PushTasksView view;
+      Status parsed =
+          protocol::ParsePushTasksRequest(transport::FrameView(frames[1]), payload, &view);
+      EXPECT_TRUE(parsed.ok()) << parsed;
+      ++messages;
+      for (const auto& call : view.calls) {
+        ReceivedCall received{call.call_id, std::string(call.function),
+                              std::string(call.actor_id), std::string(call.return_id), {}};
+        for (uint32_t a = 0; a < call.arg_count; ++a) {
+          received.args.emplace_back(view.args[call.first_arg + a].bytes);
+        }
+        calls.push_back(std::move(received));
+      }
+      return true;
+    }
+    // Answers `call_id` with `value`.
+    void Reply(uint64_t call_id, const std::string& value) {
+      protocol::PushTasksWriter writer;
+      std::string body;
+      writer.BeginReply(&body);
+      writer.InlineResult(call_id, value);
+      writer.Finish();
+      Deliver(call_id, body);
+    }
+    void ReplyError(uint64_t call_id, const std::string& type, const std::string& message) {
+      protocol::PushTasksWriter writer;
+      std::string body;
+      writer.BeginReply(&body);
+      writer.ErrorResult(call_id, type, message, "10.0.0.7");
+      writer.Finish();
+      Deliver(call_id, body);
+    }
+    // The worker process dies.
+    void Die() { on_lost_(); }
+
+    bool gone = false;  // sends fail (no peer left)
+    int messages = 0;   // PushTasks messages received
+    std::vector<ReceivedCall> calls;
+
+   private:
+    void Deliver(uint64_t id, const std::string& body) {
+      protocol::Envelope env;
+      env.t = static_cast<uint16_t>(protocol::MessageType::kPushTasksReply);
+      env.id = id;
+      transport::Frames frames;
+      frames.push_back(transport::MakeFrame(protocol::Encode(env)));
+      frames.push_back(transport::MakeFrame(body));
+      on_message_(frames);
+    }
+    FakeWorkerConnector* connector_;
+    std::string address_;
+    MessageHandler on_message_;
+    LostHandler on_lost_;
+  };
+
+  std::unique_ptr<WorkerLink> Connect(const std::string& address, MessageHandler on_message,
+                                      LostHandler on_lost) override {
+    auto worker = std::make_unique<Worker>(this, address, std::move(on_message), std::move(on_lost));
+    workers_[address] = worker.get();
+    if (gone_addresses.count(address)) worker->gone = true;
+    return worker;
+  }
+  // The live link to `address`, or nullptr.
+  Worker* At(const std::string& address) {
+    auto it = workers_.find(address);
+    return it == workers_.end() ? nullptr : it->second;
+  }
+
+  std::map<std::string, bool> gone_addresses;  // links to these fail every send
+
+ private:
+  std::map<std::string, Worker*> workers_;
+};
+
+}  // namespace rayx::detail::testing

@@ -1,0 +1,233 @@
+// The task submitter on one io_context with a fake head and fake workers:
+// one lease request at a time per shape, pipelining once saturated, idle
+// leases returned on a manual clock, lost workers' tasks failed or moved.
+#include "runtime/task_submitter.h"
+
+#include <gtest/gtest.h>
+
+#include "rayx/errors.h"
+#include "submitter_fakes.h"
+
+namespace rayx::detail {
+namespace {
+
+using testing::FakeHead;
+using testing::FakeWorkerConnector;
+
+class TaskSubmitterTest : public ::testing::Test {
+ protected:
+  TaskSubmitterTest()
+      : objects_(ObjectTable::Options{}),
+        send_queue_(io_, "job-1"),
+        resolver_(objects_, io_, "tcp://10.0.0.7:7000"),
+        submitter_(TaskSubmitter::Deps{objects_, head_, connector_, send_queue_, resolver_, clock_,
+                                       io_},
+                   TaskSubmitter::Options{"job-1", nullptr}) {}
+
+  void TearDown() override {
+    submitter_.Clear();
+    Step();
+  }
+
+  // Submits `function` with inline `arg`; returns its result's id.
+  std::string Submit(const std::string& function, const std::string& arg = "x") {
+    std::string id = "result-" + std::to_string(next_++);
+    objects_.AddPending(id);
+    Task task;
+    task.function = function;
+    task.object_id = id;
+    task.args.push_back(Arg{arg, nullptr});
+    submitter_.Submit(task, std::nullopt, Placement{});
+    return id;
+  }
+  // Runs every handler that is ready (the I/O thread's turn), without blocking.
+  void Step() {
+    io_.restart();
+    io_.poll();
+  }
+  // The error type a failed result throws, or "" when it is ready.
+  std::string ErrorOf(const std::string& id) {
+    try {
+      objects_.Get(id, 0);
+      return "";
+    } catch (const TaskError& e) {
+      return e.type();
+    }
+  }
+
+  boost::asio::io_context io_;
+  ManualClock clock_;
+  ObjectTable objects_;
+  FakeHead head_;
+  FakeWorkerConnector connector_;
+  WorkerSendQueue send_queue_;
+  ArgumentResolver resolver_;
+  TaskSubmitter submitter_;
+  int next_ = 0;
+};
+
+TEST_F(TaskSubmitterTest, ABurstAsksForOneLeaseAtATime) {
+  for (int i = 0; i < 10; ++i) Submit("F");
+  Step();
+  ASSERT_EQ(head_.requests.size(), 1u);
+  EXPECT_EQ(head_.requests[0].request.job_id, "job-1");
+  EXPECT_EQ(head_.requests[0].request.resources, (ResourceMap{{kCpu, 1}}));
+}
+
+TEST_F(TaskSubmitterTest, ResultsCompleteTheirObjects) {
+  std::string id = Submit("F", "arg");
+  Step();
+  head_.Grant("lease-1", "w1");
+  Step();
+  auto* worker = connector_.At("w1");
+  ASSERT_NE(worker, nullptr);
+  ASSERT_EQ(worker->calls.size(), 1u);
+  EXPECT_EQ(worker->calls[0].function, "F");
+  EXPECT_EQ(worker->calls[0].return_id, id);
+  EXPECT_EQ(worker->calls[0].args, std::vector<std::string>{"arg"});
+  worker->Reply(worker->calls[0].call_id, "42");
+  EXPECT_EQ(objects_.Get(id, 0).view, "42");
+}
+
+TEST_F(TaskSubmitterTest, PipelinesOnceTheClusterIsSaturated) {
+  std::vector<std::string> ids;
+  for (int i = 0; i < 10; ++i) ids.push_back(Submit("F"));
+  Step();
+  head_.Grant("lease-1", "w1");
+  Step();
+  auto* worker = connector_.At("w1");
+  ASSERT_NE(worker, nullptr);
+  // Free slots may exist: one task per worker, and another worker is asked for.
+  EXPECT_EQ(worker->calls.size(), 1u);
+  ASSERT_EQ(head_.requests.size(), 1u);
+  // The lease request waits past kSaturatedAfterMs: queue the rest on this worker.
+  clock_.Advance(TaskSubmitter::kSaturatedAfterMs + 1);
+  submitter_.Tick();
+  Step();
+  ASSERT_EQ(worker->calls.size(), 10u);
+  // In submission order, batched: fewer messages than calls.
+  for (size_t i = 0; i < ids.size(); ++i) EXPECT_EQ(worker->calls[i].return_id, ids[i]);
+  EXPECT_LE(worker->messages, 2);
+  for (const auto& call : worker->calls) worker->Reply(call.call_id, "ok");
+  for (const auto& id : ids) EXPECT_EQ(ErrorOf(id), "");
+}
+
+TEST_F(TaskSubmitterTest, ReturnsAnIdleLeaseAfterTheIdleTime) {
+  std::string id = Submit("F");
+  Step();
+  head_.Grant("lease-1", "w1");
+  Step();
+  auto* worker = connector_.At("w1");
+  ASSERT_NE(worker, nullptr);
+  worker->Reply(worker->calls[0].call_id, "done");
+  clock_.Advance(TaskSubmitter::kIdleLeaseMs);
+  submitter_.Tick();
+  EXPECT_TRUE(head_.returned.empty()) << "returned before the idle time passed";
+  EXPECT_EQ(submitter_.TEST_default_workers(), 1u);
+  clock_.Advance(1);
+  submitter_.Tick();
+  EXPECT_EQ(head_.returned, std::vector<std::string>{"lease-1"});
+  EXPECT_EQ(submitter_.TEST_default_workers(), 0u);
+}
+
+TEST_F(TaskSubmitterTest, ABusyLeaseIsNotReturned) {
+  Submit("F");
+  Step();
+  head_.Grant("lease-1", "w1");
+  Step();
+  clock_.Advance(10 * TaskSubmitter::kIdleLeaseMs);
+  submitter_.Tick();
+  EXPECT_TRUE(head_.returned.empty());
+}
+
+TEST_F(TaskSubmitterTest, ALostWorkerFailsItsRunningTasksAndGivesItsLeaseBack) {
+  std::string id = Submit("F");
+  Step();
+  head_.Grant("lease-1", "w1");
+  Step();
+  auto* worker = connector_.At("w1");
+  ASSERT_NE(worker, nullptr);
+  worker->Die();
+  EXPECT_EQ(ErrorOf(id), "WorkerCrashed");
+  EXPECT_EQ(head_.returned, std::vector<std::string>{"lease-1"});
+  Step();  // the connection is dropped from the pool
+  EXPECT_EQ(submitter_.TEST_default_workers(), 0u);
+}
+
+TEST_F(TaskSubmitterTest, TasksNeverSentGoToAnotherWorker) {
+  connector_.gone_addresses["w1"] = true;
+  std::string id = Submit("F");
+  Step();
+  head_.Grant("lease-1", "w1");
+  Step();  // the send fails: w1 is lost, its task goes back to the queue
+  EXPECT_EQ(head_.returned, std::vector<std::string>{"lease-1"});
+  ASSERT_EQ(head_.requests.size(), 1u);
+  head_.Grant("lease-2", "w2");
+  Step();
+  auto* worker = connector_.At("w2");
+  ASSERT_NE(worker, nullptr);
+  ASSERT_EQ(worker->calls.size(), 1u);
+  EXPECT_EQ(worker->calls[0].return_id, id);
+  worker->Reply(worker->calls[0].call_id, "ok");
+  EXPECT_EQ(ErrorOf(id), "");
+}
+
+TEST_F(TaskSubmitterTest, AnInfeasibleLeaseFailsTheQueuedTasks) {
+  std::string a = Submit("F");
+  std::string b = Submit("F");
+  Step();
+  head_.Refuse(Status::Unavailable("infeasible: no node has 64 GPUs"));
+  EXPECT_EQ(ErrorOf(a), "Infeasible");
+  EXPECT_EQ(ErrorOf(b), "Infeasible");
+}
+
+TEST_F(TaskSubmitterTest, AWorkerThatCannotStartFailsTheQueuedTasks) {
+  std::string a = Submit("F");
+  Step();
+  head_.Refuse(Status::Unavailable("the worker exited at once"));
+  EXPECT_EQ(ErrorOf(a), "WorkerStartFailed");
+}
+
+TEST_F(TaskSubmitterTest, ATaskWaitsForItsPendingArgument) {
+  objects_.AddPending("dep");
+  auto dep = std::make_shared<ObjectCore>();
+  dep->id = "dep";
+  objects_.AddPending("result");
+  Task task;
+  task.function = "G";
+  task.object_id = "result";
+  task.args.push_back(Arg{"", dep});
+  submitter_.Submit(task, std::nullopt, Placement{});
+  Step();
+  EXPECT_TRUE(head_.requests.empty()) << "leased before the argument was ready";
+  objects_.Complete({"dep", std::make_shared<const std::string>("dep-value"), nullptr, nullptr});
+  Step();
+  ASSERT_EQ(head_.requests.size(), 1u);
+  head_.Grant("lease-1", "w1");
+  Step();
+  auto* worker = connector_.At("w1");
+  ASSERT_NE(worker, nullptr);
+  ASSERT_EQ(worker->calls.size(), 1u);
+  EXPECT_EQ(worker->calls[0].args, std::vector<std::string>{"dep-value"});
+}
+
+TEST_F(TaskSubmitterTest, AFailedArgumentFailsTheTask) {
+  objects_.AddPending("dep");
+  objects_.Complete({"dep", nullptr,
+                     std::make_shared<ErrorInfo>(ErrorInfo{"ValueError", "bad", "P", ""}),
+                     nullptr});
+  auto dep = std::make_shared<ObjectCore>();
+  dep->id = "dep";
+  objects_.AddPending("result");
+  Task task;
+  task.function = "G";
+  task.object_id = "result";
+  task.args.push_back(Arg{"", dep});
+  submitter_.Submit(task, std::nullopt, Placement{});
+  Step();
+  EXPECT_EQ(ErrorOf("result"), "ValueError");
+  EXPECT_TRUE(head_.requests.empty());
+}
+
+}  // namespace
+}  // namespace rayx::detail

@@ -7,7 +7,7 @@
 #include <unordered_set>
 
 #include "common/clock.h"
-#include "head/head_outbox.h"
+#include "head/frame_outbox.h"
 #include "head/job_manager.h"
 #include "head/kv_store.h"
 #include "head/lease_manager.h"

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "head/frame_outbox.h"
 #include "protocol/codec.h"
 #include "transport/message.h"
 

@@ -1,5 +1,5 @@
 // The head's outbox encoded into wire frames.
-#include "head/head_outbox.h"
+#include "head/frame_outbox.h"
 
 #include "transport/message.h"
 

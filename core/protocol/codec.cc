@@ -64,6 +64,16 @@ std::string MessageTypeName(uint16_t type) {
     case MessageType::kPutPackageReply: return "PutPackageReply";
     case MessageType::kGetPackageRequest: return "GetPackageRequest";
     case MessageType::kGetPackageReply: return "GetPackageReply";
+    case MessageType::kKvPutRequest: return "KvPutRequest";
+    case MessageType::kKvPutReply: return "KvPutReply";
+    case MessageType::kKvGetRequest: return "KvGetRequest";
+    case MessageType::kKvGetReply: return "KvGetReply";
+    case MessageType::kKvWaitRequest: return "KvWaitRequest";
+    case MessageType::kKvWaitReply: return "KvWaitReply";
+    case MessageType::kKvDeleteRequest: return "KvDeleteRequest";
+    case MessageType::kKvDeleteReply: return "KvDeleteReply";
+    case MessageType::kKvListRequest: return "KvListRequest";
+    case MessageType::kKvListReply: return "KvListReply";
   }
   return "unknown(" + std::to_string(type) + ")";
 }

@@ -96,6 +96,17 @@ enum class MessageType : uint16_t {
   kPutPackageReply = 101,
   kGetPackageRequest = 102,
   kGetPackageReply = 103,
+  // Key-value store in the head (driver/worker <-> head): kv_messages.h.
+  kKvPutRequest = 110,
+  kKvPutReply = 111,
+  kKvGetRequest = 112,
+  kKvGetReply = 113,
+  kKvWaitRequest = 114,
+  kKvWaitReply = 115,
+  kKvDeleteRequest = 116,
+  kKvDeleteReply = 117,
+  kKvListRequest = 118,
+  kKvListReply = 119,
 };
 
 // The name of a message type for logs; "unknown(N)" for values we do not know.

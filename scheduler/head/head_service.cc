@@ -1,212 +1,135 @@
-// Request handling for the head.
+// Request handling for the head: one handler per message type.
 #include "head/head_service.h"
 
-#include <cstdio>
-
-#include "protocol/codec.h"
-#include "transport/message.h"
+#include <algorithm>
 
 namespace rayx::scheduler {
 
 using protocol::MessageType;
-using transport::FrameView;
 using transport::Frames;
+
+namespace {
+
+constexpr char kRegisterFirst[] =
+    "register first (RegisterDriverRequest with the cluster token)";
+constexpr char kJobTokenRefusal[] =
+    "wrong cluster token: run rayx job on a machine of the cluster, or pass --token (printed "
+    "by `rayx start --head`)";
+
+}  // namespace
 
 HeadService::HeadService(HeadServiceOptions options, const Clock& clock)
     : options_(std::move(options)),
       clock_(clock),
       nodes_(options_.nodes),
-      leases_(options_.leases, nodes_,
-              [this](const std::string& peer, Frames frames) {
-                // The head's own leases (submitted jobs' entrypoints).
-                if (peer == JobManager::kPeer) {
-                  jobs_.OnInternalMessage(frames);
-                  return;
-                }
-                send_(peer, std::move(frames));
-              }),
+      outbox_(options_.where),
+      leases_(options_.leases, nodes_, outbox_),
       jobs_(options_.jobs, leases_, nodes_, clock),
+      kv_(options_.kv, std::make_unique<InMemoryKvStorage>()),
+      router_({options_.token, options_.where},
+              [this](const std::string& peer_id) { return authenticated_peers_.count(peer_id) > 0; }),
       started_ms_(clock.NowMs()) {
-  RAYX_CHECK(!options_.token.empty()) << "the head needs a cluster token";
+  RegisterRoutes();
+  leases_.SetJobEndObserver([this](const std::string& job_id) {
+    if (size_t removed = kv_.OnJobFinished(job_id); removed > 0) {
+      RAYX_LOG(Info) << "removed " << removed << " KV keys of job " << job_id;
+    }
+  });
 }
 
-void HeadService::LogRejection(const std::string& line) {
-  ++rejected_;
-  uint64_t suppressed = 0;
-  if (reject_log_limiter_.Allow(std::chrono::steady_clock::now(), &suppressed)) {
-    if (suppressed > 0) {
-      RAYX_LOG(Warning) << suppressed << " more rejected messages were not logged";
-    }
-    RAYX_LOG(Warning) << line;
-    return;
-  }
-  if (++suppressed_since_flush_ == 1) {
-    RAYX_LOG(Warning) << "too many rejected messages: logging at most 20 per 10 s; the rest "
-                         "are counted and summarized";
-  }
-  last_suppressed_ = line;
-}
-
-void HeadService::FlushRejectionLog() {
-  if (suppressed_since_flush_ == 0) return;
-  RAYX_LOG(Warning) << "suppressed " << suppressed_since_flush_
-                    << " rejected-message log lines; the latest: " << last_suppressed_;
-  suppressed_since_flush_ = 0;
-}
-
-Frames HeadService::Refuse(const Status& status, uint64_t id, const std::string& peer,
-                           const std::string& what) {
-  LogRejection("refused " + what + " from " + peer + ": " + status.ToString());
-  return transport::MakeErrorMessage(status, options_.where, id);
-}
-
-std::string HeadService::PeerName(const std::string& peer) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "peer#%06zx", std::hash<std::string>()(peer) & 0xffffff);
-  return buf;
-}
-
-bool HeadService::TokenMatches(const std::string& presented) const {
-  // Constant time in the token's content, so timing does not leak a prefix.
-  const std::string& want = options_.token;
-  unsigned diff = presented.size() == want.size() ? 0 : 1;
-  for (size_t i = 0; i < want.size(); ++i) {
-    diff |= static_cast<unsigned char>(want[i]) ^
-            static_cast<unsigned char>(i < presented.size() ? presented[i] : 0);
-  }
-  return diff == 0;
-}
-
-std::optional<Frames> HeadService::Handle(Frames& frames, const std::string& peer_id) {
-  ++handled_;
-  const std::string peer = PeerName(peer_id);
-  if (frames.size() < 2) {
-    LogRejection("dropped a " + std::to_string(frames.size()) + "-frame message from " + peer +
-                 ": expected [envelope][body]");
-    return std::nullopt;
-  }
-  auto env = protocol::Decode<protocol::Envelope>(FrameView(frames[0]));
-  if (!env.ok()) {
-    LogRejection("dropped a message from " + peer + " with an undecodable envelope: " +
-                 env.status().message());
-    return std::nullopt;
-  }
-  uint64_t id = env->id;
-  std::string type_name = protocol::MessageTypeName(env->t);
-  if (Status version = protocol::CheckProtocolVersion(*env, "this head"); !version.ok()) {
-    return Refuse(version, id, peer, type_name);
-  }
-  std::string_view body = FrameView(frames[1]);
-  auto bad_body = [&](const Status& status) {
-    return Refuse(Status::InvalidArgument("malformed " + type_name + ": " + status.message()), id,
-                  peer, type_name);
-  };
-  switch (static_cast<MessageType>(env->t)) {
-    case MessageType::kRegisterNodeRequest: {
-      auto req = protocol::Decode<protocol::RegisterNodeRequest>(body);
-      if (!req.ok()) return bad_body(req.status());
-      Frames reply = OnRegister(*req, id, peer);
-      auto node = reply.size() == 2 ? protocol::Decode<protocol::RegisterNodeReply>(FrameView(reply[1]))
-                                    : Result<protocol::RegisterNodeReply>(Status::NotFound(""));
-      if (node.ok() && !node->node_id.IsNil()) {
-        authenticated_peers_.insert(peer_id);
-        leases_.OnNodeRegistered(node->node_id, peer_id);
-      }
-      return reply;
-    }
-    case MessageType::kHeartbeatRequest: {
-      auto req = protocol::Decode<protocol::HeartbeatRequest>(body);
-      if (!req.ok()) return bad_body(req.status());
-      return OnHeartbeat(*req, id);
-    }
-    case MessageType::kUnregisterNodeRequest: {
-      auto req = protocol::Decode<protocol::UnregisterNodeRequest>(body);
-      if (!req.ok()) return bad_body(req.status());
-      return OnUnregister(*req, id);
-    }
-    case MessageType::kGetClusterStatusRequest: {
-      auto req = protocol::Decode<protocol::GetClusterStatusRequest>(body);
-      if (!req.ok()) return bad_body(req.status());
-      return OnGetClusterStatus(*req, id, peer);
-    }
-    case MessageType::kListStateRequest: {
-      auto req = protocol::Decode<protocol::ListStateRequest>(body);
-      if (!req.ok()) return bad_body(req.status());
-      if (!TokenMatches(req->token)) {
-        return Refuse(Status::Unauthenticated(
-                          "wrong cluster token: run `rayx list` on a machine of the cluster, or "
-                          "pass --token (printed by `rayx start --head`)"),
-                      id, peer, "list request");
-      }
-      protocol::ListStateReply reply;
-      reply.nodes = nodes_.Snapshot(clock_.NowMs());
-      reply.leases = leases_.ListLeases();
-      reply.placement_groups = leases_.ListPlacementGroups();
-      return transport::MakeMessage(reply, id);
-    }
-    case MessageType::kProcessExitedNotice: {
-      if (!authenticated_peers_.count(peer_id)) {
-        return Refuse(Status::Unauthenticated("only node agents report process exits"), id, peer,
-                      type_name);
-      }
-      auto req = protocol::Decode<protocol::ProcessExitedNotice>(body);
-      if (!req.ok()) return bad_body(req.status());
-      leases_.OnProcessExited(*req);
-      return std::nullopt;
-    }
-    case MessageType::kSubmitJobRequest:
-    case MessageType::kGetJobRequest:
-    case MessageType::kListJobsRequest:
-    case MessageType::kStopJobRequest:
-    case MessageType::kHasPackageRequest:
-    case MessageType::kPutPackageRequest:
-    case MessageType::kGetPackageRequest:
-      return HandleSubmittedJobMessage(env->t, body, id, peer_id, frames);
-    case MessageType::kErrorReply: {
-      // An agent could not start a worker.
-      if (!authenticated_peers_.count(peer_id)) return std::nullopt;
-      auto error = protocol::Decode<protocol::ErrorReply>(body);
-      if (error.ok()) leases_.OnStartWorkerError(id, error->ToStatus());
-      return std::nullopt;
-    }
-    default:
-      if ((env->t >= static_cast<uint16_t>(MessageType::kRegisterDriverRequest) &&
-           env->t <= static_cast<uint16_t>(MessageType::kGetActorReply)) ||
-          (env->t >= static_cast<uint16_t>(MessageType::kCreatePlacementGroupRequest) &&
-           env->t <= static_cast<uint16_t>(MessageType::kRemovePlacementGroupReply))) {
-        if (env->t != static_cast<uint16_t>(MessageType::kRegisterDriverRequest) &&
-            !authenticated_peers_.count(peer_id)) {
-          return Refuse(Status::Unauthenticated("register first (RegisterDriverRequest with the "
-                                                "cluster token)"),
-                        id, peer, type_name);
-        }
-        return HandleJobMessage(env->t, body, id, peer_id);
-      }
-      return Refuse(Status::InvalidArgument("unknown message type " + type_name +
-                                            " for the head"),
-                    id, peer, type_name);
+void HeadService::RegisterRoutes() {
+  // Nodes.
+  On(Auth::kToken,
+     "wrong cluster token: pass the token printed by `rayx start --head` (rayx start --address "
+     "HOST:PORT --token TOKEN)",
+     &HeadService::OnRegisterNode);
+  On(Auth::kNone, "", &HeadService::OnHeartbeat);
+  On(Auth::kNone, "", &HeadService::OnUnregister);
+  On(Auth::kToken,
+     "wrong cluster token: run `rayx status` on a machine of the cluster, or pass --token "
+     "(printed by `rayx start --head`)",
+     &HeadService::OnGetClusterStatus);
+  On(Auth::kToken,
+     "wrong cluster token: run `rayx list` on a machine of the cluster, or pass --token "
+     "(printed by `rayx start --head`)",
+     &HeadService::OnListState);
+  On(Auth::kAuthenticatedPeer, "only node agents report process exits",
+     &HeadService::OnProcessExited);
+  On(MessageType::kErrorReply, Auth::kAuthenticatedPeer, "", &HeadService::OnAgentError);
+  router_.SetSilent(MessageType::kErrorReply);
+  On(Auth::kAuthenticatedPeer, kRegisterFirst, &HeadService::OnStartWorkerReply);
+  // Submitted jobs and packages.
+  On(Auth::kToken, kJobTokenRefusal, &HeadService::OnSubmitJob);
+  On(Auth::kToken, kJobTokenRefusal, &HeadService::OnGetJob);
+  On(Auth::kToken, kJobTokenRefusal, &HeadService::OnListJobs);
+  On(Auth::kToken, kJobTokenRefusal, &HeadService::OnStopJob);
+  On(Auth::kToken, kJobTokenRefusal, &HeadService::OnHasPackage);
+  On(Auth::kToken, kJobTokenRefusal, &HeadService::OnPutPackage);
+  On(Auth::kAuthenticatedPeer, "only node agents fetch packages", &HeadService::OnGetPackage);
+  // Drivers, leases, actors and placement groups.
+  On(Auth::kToken,
+     "wrong cluster token: set RAYX_TOKEN (printed by `rayx start --head`) or run on a machine "
+     "of the cluster",
+     &HeadService::OnRegisterDriver);
+  On(Auth::kAuthenticatedPeer, kRegisterFirst, &HeadService::OnDriverHeartbeat);
+  On(Auth::kAuthenticatedPeer, kRegisterFirst, &HeadService::OnFinishJob);
+  On(Auth::kAuthenticatedPeer, kRegisterFirst, &HeadService::OnRequestLease);
+  On(Auth::kAuthenticatedPeer, kRegisterFirst, &HeadService::OnReturnLease);
+  On(Auth::kAuthenticatedPeer, kRegisterFirst, &HeadService::OnRegisterActor);
+  On(Auth::kAuthenticatedPeer, kRegisterFirst, &HeadService::OnGetActor);
+  On(Auth::kAuthenticatedPeer, kRegisterFirst, &HeadService::OnCreatePlacementGroup);
+  On(Auth::kAuthenticatedPeer, kRegisterFirst, &HeadService::OnWaitPlacementGroup);
+  On(Auth::kAuthenticatedPeer, kRegisterFirst, &HeadService::OnRemovePlacementGroup);
+  // The key-value store.
+  On(Auth::kAuthenticatedPeer, kRegisterFirst, &HeadService::OnKvPut);
+  On(Auth::kAuthenticatedPeer, kRegisterFirst, &HeadService::OnKvGet);
+  On(Auth::kAuthenticatedPeer, kRegisterFirst, &HeadService::OnKvWait);
+  On(Auth::kAuthenticatedPeer, kRegisterFirst, &HeadService::OnKvDelete);
+  On(Auth::kAuthenticatedPeer, kRegisterFirst, &HeadService::OnKvList);
+  // An oversized key or value gets the store's error naming the limit, not a
+  // decoding error: the frame size limit bounds it.
+  protocol::DecodeLimits kv_limits;
+  kv_limits.max_str = protocol::kMaxControlFrameBytes;
+  router_.SetDecodeLimits(MessageType::kKvPutRequest, kv_limits);
+  for (MessageType type : {MessageType::kKvGetRequest, MessageType::kKvWaitRequest,
+                           MessageType::kKvDeleteRequest, MessageType::kKvListRequest}) {
+    router_.SetDecodeLimits(type, kv_limits);
   }
 }
 
-Frames HeadService::OnRegister(const protocol::RegisterNodeRequest& req, uint64_t id,
-                               const std::string& peer) {
-  if (!TokenMatches(req.token)) {
-    return Refuse(Status::Unauthenticated(
-                      "wrong cluster token: pass the token printed by `rayx start --head` "
-                      "(rayx start --address HOST:PORT --token TOKEN)"),
-                  id, peer, "node registration");
+void HeadService::ExpireSilentNodes() {
+  int64_t now = clock_.NowMs();
+  if (now - last_flush_ms_ >= 10000) {
+    last_flush_ms_ = now;
+    router_.FlushRejectionLog();
   }
+  leases_.ExpireSilentJobs(now);
+  leases_.Tick(now);
+  AnswerKvWaits(kv_.ExpireWaits(now));
+  for (const NodeId& id : nodes_.ExpireSilentNodes(now)) {
+    leases_.OnNodeDead(id);
+    RAYX_LOG(Warning) << "node " << id.Short() << " declared dead: no heartbeat within "
+                      << options_.nodes.node_timeout_ms << " ms; " << nodes_.alive_count()
+                      << " alive";
+  }
+}
+
+// ---- Nodes.
+
+Result<protocol::RegisterNodeReply> HeadService::OnRegisterNode(
+    const protocol::RegisterNodeRequest& req, Call& call) {
   if (req.rayx_version != kRayxVersion) {
-    return Refuse(Status::InvalidArgument("version mismatch: node " + req.address + " runs rayx " +
-                                          req.rayx_version + ", head runs rayx " + kRayxVersion +
-                                          ": install the same rayx version on every node"),
-                  id, peer, "node registration");
+    return call.Reject(Status::InvalidArgument(
+                           "version mismatch: node " + req.address + " runs rayx " +
+                           req.rayx_version + ", head runs rayx " + kRayxVersion +
+                           ": install the same rayx version on every node"),
+                       "node registration");
   }
   for (const auto& [name, amount] : req.resources) {
     if (name.empty() || !(amount >= 0) || amount > 1e18) {
-      return Refuse(Status::InvalidArgument("invalid resource \"" + name + "\" amount " +
-                                            std::to_string(amount)),
-                    id, peer, "node registration");
+      return call.Reject(Status::InvalidArgument("invalid resource \"" + name + "\" amount " +
+                                                 std::to_string(amount)),
+                         "node registration");
     }
   }
   NodeInfo info;
@@ -223,40 +146,38 @@ Frames HeadService::OnRegister(const protocol::RegisterNodeRequest& req, uint64_
   RAYX_LOG(Info) << "node " << node.Short() << " joined from " << req.address << " ("
                  << req.hostname << ", agent pid " << req.agent_pid << "); "
                  << nodes_.alive_count() << " alive";
+  authenticated_peers_.insert(call.peer_id);
+  leases_.OnNodeRegistered(node, call.peer_id);
   protocol::RegisterNodeReply reply;
   reply.node_id = node;
   reply.cluster_id = options_.cluster_id;
   reply.heartbeat_period_ms = options_.heartbeat_period_ms;
   reply.node_timeout_ms = options_.nodes.node_timeout_ms;
-  return transport::MakeMessage(reply, id);
+  return reply;
 }
 
-Frames HeadService::OnHeartbeat(const protocol::HeartbeatRequest& req, uint64_t id) {
+Result<protocol::HeartbeatReply> HeadService::OnHeartbeat(const protocol::HeartbeatRequest& req,
+                                                          Call&) {
   protocol::HeartbeatReply reply;
   reply.known = nodes_.Heartbeat(req.node_id, req.available, clock_.NowMs(), req.store_bytes);
-  return transport::MakeMessage(reply, id);
+  return reply;
 }
 
-Frames HeadService::OnUnregister(const protocol::UnregisterNodeRequest& req, uint64_t id) {
+Result<protocol::UnregisterNodeReply> HeadService::OnUnregister(
+    const protocol::UnregisterNodeRequest& req, Call&) {
   protocol::UnregisterNodeReply reply;
   std::string reason = req.reason.empty() ? "stopped" : req.reason.substr(0, 200);
   reply.ok = nodes_.MarkDead(req.node_id, reason);
-  if (reply.ok) leases_.OnNodeDead(req.node_id);
   if (reply.ok) {
+    leases_.OnNodeDead(req.node_id);
     RAYX_LOG(Info) << "node " << req.node_id.Short() << " left: " << reason << "; "
                    << nodes_.alive_count() << " alive";
   }
-  return transport::MakeMessage(reply, id);
+  return reply;
 }
 
-Frames HeadService::OnGetClusterStatus(const protocol::GetClusterStatusRequest& req, uint64_t id,
-                                       const std::string& peer) {
-  if (!TokenMatches(req.token)) {
-    return Refuse(Status::Unauthenticated(
-                      "wrong cluster token: run `rayx status` on a machine of the cluster, or "
-                      "pass --token (printed by `rayx start --head`)"),
-                  id, peer, "status request");
-  }
+Result<protocol::GetClusterStatusReply> HeadService::OnGetClusterStatus(
+    const protocol::GetClusterStatusRequest&, Call&) {
   protocol::GetClusterStatusReply reply;
   int64_t now = clock_.NowMs();
   reply.status.rayx_version = kRayxVersion;
@@ -267,240 +188,256 @@ Frames HeadService::OnGetClusterStatus(const protocol::GetClusterStatusRequest& 
   reply.status.nodes = nodes_.Snapshot(now);
   reply.status.pending_demands = leases_.PendingShapes();
   reply.status.infeasible_demands = leases_.InfeasibleShapes();
-  reply.status.head_messages = handled_;
-  return transport::MakeMessage(reply, id);
+  reply.status.head_messages = router_.handled_count();
+  return reply;
 }
 
-void HeadService::ExpireSilentNodes() {
-  int64_t now = clock_.NowMs();
-  if (now - last_flush_ms_ >= 10000) {
-    last_flush_ms_ = now;
-    FlushRejectionLog();
+Result<protocol::ListStateReply> HeadService::OnListState(const protocol::ListStateRequest&,
+                                                          Call&) {
+  protocol::ListStateReply reply;
+  reply.nodes = nodes_.Snapshot(clock_.NowMs());
+  reply.leases = leases_.ListLeases();
+  reply.placement_groups = leases_.ListPlacementGroups();
+  return reply;
+}
+
+Result<NoReply> HeadService::OnProcessExited(const protocol::ProcessExitedNotice& req, Call&) {
+  leases_.OnProcessExited(req);
+  return NoReply{};
+}
+
+Result<NoReply> HeadService::OnAgentError(const protocol::ErrorReply& req, Call& call) {
+  // An agent could not start a worker.
+  leases_.OnStartWorkerError(call.id, req.ToStatus());
+  return NoReply{};
+}
+
+Result<NoReply> HeadService::OnStartWorkerReply(const protocol::StartWorkerReply& req,
+                                                Call& call) {
+  leases_.OnStartWorkerReply(call.id, req);
+  return NoReply{};
+}
+
+// ---- Submitted jobs and packages.
+
+Result<protocol::SubmitJobReply> HeadService::OnSubmitJob(const protocol::SubmitJobRequest& req,
+                                                          Call&) {
+  auto job = jobs_.Submit(req);
+  if (!job.ok()) return job.status();
+  protocol::SubmitJobReply reply;
+  reply.job = std::move(*job);
+  return reply;
+}
+
+Result<protocol::GetJobReply> HeadService::OnGetJob(const protocol::GetJobRequest& req, Call&) {
+  auto job = jobs_.Get(req.submission_id);
+  if (!job.ok()) return job.status();
+  protocol::GetJobReply reply;
+  reply.job = std::move(*job);
+  return reply;
+}
+
+Result<protocol::ListJobsReply> HeadService::OnListJobs(const protocol::ListJobsRequest&, Call&) {
+  protocol::ListJobsReply reply;
+  reply.jobs = jobs_.List();
+  return reply;
+}
+
+Result<protocol::StopJobReply> HeadService::OnStopJob(const protocol::StopJobRequest& req, Call&) {
+  auto job = jobs_.Stop(req.submission_id);
+  if (!job.ok()) return job.status();
+  protocol::StopJobReply reply;
+  reply.job = std::move(*job);
+  return reply;
+}
+
+Result<protocol::HasPackageReply> HeadService::OnHasPackage(const protocol::HasPackageRequest& req,
+                                                            Call&) {
+  protocol::HasPackageReply reply;
+  reply.present = jobs_.HasPackage(req.hash);
+  reply.max_bytes = jobs_.max_package_bytes();
+  return reply;
+}
+
+Result<protocol::PutPackageReply> HeadService::OnPutPackage(const protocol::PutPackageRequest& req,
+                                                            Call& call) {
+  auto done = jobs_.PutPackage(req, call.Payload());
+  if (!done.ok()) return done.status();
+  protocol::PutPackageReply reply;
+  reply.complete = *done;
+  return reply;
+}
+
+Result<ReplyWithPayload<protocol::GetPackageReply>> HeadService::OnGetPackage(
+    const protocol::GetPackageRequest& req, Call&) {
+  auto chunk = jobs_.ReadPackage(req.hash, req.offset, req.length);
+  if (!chunk.ok()) return chunk.status();
+  ReplyWithPayload<protocol::GetPackageReply> out;
+  out.reply.hash = req.hash;
+  out.reply.offset = req.offset;
+  out.reply.total_size = chunk->first;
+  out.payload = std::move(chunk->second);
+  return out;
+}
+
+// ---- Drivers, leases, actors and placement groups.
+
+Result<protocol::RegisterDriverReply> HeadService::OnRegisterDriver(
+    const protocol::RegisterDriverRequest& req, Call& call) {
+  if (req.rayx_version != kRayxVersion) {
+    return call.Reject(
+        Status::InvalidArgument("version mismatch: this program uses rayx " + req.rayx_version +
+                                ", the head runs rayx " + kRayxVersion +
+                                ": rebuild it against rayx " + kRayxVersion),
+        "driver registration");
   }
-  leases_.ExpireSilentJobs(now);
-  leases_.Tick(now);
-  for (const NodeId& id : nodes_.ExpireSilentNodes(now)) {
-    leases_.OnNodeDead(id);
-    RAYX_LOG(Warning) << "node " << id.Short() << " declared dead: no heartbeat within "
-                      << options_.nodes.node_timeout_ms << " ms; " << nodes_.alive_count()
-                      << " alive";
+  // A worker joins its running job; only a driver starts a new one.
+  if (!req.job_id.empty() && !leases_.DriverHeartbeat(req.job_id, clock_.NowMs())) {
+    return Status::NotFound("job " + req.job_id + " is not running (it ended)");
+  }
+  authenticated_peers_.insert(call.peer_id);
+  return leases_.RegisterDriver(req, clock_.NowMs(), options_.cluster_id);
+}
+
+Result<protocol::DriverHeartbeatReply> HeadService::OnDriverHeartbeat(
+    const protocol::DriverHeartbeatRequest& req, Call&) {
+  protocol::DriverHeartbeatReply reply;
+  reply.known = leases_.DriverHeartbeat(req.job_id, clock_.NowMs());
+  return reply;
+}
+
+Result<protocol::FinishJobReply> HeadService::OnFinishJob(const protocol::FinishJobRequest& req,
+                                                          Call&) {
+  protocol::FinishJobReply reply;
+  reply.workers_killed = leases_.FinishJob(req.job_id, "its driver finished");
+  return reply;
+}
+
+Result<NoReply> HeadService::OnRequestLease(const protocol::RequestLeaseRequest& req, Call& call) {
+  if (!leases_.DriverHeartbeat(req.job_id, clock_.NowMs())) {
+    return Status::NotFound("job " + req.job_id + " is not running");
+  }
+  leases_.RequestLease(call.peer_id, call.id, req);
+  return NoReply{};  // answered when the worker runs
+}
+
+Result<protocol::ReturnLeaseReply> HeadService::OnReturnLease(
+    const protocol::ReturnLeaseRequest& req, Call&) {
+  protocol::ReturnLeaseReply reply;
+  reply.ok = leases_.ReturnLease(req.lease_id).ok();
+  return reply;
+}
+
+Result<protocol::RegisterActorReply> HeadService::OnRegisterActor(
+    const protocol::RegisterActorRequest& req, Call&) {
+  RAYX_RETURN_IF_ERROR(leases_.RegisterActor(req.actor));
+  return protocol::RegisterActorReply{};
+}
+
+Result<protocol::GetActorReply> HeadService::OnGetActor(const protocol::GetActorRequest& req,
+                                                        Call&) {
+  auto actor = leases_.GetActor(req.name);
+  if (!actor.ok()) return actor.status();
+  protocol::GetActorReply reply;
+  reply.actor = *actor;
+  return reply;
+}
+
+Result<protocol::CreatePlacementGroupReply> HeadService::OnCreatePlacementGroup(
+    const protocol::CreatePlacementGroupRequest& req, Call&) {
+  auto group = leases_.CreatePlacementGroup(req);
+  if (!group.ok()) return group.status();
+  protocol::CreatePlacementGroupReply reply;
+  reply.group = std::move(*group);
+  return reply;
+}
+
+Result<NoReply> HeadService::OnWaitPlacementGroup(const protocol::WaitPlacementGroupRequest& req,
+                                                  Call& call) {
+  leases_.WaitPlacementGroup(call.peer_id, call.id, req, clock_.NowMs());
+  return NoReply{};  // answered now or later through the outbox
+}
+
+Result<protocol::RemovePlacementGroupReply> HeadService::OnRemovePlacementGroup(
+    const protocol::RemovePlacementGroupRequest& req, Call&) {
+  protocol::RemovePlacementGroupReply reply;
+  reply.removed = leases_.RemovePlacementGroup(req.placement_group_id);
+  return reply;
+}
+
+// ---- The key-value store.
+
+void HeadService::AnswerKvWaits(std::vector<KvWaitAnswer> answers) {
+  for (auto& answer : answers) {
+    Requester to{std::move(answer.waiter.peer), answer.waiter.request_id};
+    if (answer.value.ok()) {
+      protocol::KvWaitReply reply;
+      reply.value = std::move(*answer.value);
+      outbox_.KvWaitDone(to, reply);
+    } else {
+      outbox_.Fail(to, answer.value.status());
+    }
   }
 }
 
-std::optional<Frames> HeadService::HandleSubmittedJobMessage(uint16_t type, std::string_view body,
-                                                             uint64_t id,
-                                                             const std::string& peer_id,
-                                                             const Frames& frames) {
-  const std::string peer = PeerName(peer_id);
-  std::string type_name = protocol::MessageTypeName(type);
-  auto bad_body = [&](const Status& status) {
-    return Refuse(Status::InvalidArgument("malformed " + type_name + ": " + status.message()), id,
-                  peer, type_name);
-  };
-  auto error = [&](const Status& status) {
-    return transport::MakeErrorMessage(status, options_.where, id);
-  };
-  auto refuse_token = [&] {
-    return Refuse(Status::Unauthenticated("wrong cluster token: run rayx job on a machine of the "
-                                          "cluster, or pass --token (printed by `rayx start "
-                                          "--head`)"),
-                  id, peer, type_name);
-  };
-  switch (static_cast<MessageType>(type)) {
-    case MessageType::kSubmitJobRequest: {
-      auto req = protocol::Decode<protocol::SubmitJobRequest>(body);
-      if (!req.ok()) return bad_body(req.status());
-      if (!TokenMatches(req->token)) return refuse_token();
-      auto job = jobs_.Submit(*req);
-      if (!job.ok()) return error(job.status());
-      protocol::SubmitJobReply reply;
-      reply.job = std::move(*job);
-      return transport::MakeMessage(reply, id);
-    }
-    case MessageType::kGetJobRequest: {
-      auto req = protocol::Decode<protocol::GetJobRequest>(body);
-      if (!req.ok()) return bad_body(req.status());
-      if (!TokenMatches(req->token)) return refuse_token();
-      auto job = jobs_.Get(req->submission_id);
-      if (!job.ok()) return error(job.status());
-      protocol::GetJobReply reply;
-      reply.job = std::move(*job);
-      return transport::MakeMessage(reply, id);
-    }
-    case MessageType::kListJobsRequest: {
-      auto req = protocol::Decode<protocol::ListJobsRequest>(body);
-      if (!req.ok()) return bad_body(req.status());
-      if (!TokenMatches(req->token)) return refuse_token();
-      protocol::ListJobsReply reply;
-      reply.jobs = jobs_.List();
-      return transport::MakeMessage(reply, id);
-    }
-    case MessageType::kStopJobRequest: {
-      auto req = protocol::Decode<protocol::StopJobRequest>(body);
-      if (!req.ok()) return bad_body(req.status());
-      if (!TokenMatches(req->token)) return refuse_token();
-      auto job = jobs_.Stop(req->submission_id);
-      if (!job.ok()) return error(job.status());
-      protocol::StopJobReply reply;
-      reply.job = std::move(*job);
-      return transport::MakeMessage(reply, id);
-    }
-    case MessageType::kHasPackageRequest: {
-      auto req = protocol::Decode<protocol::HasPackageRequest>(body);
-      if (!req.ok()) return bad_body(req.status());
-      if (!TokenMatches(req->token)) return refuse_token();
-      protocol::HasPackageReply reply;
-      reply.present = jobs_.HasPackage(req->hash);
-      reply.max_bytes = jobs_.max_package_bytes();
-      return transport::MakeMessage(reply, id);
-    }
-    case MessageType::kPutPackageRequest: {
-      auto req = protocol::Decode<protocol::PutPackageRequest>(body);
-      if (!req.ok()) return bad_body(req.status());
-      if (!TokenMatches(req->token)) return refuse_token();
-      std::string_view bytes = frames.size() > 2 ? FrameView(frames[2]) : std::string_view();
-      auto done = jobs_.PutPackage(*req, bytes);
-      if (!done.ok()) return error(done.status());
-      protocol::PutPackageReply reply;
-      reply.complete = *done;
-      return transport::MakeMessage(reply, id);
-    }
-    case MessageType::kGetPackageRequest: {
-      if (!authenticated_peers_.count(peer_id)) {
-        return Refuse(Status::Unauthenticated("only node agents fetch packages"), id, peer,
-                      type_name);
-      }
-      auto req = protocol::Decode<protocol::GetPackageRequest>(body);
-      if (!req.ok()) return bad_body(req.status());
-      auto chunk = jobs_.ReadPackage(req->hash, req->offset, req->length);
-      if (!chunk.ok()) return error(chunk.status());
-      protocol::GetPackageReply reply;
-      reply.hash = req->hash;
-      reply.offset = req->offset;
-      reply.total_size = chunk->first;
-      Frames out = transport::MakeMessage(reply, id);
-      out.push_back(zmq::message_t(chunk->second.data(), chunk->second.size()));
-      return out;
-    }
-    default:
-      return std::nullopt;
-  }
+Result<protocol::KvPutReply> HeadService::OnKvPut(const protocol::KvPutRequest& req, Call&) {
+  // The value is copied once: the request is not ours to move from.
+  auto put = kv_.Put(req.ns, req.key, req.value, req.overwrite, req.job_id);
+  if (!put.ok()) return put.status();
+  AnswerKvWaits(std::move(put->answered));
+  protocol::KvPutReply reply;
+  reply.added = put->added;
+  return reply;
 }
 
-std::optional<Frames> HeadService::HandleJobMessage(uint16_t type, std::string_view body,
-                                                    uint64_t id, const std::string& peer_id) {
-  const std::string peer = PeerName(peer_id);
-  std::string type_name = protocol::MessageTypeName(type);
-  auto bad_body = [&](const Status& status) {
-    return Refuse(Status::InvalidArgument("malformed " + type_name + ": " + status.message()), id,
-                  peer, type_name);
-  };
-  auto error = [&](const Status& status) {
-    return transport::MakeErrorMessage(status, options_.where, id);
-  };
-  switch (static_cast<MessageType>(type)) {
-    case MessageType::kRegisterDriverRequest: {
-      auto req = protocol::Decode<protocol::RegisterDriverRequest>(body);
-      if (!req.ok()) return bad_body(req.status());
-      if (!TokenMatches(req->token)) {
-        return Refuse(Status::Unauthenticated(
-                          "wrong cluster token: set RAYX_TOKEN (printed by `rayx start --head`) "
-                          "or run on a machine of the cluster"),
-                      id, peer, "driver registration");
-      }
-      if (req->rayx_version != kRayxVersion) {
-        return Refuse(Status::InvalidArgument("version mismatch: this program uses rayx " +
-                                              req->rayx_version + ", the head runs rayx " +
-                                              kRayxVersion + ": rebuild it against rayx " +
-                                              kRayxVersion),
-                      id, peer, "driver registration");
-      }
-      // A worker joins its running job; only a driver starts a new one.
-      if (!req->job_id.empty() && !leases_.DriverHeartbeat(req->job_id, clock_.NowMs())) {
-        return error(Status::NotFound("job " + req->job_id + " is not running (it ended)"));
-      }
-      authenticated_peers_.insert(peer_id);
-      return transport::MakeMessage(
-          leases_.RegisterDriver(*req, clock_.NowMs(), options_.cluster_id), id);
+Result<protocol::KvGetReply> HeadService::OnKvGet(const protocol::KvGetRequest& req, Call&) {
+  auto value = kv_.Get(req.ns, req.key);
+  if (!value.ok()) return value.status();
+  protocol::KvGetReply reply;
+  reply.found = value->has_value();
+  if (reply.found) reply.value = std::move(**value);
+  return reply;
+}
+
+Result<NoReply> HeadService::OnKvWait(const protocol::KvWaitRequest& req, Call& call) {
+  // At most a day, so the deadline cannot overflow.
+  constexpr int64_t kMaxTimeoutMs = int64_t{24} * 3600 * 1000;
+  int64_t timeout = std::clamp<int64_t>(req.timeout_ms, 0, kMaxTimeoutMs);
+  if (timeout == 0) {
+    auto value = kv_.Get(req.ns, req.key);
+    if (!value.ok()) return value.status();
+    if (!value->has_value()) {
+      return Status::TimedOut("KV key \"" + req.key + "\" is not in namespace \"" + req.ns +
+                              "\" (waited 0 ms)");
     }
-    case MessageType::kDriverHeartbeatRequest: {
-      auto req = protocol::Decode<protocol::DriverHeartbeatRequest>(body);
-      if (!req.ok()) return bad_body(req.status());
-      protocol::DriverHeartbeatReply reply;
-      reply.known = leases_.DriverHeartbeat(req->job_id, clock_.NowMs());
-      return transport::MakeMessage(reply, id);
-    }
-    case MessageType::kFinishJobRequest: {
-      auto req = protocol::Decode<protocol::FinishJobRequest>(body);
-      if (!req.ok()) return bad_body(req.status());
-      protocol::FinishJobReply reply;
-      reply.workers_killed = leases_.FinishJob(req->job_id, "its driver finished");
-      return transport::MakeMessage(reply, id);
-    }
-    case MessageType::kRequestLeaseRequest: {
-      auto req = protocol::Decode<protocol::RequestLeaseRequest>(body);
-      if (!req.ok()) return bad_body(req.status());
-      if (!leases_.DriverHeartbeat(req->job_id, clock_.NowMs())) {
-        return error(Status::NotFound("job " + req->job_id + " is not running"));
-      }
-      leases_.RequestLease(peer_id, id, *req);
-      return std::nullopt;  // answered when the worker runs
-    }
-    case MessageType::kReturnLeaseRequest: {
-      auto req = protocol::Decode<protocol::ReturnLeaseRequest>(body);
-      if (!req.ok()) return bad_body(req.status());
-      protocol::ReturnLeaseReply reply;
-      reply.ok = leases_.ReturnLease(req->lease_id).ok();
-      return transport::MakeMessage(reply, id);
-    }
-    case MessageType::kStartWorkerReply: {
-      auto req = protocol::Decode<protocol::StartWorkerReply>(body);
-      if (!req.ok()) return bad_body(req.status());
-      leases_.OnStartWorkerReply(id, *req);
-      return std::nullopt;
-    }
-    case MessageType::kRegisterActorRequest: {
-      auto req = protocol::Decode<protocol::RegisterActorRequest>(body);
-      if (!req.ok()) return bad_body(req.status());
-      Status s = leases_.RegisterActor(req->actor);
-      if (!s.ok()) return error(s);
-      return transport::MakeMessage(protocol::RegisterActorReply{}, id);
-    }
-    case MessageType::kGetActorRequest: {
-      auto req = protocol::Decode<protocol::GetActorRequest>(body);
-      if (!req.ok()) return bad_body(req.status());
-      auto actor = leases_.GetActor(req->name);
-      if (!actor.ok()) return error(actor.status());
-      protocol::GetActorReply reply;
-      reply.actor = *actor;
-      return transport::MakeMessage(reply, id);
-    }
-    case MessageType::kCreatePlacementGroupRequest: {
-      auto req = protocol::Decode<protocol::CreatePlacementGroupRequest>(body);
-      if (!req.ok()) return bad_body(req.status());
-      auto group = leases_.CreatePlacementGroup(*req);
-      if (!group.ok()) return error(group.status());
-      protocol::CreatePlacementGroupReply reply;
-      reply.group = std::move(*group);
-      return transport::MakeMessage(reply, id);
-    }
-    case MessageType::kWaitPlacementGroupRequest: {
-      auto req = protocol::Decode<protocol::WaitPlacementGroupRequest>(body);
-      if (!req.ok()) return bad_body(req.status());
-      leases_.WaitPlacementGroup(peer_id, id, *req, clock_.NowMs());
-      return std::nullopt;  // answered now or later through the outbox
-    }
-    case MessageType::kRemovePlacementGroupRequest: {
-      auto req = protocol::Decode<protocol::RemovePlacementGroupRequest>(body);
-      if (!req.ok()) return bad_body(req.status());
-      protocol::RemovePlacementGroupReply reply;
-      reply.removed = leases_.RemovePlacementGroup(req->placement_group_id);
-      return transport::MakeMessage(reply, id);
-    }
-    default:
-      return Refuse(Status::InvalidArgument("unknown message type " + type_name + " for the head"),
-                    id, peer, type_name);
+    AnswerKvWaits({{KvWaiter{call.peer_id, call.id}, std::move(**value)}});
+    return NoReply{};
   }
+  auto value = kv_.Wait(req.ns, req.key, KvWaiter{call.peer_id, call.id},
+                        clock_.NowMs() + timeout);
+  if (!value.ok()) return value.status();
+  if (value->has_value()) {
+    AnswerKvWaits({{KvWaiter{call.peer_id, call.id}, std::move(**value)}});
+  }
+  return NoReply{};  // answered by a Put of the key or at the deadline
+}
+
+Result<protocol::KvDeleteReply> HeadService::OnKvDelete(const protocol::KvDeleteRequest& req,
+                                                        Call&) {
+  auto deleted = kv_.Delete(req.ns, req.key);
+  if (!deleted.ok()) return deleted.status();
+  protocol::KvDeleteReply reply;
+  reply.deleted = *deleted;
+  return reply;
+}
+
+Result<protocol::KvListReply> HeadService::OnKvList(const protocol::KvListRequest& req, Call&) {
+  auto list = kv_.List(req.ns, req.prefix, req.limit);
+  if (!list.ok()) return list.status();
+  protocol::KvListReply reply;
+  reply.keys = std::move(list->keys);
+  reply.truncated = list->truncated;
+  return reply;
 }
 
 }  // namespace rayx::scheduler

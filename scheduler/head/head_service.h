@@ -7,11 +7,17 @@
 #include <unordered_set>
 
 #include "common/clock.h"
-#include "common/logging.h"
+#include "head/frame_outbox.h"
 #include "head/job_manager.h"
+#include "head/kv_store.h"
 #include "head/lease_manager.h"
 #include "head/node_table.h"
+#include "head/request_router.h"
+#include "protocol/job_messages.h"
+#include "protocol/kv_messages.h"
 #include "protocol/messages.h"
+#include "protocol/placement_messages.h"
+#include "protocol/process_messages.h"
 #include "transport/zmq_socket_loop.h"
 
 namespace rayx::scheduler {
@@ -30,13 +36,15 @@ struct HeadServiceOptions {
   LeaseManager::Options leases;
   // Submitted jobs and their working directory packages.
   JobManager::Options jobs;
+  // The key-value store's sizes and wait bounds.
+  KvLimits kv;
 };
 
-// Decodes each request, applies it to the node table and builds the reply.
-// Hostile input never throws or aborts: a request whose envelope does not decode
-// is dropped (there is no request id to answer); any other bad request gets an
-// ErrorReply. Every drop or refusal is logged, rate-limited so a flood cannot
-// fill the disk. Owned by the head's event loop; not thread-safe.
+// Applies each request to the node table, the leases and the jobs, and builds
+// the reply. Every message type is registered once with a RequestRouter (its
+// request type, who may send it, its handler); the router does the decoding,
+// authentication and error replies. Owned by the head's event loop; not
+// thread-safe.
 class HeadService {
  public:
   HeadService(HeadServiceOptions options, const Clock& clock);
@@ -44,60 +52,108 @@ class HeadService {
   // Where messages that are not the immediate reply go (deferred lease grants,
   // requests to agents). `peer` is a routing id as passed to Handle. Default:
   // dropped.
-  void SetOutbox(LeaseManager::SendFn send) { send_ = std::move(send); }
+  void SetOutbox(FrameOutbox::SendFn send) { outbox_.SetSend(std::move(send)); }
   // The "host:port" workers use to reach the head.
   void SetHeadAddress(const std::string& address) { leases_.SetHeadAddress(address); }
 
   // Handles one message (routing frame already removed). Returns the reply to
   // send back now, or nullopt when there is none (dropped, or answered later
   // through the outbox). `peer` is the sender's routing id.
-  std::optional<transport::Frames> Handle(transport::Frames& frames, const std::string& peer);
+  std::optional<transport::Frames> Handle(transport::Frames& frames, const std::string& peer) {
+    return router_.Dispatch(frames, peer);
+  }
 
-  // Declares silent nodes dead; called once per heartbeat period. Also writes
-  // the summary of rejection log lines suppressed in the last 10 s.
+  // Declares silent nodes dead and ends KV and placement group waits whose
+  // deadline passed; called once per heartbeat period. Also writes the summary
+  // of rejection log lines suppressed in the last 10 s.
   void ExpireSilentNodes();
 
   // Logs how many rejections were not logged line by line, and the latest one.
-  void FlushRejectionLog();
+  void FlushRejectionLog() { router_.FlushRejectionLog(); }
 
   const NodeTable& nodes() const { return nodes_; }
   const LeaseManager& leases() const { return leases_; }
+  const KvStore& kv() const { return kv_; }
   // Messages dropped or refused since start (for tests and metrics).
-  uint64_t rejected_count() const { return rejected_; }
+  uint64_t rejected_count() const { return router_.rejected_count(); }
 
  private:
-  transport::Frames OnRegister(const protocol::RegisterNodeRequest& req, uint64_t id,
-                               const std::string& peer);
-  transport::Frames OnHeartbeat(const protocol::HeartbeatRequest& req, uint64_t id);
-  transport::Frames OnUnregister(const protocol::UnregisterNodeRequest& req, uint64_t id);
-  transport::Frames OnGetClusterStatus(const protocol::GetClusterStatusRequest& req,
-                                       uint64_t id, const std::string& peer);
-  transport::Frames Refuse(const Status& status, uint64_t id, const std::string& peer,
-                           const std::string& what);
-  std::optional<transport::Frames> HandleSubmittedJobMessage(uint16_t type, std::string_view body,
-                                                             uint64_t id, const std::string& peer,
-                                                             const transport::Frames& frames);
-  std::optional<transport::Frames> HandleJobMessage(uint16_t type, std::string_view body,
-                                                    uint64_t id, const std::string& peer);
-  bool TokenMatches(const std::string& presented) const;
-  static std::string PeerName(const std::string& peer);
-  void LogRejection(const std::string& line);
+  // Registers `handler` for its request type: one line per message.
+  template <typename Req, typename R>
+  void On(Auth auth, std::string refusal, Result<R> (HeadService::*handler)(const Req&, Call&)) {
+    On(Req::kType, auth, std::move(refusal), handler);
+  }
+  template <typename Req, typename R>
+  void On(protocol::MessageType type, Auth auth, std::string refusal,
+          Result<R> (HeadService::*handler)(const Req&, Call&)) {
+    router_.Add<Req>(type, auth, std::move(refusal),
+                     [this, handler](const Req& req, Call& call) { return (this->*handler)(req, call); });
+  }
+  void RegisterRoutes();
+
+  // Nodes.
+  Result<protocol::RegisterNodeReply> OnRegisterNode(const protocol::RegisterNodeRequest& req,
+                                                     Call& call);
+  Result<protocol::HeartbeatReply> OnHeartbeat(const protocol::HeartbeatRequest& req, Call& call);
+  Result<protocol::UnregisterNodeReply> OnUnregister(const protocol::UnregisterNodeRequest& req,
+                                                     Call& call);
+  Result<protocol::GetClusterStatusReply> OnGetClusterStatus(
+      const protocol::GetClusterStatusRequest& req, Call& call);
+  Result<protocol::ListStateReply> OnListState(const protocol::ListStateRequest& req, Call& call);
+  Result<NoReply> OnProcessExited(const protocol::ProcessExitedNotice& req, Call& call);
+  Result<NoReply> OnAgentError(const protocol::ErrorReply& req, Call& call);
+  Result<NoReply> OnStartWorkerReply(const protocol::StartWorkerReply& req, Call& call);
+  // Submitted jobs and packages.
+  Result<protocol::SubmitJobReply> OnSubmitJob(const protocol::SubmitJobRequest& req, Call& call);
+  Result<protocol::GetJobReply> OnGetJob(const protocol::GetJobRequest& req, Call& call);
+  Result<protocol::ListJobsReply> OnListJobs(const protocol::ListJobsRequest& req, Call& call);
+  Result<protocol::StopJobReply> OnStopJob(const protocol::StopJobRequest& req, Call& call);
+  Result<protocol::HasPackageReply> OnHasPackage(const protocol::HasPackageRequest& req,
+                                                 Call& call);
+  Result<protocol::PutPackageReply> OnPutPackage(const protocol::PutPackageRequest& req,
+                                                 Call& call);
+  Result<ReplyWithPayload<protocol::GetPackageReply>> OnGetPackage(
+      const protocol::GetPackageRequest& req, Call& call);
+  // Drivers, leases, actors and placement groups.
+  Result<protocol::RegisterDriverReply> OnRegisterDriver(
+      const protocol::RegisterDriverRequest& req, Call& call);
+  Result<protocol::DriverHeartbeatReply> OnDriverHeartbeat(
+      const protocol::DriverHeartbeatRequest& req, Call& call);
+  Result<protocol::FinishJobReply> OnFinishJob(const protocol::FinishJobRequest& req, Call& call);
+  Result<NoReply> OnRequestLease(const protocol::RequestLeaseRequest& req, Call& call);
+  Result<protocol::ReturnLeaseReply> OnReturnLease(const protocol::ReturnLeaseRequest& req,
+                                                   Call& call);
+  Result<protocol::RegisterActorReply> OnRegisterActor(const protocol::RegisterActorRequest& req,
+                                                       Call& call);
+  Result<protocol::GetActorReply> OnGetActor(const protocol::GetActorRequest& req, Call& call);
+  Result<protocol::CreatePlacementGroupReply> OnCreatePlacementGroup(
+      const protocol::CreatePlacementGroupRequest& req, Call& call);
+  Result<NoReply> OnWaitPlacementGroup(const protocol::WaitPlacementGroupRequest& req,
+                                       Call& call);
+  Result<protocol::RemovePlacementGroupReply> OnRemovePlacementGroup(
+      const protocol::RemovePlacementGroupRequest& req, Call& call);
+
+  // The key-value store.
+  Result<protocol::KvPutReply> OnKvPut(const protocol::KvPutRequest& req, Call& call);
+  Result<protocol::KvGetReply> OnKvGet(const protocol::KvGetRequest& req, Call& call);
+  Result<NoReply> OnKvWait(const protocol::KvWaitRequest& req, Call& call);
+  Result<protocol::KvDeleteReply> OnKvDelete(const protocol::KvDeleteRequest& req, Call& call);
+  Result<protocol::KvListReply> OnKvList(const protocol::KvListRequest& req, Call& call);
+  // Sends the answers of waits that ended.
+  void AnswerKvWaits(std::vector<KvWaitAnswer> answers);
 
   HeadServiceOptions options_;
   const Clock& clock_;
   NodeTable nodes_;
-  LeaseManager::SendFn send_ = [](const std::string&, transport::Frames) {};
+  FrameOutbox outbox_;
   LeaseManager leases_;
   JobManager jobs_;
+  KvStore kv_;
   // Routing ids that presented the token (agents and drivers). Job and lease
   // messages from any other peer are refused.
   std::unordered_set<std::string> authenticated_peers_;
+  RequestRouter router_;
   int64_t started_ms_;
-  uint64_t rejected_ = 0;
-  uint64_t handled_ = 0;
-  detail::LogRateLimiter reject_log_limiter_{20, std::chrono::seconds(10)};
-  uint64_t suppressed_since_flush_ = 0;
-  std::string last_suppressed_;
   int64_t last_flush_ms_ = 0;
 };
 

@@ -8,14 +8,11 @@
 
 #include "common/content_hash.h"
 #include "common/logging.h"
-#include "protocol/codec.h"
 #include "protocol/process_messages.h"
-#include "transport/message.h"
 
 namespace rayx::scheduler {
 
 namespace fs = std::filesystem;
-using protocol::MessageType;
 
 namespace {
 bool ValidSubmissionId(const std::string& id) {
@@ -34,6 +31,7 @@ bool Terminal(const std::string& state) {
 
 JobManager::JobManager(Options options, LeaseManager& leases, NodeTable& nodes, const Clock& clock)
     : options_(std::move(options)), leases_(leases), nodes_(nodes), clock_(clock) {
+  leases_.SetHeadOwner(this);
   std::error_code ec;
   if (!options_.package_dir.empty()) fs::create_directories(options_.package_dir, ec);
 }
@@ -88,7 +86,7 @@ Result<protocol::JobInfo> JobManager::Submit(const protocol::SubmitJobRequest& r
   lease_requests_[request_id] = id;
   jobs_[id] = job;
   RAYX_LOG(Info) << "job " << id << " (job id " << job_id << ") submitted: " << req.entrypoint[0];
-  leases_.RequestLease(kPeer, request_id, lease);
+  leases_.RequestLeaseForHead(request_id, lease);
   return jobs_[id];
 }
 
@@ -146,54 +144,39 @@ protocol::JobInfo* JobManager::FindByLease(const std::string& lease_id) {
   return nullptr;
 }
 
-void JobManager::OnInternalMessage(const transport::Frames& frames) {
-  if (frames.size() < 2) return;
-  auto env = protocol::Decode<protocol::Envelope>(transport::FrameView(frames[0]));
-  if (!env.ok()) return;
-  std::string_view body = transport::FrameView(frames[1]);
-  switch (static_cast<MessageType>(env->t)) {
-    case MessageType::kRequestLeaseReply:
-    case MessageType::kErrorReply: {
-      auto req = lease_requests_.find(env->id);
-      if (req == lease_requests_.end()) return;
-      std::string id = req->second;
-      lease_requests_.erase(req);
-      auto it = jobs_.find(id);
-      if (it == jobs_.end() || Terminal(it->second.state)) return;
-      if (env->t == static_cast<uint16_t>(MessageType::kErrorReply)) {
-        auto error = protocol::Decode<protocol::ErrorReply>(body);
-        End(it->second, "FAILED",
-            "the entrypoint did not start: " + (error.ok() ? error->message : "unknown error"));
-        return;
-      }
-      auto grant = protocol::Decode<protocol::RequestLeaseReply>(body);
-      if (!grant.ok()) return;
-      protocol::JobInfo& job = it->second;
-      job.state = "RUNNING";
-      job.lease_id = grant->lease_id;
-      job.node_address = grant->node_address;
-      job.object_address = grant->object_address;
-      job.pid = grant->process_pids.empty() ? grant->worker_pid : grant->process_pids[0];
-      return;
-    }
-    case MessageType::kProcessExitedNotice: {
-      auto notice = protocol::Decode<protocol::ProcessExitedNotice>(body);
-      if (!notice.ok()) return;
-      protocol::JobInfo* job = FindByLease(notice->lease_id);
-      if (job == nullptr) return;
-      job->exit_code = notice->signal ? 128 + notice->signal : notice->exit_code;
-      if (notice->signal == 0 && notice->exit_code == 0) {
-        End(*job, "SUCCEEDED", "");
-      } else {
-        End(*job, "FAILED",
-            notice->signal ? "the entrypoint was killed by signal " + std::to_string(notice->signal)
-                           : "the entrypoint exited with status " +
-                                 std::to_string(notice->exit_code));
-      }
-      return;
-    }
-    default:
-      return;
+void JobManager::OnLeaseGranted(uint64_t request_id, const protocol::RequestLeaseReply& grant) {
+  auto req = lease_requests_.find(request_id);
+  if (req == lease_requests_.end()) return;
+  auto it = jobs_.find(req->second);
+  lease_requests_.erase(req);
+  if (it == jobs_.end() || Terminal(it->second.state)) return;
+  protocol::JobInfo& job = it->second;
+  job.state = "RUNNING";
+  job.lease_id = grant.lease_id;
+  job.node_address = grant.node_address;
+  job.object_address = grant.object_address;
+  job.pid = grant.process_pids.empty() ? grant.worker_pid : grant.process_pids[0];
+}
+
+void JobManager::OnLeaseFailed(uint64_t request_id, const Status& status) {
+  auto req = lease_requests_.find(request_id);
+  if (req == lease_requests_.end()) return;
+  auto it = jobs_.find(req->second);
+  lease_requests_.erase(req);
+  if (it == jobs_.end() || Terminal(it->second.state)) return;
+  End(it->second, "FAILED", "the entrypoint did not start: " + status.message());
+}
+
+void JobManager::OnProcessExited(const protocol::ProcessExitedNotice& notice) {
+  protocol::JobInfo* job = FindByLease(notice.lease_id);
+  if (job == nullptr) return;
+  job->exit_code = notice.signal ? 128 + notice.signal : notice.exit_code;
+  if (notice.signal == 0 && notice.exit_code == 0) {
+    End(*job, "SUCCEEDED", "");
+  } else {
+    End(*job, "FAILED",
+        notice.signal ? "the entrypoint was killed by signal " + std::to_string(notice.signal)
+                      : "the entrypoint exited with status " + std::to_string(notice.exit_code));
   }
 }
 

@@ -27,17 +27,16 @@ namespace rayx::scheduler {
 // node by the agents that run the job's processes.
 //
 // Owned by the head's event loop; not thread-safe.
-class JobManager {
+class JobManager final : public HeadLeaseOwner {
  public:
-  // The routing id the head uses for itself as a lease owner.
-  static inline const std::string kPeer = "";
-
   struct Options {
     std::string package_dir;                          // where packages are kept
     uint64_t max_package_bytes = uint64_t{100} << 20; // Default: 100 MiB
     size_t max_finished_jobs = 1000;                  // the oldest are forgotten
   };
 
+  // Becomes `leases`' head owner: the entrypoints' grants, failures and exits
+  // come here as typed calls.
   JobManager(Options options, LeaseManager& leases, NodeTable& nodes, const Clock& clock);
 
   // Returns InvalidArgument for an empty entrypoint, a malformed or taken
@@ -56,8 +55,10 @@ class JobManager {
                                                        uint64_t length) const;
   uint64_t max_package_bytes() const { return options_.max_package_bytes; }
 
-  // Replies and notices for the leases the head owns (grants, errors, exits).
-  void OnInternalMessage(const transport::Frames& frames);
+  // HeadLeaseOwner: what happens to the entrypoints' leases.
+  void OnLeaseGranted(uint64_t request_id, const protocol::RequestLeaseReply& grant) override;
+  void OnLeaseFailed(uint64_t request_id, const Status& status) override;
+  void OnProcessExited(const protocol::ProcessExitedNotice& notice) override;
 
  private:
   void End(protocol::JobInfo& job, const std::string& state, const std::string& message);

@@ -6,17 +6,11 @@
 #include <set>
 
 #include "common/logging.h"
-#include "transport/message.h"
 
 namespace rayx::scheduler {
 
-LeaseManager::LeaseManager(Options options, NodeTable& nodes, SendFn send)
-    : options_(std::move(options)),
-      nodes_(nodes),
-      send_(std::move(send)),
-      groups_(nodes, [this](const std::string& peer, transport::Frames frames) {
-        send_(peer, std::move(frames));
-      }) {}
+LeaseManager::LeaseManager(Options options, NodeTable& nodes, HeadOutbox& outbox)
+    : options_(std::move(options)), nodes_(nodes), outbox_(outbox), groups_(nodes, outbox) {}
 
 void LeaseManager::OnNodeRegistered(const NodeId& node, const std::string& agent_peer) {
   agent_peers_[node] = agent_peer;
@@ -36,7 +30,7 @@ void LeaseManager::OnNodeDead(const NodeId& node) {
   for (const auto& id : gone) {
     Lease& lease = leases_[id];
     if (!lease.running) {
-      ReplyError(lease.owner_peer, lease.owner_request_id,
+      ReplyError(lease.owner,
                  Status::Unavailable("the node chosen for this worker died before it started"));
     }
     EndLease(id, /*kill_worker=*/false);
@@ -86,12 +80,13 @@ uint32_t LeaseManager::FinishJob(const std::string& job_id, const std::string& w
   protocol::JobFinishedNotice notice;
   notice.job_id = job_id;
   for (const auto& [node, peer] : agent_peers_) {
-    send_(peer, transport::MakeMessage(notice, next_request_id_++));
+    outbox_.JobFinished(peer, next_request_id_++, notice);
   }
   RAYX_LOG(Info) << "job " << job_id << " finished (" << why << "): stopped " << ending.size()
                  << " workers";
   jobs_.erase(job);
   SchedulePending();
+  if (job_end_observer_) job_end_observer_(job_id);
   return static_cast<uint32_t>(ending.size());
 }
 
@@ -110,15 +105,30 @@ void LeaseManager::ExpireSilentJobs(int64_t now_ms) {
   for (const auto& id : silent) FinishJob(id, "its driver stopped heartbeating");
 }
 
-void LeaseManager::ReplyError(const std::string& peer, uint64_t request_id, const Status& status) {
-  send_(peer, transport::MakeErrorMessage(status, "head", request_id));
+void LeaseManager::ReplyError(const Owner& owner, const Status& status) {
+  if (owner.head) {
+    RAYX_CHECK(head_owner_ != nullptr) << "a head-owned lease without SetHeadOwner";
+    head_owner_->OnLeaseFailed(owner.requester.request_id, status);
+  } else {
+    outbox_.Fail(owner.requester, status);
+  }
 }
 
 void LeaseManager::RequestLease(const std::string& peer, uint64_t request_id,
                                 const protocol::RequestLeaseRequest& req) {
+  Request(Owner{Requester{peer, request_id}, /*head=*/false}, req);
+}
+
+void LeaseManager::RequestLeaseForHead(uint64_t request_id,
+                                       const protocol::RequestLeaseRequest& req) {
+  RAYX_CHECK(head_owner_ != nullptr) << "RequestLeaseForHead without SetHeadOwner";
+  Request(Owner{Requester{"", request_id}, /*head=*/true}, req);
+}
+
+void LeaseManager::Request(const Owner& owner, const protocol::RequestLeaseRequest& req) {
   for (const auto& [name, amount] : req.resources) {
     if (!std::isfinite(amount) || amount < 0) {
-      ReplyError(peer, request_id,
+      ReplyError(owner,
                  Status::InvalidArgument("invalid amount of \"" + name + "\": " +
                                          std::to_string(amount)));
       return;
@@ -126,7 +136,7 @@ void LeaseManager::RequestLease(const std::string& peer, uint64_t request_id,
   }
   auto gpu = req.resources.find(kGpu);
   if (gpu != req.resources.end() && gpu->second > 1 && gpu->second != std::floor(gpu->second)) {
-    ReplyError(peer, request_id,
+    ReplyError(owner,
                Status::InvalidArgument("infeasible: {GPU: " + FormatAmount(gpu->second) +
                                        "}: a share of a GPU must be below 1 (one device); "
                                        "more than 1 must be a whole number of devices"));
@@ -134,26 +144,26 @@ void LeaseManager::RequestLease(const std::string& peer, uint64_t request_id,
   }
   static const std::set<std::string> kStrategies = {"", "DEFAULT", "SPREAD", "NODE_AFFINITY"};
   if (!kStrategies.count(req.strategy)) {
-    ReplyError(peer, request_id,
+    ReplyError(owner,
                Status::InvalidArgument("unknown scheduling strategy '" + req.strategy +
                                        "': use DEFAULT, SPREAD or NODE_AFFINITY"));
     return;
   }
   if (req.strategy == "NODE_AFFINITY" && !NodeId::FromHex(req.affinity_node_id).ok()) {
-    ReplyError(peer, request_id,
+    ReplyError(owner,
                Status::InvalidArgument("node affinity: '" + req.affinity_node_id.substr(0, 64) +
                                        "' is not a node id (the 32 hex digits `rayx list "
                                        "nodes` shows)"));
     return;
   }
-  Pending pending{peer, request_id, req};
+  Pending pending{owner, req};
   std::optional<NodeId> decided;
   if (req.placement_group_id.empty()) {
     // One policy decision, logarithmic in the node count, says both whether
     // the request could ever fit and where it goes now.
     auto decision = Decide(req);
     if (const auto* infeasible = std::get_if<policy::Infeasible>(&decision)) {
-      ReplyError(peer, request_id,
+      ReplyError(owner,
                  Status::InvalidArgument("infeasible: " + FormatResourceShape(req.resources) + " " +
                                          infeasible->reason));
       return;
@@ -190,7 +200,7 @@ bool LeaseManager::TryGrant(Pending& pending, std::optional<NodeId> decided) {
     auto grant = groups_.TryAcquire(pending.req.placement_group_id, pending.req.bundle_index,
                                     pending.req.resources);
     if (!grant.ok()) {
-      ReplyError(pending.peer, pending.request_id, grant.status());
+      ReplyError(pending.owner, grant.status());
       return true;
     }
     if (!*grant) return false;
@@ -219,8 +229,7 @@ bool LeaseManager::TryGrant(Pending& pending, std::optional<NodeId> decided) {
   lease.job_id = pending.req.job_id;
   lease.node = *node;
   lease.resources = pending.req.resources;
-  lease.owner_peer = pending.peer;
-  lease.owner_request_id = pending.request_id;
+  lease.owner = pending.owner;
   lease.detached = pending.req.detached;
   lease.gpu_ids = gpu_ids;
   lease.for_actor = pending.req.for_actor;
@@ -247,7 +256,7 @@ bool LeaseManager::TryGrant(Pending& pending, std::optional<NodeId> decided) {
   uint64_t id = next_request_id_++;
   start_requests_[id] = lease.lease_id;
   leases_[lease.lease_id] = std::move(lease);
-  send_(agent->second, transport::MakeMessage(start, id));
+  outbox_.StartWorker(agent->second, id, start);
   return true;
 }
 
@@ -283,7 +292,11 @@ void LeaseManager::OnStartWorkerReply(uint64_t request_id, const protocol::Start
   grant.gpu_ids = lease.gpu_ids;
   grant.object_address = node ? node->object_address : "";
   grant.process_pids = reply.process_pids;
-  send_(lease.owner_peer, transport::MakeMessage(grant, lease.owner_request_id));
+  if (lease.owner.head) {
+    head_owner_->OnLeaseGranted(lease.owner.requester.request_id, grant);
+  } else {
+    outbox_.GrantLease(lease.owner.requester, grant);
+  }
 }
 
 void LeaseManager::OnStartWorkerError(uint64_t request_id, const Status& error) {
@@ -293,7 +306,7 @@ void LeaseManager::OnStartWorkerError(uint64_t request_id, const Status& error) 
   start_requests_.erase(req);
   auto it = leases_.find(lease_id);
   if (it == leases_.end()) return;
-  ReplyError(it->second.owner_peer, it->second.owner_request_id,
+  ReplyError(it->second.owner,
              Status(error.code(), "the worker did not start: " + error.message()));
   EndLease(lease_id, /*kill_worker=*/false);
 }
@@ -319,7 +332,7 @@ void LeaseManager::EndLease(const std::string& lease_id, bool kill_worker) {
     if (agent != agent_peers_.end()) {
       protocol::KillWorkersRequest kill;
       kill.lease_ids = {lease_id};
-      send_(agent->second, transport::MakeMessage(kill, next_request_id_++));
+      outbox_.KillWorkers(agent->second, next_request_id_++, kill);
     }
   }
   for (auto a = named_actors_.begin(); a != named_actors_.end();) {
@@ -370,10 +383,14 @@ std::map<std::string, std::string> LeaseManager::InfeasibleShapes() const {
 void LeaseManager::OnProcessExited(const protocol::ProcessExitedNotice& notice) {
   auto it = leases_.find(notice.lease_id);
   if (it == leases_.end() || !it->second.process) return;
-  std::string owner = it->second.owner_peer;
+  Owner owner = it->second.owner;
   // The lease ends first: the owner may end the whole job on this notice.
   if (notice.all_exited) EndLease(notice.lease_id, /*kill_worker=*/false);
-  send_(owner, transport::MakeMessage(notice, 0));
+  if (owner.head) {
+    head_owner_->OnProcessExited(notice);
+  } else {
+    outbox_.ProcessExited(owner.requester.peer, notice);
+  }
 }
 
 Result<protocol::PlacementGroupInfo> LeaseManager::CreatePlacementGroup(
@@ -396,10 +413,8 @@ bool LeaseManager::RemovePlacementGroup(const std::string& group_id) {
   if (groups_.Find(group_id) == nullptr) return false;
   std::erase_if(pending_, [&](const Pending& p) {
     if (p.req.placement_group_id != group_id) return false;
-    send_(p.peer, transport::MakeErrorMessage(
-                      Status::Cancelled("placement group " + group_id.substr(0, 8) +
-                                        " was removed before this lease was granted"),
-                      "head", p.request_id));
+    ReplyError(p.owner, Status::Cancelled("placement group " + group_id.substr(0, 8) +
+                                          " was removed before this lease was granted"));
     return true;
   });
   std::vector<std::string> ending;

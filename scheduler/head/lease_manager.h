@@ -10,15 +10,25 @@
 #include <unordered_map>
 #include <vector>
 
+#include "head/head_outbox.h"
 #include "head/node_table.h"
 #include "head/placement_group_manager.h"
 #include "policy/composite_policy.h"
 #include "protocol/placement_messages.h"
 #include "protocol/process_messages.h"
 #include "protocol/messages.h"
-#include "transport/zmq_socket_loop.h"
 
 namespace rayx::scheduler {
+
+// The head itself as a lease owner (a submitted job's entrypoint): hears of
+// its leases through these calls, with the request id it chose.
+class HeadLeaseOwner {
+ public:
+  virtual ~HeadLeaseOwner() = default;
+  virtual void OnLeaseGranted(uint64_t request_id, const protocol::RequestLeaseReply& grant) = 0;
+  virtual void OnLeaseFailed(uint64_t request_id, const Status& status) = 0;
+  virtual void OnProcessExited(const protocol::ProcessExitedNotice& notice) = 0;
+};
 
 // Design: a lease is a worker process holding resources on one node, granted to
 // one caller (a driver or a worker that submits work). The caller then talks to
@@ -38,17 +48,21 @@ namespace rayx::scheduler {
 // Owned by the head's event loop; not thread-safe.
 class LeaseManager {
  public:
-  // Sends frames to a peer (routing id) of the head's socket.
-  using SendFn = std::function<void(const std::string& peer, transport::Frames frames)>;
-
   struct Options {
     int64_t job_timeout_ms = 5000;  // driver silence after which its job ends
     std::string head_address;       // given to workers, "host:port"
   };
 
-  LeaseManager(Options options, NodeTable& nodes, SendFn send);
+  // `outbox` must outlive this manager.
+  LeaseManager(Options options, NodeTable& nodes, HeadOutbox& outbox);
+  // Who hears of the leases the head itself owns (RequestLeaseForHead).
+  void SetHeadOwner(HeadLeaseOwner* owner) { head_owner_ = owner; }
 
   void SetHeadAddress(const std::string& address) { options_.head_address = address; }
+  // Called with a job's id when the job ends (after its leases are ended).
+  void SetJobEndObserver(std::function<void(const std::string& job_id)> observer) {
+    job_end_observer_ = std::move(observer);
+  }
 
   void OnNodeRegistered(const NodeId& node, const std::string& agent_peer);
   // Leases on a dead node are gone (its workers died with it).
@@ -65,9 +79,12 @@ class LeaseManager {
   // Ends jobs whose drivers went silent.
   void ExpireSilentJobs(int64_t now_ms);
 
-  // Answers now (an error) or later (when a worker runs).
+  // Answers now (an error) or later (when a worker runs) through the outbox.
   void RequestLease(const std::string& peer, uint64_t request_id,
                     const protocol::RequestLeaseRequest& req);
+  // The same for a lease the head itself owns: answered through the
+  // HeadLeaseOwner. REQUIRES: SetHeadOwner was called.
+  void RequestLeaseForHead(uint64_t request_id, const protocol::RequestLeaseRequest& req);
   Status ReturnLease(const std::string& lease_id);
   void OnStartWorkerReply(uint64_t request_id, const protocol::StartWorkerReply& reply);
   void OnStartWorkerError(uint64_t request_id, const Status& error);
@@ -99,9 +116,13 @@ class LeaseManager {
   std::map<std::string, std::string> InfeasibleShapes() const;
 
  private:
+  // Who a lease's answers go to: a caller through the outbox, or the head.
+  struct Owner {
+    Requester requester;
+    bool head = false;
+  };
   struct Pending {
-    std::string peer;
-    uint64_t request_id = 0;
+    Owner owner;
     protocol::RequestLeaseRequest req;
   };
   struct Lease {
@@ -110,8 +131,7 @@ class LeaseManager {
     NodeId node;
     ResourceMap resources;
     std::vector<int> gpu_ids;
-    std::string owner_peer;
-    uint64_t owner_request_id = 0;
+    Owner owner;
     bool running = false;
     bool detached = false;
     bool for_actor = false;
@@ -136,11 +156,13 @@ class LeaseManager {
   // goes now, or why it must wait, or why it can never run.
   policy::SchedulingDecision Decide(const protocol::RequestLeaseRequest& req);
   void EndLease(const std::string& lease_id, bool kill_worker);
-  void ReplyError(const std::string& peer, uint64_t request_id, const Status& status);
+  void Request(const Owner& owner, const protocol::RequestLeaseRequest& req);
+  void ReplyError(const Owner& owner, const Status& status);
 
   Options options_;
   NodeTable& nodes_;
-  SendFn send_;
+  HeadOutbox& outbox_;
+  HeadLeaseOwner* head_owner_ = nullptr;
   std::unordered_map<NodeId, std::string> agent_peers_;
   std::unordered_map<std::string, Job> jobs_;
   std::unordered_map<std::string, Lease> leases_;
@@ -150,6 +172,7 @@ class LeaseManager {
   PlacementGroupManager groups_;
   policy::CompositePolicy policy_;  // where leases outside placement groups go
   uint64_t next_request_id_ = 1;
+  std::function<void(const std::string& job_id)> job_end_observer_;
 };
 
 }  // namespace rayx::scheduler

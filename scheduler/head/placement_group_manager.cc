@@ -6,7 +6,6 @@
 #include <set>
 
 #include "common/logging.h"
-#include "transport/message.h"
 
 namespace rayx::scheduler {
 
@@ -39,8 +38,8 @@ ResourceMap Sum(const std::vector<ResourceMap>& bundles) {
 
 }  // namespace
 
-PlacementGroupManager::PlacementGroupManager(NodeTable& nodes, SendFn send)
-    : nodes_(nodes), send_(std::move(send)) {}
+PlacementGroupManager::PlacementGroupManager(NodeTable& nodes, HeadOutbox& outbox)
+    : nodes_(nodes), outbox_(outbox) {}
 
 Result<protocol::PlacementGroupInfo> PlacementGroupManager::Create(
     const protocol::CreatePlacementGroupRequest& req) {
@@ -275,10 +274,9 @@ void PlacementGroupManager::Wait(const std::string& peer, uint64_t request_id,
   auto it = groups_.find(group_id);
   Waiter waiter{peer, request_id, group_id, now_ms + std::max<int64_t>(timeout_ms, 0)};
   if (it == groups_.end()) {
-    send_(peer, transport::MakeErrorMessage(
-                    Status::NotFound("no placement group " + group_id + " (removed, or its job "
-                                     "ended)"),
-                    "head", request_id));
+    outbox_.Fail({peer, request_id},
+                 Status::NotFound("no placement group " + group_id + " (removed, or its job "
+                                  "ended)"));
     return;
   }
   if (it->second.info.state != "PENDING" || timeout_ms <= 0) {
@@ -287,8 +285,7 @@ void PlacementGroupManager::Wait(const std::string& peer, uint64_t request_id,
     return;
   }
   if (waiters_.size() >= 100000) {
-    send_(peer, transport::MakeErrorMessage(Status::Unavailable("too many waiters"), "head",
-                                            request_id));
+    outbox_.Fail({peer, request_id}, Status::Unavailable("too many waiters"));
     return;
   }
   waiters_.push_back(std::move(waiter));
@@ -297,7 +294,7 @@ void PlacementGroupManager::Wait(const std::string& peer, uint64_t request_id,
 void PlacementGroupManager::Answer(const Waiter& waiter, const protocol::PlacementGroupInfo& info) {
   protocol::WaitPlacementGroupReply reply;
   reply.group = info;
-  send_(waiter.peer, transport::MakeMessage(reply, waiter.request_id));
+  outbox_.PlacementGroupWaitDone({waiter.peer, waiter.request_id}, reply);
 }
 
 void PlacementGroupManager::AnswerWaiters(const std::string& group_id) {

@@ -9,10 +9,10 @@
 #include <string>
 #include <vector>
 
+#include "head/head_outbox.h"
 #include "head/node_table.h"
 #include "policy/composite_bundle_policy.h"
 #include "protocol/placement_messages.h"
-#include "transport/zmq_socket_loop.h"
 
 namespace rayx::scheduler {
 
@@ -33,9 +33,8 @@ namespace rayx::scheduler {
 // Owned by the head's event loop through LeaseManager; not thread-safe.
 class PlacementGroupManager {
  public:
-  using SendFn = std::function<void(const std::string& peer, transport::Frames frames)>;
-
-  PlacementGroupManager(NodeTable& nodes, SendFn send);
+  // Answers waits through `outbox`, which must outlive this manager.
+  PlacementGroupManager(NodeTable& nodes, HeadOutbox& outbox);
 
   // Validates and records a group, placing it now when it fits. Returns
   // InvalidArgument for an unknown strategy, no bundles, an empty bundle or a
@@ -113,7 +112,7 @@ class PlacementGroupManager {
   void Answer(const Waiter& waiter, const protocol::PlacementGroupInfo& info);
 
   NodeTable& nodes_;
-  SendFn send_;
+  HeadOutbox& outbox_;
   std::map<std::string, Group> groups_;
   std::deque<std::string> pending_;  // group ids, creation order
   std::vector<Waiter> waiters_;      // bounded by the callers' outstanding requests

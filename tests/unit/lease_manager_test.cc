@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "head/frame_outbox.h"
 #include "protocol/codec.h"
 #include "transport/message.h"
 
@@ -42,11 +43,11 @@ struct Sent {
 
 class LeaseManagerTest : public ::testing::Test {
  protected:
-  LeaseManagerTest()
-      : leases_(LeaseManager::Options{kJobTimeout, "10.0.0.1:6380"}, nodes_,
-                [this](const std::string& peer, transport::Frames frames) {
-                  Record(peer, std::move(frames));
-                }) {}
+  LeaseManagerTest() : leases_(LeaseManager::Options{kJobTimeout, "10.0.0.1:6380"}, nodes_, outbox_) {
+    outbox_.SetSend([this](const std::string& peer, transport::Frames frames) {
+      Record(peer, std::move(frames));
+    });
+  }
 
   void Record(const std::string& peer, transport::Frames frames) {
     ASSERT_EQ(frames.size(), 2u);
@@ -168,6 +169,7 @@ class LeaseManagerTest : public ::testing::Test {
 
   NodeTable nodes_{NodeTable::Options{1500, 100}};
   std::vector<Sent> sent_;
+  FrameOutbox outbox_{"head"};
   LeaseManager leases_;
 };
 
@@ -195,7 +197,8 @@ TEST_F(LeaseManagerTest, RegisterDriverWithJobIdJoinsThatJob) {
 }
 
 TEST_F(LeaseManagerTest, HeartbeatPeriodHasAFloorForTinyTimeouts) {
-  LeaseManager tiny(LeaseManager::Options{1, ""}, nodes_, [](const std::string&, transport::Frames) {});
+  FrameOutbox dropped("head");
+  LeaseManager tiny(LeaseManager::Options{1, ""}, nodes_, dropped);
   EXPECT_GE(tiny.RegisterDriver({}, kT0, "c").heartbeat_period_ms, 10);
 }
 

@@ -1,0 +1,106 @@
+// The head's key-value store on the wire (driver/worker <-> head).
+//
+// Design: keys live in namespaces ("" is the default one); values are bytes.
+// Every request comes from a peer that registered with the cluster token
+// (RegisterDriverRequest), like the other driver and worker messages. Limits:
+// namespace <= 256 bytes, key 1..1024 bytes, value <= 1 MiB; a request over one
+// gets an ErrorReply (InvalidArgument) naming the limit and the size. Errors
+// travel as ErrorReply: AlreadyExists (put without overwrite of a present key),
+// TimedOut (a wait whose key did not appear in time), Unavailable (too many
+// parked waits).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <msgpack.hpp>
+
+#include "protocol/messages.h"
+
+namespace rayx::protocol {
+
+// Stores `value` under (ns, key). With overwrite false, a present key is left
+// as it is and the reply is AlreadyExists. A non-empty job_id scopes the key to
+// that job: the head removes it when the job ends (rendezvous keys); keys
+// without one stay until deleted. Answers every wait parked on the key.
+struct KvPutRequest {
+  static constexpr MessageType kType = MessageType::kKvPutRequest;
+  std::string ns;
+  std::string key;
+  std::string value;
+  bool overwrite = true;
+  std::string job_id;
+  MSGPACK_DEFINE_MAP(ns, key, value, overwrite, job_id)
+};
+
+struct KvPutReply {
+  static constexpr MessageType kType = MessageType::kKvPutReply;
+  bool added = false;  // true: the key was new; false: an old value was replaced
+  MSGPACK_DEFINE_MAP(added)
+};
+
+struct KvGetRequest {
+  static constexpr MessageType kType = MessageType::kKvGetRequest;
+  std::string ns;
+  std::string key;
+  MSGPACK_DEFINE_MAP(ns, key)
+};
+
+struct KvGetReply {
+  static constexpr MessageType kType = MessageType::kKvGetReply;
+  bool found = false;
+  std::string value;  // empty when not found
+  MSGPACK_DEFINE_MAP(found, value)
+};
+
+// Answered with the value as soon as the key exists (at once when it does),
+// or with an ErrorReply (TimedOut) when timeout_ms passes first. The head
+// checks deadlines on its timer tick (the heartbeat period, 250 ms by
+// default), so a timeout is answered up to one tick late. timeout_ms <= 0
+// means "only if present now".
+struct KvWaitRequest {
+  static constexpr MessageType kType = MessageType::kKvWaitRequest;
+  std::string ns;
+  std::string key;
+  int64_t timeout_ms = 0;
+  MSGPACK_DEFINE_MAP(ns, key, timeout_ms)
+};
+
+struct KvWaitReply {
+  static constexpr MessageType kType = MessageType::kKvWaitReply;
+  std::string value;
+  MSGPACK_DEFINE_MAP(value)
+};
+
+struct KvDeleteRequest {
+  static constexpr MessageType kType = MessageType::kKvDeleteRequest;
+  std::string ns;
+  std::string key;
+  MSGPACK_DEFINE_MAP(ns, key)
+};
+
+struct KvDeleteReply {
+  static constexpr MessageType kType = MessageType::kKvDeleteReply;
+  bool deleted = false;  // false: there was no such key
+  MSGPACK_DEFINE_MAP(deleted)
+};
+
+// The keys of `ns` starting with `prefix`, in byte order, at most `limit`
+// (0 or over 1000: 1000).
+struct KvListRequest {
+  static constexpr MessageType kType = MessageType::kKvListRequest;
+  std::string ns;
+  std::string prefix;
+  uint32_t limit = 0;
+  MSGPACK_DEFINE_MAP(ns, prefix, limit)
+};
+
+struct KvListReply {
+  static constexpr MessageType kType = MessageType::kKvListReply;
+  std::vector<std::string> keys;
+  bool truncated = false;  // more keys match than were returned
+  MSGPACK_DEFINE_MAP(keys, truncated)
+};
+
+}  // namespace rayx::protocol

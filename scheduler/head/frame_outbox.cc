@@ -1,0 +1,45 @@
+// The head's outbox encoded into wire frames.
+#include "head/frame_outbox.h"
+
+#include "transport/message.h"
+
+namespace rayx::scheduler {
+
+void FrameOutbox::GrantLease(const Requester& to, const protocol::RequestLeaseReply& grant) {
+  send_(to.peer, transport::MakeMessage(grant, to.request_id));
+}
+
+void FrameOutbox::Fail(const Requester& to, const Status& status) {
+  send_(to.peer, transport::MakeErrorMessage(status, where_, to.request_id));
+}
+
+void FrameOutbox::PlacementGroupWaitDone(const Requester& to,
+                                         const protocol::WaitPlacementGroupReply& reply) {
+  send_(to.peer, transport::MakeMessage(reply, to.request_id));
+}
+
+void FrameOutbox::KvWaitDone(const Requester& to, const protocol::KvWaitReply& reply) {
+  send_(to.peer, transport::MakeMessage(reply, to.request_id));
+}
+
+void FrameOutbox::ProcessExited(const std::string& owner_peer,
+                                const protocol::ProcessExitedNotice& notice) {
+  send_(owner_peer, transport::MakeMessage(notice, 0));
+}
+
+void FrameOutbox::StartWorker(const std::string& agent_peer, uint64_t request_id,
+                              const protocol::StartWorkerRequest& request) {
+  send_(agent_peer, transport::MakeMessage(request, request_id));
+}
+
+void FrameOutbox::KillWorkers(const std::string& agent_peer, uint64_t request_id,
+                              const protocol::KillWorkersRequest& request) {
+  send_(agent_peer, transport::MakeMessage(request, request_id));
+}
+
+void FrameOutbox::JobFinished(const std::string& agent_peer, uint64_t request_id,
+                              const protocol::JobFinishedNotice& notice) {
+  send_(agent_peer, transport::MakeMessage(notice, request_id));
+}
+
+}  // namespace rayx::scheduler

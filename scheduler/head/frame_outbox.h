@@ -1,0 +1,42 @@
+// The head's outbox encoded into wire frames: the ZeroMQ edge of the managers.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+
+#include "head/head_outbox.h"
+#include "transport/zmq_socket_loop.h"
+
+namespace rayx::scheduler {
+
+// Encodes each call as [Envelope][body] and hands it to a send function.
+// Not thread-safe.
+class FrameOutbox final : public HeadOutbox {
+ public:
+  using SendFn = std::function<void(const std::string& peer, transport::Frames frames)>;
+
+  // `where` names the head in error replies. Default send: dropped.
+  explicit FrameOutbox(std::string where) : where_(std::move(where)) {}
+  void SetSend(SendFn send) { send_ = std::move(send); }
+
+  void GrantLease(const Requester& to, const protocol::RequestLeaseReply& grant) override;
+  void Fail(const Requester& to, const Status& status) override;
+  void PlacementGroupWaitDone(const Requester& to,
+                              const protocol::WaitPlacementGroupReply& reply) override;
+  void KvWaitDone(const Requester& to, const protocol::KvWaitReply& reply) override;
+  void ProcessExited(const std::string& owner_peer,
+                     const protocol::ProcessExitedNotice& notice) override;
+  void StartWorker(const std::string& agent_peer, uint64_t request_id,
+                   const protocol::StartWorkerRequest& request) override;
+  void KillWorkers(const std::string& agent_peer, uint64_t request_id,
+                   const protocol::KillWorkersRequest& request) override;
+  void JobFinished(const std::string& agent_peer, uint64_t request_id,
+                   const protocol::JobFinishedNotice& notice) override;
+
+ private:
+  std::string where_;
+  SendFn send_ = [](const std::string&, transport::Frames) {};
+};
+
+}  // namespace rayx::scheduler

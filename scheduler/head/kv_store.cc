@@ -1,0 +1,199 @@
+// The head's key-value store and its in-memory storage.
+#include "head/kv_store.h"
+
+namespace rayx::scheduler {
+
+// ---- InMemoryKvStorage.
+
+std::optional<KvEntry> InMemoryKvStorage::Get(const std::string& ns,
+                                              const std::string& key) const {
+  auto it = entries_.find({ns, key});
+  if (it == entries_.end()) return std::nullopt;
+  return it->second;
+}
+
+void InMemoryKvStorage::Put(const std::string& ns, const std::string& key, KvEntry entry) {
+  Key k{ns, key};
+  auto it = entries_.find(k);
+  if (it != entries_.end() && !it->second.job_id.empty()) {
+    auto job = by_job_.find(it->second.job_id);
+    job->second.erase(k);
+    if (job->second.empty()) by_job_.erase(job);
+  }
+  if (!entry.job_id.empty()) by_job_[entry.job_id].insert(k);
+  entries_[std::move(k)] = std::move(entry);
+}
+
+bool InMemoryKvStorage::Delete(const std::string& ns, const std::string& key) {
+  auto it = entries_.find({ns, key});
+  if (it == entries_.end()) return false;
+  if (!it->second.job_id.empty()) {
+    auto job = by_job_.find(it->second.job_id);
+    job->second.erase(it->first);
+    if (job->second.empty()) by_job_.erase(job);
+  }
+  entries_.erase(it);
+  return true;
+}
+
+std::vector<std::string> InMemoryKvStorage::List(const std::string& ns, const std::string& prefix,
+                                                 size_t limit, bool* truncated) const {
+  std::vector<std::string> keys;
+  *truncated = false;
+  for (auto it = entries_.lower_bound({ns, prefix});
+       it != entries_.end() && it->first.first == ns &&
+       it->first.second.compare(0, prefix.size(), prefix) == 0;
+       ++it) {
+    if (keys.size() == limit) {
+      *truncated = true;
+      break;
+    }
+    keys.push_back(it->first.second);
+  }
+  return keys;
+}
+
+size_t InMemoryKvStorage::DeleteJob(const std::string& job_id) {
+  auto job = by_job_.find(job_id);
+  if (job == by_job_.end()) return 0;
+  size_t removed = job->second.size();
+  for (const Key& k : job->second) entries_.erase(k);
+  by_job_.erase(job);
+  return removed;
+}
+
+// ---- KvStore.
+
+KvStore::KvStore(KvLimits limits, std::unique_ptr<KvStorage> storage)
+    : limits_(limits), storage_(std::move(storage)) {}
+
+namespace {
+
+Status OverLimit(const char* what, size_t size, size_t limit) {
+  return Status::InvalidArgument(std::string(what) + " of " + std::to_string(size) +
+                                 " bytes is over the limit of " + std::to_string(limit) +
+                                 " bytes");
+}
+
+}  // namespace
+
+Status KvStore::CheckKey(const std::string& ns, const std::string& key) const {
+  if (ns.size() > limits_.max_namespace_bytes) {
+    return OverLimit("KV namespace", ns.size(), limits_.max_namespace_bytes);
+  }
+  if (key.empty()) return Status::InvalidArgument("KV key is empty");
+  if (key.size() > limits_.max_key_bytes) {
+    return OverLimit("KV key", key.size(), limits_.max_key_bytes);
+  }
+  return Status::OK();
+}
+
+Result<KvStore::PutOutcome> KvStore::Put(const std::string& ns, const std::string& key,
+                                         std::string value, bool overwrite,
+                                         const std::string& job_id) {
+  RAYX_RETURN_IF_ERROR(CheckKey(ns, key));
+  if (value.size() > limits_.max_value_bytes) {
+    return OverLimit("KV value", value.size(), limits_.max_value_bytes);
+  }
+  PutOutcome out;
+  out.added = !storage_->Get(ns, key).has_value();
+  if (!out.added && !overwrite) {
+    return Status::AlreadyExists("KV key \"" + key + "\" already exists in namespace \"" + ns +
+                                 "\" (put with overwrite to replace it)");
+  }
+  auto [begin, end] = waits_by_key_.equal_range({ns, key});
+  std::vector<uint64_t> woken;
+  for (auto it = begin; it != end; ++it) woken.push_back(it->second);
+  for (uint64_t id : woken) {
+    out.answered.push_back({waits_.at(id).waiter, value});
+    Unpark(id);
+  }
+  storage_->Put(ns, key, KvEntry{std::move(value), job_id});
+  return out;
+}
+
+Result<std::optional<std::string>> KvStore::Get(const std::string& ns,
+                                                const std::string& key) const {
+  RAYX_RETURN_IF_ERROR(CheckKey(ns, key));
+  auto entry = storage_->Get(ns, key);
+  if (!entry) return std::optional<std::string>();
+  return std::optional<std::string>(std::move(entry->value));
+}
+
+Result<std::optional<std::string>> KvStore::Wait(const std::string& ns, const std::string& key,
+                                                 KvWaiter waiter, int64_t deadline_ms) {
+  auto present = Get(ns, key);
+  if (!present.ok() || present->has_value()) return present;
+  size_t& mine = waits_per_peer_[waiter.peer];
+  if (mine >= limits_.max_waits_per_peer || waits_.size() >= limits_.max_waits) {
+    bool peer_limit = mine >= limits_.max_waits_per_peer;
+    if (mine == 0) waits_per_peer_.erase(waiter.peer);
+    return Status::Unavailable(
+        peer_limit ? "too many KV waits parked by this client (limit " +
+                         std::to_string(limits_.max_waits_per_peer) + "): wait for fewer keys at once"
+                   : "too many KV waits parked in the head (limit " +
+                         std::to_string(limits_.max_waits) + "): try again later");
+  }
+  ++mine;
+  uint64_t id = next_wait_id_++;
+  waits_by_key_.emplace(std::make_pair(ns, key), id);
+  waits_by_deadline_.emplace(deadline_ms, id);
+  waits_.emplace(id, Parked{ns, key, std::move(waiter), deadline_ms});
+  return std::optional<std::string>();
+}
+
+Result<bool> KvStore::Delete(const std::string& ns, const std::string& key) {
+  RAYX_RETURN_IF_ERROR(CheckKey(ns, key));
+  return storage_->Delete(ns, key);
+}
+
+Result<KvStore::ListOutcome> KvStore::List(const std::string& ns, const std::string& prefix,
+                                           size_t limit) const {
+  if (ns.size() > limits_.max_namespace_bytes) {
+    return OverLimit("KV namespace", ns.size(), limits_.max_namespace_bytes);
+  }
+  if (prefix.size() > limits_.max_key_bytes) {
+    return OverLimit("KV prefix", prefix.size(), limits_.max_key_bytes);
+  }
+  if (limit == 0 || limit > limits_.max_list_keys) limit = limits_.max_list_keys;
+  ListOutcome out;
+  out.keys = storage_->List(ns, prefix, limit, &out.truncated);
+  return out;
+}
+
+std::vector<KvWaitAnswer> KvStore::ExpireWaits(int64_t now_ms) {
+  std::vector<KvWaitAnswer> out;
+  while (!waits_by_deadline_.empty() && waits_by_deadline_.begin()->first <= now_ms) {
+    uint64_t id = waits_by_deadline_.begin()->second;
+    const Parked& parked = waits_.at(id);
+    out.push_back({parked.waiter, Status::TimedOut("KV key \"" + parked.key +
+                                                   "\" did not appear in namespace \"" +
+                                                   parked.ns + "\" before the wait's deadline")});
+    Unpark(id);
+  }
+  return out;
+}
+
+size_t KvStore::OnJobFinished(const std::string& job_id) {
+  if (job_id.empty()) return 0;
+  return storage_->DeleteJob(job_id);
+}
+
+void KvStore::Unpark(uint64_t wait_id) {
+  auto it = waits_.find(wait_id);
+  if (it == waits_.end()) return;
+  const Parked& parked = it->second;
+  auto [begin, end] = waits_by_key_.equal_range({parked.ns, parked.key});
+  for (auto k = begin; k != end; ++k) {
+    if (k->second == wait_id) {
+      waits_by_key_.erase(k);
+      break;
+    }
+  }
+  waits_by_deadline_.erase({parked.deadline_ms, wait_id});
+  auto peer = waits_per_peer_.find(parked.waiter.peer);
+  if (peer != waits_per_peer_.end() && --peer->second == 0) waits_per_peer_.erase(peer);
+  waits_.erase(it);
+}
+
+}  // namespace rayx::scheduler

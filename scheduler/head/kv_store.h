@@ -1,0 +1,149 @@
+// The head's key-value store: namespaced keys, parked waits, job-scoped keys.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "rayx/status.h"
+
+namespace rayx::scheduler {
+
+// One stored value. `job_id` non-empty: removed when that job ends.
+struct KvEntry {
+  std::string value;
+  std::string job_id;
+};
+
+// Where keys and values are kept, apart from waits and limits, so that a later
+// version can keep them on disk. Implementations need not be thread-safe.
+class KvStorage {
+ public:
+  virtual ~KvStorage() = default;
+  virtual std::optional<KvEntry> Get(const std::string& ns, const std::string& key) const = 0;
+  // Inserts or replaces.
+  virtual void Put(const std::string& ns, const std::string& key, KvEntry entry) = 0;
+  // False when there was no such key.
+  virtual bool Delete(const std::string& ns, const std::string& key) = 0;
+  // Keys of `ns` starting with `prefix`, in byte order, at most `limit`;
+  // `*truncated` says whether more matched.
+  virtual std::vector<std::string> List(const std::string& ns, const std::string& prefix,
+                                        size_t limit, bool* truncated) const = 0;
+  // Removes every key put with `job_id`; returns how many.
+  virtual size_t DeleteJob(const std::string& job_id) = 0;
+  virtual size_t size() const = 0;
+};
+
+// Keeps everything in memory: lost when the head stops.
+class InMemoryKvStorage final : public KvStorage {
+ public:
+  std::optional<KvEntry> Get(const std::string& ns, const std::string& key) const override;
+  void Put(const std::string& ns, const std::string& key, KvEntry entry) override;
+  bool Delete(const std::string& ns, const std::string& key) override;
+  std::vector<std::string> List(const std::string& ns, const std::string& prefix, size_t limit,
+                                bool* truncated) const override;
+  size_t DeleteJob(const std::string& job_id) override;
+  size_t size() const override { return entries_.size(); }
+
+ private:
+  using Key = std::pair<std::string, std::string>;  // (namespace, key)
+  std::map<Key, KvEntry> entries_;
+  std::unordered_map<std::string, std::set<Key>> by_job_;
+};
+
+// Who waits for a key: the routing id and request id to answer.
+struct KvWaiter {
+  std::string peer;
+  uint64_t request_id = 0;
+};
+
+// A parked wait that ends now: with the value, or with TimedOut.
+struct KvWaitAnswer {
+  KvWaiter waiter;
+  Result<std::string> value;
+};
+
+// Sizes the KvStore accepts and how many waits it parks.
+struct KvLimits {
+  size_t max_namespace_bytes = 256;   // Default: 256 B
+  size_t max_key_bytes = 1024;        // Default: 1 KiB
+  size_t max_value_bytes = 1 << 20;   // Default: 1 MiB
+  size_t max_list_keys = 1000;        // Default: 1000 keys per List
+  size_t max_waits_per_peer = 1024;   // Default: 1024 parked waits per peer
+  size_t max_waits = 65536;           // Default: 65536 parked waits in all
+};
+
+// Design: the store checks every limit, keeps job-scoped keys apart so a job's
+// end removes them, and parks waits for absent keys: a Put answers the waits on
+// its key, ExpireWaits answers those whose deadline passed. It reads no clock:
+// callers pass the time. Waits are bounded per peer and in total, so a client
+// cannot fill the head's memory with them. Waits are not persisted.
+//
+// Owns its storage. Not thread-safe (the head's event loop owns it).
+class KvStore {
+ public:
+  struct PutOutcome {
+    bool added = false;                  // the key was new
+    std::vector<KvWaitAnswer> answered;  // waits the value ended
+  };
+  struct ListOutcome {
+    std::vector<std::string> keys;
+    bool truncated = false;
+  };
+
+  // An in-memory store with the default limits.
+  KvStore() : KvStore(KvLimits(), std::make_unique<InMemoryKvStorage>()) {}
+  KvStore(KvLimits limits, std::unique_ptr<KvStorage> storage);
+
+  // Stores the value. Returns InvalidArgument naming the limit and the size for
+  // an empty or oversized key, or an oversized namespace or value;
+  // AlreadyExists when the key is present and `overwrite` is false.
+  Result<PutOutcome> Put(const std::string& ns, const std::string& key, std::string value,
+                         bool overwrite, const std::string& job_id);
+  // nullopt when absent. InvalidArgument as for Put.
+  Result<std::optional<std::string>> Get(const std::string& ns, const std::string& key) const;
+  // The value when present now; otherwise parks `waiter` until a Put of the key
+  // or `deadline_ms`, and returns nullopt. InvalidArgument as for Put;
+  // Unavailable when the peer or the store has too many waits parked.
+  Result<std::optional<std::string>> Wait(const std::string& ns, const std::string& key,
+                                          KvWaiter waiter, int64_t deadline_ms);
+  // False when there was no such key. InvalidArgument as for Put.
+  Result<bool> Delete(const std::string& ns, const std::string& key);
+  // At most `limit` keys (0 or over the limit: KvLimits::max_list_keys).
+  Result<ListOutcome> List(const std::string& ns, const std::string& prefix, size_t limit) const;
+  // Ends the waits whose deadline is at or before `now_ms` with TimedOut.
+  std::vector<KvWaitAnswer> ExpireWaits(int64_t now_ms);
+  // Removes the keys put for `job_id`; returns how many.
+  size_t OnJobFinished(const std::string& job_id);
+
+  size_t size() const { return storage_->size(); }
+  size_t wait_count() const { return waits_.size(); }
+
+ private:
+  struct Parked {
+    std::string ns;
+    std::string key;
+    KvWaiter waiter;
+    int64_t deadline_ms = 0;
+  };
+
+  Status CheckKey(const std::string& ns, const std::string& key) const;
+  void Unpark(uint64_t wait_id);
+
+  KvLimits limits_;
+  std::unique_ptr<KvStorage> storage_;
+  std::map<uint64_t, Parked> waits_;  // by wait id
+  std::multimap<std::pair<std::string, std::string>, uint64_t> waits_by_key_;
+  std::set<std::pair<int64_t, uint64_t>> waits_by_deadline_;
+  std::unordered_map<std::string, size_t> waits_per_peer_;
+  uint64_t next_wait_id_ = 1;
+};
+
+}  // namespace rayx::scheduler

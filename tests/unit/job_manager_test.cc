@@ -1,0 +1,172 @@
+// JobManager driven through LeaseManager and a recording outbox, without processes.
+#include "head/job_manager.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "common/clock.h"
+#include "head/lease_manager.h"
+#include "head/node_table.h"
+#include "recording_outbox.h"
+
+namespace rayx::scheduler {
+namespace {
+
+using Kind = RecordingOutbox::Kind;
+constexpr char kAgent[] = "agent-head";
+
+class JobManagerTest : public ::testing::Test {
+ protected:
+  JobManagerTest()
+      : leases_(LeaseManager::Options{1000, "10.0.0.1:6380"}, nodes_, outbox_),
+        jobs_(JobManager::Options{}, leases_, nodes_, clock_) {
+    NodeInfo info;
+    info.address = "10.0.0.1";
+    info.is_head_node = true;
+    info.total = {{"CPU", 2}};
+    head_node_ = nodes_.Register(info, clock_.NowMs(), clock_.WallMs());
+    leases_.OnNodeRegistered(head_node_, kAgent);
+  }
+
+  // Every test ends with no lease held and no answer sent to a remote caller:
+  // the head owns the entrypoints' leases.
+  void TearDown() override {
+    for (const auto& r : outbox_.Take()) {
+      EXPECT_NE(r.kind, Kind::kGrantLease);
+      EXPECT_NE(r.kind, Kind::kProcessExited);
+    }
+  }
+
+  // Submits `argv` and returns the job and the StartWorker request it caused.
+  protocol::JobInfo Submit(std::vector<std::string> argv, RecordingOutbox::Record* start) {
+    protocol::SubmitJobRequest req;
+    req.entrypoint = std::move(argv);
+    auto job = jobs_.Submit(req);
+    EXPECT_TRUE(job.ok()) << job.status();
+    auto records = outbox_.Take();
+    EXPECT_EQ(records.size(), 1u);
+    if (!records.empty()) {
+      EXPECT_EQ(records[0].kind, Kind::kStartWorker);
+      EXPECT_EQ(records[0].peer, kAgent);
+      *start = records[0];
+    }
+    return job.ok() ? *job : protocol::JobInfo{};
+  }
+
+  // The agent reports the entrypoint running with pid `pid`.
+  void Started(const RecordingOutbox::Record& start, int32_t pid) {
+    protocol::StartWorkerReply reply;
+    reply.lease_id = start.start.lease_id;
+    reply.worker_pid = pid;
+    reply.process_pids = {pid};
+    leases_.OnStartWorkerReply(start.request_id, reply);
+  }
+
+  void Exited(const std::string& lease_id, int32_t exit_code, int32_t signal) {
+    protocol::ProcessExitedNotice notice;
+    notice.lease_id = lease_id;
+    notice.exit_code = exit_code;
+    notice.signal = signal;
+    notice.all_exited = true;
+    leases_.OnProcessExited(notice);
+  }
+
+  protocol::JobInfo Get(const std::string& id) {
+    auto job = jobs_.Get(id);
+    EXPECT_TRUE(job.ok()) << job.status();
+    return job.ok() ? *job : protocol::JobInfo{};
+  }
+
+  ManualClock clock_;
+  NodeTable nodes_{NodeTable::Options{}};
+  RecordingOutbox outbox_;
+  LeaseManager leases_;
+  JobManager jobs_;
+  NodeId head_node_;
+};
+
+TEST_F(JobManagerTest, EntrypointRunsOnTheHeadNodeAndIsRunningWhenStarted) {
+  RecordingOutbox::Record start;
+  auto job = Submit({"python3", "train.py"}, &start);
+  EXPECT_EQ(job.state, "PENDING");
+  ASSERT_EQ(start.start.processes.size(), 1u);
+  EXPECT_EQ(start.start.processes[0].argv, (std::vector<std::string>{"python3", "train.py"}));
+  EXPECT_EQ(start.start.processes[0].env.at("RAYX_SUBMISSION_ID"), job.submission_id);
+  Started(start, 4242);
+  auto running = Get(job.submission_id);
+  EXPECT_EQ(running.state, "RUNNING");
+  EXPECT_EQ(running.pid, 4242);
+  EXPECT_EQ(running.lease_id, start.start.lease_id);
+  EXPECT_EQ(running.node_address, "10.0.0.1");
+}
+
+TEST_F(JobManagerTest, EntrypointExitZeroSucceedsAndEndsTheJobOnEveryNode) {
+  RecordingOutbox::Record start;
+  auto job = Submit({"true"}, &start);
+  Started(start, 7);
+  Exited(start.start.lease_id, 0, 0);
+  auto done = Get(job.submission_id);
+  EXPECT_EQ(done.state, "SUCCEEDED");
+  EXPECT_EQ(done.exit_code, 0);
+  auto finished = outbox_.OfKind(Kind::kJobFinished);
+  ASSERT_EQ(finished.size(), 1u);
+  EXPECT_EQ(finished[0].peer, kAgent);
+  EXPECT_EQ(finished[0].job_id, job.job_id);
+  EXPECT_EQ(leases_.lease_count(), 0u);
+}
+
+TEST_F(JobManagerTest, EntrypointKilledBySignalFailsNamingTheSignal) {
+  RecordingOutbox::Record start;
+  auto job = Submit({"sleep", "100"}, &start);
+  Started(start, 8);
+  Exited(start.start.lease_id, 0, 9);
+  auto done = Get(job.submission_id);
+  EXPECT_EQ(done.state, "FAILED");
+  EXPECT_EQ(done.exit_code, 128 + 9);
+  EXPECT_NE(done.message.find("signal 9"), std::string::npos) << done.message;
+}
+
+TEST_F(JobManagerTest, EntrypointThatDoesNotStartFailsWithTheAgentsReason) {
+  RecordingOutbox::Record start;
+  auto job = Submit({"no-such-program"}, &start);
+  leases_.OnStartWorkerError(start.request_id, Status::InvalidArgument("exec failed: ENOENT"));
+  auto done = Get(job.submission_id);
+  EXPECT_EQ(done.state, "FAILED");
+  EXPECT_NE(done.message.find("the entrypoint did not start"), std::string::npos) << done.message;
+  EXPECT_NE(done.message.find("exec failed: ENOENT"), std::string::npos) << done.message;
+  EXPECT_EQ(leases_.lease_count(), 0u);
+}
+
+TEST_F(JobManagerTest, StopKillsTheEntrypointAndIsFinal) {
+  RecordingOutbox::Record start;
+  auto job = Submit({"sleep", "100"}, &start);
+  Started(start, 9);
+  auto stopped = jobs_.Stop(job.submission_id);
+  ASSERT_TRUE(stopped.ok()) << stopped.status();
+  EXPECT_EQ(stopped->state, "STOPPED");
+  auto kills = outbox_.OfKind(Kind::kKillWorkers);
+  ASSERT_EQ(kills.size(), 1u);
+  EXPECT_EQ(kills[0].peer, kAgent);
+  EXPECT_EQ(kills[0].kill.lease_ids, (std::vector<std::string>{start.start.lease_id}));
+  // The exit that follows does not change the final state.
+  Exited(start.start.lease_id, 0, 15);
+  EXPECT_EQ(Get(job.submission_id).state, "STOPPED");
+  EXPECT_EQ(jobs_.Stop("no-such-job").status().code(), StatusCode::kNotFound);
+}
+
+TEST_F(JobManagerTest, BadSubmissionsAreRefusedWithoutALease) {
+  protocol::SubmitJobRequest req;
+  EXPECT_EQ(jobs_.Submit(req).status().code(), StatusCode::kInvalidArgument);
+  req.entrypoint = {"true"};
+  req.submission_id = "../etc";
+  EXPECT_EQ(jobs_.Submit(req).status().code(), StatusCode::kInvalidArgument);
+  req.submission_id = "same";
+  ASSERT_TRUE(jobs_.Submit(req).ok());
+  EXPECT_EQ(jobs_.Submit(req).status().code(), StatusCode::kAlreadyExists);
+  EXPECT_EQ(outbox_.OfKind(Kind::kStartWorker).size(), 1u);
+}
+
+}  // namespace
+}  // namespace rayx::scheduler

@@ -1,0 +1,215 @@
+// KvStore alone: keys, limits, parked waits on a manual clock, job-scoped keys.
+#include "head/kv_store.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "common/clock.h"
+
+namespace rayx::scheduler {
+namespace {
+
+class KvStoreTest : public ::testing::Test {
+ protected:
+  void TearDown() override {
+    // Every test ends with no wait left parked in the fixture's store.
+    EXPECT_EQ(kv_.wait_count(), 0u);
+  }
+
+  std::optional<std::string> GetOrDie(const std::string& ns, const std::string& key) {
+    auto value = kv_.Get(ns, key);
+    EXPECT_TRUE(value.ok()) << value.status();
+    return value.ok() ? *value : std::nullopt;
+  }
+
+  ManualClock clock_;
+  KvStore kv_;
+};
+
+TEST_F(KvStoreTest, PutThenGetReturnsValue) {
+  auto put = kv_.Put("ns", "k", std::string("v\0w", 3), /*overwrite=*/false, "");
+  ASSERT_TRUE(put.ok()) << put.status();
+  EXPECT_TRUE(put->added);
+  EXPECT_EQ(GetOrDie("ns", "k"), std::string("v\0w", 3));
+  EXPECT_EQ(GetOrDie("other", "k"), std::nullopt);
+  EXPECT_EQ(GetOrDie("ns", "missing"), std::nullopt);
+}
+
+TEST_F(KvStoreTest, PutWithoutOverwriteKeepsOldValueAndIsAlreadyExists) {
+  ASSERT_TRUE(kv_.Put("", "k", "one", false, "").ok());
+  auto again = kv_.Put("", "k", "two", false, "");
+  ASSERT_FALSE(again.ok());
+  EXPECT_EQ(again.status().code(), StatusCode::kAlreadyExists);
+  EXPECT_EQ(GetOrDie("", "k"), "one");
+  auto over = kv_.Put("", "k", "two", true, "");
+  ASSERT_TRUE(over.ok()) << over.status();
+  EXPECT_FALSE(over->added);
+  EXPECT_EQ(GetOrDie("", "k"), "two");
+}
+
+TEST_F(KvStoreTest, DeleteRemovesOnlyThatKey) {
+  ASSERT_TRUE(kv_.Put("", "a", "1", true, "").ok());
+  ASSERT_TRUE(kv_.Put("", "b", "2", true, "").ok());
+  auto deleted = kv_.Delete("", "a");
+  ASSERT_TRUE(deleted.ok());
+  EXPECT_TRUE(*deleted);
+  deleted = kv_.Delete("", "a");
+  ASSERT_TRUE(deleted.ok());
+  EXPECT_FALSE(*deleted);
+  EXPECT_EQ(GetOrDie("", "a"), std::nullopt);
+  EXPECT_EQ(GetOrDie("", "b"), "2");
+}
+
+TEST_F(KvStoreTest, ListByPrefixIsOrderedBoundedAndPerNamespace) {
+  for (const char* key : {"job/3", "job/1", "job/2", "jobs", "other", "jo"}) {
+    ASSERT_TRUE(kv_.Put("ns", key, "x", true, "").ok());
+  }
+  ASSERT_TRUE(kv_.Put("ns2", "job/9", "x", true, "").ok());
+  auto all = kv_.List("ns", "job/", 0);
+  ASSERT_TRUE(all.ok());
+  EXPECT_EQ(all->keys, (std::vector<std::string>{"job/1", "job/2", "job/3"}));
+  EXPECT_FALSE(all->truncated);
+  auto two = kv_.List("ns", "job", 2);
+  ASSERT_TRUE(two.ok());
+  EXPECT_EQ(two->keys, (std::vector<std::string>{"job/1", "job/2"}));
+  EXPECT_TRUE(two->truncated);
+  auto everything = kv_.List("ns", "", 0);
+  ASSERT_TRUE(everything.ok());
+  EXPECT_EQ(everything->keys.size(), 6u);
+}
+
+TEST_F(KvStoreTest, ListNeverReturnsMoreThanTheLimit) {
+  KvLimits limits;
+  limits.max_list_keys = 3;
+  KvStore kv(limits, std::make_unique<InMemoryKvStorage>());
+  for (int i = 0; i < 10; ++i) ASSERT_TRUE(kv.Put("", "k" + std::to_string(i), "", true, "").ok());
+  auto list = kv.List("", "k", 100);
+  ASSERT_TRUE(list.ok());
+  EXPECT_EQ(list->keys.size(), 3u);
+  EXPECT_TRUE(list->truncated);
+}
+
+TEST_F(KvStoreTest, OversizedKeyValueAndNamespaceNameTheLimitAndSize) {
+  struct Case {
+    std::string ns, key, value, limit, size;
+  };
+  for (const Case& c : {Case{"", std::string(1025, 'k'), "", "1024", "1025"},
+                        Case{"", "k", std::string((1 << 20) + 1, 'v'), "1048576", "1048577"},
+                        Case{std::string(257, 'n'), "k", "", "256", "257"}}) {
+    auto put = kv_.Put(c.ns, c.key, c.value, true, "");
+    ASSERT_FALSE(put.ok());
+    EXPECT_EQ(put.status().code(), StatusCode::kInvalidArgument);
+    EXPECT_NE(put.status().message().find("limit of " + c.limit + " bytes"), std::string::npos)
+        << put.status();
+    EXPECT_NE(put.status().message().find(c.size + " bytes"), std::string::npos) << put.status();
+  }
+  // At the limits exactly: accepted.
+  EXPECT_TRUE(kv_.Put(std::string(256, 'n'), std::string(1024, 'k'),
+                      std::string(1 << 20, 'v'), true, "")
+                  .ok());
+  auto empty = kv_.Put("", "", "v", true, "");
+  EXPECT_EQ(empty.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(kv_.Get("", std::string(1025, 'k')).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(kv_.size(), 1u);
+}
+
+TEST_F(KvStoreTest, WaitForPresentKeyAnswersAtOnce) {
+  ASSERT_TRUE(kv_.Put("", "k", "v", true, "").ok());
+  auto value = kv_.Wait("", "k", {"peer", 1}, clock_.NowMs() + 1000);
+  ASSERT_TRUE(value.ok());
+  EXPECT_EQ(*value, "v");
+}
+
+TEST_F(KvStoreTest, ParkedWaitIsAnsweredByPut) {
+  auto parked = kv_.Wait("ns", "k", {"peer-a", 7}, clock_.NowMs() + 1000);
+  ASSERT_TRUE(parked.ok());
+  EXPECT_EQ(*parked, std::nullopt);
+  auto parked2 = kv_.Wait("ns", "k", {"peer-b", 8}, clock_.NowMs() + 1000);
+  ASSERT_TRUE(parked2.ok());
+  EXPECT_EQ(kv_.wait_count(), 2u);
+  // Another namespace's key does not answer it.
+  auto other = kv_.Put("ns2", "k", "no", true, "");
+  ASSERT_TRUE(other.ok());
+  EXPECT_TRUE(other->answered.empty());
+  auto put = kv_.Put("ns", "k", "yes", true, "");
+  ASSERT_TRUE(put.ok());
+  ASSERT_EQ(put->answered.size(), 2u);
+  for (const auto& answer : put->answered) {
+    ASSERT_TRUE(answer.value.ok());
+    EXPECT_EQ(*answer.value, "yes");
+  }
+  EXPECT_EQ(put->answered[0].waiter.peer, "peer-a");
+  EXPECT_EQ(put->answered[0].waiter.request_id, 7u);
+  EXPECT_EQ(put->answered[1].waiter.peer, "peer-b");
+  // Nothing is left to time out.
+  clock_.Advance(5000);
+  EXPECT_TRUE(kv_.ExpireWaits(clock_.NowMs()).empty());
+}
+
+TEST_F(KvStoreTest, ParkedWaitTimesOutAtItsDeadlineOnly) {
+  ASSERT_TRUE(kv_.Wait("", "late", {"p", 1}, clock_.NowMs() + 500).ok());
+  ASSERT_TRUE(kv_.Wait("", "later", {"p", 2}, clock_.NowMs() + 900).ok());
+  clock_.Advance(499);
+  EXPECT_TRUE(kv_.ExpireWaits(clock_.NowMs()).empty());
+  clock_.Advance(1);
+  auto expired = kv_.ExpireWaits(clock_.NowMs());
+  ASSERT_EQ(expired.size(), 1u);
+  EXPECT_EQ(expired[0].waiter.request_id, 1u);
+  EXPECT_EQ(expired[0].value.status().code(), StatusCode::kTimedOut);
+  EXPECT_NE(expired[0].value.status().message().find("\"late\""), std::string::npos);
+  EXPECT_EQ(kv_.wait_count(), 1u);
+  clock_.Advance(400);
+  expired = kv_.ExpireWaits(clock_.NowMs());
+  ASSERT_EQ(expired.size(), 1u);
+  EXPECT_EQ(expired[0].waiter.request_id, 2u);
+  // A put after the deadline answers no one.
+  auto put = kv_.Put("", "late", "v", true, "");
+  ASSERT_TRUE(put.ok());
+  EXPECT_TRUE(put->answered.empty());
+}
+
+TEST_F(KvStoreTest, WaitsAreBoundedPerPeerAndInTotal) {
+  KvLimits limits;
+  limits.max_waits_per_peer = 2;
+  limits.max_waits = 3;
+  KvStore kv(limits, std::make_unique<InMemoryKvStorage>());
+  int64_t deadline = clock_.NowMs() + 1000;
+  ASSERT_TRUE(kv.Wait("", "a", {"p1", 1}, deadline).ok());
+  ASSERT_TRUE(kv.Wait("", "b", {"p1", 2}, deadline).ok());
+  auto third = kv.Wait("", "c", {"p1", 3}, deadline);
+  EXPECT_EQ(third.status().code(), StatusCode::kUnavailable);
+  EXPECT_NE(third.status().message().find("limit 2"), std::string::npos) << third.status();
+  ASSERT_TRUE(kv.Wait("", "c", {"p2", 1}, deadline).ok());
+  auto fourth = kv.Wait("", "d", {"p3", 1}, deadline);
+  EXPECT_EQ(fourth.status().code(), StatusCode::kUnavailable);
+  EXPECT_NE(fourth.status().message().find("limit 3"), std::string::npos) << fourth.status();
+  EXPECT_EQ(kv.wait_count(), 3u);
+  // An answered wait frees its slot.
+  ASSERT_TRUE(kv.Put("", "a", "v", true, "").ok());
+  EXPECT_TRUE(kv.Wait("", "e", {"p1", 4}, deadline).ok());
+  EXPECT_EQ(kv.ExpireWaits(deadline).size(), 3u);
+  EXPECT_EQ(kv.wait_count(), 0u);
+}
+
+TEST_F(KvStoreTest, JobScopedKeysAreRemovedWhenTheJobEnds) {
+  ASSERT_TRUE(kv_.Put("", "user", "stays", true, "").ok());
+  ASSERT_TRUE(kv_.Put("collective", "g/rank0", "addr", true, "job-1").ok());
+  ASSERT_TRUE(kv_.Put("collective", "g/rank1", "addr", true, "job-1").ok());
+  ASSERT_TRUE(kv_.Put("collective", "h/rank0", "addr", true, "job-2").ok());
+  // Overwritten without a job: no longer the job's.
+  ASSERT_TRUE(kv_.Put("collective", "g/rank1", "mine", true, "").ok());
+  EXPECT_EQ(kv_.OnJobFinished("job-1"), 1u);
+  EXPECT_EQ(GetOrDie("collective", "g/rank0"), std::nullopt);
+  EXPECT_EQ(GetOrDie("collective", "g/rank1"), "mine");
+  EXPECT_EQ(GetOrDie("collective", "h/rank0"), "addr");
+  EXPECT_EQ(GetOrDie("", "user"), "stays");
+  EXPECT_EQ(kv_.OnJobFinished("job-1"), 0u);
+  // A deleted job-scoped key is not counted again.
+  ASSERT_TRUE(kv_.Delete("collective", "h/rank0").ok());
+  EXPECT_EQ(kv_.OnJobFinished("job-2"), 0u);
+  EXPECT_EQ(kv_.size(), 2u);
+}
+
+}  // namespace
+}  // namespace rayx::scheduler

@@ -137,16 +137,23 @@ void InitCollectiveGroup(int world_size, int rank, const GroupOptions& options) 
 
 void DestroyCollectiveGroup(const std::string& name) {
   std::shared_ptr<CollectiveGroup> group;
+  std::function<bool(const std::string&)> destroy_remote;
   {
     Registry& registry = GetRegistry();
     std::lock_guard<std::mutex> lock(registry.mu);
     auto it = registry.groups.find(name);
     if (it == registry.groups.end() || it->second == nullptr) {
-      throw CollectiveError("DestroyCollectiveGroup('" + name +
-                            "'): invalid argument: no such group in this process");
+      destroy_remote = registry.env.destroy_remote;
+    } else {
+      group = std::move(it->second);
+      registry.groups.erase(it);
     }
-    group = std::move(it->second);
-    registry.groups.erase(it);
+  }
+  if (!group) {
+    // A group this driver made over actors: its members leave.
+    if (destroy_remote && destroy_remote(name)) return;
+    throw CollectiveError("DestroyCollectiveGroup('" + name +
+                          "'): invalid argument: no such group in this process or made by it");
   }
   // An operation in progress holds its own reference: make it fail now.
   // Otherwise the group goes here, closing its connections softly.

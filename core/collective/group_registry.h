@@ -20,6 +20,9 @@ struct CollectiveEnvironment {
   // The attempt id every rank of group `name` agrees on (set by whoever
   // creates the group, e.g. the driver); nullptr: "0".
   std::function<std::string(const std::string& name)> attempt_id;
+  // Ends group `name` made from this process over other processes (a
+  // driver's CreateCollectiveGroup); false when there is none.
+  std::function<bool(const std::string& name)> destroy_remote;
 };
 
 // Sets (or with an empty store_factory, clears) the environment. Thread-safe.

@@ -124,7 +124,9 @@ struct GetPackageRequest {
   std::string hash;
   uint64_t offset = 0;
   uint64_t length = 0;
-  MSGPACK_DEFINE_MAP(hash, offset, length)
+  // Needed unless the sender registered with the token (a node agent).
+  std::string token;
+  MSGPACK_DEFINE_MAP(hash, offset, length, token)
 };
 
 struct GetPackageReply {

@@ -15,6 +15,7 @@
 #include "common/process_control.h"
 #include "common/session_dir.h"
 #include "rayx/rayx.h"
+#include "collective/collective_driver.h"
 #include "runtime/runtime.h"
 #include "worker/worker_env.h"
 #include "worker/worker_loop.h"
@@ -145,6 +146,7 @@ void ServeIfWorker() {
     std::_Exit(1);
   }
   G().worker_env = *env;
+  collective::detail::InstallRuntimeEnvironment(env->node_ip);
   detail::RunWorker(*env);
 }
 
@@ -195,6 +197,7 @@ void Init(const Options& options) {
   if (!Env("RAYX_SUBMISSION_ID").empty()) config.job_id = Env("RAYX_JOB_ID");
   auto local_ip = LocalAddressToward(*ip);
   config.node_ip = local_ip.ok() ? *local_ip : "127.0.0.1";
+  collective::detail::InstallRuntimeEnvironment(config.node_ip);
   auto runtime = detail::Runtime::Start(config);
   if (!runtime.ok()) {
     StopPrivateCluster();
@@ -274,6 +277,7 @@ ObjectHandle SubmitActorTask(const ActorPtr& actor, const std::string& method,
 void KillActor(const ActorPtr& actor) { RequireRuntime().KillActor(actor); }
 ActorPtr GetNamedActor(const std::string& name) { return RequireRuntime().GetNamedActor(name); }
 std::string SerializeActor(const ActorPtr& actor) { return RequireRuntime().SerializeActor(actor); }
+const std::string& ActorIdOf(const ActorPtr& actor) { return actor->actor_id; }
 ActorPtr DeserializeActor(const std::string& bytes) {
   return RequireRuntime().DeserializeActor(bytes);
 }

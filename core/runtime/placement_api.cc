@@ -30,7 +30,8 @@ PlacementGroupState StateOf(const protocol::PlacementGroupInfo& info) {
 
 PlacementGroupPtr Runtime::CreatePlacementGroup(const std::string& name,
                                                 const std::vector<ResourceMap>& bundles,
-                                                const std::string& strategy) {
+                                                const std::string& strategy,
+                                                bool detached) {
   auto core = std::make_shared<PlacementGroupCore>();
   core->id = RandomHex(12);
   protocol::CreatePlacementGroupRequest req;
@@ -38,6 +39,7 @@ PlacementGroupPtr Runtime::CreatePlacementGroup(const std::string& name,
   req.name = name;
   req.strategy = strategy;
   req.bundles = bundles;
+  req.detached = detached;
   req.placement_group_id = core->id;
   PostOrdered([this, req = std::move(req), core] {
     head_->Call<protocol::CreatePlacementGroupReply>(
@@ -103,8 +105,8 @@ Runtime& RequireRuntime();
 
 PlacementGroupPtr CreatePlacementGroup(const std::string& name,
                                        const std::vector<ResourceMap>& bundles,
-                                       const std::string& strategy) {
-  return RequireRuntime().CreatePlacementGroup(name, bundles, strategy);
+                                       const std::string& strategy, bool detached) {
+  return RequireRuntime().CreatePlacementGroup(name, bundles, strategy, detached);
 }
 const std::string& PlacementGroupIdOf(const PlacementGroupPtr& group) { return group->id; }
 PlacementGroupState WaitPlacementGroup(const PlacementGroupPtr& group, int64_t timeout_ms) {
@@ -147,7 +149,7 @@ PlacementGroup CreatePlacementGroup(const PlacementGroupCreationOptions& options
   }
   PlacementGroup group;
   group.core_ = detail::CreatePlacementGroup(options.name, options.bundles,
-                                             StrategyName(options.strategy));
+                                             StrategyName(options.strategy), options.detached);
   group.id_ = detail::PlacementGroupIdOf(group.core_);
   group.state_ = "PENDING";
   group.bundles_ = options.bundles.size();

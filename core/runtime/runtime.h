@@ -92,7 +92,7 @@ class Runtime {
   // Placement groups (through the head).
   PlacementGroupPtr CreatePlacementGroup(const std::string& name,
                                          const std::vector<ResourceMap>& bundles,
-                                         const std::string& strategy);
+                                         const std::string& strategy, bool detached = false);
   PlacementGroupState WaitPlacementGroup(const PlacementGroupPtr& group, int64_t timeout_ms);
   void RemovePlacementGroup(const std::string& id);
 
@@ -104,6 +104,14 @@ class Runtime {
   void Release(const std::string& object_id);
 
   const std::string& job_id() const { return config_.job_id; }
+  const Config& config() const { return config_; }
+  // Calls the head and waits up to `timeout_ms` for its answer.
+  // REQUIRES: a user thread (not the I/O thread).
+  template <typename Reply, typename Request>
+  Result<Reply> CallHead(const Request& request, int64_t timeout_ms) {
+    if (!head_ || stopped_) return Status::Unavailable("the rayx runtime has stopped");
+    return head_->CallSync<Reply>(request, timeout_ms);
+  }
   // Objects currently held (for tests of reference counting).
   size_t ObjectCount();
 

@@ -65,7 +65,8 @@ void HeadService::RegisterRoutes() {
   On(Auth::kToken, kJobTokenRefusal, &HeadService::OnStopJob);
   On(Auth::kToken, kJobTokenRefusal, &HeadService::OnHasPackage);
   On(Auth::kToken, kJobTokenRefusal, &HeadService::OnPutPackage);
-  On(Auth::kAuthenticatedPeer, "only node agents fetch packages", &HeadService::OnGetPackage);
+  On(Auth::kPeerOrToken, "fetching a package needs the cluster token",
+     &HeadService::OnGetPackage);
   // Drivers, leases, actors and placement groups.
   On(Auth::kToken,
      "wrong cluster token: set RAYX_TOKEN (printed by `rayx start --head`) or run on a machine "

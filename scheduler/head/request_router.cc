@@ -158,7 +158,8 @@ std::optional<Frames> RequestRouter::Dispatch(Frames& frames, const std::string&
   Status refused;
   if (route.auth == Auth::kAuthenticatedPeer && !authenticated_(peer_id)) {
     refused = Status::Unauthenticated(route.refusal);
-  } else if (route.auth == Auth::kToken) {
+  } else if (route.auth == Auth::kToken ||
+             (route.auth == Auth::kPeerOrToken && !authenticated_(peer_id))) {
     auto token = PeekToken(body);
     if (!token.ok()) {
       refused = Status::InvalidArgument("malformed " + call.type_name + ": " +

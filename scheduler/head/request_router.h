@@ -25,6 +25,7 @@ enum class Auth {
   kNone,               // anyone (heartbeats, which name their node)
   kToken,              // the body's "token" field must be the cluster token
   kAuthenticatedPeer,  // the sender presented the token before (a node or driver)
+  kPeerOrToken,        // either of the two (package reads: agents, and ranks fetching checkpoints)
 };
 
 // A handler's answer when there is no reply now: the request is parked and

@@ -1,9 +1,6 @@
 // Serving stored objects to other nodes.
 #include "agent/object_server.h"
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include <fstream>
@@ -24,6 +21,9 @@ ObjectServer::~ObjectServer() {
 
 Result<std::string> ObjectServer::Start(const std::string& ip) {
   ip_ = ip;
+  ports_ = std::make_unique<PortReserver>(PortReserver::FromKernel(), clock_,
+                                          PortReserver::BindProbe(ip),
+                                          static_cast<uint32_t>(::getpid()) * 2654435761u);
   router_.set(zmq::sockopt::linger, 0);
   router_.set(zmq::sockopt::maxmsgsize, static_cast<int64_t>(protocol::kMaxControlFrameBytes));
   router_.set(zmq::sockopt::sndhwm, 1000);
@@ -110,23 +110,13 @@ void ObjectServer::OnMessage(transport::Frames& frames) {
       return answer(std::move(message));
     }
     case protocol::MessageType::kReservePortRequest: {
-      // Binds port 0 on the node's address and gives the port back: free now;
-      // the caller's process binds it moments later (as torchrun does).
-      int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-      sockaddr_in addr{};
-      addr.sin_family = AF_INET;
-      addr.sin_port = 0;
-      ::inet_pton(AF_INET, ip_.c_str(), &addr.sin_addr);
-      socklen_t len = sizeof addr;
-      if (fd < 0 || ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 ||
-          ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
-        if (fd >= 0) ::close(fd);
+      auto port = ports_->Reserve();
+      if (!port.ok()) {
         return answer(transport::MakeErrorMessage(
-            Status::Unavailable("no free port on " + ip_), "object server", env->id));
+            Status::Unavailable(port.status().message() + " on " + ip_), "object server", env->id));
       }
-      ::close(fd);
       protocol::ReservePortReply out;
-      out.port = ntohs(addr.sin_port);
+      out.port = *port;
       return answer(transport::MakeMessage(out, env->id));
     }
     default:

@@ -10,7 +10,9 @@
 #include <boost/asio/io_context.hpp>
 #include <zmq.hpp>
 
+#include "agent/port_reserver.h"
 #include "agent/process_runner.h"
+#include "common/clock.h"
 #include "object_store/shared_memory_store.h"
 #include "rayx/status.h"
 #include "transport/zmq_socket_loop.h"
@@ -22,7 +24,8 @@ namespace rayx::worker {
 // so a peer can never read or delete another file. Pulls are answered with at
 // most kMaxChunk bytes each: the puller asks for chunks and keeps several in
 // flight. It also serves the output of process leases (ReadLog: only logs the
-// lookup knows, never an arbitrary path) and picks free ports (ReservePort).
+// lookup knows, never an arbitrary path) and hands out rendezvous ports
+// (ReservePort, through a PortReserver).
 // Not thread-safe.
 class ObjectServer {
  public:
@@ -48,6 +51,8 @@ class ObjectServer {
   std::unique_ptr<transport::ZmqSocketLoop> loop_;
   LogLookup log_lookup_;
   std::string ip_;
+  SystemClock clock_;
+  std::unique_ptr<PortReserver> ports_;  // set by Start
 };
 
 }  // namespace rayx::worker

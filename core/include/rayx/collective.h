@@ -5,10 +5,13 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <initializer_list>
 #include <stdexcept>
 #include <string>
 #include <type_traits>
 #include <vector>
+
+#include "rayx/rayx.h"
 
 namespace rayx::collective {
 
@@ -158,6 +161,32 @@ void Send(const std::vector<T>& data, int dst, const std::string& group = "defau
 template <typename T>
 void Recv(std::vector<T>& data, int src, const std::string& group = "default") {
   Recv(data.data(), data.size(), detail::DataTypeOf<T>(), src, group);
+}
+
+// ---- Groups over actors, from a driver ---------------------------------------
+
+namespace detail {
+void CreateGroupOverActors(const std::vector<rayx::detail::ActorPtr>& actors,
+                           const GroupOptions& options, bool detached);
+}  // namespace detail
+
+// Makes actor i rank i of group `options.name` and returns once every rank is
+// connected, so the actors' next calls can use it. Throws CollectiveError for
+// no actors, an actor listed twice or a name in use, and when a rank does not
+// join in time (naming the rank and why; the others leave again).
+// DestroyCollectiveGroup(name) from this driver ends it.
+template <typename C>
+void CreateCollectiveGroup(const std::vector<ActorHandle<C>>& actors,
+                           const GroupOptions& options = {}) {
+  std::vector<rayx::detail::ActorPtr> ptrs;
+  ptrs.reserve(actors.size());
+  for (const auto& a : actors) ptrs.push_back(a.ptr());
+  detail::CreateGroupOverActors(ptrs, options, /*detached=*/false);
+}
+template <typename C>
+void CreateCollectiveGroup(std::initializer_list<ActorHandle<C>> actors,
+                           const GroupOptions& options = {}) {
+  CreateCollectiveGroup(std::vector<ActorHandle<C>>(actors), options);
 }
 
 }  // namespace rayx::collective

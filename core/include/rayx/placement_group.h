@@ -27,6 +27,9 @@ struct PlacementGroupCreationOptions {
   std::string name;                  // shown by `rayx list placement-groups`
   std::vector<ResourceMap> bundles;  // e.g. {{{"GPU", 1}, {"CPU", 4}}, {{"GPU", 1}}}
   PlacementStrategy strategy = PlacementStrategy::PACK;
+  // Outlives the job that made it (until RemovePlacementGroup), like the
+  // detached actors placed in it. Default: ends with its job.
+  bool detached = false;
 };
 
 // Resources reserved together on the cluster, all bundles or none. Tasks and

@@ -65,7 +65,7 @@ using PlacementGroupPtr = std::shared_ptr<PlacementGroupCore>;
 // Sends the creation without waiting for the head (the id is chosen here).
 PlacementGroupPtr CreatePlacementGroup(const std::string& name,
                                        const std::vector<ResourceMap>& bundles,
-                                       const std::string& strategy);
+                                       const std::string& strategy, bool detached = false);
 const std::string& PlacementGroupIdOf(const PlacementGroupPtr& group);
 // Waits for the creation's answer, then (when pending) up to `timeout_ms` for
 // the group to be placed.
@@ -82,6 +82,8 @@ void KillActor(const ActorPtr& actor);
 // Throws std::runtime_error naming the actor when there is none.
 ActorPtr GetNamedActor(const std::string& name);
 std::string SerializeActor(const ActorPtr& actor);
+// The actor's id (hex): the same for every handle of one actor.
+const std::string& ActorIdOf(const ActorPtr& actor);
 ActorPtr DeserializeActor(const std::string& bytes);
 
 // An object's bytes: in this process's memory, or mapped read-only from the

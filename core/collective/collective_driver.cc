@@ -1,0 +1,177 @@
+// Collective groups over actors: joining through built-in actor methods and
+// the head's KV.
+//
+// Design: the driver picks a fresh attempt id for every group it creates, so a
+// group created again under the same name never reads the keys of an earlier
+// attempt (Ray #25737's stale rendezvous). Each member joins from a built-in
+// actor method that runs on the actor's own thread, like any call, so it is
+// ordered with the user's calls: a call made after CreateCollectiveGroup
+// returns sees the group. The record in the KV lets DestroyCollectiveGroup and
+// a later job find the members.
+#include "collective/collective_driver.h"
+
+#include <algorithm>
+#include <atomic>
+#include <map>
+#include <mutex>
+#include <set>
+#include <stdexcept>
+
+#include "collective/group_registry.h"
+#include "collective/kv_rendezvous_store.h"
+#include "rayx/ids.h"
+#include "rayx/detail/registry.h"
+#include "rayx/errors.h"
+#include "runtime/kv_client.h"
+
+namespace rayx::collective::detail {
+namespace {
+
+using rayx::detail::ActorPtr;
+
+std::string MetaKey(const std::string& name) { return name + "/meta"; }
+
+bool Join(JoinRequest request) {
+  GroupSpec spec;
+  spec.options.name = request.name;
+  spec.options.backend = static_cast<Backend>(request.backend);
+  spec.options.timeout_ms = request.timeout_ms;
+  spec.world_size = request.world_size;
+  spec.rank = request.rank;
+  spec.attempt_id = request.attempt_id;
+  spec.node_ip = rayx::detail::CurrentNodeIp();
+  for (const auto& actor : request.member_actors) spec.members.push_back(MemberInfo{actor, ""});
+  InitCollectiveGroup(spec, std::make_shared<KvRendezvousStore>());
+  return true;
+}
+
+bool Leave(std::string name) {
+  if (!IsGroupInitialized(name)) return false;
+  DestroyCollectiveGroup(name);
+  return true;
+}
+
+[[maybe_unused]] const bool kRegistered = [] {
+  rayx::detail::RegisterOne(kJoinGroupMethod, &Join);
+  rayx::detail::RegisterOne(kLeaveGroupMethod, &Leave);
+  return true;
+}();
+
+void DeleteKeys(const std::string& name) {
+  for (const auto& key : rayx::detail::KvList(KvRendezvousStore::kNamespace, name + "/")) {
+    rayx::detail::KvDelete(KvRendezvousStore::kNamespace, key);
+  }
+}
+
+}  // namespace
+
+void CreateGroupOverActors(const std::vector<ActorPtr>& actors, const GroupOptions& options,
+                           bool detached) {
+  const std::string where = "CreateCollectiveGroup('" + options.name + "')";
+  if (actors.empty()) throw CollectiveError(where + ": world size 0: give at least one actor");
+  if (options.name.empty() || options.name.find('/') != std::string::npos) {
+    throw CollectiveError(where + ": a group name must be non-empty and without '/'");
+  }
+  if (options.timeout_ms <= 0) {
+    throw CollectiveError(where + ": timeout_ms must be positive");
+  }
+  GroupRecord record;
+  record.attempt_id = rayx::detail::RandomHex(8);
+  std::vector<std::string> short_ids;
+  std::set<std::string> seen;
+  for (size_t i = 0; i < actors.size(); ++i) {
+    std::string id = rayx::detail::ActorIdOf(actors[i]);
+    if (!seen.insert(id).second) {
+      throw CollectiveError(where + ": actor " + id.substr(0, 12) + " is listed twice (ranks " +
+                            std::to_string(std::find(short_ids.begin(), short_ids.end(),
+                                                     id.substr(0, 12)) - short_ids.begin()) +
+                            " and " + std::to_string(i) + "): each actor can hold one rank");
+    }
+    short_ids.push_back(id.substr(0, 12));
+    record.actors.push_back(rayx::detail::SerializeActor(actors[i]));
+  }
+  if (!rayx::detail::KvPut(KvRendezvousStore::kNamespace, MetaKey(options.name),
+                           rayx::detail::Pack(record), /*overwrite=*/false,
+                           /*job_scoped=*/!detached)) {
+    throw CollectiveError(where + ": a group of that name exists already: destroy it first "
+                          "(DestroyCollectiveGroup) or choose another name");
+  }
+  std::vector<rayx::detail::ObjectHandle> joins;
+  for (size_t i = 0; i < actors.size(); ++i) {
+    JoinRequest join;
+    join.name = options.name;
+    join.backend = static_cast<int32_t>(options.backend);
+    join.timeout_ms = options.timeout_ms;
+    join.world_size = static_cast<int32_t>(actors.size());
+    join.rank = static_cast<int32_t>(i);
+    join.attempt_id = record.attempt_id;
+    join.member_actors = short_ids;
+    joins.push_back(rayx::detail::SubmitActorTask(actors[i], kJoinGroupMethod,
+                                                  {rayx::detail::Arg{rayx::detail::Pack(join), nullptr}}));
+  }
+  // Every rank answers within the group's timeout (it fails its own join then);
+  // the margin covers the calls' travel.
+  std::string failure;
+  for (size_t i = 0; i < joins.size(); ++i) {
+    try {
+      rayx::detail::GetBytes(joins[i], options.timeout_ms + 5000);
+    } catch (const std::exception& e) {
+      if (failure.empty()) {
+        failure = where + ": rank " + std::to_string(i) + " (actor " + short_ids[i] +
+                  ") did not join: " + e.what();
+      }
+    }
+  }
+  if (!failure.empty()) {
+    DestroyGroupOverActors(options.name);
+    throw CollectiveError(failure);
+  }
+}
+
+bool DestroyGroupOverActors(const std::string& name) {
+  auto bytes = rayx::detail::KvGet(KvRendezvousStore::kNamespace, MetaKey(name));
+  if (!bytes) return false;
+  auto record = rayx::detail::Unpack<GroupRecord>(*bytes);
+  std::vector<rayx::detail::ObjectHandle> leaves;
+  for (const auto& a : record.actors) {
+    try {
+      leaves.push_back(rayx::detail::SubmitActorTask(rayx::detail::DeserializeActor(a),
+                                                     kLeaveGroupMethod,
+                                                     {rayx::detail::Arg{rayx::detail::Pack(name), nullptr}}));
+    } catch (const std::exception&) {
+    }
+  }
+  for (auto& leave : leaves) {
+    try {
+      rayx::detail::GetBytes(leave, 10000);
+    } catch (const std::exception&) {
+      // A dead member has left already.
+    }
+  }
+  ForgetGroup(name);
+  return true;
+}
+
+void ForgetGroup(const std::string& name) {
+  DeleteKeys(name);
+  rayx::detail::KvDelete(KvRendezvousStore::kNamespace, MetaKey(name));
+}
+
+void InstallRuntimeEnvironment(const std::string& node_ip) {
+  CollectiveEnvironment env;
+  env.store_factory = [] { return std::make_shared<KvRendezvousStore>(); };
+  env.node_ip = node_ip;
+  env.destroy_remote = [](const std::string& name) { return DestroyGroupOverActors(name); };
+  // Groups made inside actors (InitCollectiveGroup) have no driver to pick an
+  // attempt id: the ranks count how often this process joined the name, so a
+  // group destroyed and made again by the same processes uses fresh keys.
+  env.attempt_id = [](const std::string& name) {
+    static std::mutex mu;
+    static std::map<std::string, int> joins;
+    std::lock_guard<std::mutex> lock(mu);
+    return "g" + std::to_string(joins[name]++);
+  };
+  SetCollectiveEnvironment(std::move(env));
+}
+
+}  // namespace rayx::collective::detail

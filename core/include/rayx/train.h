@@ -1,0 +1,172 @@
+// Train: run a training loop on every rank of an actor group with a collective
+// group ready, keep its checkpoints in the cluster, restart from the latest one
+// when a rank or node dies, and grow or shrink with the cluster. Ray Train's
+// names.
+//
+//   struct Config { int epochs; double lr; MSGPACK_DEFINE_MAP(epochs, lr) };
+//   void TrainLoop(Config config) {
+//     auto ctx = rayx::train::GetContext();
+//     int start = 0;
+//     if (auto ckpt = rayx::train::GetCheckpoint()) start = LoadEpoch(ckpt->path());
+//     for (int epoch = start; epoch < config.epochs; ++epoch) {
+//       ... rayx::collective::AllReduce(grads, rayx::collective::ReduceOp::kSum,
+//                                       ctx.GetCollectiveGroup());
+//       rayx::train::Report({{"loss", loss}}, rayx::train::Checkpoint::FromDirectory(dir));
+//     }
+//   }
+//   RAYX_REMOTE(TrainLoop);
+//   ...
+//   rayx::train::DataParallelTrainer trainer(TrainLoop, Config{3, 0.1},
+//                                            {.num_workers = 4}, {.name = "run-1"},
+//                                            {.max_failures = 2});
+//   rayx::train::Result result = trainer.Fit();
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "rayx/placement_group.h"
+#include "rayx/rayx.h"
+
+namespace rayx::train {
+
+struct ScalingConfig {
+  // Ranks to run. With min_workers/max_workers set, the size the run starts at
+  // is the largest that fits between them; num_workers is then ignored.
+  int num_workers = 1;
+  // Elastic runs: start once min_workers fit, grow toward max_workers when
+  // nodes join, shrink (never below min_workers) when nodes are lost.
+  // 0: not elastic.
+  int min_workers = 0;
+  int max_workers = 0;
+  // One GPU per rank (plus resources_per_worker), NCCL between ranks.
+  bool use_gpu = false;
+  // Default: {CPU: 1}.
+  ResourceMap resources_per_worker;
+  PlacementStrategy placement_strategy = PlacementStrategy::PACK;
+};
+
+struct RunConfig {
+  // Names the run: its checkpoints are kept under it. Default: a new id.
+  std::string name;
+  // A shared mount to keep checkpoints in instead of the cluster. Default:
+  // none (checkpoints are packed and kept by the head).
+  std::string storage_path;
+  // Checkpoints kept per run (the latest ones). Default 2.
+  int num_to_keep = 2;
+};
+
+struct FailureConfig {
+  // Restarts from the latest checkpoint after a rank's failure. Default 0.
+  int max_failures = 0;
+};
+
+using Metrics = std::map<std::string, double>;
+
+// A directory of files that make up a checkpoint. Reported from rank 0 it is
+// packed and kept by the cluster; GetCheckpoint() in a resumed run unpacks it
+// on the rank's own node.
+class Checkpoint {
+ public:
+  Checkpoint() = default;
+  static Checkpoint FromDirectory(std::string dir) {
+    Checkpoint c;
+    c.path_ = std::move(dir);
+    return c;
+  }
+  // The local directory with the checkpoint's files.
+  const std::string& path() const { return path_; }
+  // The id under which the cluster keeps it (a content hash, or a path under
+  // storage_path); empty until reported.
+  const std::string& id() const { return id_; }
+
+  // For rayx's own use.
+  static Checkpoint FromId(std::string id, std::string path) {
+    Checkpoint c;
+    c.id_ = std::move(id);
+    c.path_ = std::move(path);
+    return c;
+  }
+
+ private:
+  std::string path_, id_;
+};
+
+struct Result {
+  Metrics metrics;                      // the last metrics rank 0 reported
+  std::vector<Metrics> metrics_history;  // every report of rank 0 (the last 1,000), oldest first
+  std::optional<Checkpoint> checkpoint;  // the latest checkpoint (its id; path empty)
+  int num_restarts = 0;
+  int num_workers = 0;                  // ranks of the last attempt
+  std::string error;                    // empty on success, else the rank, its node and the cause
+};
+
+// Inside the loop: who this rank is.
+class TrainContext {
+ public:
+  int GetWorldRank() const { return rank_; }
+  int GetWorldSize() const { return world_size_; }
+  int GetLocalRank() const { return local_rank_; }
+  int GetLocalWorldSize() const { return local_world_size_; }
+  int GetNodeRank() const { return node_rank_; }
+  // The collective group's name, for rayx::collective calls.
+  const std::string& GetCollectiveGroup() const { return collective_group_; }
+  const std::string& GetRunName() const { return run_name_; }
+  int GetAttempt() const { return attempt_; }
+
+ private:
+  friend struct ContextAccess;
+  int rank_ = 0, world_size_ = 1, local_rank_ = 0, local_world_size_ = 1, node_rank_ = 0;
+  int attempt_ = 0;
+  std::string collective_group_, run_name_;
+};
+
+// Inside the loop; throw std::runtime_error elsewhere.
+TrainContext GetContext();
+// A barrier across ranks: every rank calls it the same number of times. Rank
+// 0's metrics are kept, and its checkpoint (when given) becomes the run's
+// latest. Throws rayx::collective::CollectiveError when another rank failed.
+void Report(const Metrics& metrics, const std::optional<Checkpoint>& checkpoint = std::nullopt);
+// The checkpoint to resume from (unpacked into a local directory), or nullopt
+// on a fresh start.
+std::optional<Checkpoint> GetCheckpoint();
+
+namespace detail {
+
+struct FitSpec {
+  std::string loop;          // the registered loop function's name
+  std::string config;        // its argument, msgpack
+  ScalingConfig scaling;
+  RunConfig run;
+  FailureConfig failure;
+};
+Result Fit(const FitSpec& spec);
+
+}  // namespace detail
+
+// Runs `loop(config)` on every rank. `loop` is a registered function
+// (RAYX_REMOTE) taking one argument.
+template <typename Config>
+class DataParallelTrainer {
+ public:
+  DataParallelTrainer(void (*loop)(Config), Config config, ScalingConfig scaling = {},
+                      RunConfig run = {}, FailureConfig failure = {}) {
+    spec_.loop = rayx::detail::Lookup(loop).name;
+    spec_.config = rayx::detail::Pack(config);
+    spec_.scaling = std::move(scaling);
+    spec_.run = std::move(run);
+    spec_.failure = failure;
+  }
+  // Blocks until the run ends. Throws std::invalid_argument for bad configs;
+  // failures of the run itself come back in Result::error.
+  Result Fit() { return detail::Fit(spec_); }
+
+ private:
+  detail::FitSpec spec_;
+};
+
+}  // namespace rayx::train

@@ -1,0 +1,32 @@
+// The head's key-value store as this process's runtime reaches it (rayx/kv.h
+// is the public face), plus where the runtime's cluster is.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "rayx/status.h"
+
+namespace rayx::detail {
+
+// Each call goes over the runtime's own head connection (RequireRuntime) and
+// throws std::runtime_error naming the head's reason when it refuses
+// (std::invalid_argument for keys or values over their limits).
+// `job_scoped` keys are removed by the head when this job ends.
+bool KvPut(const std::string& ns, const std::string& key, const std::string& value,
+           bool overwrite, bool job_scoped = false);
+std::optional<std::string> KvGet(const std::string& ns, const std::string& key);
+// TimedOut when the key does not appear within `timeout_ms`.
+Result<std::string> KvWait(const std::string& ns, const std::string& key, int64_t timeout_ms);
+bool KvDelete(const std::string& ns, const std::string& key);
+std::vector<std::string> KvList(const std::string& ns, const std::string& prefix);
+
+// The cluster this process's runtime belongs to: "host:port" and its token.
+std::string CurrentHeadAddress();
+std::string CurrentClusterToken();
+// This process's node address (the one its node registered with).
+std::string CurrentNodeIp();
+
+}  // namespace rayx::detail

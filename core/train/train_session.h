@@ -1,0 +1,56 @@
+// The rank side of Train: the built-in actor that runs a user's training loop,
+// and the messages between it and the trainer.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+
+#include <msgpack.hpp>
+
+#include "rayx/train.h"
+
+namespace rayx::train::detail {
+
+// Built-in names (registered in every rayx program).
+inline constexpr const char* kTrainWorkerFactory = "rayx.train.TrainWorker.Create";
+inline constexpr const char* kTrainWorkerRun = "rayx.train.TrainWorker.Run";
+
+// What the trainer asks each rank to run.
+struct RunRequest {
+  std::string loop;     // registered function name
+  std::string config;   // its argument, msgpack
+  std::string run_name;
+  int32_t attempt = 0;
+  std::string checkpoint_id;  // resume from it; empty: fresh start
+  std::string storage_path;
+  int32_t num_to_keep = 2;
+  MSGPACK_DEFINE_MAP(loop, config, run_name, attempt, checkpoint_id, storage_path, num_to_keep)
+};
+
+// The run's latest report from rank 0, kept in the head's KV.
+struct LatestReport {
+  std::map<std::string, double> metrics;
+  std::string checkpoint_id;
+  std::vector<std::string> kept;  // checkpoint ids, oldest first
+  int64_t reports = 0;
+  std::vector<std::map<std::string, double>> history;  // the last kMaxHistory reports
+  MSGPACK_DEFINE_MAP(metrics, checkpoint_id, kept, reports, history)
+};
+
+// Reports kept in a run's history (the KV value stays far below its limit).
+inline constexpr size_t kMaxHistory = 1000;
+
+// The KV key (namespace "rayx") of a run's latest report.
+std::string LatestReportKey(const std::string& run_name);
+
+// Packs a checkpoint directory and stores it where the run keeps checkpoints:
+// under `storage_path` when set (a copy), else in the head's package store.
+// Returns its id.
+std::string StoreCheckpoint(const std::string& dir, const std::string& storage_path);
+// Makes checkpoint `id` available as a local directory and returns its path.
+std::string FetchCheckpoint(const std::string& id, const std::string& run_name,
+                            const std::string& storage_path);
+
+}  // namespace rayx::train::detail

@@ -1,0 +1,211 @@
+// DataParallelTrainer::Fit: attempts of an actor group running the loop.
+//
+// Design: one attempt is one actor group (one placement group, one collective
+// group) whose every rank runs the loop. The driver waits on the ranks' results
+// and watches the cluster once a second (an elastic run grows when more ranks
+// fit). When a rank fails (its worker or node died, or the loop threw), the
+// group is killed: the surviving ranks' collectives fail at once (their peer's
+// connections close), so no rank waits out a timeout, and the next attempt
+// starts from the latest checkpoint rank 0 reported, on whatever nodes fit.
+// Growth restarts the same way but does not count against max_failures.
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <stdexcept>
+
+#include "rayx/actor_group.h"
+#include "rayx/cluster_status.h"
+#include "rayx/train.h"
+#include "runtime/kv_client.h"
+#include "train/train_session.h"
+
+namespace rayx::train::detail {
+namespace {
+
+constexpr const char* kKvNamespace = "rayx";
+// How long an attempt waits for its ranks to be placed and connected.
+constexpr int64_t kGroupTimeoutMs = 120000;
+// How often a running attempt looks for room to grow.
+constexpr int64_t kWatchPeriodMs = 1000;
+
+struct Plan {
+  ResourceMap per_worker;
+  int min = 1, max = 1;
+  bool elastic = false;
+};
+
+Plan Validate(const FitSpec& spec) {
+  const ScalingConfig& s = spec.scaling;
+  Plan plan;
+  plan.elastic = s.min_workers > 0 || s.max_workers > 0;
+  if (plan.elastic) {
+    if (s.min_workers < 1) {
+      throw std::invalid_argument("ScalingConfig: min_workers is " + std::to_string(s.min_workers) +
+                                  ": an elastic run needs at least 1");
+    }
+    if (s.max_workers < s.min_workers) {
+      throw std::invalid_argument("ScalingConfig: min_workers (" + std::to_string(s.min_workers) +
+                                  ") is more than max_workers (" + std::to_string(s.max_workers) +
+                                  ")");
+    }
+    plan.min = s.min_workers;
+    plan.max = s.max_workers;
+  } else {
+    if (s.num_workers < 1) {
+      throw std::invalid_argument("ScalingConfig: num_workers is " + std::to_string(s.num_workers) +
+                                  ": a run needs at least 1 worker");
+    }
+    plan.min = plan.max = s.num_workers;
+  }
+  if (spec.failure.max_failures < 0) {
+    throw std::invalid_argument("FailureConfig: max_failures is " +
+                                std::to_string(spec.failure.max_failures) + ": it must be >= 0");
+  }
+  plan.per_worker = s.resources_per_worker;
+  if (plan.per_worker.empty()) plan.per_worker["CPU"] = 1;
+  if (s.use_gpu && plan.per_worker["GPU"] <= 0) plan.per_worker["GPU"] = 1;
+  return plan;
+}
+
+// How many ranks of `per_worker` the alive nodes have room for now, counting
+// `held` (a running attempt's own ranks) as free.
+int RanksThatFit(const ResourceMap& per_worker, int held) {
+  auto status = QueryClusterStatus(rayx::detail::CurrentHeadAddress(),
+                                   rayx::detail::CurrentClusterToken(), 2000);
+  if (!status.ok()) return held;
+  int fit = held;
+  for (const auto& node : status->nodes) {
+    if (!node.alive) continue;
+    int n = 1 << 20;
+    for (const auto& [k, need] : per_worker) {
+      if (need <= 0) continue;
+      auto it = node.available.find(k);
+      double have = it == node.available.end() ? 0 : it->second;
+      n = std::min(n, static_cast<int>(std::floor(have / need + 1e-9)));
+    }
+    fit += n;
+  }
+  return fit;
+}
+
+std::optional<LatestReport> ReadLatest(const std::string& run) {
+  auto bytes = rayx::detail::KvGet(kKvNamespace, LatestReportKey(run));
+  if (!bytes) return std::nullopt;
+  return rayx::detail::Unpack<LatestReport>(*bytes);
+}
+
+// Why an attempt failed: the first rank whose own failure it was (a dead
+// worker, the loop's exception) rather than a peer's collective error.
+struct Failure {
+  int rank = -1;
+  std::string text;
+  bool primary = false;
+};
+
+}  // namespace
+
+Result Fit(const FitSpec& input) {
+  FitSpec spec = input;
+  Plan plan = Validate(spec);
+  if (rayx::detail::FunctionRegistry::Instance().FindByName(spec.loop) == nullptr) {
+    throw std::invalid_argument("train loop " + spec.loop + " is not registered: RAYX_REMOTE it");
+  }
+  if (spec.run.name.empty()) {
+    spec.run.name = "train-" + std::to_string(std::chrono::system_clock::now().time_since_epoch().count());
+  }
+  Result result;
+  int failures = 0;
+  int size = plan.elastic ? std::clamp(RanksThatFit(plan.per_worker, 0), plan.min, plan.max)
+                          : plan.min;
+  for (int attempt = 0;; ++attempt) {
+    ActorGroupOptions options;
+    options.num_actors = size;
+    options.resources = plan.per_worker;
+    options.strategy = spec.scaling.placement_strategy;
+    options.collective = true;
+    options.timeout_ms = kGroupTimeoutMs;
+    rayx::detail::ActorGroupSpec group_spec;
+    group_spec.factory = kTrainWorkerFactory;
+    group_spec.options = options;
+    rayx::detail::ActorGroupPtr group;
+    try {
+      group = rayx::detail::CreateActorGroup(group_spec);
+    } catch (const std::invalid_argument&) {
+      throw;
+    } catch (const std::exception& e) {
+      // Infeasible at once, or no room in time: nothing to restart.
+      result.error = std::string("run ") + spec.run.name + ": " + e.what();
+      return result;
+    }
+    RunRequest request;
+    request.loop = spec.loop;
+    request.config = spec.config;
+    request.run_name = spec.run.name;
+    request.attempt = attempt;
+    request.storage_path = spec.run.storage_path;
+    request.num_to_keep = spec.run.num_to_keep;
+    if (auto latest = ReadLatest(spec.run.name)) request.checkpoint_id = latest->checkpoint_id;
+    std::vector<rayx::detail::ObjectHandle> pending;
+    std::vector<int> rank_of;
+    for (size_t r = 0; r < group->actors.size(); ++r) {
+      pending.push_back(rayx::detail::SubmitActorTask(
+          group->actors[r], kTrainWorkerRun, {rayx::detail::Arg{rayx::detail::Pack(request), nullptr}}));
+      rank_of.push_back(static_cast<int>(r));
+    }
+    result.num_workers = size;
+    Failure failure;
+    bool grow = false;
+    while (!pending.empty()) {
+      std::vector<bool> ready = rayx::detail::WaitObjects(pending, 1, kWatchPeriodMs);
+      for (size_t i = ready.size(); i-- > 0;) {
+        if (!ready[i]) continue;
+        try {
+          rayx::detail::GetBytes(pending[i], 0);
+        } catch (const TaskError& e) {
+          const int r = rank_of[i];
+          bool primary = e.type().find("CollectiveError") == std::string::npos;
+          if (failure.rank < 0 || (primary && !failure.primary)) {
+            const RankInfo& info = group->ranks[static_cast<size_t>(r)];
+            failure.rank = r;
+            failure.primary = primary;
+            failure.text = "rank " + std::to_string(r) + " (node " + info.node_ip + ", pid " +
+                           std::to_string(info.pid) + ") failed: " + e.type() + ": " +
+                           e.remote_message();
+          }
+        }
+        pending.erase(pending.begin() + static_cast<long>(i));
+        rank_of.erase(rank_of.begin() + static_cast<long>(i));
+      }
+      if (failure.rank >= 0) break;
+      if (plan.elastic && size < plan.max && !pending.empty()) {
+        int fit = std::min(plan.max, RanksThatFit(plan.per_worker, size));
+        if (fit > size) {
+          grow = true;
+          size = fit;
+          break;
+        }
+      }
+    }
+    rayx::detail::KillActorGroup(*group);
+    if (auto latest = ReadLatest(spec.run.name)) {
+      result.metrics = latest->metrics;
+      result.metrics_history = latest->history;
+      if (!latest->checkpoint_id.empty()) result.checkpoint = Checkpoint::FromId(latest->checkpoint_id, "");
+    }
+    if (failure.rank < 0 && !grow) return result;  // every rank finished
+    result.num_restarts++;
+    if (!grow) {
+      if (++failures > spec.failure.max_failures) {
+        result.num_restarts--;
+        result.error = failure.text + (spec.failure.max_failures > 0
+                                           ? " (after " + std::to_string(spec.failure.max_failures) +
+                                                 " restart(s))"
+                                           : "");
+        return result;
+      }
+      if (plan.elastic) size = std::clamp(RanksThatFit(plan.per_worker, 0), plan.min, plan.max);
+    }
+  }
+}
+
+}  // namespace rayx::train::detail

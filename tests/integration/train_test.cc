@@ -1,0 +1,379 @@
+// Actor groups and Train on a real two-node loopback cluster: trained weights
+// equal one process's, a SIGKILLed rank resumes from the cluster-kept
+// checkpoint, an elastic run grows when a node joins and shrinks when one dies,
+// a detached group serves two jobs, and bad configs are refused. This binary is
+// also its workers' program (RAYX_WORKER_MODE).
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <functional>
+#include <future>
+#include <string>
+#include <thread>
+
+#include "rayx/actor_group.h"
+#include "rayx/collective.h"
+#include "rayx/kv.h"
+#include "rayx/rayx.h"
+#include "rayx/train.h"
+#include "train_linear/linear_sgd.h"
+#include "util/local_cluster.h"
+#include "util/subprocess.h"
+
+namespace {
+
+namespace train = rayx::train;
+
+// The example's loop, plus each rank's pid in the KV so a test can kill it.
+void TrainLinear(linear_sgd::Config c) {
+  using namespace linear_sgd;
+  auto ctx = train::GetContext();
+  rayx::kv::Put("train-test/" + ctx.GetRunName() + "/pid/" + std::to_string(ctx.GetWorldRank()),
+                std::to_string(getpid()));
+  Data data = MakeData(c);
+  std::vector<double> w(static_cast<size_t>(c.dim), 0.0);
+  int start = 0;
+  if (auto ckpt = train::GetCheckpoint()) start = LoadCheckpoint(ckpt->path(), &w) + 1;
+  const int begin = ShardBegin(c.samples, ctx.GetWorldRank(), ctx.GetWorldSize());
+  const int end = ShardBegin(c.samples, ctx.GetWorldRank() + 1, ctx.GetWorldSize());
+  for (int epoch = start; epoch < c.epochs; ++epoch) {
+    std::vector<double> g = ShardGradient(data, w, c.dim, begin, end);
+    rayx::collective::AllReduce(g, rayx::collective::ReduceOp::kSum, ctx.GetCollectiveGroup());
+    double loss = Step(w, g, c);
+    if (c.epoch_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(c.epoch_ms));
+    std::optional<train::Checkpoint> checkpoint;
+    if (ctx.GetWorldRank() == 0) {
+      std::string dir = (std::filesystem::temp_directory_path() / "rayx-train-test" /
+                         ctx.GetRunName() / std::to_string(getpid()) /
+                         ("epoch-" + std::to_string(epoch)))
+                            .string();
+      std::filesystem::create_directories(dir);
+      SaveCheckpoint(dir, epoch, w);
+      checkpoint = train::Checkpoint::FromDirectory(dir);
+    }
+    train::Metrics metrics{{"epoch", static_cast<double>(epoch)},
+                           {"loss", loss},
+                           {"world_size", static_cast<double>(ctx.GetWorldSize())}};
+    for (size_t j = 0; j < w.size(); ++j) metrics["w" + std::to_string(j)] = w[j];
+    train::Report(metrics, checkpoint);
+  }
+}
+
+void ThrowingLoop(linear_sgd::Config) {
+  if (train::GetContext().GetWorldRank() == 1) throw std::runtime_error("rank one gives up");
+  train::Report({{"x", 1.0}});
+}
+
+void NotRegistered(linear_sgd::Config) {}
+
+class Model {
+ public:
+  static Model* Create(int base) { return new Model(base); }
+  explicit Model(int base) : base_(base) {}
+  int Add(int x) {
+    state_ += x;
+    return state_ + base_;
+  }
+  int State() const { return state_; }
+  int Pid() const { return getpid(); }
+  std::string Env(std::string name) const {
+    const char* v = std::getenv(name.c_str());
+    return v ? v : "";
+  }
+  int64_t Sum(int64_t x) {
+    std::vector<int64_t> v{x};
+    rayx::collective::AllReduce(v, rayx::collective::ReduceOp::kSum,
+                                rayx::GetRankInfo().collective_group);
+    return v[0];
+  }
+
+ private:
+  int base_;
+  int state_ = 0;
+};
+
+RAYX_REMOTE(TrainLinear, ThrowingLoop, Model::Create, &Model::Add, &Model::State, &Model::Pid,
+            &Model::Env, &Model::Sum);
+
+using rayx::testing::LocalCluster;
+using rayx::testing::NodeHandle;
+
+bool Contains(const std::string& s, const std::string& part) {
+  return s.find(part) != std::string::npos;
+}
+
+bool WaitUntil(const std::function<bool()>& done, int64_t timeout_ms) {
+  auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+  while (!done()) {
+    if (std::chrono::steady_clock::now() > end) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return true;
+}
+
+double WorstDifference(const train::Result& r, const linear_sgd::Config& c) {
+  std::vector<double> expected = linear_sgd::Reference(c);
+  double worst = 0;
+  for (size_t j = 0; j < expected.size(); ++j) {
+    auto it = r.metrics.find("w" + std::to_string(j));
+    if (it == r.metrics.end()) return 1e300;
+    worst = std::max(worst, std::abs(it->second - expected[j]) / (1 + std::abs(expected[j])));
+  }
+  return worst;
+}
+
+class Train : public ::testing::Test {
+ protected:
+  void StartCluster(double head_cpus, double second_cpus) {
+    LocalCluster::Options options;
+    options.head_node.num_cpus = head_cpus;
+    auto cluster = LocalCluster::Start(options);
+    ASSERT_TRUE(cluster.ok()) << cluster.status();
+    cluster_ = std::move(*cluster);
+    if (second_cpus > 0) {
+      auto node = cluster_->AddNode(
+          {.num_cpus = second_cpus, .extra_args = {"--node-ip-address", "127.0.0.2"}});
+      ASSERT_TRUE(node.ok()) << node.status();
+      second_ = *node;
+    }
+    Init();
+  }
+  void Init() {
+    rayx::Options init;
+    init.address = cluster_->address();
+    init.token = cluster_->token();
+    rayx::Init(init);
+  }
+  int RankPid(const std::string& run, int rank) {
+    std::string v = rayx::kv::Wait("train-test/" + run + "/pid/" + std::to_string(rank), 60000);
+    return std::stoi(v);
+  }
+  // True once rank 0 reported (the run's latest report is in the KV).
+  bool HasReported(const std::string& run) {
+    return rayx::kv::Get("train/" + run + "/latest", "rayx").has_value();
+  }
+  void TearDown() override {
+    if (rayx::IsInitialized()) rayx::Shutdown();
+    if (!cluster_) return;
+    rayx::Status free = cluster_->WaitFor(
+        [](const rayx::ClusterStatus& s) {
+          return s.AvailableResources()["CPU"] == s.TotalResources()["CPU"] &&
+                 s.pending_demands.empty();
+        },
+        15000);
+    EXPECT_TRUE(free.ok()) << "resources or demands left after the job: " << free;
+  }
+  std::unique_ptr<LocalCluster> cluster_;
+  NodeHandle second_;
+};
+
+TEST_F(Train, WeightsEqualOneProcessForOneTwoAndFourRanks) {
+  StartCluster(2, 2);
+  for (int n : {1, 2, 4}) {
+    linear_sgd::Config config;
+    config.epochs = 10;
+    train::ScalingConfig scaling;
+    scaling.num_workers = n;
+    scaling.placement_strategy = rayx::PlacementStrategy::SPREAD;
+    train::RunConfig run;
+    run.name = "exact-" + std::to_string(n);
+    train::Result r = train::DataParallelTrainer(TrainLinear, config, scaling, run).Fit();
+    ASSERT_EQ(r.error, "") << n << " ranks";
+    EXPECT_EQ(r.num_workers, n);
+    EXPECT_EQ(r.num_restarts, 0);
+    EXPECT_LT(WorstDifference(r, config), 1e-9) << n << " ranks";
+    ASSERT_EQ(r.metrics_history.size(), 10u);
+    EXPECT_LT(r.metrics_history.back().at("loss"), r.metrics_history.front().at("loss"));
+    ASSERT_TRUE(r.checkpoint.has_value());
+    EXPECT_FALSE(r.checkpoint->id().empty());
+  }
+}
+
+TEST_F(Train, KilledRankResumesFromTheLatestCheckpointWithTheSameWeights) {
+  StartCluster(2, 2);
+  linear_sgd::Config config;
+  config.epochs = 12;
+  config.epoch_ms = 250;
+  train::ScalingConfig scaling;
+  scaling.num_workers = 2;
+  scaling.placement_strategy = rayx::PlacementStrategy::SPREAD;
+  train::RunConfig run;
+  run.name = "resume";
+  train::FailureConfig failure;
+  failure.max_failures = 2;
+  auto fit = std::async(std::launch::async, [&] {
+    return train::DataParallelTrainer(TrainLinear, config, scaling, run, failure).Fit();
+  });
+  int victim = RankPid("resume", 1);
+  // Let a few epochs (and checkpoints) pass, then kill rank 1 mid-epoch.
+  ASSERT_TRUE(WaitUntil([&] { return HasReported("resume"); }, 30000));
+  std::this_thread::sleep_for(std::chrono::milliseconds(3 * config.epoch_ms));
+  ASSERT_EQ(::kill(victim, SIGKILL), 0);
+  train::Result r = fit.get();
+  ASSERT_EQ(r.error, "");
+  EXPECT_EQ(r.num_restarts, 1);
+  EXPECT_LT(WorstDifference(r, config), 1e-9);
+  EXPECT_TRUE(WaitUntil([&] { return !rayx::testing::PidAlive(victim); }, 5000));
+  // It resumed rather than starting over: fewer reports than two full runs.
+  EXPECT_LT(r.metrics_history.size(), 2u * config.epochs);
+}
+
+TEST_F(Train, WithoutRestartsAKilledRankFailsTheRunNamingIt) {
+  StartCluster(2, 2);
+  linear_sgd::Config config;
+  config.epochs = 40;
+  config.epoch_ms = 200;
+  train::ScalingConfig scaling;
+  scaling.num_workers = 2;
+  train::RunConfig run;
+  run.name = "no-restarts";
+  auto fit = std::async(std::launch::async, [&] {
+    return train::DataParallelTrainer(TrainLinear, config, scaling, run).Fit();
+  });
+  int victim = RankPid("no-restarts", 1);
+  ASSERT_EQ(::kill(victim, SIGKILL), 0);
+  train::Result r = fit.get();
+  EXPECT_TRUE(Contains(r.error, "rank 1")) << r.error;
+  EXPECT_EQ(r.num_restarts, 0);
+}
+
+TEST_F(Train, ALoopThatThrowsIsReportedWithItsRankAndMessage) {
+  StartCluster(2, 0);
+  train::ScalingConfig scaling;
+  scaling.num_workers = 2;
+  train::Result r =
+      train::DataParallelTrainer(ThrowingLoop, linear_sgd::Config{}, scaling).Fit();
+  EXPECT_TRUE(Contains(r.error, "rank 1")) << r.error;
+  EXPECT_TRUE(Contains(r.error, "rank one gives up")) << r.error;
+}
+
+TEST_F(Train, ElasticRunGrowsWhenANodeJoinsAndShrinksWhenOneDies) {
+  StartCluster(2, 0);
+  linear_sgd::Config config;
+  config.epochs = 60;
+  config.epoch_ms = 100;
+  train::ScalingConfig scaling;
+  scaling.min_workers = 2;
+  scaling.max_workers = 4;
+  train::RunConfig run;
+  run.name = "elastic";
+  auto fit = std::async(std::launch::async, [&] {
+    return train::DataParallelTrainer(TrainLinear, config, scaling, run, {.max_failures = 3}).Fit();
+  });
+  RankPid("elastic", 1);
+  auto joined = cluster_->AddNode({.num_cpus = 2, .extra_args = {"--node-ip-address", "127.0.0.2"}});
+  ASSERT_TRUE(joined.ok()) << joined.status();
+  // The run restarts with four ranks from its checkpoint...
+  RankPid("elastic", 3);
+  // ...and when that node dies, goes on with the two that fit.
+  ASSERT_TRUE(cluster_->KillNode(*joined).ok());
+  train::Result r = fit.get();
+  ASSERT_EQ(r.error, "");
+  bool saw_four = false;
+  for (const auto& m : r.metrics_history) saw_four = saw_four || m.at("world_size") == 4;
+  EXPECT_TRUE(saw_four) << "the run never grew to 4 ranks";
+  EXPECT_EQ(r.num_workers, 2);
+  EXPECT_EQ(r.metrics.at("world_size"), 2);
+  EXPECT_LT(WorstDifference(r, config), 1e-9);
+}
+
+TEST_F(Train, BadConfigsAreRefusedClearly) {
+  StartCluster(2, 0);
+  train::ScalingConfig zero;
+  zero.num_workers = 0;
+  try {
+    train::DataParallelTrainer(TrainLinear, linear_sgd::Config{}, zero).Fit();
+    ADD_FAILURE() << "num_workers = 0 was accepted";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_TRUE(Contains(e.what(), "num_workers")) << e.what();
+  }
+  train::ScalingConfig inverted;
+  inverted.min_workers = 3;
+  inverted.max_workers = 2;
+  try {
+    train::DataParallelTrainer(TrainLinear, linear_sgd::Config{}, inverted).Fit();
+    ADD_FAILURE() << "min_workers > max_workers was accepted";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_TRUE(Contains(e.what(), "max_workers")) << e.what();
+  }
+  train::ScalingConfig impossible;
+  impossible.num_workers = 2;
+  impossible.resources_per_worker = {{"CPU", 1}, {"tpu", 1}};
+  auto start = std::chrono::steady_clock::now();
+  train::Result r =
+      train::DataParallelTrainer(TrainLinear, linear_sgd::Config{}, impossible).Fit();
+  EXPECT_TRUE(Contains(r.error, "tpu")) << r.error;
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(20))
+      << "an infeasible run must fail at once";
+  EXPECT_THROW(train::DataParallelTrainer(NotRegistered, linear_sgd::Config{}), std::invalid_argument);
+}
+
+TEST_F(Train, DetachedActorGroupKeepsItsStateAndCollectiveGroupAcrossJobs) {
+  StartCluster(2, 2);
+  rayx::ActorGroupOptions options;
+  options.name = "served";
+  options.num_actors = 3;
+  options.lifetime = rayx::Detached;
+  auto group = rayx::ActorGroup<Model>::Create(Model::Create, options, 100);
+  ASSERT_EQ(group.Size(), 3);
+  std::vector<int> pids;
+  for (int i = 0; i < 3; ++i) {
+    pids.push_back(*group.Rank(i).Task(&Model::Pid).Remote().Get());
+    EXPECT_EQ(*group.Rank(i).Task(&Model::Env).Remote(std::string("RANK")).Get(), std::to_string(i));
+    EXPECT_EQ(*group.Rank(i).Task(&Model::Env).Remote(std::string("WORLD_SIZE")).Get(), "3");
+    EXPECT_FALSE(group.Rank(i).Task(&Model::Env).Remote(std::string("MASTER_PORT")).Get()->empty());
+  }
+  // Ranks ordered by node: ranks of one node are contiguous.
+  EXPECT_EQ(group.Info(0).node_rank, 0);
+  EXPECT_LE(group.Info(1).node_rank, group.Info(2).node_rank);
+  for (auto& r : group.Task(&Model::Add).Remote(5)) EXPECT_EQ(*r.Get(), 105);
+  rayx::Shutdown();  // the job ends; the detached group stays
+
+  Init();  // a second job
+  auto again = rayx::GetActorGroup<Model>("served");
+  ASSERT_EQ(again.Size(), 3);
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ(*again.Rank(i).Task(&Model::Pid).Remote().Get(), pids[static_cast<size_t>(i)]);
+    EXPECT_EQ(*again.Rank(i).Task(&Model::State).Remote().Get(), 5) << "state was lost";
+  }
+  auto sums = again.Task(&Model::Sum).Remote(int64_t{7});
+  for (auto& s : sums) EXPECT_EQ(*s.Get(), 21) << "the collective group is not connected";
+  again.Kill();
+  EXPECT_THROW(rayx::GetActorGroup<Model>("served"), std::runtime_error);
+  for (int pid : pids) {
+    EXPECT_TRUE(WaitUntil([&] { return !rayx::testing::PidAlive(pid); }, 10000))
+        << "rank pid " << pid << " still runs after Kill";
+  }
+}
+
+TEST_F(Train, ActorGroupBadInput) {
+  StartCluster(2, 0);
+  rayx::ActorGroupOptions none;
+  none.num_actors = 0;
+  EXPECT_THROW(rayx::ActorGroup<Model>::Create(Model::Create, none, 1), std::invalid_argument);
+  rayx::ActorGroupOptions nameless;
+  nameless.lifetime = rayx::Detached;
+  EXPECT_THROW(rayx::ActorGroup<Model>::Create(Model::Create, nameless, 1), std::invalid_argument);
+  rayx::ActorGroupOptions impossible;
+  impossible.num_actors = 2;
+  impossible.resources = {{"CPU", 1}, {"GPU", 1}};
+  try {
+    rayx::ActorGroup<Model>::Create(Model::Create, impossible, 1);
+    ADD_FAILURE() << "an infeasible group was accepted";
+  } catch (const std::runtime_error& e) {
+    EXPECT_TRUE(Contains(e.what(), "GPU")) << e.what();
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (std::getenv("RAYX_WORKER_MODE")) rayx::Init(argc, argv);  // serves calls, never returns
+  ::testing::InitGoogleTest(&argc, argv);
+  return RUN_ALL_TESTS();
+}

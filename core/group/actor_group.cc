@@ -202,8 +202,8 @@ ActorGroupPtr CreateActorGroup(ActorGroupSpec spec) {
   try {
     placed = pg.Wait(static_cast<int>((deadline.LeftMs() + 999) / 1000));
   } catch (const std::exception& e) {
-    throw std::runtime_error(label + ": " + std::to_string(o.num_actors) + " actors of " +
-                             Describe(resources) + " can never be placed: " + e.what());
+    throw ActorGroupInfeasibleError(label + ": " + std::to_string(o.num_actors) + " actors of " +
+                                    Describe(resources) + " can never be placed: " + e.what());
   }
   if (!placed) {
     throw std::runtime_error(label + ": no room for " + std::to_string(o.num_actors) +

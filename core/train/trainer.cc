@@ -132,10 +132,19 @@ Result Fit(const FitSpec& input) {
       group = rayx::detail::CreateActorGroup(group_spec);
     } catch (const std::invalid_argument&) {
       throw;
-    } catch (const std::exception& e) {
-      // Infeasible at once, or no room in time: nothing to restart.
+    } catch (const ActorGroupInfeasibleError& e) {
       result.error = std::string("run ") + spec.run.name + ": " + e.what();
       return result;
+    } catch (const std::exception& e) {
+      // A rank died while the group started (its node, say): a failure like
+      // any other, retried while max_failures allows.
+      if (++failures > spec.failure.max_failures) {
+        result.error = std::string("run ") + spec.run.name + ": " + e.what();
+        return result;
+      }
+      result.num_restarts++;
+      if (plan.elastic) size = std::clamp(RanksThatFit(plan.per_worker, 0), plan.min, plan.max);
+      continue;
     }
     RunRequest request;
     request.loop = spec.loop;

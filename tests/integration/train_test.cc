@@ -61,6 +61,11 @@ void TrainLinear(linear_sgd::Config c) {
                            {"world_size", static_cast<double>(ctx.GetWorldSize())}};
     for (size_t j = 0; j < w.size(); ++j) metrics["w" + std::to_string(j)] = w[j];
     train::Report(metrics, checkpoint);
+    if (ctx.GetWorldRank() == 0) {
+      rayx::kv::Put("train-test/" + ctx.GetRunName() + "/reported-size/" +
+                        std::to_string(ctx.GetWorldSize()),
+                    "yes");
+    }
   }
 }
 
@@ -269,7 +274,7 @@ TEST_F(Train, ElasticRunGrowsWhenANodeJoinsAndShrinksWhenOneDies) {
   auto joined = cluster_->AddNode({.num_cpus = 2, .extra_args = {"--node-ip-address", "127.0.0.2"}});
   ASSERT_TRUE(joined.ok()) << joined.status();
   // The run restarts with four ranks from its checkpoint...
-  RankPid("elastic", 3);
+  rayx::kv::Wait("train-test/elastic/reported-size/4", 60000);
   // ...and when that node dies, goes on with the two that fit.
   ASSERT_TRUE(cluster_->KillNode(*joined).ok());
   train::Result r = fit.get();

@@ -14,6 +14,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <stdexcept>
 #include <string>
 #include <utility>
 #include <vector>
@@ -41,6 +42,13 @@ struct ActorGroupOptions {
   bool collective = true;
   // How long Create waits for resources, actors and the collective group.
   int64_t timeout_ms = 60000;
+};
+
+// Thrown by ActorGroup::Create when no set of nodes could ever hold the group
+// (what() says which resources are missing).
+class ActorGroupInfeasibleError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
 };
 
 // Where a rank runs, as its environment describes it.

@@ -125,6 +125,9 @@ class GlooGroup : public CollectiveGroup {
   std::mutex op_mu_;  // serialises operations; guards the sequence numbers
   uint64_t collective_seq_ = 0;
   std::vector<uint64_t> send_seq_, recv_seq_;
+  // The ring allreduce's receive slice, kept between ops (touched by one op at
+  // a time) so that a big allreduce does not page in fresh memory each call.
+  std::vector<char> ring_scratch_;
   std::vector<char> inline_in_, inline_out_;  // the header exchange's buffers
 
   std::mutex mu_;  // guards everything below

@@ -1,4 +1,5 @@
 // GlooGroup's algorithms over Gloo's unbound buffers (see gloo_group.h).
+#include <algorithm>
 #include <cstring>
 
 #include <gloo/transport/unbound_buffer.h>
@@ -14,6 +15,8 @@ namespace {
 // At or below this many bytes an allreduce sends every rank's whole buffer to
 // every other rank (one round); above it, a ring (bandwidth-optimal).
 constexpr size_t kDirectAllReduceBytes = 64 * 1024;
+// A ring step's slice travels in chunks of this many bytes.
+constexpr size_t kRingChunkBytes = 1024 * 1024;
 constexpr uint64_t kPointToPointSlot = 2ull << 60;
 
 uint64_t PointToPointSlot(int from, int to, uint64_t seq, uint32_t phase) {
@@ -65,19 +68,36 @@ void GlooGroup::AllReduceData(OpScope& op, char* data, size_t count, DataType ty
   // Ring: n - 1 reduce-scatter steps, then n - 1 allgather steps.
   const int right = (me + 1) % n;
   const int left = (me + n - 1) % n;
-  std::vector<char> tmp(SliceOf(count, n, 0).second * esize);
+  std::vector<char>& tmp = ring_scratch_;
+  if (tmp.size() < SliceOf(count, n, 0).second * esize) {
+    tmp.resize(SliceOf(count, n, 0).second * esize);
+  }
   auto* send = NewBuffer(op, data, bytes);
   auto* recv_data = NewBuffer(op, data, bytes);
-  auto* recv_tmp = NewBuffer(op, tmp.data(), tmp.size());
+  auto* recv_tmp = NewBuffer(op, tmp.data(), SliceOf(count, n, 0).second * esize);
   uint32_t phase = 1;
   for (int s = 0; s < n - 1; ++s, ++phase) {
     auto [send_off, send_len] = SliceOf(count, n, (me - s + n) % n);
     auto [recv_off, recv_len] = SliceOf(count, n, (me - s - 1 + 2 * n) % n);
-    PostRecv(op, recv_tmp, left, CollectiveSlot(op, phase), 0, recv_len * esize);
-    PostSend(op, send, right, CollectiveSlot(op, phase), send_off * esize, send_len * esize);
-    WaitRecv(op, recv_tmp, left);
-    HostReduce(data + recv_off * esize, tmp.data(), recv_len, type, reduce);
-    WaitSend(op, send, right);
+    // In chunks, so that reducing one chunk overlaps the transfer of the next
+    // (one peer's messages on one slot complete in the order posted).
+    const size_t chunk = std::max<size_t>(1, kRingChunkBytes / esize);
+    const size_t recv_chunks = (recv_len + chunk - 1) / chunk;
+    const size_t send_chunks = (send_len + chunk - 1) / chunk;
+    for (size_t c = 0; c < recv_chunks; ++c) {
+      PostRecv(op, recv_tmp, left, CollectiveSlot(op, phase), c * chunk * esize,
+               std::min(chunk, recv_len - c * chunk) * esize);
+    }
+    for (size_t c = 0; c < send_chunks; ++c) {
+      PostSend(op, send, right, CollectiveSlot(op, phase), (send_off + c * chunk) * esize,
+               std::min(chunk, send_len - c * chunk) * esize);
+    }
+    for (size_t c = 0; c < recv_chunks; ++c) {
+      WaitRecv(op, recv_tmp, left);
+      HostReduce(data + (recv_off + c * chunk) * esize, tmp.data() + c * chunk * esize,
+                 std::min(chunk, recv_len - c * chunk), type, reduce);
+    }
+    for (size_t c = 0; c < send_chunks; ++c) WaitSend(op, send, right);
   }
   for (int s = 0; s < n - 1; ++s, ++phase) {
     auto [send_off, send_len] = SliceOf(count, n, (me + 1 - s + n) % n);

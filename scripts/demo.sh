@@ -2,7 +2,8 @@
 # Installs dependencies, builds, and runs the demo: a local cluster of a head and
 # two node agents (one with 2 fake GPUs), shown by `rayx status`; the quickstart
 # job (tasks, an actor, objects) runs on it, a torchrun-style command runs with
-# `rayx launch`, the quickstart runs again as a submitted job; a node is killed
+# `rayx launch`, the quickstart runs again as a submitted job; a data-parallel
+# training run and a persistent inference group used by two jobs; a node is killed
 # and detected dead;
 # everything is stopped with `rayx stop`.
 set -euo pipefail
@@ -44,6 +45,14 @@ cp ./build/bin/rayx-quickstart "$jobdir/bin/"
 cp -L ./build/lib/librayx.so.0 "$jobdir/lib/"
 "$rayx" job submit --temp-dir "$tmp" --working-dir "$jobdir" --submission-id demo -- ./bin/rayx-quickstart
 "$rayx" job list --temp-dir "$tmp"
+
+step "Train: data-parallel training on 3 ranks over the nodes, checkpoints kept by the cluster"
+RAYX_TEMP_DIR="$tmp" ./build/bin/rayx-train-linear --workers 3 --epochs 8
+
+step "A persistent inference group: job 1 loads the model, job 2 finds it loaded"
+RAYX_TEMP_DIR="$tmp" ./build/bin/rayx-inference-group
+RAYX_TEMP_DIR="$tmp" ./build/bin/rayx-inference-group
+RAYX_TEMP_DIR="$tmp" ./build/bin/rayx-inference-group --kill
 
 step "SIGKILL one node agent: the head declares it dead within 2 s"
 victim=$(cat "$(ls -d "$tmp"/session_* | sort | tail -1)/pids/agent.pid" | cut -d' ' -f1)

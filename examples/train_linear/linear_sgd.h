@@ -4,13 +4,22 @@
 // its result with the same computation in one process (Reference).
 #pragma once
 
+#include <unistd.h>
+
+#include <chrono>
 #include <cstdint>
+#include <filesystem>
 #include <fstream>
+#include <functional>
+#include <optional>
+#include <thread>
 #include <random>
 #include <string>
 #include <vector>
 
 #include <msgpack.hpp>
+#include <rayx/collective.h>
+#include <rayx/train.h>
 
 namespace linear_sgd {
 
@@ -104,6 +113,44 @@ inline int LoadCheckpoint(const std::string& dir, std::vector<double>* w) {
   in >> epoch;
   for (auto& v : *w) in >> v;
   return epoch;
+}
+
+// The training loop every rank runs: this rank's shard, AllReduce of the
+// gradients, a checkpoint from rank 0 after each epoch (under `checkpoint_root`,
+// else the temp dir), and a report with the loss and the weights. Resumes from
+// the run's latest checkpoint. `after_report(epoch)` runs after each report.
+inline void RunRank(const Config& c, const std::function<void(int epoch)>& after_report = {}) {
+  auto ctx = rayx::train::GetContext();
+  Data data = MakeData(c);
+  std::vector<double> w(static_cast<size_t>(c.dim), 0.0);
+  int start = 0;
+  if (auto ckpt = rayx::train::GetCheckpoint()) start = LoadCheckpoint(ckpt->path(), &w) + 1;
+  const int begin = ShardBegin(c.samples, ctx.GetWorldRank(), ctx.GetWorldSize());
+  const int end = ShardBegin(c.samples, ctx.GetWorldRank() + 1, ctx.GetWorldSize());
+  for (int epoch = start; epoch < c.epochs; ++epoch) {
+    std::vector<double> g = ShardGradient(data, w, c.dim, begin, end);
+    rayx::collective::AllReduce(g, rayx::collective::ReduceOp::kSum, ctx.GetCollectiveGroup());
+    double loss = Step(w, g, c);
+    if (c.epoch_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(c.epoch_ms));
+    std::optional<rayx::train::Checkpoint> checkpoint;
+    if (ctx.GetWorldRank() == 0) {
+      std::filesystem::path root = c.checkpoint_root.empty()
+                                       ? std::filesystem::temp_directory_path() / "rayx-train-linear"
+                                       : std::filesystem::path(c.checkpoint_root);
+      std::string dir = (root / ctx.GetRunName() / std::to_string(getpid()) /
+                         ("epoch-" + std::to_string(epoch)))
+                            .string();
+      std::filesystem::create_directories(dir);
+      SaveCheckpoint(dir, epoch, w);
+      checkpoint = rayx::train::Checkpoint::FromDirectory(dir);
+    }
+    rayx::train::Metrics metrics{{"epoch", static_cast<double>(epoch)},
+                                 {"loss", loss},
+                                 {"world_size", static_cast<double>(ctx.GetWorldSize())}};
+    for (size_t j = 0; j < w.size(); ++j) metrics["w" + std::to_string(j)] = w[j];
+    rayx::train::Report(metrics, checkpoint);
+    if (after_report) after_report(epoch);
+  }
 }
 
 }  // namespace linear_sgd

@@ -18,37 +18,7 @@
 
 #include "linear_sgd.h"
 
-void TrainLinear(linear_sgd::Config c) {
-  using namespace linear_sgd;
-  auto ctx = rayx::train::GetContext();
-  Data data = MakeData(c);
-  std::vector<double> w(static_cast<size_t>(c.dim), 0.0);
-  int start = 0;
-  if (auto ckpt = rayx::train::GetCheckpoint()) start = LoadCheckpoint(ckpt->path(), &w) + 1;
-  const int begin = ShardBegin(c.samples, ctx.GetWorldRank(), ctx.GetWorldSize());
-  const int end = ShardBegin(c.samples, ctx.GetWorldRank() + 1, ctx.GetWorldSize());
-  for (int epoch = start; epoch < c.epochs; ++epoch) {
-    std::vector<double> g = ShardGradient(data, w, c.dim, begin, end);
-    rayx::collective::AllReduce(g, rayx::collective::ReduceOp::kSum, ctx.GetCollectiveGroup());
-    double loss = Step(w, g, c);
-    if (c.epoch_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(c.epoch_ms));
-    std::optional<rayx::train::Checkpoint> checkpoint;
-    if (ctx.GetWorldRank() == 0) {
-      std::string root = c.checkpoint_root.empty()
-                             ? (std::filesystem::temp_directory_path() / "rayx-train-linear").string()
-                             : c.checkpoint_root;
-      std::string dir = root + "/" + ctx.GetRunName() + "/epoch-" + std::to_string(epoch);
-      std::filesystem::create_directories(dir);
-      SaveCheckpoint(dir, epoch, w);
-      checkpoint = rayx::train::Checkpoint::FromDirectory(dir);
-    }
-    rayx::train::Metrics metrics{{"epoch", static_cast<double>(epoch)},
-                                 {"loss", loss},
-                                 {"world_size", static_cast<double>(ctx.GetWorldSize())}};
-    for (size_t j = 0; j < w.size(); ++j) metrics["w" + std::to_string(j)] = w[j];
-    rayx::train::Report(metrics, checkpoint);
-  }
-}
+void TrainLinear(linear_sgd::Config c) { linear_sgd::RunRank(c); }
 RAYX_REMOTE(TrainLinear);
 
 int main(int argc, char** argv) {

@@ -210,15 +210,7 @@ RAYX_REMOTE(Member::Create, &Member::Pid, &Member::Node, &Member::Rank, &Member:
 
 using rayx::testing::LocalCluster;
 
-// Checks `done` until it holds or `timeout_ms` passes.
-bool WaitUntil(const std::function<bool()>& done, int64_t timeout_ms) {
-  auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
-  while (!done()) {
-    if (std::chrono::steady_clock::now() > end) return false;
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  return true;
-}
+using rayx::testing::WaitUntil;
 
 bool Contains(const std::string& s, const std::string& part) {
   return s.find(part) != std::string::npos;

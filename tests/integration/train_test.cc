@@ -31,42 +31,14 @@ namespace train = rayx::train;
 
 // The example's loop, plus each rank's pid in the KV so a test can kill it.
 void TrainLinear(linear_sgd::Config c) {
-  using namespace linear_sgd;
   auto ctx = train::GetContext();
-  rayx::kv::Put("train-test/" + ctx.GetRunName() + "/pid/" + std::to_string(ctx.GetWorldRank()),
-                std::to_string(getpid()));
-  Data data = MakeData(c);
-  std::vector<double> w(static_cast<size_t>(c.dim), 0.0);
-  int start = 0;
-  if (auto ckpt = train::GetCheckpoint()) start = LoadCheckpoint(ckpt->path(), &w) + 1;
-  const int begin = ShardBegin(c.samples, ctx.GetWorldRank(), ctx.GetWorldSize());
-  const int end = ShardBegin(c.samples, ctx.GetWorldRank() + 1, ctx.GetWorldSize());
-  for (int epoch = start; epoch < c.epochs; ++epoch) {
-    std::vector<double> g = ShardGradient(data, w, c.dim, begin, end);
-    rayx::collective::AllReduce(g, rayx::collective::ReduceOp::kSum, ctx.GetCollectiveGroup());
-    double loss = Step(w, g, c);
-    if (c.epoch_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(c.epoch_ms));
-    std::optional<train::Checkpoint> checkpoint;
+  const std::string prefix = "train-test/" + ctx.GetRunName();
+  rayx::kv::Put(prefix + "/pid/" + std::to_string(ctx.GetWorldRank()), std::to_string(getpid()));
+  linear_sgd::RunRank(c, [&](int) {
     if (ctx.GetWorldRank() == 0) {
-      std::string dir = (std::filesystem::temp_directory_path() / "rayx-train-test" /
-                         ctx.GetRunName() / std::to_string(getpid()) /
-                         ("epoch-" + std::to_string(epoch)))
-                            .string();
-      std::filesystem::create_directories(dir);
-      SaveCheckpoint(dir, epoch, w);
-      checkpoint = train::Checkpoint::FromDirectory(dir);
+      rayx::kv::Put(prefix + "/reported-size/" + std::to_string(ctx.GetWorldSize()), "yes");
     }
-    train::Metrics metrics{{"epoch", static_cast<double>(epoch)},
-                           {"loss", loss},
-                           {"world_size", static_cast<double>(ctx.GetWorldSize())}};
-    for (size_t j = 0; j < w.size(); ++j) metrics["w" + std::to_string(j)] = w[j];
-    train::Report(metrics, checkpoint);
-    if (ctx.GetWorldRank() == 0) {
-      rayx::kv::Put("train-test/" + ctx.GetRunName() + "/reported-size/" +
-                        std::to_string(ctx.GetWorldSize()),
-                    "yes");
-    }
-  }
+  });
 }
 
 void ThrowingLoop(linear_sgd::Config) {
@@ -112,14 +84,7 @@ bool Contains(const std::string& s, const std::string& part) {
   return s.find(part) != std::string::npos;
 }
 
-bool WaitUntil(const std::function<bool()>& done, int64_t timeout_ms) {
-  auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
-  while (!done()) {
-    if (std::chrono::steady_clock::now() > end) return false;
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  return true;
-}
+using rayx::testing::WaitUntil;
 
 double WorstDifference(const train::Result& r, const linear_sgd::Config& c) {
   std::vector<double> expected = linear_sgd::Reference(c);

@@ -10,6 +10,7 @@
 #include <chrono>
 #include <cstring>
 #include <fstream>
+#include <thread>
 #include <string>
 
 namespace rayx::testing {
@@ -75,6 +76,15 @@ CommandResult RunCommand(const std::vector<std::string>& argv,
   waitpid(pid, &status, 0);
   if (!result.timed_out && WIFEXITED(status)) result.exit_code = WEXITSTATUS(status);
   return result;
+}
+
+bool WaitUntil(const std::function<bool()>& done, int64_t timeout_ms) {
+  auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+  while (!done()) {
+    if (std::chrono::steady_clock::now() > end) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return true;
 }
 
 bool PidAlive(pid_t pid) {

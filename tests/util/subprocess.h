@@ -4,6 +4,7 @@
 #include <sys/types.h>
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -26,5 +27,8 @@ CommandResult RunCommand(const std::vector<std::string>& argv,
 
 // True while `pid` runs; a zombie (exited, not yet reaped) counts as gone.
 bool PidAlive(pid_t pid);
+
+// Checks `done` every 20 ms until it holds (true) or `timeout_ms` passes (false).
+bool WaitUntil(const std::function<bool()>& done, int64_t timeout_ms);
 
 }  // namespace rayx::testing

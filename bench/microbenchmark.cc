@@ -11,7 +11,11 @@
 //
 // This program is also its workers' program: started by a node agent (with
 // RAYX_WORKER_MODE set), rayx::Init serves tasks and never returns.
+#include <rayx/ids.h>
+#include <rayx/kv.h>
 #include <rayx/rayx.h>
+#include <rayx/train.h>
+#include <signal.h>
 #include <sys/utsname.h>
 #include <unistd.h>
 
@@ -23,6 +27,8 @@
 #include <cstring>
 #include <ctime>
 #include <exception>
+#include <filesystem>
+#include <future>
 #include <fstream>
 #include <functional>
 #include <iostream>
@@ -395,7 +401,110 @@ Stats Wait1kRefs(const Config& config) {
 
 // ---- Report ------------------------------------------------------------------------
 
-enum class Target { kNone, kZmqRatio, kRate };
+enum class Target { kNone, kZmqRatio, kRate, kMaxMs };
+
+// ---- Train: a group's start and its restart after a rank's death ------------
+
+int64_t MonotonicUs() {
+  // CLOCK_MONOTONIC: one timeline for every process of this machine.
+  return std::chrono::duration_cast<std::chrono::microseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+struct TrainBenchConfig {
+  std::string tag;
+  bool hold = false;  // attempt 0 keeps reporting until a rank is killed
+  MSGPACK_DEFINE_MAP(tag, hold)
+};
+
+// Each rank notes when it entered the loop; with `hold`, the first attempt
+// reports (a barrier) with a small checkpoint and then keeps reporting until
+// the benchmark kills a rank.
+void BenchTrainLoop(TrainBenchConfig c) {
+  auto ctx = rayx::train::GetContext();
+  const std::string prefix = "bench/" + c.tag + "/" + std::to_string(ctx.GetAttempt());
+  rayx::kv::Put(prefix + "/in/" + std::to_string(ctx.GetWorldRank()), std::to_string(MonotonicUs()));
+  rayx::kv::Put(prefix + "/pid/" + std::to_string(ctx.GetWorldRank()), std::to_string(getpid()));
+  if (!c.hold || ctx.GetAttempt() > 0) return;
+  std::string dir = "/tmp/rayx-bench-ckpt-" + std::to_string(getpid());
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir + "/state") << "epoch 0\n";
+  rayx::train::Report({{"epoch", 0}}, rayx::train::Checkpoint::FromDirectory(dir));
+  while (true) rayx::train::Report({{"epoch", 1}});
+}
+RAYX_REMOTE(BenchTrainLoop);
+
+constexpr int kTrainRanks = 4;
+
+rayx::train::ScalingConfig TrainBenchScaling() {
+  rayx::train::ScalingConfig s;
+  s.num_workers = kTrainRanks;
+  s.resources_per_worker = {{"CPU", 0.25}};  // four ranks fit on a 1-CPU node
+  return s;
+}
+
+// The latest time any rank of attempt `attempt` of run `tag` entered the loop.
+int64_t LastEntryUs(const std::string& tag, int attempt) {
+  int64_t last = 0;
+  for (int r = 0; r < kTrainRanks; ++r) {
+    std::string v = rayx::kv::Wait("bench/" + tag + "/" + std::to_string(attempt) + "/in/" +
+                                       std::to_string(r),
+                                   60000);
+    last = std::max<int64_t>(last, std::stoll(v));
+  }
+  return last;
+}
+
+Stats FromSamples(std::vector<double> runs) {
+  Stats s;
+  s.runs = runs;
+  std::sort(runs.begin(), runs.end());
+  size_t n = runs.size();
+  s.median = n % 2 ? runs[n / 2] : (runs[n / 2 - 1] + runs[n / 2]) / 2;
+  s.min = runs.front();
+  s.max = runs.back();
+  return s;
+}
+
+// From Fit() to every rank inside the loop: 4 CPU ranks with Gloo, warm cluster.
+Stats TrainGroupReady(const Config& config) {
+  std::vector<double> ms;
+  for (int r = -1; r < config.runs; ++r) {  // run -1 warms the cluster up
+    std::string tag = "ready-" + rayx::detail::RandomHex(6);
+    int64_t start = MonotonicUs();
+    rayx::train::DataParallelTrainer trainer(BenchTrainLoop, TrainBenchConfig{tag, false},
+                                             TrainBenchScaling(), {.name = tag});
+    auto result = trainer.Fit();
+    Check(result.error.empty(), "train run failed: " + result.error);
+    if (r >= 0) ms.push_back(static_cast<double>(LastEntryUs(tag, 0) - start) / 1000.0);
+  }
+  return FromSamples(ms);
+}
+
+// From a rank's SIGKILL to every rank back inside the loop (small checkpoint).
+Stats TrainRestart(const Config& config) {
+  std::vector<double> ms;
+  for (int r = 0; r < config.runs; ++r) {
+    std::string tag = "restart-" + rayx::detail::RandomHex(6);
+    rayx::train::FailureConfig failure;
+    failure.max_failures = 1;
+    auto fit = std::async(std::launch::async, [&] {
+      return rayx::train::DataParallelTrainer(BenchTrainLoop, TrainBenchConfig{tag, true},
+                                              TrainBenchScaling(), {.name = tag}, failure)
+          .Fit();
+    });
+    LastEntryUs(tag, 0);
+    int victim = std::stoi(rayx::kv::Wait("bench/" + tag + "/0/pid/1", 60000));
+    int64_t killed = MonotonicUs();
+    ::kill(victim, SIGKILL);
+    ms.push_back(static_cast<double>(LastEntryUs(tag, 1) - killed) / 1000.0);
+    auto result = fit.get();
+    Check(result.error.empty() && result.num_restarts == 1,
+          "train restart run: " + result.error);
+  }
+  return FromSamples(ms);
+}
 
 // Ray's placement_group_create/removal: groups of one small bundle created,
 // waited for and removed, per second.
@@ -541,6 +650,10 @@ void PrintTable(const std::vector<Metric>& metrics) {
         std::cout << ">= " << Fmt(m.min_rate, m.unit) << " " << m.unit << ": "
                   << (m.stats.median >= m.min_rate ? "meets target" : "below target");
         break;
+      case Target::kMaxMs:
+        std::cout << "<= " << Fmt(m.min_rate, m.unit) << " " << m.unit << ": "
+                  << (m.stats.median <= m.min_rate ? "meets target" : "over target");
+        break;
     }
     std::cout << "\n";
   }
@@ -610,6 +723,8 @@ int main(int argc, char** argv) {
       {"placement_group_create/removal", "groups/s", Target::kRate, 5000,
        PlacementGroupCreateRemoval, 12},
       {"actor_creation", "actors/s", Target::kNone, 0, ActorCreation, 13},
+      {"train_group_ready_ms", "ms", Target::kMaxMs, 150, TrainGroupReady, 14},
+      {"train_restart_ms", "ms", Target::kMaxMs, 1000, TrainRestart, 15},
   };
   if (!only.empty()) {
     std::vector<Metric> chosen;

@@ -57,6 +57,25 @@ bool Leave(std::string name) {
   return true;
 }();
 
+// Asks every member to leave `name` and waits for their answers (a dead
+// member's call fails: it has left already).
+void LeaveAll(const std::vector<ActorPtr>& actors, const std::string& name) {
+  std::vector<rayx::detail::ObjectHandle> leaves;
+  for (const auto& a : actors) {
+    try {
+      leaves.push_back(rayx::detail::SubmitActorTask(
+          a, kLeaveGroupMethod, {rayx::detail::Arg{rayx::detail::Pack(name), nullptr}}));
+    } catch (const std::exception&) {
+    }
+  }
+  for (auto& leave : leaves) {
+    try {
+      rayx::detail::GetBytes(leave, 10000);
+    } catch (const std::exception&) {
+    }
+  }
+}
+
 void DeleteKeys(const std::string& name) {
   for (const auto& key : rayx::detail::KvList(KvRendezvousStore::kNamespace, name + "/")) {
     rayx::detail::KvDelete(KvRendezvousStore::kNamespace, key);
@@ -88,8 +107,9 @@ void CreateGroupOverActors(const std::vector<ActorPtr>& actors, const GroupOptio
                             " and " + std::to_string(i) + "): each actor can hold one rank");
     }
     short_ids.push_back(id.substr(0, 12));
-    record.actors.push_back(rayx::detail::SerializeActor(actors[i]));
   }
+  // Claims the name first (its members are recorded once they joined: a handle
+  // can be passed on only once its actor runs).
   if (!rayx::detail::KvPut(KvRendezvousStore::kNamespace, MetaKey(options.name),
                            rayx::detail::Pack(record), /*overwrite=*/false,
                            /*job_scoped=*/!detached)) {
@@ -123,31 +143,28 @@ void CreateGroupOverActors(const std::vector<ActorPtr>& actors, const GroupOptio
     }
   }
   if (!failure.empty()) {
-    DestroyGroupOverActors(options.name);
+    LeaveAll(actors, options.name);
+    ForgetGroup(options.name);
     throw CollectiveError(failure);
   }
+  for (const auto& a : actors) record.actors.push_back(rayx::detail::SerializeActor(a));
+  rayx::detail::KvPut(KvRendezvousStore::kNamespace, MetaKey(options.name),
+                      rayx::detail::Pack(record), /*overwrite=*/true, /*job_scoped=*/!detached);
 }
 
 bool DestroyGroupOverActors(const std::string& name) {
   auto bytes = rayx::detail::KvGet(KvRendezvousStore::kNamespace, MetaKey(name));
   if (!bytes) return false;
   auto record = rayx::detail::Unpack<GroupRecord>(*bytes);
-  std::vector<rayx::detail::ObjectHandle> leaves;
+  std::vector<ActorPtr> actors;
   for (const auto& a : record.actors) {
     try {
-      leaves.push_back(rayx::detail::SubmitActorTask(rayx::detail::DeserializeActor(a),
-                                                     kLeaveGroupMethod,
-                                                     {rayx::detail::Arg{rayx::detail::Pack(name), nullptr}}));
+      actors.push_back(rayx::detail::DeserializeActor(a));
     } catch (const std::exception&) {
+      // A member that is gone has left already.
     }
   }
-  for (auto& leave : leaves) {
-    try {
-      rayx::detail::GetBytes(leave, 10000);
-    } catch (const std::exception&) {
-      // A dead member has left already.
-    }
-  }
+  LeaveAll(actors, name);
   ForgetGroup(name);
   return true;
 }

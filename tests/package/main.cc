@@ -1,5 +1,6 @@
 // A user's program built against an installed rayx with find_package(rayx):
 // runs tasks and an actor on whatever cluster rayx::Init finds (or starts).
+#include <rayx/collective.h>
 #include <rayx/rayx.h>
 
 #include <iostream>
@@ -18,7 +19,19 @@ class Accumulator {
   int total_ = 0;
 };
 
-RAYX_REMOTE(Triple, AgentOf, Accumulator::Create, &Accumulator::Add);
+// A rank of a Gloo collective group.
+class Ranked {
+ public:
+  static Ranked* Create() { return new Ranked(); }
+  int64_t Sum(int64_t x) {
+    std::vector<int64_t> v{x};
+    rayx::collective::AllReduce(v, rayx::collective::ReduceOp::kSum, "package");
+    return v[0];
+  }
+};
+
+RAYX_REMOTE(Triple, AgentOf, Accumulator::Create, &Accumulator::Add, Ranked::Create,
+            &Ranked::Sum);
 
 int main(int argc, char** argv) {
   rayx::Init(argc, argv);
@@ -34,7 +47,16 @@ int main(int argc, char** argv) {
   for (int i = 0; i < 8; ++i) where.push_back(rayx::Task(AgentOf).Remote());
   std::set<int> agents;
   for (auto& a : rayx::Get(where)) agents.insert(*a);
+  // A Gloo group over 4 actors: every rank gets 1 + 2 + 3 + 4.
+  std::vector<rayx::ActorHandle<Ranked>> ranks;
+  for (int i = 0; i < 4; ++i) ranks.push_back(rayx::Actor(Ranked::Create).Remote());
+  rayx::collective::CreateCollectiveGroup(ranks, {.name = "package"});
+  std::vector<rayx::ObjectRef<int64_t>> sums;
+  for (int i = 0; i < 4; ++i) sums.push_back(ranks[i].Task(&Ranked::Sum).Remote(int64_t{i + 1}));
+  bool allreduced = true;
+  for (auto& s : rayx::Get(sums)) allreduced = allreduced && *s == 10;
   rayx::Shutdown();
-  std::cout << "sum " << sum << " total " << total << " agents " << agents.size() << "\n";
-  return sum == 570 && total == 55 ? 0 : 1;
+  std::cout << "sum " << sum << " total " << total << " agents " << agents.size()
+            << " allreduce " << (allreduced ? "ok" : "wrong") << "\n";
+  return sum == 570 && total == 55 && allreduced ? 0 : 1;
 }

@@ -14,6 +14,7 @@ std::string_view StatusCodeName(StatusCode code) {
     case StatusCode::kCancelled: return "Cancelled";
     case StatusCode::kInternal: return "Internal";
     case StatusCode::kUnauthenticated: return "Unauthenticated";
+    case StatusCode::kInfeasible: return "Infeasible";
   }
   return "Unknown";
 }

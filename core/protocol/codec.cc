@@ -80,7 +80,7 @@ std::string MessageTypeName(uint16_t type) {
 
 Status ErrorReply::ToStatus() const {
   auto status_code = static_cast<StatusCode>(code);
-  if (status_code == StatusCode::kOk || code > static_cast<uint8_t>(StatusCode::kUnauthenticated)) {
+  if (status_code == StatusCode::kOk || code > static_cast<uint8_t>(StatusCode::kInfeasible)) {
     status_code = StatusCode::kInternal;
   }
   return Status(status_code, where.empty() ? message : message + " [" + where + "]");

@@ -108,7 +108,7 @@ void TaskSubmitter::RequestLease(Shape& shape) {
     --s->lease_requests;
     if (!r.ok()) {
       // Infeasible, or the worker could not start: every queued task fails.
-      bool infeasible = r.status().message().rfind("infeasible", 0) == 0;
+      bool infeasible = r.status().code() == StatusCode::kInfeasible;
       while (!s->queue.empty()) {
         FailTask(deps_.objects, s->queue.front(), infeasible ? "Infeasible" : "WorkerStartFailed",
                  r.status().message(), "");

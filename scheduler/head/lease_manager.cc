@@ -137,7 +137,7 @@ void LeaseManager::Request(const Owner& owner, const protocol::RequestLeaseReque
   auto gpu = req.resources.find(kGpu);
   if (gpu != req.resources.end() && gpu->second > 1 && gpu->second != std::floor(gpu->second)) {
     ReplyError(owner,
-               Status::InvalidArgument("infeasible: {GPU: " + FormatAmount(gpu->second) +
+               Status::Infeasible("infeasible: {GPU: " + FormatAmount(gpu->second) +
                                        "}: a share of a GPU must be below 1 (one device); "
                                        "more than 1 must be a whole number of devices"));
     return;
@@ -164,7 +164,7 @@ void LeaseManager::Request(const Owner& owner, const protocol::RequestLeaseReque
     auto decision = Decide(req);
     if (const auto* infeasible = std::get_if<policy::Infeasible>(&decision)) {
       ReplyError(owner,
-                 Status::InvalidArgument("infeasible: " + FormatResourceShape(req.resources) + " " +
+                 Status::Infeasible("infeasible: " + FormatResourceShape(req.resources) + " " +
                                          infeasible->reason));
       return;
     }

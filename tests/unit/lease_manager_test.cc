@@ -248,7 +248,7 @@ TEST_F(LeaseManagerTest, InfeasibleRequestIsAnsweredAtOnceNamingResourceAndLarge
   EXPECT_EQ(sent[0].peer, "driver");
   EXPECT_EQ(sent[0].env.id, 17u);
   auto err = sent[0].Error();
-  EXPECT_EQ(err.code, static_cast<uint8_t>(StatusCode::kInvalidArgument));
+  EXPECT_EQ(err.code, static_cast<uint8_t>(StatusCode::kInfeasible));
   EXPECT_EQ(err.message.rfind("infeasible", 0), 0u) << err.message;
   EXPECT_NE(err.message.find("GPU: 8"), std::string::npos) << err.message;
   EXPECT_NE(err.message.find("GPU 4"), std::string::npos) << err.message;

@@ -176,7 +176,7 @@ TEST_F(TaskSubmitterTest, AnInfeasibleLeaseFailsTheQueuedTasks) {
   std::string a = Submit("F");
   std::string b = Submit("F");
   Step();
-  head_.Refuse(Status::Unavailable("infeasible: no node has 64 GPUs"));
+  head_.Refuse(Status::Infeasible("infeasible: no node has 64 GPUs"));
   EXPECT_EQ(ErrorOf(a), "Infeasible");
   EXPECT_EQ(ErrorOf(b), "Infeasible");
 }

@@ -21,6 +21,7 @@ enum class StatusCode : uint8_t {
   kCancelled = 6,
   kInternal = 7,
   kUnauthenticated = 8,
+  kInfeasible = 9,  // no set of alive nodes could ever hold the request
 };
 
 std::string_view StatusCodeName(StatusCode code);
@@ -50,6 +51,7 @@ class [[nodiscard]] Status {
   static Status Unauthenticated(std::string m) {
     return {StatusCode::kUnauthenticated, std::move(m)};
   }
+  static Status Infeasible(std::string m) { return {StatusCode::kInfeasible, std::move(m)}; }
 
   bool ok() const { return code_ == StatusCode::kOk; }
   StatusCode code() const { return code_; }

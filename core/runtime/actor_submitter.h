@@ -13,6 +13,7 @@
 #include "rayx/detail/runtime_api.h"
 #include "runtime/argument_resolver.h"
 #include "runtime/lease_client.h"
+#include "runtime/submitter_deps.h"
 #include "runtime/worker_connection.h"
 #include "runtime/worker_send_queue.h"
 
@@ -30,20 +31,8 @@ namespace rayx::detail {
 // connections; every dependency outlives it.
 class ActorSubmitter {
  public:
-  struct Deps {
-    ObjectTable& objects;
-    LeaseClient& head;
-    WorkerConnector& connector;
-    WorkerSendQueue& send_queue;
-    ArgumentResolver& resolver;
-    const Clock& clock;
-    boost::asio::io_context& io;
-  };
-  struct Options {
-    std::string job_id;
-    // Fills in the program workers run (executable, directory, package).
-    std::function<void(protocol::RequestLeaseRequest*)> describe_program;
-  };
+  using Deps = SubmitterDeps;
+  using Options = SubmitterOptions;
 
   ActorSubmitter(Deps deps, Options options);
   ~ActorSubmitter();

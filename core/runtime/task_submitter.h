@@ -16,6 +16,7 @@
 #include "rayx/detail/runtime_api.h"
 #include "runtime/argument_resolver.h"
 #include "runtime/lease_client.h"
+#include "runtime/submitter_deps.h"
 #include "runtime/worker_connection.h"
 #include "runtime/worker_send_queue.h"
 
@@ -40,20 +41,8 @@ class TaskSubmitter {
   static constexpr int64_t kIdleLeaseMs = 1000;   // an idle worker is given back after this
   static constexpr int64_t kSaturatedAfterMs = 50;
 
-  struct Deps {
-    ObjectTable& objects;
-    LeaseClient& head;
-    WorkerConnector& connector;
-    WorkerSendQueue& send_queue;
-    ArgumentResolver& resolver;
-    const Clock& clock;
-    boost::asio::io_context& io;
-  };
-  struct Options {
-    std::string job_id;
-    // Fills in the program workers run (executable, directory, package).
-    std::function<void(protocol::RequestLeaseRequest*)> describe_program;
-  };
+  using Deps = SubmitterDeps;
+  using Options = SubmitterOptions;
 
   TaskSubmitter(Deps deps, Options options);
   ~TaskSubmitter();

@@ -1,0 +1,37 @@
+// What the task and actor submitters share: their collaborators and options.
+#pragma once
+
+#include <functional>
+#include <string>
+
+#include <boost/asio/io_context.hpp>
+
+#include "common/clock.h"
+#include "protocol/messages.h"
+#include "runtime/argument_resolver.h"
+#include "runtime/lease_client.h"
+#include "runtime/object_table.h"
+#include "runtime/worker_link.h"
+#include "runtime/worker_send_queue.h"
+
+namespace rayx::detail {
+
+// The parts a submitter works with, owned by the Runtime (or a test) and
+// outliving the submitter. All are used on the I/O thread only.
+struct SubmitterDeps {
+  ObjectTable& objects;
+  LeaseClient& head;
+  WorkerConnector& connector;
+  WorkerSendQueue& send_queue;
+  ArgumentResolver& resolver;
+  const Clock& clock;
+  boost::asio::io_context& io;
+};
+
+struct SubmitterOptions {
+  std::string job_id;
+  // Fills in the program workers run (executable, directory, package).
+  std::function<void(protocol::RequestLeaseRequest*)> describe_program;
+};
+
+}  // namespace rayx::detail

@@ -13,14 +13,13 @@ ArgumentResolver::ArgumentResolver(ObjectTable& objects, boost::asio::io_context
 
 void ArgumentResolver::ResolveThen(Task& task, Ready ready) {
   // Collects the argument bytes; waits on the first unresolved reference and
-  // tries again once it completes.
+  // goes on from it once it completes (the arguments before it are done).
   task.resolved.resize(task.args.size());
-  for (size_t i = 0; i < task.args.size(); ++i) {
+  for (size_t i = task.args_resolved; i < task.args.size(); task.args_resolved = ++i) {
     Arg& arg = task.args[i];
     if (!arg.ref) {
       task.resolved[i] = std::move(arg.bytes);
       arg.bytes.clear();
-      arg.ref = nullptr;
       continue;
     }
     protocol::ObjectLocation location;

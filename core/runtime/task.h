@@ -20,6 +20,7 @@ struct Task {
   std::string display;  // the name in errors; empty: `function`
   std::vector<Arg> args;
   std::vector<std::string> resolved;                    // args' bytes, once resolved
+  size_t args_resolved = 0;  // args [0, args_resolved) are in `resolved` already
   std::map<uint32_t, protocol::ObjectLocation> stored;  // args left in a store
   std::string object_id;                                // the result's
   bool actor_creation = false;

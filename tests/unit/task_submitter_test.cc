@@ -211,6 +211,32 @@ TEST_F(TaskSubmitterTest, ATaskWaitsForItsPendingArgument) {
   EXPECT_EQ(worker->calls[0].args, std::vector<std::string>{"dep-value"});
 }
 
+// A value before a pending reference keeps its bytes when resolution resumes
+// after the reference completes (it once arrived empty).
+TEST_F(TaskSubmitterTest, ValuesBeforeAPendingArgumentSurviveTheWait) {
+  objects_.AddPending("dep");
+  auto dep = std::make_shared<ObjectCore>();
+  dep->id = "dep";
+  objects_.AddPending("result");
+  Task task;
+  task.function = "G";
+  task.object_id = "result";
+  task.args.push_back(Arg{"first", nullptr});
+  task.args.push_back(Arg{"", dep});
+  task.args.push_back(Arg{"last", nullptr});
+  submitter_.Submit(task, std::nullopt, Placement{});
+  Step();
+  objects_.Complete({"dep", std::make_shared<const std::string>("dep-value"), nullptr, nullptr});
+  Step();
+  ASSERT_EQ(head_.requests.size(), 1u);
+  head_.Grant("lease-1", "w1");
+  Step();
+  auto* worker = connector_.At("w1");
+  ASSERT_NE(worker, nullptr);
+  ASSERT_EQ(worker->calls.size(), 1u);
+  EXPECT_EQ(worker->calls[0].args, (std::vector<std::string>{"first", "dep-value", "last"}));
+}
+
 TEST_F(TaskSubmitterTest, AFailedArgumentFailsTheTask) {
   objects_.AddPending("dep");
   objects_.Complete({"dep", nullptr,

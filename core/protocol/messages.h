@@ -211,7 +211,10 @@ struct RegisterDriverRequest {
   std::string job_id;
   std::string node_ip;
   int32_t pid = 0;
-  MSGPACK_DEFINE_MAP(token, rayx_version, job_id, node_ip, pid)
+  // Set by a worker's runtime (a task that submits work): the lease its worker
+  // runs in. When that lease ends, the leases this runtime holds end with it.
+  std::string host_lease_id;
+  MSGPACK_DEFINE_MAP(token, rayx_version, job_id, node_ip, pid, host_lease_id)
 };
 
 struct RegisterDriverReply {
@@ -293,10 +296,15 @@ struct RequestLeaseRequest {
   // node (CUDA_VISIBLE_DEVICES), and RAYX_LOCAL_RANK says which is its own, so
   // CUDA peer-to-peer and NVLink work between the group's workers.
   bool group_visible_devices = false;
+  // The worker's command line after `executable` (e.g. a Python worker's
+  // "-m rayx._worker") and variables added to its environment (never the
+  // RAYX_* ones the agent sets, nor CUDA_VISIBLE_DEVICES).
+  std::vector<std::string> worker_args;
+  std::map<std::string, std::string> worker_env;
   MSGPACK_DEFINE_MAP(job_id, resources, executable, working_dir, for_actor, detached,
                      package_hash, package_dir, group_visible_devices,
                      placement_group_id, bundle_index, strategy, affinity_node_id, affinity_soft,
-                     label_selector, processes)
+                     label_selector, processes, worker_args, worker_env)
 };
 
 struct RequestLeaseReply {
@@ -343,8 +351,11 @@ struct StartWorkerRequest {
   // devices on the node) and this worker's index among them.
   std::vector<int> visible_gpu_ids;
   int32_t local_rank = -1;
+  std::vector<std::string> worker_args;  // see RequestLeaseRequest
+  std::map<std::string, std::string> worker_env;
   MSGPACK_DEFINE_MAP(lease_id, job_id, executable, working_dir, resources, head_address, gpu_ids,
-                     processes, package_hash, package_dir, visible_gpu_ids, local_rank)
+                     processes, package_hash, package_dir, visible_gpu_ids, local_rank,
+                     worker_args, worker_env)
 };
 
 struct StartWorkerReply {

@@ -109,6 +109,17 @@ void StartPrivateCluster(const Options& options, std::string* address, std::stri
   if (options.num_cpus > 0) {
     args.insert(args.end(), {"--num-cpus", std::to_string(options.num_cpus)});
   }
+  if (options.num_gpus >= 0) {
+    args.insert(args.end(), {"--num-gpus", std::to_string(options.num_gpus)});
+  }
+  if (!options.resources.empty()) {
+    std::string json = "{";
+    for (const auto& [name, amount] : options.resources) {
+      if (json.size() > 1) json += ",";
+      json += "\"" + name + "\":" + std::to_string(amount);
+    }
+    args.insert(args.end(), {"--resources", json + "}"});
+  }
   // The private cluster ends with this process, even when it is killed.
   setenv("RAYX_EXIT_WITH_PID", std::to_string(getpid()).c_str(), 1);
   std::string output;
@@ -254,6 +265,7 @@ Runtime& RequireRuntime() {
   config.token = env.cluster_token;
   config.job_id = env.job_id;
   config.is_worker = true;
+  config.host_lease_id = env.lease_id;
   config.node_ip = env.node_ip;
   auto runtime = Runtime::Start(config);
   if (!runtime.ok()) throw std::runtime_error("worker: " + runtime.status().message());
@@ -281,6 +293,7 @@ const std::string& ActorIdOf(const ActorPtr& actor) { return actor->actor_id; }
 ActorPtr DeserializeActor(const std::string& bytes) {
   return RequireRuntime().DeserializeActor(bytes);
 }
+const std::string& CurrentJobId() { return RequireRuntime().job_id(); }
 ObjectHandle PutBytes(std::string bytes) { return RequireRuntime().Put(std::move(bytes)); }
 ObjectHandle PutEncoded(size_t size, const std::function<void(char* out)>& fill) {
   return RequireRuntime().PutEncoded(size, fill);

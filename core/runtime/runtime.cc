@@ -8,6 +8,8 @@
 #include <chrono>
 #include <cstring>
 #include <future>
+#include <map>
+#include <mutex>
 
 #include "common/logging.h"
 #include "object_store/object_pull.h"
@@ -23,8 +25,8 @@ using transport::Frames;
 namespace {
 constexpr int64_t kTickMs = 100;
 
-// Workers run this very program, started in this process's directory.
-void SetWorkerProgram(protocol::RequestLeaseRequest* req) {
+// This program's own executable (workers run it again by default).
+void SetOwnExecutable(protocol::RequestLeaseRequest* req) {
   char exe[4096];
   ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
   req->executable = n > 0 ? std::string(exe, static_cast<size_t>(n)) : "";
@@ -35,6 +37,31 @@ void SetWorkerProgram(protocol::RequestLeaseRequest* req) {
                               deleted) == 0) {
     req->executable.resize(req->executable.size() - deleted.size());
   }
+}
+
+// The program workers run instead of this one (SetWorkerCommand), if any.
+struct WorkerCommand {
+  std::mutex mu;
+  std::string executable;
+  std::vector<std::string> args;
+  std::map<std::string, std::string> env;
+};
+WorkerCommand& TheWorkerCommand() {
+  static WorkerCommand* command = new WorkerCommand();  // outlives static destructors
+  return *command;
+}
+
+// Workers run this very program (or the one SetWorkerCommand named), started
+// in this process's directory.
+void SetWorkerProgram(protocol::RequestLeaseRequest* req) {
+  {
+    WorkerCommand& command = TheWorkerCommand();
+    std::lock_guard<std::mutex> lock(command.mu);
+    req->worker_args = command.args;
+    req->worker_env = command.env;
+    req->executable = command.executable;
+  }
+  if (req->executable.empty()) SetOwnExecutable(req);
   char cwd[4096];
   req->working_dir = getcwd(cwd, sizeof cwd) ? cwd : "";
   // A submitted job's program lives in its working directory package, which
@@ -47,6 +74,16 @@ void SetWorkerProgram(protocol::RequestLeaseRequest* req) {
   }
 }
 }  // namespace
+
+void SetWorkerCommand(const std::string& executable, std::vector<std::string> args,
+                      std::map<std::string, std::string> env) {
+  WorkerCommand& command = TheWorkerCommand();
+  std::lock_guard<std::mutex> lock(command.mu);
+  command.executable = executable;
+  command.args = std::move(args);
+  command.env = std::move(env);
+}
+
 
 ObjectCore::~ObjectCore() {
   if (Runtime* runtime = CurrentRuntime()) runtime->Release(id);
@@ -82,6 +119,7 @@ Status Runtime::Connect() {
   req.job_id = config_.job_id;
   req.node_ip = config_.node_ip;
   req.pid = getpid();
+  req.host_lease_id = config_.host_lease_id;
   auto reply = head_->CallSync<protocol::RegisterDriverReply>(req, 15000);
   if (!reply.ok()) return reply.status();
   config_.job_id = reply->job_id;

@@ -68,6 +68,7 @@ class Runtime {
     std::string token;
     std::string job_id;   // empty: a new job (a driver); set: a worker of that job
     bool is_worker = false;
+    std::string host_lease_id;  // in a worker: the lease it runs in
     std::string node_ip = "127.0.0.1";
   };
 

@@ -297,7 +297,7 @@ Result<protocol::RegisterDriverReply> HeadService::OnRegisterDriver(
     return Status::NotFound("job " + req.job_id + " is not running (it ended)");
   }
   authenticated_peers_.insert(call.peer_id);
-  return leases_.RegisterDriver(req, clock_.NowMs(), options_.cluster_id);
+  return leases_.RegisterDriver(req, clock_.NowMs(), options_.cluster_id, call.peer_id);
 }
 
 Result<protocol::DriverHeartbeatReply> HeadService::OnDriverHeartbeat(

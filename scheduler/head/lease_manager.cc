@@ -39,8 +39,12 @@ void LeaseManager::OnNodeDead(const NodeId& node) {
 }
 
 protocol::RegisterDriverReply LeaseManager::RegisterDriver(
-    const protocol::RegisterDriverRequest& req, int64_t now_ms, const std::string& cluster_id) {
+    const protocol::RegisterDriverRequest& req, int64_t now_ms, const std::string& cluster_id,
+    const std::string& peer) {
   protocol::RegisterDriverReply reply;
+  if (!req.host_lease_id.empty() && !peer.empty() && leases_.count(req.host_lease_id)) {
+    hosted_peers_[req.host_lease_id].push_back(peer);
+  }
   reply.job_id = req.job_id.empty() ? NodeId::FromRandom().Hex().substr(0, 16) : req.job_id;
   Job& job = jobs_[reply.job_id];
   job.last_heartbeat_ms = now_ms;
@@ -241,6 +245,8 @@ bool LeaseManager::TryGrant(Pending& pending, std::optional<NodeId> decided) {
   start.lease_id = lease.lease_id;
   start.job_id = lease.job_id;
   start.executable = pending.req.executable;
+  start.worker_args = pending.req.worker_args;
+  start.worker_env = pending.req.worker_env;
   start.working_dir = pending.req.working_dir;
   start.resources = lease.resources;
   start.head_address = options_.head_address;
@@ -338,7 +344,28 @@ void LeaseManager::EndLease(const std::string& lease_id, bool kill_worker) {
   for (auto a = named_actors_.begin(); a != named_actors_.end();) {
     a = a->second.lease_id == lease_id ? named_actors_.erase(a) : std::next(a);
   }
+  EndHostedLeases(lease_id);
   SchedulePending();
+}
+
+void LeaseManager::EndHostedLeases(const std::string& lease_id) {
+  auto hosted = hosted_peers_.find(lease_id);
+  if (hosted == hosted_peers_.end()) return;
+  std::vector<std::string> peers = std::move(hosted->second);
+  hosted_peers_.erase(hosted);
+  for (const auto& peer : peers) {
+    std::erase_if(pending_, [&](const Pending& p) {
+      return !p.owner.head && p.owner.requester.peer == peer;
+    });
+    // Detached actors outlive whoever created them.
+    std::vector<std::string> owned;
+    for (const auto& [id, lease] : leases_) {
+      if (!lease.owner.head && lease.owner.requester.peer == peer && !lease.detached) {
+        owned.push_back(id);
+      }
+    }
+    for (const auto& id : owned) EndLease(id, /*kill_worker=*/true);
+  }
 }
 
 Status LeaseManager::RegisterActor(const protocol::ActorInfo& actor) {

@@ -68,8 +68,12 @@ class LeaseManager {
   // Leases on a dead node are gone (its workers died with it).
   void OnNodeDead(const NodeId& node);
 
+  // `peer`: the caller's connection. A worker's runtime (req.host_lease_id
+  // set) is recorded under its worker's lease: when that lease ends, so do the
+  // leases and requests of `peer` (its worker is gone; nobody would return them).
   protocol::RegisterDriverReply RegisterDriver(const protocol::RegisterDriverRequest& req,
-                                               int64_t now_ms, const std::string& cluster_id);
+                                               int64_t now_ms, const std::string& cluster_id,
+                                               const std::string& peer = "");
   bool DriverHeartbeat(const std::string& job_id, int64_t now_ms);
   // A job whose life the head itself supervises (rayx job submit): it does not
   // end when drivers stop heartbeating, only through FinishJob.
@@ -149,6 +153,8 @@ class LeaseManager {
   // Grants queued requests while resources allow, in order; a request that does
   // not fit now does not block those behind it of another shape.
   void SchedulePending();
+  // Ends what the runtimes inside lease `lease_id`'s worker held.
+  void EndHostedLeases(const std::string& lease_id);
   // False when it must wait; true when granted or answered with an error.
   // `decided`: the node the policy chose for it just now, if any.
   bool TryGrant(Pending& pending, std::optional<NodeId> decided = std::nullopt);
@@ -168,6 +174,8 @@ class LeaseManager {
   std::unordered_map<std::string, Lease> leases_;
   std::unordered_map<uint64_t, std::string> start_requests_;  // head request id -> lease
   std::deque<Pending> pending_;
+  // lease id -> the connections of runtimes inside that lease's worker.
+  std::unordered_map<std::string, std::vector<std::string>> hosted_peers_;
   std::map<std::string, protocol::ActorInfo> named_actors_;
   PlacementGroupManager groups_;
   policy::CompositePolicy policy_;  // where leases outside placement groups go

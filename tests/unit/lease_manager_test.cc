@@ -1,6 +1,7 @@
 // LeaseManager driven call by call with a real NodeTable and a recording sender.
 #include "head/lease_manager.h"
 
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <string>
@@ -414,6 +415,36 @@ TEST_F(LeaseManagerTest, ReturnLeaseFreesResourcesAndUnknownLeaseIsNotFound) {
   Status again = leases_.ReturnLease(lease);
   EXPECT_EQ(again.code(), StatusCode::kNotFound);
   EXPECT_TRUE(Take().empty());
+}
+
+// A task that submits work holds leases through its worker's runtime; when the
+// task's own lease ends (its worker is killed), those leases end too instead of
+// holding their CPUs until the job ends.
+TEST_F(LeaseManagerTest, EndingALeaseEndsTheLeasesOfTheRuntimeInsideItsWorker) {
+  NodeId node = AddNode("10.0.0.2", {{"CPU", 4}});
+  std::string job = NewJob();
+  std::string outer = Grant(job, {{"CPU", 1}}, "agent-10.0.0.2");
+  protocol::RegisterDriverRequest inner_runtime;
+  inner_runtime.job_id = job;
+  inner_runtime.host_lease_id = outer;
+  leases_.RegisterDriver(inner_runtime, kT0, "cluster-1", "worker-runtime");
+  leases_.RequestLease("worker-runtime", 7, Shape(job, {{"CPU", 1}}));
+  uint64_t start = TakeStart("agent-10.0.0.2");
+  std::string inner = Started(start, "worker-runtime", 7).lease_id;
+  protocol::RequestLeaseRequest detached = Shape(job, {{"CPU", 1}}, /*detached=*/true);
+  leases_.RequestLease("worker-runtime", 8, detached);
+  std::string kept = Started(TakeStart("agent-10.0.0.2"), "worker-runtime", 8).lease_id;
+  leases_.RequestLease("worker-runtime", 9, Shape(job, {{"CPU", 4}}));  // waits
+  EXPECT_EQ(leases_.pending_count(), 1u);
+  EXPECT_EQ(Available(node, "CPU"), 1);
+
+  ASSERT_TRUE(leases_.ReturnLease(outer).ok());
+  auto killed = KilledLeases(Take(), "agent-10.0.0.2");
+  EXPECT_THAT(killed, ::testing::UnorderedElementsAre(outer, inner));
+  EXPECT_EQ(leases_.lease_count(), 1u) << "the detached actor's lease outlives its creator";
+  EXPECT_EQ(leases_.pending_count(), 0u) << "nobody is left to take the waiting grant";
+  EXPECT_EQ(Available(node, "CPU"), 3);
+  EXPECT_TRUE(leases_.ReturnLease(kept).ok());
 }
 
 TEST_F(LeaseManagerTest, PendingShapesGroupsWaitingRequestsByShape) {

@@ -60,8 +60,17 @@ void WorkerPool::Start(const protocol::StartWorkerRequest& request, StartCallbac
   worker_env.package_hash = request.package_hash;
   worker_env.package_dir = request.package_dir;
   std::vector<std::string> env;
+  // The caller's variables first, so the agent's own (RAYX_*, CUDA_VISIBLE_DEVICES) win.
+  for (const auto& [name, value] : request.worker_env) {
+    if (name.empty() || name.find('=') != std::string::npos || name.rfind("RAYX_", 0) == 0 ||
+        name == WorkerEnv::kCudaVisibleDevices) {
+      continue;
+    }
+    env.push_back(name + "=" + value);
+  }
   for (const auto& [name, value] : worker_env.Encode()) env.push_back(name + "=" + value);
   std::string exe = request.executable;
+  std::vector<std::string> args = request.worker_args;
   std::string cwd = request.working_dir;
   pid_t parent = getpid();
   pid_t pid = fork();
@@ -93,8 +102,11 @@ void WorkerPool::Start(const protocol::StartWorkerRequest& request, StartCallbac
       dprintf(3, "ERROR cannot enter working directory %s: %s\n", cwd.c_str(), strerror(errno));
       _exit(126);
     }
-    char* argv[] = {exe.data(), nullptr};
-    execv(exe.c_str(), argv);
+    std::vector<char*> argv;
+    argv.push_back(exe.data());
+    for (auto& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    execv(exe.c_str(), argv.data());
     dprintf(3, "ERROR cannot execute %s: %s\n", exe.c_str(), strerror(errno));
     _exit(127);
   }

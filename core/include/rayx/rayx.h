@@ -38,6 +38,9 @@ struct Options {
   std::string temp_dir;
   // CPUs of the private cluster (when one is started). Default: all.
   double num_cpus = 0;
+  // GPUs of the private cluster (< 0: detected), and its custom resources.
+  double num_gpus = -1;
+  ResourceMap resources;
 };
 
 // Connects this program to a cluster. In a worker process (started by a node

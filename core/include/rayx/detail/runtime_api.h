@@ -4,6 +4,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -71,6 +72,14 @@ const std::string& PlacementGroupIdOf(const PlacementGroupPtr& group);
 // the group to be placed.
 PlacementGroupState WaitPlacementGroup(const PlacementGroupPtr& group, int64_t timeout_ms);
 void RemovePlacementGroup(const std::string& id);
+
+// Workers of this process's calls run `executable args...` with `env` added
+// (a Python driver names its interpreter and "-m rayx._worker"), instead of
+// this program itself. Applies to leases requested afterwards.
+void SetWorkerCommand(const std::string& executable, std::vector<std::string> args,
+                      std::map<std::string, std::string> env);
+// The job this process's runtime belongs to (hex); needs a runtime.
+const std::string& CurrentJobId();
 
 ObjectHandle SubmitTask(const std::string& function, std::vector<Arg> args,
                         const CallOptions& options);

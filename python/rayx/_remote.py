@@ -1,0 +1,396 @@
+"""@rayx.remote: remote functions, actor classes and actor handles.
+
+A call travels as C++ call arguments:
+    [header, arguments, ref values...]
+header is pickle((code key, name, num_returns)) for tasks and actor creation,
+pickle((method, num_returns)) for actor methods; arguments is the
+serialized (args, kwargs) with each ObjectRef replaced by a slot number; the
+ObjectRefs themselves follow as C++ object arguments, which the runtime
+resolves before the call runs (a ref nested inside a value arrives resolved).
+Functions and classes are exported once per job through the head's KV under
+their content hash and loaded once per worker (rayx._worker).
+"""
+
+import hashlib
+import pickle
+import warnings
+
+from rayx import _api
+from rayx import _core
+from rayx import _serialization as ser
+
+KV_NAMESPACE = "rayx.py.fn"
+# The head's KV holds values up to 1 MiB: a bigger function or class (a closure
+# capturing data) is refused at .remote().
+MAX_CODE_BYTES = 1 << 20
+
+_TASK_OPTIONS = {"num_cpus", "num_gpus", "resources", "name", "num_returns", "max_retries",
+                 "retry_exceptions", "scheduling_strategy", "placement_group",
+                 "placement_group_bundle_index", "memory", "runtime_env"}
+_ACTOR_OPTIONS = {"num_cpus", "num_gpus", "resources", "name", "lifetime", "max_restarts",
+                  "max_task_retries", "scheduling_strategy", "placement_group",
+                  "placement_group_bundle_index", "namespace", "get_if_exists",
+                  "max_concurrency", "memory", "runtime_env"}
+
+# The method every Python actor answers (with None) once it runs.
+READY_METHOD = "__rayx_ready__"
+_HANDLE_WAIT_S = 300
+
+_exported = {}  # (id(obj), detached) -> (obj, key): what this process has exported
+_warned = set()
+
+
+def _warn_once(what, text):
+    if what not in _warned:
+        _warned.add(what)
+        warnings.warn(text, stacklevel=3)
+
+
+def _export(obj, detached):
+    """The KV key of `obj`'s code, exporting it on first use."""
+    cache_key = (id(obj), detached)
+    hit = _exported.get(cache_key)
+    if hit is not None and hit[0] is obj:
+        return hit[1]
+    import cloudpickle
+    try:
+        code = cloudpickle.dumps(obj, protocol=5)
+    except Exception as e:  # noqa: BLE001
+        raise TypeError(f"cannot export {_name(obj)} to the cluster: "
+                        f"{ser._describe_unpicklable(obj, e)}") from e
+    if len(code) > MAX_CODE_BYTES:
+        raise ValueError(
+            f"{_name(obj)} pickles to {len(code)} bytes, over the {MAX_CODE_BYTES}-byte limit for "
+            "remote functions and classes: it probably captures large data. Store the data with "
+            "rayx.put() and pass the ObjectRef as an argument instead.")
+    digest = hashlib.sha256(code).hexdigest()[:40]
+    # Detached actors outlive their job: their class is kept until deleted.
+    key = f"detached/{digest}" if detached else f"{_core.job_id()}/{digest}"
+    _core.kv_put(KV_NAMESPACE, key, code, True, not detached)
+    _exported[cache_key] = (obj, key)
+    return key
+
+
+def _name(obj):
+    return getattr(obj, "__qualname__", None) or getattr(obj, "__name__", None) or repr(obj)
+
+
+class _Slot:
+    """Stands for the ObjectRef argument number `i` (its element `index`)."""
+    __slots__ = ("i", "index")
+
+    def __init__(self, i, index):
+        self.i = i
+        self.index = index
+
+    def __reduce__(self):
+        return (_Slot, (self.i, self.index))
+
+
+_EMPTY_ARGS = None
+
+
+def encode_args(args, kwargs):
+    """[arguments blob, ObjectRef cores...] for a call."""
+    global _EMPTY_ARGS
+    if not args and not kwargs:
+        if _EMPTY_ARGS is None:
+            _EMPTY_ARGS = bytes(ser.to_bytes(((), {})))
+        return [_EMPTY_ARGS]
+    cores = []
+    slots = {}
+
+    def slot(ref):
+        key = ref._core.id
+        i = slots.get(key)
+        if i is None:
+            i = slots[key] = len(cores)
+            cores.append(ref._core)
+        return i
+
+    def top(a):
+        if isinstance(a, _api.ObjectRef) and not a._resolved:
+            return _Slot(slot(a), a._index)
+        return a
+
+    def nested(ref):
+        if ref._resolved:
+            return None  # pickled by value
+        return (slot(ref), ref._index)
+
+    top_args = tuple(top(a) for a in args)
+    top_kwargs = {k: top(v) for k, v in kwargs.items()}
+    blob = ser.to_bytes((top_args, top_kwargs), on_ref=nested)
+    return [blob] + cores
+
+
+def _resources(opts, default_cpu):
+    res = {}
+    cpus = opts.get("num_cpus")
+    if cpus is None:
+        cpus = default_cpu
+    if cpus:
+        res["CPU"] = float(cpus)
+    if opts.get("num_gpus"):
+        res["GPU"] = float(opts["num_gpus"])
+    res.update(_api._check_resources(opts.get("resources") or {}, "options"))
+    explicit = any(opts.get(k) is not None for k in ("num_cpus", "num_gpus", "resources"))
+    return res, explicit
+
+
+def _placement(opts):
+    from rayx.util import scheduling_strategies as ss
+    from rayx.util.placement_group import PlacementGroup
+    p = {}
+    strategy = opts.get("scheduling_strategy")
+    pg = opts.get("placement_group")
+    bundle = opts.get("placement_group_bundle_index", -1)
+    if isinstance(strategy, ss.PlacementGroupSchedulingStrategy):
+        pg = strategy.placement_group
+        bundle = strategy.placement_group_bundle_index
+    elif isinstance(strategy, ss.NodeAffinitySchedulingStrategy):
+        p["strategy"] = "NODE_AFFINITY"
+        p["node_id"] = strategy.node_id
+        p["soft"] = bool(strategy.soft)
+    elif strategy in (None, "DEFAULT"):
+        pass
+    elif strategy == "SPREAD":
+        p["strategy"] = "SPREAD"
+    else:
+        raise ValueError(f"scheduling_strategy {strategy!r}: use 'DEFAULT', 'SPREAD', "
+                         "NodeAffinitySchedulingStrategy or PlacementGroupSchedulingStrategy")
+    if pg is not None and pg != "default":
+        if not isinstance(pg, PlacementGroup):
+            raise TypeError("placement_group must be a rayx.util.placement_group(...) result")
+        if bundle is None:
+            bundle = -1
+        if not -1 <= bundle < pg.bundle_count:
+            raise ValueError(f"placement_group_bundle_index {bundle} is out of range: the group "
+                             f"has {pg.bundle_count} bundles")
+        p["placement_group_id"] = pg.id
+        p["bundle_index"] = int(bundle)
+    return p
+
+
+def _check_options(opts, allowed, what):
+    bad = set(opts) - allowed
+    if bad:
+        raise TypeError(f"{what}: unknown option(s) {', '.join(sorted(bad))}; valid: "
+                        f"{', '.join(sorted(allowed))}")
+    for k in ("num_cpus", "num_gpus"):
+        v = opts.get(k)
+        if v is not None and (not isinstance(v, (int, float)) or v < 0):
+            raise ValueError(f"{what}: {k} must be a number >= 0, not {v!r}")
+    n = opts.get("num_returns", 1)
+    if not isinstance(n, int) or n < 1:
+        raise ValueError(f"{what}: num_returns must be an int >= 1, not {n!r}")
+    if opts.get("max_retries") not in (None, 0):
+        _warn_once("max_retries", "rayx: task retries are not implemented yet; max_retries is "
+                   "ignored (a task whose worker dies fails with WorkerCrashedError)")
+    if opts.get("max_restarts") not in (None, 0) or opts.get("max_task_retries") not in (None, 0):
+        _warn_once("max_restarts", "rayx: actor restarts are not implemented yet; max_restarts "
+                   "and max_task_retries are ignored (calls to a dead actor raise ActorDiedError)")
+
+
+def _refs(core, n):
+    if n == 1:
+        return _api.ObjectRef(core)
+    return [_api.ObjectRef(core, i) for i in range(n)]
+
+
+class RemoteFunction:
+    """A function run as tasks in the cluster: f.remote(...) -> ObjectRef."""
+
+    def __init__(self, function, options):
+        _check_options(options, _TASK_OPTIONS, f"@rayx.remote({_name(function)})")
+        self._function = function
+        self._options = options
+        self._headers = {}
+        self.__name__ = getattr(function, "__name__", "remote_function")
+        self.__doc__ = getattr(function, "__doc__", None)
+
+    def __call__(self, *args, **kwargs):
+        raise TypeError(f"remote function {self.__name__} cannot be called directly: use "
+                        f"{self.__name__}.remote(...)")
+
+    def options(self, **options):
+        merged = dict(self._options)
+        merged.update(options)
+        return RemoteFunction(self._function, merged)
+
+    def remote(self, *args, **kwargs):
+        _api._require()
+        opts = self._options
+        n = opts.get("num_returns", 1)
+        header = self._headers.get(n)
+        if header is None:
+            key = _export(self._function, False)
+            header = self._headers[n] = pickle.dumps((key, _name(self._function), n))
+        res, explicit = _resources(opts, 1)
+        placement = _placement(opts) if _has_placement(opts) else {}
+        core = _core.submit_task("rayx.py.task", [header] + encode_args(args, kwargs),
+                                 opts.get("name") or self.__name__, res, explicit, placement)
+        return _refs(core, n)
+
+
+def _has_placement(opts):
+    return any(opts.get(k) is not None for k in
+               ("scheduling_strategy", "placement_group"))
+
+
+class ActorClass:
+    """A class whose instances live in their own worker process:
+    Cls.remote(...) -> ActorHandle."""
+
+    def __init__(self, cls, options):
+        _check_options(options, _ACTOR_OPTIONS, f"@rayx.remote({_name(cls)})")
+        self._cls = cls
+        self._options = options
+        self.__name__ = cls.__name__
+
+    def __call__(self, *args, **kwargs):
+        raise TypeError(f"actor class {self.__name__} cannot be instantiated directly: use "
+                        f"{self.__name__}.remote(...)")
+
+    def options(self, **options):
+        merged = dict(self._options)
+        merged.update(options)
+        return ActorClass(self._cls, merged)
+
+    def remote(self, *args, **kwargs):
+        _api._require()
+        opts = self._options
+        lifetime = opts.get("lifetime")
+        if lifetime not in (None, "detached", "non_detached"):
+            raise ValueError(f"lifetime must be 'detached' or None, not {lifetime!r}")
+        detached = lifetime == "detached"
+        name = opts.get("name") or ""
+        if detached and not name:
+            raise ValueError("a detached actor needs a name (options(name=...)), so that it can "
+                             "be found with rayx.get_actor after this job ends")
+        if name and opts.get("get_if_exists"):
+            try:
+                return get_actor(name)
+            except ValueError:
+                pass
+        key = _export(self._cls, detached)
+        header = pickle.dumps((key, _name(self._cls), 1))
+        res, _ = _resources(opts, 0)
+        placement = _placement(opts) if _has_placement(opts) else {}
+        core = _core.create_actor([header] + encode_args(args, kwargs), name, detached, res,
+                                  placement)
+        return ActorHandle(core, self.__name__, _method_returns(self._cls))
+
+
+def _method_returns(cls):
+    out = {}
+    for attr in dir(cls):
+        m = getattr(cls, attr, None)
+        n = getattr(m, "__rayx_num_returns__", None)
+        if n is not None:
+            out[attr] = n
+    return out
+
+
+def method(*, num_returns=1):
+    """@rayx.method(num_returns=n) on an actor method."""
+    def wrap(fn):
+        fn.__rayx_num_returns__ = num_returns
+        return fn
+    return wrap
+
+
+class ActorMethod:
+    def __init__(self, handle, name, num_returns):
+        self._handle = handle
+        self._name = name
+        self._num_returns = num_returns
+
+    def options(self, *, num_returns=None, **unused):
+        if unused:
+            raise TypeError(f"actor method options: unsupported {', '.join(sorted(unused))}")
+        return ActorMethod(self._handle, self._name, num_returns or self._num_returns)
+
+    def remote(self, *args, **kwargs):
+        _api._require()
+        n = self._num_returns
+        header = pickle.dumps((self._name, n))
+        core = _core.submit_actor_task(self._handle._core, [header] + encode_args(args, kwargs))
+        return _refs(core, n)
+
+    def __call__(self, *args, **kwargs):
+        raise TypeError(f"actor method {self._name} cannot be called directly: use "
+                        f".{self._name}.remote(...)")
+
+
+class ActorHandle:
+    """A handle to an actor: handle.method.remote(...) -> ObjectRef. Handles
+    can be passed to tasks and other actors."""
+
+    def __init__(self, core, class_name="", returns=None):
+        self._core = core
+        self._class_name = class_name
+        self._returns = returns or {}
+
+    def __getattr__(self, name):
+        if name.startswith("__") and name.endswith("__"):
+            raise AttributeError(name)
+        return ActorMethod(self, name, self._returns.get(name, 1))
+
+    def __repr__(self):
+        return f"Actor({self._class_name}, {self._core.id})"
+
+    def __eq__(self, other):
+        return isinstance(other, ActorHandle) and other._core.id == self._core.id
+
+    def __hash__(self):
+        return hash(self._core.id)
+
+    def __reduce__(self):
+        try:
+            data = _core.serialize_actor(self._core)
+        except RuntimeError:
+            # Not running yet: a handle names the actor's process, so wait for
+            # it to start (an ActorDiedError if it never does).
+            _api.get(ActorMethod(self, READY_METHOD, 1).remote(), timeout=_HANDLE_WAIT_S)
+            data = _core.serialize_actor(self._core)
+        return (_rebuild_handle, (data, self._class_name, self._returns))
+
+
+def _rebuild_handle(data, class_name, returns):
+    return ActorHandle(_core.deserialize_actor(data), class_name, returns)
+
+
+def get_actor(name):
+    """The named actor `name` (of any job, detached ones included)."""
+    _api._require()
+    if not isinstance(name, str) or not name:
+        raise ValueError("rayx.get_actor: name must be a non-empty string")
+    try:
+        core = _core.get_named_actor(name)
+    except RuntimeError as e:
+        raise ValueError(str(e)) from None
+    return ActorHandle(core, name)
+
+
+def kill(actor, *, no_restart=True):
+    """Stops the actor's process at once; its pending calls fail with ActorDiedError."""
+    del no_restart
+    if not isinstance(actor, ActorHandle):
+        raise TypeError(f"rayx.kill takes an actor handle, not {type(actor).__name__}")
+    _core.kill_actor(actor._core)
+
+
+def remote(*args, **options):
+    """@rayx.remote or @rayx.remote(num_cpus=..., ...) on a function or class."""
+    def make(obj):
+        if isinstance(obj, type):
+            return ActorClass(obj, options)
+        if callable(obj):
+            return RemoteFunction(obj, options)
+        raise TypeError("@rayx.remote applies to functions and classes")
+    if len(args) == 1 and not options and callable(args[0]):
+        return make(args[0])
+    if args:
+        raise TypeError("@rayx.remote takes keyword options only, e.g. @rayx.remote(num_gpus=1)")
+    return make

@@ -1,0 +1,116 @@
+"""A Python worker process: started by a node agent with the driver's
+interpreter (`python -m rayx._worker`), it serves the calls of one lease.
+
+rayx._core runs librayx's worker loop on this thread with the GIL released and
+calls `dispatch` (with the GIL) for each call. Functions and classes are read
+from the head's KV by their content key once and cached.
+"""
+
+import os
+import pickle
+import sys
+import traceback
+
+from rayx import _api, _core
+from rayx import _serialization as ser
+from rayx import exceptions
+from rayx._remote import KV_NAMESPACE, READY_METHOD, _Slot
+
+_code = {}  # KV key -> function or class
+
+
+def _load(key, name):
+    obj = _code.get(key)
+    if obj is not None:
+        return obj
+    code = _core.kv_get(KV_NAMESPACE, key)
+    if code is None:
+        raise RuntimeError(f"the code of {name} is not in the cluster's KV (key {key}): its job "
+                           "ended, or it was exported by another cluster")
+    obj = pickle.loads(code)  # an ImportError here names the missing module
+    _code[key] = obj
+    return obj
+
+
+def _decode_args(blob, ref_blobs):
+    values = []
+    for b in ref_blobs:
+        flags, v = ser.loads(b, copy_buffers=True)
+        if flags == ser.FLAG_ERROR:
+            raise _api._error_from(v)  # an argument's task failed: so does this call
+        values.append(v)
+
+    def nested(pid):
+        i, index = pid
+        return _api._resolved_ref(values[i] if index is None else values[i][index])
+
+    _, (args, kwargs) = ser.loads(blob, on_ref=nested, copy_buffers=True)
+
+    def fill(a):
+        if isinstance(a, _Slot):
+            v = values[a.i]
+            return v if a.index is None else v[a.index]
+        return a
+
+    return [fill(a) for a in args], {k: fill(v) for k, v in kwargs.items()}
+
+
+def _result(value, num_returns, name):
+    if num_returns > 1:
+        if not isinstance(value, (tuple, list)) or len(value) != num_returns:
+            got = len(value) if isinstance(value, (tuple, list)) else f"a {type(value).__name__}"
+            raise ValueError(f"{name} has num_returns={num_returns} but returned {got}")
+        value = tuple(value)
+    return ser.to_bytes(value, on_ref=_api._refuse_ref)
+
+
+def _error(e, name):
+    if isinstance(e, exceptions.RayxTaskError):
+        payload = (e.cause, e.function_name, e.traceback_str, e.node_ip, e.pid)
+    else:
+        tb = "".join(traceback.format_exception(type(e), e, e.__traceback__))
+        payload = (e, name, tb, os.environ.get("RAYX_NODE_IP", ""), os.getpid())
+    try:
+        return ser.to_bytes(payload, ser.FLAG_ERROR)
+    except Exception:  # noqa: BLE001 - the exception itself cannot be pickled
+        return ser.to_bytes((None,) + payload[1:], ser.FLAG_ERROR)
+
+
+def dispatch(kind, instance, views):
+    header = pickle.loads(views[0])
+    if kind == "create":
+        key, name, _ = header
+        cls = _load(key, name)
+        args, kwargs = _decode_args(views[1], views[2:])
+        return cls(*args, **kwargs)  # a failure here marks the actor dead, with the traceback
+    if kind == "task":
+        key, name, num_returns = header
+    else:
+        name, num_returns = header
+    try:
+        if kind == "task":
+            fn = _load(key, name)
+        elif name == READY_METHOD:
+            return ser.to_bytes(None)
+        else:
+            fn = getattr(instance, name, None)
+            if fn is None:
+                raise AttributeError(f"{type(instance).__name__} has no method {name!r}")
+            name = f"{type(instance).__name__}.{name}"
+        args, kwargs = _decode_args(views[1], views[2:])
+        return _result(fn(*args, **kwargs), num_returns, name)
+    except Exception as e:  # noqa: BLE001 - user errors travel back to the caller
+        return _error(e, name)
+
+
+def main():
+    _api._mode = "worker"
+    # Tasks this worker submits start workers the way its own was started.
+    _core.set_worker_command(sys.executable, ["-m", "rayx._worker"],
+                             {"PYTHONPATH": os.environ.get("PYTHONPATH", "")})
+    sys.stdout.reconfigure(line_buffering=True)
+    _core.serve_worker(dispatch)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,437 @@
+// rayx._core: the Python face of librayx's runtime (a thin layer; the Python
+// package in python/rayx/ builds Ray's API on it).
+//
+// Every call that can block (connecting, getting, waiting, creating placement
+// groups, head calls) releases the GIL. Long waits are cut into slices so that
+// Ctrl-C (a pending signal) interrupts them with KeyboardInterrupt.
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "rayx/cluster_status.h"
+#include "rayx/detail/registry.h"
+#include "rayx/detail/runtime_api.h"
+#include "rayx/errors.h"
+#include "rayx/rayx.h"
+#include "runtime/kv_client.h"
+
+namespace py = pybind11;
+using namespace rayx::detail;  // NOLINT: this file is the binding of that namespace
+using rayx::ResourceMap;
+
+namespace {
+
+// How long one slice of a blocking wait lasts before pending signals are checked.
+constexpr int64_t kSliceMs = 100;
+
+// An object's bytes, read-only, kept alive (mapped from the store or in memory)
+// for as long as this object or a memoryview of it lives.
+struct ObjectBuffer {
+  ObjectBytes bytes;
+};
+
+struct PyObjectRef {
+  ObjectHandle handle;
+};
+
+struct PyActor {
+  ActorPtr actor;
+};
+
+struct PyPlacementGroup {
+  PlacementGroupPtr group;
+};
+
+// Raised with args (type, message, function, node) when the call that makes an
+// object failed in rayx itself or its worker.
+py::object& TaskErrorType() {
+  static py::object* type = nullptr;
+  if (type == nullptr) {
+    type = new py::object(py::reinterpret_steal<py::object>(
+        PyErr_NewException("rayx._core.TaskError", PyExc_RuntimeError, nullptr)));
+  }
+  return *type;
+}
+py::object& TimeoutType() {
+  static py::object* type = nullptr;
+  if (type == nullptr) {
+    type = new py::object(py::reinterpret_steal<py::object>(
+        PyErr_NewException("rayx._core.GetTimeout", PyExc_TimeoutError, nullptr)));
+  }
+  return *type;
+}
+
+[[noreturn]] void RaiseTaskError(const rayx::TaskError& e) {
+  py::tuple args = py::make_tuple(e.type(), e.remote_message(), e.function(), e.node());
+  PyErr_SetObject(TaskErrorType().ptr(), args.ptr());
+  throw py::error_already_set();
+}
+
+// Raises KeyboardInterrupt (or what a signal handler raised) when a signal is
+// pending. Needs the GIL.
+void CheckSignals() {
+  if (PyErr_CheckSignals() != 0) throw py::error_already_set();
+}
+
+int64_t Remaining(std::chrono::steady_clock::time_point deadline, bool forever) {
+  if (forever) return kSliceMs;
+  auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+                  deadline - std::chrono::steady_clock::now())
+                  .count();
+  return std::max<int64_t>(0, std::min<int64_t>(left, kSliceMs));
+}
+
+ResourceMap ToResources(const py::dict& d) {
+  ResourceMap out;
+  for (auto item : d) out[py::cast<std::string>(item.first)] = py::cast<double>(item.second);
+  return out;
+}
+
+// Call options as the Python layer passes them: a dict of plain values.
+Placement ToPlacement(const py::dict& o) {
+  Placement p;
+  if (o.contains("placement_group_id")) p.placement_group_id = py::cast<std::string>(o["placement_group_id"]);
+  if (o.contains("bundle_index")) p.bundle_index = py::cast<int32_t>(o["bundle_index"]);
+  if (o.contains("strategy")) p.strategy = py::cast<std::string>(o["strategy"]);
+  if (o.contains("node_id")) p.affinity_node_id = py::cast<std::string>(o["node_id"]);
+  if (o.contains("soft")) p.affinity_soft = py::cast<bool>(o["soft"]);
+  if (o.contains("group_devices")) p.group_visible_devices = py::cast<bool>(o["group_devices"]);
+  if (o.contains("label_selector")) {
+    for (auto item : py::cast<py::dict>(o["label_selector"])) {
+      p.label_selector[py::cast<std::string>(item.first)] = py::cast<std::string>(item.second);
+    }
+  }
+  return p;
+}
+
+// Arguments: bytes-like values, or PyObjectRef (resolved before the call).
+std::vector<Arg> ToArgs(const py::list& args) {
+  std::vector<Arg> out;
+  out.reserve(args.size());
+  for (const auto& a : args) {
+    Arg arg;
+    if (py::isinstance<PyObjectRef>(a)) {
+      arg.ref = py::cast<PyObjectRef&>(a).handle;
+    } else {
+      py::buffer_info info = py::cast<py::buffer>(a).request();
+      arg.bytes.assign(static_cast<const char*>(info.ptr), static_cast<size_t>(info.size * info.itemsize));
+    }
+    out.push_back(std::move(arg));
+  }
+  return out;
+}
+
+ObjectBuffer Get(const PyObjectRef& ref, double timeout_s) {
+  bool forever = timeout_s < 0;
+  auto deadline = std::chrono::steady_clock::now() +
+                  std::chrono::milliseconds(static_cast<int64_t>(forever ? 0 : timeout_s * 1000));
+  while (true) {
+    int64_t slice = Remaining(deadline, forever);
+    try {
+      py::gil_scoped_release release;
+      return ObjectBuffer{GetBytes(ref.handle, slice)};
+    } catch (const rayx::GetTimeoutError&) {
+      if (!forever && std::chrono::steady_clock::now() >= deadline) {
+        PyErr_SetString(TimeoutType().ptr(),
+                        ("rayx.get: object " + ObjectIdOf(ref.handle) + " was not ready within " +
+                         std::to_string(timeout_s) + " s")
+                            .c_str());
+        throw py::error_already_set();
+      }
+    } catch (const rayx::TaskError& e) {
+      RaiseTaskError(e);
+    }
+    CheckSignals();
+  }
+}
+
+std::vector<bool> Wait(const std::vector<PyObjectRef*>& refs, size_t num_returns,
+                       double timeout_s) {
+  std::vector<ObjectHandle> handles;
+  handles.reserve(refs.size());
+  for (auto* r : refs) handles.push_back(r->handle);
+  bool forever = timeout_s < 0;
+  auto deadline = std::chrono::steady_clock::now() +
+                  std::chrono::milliseconds(static_cast<int64_t>(forever ? 0 : timeout_s * 1000));
+  while (true) {
+    int64_t slice = Remaining(deadline, forever);
+    std::vector<bool> ready;
+    {
+      py::gil_scoped_release release;
+      ready = WaitObjects(handles, num_returns, slice);
+    }
+    size_t n = static_cast<size_t>(std::count(ready.begin(), ready.end(), true));
+    if (n >= num_returns || (!forever && std::chrono::steady_clock::now() >= deadline)) return ready;
+    CheckSignals();
+  }
+}
+
+// Writes `parts` (offset, buffer) into a new object of `size` bytes: for a large
+// one straight into the node's store. The GIL is released while copying.
+PyObjectRef PutParts(size_t size, const std::vector<std::pair<size_t, py::buffer>>& parts) {
+  std::vector<std::pair<size_t, py::buffer_info>> infos;
+  infos.reserve(parts.size());
+  for (const auto& [offset, buffer] : parts) {
+    py::buffer_info info = buffer.request();
+    size_t n = static_cast<size_t>(info.size * info.itemsize);
+    if (offset + n > size) throw std::invalid_argument("put: a part ends past the object's size");
+    infos.emplace_back(offset, std::move(info));
+  }
+  py::gil_scoped_release release;
+  return PyObjectRef{PutEncoded(size, [&](char* out) {
+    std::memset(out, 0, size);
+    for (const auto& [offset, info] : infos) {
+      std::memcpy(out + offset, info.ptr, static_cast<size_t>(info.size * info.itemsize));
+    }
+  })};
+}
+
+py::dict NodeToDict(const rayx::NodeInfo& n) {
+  py::dict d;
+  d["NodeID"] = n.node_id.Hex();
+  d["Alive"] = n.alive;
+  d["NodeManagerAddress"] = n.address;
+  d["NodeManagerHostname"] = n.hostname;
+  d["Resources"] = n.total;
+  d["Available"] = n.available;
+  d["Labels"] = n.labels;
+  d["IsHeadNode"] = n.is_head_node;
+  d["DeathReason"] = n.death_reason;
+  return d;
+}
+
+py::list Nodes() {
+  rayx::Result<rayx::ClusterStatus> status = rayx::Status::Unavailable("");
+  {
+    py::gil_scoped_release release;
+    status = rayx::QueryClusterStatus(CurrentHeadAddress(), CurrentClusterToken(), 5000);
+  }
+  if (!status.ok()) throw std::runtime_error("cannot reach the head: " + status.status().message());
+  py::list out;
+  for (const auto& n : status->nodes) out.append(NodeToDict(n));
+  return out;
+}
+
+// --- Python workers ---------------------------------------------------------
+
+// The Python function that runs calls in a worker: dispatch(kind, instance,
+// args) with kind "task", "create" or "method" and args a list of read-only
+// memoryviews valid during the call only. It returns the result's bytes
+// ("create": the instance).
+py::object* g_dispatch = nullptr;
+
+py::list ArgViewsToList(const ArgViews& args) {
+  py::list views;
+  for (std::string_view a : args) {
+    views.append(py::reinterpret_steal<py::object>(
+        PyMemoryView_FromMemory(const_cast<char*>(a.data()), static_cast<Py_ssize_t>(a.size()), PyBUF_READ)));
+  }
+  return views;
+}
+
+std::string Describe(py::error_already_set& e) {
+  std::string text = e.what();
+  try {
+    py::object format = py::module_::import("traceback").attr("format_exception");
+    py::list lines = format(e.type(), e.value(), e.trace());
+    text.clear();
+    for (const auto& l : lines) text += py::cast<std::string>(l);
+  } catch (...) {
+  }
+  return text;
+}
+
+// `instance`: the actor (nullptr for a task).
+std::string Dispatch(const char* kind, const py::object* instance, const ArgViews& args) {
+  py::gil_scoped_acquire gil;
+  try {
+    py::object result = (*g_dispatch)(kind, instance ? *instance : py::none(), ArgViewsToList(args));
+    py::buffer_info info = py::cast<py::buffer>(result).request();
+    return std::string(static_cast<const char*>(info.ptr), static_cast<size_t>(info.size * info.itemsize));
+  } catch (py::error_already_set& e) {
+    throw std::runtime_error(Describe(e));
+  }
+}
+
+void RegisterPythonFunctions() {
+  auto& registry = FunctionRegistry::Instance();
+  RemoteFunction task;
+  task.name = "rayx.py.task";
+  task.invoke = [](void*, const ArgViews& args) { return Dispatch("task", nullptr, args); };
+  registry.Add(task.name, task);
+
+  RemoteFunction actor;
+  actor.name = "rayx.py.actor";
+  actor.create = [](const ArgViews& args) -> std::shared_ptr<void> {
+    py::gil_scoped_acquire gil;
+    try {
+      py::object instance = (*g_dispatch)("create", py::none(), ArgViewsToList(args));
+      // Dropped with the GIL held: Python objects die under the GIL.
+      return std::shared_ptr<void>(new py::object(std::move(instance)), [](void* p) {
+        py::gil_scoped_acquire again;
+        delete static_cast<py::object*>(p);
+      });
+    } catch (py::error_already_set& e) {
+      throw std::runtime_error(Describe(e));
+    }
+  };
+  registry.Add(actor.name, actor);
+
+  RemoteFunction method;
+  method.name = "rayx.py.method";
+  method.invoke = [](void* self, const ArgViews& args) {
+    return Dispatch("method", static_cast<const py::object*>(self), args);
+  };
+  registry.Add(method.name, method);
+}
+
+[[noreturn]] void ServeWorker(py::object dispatch) {
+  if (!std::getenv("RAYX_WORKER_MODE")) {
+    throw std::runtime_error("rayx._worker is started by a node agent, not by hand");
+  }
+  g_dispatch = new py::object(std::move(dispatch));  // lives as long as the process
+  RegisterPythonFunctions();
+  py::gil_scoped_release release;
+  rayx::Init();  // serves tasks; never returns in a worker
+  std::_Exit(1);
+}
+
+}  // namespace
+
+PYBIND11_MODULE(_core, m) {
+  m.doc() = "rayx's runtime, as the rayx package uses it";
+  m.attr("TaskError") = TaskErrorType();
+  m.attr("GetTimeout") = TimeoutType();
+  m.attr("INLINE_OBJECT_LIMIT") = kInlineObjectLimit;
+
+  py::class_<ObjectBuffer>(m, "ObjectBuffer", py::buffer_protocol())
+      .def_buffer([](ObjectBuffer& b) {
+        return py::buffer_info(const_cast<char*>(b.bytes.view.data()), 1,
+                               py::format_descriptor<uint8_t>::format(), 1,
+                               {static_cast<py::ssize_t>(b.bytes.view.size())}, {1}, true);
+      })
+      .def("__len__", [](const ObjectBuffer& b) { return b.bytes.view.size(); })
+      .def_property_readonly("address", [](const ObjectBuffer& b) {
+        return reinterpret_cast<uintptr_t>(b.bytes.view.data());
+      });
+
+  py::class_<PyObjectRef>(m, "ObjectRefCore")
+      .def_property_readonly("id", [](const PyObjectRef& r) { return ObjectIdOf(r.handle); });
+  py::class_<PyActor>(m, "ActorCore")
+      .def_property_readonly("id", [](const PyActor& a) { return ActorIdOf(a.actor); });
+  py::class_<PyPlacementGroup>(m, "PlacementGroupCore")
+      .def_property_readonly("id", [](const PyPlacementGroup& p) { return PlacementGroupIdOf(p.group); });
+
+  m.def("init", [](const std::string& address, const std::string& token, double num_cpus,
+                   double num_gpus, const py::dict& resources) {
+    rayx::Options options;
+    options.address = address;
+    options.token = token;
+    options.num_cpus = num_cpus;
+    options.num_gpus = num_gpus;
+    options.resources = ToResources(resources);
+    py::gil_scoped_release release;
+    rayx::Init(options);
+  });
+  m.def("shutdown", []() {
+    py::gil_scoped_release release;
+    rayx::Shutdown();
+  });
+  m.def("is_initialized", &rayx::IsInitialized);
+  m.def("set_worker_command", &SetWorkerCommand);
+  m.def("serve_worker", &ServeWorker);
+  m.def("job_id", []() { return CurrentJobId(); });
+  m.def("node_ip", []() { return CurrentNodeIp(); });
+  m.def("head_address", []() { return CurrentHeadAddress(); });
+  m.def("gpu_ids", &rayx::GetGpuIds);
+
+  m.def("submit_task", [](const std::string& function, const py::list& args, const std::string& name,
+                          const py::dict& resources, bool resources_set, const py::dict& placement) {
+    CallOptions options;
+    options.name = name;
+    options.resources = ToResources(resources);
+    options.resources_set = resources_set;
+    options.placement = ToPlacement(placement);
+    std::vector<Arg> a = ToArgs(args);
+    py::gil_scoped_release release;
+    return PyObjectRef{SubmitTask(function, std::move(a), options)};
+  });
+  m.def("create_actor", [](const py::list& args, const std::string& name, bool detached,
+                           const py::dict& resources, const py::dict& placement) {
+    ActorOptions options;
+    options.name = name;
+    options.detached = detached;
+    options.resources = ToResources(resources);
+    options.placement = ToPlacement(placement);
+    std::vector<Arg> a = ToArgs(args);
+    py::gil_scoped_release release;
+    return PyActor{CreateActor("rayx.py.actor", std::move(a), options)};
+  });
+  m.def("submit_actor_task", [](const PyActor& actor, const py::list& args) {
+    std::vector<Arg> a = ToArgs(args);
+    py::gil_scoped_release release;
+    return PyObjectRef{SubmitActorTask(actor.actor, "rayx.py.method", std::move(a))};
+  });
+  m.def("kill_actor", [](const PyActor& actor) {
+    py::gil_scoped_release release;
+    KillActor(actor.actor);
+  });
+  m.def("get_named_actor", [](const std::string& name) {
+    py::gil_scoped_release release;
+    return PyActor{GetNamedActor(name)};
+  });
+  m.def("serialize_actor", [](const PyActor& a) { return py::bytes(SerializeActor(a.actor)); });
+  m.def("deserialize_actor", [](const std::string& bytes) {
+    py::gil_scoped_release release;
+    return PyActor{DeserializeActor(bytes)};
+  });
+
+  m.def("put_parts", &PutParts);
+  m.def("get", &Get, py::arg("ref"), py::arg("timeout_s"));
+  m.def("wait", &Wait);
+
+  m.def("kv_put", [](const std::string& ns, const std::string& key, const py::bytes& value,
+                     bool overwrite, bool job_scoped) {
+    std::string v = value;
+    py::gil_scoped_release release;
+    return KvPut(ns, key, v, overwrite, job_scoped);
+  });
+  m.def("kv_get", [](const std::string& ns, const std::string& key) -> py::object {
+    std::optional<std::string> v;
+    {
+      py::gil_scoped_release release;
+      v = KvGet(ns, key);
+    }
+    if (!v) return py::none();
+    return py::bytes(*v);
+  });
+
+  m.def("nodes", &Nodes);
+
+  m.def("create_placement_group", [](const std::string& name, const std::vector<py::dict>& bundles,
+                                     const std::string& strategy, bool detached) {
+    std::vector<ResourceMap> b;
+    for (const auto& d : bundles) b.push_back(ToResources(d));
+    py::gil_scoped_release release;
+    return PyPlacementGroup{CreatePlacementGroup(name, b, strategy, detached)};
+  });
+  m.def("wait_placement_group", [](const PyPlacementGroup& pg, double timeout_s) {
+    PlacementGroupState state;
+    {
+      py::gil_scoped_release release;
+      state = WaitPlacementGroup(pg.group, static_cast<int64_t>(timeout_s * 1000));
+    }
+    return py::make_tuple(state.state, state.reason);
+  });
+  m.def("remove_placement_group", [](const std::string& id) {
+    py::gil_scoped_release release;
+    RemovePlacementGroup(id);
+  });
+}

@@ -1,0 +1,507 @@
+"""rayx's Python API on a real 3-node loopback cluster: tasks, actors,
+objects, errors, crashes, placement groups, fake GPUs, zero-copy gets."""
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+
+from conftest import driver_env, run_driver, wait_until
+
+
+# Module-level functions are pickled by reference (workers import this module:
+# the driver's import path reaches them through PYTHONPATH).
+def _square(x):
+    return x * x
+
+
+def test_tasks_return_values_with_args_and_kwargs(rayx_mod):
+    rayx = rayx_mod
+
+    @rayx.remote
+    def combine(a, b, *, scale=1):
+        return (a + b) * scale
+
+    refs = [combine.remote(i, i, scale=3) for i in range(50)]
+    assert rayx.get(refs) == [(i + i) * 3 for i in range(50)]
+    assert rayx.get(rayx.remote(_square).remote(12)) == 144
+
+
+def test_object_refs_as_arguments_are_resolved_top_level_and_nested(rayx_mod):
+    rayx = rayx_mod
+
+    @rayx.remote
+    def add(a, b):
+        return a + b
+
+    @rayx.remote
+    def inspect(items):
+        # Nested refs arrive as refs whose value rayx.get returns.
+        return [rayx.get(r) for r in items["refs"]]
+
+    x = rayx.put(40)
+    y = add.remote(1, 1)
+    assert rayx.get(add.remote(x, y)) == 42
+    assert rayx.get(inspect.remote({"refs": [x, y]})) == [40, 2]
+
+
+def test_chained_tasks_and_nested_submission_from_a_worker(rayx_mod):
+    rayx = rayx_mod
+
+    @rayx.remote
+    def leaf(i):
+        return i + 1
+
+    @rayx.remote
+    def fan_out(n):
+        return sum(rayx.get([leaf.remote(i) for i in range(n)]))
+
+    assert rayx.get(fan_out.remote(10)) == sum(range(1, 11))
+
+
+def test_num_returns_gives_one_ref_per_value(rayx_mod):
+    rayx = rayx_mod
+
+    @rayx.remote(num_returns=3)
+    def three():
+        return 1, "two", [3]
+
+    a, b, c = three.remote()
+    assert rayx.get(c) == [3]
+    assert rayx.get([a, b]) == [1, "two"]
+
+    @rayx.remote
+    def double(v):
+        return v * 2
+
+    assert rayx.get(double.remote(b)) == "twotwo"
+
+    @rayx.remote(num_returns=2)
+    def wrong():
+        return 1, 2, 3
+
+    with pytest.raises(ValueError, match="num_returns=2 but returned 3"):
+        rayx.get(wrong.remote()[0])
+
+
+def test_actor_keeps_state_and_runs_calls_in_order(rayx_mod):
+    rayx = rayx_mod
+
+    @rayx.remote
+    class Counter:
+        def __init__(self, start):
+            self.value = start
+            self.log = []
+
+        def add(self, n):
+            self.value += n
+            self.log.append(n)
+            return self.value
+
+        def history(self):
+            return self.log
+
+    c = Counter.remote(100)
+    refs = [c.add.remote(i) for i in range(20)]
+    assert rayx.get(refs[-1]) == 100 + sum(range(20))
+    assert rayx.get(c.history.remote()) == list(range(20))
+
+
+def test_actor_handle_passed_to_tasks(rayx_mod):
+    rayx = rayx_mod
+
+    @rayx.remote
+    class Box:
+        def __init__(self):
+            self.items = []
+
+        def push(self, x):
+            self.items.append(x)
+            return len(self.items)
+
+        def items_(self):
+            return sorted(self.items)
+
+    @rayx.remote
+    def pusher(box, x):
+        return rayx.get(box.push.remote(x))
+
+    box = Box.remote()
+    rayx.get([pusher.remote(box, i) for i in range(5)])
+    assert rayx.get(box.items_.remote()) == list(range(5))
+
+
+def test_named_and_detached_actors(rayx_mod, cluster):
+    rayx = rayx_mod
+
+    @rayx.remote
+    class Registry:
+        def __init__(self):
+            self.d = {}
+
+        def set(self, k, v):
+            self.d[k] = v
+
+        def get(self, k):
+            return self.d.get(k)
+
+    r = Registry.options(name="py-registry").remote()
+    rayx.get(r.set.remote("a", 1))
+    again = rayx.get_actor("py-registry")
+    assert rayx.get(again.get.remote("a")) == 1
+    with pytest.raises(ValueError, match="no-such-actor"):
+        rayx.get_actor("no-such-actor")
+    with pytest.raises(ValueError, match="needs a name"):
+        Registry.options(lifetime="detached").remote()
+
+    d = Registry.options(name="py-detached", lifetime="detached").remote()
+    rayx.get(d.set.remote("k", "kept"))
+    # Another driver (another job) finds it and reads its state.
+    r2 = run_driver(cluster, textwrap.dedent("""
+        import rayx
+        rayx.init()
+        h = rayx.get_actor("py-detached")
+        print("VALUE", rayx.get(h.get.remote("k")))
+        rayx.kill(h)
+        rayx.shutdown()
+    """))
+    assert r2.returncode == 0, r2.stderr
+    assert "VALUE kept" in r2.stdout
+
+
+def test_remote_exception_is_the_original_class_with_traceback(rayx_mod):
+    rayx = rayx_mod
+
+    class MyError(Exception):
+        def __init__(self, code):
+            super().__init__(f"code {code}")
+            self.code = code
+
+    @rayx.remote
+    def fails(code):
+        raise MyError(code)
+
+    @rayx.remote
+    def raises_value_error():
+        raise ValueError("bad input 17")
+
+    with pytest.raises(ValueError) as info:
+        rayx.get(raises_value_error.remote())
+    assert isinstance(info.value, rayx.exceptions.RayxTaskError)
+    assert "bad input 17" in str(info.value)
+    assert "raises_value_error" in info.value.traceback_str
+
+    with pytest.raises(MyError) as info2:
+        rayx.get(fails.remote(7))
+    assert info2.value.code == 7
+
+    # A task whose argument failed fails with the same error.
+    @rayx.remote
+    def uses(x):
+        return x
+
+    with pytest.raises(ValueError, match="bad input 17"):
+        rayx.get(uses.remote(raises_value_error.remote()))
+
+
+def test_worker_crash_and_killed_actor(rayx_mod):
+    rayx = rayx_mod
+
+    @rayx.remote
+    def die():
+        os._exit(3)
+
+    with pytest.raises(rayx.exceptions.WorkerCrashedError):
+        rayx.get(die.remote(), timeout=30)
+
+    @rayx.remote
+    class A:
+        def pid(self):
+            return os.getpid()
+
+    a = A.remote()
+    pid = rayx.get(a.pid.remote())
+    rayx.kill(a)
+    with pytest.raises(rayx.exceptions.ActorDiedError):
+        rayx.get(a.pid.remote(), timeout=30)
+    wait_until(lambda: not os.path.exists(f"/proc/{pid}") or
+               open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[0] == "Z",
+               10, "the killed actor's process to exit")
+
+
+def test_actor_constructor_failure_is_reported(rayx_mod):
+    rayx = rayx_mod
+
+    @rayx.remote
+    class Broken:
+        def __init__(self):
+            raise RuntimeError("cannot load the model")
+
+        def f(self):
+            return 1
+
+    b = Broken.remote()
+    with pytest.raises(rayx.exceptions.ActorDiedError, match="cannot load the model"):
+        rayx.get(b.f.remote(), timeout=30)
+
+
+def test_put_get_wait_and_timeouts(rayx_mod):
+    rayx = rayx_mod
+
+    @rayx.remote
+    def slow(path):
+        # Finishes when the test creates `path` (no fixed sleep).
+        while not os.path.exists(path):
+            time.sleep(0.01)
+        return "done"
+
+    import tempfile
+    flag = os.path.join(tempfile.mkdtemp(), "go")
+    fast = rayx.put("fast")
+    pending = slow.remote(flag)
+    ready, not_ready = rayx.wait([pending, fast], num_returns=1, timeout=5)
+    assert ready == [fast] and not_ready == [pending]
+    with pytest.raises(rayx.exceptions.GetTimeoutError):
+        rayx.get(pending, timeout=0.2)
+    with pytest.raises(TimeoutError):  # also a builtin TimeoutError
+        rayx.get(pending, timeout=0.1)
+    open(flag, "w").close()
+    ready, not_ready = rayx.wait([pending, fast], num_returns=2, timeout=30)
+    assert set(ready) == {pending, fast} and not_ready == []
+    assert rayx.get(pending) == "done"
+
+
+def test_bad_input_gets_clear_errors(rayx_mod):
+    rayx = rayx_mod
+    f = rayx.remote(_square)
+    with pytest.raises(TypeError, match="cannot be called directly"):
+        f(3)
+    with pytest.raises(TypeError, match="unknown option"):
+        f.options(num_cpu=1)
+    with pytest.raises(ValueError, match="num_cpus must be a number >= 0"):
+        f.options(num_cpus=-1)
+    with pytest.raises(TypeError, match="takes an ObjectRef"):
+        rayx.get("not a ref")
+    with pytest.raises(ValueError, match="num_returns"):
+        rayx.wait([rayx.put(1)], num_returns=2)
+    with pytest.raises(rayx.exceptions.InfeasibleError):
+        rayx.get(f.options(num_gpus=64).remote(1), timeout=30)
+
+
+def test_unpicklable_value_names_the_attribute(rayx_mod):
+    rayx = rayx_mod
+    import threading
+
+    class Holder:
+        def __init__(self):
+            self.model = {"weights": [1, 2], "lock": threading.Lock()}
+
+    with pytest.raises(TypeError, match=r"value\.model\['lock'\]"):
+        rayx.put(Holder())
+
+
+def test_oversized_closure_is_refused_with_a_hint(rayx_mod):
+    rayx = rayx_mod
+    big = b"x" * (2 << 20)
+
+    @rayx.remote
+    def uses_big():
+        return len(big)
+
+    with pytest.raises(ValueError, match=r"over the 1048576-byte limit.*rayx.put"):
+        uses_big.remote()
+
+
+def test_function_that_cannot_be_imported_fails_with_the_import_error(rayx_mod, tmp_path):
+    rayx = rayx_mod
+    # A module on the driver's path only after init: workers cannot import it.
+    (tmp_path / "driver_only_mod.py").write_text("def f():\n    return 1\n")
+    sys.path.insert(0, str(tmp_path))
+    try:
+        import driver_only_mod
+        with pytest.raises(rayx.exceptions.RayxTaskError) as info:
+            rayx.get(rayx.remote(driver_only_mod.f).remote(), timeout=30)
+        assert "driver_only_mod" in str(info.value)
+        assert "ModuleNotFoundError" in info.value.traceback_str
+    finally:
+        sys.path.remove(str(tmp_path))
+
+
+def test_cluster_queries(rayx_mod):
+    rayx = rayx_mod
+    nodes = [n for n in rayx.nodes() if n["Alive"]]
+    assert sorted(n["NodeManagerAddress"] for n in nodes) == ["127.0.0.1", "127.0.0.2", "127.0.0.3"]
+    total = rayx.cluster_resources()
+    assert total["CPU"] == 6 and total["GPU"] == 2 and total["special"] == 1
+    assert rayx.available_resources()["CPU"] <= 6
+
+
+def test_fake_gpus_are_distinct_and_visible(rayx_mod):
+    rayx = rayx_mod
+
+    @rayx.remote(num_gpus=1)
+    class GpuActor:
+        def ids(self):
+            return rayx.get_gpu_ids(), os.environ.get("CUDA_VISIBLE_DEVICES"), os.environ.get(
+                "RAYX_NODE_IP")
+
+    actors = [GpuActor.remote() for _ in range(2)]
+    got = rayx.get([a.ids.remote() for a in actors])
+    ids = sorted(g[0][0] for g in got)
+    assert ids == [0, 1]
+    for gpu_ids, visible, node in got:
+        assert visible == str(gpu_ids[0])
+        assert node == "127.0.0.2"
+    for a in actors:
+        rayx.kill(a)
+
+    @rayx.remote
+    def no_gpu():
+        return rayx.get_gpu_ids(), os.environ.get("CUDA_VISIBLE_DEVICES")
+
+    assert rayx.get(no_gpu.remote()) == ([], "")
+
+
+def test_placement_groups_and_strategies(rayx_mod):
+    rayx = rayx_mod
+    from rayx.util import placement_group, remove_placement_group
+    from rayx.util.scheduling_strategies import (NodeAffinitySchedulingStrategy,
+                                                 PlacementGroupSchedulingStrategy)
+
+    @rayx.remote(num_cpus=1)
+    def where():
+        return os.environ["RAYX_NODE_IP"]
+
+    pg = placement_group([{"CPU": 1}] * 3, strategy="STRICT_SPREAD")
+    assert pg.ready(timeout=30)
+    nodes = rayx.get([where.options(scheduling_strategy=PlacementGroupSchedulingStrategy(pg, i))
+                      .remote() for i in range(3)])
+    assert sorted(nodes) == ["127.0.0.1", "127.0.0.2", "127.0.0.3"]
+    remove_placement_group(pg)
+
+    # Four distinct nodes: pending until a fourth node joins.
+    waiting = placement_group([{"CPU": 1}] * 4, strategy="STRICT_SPREAD")
+    assert waiting.ready(timeout=0.5) is False
+    remove_placement_group(waiting)
+    with pytest.raises(ValueError, match="infeasible"):
+        placement_group([{"CPU": 64}], strategy="PACK").ready(timeout=30)
+    with pytest.raises(ValueError, match="strategy"):
+        placement_group([{"CPU": 1}], strategy="EVERYWHERE")
+
+    target = next(n for n in rayx.nodes() if n["NodeManagerAddress"] == "127.0.0.3")
+    on = where.options(scheduling_strategy=NodeAffinitySchedulingStrategy(target["NodeID"]))
+    assert set(rayx.get([on.remote() for _ in range(3)])) == {"127.0.0.3"}
+    assert rayx.get(where.options(resources={"special": 1}).remote()) == "127.0.0.3"
+    @rayx.remote(num_cpus=1)
+    def where_together(directory, n):
+        # Held until all n run at once, so each needs its own worker.
+        open(os.path.join(directory, str(os.getpid())), "w").close()
+        while len(os.listdir(directory)) < n:
+            time.sleep(0.01)
+        return os.environ["RAYX_NODE_IP"]
+
+    import tempfile
+    # Idle leases go back within a second: start from an idle cluster.
+    wait_until(lambda: rayx.available_resources().get("CPU") == 6, 15, f"all CPUs to be free {[(n['NodeManagerAddress'], n['Available']) for n in rayx.nodes()]}")
+    meeting = tempfile.mkdtemp()
+    refs = [where_together.options(scheduling_strategy="SPREAD").remote(meeting, 3)
+            for _ in range(3)]
+    assert sorted(rayx.get(refs, timeout=60)) == ["127.0.0.1", "127.0.0.2", "127.0.0.3"]
+
+
+def test_large_values_are_zero_copy_from_the_store(rayx_mod):
+    rayx = rayx_mod
+    import numpy as np
+
+    a = np.arange(100 * 1024 * 1024 // 8, dtype=np.float64)  # 100 MB
+    ref = rayx.put(a)
+    b = rayx.get(ref)
+    assert not b.flags.writeable
+    assert b[-1] == a[-1] and b.shape == a.shape
+    address = b.ctypes.data
+    mapped = []
+    with open("/proc/self/maps") as maps:
+        for line in maps:
+            fields = line.split()
+            lo, hi = (int(x, 16) for x in fields[0].split("-"))
+            if lo <= address < hi:
+                mapped.append(fields[-1])
+    assert mapped and "/dev/shm" in mapped[0], mapped
+
+    @rayx.remote
+    def total(x):
+        return float(x.sum())
+
+    assert rayx.get(total.remote(ref)) == float(a.sum())
+
+    @rayx.remote
+    def make(n):
+        return np.ones(n, dtype=np.int32)
+
+    c = rayx.get(make.remote(1 << 20))
+    assert c.sum() == 1 << 20
+
+
+def test_ctrl_c_interrupts_get(cluster):
+    code = textwrap.dedent("""
+        import os, sys, time, rayx
+        rayx.init()
+        @rayx.remote
+        def forever():
+            while True:
+                time.sleep(1)
+        ref = forever.remote()
+        try:
+            print("WAITING", flush=True)
+            rayx.get(ref)
+        except KeyboardInterrupt:
+            print("INTERRUPTED", flush=True)
+        rayx.shutdown()
+    """)
+    p = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True,
+                         env=driver_env(cluster))
+    try:
+        assert p.stdout.readline().strip() == "WAITING"
+        # Blocked inside rayx.get: the main thread sleeps in librayx.
+        wait_until(lambda: open(f"/proc/{p.pid}/stat").read().rsplit(")", 1)[1].split()[0] == "S",
+                   10, "the driver to block in rayx.get")
+        p.send_signal(signal.SIGINT)
+        out, _ = p.communicate(timeout=30)
+    finally:
+        if p.poll() is None:
+            p.kill()
+    assert "INTERRUPTED" in out
+    assert p.returncode == 0
+
+
+def test_import_is_light():
+    code = ("import sys, time; t = time.perf_counter(); import rayx; "
+            "print(time.perf_counter() - t, 'torch' in sys.modules, 'numpy' in sys.modules)")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    _, torch_loaded, numpy_loaded = r.stdout.split()
+    assert torch_loaded == "False" and numpy_loaded == "False"
+
+
+def test_driver_that_exits_without_shutdown_leaves_no_workers(cluster):
+    from conftest import cluster_processes
+    before = set(cluster_processes(cluster.address))
+    r = run_driver(cluster, textwrap.dedent("""
+        import os, rayx
+        rayx.init()
+        @rayx.remote
+        class A:
+            def pid(self):
+                return os.getpid()
+        a = A.remote()
+        print("PID", rayx.get(a.pid.remote()))
+    """))
+    assert r.returncode == 0, r.stderr
+    pid = int(r.stdout.split("PID")[1].split()[0])
+    assert pid not in before
+    wait_until(lambda: pid not in cluster_processes(cluster.address), 15,
+               "the exited driver's actor to be stopped")

@@ -182,13 +182,15 @@ Result<protocol::StartWorkerReply> ProcessRunner::Start(
   return reply;
 }
 
-void ProcessRunner::Kill(const std::string& lease_id) {
+std::vector<pid_t> ProcessRunner::Kill(const std::string& lease_id) {
   auto it = leases_.find(lease_id);
-  if (it == leases_.end()) return;
+  if (it == leases_.end()) return {};
+  std::vector<pid_t> groups;
   for (auto& p : it->second.processes) {
-    if (p.exited) continue;
+    // An exited leader's group may still hold what it started.
     ::kill(-p.pid, SIGKILL);
-    ::kill(p.pid, SIGKILL);
+    if (!p.exited) ::kill(p.pid, SIGKILL);
+    groups.push_back(p.pid);
   }
   for (uint32_t i = 0; i < it->second.processes.size(); ++i) {
     auto log = logs_.find({lease_id, i});
@@ -196,6 +198,7 @@ void ProcessRunner::Kill(const std::string& lease_id) {
   }
   // Reaped on SIGCHLD (unknown pids are ignored then).
   leases_.erase(it);
+  return groups;
 }
 
 void ProcessRunner::KillAll() {

@@ -45,8 +45,9 @@ class ProcessRunner {
   // Starts the lease's processes. On any failure the ones already started are
   // killed and the error says which command could not start and why.
   Result<protocol::StartWorkerReply> Start(const protocol::StartWorkerRequest& request);
-  // SIGKILLs every process group of the lease; no exit notices follow.
-  void Kill(const std::string& lease_id);
+  // SIGKILLs every process group of the lease and returns their ids (the
+  // processes' pids); no exit notices follow. Empty for an unknown lease.
+  std::vector<pid_t> Kill(const std::string& lease_id);
   void KillAll();
   // Returns true when `pid` was one of ours (and reports its exit).
   bool OnChildExit(pid_t pid, int wait_status);

@@ -305,10 +305,23 @@ TEST_F(NodeAgentTest, AWorkerOfAFencedIncarnationIsNeverReported) {
   ASSERT_TRUE(again.Is(MessageType::kRegisterNodeRequest));
   processes_.starting["starting"](protocol::StartWorkerReply{.lease_id = "starting"});
   EXPECT_TRUE(head_.sent.empty());
-  // Nor is a start request that arrives while it joins again.
-  req.lease_id = "during";
+  // A start request that arrives while it joins again waits for the reply:
+  // the old epoch's is refused, the new epoch's (the head grants leases to a
+  // node as it registers, before the reply leaves) starts.
+  req.lease_id = "old-epoch";
+  req.epoch = 0;
   Deliver(req, 51);
-  EXPECT_EQ(processes_.starting.count("during"), 0u);
+  req.lease_id = "new-epoch";
+  req.epoch = 2;
+  Deliver(req, 52);
+  EXPECT_TRUE(processes_.starting.count("new-epoch") == 0);
+  protocol::RegisterNodeReply joined;
+  joined.node_id = NodeId::FromRandom();
+  joined.heartbeat_period_ms = kPeriodMs;
+  joined.epoch = 2;
+  Deliver(joined, again.env.id);
+  EXPECT_EQ(processes_.starting.count("old-epoch"), 0u);
+  EXPECT_EQ(processes_.starting.count("new-epoch"), 1u);
 }
 
 TEST_F(NodeAgentTest, AStaleUnknownReplyAfterJoiningAgainDoesNotFenceTheNewNode) {

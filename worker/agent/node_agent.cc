@@ -22,7 +22,7 @@ NodeAgent::NodeAgent(boost::asio::io_context& io, NodeAgentOptions options, cons
       wake_timer_(io),
       objects_(io, SharedMemoryStore(options_.store_dir)),
       processes_(std::move(deps.processes)),
-      packages_(options_.package_dir, [this](const protocol::GetPackageRequest& req) {
+      packages_(io, options_.package_dir, [this](const protocol::GetPackageRequest& req) {
         Send(req);
         return next_id_;
       }) {
@@ -227,6 +227,9 @@ void NodeAgent::HandleMessage(transport::Frames& frames) {
         if (callbacks_.on_joined) callbacks_.on_joined(*reply);
         SendHeartbeat();
       }
+      std::vector<Deferred> early;
+      early.swap(before_joined_);
+      for (auto& d : early) OnStartWorker(d.req, d.id);
       return;
     }
     case MessageType::kHeartbeatReply: {
@@ -299,6 +302,7 @@ void NodeAgent::Fence(const std::string& why) {
   fence_warned_ms_ = fence_started_ms_;
   // Their requests belong to the dead incarnation: the head forgot them.
   deferred_.clear();
+  before_joined_.clear();
   RAYX_LOG(Warning) << why << ": killing every process this node started before joining again";
   processes_->KillAll();
   CheckFence();
@@ -338,6 +342,10 @@ void NodeAgent::StartDeferred() {
 }
 
 void NodeAgent::OnStartWorker(const protocol::StartWorkerRequest& req, uint64_t id) {
+  if (registering_ && !fencing_ && before_joined_.size() < 100000) {
+    before_joined_.push_back(Deferred{req, id});  // its epoch is checked once joined
+    return;
+  }
   if (fencing_ || registering_ || req.epoch != epoch_) {
     RAYX_LOG(Warning) << "refused to start lease " << req.lease_id.substr(0, 8) << " for epoch "
                       << req.epoch << ": this agent is "

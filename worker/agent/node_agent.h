@@ -149,6 +149,9 @@ class NodeAgent {
     uint64_t id = 0;
   };
   std::vector<Deferred> deferred_;
+  // Start requests that came before the registration reply (the head grants
+  // pending leases to a node as it registers, before its reply leaves).
+  std::vector<Deferred> before_joined_;
   int64_t heartbeat_period_ms_ = 250;
   int64_t last_reply_ms_ = 0;
   uint64_t next_id_ = 0;

@@ -73,9 +73,17 @@ void LocalLeaseProcesses::KillAll() {
 }
 
 void LocalLeaseProcesses::Reap() {
-  int status = 0;
-  pid_t pid;
-  while ((pid = waitpid(-1, &status, WNOHANG)) > 0) {
+  // Only the pids this agent started, never waitpid(-1): the package cache's
+  // thread waits for its own tar child, which must not be reaped here.
+  std::vector<pid_t> ours = workers_.Pids();
+  for (pid_t pid : processes_.Pids()) ours.push_back(pid);
+  for (const auto& d : dying_) {
+    if (!d.reaped) ours.push_back(d.group);
+  }
+  for (pid_t candidate : ours) {
+    int status = 0;
+    pid_t pid = waitpid(candidate, &status, WNOHANG);
+    if (pid <= 0) continue;
     for (auto& d : dying_) {
       if (d.group == pid) d.reaped = true;
     }
@@ -97,6 +105,7 @@ void LocalLeaseProcesses::Prune() {
   Reap();
   std::erase_if(dying_, [](Dying& d) {
     if (!d.reaped) {
+      // Not reaped by Reap: no longer our child at all (ECHILD).
       int status = 0;
       pid_t r = waitpid(d.group, &status, WNOHANG);
       if (r == d.group || (r < 0 && errno == ECHILD)) d.reaped = true;

@@ -81,6 +81,7 @@ Result<protocol::StartWorkerReply> ProcessRunner::Start(
       for (auto& p : lease.processes) {
         ::kill(-p.pid, SIGKILL);
         ::kill(p.pid, SIGKILL);
+        unreaped_.push_back(p.pid);
       }
       return Status::InvalidArgument("cannot start '" + (spec.argv.empty() ? "" : spec.argv[0]) +
                                      "' on node " + options_.node_ip + ": " + why);
@@ -201,11 +202,22 @@ std::vector<pid_t> ProcessRunner::Kill(const std::string& lease_id) {
   return groups;
 }
 
+std::vector<pid_t> ProcessRunner::Pids() const {
+  std::vector<pid_t> out = unreaped_;
+  for (const auto& [lease_id, lease] : leases_) {
+    for (const auto& p : lease.processes) {
+      if (!p.exited) out.push_back(p.pid);
+    }
+  }
+  return out;
+}
+
 void ProcessRunner::KillAll() {
   while (!leases_.empty()) Kill(leases_.begin()->first);
 }
 
 bool ProcessRunner::OnChildExit(pid_t pid, int wait_status) {
+  if (std::erase(unreaped_, pid) > 0) return true;
   for (auto& [lease_id, lease] : leases_) {
     for (uint32_t i = 0; i < lease.processes.size(); ++i) {
       Process& p = lease.processes[i];

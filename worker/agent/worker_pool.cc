@@ -185,6 +185,13 @@ pid_t WorkerPool::Kill(const std::string& lease_id) {
   return pid;
 }
 
+std::vector<pid_t> WorkerPool::Pids() const {
+  std::vector<pid_t> out;
+  out.reserve(workers_.size());
+  for (const auto& [lease_id, worker] : workers_) out.push_back(worker.pid);
+  return out;
+}
+
 std::optional<std::string> WorkerPool::LeaseOf(pid_t pid) const {
   for (const auto& [lease_id, worker] : workers_) {
     if (worker.pid == pid) return lease_id;

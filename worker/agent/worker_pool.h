@@ -8,6 +8,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/posix/stream_descriptor.hpp>
@@ -50,6 +51,8 @@ class WorkerPool {
   // (its group's id), or 0 for an unknown lease.
   pid_t Kill(const std::string& lease_id);
   void KillAll();
+  // The pids of every worker (starting or running).
+  std::vector<pid_t> Pids() const;
   // The lease whose worker is `pid`, if any.
   std::optional<std::string> LeaseOf(pid_t pid) const;
   // Returns true when `pid` was one of this pool's workers (and forgets it).

@@ -178,6 +178,76 @@ TEST_F(Fencing, AgentDeclaredDeadKillsItsWorkersBeforeItRejoins) {
   EXPECT_EQ(holders.size(), 1u);
 }
 
+// A node dies under a STRICT_SPREAD group: the actor in the surviving bundle
+// keeps running (same process, same device) and the lost bundle is placed
+// again on a node that joins.
+TEST_F(Fencing, ANodeDeathKeepsTheSurvivingBundleAndItsActor) {
+  auto first = AddGpuNode("127.0.0.2");
+  ASSERT_TRUE(first.ok()) << first.status();
+  auto second = AddGpuNode("127.0.0.3");
+  ASSERT_TRUE(second.ok()) << second.status();
+  auto group = rayx::CreatePlacementGroup({.bundles = {{{"GPU", 1}}, {{"GPU", 1}}},
+                                           .strategy = rayx::PlacementStrategy::STRICT_SPREAD});
+  ASSERT_TRUE(group.Wait(30)) << group.Reason();
+  std::vector<rayx::ActorHandle<Device>> members;
+  for (int b = 0; b < 2; ++b) {
+    members.push_back(rayx::Actor(Device::Create)
+                          .SetResources({{"GPU", 1}})
+                          .SetPlacementGroup(group, b)
+                          .Remote());
+  }
+  std::string where0 = *members[0].Task(&Device::Where).Remote().Get(30000);
+  std::string where1 = *members[1].Task(&Device::Where).Remote().Get(30000);
+  // The member on 127.0.0.2 survives; 127.0.0.3's agent is killed.
+  auto& survivor = Contains(where0, "127.0.0.2|") ? members[0] : members[1];
+  std::string where = Contains(where0, "127.0.0.2|") ? where0 : where1;
+  pid_t pid = *survivor.Task(&Device::Pid).Remote().Get(30000);
+  ASSERT_TRUE(cluster_->KillNode(*second).ok());
+  ASSERT_TRUE(cluster_->WaitFor(
+                  [&](const rayx::ClusterStatus& s) { return !NodeAlive(s, second->node_id); },
+                  20000)
+                  .ok());
+  // A third node joins: the lost bundle goes there, the kept one stays.
+  auto third = AddGpuNode("127.0.0.4");
+  ASSERT_TRUE(third.ok()) << third.status();
+  std::string listed;
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        auto r = cluster_->RunCli({"list", "placement-groups"});
+        listed = r.out;
+        return Contains(r.out, "CREATED");
+      },
+      20000))
+      << listed;
+  EXPECT_EQ(*survivor.Task(&Device::Where).Remote().Get(30000), where);
+  EXPECT_EQ(*survivor.Task(&Device::Pid).Remote().Get(30000), pid)
+      << "the surviving bundle's actor was restarted";
+  EXPECT_TRUE(PidAlive(pid));
+  // The lost bundle is on the new node.
+  int lost = Contains(where0, "127.0.0.2|") ? 1 : 0;
+  auto replacement = rayx::Actor(Device::Create)
+                         .SetResources({{"GPU", 1}})
+                         .SetPlacementGroup(group, lost)
+                         .Remote();
+  EXPECT_EQ(*replacement.Task(&Device::Where).Remote().Get(30000), "127.0.0.4|0");
+  // The survivor's bundle is still held by it: one more actor there waits.
+  int kept = 1 - lost;
+  auto extra = rayx::Actor(Device::Create)
+                   .SetResources({{"GPU", 1}})
+                   .SetPlacementGroup(group, kept)
+                   .Remote();
+  rayx::Status waits = cluster_->WaitFor(
+      [](const rayx::ClusterStatus& s) {
+        for (const auto& [shape, count] : s.pending_demands) {
+          if (Contains(shape, "GPU: 1") && count == 1) return true;
+        }
+        return false;
+      },
+      20000);
+  EXPECT_TRUE(waits.ok()) << "a second actor in the surviving bundle should wait: " << waits;
+  rayx::RemovePlacementGroup(group.GetID());
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {

@@ -143,8 +143,12 @@ struct RegisterNodeRequest {
   LabelMap labels;
   std::string store_dir;        // the node's shared-memory object store
   std::string object_address;   // "tcp://ip:port" of the agent's object server
+  // The node this agent was before the head declared it dead (nil on its first
+  // registration). The agent has killed everything it started as that node; the
+  // head ends that node if it still counts it alive.
+  NodeId previous_node_id;
   MSGPACK_DEFINE_MAP(token, rayx_version, address, hostname, agent_pid, is_head_node,
-                     resources, labels, store_dir, object_address)
+                     resources, labels, store_dir, object_address, previous_node_id)
 };
 
 struct RegisterNodeReply {
@@ -153,7 +157,10 @@ struct RegisterNodeReply {
   std::string cluster_id;
   int64_t heartbeat_period_ms = 0;  // the agent heartbeats this often
   int64_t node_timeout_ms = 0;      // the head declares it dead after this silence
-  MSGPACK_DEFINE_MAP(node_id, cluster_id, heartbeat_period_ms, node_timeout_ms)
+  // This incarnation of the node: unique and increasing per head. Every message
+  // the agent sends about its processes carries it; the head refuses other epochs.
+  uint64_t epoch = 0;
+  MSGPACK_DEFINE_MAP(node_id, cluster_id, heartbeat_period_ms, node_timeout_ms, epoch)
 };
 
 struct HeartbeatRequest {
@@ -162,7 +169,8 @@ struct HeartbeatRequest {
   uint64_t seq = 0;
   ResourceMap available;
   uint64_t store_bytes = 0;  // bytes in the node's object store
-  MSGPACK_DEFINE_MAP(node_id, seq, available, store_bytes)
+  uint64_t epoch = 0;        // RegisterNodeReply::epoch
+  MSGPACK_DEFINE_MAP(node_id, seq, available, store_bytes, epoch)
 };
 
 struct HeartbeatReply {
@@ -353,9 +361,12 @@ struct StartWorkerRequest {
   int32_t local_rank = -1;
   std::vector<std::string> worker_args;  // see RequestLeaseRequest
   std::map<std::string, std::string> worker_env;
+  // The node incarnation the head addressed: an agent that is another
+  // incarnation now (it was declared dead and joined again) refuses it.
+  uint64_t epoch = 0;
   MSGPACK_DEFINE_MAP(lease_id, job_id, executable, working_dir, resources, head_address, gpu_ids,
                      processes, package_hash, package_dir, visible_gpu_ids, local_rank,
-                     worker_args, worker_env)
+                     worker_args, worker_env, epoch)
 };
 
 struct StartWorkerReply {
@@ -364,7 +375,8 @@ struct StartWorkerReply {
   std::string worker_address;
   int32_t worker_pid = 0;
   std::vector<int32_t> process_pids;
-  MSGPACK_DEFINE_MAP(lease_id, worker_address, worker_pid, process_pids)
+  uint64_t epoch = 0;  // the incarnation that started it (RegisterNodeReply::epoch)
+  MSGPACK_DEFINE_MAP(lease_id, worker_address, worker_pid, process_pids, epoch)
 };
 
 // head -> agent: stop these leases' workers (their process groups).

@@ -21,7 +21,8 @@ struct ProcessExitedNotice {
   int32_t signal = 0;        // the signal that killed it, or 0
   std::string log_tail;      // the last lines of its output
   bool all_exited = false;
-  MSGPACK_DEFINE_MAP(lease_id, index, pid, exit_code, signal, log_tail, all_exited)
+  uint64_t epoch = 0;        // the node incarnation that ran it (RegisterNodeReply::epoch)
+  MSGPACK_DEFINE_MAP(lease_id, index, pid, exit_code, signal, log_tail, all_exited, epoch)
 };
 
 // Reads a process's output from `offset`; the bytes follow in frame 2 (at most

@@ -108,11 +108,34 @@ void HeadService::ExpireSilentNodes() {
   leases_.Tick(now);
   AnswerKvWaits(kv_.ExpireWaits(now));
   for (const NodeId& id : nodes_.ExpireSilentNodes(now)) {
-    leases_.OnNodeDead(id);
+    NodeDied(id);
     RAYX_LOG(Warning) << "node " << id.Short() << " declared dead: no heartbeat within "
                       << options_.nodes.node_timeout_ms << " ms; " << nodes_.alive_count()
                       << " alive";
   }
+}
+
+void HeadService::NodeDied(const NodeId& node) { leases_.OnNodeDead(node); }
+
+Status HeadService::CheckIncarnation(const std::string& peer, const NodeId& node, uint64_t epoch,
+                                     const std::string& what) {
+  uint64_t current = nodes_.EpochOf(node);
+  const std::string* agent = leases_.AgentPeerOf(node);
+  std::string why;
+  if (current == 0) {
+    why = "node " + node.Short() + " is dead";
+  } else if (agent == nullptr || *agent != peer) {
+    why = "it came from another agent than node " + node.Short() + "'s";
+  } else if (epoch != current) {
+    why = "it is from epoch " + std::to_string(epoch) + " of node " + node.Short() +
+          ", which is at epoch " + std::to_string(current);
+  } else {
+    return Status::OK();
+  }
+  ++stale_incarnation_count_;
+  RAYX_LOG(Warning) << "refused " << what << " from " << RequestRouter::PeerName(peer) << ": "
+                    << why << " (a fenced-off node incarnation)";
+  return Status::Unavailable("refused " + what + ": " + why);
 }
 
 // ---- Nodes.
@@ -131,6 +154,17 @@ Result<protocol::RegisterNodeReply> HeadService::OnRegisterNode(
       return call.Reject(Status::InvalidArgument("invalid resource \"" + name + "\" amount " +
                                                  std::to_string(amount)),
                          "node registration");
+    }
+  }
+  // An agent that joins again has killed what it ran as its previous node;
+  // that node ends now if the head still counts it alive.
+  if (!req.previous_node_id.IsNil() && nodes_.FindAlive(req.previous_node_id) != nullptr) {
+    const std::string* agent = leases_.AgentPeerOf(req.previous_node_id);
+    if (agent != nullptr && *agent == call.peer_id &&
+        nodes_.MarkDead(req.previous_node_id,
+                        "its agent (pid " + std::to_string(req.agent_pid) +
+                            ") joined again as a new node after killing its processes")) {
+      NodeDied(req.previous_node_id);
     }
   }
   NodeInfo info;
@@ -154,13 +188,17 @@ Result<protocol::RegisterNodeReply> HeadService::OnRegisterNode(
   reply.cluster_id = options_.cluster_id;
   reply.heartbeat_period_ms = options_.heartbeat_period_ms;
   reply.node_timeout_ms = options_.nodes.node_timeout_ms;
+  reply.epoch = nodes_.EpochOf(node);
   return reply;
 }
 
 Result<protocol::HeartbeatReply> HeadService::OnHeartbeat(const protocol::HeartbeatRequest& req,
                                                           Call&) {
   protocol::HeartbeatReply reply;
-  reply.known = nodes_.Heartbeat(req.node_id, req.available, clock_.NowMs(), req.store_bytes);
+  // A heartbeat of another incarnation (epoch) keeps nothing alive: the agent
+  // must fence itself and join again.
+  reply.known = req.epoch == nodes_.EpochOf(req.node_id) &&
+                nodes_.Heartbeat(req.node_id, req.available, clock_.NowMs(), req.store_bytes);
   return reply;
 }
 
@@ -170,7 +208,7 @@ Result<protocol::UnregisterNodeReply> HeadService::OnUnregister(
   std::string reason = req.reason.empty() ? "stopped" : req.reason.substr(0, 200);
   reply.ok = nodes_.MarkDead(req.node_id, reason);
   if (reply.ok) {
-    leases_.OnNodeDead(req.node_id);
+    NodeDied(req.node_id);
     RAYX_LOG(Info) << "node " << req.node_id.Short() << " left: " << reason << "; "
                    << nodes_.alive_count() << " alive";
   }
@@ -202,19 +240,40 @@ Result<protocol::ListStateReply> HeadService::OnListState(const protocol::ListSt
   return reply;
 }
 
-Result<NoReply> HeadService::OnProcessExited(const protocol::ProcessExitedNotice& req, Call&) {
+Result<NoReply> HeadService::OnProcessExited(const protocol::ProcessExitedNotice& req,
+                                             Call& call) {
+  auto node = leases_.NodeOfLease(req.lease_id);
+  if (!node) return NoReply{};  // the lease ended before
+  if (!CheckIncarnation(call.peer_id, *node, req.epoch, "a process exit notice").ok()) {
+    return NoReply{};
+  }
   leases_.OnProcessExited(req);
   return NoReply{};
 }
 
 Result<NoReply> HeadService::OnAgentError(const protocol::ErrorReply& req, Call& call) {
-  // An agent could not start a worker.
+  // An agent could not start a worker. An error carries no epoch; the start
+  // request ids of a node's old incarnation were forgotten when it died.
+  auto node = leases_.NodeOfStart(call.id);
+  if (!node) return NoReply{};
+  const std::string* agent = leases_.AgentPeerOf(*node);
+  if (agent == nullptr || *agent != call.peer_id) {
+    ++stale_incarnation_count_;
+    RAYX_LOG(Warning) << "refused a start error from " << call.peer << ": not node "
+                      << node->Short() << "'s agent";
+    return NoReply{};
+  }
   leases_.OnStartWorkerError(call.id, req.ToStatus());
   return NoReply{};
 }
 
 Result<NoReply> HeadService::OnStartWorkerReply(const protocol::StartWorkerReply& req,
                                                 Call& call) {
+  auto node = leases_.NodeOfStart(call.id);
+  if (!node) return NoReply{};  // the lease ended while its worker started
+  if (!CheckIncarnation(call.peer_id, *node, req.epoch, "a worker start reply").ok()) {
+    return NoReply{};
+  }
   leases_.OnStartWorkerReply(call.id, req);
   return NoReply{};
 }

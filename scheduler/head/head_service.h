@@ -76,6 +76,9 @@ class HeadService {
   const KvStore& kv() const { return kv_; }
   // Messages dropped or refused since start (for tests and metrics).
   uint64_t rejected_count() const { return router_.rejected_count(); }
+  // Agent messages dropped because they came from a node incarnation that is
+  // not the current one (a node declared dead, or another epoch).
+  uint64_t stale_incarnation_count() const { return stale_incarnation_count_; }
 
  private:
   // Registers `handler` for its request type: one line per message.
@@ -90,6 +93,12 @@ class HeadService {
                      [this, handler](const Req& req, Call& call) { return (this->*handler)(req, call); });
   }
   void RegisterRoutes();
+  // OK when `peer` is the agent of alive node `node` and `epoch` is its current
+  // epoch; otherwise logs and counts the refusal of `what` and returns why.
+  Status CheckIncarnation(const std::string& peer, const NodeId& node, uint64_t epoch,
+                          const std::string& what);
+  // Ends an alive node: its leases and its bundles go (LeaseManager::OnNodeDead).
+  void NodeDied(const NodeId& node);
 
   // Nodes.
   Result<protocol::RegisterNodeReply> OnRegisterNode(const protocol::RegisterNodeRequest& req,
@@ -155,6 +164,7 @@ class HeadService {
   RequestRouter router_;
   int64_t started_ms_;
   int64_t last_flush_ms_ = 0;
+  uint64_t stale_incarnation_count_ = 0;
 };
 
 }  // namespace rayx::scheduler

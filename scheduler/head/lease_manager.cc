@@ -259,6 +259,7 @@ bool LeaseManager::TryGrant(Pending& pending, std::optional<NodeId> decided) {
     start.local_rank = static_cast<int32_t>(own - start.visible_gpu_ids.begin());
   }
   start.package_dir = pending.req.package_dir;
+  start.epoch = nodes_.EpochOf(*node);
   uint64_t id = next_request_id_++;
   start_requests_[id] = lease.lease_id;
   leases_[lease.lease_id] = std::move(lease);
@@ -481,6 +482,27 @@ std::vector<protocol::LeaseListEntry> LeaseManager::ListLeases() const {
     out.push_back(std::move(e));
   }
   return out;
+}
+
+}  // namespace rayx::scheduler
+
+namespace rayx::scheduler {
+
+std::optional<NodeId> LeaseManager::NodeOfStart(uint64_t request_id) const {
+  auto req = start_requests_.find(request_id);
+  if (req == start_requests_.end()) return std::nullopt;
+  return NodeOfLease(req->second);
+}
+
+std::optional<NodeId> LeaseManager::NodeOfLease(const std::string& lease_id) const {
+  auto it = leases_.find(lease_id);
+  if (it == leases_.end()) return std::nullopt;
+  return it->second.node;
+}
+
+const std::string* LeaseManager::AgentPeerOf(const NodeId& node) const {
+  auto it = agent_peers_.find(node);
+  return it == agent_peers_.end() ? nullptr : &it->second;
 }
 
 }  // namespace rayx::scheduler

@@ -107,6 +107,12 @@ class LeaseManager {
   // Answers placement group waits whose deadline passed.
   void Tick(int64_t now_ms) { groups_.ExpireWaits(now_ms); }
   std::vector<protocol::LeaseListEntry> ListLeases() const;
+  // The node a start request (head request id) or a lease is on, for checking
+  // that an agent's answer comes from that node's current incarnation.
+  std::optional<NodeId> NodeOfStart(uint64_t request_id) const;
+  std::optional<NodeId> NodeOfLease(const std::string& lease_id) const;
+  // The routing id of the alive node's agent, or nullptr.
+  const std::string* AgentPeerOf(const NodeId& node) const;
   std::vector<protocol::PlacementGroupInfo> ListPlacementGroups() const { return groups_.List(); }
 
   Status RegisterActor(const protocol::ActorInfo& actor);

@@ -16,8 +16,14 @@ NodeId NodeTable::Register(NodeInfo info, int64_t now_ms, int64_t wall_ms) {
   if (info.available.empty()) info.available = info.total;
   size_t devices = info.total.count(kGpu) ? static_cast<size_t>(info.total.at(kGpu)) : 0;
   view_.AddNode(id, info.total, info.labels);
-  alive_[id] = Entry{std::move(info), now_ms, next_order_++, std::vector<double>(devices, 1.0)};
+  alive_[id] = Entry{std::move(info), now_ms, next_order_++, std::vector<double>(devices, 1.0),
+                     next_epoch_++};
   return id;
+}
+
+uint64_t NodeTable::EpochOf(const NodeId& id) const {
+  auto it = alive_.find(id);
+  return it == alive_.end() ? 0 : it->second.epoch;
 }
 
 bool NodeTable::Heartbeat(const NodeId& id, const ResourceMap& available, int64_t now_ms,

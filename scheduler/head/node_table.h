@@ -20,7 +20,10 @@ namespace rayx::scheduler {
 // A node is alive from Register until it misses heartbeats for longer than
 // node_timeout_ms or unregisters. A dead node never comes back: an agent that
 // returns registers again and gets a new NodeId (as in Ray), so stale state tied
-// to the old id can never be confused with the new process.
+// to the old id can never be confused with the new process. Each registration
+// also gets an epoch, unique and increasing for this table's life: agents stamp
+// what they send about their processes with it, and the head refuses a message
+// whose epoch is not the node's current one (a fenced-off incarnation).
 class NodeTable {
  public:
   struct Options {
@@ -33,9 +36,11 @@ class NodeTable {
 
   explicit NodeTable(Options options) : options_(options) {}
 
-  // Adds an alive node with a fresh id and returns the id. `info.node_id` and
-  // `info.alive` are overwritten.
+  // Adds an alive node with a fresh id and a fresh epoch (EpochOf) and returns
+  // the id. `info.node_id` and `info.alive` are overwritten.
   NodeId Register(NodeInfo info, int64_t now_ms, int64_t wall_ms);
+  // The epoch of the alive node `id`; 0 (never an epoch) when it is not alive.
+  uint64_t EpochOf(const NodeId& id) const;
 
   // Records a heartbeat. Returns false when the node is not alive (unknown, or
   // already declared dead): the agent must register again.
@@ -95,11 +100,13 @@ class NodeTable {
     int64_t last_heartbeat_ms = 0;
     uint64_t order = 0;
     std::vector<double> gpu_free;  // per device, 1.0 = entirely free
+    uint64_t epoch = 0;
   };
   void Bury(Entry entry, const std::string& reason);
 
   Options options_;
   uint64_t next_order_ = 0;
+  uint64_t next_epoch_ = 1;
   std::unordered_map<NodeId, Entry> alive_;
   policy::ClusterResourceView view_;
   std::deque<NodeInfo> dead_;  // newest first, at most options_.max_dead_nodes

@@ -114,7 +114,103 @@ bool PlacementGroupManager::LabelsMatch(const NodeId& node, const LabelMap& sele
   return true;
 }
 
+bool PlacementGroupManager::Reserve(const NodeId& node, const ResourceMap& bundle, Bundle* out) {
+  std::vector<int> gpus;
+  if (!nodes_.TryAcquire(node, bundle, &gpus)) return false;
+  out->total = bundle;
+  out->available = bundle;
+  out->node = node;
+  out->devices = gpus;
+  double gpu = bundle.count(kGpu) ? bundle.at(kGpu) : 0;
+  out->device_free.assign(gpus.size(), gpu < 1 ? gpu : 1.0);
+  return true;
+}
+
+void PlacementGroupManager::MarkCreated(Group& group) {
+  group.info.state = "CREATED";
+  group.info.reason.clear();
+  group.info.locations.clear();
+  for (const Bundle& b : group.bundles) {
+    protocol::BundleLocation loc;
+    loc.node_id = b.node.Hex();
+    if (const NodeInfo* node = nodes_.FindAlive(b.node)) {
+      loc.node_address = node->address;
+      loc.object_address = node->object_address;
+    }
+    loc.gpu_ids = b.devices;
+    group.info.locations.push_back(std::move(loc));
+  }
+}
+
+bool PlacementGroupManager::PlaceLost(Group& group) {
+  std::vector<size_t> lost;
+  std::set<NodeId> used;
+  for (size_t i = 0; i < group.bundles.size(); ++i) {
+    if (group.bundles[i].node.IsNil()) {
+      lost.push_back(i);
+    } else {
+      used.insert(group.bundles[i].node);
+    }
+  }
+  if (lost.empty()) return true;
+  // Where each lost bundle goes, decided before anything is taken.
+  std::vector<NodeId> targets;
+  const std::string& strategy = group.info.strategy;
+  if (strategy == "STRICT_PACK") {
+    targets.assign(lost.size(), *used.begin());  // every bundle on the survivors' node
+  } else if (strategy == "STRICT_SPREAD") {
+    // Distinct nodes that no surviving bundle uses, first fit in join order.
+    std::set<NodeId> taken = used;
+    for (size_t i : lost) {
+      const ResourceMap& bundle = group.info.bundles[i];
+      std::optional<NodeId> pick;
+      for (const NodeId& id : nodes_.AliveInOrder()) {
+        if (taken.count(id) || !LabelsMatch(id, group.label_selector)) continue;
+        const NodeInfo* node = nodes_.FindAlive(id);
+        if (node && NodeTable::Fits(node->available, bundle)) {
+          pick = id;
+          break;
+        }
+      }
+      if (!pick) return false;
+      taken.insert(*pick);
+      targets.push_back(*pick);
+    }
+  } else {
+    policy::PlacementGroupRequest request;
+    for (size_t i : lost) request.bundles.push_back(group.info.bundles[i]);
+    request.label_selector = group.label_selector;
+    request.strategy =
+        strategy == "SPREAD" ? policy::PlacementStrategy::kSpread : policy::PlacementStrategy::kPack;
+    auto decision = policy_.Schedule(nodes_.view(), request);
+    const auto* plan = std::get_if<policy::GroupScheduled>(&decision);
+    if (plan == nullptr) return false;
+    for (const auto& b : plan->bundles) targets.push_back(b.node);
+  }
+  std::vector<Bundle> placed(lost.size());
+  for (size_t k = 0; k < lost.size(); ++k) {
+    if (!Reserve(targets[k], group.info.bundles[lost[k]], &placed[k])) {
+      for (size_t j = 0; j < k; ++j) nodes_.Release(placed[j].node, placed[j].total, placed[j].devices);
+      return false;
+    }
+  }
+  for (size_t k = 0; k < lost.size(); ++k) group.bundles[lost[k]] = std::move(placed[k]);
+  MarkCreated(group);
+  return true;
+}
+
 bool PlacementGroupManager::TryPlace(Group& group, bool explain) {
+  if (!group.bundles.empty()) {
+    // Some bundles survived a node's death: only the lost ones are placed.
+    if (PlaceLost(group)) return true;
+    if (explain) {
+      std::string reason = group.info.reason;
+      Explain(group);
+      group.info.state = group.info.state == "INFEASIBLE" ? "INFEASIBLE" : "PENDING";
+      group.info.reason = reason + "; " + group.info.reason;
+    }
+    return false;
+  }
   // The policy library plans (STRICT_SPREAD as an exact matching, the rest by
   // the hybrid rule) in time logarithmic in the node count; the node table
   // then takes every bundle, and gives all back if one no longer fits.
@@ -132,19 +228,11 @@ bool PlacementGroupManager::TryPlace(Group& group, bool explain) {
   if (const auto* plan = std::get_if<policy::GroupScheduled>(&decision)) {
     ok = true;
     for (size_t i = 0; i < plan->bundles.size() && ok; ++i) {
-      const ResourceMap& bundle = group.info.bundles[i];
-      std::vector<int> gpus;
-      if (!nodes_.TryAcquire(plan->bundles[i].node, bundle, &gpus)) {
+      Bundle b;
+      if (!Reserve(plan->bundles[i].node, group.info.bundles[i], &b)) {
         ok = false;
         break;
       }
-      Bundle b;
-      b.total = bundle;
-      b.available = bundle;
-      b.node = plan->bundles[i].node;
-      b.devices = gpus;
-      double gpu = bundle.count(kGpu) ? bundle.at(kGpu) : 0;
-      b.device_free.assign(gpus.size(), gpu < 1 ? gpu : 1.0);
       placed.push_back(std::move(b));
     }
     if (!ok) {
@@ -157,19 +245,7 @@ bool PlacementGroupManager::TryPlace(Group& group, bool explain) {
     return false;
   }
   group.bundles = std::move(placed);
-  group.info.state = "CREATED";
-  group.info.reason.clear();
-  group.info.locations.clear();
-  for (const Bundle& b : group.bundles) {
-    protocol::BundleLocation loc;
-    loc.node_id = b.node.Hex();
-    if (const NodeInfo* node = nodes_.FindAlive(b.node)) {
-      loc.node_address = node->address;
-      loc.object_address = node->object_address;
-    }
-    loc.gpu_ids = b.devices;
-    group.info.locations.push_back(std::move(loc));
-  }
+  MarkCreated(group);
   return true;
 }
 
@@ -349,15 +425,30 @@ void PlacementGroupManager::SchedulePending() {
 
 void PlacementGroupManager::OnNodeDead(const NodeId& node) {
   for (auto& [id, group] : groups_) {
-    if (group.info.state != "CREATED") continue;
-    bool hit = std::any_of(group.bundles.begin(), group.bundles.end(),
-                           [&](const Bundle& b) { return b.node == node; });
-    if (!hit) continue;
-    Unreserve(group);
+    std::string lost;
+    size_t survivors = 0;
+    for (size_t i = 0; i < group.bundles.size(); ++i) {
+      Bundle& b = group.bundles[i];
+      if (b.node != node) {
+        if (!b.node.IsNil()) ++survivors;
+        continue;
+      }
+      // The node's resources went with it: nothing to give back.
+      b = Bundle{};
+      lost += (lost.empty() ? "" : ", ") + std::to_string(i);
+      if (i < group.info.locations.size()) group.info.locations[i] = protocol::BundleLocation{};
+    }
+    if (lost.empty()) continue;
+    if (survivors == 0) {
+      group.bundles.clear();
+      group.info.locations.clear();
+    }
+    bool was_pending = group.info.state != "CREATED";
     group.info.state = "PENDING";
-    group.info.reason = "a node holding one of its bundles died; placing it again";
-    pending_.push_back(id);
-    (void)id;
+    group.info.reason = "node " + node.Short() + " died with bundle(s) " + lost +
+                        (survivors ? "; placing those again, the other bundles keep theirs"
+                                   : "; placing the group again");
+    if (!was_pending) pending_.push_back(id);
   }
 }
 
@@ -387,12 +478,13 @@ Result<std::optional<PlacementGroupManager::BundleGrant>> PlacementGroupManager:
                            : "any bundle of the group " + GroupShape(group.info)) +
         " of placement group " + group_id.substr(0, 8));
   }
-  if (group.info.state != "CREATED") return std::optional<BundleGrant>();
+  // Bundles that are reserved take leases even while lost ones are re-placed.
+  if (group.bundles.empty()) return std::optional<BundleGrant>();
   double gpus = demand.count(kGpu) ? demand.at(kGpu) : 0;
   for (int32_t i = 0; i < n; ++i) {
     if (bundle_index >= 0 && i != bundle_index) continue;
     Bundle& b = group.bundles[static_cast<size_t>(i)];
-    if (!NodeTable::Fits(b.available, demand)) continue;
+    if (b.node.IsNil() || !NodeTable::Fits(b.available, demand)) continue;
     auto picked = NodeTable::PickGpuDevices(b.device_free, gpus);
     if (!picked) continue;
     BundleGrant grant;
@@ -414,9 +506,10 @@ Result<std::optional<PlacementGroupManager::BundleGrant>> PlacementGroupManager:
 void PlacementGroupManager::Release(const std::string& group_id, int32_t bundle_index,
                                     const ResourceMap& demand, const std::vector<int>& gpu_ids) {
   auto it = groups_.find(group_id);
-  if (it == groups_.end() || it->second.info.state != "CREATED") return;
+  if (it == groups_.end()) return;
   if (bundle_index < 0 || static_cast<size_t>(bundle_index) >= it->second.bundles.size()) return;
   Bundle& b = it->second.bundles[static_cast<size_t>(bundle_index)];
+  if (b.node.IsNil()) return;  // lost with its node
   double gpus = demand.count(kGpu) ? demand.at(kGpu) : 0;
   double share = gpus < 1 ? gpus : 1.0;
   for (int id : gpu_ids) {
@@ -437,7 +530,7 @@ std::vector<int> PlacementGroupManager::DevicesOn(const std::string& group_id,
   auto it = groups_.find(group_id);
   if (it == groups_.end()) return out;
   for (const Bundle& b : it->second.bundles) {
-    if (b.node == node) out.insert(out.end(), b.devices.begin(), b.devices.end());
+    if (!b.node.IsNil() && b.node == node) out.insert(out.end(), b.devices.begin(), b.devices.end());
   }
   std::sort(out.begin(), out.end());
   out.erase(std::unique(out.begin(), out.end()), out.end());

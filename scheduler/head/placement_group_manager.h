@@ -27,8 +27,13 @@ namespace rayx::scheduler {
 //
 // Leases placed in a group draw from its bundles' reservations, never from the
 // node's free resources, so a group's members cannot be starved by others.
-// When a bundle's node dies the whole group goes back to PENDING and is placed
-// again (its leases on that node died with it).
+// When a node dies only the bundles it held are lost: the group goes back to
+// PENDING and only those bundles are placed again; the bundles on surviving
+// nodes keep their reservations and the leases running in them, and new leases
+// may still be placed in them meanwhile. Re-placing respects the strategy
+// against the surviving bundles: STRICT_PACK onto the survivors' node,
+// STRICT_SPREAD onto nodes none of them uses, PACK and SPREAD by the policy.
+// A group that lost every bundle is placed again as a whole.
 //
 // Owned by the head's event loop through LeaseManager; not thread-safe.
 class PlacementGroupManager {
@@ -49,7 +54,8 @@ class PlacementGroupManager {
   bool Remove(const std::string& group_id);
   // Places waiting groups that fit now, oldest first.
   void SchedulePending();
-  // Groups with a bundle on `node` go back to PENDING.
+  // Bundles on `node` are lost; their groups go back to PENDING until those
+  // bundles are placed again. REQUIRES: the leases on `node` were ended first.
   void OnNodeDead(const NodeId& node);
   void ExpireWaits(int64_t now_ms);
 
@@ -82,7 +88,7 @@ class PlacementGroupManager {
   struct Bundle {
     ResourceMap total;
     ResourceMap available;
-    NodeId node;
+    NodeId node;                     // nil while lost (its node died)
     std::vector<int> devices;        // the node's device ids this bundle holds
     std::vector<double> device_free; // free share of each, <= the bundle's share
   };
@@ -101,6 +107,12 @@ class PlacementGroupManager {
   // Reserves every bundle or none; on failure sets the group's state and, when
   // `explain` (an O(nodes) description), its reason.
   bool TryPlace(Group& group, bool explain);
+  // Places the lost bundles of a group whose other bundles survive, all or none.
+  bool PlaceLost(Group& group);
+  // Takes `bundle` on `node` into `out`; false when it does not fit.
+  bool Reserve(const NodeId& node, const ResourceMap& bundle, Bundle* out);
+  // Marks the group CREATED and lists where its bundles are.
+  void MarkCreated(Group& group);
   void Unreserve(Group& group);
   // Sets a group that could not be placed to INFEASIBLE or PENDING, with why.
   void Explain(Group& group) const;

@@ -272,7 +272,10 @@ TEST_F(HeadServiceTest, HeartbeatKeepsNodeAliveAndUpdatesAvailability) {
   for (uint64_t seq = 1; seq <= 20; ++seq) {
     clock_.Advance(500);
     auto hb = Call<protocol::HeartbeatReply>(
-        transport::MakeMessage(protocol::HeartbeatRequest{id, seq, {{"CPU", 2}}}, seq), seq);
+        transport::MakeMessage(
+            protocol::HeartbeatRequest{id, seq, {{"CPU", 2}}, 0, service_.nodes().EpochOf(id)},
+            seq),
+        seq);
     EXPECT_TRUE(hb.known);
     service_.ExpireSilentNodes();
   }
@@ -280,6 +283,103 @@ TEST_F(HeadServiceTest, HeartbeatKeepsNodeAliveAndUpdatesAvailability) {
   ASSERT_EQ(status.nodes.size(), 1u);
   EXPECT_TRUE(status.nodes[0].alive);
   EXPECT_EQ(status.AvailableResources(), (ResourceMap{{"CPU", 2}, {"tpu", 4}}));
+}
+
+TEST_F(HeadServiceTest, EachRegistrationGetsALargerEpochAndOnlyItKeepsTheNodeAlive) {
+  auto first = Call<protocol::RegisterNodeReply>(transport::MakeMessage(Hello(), 1), 1);
+  auto second = Call<protocol::RegisterNodeReply>(transport::MakeMessage(Hello(), 2), 2);
+  EXPECT_GT(first.epoch, 0u);
+  EXPECT_GT(second.epoch, first.epoch);
+  EXPECT_EQ(service_.nodes().EpochOf(first.node_id), first.epoch);
+  // A heartbeat of another epoch is not this node's: the agent must fence.
+  auto stale = Call<protocol::HeartbeatReply>(
+      transport::MakeMessage(protocol::HeartbeatRequest{first.node_id, 1, {}, 0, second.epoch}, 3),
+      3);
+  EXPECT_FALSE(stale.known);
+  auto current = Call<protocol::HeartbeatReply>(
+      transport::MakeMessage(protocol::HeartbeatRequest{first.node_id, 2, {}, 0, first.epoch}, 4),
+      4);
+  EXPECT_TRUE(current.known);
+}
+
+TEST_F(HeadServiceTest, AnAgentJoiningAgainEndsThePreviousNodeItNames) {
+  NodeId old_id = Register(1);
+  auto hello = Hello();
+  hello.previous_node_id = old_id;
+  auto reply = Call<protocol::RegisterNodeReply>(transport::MakeMessage(hello, 2), 2);
+  EXPECT_NE(reply.node_id, old_id);
+  EXPECT_EQ(service_.nodes().FindAlive(old_id), nullptr);
+  EXPECT_NE(service_.nodes().FindAlive(reply.node_id), nullptr);
+  ClusterStatus status = QueryStatus();
+  ASSERT_EQ(status.nodes.size(), 2u);
+  EXPECT_NE(status.nodes[1].death_reason.find("joined again"), std::string::npos)
+      << status.nodes[1].death_reason;
+}
+
+TEST_F(HeadServiceTest, AnotherPeerCannotEndANodeByNamingIt) {
+  NodeId old_id = Register(1);
+  auto hello = Hello();
+  hello.previous_node_id = old_id;
+  Frames frames = transport::MakeMessage(hello, 2);
+  auto reply = service_.Handle(frames, "tcp://someone-else");
+  ASSERT_TRUE(reply.has_value());
+  EXPECT_NE(service_.nodes().FindAlive(old_id), nullptr);
+  EXPECT_EQ(service_.nodes().alive_count(), 2u);
+}
+
+// A worker start reply or exit notice from a node incarnation that is not the
+// current one (declared dead, or stamped with another epoch) is dropped.
+TEST_F(HeadServiceTest, AgentMessagesOfAnotherIncarnationAreRefused) {
+  std::vector<std::pair<std::string, Frames>> sent;
+  service_.SetOutbox([&](const std::string& peer, Frames frames) {
+    sent.emplace_back(peer, std::move(frames));
+  });
+  auto node = Call<protocol::RegisterNodeReply>(transport::MakeMessage(Hello(), 1), 1);
+  Frames other_hello = transport::MakeMessage(Hello(), 9);
+  ASSERT_TRUE(service_.Handle(other_hello, "tcp://other-agent").has_value());
+  protocol::RegisterDriverRequest driver;
+  driver.token = kToken;
+  driver.rayx_version = kRayxVersion;
+  Frames reg = transport::MakeMessage(driver, 2);
+  auto job_reply = service_.Handle(reg, "tcp://driver");
+  ASSERT_TRUE(job_reply.has_value());
+  auto job = protocol::Decode<protocol::RegisterDriverReply>(transport::FrameView((*job_reply)[1]));
+  ASSERT_TRUE(job.ok());
+  protocol::RequestLeaseRequest lease;
+  lease.job_id = job->job_id;
+  lease.resources = {{"CPU", 1}};
+  lease.executable = "/bin/true";
+  lease.strategy = "NODE_AFFINITY";
+  lease.affinity_node_id = node.node_id.Hex();
+  Frames request = transport::MakeMessage(lease, 3);
+  EXPECT_FALSE(service_.Handle(request, "tcp://driver").has_value());
+  ASSERT_EQ(sent.size(), 1u);
+  EXPECT_EQ(sent[0].first, "tcp://peer");
+  auto env = protocol::Decode<protocol::Envelope>(transport::FrameView(sent[0].second[0]));
+  ASSERT_TRUE(env.ok());
+  auto start = protocol::Decode<protocol::StartWorkerRequest>(transport::FrameView(sent[0].second[1]));
+  ASSERT_TRUE(start.ok());
+  EXPECT_EQ(start->epoch, node.epoch) << "the head addresses the current incarnation";
+  sent.clear();
+
+  protocol::StartWorkerReply started;
+  started.lease_id = start->lease_id;
+  started.worker_address = "tcp://10.0.0.7:7000";
+  // Another epoch, or the right epoch from another peer: dropped, no grant.
+  started.epoch = node.epoch + 1;
+  Frames stale = transport::MakeMessage(started, env->id);
+  EXPECT_FALSE(service_.Handle(stale, "tcp://peer").has_value());
+  started.epoch = node.epoch;
+  Frames elsewhere = transport::MakeMessage(started, env->id);
+  EXPECT_FALSE(service_.Handle(elsewhere, "tcp://other-agent").has_value());
+  EXPECT_TRUE(sent.empty());
+  EXPECT_EQ(service_.stale_incarnation_count(), 2u);
+  // The current incarnation's reply grants the lease.
+  Frames current = transport::MakeMessage(started, env->id);
+  EXPECT_FALSE(service_.Handle(current, "tcp://peer").has_value());
+  ASSERT_EQ(sent.size(), 1u);
+  EXPECT_EQ(sent[0].first, "tcp://driver");
+  EXPECT_EQ(service_.stale_incarnation_count(), 2u);
 }
 
 TEST_F(HeadServiceTest, HeartbeatFromUnknownNodeIsNotKnown) {

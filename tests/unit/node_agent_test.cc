@@ -62,6 +62,8 @@ class FakeLeaseProcesses final : public LeaseProcesses {
     std::vector<std::string> killed;
     int kill_all = 0;
     int reaps = 0;
+    bool all_gone = true;            // what AllGone answers
+    std::vector<int> held_devices;   // devices a killed process still holds
   };
   explicit FakeLeaseProcesses(State* state) : state_(state) {}
   void SetObjectAddress(const std::string&) override {}
@@ -71,6 +73,15 @@ class FakeLeaseProcesses final : public LeaseProcesses {
   void Kill(const std::string& lease_id) override { state_->killed.push_back(lease_id); }
   void KillAll() override { ++state_->kill_all; }
   void Reap() override { ++state_->reaps; }
+  bool AllGone() override { return state_->all_gone; }
+  bool DevicesReleased(const std::vector<int>& gpu_ids) override {
+    for (int id : gpu_ids) {
+      for (int held : state_->held_devices) {
+        if (id == held) return false;
+      }
+    }
+    return true;
+  }
   std::optional<ProcessRunner::LogInfo> FindLog(const std::string&, uint32_t) const override {
     return std::nullopt;
   }
@@ -238,6 +249,115 @@ TEST_F(NodeAgentTest, RegistersAgainAfterTheHeadDeclaredItDead) {
   Sent next = Next();
   ASSERT_TRUE(next.Is(MessageType::kHeartbeatRequest));
   EXPECT_EQ(next.As<protocol::HeartbeatRequest>().node_id, reply.node_id);
+}
+
+// Fencing: declared dead, the agent kills everything and joins again only
+// once every process is gone, naming the node it was.
+TEST_F(NodeAgentTest, DeclaredDeadItJoinsAgainOnlyOnceEveryProcessIsGone) {
+  NodeId first_id = Join();
+  Sent hb = Next();
+  processes_.all_gone = false;
+  Deliver(protocol::HeartbeatReply{.known = false}, hb.env.id);
+  EXPECT_EQ(processes_.kill_all, 1);
+  for (int i = 0; i < 50; ++i) Advance(10);
+  EXPECT_TRUE(head_.sent.empty()) << "no registration, no heartbeat while a process lives";
+  processes_.all_gone = true;
+  Advance(10);
+  Sent again = Next();
+  ASSERT_TRUE(again.Is(MessageType::kRegisterNodeRequest));
+  EXPECT_EQ(again.As<protocol::RegisterNodeRequest>().previous_node_id, first_id);
+  EXPECT_EQ(processes_.kill_all, 1);
+}
+
+TEST_F(NodeAgentTest, StampsItsEpochAndRefusesStartsForAnotherEpoch) {
+  Sent reg = Next();
+  protocol::RegisterNodeReply joined;
+  joined.node_id = NodeId::FromRandom();
+  joined.heartbeat_period_ms = kPeriodMs;
+  joined.epoch = 7;
+  Deliver(joined, reg.env.id);
+  Sent hb = Next();
+  EXPECT_EQ(hb.As<protocol::HeartbeatRequest>().epoch, 7u);
+  protocol::StartWorkerRequest req;
+  req.lease_id = "old";
+  req.epoch = 6;
+  Deliver(req, 40);
+  EXPECT_EQ(processes_.starting.count("old"), 0u);
+  req.lease_id = "current";
+  req.epoch = 7;
+  Deliver(req, 41);
+  ASSERT_EQ(processes_.starting.count("current"), 1u);
+  processes_.starting["current"](protocol::StartWorkerReply{.lease_id = "current"});
+  Sent reply = Next();
+  ASSERT_TRUE(reply.Is(MessageType::kStartWorkerReply));
+  EXPECT_EQ(reply.As<protocol::StartWorkerReply>().epoch, 7u);
+}
+
+TEST_F(NodeAgentTest, AWorkerOfAFencedIncarnationIsNeverReported) {
+  Join();
+  Sent hb = Next();
+  protocol::StartWorkerRequest req;
+  req.lease_id = "starting";
+  Deliver(req, 50);
+  ASSERT_EQ(processes_.starting.count("starting"), 1u);
+  Deliver(protocol::HeartbeatReply{.known = false}, hb.env.id);
+  Sent again = Next();
+  ASSERT_TRUE(again.Is(MessageType::kRegisterNodeRequest));
+  processes_.starting["starting"](protocol::StartWorkerReply{.lease_id = "starting"});
+  EXPECT_TRUE(head_.sent.empty());
+  // A start request that arrives while it joins again waits for the reply:
+  // the old epoch's is refused, the new epoch's (the head grants leases to a
+  // node as it registers, before the reply leaves) starts.
+  req.lease_id = "old-epoch";
+  req.epoch = 0;
+  Deliver(req, 51);
+  req.lease_id = "new-epoch";
+  req.epoch = 2;
+  Deliver(req, 52);
+  EXPECT_TRUE(processes_.starting.count("new-epoch") == 0);
+  protocol::RegisterNodeReply joined;
+  joined.node_id = NodeId::FromRandom();
+  joined.heartbeat_period_ms = kPeriodMs;
+  joined.epoch = 2;
+  Deliver(joined, again.env.id);
+  EXPECT_EQ(processes_.starting.count("old-epoch"), 0u);
+  EXPECT_EQ(processes_.starting.count("new-epoch"), 1u);
+}
+
+TEST_F(NodeAgentTest, AStaleUnknownReplyAfterJoiningAgainDoesNotFenceTheNewNode) {
+  Join();
+  Sent hb = Next();
+  Deliver(protocol::HeartbeatReply{.known = false}, hb.env.id);
+  Sent again = Next();
+  protocol::RegisterNodeReply reply;
+  reply.node_id = NodeId::FromRandom();
+  reply.heartbeat_period_ms = kPeriodMs;
+  Deliver(reply, again.env.id);
+  EXPECT_EQ(processes_.kill_all, 1);
+  // The answer to a heartbeat of the old node, late: ignored.
+  Deliver(protocol::HeartbeatReply{.known = false}, hb.env.id);
+  EXPECT_EQ(processes_.kill_all, 1);
+  EXPECT_TRUE(head_.sent.empty());
+}
+
+TEST_F(NodeAgentTest, AWorkerWaitsUntilAKilledWorkerReleasedItsDevices) {
+  Join();
+  head_.sent.clear();
+  processes_.held_devices = {1};
+  protocol::StartWorkerRequest req;
+  req.lease_id = "gpu-1";
+  req.gpu_ids = {1};
+  Deliver(req, 60);
+  protocol::StartWorkerRequest other;
+  other.lease_id = "gpu-0";
+  other.gpu_ids = {0};
+  Deliver(other, 61);
+  EXPECT_EQ(processes_.starting.count("gpu-0"), 1u) << "a free device starts at once";
+  for (int i = 0; i < 20; ++i) Advance(10);
+  EXPECT_EQ(processes_.starting.count("gpu-1"), 0u);
+  processes_.held_devices.clear();
+  Advance(10);
+  EXPECT_EQ(processes_.starting.count("gpu-1"), 1u);
 }
 
 TEST_F(NodeAgentTest, LeavesWhenTheHeadStaysSilentPastTheTimeout) {

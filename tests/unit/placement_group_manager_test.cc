@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 
+#include <set>
 #include <string>
 #include <vector>
 
@@ -126,6 +127,106 @@ TEST_F(PlacementGroupManagerTest, UnknownStrategyIsInvalidArgument) {
   req.bundles = {{{"CPU", 1}}};
   EXPECT_EQ(groups_.Create(req).status().code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(groups_.size(), 0u);
+}
+
+// ---- A node dies ------------------------------------------------------------------------
+
+// Only the lost bundles are placed again: the bundles on surviving nodes keep
+// their reservations, their devices and the leases running in them.
+TEST_F(PlacementGroupManagerTest, ANodeDeathReplacesOnlyTheBundlesItHeld) {
+  NodeId a = AddNode({{"CPU", 4}, {"GPU", 2}});
+  NodeId b = AddNode({{"CPU", 4}, {"GPU", 2}});
+  auto group = Create({{{"GPU", 1}}, {{"GPU", 1}}, {{"GPU", 1}}}, "SPREAD");
+  ASSERT_EQ(group.state, "CREATED");
+  const std::string id = group.placement_group_id;
+  // A lease runs in every bundle.
+  std::vector<PlacementGroupManager::BundleGrant> leases;
+  for (int32_t i = 0; i < 3; ++i) {
+    auto grant = groups_.TryAcquire(id, i, {{"GPU", 1}});
+    ASSERT_TRUE(grant.ok() && grant->has_value());
+    leases.push_back(**grant);
+  }
+  // The node holding fewer bundles dies (SPREAD: one node has two, one has one).
+  size_t on_a = 0;
+  for (const auto& l : leases) on_a += l.node == a;
+  NodeId dying = on_a == 1 ? a : b;
+  NodeId surviving = dying == a ? b : a;
+  std::vector<PlacementGroupManager::BundleGrant> kept;
+  for (const auto& l : leases) {
+    if (l.node == surviving) kept.push_back(l);
+  }
+  ASSERT_EQ(kept.size(), 2u);
+  double free_before = nodes_.FindAlive(surviving)->available.at("GPU");
+  ASSERT_TRUE(nodes_.MarkDead(dying, "test"));
+  groups_.OnNodeDead(dying);
+  const auto* info = groups_.Find(id);
+  ASSERT_NE(info, nullptr);
+  EXPECT_EQ(info->state, "PENDING");
+  EXPECT_NE(info->reason.find("the other bundles keep theirs"), std::string::npos) << info->reason;
+  // The survivors' reservations were not given back to the node.
+  EXPECT_EQ(nodes_.FindAlive(surviving)->available.at("GPU"), free_before);
+  // Their leases still hold their bundles: no second lease fits in them.
+  for (const auto& l : kept) {
+    auto again = groups_.TryAcquire(id, l.bundle_index, {{"GPU", 1}});
+    ASSERT_TRUE(again.ok());
+    EXPECT_FALSE(again->has_value()) << "bundle " << l.bundle_index << " was freed";
+  }
+  // A new node: only the lost bundle goes there; the others stay where they were.
+  NodeId c = AddNode({{"CPU", 4}, {"GPU", 2}});
+  groups_.SchedulePending();
+  info = groups_.Find(id);
+  ASSERT_EQ(info->state, "CREATED");
+  for (const auto& l : kept) {
+    EXPECT_EQ(info->locations[static_cast<size_t>(l.bundle_index)].node_id, surviving.Hex());
+    EXPECT_EQ(info->locations[static_cast<size_t>(l.bundle_index)].gpu_ids, l.gpu_ids);
+  }
+  size_t on_c = 0;
+  for (const auto& loc : info->locations) on_c += loc.node_id == c.Hex();
+  EXPECT_EQ(on_c, 1u);
+  EXPECT_EQ(nodes_.FindAlive(c)->available.at("GPU"), 1);
+  // The surviving leases end normally into their bundles.
+  for (const auto& l : kept) groups_.Release(id, l.bundle_index, {{"GPU", 1}}, l.gpu_ids);
+  EXPECT_TRUE(groups_.Remove(id));
+  EXPECT_EQ(nodes_.FindAlive(surviving)->available.at("GPU"), 2);
+  EXPECT_EQ(nodes_.FindAlive(c)->available.at("GPU"), 2);
+}
+
+TEST_F(PlacementGroupManagerTest, LostStrictSpreadBundlesAvoidTheSurvivorsNodes) {
+  NodeId a = AddNode({{"CPU", 2}});
+  NodeId b = AddNode({{"CPU", 2}});
+  auto group = Create({{{"CPU", 1}}, {{"CPU", 1}}}, "STRICT_SPREAD");
+  ASSERT_EQ(group.state, "CREATED");
+  ASSERT_TRUE(nodes_.MarkDead(b, "test"));
+  groups_.OnNodeDead(b);
+  // a has room, but already holds a bundle of the group.
+  groups_.SchedulePending();
+  EXPECT_EQ(groups_.Find(group.placement_group_id)->state, "PENDING");
+  NodeId c = AddNode({{"CPU", 2}});
+  groups_.SchedulePending();
+  const auto* info = groups_.Find(group.placement_group_id);
+  ASSERT_EQ(info->state, "CREATED");
+  std::set<std::string> where = {info->locations[0].node_id, info->locations[1].node_id};
+  EXPECT_EQ(where, (std::set<std::string>{a.Hex(), c.Hex()}));
+  EXPECT_TRUE(groups_.Remove(group.placement_group_id));
+}
+
+TEST_F(PlacementGroupManagerTest, AGroupThatLostEveryBundleIsPlacedAgainWhole) {
+  NodeId a = AddNode({{"CPU", 2}});
+  auto group = Create({{{"CPU", 1}}, {{"CPU", 1}}}, "STRICT_PACK");
+  ASSERT_EQ(group.state, "CREATED");
+  groups_.Wait("driver", 9, group.placement_group_id, 100000, kT0);
+  EXPECT_EQ(TakeWaitAnswer(9).state, "CREATED");
+  ASSERT_TRUE(nodes_.MarkDead(a, "test"));
+  groups_.OnNodeDead(a);
+  groups_.Wait("driver", 10, group.placement_group_id, 100000, kT0);
+  EXPECT_TRUE(outbox_.Take().empty()) << "a group being placed again waits";
+  NodeId b = AddNode({{"CPU", 2}});
+  groups_.SchedulePending();
+  auto placed = TakeWaitAnswer(10);
+  EXPECT_EQ(placed.state, "CREATED");
+  EXPECT_EQ(placed.locations[0].node_id, b.Hex());
+  EXPECT_EQ(placed.locations[1].node_id, b.Hex());
+  EXPECT_TRUE(groups_.Remove(group.placement_group_id));
 }
 
 }  // namespace

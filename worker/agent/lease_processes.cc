@@ -1,7 +1,11 @@
 // The real processes of a node's leases: workers and process-lease commands.
 #include "agent/lease_processes.h"
 
+#include <signal.h>
 #include <sys/wait.h>
+
+#include <algorithm>
+#include <cerrno>
 
 namespace rayx::worker {
 
@@ -15,36 +19,116 @@ LocalLeaseProcesses::LocalLeaseProcesses(boost::asio::io_context& io, const Opti
                   .log_dir = options.log_dir,
                   .token = options.token,
                   .store_dir = options.store_dir},
-                 std::move(on_exit)) {}
+                 [this, on_exit = std::move(on_exit)](const protocol::ProcessExitedNotice& notice) {
+                   // What the process left in its group goes with it; the
+                   // lease's devices are free once that group is empty.
+                   ::kill(-notice.pid, SIGKILL);
+                   auto gpus = lease_gpus_.find(notice.lease_id);
+                   dying_.push_back(Dying{notice.pid, true,
+                                          gpus == lease_gpus_.end() ? std::vector<int>{}
+                                                                    : gpus->second});
+                   if (notice.all_exited && gpus != lease_gpus_.end()) lease_gpus_.erase(gpus);
+                   on_exit(notice);
+                 }) {}
 
 void LocalLeaseProcesses::SetObjectAddress(const std::string& address) {
   workers_.SetObjectAddress(address);
 }
 
 void LocalLeaseProcesses::Start(const protocol::StartWorkerRequest& request, StartCallback done) {
+  lease_gpus_[request.lease_id] = request.gpu_ids;
   if (!request.processes.empty()) {
-    done(processes_.Start(request));
+    auto started = processes_.Start(request);
+    if (!started.ok()) lease_gpus_.erase(request.lease_id);
+    done(std::move(started));
     return;
   }
-  workers_.Start(request, std::move(done));
+  workers_.Start(request, [this, lease_id = request.lease_id,
+                           done = std::move(done)](Result<protocol::StartWorkerReply> result) {
+    // A worker that failed to start was killed (and is tracked as dying).
+    if (!result.ok()) lease_gpus_.erase(lease_id);
+    done(std::move(result));
+  });
 }
 
 void LocalLeaseProcesses::Kill(const std::string& lease_id) {
-  workers_.Kill(lease_id);
-  processes_.Kill(lease_id);
+  std::vector<pid_t> groups = processes_.Kill(lease_id);
+  if (pid_t worker = workers_.Kill(lease_id)) groups.push_back(worker);
+  auto gpus = lease_gpus_.find(lease_id);
+  for (pid_t group : groups) {
+    dying_.push_back(
+        Dying{group, false, gpus == lease_gpus_.end() ? std::vector<int>{} : gpus->second});
+  }
+  if (gpus != lease_gpus_.end()) lease_gpus_.erase(gpus);
 }
 
 void LocalLeaseProcesses::KillAll() {
+  std::vector<std::string> leases;
+  leases.reserve(lease_gpus_.size());
+  for (const auto& [lease_id, gpus] : lease_gpus_) leases.push_back(lease_id);
+  for (const auto& lease_id : leases) Kill(lease_id);
+  // Anything left that was not in lease_gpus_ (none expected).
   workers_.KillAll();
   processes_.KillAll();
 }
 
 void LocalLeaseProcesses::Reap() {
-  int status = 0;
-  pid_t pid;
-  while ((pid = waitpid(-1, &status, WNOHANG)) > 0) {
-    if (!workers_.OnChildExit(pid, status)) processes_.OnChildExit(pid, status);
+  // Only the pids this agent started, never waitpid(-1): the package cache's
+  // thread waits for its own tar child, which must not be reaped here.
+  std::vector<pid_t> ours = workers_.Pids();
+  for (pid_t pid : processes_.Pids()) ours.push_back(pid);
+  for (const auto& d : dying_) {
+    if (!d.reaped) ours.push_back(d.group);
   }
+  for (pid_t candidate : ours) {
+    int status = 0;
+    pid_t pid = waitpid(candidate, &status, WNOHANG);
+    if (pid <= 0) continue;
+    for (auto& d : dying_) {
+      if (d.group == pid) d.reaped = true;
+    }
+    if (auto lease = workers_.LeaseOf(pid)) {
+      // A worker that exited by itself: its group is killed; its devices are
+      // free once that group is empty.
+      auto gpus = lease_gpus_.find(*lease);
+      dying_.push_back(
+          Dying{pid, true, gpus == lease_gpus_.end() ? std::vector<int>{} : gpus->second});
+      if (gpus != lease_gpus_.end()) lease_gpus_.erase(gpus);
+      workers_.OnChildExit(pid, status);
+      continue;
+    }
+    processes_.OnChildExit(pid, status);
+  }
+}
+
+void LocalLeaseProcesses::Prune() {
+  Reap();
+  std::erase_if(dying_, [](Dying& d) {
+    if (!d.reaped) {
+      // Not reaped by Reap: no longer our child at all (ECHILD).
+      int status = 0;
+      pid_t r = waitpid(d.group, &status, WNOHANG);
+      if (r == d.group || (r < 0 && errno == ECHILD)) d.reaped = true;
+    }
+    // A zombie leader keeps its group; reaped and empty means gone.
+    return d.reaped && ::kill(-d.group, 0) != 0 && errno == ESRCH;
+  });
+}
+
+bool LocalLeaseProcesses::AllGone() {
+  Prune();
+  return dying_.empty() && workers_.size() == 0 && processes_.running_leases() == 0;
+}
+
+bool LocalLeaseProcesses::DevicesReleased(const std::vector<int>& gpu_ids) {
+  if (gpu_ids.empty()) return true;
+  Prune();
+  for (const auto& d : dying_) {
+    for (int id : d.gpu_ids) {
+      if (std::find(gpu_ids.begin(), gpu_ids.end(), id) != gpu_ids.end()) return false;
+    }
+  }
+  return true;
 }
 
 std::optional<ProcessRunner::LogInfo> LocalLeaseProcesses::FindLog(const std::string& lease_id,

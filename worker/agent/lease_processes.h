@@ -3,8 +3,10 @@
 
 #include <boost/asio/io_context.hpp>
 #include <functional>
+#include <map>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "agent/process_runner.h"
 #include "agent/worker_pool.h"
@@ -27,17 +29,30 @@ class LeaseProcesses {
   // Starts what the lease runs; calls `done` exactly once, possibly before
   // returning, with the reply for the head or why it could not start.
   virtual void Start(const protocol::StartWorkerRequest& request, StartCallback done) = 0;
-  // Kills everything the lease runs; a no-op for an unknown lease.
+  // Kills everything the lease runs; a no-op for an unknown lease. A killed
+  // process counts as alive until AllGone/DevicesReleased see it gone.
   virtual void Kill(const std::string& lease_id) = 0;
   virtual void KillAll() = 0;
   // Reaps exited children and does their bookkeeping (call on SIGCHLD).
   virtual void Reap() = 0;
+  // True when nothing this agent started is alive any more: no lease runs,
+  // every killed process is reaped and its process group is empty. Fencing
+  // waits for it before the agent joins as a new node.
+  virtual bool AllGone() = 0;
+  // True when no killed or exited lease process that held one of `gpu_ids`
+  // (or anything in its process group) is still alive: a new worker may get
+  // these devices.
+  virtual bool DevicesReleased(const std::vector<int>& gpu_ids) = 0;
   // The log of process `index` of a process lease, for the object server.
   virtual std::optional<ProcessRunner::LogInfo> FindLog(const std::string& lease_id,
                                                         uint32_t index) const = 0;
 };
 
-// Real processes: a WorkerPool and a ProcessRunner, which own them.
+// Real processes: a WorkerPool and a ProcessRunner, which own them. Killed
+// process groups are remembered, with the devices their lease held, until
+// they are empty: a process group is gone when its leader was reaped and
+// kill(-group, 0) finds no member (which is polled: members that are not our
+// children exit unseen). A process that left its group (setsid) is not seen.
 class LocalLeaseProcesses final : public LeaseProcesses {
  public:
   struct Options {
@@ -55,12 +70,26 @@ class LocalLeaseProcesses final : public LeaseProcesses {
   void Kill(const std::string& lease_id) override;
   void KillAll() override;
   void Reap() override;
+  bool AllGone() override;
+  bool DevicesReleased(const std::vector<int>& gpu_ids) override;
   std::optional<ProcessRunner::LogInfo> FindLog(const std::string& lease_id,
                                                 uint32_t index) const override;
 
  private:
+  // A process group that was killed, or whose leader exited, and may still
+  // have live members.
+  struct Dying {
+    pid_t group = 0;
+    bool reaped = false;
+    std::vector<int> gpu_ids;
+  };
+  // Forgets dying groups that are empty now.
+  void Prune();
+
   WorkerPool workers_;
   ProcessRunner processes_;
+  std::map<std::string, std::vector<int>> lease_gpus_;  // the devices of each running lease
+  std::vector<Dying> dying_;
 };
 
 }  // namespace rayx::worker

@@ -22,7 +22,7 @@ NodeAgent::NodeAgent(boost::asio::io_context& io, NodeAgentOptions options, cons
       wake_timer_(io),
       objects_(io, SharedMemoryStore(options_.store_dir)),
       processes_(std::move(deps.processes)),
-      packages_(options_.package_dir, [this](const protocol::GetPackageRequest& req) {
+      packages_(io, options_.package_dir, [this](const protocol::GetPackageRequest& req) {
         Send(req);
         return next_id_;
       }) {
@@ -35,7 +35,10 @@ NodeAgent::NodeAgent(boost::asio::io_context& io, NodeAgentOptions options, cons
                                      .token = options_.token,
                                      .store_dir = options_.store_dir},
         [this](const protocol::ProcessExitedNotice& notice) {
-          if (!leaving_ && connected_) Send(notice);
+          if (leaving_ || !connected_ || fencing_ || registering_) return;
+          protocol::ProcessExitedNotice stamped = notice;
+          stamped.epoch = epoch_;
+          Send(stamped);
         });
   }
   objects_.SetLogLookup([this](const std::string& lease_id, uint32_t index) {
@@ -94,12 +97,18 @@ void NodeAgent::RunDueTimers() {
     heartbeat_due_ms_.reset();
     SendHeartbeat();
   }
+  if (poll_due_ms_ && *poll_due_ms_ <= now) {
+    poll_due_ms_.reset();
+    if (fencing_) CheckFence();
+    StartDeferred();
+  }
   ArmWakeup();
 }
 
 void NodeAgent::ArmWakeup() {
   std::optional<int64_t> next;
-  for (const auto& deadline : {join_deadline_ms_, heartbeat_due_ms_, leave_deadline_ms_}) {
+  for (const auto& deadline :
+       {join_deadline_ms_, heartbeat_due_ms_, leave_deadline_ms_, poll_due_ms_}) {
     if (deadline && (!next || *deadline < *next)) next = deadline;
   }
   if (!next) {
@@ -136,6 +145,7 @@ void NodeAgent::SendRegister() {
   req.labels = options_.labels;
   req.store_dir = options_.store_dir;
   req.object_address = object_address_;
+  req.previous_node_id = previous_node_id_;
   transport::Frames frames = transport::MakeMessage(req, ++next_id_);
   register_id_ = next_id_;
   if (options_.announced_protocol != kProtocolVersion) {
@@ -157,9 +167,10 @@ void NodeAgent::SendHeartbeat() {
                               " s: leaving (restart the agent once the head is back)"));
     return;
   }
-  if (!registering_) {
+  if (!registering_ && !fencing_) {
     protocol::HeartbeatRequest req;
     req.node_id = node_id_;
+    req.epoch = epoch_;
     req.seq = ++heartbeat_seq_;
     // The head accounts for leased resources itself; `available` stays empty.
     req.store_bytes = objects_.store().UsageBytes();
@@ -204,24 +215,30 @@ void NodeAgent::HandleMessage(transport::Frames& frames) {
       }
       registering_ = false;
       node_id_ = reply->node_id;
+      epoch_ = reply->epoch;
+      first_heartbeat_id_ = next_id_ + 1;
       heartbeat_period_ms_ = std::max<int64_t>(reply->heartbeat_period_ms, 10);
       RAYX_LOG(Info) << "joined cluster " << reply->cluster_id << " at " << options_.head.ToString()
-                     << " as node " << node_id_.Short() << " (heartbeat every "
-                     << heartbeat_period_ms_ << " ms)";
+                     << " as node " << node_id_.Short() << ", epoch " << epoch_
+                     << " (heartbeat every " << heartbeat_period_ms_ << " ms)";
       if (!joined_once_) {
         joined_once_ = true;
         join_deadline_ms_.reset();
         if (callbacks_.on_joined) callbacks_.on_joined(*reply);
         SendHeartbeat();
       }
+      std::vector<Deferred> early;
+      early.swap(before_joined_);
+      for (auto& d : early) OnStartWorker(d.req, d.id);
       return;
     }
     case MessageType::kHeartbeatReply: {
       auto reply = protocol::Decode<protocol::HeartbeatReply>(body);
-      if (reply.ok() && !reply->known && !registering_) {
-        RAYX_LOG(Warning) << "the head declared node " << node_id_.Short()
-                          << " dead (missed heartbeats); joining again as a new node";
-        SendRegister();
+      // A reply to a heartbeat of an earlier incarnation says nothing about this one.
+      if (reply.ok() && !reply->known && !registering_ && !fencing_ &&
+          env->id >= first_heartbeat_id_) {
+        Fence("the head declared node " + node_id_.Short() + " (epoch " +
+              std::to_string(epoch_) + ") dead (missed heartbeats)");
       }
       return;
     }
@@ -252,7 +269,10 @@ void NodeAgent::HandleMessage(transport::Frames& frames) {
     case MessageType::kKillWorkersRequest: {
       auto req = protocol::Decode<protocol::KillWorkersRequest>(body);
       if (!req.ok()) return;
-      for (const auto& lease : req->lease_ids) processes_->Kill(lease);
+      for (const auto& lease : req->lease_ids) {
+        std::erase_if(deferred_, [&](const Deferred& d) { return d.req.lease_id == lease; });
+        processes_->Kill(lease);
+      }
       return;
     }
     case MessageType::kUnregisterNodeReply:
@@ -268,9 +288,71 @@ void NodeAgent::HandleMessage(transport::Frames& frames) {
   }
 }
 
-void NodeAgent::ReapWorkers() { processes_->Reap(); }
+void NodeAgent::ReapWorkers() {
+  processes_->Reap();
+  if (fencing_) CheckFence();
+  if (!deferred_.empty()) StartDeferred();
+  ArmWakeup();
+}
+
+void NodeAgent::Fence(const std::string& why) {
+  fencing_ = true;
+  previous_node_id_ = node_id_;
+  fence_started_ms_ = clock_.NowMs();
+  fence_warned_ms_ = fence_started_ms_;
+  // Their requests belong to the dead incarnation: the head forgot them.
+  deferred_.clear();
+  before_joined_.clear();
+  RAYX_LOG(Warning) << why << ": killing every process this node started before joining again";
+  processes_->KillAll();
+  CheckFence();
+}
+
+void NodeAgent::CheckFence() {
+  if (!fencing_ || leaving_) return;
+  int64_t now = clock_.NowMs();
+  if (!processes_->AllGone()) {
+    if (now - fence_warned_ms_ >= 5000) {
+      fence_warned_ms_ = now;
+      RAYX_LOG(Warning) << "processes of node " << previous_node_id_.Short()
+                        << " are still alive " << (now - fence_started_ms_)
+                        << " ms after SIGKILL (uninterruptible?); not joining until they are gone";
+    }
+    poll_due_ms_ = now + kPollMs;
+    return;
+  }
+  fencing_ = false;
+  RAYX_LOG(Info) << "every process of node " << previous_node_id_.Short() << " is gone ("
+                 << (now - fence_started_ms_) << " ms); joining again as a new node";
+  SendRegister();
+}
+
+void NodeAgent::StartDeferred() {
+  std::vector<Deferred> waiting;
+  waiting.swap(deferred_);
+  for (auto& d : waiting) {
+    if (d.req.epoch != epoch_ || fencing_ || registering_ || leaving_) continue;
+    if (processes_->DevicesReleased(d.req.gpu_ids)) {
+      StartWithPackages(std::move(d.req), d.id);
+    } else {
+      deferred_.push_back(std::move(d));
+    }
+  }
+  if (!deferred_.empty()) poll_due_ms_ = clock_.NowMs() + kPollMs;
+}
 
 void NodeAgent::OnStartWorker(const protocol::StartWorkerRequest& req, uint64_t id) {
+  if (registering_ && !fencing_ && before_joined_.size() < 100000) {
+    before_joined_.push_back(Deferred{req, id});  // its epoch is checked once joined
+    return;
+  }
+  if (fencing_ || registering_ || req.epoch != epoch_) {
+    RAYX_LOG(Warning) << "refused to start lease " << req.lease_id.substr(0, 8) << " for epoch "
+                      << req.epoch << ": this agent is "
+                      << (fencing_ || registering_ ? "joining again"
+                                                   : "epoch " + std::to_string(epoch_));
+    return;
+  }
   std::string hash = req.package_hash;
   for (const auto& spec : req.processes) {
     if (!spec.package_hash.empty()) hash = spec.package_hash;
@@ -281,6 +363,8 @@ void NodeAgent::OnStartWorker(const protocol::StartWorkerRequest& req, uint64_t 
   }
   packages_.Ensure(
       hash, [this, req = protocol::StartWorkerRequest(req), id](Result<std::string> dir) mutable {
+        // The incarnation that was asked ended while the package came.
+        if (req.epoch != epoch_ || fencing_ || registering_) return;
         if (!dir.ok()) {
           if (!leaving_) {
             auto frames = transport::MakeErrorMessage(dir.status(), "node " + options_.node_ip, id);
@@ -307,14 +391,30 @@ void NodeAgent::OnStartWorker(const protocol::StartWorkerRequest& req, uint64_t 
 }
 
 void NodeAgent::StartWithPackages(protocol::StartWorkerRequest req, uint64_t id) {
-  processes_->Start(req,
-                    [this, id](Result<protocol::StartWorkerReply> result) { Reply(result, id); });
+  if (!processes_->DevicesReleased(req.gpu_ids)) {
+    // A killed worker may still hold these devices: start once it is gone.
+    deferred_.push_back(Deferred{std::move(req), id});
+    poll_due_ms_ = clock_.NowMs() + kPollMs;
+    ArmWakeup();
+    return;
+  }
+  uint64_t epoch = req.epoch;
+  processes_->Start(req, [this, id, epoch](Result<protocol::StartWorkerReply> result) {
+    // Nothing is reported for an incarnation that was fenced off meanwhile.
+    if (epoch != epoch_ || fencing_ || registering_) return;
+    Reply(result, id);
+  });
 }
 
 void NodeAgent::Reply(const Result<protocol::StartWorkerReply>& result, uint64_t id) {
-  transport::Frames frames =
-      result.ok() ? transport::MakeMessage(*result, id)
-                  : transport::MakeErrorMessage(result.status(), "node " + options_.node_ip, id);
+  transport::Frames frames;
+  if (result.ok()) {
+    protocol::StartWorkerReply reply = *result;
+    reply.epoch = epoch_;
+    frames = transport::MakeMessage(reply, id);
+  } else {
+    frames = transport::MakeErrorMessage(result.status(), "node " + options_.node_ip, id);
+  }
   if (!leaving_) (void)head_->Send(frames);
 }
 
@@ -322,7 +422,9 @@ void NodeAgent::Leave(const std::string& reason, int64_t timeout_ms, std::functi
   leaving_ = true;
   heartbeat_due_ms_.reset();
   processes_->KillAll();
-  if (node_id_.IsNil() || registering_) {
+  deferred_.clear();
+  poll_due_ms_.reset();
+  if (node_id_.IsNil() || registering_ || fencing_) {
     ArmWakeup();
     done();
     return;
@@ -344,6 +446,7 @@ void NodeAgent::Fatal(const Status& status) {
   heartbeat_due_ms_.reset();
   join_deadline_ms_.reset();
   leave_deadline_ms_.reset();
+  poll_due_ms_.reset();
   ArmWakeup();
   if (callbacks_.on_fatal) callbacks_.on_fatal(status);
 }

@@ -48,6 +48,15 @@ struct NodeAgentOptions {
 // first successful registration and `on_fatal` when the agent must exit (refused,
 // head unreachable); the caller stops `io` then.
 //
+// Fencing: when the head says it no longer knows this node (a heartbeat
+// answered `known = false`: it was declared dead, e.g. after a stall longer
+// than the node timeout), the agent kills every process it started, waits until
+// they are all gone (reaped, process groups empty), and only then registers
+// again, naming the node it was. Each registration gets an epoch from the head;
+// the agent stamps its replies and exit notices with it, and refuses start
+// requests addressed to another epoch. Devices of a killed worker are given to
+// a new worker only once the killed one's process group is empty.
+//
 // Time comes only from `clock`: the join deadline, the heartbeat period, the
 // head-lost timeout and the leave deadline are instants on it, and one asio
 // timer merely wakes the agent for the earliest (RunDueTimers). So a test can
@@ -96,6 +105,12 @@ class NodeAgent {
   template <typename T>
   void Send(const T& body);
   void Fatal(const Status& status);
+  // Kills everything this incarnation started, then joins again (CheckFence).
+  void Fence(const std::string& why);
+  // Registers again once every process is gone; otherwise polls again.
+  void CheckFence();
+  // Starts the deferred leases whose devices were released.
+  void StartDeferred();
   void StartDeadline();
   void OnStartWorker(const protocol::StartWorkerRequest& req, uint64_t id);
   // Starts the lease's worker or processes once its packages are on this node.
@@ -119,6 +134,24 @@ class NodeAgent {
   bool joined_once_ = false;
   bool registering_ = false;
   bool leaving_ = false;
+  // Waiting for killed processes to go (fencing, deferred starts) is polled.
+  static constexpr int64_t kPollMs = 10;
+  std::optional<int64_t> poll_due_ms_;
+  bool fencing_ = false;
+  int64_t fence_started_ms_ = 0;
+  int64_t fence_warned_ms_ = 0;
+  uint64_t epoch_ = 0;          // this incarnation's (RegisterNodeReply::epoch)
+  NodeId previous_node_id_;     // the node this agent was before the last fence
+  uint64_t first_heartbeat_id_ = 0;  // replies to older heartbeats are stale
+  // Starts waiting until a killed worker's devices are released, in order.
+  struct Deferred {
+    protocol::StartWorkerRequest req;
+    uint64_t id = 0;
+  };
+  std::vector<Deferred> deferred_;
+  // Start requests that came before the registration reply (the head grants
+  // pending leases to a node as it registers, before its reply leaves).
+  std::vector<Deferred> before_joined_;
   int64_t heartbeat_period_ms_ = 250;
   int64_t last_reply_ms_ = 0;
   uint64_t next_id_ = 0;

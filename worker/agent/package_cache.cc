@@ -1,21 +1,98 @@
 // Fetching and unpacking job working directories on a node.
 #include "agent/package_cache.h"
 
+#include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <boost/asio/post.hpp>
+#include <cerrno>
 #include <filesystem>
 #include <fstream>
 
 #include "common/content_hash.h"
 #include "common/logging.h"
 
+extern char** environ;
+
 namespace rayx::worker {
 
 namespace fs = std::filesystem;
 
-PackageCache::PackageCache(std::string dir, SendFn send)
-    : dir_(std::move(dir)), send_(std::move(send)) {}
+namespace {
+
+// Appends `bytes` to `part` (truncating it first when `first`). Blocking.
+Status WriteChunk(const std::string& part, bool first, const std::string& bytes) {
+  std::error_code ec;
+  fs::create_directories(fs::path(part).parent_path(), ec);
+  std::ofstream out(part, std::ios::binary | (first ? std::ios::trunc : std::ios::app));
+  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  if (!out) return Status::Internal("cannot write " + part + " (disk full?)");
+  return Status::OK();
+}
+
+// Checks `part` against `hash` and unpacks it into `dest`. Blocking: hashing
+// and tar. The tar child is waited for by its pid only; the agent reaps only
+// the pids it started (LocalLeaseProcesses), so neither steals the other's.
+Result<std::string> VerifyAndUnpack(const std::string& part, const std::string& hash,
+                                    const std::string& dest) {
+  auto actual = FileContentHashHex(part);
+  if (!actual.ok() || *actual != hash) {
+    return Status::Internal("the fetched package does not match its hash");
+  }
+  // Unpack next to the final place, then rename: a half-unpacked directory is
+  // never taken for a complete one.
+  std::string staging = dest + ".unpacking";
+  std::error_code ec;
+  fs::remove_all(staging, ec);
+  fs::create_directories(staging, ec);
+  std::vector<std::string> args = {"tar", "-xf", part, "-C", staging};
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  pid_t pid = 0;
+  int status = 0;
+  int rc = posix_spawnp(&pid, "tar", nullptr, nullptr, argv.data(), environ);
+  pid_t waited = -1;
+  if (rc == 0) {
+    do {
+      waited = waitpid(pid, &status, 0);
+    } while (waited < 0 && errno == EINTR);
+  }
+  if (rc != 0 || waited != pid || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+    fs::remove_all(staging, ec);
+    return Status::Internal("cannot unpack the working directory with tar (" +
+                            std::string(rc != 0 ? "tar not found" : "tar failed") + ")");
+  }
+  std::ofstream(staging + "/.rayx-complete");
+  fs::remove_all(dest, ec);
+  fs::rename(staging, dest, ec);
+  if (ec) return Status::Internal("cannot place the working directory: " + ec.message());
+  fs::remove(part, ec);
+  return dest;
+}
+
+}  // namespace
+
+PackageCache::PackageCache(boost::asio::io_context& io, std::string dir, SendFn send)
+    : io_(io), dir_(std::move(dir)), send_(std::move(send)) {}
+
+PackageCache::~PackageCache() {
+  alive_.reset();
+  pool_.join();
+}
+
+template <typename T>
+void PackageCache::OffLoop(std::function<T()> work, std::function<void(T)> then) {
+  std::weak_ptr<int> alive = alive_;
+  boost::asio::post(pool_, [this, alive, work = std::move(work), then = std::move(then)]() mutable {
+    T result = work();
+    if (alive.expired()) return;
+    boost::asio::post(io_, [alive, then = std::move(then), result = std::move(result)]() mutable {
+      if (!alive.expired()) then(std::move(result));
+    });
+  });
+}
 
 void PackageCache::Ensure(const std::string& hash, Done done) {
   if (!IsContentHash(hash)) {
@@ -23,15 +100,13 @@ void PackageCache::Ensure(const std::string& hash, Done done) {
     return;
   }
   std::error_code ec;
-  if (fs::exists(DirOf(hash) + "/.rayx-complete", ec)) {
+  if (fs::exists(DirOf(hash) + "/.rayx-complete", ec)) {  // one stat
     done(DirOf(hash));
     return;
   }
   auto [it, fresh] = fetches_.try_emplace(hash);
   it->second.waiting.push_back(std::move(done));
   if (!fresh) return;
-  fs::create_directories(dir_, ec);
-  std::ofstream(dir_ + "/" + hash + ".tar.part", std::ios::trunc);
   Request(hash, it->second);
 }
 
@@ -48,61 +123,47 @@ bool PackageCache::OnReply(uint64_t request_id, const protocol::GetPackageReply&
   auto it = fetches_.find(reply.hash);
   if (it == fetches_.end() || it->second.request_id != request_id) return false;
   Fetch& fetch = it->second;
-  std::string part = dir_ + "/" + reply.hash + ".tar.part";
+  // No request is in flight until this chunk is written.
+  fetch.request_id = 0;
   if (reply.offset != fetch.received || (bytes.empty() && fetch.received < reply.total_size)) {
     Finish(reply.hash, Status::Internal("package transfer went out of order"));
     return true;
   }
-  {
-    std::ofstream out(part, std::ios::binary | std::ios::app);
-    out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-    if (!out) {
-      Finish(reply.hash, Status::Internal("cannot write " + part + " (disk full?)"));
-      return true;
-    }
-  }
-  fetch.received += bytes.size();
-  if (fetch.received < reply.total_size) {
-    Request(reply.hash, fetch);
-    return true;
-  }
-  auto hash = FileContentHashHex(part);
-  if (!hash.ok() || *hash != reply.hash) {
-    Finish(reply.hash, Status::Internal("the fetched package does not match its hash"));
-    return true;
-  }
-  // Unpack next to the final place, then rename: a half-unpacked directory is
-  // never taken for a complete one.
-  std::string staging = DirOf(reply.hash) + ".unpacking";
-  std::error_code ec;
-  fs::remove_all(staging, ec);
-  fs::create_directories(staging, ec);
-  pid_t pid = fork();
-  if (pid == 0) {
-    execlp("tar", "tar", "-xf", part.c_str(), "-C", staging.c_str(), static_cast<char*>(nullptr));
-    _exit(127);
-  }
-  int status = 0;
-  if (pid < 0 || waitpid(pid, &status, 0) != pid || !WIFEXITED(status) ||
-      WEXITSTATUS(status) != 0) {
-    Finish(reply.hash, Status::Internal("cannot unpack the working directory with tar"));
-    return true;
-  }
-  std::ofstream(staging + "/.rayx-complete");
-  fs::remove_all(DirOf(reply.hash), ec);
-  fs::rename(staging, DirOf(reply.hash), ec);
-  fs::remove(part, ec);
-  if (ec) {
-    Finish(reply.hash, Status::Internal("cannot place the working directory: " + ec.message()));
-    return true;
-  }
-  RAYX_LOG(Info) << "fetched working directory " << reply.hash.substr(0, 12) << " ("
-                 << reply.total_size << " bytes) into " << DirOf(reply.hash);
-  Finish(reply.hash, DirOf(reply.hash));
+  std::string hash = reply.hash;
+  std::string part = dir_ + "/" + hash + ".tar.part";
+  bool first = fetch.received == 0;
+  uint64_t total = reply.total_size;
+  uint64_t size = bytes.size();
+  OffLoop<Status>(
+      [part, first, chunk = std::string(bytes)] { return WriteChunk(part, first, chunk); },
+      [this, hash, part, size, total](Status written) {
+        auto fetch_it = fetches_.find(hash);
+        if (fetch_it == fetches_.end()) return;
+        if (!written.ok()) {
+          Finish(hash, written);
+          return;
+        }
+        fetch_it->second.received += size;
+        if (fetch_it->second.received < total) {
+          Request(hash, fetch_it->second);
+          return;
+        }
+        std::string dest = DirOf(hash);
+        OffLoop<Result<std::string>>(
+            [part, hash, dest] { return VerifyAndUnpack(part, hash, dest); },
+            [this, hash, total](Result<std::string> dir) {
+              if (dir.ok()) {
+                RAYX_LOG(Info) << "fetched working directory " << hash.substr(0, 12) << " ("
+                               << total << " bytes) into " << *dir;
+              }
+              Finish(hash, std::move(dir));
+            });
+      });
   return true;
 }
 
 bool PackageCache::OnError(uint64_t request_id, const Status& error) {
+  if (request_id == 0) return false;
   for (auto& [hash, fetch] : fetches_) {
     if (fetch.request_id != request_id) continue;
     std::string h = hash;
@@ -117,8 +178,14 @@ void PackageCache::Finish(const std::string& hash, Result<std::string> result) {
   if (it == fetches_.end()) return;
   std::vector<Done> waiting = std::move(it->second.waiting);
   fetches_.erase(it);
-  std::error_code ec;
-  if (!result.ok()) fs::remove(dir_ + "/" + hash + ".tar.part", ec);
+  if (!result.ok()) {
+    // Removing a partial download is file I/O too.
+    std::string part = dir_ + "/" + hash + ".tar.part";
+    boost::asio::post(pool_, [part] {
+      std::error_code ec;
+      fs::remove(part, ec);
+    });
+  }
   for (auto& done : waiting) done(result);
 }
 

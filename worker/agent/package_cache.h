@@ -1,9 +1,12 @@
 // A node's copies of job working directories, fetched from the head once each.
 #pragma once
 
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/thread_pool.hpp>
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -16,15 +19,23 @@ namespace rayx::worker {
 // one from the head in chunks (one request in flight), checks the hash,
 // extracts it into <dir>/<hash>/ and marks it complete; later calls find it
 // there at once. Concurrent Ensure calls for one hash share one fetch.
-// Single-threaded: the agent's event loop.
+//
+// Threads: called on the agent's event loop only, and the loop never blocks
+// here. Writing chunks, hashing and unpacking (tar) run on one thread of the
+// cache's own; their results are posted back to `io`, where the next request
+// is sent and the waiting callbacks run. Destroying the cache waits for the
+// step in progress; results that arrive after it are dropped.
 class PackageCache {
  public:
   using Done = std::function<void(Result<std::string>)>;  // the extracted directory
   // Sends a request to the head and returns its request id.
   using SendFn = std::function<uint64_t(const protocol::GetPackageRequest&)>;
 
-  PackageCache(std::string dir, SendFn send);
+  PackageCache(boost::asio::io_context& io, std::string dir, SendFn send);
+  ~PackageCache();
 
+  // Calls `done` with the package's directory: at once when it is on this
+  // node, else on `io` once fetched (or with why it could not be).
   void Ensure(const std::string& hash, Done done);
   // A reply to one of our requests (true when it was ours).
   bool OnReply(uint64_t request_id, const protocol::GetPackageReply& reply, std::string_view bytes);
@@ -40,11 +51,18 @@ class PackageCache {
   };
   void Request(const std::string& hash, Fetch& fetch);
   void Finish(const std::string& hash, Result<std::string> result);
+  // Runs `work` on the cache's thread, then `then` with its result on `io`.
+  template <typename T>
+  void OffLoop(std::function<T()> work, std::function<void(T)> then);
   std::string DirOf(const std::string& hash) const { return dir_ + "/" + hash; }
 
+  boost::asio::io_context& io_;
   std::string dir_;
   SendFn send_;
   std::map<std::string, Fetch> fetches_;  // by hash
+  // Expires with the cache: posted results check it before touching `this`.
+  std::shared_ptr<int> alive_ = std::make_shared<int>(0);
+  boost::asio::thread_pool pool_{1};  // last: joined before the rest goes
 };
 
 }  // namespace rayx::worker

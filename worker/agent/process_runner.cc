@@ -81,6 +81,7 @@ Result<protocol::StartWorkerReply> ProcessRunner::Start(
       for (auto& p : lease.processes) {
         ::kill(-p.pid, SIGKILL);
         ::kill(p.pid, SIGKILL);
+        unreaped_.push_back(p.pid);
       }
       return Status::InvalidArgument("cannot start '" + (spec.argv.empty() ? "" : spec.argv[0]) +
                                      "' on node " + options_.node_ip + ": " + why);
@@ -182,13 +183,15 @@ Result<protocol::StartWorkerReply> ProcessRunner::Start(
   return reply;
 }
 
-void ProcessRunner::Kill(const std::string& lease_id) {
+std::vector<pid_t> ProcessRunner::Kill(const std::string& lease_id) {
   auto it = leases_.find(lease_id);
-  if (it == leases_.end()) return;
+  if (it == leases_.end()) return {};
+  std::vector<pid_t> groups;
   for (auto& p : it->second.processes) {
-    if (p.exited) continue;
+    // An exited leader's group may still hold what it started.
     ::kill(-p.pid, SIGKILL);
-    ::kill(p.pid, SIGKILL);
+    if (!p.exited) ::kill(p.pid, SIGKILL);
+    groups.push_back(p.pid);
   }
   for (uint32_t i = 0; i < it->second.processes.size(); ++i) {
     auto log = logs_.find({lease_id, i});
@@ -196,6 +199,17 @@ void ProcessRunner::Kill(const std::string& lease_id) {
   }
   // Reaped on SIGCHLD (unknown pids are ignored then).
   leases_.erase(it);
+  return groups;
+}
+
+std::vector<pid_t> ProcessRunner::Pids() const {
+  std::vector<pid_t> out = unreaped_;
+  for (const auto& [lease_id, lease] : leases_) {
+    for (const auto& p : lease.processes) {
+      if (!p.exited) out.push_back(p.pid);
+    }
+  }
+  return out;
 }
 
 void ProcessRunner::KillAll() {
@@ -203,6 +217,7 @@ void ProcessRunner::KillAll() {
 }
 
 bool ProcessRunner::OnChildExit(pid_t pid, int wait_status) {
+  if (std::erase(unreaped_, pid) > 0) return true;
   for (auto& [lease_id, lease] : leases_) {
     for (uint32_t i = 0; i < lease.processes.size(); ++i) {
       Process& p = lease.processes[i];

@@ -45,9 +45,12 @@ class ProcessRunner {
   // Starts the lease's processes. On any failure the ones already started are
   // killed and the error says which command could not start and why.
   Result<protocol::StartWorkerReply> Start(const protocol::StartWorkerRequest& request);
-  // SIGKILLs every process group of the lease; no exit notices follow.
-  void Kill(const std::string& lease_id);
+  // SIGKILLs every process group of the lease and returns their ids (the
+  // processes' pids); no exit notices follow. Empty for an unknown lease.
+  std::vector<pid_t> Kill(const std::string& lease_id);
   void KillAll();
+  // The pids of every process that has not exited.
+  std::vector<pid_t> Pids() const;
   // Returns true when `pid` was one of ours (and reports its exit).
   bool OnChildExit(pid_t pid, int wait_status);
 
@@ -78,6 +81,8 @@ class ProcessRunner {
   std::map<std::string, Lease> leases_;
   std::map<LogKey, LogInfo> logs_;
   std::deque<LogKey> finished_order_;  // oldest first, bounded
+  // Killed when a later process of their lease could not start; reaped later.
+  std::vector<pid_t> unreaped_;
 };
 
 }  // namespace rayx::worker

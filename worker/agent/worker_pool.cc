@@ -178,9 +178,10 @@ void WorkerPool::FinishStart(const std::string& lease_id,
   done(std::move(result));
 }
 
-void WorkerPool::Kill(const std::string& lease_id) {
+pid_t WorkerPool::Kill(const std::string& lease_id) {
   auto it = workers_.find(lease_id);
-  if (it == workers_.end()) return;
+  if (it == workers_.end()) return 0;
+  pid_t pid = it->second.pid;
   ::kill(-it->second.pid, SIGKILL);
   ::kill(it->second.pid, SIGKILL);
   if (it->second.on_start) {
@@ -193,6 +194,21 @@ void WorkerPool::Kill(const std::string& lease_id) {
   if (it->second.pipe) it->second.pipe->close(ignored);
   if (it->second.timer) it->second.timer->cancel();
   workers_.erase(it);
+  return pid;
+}
+
+std::vector<pid_t> WorkerPool::Pids() const {
+  std::vector<pid_t> out;
+  out.reserve(workers_.size());
+  for (const auto& [lease_id, worker] : workers_) out.push_back(worker.pid);
+  return out;
+}
+
+std::optional<std::string> WorkerPool::LeaseOf(pid_t pid) const {
+  for (const auto& [lease_id, worker] : workers_) {
+    if (worker.pid == pid) return lease_id;
+  }
+  return std::nullopt;
 }
 
 void WorkerPool::KillAll() {
@@ -207,6 +223,7 @@ bool WorkerPool::OnChildExit(pid_t pid, int status) {
                                                 std::to_string(WEXITSTATUS(status));
     RAYX_LOG(Warning) << "worker pid " << pid << " of lease " << it->first.substr(0, 8) << " "
                       << how;
+    ::kill(-pid, SIGKILL);  // what it started goes with it
     if (it->second.on_start) {
       FinishStart(it->first, Status::Unavailable("the worker " + how + " during start-up; see " +
                                                  it->second.log_path));

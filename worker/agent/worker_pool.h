@@ -6,7 +6,9 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/posix/stream_descriptor.hpp>
@@ -45,10 +47,16 @@ class WorkerPool {
   void Start(const protocol::StartWorkerRequest& request, StartCallback done);
   // The node's object server, told to workers.
   void SetObjectAddress(const std::string& address) { object_address_ = address; }
-  // SIGKILLs the lease's worker process group; a no-op for an unknown lease.
-  void Kill(const std::string& lease_id);
+  // SIGKILLs the lease's worker process group and returns the worker's pid
+  // (its group's id), or 0 for an unknown lease.
+  pid_t Kill(const std::string& lease_id);
   void KillAll();
+  // The pids of every worker (starting or running).
+  std::vector<pid_t> Pids() const;
+  // The lease whose worker is `pid`, if any.
+  std::optional<std::string> LeaseOf(pid_t pid) const;
   // Returns true when `pid` was one of this pool's workers (and forgets it).
+  // What the worker left in its process group is SIGKILLed.
   bool OnChildExit(pid_t pid, int wait_status);
 
   size_t size() const { return workers_.size(); }

@@ -1,0 +1,257 @@
+// Fencing on a real loopback cluster with fake GPUs: an agent the head declared
+// dead kills what it started before it joins again, so no device is held by two
+// live workers. This binary is also its workers' program (RAYX_WORKER_MODE).
+#include <dirent.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "rayx/rayx.h"
+#include "util/local_cluster.h"
+
+namespace {
+
+std::string Env(const char* name) {
+  const char* v = std::getenv(name);
+  return v ? v : "";
+}
+
+// Reports where it runs and which devices it sees.
+class Device {
+ public:
+  static Device* Create() { return new Device(); }
+  std::string Where() { return Env("RAYX_NODE_IP") + "|" + Env("CUDA_VISIBLE_DEVICES"); }
+  int Pid() { return getpid(); }
+};
+
+RAYX_REMOTE(Device::Create, &Device::Where, &Device::Pid);
+
+using rayx::testing::LocalCluster;
+using rayx::testing::NodeHandle;
+using rayx::testing::PidAlive;
+using rayx::testing::WaitUntil;
+
+bool Contains(const std::string& haystack, const std::string& needle) {
+  return haystack.find(needle) != std::string::npos;
+}
+
+// The live (not zombie) children of `parent`, from /proc/<pid>/stat. Found by
+// the agent's recorded pid, never by name.
+std::vector<pid_t> LiveChildrenOf(pid_t parent) {
+  std::vector<pid_t> out;
+  DIR* proc = opendir("/proc");
+  if (proc == nullptr) return out;
+  while (dirent* entry = readdir(proc)) {
+    char* end = nullptr;
+    long pid = std::strtol(entry->d_name, &end, 10);
+    if (pid <= 0 || *end != '\0') continue;
+    std::ifstream stat("/proc/" + std::string(entry->d_name) + "/stat");
+    std::string line;
+    std::getline(stat, line);
+    size_t close = line.rfind(')');
+    if (close == std::string::npos) continue;
+    std::istringstream rest(line.substr(close + 2));
+    char state = 0;
+    long ppid = 0;
+    rest >> state >> ppid;
+    if (ppid == parent && state != 'Z') out.push_back(static_cast<pid_t>(pid));
+  }
+  closedir(proc);
+  return out;
+}
+
+// CUDA_VISIBLE_DEVICES from /proc/<pid>/environ, or nullopt when unreadable.
+std::optional<std::string> VisibleDevices(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/environ", std::ios::binary);
+  if (!in) return std::nullopt;
+  std::string all((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::istringstream vars(all);
+  std::string var;
+  while (std::getline(vars, var, '\0')) {
+    if (var.rfind("CUDA_VISIBLE_DEVICES=", 0) == 0) return var.substr(21);
+  }
+  return std::string();
+}
+
+bool NodeAlive(const rayx::ClusterStatus& status, const std::string& node_id) {
+  for (const auto& node : status.nodes) {
+    if (node.node_id.Hex() == node_id) return node.alive;
+  }
+  return false;
+}
+
+class Fencing : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    LocalCluster::Options options;
+    options.head_node.num_cpus = 4;
+    options.head_node.num_gpus = 0;
+    options.heartbeat_period_ms = 100;
+    options.node_timeout_ms = 800;
+    auto cluster = LocalCluster::Start(options);
+    ASSERT_TRUE(cluster.ok()) << cluster.status();
+    cluster_ = std::move(*cluster);
+    rayx::Options init;
+    init.address = cluster_->address();
+    init.token = cluster_->token();
+    rayx::Init(init);
+  }
+  void TearDown() override {
+    if (stopped_pid_ > 0) ::kill(stopped_pid_, SIGCONT);
+    if (rayx::IsInitialized()) rayx::Shutdown();
+  }
+  rayx::Result<NodeHandle> AddGpuNode(const std::string& ip) {
+    return cluster_->AddNode(
+        {.num_cpus = 4, .num_gpus = 1, .extra_args = {"--node-ip-address", ip}});
+  }
+  std::unique_ptr<LocalCluster> cluster_;
+  pid_t stopped_pid_ = 0;
+};
+
+// The reproduction of issue 13: an agent stopped past the node timeout and
+// resumed used to rejoin while its old one-GPU actor kept running, and a new
+// one-GPU actor on it got device 0 as well.
+TEST_F(Fencing, AgentDeclaredDeadKillsItsWorkersBeforeItRejoins) {
+  auto first = AddGpuNode("127.0.0.2");
+  ASSERT_TRUE(first.ok()) << first.status();
+  auto second = AddGpuNode("127.0.0.3");
+  ASSERT_TRUE(second.ok()) << second.status();
+
+  auto a = rayx::Actor(Device::Create).SetResources({{"GPU", 1}}).Remote();
+  auto b = rayx::Actor(Device::Create).SetResources({{"GPU", 1}}).Remote();
+  std::string where_a = *a.Task(&Device::Where).Remote().Get(30000);
+  std::string where_b = *b.Task(&Device::Where).Remote().Get(30000);
+  // The actor on 127.0.0.3 is the one whose agent is stopped.
+  auto& victim = Contains(where_a, "127.0.0.3|") ? a : b;
+  ASSERT_TRUE(Contains(where_a + where_b, "127.0.0.3|0")) << where_a << " " << where_b;
+  pid_t old_pid = *victim.Task(&Device::Pid).Remote().Get(30000);
+  ASSERT_TRUE(PidAlive(old_pid));
+
+  // Stopped until the head declares it dead, then resumed.
+  stopped_pid_ = second->agent.pid;
+  ASSERT_EQ(::kill(stopped_pid_, SIGSTOP), 0);
+  rayx::Status dead = cluster_->WaitFor(
+      [&](const rayx::ClusterStatus& s) { return !NodeAlive(s, second->node_id); }, 20000);
+  ASSERT_TRUE(dead.ok()) << "the stopped agent's node should be declared dead: " << dead;
+  ASSERT_EQ(::kill(stopped_pid_, SIGCONT), 0);
+  stopped_pid_ = 0;
+  ASSERT_TRUE(cluster_->WaitForNodes(3, 20000).ok()) << "the resumed agent should join again";
+
+  // The old incarnation's worker is gone.
+  EXPECT_TRUE(WaitUntil([&] { return !PidAlive(old_pid); }, 10000))
+      << "worker pid " << old_pid << " of the dead node still runs after its agent rejoined";
+
+  // A new one-GPU actor can only go to the rejoined agent (127.0.0.2 is full).
+  auto c = rayx::Actor(Device::Create).SetResources({{"GPU", 1}}).Remote();
+  std::string where_c = *c.Task(&Device::Where).Remote().Get(30000);
+  EXPECT_EQ(where_c, "127.0.0.3|0");
+  pid_t new_pid = *c.Task(&Device::Pid).Remote().Get(30000);
+
+  // Calls to the old actor fail, naming its node.
+  try {
+    std::string answer = *victim.Task(&Device::Where).Remote().Get(30000);
+    ADD_FAILURE() << "the dead node's actor still answers: " << answer;
+  } catch (const rayx::TaskError& e) {
+    EXPECT_TRUE(Contains(e.what(), "127.0.0.3")) << e.what();
+  }
+
+  // No two live workers of the agent see the same device.
+  std::map<std::string, pid_t> holders;
+  std::vector<pid_t> children = LiveChildrenOf(second->agent.pid);
+  EXPECT_NE(std::find(children.begin(), children.end(), new_pid), children.end())
+      << "the new actor's worker " << new_pid << " should be a child of agent "
+      << second->agent.pid;
+  for (pid_t child : children) {
+    auto devices = VisibleDevices(child);
+    if (!devices || devices->empty()) continue;
+    auto [it, inserted] = holders.emplace(*devices, child);
+    EXPECT_TRUE(inserted) << "workers " << it->second << " and " << child
+                          << " both have CUDA_VISIBLE_DEVICES=" << *devices;
+  }
+  EXPECT_EQ(holders.size(), 1u);
+}
+
+// A node dies under a STRICT_SPREAD group: the actor in the surviving bundle
+// keeps running (same process, same device) and the lost bundle is placed
+// again on a node that joins.
+TEST_F(Fencing, ANodeDeathKeepsTheSurvivingBundleAndItsActor) {
+  auto first = AddGpuNode("127.0.0.2");
+  ASSERT_TRUE(first.ok()) << first.status();
+  auto second = AddGpuNode("127.0.0.3");
+  ASSERT_TRUE(second.ok()) << second.status();
+  auto group = rayx::CreatePlacementGroup({.bundles = {{{"GPU", 1}}, {{"GPU", 1}}},
+                                           .strategy = rayx::PlacementStrategy::STRICT_SPREAD});
+  ASSERT_TRUE(group.Wait(30)) << group.Reason();
+  std::vector<rayx::ActorHandle<Device>> members;
+  for (int b = 0; b < 2; ++b) {
+    members.push_back(rayx::Actor(Device::Create)
+                          .SetResources({{"GPU", 1}})
+                          .SetPlacementGroup(group, b)
+                          .Remote());
+  }
+  std::string where0 = *members[0].Task(&Device::Where).Remote().Get(30000);
+  std::string where1 = *members[1].Task(&Device::Where).Remote().Get(30000);
+  // The member on 127.0.0.2 survives; 127.0.0.3's agent is killed.
+  auto& survivor = Contains(where0, "127.0.0.2|") ? members[0] : members[1];
+  std::string where = Contains(where0, "127.0.0.2|") ? where0 : where1;
+  pid_t pid = *survivor.Task(&Device::Pid).Remote().Get(30000);
+  ASSERT_TRUE(cluster_->KillNode(*second).ok());
+  ASSERT_TRUE(cluster_->WaitFor(
+                  [&](const rayx::ClusterStatus& s) { return !NodeAlive(s, second->node_id); },
+                  20000)
+                  .ok());
+  // A third node joins: the lost bundle goes there, the kept one stays.
+  auto third = AddGpuNode("127.0.0.4");
+  ASSERT_TRUE(third.ok()) << third.status();
+  std::string listed;
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        auto r = cluster_->RunCli({"list", "placement-groups"});
+        listed = r.out;
+        return Contains(r.out, "CREATED");
+      },
+      20000))
+      << listed;
+  EXPECT_EQ(*survivor.Task(&Device::Where).Remote().Get(30000), where);
+  EXPECT_EQ(*survivor.Task(&Device::Pid).Remote().Get(30000), pid)
+      << "the surviving bundle's actor was restarted";
+  EXPECT_TRUE(PidAlive(pid));
+  // The lost bundle is on the new node.
+  int lost = Contains(where0, "127.0.0.2|") ? 1 : 0;
+  auto replacement = rayx::Actor(Device::Create)
+                         .SetResources({{"GPU", 1}})
+                         .SetPlacementGroup(group, lost)
+                         .Remote();
+  EXPECT_EQ(*replacement.Task(&Device::Where).Remote().Get(30000), "127.0.0.4|0");
+  // The survivor's bundle is still held by it: one more actor there waits.
+  int kept = 1 - lost;
+  auto extra = rayx::Actor(Device::Create)
+                   .SetResources({{"GPU", 1}})
+                   .SetPlacementGroup(group, kept)
+                   .Remote();
+  rayx::Status waits = cluster_->WaitFor(
+      [](const rayx::ClusterStatus& s) {
+        for (const auto& [shape, count] : s.pending_demands) {
+          if (Contains(shape, "GPU: 1") && count == 1) return true;
+        }
+        return false;
+      },
+      20000);
+  EXPECT_TRUE(waits.ok()) << "a second actor in the surviving bundle should wait: " << waits;
+  rayx::RemovePlacementGroup(group.GetID());
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (std::getenv("RAYX_WORKER_MODE")) rayx::Init(argc, argv);  // serves tasks, never returns
+  ::testing::InitGoogleTest(&argc, argv);
+  return RUN_ALL_TESTS();
+}

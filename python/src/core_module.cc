@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "bindings.h"
 #include "rayx/cluster_status.h"
 #include "rayx/detail/registry.h"
 #include "rayx/detail/runtime_api.h"
@@ -25,29 +26,15 @@
 namespace py = pybind11;
 using namespace rayx::detail;  // NOLINT: this file is the binding of that namespace
 using rayx::ResourceMap;
+using rayx::python::ObjectBuffer;
+using rayx::python::PyActor;
+using rayx::python::PyObjectRef;
+using rayx::python::PyPlacementGroup;
 
 namespace {
 
 // How long one slice of a blocking wait lasts before pending signals are checked.
 constexpr int64_t kSliceMs = 100;
-
-// An object's bytes, read-only, kept alive (mapped from the store or in memory)
-// for as long as this object or a memoryview of it lives.
-struct ObjectBuffer {
-  ObjectBytes bytes;
-};
-
-struct PyObjectRef {
-  ObjectHandle handle;
-};
-
-struct PyActor {
-  ActorPtr actor;
-};
-
-struct PyPlacementGroup {
-  PlacementGroupPtr group;
-};
 
 // Raised with args (type, message, function, node) when the call that makes an
 // object failed in rayx itself or its worker.
@@ -434,4 +421,6 @@ PYBIND11_MODULE(_core, m) {
     py::gil_scoped_release release;
     RemovePlacementGroup(id);
   });
+
+  rayx::python::BindCollective(m);
 }

@@ -1,0 +1,34 @@
+// The parts of rayx._core defined outside core_module.cc.
+#pragma once
+
+#include <pybind11/pybind11.h>
+
+#include "rayx/detail/runtime_api.h"
+
+namespace rayx::python {
+
+// What rayx._core's Python objects hold.
+// An object's bytes, read-only, kept alive (mapped from the store or in memory)
+// for as long as this object or a memoryview of it lives.
+struct ObjectBuffer {
+  detail::ObjectBytes bytes;
+};
+
+struct PyObjectRef {
+  detail::ObjectHandle handle;
+};
+
+struct PyActor {
+  detail::ActorPtr actor;
+};
+
+struct PyPlacementGroup {
+  detail::PlacementGroupPtr group;
+};
+
+
+// rayx._core.collective: collective groups (Gloo on CPU, NCCL on GPU) for
+// rayx.util.collective and rayx.train.
+void BindCollective(pybind11::module_& m);
+
+}  // namespace rayx::python

@@ -1,18 +1,29 @@
 #!/usr/bin/env python3
-"""Measures Ray on this machine with the same metrics and method as `rayx microbenchmark`,
-so the two can be compared side by side in one session.
+"""Python microbenchmark with Ray's metric names, for Ray and for rayx's Python API:
+the same program runs on both (rayx is imported as `ray`), back to back.
 
-    python3 -m venv .venv-ray && .venv-ray/bin/pip install ray
-    .venv-ray/bin/python bench/ray_compare.py [--runs 5] [--num-cpus 2]
+    python3 -m venv --system-site-packages .venv-ray && .venv-ray/bin/pip install ray grpcio
+    .venv-ray/bin/python bench/ray_compare.py [--runs 5] [--num-cpus 2]        # Ray
+    PYTHONPATH=build/python /usr/bin/python3 bench/ray_compare.py --backend rayx  # rayx
 
-Each metric is the median (with min and max) over --runs runs of about --duration seconds.
+Each metric is the median (with min and max) over --runs runs of about --duration seconds;
+`import_seconds` is the median of --runs fresh interpreters importing the package. The C++
+API's figures come from `rayx microbenchmark` (same metric names).
 """
 import argparse
 import statistics
+import subprocess
+import sys
 import time
 
 import numpy as np
-import ray
+
+BACKEND = "rayx" if "--backend" in sys.argv and sys.argv[sys.argv.index("--backend") + 1] == "rayx" \
+    else "ray"
+if BACKEND == "rayx":
+    import rayx as ray
+else:
+    import ray
 
 
 @ray.remote
@@ -45,8 +56,17 @@ def main():
     parser.add_argument("--duration", type=float, default=1.0)
     parser.add_argument("--num-cpus", type=int, default=2)
     parser.add_argument("--only", default="", help="run only metrics whose name contains this")
+    parser.add_argument("--backend", choices=["ray", "rayx"], default="ray")
     args = parser.parse_args()
-    ray.init(num_cpus=args.num_cpus, include_dashboard=False, log_to_driver=False)
+    imports = []
+    for _ in range(args.runs):
+        code = f"import time; t = time.perf_counter(); import {BACKEND}; print(time.perf_counter() - t)"
+        imports.append(float(subprocess.run([sys.executable, "-c", code], capture_output=True,
+                                            text=True, check=True).stdout))
+    if BACKEND == "rayx":
+        ray.init(num_cpus=args.num_cpus)
+    else:
+        ray.init(num_cpus=args.num_cpus, include_dashboard=False, log_to_driver=False)
 
     def tasks_sync():
         assert ray.get(square.remote(3)) == 9
@@ -86,7 +106,8 @@ def main():
         ray.put(big)
         return big.nbytes / 1e9
 
-    from ray.util.placement_group import placement_group, remove_placement_group
+    placement_group = ray.util.placement_group  # the same names in Ray and rayx
+    remove_placement_group = ray.util.remove_placement_group
 
     def pg_create_removal():
         # As rayx's: 100 groups of one small bundle, created, waited for, removed.
@@ -120,8 +141,10 @@ def main():
         "placement_group_create/removal": pg_create_removal,
         "actor_creation": actor_creation,
     }
-    print(f"ray {ray.__version__}, {args.num_cpus} CPUs, {args.runs} runs of ~{args.duration}s")
+    print(f"{BACKEND} {ray.__version__}, {args.num_cpus} CPUs, {args.runs} runs of ~{args.duration}s")
     print(f"{'metric':32} {'median':>12} {'min':>12} {'max':>12}")
+    print(f"{'import_seconds':32} {statistics.median(imports):12.4f} {min(imports):12.4f} "
+          f"{max(imports):12.4f}")
     for name, fn in metrics.items():
         if args.only not in name:
             continue

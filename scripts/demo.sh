@@ -54,6 +54,9 @@ RAYX_TEMP_DIR="$tmp" ./build/bin/rayx-inference-group
 RAYX_TEMP_DIR="$tmp" ./build/bin/rayx-inference-group
 RAYX_TEMP_DIR="$tmp" ./build/bin/rayx-inference-group --kill
 
+step "Python: tasks, an actor and a zero-copy numpy object, submitted as a job"
+"$rayx" job submit --temp-dir "$tmp" --working-dir ./examples/python --env PYTHONPATH="$PWD/build/python" -- /usr/bin/python3 quickstart.py
+
 step "SIGKILL one node agent: the head declares it dead within 2 s"
 victim=$(cat "$(ls -d "$tmp"/session_* | sort | tail -1)/pids/agent.pid" | cut -d' ' -f1)
 kill -9 "$victim"

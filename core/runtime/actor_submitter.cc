@@ -153,9 +153,13 @@ void ActorSubmitter::OnWorkerLost(ActorState& actor, WorkerConnection& conn) {
   const WorkerConnection::Info& info = conn.info();
   std::string who =
       "the worker process (pid " + std::to_string(info.pid) + ") on node " + info.node;
+  // An actor already known dead (its constructor failed, it was killed) keeps
+  // that reason for the calls in flight when its worker goes.
   conn.FailInFlight("ActorDied",
-                    who + " died while running this call (it crashed or was killed; its log is in "
-                          "that node's session logs)");
+                    !actor.dead_reason.empty()
+                        ? actor.dead_reason
+                        : who + " died while running this call (it crashed or was killed; its "
+                                "log is in that node's session logs)");
   // Give the lease back so its resources are freed: only its holder may (a
   // caller with a passed or looked-up actor handle does not own the actor).
   if (actor.owner) deps_.head.ReturnLease(info.lease_id);

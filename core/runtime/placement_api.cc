@@ -89,6 +89,49 @@ PlacementGroupState Runtime::WaitPlacementGroup(const PlacementGroupPtr& group,
   return StateOf(reply->group);
 }
 
+namespace {
+// How long one wait of PlacementGroupReady parks at the head before it asks again.
+constexpr int64_t kReadyWaitMs = 60000;
+}  // namespace
+
+ObjectHandle Runtime::PlacementGroupReady(const PlacementGroupPtr& group, std::string ready_value) {
+  ObjectHandle handle = NewPendingObject();
+  std::string id = handle->id;
+  auto value = std::make_shared<const std::string>(std::move(ready_value));
+  // Ordered after the creation on the head connection, so the head knows the group.
+  PostOrdered([this, id, value, group_id = group->id] { AwaitPlaced(id, group_id, value); });
+  return handle;
+}
+
+void Runtime::AwaitPlaced(const std::string& object_id, const std::string& group_id,
+                          std::shared_ptr<const std::string> value) {
+  protocol::WaitPlacementGroupRequest req;
+  req.placement_group_id = group_id;
+  req.timeout_ms = kReadyWaitMs;
+  head_->Call<protocol::WaitPlacementGroupReply>(
+      req, [this, object_id, group_id, value](Result<protocol::WaitPlacementGroupReply> r) {
+        auto fail = [&](const std::string& type, const std::string& message) {
+          objects_.Complete({object_id, nullptr,
+                             std::make_shared<ErrorInfo>(ErrorInfo{
+                                 type, message, "placement group " + group_id + " ready", ""}),
+                             nullptr});
+        };
+        if (!r.ok()) {
+          fail(r.status().code() == StatusCode::kNotFound ? "PlacementGroupRemoved"
+                                                          : "PlacementGroupUnavailable",
+               r.status().message());
+        } else if (r->group.state == "CREATED") {
+          objects_.Complete({object_id, value, nullptr, nullptr});
+        } else if (r->group.state == "INFEASIBLE") {
+          fail("Infeasible", r->group.reason);
+        } else if (r->group.state == "REMOVED") {
+          fail("PlacementGroupRemoved", "the placement group was removed before it was placed");
+        } else {
+          AwaitPlaced(object_id, group_id, value);  // still pending: wait again
+        }
+      });
+}
+
 void Runtime::RemovePlacementGroup(const std::string& id) {
   protocol::RemovePlacementGroupRequest req;
   req.placement_group_id = id;
@@ -113,6 +156,9 @@ PlacementGroupState WaitPlacementGroup(const PlacementGroupPtr& group, int64_t t
   return RequireRuntime().WaitPlacementGroup(group, timeout_ms);
 }
 void RemovePlacementGroup(const std::string& id) { RequireRuntime().RemovePlacementGroup(id); }
+ObjectHandle PlacementGroupReady(const PlacementGroupPtr& group, std::string ready_value) {
+  return RequireRuntime().PlacementGroupReady(group, std::move(ready_value));
+}
 
 }  // namespace detail
 

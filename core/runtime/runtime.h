@@ -95,6 +95,9 @@ class Runtime {
                                          const std::vector<ResourceMap>& bundles,
                                          const std::string& strategy, bool detached = false);
   PlacementGroupState WaitPlacementGroup(const PlacementGroupPtr& group, int64_t timeout_ms);
+  // An object that becomes `ready_value` once the group is placed (an
+  // Infeasible or PlacementGroupRemoved error if it never will be).
+  ObjectHandle PlacementGroupReady(const PlacementGroupPtr& group, std::string ready_value);
   void RemovePlacementGroup(const std::string& id);
 
   ObjectHandle Put(std::string bytes);
@@ -135,6 +138,9 @@ class Runtime {
   ObjectHandle PutStored(std::string id, std::shared_ptr<StoreWriter::Buffer> buffer);
   // A handle to a new entry awaiting its result.
   ObjectHandle NewPendingObject();
+  // Completes `object_id` with `value` once group `group_id` is placed (I/O thread).
+  void AwaitPlaced(const std::string& object_id, const std::string& group_id,
+                   std::shared_ptr<const std::string> value);
   // Creates the result's pending entry, queues `submission` for the I/O
   // thread and returns the result's handle.
   ObjectHandle Submit(Submission submission);

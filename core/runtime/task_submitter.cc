@@ -1,6 +1,8 @@
 // Normal tasks: shape pools, lease requests, pumping, idle lease returns.
 #include "runtime/task_submitter.h"
 
+#include <algorithm>
+
 #include <boost/asio/post.hpp>
 
 namespace rayx::detail {
@@ -33,12 +35,12 @@ struct TaskSubmitter::Shape final : WorkerConnection::Owner {
   int lease_requests = 0;
   int64_t lease_requested_at = 0;
 
-  // True once a lease request has waited kSaturatedAfterMs at the head: the
-  // cluster has no free slot for this shape, so queue deeper on the workers
-  // we have. Until then each worker gets one task at a time and waiting work
-  // asks for more workers (spreading slow tasks over the cluster).
-  bool Saturated(int64_t now) const {
-    return lease_requests > 0 && now - lease_requested_at > kSaturatedAfterMs;
+  // True once a lease request has waited longer than a worker takes to start
+  // (`after_ms`): the cluster has no free slot for this shape, so queue deeper
+  // on the workers we have. Until then each worker gets one task at a time and
+  // waiting work asks for more workers (spreading slow tasks over the cluster).
+  bool Saturated(int64_t now, int64_t after_ms) const {
+    return lease_requests > 0 && now - lease_requested_at > after_ms;
   }
 
   void OnReplies(WorkerConnection&) override { submitter->Pump(*this); }
@@ -78,7 +80,7 @@ TaskSubmitter::Shape* TaskSubmitter::ShapeFor(const std::optional<ResourceMap>& 
 
 void TaskSubmitter::Pump(Shape& shape) {
   // Least-loaded worker first, until every worker is full.
-  size_t depth = shape.Saturated(deps_.clock.NowMs()) ? kMaxInFlight : 1;
+  size_t depth = shape.Saturated(deps_.clock.NowMs(), SaturatedAfterMs()) ? kMaxInFlight : 1;
   while (!shape.queue.empty()) {
     WorkerConnection* best = nullptr;
     for (auto& w : shape.workers) {
@@ -106,6 +108,10 @@ void TaskSubmitter::RequestLease(Shape& shape) {
   Shape* s = &shape;
   deps_.head.RequestLease(req, [this, s](Result<protocol::RequestLeaseReply> r) {
     --s->lease_requests;
+    if (r.ok()) {
+      int64_t took = deps_.clock.NowMs() - s->lease_requested_at;
+      if (fastest_grant_ms_ < 0 || took < fastest_grant_ms_) fastest_grant_ms_ = took;
+    }
     if (!r.ok()) {
       // Infeasible, or the worker could not start: every queued task fails.
       bool infeasible = r.status().code() == StatusCode::kInfeasible;
@@ -123,6 +129,10 @@ void TaskSubmitter::RequestLease(Shape& shape) {
     s->workers.push_back(conn);
     Pump(*s);
   });
+}
+
+int64_t TaskSubmitter::SaturatedAfterMs() const {
+  return std::max(kSaturatedAfterMs, 2 * fastest_grant_ms_);
 }
 
 void TaskSubmitter::OnWorkerLost(Shape& shape, WorkerConnection& conn) {

@@ -28,9 +28,11 @@ namespace rayx::detail {
 //
 // Design: a shape asks the head for one worker at a time while work waits, so
 // a burst costs the head one request per worker, not per task. Until a lease
-// request has waited kSaturatedAfterMs (the cluster has free slots) each
-// worker gets one task at a time, which spreads slow tasks over the cluster;
-// after that, up to kMaxInFlight are pipelined per worker. A worker idle for
+// request has waited longer than a worker takes to start (twice the fastest
+// grant seen, at least kSaturatedAfterMs: a Python worker starts in ~100 ms, a
+// C++ one in a few) the cluster may have free slots, and each worker gets one
+// task at a time, which spreads slow tasks over the cluster; after that, up to
+// kMaxInFlight are pipelined per worker. A worker idle for
 // kIdleLeaseMs is given back (Tick). A lost worker's unsent tasks go to the
 // pool's other workers in order; those it was running fail (WorkerCrashed).
 //
@@ -39,7 +41,7 @@ namespace rayx::detail {
 class TaskSubmitter {
  public:
   static constexpr int64_t kIdleLeaseMs = 1000;   // an idle worker is given back after this
-  static constexpr int64_t kSaturatedAfterMs = 50;
+  static constexpr int64_t kSaturatedAfterMs = 50;  // the floor of the threshold
 
   using Deps = SubmitterDeps;
   using Options = SubmitterOptions;
@@ -69,11 +71,14 @@ class TaskSubmitter {
   void Pump(Shape& shape);
   void RequestLease(Shape& shape);
   void OnWorkerLost(Shape& shape, WorkerConnection& conn);
+  // How long a lease request waits before the cluster counts as saturated.
+  int64_t SaturatedAfterMs() const;
 
   Deps deps_;
   Options options_;
   std::unordered_map<std::string, std::unique_ptr<Shape>> shapes_;
   Shape* default_shape_ = nullptr;  // {CPU: 1}, the shape of tasks without resources
+  int64_t fastest_grant_ms_ = -1;   // the quickest lease grant so far (a worker's start)
 };
 
 // Copies `placement` into a lease request.

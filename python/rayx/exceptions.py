@@ -98,6 +98,7 @@ _KINDS = {
     "WorkerStartFailed": WorkerCrashedError,
     "ActorDied": ActorDiedError,
     "Infeasible": InfeasibleError,
+    "PlacementGroupRemoved": RayxError,
     "ObjectLost": ObjectLostError,
     "RuntimeStopped": RuntimeStoppedError,
 }

@@ -417,6 +417,11 @@ PYBIND11_MODULE(_core, m) {
     }
     return py::make_tuple(state.state, state.reason);
   });
+  m.def("placement_group_ready", [](const PyPlacementGroup& pg, const py::bytes& value) {
+    std::string v = value;
+    py::gil_scoped_release release;
+    return PyObjectRef{PlacementGroupReady(pg.group, std::move(v))};
+  });
   m.def("remove_placement_group", [](const std::string& id) {
     py::gil_scoped_release release;
     RemovePlacementGroup(id);

@@ -377,7 +377,8 @@ def test_placement_groups_and_strategies(rayx_mod):
         return os.environ["RAYX_NODE_IP"]
 
     pg = placement_group([{"CPU": 1}] * 3, strategy="STRICT_SPREAD")
-    assert pg.ready(timeout=30)
+    assert rayx.get(pg.ready(), timeout=30) is True  # Ray's way
+    assert pg.wait(30)
     nodes = rayx.get([where.options(scheduling_strategy=PlacementGroupSchedulingStrategy(pg, i))
                       .remote() for i in range(3)])
     assert sorted(nodes) == ["127.0.0.1", "127.0.0.2", "127.0.0.3"]
@@ -385,10 +386,11 @@ def test_placement_groups_and_strategies(rayx_mod):
 
     # Four distinct nodes: pending until a fourth node joins.
     waiting = placement_group([{"CPU": 1}] * 4, strategy="STRICT_SPREAD")
-    assert waiting.ready(timeout=0.5) is False
+    assert waiting.wait(0.5) is False
+    assert rayx.wait([waiting.ready()], timeout=0.5)[0] == []
     remove_placement_group(waiting)
     with pytest.raises(ValueError, match="infeasible"):
-        placement_group([{"CPU": 64}], strategy="PACK").ready(timeout=30)
+        placement_group([{"CPU": 64}], strategy="PACK").wait(30)
     with pytest.raises(ValueError, match="strategy"):
         placement_group([{"CPU": 1}], strategy="EVERYWHERE")
 
@@ -406,7 +408,7 @@ def test_placement_groups_and_strategies(rayx_mod):
 
     import tempfile
     # Idle leases go back within a second: start from an idle cluster.
-    wait_until(lambda: rayx.available_resources().get("CPU") == 6, 15, f"all CPUs to be free {[(n['NodeManagerAddress'], n['Available']) for n in rayx.nodes()]}")
+    wait_until(lambda: rayx.available_resources().get("CPU") == 6, 15, "all CPUs to be free")
     meeting = tempfile.mkdtemp()
     refs = [where_together.options(scheduling_strategy="SPREAD").remote(meeting, 3)
             for _ in range(3)]

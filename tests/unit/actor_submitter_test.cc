@@ -158,6 +158,26 @@ TEST_F(ActorSubmitterTest, AFailedConstructorKillsTheActor) {
   }
 }
 
+// A call already sent when the constructor fails: the worker is stopped (its
+// lease returned) before it answers; the call still says why the actor died.
+TEST_F(ActorSubmitterTest, ACallInFlightWhenTheConstructorFailsGetsTheConstructorsError) {
+  auto* worker = Running();
+  ASSERT_NE(worker, nullptr);
+  std::string call = Call("M");
+  Step();
+  ASSERT_EQ(worker->calls.size(), 2u);
+  worker->ReplyError(worker->calls[0].call_id, "std::runtime_error", "no GPU");
+  worker->Die();
+  try {
+    objects_.Get(call, 0);
+    FAIL() << "a call to a failed actor succeeded";
+  } catch (const TaskError& e) {
+    EXPECT_EQ(e.type(), "ActorDied");
+    EXPECT_NE(e.remote_message().find("constructor failed: no GPU"), std::string::npos)
+        << e.remote_message();
+  }
+}
+
 TEST_F(ActorSubmitterTest, AnActorThatCannotBePlacedFailsItsCalls) {
   std::string creation = Create();
   std::string call = Call("M");

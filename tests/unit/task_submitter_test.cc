@@ -112,6 +112,29 @@ TEST_F(TaskSubmitterTest, PipelinesOnceTheClusterIsSaturated) {
   for (const auto& id : ids) EXPECT_EQ(ErrorOf(id), "");
 }
 
+// Workers that take long to start (a Python interpreter) raise the threshold:
+// a lease request that waits less than twice the fastest grant is a worker
+// starting, not a full cluster, so the waiting tasks are not pipelined.
+TEST_F(TaskSubmitterTest, SlowWorkerStartsAreNotMistakenForSaturation) {
+  std::vector<std::string> ids;
+  for (int i = 0; i < 3; ++i) ids.push_back(Submit("F"));
+  Step();
+  clock_.Advance(400);  // the first worker took 400 ms to start
+  head_.Grant("lease-1", "w1");
+  Step();
+  auto* worker = connector_.At("w1");
+  ASSERT_NE(worker, nullptr);
+  ASSERT_EQ(worker->calls.size(), 1u);
+  clock_.Advance(500);  // the second request: starting, not saturated (< 800 ms)
+  submitter_.Tick();
+  Step();
+  EXPECT_EQ(worker->calls.size(), 1u) << "pipelined while another worker was still starting";
+  clock_.Advance(301);  // now past twice the fastest start: saturated
+  submitter_.Tick();
+  Step();
+  EXPECT_EQ(worker->calls.size(), 3u);
+}
+
 TEST_F(TaskSubmitterTest, ReturnsAnIdleLeaseAfterTheIdleTime) {
   std::string id = Submit("F");
   Step();

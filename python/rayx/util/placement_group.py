@@ -3,6 +3,7 @@
 from rayx import _api, _core
 
 _STRATEGIES = ("PACK", "SPREAD", "STRICT_PACK", "STRICT_SPREAD")
+_ready_value = None
 
 
 class PlacementGroup:
@@ -18,18 +19,25 @@ class PlacementGroup:
     def bundle_count(self):
         return len(self.bundle_specs)
 
-    def ready(self, timeout=None):
-        """Waits until the group is placed (True), or `timeout` s pass (False).
-        An infeasible group raises ValueError with the reason."""
-        state, reason = _core.wait_placement_group(self._core, 1e9 if timeout is None else timeout)
+    def ready(self):
+        """An ObjectRef that becomes ready (with True) once the group is placed,
+        as Ray's: rayx.get(pg.ready()) or rayx.wait([pg.ready()], timeout=...)."""
+        from rayx import _serialization as ser
+        global _ready_value
+        if _ready_value is None:
+            _ready_value = bytes(ser.to_bytes(True))
+        # Completed by the runtime when the head reports the group placed (no worker).
+        return _api.ObjectRef(_core.placement_group_ready(self._core, _ready_value))
+
+    def wait(self, timeout_seconds=30):
+        """Waits until the group is placed (True), or `timeout_seconds` pass
+        (False). An infeasible group raises ValueError with the reason."""
+        state, reason = _core.wait_placement_group(self._core, float(timeout_seconds))
         if state == "CREATED":
             return True
         if state == "INFEASIBLE":
             raise ValueError(f"placement group {self.id} is infeasible: {reason}")
         return False
-
-    def wait(self, timeout_seconds=30):
-        return self.ready(timeout_seconds)
 
     def __repr__(self):
         return f"PlacementGroup({self.id}, {self.bundle_specs})"

@@ -72,6 +72,8 @@ const std::string& PlacementGroupIdOf(const PlacementGroupPtr& group);
 // the group to be placed.
 PlacementGroupState WaitPlacementGroup(const PlacementGroupPtr& group, int64_t timeout_ms);
 void RemovePlacementGroup(const std::string& id);
+// An object that is `ready_value` once the group is placed (Ray's pg.ready()).
+ObjectHandle PlacementGroupReady(const PlacementGroupPtr& group, std::string ready_value);
 
 // Workers of this process's calls run `executable args...` with `env` added
 // (a Python driver names its interpreter and "-m rayx._worker"), instead of

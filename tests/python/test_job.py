@@ -1,0 +1,65 @@
+"""`rayx job submit -- python driver.py`: a Python driver that joins the
+submitted job, with its working directory on sys.path in every worker."""
+
+import os
+import subprocess
+import sys
+import textwrap
+
+from conftest import CLI, driver_env
+
+
+def test_submitted_python_job_runs_with_its_working_directory(cluster, tmp_path):
+    (tmp_path / "helpers.py").write_text(textwrap.dedent("""
+        def triple(x):
+            return 3 * x
+    """))
+    (tmp_path / "driver.py").write_text(textwrap.dedent("""
+        import os
+        import rayx
+        import helpers
+
+        rayx.init()
+
+        @rayx.remote
+        def apply(x):
+            import helpers  # found through the worker's working directory
+            return helpers.triple(x), os.getcwd()
+
+        results = rayx.get([apply.remote(i) for i in range(4)])
+        print("VALUES", [v for v, _ in results])
+        print("JOB", os.environ.get("RAYX_SUBMISSION_ID"))
+        rayx.shutdown()
+    """))
+    pythonpath = os.environ["PYTHONPATH"]
+    r = subprocess.run(
+        [CLI, "job", "submit", "--working-dir", str(tmp_path), "--submission-id", "py-job-1",
+         "--env", f"PYTHONPATH={pythonpath}", "--temp-dir", cluster.temp_dir, "--",
+         sys.executable, "driver.py"],
+        capture_output=True, text=True, timeout=120, env=driver_env(cluster))
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "VALUES [0, 3, 6, 9]" in r.stdout
+    assert "JOB py-job-1" in r.stdout
+    status = subprocess.run([CLI, "job", "status", "py-job-1", "--temp-dir", cluster.temp_dir],
+                            capture_output=True, text=True, timeout=60, env=driver_env(cluster))
+    assert "SUCCEEDED" in status.stdout, status.stdout + status.stderr
+
+
+def test_submitted_python_job_that_raises_fails(cluster, tmp_path):
+    (tmp_path / "driver.py").write_text(textwrap.dedent("""
+        import rayx
+        rayx.init()
+
+        @rayx.remote
+        def bad():
+            raise KeyError("missing-key-42")
+
+        rayx.get(bad.remote())
+    """))
+    r = subprocess.run(
+        [CLI, "job", "submit", "--working-dir", str(tmp_path), "--env",
+         f"PYTHONPATH={os.environ['PYTHONPATH']}", "--temp-dir", cluster.temp_dir, "--",
+         sys.executable, "driver.py"],
+        capture_output=True, text=True, timeout=120, env=driver_env(cluster))
+    assert r.returncode != 0
+    assert "missing-key-42" in r.stdout + r.stderr

@@ -423,4 +423,5 @@ PYBIND11_MODULE(_core, m) {
   });
 
   rayx::python::BindCollective(m);
+  rayx::python::BindTrain(m);
 }

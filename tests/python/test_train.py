@@ -178,3 +178,22 @@ def test_context_env_and_validation(rayx_mod):
     with pytest.raises(rayx.train.TrainingFailedError, match="can never be placed"):
         TorchTrainer(context_loop, scaling_config=ScalingConfig(
             num_workers=1, resources_per_worker={"CPU": 64})).fit()
+
+
+def stuck_loop():
+    import threading
+    if rayx.train.get_context().get_world_rank() == 1:
+        threading.Event().wait(300)  # never reports; killed with its group
+    rayx.train.report({"ok": 1})
+
+
+def test_rank_that_never_reports_fails_the_run_at_the_deadline(rayx_mod):
+    import time
+    trainer = TorchTrainer(stuck_loop, scaling_config=ScalingConfig(num_workers=2),
+                           run_config=RunConfig(report_timeout_s=2))
+    start = time.monotonic()
+    with pytest.raises(rayx.train.TrainingFailedError) as info:
+        trainer.fit()
+    assert time.monotonic() - start < 30
+    message = str(info.value)
+    assert "barrier" in message.lower() and "rank 1" in message, message

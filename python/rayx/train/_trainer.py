@@ -166,7 +166,7 @@ class DataParallelTrainer:
         while True:
             attempt += 1
             size = self._size()
-            group_name = f"train-{run_name}-{attempt}"
+            group_name = f"{run_name}.attempt{attempt}"
             try:
                 group = _core.train.create_actor_group(
                     actor_args, size, per_worker, self._scaling.placement_strategy, group_name,

@@ -86,9 +86,11 @@ def test_ddp_on_two_nodes_loss_falls_and_ranks_agree(rayx_mod):
     last = result.metrics
     assert last["world"] == 4
     assert len(set(last["checksums"])) == 1, f"ranks disagree: {last['checksums']}"
-    # PACK over 2-CPU nodes: two nodes, ranks contiguous per node.
-    assert last["node_ranks"] == [0, 0, 1, 1]
-    assert last["local_ranks"] == [0, 1, 0, 1]
+    # 2-CPU nodes: at least two nodes; ranks ordered by node, local ranks
+    # counting from 0 on each node.
+    nodes, locals_ = last["node_ranks"], last["local_ranks"]
+    assert len(set(nodes)) >= 2 and nodes == sorted(nodes) and nodes[0] == 0, nodes
+    assert locals_ == [nodes[:i].count(n) for i, n in enumerate(nodes)], (nodes, locals_)
     with result.checkpoint.as_directory() as d:
         state = torch.load(os.path.join(d, "state.pt"))
     assert state["epoch"] == 3

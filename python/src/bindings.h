@@ -31,4 +31,8 @@ struct PyPlacementGroup {
 // rayx.util.collective and rayx.train.
 void BindCollective(pybind11::module_& m);
 
+// rayx._core.train: actor groups of Python actors and checkpoints for
+// rayx.train (train_module.cc).
+void BindTrain(pybind11::module_& m);
+
 }  // namespace rayx::python

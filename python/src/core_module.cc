@@ -428,4 +428,5 @@ PYBIND11_MODULE(_core, m) {
   });
 
   rayx::python::BindCollective(m);
+  rayx::python::BindTrain(m);
 }

@@ -1,0 +1,26 @@
+"""rayx.train: data-parallel training on actor groups (Ray Train's names).
+
+    from rayx.train import ScalingConfig, RunConfig, FailureConfig, Checkpoint
+    from rayx.train.torch import TorchTrainer, prepare_model
+
+    def loop(config):
+        ckpt = rayx.train.get_checkpoint()          # None on a fresh start
+        model = prepare_model(make_model())         # DDP on the rank's device
+        for epoch in range(config["epochs"]):
+            ...
+            rayx.train.report({"loss": loss}, checkpoint=Checkpoint.from_directory(d))
+
+    result = TorchTrainer(loop, train_loop_config={"epochs": 5},
+                          scaling_config=ScalingConfig(num_workers=4),
+                          failure_config=FailureConfig(max_failures=2)).fit()
+"""
+
+from rayx.train._checkpoint import Checkpoint
+from rayx.train._config import FailureConfig, RunConfig, ScalingConfig
+from rayx.train._session import TrainContext, get_checkpoint, get_context, report
+from rayx.train._trainer import DataParallelTrainer, Result, TrainingFailedError
+
+__all__ = [
+    "Checkpoint", "DataParallelTrainer", "FailureConfig", "Result", "RunConfig", "ScalingConfig",
+    "TrainContext", "TrainingFailedError", "get_checkpoint", "get_context", "report",
+]

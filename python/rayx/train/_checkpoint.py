@@ -1,0 +1,60 @@
+"""Checkpoints: a directory of files reported by rank 0, kept by the cluster."""
+
+import contextlib
+import os
+import shutil
+import tempfile
+
+
+class Checkpoint:
+    """A directory that makes up a checkpoint.
+
+    Reported from rank 0 with rayx.train.report(..., checkpoint=...), it is
+    packed and kept by the cluster (the head's package store, or a copy under
+    RunConfig.storage_path); get_checkpoint() in a resumed attempt, and
+    Result.checkpoint in the driver, fetch it into a local directory on first use.
+    """
+
+    def __init__(self, path=None, *, _id=None, _run=None, _storage=""):
+        if path is None and _id is None:
+            raise ValueError("Checkpoint needs a directory: use Checkpoint.from_directory(path)")
+        self._path = None if path is None else os.fspath(path)
+        self._id = _id
+        self._run = _run
+        self._storage = _storage
+
+    @classmethod
+    def from_directory(cls, path):
+        path = os.fspath(path)
+        if not os.path.isdir(path):
+            raise ValueError(f"Checkpoint.from_directory: {path} is not a directory")
+        return cls(path)
+
+    @property
+    def path(self):
+        """The local directory holding the checkpoint's files (fetched on first use)."""
+        if self._path is None:
+            from rayx import _core
+            self._path = _core.train.fetch_checkpoint(self._id, self._run or "run", self._storage)
+        return self._path
+
+    @property
+    def id(self):
+        """Where the cluster keeps it; None until reported."""
+        return self._id
+
+    def to_directory(self, path=None):
+        """Copies the checkpoint's files into `path` (default: a new temporary
+        directory) and returns it."""
+        if path is None:
+            path = tempfile.mkdtemp(prefix="rayx-checkpoint-")
+        shutil.copytree(self.path, os.fspath(path), dirs_exist_ok=True)
+        return os.fspath(path)
+
+    @contextlib.contextmanager
+    def as_directory(self):
+        """A local directory with the files, for reading (do not modify it)."""
+        yield self.path
+
+    def __repr__(self):
+        return f"Checkpoint({self._path or self._id})"

@@ -1,0 +1,143 @@
+"""The rank side of a training run: the session each rank's loop runs in,
+report(), get_checkpoint() and get_context()."""
+
+import pickle
+
+from rayx import _core
+from rayx.train._checkpoint import Checkpoint
+
+KV_NAMESPACE = "rayx.train"
+# Reports kept in a run's history; older ones are dropped (and more while the
+# record would pass the head's KV value limit).
+MAX_HISTORY = 1000
+_KV_VALUE_LIMIT = 900 * 1024
+
+_session = None
+
+
+def latest_key(run_name):
+    return f"{run_name}/latest"
+
+
+class TrainContext:
+    """Who this rank is (inside the training loop)."""
+
+    def __init__(self, info, run_name, attempt):
+        self._info = info
+        self._run_name = run_name
+        self._attempt = attempt
+
+    def get_world_rank(self):
+        return self._info["rank"]
+
+    def get_world_size(self):
+        return self._info["world_size"]
+
+    def get_local_rank(self):
+        return self._info["local_rank"]
+
+    def get_local_world_size(self):
+        return self._info["local_world_size"]
+
+    def get_node_rank(self):
+        return self._info["node_rank"]
+
+    def get_experiment_name(self):
+        return self._run_name
+
+    def get_attempt(self):
+        """0 for the first attempt, then one more per restart."""
+        return self._attempt
+
+    def get_node_ip(self):
+        return self._info["node_ip"]
+
+
+class _Session:
+    def __init__(self, info, run_name, attempt, group, checkpoint_id, storage_path):
+        self.context = TrainContext(info, run_name, attempt)
+        self.run_name = run_name
+        self.group = group
+        self.storage_path = storage_path
+        self.checkpoint = None
+        if checkpoint_id:
+            self.checkpoint = Checkpoint(_id=checkpoint_id, _run=run_name, _storage=storage_path)
+            self.checkpoint.path  # fetched before the loop starts  # noqa: B018
+
+
+def _require(what):
+    if _session is None:
+        raise RuntimeError(f"rayx.train.{what}() is called inside a training loop run by a "
+                           "trainer (TorchTrainer(...).fit()), not elsewhere")
+    return _session
+
+
+def start(info, run_name, attempt, group, checkpoint_id, storage_path):
+    global _session
+    _session = _Session(info, run_name, attempt, group, checkpoint_id, storage_path)
+
+
+def end():
+    global _session
+    _session = None
+
+
+def get_context():
+    """This rank's TrainContext: world rank and size, local rank, node rank."""
+    return _require("get_context").context
+
+
+def get_checkpoint():
+    """The checkpoint to resume from (the latest one rank 0 reported before a
+    restart), or None on a fresh start."""
+    return _require("get_checkpoint").checkpoint
+
+
+def report(metrics, checkpoint=None):
+    """Reports `metrics` (a dict) and, optionally, a checkpoint. A barrier:
+    every rank calls it the same number of times, and it returns once all have
+    (CollectiveError, naming the rank, when one died or did not arrive within
+    RunConfig.report_timeout_s). Rank 0's metrics are kept, and its checkpoint
+    becomes the run's latest; other ranks' checkpoints are ignored."""
+    s = _require("report")
+    if not isinstance(metrics, dict):
+        raise TypeError(f"rayx.train.report: metrics must be a dict, not {type(metrics).__name__}")
+    if checkpoint is not None and not isinstance(checkpoint, Checkpoint):
+        raise TypeError("rayx.train.report: checkpoint must be a rayx.train.Checkpoint "
+                        "(Checkpoint.from_directory(path))")
+    from rayx.util import collective as col
+    if s.group:
+        col.barrier(group_name=s.group)
+    if s.context.get_world_rank() != 0:
+        return
+    key = latest_key(s.run_name)
+    raw = _core.kv_get(KV_NAMESPACE, key)
+    record = pickle.loads(raw) if raw else None
+    if record is None:
+        record = {"metrics": {}, "checkpoint_id": None, "history": []}
+    record["metrics"] = dict(metrics)
+    record["history"].append(dict(metrics))
+    del record["history"][:-MAX_HISTORY]
+    if checkpoint is not None:
+        record["checkpoint_id"] = _core.train.store_checkpoint(checkpoint.path,
+                                                               s.storage_path or "")
+    blob = pickle.dumps(record)
+    while len(blob) > _KV_VALUE_LIMIT and len(record["history"]) > 1:
+        del record["history"][:max(1, len(record["history"]) // 4)]
+        blob = pickle.dumps(record)
+    if len(blob) > _KV_VALUE_LIMIT:
+        raise ValueError(f"rayx.train.report: the metrics pickle to {len(blob)} bytes, over the "
+                         f"{_KV_VALUE_LIMIT}-byte limit: report small values (numbers, short "
+                         "strings) and put large data in the checkpoint")
+    _core.kv_put(KV_NAMESPACE, key, blob, True, True)
+
+
+def clear_latest(run_name):
+    """Forgets an earlier fit's reports under this run name (driver side)."""
+    _core.kv_put(KV_NAMESPACE, latest_key(run_name), pickle.dumps(None), True, True)
+
+
+def read_latest(run_name):
+    """The run's latest record (driver side), or None before any report."""
+    raw = _core.kv_get(KV_NAMESPACE, latest_key(run_name))
+    return pickle.loads(raw) if raw else None

@@ -1,0 +1,249 @@
+"""DataParallelTrainer: runs a training loop on every rank of an actor group,
+restarting from the latest checkpoint when an attempt fails.
+
+Design (the C++ trainer's, core/train/trainer.cc): one attempt is one actor
+group of Python actors (one placement group of equal bundles, PACK by default;
+ranks ordered by node then device; torch's RANK/WORLD_SIZE/LOCAL_RANK/
+LOCAL_WORLD_SIZE/NODE_RANK/MASTER_ADDR/MASTER_PORT set in each, MASTER_PORT
+reserved by rank 0's agent) plus a Gloo collective group that report() uses as
+its barrier. The driver waits on every rank's run() call. When one fails (its
+worker or node died, or the loop raised) the whole group is killed, so no rank
+waits out a timeout, and, while max_failures allows, a new group resumes from
+the latest checkpoint rank 0 reported. Each wait has a deadline: starting a
+group (120 s), report() across ranks (RunConfig.report_timeout_s); a rank stuck
+outside report() is caught by the others' next report.
+"""
+
+import inspect
+import logging
+import math
+import os
+import pickle
+import time
+import uuid
+
+import rayx
+from rayx import _api, _core, _remote, exceptions
+from rayx import _serialization as ser
+from rayx.train import _session
+from rayx.train._checkpoint import Checkpoint
+from rayx.train._config import FailureConfig, RunConfig, ScalingConfig
+
+# How long an attempt waits for its ranks to be placed, started and connected.
+GROUP_TIMEOUT_S = 120
+# How long the driver keeps waiting, after a rank failed because of another
+# (a collective error), for the failure that caused it.
+_CAUSE_GRACE_S = 3.0
+
+_log = logging.getLogger("rayx.train")
+
+
+class TrainingFailedError(exceptions.RayxError):
+    """fit() failed: the message names the rank, its node and the cause (the
+    original exception is __cause__); .result holds what was reported."""
+
+    def __init__(self, message, result=None):
+        super().__init__(message)
+        self.result = result
+
+
+class Result:
+    """What a run produced: rank 0's last metrics and their history, the
+    latest checkpoint, and the error (None on success)."""
+
+    def __init__(self, metrics, checkpoint, metrics_history, error, num_restarts, num_workers,
+                 path=None):
+        self.metrics = metrics
+        self.checkpoint = checkpoint
+        self.metrics_history = metrics_history
+        self.error = error
+        self.num_restarts = num_restarts
+        self.num_workers = num_workers
+        self.path = path
+
+    def __repr__(self):
+        return (f"Result(metrics={self.metrics}, checkpoint={self.checkpoint}, "
+                f"error={self.error!r}, num_restarts={self.num_restarts})")
+
+
+class TrainWorker:
+    """The actor each rank runs in (one per bundle of the attempt's group)."""
+
+    def run(self, loop, config, pass_config, backend, run_name, attempt, group, checkpoint_id,
+            storage_path, timeout_s):
+        setup = _core.train.rank_setup()
+        if setup is None:
+            raise RuntimeError("this TrainWorker is not a rank of an actor group")
+        # torch's variables, as rayx.group.setup set them in the C environment
+        # (os.environ is Python's copy, taken at start-up).
+        os.environ.update({
+            "RANK": str(setup["rank"]), "WORLD_SIZE": str(setup["world_size"]),
+            "LOCAL_RANK": str(setup["local_rank"]),
+            "LOCAL_WORLD_SIZE": str(setup["local_world_size"]),
+            "NODE_RANK": str(setup["node_rank"]), "GROUP_RANK": str(setup["node_rank"]),
+            "MASTER_ADDR": setup["master_addr"], "MASTER_PORT": str(setup["master_port"])})
+        _session.start(setup, run_name, attempt, group, checkpoint_id, storage_path)
+        teardown = None
+        try:
+            if backend is not None:
+                teardown = backend.on_start(setup, timeout_s)
+            if pass_config:
+                loop(config)
+            else:
+                loop()
+        finally:
+            _session.end()
+            if teardown is not None:
+                teardown()
+        return None
+
+
+def _takes_config(loop):
+    try:
+        params = [p for p in inspect.signature(loop).parameters.values()
+                  if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD, p.VAR_POSITIONAL)]
+    except (TypeError, ValueError):
+        return True
+    return len(params) > 0
+
+
+def _ranks_that_fit(per_worker):
+    """How many ranks of `per_worker` the alive nodes have room for now."""
+    fit = 0
+    for node in rayx.nodes():
+        if not node["Alive"]:
+            continue
+        n = math.inf
+        for k, need in per_worker.items():
+            if need > 0:
+                n = min(n, math.floor(node["Available"].get(k, 0.0) / need + 1e-9))
+        fit += 0 if n == math.inf else int(n)
+    return fit
+
+
+class DataParallelTrainer:
+    """Runs `train_loop_per_worker(train_loop_config)` (or with no argument
+    when it takes none) on every rank. Ray Train's names."""
+
+    _backend = None  # set by framework trainers (TorchTrainer)
+
+    def __init__(self, train_loop_per_worker, *, train_loop_config=None, scaling_config=None,
+                 run_config=None, failure_config=None):
+        if not callable(train_loop_per_worker):
+            raise TypeError("train_loop_per_worker must be a function")
+        self._loop = train_loop_per_worker
+        self._config = train_loop_config
+        self._scaling = scaling_config or ScalingConfig()
+        self._run = run_config or RunConfig()
+        self._failure = failure_config or FailureConfig()
+        self._bounds = self._scaling.validate()
+        if not isinstance(self._failure.max_failures, int) or self._failure.max_failures < 0:
+            raise ValueError(f"FailureConfig: max_failures is {self._failure.max_failures!r}: "
+                             "it must be an int >= 0 (-1, Ray's 'forever', is not supported)")
+        if not self._run.report_timeout_s or self._run.report_timeout_s <= 0:
+            raise ValueError("RunConfig: report_timeout_s must be positive")
+
+    def _size(self):
+        lo, hi = self._bounds
+        if not self._scaling.elastic:
+            return lo
+        return max(lo, min(hi, _ranks_that_fit(self._scaling.per_worker())))
+
+    def fit(self):
+        """Runs the loop until every rank returns. Returns a Result; raises
+        TrainingFailedError when an attempt fails and no restarts are left,
+        or when the group can never be placed."""
+        _api._require()
+        run_name = self._run.name or f"train-{uuid.uuid4().hex[:12]}"
+        _session.clear_latest(run_name)
+        actor_key = _remote._export(TrainWorker, False)
+        actor_args = [pickle.dumps((actor_key, "TrainWorker", 1)),
+                      bytes(ser.to_bytes(((), {})))]
+        per_worker = self._scaling.per_worker()
+        pass_config = _takes_config(self._loop)
+        failures = restarts = 0
+        attempt = -1
+        while True:
+            attempt += 1
+            size = self._size()
+            group_name = f"{run_name}.attempt{attempt}"
+            try:
+                group = _core.train.create_actor_group(
+                    actor_args, size, per_worker, self._scaling.placement_strategy, group_name,
+                    int(GROUP_TIMEOUT_S * 1000), int(self._run.report_timeout_s * 1000))
+            except _core.train.Infeasible as e:
+                raise TrainingFailedError(f"run {run_name}: {e}") from None
+            except RuntimeError as e:
+                # A rank died while the group started: a failure like any other.
+                error = f"run {run_name}: attempt {attempt} could not start: {e}"
+                failures += 1
+                if failures > self._failure.max_failures:
+                    raise TrainingFailedError(error, self._result(run_name, error, restarts, size)) \
+                        from e
+                restarts += 1
+                continue
+            try:
+                error, cause = self._run_attempt(group, run_name, attempt, pass_config)
+            finally:
+                _core.train.kill_actor_group(group)
+            if error is None:
+                return self._result(run_name, None, restarts, size)
+            failures += 1
+            if failures > self._failure.max_failures:
+                if self._failure.max_failures:
+                    error += f" (after {self._failure.max_failures} restart(s))"
+                raise TrainingFailedError(error, self._result(run_name, cause, restarts, size)) \
+                    from cause
+            _log.warning("%s; restarting from the latest checkpoint (%d of %d restarts)",
+                         error.splitlines()[0], failures, self._failure.max_failures)
+            restarts += 1
+
+    def _run_attempt(self, group, run_name, attempt, pass_config):
+        latest = _session.read_latest(run_name)
+        checkpoint_id = latest["checkpoint_id"] if latest else None
+        ranks = group.ranks
+        refs = []
+        for core in group.actors:
+            handle = _remote.ActorHandle(core, "TrainWorker")
+            refs.append(handle.run.remote(
+                self._loop, self._config, pass_config, self._backend, run_name, attempt,
+                group.collective_group, checkpoint_id, self._run.storage_path or "",
+                self._run.report_timeout_s))
+        rank_of = {ref: r for r, ref in enumerate(refs)}
+        pending = list(refs)
+        failure = None  # (primary, rank, exception)
+        grace_end = None
+        while pending:
+            timeout = 1.0 if grace_end is None else max(0.0, grace_end - time.monotonic())
+            ready, pending = rayx.wait(pending, num_returns=1, timeout=timeout)
+            for ref in ready:
+                try:
+                    rayx.get(ref)
+                except Exception as e:  # noqa: BLE001 - every rank failure is reported
+                    from rayx.util.collective import CollectiveError
+                    primary = not isinstance(e, CollectiveError)
+                    if failure is None or (primary and not failure[0]):
+                        failure = (primary, rank_of[ref], e)
+            if failure is not None:
+                if failure[0] or (grace_end is not None and time.monotonic() >= grace_end):
+                    break
+                if grace_end is None:
+                    grace_end = time.monotonic() + _CAUSE_GRACE_S
+        if failure is None:
+            return None, None
+        _, r, e = failure
+        info = ranks[r]
+        cause = getattr(e, "cause", None) if isinstance(e, exceptions.RayxTaskError) else None
+        kind = type(cause if cause is not None else e).__name__
+        return (f"run {run_name}: rank {r} (node {info['node_ip']}, pid {info['pid']}) failed "
+                f"in attempt {attempt}: {kind}: {e}"), e
+
+    def _result(self, run_name, error, restarts, size):
+        latest = _session.read_latest(run_name) or {}
+        ckpt_id = latest.get("checkpoint_id")
+        checkpoint = None
+        if ckpt_id:
+            checkpoint = Checkpoint(_id=ckpt_id, _run=run_name,
+                                    _storage=self._run.storage_path or "")
+        return Result(latest.get("metrics", {}), checkpoint, latest.get("history", []), error,
+                      restarts, size, path=self._run.storage_path)

@@ -1,0 +1,157 @@
+// rayx._core.train: the parts of core/group and core/train that rayx.train
+// (the Python trainer) builds on: actor groups of Python actors, the rank's
+// setup inside an actor, and checkpoints kept in the head's package store.
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <map>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "bindings.h"
+#include "collective/collective_driver.h"
+#include "group/rank_setup.h"
+#include "rayx/actor_group.h"
+#include "rayx/collective.h"
+#include "train/train_session.h"
+
+namespace py = pybind11;
+
+namespace rayx::python {
+namespace {
+
+// A live actor group of Python actors, in rank order.
+struct PyActorGroup {
+  detail::ActorGroupPtr group;
+};
+
+py::object& InfeasibleType() {
+  static py::object* type = nullptr;
+  if (type == nullptr) {
+    type = new py::object(py::reinterpret_steal<py::object>(
+        PyErr_NewException("rayx._core.train.Infeasible", PyExc_RuntimeError, nullptr)));
+  }
+  return *type;
+}
+
+PlacementStrategy ToStrategy(const std::string& s) {
+  if (s == "PACK") return PlacementStrategy::PACK;
+  if (s == "SPREAD") return PlacementStrategy::SPREAD;
+  if (s == "STRICT_PACK") return PlacementStrategy::STRICT_PACK;
+  if (s == "STRICT_SPREAD") return PlacementStrategy::STRICT_SPREAD;
+  throw py::value_error("placement strategy " + s +
+                        ": use PACK, SPREAD, STRICT_PACK or STRICT_SPREAD");
+}
+
+py::dict RankToDict(const RankInfo& r) {
+  py::dict d;
+  d["rank"] = r.rank;
+  d["local_rank"] = r.local_rank;
+  d["local_world_size"] = r.local_world_size;
+  d["node_rank"] = r.node_rank;
+  d["node_ip"] = r.node_ip;
+  d["gpu_ids"] = r.gpu_ids;
+  d["pid"] = r.pid;
+  d["world_size"] = r.world_size;
+  return d;
+}
+
+// Creates `num_actors` Python actors (their creation arguments: `args`, as
+// rayx._remote encodes them for "rayx.py.actor") as one actor group, then a
+// Gloo collective group over them whose operations time out after
+// `collective_timeout_ms`. Raises Infeasible when no set of nodes could ever
+// hold the group, RuntimeError naming what failed otherwise; nothing is left
+// behind when it raises.
+PyActorGroup CreateGroup(const std::vector<py::bytes>& args, int num_actors,
+                         const std::map<std::string, double>& resources,
+                         const std::string& strategy, const std::string& collective_group,
+                         int64_t timeout_ms, int64_t collective_timeout_ms) {
+  detail::ActorGroupSpec spec;
+  spec.factory = "rayx.py.actor";
+  for (const auto& a : args) spec.args.push_back(detail::Arg{std::string(a), nullptr});
+  spec.options.num_actors = num_actors;
+  spec.options.resources = ResourceMap(resources.begin(), resources.end());
+  spec.options.strategy = ToStrategy(strategy);
+  spec.options.collective = false;  // made below, with the trainer's own deadline
+  spec.options.timeout_ms = timeout_ms;
+  try {
+    py::gil_scoped_release release;
+    detail::ActorGroupPtr group = detail::CreateActorGroup(std::move(spec));
+    if (!collective_group.empty()) {
+      collective::GroupOptions g;
+      g.name = collective_group;
+      g.backend = collective::Backend::kGloo;
+      g.timeout_ms = collective_timeout_ms;
+      try {
+        collective::detail::CreateGroupOverActors(group->actors, g, /*detached=*/false);
+      } catch (...) {
+        detail::KillActorGroup(*group);
+        throw;
+      }
+      group->collective_group = collective_group;
+    }
+    return PyActorGroup{std::move(group)};
+  } catch (const ActorGroupInfeasibleError& e) {
+    PyErr_SetString(InfeasibleType().ptr(), e.what());
+    throw py::error_already_set();
+  }
+}
+
+}  // namespace
+
+void BindTrain(py::module_& m) {
+  py::module_ sub = m.def_submodule("train", "actor groups and checkpoints for rayx.train");
+  sub.attr("Infeasible") = InfeasibleType();
+
+  py::class_<PyActorGroup>(sub, "ActorGroupCore")
+      .def_property_readonly("actors", [](const PyActorGroup& g) {
+        std::vector<PyActor> out;
+        for (const auto& a : g.group->actors) out.push_back(PyActor{a});
+        return out;
+      })
+      .def_property_readonly("ranks", [](const PyActorGroup& g) {
+        py::list out;
+        for (const auto& r : g.group->ranks) out.append(RankToDict(r));
+        return out;
+      })
+      .def_property_readonly("master_addr", [](const PyActorGroup& g) { return g.group->master_addr; })
+      .def_property_readonly("master_port", [](const PyActorGroup& g) { return g.group->master_port; })
+      .def_property_readonly("collective_group",
+                             [](const PyActorGroup& g) { return g.group->collective_group; })
+      .def_property_readonly("placement_group_id",
+                             [](const PyActorGroup& g) { return g.group->placement_group_id; });
+
+  sub.def("create_actor_group", &CreateGroup, py::arg("args"), py::arg("num_actors"),
+          py::arg("resources"), py::arg("strategy"), py::arg("collective_group"),
+          py::arg("timeout_ms"), py::arg("collective_timeout_ms"));
+  sub.def("kill_actor_group", [](const PyActorGroup& g) {
+    py::gil_scoped_release release;
+    detail::KillActorGroup(*g.group);
+  });
+  // Inside a rank: what the group's driver told it (torch's variables), or None.
+  sub.def("rank_setup", []() -> py::object {
+    auto setup = detail::CurrentRankSetup();
+    if (!setup) return py::none();
+    py::dict d = RankToDict(setup->info);
+    d["world_size"] = setup->world_size;
+    d["master_addr"] = setup->master_addr;
+    d["master_port"] = setup->master_port;
+    return d;
+  });
+  // Packs `dir` and keeps it in the head's package store (or copies it under
+  // `storage_path`); returns the checkpoint's id.
+  sub.def("store_checkpoint", [](const std::string& dir, const std::string& storage_path) {
+    py::gil_scoped_release release;
+    return train::detail::StoreCheckpoint(dir, storage_path);
+  });
+  // Checkpoint `id` as a local directory on this node (fetched and unpacked once).
+  sub.def("fetch_checkpoint", [](const std::string& id, const std::string& run_name,
+                                 const std::string& storage_path) {
+    py::gil_scoped_release release;
+    return train::detail::FetchCheckpoint(id, run_name, storage_path);
+  });
+}
+
+}  // namespace rayx::python

@@ -1,0 +1,214 @@
+"""rayx.util.collective from Python on the 3-node loopback cluster: every
+operation with exact values over Gloo, groups made from the driver and inside
+actors, clear errors for bad tensors, and a dead or absent rank failing the
+others within the deadline (naming it) instead of hanging."""
+
+import time
+
+import numpy as np
+import pytest
+
+import rayx.util.collective as col
+
+
+class Member:
+    """A rank: runs the operations it is asked to and returns what it saw."""
+
+    def __init__(self):
+        import os
+        self.pid = os.getpid()
+
+    def node(self):
+        import os
+        return os.environ.get("RAYX_NODE_IP", "")
+
+    def join(self, world_size, rank, group):
+        col.init_collective_group(world_size, rank, group_name=group)
+        return col.get_rank(group), col.get_collective_group_size(group)
+
+    def every_op(self, group):
+        rank = col.get_rank(group)
+        n = col.get_collective_group_size(group)
+        out = {"rank": rank, "size": n}
+        x = np.arange(6, dtype=np.float32) + 10 * rank
+        col.allreduce(x, group_name=group)
+        out["allreduce"] = x.tolist()
+        m = np.array([rank + 1], dtype=np.int64)
+        col.allreduce(m, group_name=group, op=col.ReduceOp.MAX)
+        out["max"] = int(m[0])
+        gathered = [np.zeros(2, dtype=np.int32) for _ in range(n)]
+        col.allgather(gathered, np.array([rank, rank * rank], dtype=np.int32), group_name=group)
+        out["allgather"] = [g.tolist() for g in gathered]
+        b = np.full(3, 7.5 if rank == 1 else -1.0, dtype=np.float64)
+        col.broadcast(b, src_rank=1, group_name=group)
+        out["broadcast"] = b.tolist()
+        r = np.array([rank, 1], dtype=np.int64)
+        col.reduce(r, dst_rank=0, group_name=group)
+        out["reduce"] = r.tolist()
+        rs = np.zeros(2, dtype=np.float64)
+        col.reducescatter(rs, [np.full(2, rank + i, dtype=np.float64) for i in range(n)],
+                          group_name=group)
+        out["reducescatter"] = rs.tolist()
+        # A ring of send/recv: even ranks send first, odd ranks receive first.
+        got = np.zeros(4, dtype=np.float32)
+        mine = np.full(4, rank, dtype=np.float32)
+        right, left = (rank + 1) % n, (rank - 1) % n
+        if rank % 2 == 0:
+            col.send(mine, right, group_name=group)
+            col.recv(got, left, group_name=group)
+        else:
+            col.recv(got, left, group_name=group)
+            col.send(mine, right, group_name=group)
+        out["recv"] = got.tolist()
+        col.barrier(group_name=group)
+        return out
+
+    def torch_allreduce(self, group):
+        import torch
+        t = torch.ones(3, dtype=torch.float32) * (col.get_rank(group) + 1)
+        col.allreduce(t, group_name=group)
+        return t.tolist()
+
+    def allreduce_timed(self, group):
+        start = time.monotonic()
+        try:
+            col.allreduce(np.ones(4, dtype=np.float32), group_name=group)
+            return ("ok", time.monotonic() - start, -1)
+        except col.CollectiveError as e:
+            return (str(e), time.monotonic() - start, e.failed_rank)
+
+    def leave(self, group):
+        col.destroy_collective_group(group)
+        return col.is_group_initialized(group)
+
+
+def _members(rayx, n):
+    cls = rayx.remote(Member)
+    actors = [cls.options(scheduling_strategy="SPREAD").remote() for _ in range(n)]
+    rayx.get([a.node.remote() for a in actors], timeout=30)
+    return actors
+
+
+def test_every_operation_over_four_actors_from_a_driver_made_group(rayx_mod):
+    rayx = rayx_mod
+    actors = _members(rayx, 4)
+    assert len(set(rayx.get([a.node.remote() for a in actors]))) >= 2, "members span nodes"
+    # actors[i] gets rank 3 - i: ranks need not follow the list's order.
+    col.create_collective_group(actors, 4, [3, 2, 1, 0], group_name="ops")
+    results = rayx.get([a.every_op.remote("ops") for a in actors], timeout=60)
+    by_rank = {r["rank"]: r for r in results}
+    assert sorted(by_rank) == [0, 1, 2, 3]
+    n = 4
+    for rank, r in by_rank.items():
+        assert r["size"] == n
+        assert r["allreduce"] == [4 * i + 10 * (0 + 1 + 2 + 3) for i in range(6)]
+        assert r["max"] == 4
+        assert r["allgather"] == [[k, k * k] for k in range(n)]
+        assert r["broadcast"] == [7.5, 7.5, 7.5]
+        assert r["reduce"] == ([0 + 1 + 2 + 3, n] if rank == 0 else [rank, 1])
+        # Rank i: sum over ranks k of (k + i).
+        assert r["reducescatter"] == [float(6 + n * rank)] * 2
+        assert r["recv"] == [float((rank - 1) % n)] * 4
+    col.destroy_collective_group("ops")
+    for a in actors:
+        rayx.kill(a)
+
+
+def test_group_made_inside_actors_and_torch_cpu_tensors(rayx_mod):
+    rayx = rayx_mod
+    pytest.importorskip("torch")
+    actors = _members(rayx, 3)
+    joined = rayx.get([a.join.remote(3, i, "inside") for i, a in enumerate(actors)], timeout=60)
+    assert joined == [(0, 3), (1, 3), (2, 3)]
+    sums = rayx.get([a.torch_allreduce.remote("inside") for a in actors], timeout=60)
+    assert sums == [[6.0, 6.0, 6.0]] * 3
+    assert rayx.get([a.leave.remote("inside") for a in actors]) == [False] * 3
+    for a in actors:
+        rayx.kill(a)
+
+
+def test_bad_tensors_get_clear_errors(rayx_mod):
+    del rayx_mod
+    # A group of one in the driver itself.
+    col.init_collective_group(1, 0, group_name="solo")
+    try:
+        a = np.arange(12, dtype=np.float32).reshape(3, 4)
+        with pytest.raises(ValueError, match="not C-contiguous.*ascontiguousarray"):
+            col.allreduce(a[:, ::2], group_name="solo")
+        with pytest.raises(ValueError, match="not C-contiguous"):
+            col.allreduce(a.T, group_name="solo")
+        ro = np.ones(4, dtype=np.float64)
+        ro.flags.writeable = False
+        with pytest.raises(ValueError, match="read-only"):
+            col.broadcast(ro, 0, group_name="solo")
+        with pytest.raises(TypeError, match="not supported: use int32, int64, float32"):
+            col.allreduce(np.ones(3, dtype=np.uint8), group_name="solo")
+        with pytest.raises(TypeError, match="numpy array or a torch tensor"):
+            col.allreduce([1.0, 2.0], group_name="solo")
+        with pytest.raises(ValueError, match="has 2 tensors but group 'solo' has 1 ranks"):
+            col.allgather([np.zeros(2, np.float32)] * 2, np.zeros(2, np.float32), "solo")
+        with pytest.raises(col.CollectiveError, match="'nope' is not initialised"):
+            col.allreduce(np.ones(2, np.float32), group_name="nope")
+        with pytest.raises(ValueError, match="ranks .* must be 0..1"):
+            col.create_collective_group([None, None], 2, [0, 0], group_name="x")
+        # Contiguous slices and a group of one work; a send to oneself is refused.
+        b = a[1]
+        col.allreduce(b, group_name="solo")
+        assert b.tolist() == [4.0, 5.0, 6.0, 7.0]
+        assert col.get_rank("solo") == 0 and col.get_rank("nope") == -1
+    finally:
+        col.destroy_collective_group("solo")
+    assert not col.is_group_initialized("solo")
+
+
+def test_killed_member_fails_the_others_naming_its_rank(rayx_mod):
+    rayx = rayx_mod
+    actors = _members(rayx, 3)
+    col.create_collective_group(actors, 3, [0, 1, 2], group_name="doomed", timeout_ms=20000)
+    rayx.kill(actors[1])
+    start = time.monotonic()
+    results = rayx.get([actors[0].allreduce_timed.remote("doomed"),
+                        actors[2].allreduce_timed.remote("doomed")], timeout=40)
+    assert time.monotonic() - start < 20, "the survivors waited out the deadline"
+    for message, elapsed, failed_rank in results:
+        assert message != "ok"
+        assert "doomed" in message and "rank 1" in message, message
+        assert failed_rank == 1, message
+        assert elapsed < 20
+    for a in (actors[0], actors[2]):
+        rayx.kill(a)
+
+
+def test_absent_rank_fails_the_others_at_the_deadline(rayx_mod):
+    rayx = rayx_mod
+    actors = _members(rayx, 3)
+    col.create_collective_group(actors, 3, [0, 1, 2], group_name="late", timeout_ms=1500)
+    start = time.monotonic()
+    # Rank 2 never calls.
+    results = rayx.get([a.allreduce_timed.remote("late") for a in actors[:2]], timeout=30)
+    assert time.monotonic() - start < 15
+    for message, elapsed, failed_rank in results:
+        assert "late" in message and "allreduce" in message.lower(), message
+        assert 1.0 < elapsed < 10, (elapsed, message)
+    assert any(f == 2 or "rank 2" in m for m, _, f in results), results
+    for a in actors:
+        rayx.kill(a)
+
+
+def test_nccl_allreduce_on_cuda_tensors(rayx_mod):
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available() or not col._c.HAVE_NCCL:
+        pytest.skip("no GPU (or rayx built without NCCL): the NCCL backend needs one GPU per rank")
+    rayx = rayx_mod
+
+    @rayx.remote(num_gpus=1)
+    class GpuMember:
+        def run(self, rank):
+            import torch
+            col.init_collective_group(2, rank, backend="nccl", group_name="gpu")
+            t = torch.ones(8, device="cuda") * (rank + 1)
+            col.allreduce(t, group_name="gpu")
+            return t.cpu().tolist()
+
+    actors = [GpuMember.remote() for _ in range(2)]
+    assert rayx.get([a.run.remote(i) for i, a in enumerate(actors)], timeout=120) == [[3.0] * 8] * 2

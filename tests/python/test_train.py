@@ -1,0 +1,201 @@
+"""rayx.train with real PyTorch (Debian's torch, gloo) on the 3-node loopback
+cluster: DDP over 4 ranks on 2 nodes trains (the loss falls, every rank ends
+with the same weights), a SIGKILLed rank's run resumes from the checkpoint, a
+loop that raises fails fit() with its error, and the rank-side API."""
+
+import os
+import signal
+import tempfile
+import threading
+
+import pytest
+
+from conftest import wait_until
+
+torch = pytest.importorskip("torch")
+
+import rayx.train  # noqa: E402
+from rayx.train import Checkpoint, FailureConfig, RunConfig, ScalingConfig  # noqa: E402
+from rayx.train.torch import TorchTrainer, prepare_model  # noqa: E402
+
+
+def linear_loop(config):
+    """y = 3*x0 - 2*x1 + x2 + 0.5*x3 + 1 on each rank's own data shard; rank 0
+    checkpoints every epoch. Every rank's weight checksum and pid are gathered
+    and reported by rank 0."""
+    import torch
+    import torch.distributed as dist
+    ctx = rayx.train.get_context()
+    rank, world = ctx.get_world_rank(), ctx.get_world_size()
+    torch.manual_seed(0)
+    model = torch.nn.Linear(4, 1)
+    start = 0
+    ckpt = rayx.train.get_checkpoint()
+    if ckpt is not None:
+        with ckpt.as_directory() as d:
+            state = torch.load(os.path.join(d, "state.pt"))
+        model.load_state_dict(state["model"])
+        start = state["epoch"] + 1
+    model = prepare_model(model)
+    opt = torch.optim.SGD(model.parameters(), lr=0.05)
+    gen = torch.Generator().manual_seed(100 + rank)
+    x = torch.randn(64, 4, generator=gen)
+    y = x @ torch.tensor([[3.0], [-2.0], [1.0], [0.5]]) + 1.0
+    for epoch in range(start, config["epochs"]):
+        for _ in range(5):
+            opt.zero_grad()
+            loss = torch.nn.functional.mse_loss(model(x), y)
+            loss.backward()
+            opt.step()
+        mean_loss = loss.detach().clone()
+        dist.all_reduce(mean_loss)
+        checksum = float(sum(p.detach().double().sum() for p in model.parameters()))
+        mine = (checksum, os.getpid(), ctx.get_node_rank(), ctx.get_local_rank())
+        everyone = [None] * world
+        dist.all_gather_object(everyone, mine)
+        metrics = {"epoch": epoch, "loss": float(mean_loss) / world, "start": start,
+                   "checksums": [e[0] for e in everyone], "pids": [e[1] for e in everyone],
+                   "node_ranks": [e[2] for e in everyone],
+                   "local_ranks": [e[3] for e in everyone], "world": world}
+        checkpoint = None
+        with tempfile.TemporaryDirectory() as d:
+            if rank == 0:
+                torch.save({"model": model.module.state_dict(), "epoch": epoch},
+                           os.path.join(d, "state.pt"))
+                checkpoint = Checkpoint.from_directory(d)
+            rayx.train.report(metrics, checkpoint=checkpoint)
+        pause = config.get("pause_file")
+        if pause and start == 0 and epoch == config["pause_after"]:
+            if rank == 0:
+                with open(pause + ".tmp", "w") as f:
+                    f.write(" ".join(str(p) for p in metrics["pids"]))
+                os.rename(pause + ".tmp", pause)
+            # Wait, with a deadline, for the test to kill a rank: training on
+            # would race the kill.
+            wait_until(lambda: os.path.exists(pause + ".go"), 60, "the test's kill")
+
+
+def test_ddp_on_two_nodes_loss_falls_and_ranks_agree(rayx_mod):
+    result = TorchTrainer(linear_loop, train_loop_config={"epochs": 4},
+                          scaling_config=ScalingConfig(num_workers=4),
+                          run_config=RunConfig(name="ddp-agree")).fit()
+    assert result.error is None
+    history = result.metrics_history
+    assert [m["epoch"] for m in history] == [0, 1, 2, 3]
+    assert history[-1]["loss"] < history[0]["loss"] * 0.5, [m["loss"] for m in history]
+    last = result.metrics
+    assert last["world"] == 4
+    assert len(set(last["checksums"])) == 1, f"ranks disagree: {last['checksums']}"
+    # 2-CPU nodes: at least two nodes; ranks ordered by node, local ranks
+    # counting from 0 on each node.
+    nodes, locals_ = last["node_ranks"], last["local_ranks"]
+    assert len(set(nodes)) >= 2 and nodes == sorted(nodes) and nodes[0] == 0, nodes
+    assert locals_ == [nodes[:i].count(n) for i, n in enumerate(nodes)], (nodes, locals_)
+    with result.checkpoint.as_directory() as d:
+        state = torch.load(os.path.join(d, "state.pt"))
+    assert state["epoch"] == 3
+    weights = sum(float(v.double().sum()) for v in state["model"].values())
+    assert weights == pytest.approx(last["checksums"][0])
+
+
+def test_sigkilled_rank_resumes_from_the_checkpoint(rayx_mod, tmp_path):
+    pause = str(tmp_path / "paused")
+    config = {"epochs": 4, "pause_file": pause, "pause_after": 1}
+    trainer = TorchTrainer(linear_loop, train_loop_config=config,
+                           scaling_config=ScalingConfig(num_workers=4),
+                           run_config=RunConfig(name="ddp-resume", report_timeout_s=30),
+                           failure_config=FailureConfig(max_failures=1))
+    outcome = {}
+
+    def fit():
+        try:
+            outcome["result"] = trainer.fit()
+        except BaseException as e:  # noqa: BLE001 - handed to the test thread
+            outcome["error"] = e
+
+    thread = threading.Thread(target=fit, daemon=True)
+    thread.start()
+    wait_until(lambda: os.path.exists(pause) or not thread.is_alive(), 90,
+               "epoch 1's checkpoint")
+    assert "error" not in outcome, outcome.get("error")
+    pids = [int(p) for p in open(pause).read().split()]
+    os.kill(pids[2], signal.SIGKILL)
+    open(pause + ".go", "w").close()
+    thread.join(120)
+    assert not thread.is_alive(), "fit() did not return after the restart"
+    assert "error" not in outcome, outcome.get("error")
+    result = outcome["result"]
+    assert result.error is None and result.num_restarts == 1
+    epochs = [m["epoch"] for m in result.metrics_history]
+    starts = [m["start"] for m in result.metrics_history]
+    # Attempt 0 reported epochs 0 and 1 (checkpointed), then rank 2 died; the
+    # restart began at epoch 2 from that checkpoint.
+    assert epochs == [0, 1, 2, 3], epochs
+    assert starts == [0, 0, 2, 2], starts
+    assert pids[2] not in result.metrics["pids"]
+    assert len(set(result.metrics["checksums"])) == 1
+    assert result.metrics["loss"] < result.metrics_history[0]["loss"]
+
+
+def failing_loop():
+    if rayx.train.get_context().get_world_rank() == 1:
+        raise ValueError("bad batch at step 3")
+    rayx.train.report({"ok": 1})
+
+
+def test_loop_that_raises_fails_fit_with_the_error(rayx_mod):
+    trainer = TorchTrainer(failing_loop, scaling_config=ScalingConfig(num_workers=2),
+                           run_config=RunConfig(report_timeout_s=20))
+    with pytest.raises(rayx.train.TrainingFailedError) as info:
+        trainer.fit()
+    message = str(info.value)
+    assert "rank 1" in message and "ValueError" in message and "bad batch at step 3" in message
+    assert isinstance(info.value.__cause__, ValueError)
+
+
+def context_loop(config):
+    ctx = rayx.train.get_context()
+    assert rayx.train.get_checkpoint() is None
+    env = {k: os.environ[k] for k in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR",
+                                      "MASTER_PORT", "NODE_RANK")}
+    import torch.distributed as dist
+    rayx.train.report({"rank": ctx.get_world_rank(), "size": ctx.get_world_size(),
+                       "env": env, "dist": dist.get_rank(), "cfg": config["x"]})
+
+
+def test_context_env_and_validation(rayx_mod):
+    result = TorchTrainer(context_loop, train_loop_config={"x": 7},
+                          scaling_config=ScalingConfig(min_workers=1, max_workers=2)).fit()
+    m = result.metrics
+    assert m["rank"] == 0 and m["dist"] == 0 and m["cfg"] == 7 and m["size"] == 2
+    assert m["env"]["RANK"] == "0" and m["env"]["WORLD_SIZE"] == "2"
+    assert int(m["env"]["MASTER_PORT"]) > 0 and m["env"]["MASTER_ADDR"].startswith("127.0.0.")
+    assert result.checkpoint is None
+    with pytest.raises(RuntimeError, match="inside a training loop"):
+        rayx.train.report({"x": 1})
+    with pytest.raises(ValueError, match="num_workers is 0"):
+        TorchTrainer(context_loop, scaling_config=ScalingConfig(num_workers=0))
+    with pytest.raises(ValueError, match="max_workers"):
+        TorchTrainer(context_loop, scaling_config=ScalingConfig(min_workers=3, max_workers=2))
+    with pytest.raises(rayx.train.TrainingFailedError, match="can never be placed"):
+        TorchTrainer(context_loop, scaling_config=ScalingConfig(
+            num_workers=1, resources_per_worker={"CPU": 64})).fit()
+
+
+def stuck_loop():
+    import threading
+    if rayx.train.get_context().get_world_rank() == 1:
+        threading.Event().wait(300)  # never reports; killed with its group
+    rayx.train.report({"ok": 1})
+
+
+def test_rank_that_never_reports_fails_the_run_at_the_deadline(rayx_mod):
+    import time
+    trainer = TorchTrainer(stuck_loop, scaling_config=ScalingConfig(num_workers=2),
+                           run_config=RunConfig(report_timeout_s=2))
+    start = time.monotonic()
+    with pytest.raises(rayx.train.TrainingFailedError) as info:
+        trainer.fit()
+    assert time.monotonic() - start < 30
+    message = str(info.value)
+    assert "barrier" in message.lower() and "rank 1" in message, message

@@ -173,7 +173,13 @@ int StartCommand(const std::vector<std::string>& args) {
     }
   }
 
-  if (f.block) BlockSignals();
+  if (f.block) {
+    BlockSignals();
+    // What this foreground process starts ends with it, even when it is
+    // SIGKILLed (a container's or a batch scheduler's stop): the daemons watch
+    // this pid (ParentWatch) and stop, with their workers, once it is gone.
+    setenv("RAYX_EXIT_WITH_PID", std::to_string(getpid()).c_str(), 1);
+  }
   auto session = detail::Session::Create(f.temp_dir);
   if (!session.ok()) return Fail("start", session.status().message());
   std::string bin = detail::SelfDirectory();

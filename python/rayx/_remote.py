@@ -305,6 +305,7 @@ class ActorMethod:
         self._handle = handle
         self._name = name
         self._num_returns = num_returns
+        self._header = None
 
     def options(self, *, num_returns=None, **unused):
         if unused:
@@ -314,7 +315,9 @@ class ActorMethod:
     def remote(self, *args, **kwargs):
         _api._require()
         n = self._num_returns
-        header = pickle.dumps((self._name, n))
+        header = self._header
+        if header is None:
+            header = self._header = pickle.dumps((self._name, n))
         core = _core.submit_actor_task(self._handle._core, [header] + encode_args(args, kwargs))
         return _refs(core, n)
 
@@ -335,7 +338,9 @@ class ActorHandle:
     def __getattr__(self, name):
         if name.startswith("__") and name.endswith("__"):
             raise AttributeError(name)
-        return ActorMethod(self, name, self._returns.get(name, 1))
+        method = ActorMethod(self, name, self._returns.get(name, 1))
+        self.__dict__[name] = method  # later lookups skip __getattr__
+        return method
 
     def __repr__(self):
         return f"Actor({self._class_name}, {self._core.id})"

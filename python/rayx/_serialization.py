@@ -69,6 +69,13 @@ def _dumps(value, on_ref):
         buffers.append(raw)
         return False
 
+    # Fast path: the C pickler. It fails on what only cloudpickle handles
+    # (lambdas, local classes) and on unresolved ObjectRefs, whose __reduce__
+    # refuses; then the cloudpickle pickler with ObjectRef persistent ids runs.
+    try:
+        return memoryview(pickle.dumps(value, protocol=5, buffer_callback=keep)), buffers
+    except Exception:  # noqa: BLE001 - retried below, which reports the cause
+        buffers.clear()
     out = io.BytesIO()
     try:
         _PICKLER(out, keep, on_ref).dump(value)
@@ -165,7 +172,8 @@ def loads(blob, on_ref=None, copy_buffers=False):
         view = mv[off:off + n]
         buffers.append(bytearray(view) if copy_buffers else view)
     data = mv[pos:pos + data_len]
+    if on_ref is None:
+        return flags, pickle.loads(data, buffers=buffers)
     unpickler = pickle.Unpickler(io.BytesIO(data), buffers=buffers)
-    if on_ref is not None:
-        unpickler.persistent_load = on_ref
+    unpickler.persistent_load = on_ref
     return flags, unpickler.load()

@@ -1,0 +1,41 @@
+"""`rayx start --block` (a container's or scheduler's foreground process):
+SIGKILL it and what it started goes with it."""
+
+import os
+import signal
+import subprocess
+import tempfile
+
+from conftest import CLI, pid_alive, wait_until
+
+
+def _session_pids(temp_dir):
+    pids = []
+    for root, _, files in os.walk(temp_dir):
+        pids += [int(open(os.path.join(root, f)).read().split()[0])
+                 for f in files if f.endswith(".pid")]
+    return pids
+
+
+def test_sigkilled_block_takes_its_daemons_with_it():
+    temp_dir = tempfile.mkdtemp(prefix="rayx-block-")
+    cli = subprocess.Popen([CLI, "start", "--head", "--block", "--port", "0",
+                            "--node-ip-address", "127.0.0.1", "--num-cpus", "1",
+                            "--temp-dir", temp_dir],
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        # Blocking: the head and the agent run and are recorded.
+        for line in cli.stdout:
+            if "--block: running" in line:
+                break
+        pids = wait_until(lambda: len(_session_pids(temp_dir)) == 2 and _session_pids(temp_dir),
+                          10, "the head and agent pid files")
+        assert all(pid_alive(p) for p in pids)
+        cli.send_signal(signal.SIGKILL)
+        cli.wait(timeout=10)
+        wait_until(lambda: not any(pid_alive(p) for p in pids), 10,
+                   "the head and agent to exit after their rayx start --block was SIGKILLed")
+    finally:
+        if cli.poll() is None:
+            cli.kill()
+        subprocess.run([CLI, "stop", "--temp-dir", temp_dir], capture_output=True, timeout=60)

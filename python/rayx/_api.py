@@ -118,11 +118,12 @@ class ObjectRef:
     rayx.get(ref) returns the value. Passed to a task, it is resolved first."""
 
     _rayx_object_ref = True
-    __slots__ = ("_core", "_index", "_resolved", "_value", "__weakref__")
+    __slots__ = ("_core", "_index", "_resolved", "_value", "_name", "__weakref__")
 
-    def __init__(self, core, index=None):
+    def __init__(self, core, index=None, name=None):
         self._core = core
         self._index = index
+        self._name = name  # the call that makes it, for errors
         self._resolved = False
         self._value = None
 
@@ -189,7 +190,10 @@ def _get_one(ref, timeout):
     except _core.GetTimeout as e:
         raise exceptions.GetTimeoutError(str(e)) from None
     except _core.TaskError as e:
-        raise exceptions.from_core(*e.args) from None
+        kind, message, function, node = e.args
+        if ref._name and function.startswith("rayx.py."):
+            function = ref._name  # the Python name, not the runtime's entry point
+        raise exceptions.from_core(kind, message, function, node) from None
     return _decode(buffer, ref._index)
 
 

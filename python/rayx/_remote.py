@@ -192,10 +192,10 @@ def _check_options(opts, allowed, what):
                    "and max_task_retries are ignored (calls to a dead actor raise ActorDiedError)")
 
 
-def _refs(core, n):
+def _refs(core, n, name=None):
     if n == 1:
-        return _api.ObjectRef(core)
-    return [_api.ObjectRef(core, i) for i in range(n)]
+        return _api.ObjectRef(core, None, name)
+    return [_api.ObjectRef(core, i, name) for i in range(n)]
 
 
 class RemoteFunction:
@@ -319,7 +319,7 @@ class ActorMethod:
         if header is None:
             header = self._header = pickle.dumps((self._name, n))
         core = _core.submit_actor_task(self._handle._core, [header] + encode_args(args, kwargs))
-        return _refs(core, n)
+        return _refs(core, n, f"{self._handle._class_name}.{self._name}")
 
     def __call__(self, *args, **kwargs):
         raise TypeError(f"actor method {self._name} cannot be called directly: use "

@@ -245,8 +245,9 @@ def test_actor_constructor_failure_is_reported(rayx_mod):
             return 1
 
     b = Broken.remote()
-    with pytest.raises(rayx.exceptions.ActorDiedError, match="cannot load the model"):
+    with pytest.raises(rayx.exceptions.ActorDiedError, match="cannot load the model") as info:
         rayx.get(b.f.remote(), timeout=30)
+    assert str(info.value).startswith("Broken.f failed")
 
 
 def test_put_get_wait_and_timeouts(rayx_mod):

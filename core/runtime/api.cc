@@ -294,6 +294,32 @@ ActorPtr DeserializeActor(const std::string& bytes) {
   return RequireRuntime().DeserializeActor(bytes);
 }
 const std::string& CurrentJobId() { return RequireRuntime().job_id(); }
+
+Placement PythonWorkerPlacement() {
+  std::string python = Env("RAYX_PYTHON");
+  if (python.empty()) {
+    std::string path = Env("PATH");
+    for (size_t start = 0; start <= path.size();) {
+      size_t end = path.find(':', start);
+      if (end == std::string::npos) end = path.size();
+      std::string candidate = path.substr(start, end - start) + "/python3";
+      if (end > start && ::access(candidate.c_str(), X_OK) == 0) {
+        python = candidate;
+        break;
+      }
+      start = end + 1;
+    }
+  }
+  if (python.empty()) {
+    throw std::runtime_error("rayx::PyFunction: no Python interpreter: set RAYX_PYTHON to the "
+                             "python3 that has rayx installed");
+  }
+  Placement p;
+  p.worker_executable = python;
+  p.worker_args = {"-m", "rayx._worker"};
+  if (!Env("PYTHONPATH").empty()) p.worker_env["PYTHONPATH"] = Env("PYTHONPATH");
+  return p;
+}
 ObjectHandle PutBytes(std::string bytes) { return RequireRuntime().Put(std::move(bytes)); }
 ObjectHandle PutEncoded(size_t size, const std::function<void(char* out)>& fill) {
   return RequireRuntime().PutEncoded(size, fill);

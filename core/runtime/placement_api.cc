@@ -19,6 +19,10 @@ std::string Placement::Key() const {
                     (group_visible_devices ? "/all" : "") + ";s=" + strategy + ":" +
                     affinity_node_id + (affinity_soft ? "~" : "") + ";l=";
   for (const auto& [k, v] : label_selector) key += k + "=" + v + ",";
+  if (!worker_executable.empty()) {
+    key += ";x=" + worker_executable;
+    for (const auto& a : worker_args) key += " " + a;
+  }
   return key;
 }
 

@@ -105,6 +105,11 @@ void TaskSubmitter::RequestLease(Shape& shape) {
   req.resources = shape.resources;
   ApplyPlacement(shape.placement, &req);
   if (options_.describe_program) options_.describe_program(&req);
+  if (!shape.placement.worker_executable.empty()) {  // a call into another language
+    req.executable = shape.placement.worker_executable;
+    req.worker_args = shape.placement.worker_args;
+    req.worker_env = shape.placement.worker_env;
+  }
   Shape* s = &shape;
   deps_.head.RequestLease(req, [this, s](Result<protocol::RequestLeaseReply> r) {
     --s->lease_requests;

@@ -15,7 +15,8 @@
 from rayx import exceptions
 from rayx._api import (ObjectRef, available_resources, cluster_resources, get, get_gpu_ids, init,
                        is_initialized, nodes, put, shutdown, wait)
-from rayx._remote import ActorClass, ActorHandle, RemoteFunction, get_actor, kill, method, remote
+from rayx._remote import (ActorClass, ActorHandle, RemoteFunction, cpp_function, get_actor, kill,
+                          method, remote)
 
 __version__ = "0.1.0"
 
@@ -30,6 +31,6 @@ def __getattr__(name):
 
 __all__ = [
     "ActorClass", "ActorHandle", "ObjectRef", "RemoteFunction", "available_resources",
-    "cluster_resources", "exceptions", "get", "get_actor", "get_gpu_ids", "init",
+    "cluster_resources", "cpp_function", "exceptions", "get", "get_actor", "get_gpu_ids", "init",
     "is_initialized", "kill", "method", "nodes", "put", "remote", "shutdown", "wait",
 ]

@@ -118,12 +118,13 @@ class ObjectRef:
     rayx.get(ref) returns the value. Passed to a task, it is resolved first."""
 
     _rayx_object_ref = True
-    __slots__ = ("_core", "_index", "_resolved", "_value", "_name", "__weakref__")
+    __slots__ = ("_core", "_index", "_resolved", "_value", "_name", "_msgpack", "__weakref__")
 
     def __init__(self, core, index=None, name=None):
         self._core = core
         self._index = index
         self._name = name  # the call that makes it, for errors
+        self._msgpack = False  # made by C++ (rayx.cpp_function): a msgpack value
         self._resolved = False
         self._value = None
 
@@ -194,6 +195,8 @@ def _get_one(ref, timeout):
         if ref._name and function.startswith("rayx.py."):
             function = ref._name  # the Python name, not the runtime's entry point
         raise exceptions.from_core(kind, message, function, node) from None
+    if ref._msgpack:
+        return _core.msgpack_loads(buffer)
     return _decode(buffer, ref._index)
 
 

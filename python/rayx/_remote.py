@@ -399,3 +399,49 @@ def remote(*args, **options):
     if args:
         raise TypeError("@rayx.remote takes keyword options only, e.g. @rayx.remote(num_gpus=1)")
     return make
+
+
+class CppFunction:
+    """A C++ function registered with RAYX_REMOTE in `executable` (a rayx C++
+    program: its main() calls rayx::Init(argc, argv) first), run as tasks by
+    C++ workers. Arguments and the result cross as msgpack: None, bool, int,
+    float, str, bytes, list, tuple and dict."""
+
+    def __init__(self, name, executable, options):
+        self._name = name
+        self._executable = executable
+        self._options = options
+
+    def options(self, **options):
+        _check_options(options, {"num_cpus", "num_gpus", "resources", "name",
+                                 "scheduling_strategy", "placement_group",
+                                 "placement_group_bundle_index"}, f"cpp_function({self._name})")
+        merged = dict(self._options)
+        merged.update(options)
+        return CppFunction(self._name, self._executable, merged)
+
+    def remote(self, *args):
+        _api._require()
+        values = [_core.msgpack_dumps(a, f"argument {i} of {self._name}") for i, a in enumerate(args)]
+        res, explicit = _resources(self._options, 1)
+        placement = _placement(self._options) if _has_placement(self._options) else {}
+        placement["worker_executable"] = self._executable
+        core = _core.submit_task(self._name, values, self._options.get("name") or self._name, res,
+                                 explicit, placement)
+        ref = _api.ObjectRef(core, None, self._name)
+        ref._msgpack = True
+        return ref
+
+
+def cpp_function(name, executable=None):
+    """rayx.cpp_function("Square", executable="./build/my_program").remote(7):
+    calls a C++ function of a rayx C++ program (default: $RAYX_CPP_WORKER)."""
+    import os
+    executable = executable or os.environ.get("RAYX_CPP_WORKER", "")
+    if not executable:
+        raise ValueError("cpp_function: name the C++ program that registers the function "
+                         "(executable=... or $RAYX_CPP_WORKER)")
+    executable = os.path.abspath(executable)
+    if not os.access(executable, os.X_OK):
+        raise ValueError(f"cpp_function: {executable} is not an executable program")
+    return CppFunction(name, executable, {})

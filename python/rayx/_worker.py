@@ -76,7 +76,20 @@ def _error(e, name):
         return ser.to_bytes((None,) + payload[1:], ser.FLAG_ERROR)
 
 
+def _call_from_cpp(views):
+    """A call from C++ (rayx::PyFunction): msgpack module, function, arguments.
+    Exceptions propagate: the C++ caller gets their type and traceback."""
+    import importlib
+    module = _core.msgpack_loads(views[0])
+    function = _core.msgpack_loads(views[1])
+    args = [_core.msgpack_loads(v) for v in views[2:]]
+    fn = getattr(importlib.import_module(module), function)
+    return _core.msgpack_dumps(fn(*args), f"the result of {module}.{function}")
+
+
 def dispatch(kind, instance, views):
+    if kind == "xlang":
+        return _call_from_cpp(views)
     header = pickle.loads(views[0])
     if kind == "create":
         key, name, _ = header

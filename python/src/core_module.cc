@@ -90,6 +90,9 @@ Placement ToPlacement(const py::dict& o) {
   if (o.contains("node_id")) p.affinity_node_id = py::cast<std::string>(o["node_id"]);
   if (o.contains("soft")) p.affinity_soft = py::cast<bool>(o["soft"]);
   if (o.contains("group_devices")) p.group_visible_devices = py::cast<bool>(o["group_devices"]);
+  if (o.contains("worker_executable")) {
+    p.worker_executable = py::cast<std::string>(o["worker_executable"]);
+  }
   if (o.contains("label_selector")) {
     for (auto item : py::cast<py::dict>(o["label_selector"])) {
       p.label_selector[py::cast<std::string>(item.first)] = py::cast<std::string>(item.second);
@@ -206,6 +209,109 @@ py::list Nodes() {
   return out;
 }
 
+// --- Values that cross between Python and C++ (msgpack) ------------------------
+
+constexpr int kMaxDepth = 64;
+
+void PackValue(msgpack::packer<msgpack::sbuffer>& pk, py::handle o, const std::string& path,
+               int depth) {
+  if (depth > kMaxDepth) throw py::value_error("a value crossing to C++ nests deeper than 64 at " + path);
+  if (o.is_none()) {
+    pk.pack_nil();
+  } else if (PyBool_Check(o.ptr())) {
+    pk.pack(o.ptr() == Py_True);
+  } else if (PyLong_Check(o.ptr())) {
+    int overflow = 0;
+    long long v = PyLong_AsLongLongAndOverflow(o.ptr(), &overflow);
+    if (overflow == 0) {
+      pk.pack(static_cast<int64_t>(v));
+    } else {
+      unsigned long long u = PyLong_AsUnsignedLongLong(o.ptr());
+      if (PyErr_Occurred()) {
+        PyErr_Clear();
+        throw py::value_error("the int at " + path + " does not fit in 64 bits for C++");
+      }
+      pk.pack(static_cast<uint64_t>(u));
+    }
+  } else if (PyFloat_Check(o.ptr())) {
+    pk.pack(PyFloat_AsDouble(o.ptr()));
+  } else if (PyUnicode_Check(o.ptr())) {
+    pk.pack(py::cast<std::string>(o));
+  } else if (PyBytes_Check(o.ptr()) || PyByteArray_Check(o.ptr())) {
+    std::string b = PyBytes_Check(o.ptr()) ? py::cast<std::string>(o)
+                                            : std::string(PyByteArray_AsString(o.ptr()),
+                                                          PyByteArray_Size(o.ptr()));
+    pk.pack_bin(static_cast<uint32_t>(b.size()));
+    pk.pack_bin_body(b.data(), static_cast<uint32_t>(b.size()));
+  } else if (PyList_Check(o.ptr()) || PyTuple_Check(o.ptr())) {
+    py::sequence seq = py::reinterpret_borrow<py::sequence>(o);
+    pk.pack_array(static_cast<uint32_t>(seq.size()));
+    for (size_t i = 0; i < seq.size(); ++i) {
+      PackValue(pk, seq[i], path + "[" + std::to_string(i) + "]", depth + 1);
+    }
+  } else if (PyDict_Check(o.ptr())) {
+    py::dict d = py::reinterpret_borrow<py::dict>(o);
+    pk.pack_map(static_cast<uint32_t>(d.size()));
+    for (auto item : d) {
+      std::string key = py::cast<std::string>(py::repr(item.first));
+      PackValue(pk, item.first, path + " key " + key, depth + 1);
+      PackValue(pk, item.second, path + "[" + key + "]", depth + 1);
+    }
+  } else {
+    throw py::type_error("cannot pass a " + std::string(Py_TYPE(o.ptr())->tp_name) + " (at " +
+                         path + ") between Python and C++: values that cross languages are "
+                         "None, bool, int, float, str, bytes, list, tuple and dict");
+  }
+}
+
+py::bytes MsgpackDumps(py::handle o, const std::string& what) {
+  msgpack::sbuffer buffer;
+  msgpack::packer<msgpack::sbuffer> pk(buffer);
+  PackValue(pk, o, what, 0);
+  return py::bytes(buffer.data(), buffer.size());
+}
+
+py::object ToPython(const msgpack::object& o) {
+  switch (o.type) {
+    case msgpack::type::NIL: return py::none();
+    case msgpack::type::BOOLEAN: return py::bool_(o.via.boolean);
+    case msgpack::type::POSITIVE_INTEGER: return py::int_(o.via.u64);
+    case msgpack::type::NEGATIVE_INTEGER: return py::int_(o.via.i64);
+    case msgpack::type::FLOAT32:
+    case msgpack::type::FLOAT64: return py::float_(o.via.f64);
+    case msgpack::type::STR: return py::str(o.via.str.ptr, o.via.str.size);
+    case msgpack::type::BIN: return py::bytes(o.via.bin.ptr, o.via.bin.size);
+    case msgpack::type::ARRAY: {
+      py::list out;
+      for (uint32_t i = 0; i < o.via.array.size; ++i) out.append(ToPython(o.via.array.ptr[i]));
+      return out;
+    }
+    case msgpack::type::MAP: {
+      py::dict out;
+      for (uint32_t i = 0; i < o.via.map.size; ++i) {
+        py::object key = ToPython(o.via.map.ptr[i].key);
+        if (PyList_Check(key.ptr())) key = py::tuple(key);  // lists cannot be dict keys
+        out[key] = ToPython(o.via.map.ptr[i].val);
+      }
+      return out;
+    }
+    default:
+      throw py::type_error("a C++ value of msgpack type " + std::to_string(static_cast<int>(o.type)) +
+                           " has no Python equivalent");
+  }
+}
+
+py::object MsgpackLoads(const py::buffer& b) {
+  py::buffer_info info = b.request();
+  try {
+    msgpack::object_handle h = msgpack::unpack(static_cast<const char*>(info.ptr),
+                                               static_cast<size_t>(info.size * info.itemsize));
+    return ToPython(h.get());
+  } catch (const msgpack::unpack_error& e) {
+    throw py::value_error(std::string("not a msgpack value (a C++ result?): ") + e.what());
+  }
+}
+
 // --- Python workers ---------------------------------------------------------
 
 // The Python function that runs calls in a worker: dispatch(kind, instance,
@@ -253,6 +359,12 @@ void RegisterPythonFunctions() {
   task.name = "rayx.py.task";
   task.invoke = [](void*, const ArgViews& args) { return Dispatch("task", nullptr, args); };
   registry.Add(task.name, task);
+
+  // A call from C++ (rayx::PyFunction): module, function and msgpack arguments.
+  RemoteFunction xlang;
+  xlang.name = "rayx.py.xlang";
+  xlang.invoke = [](void*, const ArgViews& args) { return Dispatch("xlang", nullptr, args); };
+  registry.Add(xlang.name, xlang);
 
   RemoteFunction actor;
   actor.name = "rayx.py.actor";
@@ -380,6 +492,8 @@ PYBIND11_MODULE(_core, m) {
     return PyActor{DeserializeActor(bytes)};
   });
 
+  m.def("msgpack_dumps", &MsgpackDumps, py::arg("value"), py::arg("what") = "value");
+  m.def("msgpack_loads", &MsgpackLoads);
   m.def("put_parts", &PutParts);
   m.def("get", &Get, py::arg("ref"), py::arg("timeout_s"));
   m.def("wait", &Wait);

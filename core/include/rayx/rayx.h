@@ -270,6 +270,45 @@ TaskCaller<F> Task(F f) {
   return TaskCaller<F>(f);
 }
 
+// ---- Calls into Python ---------------------------------------------------------
+
+namespace detail {
+// The Python workers' program: $RAYX_PYTHON (else python3 on PATH) running
+// rayx._worker, with this process's PYTHONPATH. Throws when no interpreter is found.
+Placement PythonWorkerPlacement();
+}  // namespace detail
+
+// A Python function `module.function` run as a task by a Python worker, e.g.
+//   int doubled = rayx::PyFunction<int>("mymodule", "double_it").Remote(21).Get();
+// Arguments and the result cross as msgpack (nil, bool, integers, floats,
+// strings, binary, arrays, maps): R must be a type msgpack reads that as. The
+// module must be importable by the worker (installed, or on PYTHONPATH, or in
+// the job's working directory). A Python exception fails Get() with its type
+// and traceback.
+template <typename R>
+class PyFunction {
+ public:
+  PyFunction(std::string module, std::string function)
+      : module_(std::move(module)), function_(std::move(function)) {
+    options_.name = module_ + "." + function_;
+  }
+  PyFunction& SetResources(ResourceMap resources) {
+    options_.resources = std::move(resources);
+    options_.resources_set = true;
+    return *this;
+  }
+  template <typename... A>
+  ObjectRef<R> Remote(A&&... args) {
+    options_.placement = detail::PythonWorkerPlacement();
+    return ObjectRef<R>(detail::SubmitTask(
+        "rayx.py.xlang", detail::MakeArgs(module_, function_, std::forward<A>(args)...), options_));
+  }
+
+ private:
+  std::string module_, function_;
+  detail::CallOptions options_;
+};
+
 // ---- Actors ------------------------------------------------------------------
 
 enum class ActorLifetime { kNonDetached, kDetached };

@@ -35,8 +35,14 @@ struct Placement {
   std::string affinity_node_id;
   bool affinity_soft = false;
   LabelMap label_selector;
+  // The worker's program, when not this process's own (a call into another
+  // language): executable, its arguments and environment additions.
+  std::string worker_executable;
+  std::vector<std::string> worker_args;
+  std::map<std::string, std::string> worker_env;
   bool empty() const {
-    return placement_group_id.empty() && strategy.empty() && label_selector.empty();
+    return placement_group_id.empty() && strategy.empty() && label_selector.empty() &&
+           worker_executable.empty();
   }
   // Distinguishes worker pools: calls with different placements never share.
   std::string Key() const;

@@ -372,6 +372,7 @@ ObjectHandle Runtime::SubmitTask(const std::string& function, std::vector<Arg> a
   submission.task.function = function;
   submission.task.display = options.name;
   submission.task.args = std::move(args);
+  submission.task.retries_left = std::max(0, options.max_retries);
   if (options.resources_set) submission.resources = options.resources;
   submission.placement = options.placement;
   return Submit(std::move(submission));

@@ -25,6 +25,10 @@ struct Task {
   std::string object_id;                                // the result's
   bool actor_creation = false;
   std::string actor_id;
+  // Tasks only: how many more times the call runs again when its worker (or
+  // node) dies under it. Actor calls are never retried.
+  int32_t retries_left = 0;
+  int32_t retries_done = 0;
 
   const std::string& DisplayName() const { return display.empty() ? function : display; }
 };

@@ -147,9 +147,26 @@ void TaskSubmitter::OnWorkerLost(Shape& shape, WorkerConnection& conn) {
   const WorkerConnection::Info& info = conn.info();
   std::string who =
       "the worker process (pid " + std::to_string(info.pid) + ") on node " + info.node;
-  conn.FailInFlight("WorkerCrashed",
-                    who + " died while running this call (it crashed or was killed; its log is in "
-                          "that node's session logs)");
+  // The calls it was running: again on another worker while they have retries
+  // left (Ray's max_retries), in their order ahead of the waiting ones.
+  std::vector<Task> running = conn.TakeInFlight();
+  std::vector<Task> again;
+  for (Task& task : running) {
+    if (task.retries_left > 0) {
+      --task.retries_left;
+      ++task.retries_done;
+      again.push_back(std::move(task));
+      continue;
+    }
+    std::string tries = task.retries_done > 0
+                            ? " (the last of " + std::to_string(task.retries_done + 1) + " tries)"
+                            : "";
+    FailTask(deps_.objects, task, "WorkerCrashed",
+             who + " died while running this call" + tries +
+                 " (it crashed or was killed; its log is in that node's session logs)",
+             info.node);
+  }
+  for (auto it = again.rbegin(); it != again.rend(); ++it) shape.queue.push_front(std::move(*it));
   // Give the lease back so its resources are freed.
   deps_.head.ReturnLease(info.lease_id);
   // Dropped later: we may be inside the connection's own handler.

@@ -1,6 +1,8 @@
 // One leased worker's calls: batched sends, replies, refusal and loss.
 #include "runtime/worker_connection.h"
 
+#include <algorithm>
+
 #include "protocol/codec.h"
 #include "runtime/worker_send_queue.h"
 #include "transport/message.h"
@@ -79,7 +81,9 @@ void WorkerConnection::SendQueued(protocol::PushTasksWriter& writer, std::string
     }
     for (size_t i = first; i < next; ++i) {
       Task& task = in_flight_.at(unsent_[i]);
-      // Sent: the copies in the frames went with them.
+      // Sent: the copies in the frames went with them. A task that may run
+      // again (retries left) keeps its arguments until its result arrives.
+      if (task.retries_left > 0) continue;
       task.args.clear();
       task.resolved.clear();
       task.stored.clear();
@@ -155,6 +159,19 @@ std::vector<Task> WorkerConnection::TakeUnsent() {
     tasks.push_back(std::move(it->second));
     in_flight_.erase(it);
   }
+  unsent_.clear();
+  return tasks;
+}
+
+std::vector<Task> WorkerConnection::TakeInFlight() {
+  std::vector<uint64_t> ids;
+  ids.reserve(in_flight_.size());
+  for (const auto& entry : in_flight_) ids.push_back(entry.first);
+  std::sort(ids.begin(), ids.end());  // call ids grow with each Queue
+  std::vector<Task> tasks;
+  tasks.reserve(ids.size());
+  for (uint64_t id : ids) tasks.push_back(std::move(in_flight_[id]));
+  in_flight_.clear();
   unsent_.clear();
   return tasks;
 }

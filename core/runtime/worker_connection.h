@@ -76,6 +76,8 @@ class WorkerConnection : public std::enable_shared_from_this<WorkerConnection> {
 
   // Takes the calls never sent, in their order (for another worker).
   std::vector<Task> TakeUnsent();
+  // Takes every call in flight (sent or not), in the order they were queued.
+  std::vector<Task> TakeInFlight();
   // Fails every call in flight (sent or not) with {type, message} and forgets them.
   void FailInFlight(const std::string& type, const std::string& message);
 

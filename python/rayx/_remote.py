@@ -20,6 +20,8 @@ from rayx import _core
 from rayx import _serialization as ser
 
 KV_NAMESPACE = "rayx.py.fn"
+# Ray's default: a task whose worker or node dies runs again up to 3 times.
+DEFAULT_MAX_RETRIES = 3
 # The head's KV holds values up to 1 MiB: a bigger function or class (a closure
 # capturing data) is refused at .remote().
 MAX_CODE_BYTES = 1 << 20
@@ -184,9 +186,12 @@ def _check_options(opts, allowed, what):
     n = opts.get("num_returns", 1)
     if not isinstance(n, int) or n < 1:
         raise ValueError(f"{what}: num_returns must be an int >= 1, not {n!r}")
-    if opts.get("max_retries") not in (None, 0):
-        _warn_once("max_retries", "rayx: task retries are not implemented yet; max_retries is "
-                   "ignored (a task whose worker dies fails with WorkerCrashedError)")
+    retries = opts.get("max_retries")
+    if retries is not None and (not isinstance(retries, int) or retries < -1):
+        raise ValueError(f"{what}: max_retries must be an int >= 0 (or -1), not {retries!r}")
+    if opts.get("retry_exceptions"):
+        _warn_once("retry_exceptions", "rayx: retry_exceptions is not implemented yet: tasks are "
+                   "retried when their worker dies, never when they raise")
     if opts.get("max_restarts") not in (None, 0) or opts.get("max_task_retries") not in (None, 0):
         _warn_once("max_restarts", "rayx: actor restarts are not implemented yet; max_restarts "
                    "and max_task_retries are ignored (calls to a dead actor raise ActorDiedError)")
@@ -228,8 +233,12 @@ class RemoteFunction:
             header = self._headers[n] = pickle.dumps((key, _name(self._function), n))
         res, explicit = _resources(opts, 1)
         placement = _placement(opts) if _has_placement(opts) else {}
+        retries = opts.get("max_retries")
+        if retries == -1:
+            retries = 2**31 - 1  # Ray's "retry forever"
         core = _core.submit_task("rayx.py.task", [header] + encode_args(args, kwargs),
-                                 opts.get("name") or self.__name__, res, explicit, placement)
+                                 opts.get("name") or self.__name__, res, explicit, placement,
+                                 DEFAULT_MAX_RETRIES if retries is None else retries)
         return _refs(core, n)
 
 
@@ -427,7 +436,7 @@ class CppFunction:
         placement = _placement(self._options) if _has_placement(self._options) else {}
         placement["worker_executable"] = self._executable
         core = _core.submit_task(self._name, values, self._options.get("name") or self._name, res,
-                                 explicit, placement)
+                                 explicit, placement, DEFAULT_MAX_RETRIES)
         ref = _api.ObjectRef(core, None, self._name)
         ref._msgpack = True
         return ref

@@ -452,9 +452,11 @@ PYBIND11_MODULE(_core, m) {
   m.def("gpu_ids", &rayx::GetGpuIds);
 
   m.def("submit_task", [](const std::string& function, const py::list& args, const std::string& name,
-                          const py::dict& resources, bool resources_set, const py::dict& placement) {
+                          const py::dict& resources, bool resources_set, const py::dict& placement,
+                          int max_retries) {
     CallOptions options;
     options.name = name;
+    options.max_retries = max_retries;
     options.resources = ToResources(resources);
     options.resources_set = resources_set;
     options.placement = ToPlacement(placement);

@@ -233,6 +233,32 @@ def test_worker_crash_and_killed_actor(rayx_mod):
                10, "the killed actor's process to exit")
 
 
+def test_a_task_whose_worker_dies_runs_again(rayx_mod, tmp_path):
+    rayx = rayx_mod
+
+    @rayx.remote
+    def crash_once(marker):
+        # The first run kills its own worker; the retry finds the marker.
+        if not os.path.exists(marker):
+            open(marker, "w").write(str(os.getpid()))
+            os._exit(1)
+        return "ran again in pid %d after pid %s died" % (os.getpid(), open(marker).read())
+
+    out = rayx.get(crash_once.remote(str(tmp_path / "first")), timeout=60)
+    first_pid = int(open(tmp_path / "first").read())
+    assert out.startswith("ran again") and f"after pid {first_pid} died" in out
+    assert f"in pid {first_pid} " not in out
+    with pytest.raises(rayx.exceptions.WorkerCrashedError):
+        rayx.get(crash_once.options(max_retries=0).remote(str(tmp_path / "second")), timeout=60)
+
+    @rayx.remote
+    def always_crashes():
+        os._exit(2)
+
+    with pytest.raises(rayx.exceptions.WorkerCrashedError, match="the last of 3 tries"):
+        rayx.get(always_crashes.options(max_retries=2).remote(), timeout=60)
+
+
 def test_actor_constructor_failure_is_reported(rayx_mod):
     rayx = rayx_mod
 

@@ -135,6 +135,61 @@ TEST_F(TaskSubmitterTest, SlowWorkerStartsAreNotMistakenForSaturation) {
   EXPECT_EQ(worker->calls.size(), 3u);
 }
 
+// Ray's max_retries: the calls a dead worker was running go to another worker
+// while they have retries left, in their order; the others fail, naming the tries.
+TEST_F(TaskSubmitterTest, CallsOfADeadWorkerRunAgainWhileTheyHaveRetries) {
+  auto submit = [&](int retries) {
+    std::string id = "result-" + std::to_string(next_++);
+    objects_.AddPending(id);
+    Task task;
+    task.function = "F";
+    task.object_id = id;
+    task.args.push_back(Arg{"arg-of-" + id, nullptr});
+    task.retries_left = retries;
+    submitter_.Submit(task, std::nullopt, Placement{});
+    return id;
+  };
+  std::string kept = submit(1), lost = submit(0), kept_too = submit(2);
+  Step();
+  head_.Grant("lease-1", "w1");
+  Step();
+  clock_.Advance(TaskSubmitter::kSaturatedAfterMs + 1);  // saturated: all three on w1
+  submitter_.Tick();
+  Step();
+  auto* w1 = connector_.At("w1");
+  ASSERT_NE(w1, nullptr);
+  ASSERT_EQ(w1->calls.size(), 3u);
+  w1->Die();
+  Step();
+  EXPECT_EQ(ErrorOf(lost), "WorkerCrashed");
+  EXPECT_EQ(head_.returned, std::vector<std::string>{"lease-1"});
+  ASSERT_FALSE(head_.requests.empty()) << "no new worker asked for the retried calls";
+  head_.Grant("lease-2", "w2");
+  Step();
+  clock_.Advance(TaskSubmitter::kSaturatedAfterMs + 1);
+  submitter_.Tick();
+  Step();
+  auto* w2 = connector_.At("w2");
+  ASSERT_NE(w2, nullptr);
+  ASSERT_EQ(w2->calls.size(), 2u);
+  EXPECT_EQ(w2->calls[0].return_id, kept);
+  EXPECT_EQ(w2->calls[1].return_id, kept_too);
+  // With their arguments: a retried call keeps them until its result arrives.
+  EXPECT_EQ(w2->calls[0].args, std::vector<std::string>{"arg-of-" + kept});
+  // The call with no retry left dies with the second worker; the other runs.
+  w2->Reply(w2->calls[1].call_id, "done");
+  w2->Die();
+  Step();
+  EXPECT_EQ(ErrorOf(kept), "WorkerCrashed");
+  EXPECT_EQ(ErrorOf(kept_too), "");
+  try {
+    objects_.Get(kept, 0);
+  } catch (const TaskError& e) {
+    EXPECT_NE(e.remote_message().find("the last of 2 tries"), std::string::npos)
+        << e.remote_message();
+  }
+}
+
 TEST_F(TaskSubmitterTest, ReturnsAnIdleLeaseAfterTheIdleTime) {
   std::string id = Submit("F");
   Step();

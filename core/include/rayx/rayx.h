@@ -246,6 +246,14 @@ class TaskCaller {
     detail::ApplyStrategy(strategy, &options_.placement);
     return *this;
   }
+  // Runs the task again, up to `n` times, when its worker or node dies while
+  // running it (default 3, as Ray; 0: fail at once). Exceptions the function
+  // throws are never retried.
+  TaskCaller& SetMaxRetries(int n) {
+    if (n < 0) throw std::invalid_argument("SetMaxRetries: " + std::to_string(n) + " is < 0");
+    options_.max_retries = n;
+    return *this;
+  }
   // Only on nodes whose labels equal these, e.g. {{"accelerator", "H100"}}.
   TaskCaller& SetLabelSelector(LabelMap selector) {
     options_.placement.label_selector = std::move(selector);

@@ -3,7 +3,7 @@
 from rayx import _api, _core
 
 _STRATEGIES = ("PACK", "SPREAD", "STRICT_PACK", "STRICT_SPREAD")
-_ready_value = None
+_ready_value = None  # the value of a pg.ready() ObjectRef: True, serialized once
 
 
 class PlacementGroup:

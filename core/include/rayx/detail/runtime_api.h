@@ -48,8 +48,14 @@ struct Placement {
   std::string Key() const;
 };
 
+// Ray's default: a task whose worker dies runs again up to 3 times.
+inline constexpr int kDefaultMaxRetries = 3;
+
 struct CallOptions {
   std::string name;          // for errors and logs; the function's name when empty
+  // Runs of the task again when its worker or node dies while running it
+  // (application exceptions are never retried). 0: fail at once.
+  int max_retries = kDefaultMaxRetries;
   ResourceMap resources;     // default {CPU: 1} for tasks, {} for actors
   bool resources_set = false;
   Placement placement;

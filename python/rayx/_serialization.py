@@ -69,19 +69,37 @@ def _dumps(value, on_ref):
         buffers.append(raw)
         return False
 
-    # Fast path: the C pickler. It fails on what only cloudpickle handles
-    # (lambdas, local classes) and on unresolved ObjectRefs, whose __reduce__
-    # refuses; then the cloudpickle pickler with ObjectRef persistent ids runs.
-    try:
+    # Fast path: the C pickler, for values made only of builtin types and numpy
+    # arrays. Anything else (functions, classes and their instances, which may
+    # live in __main__ and must then travel by value) goes through cloudpickle.
+    if _plain(value, 0):
         return memoryview(pickle.dumps(value, protocol=5, buffer_callback=keep)), buffers
-    except Exception:  # noqa: BLE001 - retried below, which reports the cause
-        buffers.clear()
     out = io.BytesIO()
     try:
         _PICKLER(out, keep, on_ref).dump(value)
     except Exception as e:  # noqa: BLE001 - re-raised with the path that failed
         raise TypeError(_describe_unpicklable(value, e)) from e
     return out.getbuffer(), buffers
+
+
+_SCALARS = frozenset([int, float, bool, str, bytes, type(None), complex])
+_CONTAINERS = frozenset([list, tuple, dict, set, frozenset])
+
+
+def _plain(value, depth):
+    """True for values the C pickler serializes exactly as cloudpickle would:
+    builtin scalars, numpy arrays, and small builtin containers of them."""
+    t = type(value)
+    if t in _SCALARS:
+        return True
+    if t.__module__ == "numpy" and t.__name__ in ("ndarray", "float64", "float32", "int64",
+                                                   "int32", "bool_"):
+        return getattr(value, "dtype", None) is None or value.dtype.hasobject is False
+    if t in _CONTAINERS and depth < 3 and len(value) <= 64:
+        items = value.items() if t is dict else ((v, None) for v in value)
+        return all(_plain(k, depth + 1) and (v is None or _plain(v, depth + 1))
+                   for k, v in items)
+    return False
 
 
 def _describe_unpicklable(value, error):

@@ -7,9 +7,12 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <boost/asio/post.hpp>
 #include <boost/asio/read_until.hpp>
+#include <algorithm>
 #include <cstring>
 #include <fstream>
+#include <thread>
 #include <vector>
 
 #include "common/logging.h"
@@ -21,13 +24,46 @@ namespace rayx::worker {
 WorkerPool::WorkerPool(boost::asio::io_context& io, Options options)
     : io_(io), options_(std::move(options)) {}
 
-WorkerPool::~WorkerPool() { KillAll(); }
+WorkerPool::~WorkerPool() {
+  stopping_ = true;  // no queued start may run after this
+  KillAll();
+}
+
+size_t WorkerPool::MaxStarting() const {
+  if (options_.max_starting > 0) return options_.max_starting;
+  return std::max<size_t>(2, std::thread::hardware_concurrency());
+}
 
 void WorkerPool::Start(const protocol::StartWorkerRequest& request, StartCallback done) {
-  if (workers_.count(request.lease_id)) {
+  bool queued = std::any_of(queued_.begin(), queued_.end(), [&](const Queued& q) {
+    return q.request.lease_id == request.lease_id;
+  });
+  if (workers_.count(request.lease_id) || queued) {
     done(Status::AlreadyExists("lease " + request.lease_id + " already has a worker"));
     return;
   }
+  if (starting_ >= MaxStarting()) {
+    queued_.push_back(Queued{request, std::move(done)});
+    return;
+  }
+  StartNow(request, std::move(done));
+}
+
+void WorkerPool::StartEnded() {
+  if (starting_ > 0) --starting_;
+  if (stopping_ || queued_.empty()) return;
+  // Not from inside the caller's handler: the next start runs on its own turn.
+  boost::asio::post(io_, [this, guard = std::weak_ptr<int>(alive_)] {
+    if (guard.expired()) return;  // the pool is gone
+    while (starting_ < MaxStarting() && !queued_.empty()) {
+      Queued next = std::move(queued_.front());
+      queued_.pop_front();
+      StartNow(next.request, std::move(next.done));
+    }
+  });
+}
+
+void WorkerPool::StartNow(const protocol::StartWorkerRequest& request, StartCallback done) {
   if (request.executable.empty() || ::access(request.executable.c_str(), X_OK) != 0) {
     const char* why = request.executable.empty() ? "no executable given" : std::strerror(errno);
     done(Status::NotFound("cannot run '" + request.executable + "' on node " + options_.node_ip +
@@ -113,6 +149,7 @@ void WorkerPool::Start(const protocol::StartWorkerRequest& request, StartCallbac
   ::close(fds[1]);
   if (log_fd >= 0) ::close(log_fd);
 
+  ++starting_;
   Worker& worker = workers_[request.lease_id];
   worker.pid = pid;
   worker.lease_id = request.lease_id;
@@ -163,6 +200,7 @@ void WorkerPool::FinishStart(const std::string& lease_id,
   Worker& worker = it->second;
   auto done = std::move(worker.on_start);
   worker.on_start = nullptr;
+  StartEnded();
   worker.timer->cancel();
   boost::system::error_code ignored;
   worker.pipe->close(ignored);
@@ -179,6 +217,14 @@ void WorkerPool::FinishStart(const std::string& lease_id,
 }
 
 pid_t WorkerPool::Kill(const std::string& lease_id) {
+  auto waiting = std::find_if(queued_.begin(), queued_.end(),
+                              [&](const Queued& q) { return q.request.lease_id == lease_id; });
+  if (waiting != queued_.end()) {  // never started: nothing to kill
+    auto done = std::move(waiting->done);
+    queued_.erase(waiting);
+    done(Status::Cancelled("the lease ended while its worker waited to start"));
+    return 0;
+  }
   auto it = workers_.find(lease_id);
   if (it == workers_.end()) return 0;
   pid_t pid = it->second.pid;
@@ -187,6 +233,7 @@ pid_t WorkerPool::Kill(const std::string& lease_id) {
   if (it->second.on_start) {
     auto done = std::move(it->second.on_start);
     it->second.on_start = nullptr;
+    StartEnded();
     done(Status::Cancelled("the lease ended while its worker was starting"));
   }
   // Reaped (and forgotten) on SIGCHLD; the entry goes now so the lease is free.
@@ -212,6 +259,7 @@ std::optional<std::string> WorkerPool::LeaseOf(pid_t pid) const {
 }
 
 void WorkerPool::KillAll() {
+  while (!queued_.empty()) Kill(queued_.front().request.lease_id);
   while (!workers_.empty()) Kill(workers_.begin()->first);
 }
 

@@ -4,6 +4,7 @@
 #include <sys/types.h>
 
 #include <functional>
+#include <deque>
 #include <map>
 #include <memory>
 #include <optional>
@@ -38,6 +39,11 @@ class WorkerPool {
     std::string token;     // for workers that submit work themselves
     std::string store_dir; // the node's object store, for large results
     int64_t start_timeout_ms = 30000;
+    // Workers starting at once (forked, not READY yet); more wait in FIFO
+    // order. A burst of starts (100 Python interpreters on 2 cores) would
+    // otherwise starve the agent's own loop past the node timeout. 0: the
+    // machine's cores, at least 2.
+    size_t max_starting = 0;
   };
   using StartCallback = std::function<void(Result<protocol::StartWorkerReply>)>;
 
@@ -60,6 +66,8 @@ class WorkerPool {
   bool OnChildExit(pid_t pid, int wait_status);
 
   size_t size() const { return workers_.size(); }
+  // Starts waiting for a free start-up slot.
+  size_t queued() const { return queued_.size(); }
 
  private:
   struct Worker {
@@ -73,11 +81,23 @@ class WorkerPool {
     std::unique_ptr<boost::asio::steady_timer> timer;
   };
   void FinishStart(const std::string& lease_id, Result<protocol::StartWorkerReply> result);
+  void StartNow(const protocol::StartWorkerRequest& request, StartCallback done);
+  // A start finished (ready, failed or killed): the next queued one may go.
+  void StartEnded();
+  size_t MaxStarting() const;
 
   boost::asio::io_context& io_;
   Options options_;
   std::string object_address_;
   std::map<std::string, Worker> workers_;  // by lease id
+  struct Queued {
+    protocol::StartWorkerRequest request;
+    StartCallback done;
+  };
+  std::deque<Queued> queued_;  // waiting for a start-up slot, in arrival order
+  size_t starting_ = 0;        // workers forked and not yet READY (or failed)
+  bool stopping_ = false;      // in the destructor
+  std::shared_ptr<int> alive_ = std::make_shared<int>(0);  // posted work checks it
 };
 
 }  // namespace rayx::worker

@@ -211,6 +211,7 @@ class RemoteFunction:
         self._function = function
         self._options = options
         self._headers = {}
+        self._call = None
         self.__name__ = getattr(function, "__name__", "remote_function")
         self.__doc__ = getattr(function, "__doc__", None)
 
@@ -231,14 +232,16 @@ class RemoteFunction:
         if header is None:
             key = _export(self._function, False)
             header = self._headers[n] = pickle.dumps((key, _name(self._function), n))
-        res, explicit = _resources(opts, 1)
-        placement = _placement(opts) if _has_placement(opts) else {}
-        retries = opts.get("max_retries")
-        if retries == -1:
-            retries = 2**31 - 1  # Ray's "retry forever"
-        core = _core.submit_task("rayx.py.task", [header] + encode_args(args, kwargs),
-                                 opts.get("name") or self.__name__, res, explicit, placement,
-                                 DEFAULT_MAX_RETRIES if retries is None else retries)
+        if self._call is None:  # the options' meaning, worked out once
+            res, explicit = _resources(opts, 1)
+            placement = _placement(opts) if _has_placement(opts) else {}
+            retries = opts.get("max_retries")
+            if retries is None:
+                retries = DEFAULT_MAX_RETRIES
+            elif retries == -1:
+                retries = 2**31 - 1  # Ray's "retry forever"
+            self._call = (opts.get("name") or self.__name__, res, explicit, placement, retries)
+        core = _core.submit_task("rayx.py.task", [header] + encode_args(args, kwargs), *self._call)
         return _refs(core, n)
 
 

@@ -27,6 +27,17 @@ struct PyPlacementGroup {
 };
 
 
+// A new exception class `qualified_name` deriving from `base`, made once and
+// kept for the life of the process (never freed: it outlives the module).
+inline pybind11::object& ExceptionType(pybind11::object*& slot, const char* qualified_name,
+                                       PyObject* base) {
+  if (slot == nullptr) {
+    slot = new pybind11::object(pybind11::reinterpret_steal<pybind11::object>(
+        PyErr_NewException(qualified_name, base, nullptr)));
+  }
+  return *slot;
+}
+
 // rayx._core.collective: collective groups (Gloo on CPU, NCCL on GPU) for
 // rayx.util.collective and rayx.train.
 void BindCollective(pybind11::module_& m);

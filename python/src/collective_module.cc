@@ -33,11 +33,7 @@ using collective::ReduceOp;
 
 py::object& ErrorType() {
   static py::object* type = nullptr;
-  if (type == nullptr) {
-    type = new py::object(py::reinterpret_steal<py::object>(
-        PyErr_NewException("rayx._core.collective.Error", PyExc_RuntimeError, nullptr)));
-  }
-  return *type;
+  return ExceptionType(type, "rayx._core.collective.Error", PyExc_RuntimeError);
 }
 
 [[noreturn]] void Raise(const CollectiveError& e) {

@@ -26,6 +26,7 @@
 namespace py = pybind11;
 using namespace rayx::detail;  // NOLINT: this file is the binding of that namespace
 using rayx::ResourceMap;
+using rayx::python::ExceptionType;
 using rayx::python::ObjectBuffer;
 using rayx::python::PyActor;
 using rayx::python::PyObjectRef;
@@ -40,19 +41,11 @@ constexpr int64_t kSliceMs = 100;
 // object failed in rayx itself or its worker.
 py::object& TaskErrorType() {
   static py::object* type = nullptr;
-  if (type == nullptr) {
-    type = new py::object(py::reinterpret_steal<py::object>(
-        PyErr_NewException("rayx._core.TaskError", PyExc_RuntimeError, nullptr)));
-  }
-  return *type;
+  return ExceptionType(type, "rayx._core.TaskError", PyExc_RuntimeError);
 }
 py::object& TimeoutType() {
   static py::object* type = nullptr;
-  if (type == nullptr) {
-    type = new py::object(py::reinterpret_steal<py::object>(
-        PyErr_NewException("rayx._core.GetTimeout", PyExc_TimeoutError, nullptr)));
-  }
-  return *type;
+  return ExceptionType(type, "rayx._core.GetTimeout", PyExc_TimeoutError);
 }
 
 [[noreturn]] void RaiseTaskError(const rayx::TaskError& e) {

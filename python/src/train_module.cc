@@ -29,11 +29,7 @@ struct PyActorGroup {
 
 py::object& InfeasibleType() {
   static py::object* type = nullptr;
-  if (type == nullptr) {
-    type = new py::object(py::reinterpret_steal<py::object>(
-        PyErr_NewException("rayx._core.train.Infeasible", PyExc_RuntimeError, nullptr)));
-  }
-  return *type;
+  return ExceptionType(type, "rayx._core.train.Infeasible", PyExc_RuntimeError);
 }
 
 PlacementStrategy ToStrategy(const std::string& s) {

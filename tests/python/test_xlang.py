@@ -7,14 +7,21 @@ import sys
 
 import pytest
 
-from conftest import driver_env
+from conftest import RAYX_BIN_DIR, driver_env
 
-PROGRAM = os.environ.get("RAYX_XLANG_PROGRAM", "")
-needs_program = pytest.mark.skipif(not PROGRAM, reason="RAYX_XLANG_PROGRAM (the C++ test "
-                                   "program, built by CMake) is not set")
+# The C++ side, built by CMake beside the tests (ctest names it; by hand it is
+# found next to the build's bin/).
+PROGRAM = os.environ.get("RAYX_XLANG_PROGRAM") or os.path.join(
+    os.path.dirname(RAYX_BIN_DIR or "build/bin"), "tests", "xlang_program")
 
 
-@needs_program
+@pytest.fixture(autouse=True)
+def _program_built():
+    assert os.access(PROGRAM, os.X_OK), (
+        f"the C++ test program {PROGRAM} is missing: build it (cmake --build build --target "
+        "xlang_program) or set RAYX_XLANG_PROGRAM")
+
+
 def test_python_calls_cpp_functions(rayx_mod):
     rayx = rayx_mod
     square = rayx.cpp_function("Square", executable=PROGRAM)
@@ -30,7 +37,6 @@ def test_python_calls_cpp_functions(rayx_mod):
         rayx.cpp_function("Square", executable="/nonexistent/program")
 
 
-@needs_program
 def test_cpp_calls_python_functions(cluster):
     env = driver_env(cluster)
     env["RAYX_PYTHON"] = sys.executable

@@ -396,7 +396,11 @@ struct ActorInfo {
   std::string worker_address;
   std::string lease_id;
   bool detached = false;
-  MSGPACK_DEFINE_MAP(actor_id, name, job_id, class_name, worker_address, lease_id, detached)
+  // Restarts left when the handle was made (-1: no limit): a handle that loses
+  // a named restartable actor's worker looks its new one up by name.
+  int32_t max_restarts = 0;
+  MSGPACK_DEFINE_MAP(actor_id, name, job_id, class_name, worker_address, lease_id, detached,
+                     max_restarts)
 };
 
 struct RegisterActorRequest {

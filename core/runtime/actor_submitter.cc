@@ -1,11 +1,24 @@
-// Actor calls: creation, ordered per-actor queues, loss and kill.
+// Actor calls: creation, ordered per-actor queues, loss, restarts and kill.
 #include "runtime/actor_submitter.h"
 
-#include <boost/asio/post.hpp>
+#include <climits>
+#include <optional>
 
+#include <boost/asio/post.hpp>
+#include <boost/asio/steady_timer.hpp>
+
+#include "common/logging.h"
 #include "runtime/task_submitter.h"
 
 namespace rayx::detail {
+
+namespace {
+// A handle waiting for a restarted actor asks the head this often.
+constexpr int64_t kLookupPeriodMs = 200;
+
+// A count of retries or restarts from the user's number (-1: no limit).
+int32_t Allowance(int n) { return n < 0 ? INT32_MAX : n; }
+}  // namespace
 
 struct ActorSubmitter::ActorState final : WorkerConnection::Owner {
   ActorSubmitter* submitter = nullptr;
@@ -15,21 +28,44 @@ struct ActorSubmitter::ActorState final : WorkerConnection::Owner {
   std::string lease_id;
   bool owner = false;
   bool detached = false;
-  std::deque<Task> queue;   // calls not yet sent, in order
-  bool resolving = false;   // the front call waits for its arguments
-  bool pumping = false;     // Pump is running
+  std::deque<Task> queue;    // calls not yet sent, in order
+  size_t resolved_front = 0; // the first entries of `queue` are resolved (sent again after a loss)
+  bool resolving = false;    // the first call after them waits for its arguments
+  bool pumping = false;      // Pump is running
   std::shared_ptr<WorkerConnection> conn;
-  std::string dead_reason;  // set once the actor is gone
+  std::string dead_reason;   // set once the actor is gone for good
+
+  // Restarts. The owner keeps what it needs to create the actor again.
+  int32_t restarts_left = 0;  // INT32_MAX: no limit
+  int32_t max_restarts = 0;   // as the user set it (-1: no limit), for messages
+  int32_t restarts_done = 0;
+  int32_t max_task_retries = 0;
+  bool restarting = false;    // a new worker is being leased (owner) or looked up (handle)
+  protocol::RequestLeaseRequest lease_request;
+  std::optional<Task> creation;  // the constructor call, resolved, once sent
+  ObjectHandle creation_object;  // the first constructor's result, until a name is registered
+  std::unique_ptr<boost::asio::steady_timer> lookup_timer;
 
   void OnReplies(WorkerConnection& c) override {
     if (conn.get() == &c) submitter->Pump(*this);
   }
   void OnCreationFailed(WorkerConnection& c, const std::string& message) override {
-    // Calls already sent fail on the worker with this reason too; the lease goes back.
+    // Calls already sent fail on the worker with this reason too; the lease
+    // goes back. A constructor that fails is never run again.
     dead_reason = "the actor's constructor failed: " + message;
+    creation.reset();
     submitter->deps_.head.ReturnLease(c.info().lease_id);
   }
   void OnLost(WorkerConnection& c) override { submitter->OnWorkerLost(*this, c); }
+  void OnRetry(WorkerConnection&, Task task) override {
+    // Actor calls never retry exceptions (Submit does not set it).
+    FailTask(submitter->deps_.objects, task, "Internal", "an actor call asked for a retry", "");
+  }
+
+  std::string RestartCount() const {
+    return std::to_string(restarts_done) +
+           (max_restarts < 0 ? "" : " of " + std::to_string(max_restarts));
+  }
 };
 
 ActorSubmitter::ActorSubmitter(Deps deps, Options options)
@@ -50,6 +86,7 @@ void ActorSubmitter::FailQueued(ActorState& actor, const std::string& node) {
     FailTask(deps_.objects, actor.queue.front(), "ActorDied", actor.dead_reason, node);
     actor.queue.pop_front();
   }
+  actor.resolved_front = 0;
 }
 
 void ActorSubmitter::Create(Task creation_task, const ActorOptions& options,
@@ -61,41 +98,76 @@ void ActorSubmitter::Create(Task creation_task, const ActorOptions& options,
   state->class_name = creation_task.function;
   state->owner = true;
   state->detached = options.detached;
+  state->max_restarts = options.max_restarts;
+  state->restarts_left = Allowance(options.max_restarts);
+  state->max_task_retries = options.max_task_retries;
+  state->creation_object = std::move(creation);
   state->queue.push_back(std::move(creation_task));
-  ActorState* actor = state.get();
-  actors_[actor->actor_id] = std::move(state);
-  protocol::RequestLeaseRequest req;
+  protocol::RequestLeaseRequest& req = state->lease_request;
   req.job_id = options_.job_id;
   req.resources = options.resources;
   ApplyPlacement(options.placement, &req);
   req.for_actor = true;
   req.detached = options.detached;
   if (options_.describe_program) options_.describe_program(&req);
-  deps_.head.RequestLease(req, [this, actor, creation](Result<protocol::RequestLeaseReply> r) {
-    if (!r.ok()) {
-      actor->dead_reason = "the actor could not be placed: " + r.status().message();
-      FailQueued(*actor, "");
+  ActorState* actor = state.get();
+  actors_[actor->actor_id] = std::move(state);
+  Lease(*actor);
+}
+
+void ActorSubmitter::Lease(ActorState& actor) {
+  ActorState* a = &actor;
+  deps_.head.RequestLease(a->lease_request, [this, a](Result<protocol::RequestLeaseReply> r) {
+    bool restarted = a->restarting;
+    a->restarting = false;
+    if (!a->dead_reason.empty()) {
+      // Killed while its worker was on the way.
+      if (r.ok()) deps_.head.ReturnLease(r->lease_id);
+      FailQueued(*a, "");
       return;
     }
-    actor->lease_id = r->lease_id;
-    actor->conn = Connect(*actor, WorkerConnection::Info{r->lease_id, r->worker_address,
-                                                         r->node_address, r->worker_pid});
-    Pump(*actor);
-    if (actor->name.empty()) return;
+    if (!r.ok()) {
+      a->dead_reason = (restarted ? "the actor could not be restarted (" + a->RestartCount() +
+                                        "): "
+                                  : "the actor could not be placed: ") +
+                       r.status().message();
+      a->creation.reset();
+      FailQueued(*a, "");
+      return;
+    }
+    a->lease_id = r->lease_id;
+    a->conn = Connect(*a, WorkerConnection::Info{r->lease_id, r->worker_address, r->node_address,
+                                                 r->worker_pid});
+    if (restarted) {
+      RAYX_LOG(Info) << "actor " << a->class_name << " (" << a->actor_id.substr(0, 8)
+                     << ") restarted on node " << r->node_address << ", worker pid "
+                     << r->worker_pid << " (restart " << a->RestartCount() << ")";
+    }
+    Pump(*a);
+    if (a->name.empty()) return;
+    auto register_name = [this, a] {
+      if (!a->dead_reason.empty() || !a->conn) return;
+      protocol::ActorInfo info;
+      info.actor_id = a->actor_id;
+      info.name = a->name;
+      info.job_id = options_.job_id;
+      info.class_name = a->class_name;
+      info.worker_address = a->conn->info().address;
+      info.lease_id = a->lease_id;
+      info.detached = a->detached;
+      info.max_restarts = a->restarts_left == INT32_MAX ? -1 : a->restarts_left;
+      deps_.head.RegisterActor(info);
+    };
+    if (restarted) {
+      // The new worker runs the constructor before any call it is sent: the
+      // name may point at it at once.
+      register_name();
+      return;
+    }
     // Registered once the constructor has run, so a name always means a live actor.
-    (void)deps_.objects.AddWaiter(creation->id, [this, actor, creation] {
-      boost::asio::post(deps_.io, [this, actor, creation] {
-        if (!actor->dead_reason.empty()) return;
-        protocol::ActorInfo info;
-        info.actor_id = actor->actor_id;
-        info.name = actor->name;
-        info.job_id = options_.job_id;
-        info.class_name = actor->class_name;
-        info.worker_address = actor->conn ? actor->conn->info().address : "";
-        info.lease_id = actor->lease_id;
-        info.detached = actor->detached;
-        deps_.head.RegisterActor(info);
-      });
+    ObjectHandle creation = std::move(a->creation_object);
+    (void)deps_.objects.AddWaiter(creation->id, [this, creation, register_name] {
+      boost::asio::post(deps_.io, register_name);
     });
   });
 }
@@ -111,18 +183,36 @@ void ActorSubmitter::Submit(Task task) {
     FailTask(deps_.objects, task, "ActorDied", state.dead_reason, "");
     return;
   }
+  task.retries_left = Allowance(state.max_task_retries);
   state.queue.push_back(std::move(task));
   Pump(state);
+}
+
+void ActorSubmitter::Send(ActorState& actor, Task task) {
+  // The owner keeps the constructor call (resolved) to run it again on a
+  // restart; the worker connection drops its arguments once sent.
+  if (task.actor_creation && actor.owner && actor.restarts_left > 0 && !actor.creation) {
+    actor.creation = task;
+  }
+  actor.conn->Queue(std::move(task));
 }
 
 void ActorSubmitter::Pump(ActorState& actor) {
   // Re-entered from a continuation that ran inside the loop below: that loop goes on.
   if (actor.pumping) return;
   actor.pumping = true;
-  // Strictly in order: the front call goes once its arguments are resolved. At
-  // most kMaxInFlight calls are on their way; replies let more go.
-  while (actor.conn && !actor.resolving && !actor.queue.empty() &&
-         actor.conn->in_flight() < kMaxInFlight) {
+  // Strictly in order: calls sent again after a loss first (resolved already),
+  // then each once its arguments are resolved. At most kMaxInFlight calls are
+  // on their way; replies let more go.
+  while (actor.conn && !actor.queue.empty() && actor.conn->in_flight() < kMaxInFlight) {
+    if (actor.resolved_front > 0) {
+      --actor.resolved_front;
+      Task task = std::move(actor.queue.front());
+      actor.queue.pop_front();
+      Send(actor, std::move(task));
+      continue;
+    }
+    if (actor.resolving) break;
     Task task = std::move(actor.queue.front());
     actor.queue.pop_front();
     bool has_refs = false;
@@ -131,17 +221,23 @@ void ActorSubmitter::Pump(ActorState& actor) {
       task.resolved.resize(task.args.size());
       for (size_t i = 0; i < task.args.size(); ++i) task.resolved[i] = std::move(task.args[i].bytes);
       task.args.clear();
-      actor.conn->Queue(std::move(task));
+      Send(actor, std::move(task));
       continue;
     }
     actor.resolving = true;
     ActorState* a = &actor;
     deps_.resolver.ResolveThen(task, [this, a](Task ready) {
       a->resolving = false;
-      if (a->conn) {
-        a->conn->Queue(std::move(ready));
-      } else {
+      if (!a->dead_reason.empty()) {
         FailTask(deps_.objects, ready, "ActorDied", a->dead_reason, "");
+      } else if (a->conn && a->resolved_front == 0) {
+        Send(*a, std::move(ready));
+      } else {
+        // The worker was lost meanwhile: the call goes after those sent
+        // again, before those submitted after it.
+        a->queue.insert(a->queue.begin() + static_cast<ptrdiff_t>(a->resolved_front),
+                        std::move(ready));
+        ++a->resolved_front;
       }
       Pump(*a);
     });
@@ -150,33 +246,150 @@ void ActorSubmitter::Pump(ActorState& actor) {
 }
 
 void ActorSubmitter::OnWorkerLost(ActorState& actor, WorkerConnection& conn) {
-  const WorkerConnection::Info& info = conn.info();
+  const WorkerConnection::Info info = conn.info();
   std::string who =
       "the worker process (pid " + std::to_string(info.pid) + ") on node " + info.node;
-  // An actor already known dead (its constructor failed, it was killed) keeps
-  // that reason for the calls in flight when its worker goes.
-  conn.FailInFlight("ActorDied",
-                    !actor.dead_reason.empty()
-                        ? actor.dead_reason
-                        : who + " died while running this call (it crashed or was killed; its "
-                                "log is in that node's session logs)");
-  // Give the lease back so its resources are freed: only its holder may (a
-  // caller with a passed or looked-up actor handle does not own the actor).
-  if (actor.owner) deps_.head.ReturnLease(info.lease_id);
-  if (actor.dead_reason.empty()) actor.dead_reason = who + " died";
-  FailQueued(actor, info.node);
+  if (actor.conn.get() != &conn) {  // an earlier worker's connection, replaced already
+    conn.FailInFlight("ActorDied", who + " died while running this call");
+    return;
+  }
   // Close the socket later: we are inside its monitor's handler.
   auto keep = actor.conn;
   boost::asio::post(deps_.io, [keep] {});
   actor.conn.reset();
+  // Give the lease back so its resources are freed: only its holder may (a
+  // caller with a passed or looked-up actor handle does not own the actor).
+  if (actor.owner) deps_.head.ReturnLease(info.lease_id);
+
+  if (actor.dead_reason.empty() && actor.restarts_left > 0) {
+    if (actor.owner && actor.creation) {
+      Restart(actor, who, info.node, conn.TakeInFlight());
+      return;
+    }
+    if (!actor.owner && !actor.name.empty()) {
+      // Its owner restarts it; this handle finds the new worker by name.
+      conn.FailInFlight("ActorDied", who + " died while running this call; the actor is "
+                                           "restarting: calls made from now on reach its new "
+                                           "instance");
+      actor.restarting = true;
+      LookUpRestarted(actor, info.address, deps_.clock.NowMs() + kRestartLookupMs);
+      return;
+    }
+  }
+  if (actor.dead_reason.empty()) {
+    actor.dead_reason = who + " died";
+    if (actor.restarts_done > 0) {
+      actor.dead_reason += "; the actor was restarted " + std::to_string(actor.restarts_done) +
+                           " times already (max_restarts " + std::to_string(actor.max_restarts) +
+                           "), none are left";
+    }
+    // An actor already known dead (its constructor failed, it was killed)
+    // keeps that reason for the calls in flight when its worker goes.
+    conn.FailInFlight("ActorDied",
+                      actor.restarts_done > 0
+                          ? actor.dead_reason
+                          : who + " died while running this call (it crashed or was killed; "
+                                  "its log is in that node's session logs)");
+  } else {
+    conn.FailInFlight("ActorDied", actor.dead_reason);
+  }
+  actor.creation.reset();
+  FailQueued(actor, info.node);
+}
+
+void ActorSubmitter::Restart(ActorState& actor, const std::string& who, const std::string& node,
+                             std::vector<Task> lost) {
+  ++actor.restarts_done;
+  if (actor.restarts_left != INT32_MAX) --actor.restarts_left;
+  RAYX_LOG(Warning) << "actor " << actor.class_name << " (" << actor.actor_id.substr(0, 8)
+                    << "): " << who << " died; restarting it (restart " << actor.RestartCount()
+                    << ")";
+  // The calls the lost worker had: again behind the constructor while they
+  // have retries left (max_task_retries), in their order; the rest fail.
+  std::vector<Task> again;
+  for (Task& task : lost) {
+    if (task.actor_creation) continue;  // the kept copy runs instead
+    if (task.retries_left > 0) {
+      --task.retries_left;
+      ++task.retries_done;
+      again.push_back(std::move(task));
+      continue;
+    }
+    FailTask(deps_.objects, task, "ActorDied",
+             who + " died while running this call; the actor is restarting (restart " +
+                 actor.RestartCount() +
+                 "): calls made from now on reach its new instance (SetMaxTaskRetries sends "
+                 "calls like this one again)",
+             node);
+  }
+  // A constructor still waiting from an earlier restart is replaced by this one.
+  if (actor.resolved_front > 0 && actor.queue.front().actor_creation) {
+    actor.queue.pop_front();
+    --actor.resolved_front;
+  }
+  actor.queue.insert(actor.queue.begin(), std::make_move_iterator(again.begin()),
+                     std::make_move_iterator(again.end()));
+  actor.queue.push_front(*actor.creation);
+  actor.resolved_front += again.size() + 1;
+  actor.restarting = true;
+  Lease(actor);
+}
+
+void ActorSubmitter::LookUpRestarted(ActorState& actor, std::string old_address,
+                                     int64_t deadline_ms) {
+  ActorState* a = &actor;
+  deps_.head.LookupActor(a->name, [this, a, old_address,
+                                   deadline_ms](Result<protocol::ActorInfo> r) {
+    if (!a->restarting || !a->dead_reason.empty()) return;  // killed or cleared meanwhile
+    if (r.ok() && r->actor_id != a->actor_id) {
+      a->restarting = false;
+      a->dead_reason = "the actor's worker died and its name '" + a->name +
+                       "' now belongs to another actor";
+      FailQueued(*a, "");
+      return;
+    }
+    if (r.ok() && !r->worker_address.empty() && r->worker_address != old_address) {
+      a->restarting = false;
+      a->lease_id = r->lease_id;
+      a->restarts_left = Allowance(r->max_restarts);
+      a->conn = Connect(*a, WorkerConnection::Info{r->lease_id, r->worker_address, "", 0});
+      Pump(*a);
+      return;
+    }
+    if (deps_.clock.NowMs() >= deadline_ms) {
+      a->restarting = false;
+      a->dead_reason = "the actor's worker died and the actor did not answer again within " +
+                       std::to_string(kRestartLookupMs / 1000) + " s (last lookup of '" +
+                       a->name + "': " +
+                       (r.ok() ? std::string("still its old worker") : r.status().message()) +
+                       ")";
+      FailQueued(*a, "");
+      return;
+    }
+    if (!a->lookup_timer) a->lookup_timer = std::make_unique<boost::asio::steady_timer>(deps_.io);
+    a->lookup_timer->expires_after(std::chrono::milliseconds(kLookupPeriodMs));
+    a->lookup_timer->async_wait([this, a, old_address, deadline_ms](boost::system::error_code ec) {
+      if (!ec) LookUpRestarted(*a, old_address, deadline_ms);
+    });
+  });
 }
 
 void ActorSubmitter::Kill(const std::string& actor_id) {
   auto it = actors_.find(actor_id);
   if (it == actors_.end()) return;
   ActorState& state = *it->second;
+  // Killed for good: never restarted. A lease still on its way goes back when it arrives.
   state.dead_reason = "the actor was killed (ActorHandle::Kill)";
-  deps_.head.ReturnLease(state.lease_id);
+  state.creation.reset();
+  if (state.lookup_timer) state.lookup_timer->cancel();
+  if (!state.lease_id.empty() && !(state.restarting && state.owner)) {
+    deps_.head.ReturnLease(state.lease_id);
+  }
+  if (!state.conn) {
+    bool waiting_lease = state.restarting && state.owner;
+    state.restarting = waiting_lease;  // Lease's callback fails the queue then
+    if (!waiting_lease) FailQueued(state, "");
+  }
 }
 
 protocol::ActorInfo ActorSubmitter::Describe(const std::string& actor_id) {
@@ -184,28 +397,46 @@ protocol::ActorInfo ActorSubmitter::Describe(const std::string& actor_id) {
   info.actor_id = actor_id;
   auto it = actors_.find(actor_id);
   if (it != actors_.end()) {
-    info.name = it->second->name;
-    info.class_name = it->second->class_name;
-    info.lease_id = it->second->lease_id;
-    info.worker_address = it->second->conn ? it->second->conn->info().address : "";
+    const ActorState& a = *it->second;
+    info.name = a.name;
+    info.class_name = a.class_name;
+    info.lease_id = a.lease_id;
+    info.worker_address = a.conn ? a.conn->info().address : "";
+    info.max_restarts = a.restarts_left == INT32_MAX ? -1 : a.restarts_left;
   }
   return info;
 }
 
 void ActorSubmitter::Attach(const protocol::ActorInfo& info) {
-  if (actors_.count(info.actor_id)) return;
+  auto it = actors_.find(info.actor_id);
+  if (it != actors_.end()) {
+    ActorState& known = *it->second;
+    // A handle that saw the actor die, given its restarted worker (e.g. by
+    // GetActor): calls go there from now on.
+    if (known.owner || known.conn || known.restarting || info.worker_address.empty()) return;
+    known.dead_reason.clear();
+    known.lease_id = info.lease_id;
+    known.restarts_left = Allowance(info.max_restarts);
+    known.conn = Connect(known, WorkerConnection::Info{info.lease_id, info.worker_address, "", 0});
+    return;
+  }
   auto state = std::make_unique<ActorState>();
   state->submitter = this;
   state->actor_id = info.actor_id;
   state->name = info.name;
   state->class_name = info.class_name;
   state->lease_id = info.lease_id;
+  state->restarts_left = Allowance(info.max_restarts);
+  state->max_restarts = info.max_restarts;
   state->conn = Connect(*state, WorkerConnection::Info{info.lease_id, info.worker_address, "", 0});
   actors_[info.actor_id] = std::move(state);
 }
 
 void ActorSubmitter::Clear() {
-  for (auto& [id, actor] : actors_) actor->conn.reset();
+  for (auto& [id, actor] : actors_) {
+    actor->conn.reset();
+    if (actor->lookup_timer) actor->lookup_timer->cancel();
+  }
 }
 
 }  // namespace rayx::detail

@@ -27,12 +27,25 @@ namespace rayx::detail {
 // failed, it was killed, its worker was lost) every call fails with the
 // reason (ActorDied).
 //
+// Restarts (Ray's max_restarts): when the worker of an actor this process
+// owns is lost and restarts are left, the lease goes back, a new worker is
+// leased with the same request, and the constructor (a resolved copy kept
+// from the first creation) is sent first again; calls in flight with task
+// retries left (max_task_retries) go again right behind it, in their order,
+// the others fail with ActorDied; calls queued meanwhile wait. A handle that
+// does not own a named restartable actor looks it up by name until its new
+// worker answers (at most kRestartLookupMs).
+//
 // Thread safety: the I/O thread only. Ownership: owns the actors' states and
 // connections; every dependency outlives it.
 class ActorSubmitter {
  public:
   using Deps = SubmitterDeps;
   using Options = SubmitterOptions;
+
+  // How long a handle that does not own a restartable actor waits for it to
+  // answer again after its worker was lost.
+  static constexpr int64_t kRestartLookupMs = 60000;
 
   ActorSubmitter(Deps deps, Options options);
   ~ActorSubmitter();
@@ -62,8 +75,17 @@ class ActorSubmitter {
   struct ActorState;
 
   void Pump(ActorState& actor);
+  // Sends a resolved call (keeping a copy of the constructor for restarts).
+  void Send(ActorState& actor, Task task);
   std::shared_ptr<WorkerConnection> Connect(ActorState& actor, WorkerConnection::Info info);
+  // Leases a worker for the actor with its saved request and connects.
+  void Lease(ActorState& actor);
   void OnWorkerLost(ActorState& actor, WorkerConnection& conn);
+  // Restarts an owned actor whose worker was lost; calls in flight are `lost`.
+  void Restart(ActorState& actor, const std::string& who, const std::string& node,
+               std::vector<Task> lost);
+  // A handle's actor was lost: looks up its new worker by name until the deadline.
+  void LookUpRestarted(ActorState& actor, std::string old_address, int64_t deadline_ms);
   void FailQueued(ActorState& actor, const std::string& node);
 
   Deps deps_;

@@ -98,4 +98,13 @@ void HeadClient::RegisterActor(const protocol::ActorInfo& actor) {
   });
 }
 
+void HeadClient::LookupActor(const std::string& name, ActorCallback done) {
+  protocol::GetActorRequest req;
+  req.name = name;
+  Call<protocol::GetActorReply>(req, [done = std::move(done)](Result<protocol::GetActorReply> r) {
+    if (!r.ok()) return done(r.status());
+    done(std::move(r->actor));
+  });
+}
+
 }  // namespace rayx::detail

@@ -25,6 +25,9 @@ class LeaseClient {
   virtual void ReturnLease(const std::string& lease_id) = 0;
   // Registers a named actor with the head; a refusal is logged, not returned.
   virtual void RegisterActor(const protocol::ActorInfo& actor) = 0;
+  using ActorCallback = std::function<void(Result<protocol::ActorInfo>)>;
+  // Looks up the named actor; `done` runs once, on the I/O thread.
+  virtual void LookupActor(const std::string& name, ActorCallback done) = 0;
 };
 
 }  // namespace rayx::detail

@@ -373,6 +373,8 @@ ObjectHandle Runtime::SubmitTask(const std::string& function, std::vector<Arg> a
   submission.task.display = options.name;
   submission.task.args = std::move(args);
   submission.task.retries_left = std::max(0, options.max_retries);
+  submission.task.retry_exceptions = options.retry_exceptions;
+  submission.task.retriable_value_prefix = options.retriable_value_prefix;
   if (options.resources_set) submission.resources = options.resources;
   submission.placement = options.placement;
   return Submit(std::move(submission));

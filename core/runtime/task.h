@@ -25,10 +25,14 @@ struct Task {
   std::string object_id;                                // the result's
   bool actor_creation = false;
   std::string actor_id;
-  // Tasks only: how many more times the call runs again when its worker (or
-  // node) dies under it. Actor calls are never retried.
+  // How many more times the call runs again when its worker (or node) dies
+  // under it: a task's max_retries, an actor call's max_task_retries.
   int32_t retries_left = 0;
   int32_t retries_done = 0;
+  // Tasks: an exception (an error result, or a value that starts with
+  // `retriable_value_prefix`) also uses a retry.
+  bool retry_exceptions = false;
+  std::string retriable_value_prefix;
 
   const std::string& DisplayName() const { return display.empty() ? function : display; }
 };

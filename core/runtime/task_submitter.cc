@@ -46,6 +46,9 @@ struct TaskSubmitter::Shape final : WorkerConnection::Owner {
   void OnReplies(WorkerConnection&) override { submitter->Pump(*this); }
   void OnCreationFailed(WorkerConnection&, const std::string&) override {}
   void OnLost(WorkerConnection& conn) override { submitter->OnWorkerLost(*this, conn); }
+  // After the tasks already waiting (it raised: running it at once again
+  // would likely raise again).
+  void OnRetry(WorkerConnection&, Task task) override { queue.push_back(std::move(task)); }
 };
 
 TaskSubmitter::TaskSubmitter(Deps deps, Options options)

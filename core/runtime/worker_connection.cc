@@ -18,6 +18,15 @@ namespace {
 // small calls), and stops growing past this many body bytes.
 constexpr uint32_t kMaxCallsPerMessage = 64;
 constexpr size_t kMaxMessageBodyBytes = 256 * 1024;
+
+// Whether `result` is an exception the function raised: an error, or an
+// inline value that its language marks as one.
+bool RaisedException(const Task& task, const protocol::TaskResultView& result) {
+  if (result.value.kind == protocol::WireValue::kError) return true;
+  if (result.value.kind == protocol::WireValue::kStored) return false;  // bytes not at hand
+  const std::string& prefix = task.retriable_value_prefix;
+  return !prefix.empty() && result.value.bytes.substr(0, prefix.size()) == prefix;
+}
 }  // namespace
 
 WorkerConnection::WorkerConnection(Info info, Owner* owner, ObjectTable& objects,
@@ -114,6 +123,12 @@ void WorkerConnection::OnMessage(Frames& frames) {
     if (it == in_flight_.end()) continue;
     Task task = std::move(it->second);
     in_flight_.erase(it);
+    if (task.retry_exceptions && task.retries_left > 0 && RaisedException(task, result)) {
+      --task.retries_left;
+      ++task.retries_done;
+      retries_.push_back(std::move(task));
+      continue;
+    }
     ObjectTable::Completion done;
     done.id = std::move(task.object_id);
     switch (result.value.kind) {
@@ -134,6 +149,8 @@ void WorkerConnection::OnMessage(Frames& frames) {
   }
   if (in_flight_.empty()) idle_since_ = clock_.NowMs();
   objects_.CompleteAll(completions_);
+  for (Task& task : retries_) owner_->OnRetry(*this, std::move(task));
+  retries_.clear();
   owner_->OnReplies(*this);
 }
 

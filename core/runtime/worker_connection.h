@@ -43,6 +43,9 @@ class WorkerConnection : public std::enable_shared_from_this<WorkerConnection> {
     // The worker is gone (called once). Calls never sent are still in the
     // connection (TakeUnsent); the owner fails the rest (FailInFlight).
     virtual void OnLost(WorkerConnection& conn) = 0;
+    // A call that retries exceptions raised one and has retries left: the
+    // owner runs it again (its result is not completed).
+    virtual void OnRetry(WorkerConnection& conn, Task task) = 0;
   };
   struct Info {
     std::string lease_id;
@@ -105,6 +108,7 @@ class WorkerConnection : public std::enable_shared_from_this<WorkerConnection> {
   std::vector<std::string_view> payload_views_;
   std::vector<protocol::TaskResultView> results_;
   std::vector<ObjectTable::Completion> completions_;
+  std::vector<Task> retries_;
 };
 
 }  // namespace rayx::detail

@@ -167,7 +167,7 @@ def _refuse_ref(ref):
 
 def _decode(buffer, index):
     flags, value = ser.loads(buffer)
-    if flags == ser.FLAG_ERROR:
+    if flags & ser.FLAG_ERROR:
         raise _error_from(value)
     return value if index is None else value[index]
 

@@ -13,7 +13,6 @@ their content hash and loaded once per worker (rayx._worker).
 
 import hashlib
 import pickle
-import warnings
 
 from rayx import _api
 from rayx import _core
@@ -39,13 +38,6 @@ READY_METHOD = "__rayx_ready__"
 _HANDLE_WAIT_S = 300
 
 _exported = {}  # (id(obj), detached) -> (obj, key): what this process has exported
-_warned = set()
-
-
-def _warn_once(what, text):
-    if what not in _warned:
-        _warned.add(what)
-        warnings.warn(text, stacklevel=3)
 
 
 def _export(obj, detached):
@@ -174,6 +166,18 @@ def _placement(opts):
     return p
 
 
+def _retry_spec(retry, what="retry_exceptions"):
+    """retry_exceptions as the worker checks it: False, True, or the qualified
+    names of the exception classes to retry."""
+    if retry is None or isinstance(retry, bool):
+        return bool(retry)
+    if isinstance(retry, (list, tuple)) and retry and all(
+            isinstance(c, type) and issubclass(c, BaseException) for c in retry):
+        return tuple(f"{c.__module__}.{c.__qualname__}" for c in retry)
+    raise TypeError(f"{what}: retry_exceptions must be True, False or a non-empty list of "
+                    f"exception classes, not {retry!r}")
+
+
 def _check_options(opts, allowed, what):
     bad = set(opts) - allowed
     if bad:
@@ -189,12 +193,11 @@ def _check_options(opts, allowed, what):
     retries = opts.get("max_retries")
     if retries is not None and (not isinstance(retries, int) or retries < -1):
         raise ValueError(f"{what}: max_retries must be an int >= 0 (or -1), not {retries!r}")
-    if opts.get("retry_exceptions"):
-        _warn_once("retry_exceptions", "rayx: retry_exceptions is not implemented yet: tasks are "
-                   "retried when their worker dies, never when they raise")
-    if opts.get("max_restarts") not in (None, 0) or opts.get("max_task_retries") not in (None, 0):
-        _warn_once("max_restarts", "rayx: actor restarts are not implemented yet; max_restarts "
-                   "and max_task_retries are ignored (calls to a dead actor raise ActorDiedError)")
+    _retry_spec(opts.get("retry_exceptions"), what)
+    for k in ("max_restarts", "max_task_retries"):
+        v = opts.get(k)
+        if v is not None and (not isinstance(v, int) or isinstance(v, bool) or v < -1):
+            raise ValueError(f"{what}: {k} must be an int >= 0 (or -1: no limit), not {v!r}")
 
 
 def _refs(core, n, name=None):
@@ -231,7 +234,8 @@ class RemoteFunction:
         header = self._headers.get(n)
         if header is None:
             key = _export(self._function, False)
-            header = self._headers[n] = pickle.dumps((key, _name(self._function), n))
+            header = self._headers[n] = pickle.dumps(
+                (key, _name(self._function), n, _retry_spec(opts.get("retry_exceptions"))))
         if self._call is None:  # the options' meaning, worked out once
             res, explicit = _resources(opts, 1)
             placement = _placement(opts) if _has_placement(opts) else {}
@@ -240,7 +244,8 @@ class RemoteFunction:
                 retries = DEFAULT_MAX_RETRIES
             elif retries == -1:
                 retries = 2**31 - 1  # Ray's "retry forever"
-            self._call = (opts.get("name") or self.__name__, res, explicit, placement, retries)
+            self._call = (opts.get("name") or self.__name__, res, explicit, placement, retries,
+                          bool(opts.get("retry_exceptions")))
         core = _core.submit_task("rayx.py.task", [header] + encode_args(args, kwargs), *self._call)
         return _refs(core, n)
 
@@ -290,7 +295,8 @@ class ActorClass:
         res, _ = _resources(opts, 0)
         placement = _placement(opts) if _has_placement(opts) else {}
         core = _core.create_actor([header] + encode_args(args, kwargs), name, detached, res,
-                                  placement)
+                                  placement, opts.get("max_restarts") or 0,
+                                  opts.get("max_task_retries") or 0)
         return ActorHandle(core, self.__name__, _method_returns(self._cls))
 
 
@@ -439,7 +445,7 @@ class CppFunction:
         placement = _placement(self._options) if _has_placement(self._options) else {}
         placement["worker_executable"] = self._executable
         core = _core.submit_task(self._name, values, self._options.get("name") or self._name, res,
-                                 explicit, placement, DEFAULT_MAX_RETRIES)
+                                 explicit, placement, DEFAULT_MAX_RETRIES, False)
         ref = _api.ObjectRef(core, None, self._name)
         ref._msgpack = True
         return ref

@@ -2,7 +2,8 @@
 
 A serialized value is one blob:
 
-    header   "RXP1", flags (u8: 0 value, 1 error), 3 reserved bytes,
+    header   "RXP1", flags (u8: 0 value, 1 error, 3 an error the task's
+             retry_exceptions covers), 3 reserved bytes,
              buffer count (u32), pickle length (u64),
              then (offset u64, length u64) per buffer
     pickle   the pickle stream (protocol 5), right after the header
@@ -27,6 +28,9 @@ _OUT_OF_BAND_MIN = 2048
 
 FLAG_VALUE = 0
 FLAG_ERROR = 1
+# With FLAG_ERROR: the caller may run the task again (retry_exceptions). The
+# C++ runtime retries a result that starts with b"RXP1\x03".
+FLAG_RETRIABLE = 2
 
 
 def _align(n):

@@ -36,7 +36,7 @@ def _decode_args(blob, ref_blobs):
     values = []
     for b in ref_blobs:
         flags, v = ser.loads(b, copy_buffers=True)
-        if flags == ser.FLAG_ERROR:
+        if flags & ser.FLAG_ERROR:
             raise _api._error_from(v)  # an argument's task failed: so does this call
         values.append(v)
 
@@ -64,16 +64,27 @@ def _result(value, num_returns, name):
     return ser.to_bytes(value, on_ref=_api._refuse_ref)
 
 
-def _error(e, name):
+def _retriable(e, retry):
+    """Whether the task's retry_exceptions (True, or qualified class names) covers `e`."""
+    if retry is True:
+        return True
+    if not retry:
+        return False
+    names = {f"{c.__module__}.{c.__qualname__}" for c in type(e).__mro__}
+    return any(n in names for n in retry)
+
+
+def _error(e, name, retriable=False):
+    flags = ser.FLAG_ERROR | (ser.FLAG_RETRIABLE if retriable else 0)
     if isinstance(e, exceptions.RayxTaskError):
         payload = (e.cause, e.function_name, e.traceback_str, e.node_ip, e.pid)
     else:
         tb = "".join(traceback.format_exception(type(e), e, e.__traceback__))
         payload = (e, name, tb, os.environ.get("RAYX_NODE_IP", ""), os.getpid())
     try:
-        return ser.to_bytes(payload, ser.FLAG_ERROR)
+        return ser.to_bytes(payload, flags)
     except Exception:  # noqa: BLE001 - the exception itself cannot be pickled
-        return ser.to_bytes((None,) + payload[1:], ser.FLAG_ERROR)
+        return ser.to_bytes((None,) + payload[1:], flags)
 
 
 def _call_from_cpp(views):
@@ -96,10 +107,13 @@ def dispatch(kind, instance, views):
         cls = _load(key, name)
         args, kwargs = _decode_args(views[1], views[2:])
         return cls(*args, **kwargs)  # a failure here marks the actor dead, with the traceback
+    retry = False  # the task's retry_exceptions: False, True or qualified class names
     if kind == "task":
-        key, name, num_returns = header
+        key, name, num_returns, *rest = header
+        retry = rest[0] if rest else False
     else:
         name, num_returns = header
+    running = False  # exceptions before the function runs (a failed argument) never retry
     try:
         if kind == "task":
             fn = _load(key, name)
@@ -111,9 +125,10 @@ def dispatch(kind, instance, views):
                 raise AttributeError(f"{type(instance).__name__} has no method {name!r}")
             name = f"{type(instance).__name__}.{name}"
         args, kwargs = _decode_args(views[1], views[2:])
+        running = True
         return _result(fn(*args, **kwargs), num_returns, name)
     except Exception as e:  # noqa: BLE001 - user errors travel back to the caller
-        return _error(e, name)
+        return _error(e, name, running and _retriable(e, retry))
 
 
 def main():

@@ -446,10 +446,13 @@ PYBIND11_MODULE(_core, m) {
 
   m.def("submit_task", [](const std::string& function, const py::list& args, const std::string& name,
                           const py::dict& resources, bool resources_set, const py::dict& placement,
-                          int max_retries) {
+                          int max_retries, bool retry_exceptions) {
     CallOptions options;
     options.name = name;
     options.max_retries = max_retries;
+    options.retry_exceptions = retry_exceptions;
+    // rayx._worker marks an exception that the task's retry_exceptions covers so.
+    if (retry_exceptions) options.retriable_value_prefix = std::string("RXP1\x03", 5);
     options.resources = ToResources(resources);
     options.resources_set = resources_set;
     options.placement = ToPlacement(placement);
@@ -458,10 +461,13 @@ PYBIND11_MODULE(_core, m) {
     return PyObjectRef{SubmitTask(function, std::move(a), options)};
   });
   m.def("create_actor", [](const py::list& args, const std::string& name, bool detached,
-                           const py::dict& resources, const py::dict& placement) {
+                           const py::dict& resources, const py::dict& placement, int max_restarts,
+                           int max_task_retries) {
     ActorOptions options;
     options.name = name;
     options.detached = detached;
+    options.max_restarts = max_restarts;
+    options.max_task_retries = max_task_retries;
     options.resources = ToResources(resources);
     options.placement = ToPlacement(placement);
     std::vector<Arg> a = ToArgs(args);

@@ -27,15 +27,31 @@ void LeaseManager::OnNodeDead(const NodeId& node) {
   for (const auto& [id, lease] : leases_) {
     if (lease.node == node) gone.push_back(id);
   }
+  std::vector<Pending> again;
   for (const auto& id : gone) {
     Lease& lease = leases_[id];
     if (!lease.running) {
-      ReplyError(lease.owner,
-                 Status::Unavailable("the node chosen for this worker died before it started"));
+      // Not started yet: the request goes back to the queue for another
+      // node, unless it can only run there (a process lease, hard affinity).
+      const auto& req = lease.request;
+      bool pinned = lease.process || !req ||
+                    (req->strategy == "NODE_AFFINITY" && !req->affinity_soft);
+      if (pinned) {
+        ReplyError(lease.owner,
+                   Status::Unavailable("the node chosen for this worker died before it started"));
+      } else {
+        again.push_back(Pending{lease.owner, std::move(*req)});
+      }
     }
     EndLease(id, /*kill_worker=*/false);
   }
   groups_.OnNodeDead(node);
+  if (!again.empty()) {
+    RAYX_LOG(Info) << again.size() << " lease request(s) whose node died before their worker "
+                   << "started are queued again";
+    for (auto& p : again) pending_.push_back(std::move(p));
+    SchedulePending();
+  }
 }
 
 protocol::RegisterDriverReply LeaseManager::RegisterDriver(
@@ -262,6 +278,7 @@ bool LeaseManager::TryGrant(Pending& pending, std::optional<NodeId> decided) {
   start.epoch = nodes_.EpochOf(*node);
   uint64_t id = next_request_id_++;
   start_requests_[id] = lease.lease_id;
+  lease.request = std::move(pending.req);  // the caller drops `pending` once granted
   leases_[lease.lease_id] = std::move(lease);
   outbox_.StartWorker(agent->second, id, start);
   return true;
@@ -288,6 +305,7 @@ void LeaseManager::OnStartWorkerReply(uint64_t request_id, const protocol::Start
   if (it == leases_.end()) return;  // ended while starting (job finished)
   Lease& lease = it->second;
   lease.running = true;
+  lease.request.reset();
   lease.pid = reply.worker_pid;
   protocol::RequestLeaseReply grant;
   grant.lease_id = lease.lease_id;

@@ -149,6 +149,9 @@ class LeaseManager {
     std::string group_id;        // placement group, or ""
     int32_t bundle_index = -1;
     int32_t pid = 0;
+    // The request, until its worker runs: a lease whose node dies before
+    // that is requested again (the caller never hears of the lost node).
+    std::optional<protocol::RequestLeaseRequest> request;
   };
   struct Job {
     int64_t last_heartbeat_ms = 0;

@@ -6,8 +6,10 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdlib>
 #include <fstream>
+#include <iostream>
 #include <map>
 #include <sstream>
 #include <string>
@@ -246,6 +248,44 @@ TEST_F(Fencing, ANodeDeathKeepsTheSurvivingBundleAndItsActor) {
       20000);
   EXPECT_TRUE(waits.ok()) << "a second actor in the surviving bundle should wait: " << waits;
   rayx::RemovePlacementGroup(group.GetID());
+}
+
+// Ray's max_restarts across a node death: the agent under a restartable
+// one-GPU actor is SIGKILLed; the actor is created again on the other node,
+// its constructor run again, and calls reach it there. Nothing of the dead
+// node keeps running.
+TEST_F(Fencing, ARestartableActorOnAKilledNodeComesBackOnAnother) {
+  auto first = AddGpuNode("127.0.0.2");
+  ASSERT_TRUE(first.ok()) << first.status();
+  auto second = AddGpuNode("127.0.0.3");
+  ASSERT_TRUE(second.ok()) << second.status();
+  auto actor = rayx::Actor(Device::Create)
+                   .SetResources({{"GPU", 1}})
+                   .SetMaxRestarts(1)
+                   .SetMaxTaskRetries(1)
+                   .Remote();
+  std::string where = *actor.Task(&Device::Where).Remote().Get(30000);
+  pid_t old_pid = *actor.Task(&Device::Pid).Remote().Get(30000);
+  bool on_second = Contains(where, "127.0.0.3|");
+  NodeHandle& victim = on_second ? *second : *first;
+  std::string other_ip = on_second ? "127.0.0.2" : "127.0.0.3";
+
+  auto killed_at = std::chrono::steady_clock::now();
+  ASSERT_TRUE(cluster_->KillNode(victim).ok());
+  // A call with a task retry answers from the new instance on the other node.
+  std::string again = *actor.Task(&Device::Where).Remote().Get(30000);
+  auto answered_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                         std::chrono::steady_clock::now() - killed_at)
+                         .count();
+  EXPECT_EQ(again, other_ip + "|0");
+  RecordProperty("node_death_to_answer_ms", static_cast<int>(answered_ms));
+  std::cout << "actor answered again on " << again << " " << answered_ms
+            << " ms after its node's agent was killed\n";
+  pid_t new_pid = *actor.Task(&Device::Pid).Remote().Get(30000);
+  EXPECT_NE(new_pid, old_pid);
+  EXPECT_TRUE(WaitUntil([&] { return !PidAlive(old_pid); }, 10000))
+      << "worker " << old_pid << " of the killed agent still runs";
+  actor.Kill();
 }
 
 }  // namespace

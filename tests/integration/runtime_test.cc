@@ -52,6 +52,14 @@ int Throws(int x) {
 int Crashes() {
   std::abort();
 }
+// Throws until it has run `fail_times` times (counted in the file `counter`).
+int FlakyUntil(std::string counter, int fail_times) {
+  int runs = 0;
+  std::ifstream(counter) >> runs;
+  std::ofstream(counter) << ++runs;
+  if (runs <= fail_times) throw std::runtime_error("flaky run " + std::to_string(runs));
+  return runs;
+}
 
 class Recorder {
  public:
@@ -95,8 +103,19 @@ std::string WorkerVariables() {
   return out;
 }
 
+// An actor that keeps a handle to another one and calls it on request.
+class Relay {
+ public:
+  static Relay* Create(rayx::ActorHandle<Recorder> target) { return new Relay(std::move(target)); }
+  explicit Relay(rayx::ActorHandle<Recorder> target) : target_(std::move(target)) {}
+  int TargetPid() { return *target_.Task(&Recorder::Pid).Remote().Get(20000); }
+
+ private:
+  rayx::ActorHandle<Recorder> target_;
+};
+
 rayx::Bytes MakeBlob(int size);
-RAYX_REMOTE(WorkerVariables, MakeBlob, Reverse, CountBytes, Square, Add, SumBytes, AgentPid, SlowSquare, Throws, Crashes, Recorder::Create,
+RAYX_REMOTE(Relay::Create, &Relay::TargetPid, FlakyUntil, WorkerVariables, MakeBlob, Reverse, CountBytes, Square, Add, SumBytes, AgentPid, SlowSquare, Throws, Crashes, Recorder::Create,
             &Recorder::Record, &Recorder::Seen, &Recorder::Total, &Recorder::Pid, &Recorder::Sleep,
             &Recorder::Gpus, &Recorder::Visible,
             AddThroughHandle);
@@ -508,6 +527,89 @@ TEST_F(Runtime, KilledActorProcessFailsPendingAndLaterCalls) {
     EXPECT_EQ(e.type(), "ActorDied") << e.what();
   }
   EXPECT_THROW(actor.Task(&Recorder::Total).Remote().Get(20000), rayx::TaskError);
+}
+
+TEST_F(Runtime, RetryExceptionsRunsAThrowingTaskAgainWithinMaxRetries) {
+  char dir[] = "/tmp/rayx-flaky-XXXXXX";
+  ASSERT_NE(mkdtemp(dir), nullptr);
+  std::string base = dir;
+  // Two throws, three tries allowed: the third run's result.
+  EXPECT_EQ(*rayx::Task(FlakyUntil).SetRetryExceptions(true).Remote(base + "/a", 2).Get(20000), 3);
+  // Without retry_exceptions the first exception is the result.
+  try {
+    rayx::Task(FlakyUntil).Remote(base + "/b", 2).Get(20000);
+    FAIL() << "no exception";
+  } catch (const rayx::TaskError& e) {
+    EXPECT_NE(std::string(e.what()).find("flaky run 1"), std::string::npos) << e.what();
+  }
+  // Retries used up: the last exception.
+  try {
+    rayx::Task(FlakyUntil).SetRetryExceptions(true).SetMaxRetries(1).Remote(base + "/c", 5).Get(20000);
+    FAIL() << "no exception";
+  } catch (const rayx::TaskError& e) {
+    EXPECT_NE(std::string(e.what()).find("flaky run 2"), std::string::npos) << e.what();
+  }
+  for (const char* f : {"/a", "/b", "/c"}) std::remove((base + f).c_str());
+  rmdir(dir);
+}
+
+bool WaitGone(int pid) {
+  return rayx::testing::WaitUntil([&] { return kill(pid, 0) != 0; }, 10000);
+}
+
+TEST_F(Runtime, ARestartableActorComesBackWithItsConstructorRunAgain) {
+  auto actor = rayx::Actor(Recorder::Create).SetMaxRestarts(1).SetMaxTaskRetries(1).Remote(100);
+  EXPECT_EQ(*actor.Task(&Recorder::Record).Remote(5).Get(), 105);
+  int first = *actor.Task(&Recorder::Pid).Remote().Get();
+  ASSERT_EQ(kill(first, SIGKILL), 0);
+  ASSERT_TRUE(WaitGone(first));
+  // Sent before or after the loss is seen: a call with a task retry reaches
+  // the new instance, whose state is the constructor's again.
+  EXPECT_EQ(*actor.Task(&Recorder::Total).Remote().Get(20000), 100);
+  int second = *actor.Task(&Recorder::Pid).Remote().Get(20000);
+  EXPECT_NE(second, first);
+  EXPECT_EQ(*actor.Task(&Recorder::Record).Remote(1).Get(20000), 101);
+
+  // The one restart is used up: the next death is final, and says so.
+  ASSERT_EQ(kill(second, SIGKILL), 0);
+  ASSERT_TRUE(WaitGone(second));
+  try {
+    actor.Task(&Recorder::Total).Remote().Get(20000);
+    FAIL() << "a call to an actor with no restarts left succeeded";
+  } catch (const rayx::TaskError& e) {
+    EXPECT_EQ(e.type(), "ActorDied") << e.what();
+    EXPECT_NE(std::string(e.what()).find("restarted 1 times already (max_restarts 1)"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
+TEST_F(Runtime, AHandleInAnotherProcessFindsARestartedNamedActor) {
+  auto target =
+      rayx::Actor(Recorder::Create).SetName("phoenix").SetMaxRestarts(-1).Remote(0);
+  int first = *target.Task(&Recorder::Pid).Remote().Get();
+  auto relay = rayx::Actor(Relay::Create).Remote(target);
+  EXPECT_EQ(*relay.Task(&Relay::TargetPid).Remote().Get(20000), first);
+  ASSERT_EQ(kill(first, SIGKILL), 0);
+  ASSERT_TRUE(WaitGone(first));
+  // The relay's handle does not own the actor: it looks the new worker up by
+  // name. A call in flight at the loss fails; later ones reach the new one.
+  int seen = 0;
+  std::string last_error;
+  ASSERT_TRUE(rayx::testing::WaitUntil(
+      [&] {
+        try {
+          seen = *relay.Task(&Relay::TargetPid).Remote().Get(20000);
+          return seen != first;
+        } catch (const rayx::TaskError& e) {
+          last_error = e.what();
+          return false;
+        }
+      },
+      20000))
+      << "the relay never reached the restarted actor; last error: " << last_error;
+  EXPECT_EQ(seen, *target.Task(&Recorder::Pid).Remote().Get(20000));
+  target.Kill();
 }
 
 TEST_F(Runtime, KillStopsTheActor) {

@@ -259,6 +259,77 @@ def test_a_task_whose_worker_dies_runs_again(rayx_mod, tmp_path):
         rayx.get(always_crashes.options(max_retries=2).remote(), timeout=60)
 
 
+class FlakyError(Exception):
+    pass
+
+
+def test_retry_exceptions_runs_a_raising_task_again(rayx_mod, tmp_path):
+    rayx = rayx_mod
+
+    @rayx.remote
+    def flaky(counter, fail_times, exc=FlakyError):
+        runs = int(open(counter).read()) if os.path.exists(counter) else 0
+        runs += 1
+        open(counter, "w").write(str(runs))
+        if runs <= fail_times:
+            raise exc(f"flaky run {runs}")
+        return runs
+
+    assert rayx.get(flaky.options(retry_exceptions=True).remote(
+        str(tmp_path / "a"), 2), timeout=60) == 3
+    with pytest.raises(FlakyError, match="flaky run 1"):
+        rayx.get(flaky.remote(str(tmp_path / "b"), 2), timeout=60)
+    with pytest.raises(FlakyError, match="flaky run 2"):
+        rayx.get(flaky.options(retry_exceptions=True, max_retries=1).remote(
+            str(tmp_path / "c"), 5), timeout=60)
+    # A list retries only those classes (and their subclasses).
+    only = flaky.options(retry_exceptions=[FlakyError])
+    assert rayx.get(only.remote(str(tmp_path / "d"), 1), timeout=60) == 2
+    with pytest.raises(KeyError):
+        rayx.get(only.remote(str(tmp_path / "e"), 1, KeyError), timeout=60)
+    assert open(tmp_path / "e").read() == "1", "a KeyError was retried"
+    with pytest.raises(TypeError, match="retry_exceptions must be"):
+        flaky.options(retry_exceptions=["FlakyError"])
+
+
+def _gone(pid):
+    return not os.path.exists(f"/proc/{pid}") or \
+        open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[0] == "Z"
+
+
+def test_actor_restarts_run_the_constructor_again(rayx_mod):
+    rayx = rayx_mod
+
+    @rayx.remote
+    class Counter:
+        def __init__(self, start):
+            self.n = start
+
+        def add(self, k):
+            self.n += k
+            return self.n
+
+        def pid(self):
+            return os.getpid()
+
+    c = Counter.options(max_restarts=1, max_task_retries=1).remote(10)
+    assert rayx.get(c.add.remote(5), timeout=30) == 15
+    first = rayx.get(c.pid.remote(), timeout=30)
+    os.kill(first, signal.SIGKILL)
+    wait_until(lambda: _gone(first), 10, "the killed actor's process to exit")
+    # The new instance ran __init__(10) again; the call reaches it (a task retry
+    # covers a call sent before the loss was seen).
+    assert rayx.get(c.add.remote(1), timeout=30) == 11
+    second = rayx.get(c.pid.remote(), timeout=30)
+    assert second != first
+    os.kill(second, signal.SIGKILL)
+    wait_until(lambda: _gone(second), 10, "the restarted actor's process to exit")
+    with pytest.raises(rayx.exceptions.ActorDiedError, match="max_restarts 1"):
+        rayx.get(c.add.remote(1), timeout=30)
+    with pytest.raises(ValueError, match="max_restarts must be an int"):
+        Counter.options(max_restarts=-2).remote(0)
+
+
 def test_actor_constructor_failure_is_reported(rayx_mod):
     rayx = rayx_mod
 

@@ -30,7 +30,8 @@ class ActorSubmitterTest : public ::testing::Test {
   }
 
   // Creates actor "a1" (named `name` when set); returns the constructor's result id.
-  std::string Create(const std::string& name = "") {
+  std::string Create(const std::string& name = "", int max_restarts = 0,
+                     int max_task_retries = 0) {
     auto creation = std::make_shared<ObjectCore>();
     creation->id = "creation";
     objects_.AddPending(creation->id);
@@ -43,6 +44,9 @@ class ActorSubmitterTest : public ::testing::Test {
     ActorOptions options;
     options.name = name;
     options.resources = {{kCpu, 1}};
+    options.max_restarts = max_restarts;
+    options.max_task_retries = max_task_retries;
+    task.args.push_back(Arg{"ctor-arg", nullptr});
     submitter_.Create(std::move(task), options, creation);
     return creation->id;
   }
@@ -75,6 +79,19 @@ class ActorSubmitterTest : public ::testing::Test {
     } catch (const TaskError& e) {
       return e.type();
     }
+  }
+  std::string MessageOf(const std::string& id) {
+    try {
+      objects_.Get(id, 0);
+      return "";
+    } catch (const TaskError& e) {
+      return e.remote_message();
+    }
+  }
+  std::vector<std::string> Functions(const FakeWorkerConnector::Worker& worker) {
+    std::vector<std::string> out;
+    for (const auto& call : worker.calls) out.push_back(call.function);
+    return out;
   }
 
   boost::asio::io_context io_;
@@ -223,6 +240,197 @@ TEST_F(ActorSubmitterTest, AnAttachedActorIsCalledButItsLeaseIsNotReturned) {
   worker->Die();
   EXPECT_EQ(ErrorOf(call), "ActorDied");
   EXPECT_TRUE(head_.returned.empty()) << "a caller that does not own the actor returned its lease";
+}
+
+// ---- Restarts (max_restarts, max_task_retries) --------------------------------
+
+TEST_F(ActorSubmitterTest, ARestartRunsTheConstructorAgainAndLaterCallsReachTheNewWorker) {
+  Create("", /*max_restarts=*/1);
+  head_.Grant("lease-a1", "w1");
+  Step();
+  auto* w1 = connector_.At("w1");
+  ASSERT_NE(w1, nullptr);
+  std::string running = Call("M1");
+  Step();
+  ASSERT_EQ(Functions(*w1), (std::vector<std::string>{"Counter::Create", "M1"}));
+  w1->Reply(w1->calls[0].call_id, "");
+  w1->Die();
+  Step();
+  // The call in flight fails (no task retries); the lease goes back; a new one is asked for.
+  EXPECT_EQ(ErrorOf(running), "ActorDied");
+  EXPECT_NE(MessageOf(running).find("restarting (restart 1 of 1)"), std::string::npos)
+      << MessageOf(running);
+  EXPECT_EQ(head_.returned, std::vector<std::string>{"lease-a1"});
+  ASSERT_EQ(head_.requests.size(), 1u);
+  EXPECT_TRUE(head_.requests[0].request.for_actor);
+  EXPECT_EQ(head_.requests[0].request.resources, (ResourceMap{{kCpu, 1}}));
+  EXPECT_EQ(submitter_.Describe("a1").worker_address, "") << "no worker while restarting";
+  // A call made while it restarts waits for the new instance.
+  std::string later = Call("M2");
+  head_.Grant("lease-a2", "w2");
+  Step();
+  auto* w2 = connector_.At("w2");
+  ASSERT_NE(w2, nullptr);
+  ASSERT_EQ(Functions(*w2), (std::vector<std::string>{"Counter::Create", "M2"}));
+  EXPECT_EQ(w2->calls[0].args, std::vector<std::string>{"ctor-arg"}) << "same constructor args";
+  EXPECT_EQ(submitter_.Describe("a1").worker_address, "w2");
+  w2->Reply(w2->calls[1].call_id, "r2");
+  EXPECT_EQ(ErrorOf(later), "");
+}
+
+TEST_F(ActorSubmitterTest, CallsInFlightWithTaskRetriesGoAgainInTheirOrder) {
+  Create("", /*max_restarts=*/-1, /*max_task_retries=*/1);
+  head_.Grant("lease-a1", "w1");
+  std::string m1 = Call("M1"), m2 = Call("M2");
+  Step();
+  auto* w1 = connector_.At("w1");
+  ASSERT_NE(w1, nullptr);
+  ASSERT_EQ(w1->calls.size(), 3u);
+  w1->Die();
+  std::string m3 = Call("M3");
+  Step();
+  head_.Grant("lease-a2", "w2");
+  Step();
+  auto* w2 = connector_.At("w2");
+  ASSERT_NE(w2, nullptr);
+  EXPECT_EQ(Functions(*w2), (std::vector<std::string>{"Counter::Create", "M1", "M2", "M3"}));
+  EXPECT_EQ(w2->calls[1].args, std::vector<std::string>{"x"}) << "a retried call keeps its args";
+  for (const auto& call : w2->calls) w2->Reply(call.call_id, "r");
+  EXPECT_EQ(ErrorOf(m1), "");
+  EXPECT_EQ(ErrorOf(m2), "");
+  EXPECT_EQ(ErrorOf(m3), "");
+  // The retry allowance is per call: a new call lost on the second worker goes again too.
+  std::string m4 = Call("M4");
+  Step();
+  w2->Die();
+  Step();
+  head_.Grant("lease-a3", "w3");
+  Step();
+  auto* w3 = connector_.At("w3");
+  ASSERT_NE(w3, nullptr);
+  EXPECT_EQ(Functions(*w3), (std::vector<std::string>{"Counter::Create", "M4"}));
+}
+
+TEST_F(ActorSubmitterTest, WhenRestartsAreExhaustedEveryCallFailsNamingTheCause) {
+  Create("", /*max_restarts=*/1);
+  head_.Grant("lease-a1", "w1");
+  Step();
+  connector_.At("w1")->Die();
+  Step();
+  head_.Grant("lease-a2", "w2");
+  Step();
+  std::string running = Call("M");
+  Step();
+  connector_.At("w2")->Die();
+  Step();
+  EXPECT_TRUE(head_.requests.empty()) << "restarted beyond max_restarts";
+  EXPECT_EQ(head_.returned, (std::vector<std::string>{"lease-a1", "lease-a2"}));
+  for (const std::string& id : {running, Call("M")}) {
+    EXPECT_EQ(ErrorOf(id), "ActorDied");
+    EXPECT_NE(MessageOf(id).find("restarted 1 times already (max_restarts 1), none are left"),
+              std::string::npos)
+        << MessageOf(id);
+    EXPECT_NE(MessageOf(id).find("pid 4242"), std::string::npos) << MessageOf(id);
+  }
+}
+
+TEST_F(ActorSubmitterTest, AFailedConstructorIsNeverRestarted) {
+  Create("", /*max_restarts=*/3);
+  head_.Grant("lease-a1", "w1");
+  Step();
+  auto* w1 = connector_.At("w1");
+  ASSERT_NE(w1, nullptr);
+  w1->ReplyError(w1->calls[0].call_id, "std::runtime_error", "bad config");
+  w1->Die();
+  Step();
+  EXPECT_TRUE(head_.requests.empty());
+  EXPECT_NE(MessageOf(Call("M")).find("constructor failed: bad config"), std::string::npos);
+}
+
+TEST_F(ActorSubmitterTest, KillWhileRestartingReturnsTheNewLeaseAndFailsTheCalls) {
+  Create("", /*max_restarts=*/1);
+  head_.Grant("lease-a1", "w1");
+  Step();
+  connector_.At("w1")->Die();
+  Step();
+  std::string waiting = Call("M");
+  submitter_.Kill("a1");
+  head_.Grant("lease-a2", "w2");
+  Step();
+  EXPECT_EQ(head_.returned, (std::vector<std::string>{"lease-a1", "lease-a2"}));
+  EXPECT_EQ(connector_.At("w2"), nullptr) << "connected to the worker of a killed actor";
+  EXPECT_NE(MessageOf(waiting).find("killed"), std::string::npos) << MessageOf(waiting);
+}
+
+TEST_F(ActorSubmitterTest, ANamedActorIsRegisteredAgainWithItsNewWorker) {
+  Create("counter", /*max_restarts=*/2);
+  head_.Grant("lease-a1", "w1");
+  Step();
+  auto* w1 = connector_.At("w1");
+  ASSERT_NE(w1, nullptr);
+  w1->Reply(w1->calls[0].call_id, "");
+  Step();
+  ASSERT_EQ(head_.registered.size(), 1u);
+  EXPECT_EQ(head_.registered[0].max_restarts, 2);
+  w1->Die();
+  Step();
+  head_.Grant("lease-a2", "w2");
+  Step();
+  ASSERT_EQ(head_.registered.size(), 2u);
+  EXPECT_EQ(head_.registered[1].worker_address, "w2");
+  EXPECT_EQ(head_.registered[1].lease_id, "lease-a2");
+  EXPECT_EQ(head_.registered[1].max_restarts, 1);
+}
+
+TEST_F(ActorSubmitterTest, AHandleOfARestartedNamedActorFindsItsNewWorker) {
+  protocol::ActorInfo info;
+  info.actor_id = "b1";
+  info.name = "svc";
+  info.lease_id = "lease-b1";
+  info.worker_address = "w9";
+  info.max_restarts = 1;
+  submitter_.Attach(info);
+  std::string first = Call("M", "b1");
+  Step();
+  connector_.At("w9")->Die();
+  Step();
+  EXPECT_EQ(ErrorOf(first), "ActorDied");
+  EXPECT_TRUE(head_.returned.empty());
+  std::string waiting = Call("M2", "b1");
+  ASSERT_EQ(head_.lookups.size(), 1u);
+  EXPECT_EQ(head_.lookups[0].first, "svc");
+  info.worker_address = "w10";
+  info.lease_id = "lease-b2";
+  info.max_restarts = 0;
+  auto done = std::move(head_.lookups[0].second);
+  head_.lookups.pop_front();
+  done(info);
+  Step();
+  auto* w10 = connector_.At("w10");
+  ASSERT_NE(w10, nullptr);
+  ASSERT_EQ(Functions(*w10), std::vector<std::string>{"M2"});
+  w10->Reply(w10->calls[0].call_id, "r");
+  EXPECT_EQ(ErrorOf(waiting), "");
+}
+
+TEST_F(ActorSubmitterTest, AHandleGivesUpWhenTheNameNowBelongsToAnotherActor) {
+  protocol::ActorInfo info;
+  info.actor_id = "b1";
+  info.name = "svc";
+  info.lease_id = "lease-b1";
+  info.worker_address = "w9";
+  info.max_restarts = -1;
+  submitter_.Attach(info);
+  Step();
+  connector_.At("w9")->Die();
+  Step();
+  std::string waiting = Call("M", "b1");
+  ASSERT_EQ(head_.lookups.size(), 1u);
+  info.actor_id = "b2";
+  info.worker_address = "w11";
+  head_.lookups[0].second(info);
+  EXPECT_EQ(ErrorOf(waiting), "ActorDied");
+  EXPECT_NE(MessageOf(waiting).find("now belongs to another actor"), std::string::npos);
 }
 
 TEST_F(ActorSubmitterTest, ACallToAnUnknownActorFails) {

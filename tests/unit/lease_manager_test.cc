@@ -659,8 +659,11 @@ TEST_F(LeaseManagerTest, SilentJobKeepsDetachedActor) {
 
 // ---- Failures -------------------------------------------------------------------------
 
-TEST_F(LeaseManagerTest, NodeDeathDropsItsLeasesAndAnswersNotYetStartedRequests) {
-  NodeId dying = AddNode("10.0.0.2", {{"CPU", 2}});
+// A node dies: its leases end (no kills: the workers died with it); a request
+// whose worker had not started yet goes back to the queue for another node,
+// unless it can only run on that node (hard affinity), which is answered.
+TEST_F(LeaseManagerTest, NodeDeathDropsItsLeasesAndRequeuesNotYetStartedRequests) {
+  NodeId dying = AddNode("10.0.0.2", {{"CPU", 3}});
   NodeId other = AddNode("10.0.0.3", {{"GPU", 1}});
   std::string job = NewJob();
   std::string running = Grant(job, {{"CPU", 1}}, "agent-10.0.0.2", 1);
@@ -668,14 +671,19 @@ TEST_F(LeaseManagerTest, NodeDeathDropsItsLeasesAndAnswersNotYetStartedRequests)
   ASSERT_TRUE(leases_.RegisterActor(Actor("on-dead-node", job, running)).ok());
   leases_.RequestLease("starter", 3, Shape(job, {{"CPU", 1}}));
   uint64_t start_id = TakeStart("agent-10.0.0.2");
-  ASSERT_EQ(leases_.lease_count(), 3u);
+  auto pinned = Shape(job, {{"CPU", 1}});
+  pinned.strategy = "NODE_AFFINITY";
+  pinned.affinity_node_id = dying.Hex();
+  leases_.RequestLease("pinned", 4, pinned);
+  (void)TakeStart("agent-10.0.0.2");
+  ASSERT_EQ(leases_.lease_count(), 4u);
 
   ASSERT_TRUE(nodes_.MarkDead(dying, "test"));
   leases_.OnNodeDead(dying);
   auto sent = Take();
-  ASSERT_EQ(sent.size(), 1u);  // no kills: the workers died with the node
-  EXPECT_EQ(sent[0].peer, "starter");
-  EXPECT_EQ(sent[0].env.id, 3u);
+  ASSERT_EQ(sent.size(), 1u);  // only the pinned request's error
+  EXPECT_EQ(sent[0].peer, "pinned");
+  EXPECT_EQ(sent[0].env.id, 4u);
   auto err = sent[0].Error();
   EXPECT_EQ(err.code, static_cast<uint8_t>(StatusCode::kUnavailable));
   EXPECT_NE(err.message.find("died"), std::string::npos) << err.message;
@@ -688,6 +696,13 @@ TEST_F(LeaseManagerTest, NodeDeathDropsItsLeasesAndAnswersNotYetStartedRequests)
   EXPECT_TRUE(Take().empty());
   EXPECT_EQ(Available(other, "GPU"), 0);
   EXPECT_TRUE(leases_.ReturnLease(elsewhere).ok());
+  (void)Take();  // the returned lease's kill
+  // The starter's request waits for a node with a CPU, and goes to one that joins.
+  EXPECT_EQ(leases_.PendingShapes().size(), 1u);
+  AddNode("10.0.0.4", {{"CPU", 1}});
+  protocol::StartWorkerRequest start;
+  TakeStart("agent-10.0.0.4", &start);
+  EXPECT_EQ(start.resources, (ResourceMap{{"CPU", 1}}));
 }
 
 TEST_F(LeaseManagerTest, RequestsNoLongerGoToADeadNodesAgent) {

@@ -32,6 +32,9 @@ class FakeHead final : public LeaseClient {
   }
   void ReturnLease(const std::string& lease_id) override { returned.push_back(lease_id); }
   void RegisterActor(const protocol::ActorInfo& actor) override { registered.push_back(actor); }
+  void LookupActor(const std::string& name, ActorCallback done) override {
+    lookups.push_back({name, std::move(done)});
+  }
 
   // Grants the oldest request: a worker at `address` under `lease_id`.
   void Grant(const std::string& lease_id, const std::string& address) {
@@ -55,6 +58,7 @@ class FakeHead final : public LeaseClient {
   std::deque<Pending> requests;
   std::vector<std::string> returned;
   std::vector<protocol::ActorInfo> registered;
+  std::deque<std::pair<std::string, ActorCallback>> lookups;
 };
 
 // One call as a worker received it.

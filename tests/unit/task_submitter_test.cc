@@ -190,6 +190,51 @@ TEST_F(TaskSubmitterTest, CallsOfADeadWorkerRunAgainWhileTheyHaveRetries) {
   }
 }
 
+// Ray's retry_exceptions: a raised exception uses a retry (the task runs again
+// with its arguments); without it, or with no retry left, the error stays.
+TEST_F(TaskSubmitterTest, RetryExceptionsRunsATaskThatRaisedAgain) {
+  auto submit = [&](bool retry_exceptions, const std::string& prefix = "") {
+    std::string id = "result-" + std::to_string(next_++);
+    objects_.AddPending(id);
+    Task task;
+    task.function = "F";
+    task.object_id = id;
+    task.args.push_back(Arg{"arg-of-" + id, nullptr});
+    task.retries_left = 1;
+    task.retry_exceptions = retry_exceptions;
+    task.retriable_value_prefix = prefix;
+    submitter_.Submit(task, std::nullopt, Placement{});
+    return id;
+  };
+  std::string retried = submit(true), plain = submit(false), marked = submit(true, "EXC:");
+  Step();
+  head_.Grant("lease-1", "w1");
+  Step();
+  clock_.Advance(TaskSubmitter::kSaturatedAfterMs + 1);
+  submitter_.Tick();
+  Step();
+  auto* w1 = connector_.At("w1");
+  ASSERT_NE(w1, nullptr);
+  ASSERT_EQ(w1->calls.size(), 3u);
+  w1->ReplyError(w1->calls[0].call_id, "std::runtime_error", "flaky");
+  w1->ReplyError(w1->calls[1].call_id, "std::runtime_error", "flaky");
+  w1->Reply(w1->calls[2].call_id, "EXC:a Python exception");
+  Step();
+  EXPECT_EQ(ErrorOf(plain), "std::runtime_error") << "retried without retry_exceptions";
+  // The other two ran again, with their arguments.
+  ASSERT_EQ(w1->calls.size(), 5u);
+  EXPECT_EQ(w1->calls[3].return_id, retried);
+  EXPECT_EQ(w1->calls[3].args, std::vector<std::string>{"arg-of-" + retried});
+  EXPECT_EQ(w1->calls[4].return_id, marked);
+  // Out of retries: the second exception is the result.
+  w1->ReplyError(w1->calls[3].call_id, "std::runtime_error", "flaky again");
+  w1->Reply(w1->calls[4].call_id, "EXC:again");
+  Step();
+  EXPECT_EQ(w1->calls.size(), 5u);
+  EXPECT_EQ(ErrorOf(retried), "std::runtime_error");
+  EXPECT_EQ(objects_.Get(marked, 0).view, "EXC:again");
+}
+
 TEST_F(TaskSubmitterTest, ReturnsAnIdleLeaseAfterTheIdleTime) {
   std::string id = Submit("F");
   Step();

@@ -248,10 +248,17 @@ class TaskCaller {
   }
   // Runs the task again, up to `n` times, when its worker or node dies while
   // running it (default 3, as Ray; 0: fail at once). Exceptions the function
-  // throws are never retried.
+  // throws are retried only with SetRetryExceptions(true).
   TaskCaller& SetMaxRetries(int n) {
     if (n < 0) throw std::invalid_argument("SetMaxRetries: " + std::to_string(n) + " is < 0");
     options_.max_retries = n;
+    return *this;
+  }
+  // Exceptions the function throws are retried too, within SetMaxRetries (Ray's
+  // retry_exceptions); the last one reaches Get. Only for functions that are
+  // safe to run twice.
+  TaskCaller& SetRetryExceptions(bool retry) {
+    options_.retry_exceptions = retry;
     return *this;
   }
   // Only on nodes whose labels equal these, e.g. {{"accelerator", "H100"}}.
@@ -414,6 +421,25 @@ class ActorCreator {
   }
   ActorCreator& SetLabelSelector(LabelMap selector) {
     options_.placement.label_selector = std::move(selector);
+    return *this;
+  }
+  // When the actor's worker or node dies, the actor is created again (its
+  // constructor runs again, with the same arguments) on a node that fits, up
+  // to `n` times (-1: always; default 0: the actor dies with its worker).
+  // Calls made after a restart reach the new instance. Kill ends it for good.
+  ActorCreator& SetMaxRestarts(int n) {
+    if (n < -1) throw std::invalid_argument("SetMaxRestarts: " + std::to_string(n) + " is < -1");
+    options_.max_restarts = n;
+    return *this;
+  }
+  // A call in flight when the actor's worker died is sent again to the
+  // restarted actor, up to `n` times (-1: always; default 0: it fails with
+  // ActorDied). Only for calls that are safe to run twice.
+  ActorCreator& SetMaxTaskRetries(int n) {
+    if (n < -1) {
+      throw std::invalid_argument("SetMaxTaskRetries: " + std::to_string(n) + " is < -1");
+    }
+    options_.max_task_retries = n;
     return *this;
   }
 

@@ -56,6 +56,12 @@ struct CallOptions {
   // Runs of the task again when its worker or node dies while running it
   // (application exceptions are never retried). 0: fail at once.
   int max_retries = kDefaultMaxRetries;
+  // Also retry (within max_retries) when the function throws (Ray's
+  // retry_exceptions); only for functions that are safe to run twice.
+  bool retry_exceptions = false;
+  // A result that starts with these bytes is an exception the function's
+  // language encoded as a value (Python's), retried like a thrown one.
+  std::string retriable_value_prefix;
   ResourceMap resources;     // default {CPU: 1} for tasks, {} for actors
   bool resources_set = false;
   Placement placement;
@@ -66,6 +72,12 @@ struct ActorOptions {
   bool detached = false;     // outlives its job
   ResourceMap resources;
   Placement placement;
+  // Times the actor is created again when its worker or node dies (-1: no
+  // limit). 0: it dies with its worker.
+  int max_restarts = 0;
+  // Times a call in flight when the worker died is sent again to the
+  // restarted actor (-1: no limit). 0: it fails with ActorDied.
+  int max_task_retries = 0;
 };
 
 // A placement group as the head last reported it.

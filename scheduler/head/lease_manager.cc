@@ -278,6 +278,7 @@ bool LeaseManager::TryGrant(Pending& pending, std::optional<NodeId> decided) {
   start.epoch = nodes_.EpochOf(*node);
   uint64_t id = next_request_id_++;
   start_requests_[id] = lease.lease_id;
+  BookDevices(lease, +1);
   lease.request = std::move(pending.req);  // the caller drops `pending` once granted
   leases_[lease.lease_id] = std::move(lease);
   outbox_.StartWorker(agent->second, id, start);
@@ -347,6 +348,7 @@ void LeaseManager::EndLease(const std::string& lease_id, bool kill_worker) {
   if (it == leases_.end()) return;
   Lease lease = std::move(it->second);
   leases_.erase(it);
+  BookDevices(lease, -1);
   if (lease.group_id.empty()) {
     nodes_.Release(lease.node, lease.resources, lease.gpu_ids);
   } else {
@@ -365,6 +367,24 @@ void LeaseManager::EndLease(const std::string& lease_id, bool kill_worker) {
   }
   EndHostedLeases(lease_id);
   SchedulePending();
+}
+
+void LeaseManager::BookDevices(const Lease& lease, int sign) {
+  if (lease.gpu_ids.empty()) return;
+  auto gpu = lease.resources.find(kGpu);
+  double share = gpu == lease.resources.end() || gpu->second >= 1 ? 1.0 : gpu->second;
+  for (int d : lease.gpu_ids) {
+    auto key = std::make_pair(lease.node, d);
+    double& use = device_use_[key];
+    use += sign * share;
+    if (use > 1.0 + 1e-9) {
+      ++invariant_violations_;
+      RAYX_LOG(Error) << "invariant violated: device " << d << " of node " << lease.node.Short()
+                      << " is leased " << use << " times over (lease " << lease.lease_id
+                      << "): the device books disagree";
+    }
+    if (use < 1e-9) device_use_.erase(key);
+  }
 }
 
 void LeaseManager::EndHostedLeases(const std::string& lease_id) {

@@ -119,6 +119,8 @@ class LeaseManager {
   Result<protocol::ActorInfo> GetActor(const std::string& name) const;
 
   size_t lease_count() const { return leases_.size(); }
+  // Devices found leased beyond their capacity (BookDevices); always 0.
+  uint64_t invariant_violations() const { return invariant_violations_; }
   size_t pending_count() const { return pending_.size(); }
   // Pending demands grouped by shape, for `rayx status`; infeasible placement
   // groups with their reasons.
@@ -171,6 +173,10 @@ class LeaseManager {
   // goes now, or why it must wait, or why it can never run.
   policy::SchedulingDecision Decide(const protocol::RequestLeaseRequest& req);
   void EndLease(const std::string& lease_id, bool kill_worker);
+  // Books `lease`'s devices (sign +1 on grant, -1 at its end) in device_use_,
+  // an account kept apart from the NodeTable's: a device granted beyond one
+  // whole device is logged as an invariant violation and counted.
+  void BookDevices(const Lease& lease, int sign);
   void Request(const Owner& owner, const protocol::RequestLeaseRequest& req);
   void ReplyError(const Owner& owner, const Status& status);
 
@@ -186,6 +192,8 @@ class LeaseManager {
   // lease id -> the connections of runtimes inside that lease's worker.
   std::unordered_map<std::string, std::vector<std::string>> hosted_peers_;
   std::map<std::string, protocol::ActorInfo> named_actors_;
+  std::map<std::pair<NodeId, int>, double> device_use_;  // per node and device: the share leased
+  uint64_t invariant_violations_ = 0;
   PlacementGroupManager groups_;
   policy::CompositePolicy policy_;  // where leases outside placement groups go
   uint64_t next_request_id_ = 1;

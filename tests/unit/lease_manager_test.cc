@@ -705,6 +705,27 @@ TEST_F(LeaseManagerTest, NodeDeathDropsItsLeasesAndRequeuesNotYetStartedRequests
   EXPECT_EQ(start.resources, (ResourceMap{{"CPU", 1}}));
 }
 
+// The lease manager's own account of device use cross-checks the NodeTable's:
+// shares of one device and whole devices are fine; a device freed behind a
+// live lease's back and granted again is caught.
+TEST_F(LeaseManagerTest, DevicesLeasedTwiceAreCaughtByTheInvariantCheck) {
+  NodeId node = AddNode("10.0.0.2", {{"CPU", 8}, {"GPU", 2}});
+  std::string job = NewJob();
+  std::string half_a = Grant(job, {{"GPU", 0.5}}, "agent-10.0.0.2", 1);
+  std::string half_b = Grant(job, {{"GPU", 0.5}}, "agent-10.0.0.2", 2);
+  std::string whole = Grant(job, {{"GPU", 1}}, "agent-10.0.0.2", 3);
+  EXPECT_EQ(leases_.invariant_violations(), 0u);
+  EXPECT_TRUE(leases_.ReturnLease(half_a).ok());
+  EXPECT_TRUE(leases_.ReturnLease(half_b).ok());
+  (void)Take();
+  EXPECT_EQ(leases_.invariant_violations(), 0u);
+  // Corrupt the NodeTable's books: device 1 is free there while `whole` holds it.
+  nodes_.Release(node, {{"GPU", 1}}, {1});
+  nodes_.TryAcquire(node, {{"GPU", 1}}, nullptr);  // takes device 0 back out of play
+  (void)Grant(job, {{"GPU", 1}}, "agent-10.0.0.2", 4);
+  EXPECT_EQ(leases_.invariant_violations(), 1u);
+}
+
 TEST_F(LeaseManagerTest, RequestsNoLongerGoToADeadNodesAgent) {
   NodeId dying = AddNode("10.0.0.2", {{"CPU", 1}});
   std::string job = NewJob();

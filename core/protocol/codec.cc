@@ -46,6 +46,7 @@ std::string MessageTypeName(uint16_t type) {
     case MessageType::kListStateRequest: return "ListStateRequest";
     case MessageType::kListStateReply: return "ListStateReply";
     case MessageType::kProcessExitedNotice: return "ProcessExitedNotice";
+    case MessageType::kLeasesLostNotice: return "LeasesLostNotice";
     case MessageType::kReadLogRequest: return "ReadLogRequest";
     case MessageType::kReadLogReply: return "ReadLogReply";
     case MessageType::kReservePortRequest: return "ReservePortRequest";

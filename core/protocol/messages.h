@@ -81,6 +81,7 @@ enum class MessageType : uint16_t {
   kReadLogReply = 82,
   kReservePortRequest = 83,    // anyone -> agent's object server
   kReservePortReply = 84,
+  kLeasesLostNotice = 85,      // head -> lease owner, no reply (messages.h)
   // Submitted jobs and their working directories (CLI/agent <-> head): job_messages.h.
   kSubmitJobRequest = 90,
   kSubmitJobReply = 91,
@@ -413,6 +414,17 @@ struct RegisterActorReply {
   static constexpr MessageType kType = MessageType::kRegisterActorReply;
   bool ok = true;
   MSGPACK_DEFINE_MAP(ok)
+};
+
+// head -> a lease's owner: the leases' node was declared dead, so their
+// workers are lost to the owner even if their connections still stand (a
+// stopped or cut-off node). Sent once per owner per node death.
+struct LeasesLostNotice {
+  static constexpr MessageType kType = MessageType::kLeasesLostNotice;
+  std::vector<std::string> lease_ids;
+  std::string node_id;
+  std::string reason;  // e.g. "node 127.0.0.2 (1a2b3c4d) was declared dead: ..."
+  MSGPACK_DEFINE_MAP(lease_ids, node_id, reason)
 };
 
 struct GetActorRequest {

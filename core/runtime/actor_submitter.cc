@@ -247,10 +247,9 @@ void ActorSubmitter::Pump(ActorState& actor) {
 
 void ActorSubmitter::OnWorkerLost(ActorState& actor, WorkerConnection& conn) {
   const WorkerConnection::Info info = conn.info();
-  std::string who =
-      "the worker process (pid " + std::to_string(info.pid) + ") on node " + info.node;
+  std::string lost = conn.DescribeLoss();  // "<worker> died" or "<worker> was lost: <why>"
   if (actor.conn.get() != &conn) {  // an earlier worker's connection, replaced already
-    conn.FailInFlight("ActorDied", who + " died while running this call");
+    conn.FailInFlight("ActorDied", lost + " while running this call");
     return;
   }
   // Close the socket later: we are inside its monitor's handler.
@@ -263,12 +262,12 @@ void ActorSubmitter::OnWorkerLost(ActorState& actor, WorkerConnection& conn) {
 
   if (actor.dead_reason.empty() && actor.restarts_left > 0) {
     if (actor.owner && actor.creation) {
-      Restart(actor, who, info.node, conn.TakeInFlight());
+      Restart(actor, lost, info.node, conn.TakeInFlight());
       return;
     }
     if (!actor.owner && !actor.name.empty()) {
       // Its owner restarts it; this handle finds the new worker by name.
-      conn.FailInFlight("ActorDied", who + " died while running this call; the actor is "
+      conn.FailInFlight("ActorDied", lost + " while running this call; the actor is "
                                            "restarting: calls made from now on reach its new "
                                            "instance");
       actor.restarting = true;
@@ -277,7 +276,7 @@ void ActorSubmitter::OnWorkerLost(ActorState& actor, WorkerConnection& conn) {
     }
   }
   if (actor.dead_reason.empty()) {
-    actor.dead_reason = who + " died";
+    actor.dead_reason = lost;
     if (actor.restarts_done > 0) {
       actor.dead_reason += "; the actor was restarted " + std::to_string(actor.restarts_done) +
                            " times already (max_restarts " + std::to_string(actor.max_restarts) +
@@ -288,8 +287,11 @@ void ActorSubmitter::OnWorkerLost(ActorState& actor, WorkerConnection& conn) {
     conn.FailInFlight("ActorDied",
                       actor.restarts_done > 0
                           ? actor.dead_reason
-                          : who + " died while running this call (it crashed or was killed; "
-                                  "its log is in that node's session logs)");
+                          : lost + " while running this call" +
+                                (conn.loss_reason().empty()
+                                     ? " (it crashed or was killed; its log is in that node's "
+                                       "session logs)"
+                                     : ""));
   } else {
     conn.FailInFlight("ActorDied", actor.dead_reason);
   }
@@ -297,12 +299,12 @@ void ActorSubmitter::OnWorkerLost(ActorState& actor, WorkerConnection& conn) {
   FailQueued(actor, info.node);
 }
 
-void ActorSubmitter::Restart(ActorState& actor, const std::string& who, const std::string& node,
+void ActorSubmitter::Restart(ActorState& actor, const std::string& what, const std::string& node,
                              std::vector<Task> lost) {
   ++actor.restarts_done;
   if (actor.restarts_left != INT32_MAX) --actor.restarts_left;
   RAYX_LOG(Warning) << "actor " << actor.class_name << " (" << actor.actor_id.substr(0, 8)
-                    << "): " << who << " died; restarting it (restart " << actor.RestartCount()
+                    << "): " << what << "; restarting it (restart " << actor.RestartCount()
                     << ")";
   // The calls the lost worker had: again behind the constructor while they
   // have retries left (max_task_retries), in their order; the rest fail.
@@ -316,7 +318,7 @@ void ActorSubmitter::Restart(ActorState& actor, const std::string& who, const st
       continue;
     }
     FailTask(deps_.objects, task, "ActorDied",
-             who + " died while running this call; the actor is restarting (restart " +
+             what + " while running this call; the actor is restarting (restart " +
                  actor.RestartCount() +
                  "): calls made from now on reach its new instance (SetMaxTaskRetries sends "
                  "calls like this one again)",
@@ -430,6 +432,16 @@ void ActorSubmitter::Attach(const protocol::ActorInfo& info) {
   state->max_restarts = info.max_restarts;
   state->conn = Connect(*state, WorkerConnection::Info{info.lease_id, info.worker_address, "", 0});
   actors_[info.actor_id] = std::move(state);
+}
+
+void ActorSubmitter::LoseLease(const std::string& lease_id, const std::string& why) {
+  for (auto& [id, actor] : actors_) {
+    if (actor->owner && actor->conn && actor->conn->info().lease_id == lease_id) {
+      std::shared_ptr<WorkerConnection> keep = actor->conn;
+      keep->Lose(why);
+      return;
+    }
+  }
 }
 
 void ActorSubmitter::Clear() {

@@ -68,6 +68,9 @@ class ActorSubmitter {
   protocol::ActorInfo Describe(const std::string& actor_id);
   // Makes an actor created elsewhere callable here (no-op when known).
   void Attach(const protocol::ActorInfo& info);
+  // The head declared lease `lease_id`'s node dead: the actor's worker counts
+  // as lost (`why`), as if it had died (a restart may follow).
+  void LoseLease(const std::string& lease_id, const std::string& why);
   // Drops every connection (shutdown).
   void Clear();
 
@@ -81,8 +84,9 @@ class ActorSubmitter {
   // Leases a worker for the actor with its saved request and connects.
   void Lease(ActorState& actor);
   void OnWorkerLost(ActorState& actor, WorkerConnection& conn);
-  // Restarts an owned actor whose worker was lost; calls in flight are `lost`.
-  void Restart(ActorState& actor, const std::string& who, const std::string& node,
+  // Restarts an owned actor whose worker was lost (`what` says how); the calls
+  // it had in flight are `lost`.
+  void Restart(ActorState& actor, const std::string& what, const std::string& node,
                std::vector<Task> lost);
   // A handle's actor was lost: looks up its new worker by name until the deadline.
   void LookUpRestarted(ActorState& actor, std::string old_address, int64_t deadline_ms);

@@ -49,6 +49,15 @@ void HeadClient::OnMessage(Frames& frames) {
   if (frames.size() < 2) return;
   auto env = protocol::Decode<protocol::Envelope>(FrameView(frames[0]));
   if (!env.ok()) return;
+  if (env->t == static_cast<uint16_t>(MessageType::kLeasesLostNotice)) {
+    auto notice = protocol::Decode<protocol::LeasesLostNotice>(FrameView(frames[1]));
+    if (!notice.ok()) {
+      RAYX_LOG(Warning) << "dropped an undecodable LeasesLostNotice: " << notice.status();
+    } else if (on_leases_lost_) {
+      on_leases_lost_(*notice);
+    }
+    return;
+  }
   auto it = calls_.find(env->id);
   if (it == calls_.end()) return;
   RawCallback cb = std::move(it->second);

@@ -58,6 +58,12 @@ class HeadClient final : public LeaseClient {
   template <typename Reply, typename Request>
   Result<Reply> CallSync(const Request& request, int64_t timeout_ms);
 
+  // Runs `handler` (on the I/O thread) for each LeasesLostNotice: the head
+  // declared the node of some of this process's leases dead.
+  void OnLeasesLost(std::function<void(const protocol::LeasesLostNotice&)> handler) {
+    on_leases_lost_ = std::move(handler);
+  }
+
   // Sends a DriverHeartbeat for `job_id` now and every `period_ms`.
   void StartHeartbeats(std::string job_id, int64_t period_ms);
   // No heartbeat is sent after this returns (any thread).
@@ -92,6 +98,7 @@ class HeadClient final : public LeaseClient {
   std::string heartbeat_job_;
   int64_t heartbeat_period_ms_ = 1000;
   std::atomic<bool> heartbeats_stopped_{false};
+  std::function<void(const protocol::LeasesLostNotice&)> on_leases_lost_;
 };
 
 template <typename Reply, typename Request>

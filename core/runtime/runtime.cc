@@ -146,6 +146,13 @@ Status Runtime::Connect() {
     actors_ = std::make_unique<ActorSubmitter>(
         ActorSubmitter::Deps{objects_, *head_, connector_, *send_queue_, *resolver_, clock_, io_},
         ActorSubmitter::Options{config_.job_id, SetWorkerProgram});
+    // A node declared dead: its workers are lost to us even where their
+    // connections still stand (a stopped node); retries and restarts begin.
+    head_->OnLeasesLost([this](const protocol::LeasesLostNotice& notice) {
+      for (const auto& lease_id : notice.lease_ids) {
+        if (!tasks_->LoseLease(lease_id, notice.reason)) actors_->LoseLease(lease_id, notice.reason);
+      }
+    });
     // Only a driver keeps its job alive; a worker's runtime must not.
     if (!config_.is_worker) head_->StartHeartbeats(config_.job_id, heartbeat_period_ms);
     Tick();

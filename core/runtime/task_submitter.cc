@@ -148,8 +148,7 @@ void TaskSubmitter::OnWorkerLost(Shape& shape, WorkerConnection& conn) {
   std::vector<Task> unsent = conn.TakeUnsent();
   for (auto it = unsent.rbegin(); it != unsent.rend(); ++it) shape.queue.push_front(std::move(*it));
   const WorkerConnection::Info& info = conn.info();
-  std::string who =
-      "the worker process (pid " + std::to_string(info.pid) + ") on node " + info.node;
+  std::string lost = conn.DescribeLoss();
   // The calls it was running: again on another worker while they have retries
   // left (Ray's max_retries), in their order ahead of the waiting ones.
   std::vector<Task> running = conn.TakeInFlight();
@@ -165,8 +164,10 @@ void TaskSubmitter::OnWorkerLost(Shape& shape, WorkerConnection& conn) {
                             ? " (the last of " + std::to_string(task.retries_done + 1) + " tries)"
                             : "";
     FailTask(deps_.objects, task, "WorkerCrashed",
-             who + " died while running this call" + tries +
-                 " (it crashed or was killed; its log is in that node's session logs)",
+             lost + " while running this call" + tries +
+                 (conn.loss_reason().empty()
+                      ? " (it crashed or was killed; its log is in that node's session logs)"
+                      : ""),
              info.node);
   }
   for (auto it = again.rbegin(); it != again.rend(); ++it) shape.queue.push_front(std::move(*it));
@@ -194,6 +195,19 @@ void TaskSubmitter::Tick() {
     shape->workers.swap(keep);
     if (!shape->queue.empty()) Pump(*shape);  // saturation may allow deeper queues now
   }
+}
+
+bool TaskSubmitter::LoseLease(const std::string& lease_id, const std::string& why) {
+  for (auto& [key, shape] : shapes_) {
+    for (auto& w : shape->workers) {
+      if (w->info().lease_id == lease_id) {
+        std::shared_ptr<WorkerConnection> keep = w;  // OnWorkerLost drops it later
+        keep->Lose(why);
+        return true;
+      }
+    }
+  }
+  return false;
 }
 
 void TaskSubmitter::Clear() {

@@ -58,6 +58,9 @@ class TaskSubmitter {
   // Gives back leases idle for more than kIdleLeaseMs and sends waiting work
   // (saturation may allow deeper queues now). Call every ~100 ms.
   void Tick();
+  // The head declared lease `lease_id`'s node dead: its worker counts as
+  // lost (`why`), as if it had died. False when no worker here has it.
+  bool LoseLease(const std::string& lease_id, const std::string& why);
   // Drops every worker connection (shutdown).
   void Clear();
 

@@ -161,10 +161,17 @@ void WorkerConnection::Refuse(const std::string& why) {
   Lose();
 }
 
-void WorkerConnection::Lose() {
+void WorkerConnection::Lose(std::string why) {
   if (lost_) return;
   lost_ = true;
+  loss_reason_ = std::move(why);
   owner_->OnLost(*this);
+}
+
+std::string WorkerConnection::DescribeLoss() const {
+  std::string who =
+      "the worker process (pid " + std::to_string(info_.pid) + ") on node " + info_.node;
+  return loss_reason_.empty() ? who + " died" : who + " was lost: " + loss_reason_;
 }
 
 std::vector<Task> WorkerConnection::TakeUnsent() {

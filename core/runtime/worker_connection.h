@@ -75,7 +75,8 @@ class WorkerConnection : public std::enable_shared_from_this<WorkerConnection> {
   // the connection is lost.
   void Refuse(const std::string& why);
   // The worker is gone: marks the connection lost and tells the owner (once).
-  void Lose();
+  // `why`, when known (the head declared its node dead), is in loss_reason().
+  void Lose(std::string why = "");
 
   // Takes the calls never sent, in their order (for another worker).
   std::vector<Task> TakeUnsent();
@@ -87,6 +88,9 @@ class WorkerConnection : public std::enable_shared_from_this<WorkerConnection> {
   const Info& info() const { return info_; }
   size_t in_flight() const { return in_flight_.size(); }
   bool lost() const { return lost_; }
+  const std::string& loss_reason() const { return loss_reason_; }
+  // "the worker process (pid P) on node N" and how it was lost: "died" or the reason.
+  std::string DescribeLoss() const;
   // When the last call in flight was answered (the clock's time).
   int64_t idle_since() const { return idle_since_; }
   // Set by WorkerSendQueue while the connection waits in its queue.
@@ -104,6 +108,7 @@ class WorkerConnection : public std::enable_shared_from_this<WorkerConnection> {
   uint64_t next_id_ = 1;
   int64_t idle_since_ = 0;
   bool lost_ = false;
+  std::string loss_reason_;
   // Reused from reply to reply.
   std::vector<std::string_view> payload_views_;
   std::vector<protocol::TaskResultView> results_;

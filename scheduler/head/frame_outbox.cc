@@ -27,6 +27,11 @@ void FrameOutbox::ProcessExited(const std::string& owner_peer,
   send_(owner_peer, transport::MakeMessage(notice, 0));
 }
 
+void FrameOutbox::LeasesLost(const std::string& owner_peer,
+                             const protocol::LeasesLostNotice& notice) {
+  send_(owner_peer, transport::MakeMessage(notice, 0));
+}
+
 void FrameOutbox::StartWorker(const std::string& agent_peer, uint64_t request_id,
                               const protocol::StartWorkerRequest& request) {
   send_(agent_peer, transport::MakeMessage(request, request_id));

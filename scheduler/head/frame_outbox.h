@@ -27,6 +27,8 @@ class FrameOutbox final : public HeadOutbox {
   void KvWaitDone(const Requester& to, const protocol::KvWaitReply& reply) override;
   void ProcessExited(const std::string& owner_peer,
                      const protocol::ProcessExitedNotice& notice) override;
+  void LeasesLost(const std::string& owner_peer,
+                  const protocol::LeasesLostNotice& notice) override;
   void StartWorker(const std::string& agent_peer, uint64_t request_id,
                    const protocol::StartWorkerRequest& request) override;
   void KillWorkers(const std::string& agent_peer, uint64_t request_id,

@@ -37,6 +37,9 @@ class HeadOutbox {
   // A process of `owner`'s process lease ended.
   virtual void ProcessExited(const std::string& owner_peer,
                              const protocol::ProcessExitedNotice& notice) = 0;
+  // `owner`'s leases on a node declared dead are lost.
+  virtual void LeasesLost(const std::string& owner_peer,
+                          const protocol::LeasesLostNotice& notice) = 0;
 
   // Requests to node agents (`agent_peer` is the agent's routing id).
   virtual void StartWorker(const std::string& agent_peer, uint64_t request_id,

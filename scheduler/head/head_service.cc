@@ -108,14 +108,16 @@ void HeadService::ExpireSilentNodes() {
   leases_.Tick(now);
   AnswerKvWaits(kv_.ExpireWaits(now));
   for (const NodeId& id : nodes_.ExpireSilentNodes(now)) {
-    NodeDied(id);
+    NodeDied(id, "no heartbeat within " + std::to_string(options_.nodes.node_timeout_ms) + " ms");
     RAYX_LOG(Warning) << "node " << id.Short() << " declared dead: no heartbeat within "
                       << options_.nodes.node_timeout_ms << " ms; " << nodes_.alive_count()
                       << " alive";
   }
 }
 
-void HeadService::NodeDied(const NodeId& node) { leases_.OnNodeDead(node); }
+void HeadService::NodeDied(const NodeId& node, const std::string& why) {
+  leases_.OnNodeDead(node, why);
+}
 
 Status HeadService::CheckIncarnation(const std::string& peer, const NodeId& node, uint64_t epoch,
                                      const std::string& what) {
@@ -164,7 +166,7 @@ Result<protocol::RegisterNodeReply> HeadService::OnRegisterNode(
         nodes_.MarkDead(req.previous_node_id,
                         "its agent (pid " + std::to_string(req.agent_pid) +
                             ") joined again as a new node after killing its processes")) {
-      NodeDied(req.previous_node_id);
+      NodeDied(req.previous_node_id, "its agent joined again as a new node");
     }
   }
   NodeInfo info;
@@ -208,7 +210,7 @@ Result<protocol::UnregisterNodeReply> HeadService::OnUnregister(
   std::string reason = req.reason.empty() ? "stopped" : req.reason.substr(0, 200);
   reply.ok = nodes_.MarkDead(req.node_id, reason);
   if (reply.ok) {
-    NodeDied(req.node_id);
+    NodeDied(req.node_id, reason);
     RAYX_LOG(Info) << "node " << req.node_id.Short() << " left: " << reason << "; "
                    << nodes_.alive_count() << " alive";
   }

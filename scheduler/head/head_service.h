@@ -98,7 +98,7 @@ class HeadService {
   Status CheckIncarnation(const std::string& peer, const NodeId& node, uint64_t epoch,
                           const std::string& what);
   // Ends an alive node: its leases and its bundles go (LeaseManager::OnNodeDead).
-  void NodeDied(const NodeId& node);
+  void NodeDied(const NodeId& node, const std::string& why);
 
   // Nodes.
   Result<protocol::RegisterNodeReply> OnRegisterNode(const protocol::RegisterNodeRequest& req,

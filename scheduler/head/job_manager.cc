@@ -167,6 +167,12 @@ void JobManager::OnLeaseFailed(uint64_t request_id, const Status& status) {
   End(it->second, "FAILED", "the entrypoint did not start: " + status.message());
 }
 
+void JobManager::OnLeaseLost(const std::string& lease_id, const std::string& why) {
+  protocol::JobInfo* job = FindByLease(lease_id);
+  if (job == nullptr || Terminal(job->state)) return;
+  End(*job, "FAILED", "the entrypoint's " + why + " (resubmit the job)");
+}
+
 void JobManager::OnProcessExited(const protocol::ProcessExitedNotice& notice) {
   protocol::JobInfo* job = FindByLease(notice.lease_id);
   if (job == nullptr) return;

@@ -58,6 +58,7 @@ class JobManager final : public HeadLeaseOwner {
   // HeadLeaseOwner: what happens to the entrypoints' leases.
   void OnLeaseGranted(uint64_t request_id, const protocol::RequestLeaseReply& grant) override;
   void OnLeaseFailed(uint64_t request_id, const Status& status) override;
+  void OnLeaseLost(const std::string& lease_id, const std::string& why) override;
   void OnProcessExited(const protocol::ProcessExitedNotice& notice) override;
 
  private:

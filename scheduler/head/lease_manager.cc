@@ -17,8 +17,11 @@ void LeaseManager::OnNodeRegistered(const NodeId& node, const std::string& agent
   SchedulePending();
 }
 
-void LeaseManager::OnNodeDead(const NodeId& node) {
+void LeaseManager::OnNodeDead(const NodeId& node, const std::string& why) {
   agent_peers_.erase(node);
+  const NodeInfo* info = nodes_.FindAny(node);
+  std::string reason = "node " + (info ? info->address + " (" + node.Short() + ")" : node.Short()) +
+                       " was declared dead" + (why.empty() ? "" : ": " + why);
   std::erase_if(start_requests_, [&](const auto& entry) {
     auto lease = leases_.find(entry.second);
     return lease == leases_.end() || lease->second.node == node;
@@ -28,8 +31,17 @@ void LeaseManager::OnNodeDead(const NodeId& node) {
     if (lease.node == node) gone.push_back(id);
   }
   std::vector<Pending> again;
+  // Owners hear at once, one notice each: a stopped or cut-off node's workers
+  // may still hold their connections open.
+  std::map<std::string, protocol::LeasesLostNotice> notices;
+  std::vector<std::string> head_owned;
   for (const auto& id : gone) {
     Lease& lease = leases_[id];
+    if (lease.running && lease.owner.head) {
+      head_owned.push_back(id);
+    } else if (lease.running && !lease.owner.requester.peer.empty()) {
+      notices[lease.owner.requester.peer].lease_ids.push_back(id);
+    }
     if (!lease.running) {
       // Not started yet: the request goes back to the queue for another
       // node, unless it can only run there (a process lease, hard affinity).
@@ -46,6 +58,14 @@ void LeaseManager::OnNodeDead(const NodeId& node) {
     EndLease(id, /*kill_worker=*/false);
   }
   groups_.OnNodeDead(node);
+  for (auto& [peer, notice] : notices) {
+    notice.node_id = node.Hex();
+    notice.reason = reason;
+    outbox_.LeasesLost(peer, notice);
+  }
+  for (const auto& id : head_owned) {
+    if (head_owner_) head_owner_->OnLeaseLost(id, reason);
+  }
   if (!again.empty()) {
     RAYX_LOG(Info) << again.size() << " lease request(s) whose node died before their worker "
                    << "started are queued again";

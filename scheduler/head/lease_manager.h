@@ -28,6 +28,8 @@ class HeadLeaseOwner {
   virtual void OnLeaseGranted(uint64_t request_id, const protocol::RequestLeaseReply& grant) = 0;
   virtual void OnLeaseFailed(uint64_t request_id, const Status& status) = 0;
   virtual void OnProcessExited(const protocol::ProcessExitedNotice& notice) = 0;
+  // The lease's node was declared dead while it ran (`why` says so).
+  virtual void OnLeaseLost(const std::string& lease_id, const std::string& why) = 0;
 };
 
 // Design: a lease is a worker process holding resources on one node, granted to
@@ -66,7 +68,8 @@ class LeaseManager {
 
   void OnNodeRegistered(const NodeId& node, const std::string& agent_peer);
   // Leases on a dead node are gone (its workers died with it).
-  void OnNodeDead(const NodeId& node);
+  // `why`: how it died, for the owners of its leases (LeasesLostNotice).
+  void OnNodeDead(const NodeId& node, const std::string& why = "");
 
   // `peer`: the caller's connection. A worker's runtime (req.host_lease_id
   // set) is recorded under its worker's lease: when that lease ends, so do the

@@ -229,4 +229,12 @@ const NodeInfo* NodeTable::FindAlive(const NodeId& id) const {
   return it == alive_.end() ? nullptr : &it->second.info;
 }
 
+const NodeInfo* NodeTable::FindAny(const NodeId& id) const {
+  if (const NodeInfo* alive = FindAlive(id)) return alive;
+  for (const NodeInfo& dead : dead_) {
+    if (dead.node_id == id) return &dead;
+  }
+  return nullptr;
+}
+
 }  // namespace rayx::scheduler

@@ -77,6 +77,8 @@ class NodeTable {
 
   // The alive node, or nullptr.
   const NodeInfo* FindAlive(const NodeId& id) const;
+  // Alive, or among the dead still remembered (newest first; bounded).
+  const NodeInfo* FindAny(const NodeId& id) const;
   // The alive nodes' resources as the scheduling policies see them, kept in
   // step with every Register, death, TryAcquire and Release.
   const policy::ClusterResourceView& view() const { return view_; }

@@ -288,6 +288,52 @@ TEST_F(Fencing, ARestartableActorOnAKilledNodeComesBackOnAnother) {
   actor.Kill();
 }
 
+// Prompt notices: the agent under a restartable actor is stopped (its worker
+// keeps running and its connection stands). Once the head declares the node
+// dead it tells the actor's owner, which restarts the actor on the other
+// node at once: calls answer from there while the old node is still stopped.
+// A plain task's worker on the stopped node is handled the same way.
+TEST_F(Fencing, OwnersHearOfANodeDeathWhileItsWorkersStillAnswer) {
+  auto first = AddGpuNode("127.0.0.2");
+  ASSERT_TRUE(first.ok()) << first.status();
+  auto second = AddGpuNode("127.0.0.3");
+  ASSERT_TRUE(second.ok()) << second.status();
+  auto actor = rayx::Actor(Device::Create)
+                   .SetResources({{"GPU", 1}})
+                   .SetMaxRestarts(1)
+                   .SetMaxTaskRetries(1)
+                   .Remote();
+  std::string where = *actor.Task(&Device::Where).Remote().Get(30000);
+  pid_t old_pid = *actor.Task(&Device::Pid).Remote().Get(30000);
+  bool on_second = Contains(where, "127.0.0.3|");
+  NodeHandle& victim = on_second ? *second : *first;
+  std::string other_ip = on_second ? "127.0.0.2" : "127.0.0.3";
+
+  stopped_pid_ = victim.agent.pid;
+  ASSERT_EQ(::kill(stopped_pid_, SIGSTOP), 0);
+  ASSERT_TRUE(cluster_->WaitFor(
+                  [&](const rayx::ClusterStatus& s) { return !NodeAlive(s, victim.node_id); },
+                  20000)
+                  .ok());
+  // The old worker still runs (its agent is stopped), yet calls go to the new one.
+  EXPECT_TRUE(PidAlive(old_pid));
+  std::string again;
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        again = *actor.Task(&Device::Where).Remote().Get(30000);
+        return again == other_ip + "|0";
+      },
+      10000))
+      << "the actor still answers from " << again << " after its node was declared dead";
+  EXPECT_NE(*actor.Task(&Device::Pid).Remote().Get(30000), old_pid);
+  ASSERT_EQ(::kill(stopped_pid_, SIGCONT), 0);
+  stopped_pid_ = 0;
+  // Resumed, the agent fences: the old worker goes.
+  EXPECT_TRUE(WaitUntil([&] { return !PidAlive(old_pid); }, 10000))
+      << "worker " << old_pid << " of the fenced node still runs";
+  actor.Kill();
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {

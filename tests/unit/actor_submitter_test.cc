@@ -433,6 +433,24 @@ TEST_F(ActorSubmitterTest, AHandleGivesUpWhenTheNameNowBelongsToAnotherActor) {
   EXPECT_NE(MessageOf(waiting).find("now belongs to another actor"), std::string::npos);
 }
 
+TEST_F(ActorSubmitterTest, ALeaseTheHeadDeclaredLostRestartsTheActor) {
+  Create("", /*max_restarts=*/1);
+  head_.Grant("lease-a1", "w1");
+  Step();
+  std::string running = Call("M");
+  Step();
+  submitter_.LoseLease("lease-a1", "node 10.0.0.7 (abcd) was declared dead");
+  Step();
+  EXPECT_EQ(ErrorOf(running), "ActorDied");
+  EXPECT_NE(MessageOf(running).find("was lost: node 10.0.0.7 (abcd) was declared dead"),
+            std::string::npos)
+      << MessageOf(running);
+  ASSERT_EQ(head_.requests.size(), 1u) << "no restart";
+  head_.Grant("lease-a2", "w2");
+  Step();
+  EXPECT_EQ(submitter_.Describe("a1").worker_address, "w2");
+}
+
 TEST_F(ActorSubmitterTest, ACallToAnUnknownActorFails) {
   EXPECT_EQ(ErrorOf(Call("M", "nobody")), "ActorDied");
 }

@@ -679,12 +679,24 @@ TEST_F(LeaseManagerTest, NodeDeathDropsItsLeasesAndRequeuesNotYetStartedRequests
   ASSERT_EQ(leases_.lease_count(), 4u);
 
   ASSERT_TRUE(nodes_.MarkDead(dying, "test"));
-  leases_.OnNodeDead(dying);
+  leases_.OnNodeDead(dying, "no heartbeat within 1500 ms");
   auto sent = Take();
-  ASSERT_EQ(sent.size(), 1u);  // only the pinned request's error
-  EXPECT_EQ(sent[0].peer, "pinned");
-  EXPECT_EQ(sent[0].env.id, 4u);
-  auto err = sent[0].Error();
+  // The running lease's owner hears that it is lost; the pinned request gets
+  // an error; no kills (the workers died with the node).
+  ASSERT_EQ(sent.size(), 2u);
+  auto lost = OfType(sent, MessageType::kLeasesLostNotice);
+  ASSERT_EQ(lost.size(), 1u);
+  EXPECT_EQ(lost[0].peer, "driver");
+  auto notice = lost[0].As<protocol::LeasesLostNotice>();
+  EXPECT_EQ(notice.lease_ids, std::vector<std::string>{running});
+  EXPECT_EQ(notice.node_id, dying.Hex());
+  EXPECT_EQ(notice.reason,
+            "node 10.0.0.2 (" + dying.Short() + ") was declared dead: no heartbeat within 1500 ms");
+  auto errors = OfType(sent, MessageType::kErrorReply);
+  ASSERT_EQ(errors.size(), 1u);
+  EXPECT_EQ(errors[0].peer, "pinned");
+  EXPECT_EQ(errors[0].env.id, 4u);
+  auto err = errors[0].Error();
   EXPECT_EQ(err.code, static_cast<uint8_t>(StatusCode::kUnavailable));
   EXPECT_NE(err.message.find("died"), std::string::npos) << err.message;
 

@@ -19,6 +19,7 @@ class RecordingOutbox final : public HeadOutbox {
     kPlacementGroupWaitDone,
     kKvWaitDone,
     kProcessExited,
+    kLeasesLost,
     kStartWorker,
     kKillWorkers,
     kJobFinished,
@@ -33,6 +34,7 @@ class RecordingOutbox final : public HeadOutbox {
     protocol::StartWorkerRequest start;            // kStartWorker
     protocol::KillWorkersRequest kill;             // kKillWorkers
     std::string job_id;                            // kJobFinished
+    protocol::LeasesLostNotice lost;               // kLeasesLost
   };
 
   void GrantLease(const Requester& to, const protocol::RequestLeaseReply& grant) override {
@@ -50,6 +52,9 @@ class RecordingOutbox final : public HeadOutbox {
   }
   void ProcessExited(const std::string& owner_peer, const protocol::ProcessExitedNotice&) override {
     Add({Kind::kProcessExited, owner_peer, 0});
+  }
+  void LeasesLost(const std::string& owner_peer, const protocol::LeasesLostNotice& notice) override {
+    Add({Kind::kLeasesLost, owner_peer, 0}).lost = notice;
   }
   void StartWorker(const std::string& agent_peer, uint64_t request_id,
                    const protocol::StartWorkerRequest& request) override {

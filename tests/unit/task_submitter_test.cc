@@ -235,6 +235,29 @@ TEST_F(TaskSubmitterTest, RetryExceptionsRunsATaskThatRaisedAgain) {
   EXPECT_EQ(objects_.Get(marked, 0).view, "EXC:again");
 }
 
+// The head declared a worker's node dead while its connection still stands
+// (a stopped node): LoseLease treats it as lost at once, with the reason.
+TEST_F(TaskSubmitterTest, ALeaseTheHeadDeclaredLostIsHandledAsALostWorker) {
+  std::string id = Submit("F");
+  Step();
+  head_.Grant("lease-1", "w1");
+  Step();
+  ASSERT_NE(connector_.At("w1"), nullptr);
+  EXPECT_FALSE(submitter_.LoseLease("lease-unknown", "x"));
+  EXPECT_TRUE(submitter_.LoseLease("lease-1", "node 10.0.0.7 (abcd) was declared dead"));
+  Step();
+  EXPECT_EQ(ErrorOf(id), "WorkerCrashed");  // no retries left in this test's tasks
+  try {
+    objects_.Get(id, 0);
+  } catch (const TaskError& e) {
+    EXPECT_NE(e.remote_message().find("was lost: node 10.0.0.7 (abcd) was declared dead"),
+              std::string::npos)
+        << e.remote_message();
+  }
+  EXPECT_EQ(head_.returned, std::vector<std::string>{"lease-1"});
+  EXPECT_EQ(submitter_.TEST_default_workers(), 0u);
+}
+
 TEST_F(TaskSubmitterTest, ReturnsAnIdleLeaseAfterTheIdleTime) {
   std::string id = Submit("F");
   Step();

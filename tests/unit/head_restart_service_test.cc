@@ -6,6 +6,7 @@
 
 #include <deque>
 #include <filesystem>
+#include <map>
 #include <memory>
 #include <string>
 
@@ -334,6 +335,67 @@ TEST_F(HeadRestartTest, AJobWhoseDriverDoesNotComeBackEndsAfterTheJobTimeout) {
   Call<protocol::RegisterDriverReply>(Driver(), "rayx-third", 6);
   EXPECT_FALSE(Call<protocol::KvGetReply>(get, "rayx-third", 7).found)
       << "the job's keys went with it";
+}
+
+// Submitted jobs: one whose entrypoint ended while the head was down gets the
+// exit its agent reported on rejoin; one still running ends normally later.
+TEST_F(HeadRestartTest, SubmittedJobsEndWithTheirEntrypointsAcrossARestart) {
+  protocol::RegisterNodeRequest hello = Hello();
+  hello.is_head_node = true;
+  auto joined = Call<protocol::RegisterNodeReply>(hello, kAgent, 1);
+  std::map<std::string, std::string> lease_of;
+  for (const std::string id : {"ended-meanwhile", "still-running", "never-started"}) {
+    protocol::SubmitJobRequest submit;
+    submit.token = kToken;
+    submit.submission_id = id;
+    submit.entrypoint = {"sleep", "1"};
+    Call<protocol::SubmitJobReply>(submit, "cli", 2);
+    auto [to_agent, start] = Take<protocol::StartWorkerRequest>();
+    ASSERT_EQ(start.processes.size(), 1u);
+    lease_of[id] = start.lease_id;
+    if (id == "never-started") continue;  // the head dies before the agent answers
+    protocol::StartWorkerReply started;
+    started.lease_id = start.lease_id;
+    started.process_pids = {555};
+    started.epoch = start.epoch;
+    Send(started, kAgent, to_agent.id);
+  }
+  auto job = [&](const std::string& id) {
+    protocol::GetJobRequest get;
+    get.token = kToken;
+    get.submission_id = id;
+    return Call<protocol::GetJobReply>(get, "cli", 3).job;
+  };
+  ASSERT_EQ(job("ended-meanwhile").state, "RUNNING");
+  ASSERT_EQ(job("never-started").state, "PENDING");
+
+  StartHead();
+  EXPECT_EQ(job("never-started").state, "FAILED");
+  EXPECT_NE(job("never-started").message.find("submit the job again"), std::string::npos);
+  EXPECT_EQ(job("still-running").state, "RUNNING") << "until its node says otherwise";
+  protocol::RegisterNodeRequest rejoin = hello;
+  rejoin.rejoin = true;
+  rejoin.previous_node_id = joined.node_id;
+  rejoin.previous_epoch = joined.epoch;
+  rejoin.live_leases = {{lease_of["still-running"], "", {}, {}, 555, true},
+                        {lease_of["never-started"], "", {}, {}, 556, true}};
+  rejoin.recent_exits = {{lease_of["ended-meanwhile"], 0, 555, 3, 0, "bye", true}};
+  Call<protocol::RegisterNodeReply>(rejoin, kAgent, 4);
+  auto [to_agent, kill] = Take<protocol::KillWorkersRequest>();
+  EXPECT_EQ(kill.lease_ids, std::vector<std::string>{lease_of["never-started"]});
+  auto ended = job("ended-meanwhile");
+  EXPECT_EQ(ended.state, "FAILED");
+  EXPECT_EQ(ended.exit_code, 3);
+  EXPECT_NE(ended.message.find("exited with status 3"), std::string::npos) << ended.message;
+  EXPECT_EQ(job("still-running").state, "RUNNING");
+
+  protocol::ProcessExitedNotice exit;
+  exit.lease_id = lease_of["still-running"];
+  exit.pid = 555;
+  exit.all_exited = true;
+  exit.epoch = joined.epoch;
+  Send(exit, kAgent, 5);
+  EXPECT_EQ(job("still-running").state, "SUCCEEDED");
 }
 
 }  // namespace

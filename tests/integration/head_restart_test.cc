@@ -92,12 +92,11 @@ class HeadRestart : public ::testing::Test {
     }
   }
 
-  // `rayx job submit --no-wait` of a shell entrypoint.
+  // `rayx job submit` of a shell entrypoint, following it until it ends.
   rayx::testing::CommandResult Submit(const std::string& id, const std::string& script) {
-    return cluster_->RunCli(
-        {"job", "submit", "--no-wait", "--submission-id", id, "--temp-dir", cluster_->temp_dir(),
-         "--", "sh", "-c", script},
-        /*with_temp_dir=*/false);
+    return cluster_->RunCli({"job", "submit", "--submission-id", id, "--temp-dir",
+                             cluster_->temp_dir(), "--", "sh", "-c", script},
+                            /*with_temp_dir=*/false, {}, 120000);
   }
   std::string JobStatus(const std::string& id) {
     return cluster_->RunCli({"job", "status", id}).out;
@@ -138,9 +137,11 @@ TEST_F(HeadRestart, SigkilledHeadRestartsWithItsClusterAndTheDataPathNeverStops)
   worker_pids_.push_back(busy_pid);
   // A submitted job that is running when the head dies and ends after it is back.
   std::string release = cluster_->temp_dir() + "/release-job";
-  auto submitted = Submit("survivor", "echo job started; while [ ! -e '" + release +
-                                          "' ]; do sleep 0.05; done; echo job done");
-  ASSERT_EQ(submitted.exit_code, 0) << submitted.Describe();
+  // The submitting CLI follows it across the restart, as a user's terminal would.
+  auto submitted = std::async(std::launch::async, [&] {
+    return Submit("survivor", "echo job started; while [ ! -e '" + release +
+                                  "' ]; do sleep 0.05; done; echo job done");
+  });
   ASSERT_TRUE(WaitUntil([&] { return Contains(JobStatus("survivor"), "RUNNING"); }, 30000))
       << JobStatus("survivor");
 
@@ -230,6 +231,12 @@ TEST_F(HeadRestart, SigkilledHeadRestartsWithItsClusterAndTheDataPathNeverStops)
       },
       30000))
       << final_status;
+  ASSERT_EQ(submitted.wait_for(std::chrono::seconds(60)), std::future_status::ready);
+  auto followed = submitted.get();
+  EXPECT_EQ(followed.exit_code, 0) << followed.Describe();
+  EXPECT_TRUE(Contains(followed.out, "job started")) << followed.out;
+  EXPECT_TRUE(Contains(followed.out, "job done")) << followed.out;
+  EXPECT_TRUE(Contains(followed.out, "SUCCEEDED")) << followed.out;
 
   // Leave nothing behind.
   found.Kill();

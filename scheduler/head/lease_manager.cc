@@ -61,6 +61,7 @@ void LeaseManager::Restore(const HeadState& state, int64_t now_ms) {
   }
   for (const auto& actor : state.actors) named_actors_[actor.name] = actor;
   groups_.Restore(state.placement_groups);
+  rejoin_window_open_ = nodes_.rejoining_count() > 0;
   for (const auto& lease : state.leases) {
     auto node = NodeId::FromHex(lease.node_id);
     if (!node.ok()) continue;
@@ -180,6 +181,24 @@ void LeaseManager::OnNodeRejoined(const NodeId& node, const std::string& agent_p
   RAYX_LOG(Info) << "node " << node.Short() << " rejoined: " << restored << " leases kept, "
                  << gone << " ended while the head was down, " << kill.size() << " stopped";
   SchedulePending();
+  AfterRejoins();
+}
+
+void LeaseManager::AfterRejoins() {
+  if (!rejoin_window_open_ || nodes_.rejoining_count() > 0) return;
+  rejoin_window_open_ = false;
+  // Requests that waited for rejoining nodes: those no node can ever hold now
+  // get the answer they would have had at once.
+  std::erase_if(pending_, [&](Pending& p) {
+    if (!p.req.placement_group_id.empty()) return false;
+    auto decision = Decide(p.req);
+    const auto* infeasible = std::get_if<policy::Infeasible>(&decision);
+    if (infeasible == nullptr) return false;
+    ReplyError(p.owner, Status::Infeasible("infeasible: " + FormatResourceShape(p.req.resources) +
+                                           " " + infeasible->reason));
+    return true;
+  });
+  groups_.AfterRejoins();
 }
 
 void LeaseManager::OnNodeDead(const NodeId& node) {
@@ -208,6 +227,7 @@ void LeaseManager::OnNodeDead(const NodeId& node) {
     EndLease(id, /*kill_worker=*/false);
   }
   groups_.OnNodeDead(node);
+  AfterRejoins();
 }
 
 protocol::RegisterDriverReply LeaseManager::RegisterDriver(
@@ -345,6 +365,12 @@ void LeaseManager::Request(const Owner& owner, const protocol::RequestLeaseReque
     // One policy decision, logarithmic in the node count, says both whether
     // the request could ever fit and where it goes now.
     auto decision = Decide(req);
+    // While nodes of a restarted head's previous life may still rejoin, what
+    // does not fit the nodes back so far waits for them (AfterRejoins).
+    if (std::holds_alternative<policy::Infeasible>(decision) && nodes_.rejoining_count() > 0) {
+      pending_.push_back(std::move(pending));
+      return;
+    }
     if (const auto* infeasible = std::get_if<policy::Infeasible>(&decision)) {
       ReplyError(owner,
                  Status::Infeasible("infeasible: " + FormatResourceShape(req.resources) + " " +

@@ -93,6 +93,9 @@ class LeaseManager {
                       const std::vector<protocol::ExitedProcess>& exits);
 
   void OnNodeRegistered(const NodeId& node, const std::string& agent_peer);
+  // Once no node is rejoining any more: answers the requests and group waits
+  // that waited for rejoining nodes and still cannot ever be placed.
+  void AfterRejoins();
   // Leases on a dead node are gone (its workers died with it).
   void OnNodeDead(const NodeId& node);
 
@@ -226,6 +229,8 @@ class LeaseManager {
   HeadStore* store_ = nullptr;
   // Leases stored by the previous head life, by node, until the node rejoins.
   std::unordered_map<NodeId, std::vector<StoredLease>> unconfirmed_;
+  // After a restart, until every restored node rejoined or died.
+  bool rejoin_window_open_ = false;
 };
 
 }  // namespace rayx::scheduler

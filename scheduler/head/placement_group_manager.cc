@@ -177,6 +177,17 @@ void PlacementGroupManager::Restore(const std::vector<StoredPlacementGroup>& gro
   }
 }
 
+void PlacementGroupManager::AfterRejoins() {
+  std::erase_if(waiters_, [&](const Waiter& w) {
+    auto it = groups_.find(w.group_id);
+    if (it == groups_.end() || it->second.info.state != "INFEASIBLE") return false;
+    Explain(it->second);
+    if (it->second.info.state != "INFEASIBLE") return false;  // waits for resources
+    Answer(w, it->second.info);
+    return true;
+  });
+}
+
 void PlacementGroupManager::OnNodeRejoined(const NodeId& node) {
   for (auto& [id, group] : groups_) {
     bool lost = false;
@@ -460,7 +471,9 @@ void PlacementGroupManager::Wait(const std::string& peer, uint64_t request_id,
                                   "ended)"));
     return;
   }
-  if (it->second.info.state != "PENDING" || timeout_ms <= 0) {
+  // An infeasible group may fit once the nodes of a restarted head rejoin.
+  bool may_fit = it->second.info.state == "INFEASIBLE" && nodes_.rejoining_count() > 0;
+  if ((it->second.info.state != "PENDING" && !may_fit) || timeout_ms <= 0) {
     if (it->second.info.state != "CREATED") Explain(it->second);
     Answer(waiter, it->second.info);
     return;

@@ -69,6 +69,8 @@ class PlacementGroupManager {
   void SetStore(HeadStore* store) { store_ = store; }
   // Loads the groups of a previous head life (after NodeTable::Restore).
   void Restore(const std::vector<StoredPlacementGroup>& groups);
+  // Answers waits of INFEASIBLE groups parked while nodes were rejoining.
+  void AfterRejoins();
   // Takes the reservations of the restored bundles on `node`, which rejoined.
   void OnNodeRejoined(const NodeId& node);
   // Takes exactly `gpu_ids` and `demand` from bundle `bundle_index` of the

@@ -337,6 +337,54 @@ TEST_F(HeadRestartTest, AJobWhoseDriverDoesNotComeBackEndsAfterTheJobTimeout) {
       << "the job's keys went with it";
 }
 
+// Requests that reach the restarted head before its nodes rejoin wait for
+// them: granted when they fit a rejoined node, refused once every node is back
+// when they never can.
+TEST_F(HeadRestartTest, RequestsBeforeTheNodesRejoinWaitForThem) {
+  auto joined = Call<protocol::RegisterNodeReply>(Hello(), kAgent, 1);
+  auto job = Call<protocol::RegisterDriverReply>(Driver(), kDriver, 2).job_id;
+  StartHead();
+  Call<protocol::RegisterDriverReply>(Driver(job), kDriver, 3);
+  protocol::RequestLeaseRequest fits;
+  fits.job_id = job;
+  fits.resources = {{"GPU", 1}};
+  EXPECT_EQ(Send(fits, kDriver, 4).first, 0) << "no answer yet: it waits";
+  protocol::RequestLeaseRequest never = fits;
+  never.resources = {{"GPU", 8}};
+  EXPECT_EQ(Send(never, kDriver, 5).first, 0) << "no answer yet: it waits";
+  protocol::CreatePlacementGroupRequest pg;
+  pg.job_id = job;
+  pg.placement_group_id = "group-1";
+  pg.bundles = {{{"GPU", 1}}};
+  Call<protocol::CreatePlacementGroupReply>(pg, kDriver, 6);
+  protocol::WaitPlacementGroupRequest wait;
+  wait.placement_group_id = "group-1";
+  wait.timeout_ms = 10000;
+  EXPECT_EQ(Send(wait, kDriver, 7).first, 0) << "parked until the nodes are back";
+  EXPECT_TRUE(sent_.empty());
+
+  protocol::RegisterNodeRequest rejoin = Hello();
+  rejoin.rejoin = true;
+  rejoin.previous_node_id = joined.node_id;
+  rejoin.previous_epoch = joined.epoch;
+  Call<protocol::RegisterNodeReply>(rejoin, kAgent, 8);
+  auto [to_agent, start] = Take<protocol::StartWorkerRequest>();
+  EXPECT_EQ(start.resources, fits.resources);
+  bool refused = false, placed = false;
+  for (const auto& s : sent_) {
+    if (s.type == static_cast<uint16_t>(MessageType::kErrorReply) && s.id == 5) {
+      auto error = protocol::Decode<protocol::ErrorReply>(s.body);
+      refused = error.ok() && error->message.find("infeasible") != std::string::npos;
+    }
+    if (s.type == static_cast<uint16_t>(MessageType::kWaitPlacementGroupReply) && s.id == 7) {
+      auto reply = protocol::Decode<protocol::WaitPlacementGroupReply>(s.body);
+      placed = reply.ok() && reply->group.state == "CREATED";
+    }
+  }
+  EXPECT_TRUE(refused) << "the 8-GPU request is refused once every node is back";
+  EXPECT_TRUE(placed) << "the group is placed on the rejoined node";
+}
+
 // Submitted jobs: one whose entrypoint ended while the head was down gets the
 // exit its agent reported on rejoin; one still running ends normally later.
 TEST_F(HeadRestartTest, SubmittedJobsEndWithTheirEntrypointsAcrossARestart) {

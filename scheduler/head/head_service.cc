@@ -2,6 +2,7 @@
 #include "head/head_service.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
 
 namespace rayx::scheduler {
@@ -247,6 +248,21 @@ Result<protocol::RegisterNodeReply> HeadService::Rejoin(const protocol::Register
   }
   if (req.live_leases.size() > 100000 || req.recent_exits.size() > 100000) {
     return Status::InvalidArgument("a rejoin may report at most 100000 leases and exits");
+  }
+  for (const auto& lease : req.live_leases) {
+    for (const auto& [name, amount] : lease.resources) {
+      if (!std::isfinite(amount) || amount < 0 || amount > 1e18) {
+        return Status::InvalidArgument("a rejoin reported lease " + lease.lease_id.substr(0, 64) +
+                                       " with an invalid amount of \"" + name.substr(0, 64) +
+                                       "\"");
+      }
+    }
+    for (int gpu : lease.gpu_ids) {
+      if (gpu < 0 || gpu > 65535) {
+        return Status::InvalidArgument("a rejoin reported lease " + lease.lease_id.substr(0, 64) +
+                                       " with GPU device " + std::to_string(gpu));
+      }
+    }
   }
   NodeInfo info;
   info.address = req.address;

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <stdlib.h>
 
+#include <cmath>
 #include <deque>
 #include <filesystem>
 #include <map>
@@ -383,6 +384,29 @@ TEST_F(HeadRestartTest, RequestsBeforeTheNodesRejoinWaitForThem) {
   }
   EXPECT_TRUE(refused) << "the 8-GPU request is refused once every node is back";
   EXPECT_TRUE(placed) << "the group is placed on the rejoined node";
+}
+
+// A rejoin is input from the network: bad amounts or devices are refused (the
+// agent then fences itself), never trusted into the books.
+TEST_F(HeadRestartTest, ARejoinWithBadLeasesIsRefused) {
+  auto joined = Call<protocol::RegisterNodeReply>(Hello(), kAgent, 1);
+  StartHead();
+  protocol::RegisterNodeRequest rejoin = Hello();
+  rejoin.rejoin = true;
+  rejoin.previous_node_id = joined.node_id;
+  rejoin.previous_epoch = joined.epoch;
+  for (double amount : {-1.0, std::nan(""), 1e300}) {
+    rejoin.live_leases = {{"lease", "job", {{"CPU", amount}}, {}, 1, false}};
+    EXPECT_EQ(CallError(rejoin, kAgent, 2).code, static_cast<uint8_t>(StatusCode::kInvalidArgument))
+        << amount;
+  }
+  rejoin.live_leases = {{"lease", "job", {{"GPU", 1}}, {-3}, 1, false}};
+  EXPECT_EQ(CallError(rejoin, kAgent, 3).code, static_cast<uint8_t>(StatusCode::kInvalidArgument));
+  rejoin.live_leases = {{"lease", "job", {{"GPU", 1}}, {7}, 1, false}};  // never granted
+  EXPECT_FALSE(Call<protocol::RegisterNodeReply>(rejoin, kAgent, 4).node_id.IsNil());
+  auto [to_agent, kill] = Take<protocol::KillWorkersRequest>();
+  EXPECT_EQ(kill.lease_ids, std::vector<std::string>{"lease"});
+  EXPECT_EQ(Status().nodes.at(0).available.at("GPU"), 2);
 }
 
 // Submitted jobs: one whose entrypoint ended while the head was down gets the

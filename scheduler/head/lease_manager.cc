@@ -76,10 +76,20 @@ void LeaseManager::Restore(const HeadState& state, int64_t now_ms) {
                  << state.leases.size() << " leases (unconfirmed until their nodes rejoin)";
 }
 
+bool LeaseManager::IsUnconfirmed(const std::string& lease_id) const {
+  for (const auto& [node, leases] : unconfirmed_) {
+    for (const auto& lease : leases) {
+      if (lease.lease_id == lease_id) return true;
+    }
+  }
+  return false;
+}
+
 void LeaseManager::DropUnconfirmed(const StoredLease& lease, const std::string& why,
                                    const std::vector<protocol::ExitedProcess>& exits) {
   if (store_) store_->DeleteLease(lease.lease_id);
   ForgetActorsOf(lease.lease_id);
+  EndHostedLeases(lease.lease_id);
   if (!lease.owner_head || !lease.process || head_owner_ == nullptr) return;
   // The head owns it (a submitted job's entrypoint): its owner must hear how
   // it ended, from the agent's report when it has one.
@@ -125,6 +135,7 @@ void LeaseManager::OnNodeRejoined(const NodeId& node, const std::string& agent_p
         if (store_) store_->DeleteLease(report.lease_id);
         by_id.erase(found);
       }
+      EndHostedLeases(report.lease_id);
       kill.push_back(report.lease_id);
       continue;
     }
@@ -145,6 +156,7 @@ void LeaseManager::OnNodeRejoined(const NodeId& node, const std::string& agent_p
                         << "; stopping its worker";
       if (store_) store_->DeleteLease(s.lease_id);
       ForgetActorsOf(s.lease_id);
+      EndHostedLeases(s.lease_id);
       kill.push_back(s.lease_id);
       continue;
     }
@@ -234,8 +246,12 @@ protocol::RegisterDriverReply LeaseManager::RegisterDriver(
     const protocol::RegisterDriverRequest& req, int64_t now_ms, const std::string& cluster_id,
     const std::string& peer) {
   protocol::RegisterDriverReply reply;
-  if (!req.host_lease_id.empty() && !peer.empty() && leases_.count(req.host_lease_id)) {
-    hosted_peers_[req.host_lease_id].push_back(peer);
+  // After a head restart a worker's runtime registers again, possibly before
+  // its lease is confirmed by its node's rejoin.
+  if (!req.host_lease_id.empty() && !peer.empty() &&
+      (leases_.count(req.host_lease_id) || IsUnconfirmed(req.host_lease_id))) {
+    auto& peers = hosted_peers_[req.host_lease_id];
+    if (std::find(peers.begin(), peers.end(), peer) == peers.end()) peers.push_back(peer);
   }
   reply.job_id = req.job_id.empty() ? NodeId::FromRandom().Hex().substr(0, 16) : req.job_id;
   bool added = !jobs_.count(reply.job_id);

@@ -203,6 +203,9 @@ class LeaseManager {
   void SaveLease(const Lease& lease);
   // Forgets named actors of `lease_id`, in memory and in the store.
   void ForgetActorsOf(const std::string& lease_id);
+  // True while `lease_id` is a stored lease waiting for its node to rejoin.
+  // O(unconfirmed leases): only worker runtimes registering after a restart ask.
+  bool IsUnconfirmed(const std::string& lease_id) const;
   // A stored lease whose worker is gone (not reported live, or its node
   // died): applies `exits` for it, or tells a head owner it ended unseen.
   void DropUnconfirmed(const StoredLease& lease, const std::string& why,

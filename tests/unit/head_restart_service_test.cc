@@ -144,14 +144,15 @@ class HeadRestartTest : public ::testing::Test {
   }
   // A lease granted by the head and started by the agent: its grant.
   protocol::RequestLeaseReply Lease(const std::string& job_id, ResourceMap resources,
-                                    const std::string& group = "") {
+                                    const std::string& group = "",
+                                    const std::string& owner = kDriver) {
     protocol::RequestLeaseRequest req;
     req.job_id = job_id;
     req.resources = std::move(resources);
     req.for_actor = true;
     req.placement_group_id = group;
     req.bundle_index = group.empty() ? -1 : 0;
-    auto [type, bytes] = Send(req, kDriver, 50);
+    auto [type, bytes] = Send(req, owner, 50);
     EXPECT_EQ(type, 0) << "a lease request is answered through the outbox";
     auto [to_agent, start] = Take<protocol::StartWorkerRequest>();
     EXPECT_EQ(to_agent.peer, kAgent);
@@ -162,7 +163,7 @@ class HeadRestartTest : public ::testing::Test {
     started.epoch = start.epoch;
     Send(started, kAgent, to_agent.id);
     auto [to_driver, grant] = Take<protocol::RequestLeaseReply>();
-    EXPECT_EQ(to_driver.peer, kDriver);
+    EXPECT_EQ(to_driver.peer, owner);
     return grant;
   }
   ClusterStatus Status() {
@@ -407,6 +408,41 @@ TEST_F(HeadRestartTest, ARejoinWithBadLeasesIsRefused) {
   auto [to_agent, kill] = Take<protocol::KillWorkersRequest>();
   EXPECT_EQ(kill.lease_ids, std::vector<std::string>{"lease"});
   EXPECT_EQ(Status().nodes.at(0).available.at("GPU"), 2);
+}
+
+// A worker that submits work (an actor leasing workers of its own) registers
+// again after the restart; when its actor's lease ends, so do its leases.
+TEST_F(HeadRestartTest, LeasesOfAWorkersRuntimeStillEndWithItsWorker) {
+  auto joined = Call<protocol::RegisterNodeReply>(Hello(), kAgent, 1);
+  auto job = Call<protocol::RegisterDriverReply>(Driver(), kDriver, 2).job_id;
+  auto actor = Lease(job, {{"CPU", 1}});
+  constexpr char kWorker[] = "rayx-worker-1";
+  protocol::RegisterDriverRequest inside = Driver(job);
+  inside.host_lease_id = actor.lease_id;
+  Call<protocol::RegisterDriverReply>(inside, kWorker, 3);
+  auto task = Lease(job, {{"CPU", 1}}, "", kWorker);
+
+  StartHead();
+  Call<protocol::RegisterDriverReply>(Driver(job), kDriver, 4);
+  Call<protocol::RegisterDriverReply>(inside, kWorker, 5);  // before the node is back
+  protocol::RegisterNodeRequest rejoin = Hello();
+  rejoin.rejoin = true;
+  rejoin.previous_node_id = joined.node_id;
+  rejoin.previous_epoch = joined.epoch;
+  rejoin.live_leases = {{actor.lease_id, job, {{"CPU", 1}}, {}, 10, false},
+                        {task.lease_id, job, {{"CPU", 1}}, {}, 11, false}};
+  Call<protocol::RegisterNodeReply>(rejoin, kAgent, 6);
+  EXPECT_TRUE(sent_.empty());
+  protocol::ReturnLeaseRequest give_back;
+  give_back.lease_id = actor.lease_id;
+  Call<protocol::ReturnLeaseReply>(give_back, kDriver, 7);
+  std::vector<std::string> killed;
+  while (!sent_.empty()) {
+    auto [to_agent, kill] = Take<protocol::KillWorkersRequest>();
+    killed.insert(killed.end(), kill.lease_ids.begin(), kill.lease_ids.end());
+  }
+  EXPECT_EQ(killed, (std::vector<std::string>{actor.lease_id, task.lease_id}));
+  EXPECT_EQ(Status().nodes.at(0).available.at("CPU"), 4);
 }
 
 // Submitted jobs: one whose entrypoint ended while the head was down gets the

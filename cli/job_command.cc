@@ -140,12 +140,30 @@ Result<protocol::JobInfo> StreamLogs(SyncClient& head, const std::string& token,
   uint64_t offset = 0;
   std::unique_ptr<SyncClient> agent;
   std::string agent_address;
+  // A head that stops answering may be restarting: jobs survive it, so the
+  // job is followed again once it is back (up to kHeadGoneMs).
+  constexpr int64_t kHeadGoneMs = 60000;
+  bool head_silent = false;
+  auto head_silent_since = std::chrono::steady_clock::now();
   while (true) {
     protocol::GetJobRequest get;
     get.token = token;
     get.submission_id = id;
     auto job = head.Call<protocol::GetJobReply>(get, 5000);
+    if (!job.ok() && job.status().code() == StatusCode::kUnavailable && follow &&
+        !g_interrupted) {
+      auto now = std::chrono::steady_clock::now();
+      if (!head_silent) {
+        head_silent = true;
+        head_silent_since = now;
+        std::cerr << "rayx job: the head does not answer (it may be restarting); following job "
+                  << id << " again once it is back (waiting up to " << kHeadGoneMs / 1000
+                  << " s)" << std::endl;
+      }
+      if (now - head_silent_since < std::chrono::milliseconds(kHeadGoneMs)) continue;
+    }
     if (!job.ok()) return job.status();
+    head_silent = false;
     const protocol::JobInfo& info = job->job;
     bool drained = info.lease_id.empty() && Terminal(info.state);
     if (!info.lease_id.empty()) {

@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <iostream>
 #include <map>
+#include <optional>
 
 #include "cluster_client.h"
 #include "command_error.h"
@@ -180,13 +181,48 @@ int StartCommand(const std::vector<std::string>& args) {
     // this pid (ParentWatch) and stop, with their workers, once it is gone.
     setenv("RAYX_EXIT_WITH_PID", std::to_string(getpid()).c_str(), 1);
   }
-  auto session = detail::Session::Create(f.temp_dir);
+  // A head that died without `rayx stop` (its pid file is still there) and is
+  // started again on the same port from the same temp dir restarts in its own
+  // session: it finds its state file there, and its agents rejoin it.
+  std::optional<detail::Session> resumed;
+  std::map<std::string, std::string> old_config;
+  if (f.head && f.port != 0) {
+    for (const auto& previous : detail::Session::List(f.temp_dir)) {
+      auto conf = previous.ReadConfig();
+      if (conf["role"] != "head" || conf["port"] != std::to_string(f.port)) continue;
+      auto procs = previous.Processes();
+      auto head_record = procs.find("head");
+      if (head_record == procs.end()) continue;  // stopped with `rayx stop`: a new cluster
+      if (detail::IsRunning(head_record->second)) {
+        return Fail("start", "port " + std::to_string(f.port) +
+                                 " is already in use by a running rayx head (pid " +
+                                 std::to_string(head_record->second.pid) + ", session " +
+                                 previous.path() +
+                                 "): stop it with `rayx stop` or choose another --port", 1);
+      }
+      if (!f.token.empty() && f.token != conf["token"]) {
+        return Fail("start", "the head that ran on port " + std::to_string(f.port) + " (session " +
+                                 previous.path() +
+                                 ") had another cluster token: restart it without --token, or "
+                                 "run `rayx stop` first to start a new cluster", 2);
+      }
+      resumed = previous;
+      old_config = conf;
+      break;
+    }
+  }
+  auto session = resumed ? Result<detail::Session>(*resumed) : detail::Session::Create(f.temp_dir);
   if (!session.ok()) return Fail("start", session.status().message());
   std::string bin = detail::SelfDirectory();
   std::map<std::string, std::string> config;
   std::string node_ip = f.node_ip;
 
   if (f.head) {
+    if (resumed) {
+      f.token = old_config["token"];
+      auto old_address = ParseHostPort(old_config["address"], static_cast<uint16_t>(f.port));
+      if (node_ip.empty() && old_address.ok()) node_ip = old_address->host;
+    }
     if (f.token.empty()) f.token = detail::SecureRandomHex(16);
     if (node_ip.empty()) node_ip = DefaultNodeIp();
     std::vector<std::string> argv = {bin + "/rayx-head",
@@ -194,24 +230,40 @@ int StartCommand(const std::vector<std::string>& args) {
                                      "--node-ip-address", node_ip,
                                      "--heartbeat-period-ms", std::to_string(f.heartbeat_ms),
                                      "--node-timeout-ms", std::to_string(f.node_timeout_ms),
-                                     "--package-dir", session->path() + "/packages"};
+                                     "--package-dir", session->path() + "/packages",
+                                     "--state-dir", session->path()};
     auto daemon = detail::SpawnDaemon(argv, {{"RAYX_CLUSTER_TOKEN", f.token}},
                                       session->LogPath("head"), kStartTimeoutMs);
     if (!daemon.ok()) {
-      Undo(*session);
+      if (!resumed) Undo(*session);  // a restarted head's session keeps its state
       return Fail("start", "the head did not start: " + daemon.status().message());
     }
     (void)session->RecordProcess("head", daemon->record);
     head = {"127.0.0.1", static_cast<uint16_t>(std::stoi(daemon->ready["port"]))};
-    config = {{"role", "head"},
-              {"address", node_ip + ":" + std::to_string(head.port)},
-              {"port", std::to_string(head.port)},
-              {"cluster_id", daemon->ready["cluster_id"]},
-              {"token", f.token}};
+    config = old_config;
+    config["role"] = "head";
+    config["address"] = node_ip + ":" + std::to_string(head.port);
+    config["port"] = std::to_string(head.port);
+    config["cluster_id"] = daemon->ready["cluster_id"];
+    config["token"] = f.token;
     (void)session->WriteConfig(config);
-    std::cout << "Started the rayx " << kRayxVersion << " head (pid " << daemon->record.pid
-              << ") of cluster " << daemon->ready["cluster_id"] << " on " << node_ip << ":"
-              << head.port << ".\n";
+    std::cout << (resumed ? "Restarted" : "Started") << " the rayx " << kRayxVersion
+              << " head (pid " << daemon->record.pid << ") of cluster "
+              << daemon->ready["cluster_id"] << " on " << node_ip << ":" << head.port << ".\n";
+    if (resumed) {
+      std::cout << "It restored its state from " << session->path()
+                << "/head_state.sqlite3; the node agents that still run rejoin it by "
+                   "themselves, keeping their workers.\n";
+      auto procs = session->Processes();
+      auto agent = procs.find("agent");
+      if (agent != procs.end() && detail::IsRunning(agent->second)) {
+        std::cout << "This machine's node agent (pid " << agent->second.pid
+                  << ") still runs and rejoins the head.\n";
+        session->MarkLatest();
+        if (f.block) return BlockUntilDone(*session);
+        return 0;
+      }
+    }
   } else {
     config = {{"role", "node"}, {"address", head.ToString()},
               {"port", std::to_string(head.port)}, {"token", f.token}};

@@ -132,6 +132,30 @@ struct ErrorReply {
 };
 
 // hello from a node agent: who it is, what it offers, and the cluster token.
+// A lease whose worker or processes still run on a node, as its agent reports
+// it when it rejoins a restarted head.
+struct LiveLease {
+  std::string lease_id;
+  std::string job_id;
+  ResourceMap resources;
+  std::vector<int> gpu_ids;
+  int32_t worker_pid = 0;
+  bool process = false;  // a process lease
+  MSGPACK_DEFINE_MAP(lease_id, job_id, resources, gpu_ids, worker_pid, process)
+};
+
+// A process of a process lease that exited (ProcessExitedNotice's fields).
+struct ExitedProcess {
+  std::string lease_id;
+  uint32_t index = 0;
+  int32_t pid = 0;
+  int32_t exit_code = 0;
+  int32_t signal = 0;
+  std::string log_tail;
+  bool all_exited = false;
+  MSGPACK_DEFINE_MAP(lease_id, index, pid, exit_code, signal, log_tail, all_exited)
+};
+
 struct RegisterNodeRequest {
   static constexpr MessageType kType = MessageType::kRegisterNodeRequest;
   std::string token;
@@ -148,8 +172,20 @@ struct RegisterNodeRequest {
   // registration). The agent has killed everything it started as that node; the
   // head ends that node if it still counts it alive.
   NodeId previous_node_id;
+  // Rejoining a restarted head (HeartbeatReply::rejoin): the agent kept its
+  // workers and asks for `previous_node_id` and `previous_epoch` back. The head
+  // grants that only for a node it knew before it restarted; otherwise it
+  // answers with an error and the agent fences itself as for a death.
+  bool rejoin = false;
+  uint64_t previous_epoch = 0;
+  // With `rejoin`: what the agent still runs, so the head accounts for it and
+  // never grants a device a live worker holds, and the process-lease exits it
+  // reported recently (the head may have missed them while it was down).
+  std::vector<LiveLease> live_leases;
+  std::vector<ExitedProcess> recent_exits;
   MSGPACK_DEFINE_MAP(token, rayx_version, address, hostname, agent_pid, is_head_node,
-                     resources, labels, store_dir, object_address, previous_node_id)
+                     resources, labels, store_dir, object_address, previous_node_id, rejoin,
+                     previous_epoch, live_leases, recent_exits)
 };
 
 struct RegisterNodeReply {
@@ -179,7 +215,12 @@ struct HeartbeatReply {
   // False when the head no longer counts the node alive (it was declared dead):
   // the agent must register again as a new node.
   bool known = true;
-  MSGPACK_DEFINE_MAP(known)
+  // With known = false: the head restarted and knew this node (id and epoch)
+  // before. The agent rejoins (RegisterNodeRequest::rejoin) keeping its
+  // workers instead of fencing itself. An agent that predates this field
+  // fences, which is safe.
+  bool rejoin = false;
+  MSGPACK_DEFINE_MAP(known, rejoin)
 };
 
 // An agent leaving on purpose (rayx stop): marked dead at once, not after the
@@ -243,7 +284,12 @@ struct DriverHeartbeatRequest {
 struct DriverHeartbeatReply {
   static constexpr MessageType kType = MessageType::kDriverHeartbeatReply;
   bool known = true;
-  MSGPACK_DEFINE_MAP(known)
+  // With known = false: the head restarted and knew this node (id and epoch)
+  // before. The agent rejoins (RegisterNodeRequest::rejoin) keeping its
+  // workers instead of fencing itself. An agent that predates this field
+  // fences, which is safe.
+  bool rejoin = false;
+  MSGPACK_DEFINE_MAP(known, rejoin)
 };
 
 // The job's driver is done: the head kills every worker of the job except

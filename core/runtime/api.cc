@@ -4,6 +4,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdlib>
 #include <filesystem>
@@ -208,6 +209,9 @@ void Init(const Options& options) {
   if (!Env("RAYX_SUBMISSION_ID").empty()) config.job_id = Env("RAYX_JOB_ID");
   auto local_ip = LocalAddressToward(*ip);
   config.node_ip = local_ip.ok() ? *local_ip : "127.0.0.1";
+  if (std::string t = Env("RAYX_HEAD_TIMEOUT_MS"); !t.empty()) {
+    config.head_timeout_ms = std::max<int64_t>(100, std::atoll(t.c_str()));
+  }
   collective::detail::InstallRuntimeEnvironment(config.node_ip);
   auto runtime = detail::Runtime::Start(config);
   if (!runtime.ok()) {

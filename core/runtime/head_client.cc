@@ -1,7 +1,10 @@
 // The runtime's link to the head: request ids, replies, heartbeats.
 #include "runtime/head_client.h"
 
+#include <algorithm>
+
 #include "common/logging.h"
+#include "rayx/ids.h"
 
 namespace rayx::detail {
 
@@ -9,11 +12,30 @@ using protocol::MessageType;
 using transport::FrameView;
 using transport::Frames;
 
-HeadClient::HeadClient(boost::asio::io_context& io, zmq::context_t& context, HostPort head)
+namespace {
+
+// The head's refusal of a call from a connection that has not registered: what
+// a restarted head answers to everyone who was connected to its previous life.
+bool IsRegisterFirst(const Status& status) {
+  return status.code() == StatusCode::kUnauthenticated &&
+         status.message().rfind("register first", 0) == 0;
+}
+
+}  // namespace
+
+HeadClient::HeadClient(boost::asio::io_context& io, zmq::context_t& context, HostPort head,
+                       Options options)
     : io_(io),
       head_(std::move(head)),
+      options_(options),
       socket_(context, zmq::socket_type::dealer),
       heartbeat_timer_(io) {}
+
+int64_t HeadClient::NowMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
 
 HeadClient::~HeadClient() {
   // The watch goes before the socket it reads.
@@ -22,6 +44,10 @@ HeadClient::~HeadClient() {
 
 void HeadClient::Start() {
   socket_.set(zmq::sockopt::linger, 0);
+  // A fixed routing id: a restarted head knows this connection as the owner of
+  // the leases it had (ids that start with a zero byte are ZeroMQ's own).
+  socket_.set(zmq::sockopt::routing_id, "rayx-" + RandomHex(12));
+  last_heard_ms_ = NowMs();
   socket_.set(zmq::sockopt::maxmsgsize, static_cast<int64_t>(protocol::kMaxControlFrameBytes));
   socket_.connect(head_.ZmqEndpoint());
   loop_ = std::make_unique<transport::ZmqSocketLoop>(
@@ -35,20 +61,36 @@ void HeadClient::Stop() {
   loop_.reset();
 }
 
-void HeadClient::Send(uint64_t id, Frames& frames, RawCallback done) {
-  auto& slot = calls_[id];
-  slot = std::move(done);
+void HeadClient::Send(uint64_t id, Frames& frames, RawCallback done, bool resend) {
+  Pending& slot = calls_[id];
+  slot.done = std::move(done);
+  slot.resend = resend;
+  if (resend) {
+    for (const auto& frame : frames) slot.frames.emplace_back(FrameView(frame));
+  }
   if (!loop_ || !loop_->Send(frames)) {
-    RawCallback cb = std::move(slot);
+    RawCallback cb = std::move(slot.done);
     calls_.erase(id);
     cb(Status::Unavailable("cannot send to the head at " + head_.ToString()));
   }
+}
+
+bool HeadClient::SendFrames(const std::vector<std::string>& frames) {
+  Frames copy;
+  for (const auto& frame : frames) copy.push_back(transport::MakeFrame(frame));
+  return loop_ && loop_->Send(copy);
+}
+
+void HeadClient::SetRegistration(protocol::RegisterDriverRequest request) {
+  registration_ = std::move(request);
 }
 
 void HeadClient::OnMessage(Frames& frames) {
   if (frames.size() < 2) return;
   auto env = protocol::Decode<protocol::Envelope>(FrameView(frames[0]));
   if (!env.ok()) return;
+  last_heard_ms_ = NowMs();
+  timed_out_ = false;
   if (env->t == static_cast<uint16_t>(MessageType::kLeasesLostNotice)) {
     auto notice = protocol::Decode<protocol::LeasesLostNotice>(FrameView(frames[1]));
     if (!notice.ok()) {
@@ -60,14 +102,82 @@ void HeadClient::OnMessage(Frames& frames) {
   }
   auto it = calls_.find(env->id);
   if (it == calls_.end()) return;
-  RawCallback cb = std::move(it->second);
-  calls_.erase(it);
   if (env->t == static_cast<uint16_t>(MessageType::kErrorReply)) {
     auto error = protocol::Decode<protocol::ErrorReply>(FrameView(frames[1]));
-    cb(error.ok() ? error->ToStatus() : error.status());
+    Status status = error.ok() ? error->ToStatus() : error.status();
+    if (IsRegisterFirst(status) && registration_) {
+      // The head restarted: this call waits for the registration, then goes again.
+      if (!it->second.resend) calls_.erase(it);
+      Reregister();
+      return;
+    }
+    RawCallback cb = std::move(it->second.done);
+    calls_.erase(it);
+    cb(status);
     return;
   }
+  RawCallback cb = std::move(it->second.done);
+  calls_.erase(it);
   cb(std::make_pair(env->t, std::string(FrameView(frames[1]))));
+}
+
+void HeadClient::Reregister() {
+  if (reregister_id_ != 0) return;  // already under way
+  uint64_t id = NextRequestId();
+  reregister_id_ = id;
+  RAYX_LOG(Info) << "the head at " << head_.ToString()
+                 << " restarted (it no longer knows this connection): registering again";
+  Frames frames = transport::MakeMessage(*registration_, id);
+  Send(
+      id, frames,
+      [this, id](Result<RawReply> raw) {
+        reregister_id_ = 0;
+        Status status = raw.ok() ? Status::OK() : raw.status();
+        if (raw.ok() && raw->first != static_cast<uint16_t>(MessageType::kRegisterDriverReply)) {
+          status = Status::Internal("unexpected reply " + protocol::MessageTypeName(raw->first));
+        }
+        if (!status.ok()) {
+          FailWaiting(Status(status.code(), "the head at " + head_.ToString() +
+                                                " restarted and refused this program: " +
+                                                status.message()));
+          return;
+        }
+        // Everything sent before the registration and still unanswered was
+        // refused by the new head or lost with the old one: send it again,
+        // under its own id, in the order it was first sent.
+        std::vector<uint64_t> again;
+        for (const auto& [call_id, pending] : calls_) {
+          if (call_id < id && pending.resend) again.push_back(call_id);
+        }
+        std::sort(again.begin(), again.end());
+        RAYX_LOG(Info) << "registered again with the head at " << head_.ToString()
+                       << "; sending " << again.size() << " waiting calls again";
+        for (uint64_t call_id : again) {
+          auto it = calls_.find(call_id);
+          if (it == calls_.end()) continue;
+          if (!SendFrames(it->second.frames)) {
+            RawCallback cb = std::move(it->second.done);
+            calls_.erase(it);
+            cb(Status::Unavailable("cannot send to the head at " + head_.ToString()));
+          }
+        }
+      },
+      /*resend=*/false);
+}
+
+void HeadClient::FailWaiting(const Status& status) {
+  std::vector<uint64_t> ids;
+  for (const auto& [id, pending] : calls_) {
+    if (id != reregister_id_ && pending.resend) ids.push_back(id);
+  }
+  std::sort(ids.begin(), ids.end());
+  for (uint64_t id : ids) {
+    auto it = calls_.find(id);
+    if (it == calls_.end()) continue;
+    RawCallback cb = std::move(it->second.done);
+    calls_.erase(it);
+    cb(status);
+  }
 }
 
 void HeadClient::StartHeartbeats(std::string job_id, int64_t period_ms) {
@@ -83,6 +193,20 @@ void HeadClient::Heartbeat() {
   protocol::DriverHeartbeatRequest req;
   req.job_id = heartbeat_job_;
   Call<protocol::DriverHeartbeatReply>(req, [](Result<protocol::DriverHeartbeatReply>) {});
+  // Heartbeats that go unanswered are dropped, so they cannot pile up.
+  int64_t silent = NowMs() - last_heard_ms_;
+  if (silent > options_.head_timeout_ms && !timed_out_) {
+    timed_out_ = true;
+    std::erase_if(calls_, [&](const auto& entry) {
+      return !entry.second.resend && entry.first != reregister_id_;
+    });
+    FailWaiting(Status::Unavailable(
+        "the head at " + head_.ToString() + " has not answered for " +
+        std::to_string(silent / 1000) +
+        " s: it is down or restarting (calls to running actors and leased workers still work; "
+        "new work needs the head: check `rayx status`, restart it with the same `rayx start "
+        "--head` command)"));
+  }
   heartbeat_timer_.expires_after(std::chrono::milliseconds(heartbeat_period_ms_));
   heartbeat_timer_.async_wait([this](const boost::system::error_code& ec) {
     if (!ec) Heartbeat();

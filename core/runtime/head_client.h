@@ -7,9 +7,11 @@
 #include <functional>
 #include <future>
 #include <memory>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <utility>
+#include <vector>
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/post.hpp>
@@ -30,6 +32,16 @@ namespace rayx::detail {
 // (an ErrorReply becomes its Status); replies to unknown ids are dropped.
 // Drivers also send a heartbeat every period so the head keeps their job.
 //
+// Head restarts: the socket has a fixed routing id (so the head's records of
+// what this client owns stay valid across a restart) and ZeroMQ reconnects by
+// itself. A restarted head refuses calls from a connection that has not
+// registered ("register first"); the client then registers again with the
+// request given to SetRegistration (same job) and sends again every call it
+// sent before that and that is still unanswered (refused, or lost with the
+// old head). While the head is down, calls wait in the socket's queue. With
+// heartbeats running, a head silent for longer than head_timeout_ms fails the
+// waiting calls with Unavailable naming the head and how long it was silent.
+//
 // Thread safety: Start before the io_context runs on its thread; Call,
 // StartHeartbeats and Stop on the I/O thread; CallSync and StopHeartbeats
 // from any other thread. Callbacks run on the I/O thread.
@@ -38,7 +50,15 @@ namespace rayx::detail {
 // unanswered when it stops (or is destroyed) are dropped without a callback.
 class HeadClient final : public LeaseClient {
  public:
-  HeadClient(boost::asio::io_context& io, zmq::context_t& context, HostPort head);
+  struct Options {
+    // How long calls wait for a silent head (down, restarting) before they
+    // fail; only enforced while heartbeats run. Default: 60 s.
+    int64_t head_timeout_ms = 60000;
+  };
+  HeadClient(boost::asio::io_context& io, zmq::context_t& context, HostPort head,
+             Options options);
+  HeadClient(boost::asio::io_context& io, zmq::context_t& context, HostPort head)
+      : HeadClient(io, context, std::move(head), Options()) {}
   ~HeadClient() override;
   HeadClient(const HeadClient&) = delete;
   HeadClient& operator=(const HeadClient&) = delete;
@@ -64,6 +84,9 @@ class HeadClient final : public LeaseClient {
     on_leases_lost_ = std::move(handler);
   }
 
+  // What to send to register again with a restarted head (the registration
+  // that succeeded, with its job id). I/O thread.
+  void SetRegistration(protocol::RegisterDriverRequest request);
   // Sends a DriverHeartbeat for `job_id` now and every `period_ms`.
   void StartHeartbeats(std::string job_id, int64_t period_ms);
   // No heartbeat is sent after this returns (any thread).
@@ -82,17 +105,39 @@ class HeadClient final : public LeaseClient {
   using RawReply = std::pair<uint16_t, std::string>;
   using RawCallback = std::function<void(Result<RawReply>)>;
 
+  // A call waiting for its answer, with its frames to send again after a
+  // head restart (`resend`).
+  struct Pending {
+    RawCallback done;
+    std::vector<std::string> frames;
+    bool resend = true;
+  };
+
   uint64_t NextRequestId() { return next_request_++; }
-  // Registers `done` under `id` and sends `frames`.
-  void Send(uint64_t id, transport::Frames& frames, RawCallback done);
+  // Registers `done` under `id` and sends `frames`. `resend`: send it again
+  // after registering with a restarted head (heartbeats and the registration
+  // itself are not).
+  void Send(uint64_t id, transport::Frames& frames, RawCallback done, bool resend = true);
+  bool SendFrames(const std::vector<std::string>& frames);
   void OnMessage(transport::Frames& frames);
   void Heartbeat();
+  // The head forgot this connection (it restarted): register again, then send
+  // the calls still unanswered again.
+  void Reregister();
+  // Fails every call still waiting with `status`, except the registration.
+  void FailWaiting(const Status& status);
+  static int64_t NowMs();
 
   boost::asio::io_context& io_;
   const HostPort head_;
+  Options options_;
   zmq::socket_t socket_;
   std::unique_ptr<transport::ZmqSocketLoop> loop_;
-  std::unordered_map<uint64_t, RawCallback> calls_;
+  std::unordered_map<uint64_t, Pending> calls_;
+  std::optional<protocol::RegisterDriverRequest> registration_;
+  uint64_t reregister_id_ = 0;  // the registration in flight, or 0
+  int64_t last_heard_ms_ = 0;
+  bool timed_out_ = false;      // the waiting calls failed for this silence
   uint64_t next_request_ = 1;
   boost::asio::steady_timer heartbeat_timer_;
   std::string heartbeat_job_;
@@ -105,13 +150,19 @@ template <typename Reply, typename Request>
 void HeadClient::Call(const Request& request, std::function<void(Result<Reply>)> done) {
   uint64_t id = NextRequestId();
   transport::Frames frames = transport::MakeMessage(request, id);
-  Send(id, frames, [done = std::move(done)](Result<RawReply> raw) {
-    if (!raw.ok()) return done(raw.status());
-    if (raw->first != static_cast<uint16_t>(Reply::kType)) {
-      return done(Status::Internal("unexpected reply " + protocol::MessageTypeName(raw->first)));
-    }
-    done(protocol::Decode<Reply>(raw->second));
-  });
+  bool resend = Request::kType != protocol::MessageType::kDriverHeartbeatRequest &&
+                Request::kType != protocol::MessageType::kRegisterDriverRequest;
+  Send(
+      id, frames,
+      [done = std::move(done)](Result<RawReply> raw) {
+        if (!raw.ok()) return done(raw.status());
+        if (raw->first != static_cast<uint16_t>(Reply::kType)) {
+          return done(
+              Status::Internal("unexpected reply " + protocol::MessageTypeName(raw->first)));
+        }
+        done(protocol::Decode<Reply>(raw->second));
+      },
+      resend);
 }
 
 template <typename Reply, typename Request>

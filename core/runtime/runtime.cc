@@ -99,7 +99,8 @@ Runtime::Runtime(Config config)
           [this](const protocol::ObjectLocation& location) { DeleteStored(location); }}),
       id_prefix_(rayx::detail::RandomHex(8)),
       work_(boost::asio::make_work_guard(io_)),
-      head_(std::make_unique<HeadClient>(io_, context_, config_.head)),
+      head_(std::make_unique<HeadClient>(io_, context_, config_.head,
+                                         HeadClient::Options{config_.head_timeout_ms})),
       tick_timer_(io_),
       connector_(io_, context_) {}
 
@@ -137,7 +138,10 @@ Status Runtime::Connect() {
     }
   }
   // The submitters, wired on the I/O thread (which owns them from now on).
-  boost::asio::post(io_, [this, heartbeat_period_ms] {
+  // A restarted head is registered with again under the same job.
+  req.job_id = config_.job_id;
+  boost::asio::post(io_, [this, heartbeat_period_ms, req] {
+    head_->SetRegistration(req);
     send_queue_ = std::make_unique<WorkerSendQueue>(io_, config_.job_id);
     resolver_ = std::make_unique<ArgumentResolver>(objects_, io_, local_object_address_);
     tasks_ = std::make_unique<TaskSubmitter>(

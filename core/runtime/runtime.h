@@ -70,6 +70,9 @@ class Runtime {
     bool is_worker = false;
     std::string host_lease_id;  // in a worker: the lease it runs in
     std::string node_ip = "127.0.0.1";
+    // How long calls to the head wait while it is down or restarting before
+    // they fail (drivers). Default: 60 s; $RAYX_HEAD_TIMEOUT_MS sets it.
+    int64_t head_timeout_ms = 60000;
   };
 
   // Connects, registers the job and starts the I/O thread.

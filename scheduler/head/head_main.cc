@@ -4,6 +4,7 @@
 #include <csignal>
 #include <cstdlib>
 #include <iostream>
+#include <memory>
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/signal_set.hpp>
@@ -13,6 +14,7 @@
 #include "common/parent_watch.h"
 #include "common/ready_pipe.h"
 #include "head/head_server.h"
+#include "head/head_store.h"
 #include "rayx/ids.h"
 
 int main(int argc, char** argv) {
@@ -27,7 +29,11 @@ int main(int argc, char** argv) {
   int64_t timeout_ms = 1500;
   int64_t ready_fd = -1;
   std::string package_dir = "packages";
+  std::string state_dir;
   FlagParser flags("rayx-head");
+  flags.AddString("state-dir", &state_dir,
+                  "keep the head's tables in DIR/head_state.sqlite3 and restore them from it "
+                  "when it exists (default: in memory only)");
   flags.AddString("package-dir", &package_dir,
                   "where uploaded working directories are kept (default ./packages)");
   flags.AddString("bind-host", &bind_host, "interface to listen on (default 0.0.0.0)");
@@ -72,6 +78,22 @@ int main(int argc, char** argv) {
   options.service.where = "head " + node_ip;
   options.service.jobs.package_dir = package_dir;
   options.service.leases.job_timeout_ms = std::max<int64_t>(timeout_ms * 2, 3000);
+  std::unique_ptr<scheduler::HeadStore> store;
+  if (!state_dir.empty()) {
+    std::string path = state_dir + "/head_state.sqlite3";
+    auto opened = scheduler::HeadStore::Open(path);
+    Result<scheduler::HeadState> state =
+        opened.ok() ? (*opened)->Load() : Result<scheduler::HeadState>(opened.status());
+    if (!state.ok()) {
+      std::string msg = "rayx-head: " + state.status().message();
+      std::cerr << msg << "\n";
+      ready.Fail(msg);
+      return 1;
+    }
+    store = std::move(*opened);
+    options.service.store = store.get();
+    options.service.restored = std::move(*state);
+  }
   scheduler::HeadServer server(io, options, clock);
   Status started = server.Start();
   if (!started.ok()) {
@@ -82,11 +104,11 @@ int main(int argc, char** argv) {
   }
   // Workers reach the head at the address it advertises.
   server.SetHeadAddress(node_ip + ":" + std::to_string(server.port()));
-  RAYX_LOG(Info) << "rayx " << kRayxVersion << " head of cluster " << options.service.cluster_id
+  RAYX_LOG(Info) << "rayx " << kRayxVersion << " head of cluster " << server.cluster_id()
                  << " listening on " << bind_host << ":" << server.port() << " (heartbeat "
                  << heartbeat_ms << " ms, node timeout " << timeout_ms << " ms)";
   ready.Ready({{"port", std::to_string(server.port())},
-               {"cluster_id", options.service.cluster_id}});
+               {"cluster_id", server.cluster_id()}});
 
   boost::asio::signal_set signals(io, SIGINT, SIGTERM);
   signals.async_wait([&](const boost::system::error_code& ec, int signo) {

@@ -28,6 +28,10 @@ Status HeadServer::Start() {
               static_cast<int64_t>(protocol::kMaxControlFrameBytes));
   router_.set(zmq::sockopt::sndhwm, 10000);
   router_.set(zmq::sockopt::rcvhwm, 100000);
+  // Drivers connect with a fixed routing id (it survives a head restart): one
+  // that reconnects before its old connection is seen closed takes its id over
+  // instead of being ignored.
+  router_.set(zmq::sockopt::router_handover, true);
   std::string endpoint = "tcp://" + options_.bind_host + ":" +
                          (options_.port == 0 ? std::string("*") : std::to_string(options_.port));
   try {

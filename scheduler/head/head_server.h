@@ -32,6 +32,8 @@ class HeadServer {
   // use, InvalidArgument for a bad bind address.
   Status Start();
   uint16_t port() const { return port_; }
+  // The cluster's id (a restored one after a restart).
+  const std::string& cluster_id() const { return service_.cluster_id(); }
   void SetHeadAddress(const std::string& address) { service_.SetHeadAddress(address); }
 
  private:

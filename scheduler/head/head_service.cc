@@ -2,6 +2,8 @@
 #include "head/head_service.h"
 
 #include <algorithm>
+#include <cmath>
+#include <cstdlib>
 
 namespace rayx::scheduler {
 
@@ -25,7 +27,10 @@ HeadService::HeadService(HeadServiceOptions options, const Clock& clock)
       outbox_(options_.where),
       leases_(options_.leases, nodes_, outbox_),
       jobs_(options_.jobs, leases_, nodes_, clock),
-      kv_(options_.kv, std::make_unique<InMemoryKvStorage>()),
+      kv_(options_.kv,
+          options_.store ? std::unique_ptr<KvStorage>(std::make_unique<PersistentKvStorage>(
+                               *options_.store, options_.restored.kv))
+                         : std::make_unique<InMemoryKvStorage>()),
       router_({options_.token, options_.where},
               [this](const std::string& peer_id) { return authenticated_peers_.count(peer_id) > 0; }),
       started_ms_(clock.NowMs()) {
@@ -35,6 +40,33 @@ HeadService::HeadService(HeadServiceOptions options, const Clock& clock)
       RAYX_LOG(Info) << "removed " << removed << " KV keys of job " << job_id;
     }
   });
+  if (HeadStore* store = options_.store) {
+    // A restarted head is the same cluster: same id, same nodes, jobs, ...
+    const HeadState& state = options_.restored;
+    auto id = state.meta.find("cluster_id");
+    if (id != state.meta.end() && !id->second.empty()) {
+      options_.cluster_id = id->second;
+    } else {
+      store->PutMeta("cluster_id", options_.cluster_id);
+    }
+    uint64_t next_epoch = 1;
+    if (auto e = state.meta.find("next_epoch"); e != state.meta.end()) {
+      next_epoch = std::strtoull(e->second.c_str(), nullptr, 10);
+    }
+    int64_t now = clock.NowMs();
+    nodes_.SetStore(store);
+    nodes_.Restore(state.nodes, next_epoch, now);
+    leases_.SetStore(store);
+    leases_.Restore(state, now);
+    jobs_.SetStore(store);
+    jobs_.Restore(state.submitted_jobs);
+    if (!state.empty()) {
+      RAYX_LOG(Info) << "restored cluster " << options_.cluster_id << " from " << store->path()
+                     << ": " << state.nodes.size() << " nodes to rejoin, " << state.kv.size()
+                     << " KV keys, " << state.submitted_jobs.size() << " submitted jobs";
+    }
+    options_.restored = HeadState();  // loaded; not needed again
+  }
 }
 
 void HeadService::RegisterRoutes() {
@@ -158,6 +190,7 @@ Result<protocol::RegisterNodeReply> HeadService::OnRegisterNode(
                          "node registration");
     }
   }
+  if (req.rejoin) return Rejoin(req, call);
   // An agent that joins again has killed what it ran as its previous node;
   // that node ends now if the head still counts it alive.
   if (!req.previous_node_id.IsNil() && nodes_.FindAlive(req.previous_node_id) != nullptr) {
@@ -185,6 +218,10 @@ Result<protocol::RegisterNodeReply> HeadService::OnRegisterNode(
                  << nodes_.alive_count() << " alive";
   authenticated_peers_.insert(call.peer_id);
   leases_.OnNodeRegistered(node, call.peer_id);
+  return NodeReply(node);
+}
+
+protocol::RegisterNodeReply HeadService::NodeReply(const NodeId& node) const {
   protocol::RegisterNodeReply reply;
   reply.node_id = node;
   reply.cluster_id = options_.cluster_id;
@@ -194,6 +231,61 @@ Result<protocol::RegisterNodeReply> HeadService::OnRegisterNode(
   return reply;
 }
 
+// Design: a head restart is not a node death. A node the head knew before it
+// restarted (same id, same epoch, from the state file) comes back as itself:
+// its workers kept running and its leases are accounted again from the agent's
+// report. Anything else asking to rejoin (a node that died before the restart,
+// a state file that was lost, another epoch) is refused: the agent then fences
+// itself and joins as a new node, as after a death.
+Result<protocol::RegisterNodeReply> HeadService::Rejoin(const protocol::RegisterNodeRequest& req,
+                                                        Call& call) {
+  const NodeId& node = req.previous_node_id;
+  uint64_t epoch = nodes_.RejoiningEpochOf(node);
+  if (epoch == 0 || epoch != req.previous_epoch) {
+    return Status::NotFound("node " + node.Short() + " (epoch " +
+                            std::to_string(req.previous_epoch) +
+                            ") cannot rejoin: this head does not know it " +
+                            (epoch ? "at that epoch" : "(it was declared dead, or the head's state was lost)") +
+                            "; join as a new node");
+  }
+  if (req.live_leases.size() > 100000 || req.recent_exits.size() > 100000) {
+    return Status::InvalidArgument("a rejoin may report at most 100000 leases and exits");
+  }
+  for (const auto& lease : req.live_leases) {
+    for (const auto& [name, amount] : lease.resources) {
+      if (!std::isfinite(amount) || amount < 0 || amount > 1e18) {
+        return Status::InvalidArgument("a rejoin reported lease " + lease.lease_id.substr(0, 64) +
+                                       " with an invalid amount of \"" + name.substr(0, 64) +
+                                       "\"");
+      }
+    }
+    for (int gpu : lease.gpu_ids) {
+      if (gpu < 0 || gpu > 65535) {
+        return Status::InvalidArgument("a rejoin reported lease " + lease.lease_id.substr(0, 64) +
+                                       " with GPU device " + std::to_string(gpu));
+      }
+    }
+  }
+  NodeInfo info;
+  info.address = req.address;
+  info.hostname = req.hostname;
+  info.agent_pid = req.agent_pid;
+  info.is_head_node = req.is_head_node;
+  info.total = req.resources;
+  info.labels = req.labels;
+  info.rayx_version = req.rayx_version;
+  info.store_dir = req.store_dir;
+  info.object_address = req.object_address;
+  nodes_.Rejoin(node, std::move(info), clock_.NowMs(), clock_.WallMs());
+  authenticated_peers_.insert(call.peer_id);
+  RAYX_LOG(Info) << "node " << node.Short() << " rejoined from " << req.address << " (agent pid "
+                 << req.agent_pid << ", epoch " << epoch << ", " << req.live_leases.size()
+                 << " live leases); " << nodes_.alive_count() << " alive, "
+                 << nodes_.rejoining_count() << " still to rejoin";
+  leases_.OnNodeRejoined(node, call.peer_id, req.live_leases, req.recent_exits);
+  return NodeReply(node);
+}
+
 Result<protocol::HeartbeatReply> HeadService::OnHeartbeat(const protocol::HeartbeatRequest& req,
                                                           Call&) {
   protocol::HeartbeatReply reply;
@@ -201,6 +293,8 @@ Result<protocol::HeartbeatReply> HeadService::OnHeartbeat(const protocol::Heartb
   // must fence itself and join again.
   reply.known = req.epoch == nodes_.EpochOf(req.node_id) &&
                 nodes_.Heartbeat(req.node_id, req.available, clock_.NowMs(), req.store_bytes);
+  // A node of this head's previous life: it comes back as itself.
+  reply.rejoin = !reply.known && req.epoch != 0 && req.epoch == nodes_.RejoiningEpochOf(req.node_id);
   return reply;
 }
 

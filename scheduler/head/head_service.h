@@ -38,6 +38,13 @@ struct HeadServiceOptions {
   JobManager::Options jobs;
   // The key-value store's sizes and wait bounds.
   KvLimits kv;
+  // Where the head's tables are written through (not owned; must outlive the
+  // service), or nullptr to keep them in memory only. Default: none.
+  HeadStore* store = nullptr;
+  // What `store` held when the head started (HeadStore::Load): the cluster of
+  // the head's previous life, restored by the constructor. Its cluster_id
+  // replaces `cluster_id`.
+  HeadState restored;
 };
 
 // Applies each request to the node table, the leases and the jobs, and builds
@@ -72,6 +79,7 @@ class HeadService {
   void FlushRejectionLog() { router_.FlushRejectionLog(); }
 
   const NodeTable& nodes() const { return nodes_; }
+  const std::string& cluster_id() const { return options_.cluster_id; }
   const LeaseManager& leases() const { return leases_; }
   const KvStore& kv() const { return kv_; }
   // Messages dropped or refused since start (for tests and metrics).
@@ -99,6 +107,9 @@ class HeadService {
                           const std::string& what);
   // Ends an alive node: its leases and its bundles go (LeaseManager::OnNodeDead).
   void NodeDied(const NodeId& node, const std::string& why);
+  // A restarted head's node coming back (RegisterNodeRequest::rejoin).
+  Result<protocol::RegisterNodeReply> Rejoin(const protocol::RegisterNodeRequest& req, Call& call);
+  protocol::RegisterNodeReply NodeReply(const NodeId& node) const;
 
   // Nodes.
   Result<protocol::RegisterNodeReply> OnRegisterNode(const protocol::RegisterNodeRequest& req,

@@ -3,6 +3,7 @@
 
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 
@@ -85,6 +86,7 @@ Result<protocol::JobInfo> JobManager::Submit(const protocol::SubmitJobRequest& r
   uint64_t request_id = next_request_id_++;
   lease_requests_[request_id] = id;
   jobs_[id] = job;
+  if (store_) store_->PutSubmittedJob(job);
   RAYX_LOG(Info) << "job " << id << " (job id " << job_id << ") submitted: " << req.entrypoint[0];
   leases_.RequestLeaseForHead(request_id, lease);
   return jobs_[id];
@@ -112,11 +114,13 @@ void JobManager::End(protocol::JobInfo& job, const std::string& state, const std
   job.state = state;
   job.message = message;
   job.ended_at_ms = clock_.WallMs();
+  if (store_) store_->PutSubmittedJob(job);
   leases_.FinishJob(job.job_id, "job " + job.submission_id + " " + state);
   RAYX_LOG(Info) << "job " << job.submission_id << " " << state
                  << (message.empty() ? "" : ": " + message);
   finished_.push_back(job.submission_id);
   while (finished_.size() > options_.max_finished_jobs) {
+    if (store_) store_->DeleteSubmittedJob(finished_.front());
     jobs_.erase(finished_.front());
     finished_.pop_front();
   }
@@ -156,6 +160,33 @@ void JobManager::OnLeaseGranted(uint64_t request_id, const protocol::RequestLeas
   job.node_address = grant.node_address;
   job.object_address = grant.object_address;
   job.pid = grant.process_pids.empty() ? grant.worker_pid : grant.process_pids[0];
+  if (store_) store_->PutSubmittedJob(job);
+}
+
+void JobManager::OnLeaseLost(const std::string& lease_id, const std::string& why) {
+  protocol::JobInfo* job = FindByLease(lease_id);
+  if (job == nullptr || Terminal(job->state)) return;
+  End(*job, "FAILED", "the entrypoint's lease was lost: " + why);
+}
+
+void JobManager::Restore(const std::vector<protocol::JobInfo>& jobs) {
+  std::vector<protocol::JobInfo> sorted = jobs;
+  std::sort(sorted.begin(), sorted.end(), [](const auto& a, const auto& b) {
+    return a.ended_at_ms < b.ended_at_ms;
+  });
+  std::vector<std::string> unstarted;
+  for (const auto& job : sorted) {
+    jobs_[job.submission_id] = job;
+    if (Terminal(job.state)) {
+      finished_.push_back(job.submission_id);
+    } else if (job.lease_id.empty()) {
+      unstarted.push_back(job.submission_id);
+    }
+  }
+  for (const auto& id : unstarted) {
+    End(jobs_[id], "FAILED",
+        "the head restarted before the entrypoint started: submit the job again");
+  }
 }
 
 void JobManager::OnLeaseFailed(uint64_t request_id, const Status& status) {
@@ -165,12 +196,6 @@ void JobManager::OnLeaseFailed(uint64_t request_id, const Status& status) {
   lease_requests_.erase(req);
   if (it == jobs_.end() || Terminal(it->second.state)) return;
   End(it->second, "FAILED", "the entrypoint did not start: " + status.message());
-}
-
-void JobManager::OnLeaseLost(const std::string& lease_id, const std::string& why) {
-  protocol::JobInfo* job = FindByLease(lease_id);
-  if (job == nullptr || Terminal(job->state)) return;
-  End(*job, "FAILED", "the entrypoint's " + why + " (resubmit the job)");
 }
 
 void JobManager::OnProcessExited(const protocol::ProcessExitedNotice& notice) {

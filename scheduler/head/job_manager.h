@@ -26,6 +26,12 @@ namespace rayx::scheduler {
 // hash, uploaded once to the head (PutPackage, in chunks) and fetched once per
 // node by the agents that run the job's processes.
 //
+// Restart: with a HeadStore each job is written through on every state
+// change. A restarted head Restores them: a RUNNING job's entrypoint lease is
+// kept when its node rejoins and reports it live, and its exit then ends the
+// job as before; a job still PENDING (its entrypoint had not started) fails,
+// as its lease request died with the previous head.
+//
 // Owned by the head's event loop; not thread-safe.
 class JobManager final : public HeadLeaseOwner {
  public:
@@ -55,6 +61,12 @@ class JobManager final : public HeadLeaseOwner {
                                                        uint64_t length) const;
   uint64_t max_package_bytes() const { return options_.max_package_bytes; }
 
+  // Writes jobs through to `store` (nullptr: none); it must outlive this.
+  void SetStore(HeadStore* store) { store_ = store; }
+  // Loads the submitted jobs of a previous head life (after
+  // LeaseManager::Restore).
+  void Restore(const std::vector<protocol::JobInfo>& jobs);
+
   // HeadLeaseOwner: what happens to the entrypoints' leases.
   void OnLeaseGranted(uint64_t request_id, const protocol::RequestLeaseReply& grant) override;
   void OnLeaseFailed(uint64_t request_id, const Status& status) override;
@@ -73,6 +85,7 @@ class JobManager final : public HeadLeaseOwner {
   std::map<uint64_t, std::string> lease_requests_;  // request id -> submission id
   std::deque<std::string> finished_;                // oldest first
   uint64_t next_request_id_ = 1;
+  HeadStore* store_ = nullptr;
 };
 
 }  // namespace rayx::scheduler

@@ -62,6 +62,30 @@ size_t InMemoryKvStorage::DeleteJob(const std::string& job_id) {
   return removed;
 }
 
+// ---- PersistentKvStorage.
+
+PersistentKvStorage::PersistentKvStorage(HeadStore& store, const std::vector<StoredKv>& entries)
+    : store_(store) {
+  for (const auto& e : entries) memory_.Put(e.ns, e.key, KvEntry{e.value, e.job_id});
+}
+
+void PersistentKvStorage::Put(const std::string& ns, const std::string& key, KvEntry entry) {
+  store_.PutKv(ns, key, entry.value, entry.job_id);
+  memory_.Put(ns, key, std::move(entry));
+}
+
+bool PersistentKvStorage::Delete(const std::string& ns, const std::string& key) {
+  if (!memory_.Delete(ns, key)) return false;
+  store_.DeleteKv(ns, key);
+  return true;
+}
+
+size_t PersistentKvStorage::DeleteJob(const std::string& job_id) {
+  size_t removed = memory_.DeleteJob(job_id);
+  if (removed > 0) store_.DeleteKvOfJob(job_id);
+  return removed;
+}
+
 // ---- KvStore.
 
 KvStore::KvStore(KvLimits limits, std::unique_ptr<KvStorage> storage)

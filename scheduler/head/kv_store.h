@@ -12,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include "head/head_store.h"
 #include "rayx/status.h"
 
 namespace rayx::scheduler {
@@ -56,6 +57,30 @@ class InMemoryKvStorage final : public KvStorage {
   using Key = std::pair<std::string, std::string>;  // (namespace, key)
   std::map<Key, KvEntry> entries_;
   std::unordered_map<std::string, std::set<Key>> by_job_;
+};
+
+// Keeps everything in memory and writes each change through to the head's
+// state file, so a restarted head has its keys back. Reads come from memory.
+// The HeadStore must outlive it.
+class PersistentKvStorage final : public KvStorage {
+ public:
+  // Starts with `entries` (as loaded from `store`).
+  PersistentKvStorage(HeadStore& store, const std::vector<StoredKv>& entries);
+  std::optional<KvEntry> Get(const std::string& ns, const std::string& key) const override {
+    return memory_.Get(ns, key);
+  }
+  void Put(const std::string& ns, const std::string& key, KvEntry entry) override;
+  bool Delete(const std::string& ns, const std::string& key) override;
+  std::vector<std::string> List(const std::string& ns, const std::string& prefix, size_t limit,
+                                bool* truncated) const override {
+    return memory_.List(ns, prefix, limit, truncated);
+  }
+  size_t DeleteJob(const std::string& job_id) override;
+  size_t size() const override { return memory_.size(); }
+
+ private:
+  HeadStore& store_;
+  InMemoryKvStorage memory_;
 };
 
 // Who waits for a key: the routing id and request id to answer.

@@ -17,7 +17,211 @@ void LeaseManager::OnNodeRegistered(const NodeId& node, const std::string& agent
   SchedulePending();
 }
 
+void LeaseManager::SetStore(HeadStore* store) {
+  store_ = store;
+  groups_.SetStore(store);
+}
+
+void LeaseManager::SaveLease(const Lease& lease) {
+  if (!store_) return;
+  StoredLease stored;
+  stored.lease_id = lease.lease_id;
+  stored.job_id = lease.job_id;
+  stored.node_id = lease.node.Hex();
+  stored.resources = lease.resources;
+  stored.gpu_ids = lease.gpu_ids;
+  stored.owner_peer = lease.owner.requester.peer;
+  stored.owner_head = lease.owner.head;
+  stored.running = lease.running;
+  stored.detached = lease.detached;
+  stored.for_actor = lease.for_actor;
+  stored.process = lease.process;
+  stored.group_id = lease.group_id;
+  stored.bundle_index = lease.bundle_index;
+  stored.pid = lease.pid;
+  store_->PutLease(stored);
+}
+
+void LeaseManager::ForgetActorsOf(const std::string& lease_id) {
+  for (auto a = named_actors_.begin(); a != named_actors_.end();) {
+    if (a->second.lease_id != lease_id) {
+      ++a;
+      continue;
+    }
+    if (store_) store_->DeleteActor(a->first);
+    a = named_actors_.erase(a);
+  }
+}
+
+void LeaseManager::Restore(const HeadState& state, int64_t now_ms) {
+  for (const auto& job : state.jobs) {
+    Job& j = jobs_[job.job_id];
+    j.last_heartbeat_ms = now_ms;  // its driver has the job timeout to come back
+    j.supervised = job.supervised;
+  }
+  for (const auto& actor : state.actors) named_actors_[actor.name] = actor;
+  groups_.Restore(state.placement_groups);
+  rejoin_window_open_ = nodes_.rejoining_count() > 0;
+  for (const auto& lease : state.leases) {
+    auto node = NodeId::FromHex(lease.node_id);
+    if (!node.ok()) continue;
+    unconfirmed_[*node].push_back(lease);
+  }
+  if (state.jobs.empty() && state.actors.empty() && state.placement_groups.empty() &&
+      state.leases.empty()) {
+    return;
+  }
+  RAYX_LOG(Info) << "restored " << state.jobs.size() << " jobs, " << state.actors.size()
+                 << " named actors, " << state.placement_groups.size() << " placement groups and "
+                 << state.leases.size() << " leases (unconfirmed until their nodes rejoin)";
+}
+
+bool LeaseManager::IsUnconfirmed(const std::string& lease_id) const {
+  for (const auto& [node, leases] : unconfirmed_) {
+    for (const auto& lease : leases) {
+      if (lease.lease_id == lease_id) return true;
+    }
+  }
+  return false;
+}
+
+void LeaseManager::DropUnconfirmed(const StoredLease& lease, const std::string& why,
+                                   const std::vector<protocol::ExitedProcess>& exits) {
+  if (store_) store_->DeleteLease(lease.lease_id);
+  ForgetActorsOf(lease.lease_id);
+  EndHostedLeases(lease.lease_id);
+  if (!lease.owner_head || !lease.process || head_owner_ == nullptr) return;
+  // The head owns it (a submitted job's entrypoint): its owner must hear how
+  // it ended, from the agent's report when it has one.
+  bool told = false;
+  for (const auto& e : exits) {
+    if (e.lease_id != lease.lease_id || !e.all_exited) continue;
+    protocol::ProcessExitedNotice notice;
+    notice.lease_id = e.lease_id;
+    notice.index = e.index;
+    notice.pid = e.pid;
+    notice.exit_code = e.exit_code;
+    notice.signal = e.signal;
+    notice.log_tail = e.log_tail;
+    notice.all_exited = true;
+    head_owner_->OnProcessExited(notice);
+    told = true;
+  }
+  if (!told) {
+    head_owner_->OnLeaseLost(lease.lease_id, why);
+  }
+}
+
+void LeaseManager::OnNodeRejoined(const NodeId& node, const std::string& agent_peer,
+                                  const std::vector<protocol::LiveLease>& live,
+                                  const std::vector<protocol::ExitedProcess>& exits) {
+  agent_peers_[node] = agent_peer;
+  groups_.OnNodeRejoined(node);
+  std::vector<StoredLease> stored;
+  if (auto it = unconfirmed_.find(node); it != unconfirmed_.end()) {
+    stored = std::move(it->second);
+    unconfirmed_.erase(it);
+  }
+  std::unordered_map<std::string, const StoredLease*> by_id;
+  for (const auto& lease : stored) by_id[lease.lease_id] = &lease;
+  std::vector<std::string> kill;
+  size_t restored = 0;
+  for (const auto& report : live) {
+    auto found = by_id.find(report.lease_id);
+    if (found == by_id.end() || !found->second->running) {
+      // Never granted to an owner (the head died while it started) or not
+      // known at all: nobody would use or return it.
+      if (found != by_id.end()) {
+        if (store_) store_->DeleteLease(report.lease_id);
+        by_id.erase(found);
+      }
+      EndHostedLeases(report.lease_id);
+      kill.push_back(report.lease_id);
+      continue;
+    }
+    const StoredLease& s = *found->second;
+    by_id.erase(found);
+    auto job = jobs_.find(s.job_id);
+    bool job_alive = job != jobs_.end() && !job->second.finished;
+    // What the live worker holds, as its agent says (resources and devices).
+    bool accounted = s.group_id.empty()
+                         ? nodes_.AcquireExact(node, report.resources, report.gpu_ids)
+                         : groups_.AcquireExact(s.group_id, s.bundle_index, report.resources,
+                                                report.gpu_ids);
+    if (!accounted || (!job_alive && !s.detached)) {
+      RAYX_LOG(Warning) << "lease " << s.lease_id.substr(0, 8) << " on rejoined node "
+                        << node.Short() << ": "
+                        << (!accounted ? "its resources are not free in the head's books"
+                                       : "its job ended")
+                        << "; stopping its worker";
+      if (store_) store_->DeleteLease(s.lease_id);
+      ForgetActorsOf(s.lease_id);
+      EndHostedLeases(s.lease_id);
+      kill.push_back(s.lease_id);
+      continue;
+    }
+    Lease lease;
+    lease.lease_id = s.lease_id;
+    lease.job_id = s.job_id;
+    lease.node = node;
+    lease.resources = report.resources;
+    lease.gpu_ids = report.gpu_ids;
+    lease.owner = Owner{Requester{s.owner_peer, 0}, s.owner_head};
+    lease.running = true;
+    lease.detached = s.detached;
+    lease.for_actor = s.for_actor;
+    lease.process = s.process;
+    lease.group_id = s.group_id;
+    lease.bundle_index = s.bundle_index;
+    lease.pid = report.worker_pid ? report.worker_pid : s.pid;
+    SaveLease(lease);
+    BookDevices(lease, +1);
+    leases_[lease.lease_id] = std::move(lease);
+    ++restored;
+  }
+  // Stored leases the agent no longer runs: their workers exited meanwhile.
+  size_t gone = 0;
+  for (const auto& lease : stored) {
+    if (!by_id.count(lease.lease_id)) continue;
+    DropUnconfirmed(lease, "its process ended while the head was down", exits);
+    ++gone;
+  }
+  if (!kill.empty()) {
+    protocol::KillWorkersRequest request;
+    request.lease_ids = kill;
+    outbox_.KillWorkers(agent_peer, next_request_id_++, request);
+  }
+  RAYX_LOG(Info) << "node " << node.Short() << " rejoined: " << restored << " leases kept, "
+                 << gone << " ended while the head was down, " << kill.size() << " stopped";
+  SchedulePending();
+  AfterRejoins();
+}
+
+void LeaseManager::AfterRejoins() {
+  if (!rejoin_window_open_ || nodes_.rejoining_count() > 0) return;
+  rejoin_window_open_ = false;
+  // Requests that waited for rejoining nodes: those no node can ever hold now
+  // get the answer they would have had at once.
+  std::erase_if(pending_, [&](Pending& p) {
+    if (!p.req.placement_group_id.empty()) return false;
+    auto decision = Decide(p.req);
+    const auto* infeasible = std::get_if<policy::Infeasible>(&decision);
+    if (infeasible == nullptr) return false;
+    ReplyError(p.owner, Status::Infeasible("infeasible: " + FormatResourceShape(p.req.resources) +
+                                           " " + infeasible->reason));
+    return true;
+  });
+  groups_.AfterRejoins();
+}
+
 void LeaseManager::OnNodeDead(const NodeId& node, const std::string& why) {
+  if (auto it = unconfirmed_.find(node); it != unconfirmed_.end()) {
+    std::vector<StoredLease> stored = std::move(it->second);
+    unconfirmed_.erase(it);
+    for (const auto& lease : stored) {
+      DropUnconfirmed(lease, "node " + node.Short() + " did not come back after the head restarted", {});
+    }
+  }
   agent_peers_.erase(node);
   const NodeInfo* info = nodes_.FindAny(node);
   std::string reason = "node " + (info ? info->address + " (" + node.Short() + ")" : node.Short()) +
@@ -72,18 +276,25 @@ void LeaseManager::OnNodeDead(const NodeId& node, const std::string& why) {
     for (auto& p : again) pending_.push_back(std::move(p));
     SchedulePending();
   }
+  AfterRejoins();
 }
 
 protocol::RegisterDriverReply LeaseManager::RegisterDriver(
     const protocol::RegisterDriverRequest& req, int64_t now_ms, const std::string& cluster_id,
     const std::string& peer) {
   protocol::RegisterDriverReply reply;
-  if (!req.host_lease_id.empty() && !peer.empty() && leases_.count(req.host_lease_id)) {
-    hosted_peers_[req.host_lease_id].push_back(peer);
+  // After a head restart a worker's runtime registers again, possibly before
+  // its lease is confirmed by its node's rejoin.
+  if (!req.host_lease_id.empty() && !peer.empty() &&
+      (leases_.count(req.host_lease_id) || IsUnconfirmed(req.host_lease_id))) {
+    auto& peers = hosted_peers_[req.host_lease_id];
+    if (std::find(peers.begin(), peers.end(), peer) == peers.end()) peers.push_back(peer);
   }
   reply.job_id = req.job_id.empty() ? NodeId::FromRandom().Hex().substr(0, 16) : req.job_id;
+  bool added = !jobs_.count(reply.job_id);
   Job& job = jobs_[reply.job_id];
   job.last_heartbeat_ms = now_ms;
+  if (added && store_) store_->PutJob({reply.job_id, job.supervised});
   reply.cluster_id = cluster_id;
   reply.heartbeat_period_ms = std::max<int64_t>(options_.job_timeout_ms / 5, 10);
   return reply;
@@ -111,11 +322,14 @@ uint32_t LeaseManager::FinishJob(const std::string& job_id, const std::string& w
   for (const auto& group : groups_.GroupsOfJob(job_id)) RemovePlacementGroup(group);
   for (auto it = named_actors_.begin(); it != named_actors_.end();) {
     if (it->second.job_id == job_id && !it->second.detached) {
+      if (store_) store_->DeleteActor(it->first);
       it = named_actors_.erase(it);
     } else {
       ++it;
     }
   }
+  // Stored leases of the job on nodes that have not rejoined: stopped when
+  // they do (OnNodeRejoined checks the job).
   // Every node drops the job's stored objects: O(nodes), once per job.
   protocol::JobFinishedNotice notice;
   notice.job_id = job_id;
@@ -125,6 +339,7 @@ uint32_t LeaseManager::FinishJob(const std::string& job_id, const std::string& w
   RAYX_LOG(Info) << "job " << job_id << " finished (" << why << "): stopped " << ending.size()
                  << " workers";
   jobs_.erase(job);
+  if (store_) store_->DeleteJob(job_id);
   SchedulePending();
   if (job_end_observer_) job_end_observer_(job_id);
   return static_cast<uint32_t>(ending.size());
@@ -134,6 +349,7 @@ void LeaseManager::AddSupervisedJob(const std::string& job_id, int64_t now_ms) {
   Job& job = jobs_[job_id];
   job.last_heartbeat_ms = now_ms;
   job.supervised = true;
+  if (store_) store_->PutJob({job_id, true});
 }
 
 void LeaseManager::ExpireSilentJobs(int64_t now_ms) {
@@ -202,6 +418,12 @@ void LeaseManager::Request(const Owner& owner, const protocol::RequestLeaseReque
     // One policy decision, logarithmic in the node count, says both whether
     // the request could ever fit and where it goes now.
     auto decision = Decide(req);
+    // While nodes of a restarted head's previous life may still rejoin, what
+    // does not fit the nodes back so far waits for them (AfterRejoins).
+    if (std::holds_alternative<policy::Infeasible>(decision) && nodes_.rejoining_count() > 0) {
+      pending_.push_back(std::move(pending));
+      return;
+    }
     if (const auto* infeasible = std::get_if<policy::Infeasible>(&decision)) {
       ReplyError(owner,
                  Status::Infeasible("infeasible: " + FormatResourceShape(req.resources) + " " +
@@ -299,6 +521,9 @@ bool LeaseManager::TryGrant(Pending& pending, std::optional<NodeId> decided) {
   uint64_t id = next_request_id_++;
   start_requests_[id] = lease.lease_id;
   BookDevices(lease, +1);
+  // Stored before the agent hears of it: a live worker the head does not know
+  // after a restart can only be one it never granted.
+  SaveLease(lease);
   lease.request = std::move(pending.req);  // the caller drops `pending` once granted
   leases_[lease.lease_id] = std::move(lease);
   outbox_.StartWorker(agent->second, id, start);
@@ -328,6 +553,7 @@ void LeaseManager::OnStartWorkerReply(uint64_t request_id, const protocol::Start
   lease.running = true;
   lease.request.reset();
   lease.pid = reply.worker_pid;
+  SaveLease(lease);
   protocol::RequestLeaseReply grant;
   grant.lease_id = lease.lease_id;
   grant.worker_address = reply.worker_address;
@@ -382,9 +608,8 @@ void LeaseManager::EndLease(const std::string& lease_id, bool kill_worker) {
       outbox_.KillWorkers(agent->second, next_request_id_++, kill);
     }
   }
-  for (auto a = named_actors_.begin(); a != named_actors_.end();) {
-    a = a->second.lease_id == lease_id ? named_actors_.erase(a) : std::next(a);
-  }
+  if (store_) store_->DeleteLease(lease_id);
+  ForgetActorsOf(lease_id);
   EndHostedLeases(lease_id);
   SchedulePending();
 }
@@ -436,8 +661,12 @@ Status LeaseManager::RegisterActor(const protocol::ActorInfo& actor) {
   if (!leases_.count(actor.lease_id)) {
     return Status::NotFound("the actor's worker is gone");
   }
-  if (actor.detached) leases_[actor.lease_id].detached = true;
+  if (actor.detached && !leases_[actor.lease_id].detached) {
+    leases_[actor.lease_id].detached = true;
+    SaveLease(leases_[actor.lease_id]);
+  }
   named_actors_[actor.name] = actor;
+  if (store_) store_->PutActor(actor);
   return Status::OK();
 }
 

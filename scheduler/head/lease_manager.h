@@ -28,7 +28,10 @@ class HeadLeaseOwner {
   virtual void OnLeaseGranted(uint64_t request_id, const protocol::RequestLeaseReply& grant) = 0;
   virtual void OnLeaseFailed(uint64_t request_id, const Status& status) = 0;
   virtual void OnProcessExited(const protocol::ProcessExitedNotice& notice) = 0;
-  // The lease's node was declared dead while it ran (`why` says so).
+  // The lease ended unseen: its node was declared dead while it ran, or a
+  // lease granted before the head restarted did not come back (its node did
+  // not rejoin, or its processes ended while the head was down and the agent
+  // did not report how). `why` says which.
   virtual void OnLeaseLost(const std::string& lease_id, const std::string& why) = 0;
 };
 
@@ -46,6 +49,14 @@ class HeadLeaseOwner {
 // Jobs: every caller registers under a job and heartbeats. When the job's
 // driver finishes or goes silent, every lease of the job is ended (its worker
 // killed, its resources freed) except detached actors, which outlive the job.
+//
+// Restart: with a HeadStore, jobs, leases and named actors are written
+// through (a lease when granted, when running, when it ends). A restarted head
+// Restores them; the leases of a node wait, unconfirmed, until its agent
+// rejoins and reports what still runs (OnNodeRejoined): those are accounted
+// again (the same devices, the same bundle), the rest ended; or until the node
+// is declared dead (OnNodeDead). Owners keep their leases: drivers connect
+// with a fixed routing id, so the owner of a lease is still its owner.
 //
 // Owned by the head's event loop; not thread-safe.
 class LeaseManager {
@@ -66,7 +77,26 @@ class LeaseManager {
     job_end_observer_ = std::move(observer);
   }
 
+  // Writes jobs, leases, named actors and placement groups through to `store`
+  // (nullptr: none), which must outlive this manager.
+  void SetStore(HeadStore* store);
+  // Loads what a previous head life stored (after NodeTable::Restore): jobs
+  // (heartbeat time `now_ms`), named actors, placement groups, and the leases,
+  // which stay unconfirmed until their node rejoins or dies.
+  void Restore(const HeadState& state, int64_t now_ms);
+  // A node the head knew before it restarted is back (NodeTable::Rejoin ran):
+  // its bundles and the leases its agent still runs (`live`) are accounted
+  // again; a live lease the head does not know as granted is killed; a stored
+  // lease that no longer runs ends, after applying the process exits the
+  // agent reports (`exits`) so their owners hear of them.
+  void OnNodeRejoined(const NodeId& node, const std::string& agent_peer,
+                      const std::vector<protocol::LiveLease>& live,
+                      const std::vector<protocol::ExitedProcess>& exits);
+
   void OnNodeRegistered(const NodeId& node, const std::string& agent_peer);
+  // Once no node is rejoining any more: answers the requests and group waits
+  // that waited for rejoining nodes and still cannot ever be placed.
+  void AfterRejoins();
   // Leases on a dead node are gone (its workers died with it).
   // `why`: how it died, for the owners of its leases (LeasesLostNotice).
   void OnNodeDead(const NodeId& node, const std::string& why = "");
@@ -180,6 +210,17 @@ class LeaseManager {
   // an account kept apart from the NodeTable's: a device granted beyond one
   // whole device is logged as an invariant violation and counted.
   void BookDevices(const Lease& lease, int sign);
+  // Writes the lease through to the store.
+  void SaveLease(const Lease& lease);
+  // Forgets named actors of `lease_id`, in memory and in the store.
+  void ForgetActorsOf(const std::string& lease_id);
+  // True while `lease_id` is a stored lease waiting for its node to rejoin.
+  // O(unconfirmed leases): only worker runtimes registering after a restart ask.
+  bool IsUnconfirmed(const std::string& lease_id) const;
+  // A stored lease whose worker is gone (not reported live, or its node
+  // died): applies `exits` for it, or tells a head owner it ended unseen.
+  void DropUnconfirmed(const StoredLease& lease, const std::string& why,
+                       const std::vector<protocol::ExitedProcess>& exits);
   void Request(const Owner& owner, const protocol::RequestLeaseRequest& req);
   void ReplyError(const Owner& owner, const Status& status);
 
@@ -201,6 +242,11 @@ class LeaseManager {
   policy::CompositePolicy policy_;  // where leases outside placement groups go
   uint64_t next_request_id_ = 1;
   std::function<void(const std::string& job_id)> job_end_observer_;
+  HeadStore* store_ = nullptr;
+  // Leases stored by the previous head life, by node, until the node rejoins.
+  std::unordered_map<NodeId, std::vector<StoredLease>> unconfirmed_;
+  // After a restart, until every restored node rejoined or died.
+  bool rejoin_window_open_ = false;
 };
 
 }  // namespace rayx::scheduler

@@ -16,9 +16,70 @@ NodeId NodeTable::Register(NodeInfo info, int64_t now_ms, int64_t wall_ms) {
   if (info.available.empty()) info.available = info.total;
   size_t devices = info.total.count(kGpu) ? static_cast<size_t>(info.total.at(kGpu)) : 0;
   view_.AddNode(id, info.total, info.labels);
+  uint64_t epoch = next_epoch_++;
+  if (store_) {
+    store_->PutMeta("next_epoch", std::to_string(next_epoch_));
+    store_->PutNode(info, epoch);
+  }
   alive_[id] = Entry{std::move(info), now_ms, next_order_++, std::vector<double>(devices, 1.0),
-                     next_epoch_++};
+                     epoch};
   return id;
+}
+
+void NodeTable::Restore(const std::vector<StoredNode>& nodes, uint64_t next_epoch,
+                        int64_t now_ms) {
+  next_epoch_ = std::max(next_epoch_, next_epoch);
+  for (const auto& node : nodes) {
+    if (node.info.node_id.IsNil() || node.epoch == 0) continue;
+    next_epoch_ = std::max(next_epoch_, node.epoch + 1);
+    rejoining_[node.info.node_id] = Rejoining{node.info, node.epoch, now_ms};
+  }
+}
+
+uint64_t NodeTable::RejoiningEpochOf(const NodeId& id) const {
+  auto it = rejoining_.find(id);
+  return it == rejoining_.end() ? 0 : it->second.epoch;
+}
+
+bool NodeTable::Rejoin(const NodeId& id, NodeInfo info, int64_t now_ms, int64_t wall_ms) {
+  auto it = rejoining_.find(id);
+  if (it == rejoining_.end()) return false;
+  uint64_t epoch = it->second.epoch;
+  int64_t registered = it->second.info.registered_at_ms;
+  rejoining_.erase(it);
+  info.node_id = id;
+  info.alive = true;
+  info.death_reason.clear();
+  info.registered_at_ms = registered ? registered : wall_ms;
+  info.available = info.total;
+  size_t devices = info.total.count(kGpu) ? static_cast<size_t>(info.total.at(kGpu)) : 0;
+  view_.AddNode(id, info.total, info.labels);
+  if (store_) store_->PutNode(info, epoch);
+  alive_[id] = Entry{std::move(info), now_ms, next_order_++, std::vector<double>(devices, 1.0),
+                     epoch};
+  return true;
+}
+
+bool NodeTable::AcquireExact(const NodeId& id, const ResourceMap& demand,
+                             const std::vector<int>& gpu_ids) {
+  auto it = alive_.find(id);
+  if (it == alive_.end() || !Fits(it->second.info.available, demand)) return false;
+  double gpus = demand.count(kGpu) ? demand.at(kGpu) : 0;
+  double share = gpus < 1 ? gpus : 1.0;
+  size_t wanted = gpus <= 0 ? 0 : gpus < 1 ? 1 : static_cast<size_t>(gpus);
+  if (gpu_ids.size() != wanted) return false;
+  for (int d : gpu_ids) {
+    if (d < 0 || static_cast<size_t>(d) >= it->second.gpu_free.size() ||
+        it->second.gpu_free[static_cast<size_t>(d)] + 1e-9 < share) {
+      return false;
+    }
+  }
+  if (!view_.Acquire(id, demand, gpu_ids)) return false;
+  for (int d : gpu_ids) it->second.gpu_free[static_cast<size_t>(d)] -= share;
+  for (const auto& [name, amount] : demand) {
+    if (amount > 0) it->second.info.available[name] -= amount;
+  }
+  return true;
 }
 
 uint64_t NodeTable::EpochOf(const NodeId& id) const {
@@ -53,6 +114,7 @@ bool NodeTable::MarkDead(const NodeId& id, const std::string& reason) {
 }
 
 void NodeTable::Bury(Entry entry, const std::string& reason) {
+  if (store_) store_->DeleteNode(entry.info.node_id);
   view_.RemoveNode(entry.info.node_id);
   entry.info.alive = false;
   entry.info.death_reason = reason;
@@ -66,6 +128,23 @@ std::vector<NodeId> NodeTable::ExpireSilentNodes(int64_t now_ms) {
   for (const auto& [id, entry] : alive_) {
     if (now_ms - entry.last_heartbeat_ms > options_.node_timeout_ms) expired.push_back(id);
   }
+  std::vector<NodeId> late;
+  for (const auto& [id, node] : rejoining_) {
+    if (now_ms - node.since_ms > options_.rejoin_timeout_ms) late.push_back(id);
+  }
+  for (const auto& id : late) {
+    auto it = rejoining_.find(id);
+    if (store_) store_->DeleteNode(id);
+    NodeInfo info = std::move(it->second.info);
+    rejoining_.erase(it);
+    info.alive = false;
+    info.available.clear();
+    info.death_reason = "its agent did not rejoin within " +
+                        std::to_string(options_.rejoin_timeout_ms) +
+                        " ms after the head restarted: the node agent died meanwhile";
+    dead_.push_front(std::move(info));
+    while (dead_.size() > options_.max_dead_nodes) dead_.pop_back();
+  }
   for (const auto& id : expired) {
     auto it = alive_.find(id);
     int64_t silent = now_ms - it->second.last_heartbeat_ms;
@@ -75,6 +154,7 @@ std::vector<NodeId> NodeTable::ExpireSilentNodes(int64_t now_ms) {
                                std::to_string(options_.node_timeout_ms) +
                                " ms): the node agent died or the network failed");
   }
+  expired.insert(expired.end(), late.begin(), late.end());
   return expired;
 }
 
@@ -89,6 +169,13 @@ std::vector<NodeInfo> NodeTable::Snapshot(int64_t now_ms) const {
   for (const Entry* entry : alive) {
     out.push_back(entry->info);
     out.back().last_heartbeat_age_ms = now_ms - entry->last_heartbeat_ms;
+  }
+  for (const auto& [id, node] : rejoining_) {
+    out.push_back(node.info);
+    out.back().alive = false;
+    out.back().available.clear();
+    out.back().death_reason = "the head restarted: waiting for its agent to rejoin";
+    out.back().last_heartbeat_age_ms = now_ms - node.since_ms;
   }
   out.insert(out.end(), dead_.begin(), dead_.end());
   return out;

@@ -8,6 +8,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "head/head_store.h"
 #include "policy/cluster_resource_view.h"
 #include "rayx/cluster_status.h"
 #include "rayx/ids.h"
@@ -24,6 +25,12 @@ namespace rayx::scheduler {
 // also gets an epoch, unique and increasing for this table's life: agents stamp
 // what they send about their processes with it, and the head refuses a message
 // whose epoch is not the node's current one (a fenced-off incarnation).
+//
+// Restart: with a HeadStore, every registration and death is written through.
+// A restarted head Restores the nodes it knew as *rejoining*: neither alive
+// (no resources to grant, EpochOf 0) nor dead, until their agent Rejoins under
+// the same id and epoch (its workers kept running: a head restart is not a
+// node death), or rejoin_timeout_ms passes and ExpireSilentNodes buries them.
 class NodeTable {
  public:
   struct Options {
@@ -32,9 +39,26 @@ class NodeTable {
     int64_t node_timeout_ms = 1500;
     // Dead nodes kept for display; the oldest are forgotten beyond this.
     size_t max_dead_nodes = 1000;
+    // After a head restart, how long a node the head knew has to rejoin before
+    // it is declared dead. Default: 10 s.
+    int64_t rejoin_timeout_ms = 10000;
   };
 
   explicit NodeTable(Options options) : options_(options) {}
+
+  // Writes registrations and deaths through to `store` (nullptr: none). The
+  // store must outlive this table.
+  void SetStore(HeadStore* store) { store_ = store; }
+  // Loads the nodes of a previous head life as rejoining (see the class
+  // comment), at `now_ms`; later epochs are above every stored one.
+  void Restore(const std::vector<StoredNode>& nodes, uint64_t next_epoch, int64_t now_ms);
+  // The epoch a rejoining node had, or 0 when `id` is not rejoining.
+  uint64_t RejoiningEpochOf(const NodeId& id) const;
+  // Makes rejoining node `id` alive again under its id and epoch, with what its
+  // agent registered now (`info`; its address may have changed). False when
+  // `id` is not rejoining.
+  bool Rejoin(const NodeId& id, NodeInfo info, int64_t now_ms, int64_t wall_ms);
+  size_t rejoining_count() const { return rejoining_.size(); }
 
   // Adds an alive node with a fresh id and a fresh epoch (EpochOf) and returns
   // the id. `info.node_id` and `info.alive` are overwritten.
@@ -65,6 +89,9 @@ class NodeTable {
   // device that still has room; `gpu_ids` receives the device ids.
   bool TryAcquire(const NodeId& id, const ResourceMap& demand,
                   std::vector<int>* gpu_ids = nullptr);
+  // Takes exactly `gpu_ids` and `demand` (what a live worker holds, as its
+  // agent reported on rejoin). False, taking nothing, when they are not free.
+  bool AcquireExact(const NodeId& id, const ResourceMap& demand, const std::vector<int>& gpu_ids);
   // Gives back what TryAcquire took; a no-op for a node no longer alive.
   void Release(const NodeId& id, const ResourceMap& demand,
                const std::vector<int>& gpu_ids = {});
@@ -105,8 +132,15 @@ class NodeTable {
     uint64_t epoch = 0;
   };
   void Bury(Entry entry, const std::string& reason);
+  struct Rejoining {
+    NodeInfo info;
+    uint64_t epoch = 0;
+    int64_t since_ms = 0;
+  };
 
   Options options_;
+  HeadStore* store_ = nullptr;
+  std::unordered_map<NodeId, Rejoining> rejoining_;
   uint64_t next_order_ = 0;
   uint64_t next_epoch_ = 1;
   std::unordered_map<NodeId, Entry> alive_;

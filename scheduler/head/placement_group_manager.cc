@@ -92,7 +92,10 @@ Result<protocol::PlacementGroupInfo> PlacementGroupManager::Create(
   group.label_selector = req.label_selector;
   std::string id = group.info.placement_group_id;
   auto& stored = groups_[id] = std::move(group);
-  if (!TryPlace(stored, /*explain=*/true)) pending_.push_back(id);
+  if (!TryPlace(stored, /*explain=*/true)) {  // placed: MarkCreated saved it
+    pending_.push_back(id);
+    Save(stored);
+  }
   // Routine creations and removals are not logged (rayx list shows them): a
   // log line each would cost more than placing the group.
   if (stored.info.state != "CREATED") {
@@ -126,6 +129,116 @@ bool PlacementGroupManager::Reserve(const NodeId& node, const ResourceMap& bundl
   return true;
 }
 
+void PlacementGroupManager::Save(const Group& group) {
+  if (!store_) return;
+  StoredPlacementGroup stored;
+  stored.info = group.info;
+  stored.label_selector = group.label_selector;
+  for (const Bundle& b : group.bundles) {
+    stored.bundles.push_back({b.node.IsNil() ? "" : b.node.Hex(), b.devices});
+  }
+  store_->PutPlacementGroup(stored);
+}
+
+void PlacementGroupManager::Restore(const std::vector<StoredPlacementGroup>& groups) {
+  for (const auto& stored : groups) {
+    Group group;
+    group.info = stored.info;
+    group.label_selector = stored.label_selector;
+    bool lost = false;
+    if (stored.bundles.size() == group.info.bundles.size()) {
+      for (size_t i = 0; i < stored.bundles.size(); ++i) {
+        Bundle b;
+        auto node = NodeId::FromHex(stored.bundles[i].node_id);
+        if (!node.ok()) {  // lost with its node before the restart
+          lost = true;
+          group.bundles.push_back(std::move(b));
+          continue;
+        }
+        b.total = group.info.bundles[i];
+        b.available = b.total;
+        b.node = *node;
+        b.devices = stored.bundles[i].devices;
+        double gpu = b.total.count(kGpu) ? b.total.at(kGpu) : 0;
+        b.device_free.assign(b.devices.size(), gpu < 1 ? gpu : 1.0);
+        b.restoring = true;
+        group.bundles.push_back(std::move(b));
+      }
+    }
+    bool any = std::any_of(group.bundles.begin(), group.bundles.end(),
+                           [](const Bundle& b) { return !b.node.IsNil(); });
+    if (!any) group.bundles.clear();
+    std::string id = group.info.placement_group_id;
+    if (group.bundles.empty() || lost) {
+      if (group.info.state == "CREATED") group.info.state = "PENDING";
+      pending_.push_back(id);
+    }
+    groups_[id] = std::move(group);
+  }
+}
+
+void PlacementGroupManager::AfterRejoins() {
+  std::erase_if(waiters_, [&](const Waiter& w) {
+    auto it = groups_.find(w.group_id);
+    if (it == groups_.end() || it->second.info.state != "INFEASIBLE") return false;
+    Explain(it->second);
+    if (it->second.info.state != "INFEASIBLE") return false;  // waits for resources
+    Answer(w, it->second.info);
+    return true;
+  });
+}
+
+void PlacementGroupManager::OnNodeRejoined(const NodeId& node) {
+  for (auto& [id, group] : groups_) {
+    bool lost = false;
+    for (size_t i = 0; i < group.bundles.size(); ++i) {
+      Bundle& b = group.bundles[i];
+      if (!b.restoring || b.node != node) continue;
+      b.restoring = false;
+      if (!nodes_.AcquireExact(node, b.total, b.devices)) {
+        RAYX_LOG(Warning) << "placement group " << id.substr(0, 8) << ": bundle " << i
+                          << " no longer fits on rejoined node " << node.Short()
+                          << "; placing it again";
+        b = Bundle{};
+        if (i < group.info.locations.size()) group.info.locations[i] = protocol::BundleLocation{};
+        lost = true;
+      }
+    }
+    if (lost && group.info.state == "CREATED") {
+      group.info.state = "PENDING";
+      pending_.push_back(id);
+      Save(group);
+    }
+  }
+}
+
+bool PlacementGroupManager::AcquireExact(const std::string& group_id, int32_t bundle_index,
+                                         const ResourceMap& demand,
+                                         const std::vector<int>& gpu_ids) {
+  auto it = groups_.find(group_id);
+  if (it == groups_.end() || bundle_index < 0 ||
+      static_cast<size_t>(bundle_index) >= it->second.bundles.size()) {
+    return false;
+  }
+  Bundle& b = it->second.bundles[static_cast<size_t>(bundle_index)];
+  if (b.node.IsNil() || b.restoring || !NodeTable::Fits(b.available, demand)) return false;
+  double gpus = demand.count(kGpu) ? demand.at(kGpu) : 0;
+  double share = gpus < 1 ? gpus : 1.0;
+  std::vector<size_t> slots;
+  for (int id : gpu_ids) {
+    auto d = std::find(b.devices.begin(), b.devices.end(), id);
+    if (d == b.devices.end()) return false;
+    size_t slot = static_cast<size_t>(d - b.devices.begin());
+    if (b.device_free[slot] + 1e-9 < share) return false;
+    slots.push_back(slot);
+  }
+  for (size_t slot : slots) b.device_free[slot] -= share;
+  for (const auto& [name, amount] : demand) {
+    if (amount > 0) b.available[name] -= amount;
+  }
+  return true;
+}
+
 void PlacementGroupManager::MarkCreated(Group& group) {
   group.info.state = "CREATED";
   group.info.reason.clear();
@@ -140,6 +253,7 @@ void PlacementGroupManager::MarkCreated(Group& group) {
     loc.gpu_ids = b.devices;
     group.info.locations.push_back(std::move(loc));
   }
+  Save(group);
 }
 
 bool PlacementGroupManager::PlaceLost(Group& group) {
@@ -339,7 +453,9 @@ std::string PlacementGroupManager::BusyReason(const Group& group) const {
 }
 
 void PlacementGroupManager::Unreserve(Group& group) {
-  for (const Bundle& b : group.bundles) nodes_.Release(b.node, b.total, b.devices);
+  for (const Bundle& b : group.bundles) {
+    if (!b.restoring) nodes_.Release(b.node, b.total, b.devices);
+  }
   group.bundles.clear();
   group.info.locations.clear();
 }
@@ -355,7 +471,9 @@ void PlacementGroupManager::Wait(const std::string& peer, uint64_t request_id,
                                   "ended)"));
     return;
   }
-  if (it->second.info.state != "PENDING" || timeout_ms <= 0) {
+  // An infeasible group may fit once the nodes of a restarted head rejoin.
+  bool may_fit = it->second.info.state == "INFEASIBLE" && nodes_.rejoining_count() > 0;
+  if ((it->second.info.state != "PENDING" && !may_fit) || timeout_ms <= 0) {
     if (it->second.info.state != "CREATED") Explain(it->second);
     Answer(waiter, it->second.info);
     return;
@@ -404,6 +522,7 @@ bool PlacementGroupManager::Remove(const std::string& group_id) {
   Unreserve(it->second);
   std::erase(pending_, group_id);
   groups_.erase(it);
+  if (store_) store_->DeletePlacementGroup(group_id);
   AnswerWaiters(group_id);
   return true;
 }
@@ -449,6 +568,7 @@ void PlacementGroupManager::OnNodeDead(const NodeId& node) {
                         (survivors ? "; placing those again, the other bundles keep theirs"
                                    : "; placing the group again");
     if (!was_pending) pending_.push_back(id);
+    Save(group);
   }
 }
 
@@ -484,7 +604,7 @@ Result<std::optional<PlacementGroupManager::BundleGrant>> PlacementGroupManager:
   for (int32_t i = 0; i < n; ++i) {
     if (bundle_index >= 0 && i != bundle_index) continue;
     Bundle& b = group.bundles[static_cast<size_t>(i)];
-    if (b.node.IsNil() || !NodeTable::Fits(b.available, demand)) continue;
+    if (b.node.IsNil() || b.restoring || !NodeTable::Fits(b.available, demand)) continue;
     auto picked = NodeTable::PickGpuDevices(b.device_free, gpus);
     if (!picked) continue;
     BundleGrant grant;

@@ -35,6 +35,12 @@ namespace rayx::scheduler {
 // STRICT_SPREAD onto nodes none of them uses, PACK and SPREAD by the policy.
 // A group that lost every bundle is placed again as a whole.
 //
+// Restart: with a HeadStore, a group is written through when it is created,
+// placed, loses bundles or is removed. A restarted head Restores each group
+// with its bundles where they were; a bundle on a node that has not rejoined
+// yet holds nothing and takes no lease until OnNodeRejoined takes its exact
+// reservation (the same devices) again, or the node dies (OnNodeDead: lost).
+//
 // Owned by the head's event loop through LeaseManager; not thread-safe.
 class PlacementGroupManager {
  public:
@@ -58,6 +64,20 @@ class PlacementGroupManager {
   // bundles are placed again. REQUIRES: the leases on `node` were ended first.
   void OnNodeDead(const NodeId& node);
   void ExpireWaits(int64_t now_ms);
+
+  // Writes groups through to `store` (nullptr: none); it must outlive this.
+  void SetStore(HeadStore* store) { store_ = store; }
+  // Loads the groups of a previous head life (after NodeTable::Restore).
+  void Restore(const std::vector<StoredPlacementGroup>& groups);
+  // Answers waits of INFEASIBLE groups parked while nodes were rejoining.
+  void AfterRejoins();
+  // Takes the reservations of the restored bundles on `node`, which rejoined.
+  void OnNodeRejoined(const NodeId& node);
+  // Takes exactly `gpu_ids` and `demand` from bundle `bundle_index` of the
+  // group (a live lease reported on rejoin). False, taking nothing, when the
+  // group, the bundle or the room is not there.
+  bool AcquireExact(const std::string& group_id, int32_t bundle_index, const ResourceMap& demand,
+                    const std::vector<int>& gpu_ids);
 
   // Leases in a group. Takes `demand` from bundle `bundle_index` (-1: the first
   // bundle it fits). Returns an error when it can never fit (no such group or
@@ -91,6 +111,7 @@ class PlacementGroupManager {
     NodeId node;                     // nil while lost (its node died)
     std::vector<int> devices;        // the node's device ids this bundle holds
     std::vector<double> device_free; // free share of each, <= the bundle's share
+    bool restoring = false;          // restored; its node has not rejoined yet
   };
   struct Group {
     protocol::PlacementGroupInfo info;
@@ -121,6 +142,8 @@ class PlacementGroupManager {
   std::string BusyReason(const Group& group) const;
   bool LabelsMatch(const NodeId& node, const LabelMap& selector) const;
   void AnswerWaiters(const std::string& group_id);
+  // Writes the group through to the store.
+  void Save(const Group& group);
   void Answer(const Waiter& waiter, const protocol::PlacementGroupInfo& info);
 
   NodeTable& nodes_;
@@ -129,6 +152,7 @@ class PlacementGroupManager {
   std::deque<std::string> pending_;  // group ids, creation order
   std::vector<Waiter> waiters_;      // bounded by the callers' outstanding requests
   policy::CompositeBundlePolicy policy_;
+  HeadStore* store_ = nullptr;
 };
 
 }  // namespace rayx::scheduler

@@ -11,6 +11,8 @@
 
 #include <boost/asio/executor_work_guard.hpp>
 
+#include "protocol/kv_messages.h"
+
 namespace rayx::detail {
 namespace {
 
@@ -195,6 +197,65 @@ TEST_F(HeadClientTest, ASyncCallReturnsTheReply) {
     work.reset();
   });
   io_thread.join();
+}
+
+// A restarted head refuses a connection it does not know ("register first"):
+// the client registers again with the same job, then sends the refused call
+// again under its own id, and its caller never sees the refusal.
+TEST_F(HeadClientTest, RegistersAgainAndResendsWhenARestartedHeadRefusesIt) {
+  protocol::RegisterDriverRequest registration;
+  registration.token = "t";
+  registration.job_id = "job-1";
+  client_.SetRegistration(registration);
+  std::optional<Result<protocol::KvGetReply>> got;
+  protocol::KvGetRequest get;
+  get.key = "model";
+  client_.Call<protocol::KvGetReply>(get, [&](Result<protocol::KvGetReply> r) { got = r; });
+  FakeHead::Request first = NextRequest();
+  std::string identity(static_cast<const char*>(first.identity.data()), first.identity.size());
+  EXPECT_EQ(identity.rfind("rayx-", 0), 0u) << "a fixed routing id survives a head restart";
+  head_.Reply(first, transport::MakeErrorMessage(
+                         Status::Unauthenticated("register first (RegisterDriverRequest with "
+                                                 "the cluster token)"),
+                         "head", first.envelope.id));
+  FakeHead::Request again = NextRequest();
+  ASSERT_EQ(again.envelope.t,
+            static_cast<uint16_t>(protocol::MessageType::kRegisterDriverRequest));
+  auto sent = protocol::Decode<protocol::RegisterDriverRequest>(again.body);
+  ASSERT_TRUE(sent.ok());
+  EXPECT_EQ(sent->job_id, "job-1");
+  EXPECT_FALSE(got.has_value()) << "the refusal is not the caller's answer";
+  protocol::RegisterDriverReply registered;
+  registered.job_id = "job-1";
+  head_.Reply(again, transport::MakeMessage(registered, again.envelope.id));
+  FakeHead::Request resent = NextRequest();
+  ASSERT_EQ(resent.envelope.t, static_cast<uint16_t>(protocol::MessageType::kKvGetRequest));
+  EXPECT_EQ(resent.envelope.id, first.envelope.id);
+  protocol::KvGetReply value;
+  value.found = true;
+  value.value = "weights";
+  head_.Reply(resent, transport::MakeMessage(value, resent.envelope.id));
+  ASSERT_TRUE(StepUntil([&] { return got.has_value(); }));
+  ASSERT_TRUE(got->ok()) << got->status();
+  EXPECT_EQ((*got)->value, "weights");
+}
+
+// While the head is down, calls wait; past the timeout they fail saying so.
+TEST_F(HeadClientTest, CallsFailWithAClearMessageWhenTheHeadStaysSilent) {
+  HeadClient quick(io_, context_, head_.address(), HeadClient::Options{300});
+  quick.Start();
+  quick.StartHeartbeats("job-1", 50);
+  std::optional<Result<protocol::RequestLeaseReply>> got;
+  quick.RequestLease(protocol::RequestLeaseRequest{},
+                     [&](Result<protocol::RequestLeaseReply> r) { got = r; });
+  auto started = std::chrono::steady_clock::now();
+  ASSERT_TRUE(StepUntil([&] { return got.has_value(); }));
+  EXPECT_GE(std::chrono::steady_clock::now() - started, 250ms);
+  EXPECT_EQ(got->status().code(), StatusCode::kUnavailable);
+  EXPECT_NE(got->status().message().find("has not answered"), std::string::npos)
+      << got->status();
+  EXPECT_NE(got->status().message().find("restarting"), std::string::npos) << got->status();
+  quick.Stop();
 }
 
 }  // namespace

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <stdlib.h>
 
+#include <algorithm>
 #include <deque>
 #include <filesystem>
 #include <map>
@@ -81,6 +82,10 @@ class FakeLeaseProcesses final : public LeaseProcesses {
       }
     }
     return true;
+  }
+  bool IsLive(const std::string& lease_id) const override {
+    return std::find(state_->killed.begin(), state_->killed.end(), lease_id) ==
+           state_->killed.end();
   }
   std::optional<ProcessRunner::LogInfo> FindLog(const std::string&, uint32_t) const override {
     return std::nullopt;
@@ -471,6 +476,73 @@ TEST_F(NodeAgentTest, AWorkerStartingWhileTheNodeLeavesIsNotReported) {
   head_.sent.clear();
   processes_.starting["lease-3"](protocol::StartWorkerReply{.lease_id = "lease-3"});
   EXPECT_TRUE(head_.sent.empty());
+}
+
+// A restarted head that knew this node asks it to rejoin: the agent keeps its
+// workers and registers as the same node, reporting what it runs.
+TEST_F(NodeAgentTest, ARestartedHeadIsRejoinedAsTheSameNodeWithoutKillingAnything) {
+  Sent reg = Next();
+  protocol::RegisterNodeReply joined;
+  joined.node_id = NodeId::FromRandom();
+  joined.heartbeat_period_ms = kPeriodMs;
+  joined.epoch = 5;
+  Deliver(joined, reg.env.id);
+  Sent hb = Next();
+  protocol::StartWorkerRequest req;
+  req.lease_id = "live";
+  req.job_id = "job-1";
+  req.resources = {{"GPU", 1}};
+  req.gpu_ids = {0};
+  req.epoch = 5;
+  Deliver(req, 60);
+  processes_.starting["live"](protocol::StartWorkerReply{.lease_id = "live", .worker_pid = 99});
+  ASSERT_TRUE(Next().Is(MessageType::kStartWorkerReply));
+
+  Deliver(protocol::HeartbeatReply{.known = false, .rejoin = true}, hb.env.id);
+  EXPECT_EQ(processes_.kill_all, 0) << "a head restart is not a node death";
+  EXPECT_TRUE(processes_.killed.empty());
+  Sent rejoin = Next();
+  ASSERT_TRUE(rejoin.Is(MessageType::kRegisterNodeRequest));
+  auto sent = rejoin.As<protocol::RegisterNodeRequest>();
+  EXPECT_TRUE(sent.rejoin);
+  EXPECT_EQ(sent.previous_node_id, joined.node_id);
+  EXPECT_EQ(sent.previous_epoch, 5u);
+  ASSERT_EQ(sent.live_leases.size(), 1u);
+  EXPECT_EQ(sent.live_leases[0].lease_id, "live");
+  EXPECT_EQ(sent.live_leases[0].job_id, "job-1");
+  EXPECT_EQ(sent.live_leases[0].worker_pid, 99);
+  EXPECT_EQ(sent.live_leases[0].gpu_ids, std::vector<int>{0});
+  Advance(kPeriodMs);
+  EXPECT_TRUE(head_.sent.empty()) << "no heartbeat while rejoining";
+  // Unanswered (the head died again): the rejoin is sent again.
+  Advance(2000);
+  Sent retry = Next();
+  ASSERT_TRUE(retry.Is(MessageType::kRegisterNodeRequest));
+  EXPECT_TRUE(retry.As<protocol::RegisterNodeRequest>().rejoin);
+  Deliver(joined, retry.env.id);
+  EXPECT_EQ(agent_->node_id(), joined.node_id);
+  EXPECT_EQ(joined_, 1);
+  Advance(kPeriodMs);
+  Sent next = Next();
+  ASSERT_TRUE(next.Is(MessageType::kHeartbeatRequest));
+  EXPECT_EQ(next.As<protocol::HeartbeatRequest>().epoch, 5u);
+  EXPECT_TRUE(fatal_.empty());
+}
+
+TEST_F(NodeAgentTest, ARefusedRejoinFencesLikeADeath) {
+  NodeId first_id = Join();
+  Sent hb = Next();
+  Deliver(protocol::HeartbeatReply{.known = false, .rejoin = true}, hb.env.id);
+  Sent rejoin = Next();
+  ASSERT_TRUE(rejoin.Is(MessageType::kRegisterNodeRequest));
+  DeliverError(Status::NotFound("this head does not know it"), rejoin.env.id);
+  EXPECT_TRUE(fatal_.empty());
+  EXPECT_EQ(processes_.kill_all, 1);
+  Sent again = Next();
+  ASSERT_TRUE(again.Is(MessageType::kRegisterNodeRequest));
+  auto req = again.As<protocol::RegisterNodeRequest>();
+  EXPECT_FALSE(req.rejoin);
+  EXPECT_EQ(req.previous_node_id, first_id);
 }
 
 }  // namespace

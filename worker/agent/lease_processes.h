@@ -43,6 +43,9 @@ class LeaseProcesses {
   // (or anything in its process group) is still alive: a new worker may get
   // these devices.
   virtual bool DevicesReleased(const std::vector<int>& gpu_ids) = 0;
+  // True while something of the lease runs (or starts): reported to a
+  // restarted head when the agent rejoins it.
+  virtual bool IsLive(const std::string& lease_id) const = 0;
   // The log of process `index` of a process lease, for the object server.
   virtual std::optional<ProcessRunner::LogInfo> FindLog(const std::string& lease_id,
                                                         uint32_t index) const = 0;
@@ -72,6 +75,9 @@ class LocalLeaseProcesses final : public LeaseProcesses {
   void Reap() override;
   bool AllGone() override;
   bool DevicesReleased(const std::vector<int>& gpu_ids) override;
+  bool IsLive(const std::string& lease_id) const override {
+    return lease_gpus_.count(lease_id) > 0;
+  }
   std::optional<ProcessRunner::LogInfo> FindLog(const std::string& lease_id,
                                                 uint32_t index) const override;
 

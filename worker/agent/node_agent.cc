@@ -34,12 +34,7 @@ NodeAgent::NodeAgent(boost::asio::io_context& io, NodeAgentOptions options, cons
                                      .log_dir = options_.log_dir,
                                      .token = options_.token,
                                      .store_dir = options_.store_dir},
-        [this](const protocol::ProcessExitedNotice& notice) {
-          if (leaving_ || !connected_ || fencing_ || registering_) return;
-          protocol::ProcessExitedNotice stamped = notice;
-          stamped.epoch = epoch_;
-          Send(stamped);
-        });
+        [this](const protocol::ProcessExitedNotice& notice) { SendExit(notice); });
   }
   objects_.SetLogLookup([this](const std::string& lease_id, uint32_t index) {
     return processes_->FindLog(lease_id, index);
@@ -66,6 +61,37 @@ Status NodeAgent::Start() {
   StartDeadline();
   ArmWakeup();
   return Status::OK();
+}
+
+void NodeAgent::SendExit(const protocol::ProcessExitedNotice& notice) {
+  if (notice.all_exited) live_leases_.erase(notice.lease_id);
+  if (leaving_ || !connected_ || fencing_) return;
+  int64_t now = clock_.NowMs();
+  protocol::ExitedProcess exit{notice.lease_id, notice.index,    notice.pid,       notice.exit_code,
+                               notice.signal,   notice.log_tail, notice.all_exited};
+  recent_exits_.emplace_back(now, std::move(exit));
+  while (!recent_exits_.empty() &&
+         (now - recent_exits_.front().first > kRecentExitsMs || recent_exits_.size() > 1000)) {
+    recent_exits_.pop_front();
+  }
+  if (registering_) {
+    // After the registration reply, under the epoch it gives (a rejoin keeps it).
+    if (rejoining_ && exits_while_rejoining_.size() < 10000) {
+      exits_while_rejoining_.push_back(notice);
+    }
+    return;
+  }
+  protocol::ProcessExitedNotice stamped = notice;
+  stamped.epoch = epoch_;
+  Send(stamped);
+}
+
+void NodeAgent::Rejoin() {
+  registering_ = true;
+  rejoining_ = true;
+  rejoin_sent_ms_ = clock_.NowMs();
+  previous_node_id_ = node_id_;
+  SendRegister();
 }
 
 void NodeAgent::StartDeadline() {
@@ -146,6 +172,19 @@ void NodeAgent::SendRegister() {
   req.store_dir = options_.store_dir;
   req.object_address = object_address_;
   req.previous_node_id = previous_node_id_;
+  if (rejoining_) {
+    req.rejoin = true;
+    req.previous_epoch = epoch_;
+    for (auto it = live_leases_.begin(); it != live_leases_.end();) {
+      if (!processes_->IsLive(it->first)) {
+        it = live_leases_.erase(it);
+        continue;
+      }
+      req.live_leases.push_back(it->second);
+      ++it;
+    }
+    for (const auto& [when, exit] : recent_exits_) req.recent_exits.push_back(exit);
+  }
   transport::Frames frames = transport::MakeMessage(req, ++next_id_);
   register_id_ = next_id_;
   if (options_.announced_protocol != kProtocolVersion) {
@@ -166,6 +205,12 @@ void NodeAgent::SendHeartbeat() {
                               std::to_string(silent / 1000) +
                               " s: leaving (restart the agent once the head is back)"));
     return;
+  }
+  if (rejoining_ && clock_.NowMs() - rejoin_sent_ms_ >= 2000) {
+    // No answer: the head may have died again before it read the rejoin.
+    rejoin_sent_ms_ = clock_.NowMs();
+    RAYX_LOG(Warning) << "no answer to the rejoin yet: sending it again";
+    SendRegister();
   }
   if (!registering_ && !fencing_) {
     protocol::HeartbeatRequest req;
@@ -197,7 +242,14 @@ void NodeAgent::HandleMessage(transport::Frames& frames) {
     case MessageType::kErrorReply: {
       auto error = protocol::Decode<protocol::ErrorReply>(body);
       Status status = error.ok() ? error->ToStatus() : error.status();
-      if (env->id == register_id_) {
+      if (env->id == register_id_ && rejoining_) {
+        // The restarted head does not know this node as it was: fence.
+        rejoining_ = false;
+        registering_ = false;
+        exits_while_rejoining_.clear();
+        Fence("the restarted head refused the rejoin of node " + node_id_.Short() + " (" +
+              status.message() + ")");
+      } else if (env->id == register_id_) {
         Fatal(Status(status.code(), "the head refused this node: " + status.message()));
       } else if (packages_.OnError(env->id, status)) {
         // a package fetch failed; its leases were answered
@@ -214,6 +266,8 @@ void NodeAgent::HandleMessage(transport::Frames& frames) {
         return;
       }
       registering_ = false;
+      bool rejoined = rejoining_;
+      rejoining_ = false;
       node_id_ = reply->node_id;
       epoch_ = reply->epoch;
       first_heartbeat_id_ = next_id_ + 1;
@@ -227,6 +281,13 @@ void NodeAgent::HandleMessage(transport::Frames& frames) {
         if (callbacks_.on_joined) callbacks_.on_joined(*reply);
         SendHeartbeat();
       }
+      if (rejoined) {
+        RAYX_LOG(Info) << "rejoined the restarted head as node " << node_id_.Short()
+                       << " without stopping its " << live_leases_.size() << " leases";
+        std::vector<protocol::ProcessExitedNotice> exits;
+        exits.swap(exits_while_rejoining_);
+        for (const auto& notice : exits) SendExit(notice);
+      }
       std::vector<Deferred> early;
       early.swap(before_joined_);
       for (auto& d : early) OnStartWorker(d.req, d.id);
@@ -235,8 +296,14 @@ void NodeAgent::HandleMessage(transport::Frames& frames) {
     case MessageType::kHeartbeatReply: {
       auto reply = protocol::Decode<protocol::HeartbeatReply>(body);
       // A reply to a heartbeat of an earlier incarnation says nothing about this one.
-      if (reply.ok() && !reply->known && !registering_ && !fencing_ &&
+      if (reply.ok() && !reply->known && reply->rejoin && !registering_ && !fencing_ &&
           env->id >= first_heartbeat_id_) {
+        RAYX_LOG(Warning) << "the head restarted: rejoining as node " << node_id_.Short()
+                          << " (epoch " << epoch_ << ") with " << live_leases_.size()
+                          << " leases still running";
+        Rejoin();
+      } else if (reply.ok() && !reply->known && !registering_ && !fencing_ &&
+                 env->id >= first_heartbeat_id_) {
         Fence("the head declared node " + node_id_.Short() + " (epoch " +
               std::to_string(epoch_) + ") dead (missed heartbeats)");
       }
@@ -270,6 +337,7 @@ void NodeAgent::HandleMessage(transport::Frames& frames) {
       auto req = protocol::Decode<protocol::KillWorkersRequest>(body);
       if (!req.ok()) return;
       for (const auto& lease : req->lease_ids) {
+        live_leases_.erase(lease);
         std::erase_if(deferred_, [&](const Deferred& d) { return d.req.lease_id == lease; });
         processes_->Kill(lease);
       }
@@ -297,6 +365,8 @@ void NodeAgent::ReapWorkers() {
 
 void NodeAgent::Fence(const std::string& why) {
   fencing_ = true;
+  live_leases_.clear();
+  recent_exits_.clear();
   previous_node_id_ = node_id_;
   fence_started_ms_ = clock_.NowMs();
   fence_warned_ms_ = fence_started_ms_;
@@ -399,9 +469,24 @@ void NodeAgent::StartWithPackages(protocol::StartWorkerRequest req, uint64_t id)
     return;
   }
   uint64_t epoch = req.epoch;
-  processes_->Start(req, [this, id, epoch](Result<protocol::StartWorkerReply> result) {
+  protocol::LiveLease live{req.lease_id, req.job_id, req.resources, req.gpu_ids, 0,
+                           !req.processes.empty()};
+  processes_->Start(req, [this, id, epoch, live = std::move(live)](
+                             Result<protocol::StartWorkerReply> result) mutable {
     // Nothing is reported for an incarnation that was fenced off meanwhile.
-    if (epoch != epoch_ || fencing_ || registering_) return;
+    if (epoch != epoch_ || fencing_) return;
+    if (registering_) {
+      // Asked for by the head's previous life, and started after the rejoin
+      // listed what runs: the restarted head will never know it.
+      if (result.ok()) processes_->Kill(live.lease_id);
+      return;
+    }
+    if (result.ok()) {
+      live.worker_pid = result->worker_pid ? result->worker_pid
+                        : result->process_pids.empty() ? 0
+                                                       : result->process_pids[0];
+      live_leases_[live.lease_id] = std::move(live);
+    }
     Reply(result, id);
   });
 }

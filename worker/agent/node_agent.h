@@ -5,10 +5,14 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <cstdint>
+#include <deque>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "agent/head_connection.h"
 #include "agent/lease_processes.h"
@@ -57,6 +61,14 @@ struct NodeAgentOptions {
 // requests addressed to another epoch. Devices of a killed worker are given to
 // a new worker only once the killed one's process group is empty.
 //
+// Head restart: a heartbeat answered `known = false, rejoin = true` comes from
+// a restarted head that knew this node. The agent then does not fence: it
+// registers again naming its node id and epoch (`rejoin`), with the leases it
+// still runs and the process exits it reported recently, and keeps everything
+// running; start requests wait for the answer as in a first registration. If
+// the head refuses the rejoin, the agent fences itself as after a death. A
+// rejoin unanswered for 2 s (the head died again) is sent again.
+//
 // Time comes only from `clock`: the join deadline, the heartbeat period, the
 // head-lost timeout and the leave deadline are instants on it, and one asio
 // timer merely wakes the agent for the earliest (RunDueTimers). So a test can
@@ -97,6 +109,11 @@ class NodeAgent {
 
  private:
   void SendRegister();
+  // Registers again as the same node with a restarted head (see the class
+  // comment).
+  void Rejoin();
+  // Sends an exit notice now, or after the registration under way.
+  void SendExit(const protocol::ProcessExitedNotice& notice);
   void SendHeartbeat();
   void OnMessage(transport::Frames& frames);
   void HandleMessage(transport::Frames& frames);
@@ -133,6 +150,15 @@ class NodeAgent {
   NodeId node_id_;
   bool joined_once_ = false;
   bool registering_ = false;
+  bool rejoining_ = false;         // registering_ as the same node (head restart)
+  int64_t rejoin_sent_ms_ = 0;
+  // The leases this agent started and reported to the head, for a rejoin.
+  std::map<std::string, protocol::LiveLease> live_leases_;
+  // Process exits reported in the last kRecentExitsMs (the head may have been
+  // down), and exits that happened while a rejoin was under way.
+  static constexpr int64_t kRecentExitsMs = 120000;
+  std::deque<std::pair<int64_t, protocol::ExitedProcess>> recent_exits_;
+  std::vector<protocol::ProcessExitedNotice> exits_while_rejoining_;
   bool leaving_ = false;
   // Waiting for killed processes to go (fencing, deferred starts) is polled.
   static constexpr int64_t kPollMs = 10;

@@ -1,0 +1,190 @@
+// HeadStore: what the head writes survives closing and reopening the file; a
+// damaged file is refused with an error that names it and says what to do.
+#include "head/head_store.h"
+
+#include <gtest/gtest.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+
+#include <filesystem>
+#include <fstream>
+
+namespace rayx::scheduler {
+namespace {
+
+namespace fs = std::filesystem;
+
+class HeadStoreTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::string pattern = (fs::temp_directory_path() / "rayx-head-store-XXXXXX").string();
+    ASSERT_NE(mkdtemp(pattern.data()), nullptr);
+    dir_ = pattern;
+    path_ = dir_ + "/head_state.sqlite3";
+  }
+  void TearDown() override {
+    std::error_code ec;
+    fs::remove_all(dir_, ec);
+  }
+  std::unique_ptr<HeadStore> Open() {
+    auto store = HeadStore::Open(path_);
+    EXPECT_TRUE(store.ok()) << store.status();
+    return store.ok() ? std::move(*store) : nullptr;
+  }
+  static NodeInfo MakeNode(const std::string& address) {
+    NodeInfo info;
+    info.node_id = NodeId::FromRandom();
+    info.address = address;
+    info.total = {{"CPU", 4}, {"GPU", 2}};
+    info.labels = {{"zone", "a"}};
+    return info;
+  }
+  std::string dir_;
+  std::string path_;
+};
+
+TEST_F(HeadStoreTest, WhatWasWrittenIsReadBackAfterReopening) {
+  NodeInfo kept = MakeNode("10.0.0.1");
+  NodeInfo gone = MakeNode("10.0.0.2");
+  {
+    auto store = Open();
+    ASSERT_NE(store, nullptr);
+    store->PutMeta("cluster_id", "abc123");
+    store->PutNode(kept, 7);
+    store->PutNode(gone, 8);
+    store->DeleteNode(gone.node_id);
+    store->PutKv("ns", "key", std::string("v\0alue", 6), "");
+    store->PutKv("ns", "job-key", "x", "job1");
+    store->PutKv("ns", "deleted", "x", "");
+    store->DeleteKv("ns", "deleted");
+    store->PutKv("other", "k", "old", "");
+    store->PutKv("other", "k", "new", "");
+    protocol::ActorInfo actor;
+    actor.name = "counter";
+    actor.lease_id = "L1";
+    actor.detached = true;
+    actor.worker_address = "tcp://10.0.0.1:5000";
+    store->PutActor(actor);
+    StoredPlacementGroup group;
+    group.info.placement_group_id = "pg1";
+    group.info.strategy = "STRICT_SPREAD";
+    group.info.bundles = {{{"GPU", 1}}, {{"GPU", 1}}};
+    group.info.state = "CREATED";
+    group.bundles = {{kept.node_id.Hex(), {1}}, {"", {}}};
+    store->PutPlacementGroup(group);
+    store->PutJob({"job1", false});
+    store->PutJob({"job2", true});
+    store->DeleteJob("job1");
+    protocol::JobInfo submitted;
+    submitted.submission_id = "raysubmit_1";
+    submitted.state = "RUNNING";
+    submitted.entrypoint = {"sleep", "1"};
+    submitted.lease_id = "L2";
+    store->PutSubmittedJob(submitted);
+    StoredLease lease;
+    lease.lease_id = "L1";
+    lease.node_id = kept.node_id.Hex();
+    lease.resources = {{"GPU", 1}};
+    lease.gpu_ids = {1};
+    lease.group_id = "pg1";
+    lease.bundle_index = 0;
+    lease.running = true;
+    store->PutLease(lease);
+    StoredLease ended = lease;
+    ended.lease_id = "L3";
+    store->PutLease(ended);
+    store->DeleteLease("L3");
+    store->DeleteKvOfJob("job1");
+    EXPECT_EQ(store->write_errors(), 0u);
+  }
+  auto store = Open();
+  ASSERT_NE(store, nullptr);
+  auto state = store->Load();
+  ASSERT_TRUE(state.ok()) << state.status();
+  EXPECT_EQ(state->meta["cluster_id"], "abc123");
+  ASSERT_EQ(state->nodes.size(), 1u);
+  EXPECT_EQ(state->nodes[0].info.node_id, kept.node_id);
+  EXPECT_EQ(state->nodes[0].epoch, 7u);
+  EXPECT_EQ(state->nodes[0].info.total, kept.total);
+  EXPECT_EQ(state->nodes[0].info.labels, kept.labels);
+  ASSERT_EQ(state->kv.size(), 2u);
+  for (const auto& entry : state->kv) {
+    if (entry.ns == "ns") {
+      EXPECT_EQ(entry.key, "key");
+      EXPECT_EQ(entry.value, std::string("v\0alue", 6));
+    } else {
+      EXPECT_EQ(entry.value, "new");
+    }
+  }
+  ASSERT_EQ(state->actors.size(), 1u);
+  EXPECT_EQ(state->actors[0].name, "counter");
+  EXPECT_TRUE(state->actors[0].detached);
+  EXPECT_EQ(state->actors[0].worker_address, "tcp://10.0.0.1:5000");
+  ASSERT_EQ(state->placement_groups.size(), 1u);
+  EXPECT_EQ(state->placement_groups[0].info.strategy, "STRICT_SPREAD");
+  ASSERT_EQ(state->placement_groups[0].bundles.size(), 2u);
+  EXPECT_EQ(state->placement_groups[0].bundles[0].node_id, kept.node_id.Hex());
+  EXPECT_EQ(state->placement_groups[0].bundles[0].devices, std::vector<int>{1});
+  EXPECT_TRUE(state->placement_groups[0].bundles[1].node_id.empty());
+  ASSERT_EQ(state->jobs.size(), 1u);
+  EXPECT_EQ(state->jobs[0].job_id, "job2");
+  EXPECT_TRUE(state->jobs[0].supervised);
+  ASSERT_EQ(state->submitted_jobs.size(), 1u);
+  EXPECT_EQ(state->submitted_jobs[0].entrypoint, (std::vector<std::string>{"sleep", "1"}));
+  ASSERT_EQ(state->leases.size(), 1u);
+  EXPECT_EQ(state->leases[0].gpu_ids, std::vector<int>{1});
+  EXPECT_EQ(state->leases[0].group_id, "pg1");
+  EXPECT_TRUE(state->leases[0].running);
+}
+
+TEST_F(HeadStoreTest, ANewFileIsEmptyAndInWalMode) {
+  auto store = Open();
+  ASSERT_NE(store, nullptr);
+  auto state = store->Load();
+  ASSERT_TRUE(state.ok()) << state.status();
+  EXPECT_TRUE(state->empty());
+  store->PutMeta("k", "v");
+  EXPECT_TRUE(fs::exists(path_ + "-wal")) << "the store should write ahead (WAL)";
+}
+
+TEST_F(HeadStoreTest, AFileThatIsNotADatabaseIsRefusedNamingIt) {
+  {
+    std::ofstream out(path_, std::ios::binary);
+    out << std::string(8192, 'x');
+  }
+  auto store = HeadStore::Open(path_);
+  ASSERT_FALSE(store.ok());
+  EXPECT_NE(store.status().message().find(path_), std::string::npos) << store.status();
+  EXPECT_NE(store.status().message().find("move it away"), std::string::npos) << store.status();
+}
+
+TEST_F(HeadStoreTest, ADamagedDatabaseIsRefusedNamingIt) {
+  {
+    auto store = Open();
+    ASSERT_NE(store, nullptr);
+    for (int i = 0; i < 200; ++i) {
+      store->PutKv("ns", "key" + std::to_string(i), std::string(500, 'v'), "");
+    }
+  }
+  // Checkpointed into the main file on close; overwrite its middle pages.
+  {
+    std::fstream f(path_, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(4096 * 3);
+    std::string junk(4096 * 4, '\x5a');
+    f.write(junk.data(), static_cast<std::streamsize>(junk.size()));
+  }
+  auto store = HeadStore::Open(path_);
+  Status status = store.ok() ? store.value()->Load().status() : store.status();
+  ASSERT_FALSE(status.ok()) << "a damaged file should be refused";
+  EXPECT_NE(status.message().find(path_), std::string::npos) << status;
+}
+
+TEST_F(HeadStoreTest, AnUnopenablePathSaysWhatToCheck) {
+  auto store = HeadStore::Open(dir_ + "/no/such/dir/state.sqlite3");
+  ASSERT_FALSE(store.ok());
+  EXPECT_NE(store.status().message().find("no/such/dir"), std::string::npos) << store.status();
+  EXPECT_NE(store.status().message().find("writable"), std::string::npos) << store.status();
+}
+
+}  // namespace
+}  // namespace rayx::scheduler

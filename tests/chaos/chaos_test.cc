@@ -1,7 +1,8 @@
 // The chaos suite: a driver runs 10,000 retriable tasks and 4 restartable
 // actors holding fake GPUs on a 4-node loopback cluster while a seeded chaos
-// thread SIGKILLs random workers, SIGKILLs and restarts agents, and SIGSTOPs
-// an agent past the node timeout and resumes it. Afterwards every result is
+// thread SIGKILLs random workers, SIGKILLs and restarts agents, SIGSTOPs an
+// agent past the node timeout and resumes it, and SIGKILLs the head and starts
+// it again (it reloads its state; agents and the driver rejoin). Afterwards every result is
 // correct, no GPU was ever visible to two live workers of one node at once
 // (sampled from outside, from each live worker's CUDA_VISIBLE_DEVICES, and
 // checked by the head's own device account), and no process is left.
@@ -11,6 +12,7 @@
 #include <dirent.h>
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -97,6 +99,17 @@ std::map<pid_t, std::map<std::string, std::string>> ClusterWorkers(const std::st
   return out;
 }
 
+// The head's device-account violations logged in `log` (LeaseManager::BookDevices).
+std::vector<std::string> InvariantViolations(const std::string& log) {
+  std::vector<std::string> out;
+  std::ifstream in(log);
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.find("invariant violated") != std::string::npos) out.push_back(line);
+  }
+  return out;
+}
+
 // Samples the cluster's live workers every few ms: two live workers of one
 // node that both see a device are a violation.
 class GpuMonitor {
@@ -149,6 +162,36 @@ class GpuMonitor {
   std::mutex mu_;
   std::vector<std::string> violations_;
 };
+
+// The monitor itself: two live processes that look like one cluster's workers
+// on one node and both see device 0 are caught.
+TEST(GpuMonitorTest, CatchesTwoLiveWorkersOfOneNodeSharingADevice) {
+  const std::string address = "127.0.0.1:" + std::to_string(40000 + getpid() % 20000);
+  std::vector<pid_t> fakes;
+  for (int i = 0; i < 2; ++i) {
+    pid_t pid = fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {
+      std::string a = "RAYX_ADDRESS=" + address;
+      char* env[] = {a.data(), const_cast<char*>("RAYX_WORKER_MODE=1"),
+                     const_cast<char*>("RAYX_NODE_IP=127.0.0.2"),
+                     const_cast<char*>("CUDA_VISIBLE_DEVICES=0"), nullptr};
+      char* argv[] = {const_cast<char*>("sleep"), const_cast<char*>("30"), nullptr};
+      execve("/bin/sleep", argv, env);
+      _exit(127);
+    }
+    fakes.push_back(pid);
+  }
+  GpuMonitor monitor(address);
+  bool caught = rayx::testing::WaitUntil([&] { return !monitor.violations().empty(); }, 10000);
+  monitor.Stop();
+  for (pid_t pid : fakes) {
+    ::kill(pid, SIGKILL);
+    waitpid(pid, nullptr, 0);
+  }
+  ASSERT_TRUE(caught) << "the monitor missed two live workers sharing 127.0.0.2/0";
+  EXPECT_NE(monitor.violations().front().find("127.0.0.2/0"), std::string::npos);
+}
 
 class Chaos : public ::testing::Test {
  protected:
@@ -207,11 +250,13 @@ TEST_F(Chaos, EveryResultIsRightAndNoGpuIsSharedWhileWorkersAgentsAndNodesFail) 
 
   // The chaos script: each kind of failure several times, in a seeded order,
   // with seeded pauses between them.
-  enum Action { kKillWorker, kRestartAgent, kStopAgent };
+  enum Action { kKillWorker, kRestartAgent, kStopAgent, kRestartHead };
   std::vector<Action> script;
   for (int i = 0; i < 8; ++i) script.push_back(kKillWorker);
   for (int i = 0; i < 3; ++i) script.push_back(kRestartAgent);
   for (int i = 0; i < 2; ++i) script.push_back(kStopAgent);
+  for (int i = 0; i < 2; ++i) script.push_back(kRestartHead);
+  std::vector<std::string> head_violations;
   std::shuffle(script.begin(), script.end(), rng);
   std::map<std::string, int> done;
   std::vector<std::string> chaos_errors;
@@ -253,6 +298,19 @@ TEST_F(Chaos, EveryResultIsRightAndNoGpuIsSharedWhileWorkersAgentsAndNodesFail) 
           std::this_thread::sleep_for(std::chrono::milliseconds(kNodeTimeoutMs + 500));
           ::kill(node.agent.pid, SIGCONT);
           ++done["agent SIGSTOPped past the node timeout, resumed"];
+          break;
+        }
+        case kRestartHead: {
+          // Its log so far: a restarted head may start the file anew.
+          for (auto& v : InvariantViolations(cluster_->head_log_path())) {
+            head_violations.push_back(v);
+          }
+          rayx::Status restarted = cluster_->RestartHead(static_cast<int64_t>(100 + r() % 700));
+          if (!restarted.ok()) {
+            chaos_errors.push_back("restart the head: " + restarted.ToString());
+            break;
+          }
+          ++done["head SIGKILLed and started again"];
           break;
         }
       }
@@ -319,11 +377,8 @@ TEST_F(Chaos, EveryResultIsRightAndNoGpuIsSharedWhileWorkersAgentsAndNodesFail) 
   auto violations = monitor.violations();
   EXPECT_TRUE(violations.empty()) << violations.size() << " times, first: " << violations.front();
   // The head's own account of device use never went over.
-  std::ifstream head_log(cluster_->head_log_path());
-  std::string line;
-  while (std::getline(head_log, line)) {
-    EXPECT_EQ(line.find("invariant violated"), std::string::npos) << line;
-  }
+  for (auto& v : InvariantViolations(cluster_->head_log_path())) head_violations.push_back(v);
+  EXPECT_TRUE(head_violations.empty()) << head_violations.front();
   for (auto& actor : actors) actor.Kill();
   rayx::Shutdown();
   ASSERT_TRUE(cluster_->Stop().ok());

@@ -45,6 +45,7 @@ Result<std::unique_ptr<LocalCluster>> LocalCluster::Start(Options options) {
                                    std::to_string(options.heartbeat_period_ms),
                                    "--node-timeout-ms", std::to_string(options.node_timeout_ms)};
   AppendNodeFlags(options.head_node, &args);
+  cluster->head_args_ = args;
   CommandResult r = cluster->RunCli(args);
   if (r.exit_code != 0) return Status::Unavailable("rayx start --head failed: " + r.Describe());
   auto node = cluster->NewestSessionNode({});
@@ -103,6 +104,27 @@ Status LocalCluster::RemoveNode(const NodeHandle& node) {
     return Status::TimedOut("agent did not exit after SIGTERM");
   }
   return Status::OK();
+}
+
+Status LocalCluster::RestartHead(int64_t down_ms) {
+  detail::ProcessRecord head = head_process();
+  if (head.pid <= 0 || !detail::IsRunning(head)) return Status::NotFound("the head is not running");
+  ::kill(head.pid, SIGKILL);
+  if (!detail::WaitForExit({head}, 10000).empty()) return Status::TimedOut("head survived SIGKILL");
+  std::this_thread::sleep_for(std::chrono::milliseconds(down_ms));  // the head stays down
+  std::vector<std::string> args = head_args_;
+  auto port = std::find(args.begin(), args.end(), "--port");
+  if (port == args.end() || port + 1 == args.end()) return Status::Internal("no --port");
+  *(port + 1) = address_.substr(address_.rfind(':') + 1);
+  CommandResult r = RunCli(args);
+  if (r.exit_code != 0) return Status::Unavailable("rayx start --head again failed: " + r.Describe());
+  for (const auto& p : RecordedProcesses()) {
+    if (std::none_of(started_.begin(), started_.end(),
+                     [&](const auto& s) { return s.pid == p.pid; })) {
+      started_.push_back(p);
+    }
+  }
+  return WaitFor([](const ClusterStatus&) { return true; }, 10000);
 }
 
 Status LocalCluster::KillNode(const NodeHandle& node) {

@@ -55,6 +55,10 @@ class LocalCluster {
   Status RemoveNode(const NodeHandle& node);
   // SIGKILL: the agent dies without a word.
   Status KillNode(const NodeHandle& node);
+  // SIGKILLs the head, waits `down_ms`, and runs the same `rayx start --head`
+  // again (same port and temp dir): the restarted head loads its state and
+  // the agents rejoin. Returns once the new head answers.
+  Status RestartHead(int64_t down_ms);
 
   Result<ClusterStatus> GetStatus() const;
   // Polls the head until `pred` holds for its status, or `timeout_ms` passes.
@@ -89,6 +93,7 @@ class LocalCluster {
   std::string token_;
   NodeHandle head_node_;
   std::vector<detail::ProcessRecord> started_;
+  std::vector<std::string> head_args_;  // `rayx start --head ...` as first run
   bool stopped_ = false;
 };
 

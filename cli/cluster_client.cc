@@ -38,6 +38,11 @@ Result<std::unique_ptr<ClusterClient>> ClusterClient::Connect(const std::string&
   req.token = token;
   req.rayx_version = kRayxVersion;
   req.pid = static_cast<int32_t>(getpid());
+  // The agent on this machine watches this process: when it is killed, its
+  // job (a launch's ranks) ends at once, not after the heartbeat silence.
+  auto head_ip = ResolveIpv4(hp->host);
+  auto local_ip = head_ip.ok() ? LocalAddressToward(*head_ip) : head_ip.status();
+  req.node_ip = local_ip.ok() ? *local_ip : "";
   auto reply = client->Call<protocol::RegisterDriverReply>(req, timeout_ms);
   if (!reply.ok()) {
     if (reply.status().code() == StatusCode::kUnavailable) {

@@ -47,6 +47,8 @@ std::string MessageTypeName(uint16_t type) {
     case MessageType::kListStateReply: return "ListStateReply";
     case MessageType::kProcessExitedNotice: return "ProcessExitedNotice";
     case MessageType::kLeasesLostNotice: return "LeasesLostNotice";
+    case MessageType::kWatchDriverRequest: return "WatchDriverRequest";
+    case MessageType::kDriverExitedNotice: return "DriverExitedNotice";
     case MessageType::kReadLogRequest: return "ReadLogRequest";
     case MessageType::kReadLogReply: return "ReadLogReply";
     case MessageType::kReservePortRequest: return "ReservePortRequest";

@@ -82,6 +82,8 @@ enum class MessageType : uint16_t {
   kReservePortRequest = 83,    // anyone -> agent's object server
   kReservePortReply = 84,
   kLeasesLostNotice = 85,      // head -> lease owner, no reply (messages.h)
+  kWatchDriverRequest = 86,    // head -> the agent on a driver's machine, no reply
+  kDriverExitedNotice = 87,    // that agent -> head, no reply
   // Submitted jobs and their working directories (CLI/agent <-> head): job_messages.h.
   kSubmitJobRequest = 90,
   kSubmitJobReply = 91,
@@ -471,6 +473,24 @@ struct LeasesLostNotice {
   std::string node_id;
   std::string reason;  // e.g. "node 127.0.0.2 (1a2b3c4d) was declared dead: ..."
   MSGPACK_DEFINE_MAP(lease_ids, node_id, reason)
+};
+
+// head -> the agent on a driver's machine (the node whose address is the
+// driver's node_ip): report when process `pid` exits, so the driver's job ends
+// at once instead of after the heartbeat silence timeout.
+struct WatchDriverRequest {
+  static constexpr MessageType kType = MessageType::kWatchDriverRequest;
+  std::string job_id;
+  int32_t pid = 0;
+  MSGPACK_DEFINE_MAP(job_id, pid)
+};
+
+// agent -> head: the watched driver process exited (or was killed).
+struct DriverExitedNotice {
+  static constexpr MessageType kType = MessageType::kDriverExitedNotice;
+  std::string job_id;
+  int32_t pid = 0;
+  MSGPACK_DEFINE_MAP(job_id, pid)
 };
 
 struct GetActorRequest {

@@ -42,6 +42,11 @@ void FrameOutbox::KillWorkers(const std::string& agent_peer, uint64_t request_id
   send_(agent_peer, transport::MakeMessage(request, request_id));
 }
 
+void FrameOutbox::WatchDriver(const std::string& agent_peer, uint64_t request_id,
+                              const protocol::WatchDriverRequest& request) {
+  send_(agent_peer, transport::MakeMessage(request, request_id));
+}
+
 void FrameOutbox::JobFinished(const std::string& agent_peer, uint64_t request_id,
                               const protocol::JobFinishedNotice& notice) {
   send_(agent_peer, transport::MakeMessage(notice, request_id));

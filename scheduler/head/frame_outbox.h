@@ -35,6 +35,8 @@ class FrameOutbox final : public HeadOutbox {
                    const protocol::KillWorkersRequest& request) override;
   void JobFinished(const std::string& agent_peer, uint64_t request_id,
                    const protocol::JobFinishedNotice& notice) override;
+  void WatchDriver(const std::string& agent_peer, uint64_t request_id,
+                   const protocol::WatchDriverRequest& request) override;
 
  private:
   std::string where_;

@@ -77,7 +77,11 @@ int main(int argc, char** argv) {
   options.service.nodes.node_timeout_ms = timeout_ms;
   options.service.where = "head " + node_ip;
   options.service.jobs.package_dir = package_dir;
-  options.service.leases.job_timeout_ms = std::max<int64_t>(timeout_ms * 2, 3000);
+  // A driver's job ends when its agent sees the driver exit (WatchDriverRequest);
+  // silence ends it only after a minute, so a driver paused in a debugger or by
+  // SIGSTOP for 30 s keeps its job (and one off the cluster's machines is
+  // cleaned up after that minute).
+  options.service.leases.job_timeout_ms = std::max<int64_t>(timeout_ms * 2, 60000);
   std::unique_ptr<scheduler::HeadStore> store;
   if (!state_dir.empty()) {
     std::string path = state_dir + "/head_state.sqlite3";

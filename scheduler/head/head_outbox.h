@@ -48,6 +48,8 @@ class HeadOutbox {
                            const protocol::KillWorkersRequest& request) = 0;
   virtual void JobFinished(const std::string& agent_peer, uint64_t request_id,
                            const protocol::JobFinishedNotice& notice) = 0;
+  virtual void WatchDriver(const std::string& agent_peer, uint64_t request_id,
+                           const protocol::WatchDriverRequest& request) = 0;
 };
 
 }  // namespace rayx::scheduler

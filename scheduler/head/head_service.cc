@@ -87,6 +87,8 @@ void HeadService::RegisterRoutes() {
      &HeadService::OnListState);
   On(Auth::kAuthenticatedPeer, "only node agents report process exits",
      &HeadService::OnProcessExited);
+  On(Auth::kAuthenticatedPeer, "only node agents report driver exits",
+     &HeadService::OnDriverExited);
   On(MessageType::kErrorReply, Auth::kAuthenticatedPeer, "", &HeadService::OnAgentError);
   router_.SetSilent(MessageType::kErrorReply);
   On(Auth::kAuthenticatedPeer, kRegisterFirst, &HeadService::OnStartWorkerReply);
@@ -452,7 +454,23 @@ Result<protocol::RegisterDriverReply> HeadService::OnRegisterDriver(
     return Status::NotFound("job " + req.job_id + " is not running (it ended)");
   }
   authenticated_peers_.insert(call.peer_id);
-  return leases_.RegisterDriver(req, clock_.NowMs(), options_.cluster_id, call.peer_id);
+  auto reply = leases_.RegisterDriver(req, clock_.NowMs(), options_.cluster_id, call.peer_id);
+  // A new driver on a machine of the cluster: its agent reports the driver's
+  // exit, so the job ends within a heartbeat of it (not after the silence timeout).
+  if (req.job_id.empty() && req.host_lease_id.empty()) {
+    if (const NodeInfo* node = nodes_.FindAliveByAddress(req.node_ip)) {
+      leases_.WatchDriver(node->node_id, reply.job_id, req.pid);
+    }
+  }
+  return reply;
+}
+
+Result<NoReply> HeadService::OnDriverExited(const protocol::DriverExitedNotice& req, Call&) {
+  uint32_t killed = leases_.FinishJob(
+      req.job_id, "its driver (pid " + std::to_string(req.pid) + ") exited");
+  RAYX_LOG(Info) << "job " << req.job_id << ": its driver (pid " << req.pid << ") exited; "
+                 << killed << " workers stopped";
+  return NoReply{};
 }
 
 Result<protocol::DriverHeartbeatReply> HeadService::OnDriverHeartbeat(

@@ -614,6 +614,16 @@ void LeaseManager::EndLease(const std::string& lease_id, bool kill_worker) {
   SchedulePending();
 }
 
+bool LeaseManager::WatchDriver(const NodeId& node, const std::string& job_id, int32_t pid) {
+  auto agent = agent_peers_.find(node);
+  if (agent == agent_peers_.end() || pid <= 0) return false;
+  protocol::WatchDriverRequest watch;
+  watch.job_id = job_id;
+  watch.pid = pid;
+  outbox_.WatchDriver(agent->second, next_request_id_++, watch);
+  return true;
+}
+
 void LeaseManager::BookDevices(const Lease& lease, int sign) {
   if (lease.gpu_ids.empty()) return;
   auto gpu = lease.resources.find(kGpu);

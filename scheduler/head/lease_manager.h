@@ -152,6 +152,9 @@ class LeaseManager {
   Result<protocol::ActorInfo> GetActor(const std::string& name) const;
 
   size_t lease_count() const { return leases_.size(); }
+  // Asks the agent of `node` to report when driver process `pid` of `job_id`
+  // exits (DriverExitedNotice). False when the node has no agent here.
+  bool WatchDriver(const NodeId& node, const std::string& job_id, int32_t pid);
   // Devices found leased beyond their capacity (BookDevices); always 0.
   uint64_t invariant_violations() const { return invariant_violations_; }
   size_t pending_count() const { return pending_.size(); }

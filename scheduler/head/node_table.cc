@@ -316,6 +316,13 @@ const NodeInfo* NodeTable::FindAlive(const NodeId& id) const {
   return it == alive_.end() ? nullptr : &it->second.info;
 }
 
+const NodeInfo* NodeTable::FindAliveByAddress(const std::string& address) const {
+  for (const auto& [id, entry] : alive_) {
+    if (entry.info.address == address) return &entry.info;
+  }
+  return nullptr;
+}
+
 const NodeInfo* NodeTable::FindAny(const NodeId& id) const {
   if (const NodeInfo* alive = FindAlive(id)) return alive;
   for (const NodeInfo& dead : dead_) {

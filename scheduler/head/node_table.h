@@ -106,6 +106,8 @@ class NodeTable {
   const NodeInfo* FindAlive(const NodeId& id) const;
   // Alive, or among the dead still remembered (newest first; bounded).
   const NodeInfo* FindAny(const NodeId& id) const;
+  // An alive node at `address` (O(nodes): once per driver registration).
+  const NodeInfo* FindAliveByAddress(const std::string& address) const;
   // The alive nodes' resources as the scheduling policies see them, kept in
   // step with every Register, death, TryAcquire and Release.
   const policy::ClusterResourceView& view() const { return view_; }

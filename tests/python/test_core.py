@@ -605,3 +605,47 @@ def test_driver_that_exits_without_shutdown_leaves_no_workers(cluster):
     assert pid not in before
     wait_until(lambda: pid not in cluster_processes(cluster.address), 15,
                "the exited driver's actor to be stopped")
+
+
+def test_a_killed_driver_ends_its_job_at_once_and_a_paused_one_keeps_it(cluster):
+    """The driver's exit is seen (its node's agent watches its pid), not
+    guessed from silence: SIGKILLed, its actor stops within 2 s; paused longer
+    than a few heartbeats, it keeps its job."""
+    from conftest import pid_alive
+    script = textwrap.dedent("""
+        import os, sys, rayx
+        rayx.init()
+        @rayx.remote
+        class A:
+            def pid(self):
+                return os.getpid()
+        a = A.remote()
+        print("PID", rayx.get(a.pid.remote()), flush=True)
+        for line in sys.stdin:
+            print("ANSWER", rayx.get(a.pid.remote(), timeout=30), flush=True)
+    """)
+    p = subprocess.Popen([sys.executable, "-c", script], env=driver_env(cluster),
+                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        line = p.stdout.readline()
+        assert line.startswith("PID"), line
+        actor = int(line.split()[1])
+        # Paused past the old 3 s silence timeout (a debugger, SIGSTOP): kept.
+        os.kill(p.pid, signal.SIGSTOP)
+        time.sleep(6)  # the pause under test
+        os.kill(p.pid, signal.SIGCONT)
+        p.stdin.write("call\n")
+        p.stdin.flush()
+        assert p.stdout.readline().split() == ["ANSWER", str(actor)]
+        # Killed: its job ends and its actor goes within 2 s.
+        killed = time.monotonic()
+        os.kill(p.pid, signal.SIGKILL)
+        p.wait(timeout=10)
+        wait_until(lambda: not pid_alive(actor), 2,
+                   "the killed driver's actor to be stopped within 2 s")
+        print(f"actor of the SIGKILLed driver gone after {time.monotonic() - killed:.2f} s")
+    finally:
+        if p.poll() is None:
+            os.kill(p.pid, signal.SIGCONT)
+            p.kill()
+            p.wait()

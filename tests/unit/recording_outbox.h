@@ -23,6 +23,7 @@ class RecordingOutbox final : public HeadOutbox {
     kStartWorker,
     kKillWorkers,
     kJobFinished,
+    kWatchDriver,
   };
   struct Record {
     Kind kind;
@@ -55,6 +56,10 @@ class RecordingOutbox final : public HeadOutbox {
   }
   void LeasesLost(const std::string& owner_peer, const protocol::LeasesLostNotice& notice) override {
     Add({Kind::kLeasesLost, owner_peer, 0}).lost = notice;
+  }
+  void WatchDriver(const std::string& agent_peer, uint64_t request_id,
+                   const protocol::WatchDriverRequest& request) override {
+    Add({Kind::kWatchDriver, agent_peer, request_id}).job_id = request.job_id;
   }
   void StartWorker(const std::string& agent_peer, uint64_t request_id,
                    const protocol::StartWorkerRequest& request) override {

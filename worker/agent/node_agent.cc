@@ -197,8 +197,27 @@ void NodeAgent::SendRegister() {
   (void)head_->Send(frames);
 }
 
+void NodeAgent::ReportDriverExit(const std::string& job_id, int32_t pid) {
+  protocol::DriverExitedNotice notice;
+  notice.job_id = job_id;
+  notice.pid = pid;
+  Send(notice);
+}
+
+void NodeAgent::CheckDrivers() {
+  for (auto it = watched_drivers_.begin(); it != watched_drivers_.end();) {
+    if (detail::IsRunning(it->second)) {
+      ++it;
+      continue;
+    }
+    ReportDriverExit(it->first, it->second.pid);
+    it = watched_drivers_.erase(it);
+  }
+}
+
 void NodeAgent::SendHeartbeat() {
   if (leaving_) return;
+  CheckDrivers();  // a driver's exit is seen within a heartbeat period
   int64_t silent = clock_.NowMs() - last_reply_ms_;
   if (silent > options_.head_lost_timeout_ms) {
     Fatal(Status::Unavailable("the head at " + options_.head.ToString() + " has not answered for " +
@@ -331,6 +350,22 @@ void NodeAgent::HandleMessage(transport::Frames& frames) {
       size_t removed = objects_.store().RemovePrefix(req->job_id + "-");
       if (removed)
         RAYX_LOG(Info) << "job " << req->job_id << " ended: freed " << removed << " objects";
+      return;
+    }
+    case MessageType::kWatchDriverRequest: {
+      auto req = protocol::Decode<protocol::WatchDriverRequest>(body);
+      if (!req.ok() || req->job_id.empty() || req->pid <= 0) return;
+      auto start = detail::ProcessStartTime(req->pid);
+      if (!start.ok()) {
+        ReportDriverExit(req->job_id, req->pid);  // gone already
+        return;
+      }
+      if (watched_drivers_.size() >= kMaxWatchedDrivers) {
+        RAYX_LOG(Warning) << "not watching driver pid " << req->pid << " of job " << req->job_id
+                          << ": " << kMaxWatchedDrivers << " drivers are watched already";
+        return;
+      }
+      watched_drivers_[req->job_id] = detail::ProcessRecord{req->pid, *start};
       return;
     }
     case MessageType::kKillWorkersRequest: {

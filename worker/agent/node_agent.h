@@ -20,6 +20,7 @@
 #include "agent/package_cache.h"
 #include "common/address.h"
 #include "common/clock.h"
+#include "common/process_control.h"
 #include "protocol/messages.h"
 
 namespace rayx::worker {
@@ -160,6 +161,12 @@ class NodeAgent {
   std::deque<std::pair<int64_t, protocol::ExitedProcess>> recent_exits_;
   std::vector<protocol::ProcessExitedNotice> exits_while_rejoining_;
   bool leaving_ = false;
+  // Drivers on this machine the head asked us to watch (WatchDriverRequest),
+  // by job id; checked every heartbeat, their exits reported.
+  static constexpr size_t kMaxWatchedDrivers = 4096;
+  std::map<std::string, detail::ProcessRecord> watched_drivers_;
+  void CheckDrivers();
+  void ReportDriverExit(const std::string& job_id, int32_t pid);
   // Waiting for killed processes to go (fencing, deferred starts) is polled.
   static constexpr int64_t kPollMs = 10;
   std::optional<int64_t> poll_due_ms_;

@@ -248,9 +248,11 @@ void LeaseManager::OnNodeDead(const NodeId& node, const std::string& why) {
     }
     if (!lease.running) {
       // Not started yet: the request goes back to the queue for another
-      // node, unless it can only run there (a process lease, hard affinity).
+      // node, unless it can only run there (a process lease, hard affinity)
+      // or in a placement group's bundle there: the group's user (a Train
+      // run, an actor group) decides what to do with a group that lost a node.
       const auto& req = lease.request;
-      bool pinned = lease.process || !req ||
+      bool pinned = lease.process || !req || !lease.group_id.empty() ||
                     (req->strategy == "NODE_AFFINITY" && !req->affinity_soft);
       if (pinned) {
         ReplyError(lease.owner,

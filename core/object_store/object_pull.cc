@@ -1,6 +1,14 @@
 // Chunked, pipelined object transfer between nodes.
 #include "object_store/object_pull.h"
 
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
 #include <chrono>
 #include <cstring>
 
@@ -8,8 +16,44 @@
 
 namespace rayx {
 
+namespace {
+// A TCP connect to "tcp://IP:PORT" (at most `timeout_ms`): a refused one means
+// no server listens there any more (its node agent died), which ZeroMQ would
+// only show as silence. Anything else (accepted, no answer, not an IPv4
+// endpoint) is OK: the pull itself decides.
+Status ProbeServer(const std::string& endpoint, int timeout_ms) {
+  const std::string prefix = "tcp://";
+  size_t colon = endpoint.rfind(':');
+  if (endpoint.rfind(prefix, 0) != 0 || colon == std::string::npos) return Status::OK();
+  std::string ip = endpoint.substr(prefix.size(), colon - prefix.size());
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(std::atoi(endpoint.c_str() + colon + 1)));
+  if (inet_pton(AF_INET, ip.c_str(), &addr.sin_addr) != 1) return Status::OK();
+  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (fd < 0) return Status::OK();
+  int rc = ::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
+  int error = rc == 0 ? 0 : errno;
+  if (error == EINPROGRESS) {
+    pollfd p{fd, POLLOUT, 0};
+    error = 0;
+    if (::poll(&p, 1, timeout_ms) == 1) {
+      socklen_t len = sizeof error;
+      getsockopt(fd, SOL_SOCKET, SO_ERROR, &error, &len);
+    }
+  }
+  ::close(fd);
+  if (error == ECONNREFUSED) {
+    return Status::Unavailable("the object server at " + endpoint +
+                               " refused the connection: its node agent is gone");
+  }
+  return Status::OK();
+}
+}  // namespace
+
 Result<std::string> PullObject(zmq::context_t& context, const protocol::ObjectLocation& location,
                                int64_t timeout_ms, uint64_t chunk, int window) {
+  RAYX_RETURN_IF_ERROR(ProbeServer(location.object_address, 1000));
   zmq::socket_t socket(context, zmq::socket_type::dealer);
   socket.set(zmq::sockopt::linger, 0);
   socket.connect(location.object_address);
@@ -40,7 +84,9 @@ Result<std::string> PullObject(zmq::context_t& context, const protocol::ObjectLo
           deadline - std::chrono::steady_clock::now());
       if (left.count() <= 0) {
         return Status::Unavailable("pulling " + location.path + " from " +
-                                   location.object_address + " timed out");
+                                   location.object_address + ": no answer for " +
+                                   std::to_string(timeout_ms / 1000) +
+                                   " s (is its node alive?)");
       }
       zmq::pollitem_t item{socket.handle(), 0, ZMQ_POLLIN, 0};
       zmq::poll(&item, 1, left);
@@ -59,6 +105,8 @@ Result<std::string> PullObject(zmq::context_t& context, const protocol::ObjectLo
       if (offset + data.size() > out.size()) return Status::Internal("pull reply out of range");
       std::memcpy(out.data() + offset, data.data(), data.size());
       received += data.size();
+      // An idle timeout: a large transfer takes as long as it needs while chunks come.
+      deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
       --in_flight;
       if (data.size() == 0) return Status::Internal("empty chunk while pulling " + location.path);
     }

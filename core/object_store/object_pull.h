@@ -14,7 +14,8 @@ namespace rayx {
 // Pulls the object at `location` from its node's object server in chunks of
 // `chunk` bytes, keeping up to `window` requests in flight, into one buffer.
 // Blocking; uses its own socket on `context`. Returns NotFound when the object
-// is gone, Unavailable when the server does not answer within `timeout_ms`.
+// is gone, Unavailable when the server sends nothing for `timeout_ms` (an idle
+// timeout: a long transfer takes as long as its chunks keep coming).
 Result<std::string> PullObject(zmq::context_t& context, const protocol::ObjectLocation& location,
                                int64_t timeout_ms = 60000, uint64_t chunk = 4 << 20,
                                int window = 4);

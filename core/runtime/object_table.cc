@@ -70,6 +70,7 @@ void ObjectTable::CompleteAll(std::vector<Completion>& batch) {
       entry.value = std::move(c.value);
       entry.error = std::move(c.error);
       entry.location = c.location;
+      entry.recompute = std::move(c.recompute);
       if (entry.waiters.empty()) continue;
       bool released = false;
       for (auto& w : entry.waiters) {
@@ -96,61 +97,85 @@ void ObjectTable::CompleteAll(std::vector<Completion>& batch) {
 }
 
 ObjectBytes ObjectTable::Get(const std::string& id, int64_t timeout_ms) {
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
   std::unique_lock<std::mutex> lock(mu_);
-  auto it = objects_.find(id);
-  if (it != objects_.end() && it->second.state == Entry::State::kPending) {
-    auto done = [&] {
-      it = objects_.find(id);
-      return it == objects_.end() || it->second.state != Entry::State::kPending;
-    };
-    ++waiting_;
-    bool ready = true;
-    if (timeout_ms < 0) {
-      cv_.wait(lock, done);
-    } else {
-      ready = cv_.wait_for(lock, std::chrono::milliseconds(timeout_ms), done);
+  // Loops only when a lost stored copy is being computed again (lineage).
+  for (;;) {
+    auto it = objects_.find(id);
+    if (it != objects_.end() && it->second.state == Entry::State::kPending) {
+      auto done = [&] {
+        it = objects_.find(id);
+        return it == objects_.end() || it->second.state != Entry::State::kPending;
+      };
+      ++waiting_;
+      bool ready = true;
+      if (timeout_ms < 0) {
+        cv_.wait(lock, done);
+      } else {
+        ready = cv_.wait_until(lock, deadline, done);
+      }
+      --waiting_;
+      if (!ready) {
+        throw GetTimeoutError("object " + id + " was not ready within " +
+                              std::to_string(timeout_ms) + " ms");
+      }
     }
-    --waiting_;
-    if (!ready) {
-      throw GetTimeoutError("object " + id + " was not ready within " +
-                            std::to_string(timeout_ms) + " ms");
+    if (it == objects_.end()) throw std::runtime_error("object " + id + " was freed");
+    Entry& entry = it->second;
+    if (entry.state == Entry::State::kFailed) {
+      const ErrorInfo& e = *entry.error;
+      throw TaskError(e.type, e.message, e.function, e.node);
     }
-  }
-  if (it == objects_.end()) throw std::runtime_error("object " + id + " was freed");
-  Entry& entry = it->second;
-  if (entry.state == Entry::State::kFailed) {
-    const ErrorInfo& e = *entry.error;
-    throw TaskError(e.type, e.message, e.function, e.node);
-  }
-  if (entry.value) return {*entry.value, entry.value};
-  if (entry.written) return {entry.written->view(), entry.written};
-  if (entry.mapped) {
-    auto mapped = std::static_pointer_cast<const MappedObject>(entry.mapped);
-    return {mapped->view(), mapped};
-  }
-  auto location = entry.location;
-  lock.unlock();
-  // In a store: mapped in place when it is on this machine, else pulled once.
-  if (location->node_address == options_.node_ip) {
-    auto mapped = MappedObject::Open(location->path);
-    if (mapped.ok()) {
+    if (entry.value) return {*entry.value, entry.value};
+    if (entry.written) return {entry.written->view(), entry.written};
+    if (entry.mapped) {
+      auto mapped = std::static_pointer_cast<const MappedObject>(entry.mapped);
+      return {mapped->view(), mapped};
+    }
+    auto location = entry.location;
+    lock.unlock();
+    // In a store: mapped in place when it is on this machine, else pulled once.
+    if (location->node_address == options_.node_ip) {
+      auto mapped = MappedObject::Open(location->path);
+      if (mapped.ok()) {
+        std::lock_guard<std::mutex> relock(mu_);
+        auto again = objects_.find(id);
+        if (again != objects_.end()) again->second.mapped = *mapped;
+        return {(*mapped)->view(), *mapped};
+      }
+    }
+    Result<std::string> pulled =
+        options_.pull ? options_.pull(*location)
+                      : Result<std::string>(Status::Unavailable("no object transfer configured"));
+    if (pulled.ok()) {
+      auto value = std::make_shared<const std::string>(std::move(*pulled));
       std::lock_guard<std::mutex> relock(mu_);
       auto again = objects_.find(id);
-      if (again != objects_.end()) again->second.mapped = *mapped;
-      return {(*mapped)->view(), *mapped};
+      if (again != objects_.end()) again->second.value = value;
+      return {*value, value};
     }
+    // The only copy is gone (its node died): run the task that made it again
+    // while it has retries left, and wait for the new copy.
+    lock.lock();
+    auto again = objects_.find(id);
+    if (again == objects_.end() || again->second.location != location ||
+        !again->second.recompute) {
+      if (again != objects_.end() && again->second.location != location) continue;  // new copy
+      throw TaskError("ObjectLost",
+                      "the only copy of object " + id + " was on node " +
+                          location->node_address + " and cannot be read: " +
+                          pulled.status().message() +
+                          " (the task that made it has no retries left to compute it again)",
+                      "Get", location->node_address);
+    }
+    std::function<void()> recompute = std::move(again->second.recompute);
+    again->second.recompute = nullptr;
+    again->second.state = Entry::State::kPending;
+    again->second.location.reset();
+    lock.unlock();
+    recompute();
+    lock.lock();
   }
-  Result<std::string> pulled =
-      options_.pull ? options_.pull(*location)
-                    : Result<std::string>(Status::Unavailable("no object transfer configured"));
-  if (!pulled.ok()) {
-    throw TaskError("ObjectLost", pulled.status().message(), "Get", location->node_address);
-  }
-  auto value = std::make_shared<const std::string>(std::move(*pulled));
-  std::lock_guard<std::mutex> relock(mu_);
-  auto again = objects_.find(id);
-  if (again != objects_.end()) again->second.value = value;
-  return {*value, value};
 }
 
 std::vector<bool> ObjectTable::Wait(const std::vector<ObjectHandle>& objects,

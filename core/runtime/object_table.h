@@ -51,6 +51,10 @@ class ObjectTable {
     std::shared_ptr<const std::string> value;
     std::shared_ptr<ErrorInfo> error;
     std::shared_ptr<const protocol::ObjectLocation> location;
+    // For a stored result whose task has retries left (lineage): runs that
+    // task again (its owner posts it to the I/O thread), which completes the
+    // object anew. Get calls it when the stored copy cannot be read any more.
+    std::function<void()> recompute;
   };
   struct Options {
     // Objects stored on this address are mapped in place instead of pulled.
@@ -130,6 +134,7 @@ class ObjectTable {
     bool shared_out = false;  // `location` was handed to another process (a task argument)
     std::shared_ptr<ErrorInfo> error;
     std::vector<std::function<void()>> waiters;  // nullptr marks "released"
+    std::function<void()> recompute;             // Completion::recompute
   };
 
   const Options options_;

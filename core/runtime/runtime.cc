@@ -24,6 +24,8 @@ using transport::Frames;
 
 namespace {
 constexpr int64_t kTickMs = 100;
+// A pull from another node with no answer for this long: the node is gone.
+constexpr int64_t kPullIdleTimeoutMs = 10000;
 
 // This program's own executable (workers run it again by default).
 void SetOwnExecutable(protocol::RequestLeaseRequest* req) {
@@ -94,7 +96,9 @@ Runtime::Runtime(Config config)
       objects_(ObjectTable::Options{
           config_.node_ip,
           [this](const protocol::ObjectLocation& location) {
-            return PullObject(context_, location);
+            // Silence this long means the node is gone: lineage may compute
+            // the object again (ObjectTable::Get).
+            return PullObject(context_, location, kPullIdleTimeoutMs);
           },
           [this](const protocol::ObjectLocation& location) { DeleteStored(location); }}),
       id_prefix_(rayx::detail::RandomHex(8)),

@@ -5,6 +5,8 @@
 
 #include <boost/asio/post.hpp>
 
+#include "common/logging.h"
+
 namespace rayx::detail {
 
 namespace {
@@ -49,6 +51,9 @@ struct TaskSubmitter::Shape final : WorkerConnection::Owner {
   // After the tasks already waiting (it raised: running it at once again
   // would likely raise again).
   void OnRetry(WorkerConnection&, Task task) override { queue.push_back(std::move(task)); }
+  std::function<void()> Recompute(Task task) override {
+    return submitter->RecomputeLater(this, std::move(task));
+  }
 };
 
 TaskSubmitter::TaskSubmitter(Deps deps, Options options)
@@ -178,6 +183,25 @@ void TaskSubmitter::OnWorkerLost(Shape& shape, WorkerConnection& conn) {
     std::erase_if(s->workers, [raw](const auto& w) { return w.get() == raw; });
     Pump(*s);
   });
+}
+
+std::function<void()> TaskSubmitter::RecomputeLater(Shape* shape, Task task) {
+  auto kept = std::make_shared<const Task>(std::move(task));
+  std::weak_ptr<char> alive = alive_;
+  boost::asio::io_context* io = &deps_.io;
+  return [this, shape, kept, alive, io] {
+    boost::asio::post(*io, [this, shape, kept, alive] {
+      if (alive.expired()) return;
+      Task again = *kept;
+      --again.retries_left;
+      ++again.retries_done;
+      RAYX_LOG(Warning) << "object " << again.object_id.substr(0, 16) << " of "
+                        << again.DisplayName()
+                        << " was lost with its node; running the task again (lineage)";
+      shape->queue.push_back(std::move(again));
+      Pump(*shape);
+    });
+  };
 }
 
 void TaskSubmitter::Tick() {

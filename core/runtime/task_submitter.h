@@ -74,6 +74,9 @@ class TaskSubmitter {
   void Pump(Shape& shape);
   void RequestLease(Shape& shape);
   void OnWorkerLost(Shape& shape, WorkerConnection& conn);
+  // A closure (callable from any thread) that queues `task` on `shape` again,
+  // using one of its retries: lineage for its stored result.
+  std::function<void()> RecomputeLater(Shape* shape, Task task);
   // How long a lease request waits before the cluster counts as saturated.
   int64_t SaturatedAfterMs() const;
 
@@ -82,6 +85,9 @@ class TaskSubmitter {
   std::unordered_map<std::string, std::unique_ptr<Shape>> shapes_;
   Shape* default_shape_ = nullptr;  // {CPU: 1}, the shape of tasks without resources
   int64_t fastest_grant_ms_ = -1;   // the quickest lease grant so far (a worker's start)
+  // Expires with this submitter: a recompute closure kept in an object entry
+  // does nothing once it is gone.
+  std::shared_ptr<char> alive_ = std::make_shared<char>();
 };
 
 // Copies `placement` into a lease request.

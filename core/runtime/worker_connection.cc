@@ -140,6 +140,10 @@ void WorkerConnection::OnMessage(Frames& frames) {
         break;
       case protocol::WireValue::kStored:
         done.location = std::make_shared<const protocol::ObjectLocation>(result.value.stored);
+        if (task.retries_left > 0 && !task.actor_creation) {
+          task.object_id = done.id;
+          done.recompute = owner_->Recompute(std::move(task));
+        }
         break;
       default:
         done.value = std::make_shared<const std::string>(result.value.bytes);

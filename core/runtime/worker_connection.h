@@ -46,6 +46,12 @@ class WorkerConnection : public std::enable_shared_from_this<WorkerConnection> {
     // A call that retries exceptions raised one and has retries left: the
     // owner runs it again (its result is not completed).
     virtual void OnRetry(WorkerConnection& conn, Task task) = 0;
+    // Lineage: how to run `task` again should its stored result be lost (it
+    // has retries left); nullptr: it cannot be (actor calls).
+    virtual std::function<void()> Recompute(Task task) {
+      (void)task;
+      return nullptr;
+    }
   };
   struct Info {
     std::string lease_id;

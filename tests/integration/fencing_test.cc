@@ -33,7 +33,10 @@ class Device {
   int Pid() { return getpid(); }
 };
 
-RAYX_REMOTE(Device::Create, &Device::Where, &Device::Pid);
+// A value large enough for the node's object store (1 MiB).
+rayx::Bytes Blob(int size) { return rayx::Bytes{std::string(static_cast<size_t>(size), 'z')}; }
+
+RAYX_REMOTE(Device::Create, &Device::Where, &Device::Pid, Blob);
 
 using rayx::testing::LocalCluster;
 using rayx::testing::NodeHandle;
@@ -332,6 +335,30 @@ TEST_F(Fencing, OwnersHearOfANodeDeathWhileItsWorkersStillAnswer) {
   EXPECT_TRUE(WaitUntil([&] { return !PidAlive(old_pid); }, 10000))
       << "worker " << old_pid << " of the fenced node still runs";
   actor.Kill();
+}
+
+// Lineage: a task's result whose only copy was in the store of a node that
+// died is computed again by running the task again (it had retries left);
+// with no retries left, Get fails with ObjectLost naming the node.
+TEST_F(Fencing, AResultLostWithItsNodeIsComputedAgain) {
+  auto node = AddGpuNode("127.0.0.2");
+  ASSERT_TRUE(node.ok()) << node.status();
+  auto there = rayx::NodeAffinitySchedulingStrategy{node->node_id, /*soft=*/true};
+  auto kept = rayx::Task(Blob).SetSchedulingStrategy(there).Remote(1 << 20);
+  auto lost = rayx::Task(Blob).SetSchedulingStrategy(there).SetMaxRetries(0).Remote(1 << 20);
+  rayx::Wait(std::vector<rayx::ObjectRef<rayx::Bytes>>{kept, lost}, 2, 30000);
+  ASSERT_TRUE(cluster_->KillNode(*node).ok());
+  // Soft affinity: the rerun goes elsewhere once the node is dead.
+  auto value = kept.Get(60000);
+  EXPECT_EQ(value->data.size(), 1u << 20);
+  EXPECT_EQ(value->data.find_first_not_of('z'), std::string::npos);
+  try {
+    lost.Get(60000);
+    ADD_FAILURE() << "a lost object with no retries left was read";
+  } catch (const rayx::TaskError& e) {
+    EXPECT_EQ(e.type(), "ObjectLost") << e.what();
+    EXPECT_TRUE(Contains(e.what(), "127.0.0.2")) << e.what();
+  }
 }
 
 }  // namespace

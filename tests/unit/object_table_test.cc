@@ -231,7 +231,44 @@ TEST_F(ObjectTableTest, AFailedPullIsAnObjectLostError) {
     FAIL() << "Get of a lost object returned";
   } catch (const TaskError& e) {
     EXPECT_EQ(e.type(), "ObjectLost");
+    EXPECT_NE(e.remote_message().find("node gone"), std::string::npos) << e.remote_message();
+    EXPECT_NE(e.remote_message().find("no retries left"), std::string::npos) << e.remote_message();
   }
+}
+
+// Lineage: the stored copy cannot be read (its node died); the task that made
+// it runs again (the recompute closure) and Get returns the new value. The
+// closure is used once: a second loss with none left is ObjectLost.
+TEST_F(ObjectTableTest, ALostStoredCopyIsComputedAgainByItsTask) {
+  ObjectTable::Options options;
+  options.pull = [](const protocol::ObjectLocation&) -> Result<std::string> {
+    return Status::Unavailable("node gone");
+  };
+  ObjectTable& table = Table(std::move(options));
+  table.AddPending("a");
+  int runs = 0;
+  ObjectTable::Completion stored{"a", nullptr, nullptr, Remote("/store/a")};
+  stored.recompute = [&] {
+    ++runs;
+    // The task ran again; its new copy is another lost one (no retries left).
+    table.Complete({"a", nullptr, nullptr, Remote("/store/a2")});
+  };
+  table.Complete(std::move(stored));
+  try {
+    table.Get("a", 1000);
+    FAIL() << "Get of an object lost twice returned";
+  } catch (const TaskError& e) {
+    EXPECT_EQ(e.type(), "ObjectLost");
+  }
+  EXPECT_EQ(runs, 1);
+
+  table.AddPending("b");
+  ObjectTable::Completion b{"b", nullptr, nullptr, Remote("/store/b")};
+  b.recompute = [&] {
+    table.Complete({"b", std::make_shared<const std::string>("computed again"), nullptr, nullptr});
+  };
+  table.Complete(std::move(b));
+  EXPECT_EQ(table.Get("b", 1000).view, "computed again");
 }
 
 }  // namespace

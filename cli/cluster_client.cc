@@ -3,6 +3,8 @@
 
 #include <zmq_addon.hpp>
 
+#include <algorithm>
+
 #include "common/address.h"
 #include "common/process_control.h"
 #include "common/session_dir.h"
@@ -176,8 +178,10 @@ Result<Frames> ClusterClient::CallAgentFrames(const std::string& object_address,
       auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
                       deadline - std::chrono::steady_clock::now()).count();
       if (left <= 0) break;
+      // A slow agent never holds up the job's heartbeat: waits are sliced.
+      MaybeHeartbeat();
       zmq::pollitem_t item{socket.handle(), 0, ZMQ_POLLIN, 0};
-      zmq::poll(&item, 1, std::chrono::milliseconds(left));
+      zmq::poll(&item, 1, std::chrono::milliseconds(std::min<int64_t>(left, 100)));
       if (!(item.revents & ZMQ_POLLIN)) continue;
       Frames reply;
       if (!zmq::recv_multipart(socket, std::back_inserter(reply)) || reply.size() < 2) continue;

@@ -61,7 +61,8 @@ class ClusterClient {
   Status FinishJob(int64_t timeout_ms = 5000);
 
   // A request to a node agent's object server ("tcp://ip:port"). Returns the
-  // reply's frames ([envelope][body][payload...]), or the remote error.
+  // reply's frames ([envelope][body][payload...]), or the remote error. Keeps
+  // heartbeating the job while it waits.
   template <typename Request>
   Result<transport::Frames> CallAgent(const std::string& object_address, const Request& request,
                                       int64_t timeout_ms) {

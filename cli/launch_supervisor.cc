@@ -8,6 +8,7 @@
 #include <cstring>
 #include <iostream>
 #include <optional>
+#include <set>
 #include <sstream>
 
 #include "command_error.h"
@@ -216,8 +217,11 @@ void LaunchSupervisor::StopAll() {
 }
 
 void LaunchSupervisor::PumpOutput(bool final_pass) {
+  // An agent that did not answer is skipped for the rest of this pass: a
+  // stopped node costs one timeout per pass, not one per rank on it.
+  std::set<std::string> silent;
   for (LaunchRank& r : ranks_) {
-    if (r.drained || r.lease_id.empty()) continue;
+    if (r.drained || r.lease_id.empty() || silent.count(r.object_address)) continue;
     for (int round = 0; round < 64; ++round) {  // at most 64 MiB per rank per pass
       protocol::ReadLogRequest req;
       req.lease_id = r.lease_id;
@@ -226,6 +230,7 @@ void LaunchSupervisor::PumpOutput(bool final_pass) {
       auto reply = client_.CallAgent(r.object_address, req, 5000);
       if (!reply.ok()) {
         if (final_pass) r.drained = true;
+        if (reply.status().code() == StatusCode::kUnavailable) silent.insert(r.object_address);
         break;
       }
       auto body = protocol::Decode<protocol::ReadLogReply>(FrameView((*reply)[1]));

@@ -7,6 +7,23 @@
 
 namespace rayx::scheduler {
 
+namespace {
+// What a registering (or rejoining) agent says about its node.
+NodeInfo NodeInfoFrom(const protocol::RegisterNodeRequest& req) {
+  NodeInfo info;
+  info.address = req.address;
+  info.hostname = req.hostname;
+  info.agent_pid = req.agent_pid;
+  info.is_head_node = req.is_head_node;
+  info.total = req.resources;
+  info.labels = req.labels;
+  info.rayx_version = req.rayx_version;
+  info.store_dir = req.store_dir;
+  info.object_address = req.object_address;
+  return info;
+}
+}  // namespace
+
 using protocol::MessageType;
 using transport::Frames;
 
@@ -204,17 +221,7 @@ Result<protocol::RegisterNodeReply> HeadService::OnRegisterNode(
       NodeDied(req.previous_node_id, "its agent joined again as a new node");
     }
   }
-  NodeInfo info;
-  info.address = req.address;
-  info.hostname = req.hostname;
-  info.agent_pid = req.agent_pid;
-  info.is_head_node = req.is_head_node;
-  info.total = req.resources;
-  info.labels = req.labels;
-  info.rayx_version = req.rayx_version;
-  info.store_dir = req.store_dir;
-  info.object_address = req.object_address;
-  NodeId node = nodes_.Register(std::move(info), clock_.NowMs(), clock_.WallMs());
+  NodeId node = nodes_.Register(NodeInfoFrom(req), clock_.NowMs(), clock_.WallMs());
   RAYX_LOG(Info) << "node " << node.Short() << " joined from " << req.address << " ("
                  << req.hostname << ", agent pid " << req.agent_pid << "); "
                  << nodes_.alive_count() << " alive";
@@ -268,17 +275,7 @@ Result<protocol::RegisterNodeReply> HeadService::Rejoin(const protocol::Register
       }
     }
   }
-  NodeInfo info;
-  info.address = req.address;
-  info.hostname = req.hostname;
-  info.agent_pid = req.agent_pid;
-  info.is_head_node = req.is_head_node;
-  info.total = req.resources;
-  info.labels = req.labels;
-  info.rayx_version = req.rayx_version;
-  info.store_dir = req.store_dir;
-  info.object_address = req.object_address;
-  nodes_.Rejoin(node, std::move(info), clock_.NowMs(), clock_.WallMs());
+  nodes_.Rejoin(node, NodeInfoFrom(req), clock_.NowMs(), clock_.WallMs());
   authenticated_peers_.insert(call.peer_id);
   RAYX_LOG(Info) << "node " << node.Short() << " rejoined from " << req.address << " (agent pid "
                  << req.agent_pid << ", epoch " << epoch << ", " << req.live_leases.size()

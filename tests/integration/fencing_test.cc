@@ -11,6 +11,7 @@
 #include <fstream>
 #include <iostream>
 #include <map>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -110,14 +111,37 @@ class Fencing : public ::testing::Test {
   }
   void TearDown() override {
     if (stopped_pid_ > 0) ::kill(stopped_pid_, SIGCONT);
+    actor_.reset();
     if (rayx::IsInitialized()) rayx::Shutdown();
   }
   rayx::Result<NodeHandle> AddGpuNode(const std::string& ip) {
     return cluster_->AddNode(
         {.num_cpus = 4, .num_gpus = 1, .extra_args = {"--node-ip-address", ip}});
   }
+  // Two one-GPU nodes and a restartable one-GPU actor (one restart, one task
+  // retry) on one of them: victim_ is its node, other_ip_ the other's address.
+  void StartRestartableActor() {
+    auto first = AddGpuNode("127.0.0.2");
+    ASSERT_TRUE(first.ok()) << first.status();
+    auto second = AddGpuNode("127.0.0.3");
+    ASSERT_TRUE(second.ok()) << second.status();
+    actor_ = rayx::Actor(Device::Create)
+                 .SetResources({{"GPU", 1}})
+                 .SetMaxRestarts(1)
+                 .SetMaxTaskRetries(1)
+                 .Remote();
+    std::string where = *actor_->Task(&Device::Where).Remote().Get(30000);
+    actor_pid_ = *actor_->Task(&Device::Pid).Remote().Get(30000);
+    bool on_second = Contains(where, "127.0.0.3|");
+    victim_ = on_second ? *second : *first;
+    other_ip_ = on_second ? "127.0.0.2" : "127.0.0.3";
+  }
   std::unique_ptr<LocalCluster> cluster_;
   pid_t stopped_pid_ = 0;
+  std::optional<rayx::ActorHandle<Device>> actor_;
+  pid_t actor_pid_ = 0;
+  NodeHandle victim_;
+  std::string other_ip_;
 };
 
 // The reproduction of issue 13: an agent stopped past the node timeout and
@@ -258,20 +282,11 @@ TEST_F(Fencing, ANodeDeathKeepsTheSurvivingBundleAndItsActor) {
 // its constructor run again, and calls reach it there. Nothing of the dead
 // node keeps running.
 TEST_F(Fencing, ARestartableActorOnAKilledNodeComesBackOnAnother) {
-  auto first = AddGpuNode("127.0.0.2");
-  ASSERT_TRUE(first.ok()) << first.status();
-  auto second = AddGpuNode("127.0.0.3");
-  ASSERT_TRUE(second.ok()) << second.status();
-  auto actor = rayx::Actor(Device::Create)
-                   .SetResources({{"GPU", 1}})
-                   .SetMaxRestarts(1)
-                   .SetMaxTaskRetries(1)
-                   .Remote();
-  std::string where = *actor.Task(&Device::Where).Remote().Get(30000);
-  pid_t old_pid = *actor.Task(&Device::Pid).Remote().Get(30000);
-  bool on_second = Contains(where, "127.0.0.3|");
-  NodeHandle& victim = on_second ? *second : *first;
-  std::string other_ip = on_second ? "127.0.0.2" : "127.0.0.3";
+  ASSERT_NO_FATAL_FAILURE(StartRestartableActor());
+  auto& actor = *actor_;
+  pid_t old_pid = actor_pid_;
+  NodeHandle& victim = victim_;
+  const std::string& other_ip = other_ip_;
 
   auto killed_at = std::chrono::steady_clock::now();
   ASSERT_TRUE(cluster_->KillNode(victim).ok());
@@ -295,22 +310,12 @@ TEST_F(Fencing, ARestartableActorOnAKilledNodeComesBackOnAnother) {
 // keeps running and its connection stands). Once the head declares the node
 // dead it tells the actor's owner, which restarts the actor on the other
 // node at once: calls answer from there while the old node is still stopped.
-// A plain task's worker on the stopped node is handled the same way.
 TEST_F(Fencing, OwnersHearOfANodeDeathWhileItsWorkersStillAnswer) {
-  auto first = AddGpuNode("127.0.0.2");
-  ASSERT_TRUE(first.ok()) << first.status();
-  auto second = AddGpuNode("127.0.0.3");
-  ASSERT_TRUE(second.ok()) << second.status();
-  auto actor = rayx::Actor(Device::Create)
-                   .SetResources({{"GPU", 1}})
-                   .SetMaxRestarts(1)
-                   .SetMaxTaskRetries(1)
-                   .Remote();
-  std::string where = *actor.Task(&Device::Where).Remote().Get(30000);
-  pid_t old_pid = *actor.Task(&Device::Pid).Remote().Get(30000);
-  bool on_second = Contains(where, "127.0.0.3|");
-  NodeHandle& victim = on_second ? *second : *first;
-  std::string other_ip = on_second ? "127.0.0.2" : "127.0.0.3";
+  ASSERT_NO_FATAL_FAILURE(StartRestartableActor());
+  auto& actor = *actor_;
+  pid_t old_pid = actor_pid_;
+  NodeHandle& victim = victim_;
+  const std::string& other_ip = other_ip_;
 
   stopped_pid_ = victim.agent.pid;
   ASSERT_EQ(::kill(stopped_pid_, SIGSTOP), 0);

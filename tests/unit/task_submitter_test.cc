@@ -40,6 +40,17 @@ class TaskSubmitterTest : public ::testing::Test {
     submitter_.Submit(task, std::nullopt, Placement{});
     return id;
   }
+  // Grants the waiting lease request as a worker at `address` and lets the
+  // cluster count as saturated, so queued calls pipeline onto it.
+  FakeWorkerConnector::Worker* GrantSaturated(const std::string& lease_id,
+                                              const std::string& address) {
+    head_.Grant(lease_id, address);
+    Step();
+    clock_.Advance(TaskSubmitter::kSaturatedAfterMs + 1);
+    submitter_.Tick();
+    Step();
+    return connector_.At(address);
+  }
   // Runs every handler that is ready (the I/O thread's turn), without blocking.
   void Step() {
     io_.restart();
@@ -151,12 +162,7 @@ TEST_F(TaskSubmitterTest, CallsOfADeadWorkerRunAgainWhileTheyHaveRetries) {
   };
   std::string kept = submit(1), lost = submit(0), kept_too = submit(2);
   Step();
-  head_.Grant("lease-1", "w1");
-  Step();
-  clock_.Advance(TaskSubmitter::kSaturatedAfterMs + 1);  // saturated: all three on w1
-  submitter_.Tick();
-  Step();
-  auto* w1 = connector_.At("w1");
+  auto* w1 = GrantSaturated("lease-1", "w1");
   ASSERT_NE(w1, nullptr);
   ASSERT_EQ(w1->calls.size(), 3u);
   w1->Die();
@@ -164,12 +170,7 @@ TEST_F(TaskSubmitterTest, CallsOfADeadWorkerRunAgainWhileTheyHaveRetries) {
   EXPECT_EQ(ErrorOf(lost), "WorkerCrashed");
   EXPECT_EQ(head_.returned, std::vector<std::string>{"lease-1"});
   ASSERT_FALSE(head_.requests.empty()) << "no new worker asked for the retried calls";
-  head_.Grant("lease-2", "w2");
-  Step();
-  clock_.Advance(TaskSubmitter::kSaturatedAfterMs + 1);
-  submitter_.Tick();
-  Step();
-  auto* w2 = connector_.At("w2");
+  auto* w2 = GrantSaturated("lease-2", "w2");
   ASSERT_NE(w2, nullptr);
   ASSERT_EQ(w2->calls.size(), 2u);
   EXPECT_EQ(w2->calls[0].return_id, kept);
@@ -208,12 +209,7 @@ TEST_F(TaskSubmitterTest, RetryExceptionsRunsATaskThatRaisedAgain) {
   };
   std::string retried = submit(true), plain = submit(false), marked = submit(true, "EXC:");
   Step();
-  head_.Grant("lease-1", "w1");
-  Step();
-  clock_.Advance(TaskSubmitter::kSaturatedAfterMs + 1);
-  submitter_.Tick();
-  Step();
-  auto* w1 = connector_.At("w1");
+  auto* w1 = GrantSaturated("lease-1", "w1");
   ASSERT_NE(w1, nullptr);
   ASSERT_EQ(w1->calls.size(), 3u);
   w1->ReplyError(w1->calls[0].call_id, "std::runtime_error", "flaky");

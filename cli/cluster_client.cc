@@ -4,6 +4,8 @@
 #include <zmq_addon.hpp>
 
 #include <algorithm>
+#include <cstdio>
+#include <random>
 
 #include "common/address.h"
 #include "common/process_control.h"
@@ -19,6 +21,12 @@ ClusterClient::ClusterClient(std::string address, std::string token)
     : address_(std::move(address)), token_(std::move(token)), head_(context_, zmq::socket_type::dealer) {
   head_.set(zmq::sockopt::linger, 0);
   head_.set(zmq::sockopt::maxmsgsize, static_cast<int64_t>(protocol::kMaxControlFrameBytes));
+  // A fixed routing id: a restarted head that restored this job's leases sends
+  // their notices (process exits) to the same peer once it registered again.
+  std::random_device random;
+  char id[32];
+  std::snprintf(id, sizeof id, "rayx-%08x%08x%08x", random(), random(), random());
+  head_.set(zmq::sockopt::routing_id, std::string(id));
 }
 
 ClusterClient::~ClusterClient() {
@@ -55,6 +63,8 @@ Result<std::unique_ptr<ClusterClient>> ClusterClient::Connect(const std::string&
     return reply.status();
   }
   client->job_id_ = reply->job_id;
+  client->registration_ = req;
+  client->registration_.job_id = reply->job_id;
   client->heartbeat_period_ms_ = std::max<int64_t>(reply->heartbeat_period_ms, 10);
   client->next_heartbeat_ = std::chrono::steady_clock::now();
   client->last_heard_ = std::chrono::steady_clock::now();
@@ -80,12 +90,26 @@ std::optional<Frames> ClusterClient::Receive(int64_t timeout_ms) {
     if (!zmq::recv_multipart(head_, std::back_inserter(frames))) return std::nullopt;
     if (frames.size() < 2) return std::nullopt;
     last_heard_ = std::chrono::steady_clock::now();
+    if (IdOf(frames) != 0 && IdOf(frames) == reregister_id_) {
+      reregister_id_ = 0;
+      if (!AsError(frames).ok()) job_alive_ = false;  // the restarted head lost the job
+      return std::nullopt;
+    }
     if (IdOf(frames) != 0 && IdOf(frames) == heartbeat_id_) {
-      auto hb = protocol::Decode<protocol::DriverHeartbeatReply>(FrameView(frames[1]));
-      if (TypeOf(frames) == static_cast<uint16_t>(protocol::MessageType::kErrorReply) ||
-          (hb.ok() && !hb->known)) {
-        job_alive_ = false;
+      Status error = AsError(frames);
+      if (error.code() == StatusCode::kUnauthenticated &&
+          error.message().rfind("register first", 0) == 0) {
+        // The head restarted: register again as this job (once at a time).
+        if (reregister_id_ == 0) {
+          reregister_id_ = ++next_id_;
+          transport::Frames again = transport::MakeMessage(registration_, reregister_id_);
+          SendFrames(again);
+        }
+        next_heartbeat_ = std::chrono::steady_clock::now();  // confirm it soon
+        return std::nullopt;
       }
+      auto hb = protocol::Decode<protocol::DriverHeartbeatReply>(FrameView(frames[1]));
+      if (!error.ok() || (hb.ok() && !hb->known)) job_alive_ = false;
       return std::nullopt;
     }
     return frames;
@@ -149,6 +173,14 @@ Status ClusterClient::FinishJob(int64_t timeout_ms) {
   protocol::FinishJobRequest req;
   req.job_id = job_id_;
   auto reply = Call<protocol::FinishJobReply>(req, timeout_ms);
+  if (!reply.ok() && reply.status().code() == StatusCode::kUnauthenticated &&
+      reply.status().message().rfind("register first", 0) == 0) {
+    // The head restarted since this client last spoke to it: register again
+    // as this job, then end it.
+    auto registered = Call<protocol::RegisterDriverReply>(registration_, timeout_ms);
+    if (!registered.ok()) return registered.status();
+    reply = Call<protocol::FinishJobReply>(req, timeout_ms);
+  }
   return reply.ok() ? Status::OK() : reply.status();
 }
 

@@ -96,6 +96,10 @@ class ClusterClient {
   std::chrono::steady_clock::time_point next_heartbeat_;
   std::chrono::steady_clock::time_point last_heard_;
   uint64_t heartbeat_id_ = 0;
+  // After a head restart (a "register first" refusal) the registration is
+  // sent again with this job's id; notices then reach this fixed routing id.
+  protocol::RegisterDriverRequest registration_;
+  uint64_t reregister_id_ = 0;
   bool job_alive_ = true;
   bool finished_ = false;
 };

@@ -293,6 +293,28 @@ TEST_F(Launch, ALaunchKilledOutrightTakesItsRanksWithIt) {
   EXPECT_TRUE(AllPidsGone(pids, 2, 20000));
 }
 
+// The head is SIGKILLed and started again while a launch runs: the ranks keep
+// running, and their exits still reach the launch (the restored leases name
+// its fixed routing id), which ends with status 0 and every rank's output.
+TEST_F(Launch, ALaunchOutlivesAHeadRestart) {
+  StartTwoNodes();
+  std::string go = work_dir_ + "/go";
+  auto bg = Background::Start(
+      LaunchArgs({"--nnodes", "2", "--nproc-per-node", "1"},
+                 {"sh", "-c", "echo started-$RANK; while [ ! -f " + go +
+                                  " ]; do sleep 0.05; done; echo finished-$RANK"}),
+      work_dir_);
+  ASSERT_TRUE(rayx::testing::WaitUntil(
+      [&] { return Contains(bg.Out(), "started-0") && Contains(bg.Out(), "started-1"); }, 60000))
+      << bg.Out() << bg.Err();
+  ASSERT_TRUE(cluster_->RestartHead(300).ok());
+  ASSERT_TRUE(cluster_->WaitForNodes(2, 20000).ok());
+  std::ofstream(go) << "go";
+  EXPECT_EQ(bg.Wait(60000), 0) << bg.Out() << bg.Err();
+  EXPECT_TRUE(Contains(bg.Out(), "finished-0")) << bg.Out();
+  EXPECT_TRUE(Contains(bg.Out(), "finished-1")) << bg.Out();
+}
+
 TEST_F(Launch, SaysWhatIsMissingWhenTheRanksCannotFit) {
   StartTwoNodes();
   // Three nodes asked, two exist.

@@ -3,6 +3,7 @@
 
 #include <signal.h>
 
+#include <algorithm>
 #include <chrono>
 #include <csignal>
 #include <cstring>
@@ -24,6 +25,7 @@ volatile std::sig_atomic_t g_stop_signal = 0;
 void OnStopSignal(int signo) { g_stop_signal = signo; }
 
 std::string DescribeExit(const LaunchRank& r) {
+  if (!r.lost.empty()) return "was lost: " + r.lost;
   if (r.signal) {
     return "was killed by signal " + std::to_string(r.signal) + " (" + strsignal(r.signal) + ")";
   }
@@ -194,6 +196,24 @@ const LaunchRank* LaunchSupervisor::Supervise() {
           } else if (failed == nullptr) {
             failed = &r;
           }
+        }
+      }
+    }
+    if (frames && ClusterClient::TypeOf(*frames) ==
+                      static_cast<uint16_t>(MessageType::kLeasesLostNotice)) {
+      // The head declared a node of the group dead: its ranks are gone (no
+      // exit will be reported for them), so the group fails now.
+      auto notice = protocol::Decode<protocol::LeasesLostNotice>(FrameView((*frames)[1]));
+      if (notice.ok()) {
+        for (LaunchRank& r : ranks_) {
+          if (r.exited || std::find(notice->lease_ids.begin(), notice->lease_ids.end(),
+                                    r.lease_id) == notice->lease_ids.end()) {
+            continue;
+          }
+          r.exited = true;
+          r.drained = true;  // its agent is gone with its output
+          r.lost = notice->reason;
+          if (failed == nullptr) failed = &r;
         }
       }
     }

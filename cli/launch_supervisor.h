@@ -30,6 +30,7 @@ struct LaunchRank {
   bool drained = false;    // and all its output was read
   int exit_code = 0, signal = 0;
   std::string tail;
+  std::string lost;        // why its node is gone (LeasesLostNotice), if it is
 };
 
 // What to run where: the group is reserved (its placement group CREATED), node

@@ -128,6 +128,7 @@ class Launch : public ::testing::Test {
     if (gpus > 0) second.num_gpus = gpus;
     auto node = cluster_->AddNode(second);
     ASSERT_TRUE(node.ok()) << node.status();
+    second_ = *node;
     work_dir_ = cluster_->temp_dir() + "/launch-work";
     fs::create_directories(work_dir_ + "/pids");
   }
@@ -166,6 +167,7 @@ class Launch : public ::testing::Test {
   }
 
   std::unique_ptr<LocalCluster> cluster_;
+  rayx::testing::NodeHandle second_;  // the 127.0.0.2 node of StartTwoNodes
   std::string work_dir_;
 };
 
@@ -313,6 +315,27 @@ TEST_F(Launch, ALaunchOutlivesAHeadRestart) {
   EXPECT_EQ(bg.Wait(60000), 0) << bg.Out() << bg.Err();
   EXPECT_TRUE(Contains(bg.Out(), "finished-0")) << bg.Out();
   EXPECT_TRUE(Contains(bg.Out(), "finished-1")) << bg.Out();
+}
+
+// A node of the group dies (its agent SIGKILLed): the launch hears it from the
+// head at once (no exit will ever be reported for its ranks), stops the other
+// ranks and fails naming the lost node.
+TEST_F(Launch, ANodeDeathFailsTheLaunchNamingTheNode) {
+  StartTwoNodes();
+  std::string pids = work_dir_ + "/pids";
+  auto bg = Background::Start(
+      LaunchArgs({"--nnodes", "2", "--nproc-per-node", "1"},
+                 {"sh", "-c", "echo $$ > " + pids + "/rank$RANK.pid; exec sleep 600"}),
+      work_dir_);
+  ASSERT_TRUE(rayx::testing::WaitUntil(
+      [&] { return std::distance(fs::directory_iterator(pids), fs::directory_iterator()) == 2; },
+      60000))
+      << bg.Err();
+  ASSERT_TRUE(cluster_->KillNode(second_).ok());
+  EXPECT_EQ(bg.Wait(30000), 1) << bg.Out() << bg.Err();
+  EXPECT_TRUE(Contains(bg.Err(), "was lost: node 127.0.0.2")) << bg.Err();
+  EXPECT_TRUE(Contains(bg.Err(), "was declared dead")) << bg.Err();
+  EXPECT_TRUE(AllPidsGone(pids, 2, 10000));
 }
 
 TEST_F(Launch, SaysWhatIsMissingWhenTheRanksCannotFit) {

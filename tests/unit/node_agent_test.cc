@@ -2,7 +2,10 @@
 #include "agent/node_agent.h"
 
 #include <gtest/gtest.h>
+#include <signal.h>
 #include <stdlib.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <deque>
@@ -206,6 +209,44 @@ TEST_F(NodeAgentTest, JoinsThenHeartbeatsEveryPeriodOnTheClock) {
   ASSERT_TRUE(second.Is(MessageType::kHeartbeatRequest));
   EXPECT_EQ(second.As<protocol::HeartbeatRequest>().seq, 2u);
   EXPECT_TRUE(fatal_.empty());
+}
+
+// The head asks the agent to watch a driver on this machine: its exit is
+// reported at the next heartbeat (a real child process stands in for it), and
+// a driver already gone is reported at once.
+TEST_F(NodeAgentTest, ReportsAWatchedDriversExitAtTheNextHeartbeat) {
+  Join();
+  ASSERT_TRUE(Next().Is(MessageType::kHeartbeatRequest));
+  pid_t driver = fork();
+  ASSERT_GE(driver, 0);
+  if (driver == 0) {
+    execl("/bin/sleep", "sleep", "30", static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  protocol::WatchDriverRequest watch;
+  watch.job_id = "job-7";
+  watch.pid = driver;
+  Deliver(watch, 5);
+  Advance(kPeriodMs);
+  ASSERT_TRUE(Next().Is(MessageType::kHeartbeatRequest));
+  EXPECT_TRUE(head_.sent.empty()) << "a live driver was reported";
+  ::kill(driver, SIGKILL);
+  waitpid(driver, nullptr, 0);
+  Advance(kPeriodMs);
+  Sent exited = Next();
+  ASSERT_TRUE(exited.Is(MessageType::kDriverExitedNotice));
+  EXPECT_EQ(exited.As<protocol::DriverExitedNotice>().job_id, "job-7");
+  EXPECT_EQ(exited.As<protocol::DriverExitedNotice>().pid, driver);
+  ASSERT_TRUE(Next().Is(MessageType::kHeartbeatRequest));
+  Advance(kPeriodMs);
+  ASSERT_TRUE(Next().Is(MessageType::kHeartbeatRequest));
+  EXPECT_TRUE(head_.sent.empty()) << "an exit was reported twice";
+  // Already gone when the watch arrives: reported at once.
+  watch.job_id = "job-8";
+  Deliver(watch, 6);
+  Sent gone = Next();
+  ASSERT_TRUE(gone.Is(MessageType::kDriverExitedNotice));
+  EXPECT_EQ(gone.As<protocol::DriverExitedNotice>().job_id, "job-8");
 }
 
 TEST_F(NodeAgentTest, GivesUpWhenTheHeadNeverAnswersTheRegistration) {

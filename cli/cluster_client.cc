@@ -4,8 +4,6 @@
 #include <zmq_addon.hpp>
 
 #include <algorithm>
-#include <cstdio>
-#include <random>
 
 #include "common/address.h"
 #include "common/process_control.h"
@@ -23,10 +21,7 @@ ClusterClient::ClusterClient(std::string address, std::string token)
   head_.set(zmq::sockopt::maxmsgsize, static_cast<int64_t>(protocol::kMaxControlFrameBytes));
   // A fixed routing id: a restarted head that restored this job's leases sends
   // their notices (process exits) to the same peer once it registered again.
-  std::random_device random;
-  char id[32];
-  std::snprintf(id, sizeof id, "rayx-%08x%08x%08x", random(), random(), random());
-  head_.set(zmq::sockopt::routing_id, std::string(id));
+  head_.set(zmq::sockopt::routing_id, "rayx-" + detail::RandomHex(12));
 }
 
 ClusterClient::~ClusterClient() {
@@ -97,8 +92,7 @@ std::optional<Frames> ClusterClient::Receive(int64_t timeout_ms) {
     }
     if (IdOf(frames) != 0 && IdOf(frames) == heartbeat_id_) {
       Status error = AsError(frames);
-      if (error.code() == StatusCode::kUnauthenticated &&
-          error.message().rfind("register first", 0) == 0) {
+      if (protocol::IsRegisterFirst(error)) {
         // The head restarted: register again as this job (once at a time).
         if (reregister_id_ == 0) {
           reregister_id_ = ++next_id_;
@@ -173,8 +167,7 @@ Status ClusterClient::FinishJob(int64_t timeout_ms) {
   protocol::FinishJobRequest req;
   req.job_id = job_id_;
   auto reply = Call<protocol::FinishJobReply>(req, timeout_ms);
-  if (!reply.ok() && reply.status().code() == StatusCode::kUnauthenticated &&
-      reply.status().message().rfind("register first", 0) == 0) {
+  if (!reply.ok() && protocol::IsRegisterFirst(reply.status())) {
     // The head restarted since this client last spoke to it: register again
     // as this job, then end it.
     auto registered = Call<protocol::RegisterDriverReply>(registration_, timeout_ms);

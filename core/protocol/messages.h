@@ -269,6 +269,16 @@ struct RegisterDriverRequest {
   MSGPACK_DEFINE_MAP(token, rayx_version, job_id, node_ip, pid, host_lease_id)
 };
 
+// The head's refusal (Unauthenticated) of a call from a connection that has
+// not registered: what a restarted head answers everyone connected to its
+// previous life. The driver then registers again (same job) and resends.
+inline constexpr char kRegisterFirstMessage[] =
+    "register first (RegisterDriverRequest with the cluster token)";
+inline bool IsRegisterFirst(const Status& status) {
+  return status.code() == StatusCode::kUnauthenticated &&
+         status.message().rfind(kRegisterFirstMessage, 0) == 0;
+}
+
 struct RegisterDriverReply {
   static constexpr MessageType kType = MessageType::kRegisterDriverReply;
   std::string job_id;

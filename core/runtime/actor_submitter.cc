@@ -147,16 +147,7 @@ void ActorSubmitter::Lease(ActorState& actor) {
     if (a->name.empty()) return;
     auto register_name = [this, a] {
       if (!a->dead_reason.empty() || !a->conn) return;
-      protocol::ActorInfo info;
-      info.actor_id = a->actor_id;
-      info.name = a->name;
-      info.job_id = options_.job_id;
-      info.class_name = a->class_name;
-      info.worker_address = a->conn->info().address;
-      info.lease_id = a->lease_id;
-      info.detached = a->detached;
-      info.max_restarts = a->restarts_left == INT32_MAX ? -1 : a->restarts_left;
-      deps_.head.RegisterActor(info);
+      deps_.head.RegisterActor(InfoOf(*a));
     };
     if (restarted) {
       // The new worker runs the constructor before any call it is sent: the
@@ -395,17 +386,23 @@ void ActorSubmitter::Kill(const std::string& actor_id) {
 }
 
 protocol::ActorInfo ActorSubmitter::Describe(const std::string& actor_id) {
+  auto it = actors_.find(actor_id);
+  if (it != actors_.end()) return InfoOf(*it->second);
   protocol::ActorInfo info;
   info.actor_id = actor_id;
-  auto it = actors_.find(actor_id);
-  if (it != actors_.end()) {
-    const ActorState& a = *it->second;
-    info.name = a.name;
-    info.class_name = a.class_name;
-    info.lease_id = a.lease_id;
-    info.worker_address = a.conn ? a.conn->info().address : "";
-    info.max_restarts = a.restarts_left == INT32_MAX ? -1 : a.restarts_left;
-  }
+  return info;
+}
+
+protocol::ActorInfo ActorSubmitter::InfoOf(const ActorState& a) const {
+  protocol::ActorInfo info;
+  info.actor_id = a.actor_id;
+  info.name = a.name;
+  info.job_id = a.owner ? options_.job_id : "";  // a handle's job is not known here
+  info.class_name = a.class_name;
+  info.worker_address = a.conn ? a.conn->info().address : "";
+  info.lease_id = a.lease_id;
+  info.detached = a.detached;
+  info.max_restarts = a.restarts_left == INT32_MAX ? -1 : a.restarts_left;
   return info;
 }
 

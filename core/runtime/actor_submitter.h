@@ -91,6 +91,8 @@ class ActorSubmitter {
   // A handle's actor was lost: looks up its new worker by name until the deadline.
   void LookUpRestarted(ActorState& actor, std::string old_address, int64_t deadline_ms);
   void FailQueued(ActorState& actor, const std::string& node);
+  // What a handle to `actor` carries, and what the head's name registry holds.
+  protocol::ActorInfo InfoOf(const ActorState& actor) const;
 
   Deps deps_;
   Options options_;

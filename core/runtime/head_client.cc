@@ -12,16 +12,7 @@ using protocol::MessageType;
 using transport::FrameView;
 using transport::Frames;
 
-namespace {
-
-// The head's refusal of a call from a connection that has not registered: what
-// a restarted head answers to everyone who was connected to its previous life.
-bool IsRegisterFirst(const Status& status) {
-  return status.code() == StatusCode::kUnauthenticated &&
-         status.message().rfind("register first", 0) == 0;
-}
-
-}  // namespace
+using protocol::IsRegisterFirst;
 
 HeadClient::HeadClient(boost::asio::io_context& io, zmq::context_t& context, HostPort head,
                        Options options)

@@ -29,8 +29,7 @@ using transport::Frames;
 
 namespace {
 
-constexpr char kRegisterFirst[] =
-    "register first (RegisterDriverRequest with the cluster token)";
+constexpr const char* kRegisterFirst = protocol::kRegisterFirstMessage;
 constexpr char kJobTokenRefusal[] =
     "wrong cluster token: run rayx job on a machine of the cluster, or pass --token (printed "
     "by `rayx start --head`)";

@@ -166,6 +166,19 @@ class Launch : public ::testing::Test {
                       {{"RAYX_EXIT_WITH_PID", std::to_string(getpid())}}, timeout_ms);
   }
 
+  // `rayx launch` of one rank per node on two nodes; each writes its pid into
+  // `pids` and sleeps.
+  std::vector<std::string> SleepingRanks(const std::string& pids) {
+    return LaunchArgs({"--nnodes", "2", "--nproc-per-node", "1"},
+                      {"sh", "-c", "echo $$ > " + pids + "/rank$RANK.pid; exec sleep 600"});
+  }
+  // True once `n` ranks wrote their pid files (within 60 s).
+  static bool RanksStarted(const std::string& pids, long n) {
+    return rayx::testing::WaitUntil(
+        [&] { return std::distance(fs::directory_iterator(pids), fs::directory_iterator()) == n; },
+        60000);
+  }
+
   std::unique_ptr<LocalCluster> cluster_;
   rayx::testing::NodeHandle second_;  // the 127.0.0.2 node of StartTwoNodes
   std::string work_dir_;
@@ -279,15 +292,8 @@ TEST_F(Launch, SigtermStopsEveryRankOnEveryNode) {
 TEST_F(Launch, ALaunchKilledOutrightTakesItsRanksWithIt) {
   StartTwoNodes();
   std::string pids = work_dir_ + "/pids";
-  auto bg = Background::Start(
-      LaunchArgs({"--nnodes", "2", "--nproc-per-node", "1"},
-                 {"sh", "-c", "echo $$ > " + pids + "/rank$RANK.pid; exec sleep 600"}),
-      work_dir_);
-  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
-  while (std::chrono::steady_clock::now() < deadline &&
-         std::distance(fs::directory_iterator(pids), fs::directory_iterator()) < 2) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
+  auto bg = Background::Start(SleepingRanks(pids), work_dir_);
+  (void)RanksStarted(pids, 2);
   // SIGKILL: no chance to clean up. The head ends the job when its
   // heartbeats stop, and with it every rank.
   ::kill(bg.pid, SIGKILL);
@@ -323,14 +329,8 @@ TEST_F(Launch, ALaunchOutlivesAHeadRestart) {
 TEST_F(Launch, ANodeDeathFailsTheLaunchNamingTheNode) {
   StartTwoNodes();
   std::string pids = work_dir_ + "/pids";
-  auto bg = Background::Start(
-      LaunchArgs({"--nnodes", "2", "--nproc-per-node", "1"},
-                 {"sh", "-c", "echo $$ > " + pids + "/rank$RANK.pid; exec sleep 600"}),
-      work_dir_);
-  ASSERT_TRUE(rayx::testing::WaitUntil(
-      [&] { return std::distance(fs::directory_iterator(pids), fs::directory_iterator()) == 2; },
-      60000))
-      << bg.Err();
+  auto bg = Background::Start(SleepingRanks(pids), work_dir_);
+  ASSERT_TRUE(RanksStarted(pids, 2)) << bg.Err();
   ASSERT_TRUE(cluster_->KillNode(second_).ok());
   EXPECT_EQ(bg.Wait(30000), 1) << bg.Out() << bg.Err();
   EXPECT_TRUE(Contains(bg.Err(), "was lost: node 127.0.0.2")) << bg.Err();

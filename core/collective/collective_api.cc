@@ -1,7 +1,12 @@
 // The public collective API (rayx/collective.h) over the process-wide group
 // registry.
+#include <condition_variable>
+#include <deque>
 #include <map>
 #include <mutex>
+#include <thread>
+
+#include "common/logging.h"
 
 #include "collective/gloo_group.h"
 #include "collective/group_registry.h"
@@ -22,6 +27,52 @@ struct Registry {
 Registry& GetRegistry() {
   static Registry* registry = new Registry();  // never destroyed: used at exit
   return *registry;
+}
+
+// Runs aborts asked for by threads that must not block, one at a time, on a
+// thread started on first use. Never destroyed (like the registry), so its
+// thread may sleep through the process's exit.
+class Aborter {
+ public:
+  static constexpr size_t kMaxQueued = 1024;
+
+  void Post(std::function<void()> abort) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (queue_.size() >= kMaxQueued) {
+      RAYX_LOG(Warning) << "dropped a collective group abort: " << kMaxQueued
+                        << " are queued already";
+      return;
+    }
+    queue_.push_back(std::move(abort));
+    if (!started_) {
+      started_ = true;
+      std::thread([this] { Run(); }).detach();
+    }
+    cv_.notify_one();
+  }
+
+ private:
+  void Run() {
+    std::unique_lock<std::mutex> lock(mu_);
+    while (true) {
+      cv_.wait(lock, [this] { return !queue_.empty(); });
+      std::function<void()> abort = std::move(queue_.front());
+      queue_.pop_front();
+      lock.unlock();
+      abort();
+      lock.lock();
+    }
+  }
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<std::function<void()>> queue_;
+  bool started_ = false;
+};
+
+Aborter& GetAborter() {
+  static Aborter* aborter = new Aborter();  // never destroyed: see Aborter
+  return *aborter;
 }
 
 }  // namespace
@@ -59,8 +110,13 @@ void InitCollectiveGroup(const GroupSpec& spec, std::shared_ptr<RendezvousStore>
     registry.groups.erase(name);
     throw;
   }
-  std::lock_guard<std::mutex> lock(registry.mu);
-  registry.groups[name] = std::move(group);
+  std::function<void(const GroupSpec&)> on_joined;
+  {
+    std::lock_guard<std::mutex> lock(registry.mu);
+    registry.groups[name] = group;
+    on_joined = registry.env.on_joined;
+  }
+  if (on_joined) on_joined(group->spec());
 }
 
 std::shared_ptr<CollectiveGroup> FindGroup(const std::string& name) {
@@ -86,6 +142,24 @@ bool AbortCollectiveGroup(const std::string& name, const std::string& reason, in
   }
   group->Abort(reason, failed_rank);
   return true;
+}
+
+void AbortCollectiveGroupSoon(const std::string& name, const std::string& attempt_id,
+                              const std::string& reason, int failed_rank) {
+  GetAborter().Post([name, attempt_id, reason, failed_rank] {
+    std::shared_ptr<CollectiveGroup> group;
+    {
+      Registry& registry = GetRegistry();
+      std::lock_guard<std::mutex> lock(registry.mu);
+      auto it = registry.groups.find(name);
+      if (it == registry.groups.end() || it->second == nullptr ||
+          it->second->spec().attempt_id != attempt_id) {
+        return;  // gone, or another attempt of the name
+      }
+      group = it->second;
+    }
+    group->Abort(reason, failed_rank);
+  });
 }
 
 std::vector<char> AllGatherBytes(const void* in, size_t count, DataType type,
@@ -138,6 +212,7 @@ void InitCollectiveGroup(int world_size, int rank, const GroupOptions& options) 
 void DestroyCollectiveGroup(const std::string& name) {
   std::shared_ptr<CollectiveGroup> group;
   std::function<bool(const std::string&)> destroy_remote;
+  std::function<void(const GroupSpec&)> on_left;
   {
     Registry& registry = GetRegistry();
     std::lock_guard<std::mutex> lock(registry.mu);
@@ -147,6 +222,7 @@ void DestroyCollectiveGroup(const std::string& name) {
     } else {
       group = std::move(it->second);
       registry.groups.erase(it);
+      on_left = registry.env.on_left;
     }
   }
   if (!group) {
@@ -158,6 +234,7 @@ void DestroyCollectiveGroup(const std::string& name) {
   // An operation in progress holds its own reference: make it fail now.
   // Otherwise the group goes here, closing its connections softly.
   if (group.use_count() > 1) group->Abort("DestroyCollectiveGroup was called");
+  if (on_left) on_left(group->spec());
   group.reset();
 }
 

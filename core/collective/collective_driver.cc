@@ -22,10 +22,19 @@
 #include "rayx/ids.h"
 #include "rayx/detail/registry.h"
 #include "rayx/errors.h"
+#include "common/logging.h"
+#include "runtime/group_watch_client.h"
 #include "runtime/kv_client.h"
 
 namespace rayx::collective::detail {
 namespace {
+
+// How long a rank waits for the head to confirm its watch.
+constexpr int64_t kWatchTimeoutMs = 10000;
+
+rayx::detail::GroupMembership MembershipOf(const GroupSpec& spec) {
+  return {spec.options.name, spec.attempt_id, spec.world_size, spec.rank};
+}
 
 using rayx::detail::ActorPtr;
 
@@ -188,6 +197,24 @@ void InstallRuntimeEnvironment(const std::string& node_ip) {
     std::lock_guard<std::mutex> lock(mu);
     return "g" + std::to_string(joins[name]++);
   };
+  // A leased rank asks the head to report the other ranks' deaths, so that a
+  // dead or cut-off member aborts the group at once, not at the deadline (a
+  // dead NCCL peer is not seen otherwise; a stopped node's sockets stay open).
+  env.on_joined = [](const GroupSpec& spec) {
+    Status watched = rayx::detail::WatchGroup(MembershipOf(spec), kWatchTimeoutMs);
+    if (!watched.ok() && watched.code() != StatusCode::kNotFound) {
+      RAYX_LOG(Warning) << "collective group '" << spec.options.name << "' rank " << spec.rank
+                        << ": the head will not report the other ranks' deaths (only the "
+                        << "deadline ends an operation stuck on a dead rank): " << watched;
+    }
+  };
+  env.on_left = [](const GroupSpec& spec) { rayx::detail::UnwatchGroup(MembershipOf(spec)); };
+  rayx::detail::SetGroupMemberDiedHandler([](const protocol::GroupMemberDiedNotice& notice) {
+    AbortCollectiveGroupSoon(notice.group, notice.attempt_id,
+                             "the head reports rank " + std::to_string(notice.failed_rank) +
+                                 " gone: its lease ended: " + notice.cause,
+                             notice.failed_rank);
+  });
   SetCollectiveEnvironment(std::move(env));
 }
 

@@ -23,6 +23,11 @@ struct CollectiveEnvironment {
   // Ends group `name` made from this process over other processes (a
   // driver's CreateCollectiveGroup); false when there is none.
   std::function<bool(const std::string& name)> destroy_remote;
+  // Told when this process joined a group (it is connected and registered)
+  // and when it left it (DestroyCollectiveGroup); e.g. so that the head
+  // reports the other ranks' deaths. Must not throw.
+  std::function<void(const GroupSpec& spec)> on_joined;
+  std::function<void(const GroupSpec& spec)> on_left;
 };
 
 // Sets (or with an empty store_factory, clears) the environment. Thread-safe.
@@ -39,5 +44,13 @@ std::shared_ptr<CollectiveGroup> FindGroup(const std::string& name);
 // Aborts group `name` (see CollectiveGroup::Abort); false when there is none.
 bool AbortCollectiveGroup(const std::string& name, const std::string& reason,
                           int failed_rank = -1);
+
+// Aborts group `name` if this process holds its attempt `attempt_id`, on a
+// thread of the registry's own: callable from threads that must not block
+// (an abort writes a notice to the store and may wait on NCCL). Requests
+// beyond a bounded queue are dropped with a log line (the deadline still
+// ends the operation). Thread-safe.
+void AbortCollectiveGroupSoon(const std::string& name, const std::string& attempt_id,
+                              const std::string& reason, int failed_rank);
 
 }  // namespace rayx::collective::detail

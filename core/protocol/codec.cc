@@ -77,6 +77,11 @@ std::string MessageTypeName(uint16_t type) {
     case MessageType::kKvDeleteReply: return "KvDeleteReply";
     case MessageType::kKvListRequest: return "KvListRequest";
     case MessageType::kKvListReply: return "KvListReply";
+    case MessageType::kWatchGroupRequest: return "WatchGroupRequest";
+    case MessageType::kWatchGroupReply: return "WatchGroupReply";
+    case MessageType::kUnwatchGroupRequest: return "UnwatchGroupRequest";
+    case MessageType::kUnwatchGroupReply: return "UnwatchGroupReply";
+    case MessageType::kGroupMemberDiedNotice: return "GroupMemberDiedNotice";
   }
   return "unknown(" + std::to_string(type) + ")";
 }

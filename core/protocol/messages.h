@@ -110,6 +110,12 @@ enum class MessageType : uint16_t {
   kKvDeleteReply = 117,
   kKvListRequest = 118,
   kKvListReply = 119,
+  // Collective groups' members (worker <-> head): group_messages.h.
+  kWatchGroupRequest = 120,
+  kWatchGroupReply = 121,
+  kUnwatchGroupRequest = 122,
+  kUnwatchGroupReply = 123,
+  kGroupMemberDiedNotice = 124,  // head -> the other members, no reply
 };
 
 // The name of a message type for logs; "unknown(N)" for values we do not know.

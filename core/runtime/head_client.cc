@@ -91,6 +91,15 @@ void HeadClient::OnMessage(Frames& frames) {
     }
     return;
   }
+  if (env->t == static_cast<uint16_t>(MessageType::kGroupMemberDiedNotice)) {
+    auto notice = protocol::Decode<protocol::GroupMemberDiedNotice>(FrameView(frames[1]));
+    if (!notice.ok()) {
+      RAYX_LOG(Warning) << "dropped an undecodable GroupMemberDiedNotice: " << notice.status();
+    } else if (on_group_member_died_) {
+      on_group_member_died_(*notice);
+    }
+    return;
+  }
   auto it = calls_.find(env->id);
   if (it == calls_.end()) return;
   if (env->t == static_cast<uint16_t>(MessageType::kErrorReply)) {

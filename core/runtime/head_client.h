@@ -20,6 +20,7 @@
 
 #include "common/address.h"
 #include "protocol/codec.h"
+#include "protocol/group_messages.h"
 #include "protocol/messages.h"
 #include "runtime/lease_client.h"
 #include "transport/message.h"
@@ -83,6 +84,11 @@ class HeadClient final : public LeaseClient {
   void OnLeasesLost(std::function<void(const protocol::LeasesLostNotice&)> handler) {
     on_leases_lost_ = std::move(handler);
   }
+  // Runs `handler` (on the I/O thread) for each GroupMemberDiedNotice: a rank
+  // of a collective group this process watches died.
+  void OnGroupMemberDied(std::function<void(const protocol::GroupMemberDiedNotice&)> handler) {
+    on_group_member_died_ = std::move(handler);
+  }
 
   // What to send to register again with a restarted head (the registration
   // that succeeded, with its job id). I/O thread.
@@ -144,6 +150,7 @@ class HeadClient final : public LeaseClient {
   int64_t heartbeat_period_ms_ = 1000;
   std::atomic<bool> heartbeats_stopped_{false};
   std::function<void(const protocol::LeasesLostNotice&)> on_leases_lost_;
+  std::function<void(const protocol::GroupMemberDiedNotice&)> on_group_member_died_;
 };
 
 template <typename Reply, typename Request>

@@ -16,6 +16,7 @@
 #include "object_store/shared_memory_store.h"
 #include "rayx/ids.h"
 #include "rayx/version.h"
+#include "runtime/group_watch_client.h"
 #include "transport/message.h"
 
 namespace rayx::detail {
@@ -161,6 +162,9 @@ Status Runtime::Connect() {
         if (!tasks_->LoseLease(lease_id, notice.reason)) actors_->LoseLease(lease_id, notice.reason);
       }
     });
+    // A rank of a collective group this process watches died.
+    head_->OnGroupMemberDied(
+        [](const protocol::GroupMemberDiedNotice& notice) { DispatchGroupMemberDied(notice); });
     // Only a driver keeps its job alive; a worker's runtime must not.
     if (!config_.is_worker) head_->StartHeartbeats(config_.job_id, heartbeat_period_ms);
     Tick();

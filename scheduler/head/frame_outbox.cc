@@ -32,6 +32,11 @@ void FrameOutbox::LeasesLost(const std::string& owner_peer,
   send_(owner_peer, transport::MakeMessage(notice, 0));
 }
 
+void FrameOutbox::GroupMemberDied(const std::string& member_peer,
+                                  const protocol::GroupMemberDiedNotice& notice) {
+  send_(member_peer, transport::MakeMessage(notice, 0));
+}
+
 void FrameOutbox::StartWorker(const std::string& agent_peer, uint64_t request_id,
                               const protocol::StartWorkerRequest& request) {
   send_(agent_peer, transport::MakeMessage(request, request_id));

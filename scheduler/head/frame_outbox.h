@@ -29,6 +29,8 @@ class FrameOutbox final : public HeadOutbox {
                      const protocol::ProcessExitedNotice& notice) override;
   void LeasesLost(const std::string& owner_peer,
                   const protocol::LeasesLostNotice& notice) override;
+  void GroupMemberDied(const std::string& member_peer,
+                       const protocol::GroupMemberDiedNotice& notice) override;
   void StartWorker(const std::string& agent_peer, uint64_t request_id,
                    const protocol::StartWorkerRequest& request) override;
   void KillWorkers(const std::string& agent_peer, uint64_t request_id,

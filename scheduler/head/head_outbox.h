@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <string>
 
+#include "protocol/group_messages.h"
 #include "protocol/kv_messages.h"
 #include "protocol/messages.h"
 #include "protocol/placement_messages.h"
@@ -40,6 +41,9 @@ class HeadOutbox {
   // `owner`'s leases on a node declared dead are lost.
   virtual void LeasesLost(const std::string& owner_peer,
                           const protocol::LeasesLostNotice& notice) = 0;
+  // Another rank of a collective group that `member_peer` watches is gone.
+  virtual void GroupMemberDied(const std::string& member_peer,
+                               const protocol::GroupMemberDiedNotice& notice) = 0;
 
   // Requests to node agents (`agent_peer` is the agent's routing id).
   virtual void StartWorker(const std::string& agent_peer, uint64_t request_id,

@@ -56,6 +56,15 @@ HeadService::HeadService(HeadServiceOptions options, const Clock& clock)
       RAYX_LOG(Info) << "removed " << removed << " KV keys of job " << job_id;
     }
   });
+  // The other ranks of a group hear at once when a rank's lease ends, unless
+  // the whole job ends: then they are being stopped too, and an abort would
+  // only write notices for a job whose keys are already gone.
+  leases_.SetLeaseEndObserver(
+      [this](const std::string& lease_id, const std::string& cause, bool job_ended) {
+        auto notices = group_watch_.OnLeaseEnded(lease_id, cause);
+        if (job_ended) return;
+        for (const auto& [peer, notice] : notices) outbox_.GroupMemberDied(peer, notice);
+      });
   if (HeadStore* store = options_.store) {
     // A restarted head is the same cluster: same id, same nodes, jobs, ...
     const HeadState& state = options_.restored;
@@ -137,6 +146,9 @@ void HeadService::RegisterRoutes() {
   On(Auth::kAuthenticatedPeer, kRegisterFirst, &HeadService::OnKvWait);
   On(Auth::kAuthenticatedPeer, kRegisterFirst, &HeadService::OnKvDelete);
   On(Auth::kAuthenticatedPeer, kRegisterFirst, &HeadService::OnKvList);
+  // Collective groups' members.
+  On(Auth::kAuthenticatedPeer, kRegisterFirst, &HeadService::OnWatchGroup);
+  On(Auth::kAuthenticatedPeer, kRegisterFirst, &HeadService::OnUnwatchGroup);
   // An oversized key or value gets the store's error naming the limit, not a
   // decoding error: the frame size limit bounds it.
   protocol::DecodeLimits kv_limits;
@@ -532,81 +544,6 @@ Result<protocol::RemovePlacementGroupReply> HeadService::OnRemovePlacementGroup(
     const protocol::RemovePlacementGroupRequest& req, Call&) {
   protocol::RemovePlacementGroupReply reply;
   reply.removed = leases_.RemovePlacementGroup(req.placement_group_id);
-  return reply;
-}
-
-// ---- The key-value store.
-
-void HeadService::AnswerKvWaits(std::vector<KvWaitAnswer> answers) {
-  for (auto& answer : answers) {
-    Requester to{std::move(answer.waiter.peer), answer.waiter.request_id};
-    if (answer.value.ok()) {
-      protocol::KvWaitReply reply;
-      reply.value = std::move(*answer.value);
-      outbox_.KvWaitDone(to, reply);
-    } else {
-      outbox_.Fail(to, answer.value.status());
-    }
-  }
-}
-
-Result<protocol::KvPutReply> HeadService::OnKvPut(const protocol::KvPutRequest& req, Call&) {
-  // The value is copied once: the request is not ours to move from.
-  auto put = kv_.Put(req.ns, req.key, req.value, req.overwrite, req.job_id);
-  if (!put.ok()) return put.status();
-  AnswerKvWaits(std::move(put->answered));
-  protocol::KvPutReply reply;
-  reply.added = put->added;
-  return reply;
-}
-
-Result<protocol::KvGetReply> HeadService::OnKvGet(const protocol::KvGetRequest& req, Call&) {
-  auto value = kv_.Get(req.ns, req.key);
-  if (!value.ok()) return value.status();
-  protocol::KvGetReply reply;
-  reply.found = value->has_value();
-  if (reply.found) reply.value = std::move(**value);
-  return reply;
-}
-
-Result<NoReply> HeadService::OnKvWait(const protocol::KvWaitRequest& req, Call& call) {
-  // At most a day, so the deadline cannot overflow.
-  constexpr int64_t kMaxTimeoutMs = int64_t{24} * 3600 * 1000;
-  int64_t timeout = std::clamp<int64_t>(req.timeout_ms, 0, kMaxTimeoutMs);
-  if (timeout == 0) {
-    auto value = kv_.Get(req.ns, req.key);
-    if (!value.ok()) return value.status();
-    if (!value->has_value()) {
-      return Status::TimedOut("KV key \"" + req.key + "\" is not in namespace \"" + req.ns +
-                              "\" (waited 0 ms)");
-    }
-    AnswerKvWaits({{KvWaiter{call.peer_id, call.id}, std::move(**value)}});
-    return NoReply{};
-  }
-  auto value = kv_.Wait(req.ns, req.key, KvWaiter{call.peer_id, call.id},
-                        clock_.NowMs() + timeout);
-  if (!value.ok()) return value.status();
-  if (value->has_value()) {
-    AnswerKvWaits({{KvWaiter{call.peer_id, call.id}, std::move(**value)}});
-  }
-  return NoReply{};  // answered by a Put of the key or at the deadline
-}
-
-Result<protocol::KvDeleteReply> HeadService::OnKvDelete(const protocol::KvDeleteRequest& req,
-                                                        Call&) {
-  auto deleted = kv_.Delete(req.ns, req.key);
-  if (!deleted.ok()) return deleted.status();
-  protocol::KvDeleteReply reply;
-  reply.deleted = *deleted;
-  return reply;
-}
-
-Result<protocol::KvListReply> HeadService::OnKvList(const protocol::KvListRequest& req, Call&) {
-  auto list = kv_.List(req.ns, req.prefix, req.limit);
-  if (!list.ok()) return list.status();
-  protocol::KvListReply reply;
-  reply.keys = std::move(list->keys);
-  reply.truncated = list->truncated;
   return reply;
 }
 

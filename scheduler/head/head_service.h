@@ -8,11 +8,13 @@
 
 #include "common/clock.h"
 #include "head/frame_outbox.h"
+#include "head/group_watch.h"
 #include "head/job_manager.h"
 #include "head/kv_store.h"
 #include "head/lease_manager.h"
 #include "head/node_table.h"
 #include "head/request_router.h"
+#include "protocol/group_messages.h"
 #include "protocol/job_messages.h"
 #include "protocol/kv_messages.h"
 #include "protocol/messages.h"
@@ -82,6 +84,7 @@ class HeadService {
   const std::string& cluster_id() const { return options_.cluster_id; }
   const LeaseManager& leases() const { return leases_; }
   const KvStore& kv() const { return kv_; }
+  const GroupWatch& group_watch() const { return group_watch_; }
   // Messages dropped or refused since start (for tests and metrics).
   uint64_t rejected_count() const { return router_.rejected_count(); }
   // Agent messages dropped because they came from a node incarnation that is
@@ -162,6 +165,11 @@ class HeadService {
   Result<protocol::KvListReply> OnKvList(const protocol::KvListRequest& req, Call& call);
   // Sends the answers of waits that ended.
   void AnswerKvWaits(std::vector<KvWaitAnswer> answers);
+  // Collective groups' members.
+  Result<protocol::WatchGroupReply> OnWatchGroup(const protocol::WatchGroupRequest& req,
+                                                 Call& call);
+  Result<protocol::UnwatchGroupReply> OnUnwatchGroup(const protocol::UnwatchGroupRequest& req,
+                                                     Call& call);
 
   HeadServiceOptions options_;
   const Clock& clock_;
@@ -170,6 +178,7 @@ class HeadService {
   LeaseManager leases_;
   JobManager jobs_;
   KvStore kv_;
+  GroupWatch group_watch_;
   // Routing ids that presented the token (agents and drivers). Job and lease
   // messages from any other peer are refused.
   std::unordered_set<std::string> authenticated_peers_;

@@ -261,7 +261,7 @@ void LeaseManager::OnNodeDead(const NodeId& node, const std::string& why) {
         again.push_back(Pending{lease.owner, std::move(*req)});
       }
     }
-    EndLease(id, /*kill_worker=*/false);
+    EndLease(id, /*kill_worker=*/false, reason);
   }
   groups_.OnNodeDead(node);
   for (auto& [peer, notice] : notices) {
@@ -320,7 +320,9 @@ uint32_t LeaseManager::FinishJob(const std::string& job_id, const std::string& w
   for (const auto& [id, lease] : leases_) {
     if (lease.job_id == job_id && !lease.detached) ending.push_back(id);
   }
-  for (const auto& id : ending) EndLease(id, /*kill_worker=*/true);
+  job_ending_ = job_id;
+  for (const auto& id : ending) EndLease(id, /*kill_worker=*/true, "its job ended (" + why + ")");
+  job_ending_.clear();
   for (const auto& group : groups_.GroupsOfJob(job_id)) RemovePlacementGroup(group);
   for (auto it = named_actors_.begin(); it != named_actors_.end();) {
     if (it->second.job_id == job_id && !it->second.detached) {
@@ -582,16 +584,19 @@ void LeaseManager::OnStartWorkerError(uint64_t request_id, const Status& error) 
   if (it == leases_.end()) return;
   ReplyError(it->second.owner,
              Status(error.code(), "the worker did not start: " + error.message()));
-  EndLease(lease_id, /*kill_worker=*/false);
+  EndLease(lease_id, /*kill_worker=*/false, "its worker did not start");
 }
 
 Status LeaseManager::ReturnLease(const std::string& lease_id) {
   if (!leases_.count(lease_id)) return Status::NotFound("no lease " + lease_id);
-  EndLease(lease_id, /*kill_worker=*/true);
+  EndLease(lease_id, /*kill_worker=*/true,
+           "its owner returned the lease (the worker exited or was killed, or the actor was "
+           "killed)");
   return Status::OK();
 }
 
-void LeaseManager::EndLease(const std::string& lease_id, bool kill_worker) {
+void LeaseManager::EndLease(const std::string& lease_id, bool kill_worker,
+                            const std::string& cause) {
   auto it = leases_.find(lease_id);
   if (it == leases_.end()) return;
   Lease lease = std::move(it->second);
@@ -613,6 +618,7 @@ void LeaseManager::EndLease(const std::string& lease_id, bool kill_worker) {
   if (store_) store_->DeleteLease(lease_id);
   ForgetActorsOf(lease_id);
   EndHostedLeases(lease_id);
+  if (lease_end_observer_) lease_end_observer_(lease_id, cause, job_ending_ == lease.job_id);
   SchedulePending();
 }
 
@@ -660,7 +666,7 @@ void LeaseManager::EndHostedLeases(const std::string& lease_id) {
         owned.push_back(id);
       }
     }
-    for (const auto& id : owned) EndLease(id, /*kill_worker=*/true);
+    for (const auto& id : owned) EndLease(id, /*kill_worker=*/true, "the worker that owned it ended");
   }
 }
 
@@ -712,7 +718,7 @@ void LeaseManager::OnProcessExited(const protocol::ProcessExitedNotice& notice) 
   if (it == leases_.end() || !it->second.process) return;
   Owner owner = it->second.owner;
   // The lease ends first: the owner may end the whole job on this notice.
-  if (notice.all_exited) EndLease(notice.lease_id, /*kill_worker=*/false);
+  if (notice.all_exited) EndLease(notice.lease_id, /*kill_worker=*/false, "its processes exited");
   if (owner.head) {
     head_owner_->OnProcessExited(notice);
   } else {
@@ -748,7 +754,9 @@ bool LeaseManager::RemovePlacementGroup(const std::string& group_id) {
   for (const auto& [id, lease] : leases_) {
     if (lease.group_id == group_id) ending.push_back(id);
   }
-  for (const auto& id : ending) EndLease(id, /*kill_worker=*/true);
+  for (const auto& id : ending) {
+    EndLease(id, /*kill_worker=*/true, "its placement group was removed");
+  }
   groups_.Remove(group_id);
   SchedulePending();
   return true;

@@ -76,6 +76,14 @@ class LeaseManager {
   void SetJobEndObserver(std::function<void(const std::string& job_id)> observer) {
     job_end_observer_ = std::move(observer);
   }
+  // Called with a lease's id and why it ended, whenever a granted lease ends
+  // (returned, its worker or node gone, its job or placement group ended).
+  // `job_ended`: it ended because its whole job did.
+  using LeaseEndObserver =
+      std::function<void(const std::string& lease_id, const std::string& cause, bool job_ended)>;
+  void SetLeaseEndObserver(LeaseEndObserver observer) {
+    lease_end_observer_ = std::move(observer);
+  }
 
   // Writes jobs, leases, named actors and placement groups through to `store`
   // (nullptr: none), which must outlive this manager.
@@ -208,7 +216,8 @@ class LeaseManager {
   // The policy's decision for a request outside placement groups: where it
   // goes now, or why it must wait, or why it can never run.
   policy::SchedulingDecision Decide(const protocol::RequestLeaseRequest& req);
-  void EndLease(const std::string& lease_id, bool kill_worker);
+  // `cause` completes "the lease ended: ..." for the lease end observer.
+  void EndLease(const std::string& lease_id, bool kill_worker, const std::string& cause);
   // Books `lease`'s devices (sign +1 on grant, -1 at its end) in device_use_,
   // an account kept apart from the NodeTable's: a device granted beyond one
   // whole device is logged as an invariant violation and counted.
@@ -245,6 +254,8 @@ class LeaseManager {
   policy::CompositePolicy policy_;  // where leases outside placement groups go
   uint64_t next_request_id_ = 1;
   std::function<void(const std::string& job_id)> job_end_observer_;
+  LeaseEndObserver lease_end_observer_;
+  std::string job_ending_;  // the job FinishJob is ending leases of, if any
   HeadStore* store_ = nullptr;
   // Leases stored by the previous head life, by node, until the node rejoins.
   std::unordered_map<NodeId, std::vector<StoredLease>> unconfirmed_;

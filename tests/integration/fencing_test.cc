@@ -14,8 +14,11 @@
 #include <optional>
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
+#include "rayx/collective.h"
+#include "rayx/kv.h"
 #include "rayx/rayx.h"
 #include "util/local_cluster.h"
 
@@ -37,7 +40,31 @@ class Device {
 // A value large enough for the node's object store (1 MiB).
 rayx::Bytes Blob(int size) { return rayx::Bytes{std::string(static_cast<size_t>(size), 'z')}; }
 
-RAYX_REMOTE(Device::Create, &Device::Where, &Device::Pid, Blob);
+// One rank of a collective group.
+class Rank {
+ public:
+  static Rank* Create() { return new Rank(); }
+  int Pid() { return getpid(); }
+  // Marks in the KV that it entered, then allreduces; returns the error
+  // ("" when it succeeded) and how long the call took in ms.
+  std::pair<std::string, int64_t> AllReduce(std::string group) {
+    std::vector<float> v(256, 1.0f);
+    rayx::kv::Put(group + "-entered", "yes");
+    auto start = std::chrono::steady_clock::now();
+    std::string error;
+    try {
+      rayx::collective::AllReduce(v, rayx::collective::ReduceOp::kSum, group);
+    } catch (const rayx::collective::CollectiveError& e) {
+      error = e.what();
+    }
+    return {error, std::chrono::duration_cast<std::chrono::milliseconds>(
+                       std::chrono::steady_clock::now() - start)
+                       .count()};
+  }
+};
+
+RAYX_REMOTE(Device::Create, &Device::Where, &Device::Pid, Blob, Rank::Create, &Rank::Pid,
+            &Rank::AllReduce);
 
 using rayx::testing::LocalCluster;
 using rayx::testing::NodeHandle;
@@ -364,6 +391,41 @@ TEST_F(Fencing, AResultLostWithItsNodeIsComputedAgain) {
     EXPECT_EQ(e.type(), "ObjectLost") << e.what();
     EXPECT_TRUE(Contains(e.what(), "127.0.0.2")) << e.what();
   }
+}
+
+// A collective group hears of a member's node death from the head: rank 1's
+// agent is stopped (its worker keeps running, its sockets stay open), and
+// rank 0's AllReduce fails as soon as the head declares the node dead, naming
+// rank 1 and the node, instead of waiting out its 60 s deadline.
+TEST_F(Fencing, ACollectiveGroupIsAbortedWhenAMembersNodeIsDeclaredDead) {
+  auto node = AddGpuNode("127.0.0.2");
+  ASSERT_TRUE(node.ok()) << node.status();
+  auto head_node = rayx::NodeAffinitySchedulingStrategy{cluster_->head_node().node_id, false};
+  auto rank0 = rayx::Actor(Rank::Create).SetSchedulingStrategy(head_node).Remote();
+  auto rank1 = rayx::Actor(Rank::Create).SetResources({{"GPU", 1}}).Remote();
+  pid_t pid1 = *rank1.Task(&Rank::Pid).Remote().Get(30000);
+  const int64_t timeout_ms = 60000;
+  rayx::collective::CreateCollectiveGroup({rank0, rank1},
+                                          {.name = "watched", .timeout_ms = timeout_ms});
+  auto call = rank0.Task(&Rank::AllReduce).Remote(std::string("watched"));
+  rayx::kv::Wait("watched-entered", 30000);
+
+  stopped_pid_ = node->agent.pid;
+  ASSERT_EQ(::kill(stopped_pid_, SIGSTOP), 0);
+  auto [error, took_ms] = *call.Get(timeout_ms + 10000);
+  EXPECT_TRUE(Contains(error, "rank 1")) << "the error must name the dead rank: " << error;
+  EXPECT_TRUE(Contains(error, "declared dead")) << error;
+  EXPECT_TRUE(Contains(error, "127.0.0.2")) << error;
+  EXPECT_LT(took_ms, 10000) << "the group waited for its deadline, not the head: " << error;
+  std::cout << "rank 0 saw after " << took_ms << " ms: " << error << "\n";
+  EXPECT_TRUE(PidAlive(pid1)) << "rank 1's worker runs on while its agent is stopped";
+
+  ASSERT_EQ(::kill(stopped_pid_, SIGCONT), 0);
+  stopped_pid_ = 0;
+  EXPECT_TRUE(WaitUntil([&] { return !PidAlive(pid1); }, 10000))
+      << "rank 1's worker " << pid1 << " still runs after its fenced agent rejoined";
+  // The survivor's group is aborted for good; it can be made again.
+  rank0.Kill();
 }
 
 }  // namespace

@@ -20,6 +20,7 @@ class RecordingOutbox final : public HeadOutbox {
     kKvWaitDone,
     kProcessExited,
     kLeasesLost,
+    kGroupMemberDied,
     kStartWorker,
     kKillWorkers,
     kJobFinished,
@@ -36,6 +37,7 @@ class RecordingOutbox final : public HeadOutbox {
     protocol::KillWorkersRequest kill;             // kKillWorkers
     std::string job_id;                            // kJobFinished
     protocol::LeasesLostNotice lost;               // kLeasesLost
+    protocol::GroupMemberDiedNotice member_died;   // kGroupMemberDied
   };
 
   void GrantLease(const Requester& to, const protocol::RequestLeaseReply& grant) override {
@@ -56,6 +58,10 @@ class RecordingOutbox final : public HeadOutbox {
   }
   void LeasesLost(const std::string& owner_peer, const protocol::LeasesLostNotice& notice) override {
     Add({Kind::kLeasesLost, owner_peer, 0}).lost = notice;
+  }
+  void GroupMemberDied(const std::string& member_peer,
+                       const protocol::GroupMemberDiedNotice& notice) override {
+    Add({Kind::kGroupMemberDied, member_peer, 0}).member_died = notice;
   }
   void WatchDriver(const std::string& agent_peer, uint64_t request_id,
                    const protocol::WatchDriverRequest& request) override {

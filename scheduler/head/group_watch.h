@@ -1,0 +1,88 @@
+// The head's record of which leases hold ranks of which collective groups, so
+// that a rank's death reaches the group's other ranks at once.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "protocol/group_messages.h"
+#include "rayx/status.h"
+
+namespace rayx::scheduler {
+
+struct GroupWatchLimits {
+  // Watched ranks over all groups; more are refused (Unavailable).
+  size_t max_members = size_t{1} << 20;
+  // The largest world size a group may have.
+  int32_t max_world_size = 1 << 16;
+  // Groups one lease may hold ranks of.
+  size_t max_groups_per_lease = 256;
+  // Groups that lost a member, remembered so that a rank watching late hears
+  // of the death at once.
+  size_t remembered_failures = 1024;
+};
+
+// Design: a group is keyed by (name, attempt id); each watched rank is its
+// lease and the routing id its notices go to. When a lease ends, every group
+// it held a rank of is dropped and each of that group's other ranks gets one
+// GroupMemberDiedNotice: the work is O(ranks of the groups of that lease), not
+// O(groups). A rank that leaves (Remove) is never told about, nor told. What
+// the head knows of groups is in memory only: a restarted head watches the
+// groups whose ranks join after the restart.
+//
+// Owned by the head's event loop; not thread-safe.
+class GroupWatch {
+ public:
+  // (routing id, notice) pairs for the caller to send.
+  using Notices = std::vector<std::pair<std::string, protocol::GroupMemberDiedNotice>>;
+
+  explicit GroupWatch(GroupWatchLimits limits = {}) : limits_(limits) {}
+
+  // Watches rank req.rank of (req.group, req.attempt_id), held by lease
+  // req.lease_id and reached at `peer`; a rank watched again replaces its
+  // entry. When that group attempt already lost a member, nothing is added
+  // and the notice for `peer` is returned. InvalidArgument for a rank or
+  // world size out of range or unlike the group's; Unavailable at a bound.
+  Result<std::optional<protocol::GroupMemberDiedNotice>> Add(
+      const std::string& peer, const protocol::WatchGroupRequest& req);
+
+  // Stops watching a rank; false when it was not watched.
+  bool Remove(const protocol::UnwatchGroupRequest& req);
+
+  // Lease `lease_id` ended because of `cause`: the notices to send.
+  Notices OnLeaseEnded(const std::string& lease_id, const std::string& cause);
+
+  size_t member_count() const { return members_; }
+  size_t group_count() const { return groups_.size(); }
+
+ private:
+  using Key = std::pair<std::string, std::string>;  // (group, attempt_id)
+  struct Member {
+    std::string peer;
+    std::string lease_id;
+  };
+  struct Group {
+    int32_t world_size = 0;
+    std::map<int32_t, Member> members;
+  };
+
+  // Drops `key`'s entry of lease `lease_id`'s index.
+  void Unindex(const std::string& lease_id, const Key& key);
+  void RememberFailure(const Key& key, const protocol::GroupMemberDiedNotice& notice);
+
+  GroupWatchLimits limits_;
+  std::map<Key, Group> groups_;
+  std::unordered_map<std::string, std::vector<Key>> by_lease_;
+  size_t members_ = 0;
+  std::map<Key, protocol::GroupMemberDiedNotice> failed_;
+  std::deque<Key> failed_order_;  // oldest first, bounds failed_
+};
+
+}  // namespace rayx::scheduler

@@ -1,0 +1,109 @@
+// The head's request handlers for small shared state that workers use: the
+// key-value store (rendezvous, user keys) and collective groups' member
+// watches. Part of HeadService (head_service.h).
+#include <algorithm>
+
+#include "head/head_service.h"
+
+namespace rayx::scheduler {
+
+// ---- The key-value store.
+
+void HeadService::AnswerKvWaits(std::vector<KvWaitAnswer> answers) {
+  for (auto& answer : answers) {
+    Requester to{std::move(answer.waiter.peer), answer.waiter.request_id};
+    if (answer.value.ok()) {
+      protocol::KvWaitReply reply;
+      reply.value = std::move(*answer.value);
+      outbox_.KvWaitDone(to, reply);
+    } else {
+      outbox_.Fail(to, answer.value.status());
+    }
+  }
+}
+
+Result<protocol::KvPutReply> HeadService::OnKvPut(const protocol::KvPutRequest& req, Call&) {
+  // The value is copied once: the request is not ours to move from.
+  auto put = kv_.Put(req.ns, req.key, req.value, req.overwrite, req.job_id);
+  if (!put.ok()) return put.status();
+  AnswerKvWaits(std::move(put->answered));
+  protocol::KvPutReply reply;
+  reply.added = put->added;
+  return reply;
+}
+
+Result<protocol::KvGetReply> HeadService::OnKvGet(const protocol::KvGetRequest& req, Call&) {
+  auto value = kv_.Get(req.ns, req.key);
+  if (!value.ok()) return value.status();
+  protocol::KvGetReply reply;
+  reply.found = value->has_value();
+  if (reply.found) reply.value = std::move(**value);
+  return reply;
+}
+
+Result<NoReply> HeadService::OnKvWait(const protocol::KvWaitRequest& req, Call& call) {
+  // At most a day, so the deadline cannot overflow.
+  constexpr int64_t kMaxTimeoutMs = int64_t{24} * 3600 * 1000;
+  int64_t timeout = std::clamp<int64_t>(req.timeout_ms, 0, kMaxTimeoutMs);
+  if (timeout == 0) {
+    auto value = kv_.Get(req.ns, req.key);
+    if (!value.ok()) return value.status();
+    if (!value->has_value()) {
+      return Status::TimedOut("KV key \"" + req.key + "\" is not in namespace \"" + req.ns +
+                              "\" (waited 0 ms)");
+    }
+    AnswerKvWaits({{KvWaiter{call.peer_id, call.id}, std::move(**value)}});
+    return NoReply{};
+  }
+  auto value = kv_.Wait(req.ns, req.key, KvWaiter{call.peer_id, call.id},
+                        clock_.NowMs() + timeout);
+  if (!value.ok()) return value.status();
+  if (value->has_value()) {
+    AnswerKvWaits({{KvWaiter{call.peer_id, call.id}, std::move(**value)}});
+  }
+  return NoReply{};  // answered by a Put of the key or at the deadline
+}
+
+Result<protocol::KvDeleteReply> HeadService::OnKvDelete(const protocol::KvDeleteRequest& req,
+                                                        Call&) {
+  auto deleted = kv_.Delete(req.ns, req.key);
+  if (!deleted.ok()) return deleted.status();
+  protocol::KvDeleteReply reply;
+  reply.deleted = *deleted;
+  return reply;
+}
+
+Result<protocol::KvListReply> HeadService::OnKvList(const protocol::KvListRequest& req, Call&) {
+  auto list = kv_.List(req.ns, req.prefix, req.limit);
+  if (!list.ok()) return list.status();
+  protocol::KvListReply reply;
+  reply.keys = std::move(list->keys);
+  reply.truncated = list->truncated;
+  return reply;
+}
+
+// ---- Collective groups' members.
+
+Result<protocol::WatchGroupReply> HeadService::OnWatchGroup(const protocol::WatchGroupRequest& req,
+                                                            Call& call) {
+  // A lease that already ended would never be reported: refuse it.
+  if (!leases_.NodeOfLease(req.lease_id)) {
+    return Status::NotFound("collective group '" + req.group + "' rank " +
+                            std::to_string(req.rank) + ": lease " + req.lease_id +
+                            " is not live (its worker or node is gone)");
+  }
+  auto added = group_watch_.Add(call.peer_id, req);
+  if (!added.ok()) return added.status();
+  // The group lost a member before this rank watched it: tell it now.
+  if (added->has_value()) outbox_.GroupMemberDied(call.peer_id, **added);
+  return protocol::WatchGroupReply{};
+}
+
+Result<protocol::UnwatchGroupReply> HeadService::OnUnwatchGroup(
+    const protocol::UnwatchGroupRequest& req, Call&) {
+  protocol::UnwatchGroupReply reply;
+  reply.removed = group_watch_.Remove(req);
+  return reply;
+}
+
+}  // namespace rayx::scheduler

@@ -482,7 +482,8 @@ struct RegisterActorReply {
 
 // head -> a lease's owner: the leases' node was declared dead, so their
 // workers are lost to the owner even if their connections still stand (a
-// stopped or cut-off node). Sent once per owner per node death.
+// stopped or cut-off node); sent once per owner per node death. Also sent for
+// one lease whose worker exited by itself (its agent saw it).
 struct LeasesLostNotice {
   static constexpr MessageType kType = MessageType::kLeasesLostNotice;
   std::vector<std::string> lease_ids;

@@ -715,7 +715,11 @@ std::map<std::string, std::string> LeaseManager::InfeasibleShapes() const {
 
 void LeaseManager::OnProcessExited(const protocol::ProcessExitedNotice& notice) {
   auto it = leases_.find(notice.lease_id);
-  if (it == leases_.end() || !it->second.process) return;
+  if (it == leases_.end()) return;
+  if (!it->second.process) {
+    OnWorkerExited(it->second, notice);
+    return;
+  }
   Owner owner = it->second.owner;
   // The lease ends first: the owner may end the whole job on this notice.
   if (notice.all_exited) EndLease(notice.lease_id, /*kill_worker=*/false, "its processes exited");
@@ -723,6 +727,32 @@ void LeaseManager::OnProcessExited(const protocol::ProcessExitedNotice& notice) 
     head_owner_->OnProcessExited(notice);
   } else {
     outbox_.ProcessExited(owner.requester.peer, notice);
+  }
+}
+
+void LeaseManager::OnWorkerExited(const Lease& lease, const protocol::ProcessExitedNotice& notice) {
+  const NodeInfo* info = nodes_.FindAny(lease.node);
+  std::string how = notice.signal != 0 ? "was killed by signal " + std::to_string(notice.signal)
+                                       : "exited with status " + std::to_string(notice.exit_code);
+  std::string reason = "worker pid " + std::to_string(notice.pid) + " on node " +
+                       (info ? info->address + " (" + lease.node.Short() + ")" : lease.node.Short()) +
+                       " " + how;
+  // Copies: EndLease erases `lease`.
+  std::string lease_id = lease.lease_id;
+  NodeId node = lease.node;
+  Owner owner = lease.owner;
+  // Its resources are free now, whoever owns it: a detached actor's owner may
+  // be long gone, and nobody else would return the lease.
+  EndLease(lease_id, /*kill_worker=*/false, reason);
+  if (owner.head) {
+    if (head_owner_) head_owner_->OnLeaseLost(lease_id, reason);
+  } else if (!owner.requester.peer.empty()) {
+    // The owner hears at once, before its connection to the worker says so.
+    protocol::LeasesLostNotice lost;
+    lost.lease_ids = {lease_id};
+    lost.node_id = node.Hex();
+    lost.reason = reason;
+    outbox_.LeasesLost(owner.requester.peer, lost);
   }
 }
 

@@ -135,7 +135,8 @@ class LeaseManager {
   void OnStartWorkerError(uint64_t request_id, const Status& error);
 
   // A process of a process lease ended: the owner hears of it; the lease ends
-  // when its last process has.
+  // when its last process has. Or the worker of a worker lease exited by
+  // itself: its lease ends and its owner gets a LeasesLostNotice.
   void OnProcessExited(const protocol::ProcessExitedNotice& notice);
 
   // Placement groups (see PlacementGroupManager).
@@ -218,6 +219,7 @@ class LeaseManager {
   policy::SchedulingDecision Decide(const protocol::RequestLeaseRequest& req);
   // `cause` completes "the lease ended: ..." for the lease end observer.
   void EndLease(const std::string& lease_id, bool kill_worker, const std::string& cause);
+  void OnWorkerExited(const Lease& lease, const protocol::ProcessExitedNotice& notice);
   // Books `lease`'s devices (sign +1 on grant, -1 at its end) in device_use_,
   // an account kept apart from the NodeTable's: a device granted beyond one
   // whole device is logged as an invariant violation and counted.

@@ -663,6 +663,38 @@ TEST_F(Runtime, NamedDetachedActorOutlivesItsJob) {
   again.Kill();
 }
 
+// A detached actor outlives its job, so no owner is left to return its lease
+// when its worker dies: the agent tells the head, which frees its resources
+// and its name.
+TEST_F(Runtime, ADetachedActorWhoseWorkerDiesAfterItsJobFreesItsResourcesAndName) {
+  auto orphan = rayx::Actor(Recorder::Create)
+                    .SetName("orphan")
+                    .SetLifetime(rayx::Detached)
+                    .SetResources({{"CPU", 2}})
+                    .Remote(0);
+  pid_t pid = *orphan.Task(&Recorder::Pid).Remote().Get();
+  rayx::Shutdown();  // its job ends; the actor stays
+  rayx::Options options;
+  options.address = cluster_->address();
+  options.token = cluster_->token();
+  rayx::Init(options);
+  ASSERT_EQ(*rayx::GetActor<Recorder>("orphan").Task(&Recorder::Pid).Remote().Get(), pid);
+  auto held = cluster_->GetStatus();
+  ASSERT_TRUE(held.ok());
+  EXPECT_EQ(held->AvailableResources()["CPU"], 3);
+
+  ASSERT_EQ(::kill(pid, SIGKILL), 0);
+  rayx::Status freed = cluster_->WaitFor(
+      [](const rayx::ClusterStatus& s) { return s.AvailableResources().at("CPU") == 5; }, 10000);
+  EXPECT_TRUE(freed.ok()) << "the dead detached actor's 2 CPUs stay booked: " << freed;
+  try {
+    rayx::GetActor<Recorder>("orphan");
+    ADD_FAILURE() << "the dead detached actor's name still resolves";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("orphan"), std::string::npos) << e.what();
+  }
+}
+
 TEST_F(Runtime, DroppedReferencesFreeTheirObjects) {
   auto* runtime = rayx::detail::CurrentRuntime();
   ASSERT_NE(runtime, nullptr);

@@ -659,6 +659,50 @@ TEST_F(LeaseManagerTest, SilentJobKeepsDetachedActor) {
 
 // ---- Failures -------------------------------------------------------------------------
 
+// A worker that exits by itself (its agent saw it): its lease ends at once,
+// resources and name included, even when its owner is gone (a detached actor
+// of a finished job), and a live owner is told naming the worker and how.
+TEST_F(LeaseManagerTest, AWorkerThatExitsByItselfEndsItsLeaseAndTellsItsOwner) {
+  NodeId node = AddNode("10.0.0.2", {{"CPU", 2}});
+  std::string job = NewJob();
+  std::string detached = Grant(job, {{"CPU", 1}}, "agent-10.0.0.2", 1, /*detached=*/true);
+  std::string attached = Grant(job, {{"CPU", 1}}, "agent-10.0.0.2", 2);
+  ASSERT_TRUE(leases_.RegisterActor(Actor("keeper", job, detached, true)).ok());
+  EXPECT_EQ(Available(node, "CPU"), 0);
+
+  protocol::ProcessExitedNotice exited;
+  exited.lease_id = attached;
+  exited.pid = 4242;
+  exited.signal = 9;
+  exited.all_exited = true;
+  leases_.OnProcessExited(exited);
+  auto sent = Take();
+  ASSERT_EQ(sent.size(), 1u);
+  EXPECT_EQ(sent[0].peer, "driver");
+  auto lost = sent[0].As<protocol::LeasesLostNotice>();
+  EXPECT_EQ(lost.lease_ids, std::vector<std::string>{attached});
+  EXPECT_EQ(lost.node_id, node.Hex());
+  EXPECT_EQ(lost.reason, "worker pid 4242 on node 10.0.0.2 (" + node.Short() +
+                             ") was killed by signal 9");
+  EXPECT_EQ(Available(node, "CPU"), 1);
+  EXPECT_TRUE(KilledLeases(sent, "agent-10.0.0.2").empty()) << "it is dead already";
+
+  // The job ends; later the detached actor's worker exits: its CPU is free and
+  // its name is gone, though no owner is left to return the lease.
+  leases_.FinishJob(job, "done");
+  Take();
+  exited.lease_id = detached;
+  exited.signal = 0;
+  exited.exit_code = 3;
+  leases_.OnProcessExited(exited);
+  EXPECT_EQ(Available(node, "CPU"), 2);
+  EXPECT_EQ(leases_.lease_count(), 0u);
+  EXPECT_EQ(leases_.GetActor("keeper").status().code(), StatusCode::kNotFound);
+  // A second notice for the same lease changes nothing.
+  leases_.OnProcessExited(exited);
+  EXPECT_EQ(Available(node, "CPU"), 2);
+}
+
 // A node dies: its leases end (no kills: the workers died with it); a request
 // whose worker had not started yet goes back to the queue for another node,
 // unless it can only run on that node (hard affinity), which is answered.

@@ -11,7 +11,8 @@ namespace rayx::worker {
 
 LocalLeaseProcesses::LocalLeaseProcesses(boost::asio::io_context& io, const Options& options,
                                          ProcessRunner::ExitCallback on_exit)
-    : workers_(io, {.node_ip = options.node_ip,
+    : on_exit_(std::move(on_exit)),
+      workers_(io, {.node_ip = options.node_ip,
                     .log_dir = options.log_dir,
                     .token = options.token,
                     .store_dir = options.store_dir}),
@@ -19,7 +20,7 @@ LocalLeaseProcesses::LocalLeaseProcesses(boost::asio::io_context& io, const Opti
                   .log_dir = options.log_dir,
                   .token = options.token,
                   .store_dir = options.store_dir},
-                 [this, on_exit = std::move(on_exit)](const protocol::ProcessExitedNotice& notice) {
+                 [this](const protocol::ProcessExitedNotice& notice) {
                    // What the process left in its group goes with it; the
                    // lease's devices are free once that group is empty.
                    ::kill(-notice.pid, SIGKILL);
@@ -28,7 +29,7 @@ LocalLeaseProcesses::LocalLeaseProcesses(boost::asio::io_context& io, const Opti
                                           gpus == lease_gpus_.end() ? std::vector<int>{}
                                                                     : gpus->second});
                    if (notice.all_exited && gpus != lease_gpus_.end()) lease_gpus_.erase(gpus);
-                   on_exit(notice);
+                   on_exit_(notice);
                  }) {}
 
 void LocalLeaseProcesses::SetObjectAddress(const std::string& address) {
@@ -94,7 +95,20 @@ void LocalLeaseProcesses::Reap() {
       dying_.push_back(
           Dying{pid, true, gpus == lease_gpus_.end() ? std::vector<int>{} : gpus->second});
       if (gpus != lease_gpus_.end()) lease_gpus_.erase(gpus);
-      workers_.OnChildExit(pid, status);
+      if (workers_.OnChildExit(pid, status) == WorkerPool::ChildExit::kRunning) {
+        // The head hears of it: nobody else may (a detached actor's owner
+        // may be gone), and the lease's resources would stay booked.
+        protocol::ProcessExitedNotice notice;
+        notice.lease_id = *lease;
+        notice.pid = pid;
+        if (WIFSIGNALED(status)) {
+          notice.signal = WTERMSIG(status);
+        } else {
+          notice.exit_code = WEXITSTATUS(status);
+        }
+        notice.all_exited = true;
+        on_exit_(notice);
+      }
       continue;
     }
     processes_.OnChildExit(pid, status);

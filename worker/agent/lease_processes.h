@@ -64,7 +64,9 @@ class LocalLeaseProcesses final : public LeaseProcesses {
     std::string token;
     std::string store_dir;
   };
-  // `on_exit` hears of every process of a process lease that exits.
+  // `on_exit` hears of every process of a process lease that exits, and of
+  // every running worker that exits by itself (not killed through Kill): one
+  // notice with index 0 and all_exited set.
   LocalLeaseProcesses(boost::asio::io_context& io, const Options& options,
                       ProcessRunner::ExitCallback on_exit);
 
@@ -92,6 +94,7 @@ class LocalLeaseProcesses final : public LeaseProcesses {
   // Forgets dying groups that are empty now.
   void Prune();
 
+  ProcessRunner::ExitCallback on_exit_;
   WorkerPool workers_;
   ProcessRunner processes_;
   std::map<std::string, std::vector<int>> lease_gpus_;  // the devices of each running lease

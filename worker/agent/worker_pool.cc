@@ -263,7 +263,7 @@ void WorkerPool::KillAll() {
   while (!workers_.empty()) Kill(workers_.begin()->first);
 }
 
-bool WorkerPool::OnChildExit(pid_t pid, int status) {
+WorkerPool::ChildExit WorkerPool::OnChildExit(pid_t pid, int status) {
   for (auto it = workers_.begin(); it != workers_.end(); ++it) {
     if (it->second.pid != pid) continue;
     std::string how = WIFSIGNALED(status) ? "killed by signal " + std::to_string(WTERMSIG(status))
@@ -275,12 +275,12 @@ bool WorkerPool::OnChildExit(pid_t pid, int status) {
     if (it->second.on_start) {
       FinishStart(it->first, Status::Unavailable("the worker " + how + " during start-up; see " +
                                                  it->second.log_path));
-      return true;
+      return ChildExit::kDuringStart;
     }
     workers_.erase(it);
-    return true;
+    return ChildExit::kRunning;
   }
-  return false;
+  return ChildExit::kNotOurs;
 }
 
 }  // namespace rayx::worker

@@ -61,9 +61,11 @@ class WorkerPool {
   std::vector<pid_t> Pids() const;
   // The lease whose worker is `pid`, if any.
   std::optional<std::string> LeaseOf(pid_t pid) const;
-  // Returns true when `pid` was one of this pool's workers (and forgets it).
-  // What the worker left in its process group is SIGKILLed.
-  bool OnChildExit(pid_t pid, int wait_status);
+  // What OnChildExit found `pid` to be.
+  enum class ChildExit { kNotOurs, kDuringStart, kRunning };
+  // Forgets worker `pid`, which exited; what it left in its process group is
+  // SIGKILLed. A worker that was still starting fails its start.
+  ChildExit OnChildExit(pid_t pid, int wait_status);
 
   size_t size() const { return workers_.size(); }
   // Starts waiting for a free start-up slot.

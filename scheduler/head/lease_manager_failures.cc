@@ -1,0 +1,122 @@
+// LeaseManager's failure half: a node declared dead (its leases end, their
+// owners are told, not-yet-started requests are queued again), and a worker or
+// a process-lease process that exits by itself. Part of LeaseManager
+// (lease_manager.h).
+#include <map>
+
+#include "common/logging.h"
+#include "head/lease_manager.h"
+
+namespace rayx::scheduler {
+
+void LeaseManager::OnNodeDead(const NodeId& node, const std::string& why) {
+  if (auto it = unconfirmed_.find(node); it != unconfirmed_.end()) {
+    std::vector<StoredLease> stored = std::move(it->second);
+    unconfirmed_.erase(it);
+    for (const auto& lease : stored) {
+      DropUnconfirmed(lease, "node " + node.Short() + " did not come back after the head restarted", {});
+    }
+  }
+  agent_peers_.erase(node);
+  const NodeInfo* info = nodes_.FindAny(node);
+  std::string reason = "node " + (info ? info->address + " (" + node.Short() + ")" : node.Short()) +
+                       " was declared dead" + (why.empty() ? "" : ": " + why);
+  std::erase_if(start_requests_, [&](const auto& entry) {
+    auto lease = leases_.find(entry.second);
+    return lease == leases_.end() || lease->second.node == node;
+  });
+  std::vector<std::string> gone;
+  for (const auto& [id, lease] : leases_) {
+    if (lease.node == node) gone.push_back(id);
+  }
+  std::vector<Pending> again;
+  // Owners hear at once, one notice each: a stopped or cut-off node's workers
+  // may still hold their connections open.
+  std::map<std::string, protocol::LeasesLostNotice> notices;
+  std::vector<std::string> head_owned;
+  for (const auto& id : gone) {
+    Lease& lease = leases_[id];
+    if (lease.running && lease.owner.head) {
+      head_owned.push_back(id);
+    } else if (lease.running && !lease.owner.requester.peer.empty()) {
+      notices[lease.owner.requester.peer].lease_ids.push_back(id);
+    }
+    if (!lease.running) {
+      // Not started yet: the request goes back to the queue for another
+      // node, unless it can only run there (a process lease, hard affinity)
+      // or in a placement group's bundle there: the group's user (a Train
+      // run, an actor group) decides what to do with a group that lost a node.
+      const auto& req = lease.request;
+      bool pinned = lease.process || !req || !lease.group_id.empty() ||
+                    (req->strategy == "NODE_AFFINITY" && !req->affinity_soft);
+      if (pinned) {
+        ReplyError(lease.owner,
+                   Status::Unavailable("the node chosen for this worker died before it started"));
+      } else {
+        again.push_back(Pending{lease.owner, std::move(*req)});
+      }
+    }
+    EndLease(id, /*kill_worker=*/false, reason);
+  }
+  groups_.OnNodeDead(node);
+  for (auto& [peer, notice] : notices) {
+    notice.node_id = node.Hex();
+    notice.reason = reason;
+    outbox_.LeasesLost(peer, notice);
+  }
+  for (const auto& id : head_owned) {
+    if (head_owner_) head_owner_->OnLeaseLost(id, reason);
+  }
+  if (!again.empty()) {
+    RAYX_LOG(Info) << again.size() << " lease request(s) whose node died before their worker "
+                   << "started are queued again";
+    for (auto& p : again) pending_.push_back(std::move(p));
+    SchedulePending();
+  }
+  AfterRejoins();
+}
+
+void LeaseManager::OnProcessExited(const protocol::ProcessExitedNotice& notice) {
+  auto it = leases_.find(notice.lease_id);
+  if (it == leases_.end()) return;
+  if (!it->second.process) {
+    OnWorkerExited(it->second, notice);
+    return;
+  }
+  Owner owner = it->second.owner;
+  // The lease ends first: the owner may end the whole job on this notice.
+  if (notice.all_exited) EndLease(notice.lease_id, /*kill_worker=*/false, "its processes exited");
+  if (owner.head) {
+    head_owner_->OnProcessExited(notice);
+  } else {
+    outbox_.ProcessExited(owner.requester.peer, notice);
+  }
+}
+
+void LeaseManager::OnWorkerExited(const Lease& lease, const protocol::ProcessExitedNotice& notice) {
+  const NodeInfo* info = nodes_.FindAny(lease.node);
+  std::string how = notice.signal != 0 ? "was killed by signal " + std::to_string(notice.signal)
+                                       : "exited with status " + std::to_string(notice.exit_code);
+  std::string reason = "worker pid " + std::to_string(notice.pid) + " on node " +
+                       (info ? info->address + " (" + lease.node.Short() + ")" : lease.node.Short()) +
+                       " " + how;
+  // Copies: EndLease erases `lease`.
+  std::string lease_id = lease.lease_id;
+  NodeId node = lease.node;
+  Owner owner = lease.owner;
+  // Its resources are free now, whoever owns it: a detached actor's owner may
+  // be long gone, and nobody else would return the lease.
+  EndLease(lease_id, /*kill_worker=*/false, reason);
+  if (owner.head) {
+    if (head_owner_) head_owner_->OnLeaseLost(lease_id, reason);
+  } else if (!owner.requester.peer.empty()) {
+    // The owner hears at once, before its connection to the worker says so.
+    protocol::LeasesLostNotice lost;
+    lost.lease_ids = {lease_id};
+    lost.node_id = node.Hex();
+    lost.reason = reason;
+    outbox_.LeasesLost(owner.requester.peer, lost);
+  }
+}
+
+}  // namespace rayx::scheduler

@@ -1,0 +1,199 @@
+// LeaseManager's durable half: writing leases through to the HeadStore, and
+// the head-restart path (restoring jobs, leases and named actors from the
+// store, nodes rejoining with the leases they still run, and what happens to
+// those that do not come back). Part of LeaseManager (lease_manager.h).
+#include <algorithm>
+#include <set>
+
+#include "common/logging.h"
+#include "head/lease_manager.h"
+
+namespace rayx::scheduler {
+
+void LeaseManager::SetStore(HeadStore* store) {
+  store_ = store;
+  groups_.SetStore(store);
+}
+
+void LeaseManager::SaveLease(const Lease& lease) {
+  if (!store_) return;
+  StoredLease stored;
+  stored.lease_id = lease.lease_id;
+  stored.job_id = lease.job_id;
+  stored.node_id = lease.node.Hex();
+  stored.resources = lease.resources;
+  stored.gpu_ids = lease.gpu_ids;
+  stored.owner_peer = lease.owner.requester.peer;
+  stored.owner_head = lease.owner.head;
+  stored.running = lease.running;
+  stored.detached = lease.detached;
+  stored.for_actor = lease.for_actor;
+  stored.process = lease.process;
+  stored.group_id = lease.group_id;
+  stored.bundle_index = lease.bundle_index;
+  stored.pid = lease.pid;
+  store_->PutLease(stored);
+}
+
+void LeaseManager::Restore(const HeadState& state, int64_t now_ms) {
+  for (const auto& job : state.jobs) {
+    Job& j = jobs_[job.job_id];
+    j.last_heartbeat_ms = now_ms;  // its driver has the job timeout to come back
+    j.supervised = job.supervised;
+  }
+  for (const auto& actor : state.actors) named_actors_[actor.name] = actor;
+  groups_.Restore(state.placement_groups);
+  rejoin_window_open_ = nodes_.rejoining_count() > 0;
+  for (const auto& lease : state.leases) {
+    auto node = NodeId::FromHex(lease.node_id);
+    if (!node.ok()) continue;
+    unconfirmed_[*node].push_back(lease);
+  }
+  if (state.jobs.empty() && state.actors.empty() && state.placement_groups.empty() &&
+      state.leases.empty()) {
+    return;
+  }
+  RAYX_LOG(Info) << "restored " << state.jobs.size() << " jobs, " << state.actors.size()
+                 << " named actors, " << state.placement_groups.size() << " placement groups and "
+                 << state.leases.size() << " leases (unconfirmed until their nodes rejoin)";
+}
+
+bool LeaseManager::IsUnconfirmed(const std::string& lease_id) const {
+  for (const auto& [node, leases] : unconfirmed_) {
+    for (const auto& lease : leases) {
+      if (lease.lease_id == lease_id) return true;
+    }
+  }
+  return false;
+}
+
+void LeaseManager::DropUnconfirmed(const StoredLease& lease, const std::string& why,
+                                   const std::vector<protocol::ExitedProcess>& exits) {
+  if (store_) store_->DeleteLease(lease.lease_id);
+  ForgetActorsOf(lease.lease_id);
+  EndHostedLeases(lease.lease_id);
+  if (!lease.owner_head || !lease.process || head_owner_ == nullptr) return;
+  // The head owns it (a submitted job's entrypoint): its owner must hear how
+  // it ended, from the agent's report when it has one.
+  bool told = false;
+  for (const auto& e : exits) {
+    if (e.lease_id != lease.lease_id || !e.all_exited) continue;
+    protocol::ProcessExitedNotice notice;
+    notice.lease_id = e.lease_id;
+    notice.index = e.index;
+    notice.pid = e.pid;
+    notice.exit_code = e.exit_code;
+    notice.signal = e.signal;
+    notice.log_tail = e.log_tail;
+    notice.all_exited = true;
+    head_owner_->OnProcessExited(notice);
+    told = true;
+  }
+  if (!told) {
+    head_owner_->OnLeaseLost(lease.lease_id, why);
+  }
+}
+
+void LeaseManager::OnNodeRejoined(const NodeId& node, const std::string& agent_peer,
+                                  const std::vector<protocol::LiveLease>& live,
+                                  const std::vector<protocol::ExitedProcess>& exits) {
+  agent_peers_[node] = agent_peer;
+  groups_.OnNodeRejoined(node);
+  std::vector<StoredLease> stored;
+  if (auto it = unconfirmed_.find(node); it != unconfirmed_.end()) {
+    stored = std::move(it->second);
+    unconfirmed_.erase(it);
+  }
+  std::unordered_map<std::string, const StoredLease*> by_id;
+  for (const auto& lease : stored) by_id[lease.lease_id] = &lease;
+  std::vector<std::string> kill;
+  size_t restored = 0;
+  for (const auto& report : live) {
+    auto found = by_id.find(report.lease_id);
+    if (found == by_id.end() || !found->second->running) {
+      // Never granted to an owner (the head died while it started) or not
+      // known at all: nobody would use or return it.
+      if (found != by_id.end()) {
+        if (store_) store_->DeleteLease(report.lease_id);
+        by_id.erase(found);
+      }
+      EndHostedLeases(report.lease_id);
+      kill.push_back(report.lease_id);
+      continue;
+    }
+    const StoredLease& s = *found->second;
+    by_id.erase(found);
+    auto job = jobs_.find(s.job_id);
+    bool job_alive = job != jobs_.end() && !job->second.finished;
+    // What the live worker holds, as its agent says (resources and devices).
+    bool accounted = s.group_id.empty()
+                         ? nodes_.AcquireExact(node, report.resources, report.gpu_ids)
+                         : groups_.AcquireExact(s.group_id, s.bundle_index, report.resources,
+                                                report.gpu_ids);
+    if (!accounted || (!job_alive && !s.detached)) {
+      RAYX_LOG(Warning) << "lease " << s.lease_id.substr(0, 8) << " on rejoined node "
+                        << node.Short() << ": "
+                        << (!accounted ? "its resources are not free in the head's books"
+                                       : "its job ended")
+                        << "; stopping its worker";
+      if (store_) store_->DeleteLease(s.lease_id);
+      ForgetActorsOf(s.lease_id);
+      EndHostedLeases(s.lease_id);
+      kill.push_back(s.lease_id);
+      continue;
+    }
+    Lease lease;
+    lease.lease_id = s.lease_id;
+    lease.job_id = s.job_id;
+    lease.node = node;
+    lease.resources = report.resources;
+    lease.gpu_ids = report.gpu_ids;
+    lease.owner = Owner{Requester{s.owner_peer, 0}, s.owner_head};
+    lease.running = true;
+    lease.detached = s.detached;
+    lease.for_actor = s.for_actor;
+    lease.process = s.process;
+    lease.group_id = s.group_id;
+    lease.bundle_index = s.bundle_index;
+    lease.pid = report.worker_pid ? report.worker_pid : s.pid;
+    SaveLease(lease);
+    BookDevices(lease, +1);
+    leases_[lease.lease_id] = std::move(lease);
+    ++restored;
+  }
+  // Stored leases the agent no longer runs: their workers exited meanwhile.
+  size_t gone = 0;
+  for (const auto& lease : stored) {
+    if (!by_id.count(lease.lease_id)) continue;
+    DropUnconfirmed(lease, "its process ended while the head was down", exits);
+    ++gone;
+  }
+  if (!kill.empty()) {
+    protocol::KillWorkersRequest request;
+    request.lease_ids = kill;
+    outbox_.KillWorkers(agent_peer, next_request_id_++, request);
+  }
+  RAYX_LOG(Info) << "node " << node.Short() << " rejoined: " << restored << " leases kept, "
+                 << gone << " ended while the head was down, " << kill.size() << " stopped";
+  SchedulePending();
+  AfterRejoins();
+}
+
+void LeaseManager::AfterRejoins() {
+  if (!rejoin_window_open_ || nodes_.rejoining_count() > 0) return;
+  rejoin_window_open_ = false;
+  // Requests that waited for rejoining nodes: those no node can ever hold now
+  // get the answer they would have had at once.
+  std::erase_if(pending_, [&](Pending& p) {
+    if (!p.req.placement_group_id.empty()) return false;
+    auto decision = Decide(p.req);
+    const auto* infeasible = std::get_if<policy::Infeasible>(&decision);
+    if (infeasible == nullptr) return false;
+    ReplyError(p.owner, Status::Infeasible("infeasible: " + FormatResourceShape(p.req.resources) +
+                                           " " + infeasible->reason));
+    return true;
+  });
+  groups_.AfterRejoins();
+}
+
+}  // namespace rayx::scheduler

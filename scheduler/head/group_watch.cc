@@ -56,7 +56,24 @@ Result<std::optional<protocol::GroupMemberDiedNotice>> GroupWatch::Add(
     ++members_;
   }
   group.members[req.rank] = Member{peer, req.lease_id};
+  if (store_) {
+    store_->PutGroupWatch(
+        {req.group, req.attempt_id, req.world_size, req.rank, req.lease_id, peer});
+  }
   return std::optional<protocol::GroupMemberDiedNotice>();
+}
+
+void GroupWatch::Restore(const std::vector<StoredGroupWatch>& watches) {
+  HeadStore* store = store_;
+  store_ = nullptr;  // what is restored is stored already
+  for (const auto& w : watches) {
+    protocol::WatchGroupRequest req{w.group, w.attempt_id, w.world_size, w.rank, w.lease_id};
+    auto added = Add(w.peer, req);
+    if ((!added.ok() || added->has_value()) && store) {
+      store->DeleteGroupWatch(w.group, w.attempt_id, w.rank);
+    }
+  }
+  store_ = store;
 }
 
 bool GroupWatch::Remove(const protocol::UnwatchGroupRequest& req) {
@@ -68,6 +85,7 @@ bool GroupWatch::Remove(const protocol::UnwatchGroupRequest& req) {
   std::string lease_id = member->second.lease_id;
   it->second.members.erase(member);
   --members_;
+  if (store_) store_->DeleteGroupWatch(req.group, req.attempt_id, req.rank);
   bool lease_still_holds = false;
   for (const auto& [rank, m] : it->second.members) lease_still_holds |= m.lease_id == lease_id;
   if (!lease_still_holds) Unindex(lease_id, key);
@@ -88,6 +106,7 @@ GroupWatch::Notices GroupWatch::OnLeaseEnded(const std::string& lease_id,
     Group group = std::move(it->second);
     groups_.erase(it);
     members_ -= group.members.size();
+    if (store_) store_->DeleteGroupWatches(key.first, key.second);
     protocol::GroupMemberDiedNotice notice;
     notice.group = key.first;
     notice.attempt_id = key.second;

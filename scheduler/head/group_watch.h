@@ -12,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include "head/head_store.h"
 #include "protocol/group_messages.h"
 #include "rayx/status.h"
 
@@ -33,9 +34,11 @@ struct GroupWatchLimits {
 // lease and the routing id its notices go to. When a lease ends, every group
 // it held a rank of is dropped and each of that group's other ranks gets one
 // GroupMemberDiedNotice: the work is O(ranks of the groups of that lease), not
-// O(groups). A rank that leaves (Remove) is never told about, nor told. What
-// the head knows of groups is in memory only: a restarted head watches the
-// groups whose ranks join after the restart.
+// O(groups). A rank that leaves (Remove) is never told about, nor told. The
+// watched ranks are written through to the HeadStore: a restarted head still
+// tells the ranks (their runtimes keep their routing ids), also of a rank
+// whose lease did not come back with its node. Remembered failures are kept
+// in memory only.
 //
 // Owned by the head's event loop; not thread-safe.
 class GroupWatch {
@@ -44,6 +47,13 @@ class GroupWatch {
   using Notices = std::vector<std::pair<std::string, protocol::GroupMemberDiedNotice>>;
 
   explicit GroupWatch(GroupWatchLimits limits = {}) : limits_(limits) {}
+
+  // Writes watched ranks through to `store` (nullptr: none), which must
+  // outlive this object.
+  void SetStore(HeadStore* store) { store_ = store; }
+  // Watches what a previous head life stored (before any Add). Entries the
+  // limits refuse are dropped from the store.
+  void Restore(const std::vector<StoredGroupWatch>& watches);
 
   // Watches rank req.rank of (req.group, req.attempt_id), held by lease
   // req.lease_id and reached at `peer`; a rank watched again replaces its
@@ -78,6 +88,7 @@ class GroupWatch {
   void RememberFailure(const Key& key, const protocol::GroupMemberDiedNotice& notice);
 
   GroupWatchLimits limits_;
+  HeadStore* store_ = nullptr;
   std::map<Key, Group> groups_;
   std::unordered_map<std::string, std::vector<Key>> by_lease_;
   size_t members_ = 0;

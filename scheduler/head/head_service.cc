@@ -83,6 +83,8 @@ HeadService::HeadService(HeadServiceOptions options, const Clock& clock)
     nodes_.Restore(state.nodes, next_epoch, now);
     leases_.SetStore(store);
     leases_.Restore(state, now);
+    group_watch_.SetStore(store);
+    group_watch_.Restore(state.group_watches);
     jobs_.SetStore(store);
     jobs_.Restore(state.submitted_jobs);
     if (!state.empty()) {

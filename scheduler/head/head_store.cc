@@ -28,6 +28,9 @@ CREATE TABLE IF NOT EXISTS jobs(job_id TEXT PRIMARY KEY, supervised INTEGER NOT 
 CREATE TABLE IF NOT EXISTS submitted_jobs(submission_id TEXT PRIMARY KEY, info BLOB NOT NULL);
 CREATE TABLE IF NOT EXISTS leases(lease_id TEXT PRIMARY KEY, node_id TEXT NOT NULL,
                                   info BLOB NOT NULL);
+CREATE TABLE IF NOT EXISTS group_watches(group_name TEXT NOT NULL, attempt_id TEXT NOT NULL,
+                                         rank INTEGER NOT NULL, info BLOB NOT NULL,
+                                         PRIMARY KEY(group_name, attempt_id, rank));
 )sql";
 
 // Indexed by HeadStore::Stmt.
@@ -48,6 +51,9 @@ constexpr const char* kStatements[] = {
     "DELETE FROM submitted_jobs WHERE submission_id = ?",
     "INSERT OR REPLACE INTO leases(lease_id, node_id, info) VALUES(?, ?, ?)",
     "DELETE FROM leases WHERE lease_id = ?",
+    "INSERT OR REPLACE INTO group_watches(group_name, attempt_id, rank, info) VALUES(?, ?, ?, ?)",
+    "DELETE FROM group_watches WHERE group_name = ? AND attempt_id = ? AND rank = ?",
+    "DELETE FROM group_watches WHERE group_name = ? AND attempt_id = ?",
 };
 
 // Rows are our own writing, but a damaged file must not crash the head: the
@@ -232,6 +238,12 @@ Result<HeadState> HeadStore::Load() {
     state.leases.push_back(std::move(*lease));
     return Status::OK();
   }));
+  RAYX_RETURN_IF_ERROR(query("SELECT info FROM group_watches", [&](sqlite3_stmt* s) -> Status {
+    auto watch = protocol::Decode<StoredGroupWatch>(Column(s, 0), limits);
+    if (!watch.ok()) return watch.status();
+    state.group_watches.push_back(std::move(*watch));
+    return Status::OK();
+  }));
   return state;
 }
 
@@ -278,5 +290,16 @@ void HeadStore::PutLease(const StoredLease& lease) {
   Run(kPutLease, {Text(lease.lease_id), Text(lease.node_id), Text(protocol::Encode(lease))});
 }
 void HeadStore::DeleteLease(const std::string& lease_id) { Run(kDeleteLease, {Text(lease_id)}); }
+void HeadStore::PutGroupWatch(const StoredGroupWatch& watch) {
+  Run(kPutGroupWatch, {Text(watch.group), Text(watch.attempt_id), Int(watch.rank),
+                       Text(protocol::Encode(watch))});
+}
+void HeadStore::DeleteGroupWatch(const std::string& group, const std::string& attempt_id,
+                                 int32_t rank) {
+  Run(kDeleteGroupWatch, {Text(group), Text(attempt_id), Int(rank)});
+}
+void HeadStore::DeleteGroupWatches(const std::string& group, const std::string& attempt_id) {
+  Run(kDeleteGroupWatches, {Text(group), Text(attempt_id)});
+}
 
 }  // namespace rayx::scheduler

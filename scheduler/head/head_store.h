@@ -66,6 +66,17 @@ struct StoredLease {
                      running, detached, for_actor, process, group_id, bundle_index, pid)
 };
 
+// One watched rank of a collective group (GroupWatch).
+struct StoredGroupWatch {
+  std::string group;
+  std::string attempt_id;
+  int32_t world_size = 0;
+  int32_t rank = -1;
+  std::string lease_id;
+  std::string peer;  // the rank's routing id (fixed for a runtime's life)
+  MSGPACK_DEFINE_MAP(group, attempt_id, world_size, rank, lease_id, peer)
+};
+
 // A driver job the head keeps (LeaseManager's jobs).
 struct StoredJob {
   std::string job_id;
@@ -90,9 +101,10 @@ struct HeadState {
   std::vector<StoredJob> jobs;
   std::vector<protocol::JobInfo> submitted_jobs;
   std::vector<StoredLease> leases;
+  std::vector<StoredGroupWatch> group_watches;
   bool empty() const {
     return nodes.empty() && kv.empty() && actors.empty() && placement_groups.empty() &&
-           jobs.empty() && submitted_jobs.empty() && leases.empty();
+           jobs.empty() && submitted_jobs.empty() && leases.empty() && group_watches.empty();
   }
 };
 
@@ -141,6 +153,10 @@ class HeadStore {
   void DeleteSubmittedJob(const std::string& submission_id);
   void PutLease(const StoredLease& lease);
   void DeleteLease(const std::string& lease_id);
+  void PutGroupWatch(const StoredGroupWatch& watch);
+  void DeleteGroupWatch(const std::string& group, const std::string& attempt_id, int32_t rank);
+  // Every rank of one group attempt.
+  void DeleteGroupWatches(const std::string& group, const std::string& attempt_id);
 
   const std::string& path() const { return path_; }
   uint64_t write_errors() const { return write_errors_; }
@@ -164,6 +180,9 @@ class HeadStore {
     kDeleteSubmitted,
     kPutLease,
     kDeleteLease,
+    kPutGroupWatch,
+    kDeleteGroupWatch,
+    kDeleteGroupWatches,
     kStmtCount
   };
   struct Arg {

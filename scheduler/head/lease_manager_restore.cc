@@ -72,6 +72,7 @@ void LeaseManager::DropUnconfirmed(const StoredLease& lease, const std::string& 
   if (store_) store_->DeleteLease(lease.lease_id);
   ForgetActorsOf(lease.lease_id);
   EndHostedLeases(lease.lease_id);
+  if (lease_end_observer_) lease_end_observer_(lease.lease_id, why, /*job_ended=*/false);
   if (!lease.owner_head || !lease.process || head_owner_ == nullptr) return;
   // The head owns it (a submitted job's entrypoint): its owner must hear how
   // it ended, from the agent's report when it has one.
@@ -165,7 +166,10 @@ void LeaseManager::OnNodeRejoined(const NodeId& node, const std::string& agent_p
   size_t gone = 0;
   for (const auto& lease : stored) {
     if (!by_id.count(lease.lease_id)) continue;
-    DropUnconfirmed(lease, "its process ended while the head was down", exits);
+    DropUnconfirmed(lease,
+                    lease.process ? "its process ended while the head was down"
+                                  : "its worker ended while the head was down",
+                    exits);
     ++gone;
   }
   if (!kill.empty()) {

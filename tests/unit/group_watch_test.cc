@@ -155,7 +155,9 @@ class HeadGroupWatchTest : public HeadFixture {
  protected:
   void SetUp() override {
     HeadFixture::SetUp();
-    node_ = Call<protocol::RegisterNodeReply>(Hello(), kAgent, 1).node_id;
+    auto joined = Call<protocol::RegisterNodeReply>(Hello(), kAgent, 1);
+    node_ = joined.node_id;
+    epoch_ = joined.epoch;
     job_ = Call<protocol::RegisterDriverReply>(Driver(), kDriver, 2).job_id;
     // Each rank's worker runtime registers with the job, like a driver.
     for (const char* peer : {"rank-0", "rank-1", "rank-2"}) {
@@ -179,6 +181,7 @@ class HeadGroupWatchTest : public HeadFixture {
     return out;
   }
   NodeId node_;
+  uint64_t epoch_ = 0;
   std::string job_;
   std::vector<std::string> leases_;
 };
@@ -240,6 +243,52 @@ TEST_F(HeadGroupWatchTest, AJobEndingEndsItsGroupsWatchesWithoutNotices) {
   EXPECT_TRUE(Notices().empty()) << "every rank of the job is being stopped: nothing to abort";
   EXPECT_EQ(head_->group_watch().member_count(), 0u);
   EXPECT_EQ(head_->group_watch().group_count(), 0u);
+}
+
+// The watches are in the head's state file: after a restart, a rank whose
+// worker ended while the head was down (its agent rejoins without it) is
+// reported to the others, and later deaths are too.
+TEST_F(HeadGroupWatchTest, ARestartedHeadStillTellsTheRanks) {
+  StartHead();
+  protocol::RegisterNodeRequest rejoin = Hello();
+  rejoin.rejoin = true;
+  rejoin.previous_node_id = node_;
+  rejoin.previous_epoch = epoch_;
+  rejoin.live_leases = {{leases_[0], job_, {{"CPU", 1}}, {}, 4242, false},
+                        {leases_[1], job_, {{"CPU", 1}}, {}, 4242, false}};
+  auto rejoined = Call<protocol::RegisterNodeReply>(rejoin, kAgent, 40);
+  ASSERT_EQ(rejoined.node_id, node_);
+  auto notices = Notices();
+  ASSERT_EQ(notices.size(), 2u);
+  for (const char* peer : {"rank-0", "rank-1"}) {
+    ASSERT_TRUE(notices.count(peer)) << peer;
+    EXPECT_EQ(notices[peer].failed_rank, 2);
+    EXPECT_NE(notices[peer].cause.find("ended while the head was down"), std::string::npos)
+        << notices[peer].cause;
+  }
+  EXPECT_EQ(head_->group_watch().group_count(), 0u);
+}
+
+TEST_F(HeadGroupWatchTest, WatchesLeftAfterARestartStillReportLaterDeaths) {
+  StartHead();
+  EXPECT_EQ(head_->group_watch().member_count(), 3u) << "restored from the state file";
+  protocol::RegisterNodeRequest rejoin = Hello();
+  rejoin.rejoin = true;
+  rejoin.previous_node_id = node_;
+  rejoin.previous_epoch = epoch_;
+  for (const auto& lease : leases_) {
+    rejoin.live_leases.push_back({lease, job_, {{"CPU", 1}}, {}, 4242, false});
+  }
+  Call<protocol::RegisterNodeReply>(rejoin, kAgent, 40);
+  EXPECT_TRUE(Notices().empty());
+  Call<protocol::RegisterDriverReply>(Driver(job_), kDriver, 41);
+  protocol::ReturnLeaseRequest ret;
+  ret.lease_id = leases_[0];
+  Call<protocol::ReturnLeaseReply>(ret, kDriver, 42);
+  auto notices = Notices();
+  ASSERT_EQ(notices.size(), 2u);
+  EXPECT_EQ(notices["rank-1"].failed_rank, 0);
+  EXPECT_EQ(notices["rank-2"].failed_rank, 0);
 }
 
 }  // namespace

@@ -2,6 +2,7 @@
 #include "runtime/head_client.h"
 
 #include <algorithm>
+#include <cstring>
 
 #include "common/logging.h"
 #include "rayx/ids.h"
@@ -20,6 +21,7 @@ HeadClient::HeadClient(boost::asio::io_context& io, zmq::context_t& context, Hos
       head_(std::move(head)),
       options_(options),
       socket_(context, zmq::socket_type::dealer),
+      monitor_(context, zmq::socket_type::pair),
       heartbeat_timer_(io) {}
 
 int64_t HeadClient::NowMs() {
@@ -29,8 +31,19 @@ int64_t HeadClient::NowMs() {
 }
 
 HeadClient::~HeadClient() {
+  StopMonitor();
   // The watch goes before the socket it reads.
   loop_.reset();
+}
+
+// libzmq sends monitor events with a blocking send from its I/O thread: the
+// monitor is stopped before the socket can emit more (its close), and its
+// reader closes last.
+void HeadClient::StopMonitor() {
+  if (!monitor_loop_) return;
+  monitor_loop_.reset();
+  zmq_socket_monitor(socket_.handle(), nullptr, 0);
+  monitor_.close();
 }
 
 void HeadClient::Start() {
@@ -40,6 +53,13 @@ void HeadClient::Start() {
   socket_.set(zmq::sockopt::routing_id, "rayx-" + RandomHex(12));
   last_heard_ms_ = NowMs();
   socket_.set(zmq::sockopt::maxmsgsize, static_cast<int64_t>(protocol::kMaxControlFrameBytes));
+  std::string monitor = "inproc://rayx-head-monitor-" + RandomHex(8);
+  zmq_socket_monitor(socket_.handle(), monitor.c_str(),
+                     ZMQ_EVENT_CONNECTED | ZMQ_EVENT_DISCONNECTED);
+  monitor_.connect(monitor);
+  monitor_loop_ = std::make_unique<transport::ZmqSocketLoop>(
+      io_, monitor_, [this](Frames& frames) { OnConnectionEvent(frames); });
+  monitor_loop_->Start();
   socket_.connect(head_.ZmqEndpoint());
   loop_ = std::make_unique<transport::ZmqSocketLoop>(
       io_, socket_, [this](Frames& frames) { OnMessage(frames); });
@@ -49,7 +69,24 @@ void HeadClient::Start() {
 void HeadClient::Stop() {
   StopHeartbeats();
   heartbeat_timer_.cancel();
+  StopMonitor();
   loop_.reset();
+}
+
+void HeadClient::OnConnectionEvent(Frames& frames) {
+  if (frames.empty() || frames[0].size() < sizeof(uint16_t)) return;
+  uint16_t event = 0;
+  std::memcpy(&event, frames[0].data(), sizeof event);
+  if (event == ZMQ_EVENT_DISCONNECTED) {
+    disconnected_ = true;
+    return;
+  }
+  if (event != ZMQ_EVENT_CONNECTED || !disconnected_) return;
+  disconnected_ = false;
+  if (!registration_) return;  // not registered yet: nothing to restore
+  protocol::DriverHeartbeatRequest probe;
+  probe.job_id = registration_->job_id;
+  Call<protocol::DriverHeartbeatReply>(probe, [](Result<protocol::DriverHeartbeatReply>) {});
 }
 
 void HeadClient::Send(uint64_t id, Frames& frames, RawCallback done, bool resend) {

@@ -132,6 +132,14 @@ class HeadClient final : public LeaseClient {
   void Reregister();
   // Fails every call still waiting with `status`, except the registration.
   void FailWaiting(const Status& status);
+  // A connection event of the socket (its monitor): after a reconnect, asks
+  // the head whether it still knows this connection (a DriverHeartbeat); a
+  // restarted head says "register first", which starts Reregister at once
+  // instead of at this process's next call (a worker's runtime never
+  // heartbeats; a call parked in the old head, a KV wait, would be lost).
+  void OnConnectionEvent(transport::Frames& frames);
+  // Stops the socket's monitor: before the socket closes (see the .cc).
+  void StopMonitor();
   static int64_t NowMs();
 
   boost::asio::io_context& io_;
@@ -139,6 +147,9 @@ class HeadClient final : public LeaseClient {
   Options options_;
   zmq::socket_t socket_;
   std::unique_ptr<transport::ZmqSocketLoop> loop_;
+  zmq::socket_t monitor_;  // PAIR: the socket's connection events
+  std::unique_ptr<transport::ZmqSocketLoop> monitor_loop_;
+  bool disconnected_ = false;  // since the last connect
   std::unordered_map<uint64_t, Pending> calls_;
   std::optional<protocol::RegisterDriverRequest> registration_;
   uint64_t reregister_id_ = 0;  // the registration in flight, or 0

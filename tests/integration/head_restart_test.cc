@@ -28,6 +28,11 @@ class Counter {
   static Counter* Create(int start) { return new Counter(start); }
   int Add(int x) { return value_ += x; }
   int Pid() { return getpid(); }
+  // Says it is about to wait, then waits for `key` in the head's KV.
+  std::string WaitFor(std::string key) {
+    rayx::kv::Put(key + "-waiting", "yes");
+    return rayx::kv::Wait(key, 30000);
+  }
 
  private:
   explicit Counter(int start) : value_(start) {}
@@ -36,7 +41,7 @@ class Counter {
 
 int TaskPid() { return getpid(); }
 
-RAYX_REMOTE(Counter::Create, &Counter::Add, &Counter::Pid, TaskPid);
+RAYX_REMOTE(Counter::Create, &Counter::Add, &Counter::Pid, &Counter::WaitFor, TaskPid);
 
 using rayx::testing::LocalCluster;
 using rayx::testing::NodeHandle;
@@ -256,6 +261,23 @@ TEST_F(HeadRestart, SigkilledHeadRestartsWithItsClusterAndTheDataPathNeverStops)
   // Leave nothing behind.
   found.Kill();
   rayx::RemovePlacementGroup(group.GetID());
+}
+
+// A worker's runtime never heartbeats, so only its connection tells it that the
+// head restarted: it registers again at once and sends its KV wait, which was
+// parked in the dead head, to the new one. Without that, the wait would be
+// lost and the call would run into its 30 s deadline.
+TEST_F(HeadRestart, AWaitParkedInTheDeadHeadIsAnsweredByTheNewOne) {
+  auto actor = rayx::Actor(Counter::Create).Remote(0);
+  worker_pids_.push_back(*actor.Task(&Counter::Pid).Remote().Get(30000));
+  auto waiting = actor.Task(&Counter::WaitFor).Remote(std::string("restart-key"));
+  rayx::kv::Wait("restart-key-waiting", 30000);
+  ASSERT_TRUE(cluster_->RestartHead(0).ok());
+  auto start = std::chrono::steady_clock::now();
+  rayx::kv::Put("restart-key", "after the restart");
+  EXPECT_EQ(*waiting.Get(20000), "after the restart");
+  EXPECT_LT(MsSince(start), 10000);
+  actor.Kill();
 }
 
 // A head started again after `rayx stop` is a new, empty cluster.

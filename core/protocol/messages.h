@@ -341,6 +341,16 @@ struct ProcessSpec {
 // Asks for a worker process holding `resources` on some node. The reply comes
 // when a worker runs (maybe much later, when resources free up), or as an
 // ErrorReply when no node could ever fit the request.
+// An actor a worker constructs before it says it is ready: how the head
+// restarts a detached actor whose owner is gone. `args` are the constructor
+// call's arguments, encoded as the owner sent them.
+struct ActorInit {
+  std::string function;  // the factory's registered name; "": none
+  std::string actor_id;
+  std::vector<std::string> args;
+  MSGPACK_DEFINE_MAP(function, actor_id, args)
+};
+
 struct RequestLeaseRequest {
   static constexpr MessageType kType = MessageType::kRequestLeaseRequest;
   std::string job_id;
@@ -374,10 +384,11 @@ struct RequestLeaseRequest {
   // RAYX_* ones the agent sets, nor CUDA_VISIBLE_DEVICES).
   std::vector<std::string> worker_args;
   std::map<std::string, std::string> worker_env;
+  ActorInit init;  // set by the head only (a detached actor's restart)
   MSGPACK_DEFINE_MAP(job_id, resources, executable, working_dir, for_actor, detached,
                      package_hash, package_dir, group_visible_devices,
                      placement_group_id, bundle_index, strategy, affinity_node_id, affinity_soft,
-                     label_selector, processes, worker_args, worker_env)
+                     label_selector, processes, worker_args, worker_env, init)
 };
 
 struct RequestLeaseReply {
@@ -429,9 +440,10 @@ struct StartWorkerRequest {
   // The node incarnation the head addressed: an agent that is another
   // incarnation now (it was declared dead and joined again) refuses it.
   uint64_t epoch = 0;
+  ActorInit init;  // the actor the worker constructs before it is ready, if any
   MSGPACK_DEFINE_MAP(lease_id, job_id, executable, working_dir, resources, head_address, gpu_ids,
                      processes, package_hash, package_dir, visible_gpu_ids, local_rank,
-                     worker_args, worker_env, epoch)
+                     worker_args, worker_env, epoch, init)
 };
 
 struct StartWorkerReply {
@@ -464,8 +476,13 @@ struct ActorInfo {
   // Restarts left when the handle was made (-1: no limit): a handle that loses
   // a named restartable actor's worker looks its new one up by name.
   int32_t max_restarts = 0;
+  // A detached restartable actor whose constructor's arguments are all inline:
+  // its lease request with `init` set (an encoded RequestLeaseRequest), so the
+  // head can restart it once its owner is gone. Empty: only its owner can.
+  std::string restart_request;
+  int32_t restarts_done = 0;  // restarts the head made
   MSGPACK_DEFINE_MAP(actor_id, name, job_id, class_name, worker_address, lease_id, detached,
-                     max_restarts)
+                     max_restarts, restart_request, restarts_done)
 };
 
 struct RegisterActorRequest {

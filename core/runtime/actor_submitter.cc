@@ -8,6 +8,7 @@
 #include <boost/asio/steady_timer.hpp>
 
 #include "common/logging.h"
+#include "protocol/codec.h"
 #include "runtime/task_submitter.h"
 
 namespace rayx::detail {
@@ -403,7 +404,24 @@ protocol::ActorInfo ActorSubmitter::InfoOf(const ActorState& a) const {
   info.lease_id = a.lease_id;
   info.detached = a.detached;
   info.max_restarts = a.restarts_left == INT32_MAX ? -1 : a.restarts_left;
+  info.restart_request = RestartRequestOf(a);
   return info;
+}
+
+std::string ActorSubmitter::RestartRequestOf(const ActorState& a) const {
+  // Only a detached actor outlives its owner; only inline arguments outlive
+  // the owner's job (its stored objects go with it).
+  if (!a.owner || !a.detached || a.restarts_left <= 0 || !a.creation || !a.creation->stored.empty()) {
+    return "";
+  }
+  size_t bytes = 0;
+  for (const auto& arg : a.creation->resolved) bytes += arg.size();
+  if (bytes > kMaxRestartArgBytes) return "";
+  protocol::RequestLeaseRequest req = a.lease_request;
+  req.init.function = a.creation->function;
+  req.init.actor_id = a.actor_id;
+  req.init.args = a.creation->resolved;
+  return protocol::Encode(req);
 }
 
 void ActorSubmitter::Attach(const protocol::ActorInfo& info) {

@@ -46,6 +46,9 @@ class ActorSubmitter {
   // How long a handle that does not own a restartable actor waits for it to
   // answer again after its worker was lost.
   static constexpr int64_t kRestartLookupMs = 60000;
+  // A detached actor's constructor arguments up to this size travel to the
+  // head, which restarts it after its owner is gone.
+  static constexpr size_t kMaxRestartArgBytes = 64 * 1024;
 
   ActorSubmitter(Deps deps, Options options);
   ~ActorSubmitter();
@@ -93,6 +96,9 @@ class ActorSubmitter {
   void FailQueued(ActorState& actor, const std::string& node);
   // What a handle to `actor` carries, and what the head's name registry holds.
   protocol::ActorInfo InfoOf(const ActorState& actor) const;
+  // What the head needs to restart `actor` once its owner (this process) is
+  // gone (ActorInfo::restart_request), or "" when it cannot.
+  std::string RestartRequestOf(const ActorState& actor) const;
 
   Deps deps_;
   Options options_;

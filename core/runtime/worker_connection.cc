@@ -173,8 +173,10 @@ void WorkerConnection::Lose(std::string why) {
 }
 
 std::string WorkerConnection::DescribeLoss() const {
-  std::string who =
-      "the worker process (pid " + std::to_string(info_.pid) + ") on node " + info_.node;
+  // A handle that found the worker by name knows only its address.
+  std::string who = info_.pid > 0 ? "the worker process (pid " + std::to_string(info_.pid) +
+                                        ") on node " + info_.node
+                                  : "the worker at " + info_.address;
   return loss_reason_.empty() ? who + " died" : who + " was lost: " + loss_reason_;
 }
 

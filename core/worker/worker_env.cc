@@ -64,6 +64,7 @@ std::map<std::string, std::string> WorkerEnv::Encode() const {
     vars[kPackageHash] = package_hash;
     vars[kPackageDir] = package_dir;
   }
+  if (!actor_init.empty()) vars[kActorInit] = actor_init;
   return vars;
 }
 
@@ -100,6 +101,7 @@ Result<WorkerEnv> WorkerEnv::Decode(const std::map<std::string, std::string>& va
   optional(kObjectAddress, &env.object_address);
   optional(kPackageHash, &env.package_hash);
   optional(kPackageDir, &env.package_dir);
+  optional(kActorInit, &env.actor_init);
   if (const std::string* ids = get(kGpuIds)) {
     auto parsed = ParseIdList(*ids);
     if (!parsed.ok()) {
@@ -128,7 +130,8 @@ Result<WorkerEnv> WorkerEnv::FromEnvironment() {
   std::map<std::string, std::string> vars;
   for (const char* name :
        {kWorkerMode, kReadyFd, kNodeIp, kHeadAddress, kJobId, kLeaseId, kClusterToken, kStoreDir,
-        kObjectAddress, kGpuIds, kLocalRank, kPackageHash, kPackageDir, kCudaVisibleDevices}) {
+        kObjectAddress, kGpuIds, kLocalRank, kPackageHash, kPackageDir, kActorInit,
+        kCudaVisibleDevices}) {
     if (const char* v = std::getenv(name)) vars[name] = v;
   }
   return Decode(vars);
@@ -142,6 +145,7 @@ bool WorkerEnv::InWorkerMode() {
 void WorkerEnv::ClearWorkerOnlyVariables() {
   ::unsetenv(kWorkerMode);
   ::unsetenv(kReadyFd);
+  ::unsetenv(kActorInit);
 }
 
 Result<std::vector<int>> WorkerEnv::ParseIdList(const std::string& text) {

@@ -35,6 +35,7 @@ struct WorkerEnv {
   static constexpr const char* kLocalRank = "RAYX_LOCAL_RANK";
   static constexpr const char* kPackageHash = "RAYX_PACKAGE_HASH";
   static constexpr const char* kPackageDir = "RAYX_PACKAGE_DIR";
+  static constexpr const char* kActorInit = "RAYX_ACTOR_INIT";
   static constexpr const char* kCudaVisibleDevices = "CUDA_VISIBLE_DEVICES";
 
   int ready_fd = 3;          // where the worker writes its READY/ERROR line
@@ -52,6 +53,9 @@ struct WorkerEnv {
   std::optional<int> local_rank;
   std::string package_hash;  // the job's working-directory package, if any
   std::string package_dir;
+  // A file holding the actor (protocol::ActorInit) to construct before the
+  // worker says it is ready (the head restarting a detached actor); "": none.
+  std::string actor_init;
 
   // The variables to set in the worker's environment (CUDA_VISIBLE_DEVICES
   // included), by name.

@@ -7,6 +7,8 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
+#include <iterator>
 #include <typeinfo>
 
 #include "common/logging.h"
@@ -99,6 +101,32 @@ void WorkerLoop::Handle(transport::Frames& frames) {
     if (writer_.count() >= kMaxResultsPerReply || body_.size() >= kMaxReplyBodyBytes) Flush();
   }
   Flush();
+}
+
+Status WorkerLoop::ConstructFromFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  bool read = static_cast<bool>(in) || in.eof();
+  in.close();
+  ::unlink(path.c_str());
+  if (!read || bytes.empty()) return Status::Internal("cannot read the actor to restart from " + path);
+  protocol::DecodeLimits limits;
+  limits.max_str = protocol::kMaxControlFrameBytes;
+  auto init = protocol::Decode<protocol::ActorInit>(bytes, limits);
+  if (!init.ok()) return Status::Internal("the actor to restart in " + path + ": " + init.status().message());
+  const RemoteFunction* fn = FunctionRegistry::Instance().FindByName(init->function);
+  if (fn == nullptr || !fn->create) {
+    return Status::NotFound("the actor factory '" + init->function + "' is not registered in " +
+                            ExecutableName());
+  }
+  ArgViews args(init->args.begin(), init->args.end());
+  try {
+    actor_ = fn->create(args);
+  } catch (const std::exception& e) {
+    return Status::Internal("the actor's constructor " + init->function + " threw " +
+                            Demangle(typeid(e).name()) + ": " + e.what());
+  }
+  return Status::OK();
 }
 
 WorkerLoop::KnownFunction& WorkerLoop::Lookup(std::string_view name) {
@@ -272,7 +300,6 @@ void RunWorker(const WorkerEnv& env) {
     ready.Fail("worker cannot listen on " + node_ip + ": " + e.what());
     std::_Exit(1);
   }
-  ready.Ready({{"address", router.get(zmq::sockopt::last_endpoint)}});
   WorkerLoop loop(context, env, [&router](transport::Frames& out) {
     try {
       for (size_t i = 0; i < out.size(); ++i) {
@@ -282,6 +309,16 @@ void RunWorker(const WorkerEnv& env) {
       RAYX_LOG(Warning) << "reply failed: " << e.what();
     }
   });
+  if (!env.actor_init.empty()) {
+    // A restarted detached actor: constructed before this worker is ready, so
+    // a failed constructor fails the start (the head counts it).
+    Status constructed = loop.ConstructFromFile(env.actor_init);
+    if (!constructed.ok()) {
+      ready.Fail(constructed.message());
+      std::_Exit(1);
+    }
+  }
+  ready.Ready({{"address", router.get(zmq::sockopt::last_endpoint)}});
   while (true) {
     transport::Frames frames;
     try {

@@ -41,6 +41,10 @@ class WorkerLoop {
   // a PushTasksRequest runs; one that cannot be parsed (or has another protocol
   // version) is answered with an ErrorReply; anything else is ignored.
   void Handle(transport::Frames& frames);
+  // Constructs this worker's actor from the protocol::ActorInit in file
+  // `path` (which is removed): a detached actor the head restarts. An error
+  // names the factory or the constructor's exception.
+  Status ConstructFromFile(const std::string& path);
 
  private:
   // What one call produced: a value (msgpack bytes, or raw for rayx::Bytes) or

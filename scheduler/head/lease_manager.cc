@@ -17,17 +17,6 @@ void LeaseManager::OnNodeRegistered(const NodeId& node, const std::string& agent
   SchedulePending();
 }
 
-void LeaseManager::ForgetActorsOf(const std::string& lease_id) {
-  for (auto a = named_actors_.begin(); a != named_actors_.end();) {
-    if (a->second.lease_id != lease_id) {
-      ++a;
-      continue;
-    }
-    if (store_) store_->DeleteActor(a->first);
-    a = named_actors_.erase(a);
-  }
-}
-
 protocol::RegisterDriverReply LeaseManager::RegisterDriver(
     const protocol::RegisterDriverRequest& req, int64_t now_ms, const std::string& cluster_id,
     const std::string& peer) {
@@ -113,7 +102,9 @@ void LeaseManager::ExpireSilentJobs(int64_t now_ms) {
 }
 
 void LeaseManager::ReplyError(const Owner& owner, const Status& status) {
-  if (owner.head) {
+  if (owner.head && (owner.requester.request_id & kActorRestartBit)) {
+    OnActorRestartFailed(owner.requester.request_id, status);
+  } else if (owner.head) {
     RAYX_CHECK(head_owner_ != nullptr) << "a head-owned lease without SetHeadOwner";
     head_owner_->OnLeaseFailed(owner.requester.request_id, status);
   } else {
@@ -164,6 +155,7 @@ void LeaseManager::Request(const Owner& owner, const protocol::RequestLeaseReque
     return;
   }
   Pending pending{owner, req};
+  if (!owner.head) pending.req.init = {};  // only the head restarts actors this way
   std::optional<NodeId> decided;
   if (req.placement_group_id.empty()) {
     // One policy decision, logarithmic in the node count, says both whether
@@ -205,7 +197,9 @@ policy::SchedulingDecision LeaseManager::Decide(const protocol::RequestLeaseRequ
 
 bool LeaseManager::TryGrant(Pending& pending, std::optional<NodeId> decided) {
   auto job = jobs_.find(pending.req.job_id);
-  if (job == jobs_.end() || job->second.finished) return false;
+  // A detached actor the head restarts outlives its job.
+  bool restart = pending.owner.head && !pending.req.init.function.empty();
+  if ((job == jobs_.end() || job->second.finished) && !restart) return false;
   std::optional<NodeId> node;
   std::vector<int> gpu_ids;
   int32_t bundle_index = -1;
@@ -256,6 +250,7 @@ bool LeaseManager::TryGrant(Pending& pending, std::optional<NodeId> decided) {
   start.executable = pending.req.executable;
   start.worker_args = pending.req.worker_args;
   start.worker_env = pending.req.worker_env;
+  start.init = pending.req.init;
   start.working_dir = pending.req.working_dir;
   start.resources = lease.resources;
   start.head_address = options_.head_address;
@@ -315,7 +310,9 @@ void LeaseManager::OnStartWorkerReply(uint64_t request_id, const protocol::Start
   grant.gpu_ids = lease.gpu_ids;
   grant.object_address = node ? node->object_address : "";
   grant.process_pids = reply.process_pids;
-  if (lease.owner.head) {
+  if (lease.owner.head && (lease.owner.requester.request_id & kActorRestartBit)) {
+    OnActorRestartGranted(lease.owner.requester.request_id, grant);
+  } else if (lease.owner.head) {
     head_owner_->OnLeaseGranted(lease.owner.requester.request_id, grant);
   } else {
     outbox_.GrantLease(lease.owner.requester, grant);
@@ -415,34 +412,6 @@ void LeaseManager::EndHostedLeases(const std::string& lease_id) {
     }
     for (const auto& id : owned) EndLease(id, /*kill_worker=*/true, "the worker that owned it ended");
   }
-}
-
-Status LeaseManager::RegisterActor(const protocol::ActorInfo& actor) {
-  if (actor.name.empty()) return Status::InvalidArgument("an actor name may not be empty");
-  if (named_actors_.count(actor.name)) {
-    return Status::AlreadyExists("an actor named '" + actor.name +
-                                 "' already exists: choose another name, or kill it first");
-  }
-  if (!leases_.count(actor.lease_id)) {
-    return Status::NotFound("the actor's worker is gone");
-  }
-  if (actor.detached && !leases_[actor.lease_id].detached) {
-    leases_[actor.lease_id].detached = true;
-    SaveLease(leases_[actor.lease_id]);
-  }
-  named_actors_[actor.name] = actor;
-  if (store_) store_->PutActor(actor);
-  return Status::OK();
-}
-
-Result<protocol::ActorInfo> LeaseManager::GetActor(const std::string& name) const {
-  auto it = named_actors_.find(name);
-  if (it == named_actors_.end()) {
-    return Status::NotFound("no actor named '" + name +
-                            "': it was never created, was killed, or ended with its job (create "
-                            "it with SetLifetime(Detached) to outlive the job)");
-  }
-  return it->second;
 }
 
 std::map<std::string, int> LeaseManager::PendingShapes() const {

@@ -220,6 +220,18 @@ class LeaseManager {
   // `cause` completes "the lease ended: ..." for the lease end observer.
   void EndLease(const std::string& lease_id, bool kill_worker, const std::string& cause);
   void OnWorkerExited(const Lease& lease, const protocol::ProcessExitedNotice& notice);
+  // Detached actors the head restarts (lease_manager_actors.cc).
+  // True when nobody but the head would restart `lease`'s actor: the head
+  // owns it already, or its owner's job has ended.
+  bool OwnerGone(const Lease& lease) const;
+  // Takes out of the named actors those of `lease_id` the head must restart
+  // (detached, restartable by the head, restarts left), when `owner_gone`.
+  std::vector<protocol::ActorInfo> TakeRestartable(const std::string& lease_id, bool owner_gone);
+  // Requests a new worker for `info` (its lease request with the constructor).
+  // `count`: this is a new restart (false: one begun before a head restart).
+  void RestartActor(protocol::ActorInfo info, const std::string& cause, bool count = true);
+  void OnActorRestartGranted(uint64_t request_id, const protocol::RequestLeaseReply& grant);
+  void OnActorRestartFailed(uint64_t request_id, const Status& status);
   // Books `lease`'s devices (sign +1 on grant, -1 at its end) in device_use_,
   // an account kept apart from the NodeTable's: a device granted beyond one
   // whole device is logged as an invariant violation and counted.
@@ -257,6 +269,10 @@ class LeaseManager {
   uint64_t next_request_id_ = 1;
   std::function<void(const std::string& job_id)> job_end_observer_;
   LeaseEndObserver lease_end_observer_;
+  // Head-owned requests of actor restarts carry this bit (JobManager's do not).
+  static constexpr uint64_t kActorRestartBit = uint64_t{1} << 63;
+  std::unordered_map<uint64_t, std::string> actor_restarts_;  // request id -> actor name
+  uint64_t next_actor_restart_ = 1;
   std::string job_ending_;  // the job FinishJob is ending leases of, if any
   HeadStore* store_ = nullptr;
   // Leases stored by the previous head life, by node, until the node rejoins.

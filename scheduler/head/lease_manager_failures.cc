@@ -34,9 +34,15 @@ void LeaseManager::OnNodeDead(const NodeId& node, const std::string& why) {
   // may still hold their connections open.
   std::map<std::string, protocol::LeasesLostNotice> notices;
   std::vector<std::string> head_owned;
+  std::vector<protocol::ActorInfo> restart;  // detached actors whose owner is gone
   for (const auto& id : gone) {
     Lease& lease = leases_[id];
-    if (lease.running && lease.owner.head) {
+    if (lease.running) {
+      for (auto& actor : TakeRestartable(id, OwnerGone(lease))) restart.push_back(std::move(actor));
+    }
+    if (lease.running && lease.owner.head && lease.for_actor) {
+      // A detached actor the head restarted: in `restart` if it may go on.
+    } else if (lease.running && lease.owner.head) {
       head_owned.push_back(id);
     } else if (lease.running && !lease.owner.requester.peer.empty()) {
       notices[lease.owner.requester.peer].lease_ids.push_back(id);
@@ -67,6 +73,7 @@ void LeaseManager::OnNodeDead(const NodeId& node, const std::string& why) {
   for (const auto& id : head_owned) {
     if (head_owner_) head_owner_->OnLeaseLost(id, reason);
   }
+  for (auto& actor : restart) RestartActor(std::move(actor), reason);
   if (!again.empty()) {
     RAYX_LOG(Info) << again.size() << " lease request(s) whose node died before their worker "
                    << "started are queued again";
@@ -104,10 +111,15 @@ void LeaseManager::OnWorkerExited(const Lease& lease, const protocol::ProcessExi
   std::string lease_id = lease.lease_id;
   NodeId node = lease.node;
   Owner owner = lease.owner;
+  bool head_actor = owner.head && lease.for_actor;
+  auto restart = TakeRestartable(lease_id, OwnerGone(lease));
   // Its resources are free now, whoever owns it: a detached actor's owner may
   // be long gone, and nobody else would return the lease.
   EndLease(lease_id, /*kill_worker=*/false, reason);
-  if (owner.head) {
+  for (auto& actor : restart) RestartActor(std::move(actor), reason);
+  if (head_actor) {
+    // A detached actor the head restarted: handled above.
+  } else if (owner.head) {
     if (head_owner_) head_owner_->OnLeaseLost(lease_id, reason);
   } else if (!owner.requester.peer.empty()) {
     // The owner hears at once, before its connection to the worker says so.

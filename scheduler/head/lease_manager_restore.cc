@@ -41,13 +41,23 @@ void LeaseManager::Restore(const HeadState& state, int64_t now_ms) {
     j.last_heartbeat_ms = now_ms;  // its driver has the job timeout to come back
     j.supervised = job.supervised;
   }
-  for (const auto& actor : state.actors) named_actors_[actor.name] = actor;
+  std::vector<protocol::ActorInfo> restarting;
+  for (const auto& actor : state.actors) {
+    named_actors_[actor.name] = actor;
+    // A restart the previous head had begun (no worker yet): begun again.
+    if (actor.lease_id.empty() && !actor.restart_request.empty()) restarting.push_back(actor);
+  }
   groups_.Restore(state.placement_groups);
   rejoin_window_open_ = nodes_.rejoining_count() > 0;
   for (const auto& lease : state.leases) {
     auto node = NodeId::FromHex(lease.node_id);
     if (!node.ok()) continue;
     unconfirmed_[*node].push_back(lease);
+  }
+  for (auto& actor : restarting) {
+    named_actors_.erase(actor.name);
+    RestartActor(std::move(actor), "its restart was under way when the head restarted",
+                 /*count=*/false);
   }
   if (state.jobs.empty() && state.actors.empty() && state.placement_groups.empty() &&
       state.leases.empty()) {
@@ -70,9 +80,14 @@ bool LeaseManager::IsUnconfirmed(const std::string& lease_id) const {
 void LeaseManager::DropUnconfirmed(const StoredLease& lease, const std::string& why,
                                    const std::vector<protocol::ExitedProcess>& exits) {
   if (store_) store_->DeleteLease(lease.lease_id);
+  auto job = jobs_.find(lease.job_id);
+  bool owner_gone = lease.owner_head || job == jobs_.end() || job->second.finished;
+  auto restart = lease.running ? TakeRestartable(lease.lease_id, owner_gone)
+                               : std::vector<protocol::ActorInfo>{};
   ForgetActorsOf(lease.lease_id);
   EndHostedLeases(lease.lease_id);
   if (lease_end_observer_) lease_end_observer_(lease.lease_id, why, /*job_ended=*/false);
+  for (auto& actor : restart) RestartActor(std::move(actor), why);
   if (!lease.owner_head || !lease.process || head_owner_ == nullptr) return;
   // The head owns it (a submitted job's entrypoint): its owner must hear how
   // it ended, from the agent's report when it has one.

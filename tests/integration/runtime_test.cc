@@ -695,6 +695,58 @@ TEST_F(Runtime, ADetachedActorWhoseWorkerDiesAfterItsJobFreesItsResourcesAndName
   }
 }
 
+// A restartable detached actor outlives its owner, so when its worker dies
+// after its job ended the head restarts it: its constructor runs again in a
+// new worker, the name points there, and a handle from a later job reaches it.
+// Once its restarts are spent, it is gone for good.
+TEST_F(Runtime, TheHeadRestartsADetachedActorWhoseOwnerIsGone) {
+  auto reborn = rayx::Actor(Recorder::Create)
+                     .SetName("reborn")
+                     .SetLifetime(rayx::Detached)
+                     .SetMaxRestarts(1)
+                     .Remote(7);
+  EXPECT_EQ(*reborn.Task(&Recorder::Record).Remote(5).Get(), 12);
+  pid_t first = *reborn.Task(&Recorder::Pid).Remote().Get();
+  rayx::Shutdown();  // its owner's job ends
+  rayx::Options options;
+  options.address = cluster_->address();
+  options.token = cluster_->token();
+  rayx::Init(options);
+  auto handle = rayx::GetActor<Recorder>("reborn");
+  ASSERT_EQ(*handle.Task(&Recorder::Pid).Remote().Get(), first);
+
+  ASSERT_EQ(::kill(first, SIGKILL), 0);
+  pid_t second = 0;
+  ASSERT_TRUE(rayx::testing::WaitUntil(
+      [&] {
+        try {
+          second = *handle.Task(&Recorder::Pid).Remote().Get(10000);
+        } catch (const std::exception&) {
+          return false;  // the call in flight when it died
+        }
+        return second != first;
+      },
+      20000))
+      << "the detached actor was not restarted after its worker died";
+  EXPECT_TRUE(rayx::testing::PidAlive(second));
+  EXPECT_EQ(*handle.Task(&Recorder::Total).Remote().Get(), 7) << "its constructor runs again";
+  EXPECT_EQ(*rayx::GetActor<Recorder>("reborn").Task(&Recorder::Pid).Remote().Get(), second);
+
+  // No restarts left: the next death is final, and the name goes with it.
+  ASSERT_EQ(::kill(second, SIGKILL), 0);
+  rayx::Status gone = cluster_->WaitFor(
+      [](const rayx::ClusterStatus& s) { return s.AvailableResources().at("CPU") == 5; }, 10000);
+  EXPECT_TRUE(gone.ok()) << gone;
+  EXPECT_THROW(rayx::GetActor<Recorder>("reborn"), std::runtime_error);
+  try {
+    handle.Task(&Recorder::Total).Remote().Get(20000);
+    ADD_FAILURE() << "a call reached an actor whose restarts were spent";
+  } catch (const rayx::TaskError& e) {
+    EXPECT_NE(std::string(e.what()).find("ActorDied"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("died"), std::string::npos) << e.what();
+  }
+}
+
 TEST_F(Runtime, DroppedReferencesFreeTheirObjects) {
   auto* runtime = rayx::detail::CurrentRuntime();
   ASSERT_NE(runtime, nullptr);

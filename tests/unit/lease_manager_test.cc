@@ -659,6 +659,87 @@ TEST_F(LeaseManagerTest, SilentJobKeepsDetachedActor) {
 
 // ---- Failures -------------------------------------------------------------------------
 
+// A detached actor whose owner's job has ended is restarted by the head when
+// its worker dies: a new worker is started with the constructor call (init),
+// and the name points at it once it runs. Restarts run out like the owner's.
+TEST_F(LeaseManagerTest, TheHeadRestartsADetachedActorWhoseOwnerIsGone) {
+  NodeId node = AddNode("10.0.0.2", {{"CPU", 2}});
+  std::string job = NewJob();
+  std::string lease = Grant(job, {{"CPU", 1}}, "agent-10.0.0.2", 1, /*detached=*/true);
+  protocol::RequestLeaseRequest again = Shape(job, {{"CPU", 1}}, /*detached=*/true);
+  again.for_actor = true;
+  again.init.function = "Counter::Create";
+  again.init.actor_id = "actor-keeper";
+  again.init.args = {"\x07"};
+  protocol::ActorInfo keeper = Actor("keeper", job, lease, /*detached=*/true);
+  keeper.max_restarts = 1;
+  keeper.restart_request = protocol::Encode(again);
+  ASSERT_TRUE(leases_.RegisterActor(keeper).ok());
+  leases_.FinishJob(job, "done");
+  Take();
+
+  protocol::ProcessExitedNotice exited;
+  exited.lease_id = lease;
+  exited.pid = 4242;
+  exited.signal = 9;
+  exited.all_exited = true;
+  leases_.OnProcessExited(exited);
+  protocol::StartWorkerRequest start;
+  uint64_t start_id = 0;
+  for (const Sent& sent : Take()) {
+    if (sent.type() != MessageType::kStartWorkerRequest) continue;
+    start = sent.As<protocol::StartWorkerRequest>();
+    start_id = sent.env.id;
+  }
+  ASSERT_NE(start_id, 0u) << "no new worker was asked for";
+  EXPECT_EQ(start.init.function, "Counter::Create");
+  EXPECT_EQ(start.init.actor_id, "actor-keeper");
+  EXPECT_EQ(start.init.args, std::vector<std::string>{"\x07"});
+  auto waiting = leases_.GetActor("keeper");
+  ASSERT_TRUE(waiting.ok()) << "the name stays while the actor restarts";
+  EXPECT_TRUE(waiting->worker_address.empty());
+
+  protocol::StartWorkerReply started;
+  started.worker_address = "tcp://10.0.0.2:7100";
+  started.worker_pid = 5151;
+  leases_.OnStartWorkerReply(start_id, started);
+  EXPECT_TRUE(Take().empty()) << "the head owns the new lease: nobody is sent a grant";
+  auto restarted = leases_.GetActor("keeper");
+  ASSERT_TRUE(restarted.ok());
+  EXPECT_EQ(restarted->worker_address, "tcp://10.0.0.2:7100");
+  EXPECT_EQ(restarted->actor_id, "actor-keeper");
+  EXPECT_EQ(restarted->max_restarts, 0);
+  EXPECT_EQ(restarted->restarts_done, 1);
+  EXPECT_EQ(Available(node, "CPU"), 1);
+
+  // Its restarts are spent: the next death ends it, name and resources.
+  exited.lease_id = restarted->lease_id;
+  leases_.OnProcessExited(exited);
+  EXPECT_EQ(OfType(Take(), MessageType::kStartWorkerRequest).size(), 0u);
+  EXPECT_EQ(leases_.GetActor("keeper").status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(Available(node, "CPU"), 2);
+}
+
+// While its owner's job runs, the owner restarts its actor: the head does not.
+TEST_F(LeaseManagerTest, ADetachedActorWithALiveOwnerIsNotRestartedByTheHead) {
+  AddNode("10.0.0.2", {{"CPU", 2}});
+  std::string job = NewJob();
+  std::string lease = Grant(job, {{"CPU", 1}}, "agent-10.0.0.2", 1, /*detached=*/true);
+  protocol::RequestLeaseRequest again = Shape(job, {{"CPU", 1}}, /*detached=*/true);
+  again.init.function = "Counter::Create";
+  protocol::ActorInfo keeper = Actor("keeper", job, lease, /*detached=*/true);
+  keeper.max_restarts = -1;
+  keeper.restart_request = protocol::Encode(again);
+  ASSERT_TRUE(leases_.RegisterActor(keeper).ok());
+  protocol::ProcessExitedNotice exited;
+  exited.lease_id = lease;
+  exited.all_exited = true;
+  leases_.OnProcessExited(exited);
+  EXPECT_EQ(OfType(Take(), MessageType::kStartWorkerRequest).size(), 0u);
+  EXPECT_EQ(leases_.GetActor("keeper").status().code(), StatusCode::kNotFound)
+      << "the owner registers the name again when it has restarted the actor";
+}
+
 // A worker that exits by itself (its agent saw it): its lease ends at once,
 // resources and name included, even when its owner is gone (a detached actor
 // of a finished job), and a live owner is told naming the worker and how.

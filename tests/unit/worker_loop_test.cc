@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 
+#include <fstream>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -172,6 +173,31 @@ TEST_F(WorkerLoopTest, AnActorKeepsItsStateAcrossMessages) {
   EXPECT_EQ(results[0].value.kind, protocol::WireValue::kInline);  // created
   EXPECT_EQ(std::string(results[1].value.bytes), Pack(15));
   EXPECT_EQ(std::string(results[2].value.bytes), Pack(16));
+}
+
+// A detached actor the head restarts is constructed from a file before the
+// worker serves calls; the file is removed; a bad one fails with the reason.
+TEST_F(WorkerLoopTest, AnActorIsConstructedFromItsInitFile) {
+  auto write = [](const protocol::ActorInit& init) {
+    std::string path = ::testing::TempDir() + "worker-loop-test.actor-init";
+    std::ofstream(path, std::ios::binary) << protocol::Encode(init);
+    return path;
+  };
+  protocol::ActorInit bad{"NoSuch::Create", "actor-1", {Pack(1)}};
+  std::string path = write(bad);
+  Status missing = loop_.ConstructFromFile(path);
+  EXPECT_EQ(missing.code(), StatusCode::kNotFound);
+  EXPECT_NE(missing.message().find("NoSuch::Create"), std::string::npos) << missing;
+  EXPECT_FALSE(std::ifstream(path).good()) << "the file is removed";
+  EXPECT_FALSE(loop_.ConstructFromFile(path).ok()) << "a missing file";
+
+  path = write({"Counter::Create", "actor-1", {Pack(40)}});
+  ASSERT_TRUE(loop_.ConstructFromFile(path).ok());
+  auto call = Request({{2, "Counter::Add", {Pack(2)}, "actor-1"}});
+  loop_.Handle(call);
+  auto results = Results();
+  ASSERT_EQ(results.size(), 1u);
+  EXPECT_EQ(std::string(results[0].value.bytes), Pack(42)) << "constructed with its arguments";
 }
 
 TEST_F(WorkerLoopTest, AnActorCallWithoutAnActorFails) {

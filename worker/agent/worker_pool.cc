@@ -17,6 +17,7 @@
 
 #include "common/logging.h"
 #include "common/ready_pipe.h"
+#include "protocol/codec.h"
 #include "worker/worker_env.h"
 
 namespace rayx::worker {
@@ -95,6 +96,24 @@ void WorkerPool::StartNow(const protocol::StartWorkerRequest& request, StartCall
   }
   worker_env.package_hash = request.package_hash;
   worker_env.package_dir = request.package_dir;
+  if (!request.init.function.empty()) {
+    // The actor to construct before the worker is ready: in a file (the
+    // arguments are bytes), which the worker reads and removes.
+    std::string init_path =
+        options_.log_dir + "/worker-" + request.lease_id.substr(0, 12) + ".actor-init";
+    std::ofstream out(init_path, std::ios::binary | std::ios::trunc);
+    std::string bytes = protocol::Encode(request.init);
+    out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+    out.close();
+    if (!out) {
+      if (log_fd >= 0) ::close(log_fd);
+      ::close(fds[0]);
+      ::close(fds[1]);
+      done(Status::Internal("cannot write " + init_path + " for the actor's restart"));
+      return;
+    }
+    worker_env.actor_init = init_path;
+  }
   std::vector<std::string> env;
   // The caller's variables first, so the agent's own (RAYX_*, CUDA_VISIBLE_DEVICES) win.
   for (const auto& [name, value] : request.worker_env) {

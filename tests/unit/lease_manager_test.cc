@@ -720,6 +720,30 @@ TEST_F(LeaseManagerTest, TheHeadRestartsADetachedActorWhoseOwnerIsGone) {
   EXPECT_EQ(Available(node, "CPU"), 2);
 }
 
+// The same when its node dies: the new worker goes to a node that is alive.
+TEST_F(LeaseManagerTest, ADetachedActorOnADeadNodeIsRestartedElsewhereByTheHead) {
+  NodeId dying = AddNode("10.0.0.2", {{"CPU", 1}});
+  std::string job = NewJob();
+  std::string lease = Grant(job, {{"CPU", 1}}, "agent-10.0.0.2", 1, /*detached=*/true);
+  NodeId other = AddNode("10.0.0.3", {{"CPU", 1}});
+  protocol::RequestLeaseRequest again = Shape(job, {{"CPU", 1}}, /*detached=*/true);
+  again.init.function = "Counter::Create";
+  protocol::ActorInfo keeper = Actor("keeper", job, lease, /*detached=*/true);
+  keeper.max_restarts = -1;
+  keeper.restart_request = protocol::Encode(again);
+  ASSERT_TRUE(leases_.RegisterActor(keeper).ok());
+  leases_.FinishJob(job, "done");
+  Take();
+  ASSERT_TRUE(nodes_.MarkDead(dying, "test"));
+  leases_.OnNodeDead(dying, "no heartbeat within 1500 ms");
+  auto starts = OfType(Take(), MessageType::kStartWorkerRequest);
+  ASSERT_EQ(starts.size(), 1u);
+  EXPECT_EQ(starts[0].peer, "agent-10.0.0.3");
+  EXPECT_EQ(starts[0].As<protocol::StartWorkerRequest>().init.function, "Counter::Create");
+  EXPECT_EQ(Available(other, "CPU"), 0);
+  EXPECT_EQ(leases_.GetActor("keeper")->max_restarts, -1) << "no limit stays no limit";
+}
+
 // While its owner's job runs, the owner restarts its actor: the head does not.
 TEST_F(LeaseManagerTest, ADetachedActorWithALiveOwnerIsNotRestartedByTheHead) {
   AddNode("10.0.0.2", {{"CPU", 2}});

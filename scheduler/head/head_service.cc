@@ -461,7 +461,14 @@ Result<protocol::RegisterDriverReply> HeadService::OnRegisterDriver(
   }
   // A worker joins its running job; only a driver starts a new one.
   if (!req.job_id.empty() && !leases_.DriverHeartbeat(req.job_id, clock_.NowMs())) {
-    return Status::NotFound("job " + req.job_id + " is not running (it ended)");
+    // A detached actor's worker outlives its job and may still use the head
+    // (a Python actor the head restarted loads its class from the KV); the
+    // job is not revived.
+    if (req.host_lease_id.empty() || !leases_.IsDetachedLeaseOf(req.host_lease_id, req.job_id)) {
+      return Status::NotFound("job " + req.job_id + " is not running (it ended)");
+    }
+    authenticated_peers_.insert(call.peer_id);
+    return leases_.RegisterDetachedWorker(req, options_.cluster_id, call.peer_id);
   }
   authenticated_peers_.insert(call.peer_id);
   auto reply = leases_.RegisterDriver(req, clock_.NowMs(), options_.cluster_id, call.peer_id);

@@ -38,6 +38,18 @@ protocol::RegisterDriverReply LeaseManager::RegisterDriver(
   return reply;
 }
 
+protocol::RegisterDriverReply LeaseManager::RegisterDetachedWorker(
+    const protocol::RegisterDriverRequest& req, const std::string& cluster_id,
+    const std::string& peer) {
+  auto& peers = hosted_peers_[req.host_lease_id];
+  if (std::find(peers.begin(), peers.end(), peer) == peers.end()) peers.push_back(peer);
+  protocol::RegisterDriverReply reply;
+  reply.job_id = req.job_id;
+  reply.cluster_id = cluster_id;
+  reply.heartbeat_period_ms = std::max<int64_t>(options_.job_timeout_ms / 5, 10);
+  return reply;
+}
+
 bool LeaseManager::DriverHeartbeat(const std::string& job_id, int64_t now_ms) {
   auto it = jobs_.find(job_id);
   if (it == jobs_.end() || it->second.finished) return false;

@@ -159,6 +159,16 @@ class LeaseManager {
 
   Status RegisterActor(const protocol::ActorInfo& actor);
   Result<protocol::ActorInfo> GetActor(const std::string& name) const;
+  // True when `lease_id` is a live detached lease of job `job_id`.
+  bool IsDetachedLeaseOf(const std::string& lease_id, const std::string& job_id) const {
+    auto it = leases_.find(lease_id);
+    return it != leases_.end() && it->second.detached && it->second.job_id == job_id;
+  }
+  // Registers the runtime of a detached actor's worker whose job has ended
+  // (REQUIRES: IsDetachedLeaseOf): like RegisterDriver, without the job.
+  protocol::RegisterDriverReply RegisterDetachedWorker(const protocol::RegisterDriverRequest& req,
+                                                       const std::string& cluster_id,
+                                                       const std::string& peer);
 
   size_t lease_count() const { return leases_.size(); }
   // Asks the agent of `node` to report when driver process `pid` of `job_id`

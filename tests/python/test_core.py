@@ -649,3 +649,57 @@ def test_a_killed_driver_ends_its_job_at_once_and_a_paused_one_keeps_it(cluster)
             os.kill(p.pid, signal.SIGCONT)
             p.kill()
             p.wait()
+
+
+def test_the_head_restarts_a_detached_actor_after_its_job_ended(rayx_mod, cluster):
+    rayx = rayx_mod
+    # Another driver (another job) makes it and exits: the owner is gone.
+    made = run_driver(cluster, textwrap.dedent("""
+        import os
+        import rayx
+        rayx.init()
+
+        @rayx.remote
+        class Keeper:
+            def __init__(self, start):
+                self.n = start
+
+            def add(self, k):
+                self.n += k
+                return self.n
+
+            def pid(self):
+                return os.getpid()
+
+        k = Keeper.options(name="py-reborn", lifetime="detached", max_restarts=1).remote(10)
+        print("VALUE", rayx.get(k.add.remote(5)))
+        print("PID", rayx.get(k.pid.remote()))
+        rayx.shutdown()
+    """))
+    assert made.returncode == 0, made.stderr
+    assert "VALUE 15" in made.stdout
+    first = int(made.stdout.split("PID")[1].split()[0])
+    h = rayx.get_actor("py-reborn")
+    assert rayx.get(h.pid.remote(), timeout=30) == first
+    os.kill(first, signal.SIGKILL)
+    wait_until(lambda: _gone(first), 10, "the killed actor's process to exit")
+
+    def restarted():
+        try:
+            return rayx.get(h.pid.remote(), timeout=10) != first
+        except rayx.exceptions.RayxError:
+            return False  # the call in flight when it died
+    wait_until(restarted, 20, "the head to restart the detached actor")
+    # Its constructor ran again, with the arguments it was made with.
+    assert rayx.get(h.add.remote(1), timeout=30) == 11
+    second = rayx.get(h.pid.remote(), timeout=30)
+    os.kill(second, signal.SIGKILL)
+    wait_until(lambda: _gone(second), 10, "the restarted actor's process to exit")
+
+    def name_gone():
+        try:
+            rayx.get_actor("py-reborn")
+            return False
+        except ValueError:
+            return True
+    wait_until(name_gone, 10, "the name of the actor whose restarts are spent to go")

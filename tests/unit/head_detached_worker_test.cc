@@ -1,0 +1,47 @@
+// The runtime of a detached actor's worker may still register with the head
+// after the actor's job has ended (a Python actor the head restarts loads its
+// class from the KV), without reviving the job; nobody else may.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "head_fixture.h"
+
+namespace rayx::scheduler {
+namespace {
+
+using namespace testing_fixture;  // NOLINT: the fixture's names and constants
+
+class HeadDetachedWorkerTest : public HeadFixture {};
+
+TEST_F(HeadDetachedWorkerTest, ADetachedActorsWorkerRegistersAfterItsJobEndedAndNoOtherDoes) {
+  Call<protocol::RegisterNodeReply>(Hello(), kAgent, 1);
+  std::string job = Call<protocol::RegisterDriverReply>(Driver(), kDriver, 2).job_id;
+  std::string detached = Lease(job, {{"CPU", 1}}, "", kDriver, /*detached=*/true).lease_id;
+  std::string plain = Lease(job, {{"CPU", 1}}).lease_id;
+  protocol::FinishJobRequest finish;
+  finish.job_id = job;
+  Call<protocol::FinishJobReply>(finish, kDriver, 3);
+
+  protocol::RegisterDriverRequest worker = Driver(job);
+  worker.host_lease_id = detached;
+  EXPECT_EQ(Call<protocol::RegisterDriverReply>(worker, "detached-worker", 4).job_id, job);
+  protocol::KvGetRequest get{"ns", "key"};
+  EXPECT_FALSE(Call<protocol::KvGetReply>(get, "detached-worker", 5).found)
+      << "the registered worker may use the head";
+  protocol::DriverHeartbeatRequest beat;
+  beat.job_id = job;
+  EXPECT_FALSE(Call<protocol::DriverHeartbeatReply>(beat, "detached-worker", 6).known)
+      << "the job is not revived";
+
+  for (const std::string& lease : {plain, std::string(), std::string("no-such-lease")}) {
+    worker.host_lease_id = lease;
+    auto refused = CallError(worker, "other-worker", 7);
+    EXPECT_EQ(refused.code, static_cast<uint8_t>(StatusCode::kNotFound)) << lease;
+    EXPECT_NE(refused.message.find("is not running (it ended)"), std::string::npos)
+        << refused.message;
+  }
+}
+
+}  // namespace
+}  // namespace rayx::scheduler

@@ -344,7 +344,18 @@ void LeaseManager::OnStartWorkerError(uint64_t request_id, const Status& error) 
 }
 
 Status LeaseManager::ReturnLease(const std::string& lease_id) {
-  if (!leases_.count(lease_id)) return Status::NotFound("no lease " + lease_id);
+  if (!leases_.count(lease_id)) {
+    if (auto restarting = restarting_from_.find(lease_id); restarting != restarting_from_.end()) {
+      // A handle killed a detached actor the head is restarting: it stays dead.
+      RAYX_LOG(Info) << "detached actor '" << restarting->second
+                     << "' was killed while the head restarted it";
+      if (store_) store_->DeleteActor(restarting->second);
+      named_actors_.erase(restarting->second);
+      restarting_from_.erase(restarting);
+      return Status::OK();
+    }
+    return Status::NotFound("no lease " + lease_id);
+  }
   EndLease(lease_id, /*kill_worker=*/true,
            "its owner returned the lease (the worker exited or was killed, or the actor was "
            "killed)");

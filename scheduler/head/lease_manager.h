@@ -282,6 +282,9 @@ class LeaseManager {
   // Head-owned requests of actor restarts carry this bit (JobManager's do not).
   static constexpr uint64_t kActorRestartBit = uint64_t{1} << 63;
   std::unordered_map<uint64_t, std::string> actor_restarts_;  // request id -> actor name
+  // The lease each restarting actor had, while it restarts: a handle that
+  // kills the actor returns that lease (it knows no other).
+  std::unordered_map<std::string, std::string> restarting_from_;  // old lease id -> actor name
   uint64_t next_actor_restart_ = 1;
   std::string job_ending_;  // the job FinishJob is ending leases of, if any
   HeadStore* store_ = nullptr;

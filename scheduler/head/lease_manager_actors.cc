@@ -94,6 +94,7 @@ void LeaseManager::RestartActor(protocol::ActorInfo info, const std::string& cau
     ++info.restarts_done;
   }
   // Until the new worker runs, the name has no worker: handles wait for one.
+  if (!info.lease_id.empty()) restarting_from_[info.lease_id] = info.name;
   info.worker_address.clear();
   info.lease_id.clear();
   named_actors_[info.name] = info;
@@ -115,6 +116,7 @@ void LeaseManager::OnActorRestartGranted(uint64_t request_id,
   if (it == actor_restarts_.end()) return;
   std::string name = std::move(it->second);
   actor_restarts_.erase(it);
+  std::erase_if(restarting_from_, [&](const auto& entry) { return entry.second == name; });
   auto actor = named_actors_.find(name);
   if (actor == named_actors_.end() || !actor->second.lease_id.empty()) {
     // Killed (its name removed) while it restarted: its new worker goes too.
@@ -133,6 +135,7 @@ void LeaseManager::OnActorRestartFailed(uint64_t request_id, const Status& statu
   if (it == actor_restarts_.end()) return;
   std::string name = std::move(it->second);
   actor_restarts_.erase(it);
+  std::erase_if(restarting_from_, [&](const auto& entry) { return entry.second == name; });
   RAYX_LOG(Error) << "detached actor '" << name << "' could not be restarted: " << status.message()
                   << "; its name is removed";
   auto actor = named_actors_.find(name);

@@ -744,6 +744,38 @@ TEST_F(LeaseManagerTest, ADetachedActorOnADeadNodeIsRestartedElsewhereByTheHead)
   EXPECT_EQ(leases_.GetActor("keeper")->max_restarts, -1) << "no limit stays no limit";
 }
 
+// A handle that kills the actor while the head restarts it returns the lease
+// it knew: the actor stays dead, and the new worker goes when it arrives.
+TEST_F(LeaseManagerTest, ADetachedActorKilledWhileTheHeadRestartsItStaysDead) {
+  NodeId node = AddNode("10.0.0.2", {{"CPU", 2}});
+  std::string job = NewJob();
+  std::string lease = Grant(job, {{"CPU", 1}}, "agent-10.0.0.2", 1, /*detached=*/true);
+  protocol::RequestLeaseRequest again = Shape(job, {{"CPU", 1}}, /*detached=*/true);
+  again.init.function = "Counter::Create";
+  protocol::ActorInfo keeper = Actor("keeper", job, lease, /*detached=*/true);
+  keeper.max_restarts = -1;
+  keeper.restart_request = protocol::Encode(again);
+  ASSERT_TRUE(leases_.RegisterActor(keeper).ok());
+  leases_.FinishJob(job, "done");
+  Take();
+  protocol::ProcessExitedNotice exited;
+  exited.lease_id = lease;
+  exited.all_exited = true;
+  leases_.OnProcessExited(exited);
+  auto starts = OfType(Take(), MessageType::kStartWorkerRequest);
+  ASSERT_EQ(starts.size(), 1u);
+
+  EXPECT_TRUE(leases_.ReturnLease(lease).ok()) << "the kill of a handle that knew the old lease";
+  EXPECT_EQ(leases_.GetActor("keeper").status().code(), StatusCode::kNotFound);
+  protocol::StartWorkerReply started;
+  started.worker_address = "tcp://10.0.0.2:7100";
+  leases_.OnStartWorkerReply(starts[0].env.id, started);
+  auto kills = KilledLeases(Take(), "agent-10.0.0.2");
+  EXPECT_EQ(kills.size(), 1u) << "the new worker is stopped";
+  EXPECT_EQ(Available(node, "CPU"), 2);
+  EXPECT_EQ(leases_.ReturnLease(lease).code(), StatusCode::kNotFound) << "only once";
+}
+
 // While its owner's job runs, the owner restarts its actor: the head does not.
 TEST_F(LeaseManagerTest, ADetachedActorWithALiveOwnerIsNotRestartedByTheHead) {
   AddNode("10.0.0.2", {{"CPU", 2}});

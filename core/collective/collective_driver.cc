@@ -202,7 +202,7 @@ void InstallRuntimeEnvironment(const std::string& node_ip) {
   // dead NCCL peer is not seen otherwise; a stopped node's sockets stay open).
   env.on_joined = [](const GroupSpec& spec) {
     Status watched = rayx::detail::WatchGroup(MembershipOf(spec), kWatchTimeoutMs);
-    if (!watched.ok() && watched.code() != StatusCode::kNotFound) {
+    if (!watched.ok()) {
       RAYX_LOG(Warning) << "collective group '" << spec.options.name << "' rank " << spec.rank
                         << ": the head will not report the other ranks' deaths (only the "
                         << "deadline ends an operation stuck on a dead rank): " << watched;

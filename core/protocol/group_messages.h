@@ -4,7 +4,8 @@
 // head which group it belongs to (WatchGroupRequest, once its group is
 // connected). When the lease of another rank of that group ends (its worker
 // died or was stopped, its node was declared dead, its job ended), the head
-// sends every other watching rank one GroupMemberDiedNotice, and they abort the
+// sends every other watching rank one GroupMemberDiedNotice (when a whole job
+// ends, only to ranks that outlive it: detached actors), and they abort the
 // group at once instead of waiting for the operation's deadline: NCCL cannot
 // see a dead peer by itself, and a rank on a stopped or cut-off node keeps its
 // TCP connections open. A group is keyed by (group, attempt_id), so a notice

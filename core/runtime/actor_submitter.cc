@@ -148,7 +148,10 @@ void ActorSubmitter::Lease(ActorState& actor) {
     if (a->name.empty()) return;
     auto register_name = [this, a] {
       if (!a->dead_reason.empty() || !a->conn) return;
-      deps_.head.RegisterActor(InfoOf(*a));
+      // Only the registration carries what the head needs to restart it.
+      protocol::ActorInfo info = InfoOf(*a);
+      info.restart_request = RestartRequestOf(*a);
+      deps_.head.RegisterActor(info);
     };
     if (restarted) {
       // The new worker runs the constructor before any call it is sent: the
@@ -404,7 +407,6 @@ protocol::ActorInfo ActorSubmitter::InfoOf(const ActorState& a) const {
   info.lease_id = a.lease_id;
   info.detached = a.detached;
   info.max_restarts = a.restarts_left == INT32_MAX ? -1 : a.restarts_left;
-  info.restart_request = RestartRequestOf(a);
   return info;
 }
 

@@ -23,8 +23,8 @@ struct GroupMembership {
 
 // Asks the head to tell this process when another rank of `m`'s group dies.
 // Only a leased worker (an actor, a task) can be watched: elsewhere (a driver)
-// returns NotFound without asking. Waits up to `timeout_ms` for the
-// head. Thread-safe; not on the runtime's I/O thread.
+// this does nothing and returns OK. Waits up to `timeout_ms` for the head.
+// Thread-safe; not on the runtime's I/O thread.
 Status WatchGroup(const GroupMembership& m, int64_t timeout_ms);
 // Stops the watch (the rank left the group); errors are logged, not returned.
 void UnwatchGroup(const GroupMembership& m);

@@ -120,7 +120,7 @@ GroupWatch::Notices GroupWatch::OnLeaseEnded(const std::string& lease_id,
     }
     for (const auto& [rank, member] : group.members) {
       if (member.lease_id == lease_id) continue;
-      out.emplace_back(member.peer, notice);
+      out.push_back({member.peer, member.lease_id, notice});
       Unindex(member.lease_id, key);
     }
     RememberFailure(key, notice);

@@ -43,8 +43,14 @@ struct GroupWatchLimits {
 // Owned by the head's event loop; not thread-safe.
 class GroupWatch {
  public:
-  // (routing id, notice) pairs for the caller to send.
-  using Notices = std::vector<std::pair<std::string, protocol::GroupMemberDiedNotice>>;
+  // A notice for the caller to send to `peer`, the rank held by lease
+  // `member_lease_id`.
+  struct Notice {
+    std::string peer;
+    std::string member_lease_id;
+    protocol::GroupMemberDiedNotice notice;
+  };
+  using Notices = std::vector<Notice>;
 
   explicit GroupWatch(GroupWatchLimits limits = {}) : limits_(limits) {}
 

@@ -56,14 +56,15 @@ HeadService::HeadService(HeadServiceOptions options, const Clock& clock)
       RAYX_LOG(Info) << "removed " << removed << " KV keys of job " << job_id;
     }
   });
-  // The other ranks of a group hear at once when a rank's lease ends, unless
-  // the whole job ends: then they are being stopped too, and an abort would
-  // only write notices for a job whose keys are already gone.
+  // The other ranks of a group hear at once when a rank's lease ends. When
+  // its whole job ends, only ranks that outlive the job (detached actors) are
+  // told: the others are being stopped too.
   leases_.SetLeaseEndObserver(
       [this](const std::string& lease_id, const std::string& cause, bool job_ended) {
-        auto notices = group_watch_.OnLeaseEnded(lease_id, cause);
-        if (job_ended) return;
-        for (const auto& [peer, notice] : notices) outbox_.GroupMemberDied(peer, notice);
+        for (const auto& n : group_watch_.OnLeaseEnded(lease_id, cause)) {
+          if (job_ended && !leases_.IsDetached(n.member_lease_id)) continue;
+          outbox_.GroupMemberDied(n.peer, n.notice);
+        }
       });
   if (HeadStore* store = options_.store) {
     // A restarted head is the same cluster: same id, same nodes, jobs, ...
@@ -84,7 +85,19 @@ HeadService::HeadService(HeadServiceOptions options, const Clock& clock)
     leases_.SetStore(store);
     leases_.Restore(state, now);
     group_watch_.SetStore(store);
-    group_watch_.Restore(state.group_watches);
+    // A watch whose lease is not stored any more ended with a crash between
+    // the two writes: it is dropped.
+    std::unordered_set<std::string> stored_leases;
+    for (const auto& lease : state.leases) stored_leases.insert(lease.lease_id);
+    std::vector<StoredGroupWatch> watches;
+    for (const auto& w : state.group_watches) {
+      if (stored_leases.count(w.lease_id)) {
+        watches.push_back(w);
+      } else {
+        store->DeleteGroupWatch(w.group, w.attempt_id, w.rank);
+      }
+    }
+    group_watch_.Restore(watches);
     jobs_.SetStore(store);
     jobs_.Restore(state.submitted_jobs);
     if (!state.empty()) {
@@ -531,6 +544,7 @@ Result<protocol::GetActorReply> HeadService::OnGetActor(const protocol::GetActor
   if (!actor.ok()) return actor.status();
   protocol::GetActorReply reply;
   reply.actor = *actor;
+  reply.actor.restart_request.clear();  // the head's own: its owner's constructor arguments
   return reply;
 }
 

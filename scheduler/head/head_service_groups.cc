@@ -87,7 +87,7 @@ Result<protocol::KvListReply> HeadService::OnKvList(const protocol::KvListReques
 Result<protocol::WatchGroupReply> HeadService::OnWatchGroup(const protocol::WatchGroupRequest& req,
                                                             Call& call) {
   // A lease that already ended would never be reported: refuse it.
-  if (!leases_.NodeOfLease(req.lease_id)) {
+  if (!leases_.IsLeaseLive(req.lease_id)) {
     return Status::NotFound("collective group '" + req.group + "' rank " +
                             std::to_string(req.rank) + ": lease " + req.lease_id +
                             " is not live (its worker or node is gone)");

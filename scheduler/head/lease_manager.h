@@ -160,9 +160,17 @@ class LeaseManager {
   Status RegisterActor(const protocol::ActorInfo& actor);
   Result<protocol::ActorInfo> GetActor(const std::string& name) const;
   // True when `lease_id` is a live detached lease of job `job_id`.
-  bool IsDetachedLeaseOf(const std::string& lease_id, const std::string& job_id) const {
+  // After a head restart, also a stored lease whose node has not rejoined yet.
+  bool IsDetachedLeaseOf(const std::string& lease_id, const std::string& job_id) const;
+  // True while `lease_id` is granted, or stored and waiting for its node to
+  // rejoin a restarted head.
+  bool IsLeaseLive(const std::string& lease_id) const {
+    return leases_.count(lease_id) > 0 || IsUnconfirmed(lease_id);
+  }
+  // True when `lease_id` is a granted detached lease (it outlives its job).
+  bool IsDetached(const std::string& lease_id) const {
     auto it = leases_.find(lease_id);
-    return it != leases_.end() && it->second.detached && it->second.job_id == job_id;
+    return it != leases_.end() && it->second.detached;
   }
   // Registers the runtime of a detached actor's worker whose job has ended
   // (REQUIRES: IsDetachedLeaseOf): like RegisterDriver, without the job.

@@ -36,7 +36,10 @@ void LeaseManager::OnNodeDead(const NodeId& node, const std::string& why) {
   std::vector<std::string> head_owned;
   std::vector<protocol::ActorInfo> restart;  // detached actors whose owner is gone
   for (const auto& id : gone) {
-    Lease& lease = leases_[id];
+    // An earlier lease's end may have ended this one (a worker's own leases).
+    auto found = leases_.find(id);
+    if (found == leases_.end()) continue;
+    Lease& lease = found->second;
     if (lease.running) {
       for (auto& actor : TakeRestartable(id, OwnerGone(lease))) restart.push_back(std::move(actor));
     }

@@ -68,6 +68,19 @@ void LeaseManager::Restore(const HeadState& state, int64_t now_ms) {
                  << state.leases.size() << " leases (unconfirmed until their nodes rejoin)";
 }
 
+bool LeaseManager::IsDetachedLeaseOf(const std::string& lease_id,
+                                     const std::string& job_id) const {
+  if (auto it = leases_.find(lease_id); it != leases_.end()) {
+    return it->second.detached && it->second.job_id == job_id;
+  }
+  for (const auto& [node, stored] : unconfirmed_) {
+    for (const auto& lease : stored) {
+      if (lease.lease_id == lease_id) return lease.detached && lease.job_id == job_id;
+    }
+  }
+  return false;
+}
+
 bool LeaseManager::IsUnconfirmed(const std::string& lease_id) const {
   for (const auto& [node, leases] : unconfirmed_) {
     for (const auto& lease : leases) {
@@ -155,6 +168,12 @@ void LeaseManager::OnNodeRejoined(const NodeId& node, const std::string& agent_p
       if (store_) store_->DeleteLease(s.lease_id);
       ForgetActorsOf(s.lease_id);
       EndHostedLeases(s.lease_id);
+      if (lease_end_observer_) {
+        lease_end_observer_(s.lease_id,
+                            !accounted ? "its node rejoined the restarted head, which stopped it"
+                                       : "its job ended while the head was down",
+                            /*job_ended=*/accounted);
+      }
       kill.push_back(s.lease_id);
       continue;
     }

@@ -31,7 +31,7 @@ class ActorSubmitterTest : public ::testing::Test {
 
   // Creates actor "a1" (named `name` when set); returns the constructor's result id.
   std::string Create(const std::string& name = "", int max_restarts = 0,
-                     int max_task_retries = 0) {
+                     int max_task_retries = 0, bool detached = false) {
     auto creation = std::make_shared<ObjectCore>();
     creation->id = "creation";
     objects_.AddPending(creation->id);
@@ -46,6 +46,7 @@ class ActorSubmitterTest : public ::testing::Test {
     options.resources = {{kCpu, 1}};
     options.max_restarts = max_restarts;
     options.max_task_retries = max_task_retries;
+    options.detached = detached;
     task.args.push_back(Arg{"ctor-arg", nullptr});
     submitter_.Create(std::move(task), options, creation);
     return creation->id;
@@ -215,6 +216,40 @@ TEST_F(ActorSubmitterTest, ANamedActorIsRegisteredOnceItsConstructorRan) {
   EXPECT_EQ(head_.registered[0].actor_id, "a1");
   EXPECT_EQ(head_.registered[0].lease_id, "lease-a1");
   EXPECT_EQ(head_.registered[0].worker_address, "w1");
+}
+
+// A restartable detached actor registers what the head needs to restart it
+// once its owner is gone: its lease request with the constructor call. Only
+// the registration carries it, not the handles made from the actor.
+TEST_F(ActorSubmitterTest, ARestartableDetachedActorRegistersItsRestartRequest) {
+  Create("keeper", /*max_restarts=*/2, 0, /*detached=*/true);
+  head_.Grant("lease-a1", "w1");
+  Step();
+  auto* worker = connector_.At("w1");
+  ASSERT_NE(worker, nullptr);
+  worker->Reply(worker->calls[0].call_id, "");
+  Step();
+  ASSERT_EQ(head_.registered.size(), 1u);
+  auto req = protocol::Decode<protocol::RequestLeaseRequest>(head_.registered[0].restart_request);
+  ASSERT_TRUE(req.ok()) << req.status();
+  EXPECT_EQ(req->init.function, "Counter::Create");
+  EXPECT_EQ(req->init.actor_id, "a1");
+  EXPECT_EQ(req->init.args, std::vector<std::string>{"ctor-arg"});
+  EXPECT_TRUE(req->detached);
+  EXPECT_EQ(req->resources, (ResourceMap{{kCpu, 1}}));
+  EXPECT_TRUE(submitter_.Describe("a1").restart_request.empty()) << "handles do not carry it";
+}
+
+TEST_F(ActorSubmitterTest, ANonDetachedActorLeavesItsRestartsToItsOwner) {
+  Create("counter", /*max_restarts=*/2);
+  head_.Grant("lease-a1", "w1");
+  Step();
+  auto* worker = connector_.At("w1");
+  ASSERT_NE(worker, nullptr);
+  worker->Reply(worker->calls[0].call_id, "");
+  Step();
+  ASSERT_EQ(head_.registered.size(), 1u);
+  EXPECT_TRUE(head_.registered[0].restart_request.empty());
 }
 
 TEST_F(ActorSubmitterTest, KillReturnsTheLeaseAndLaterCallsFail) {

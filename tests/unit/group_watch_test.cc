@@ -25,7 +25,7 @@ protocol::WatchGroupRequest Watch(const std::string& group, int rank, const std:
 
 std::set<std::string> PeersOf(const GroupWatch::Notices& notices) {
   std::set<std::string> out;
-  for (const auto& [peer, notice] : notices) out.insert(peer);
+  for (const auto& n : notices) out.insert(n.peer);
   return out;
 }
 
@@ -37,7 +37,8 @@ TEST(GroupWatchTest, ALeaseEndingTellsEveryOtherRankOnceNamingTheRankAndCause) {
   EXPECT_EQ(watch.member_count(), 3u);
   auto notices = watch.OnLeaseEnded("lease-1", "node 10.0.0.2 was declared dead");
   EXPECT_EQ(PeersOf(notices), (std::set<std::string>{"peer-0", "peer-2"}));
-  for (const auto& [peer, notice] : notices) {
+  for (const auto& [peer, lease, notice] : notices) {
+    EXPECT_NE(lease, "lease-1") << "the dead rank is not told";
     EXPECT_EQ(notice.group, "g");
     EXPECT_EQ(notice.attempt_id, "a1");
     EXPECT_EQ(notice.failed_rank, 1);
@@ -70,8 +71,9 @@ TEST(GroupWatchTest, AttemptsOfOneNameAreSeparateGroups) {
   ASSERT_TRUE(watch.Add("new-1", Watch("g", 1, "m1", 2, "a2")).ok());
   auto notices = watch.OnLeaseEnded("l1", "gone");
   ASSERT_EQ(notices.size(), 1u);
-  EXPECT_EQ(notices[0].first, "old-0");
-  EXPECT_EQ(notices[0].second.attempt_id, "a1");
+  EXPECT_EQ(notices[0].peer, "old-0");
+  EXPECT_EQ(notices[0].member_lease_id, "l0");
+  EXPECT_EQ(notices[0].notice.attempt_id, "a1");
   EXPECT_EQ(watch.member_count(), 2u) << "attempt a2 is still watched";
 }
 
@@ -236,6 +238,24 @@ TEST_F(HeadGroupWatchTest, RanksThatLeftHearNothing) {
   EXPECT_TRUE(Notices().empty());
 }
 
+// A detached rank outlives its job: when the job's other ranks are stopped,
+// it is told (and it alone).
+TEST_F(HeadGroupWatchTest, AJobEndingTellsADetachedRankThatOutlivesIt) {
+  std::string detached = Lease(job_, {{"CPU", 1}}, "", kDriver, /*detached=*/true).lease_id;
+  Call<protocol::RegisterDriverReply>(Driver(job_), "rank-3", 3);
+  Call<protocol::WatchGroupReply>(Watch("h", 0, detached, 2), "rank-3");
+  Call<protocol::WatchGroupReply>(Watch("h", 1, leases_[0], 2), "rank-0");
+  sent_.clear();
+  protocol::FinishJobRequest finish;
+  finish.job_id = job_;
+  Call<protocol::FinishJobReply>(finish, kDriver, 30);
+  auto notices = Notices();
+  ASSERT_EQ(notices.size(), 1u) << "only the detached rank outlives the job";
+  ASSERT_TRUE(notices.count("rank-3"));
+  EXPECT_EQ(notices["rank-3"].group, "h");
+  EXPECT_EQ(notices["rank-3"].failed_rank, 1);
+}
+
 TEST_F(HeadGroupWatchTest, AJobEndingEndsItsGroupsWatchesWithoutNotices) {
   protocol::FinishJobRequest finish;
   finish.job_id = job_;
@@ -267,6 +287,25 @@ TEST_F(HeadGroupWatchTest, ARestartedHeadStillTellsTheRanks) {
         << notices[peer].cause;
   }
   EXPECT_EQ(head_->group_watch().group_count(), 0u);
+}
+
+// A lease the rejoining node still runs but the restarted head stops (its job
+// ended while the head was down) ends its watches too, in memory and on disk.
+TEST_F(HeadGroupWatchTest, LeasesStoppedWhenTheirNodeRejoinsEndTheirWatches) {
+  StartHead();
+  clock_.Advance(job_timeout_ms_ + 1);  // the driver does not come back
+  head_->ExpireSilentNodes();
+  protocol::RegisterNodeRequest rejoin = Hello();
+  rejoin.rejoin = true;
+  rejoin.previous_node_id = node_;
+  rejoin.previous_epoch = epoch_;
+  for (const auto& lease : leases_) {
+    rejoin.live_leases.push_back({lease, job_, {{"CPU", 1}}, {}, 4242, false});
+  }
+  Call<protocol::RegisterNodeReply>(rejoin, kAgent, 40);
+  EXPECT_EQ(head_->group_watch().member_count(), 0u);
+  StartHead();
+  EXPECT_EQ(head_->group_watch().member_count(), 0u) << "nor are they restored again";
 }
 
 TEST_F(HeadGroupWatchTest, WatchesLeftAfterARestartStillReportLaterDeaths) {

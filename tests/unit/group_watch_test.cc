@@ -308,6 +308,14 @@ TEST_F(HeadGroupWatchTest, LeasesStoppedWhenTheirNodeRejoinsEndTheirWatches) {
   EXPECT_EQ(head_->group_watch().member_count(), 0u) << "nor are they restored again";
 }
 
+// A group made right after a head restart, before the ranks' node rejoined.
+TEST_F(HeadGroupWatchTest, ARankMayWatchWhileItsLeaseWaitsForItsNodeToRejoin) {
+  StartHead();
+  Call<protocol::RegisterDriverReply>(Driver(job_), "rank-0", 50);
+  Call<protocol::WatchGroupReply>(Watch("fresh", 0, leases_[0], 2, "a2"), "rank-0");
+  EXPECT_EQ(head_->group_watch().member_count(), 4u);
+}
+
 TEST_F(HeadGroupWatchTest, WatchesLeftAfterARestartStillReportLaterDeaths) {
   StartHead();
   EXPECT_EQ(head_->group_watch().member_count(), 3u) << "restored from the state file";

@@ -43,5 +43,20 @@ TEST_F(HeadDetachedWorkerTest, ADetachedActorsWorkerRegistersAfterItsJobEndedAnd
   }
 }
 
+// After a head restart the worker reconnects at once, before its agent has
+// rejoined: its lease is only stored then, and still counts.
+TEST_F(HeadDetachedWorkerTest, ADetachedActorsWorkerRegistersBeforeItsNodeRejoins) {
+  Call<protocol::RegisterNodeReply>(Hello(), kAgent, 1);
+  std::string job = Call<protocol::RegisterDriverReply>(Driver(), kDriver, 2).job_id;
+  std::string detached = Lease(job, {{"CPU", 1}}, "", kDriver, /*detached=*/true).lease_id;
+  protocol::FinishJobRequest finish;
+  finish.job_id = job;
+  Call<protocol::FinishJobReply>(finish, kDriver, 3);
+  StartHead();
+  protocol::RegisterDriverRequest worker = Driver(job);
+  worker.host_lease_id = detached;
+  EXPECT_EQ(Call<protocol::RegisterDriverReply>(worker, "detached-worker", 4).job_id, job);
+}
+
 }  // namespace
 }  // namespace rayx::scheduler

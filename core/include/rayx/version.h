@@ -11,7 +11,9 @@ inline constexpr const char* kRayxVersion = "0.1.0";
 // Bumped on any incompatible change to the wire messages. A peer announcing a
 // different value is refused with a message naming both sides' versions.
 // 2: batched task calls and results (PushTasksRequest/Reply) replace PushTask.
-inline constexpr uint32_t kProtocolVersion = 2;
+// 3: agents report workers' own exits and construct a detached actor the head
+//    restarts (StartWorkerRequest::init); collective group watches (120-124).
+inline constexpr uint32_t kProtocolVersion = 3;
 
 // The head's default port, as in `rayx start --head`.
 inline constexpr uint16_t kDefaultHeadPort = 6380;

@@ -63,8 +63,9 @@ class ActorSubmitterTest : public ::testing::Test {
     return id;
   }
   // Creates "a1" on worker "w1" and returns it.
-  FakeWorkerConnector::Worker* Running(const std::string& name = "") {
-    Create(name);
+  FakeWorkerConnector::Worker* Running(const std::string& name = "", int max_restarts = 0,
+                                       bool detached = false) {
+    Create(name, max_restarts, 0, detached);
     head_.Grant("lease-a1", "w1");
     Step();
     return connector_.At("w1");
@@ -222,10 +223,7 @@ TEST_F(ActorSubmitterTest, ANamedActorIsRegisteredOnceItsConstructorRan) {
 // once its owner is gone: its lease request with the constructor call. Only
 // the registration carries it, not the handles made from the actor.
 TEST_F(ActorSubmitterTest, ARestartableDetachedActorRegistersItsRestartRequest) {
-  Create("keeper", /*max_restarts=*/2, 0, /*detached=*/true);
-  head_.Grant("lease-a1", "w1");
-  Step();
-  auto* worker = connector_.At("w1");
+  auto* worker = Running("keeper", /*max_restarts=*/2, /*detached=*/true);
   ASSERT_NE(worker, nullptr);
   worker->Reply(worker->calls[0].call_id, "");
   Step();
@@ -241,10 +239,7 @@ TEST_F(ActorSubmitterTest, ARestartableDetachedActorRegistersItsRestartRequest) 
 }
 
 TEST_F(ActorSubmitterTest, ANonDetachedActorLeavesItsRestartsToItsOwner) {
-  Create("counter", /*max_restarts=*/2);
-  head_.Grant("lease-a1", "w1");
-  Step();
-  auto* worker = connector_.At("w1");
+  auto* worker = Running("counter", /*max_restarts=*/2);
   ASSERT_NE(worker, nullptr);
   worker->Reply(worker->calls[0].call_id, "");
   Step();

@@ -182,6 +182,18 @@ class HeadGroupWatchTest : public HeadFixture {
     }
     return out;
   }
+  // The node's agent rejoins the restarted head, still running `live`.
+  void Rejoin(const std::vector<std::string>& live) {
+    protocol::RegisterNodeRequest rejoin = Hello();
+    rejoin.rejoin = true;
+    rejoin.previous_node_id = node_;
+    rejoin.previous_epoch = epoch_;
+    for (const auto& lease : live) {
+      rejoin.live_leases.push_back({lease, job_, {{"CPU", 1}}, {}, 4242, false});
+    }
+    auto rejoined = Call<protocol::RegisterNodeReply>(rejoin, kAgent, 40);
+    EXPECT_EQ(rejoined.node_id, node_);
+  }
   NodeId node_;
   uint64_t epoch_ = 0;
   std::string job_;
@@ -270,14 +282,7 @@ TEST_F(HeadGroupWatchTest, AJobEndingEndsItsGroupsWatchesWithoutNotices) {
 // reported to the others, and later deaths are too.
 TEST_F(HeadGroupWatchTest, ARestartedHeadStillTellsTheRanks) {
   StartHead();
-  protocol::RegisterNodeRequest rejoin = Hello();
-  rejoin.rejoin = true;
-  rejoin.previous_node_id = node_;
-  rejoin.previous_epoch = epoch_;
-  rejoin.live_leases = {{leases_[0], job_, {{"CPU", 1}}, {}, 4242, false},
-                        {leases_[1], job_, {{"CPU", 1}}, {}, 4242, false}};
-  auto rejoined = Call<protocol::RegisterNodeReply>(rejoin, kAgent, 40);
-  ASSERT_EQ(rejoined.node_id, node_);
+  Rejoin({leases_[0], leases_[1]});
   auto notices = Notices();
   ASSERT_EQ(notices.size(), 2u);
   for (const char* peer : {"rank-0", "rank-1"}) {
@@ -295,14 +300,7 @@ TEST_F(HeadGroupWatchTest, LeasesStoppedWhenTheirNodeRejoinsEndTheirWatches) {
   StartHead();
   clock_.Advance(job_timeout_ms_ + 1);  // the driver does not come back
   head_->ExpireSilentNodes();
-  protocol::RegisterNodeRequest rejoin = Hello();
-  rejoin.rejoin = true;
-  rejoin.previous_node_id = node_;
-  rejoin.previous_epoch = epoch_;
-  for (const auto& lease : leases_) {
-    rejoin.live_leases.push_back({lease, job_, {{"CPU", 1}}, {}, 4242, false});
-  }
-  Call<protocol::RegisterNodeReply>(rejoin, kAgent, 40);
+  Rejoin(leases_);
   EXPECT_EQ(head_->group_watch().member_count(), 0u);
   StartHead();
   EXPECT_EQ(head_->group_watch().member_count(), 0u) << "nor are they restored again";
@@ -319,14 +317,7 @@ TEST_F(HeadGroupWatchTest, ARankMayWatchWhileItsLeaseWaitsForItsNodeToRejoin) {
 TEST_F(HeadGroupWatchTest, WatchesLeftAfterARestartStillReportLaterDeaths) {
   StartHead();
   EXPECT_EQ(head_->group_watch().member_count(), 3u) << "restored from the state file";
-  protocol::RegisterNodeRequest rejoin = Hello();
-  rejoin.rejoin = true;
-  rejoin.previous_node_id = node_;
-  rejoin.previous_epoch = epoch_;
-  for (const auto& lease : leases_) {
-    rejoin.live_leases.push_back({lease, job_, {{"CPU", 1}}, {}, 4242, false});
-  }
-  Call<protocol::RegisterNodeReply>(rejoin, kAgent, 40);
+  Rejoin(leases_);
   EXPECT_TRUE(Notices().empty());
   Call<protocol::RegisterDriverReply>(Driver(job_), kDriver, 41);
   protocol::ReturnLeaseRequest ret;

@@ -168,6 +168,24 @@ class LeaseManagerTest : public ::testing::Test {
     return actor;
   }
 
+  // Registers detached actor "keeper" on `lease`, which the head may restart
+  // (a restart request for Counter::Create with `max_restarts`), and ends
+  // its job: its owner is gone.
+  void OrphanRestartable(const std::string& job, const std::string& lease, int32_t max_restarts,
+                         std::vector<std::string> init_args = {}) {
+    protocol::RequestLeaseRequest again = Shape(job, {{"CPU", 1}}, /*detached=*/true);
+    again.for_actor = true;
+    again.init.function = "Counter::Create";
+    again.init.actor_id = "actor-keeper";
+    again.init.args = std::move(init_args);
+    protocol::ActorInfo keeper = Actor("keeper", job, lease, /*detached=*/true);
+    keeper.max_restarts = max_restarts;
+    keeper.restart_request = protocol::Encode(again);
+    ASSERT_TRUE(leases_.RegisterActor(keeper).ok());
+    leases_.FinishJob(job, "done");
+    Take();
+  }
+
   NodeTable nodes_{NodeTable::Options{1500, 100}};
   std::vector<Sent> sent_;
   FrameOutbox outbox_{"head"};
@@ -666,17 +684,7 @@ TEST_F(LeaseManagerTest, TheHeadRestartsADetachedActorWhoseOwnerIsGone) {
   NodeId node = AddNode("10.0.0.2", {{"CPU", 2}});
   std::string job = NewJob();
   std::string lease = Grant(job, {{"CPU", 1}}, "agent-10.0.0.2", 1, /*detached=*/true);
-  protocol::RequestLeaseRequest again = Shape(job, {{"CPU", 1}}, /*detached=*/true);
-  again.for_actor = true;
-  again.init.function = "Counter::Create";
-  again.init.actor_id = "actor-keeper";
-  again.init.args = {"\x07"};
-  protocol::ActorInfo keeper = Actor("keeper", job, lease, /*detached=*/true);
-  keeper.max_restarts = 1;
-  keeper.restart_request = protocol::Encode(again);
-  ASSERT_TRUE(leases_.RegisterActor(keeper).ok());
-  leases_.FinishJob(job, "done");
-  Take();
+  OrphanRestartable(job, lease, /*max_restarts=*/1, {"\x07"});
 
   protocol::ProcessExitedNotice exited;
   exited.lease_id = lease;
@@ -726,14 +734,7 @@ TEST_F(LeaseManagerTest, ADetachedActorOnADeadNodeIsRestartedElsewhereByTheHead)
   std::string job = NewJob();
   std::string lease = Grant(job, {{"CPU", 1}}, "agent-10.0.0.2", 1, /*detached=*/true);
   NodeId other = AddNode("10.0.0.3", {{"CPU", 1}});
-  protocol::RequestLeaseRequest again = Shape(job, {{"CPU", 1}}, /*detached=*/true);
-  again.init.function = "Counter::Create";
-  protocol::ActorInfo keeper = Actor("keeper", job, lease, /*detached=*/true);
-  keeper.max_restarts = -1;
-  keeper.restart_request = protocol::Encode(again);
-  ASSERT_TRUE(leases_.RegisterActor(keeper).ok());
-  leases_.FinishJob(job, "done");
-  Take();
+  OrphanRestartable(job, lease, /*max_restarts=*/-1);
   ASSERT_TRUE(nodes_.MarkDead(dying, "test"));
   leases_.OnNodeDead(dying, "no heartbeat within 1500 ms");
   auto starts = OfType(Take(), MessageType::kStartWorkerRequest);
@@ -750,14 +751,7 @@ TEST_F(LeaseManagerTest, ADetachedActorKilledWhileTheHeadRestartsItStaysDead) {
   NodeId node = AddNode("10.0.0.2", {{"CPU", 2}});
   std::string job = NewJob();
   std::string lease = Grant(job, {{"CPU", 1}}, "agent-10.0.0.2", 1, /*detached=*/true);
-  protocol::RequestLeaseRequest again = Shape(job, {{"CPU", 1}}, /*detached=*/true);
-  again.init.function = "Counter::Create";
-  protocol::ActorInfo keeper = Actor("keeper", job, lease, /*detached=*/true);
-  keeper.max_restarts = -1;
-  keeper.restart_request = protocol::Encode(again);
-  ASSERT_TRUE(leases_.RegisterActor(keeper).ok());
-  leases_.FinishJob(job, "done");
-  Take();
+  OrphanRestartable(job, lease, /*max_restarts=*/-1);
   protocol::ProcessExitedNotice exited;
   exited.lease_id = lease;
   exited.all_exited = true;

@@ -18,7 +18,9 @@ void ArgumentResolver::ResolveThen(Task& task, Ready ready) {
   for (size_t i = task.args_resolved; i < task.args.size(); task.args_resolved = ++i) {
     Arg& arg = task.args[i];
     if (!arg.ref) {
-      task.resolved[i] = std::move(arg.bytes);
+      // A value; empty once moved to `resolved` (resolving again after a lost
+      // argument keeps it there).
+      if (!arg.bytes.empty()) task.resolved[i] = std::move(arg.bytes);
       arg.bytes.clear();
       continue;
     }
@@ -42,7 +44,9 @@ void ArgumentResolver::ResolveThen(Task& task, Ready ready) {
         }
         task.stored[static_cast<uint32_t>(i)] = std::move(location);
         task.resolved[i].clear();
-        break;
+        // The reference stays: should the worker fail to read that copy, the
+        // owner brings it back by its id (TaskSubmitter::RecoverArguments).
+        continue;
       case ObjectTable::ArgState::kPending: {
         std::string id = arg.ref->id;
         auto shared = std::make_shared<Task>(std::move(task));

@@ -14,6 +14,8 @@ namespace rayx::detail {
 // Resolves a call's ObjectRef arguments from the ObjectTable: a value is
 // copied in, a stored object is passed by location (the worker maps or pulls
 // it), a failed or unknown one fails the call, a pending one is waited for.
+// A stored argument keeps its reference in the call, so that a copy a worker
+// could not read can be brought back by its id and the call resolved again.
 //
 // Thread safety: the I/O thread only. `objects` and `io` outlive it.
 class ArgumentResolver {
@@ -27,6 +29,8 @@ class ArgumentResolver {
   // Calls `ready` with `task` once every argument is resolved: at once when
   // none waits, else from a later turn of the io_context. A failed or unknown
   // argument completes the task's result as failed and `ready` never runs.
+  // Resolves from `task.args_resolved` on: to resolve stored arguments again,
+  // set it to the first of them and drop the `task.stored` entries from there.
   void ResolveThen(Task& task, Ready ready);
 
  private:

@@ -230,6 +230,26 @@ ObjectTable::ArgState ObjectTable::ResolveArg(const std::string& id, std::string
   return ArgState::kValue;
 }
 
+ObjectTable::CopyLost ObjectTable::OnStoredCopyLost(const std::string& id,
+                                                     const std::string& node,
+                                                     std::function<void()>* recompute) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = objects_.find(id);
+  if (it == objects_.end()) return CopyLost::kLost;
+  Entry& entry = it->second;
+  if (entry.state != Entry::State::kReady || entry.value || !entry.location ||
+      entry.location->node_address != node) {
+    return CopyLost::kResolveAgain;  // computed again already, or its bytes are here
+  }
+  if (!entry.recompute) return CopyLost::kLost;
+  *recompute = std::move(entry.recompute);
+  entry.recompute = nullptr;
+  entry.state = Entry::State::kPending;
+  entry.location.reset();
+  entry.mapped.reset();
+  return CopyLost::kResolveAgain;
+}
+
 bool ObjectTable::AddWaiter(const std::string& id, std::function<void()> fn) {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = objects_.find(id);

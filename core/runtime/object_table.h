@@ -67,6 +67,12 @@ class ObjectTable {
   };
   // How a task's argument stands (ResolveArg).
   enum class ArgState { kUnknown, kFailed, kPending, kValue, kStored };
+  // What can be done for an argument whose stored copy a worker could not read
+  // (OnStoredCopyLost).
+  enum class CopyLost {
+    kResolveAgain,  // resolving the argument again finds it (pending, a new copy, or failed)
+    kLost,          // nothing brings it back: a Put, or no retries left to compute it
+  };
   // What Release took out of the table, for the caller to free.
   struct Released {
     std::shared_ptr<const protocol::ObjectLocation> location;
@@ -112,6 +118,14 @@ class ObjectTable {
   // process. kFailed: `*error` is set. kPending, kUnknown: nothing is set.
   ArgState ResolveArg(const std::string& id, std::string* bytes,
                       protocol::ObjectLocation* location, ErrorInfo* error);
+  // A worker could not read the stored copy of `id` on node `node` (its node
+  // died). When that is still the entry's only copy and the task that made it
+  // can run again (lineage), the entry becomes pending and `*recompute` is set
+  // for the caller to run outside any lock; the new copy completes it. kLost,
+  // leaving the entry as it is, when nothing can; kResolveAgain, with
+  // `*recompute` left empty, when the entry no longer holds that copy.
+  CopyLost OnStoredCopyLost(const std::string& id, const std::string& node,
+                            std::function<void()>* recompute);
   // Runs `fn` (from CompleteAll) once the pending entry completes. Returns
   // false, and keeps nothing, when the entry is not pending.
   bool AddWaiter(const std::string& id, std::function<void()> fn);

@@ -29,6 +29,9 @@ struct Task {
   // under it: a task's max_retries, an actor call's max_task_retries.
   int32_t retries_left = 0;
   int32_t retries_done = 0;
+  // Times its stored arguments were lost and resolved again (not a retry:
+  // the call never ran). Bounded by TaskSubmitter::kMaxArgumentRecoveries.
+  int32_t argument_recoveries = 0;
   // Tasks: an exception (an error result, or a value that starts with
   // `retriable_value_prefix`) also uses a retry.
   bool retry_exceptions = false;

@@ -54,6 +54,10 @@ struct TaskSubmitter::Shape final : WorkerConnection::Owner {
   std::function<void()> Recompute(Task task) override {
     return submitter->RecomputeLater(this, std::move(task));
   }
+  std::optional<std::string> OnArgumentLost(WorkerConnection&, Task& task,
+                                            const std::string& node) override {
+    return submitter->RecoverArguments(*this, task, node);
+  }
 };
 
 TaskSubmitter::TaskSubmitter(Deps deps, Options options)
@@ -202,6 +206,45 @@ std::function<void()> TaskSubmitter::RecomputeLater(Shape* shape, Task task) {
       Pump(*shape);
     });
   };
+}
+
+std::optional<std::string> TaskSubmitter::RecoverArguments(Shape& shape, Task& task,
+                                                           const std::string& node) {
+  if (task.argument_recoveries >= kMaxArgumentRecoveries) {
+    return "its arguments were lost " + std::to_string(task.argument_recoveries) +
+           " times already";
+  }
+  // Every argument stored on that node is gone with it; the first one decides
+  // where resolving starts again.
+  size_t first = task.args.size();
+  std::vector<std::function<void()>> recomputes;
+  for (const auto& [index, location] : task.stored) {
+    if (location.node_address != node || index >= task.args.size() || !task.args[index].ref) {
+      continue;
+    }
+    const std::string& id = task.args[index].ref->id;
+    std::function<void()> recompute;
+    if (deps_.objects.OnStoredCopyLost(id, node, &recompute) == ObjectTable::CopyLost::kLost) {
+      return "argument " + std::to_string(index) + " (object " + id +
+             ") cannot be computed again: it was made by Put, or the task that made it has no "
+             "retries left";
+    }
+    if (recompute) recomputes.push_back(std::move(recompute));
+    first = std::min<size_t>(first, index);
+  }
+  if (first == task.args.size()) return "no argument of the call was stored on node " + node;
+  for (auto& recompute : recomputes) recompute();
+  RAYX_LOG(Warning) << task.DisplayName() << ": an argument stored on node " << node
+                    << " was lost with it; waiting for it to be computed again (lineage)";
+  std::erase_if(task.stored, [first](const auto& entry) { return entry.first >= first; });
+  task.args_resolved = first;
+  ++task.argument_recoveries;
+  // Ahead of the waiting tasks: it was sent before them.
+  deps_.resolver.ResolveThen(task, [this, s = &shape](Task ready) {
+    s->queue.push_front(std::move(ready));
+    Pump(*s);
+  });
+  return std::nullopt;
 }
 
 void TaskSubmitter::Tick() {

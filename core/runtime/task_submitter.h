@@ -35,6 +35,9 @@ namespace rayx::detail {
 // kMaxInFlight are pipelined per worker. A worker idle for
 // kIdleLeaseMs is given back (Tick). A lost worker's unsent tasks go to the
 // pool's other workers in order; those it was running fail (WorkerCrashed).
+// A task whose worker could not read a stored argument (its node died) waits
+// until the task that made the argument has run again (lineage), then goes
+// again; with nothing to run again it fails with ObjectLost naming the node.
 //
 // Thread safety: the I/O thread only. Ownership: owns the shapes and, through
 // them, the connections; every dependency outlives it.
@@ -42,6 +45,9 @@ class TaskSubmitter {
  public:
   static constexpr int64_t kIdleLeaseMs = 1000;   // an idle worker is given back after this
   static constexpr int64_t kSaturatedAfterMs = 50;  // the floor of the threshold
+  // A task whose stored arguments are lost more often than this fails (a loop
+  // guard for tasks with unlimited retries whose outputs keep being lost).
+  static constexpr int32_t kMaxArgumentRecoveries = 8;
 
   using Deps = SubmitterDeps;
   using Options = SubmitterOptions;
@@ -77,6 +83,10 @@ class TaskSubmitter {
   // A closure (callable from any thread) that queues `task` on `shape` again,
   // using one of its retries: lineage for its stored result.
   std::function<void()> RecomputeLater(Shape* shape, Task task);
+  // A worker of `shape` could not read `task`'s arguments stored on `node`:
+  // runs again the tasks that made them and queues `task` once they are back.
+  // Returns why not when one of them cannot be made again.
+  std::optional<std::string> RecoverArguments(Shape& shape, Task& task, const std::string& node);
   // How long a lease request waits before the cluster counts as saturated.
   int64_t SaturatedAfterMs() const;
 

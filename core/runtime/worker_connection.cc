@@ -27,6 +27,24 @@ bool RaisedException(const Task& task, const protocol::TaskResultView& result) {
   const std::string& prefix = task.retriable_value_prefix;
   return !prefix.empty() && result.value.bytes.substr(0, prefix.size()) == prefix;
 }
+
+// Whether `result` says the call did not run because the worker could not read
+// the stored copy of one of its arguments (WorkerLoop's ObjectLost error, which
+// names the node that held the copy). Only tasks are sent again: an actor's
+// calls keep their order, so theirs fail with the worker's error.
+bool LostAnArgument(const Task& task, const protocol::TaskResultView& result) {
+  if (task.actor_creation || !task.actor_id.empty()) return false;
+  if (result.value.kind != protocol::WireValue::kError || result.error_type != "ObjectLost") {
+    return false;
+  }
+  for (const auto& [index, location] : task.stored) {
+    if (location.node_address == result.error_node && index < task.args.size() &&
+        task.args[index].ref) {
+      return true;
+    }
+  }
+  return false;
+}
 }  // namespace
 
 WorkerConnection::WorkerConnection(Info info, Owner* owner, ObjectTable& objects,
@@ -91,8 +109,9 @@ void WorkerConnection::SendQueued(protocol::PushTasksWriter& writer, std::string
     for (size_t i = first; i < next; ++i) {
       Task& task = in_flight_.at(unsent_[i]);
       // Sent: the copies in the frames went with them. A task that may run
-      // again (retries left) keeps its arguments until its result arrives.
-      if (task.retries_left > 0) continue;
+      // again (retries left), or be sent again should a worker fail to read
+      // a stored argument, keeps its arguments until its result arrives.
+      if (task.retries_left > 0 || !task.stored.empty()) continue;
       task.args.clear();
       task.resolved.clear();
       task.stored.clear();
@@ -123,6 +142,11 @@ void WorkerConnection::OnMessage(Frames& frames) {
     if (it == in_flight_.end()) continue;
     Task task = std::move(it->second);
     in_flight_.erase(it);
+    if (LostAnArgument(task, result)) {
+      lost_arguments_.push_back({std::move(task), std::string(result.error_node),
+                                 std::string(result.error_message)});
+      continue;
+    }
     if (task.retry_exceptions && task.retries_left > 0 && RaisedException(task, result)) {
       --task.retries_left;
       ++task.retries_done;
@@ -155,6 +179,11 @@ void WorkerConnection::OnMessage(Frames& frames) {
   objects_.CompleteAll(completions_);
   for (Task& task : retries_) owner_->OnRetry(*this, std::move(task));
   retries_.clear();
+  for (LostArgument& lost : lost_arguments_) {
+    std::optional<std::string> why_not = owner_->OnArgumentLost(*this, lost.task, lost.node);
+    if (why_not) FailTask(objects_, lost.task, "ObjectLost", lost.message + "; " + *why_not, lost.node);
+  }
+  lost_arguments_.clear();
   owner_->OnReplies(*this);
 }
 

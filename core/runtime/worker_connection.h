@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -51,6 +52,15 @@ class WorkerConnection : public std::enable_shared_from_this<WorkerConnection> {
     virtual std::function<void()> Recompute(Task task) {
       (void)task;
       return nullptr;
+    }
+    // A task did not run: the worker could not read the stored copy of an
+    // argument on `node`. Returns nullopt when the owner brings the argument
+    // back and runs the task again (it takes `task`), else why it cannot, and
+    // the task fails with ObjectLost. (Actor calls fail at once.)
+    virtual std::optional<std::string> OnArgumentLost(WorkerConnection& conn, Task& task,
+                                                      const std::string& node) {
+      (void)conn, (void)task, (void)node;
+      return "this caller does not compute lost arguments again";
     }
   };
   struct Info {
@@ -120,6 +130,11 @@ class WorkerConnection : public std::enable_shared_from_this<WorkerConnection> {
   std::vector<protocol::TaskResultView> results_;
   std::vector<ObjectTable::Completion> completions_;
   std::vector<Task> retries_;
+  struct LostArgument {
+    Task task;
+    std::string node, message;
+  };
+  std::vector<LostArgument> lost_arguments_;
 };
 
 }  // namespace rayx::detail

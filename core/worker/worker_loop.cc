@@ -169,8 +169,16 @@ WorkerLoop::CallOutcome WorkerLoop::Run(const protocol::TaskCallView& call,
       }
       auto bytes = PullObject(context_, arg.stored);
       if (!bytes.ok()) {
-        throw std::runtime_error("argument " + std::to_string(a) +
-                                 " could not be fetched: " + bytes.status().message());
+        // Typed and naming the node that held the copy: the caller brings the
+        // argument back (lineage) and sends the call again, or fails it.
+        out.ok = false;
+        out.error_type = "ObjectLost";
+        out.error_node = arg.stored.node_address;
+        out.error_message = "argument " + std::to_string(a) + " of " +
+                            std::string(call.function) + " is stored on node " +
+                            arg.stored.node_address +
+                            " and could not be read: " + bytes.status().message();
+        return out;
       }
       pulled.push_back(std::move(*bytes));
       args.push_back(pulled.back());
@@ -230,7 +238,8 @@ WorkerLoop::CallOutcome WorkerLoop::Run(const protocol::TaskCallView& call,
 
 void WorkerLoop::AddResult(const protocol::TaskCallView& call, CallOutcome outcome) {
   if (!outcome.ok) {
-    writer_.ErrorResult(call.call_id, outcome.error_type, outcome.error_message, node_ip_);
+    writer_.ErrorResult(call.call_id, outcome.error_type, outcome.error_message,
+                        outcome.error_node.empty() ? node_ip_ : outcome.error_node);
     return;
   }
   // A large result goes to this node's store; the reply says where.

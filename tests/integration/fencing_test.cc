@@ -6,6 +6,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <fstream>
@@ -39,6 +40,10 @@ class Device {
 
 // A value large enough for the node's object store (1 MiB).
 rayx::Bytes Blob(int size) { return rayx::Bytes{std::string(static_cast<size_t>(size), 'z')}; }
+// How many of a blob's bytes are 'z' (its argument is stored, not inline).
+int64_t CountZ(rayx::Bytes blob) {
+  return static_cast<int64_t>(std::count(blob.data.begin(), blob.data.end(), 'z'));
+}
 
 // One rank of a collective group.
 class Rank {
@@ -63,7 +68,7 @@ class Rank {
   }
 };
 
-RAYX_REMOTE(Device::Create, &Device::Where, &Device::Pid, Blob, Rank::Create, &Rank::Pid,
+RAYX_REMOTE(Device::Create, &Device::Where, &Device::Pid, Blob, CountZ, Rank::Create, &Rank::Pid,
             &Rank::AllReduce);
 
 using rayx::testing::LocalCluster;
@@ -387,6 +392,32 @@ TEST_F(Fencing, AResultLostWithItsNodeIsComputedAgain) {
   try {
     lost.Get(60000);
     ADD_FAILURE() << "a lost object with no retries left was read";
+  } catch (const rayx::TaskError& e) {
+    EXPECT_EQ(e.type(), "ObjectLost") << e.what();
+    EXPECT_TRUE(Contains(e.what(), "127.0.0.2")) << e.what();
+  }
+}
+
+// Lineage for arguments: a task's argument whose only copy was in the store of
+// a node that died is computed again (its task had retries left) and the task
+// that needs it runs with the new copy; with no retries left the task fails
+// with ObjectLost naming the node.
+TEST_F(Fencing, AnArgumentLostWithItsNodeIsComputedAgainForTheTaskThatNeedsIt) {
+  auto node = AddGpuNode("127.0.0.2");
+  ASSERT_TRUE(node.ok()) << node.status();
+  auto there = rayx::NodeAffinitySchedulingStrategy{node->node_id, /*soft=*/true};
+  auto kept = rayx::Task(Blob).SetSchedulingStrategy(there).Remote(1 << 20);
+  auto lost = rayx::Task(Blob).SetSchedulingStrategy(there).SetMaxRetries(0).Remote(1 << 20);
+  rayx::Wait(std::vector<rayx::ObjectRef<rayx::Bytes>>{kept, lost}, 2, 30000);
+  ASSERT_TRUE(cluster_->KillNode(*node).ok());
+  // Both consumers run on the head's node (no GPU asked), whose workers pull
+  // the arguments from the dead node's store and cannot.
+  auto counted = rayx::Task(CountZ).Remote(kept);
+  auto failed = rayx::Task(CountZ).Remote(lost);
+  EXPECT_EQ(*counted.Get(60000), int64_t{1} << 20);
+  try {
+    failed.Get(60000);
+    ADD_FAILURE() << "a task whose argument was lost for good returned";
   } catch (const rayx::TaskError& e) {
     EXPECT_EQ(e.type(), "ObjectLost") << e.what();
     EXPECT_TRUE(Contains(e.what(), "127.0.0.2")) << e.what();

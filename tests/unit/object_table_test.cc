@@ -271,5 +271,43 @@ TEST_F(ObjectTableTest, ALostStoredCopyIsComputedAgainByItsTask) {
   EXPECT_EQ(table.Get("b", 1000).view, "computed again");
 }
 
+// A worker could not read a task argument's stored copy: the table takes the
+// recompute closure once and the entry waits for the new copy; a copy with no
+// closure (a Put, no retries left) is lost; a copy elsewhere or already being
+// made again only needs resolving again.
+TEST_F(ObjectTableTest, AStoredArgumentsLostCopyIsComputedAgainOnce) {
+  ObjectTable& table = Table();
+  table.AddPending("made");
+  int runs = 0;
+  ObjectTable::Completion made{"made", nullptr, nullptr, Remote("/store/made")};
+  made.recompute = [&] { ++runs; };
+  table.Complete(std::move(made));
+  std::function<void()> recompute;
+  // Another node's loss is not this copy's.
+  EXPECT_EQ(table.OnStoredCopyLost("made", "10.0.0.5", &recompute),
+            ObjectTable::CopyLost::kResolveAgain);
+  EXPECT_FALSE(recompute);
+  ASSERT_EQ(table.OnStoredCopyLost("made", "10.0.0.9", &recompute),
+            ObjectTable::CopyLost::kResolveAgain);
+  ASSERT_TRUE(recompute);
+  recompute();
+  EXPECT_EQ(runs, 1);
+  std::string bytes;
+  protocol::ObjectLocation location;
+  ErrorInfo error;
+  EXPECT_EQ(table.ResolveArg("made", &bytes, &location, &error), ObjectTable::ArgState::kPending);
+  // A second worker reports the same loss: the task already runs again.
+  std::function<void()> again;
+  EXPECT_EQ(table.OnStoredCopyLost("made", "10.0.0.9", &again),
+            ObjectTable::CopyLost::kResolveAgain);
+  EXPECT_FALSE(again);
+
+  table.AddPending("put");
+  table.Complete({"put", nullptr, nullptr, Remote("/store/put")});
+  EXPECT_EQ(table.OnStoredCopyLost("put", "10.0.0.9", &again), ObjectTable::CopyLost::kLost);
+  EXPECT_EQ(table.ResolveArg("put", &bytes, &location, &error), ObjectTable::ArgState::kStored);
+  EXPECT_EQ(table.OnStoredCopyLost("freed", "10.0.0.9", &again), ObjectTable::CopyLost::kLost);
+}
+
 }  // namespace
 }  // namespace rayx::detail

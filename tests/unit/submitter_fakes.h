@@ -65,7 +65,7 @@ class FakeHead final : public LeaseClient {
 struct ReceivedCall {
   uint64_t call_id = 0;
   std::string function, actor_id, return_id;
-  std::vector<std::string> args;  // inline or frame bytes
+  std::vector<std::string> args;  // inline or frame bytes; "stored:PATH" for a stored one
 };
 
 class FakeWorkerConnector final : public WorkerConnector {
@@ -92,7 +92,10 @@ class FakeWorkerConnector final : public WorkerConnector {
         ReceivedCall received{call.call_id, std::string(call.function),
                               std::string(call.actor_id), std::string(call.return_id), {}};
         for (uint32_t a = 0; a < call.arg_count; ++a) {
-          received.args.emplace_back(view.args[call.first_arg + a].bytes);
+          const protocol::WireValueView& arg = view.args[call.first_arg + a];
+          received.args.push_back(arg.kind == protocol::WireValue::kStored
+                                      ? "stored:" + arg.stored.path
+                                      : std::string(arg.bytes));
         }
         calls.push_back(std::move(received));
       }
@@ -107,11 +110,13 @@ class FakeWorkerConnector final : public WorkerConnector {
       writer.Finish();
       Deliver(call_id, body);
     }
-    void ReplyError(uint64_t call_id, const std::string& type, const std::string& message) {
+    // Answers `call_id` with an error that happened on `node`.
+    void ReplyError(uint64_t call_id, const std::string& type, const std::string& message,
+                    const std::string& node = "10.0.0.7") {
       protocol::PushTasksWriter writer;
       std::string body;
       writer.BeginReply(&body);
-      writer.ErrorResult(call_id, type, message, "10.0.0.7");
+      writer.ErrorResult(call_id, type, message, node);
       writer.Finish();
       Deliver(call_id, body);
     }

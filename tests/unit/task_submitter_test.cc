@@ -40,6 +40,29 @@ class TaskSubmitterTest : public ::testing::Test {
     submitter_.Submit(task, std::nullopt, Placement{});
     return id;
   }
+  // Submits `function`("first", ref `arg_id`); returns its result's id.
+  std::string SubmitWithRef(const std::string& arg_id, const std::string& function = "G") {
+    std::string id = "result-" + std::to_string(next_++);
+    objects_.AddPending(id);
+    auto ref = std::make_shared<ObjectCore>();
+    ref->id = arg_id;
+    Task task;
+    task.function = function;
+    task.object_id = id;
+    task.args.push_back(Arg{"first", nullptr});
+    task.args.push_back(Arg{"", ref});
+    submitter_.Submit(task, std::nullopt, Placement{});
+    return id;
+  }
+  static std::shared_ptr<const protocol::ObjectLocation> StoredOn(const std::string& node,
+                                                                  const std::string& path) {
+    auto location = std::make_shared<protocol::ObjectLocation>();
+    location->node_address = node;
+    location->object_address = "tcp://" + node + ":7000";
+    location->path = path;
+    location->size = 1 << 20;
+    return location;
+  }
   // Grants the waiting lease request as a worker at `address` and lets the
   // cluster count as saturated, so queued calls pipeline onto it.
   FakeWorkerConnector::Worker* GrantSaturated(const std::string& lease_id,
@@ -395,6 +418,73 @@ TEST_F(TaskSubmitterTest, AFailedArgumentFailsTheTask) {
   Step();
   EXPECT_EQ(ErrorOf("result"), "ValueError");
   EXPECT_TRUE(head_.requests.empty());
+}
+
+// Lineage for arguments: the worker could not read a stored argument (its
+// node died). The task that made it runs again, and the call goes again once
+// the new copy is there, reading that copy; it never ran, so it uses no retry.
+TEST_F(TaskSubmitterTest, AnArgumentLostWithItsNodeIsComputedAgainAndTheCallSentAgain) {
+  objects_.AddPending("made");
+  int recomputed = 0;
+  ObjectTable::Completion made{"made", nullptr, nullptr, StoredOn("10.0.0.9", "/store/made")};
+  made.recompute = [&] { ++recomputed; };
+  objects_.Complete(std::move(made));
+  std::string id = SubmitWithRef("made");
+  Step();
+  head_.Grant("lease-1", "w1");
+  Step();
+  auto* worker = connector_.At("w1");
+  ASSERT_NE(worker, nullptr);
+  ASSERT_EQ(worker->calls.size(), 1u);
+  EXPECT_EQ(worker->calls[0].args, (std::vector<std::string>{"first", "stored:/store/made"}));
+  worker->ReplyError(worker->calls[0].call_id, "ObjectLost", "argument 1 could not be read",
+                     "10.0.0.9");
+  Step();
+  EXPECT_EQ(recomputed, 1);
+  EXPECT_EQ(worker->calls.size(), 1u) << "sent again before its argument was made again";
+  // The task that made it ran again, on another node.
+  objects_.Complete({"made", nullptr, nullptr, StoredOn("10.0.0.10", "/store/made-again")});
+  Step();
+  ASSERT_EQ(worker->calls.size(), 2u);
+  EXPECT_EQ(worker->calls[1].return_id, id);
+  EXPECT_EQ(worker->calls[1].args,
+            (std::vector<std::string>{"first", "stored:/store/made-again"}));
+  worker->Reply(worker->calls[1].call_id, "42");
+  Step();
+  EXPECT_EQ(objects_.Get(id, 0).view, "42");
+}
+
+// Nothing can make the argument again (a Put, or its task has no retries
+// left): the call fails with ObjectLost naming the node, and an ObjectLost
+// about another node is the call's own error, not a lost argument.
+TEST_F(TaskSubmitterTest, AnArgumentThatCannotBeMadeAgainFailsTheCallWithObjectLost) {
+  objects_.AddPending("put");
+  objects_.Complete({"put", nullptr, nullptr, StoredOn("10.0.0.9", "/store/put")});
+  std::string lost = SubmitWithRef("put");
+  std::string other = SubmitWithRef("put");
+  Step();
+  auto* worker = GrantSaturated("lease-1", "w1");
+  ASSERT_NE(worker, nullptr);
+  ASSERT_EQ(worker->calls.size(), 2u);
+  worker->ReplyError(worker->calls[0].call_id, "ObjectLost", "argument 1 could not be read",
+                     "10.0.0.9");
+  worker->ReplyError(worker->calls[1].call_id, "ObjectLost", "a nested Get failed", "10.0.0.5");
+  Step();
+  EXPECT_EQ(worker->calls.size(), 2u);
+  try {
+    objects_.Get(lost, 0);
+    FAIL() << "a call whose argument is lost for good returned";
+  } catch (const TaskError& e) {
+    EXPECT_EQ(e.type(), "ObjectLost");
+    EXPECT_EQ(e.node(), "10.0.0.9");
+    EXPECT_NE(e.remote_message().find("made by Put"), std::string::npos) << e.remote_message();
+  }
+  try {
+    objects_.Get(other, 0);
+    FAIL() << "a failed call returned";
+  } catch (const TaskError& e) {
+    EXPECT_EQ(e.remote_message(), "a nested Get failed");
+  }
 }
 
 }  // namespace

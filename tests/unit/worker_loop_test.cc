@@ -1,7 +1,11 @@
 // WorkerLoop driven message by message through a fake connection: no process, no socket.
 #include "worker/worker_loop.h"
 
+#include <arpa/inet.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <fstream>
 #include <stdexcept>
@@ -218,6 +222,44 @@ TEST_F(WorkerLoopTest, ALargeResultTravelsInItsOwnFrame) {
   ASSERT_EQ(results.size(), 1u);
   EXPECT_EQ(results[0].value.kind, protocol::WireValue::kFrame);
   EXPECT_EQ(std::string(results[0].value.bytes), Pack(std::string(size, 'b')));
+}
+
+// A stored argument whose node's object server is gone (the connection is
+// refused): the call does not run, and its error is ObjectLost naming the node
+// that held the copy, which the caller uses to compute the argument again.
+TEST_F(WorkerLoopTest, AnUnreadableStoredArgumentIsObjectLostNamingItsNode) {
+  // A port nothing listens on: bound, then closed.
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_GE(fd, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+  socklen_t len = sizeof addr;
+  ASSERT_EQ(::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len), 0);
+  ::close(fd);
+  protocol::ObjectLocation gone;
+  gone.node_address = "127.0.0.9";
+  gone.object_address = "tcp://127.0.0.1:" + std::to_string(ntohs(addr.sin_port));
+  gone.path = "/store/lost";
+  gone.size = 8;
+  std::string body;
+  protocol::PushTasksWriter writer;
+  writer.BeginRequest(&body, "job-1");
+  writer.Call(6, false, "Add", "", "obj-6", 2);
+  writer.InlineArg(Pack(1));
+  writer.StoredArg(gone);
+  writer.Finish();
+  auto frames = Request({{6, "Add", {Pack(1), Pack(2)}}});
+  frames[2] = transport::MakeFrame(body);
+  loop_.Handle(frames);
+  auto results = Results();
+  ASSERT_EQ(results.size(), 1u);
+  EXPECT_EQ(results[0].value.kind, protocol::WireValue::kError);
+  EXPECT_EQ(results[0].error_type, "ObjectLost");
+  EXPECT_EQ(results[0].error_node, "127.0.0.9");
+  EXPECT_NE(results[0].error_message.find("argument 1 of Add"), std::string::npos)
+      << results[0].error_message;
 }
 
 TEST_F(WorkerLoopTest, AMalformedBatchIsAnsweredWithAnErrorReply) {

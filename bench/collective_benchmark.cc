@@ -23,6 +23,7 @@
 
 #include "collective/gloo_group.h"
 #include "collective/rendezvous_store.h"
+#include "torch_allreduce_runner.h"
 
 #ifndef RAYX_SOURCE_DIR
 #define RAYX_SOURCE_DIR "."
@@ -173,27 +174,15 @@ Figures MeasureRayx(int n, int small, int big) {
   return f;
 }
 
-// Runs bench/torch_allreduce.py for `n` ranks and parses its two rows.
-Figures MeasureTorch(const std::string& python, const std::string& script, int n, int small, int big) {
-  const std::string cmd = python + " " + script + " " + std::to_string(n) + " --small " +
-                          std::to_string(small) + " --big " + std::to_string(big);
-  FILE* p = popen(cmd.c_str(), "r");
-  if (p == nullptr) std::exit(1);
-  Figures f;
-  char line[256];
-  char metric[64];
-  int ranks = 0;
-  double value = 0;
-  while (std::fgets(line, sizeof(line), p) != nullptr) {
-    if (std::sscanf(line, "%63s %d %lf", metric, &ranks, &value) != 3) continue;
-    if (!std::strcmp(metric, "allreduce_4B_latency_us")) f.latency_us = value;
-    if (!std::strcmp(metric, "allreduce_64MiB_GBps")) f.gbps = value;
-  }
-  if (pclose(p) != 0 || f.gbps == 0) {
-    std::fprintf(stderr, "failed: %s\n", cmd.c_str());
+// Runs bench/torch_allreduce.py for `n` ranks; exits when it fails.
+Figures MeasureTorch(const std::string& python, const std::string& script, int n, int small,
+                     int big) {
+  auto f = rayx::bench::MeasureTorchAllReduce(python, script, n, small, big);
+  if (!f.ok()) {
+    std::fprintf(stderr, "%s\n", f.status().message().c_str());
     std::exit(1);
   }
-  return f;
+  return Figures{f->latency_us, f->gbps};
 }
 
 }  // namespace

@@ -32,6 +32,7 @@
 #include <fstream>
 #include <functional>
 #include <iostream>
+#include <map>
 #include <mutex>
 #include <stdexcept>
 #include <string>
@@ -40,6 +41,11 @@
 #include <zmq.hpp>
 
 #include "common/flags.h"
+#include "microbenchmark_allreduce.h"
+
+#ifndef RAYX_SOURCE_DIR
+#define RAYX_SOURCE_DIR ""
+#endif
 
 // ---- Remote functions (outside any namespace, so their names are readable) ----
 
@@ -139,6 +145,10 @@ double TimedRun(int threads, int64_t duration_ms, const std::function<double(int
 struct Stats {
   double median = 0, min = 0, max = 0;
   std::vector<double> runs;
+  // A baseline measured in the same runs (torch gloo for allreduce), or why
+  // it was not.
+  std::vector<double> baseline_runs;
+  std::string baseline_error;
 };
 
 Stats Measure(const Config& config, int threads, const std::function<double(int)>& step,
@@ -401,7 +411,9 @@ Stats Wait1kRefs(const Config& config) {
 
 // ---- Report ------------------------------------------------------------------------
 
-enum class Target { kNone, kZmqRatio, kRate, kMaxMs };
+// kBelowBaseline / kAboveBaseline: the median over the baseline's median is
+// at most / at least 1 (lower latency, higher bandwidth than torch).
+enum class Target { kNone, kZmqRatio, kRate, kMaxMs, kBelowBaseline, kAboveBaseline };
 
 // ---- Train: a group's start and its restart after a rank's death ------------
 
@@ -464,6 +476,42 @@ Stats FromSamples(std::vector<double> runs) {
   s.median = n % 2 ? runs[n / 2] : (runs[n / 2 - 1] + runs[n / 2]) / 2;
   s.min = runs.front();
   s.max = runs.back();
+  return s;
+}
+
+// ---- Allreduce: a Gloo group of rank actors, next to torch gloo -------------------
+
+constexpr int kAllReduceSmall = 500;  // 4-byte allreduces per round
+constexpr int kAllReduceBig = 5;      // 64 MiB allreduces per round
+
+rayx::bench::TorchBaseline torch_baseline;  // set from the flags in main
+std::string torch_script_error;               // why torch is not measured, if known
+
+// Both figures of `ranks` ranks over config.runs rounds, measured once per
+// rank count (the latency and the bandwidth metric share the rounds).
+const std::vector<rayx::bench::AllReduceRound>& AllReduceRounds(int ranks, const Config& config) {
+  static std::map<int, std::vector<rayx::bench::AllReduceRound>> measured;
+  auto it = measured.find(ranks);
+  if (it == measured.end()) {
+    it = measured
+             .emplace(ranks, rayx::bench::MeasureAllReduce(ranks, config.runs, kAllReduceSmall,
+                                                           kAllReduceBig, torch_baseline))
+             .first;
+  }
+  return it->second;
+}
+
+Stats AllReduceMetric(int ranks, bool latency, const Config& config) {
+  std::vector<double> ours, torch;
+  std::string torch_error;
+  for (const auto& round : AllReduceRounds(ranks, config)) {
+    ours.push_back(latency ? round.rayx.latency_us : round.rayx.gbps);
+    if (round.torch) torch.push_back(latency ? round.torch->latency_us : round.torch->gbps);
+    if (!round.torch_error.empty()) torch_error = round.torch_error;
+  }
+  Stats s = FromSamples(ours);
+  s.baseline_runs = torch;
+  s.baseline_error = torch_script_error.empty() ? torch_error : torch_script_error;
   return s;
 }
 
@@ -654,6 +702,23 @@ void PrintTable(const std::vector<Metric>& metrics) {
         std::cout << "<= " << Fmt(m.min_rate, m.unit) << " " << m.unit << ": "
                   << (m.stats.median <= m.min_rate ? "meets target" : "over target");
         break;
+      case Target::kBelowBaseline:
+      case Target::kAboveBaseline: {
+        if (m.stats.baseline_runs.empty()) {
+          std::cout << "torch gloo not measured: " << m.stats.baseline_error.substr(0, 200);
+          break;
+        }
+        double torch = FromSamples(m.stats.baseline_runs).median;
+        double ratio = m.stats.median / torch;
+        bool below = m.target == Target::kBelowBaseline;
+        bool met = below ? ratio <= 1.0 : ratio >= 1.0;
+        char buf[200];
+        std::snprintf(buf, sizeof buf, "torch gloo %s, %.2fx (target %s 1): %s",
+                      Fmt(torch, m.unit).c_str(), ratio, below ? "<=" : ">=",
+                      met ? "meets target" : "misses target");
+        std::cout << buf;
+        break;
+      }
     }
     std::cout << "\n";
   }
@@ -683,6 +748,13 @@ int main(int argc, char** argv) {
   flags.AddInt("runs", &runs, 1, 1000, "timed runs per metric; the median is reported (default 5)");
   flags.AddInt("duration-ms", &duration_ms, 1, 600000, "length of one run in ms (default 1000)");
   flags.AddString("only", &only, "run only the metrics whose name contains this");
+  std::string torch_python = "/usr/bin/python3", torch_script;
+  flags.AddString("torch-python", &torch_python,
+                  "a Python that sees torch, for the allreduce baseline (default "
+                  "/usr/bin/python3: Debian's python3-torch)");
+  flags.AddString("torch-script", &torch_script,
+                  "bench/torch_allreduce.py (default: the source tree's, else the installed "
+                  "share/rayx copy)");
   flags.AddBool("help", &help, "show this help");
   std::vector<std::string> args(argv + 1, argv + argc);
   if (auto st = flags.Parse(args, nullptr); !st.ok()) {
@@ -697,6 +769,24 @@ int main(int argc, char** argv) {
               << flags.Usage();
     return 0;
   }
+  if (torch_script.empty()) {
+    std::vector<std::filesystem::path> candidates = {
+        std::filesystem::path(RAYX_SOURCE_DIR) / "bench" / "torch_allreduce.py"};
+    std::error_code ec;
+    auto self = std::filesystem::read_symlink("/proc/self/exe", ec);
+    if (!ec) {
+      candidates.push_back(self.parent_path().parent_path() / "share" / "rayx" /
+                           "torch_allreduce.py");
+    }
+    for (const auto& c : candidates) {
+      if (!c.empty() && std::filesystem::is_regular_file(c, ec)) {
+        torch_script = c.string();
+        break;
+      }
+    }
+    if (torch_script.empty()) torch_script_error = "no torch_allreduce.py found (--torch-script)";
+  }
+  torch_baseline = {torch_python, torch_script};
   Config config;
   config.runs = static_cast<int>(runs);
   config.duration_ms = duration_ms;
@@ -726,6 +816,15 @@ int main(int argc, char** argv) {
       {"train_group_ready_ms", "ms", Target::kMaxMs, 150, TrainGroupReady, 14},
       {"train_restart_ms", "ms", Target::kMaxMs, 1000, TrainRestart, 15},
   };
+  for (int ranks : {2, 4}) {
+    std::string n = std::to_string(ranks);
+    metrics.push_back({"allreduce_4B_latency_us_" + n + "ranks", "us", Target::kBelowBaseline, 0,
+                       [ranks](const Config& c) { return AllReduceMetric(ranks, true, c); },
+                       14 + 2 * ranks});
+    metrics.push_back({"allreduce_64MiB_GBps_" + n + "ranks", "GB/s", Target::kAboveBaseline, 0,
+                       [ranks](const Config& c) { return AllReduceMetric(ranks, false, c); },
+                       15 + 2 * ranks});
+  }
   if (!only.empty()) {
     std::vector<Metric> chosen;
     bool needs_zmq = false;

@@ -167,6 +167,19 @@ Result<std::string> UploadPackage(transport::SyncClient& head, const std::string
   return has.hash;
 }
 
+Result<bool> KeepPackage(transport::SyncClient& head, const std::string& token,
+                         const std::string& hash, const std::string& owner, bool keep,
+                         int64_t timeout_ms) {
+  protocol::KeepPackageRequest req;
+  req.token = token;
+  req.hash = hash;
+  req.owner = owner;
+  req.keep = keep;
+  auto reply = head.Call<protocol::KeepPackageReply>(req, timeout_ms);
+  if (!reply.ok()) return reply.status();
+  return reply->deleted;
+}
+
 Result<std::string> DownloadPackage(transport::SyncClient& head, const std::string& token,
                                     const std::string& hash, int64_t timeout_ms) {
   std::string out;

@@ -29,6 +29,12 @@ Status UnpackArchive(const std::string& archive, const std::string& dest);
 Result<std::string> UploadPackage(transport::SyncClient& head, const std::string& token,
                                   const std::string& archive, int64_t timeout_ms);
 
+// Tells the head that `owner` keeps package `hash` (keep) or lets go of it;
+// the head deletes a package every keeper let go of. Returns whether it did.
+Result<bool> KeepPackage(transport::SyncClient& head, const std::string& token,
+                         const std::string& hash, const std::string& owner, bool keep,
+                         int64_t timeout_ms);
+
 // Downloads the package `hash` from the head, in chunks, and checks its hash.
 Result<std::string> DownloadPackage(transport::SyncClient& head, const std::string& token,
                                     const std::string& hash, int64_t timeout_ms);

@@ -67,6 +67,8 @@ std::string MessageTypeName(uint16_t type) {
     case MessageType::kPutPackageReply: return "PutPackageReply";
     case MessageType::kGetPackageRequest: return "GetPackageRequest";
     case MessageType::kGetPackageReply: return "GetPackageReply";
+    case MessageType::kKeepPackageRequest: return "KeepPackageRequest";
+    case MessageType::kKeepPackageReply: return "KeepPackageReply";
     case MessageType::kKvPutRequest: return "KvPutRequest";
     case MessageType::kKvPutReply: return "KvPutReply";
     case MessageType::kKvGetRequest: return "KvGetRequest";

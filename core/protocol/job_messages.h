@@ -137,4 +137,22 @@ struct GetPackageReply {
   MSGPACK_DEFINE_MAP(hash, offset, total_size)
 };
 
+// `owner` (e.g. a Train run) keeps a package, or lets go of it. A package
+// that every keeper let go of is deleted, unless a job that has not ended runs
+// in it; a package nobody ever kept (a job's working directory) stays.
+struct KeepPackageRequest {
+  static constexpr MessageType kType = MessageType::kKeepPackageRequest;
+  std::string token;
+  std::string hash;
+  std::string owner;
+  bool keep = true;
+  MSGPACK_DEFINE_MAP(token, hash, owner, keep)
+};
+
+struct KeepPackageReply {
+  static constexpr MessageType kType = MessageType::kKeepPackageReply;
+  bool deleted = false;  // nobody keeps it any more and it was removed
+  MSGPACK_DEFINE_MAP(deleted)
+};
+
 }  // namespace rayx::protocol

@@ -99,6 +99,8 @@ enum class MessageType : uint16_t {
   kPutPackageReply = 101,
   kGetPackageRequest = 102,
   kGetPackageReply = 103,
+  kKeepPackageRequest = 104,
+  kKeepPackageReply = 105,
   // Key-value store in the head (driver/worker <-> head): kv_messages.h.
   kKvPutRequest = 110,
   kKvPutReply = 111,

@@ -14,6 +14,7 @@
 #include "common/address.h"
 #include "common/content_hash.h"
 #include "common/directory_archive.h"
+#include "common/logging.h"
 #include "group/rank_setup.h"
 #include "rayx/collective.h"
 #include "rayx/detail/registry.h"
@@ -68,6 +69,20 @@ Session CurrentSession(const char* what) {
   }
   return *g_session;
 }
+
+// A run's folder name under storage_path: its name with '/' and leading dots
+// replaced, so that it stays one folder.
+std::string RunDirName(const std::string& run_name) {
+  std::string out = run_name.empty() ? std::string("run") : run_name;
+  for (char& c : out) {
+    if (c == '/' || c == '\\') c = '_';
+  }
+  if (out[0] == '.') out[0] = '_';
+  return out;
+}
+
+// The head's name for a run that keeps checkpoint packages.
+std::string CheckpointKeeper(const std::string& run_name) { return "train:" + run_name; }
 
 std::unique_ptr<transport::SyncClient> HeadConnection() {
   auto where = ParseHostPort(rayx::detail::CurrentHeadAddress());
@@ -126,7 +141,8 @@ std::string LatestReportKey(const std::string& run_name) {
   return "train/" + run_name + "/latest";
 }
 
-std::string StoreCheckpoint(const std::string& dir, const std::string& storage_path) {
+std::string StoreCheckpoint(const std::string& dir, const std::string& storage_path,
+                            const std::string& run_name) {
   if (!fs::is_directory(dir)) {
     throw std::invalid_argument("Report: the checkpoint directory " + dir + " does not exist");
   }
@@ -134,18 +150,67 @@ std::string StoreCheckpoint(const std::string& dir, const std::string& storage_p
   if (!archive.ok()) throw std::runtime_error("Report: " + archive.status().message());
   const std::string hash = ContentHashHex(*archive);
   if (!storage_path.empty()) {
-    fs::path target = fs::path(storage_path) / ("checkpoint_" + hash.substr(0, 16));
+    // Per run (Ray's layout): dropping one run's copy never touches another's.
+    fs::path target = fs::path(storage_path) / RunDirName(run_name) /
+                      ("checkpoint_" + hash.substr(0, 16));
     Status unpacked = UnpackArchive(*archive, target.string());
     if (!unpacked.ok()) throw std::runtime_error("Report: " + unpacked.message());
     return kPathPrefix + target.string();
   }
   auto head = HeadConnection();
-  auto stored = UploadPackage(*head, rayx::detail::CurrentClusterToken(), *archive, 60000);
+  const std::string token = rayx::detail::CurrentClusterToken();
+  auto stored = UploadPackage(*head, token, *archive, 60000);
+  if (stored.ok()) {
+    auto kept = KeepPackage(*head, token, *stored, CheckpointKeeper(run_name), true, 60000);
+    if (!kept.ok()) stored = kept.status();
+  }
   if (!stored.ok()) {
     throw std::runtime_error("Report: the head did not keep the checkpoint: " +
                              stored.status().message());
   }
   return kPackagePrefix + *stored;
+}
+
+std::vector<std::string> KeepLatest(std::vector<std::string>& kept, const std::string& id,
+                                    int num_to_keep) {
+  kept.erase(std::remove(kept.begin(), kept.end(), id), kept.end());
+  kept.push_back(id);
+  std::vector<std::string> dropped;
+  if (num_to_keep <= 0) return dropped;
+  while (kept.size() > static_cast<size_t>(num_to_keep)) {
+    dropped.push_back(std::move(kept.front()));
+    kept.erase(kept.begin());
+  }
+  return dropped;
+}
+
+void DropCheckpoint(const std::string& id, const std::string& run_name,
+                    const std::string& storage_path) {
+  try {
+    if (id.rfind(kPathPrefix, 0) == 0) {
+      // Only a copy this run made: storage_path/<run>/checkpoint_<hash>.
+      fs::path path = fs::path(id.substr(std::strlen(kPathPrefix))).lexically_normal();
+      fs::path mine = (fs::path(storage_path) / RunDirName(run_name)).lexically_normal();
+      if (storage_path.empty() || path.parent_path() != mine ||
+          path.filename().string().rfind("checkpoint_", 0) != 0) {
+        return;
+      }
+      fs::remove_all(path);
+      return;
+    }
+    if (id.rfind(kPackagePrefix, 0) != 0) return;
+    const std::string hash = id.substr(std::strlen(kPackagePrefix));
+    auto head = HeadConnection();
+    auto released = KeepPackage(*head, rayx::detail::CurrentClusterToken(), hash,
+                                CheckpointKeeper(run_name), false, 60000);
+    if (!released.ok()) {
+      RAYX_LOG(Warning) << "run " << run_name << ": the head did not let go of checkpoint "
+                        << hash.substr(0, 12) << ": " << released.status();
+    }
+  } catch (const std::exception& e) {
+    RAYX_LOG(Warning) << "run " << run_name << ": cannot drop checkpoint " << id << ": "
+                      << e.what();
+  }
 }
 
 std::string FetchCheckpoint(const std::string& id, const std::string& run_name,
@@ -189,18 +254,21 @@ void Report(const Metrics& metrics, const std::optional<Checkpoint>& checkpoint)
   }
   latest.metrics = metrics;
   latest.reports++;
+  std::vector<std::string> dropped;
   latest.history.push_back(metrics);
   if (latest.history.size() > detail::kMaxHistory) latest.history.erase(latest.history.begin());
   if (checkpoint) {
-    std::string id = detail::StoreCheckpoint(checkpoint->path(), session.request.storage_path);
+    std::string id = detail::StoreCheckpoint(checkpoint->path(), session.request.storage_path,
+                                             ctx.GetRunName());
     latest.checkpoint_id = id;
-    latest.kept.erase(std::remove(latest.kept.begin(), latest.kept.end(), id), latest.kept.end());
-    latest.kept.push_back(id);
-    const size_t keep = static_cast<size_t>(std::max(1, session.request.num_to_keep));
-    while (latest.kept.size() > keep) latest.kept.erase(latest.kept.begin());
+    dropped = detail::KeepLatest(latest.kept, id, std::max(1, session.request.num_to_keep));
   }
   rayx::detail::KvPut(detail::kKvNamespace, key, rayx::detail::Pack(latest), /*overwrite=*/true,
                       /*job_scoped=*/true);
+  // Once the new latest is recorded (a resume never looks for a dropped one).
+  for (const std::string& id : dropped) {
+    detail::DropCheckpoint(id, ctx.GetRunName(), session.request.storage_path);
+  }
 }
 
 }  // namespace rayx::train

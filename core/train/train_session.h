@@ -46,9 +46,20 @@ inline constexpr size_t kMaxHistory = 1000;
 std::string LatestReportKey(const std::string& run_name);
 
 // Packs a checkpoint directory and stores it where the run keeps checkpoints:
-// under `storage_path` when set (a copy), else in the head's package store.
+// under `storage_path` when set (a copy), else in the head's package store,
+// kept there by run `run_name` (the head deletes a package no run keeps).
 // Returns its id.
-std::string StoreCheckpoint(const std::string& dir, const std::string& storage_path);
+std::string StoreCheckpoint(const std::string& dir, const std::string& storage_path,
+                            const std::string& run_name);
+// Puts `id` last in `kept` (a run's checkpoints, oldest first) and takes out
+// the oldest beyond `num_to_keep` (<= 0: none); returns those taken out.
+std::vector<std::string> KeepLatest(std::vector<std::string>& kept, const std::string& id,
+                                    int num_to_keep);
+// Run `run_name` no longer keeps checkpoint `id`: the head deletes its
+// package once no run keeps it; a copy under `storage_path` is removed. A
+// failure is logged, never thrown (the run goes on).
+void DropCheckpoint(const std::string& id, const std::string& run_name,
+                    const std::string& storage_path);
 // Makes checkpoint `id` available as a local directory and returns its path.
 std::string FetchCheckpoint(const std::string& id, const std::string& run_name,
                             const std::string& storage_path);

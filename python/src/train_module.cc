@@ -136,11 +136,18 @@ void BindTrain(py::module_& m) {
     d["master_port"] = setup->master_port;
     return d;
   });
-  // Packs `dir` and keeps it in the head's package store (or copies it under
-  // `storage_path`); returns the checkpoint's id.
-  sub.def("store_checkpoint", [](const std::string& dir, const std::string& storage_path) {
+  // Packs `dir` and keeps it in the head's package store for run `run_name`
+  // (or copies it under `storage_path`); returns the checkpoint's id.
+  sub.def("store_checkpoint", [](const std::string& dir, const std::string& storage_path,
+                                 const std::string& run_name) {
     py::gil_scoped_release release;
-    return train::detail::StoreCheckpoint(dir, storage_path);
+    return train::detail::StoreCheckpoint(dir, storage_path, run_name);
+  });
+  // Run `run_name` no longer keeps checkpoint `id` (deleted once no run does).
+  sub.def("drop_checkpoint", [](const std::string& id, const std::string& run_name,
+                                const std::string& storage_path) {
+    py::gil_scoped_release release;
+    train::detail::DropCheckpoint(id, run_name, storage_path);
   });
   // Checkpoint `id` as a local directory on this node (fetched and unpacked once).
   sub.def("fetch_checkpoint", [](const std::string& id, const std::string& run_name,

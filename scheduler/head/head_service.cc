@@ -100,6 +100,7 @@ HeadService::HeadService(HeadServiceOptions options, const Clock& clock)
     group_watch_.Restore(watches);
     jobs_.SetStore(store);
     jobs_.Restore(state.submitted_jobs);
+    jobs_.RestoreKeepers(state.package_keepers);
     if (!state.empty()) {
       RAYX_LOG(Info) << "restored cluster " << options_.cluster_id << " from " << store->path()
                      << ": " << state.nodes.size() << " nodes to rejoin, " << state.kv.size()
@@ -139,6 +140,7 @@ void HeadService::RegisterRoutes() {
   On(Auth::kToken, kJobTokenRefusal, &HeadService::OnStopJob);
   On(Auth::kToken, kJobTokenRefusal, &HeadService::OnHasPackage);
   On(Auth::kToken, kJobTokenRefusal, &HeadService::OnPutPackage);
+  On(Auth::kToken, kJobTokenRefusal, &HeadService::OnKeepPackage);
   On(Auth::kPeerOrToken, "fetching a package needs the cluster token",
      &HeadService::OnGetPackage);
   // Drivers, leases, actors and placement groups.
@@ -446,6 +448,15 @@ Result<protocol::PutPackageReply> HeadService::OnPutPackage(const protocol::PutP
   if (!done.ok()) return done.status();
   protocol::PutPackageReply reply;
   reply.complete = *done;
+  return reply;
+}
+
+Result<protocol::KeepPackageReply> HeadService::OnKeepPackage(
+    const protocol::KeepPackageRequest& req, Call&) {
+  auto deleted = jobs_.KeepPackage(req.hash, req.owner, req.keep);
+  if (!deleted.ok()) return deleted.status();
+  protocol::KeepPackageReply reply;
+  reply.deleted = *deleted;
   return reply;
 }
 

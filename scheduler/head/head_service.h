@@ -134,6 +134,8 @@ class HeadService {
   Result<protocol::StopJobReply> OnStopJob(const protocol::StopJobRequest& req, Call& call);
   Result<protocol::HasPackageReply> OnHasPackage(const protocol::HasPackageRequest& req,
                                                  Call& call);
+  Result<protocol::KeepPackageReply> OnKeepPackage(const protocol::KeepPackageRequest& req,
+                                                  Call& call);
   Result<protocol::PutPackageReply> OnPutPackage(const protocol::PutPackageRequest& req,
                                                  Call& call);
   Result<ReplyWithPayload<protocol::GetPackageReply>> OnGetPackage(

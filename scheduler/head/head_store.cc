@@ -31,6 +31,8 @@ CREATE TABLE IF NOT EXISTS leases(lease_id TEXT PRIMARY KEY, node_id TEXT NOT NU
 CREATE TABLE IF NOT EXISTS group_watches(group_name TEXT NOT NULL, attempt_id TEXT NOT NULL,
                                          rank INTEGER NOT NULL, info BLOB NOT NULL,
                                          PRIMARY KEY(group_name, attempt_id, rank));
+CREATE TABLE IF NOT EXISTS package_keepers(hash TEXT NOT NULL, owner TEXT NOT NULL,
+                                           PRIMARY KEY(hash, owner));
 )sql";
 
 // Indexed by HeadStore::Stmt.
@@ -54,6 +56,8 @@ constexpr const char* kStatements[] = {
     "INSERT OR REPLACE INTO group_watches(group_name, attempt_id, rank, info) VALUES(?, ?, ?, ?)",
     "DELETE FROM group_watches WHERE group_name = ? AND attempt_id = ? AND rank = ?",
     "DELETE FROM group_watches WHERE group_name = ? AND attempt_id = ?",
+    "INSERT OR IGNORE INTO package_keepers(hash, owner) VALUES(?, ?)",
+    "DELETE FROM package_keepers WHERE hash = ? AND owner = ?",
 };
 
 // Rows are our own writing, but a damaged file must not crash the head: the
@@ -244,6 +248,10 @@ Result<HeadState> HeadStore::Load() {
     state.group_watches.push_back(std::move(*watch));
     return Status::OK();
   }));
+  RAYX_RETURN_IF_ERROR(query("SELECT hash, owner FROM package_keepers", [&](sqlite3_stmt* s) {
+    state.package_keepers.emplace_back(Column(s, 0), Column(s, 1));
+    return Status::OK();
+  }));
   return state;
 }
 
@@ -300,6 +308,12 @@ void HeadStore::DeleteGroupWatch(const std::string& group, const std::string& at
 }
 void HeadStore::DeleteGroupWatches(const std::string& group, const std::string& attempt_id) {
   Run(kDeleteGroupWatches, {Text(group), Text(attempt_id)});
+}
+void HeadStore::PutPackageKeeper(const std::string& hash, const std::string& owner) {
+  Run(kPutPackageKeeper, {Text(hash), Text(owner)});
+}
+void HeadStore::DeletePackageKeeper(const std::string& hash, const std::string& owner) {
+  Run(kDeletePackageKeeper, {Text(hash), Text(owner)});
 }
 
 }  // namespace rayx::scheduler

@@ -102,9 +102,11 @@ struct HeadState {
   std::vector<protocol::JobInfo> submitted_jobs;
   std::vector<StoredLease> leases;
   std::vector<StoredGroupWatch> group_watches;
+  std::vector<std::pair<std::string, std::string>> package_keepers;  // {hash, owner}
   bool empty() const {
     return nodes.empty() && kv.empty() && actors.empty() && placement_groups.empty() &&
-           jobs.empty() && submitted_jobs.empty() && leases.empty() && group_watches.empty();
+           jobs.empty() && submitted_jobs.empty() && leases.empty() && group_watches.empty() &&
+           package_keepers.empty();
   }
 };
 
@@ -157,6 +159,8 @@ class HeadStore {
   void DeleteGroupWatch(const std::string& group, const std::string& attempt_id, int32_t rank);
   // Every rank of one group attempt.
   void DeleteGroupWatches(const std::string& group, const std::string& attempt_id);
+  void PutPackageKeeper(const std::string& hash, const std::string& owner);
+  void DeletePackageKeeper(const std::string& hash, const std::string& owner);
 
   const std::string& path() const { return path_; }
   uint64_t write_errors() const { return write_errors_; }
@@ -183,6 +187,8 @@ class HeadStore {
     kPutGroupWatch,
     kDeleteGroupWatch,
     kDeleteGroupWatches,
+    kPutPackageKeeper,
+    kDeletePackageKeeper,
     kStmtCount
   };
   struct Arg {

@@ -255,6 +255,37 @@ Result<bool> JobManager::PutPackage(const protocol::PutPackageRequest& req, std:
   return true;
 }
 
+Result<bool> JobManager::KeepPackage(const std::string& hash, const std::string& owner,
+                                     bool keep) {
+  if (!IsContentHash(hash)) {
+    return Status::InvalidArgument("a package is named by its 64-hex-digit content hash");
+  }
+  if (owner.empty() || owner.size() > 1024) {
+    return Status::InvalidArgument("a package's keeper is named by 1 to 1024 bytes");
+  }
+  if (keep) {
+    if (!HasPackage(hash)) return Status::NotFound("the head has no package " + hash.substr(0, 12));
+    if (keepers_[hash].insert(owner).second && store_) store_->PutPackageKeeper(hash, owner);
+    return false;
+  }
+  auto it = keepers_.find(hash);
+  if (it == keepers_.end() || it->second.erase(owner) == 0) return false;
+  if (store_) store_->DeletePackageKeeper(hash, owner);
+  if (!it->second.empty()) return false;
+  keepers_.erase(it);
+  for (const auto& [id, job] : jobs_) {
+    if (job.package_hash == hash && !Terminal(job.state)) return false;  // a job runs in it
+  }
+  std::error_code ec;
+  bool removed = fs::remove(options_.package_dir + "/" + hash + ".tar", ec);
+  if (removed) RAYX_LOG(Info) << "deleted package " << hash.substr(0, 12) << ": nobody keeps it";
+  return removed;
+}
+
+void JobManager::RestoreKeepers(const std::vector<std::pair<std::string, std::string>>& keepers) {
+  for (const auto& [hash, owner] : keepers) keepers_[hash].insert(owner);
+}
+
 Result<std::pair<uint64_t, std::string>> JobManager::ReadPackage(const std::string& hash,
                                                                   uint64_t offset,
                                                                   uint64_t length) const {

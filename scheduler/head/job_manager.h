@@ -5,6 +5,7 @@
 #include <deque>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -60,6 +61,14 @@ class JobManager final : public HeadLeaseOwner {
   Result<std::pair<uint64_t, std::string>> ReadPackage(const std::string& hash, uint64_t offset,
                                                        uint64_t length) const;
   uint64_t max_package_bytes() const { return options_.max_package_bytes; }
+  // Records that `owner` keeps package `hash` (keep), or no longer does.
+  // Once every keeper let go, the package is deleted unless a job that has
+  // not ended runs in it; returns whether it was. Packages nobody ever kept
+  // (working directories) are not affected. InvalidArgument for a malformed
+  // hash or an empty or over-long owner.
+  Result<bool> KeepPackage(const std::string& hash, const std::string& owner, bool keep);
+  // Loads the keepers of a previous head life.
+  void RestoreKeepers(const std::vector<std::pair<std::string, std::string>>& keepers);
 
   // Writes jobs through to `store` (nullptr: none); it must outlive this.
   void SetStore(HeadStore* store) { store_ = store; }
@@ -84,6 +93,9 @@ class JobManager final : public HeadLeaseOwner {
   std::map<std::string, protocol::JobInfo> jobs_;   // by submission id
   std::map<uint64_t, std::string> lease_requests_;  // request id -> submission id
   std::deque<std::string> finished_;                // oldest first
+  // Packages' keepers (KeepPackage); a package leaves when its set empties.
+  // Bounded by what keepers keep (a Train run: its last num_to_keep).
+  std::map<std::string, std::set<std::string>> keepers_;
   uint64_t next_request_id_ = 1;
   HeadStore* store_ = nullptr;
 };

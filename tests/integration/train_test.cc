@@ -252,6 +252,56 @@ TEST_F(Train, ElasticRunGrowsWhenANodeJoinsAndShrinksWhenOneDies) {
   EXPECT_LT(WorstDifference(r, config), 1e-9);
 }
 
+// Files named *`suffix` (or folders, `dirs`) directly in `dir`.
+size_t CountEntries(const std::filesystem::path& dir, const std::string& suffix, bool dirs) {
+  size_t n = 0;
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
+    const std::string name = entry.path().filename().string();
+    if (dirs ? entry.is_directory() && name.rfind(suffix, 0) == 0
+             : name.size() >= suffix.size() &&
+                   name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0) {
+      ++n;
+    }
+  }
+  return n;
+}
+
+// A run keeps its last num_to_keep checkpoints: the head deletes the packages
+// of older ones (a shared storage_path's copies likewise), and the latest
+// still resumes a run.
+TEST_F(Train, OnlyTheLastCheckpointsAreKept) {
+  StartCluster(2, 0);
+  linear_sgd::Config config;
+  config.epochs = 6;  // a checkpoint (with other weights) every epoch
+  train::ScalingConfig scaling;
+  scaling.num_workers = 2;
+  train::RunConfig run{.name = "keep-two", .num_to_keep = 2};
+  train::Result r = train::DataParallelTrainer(TrainLinear, config, scaling, run).Fit();
+  ASSERT_EQ(r.error, "");
+  std::filesystem::path packages;
+  for (const auto& entry : std::filesystem::directory_iterator(cluster_->temp_dir())) {
+    if (entry.path().filename().string().rfind("session_", 0) == 0) {
+      packages = entry.path() / "packages";
+    }
+  }
+  ASSERT_FALSE(packages.empty()) << "no session under " << cluster_->temp_dir();
+  EXPECT_EQ(CountEntries(packages, ".tar", false), 2u)
+      << "6 checkpoints reported, 2 to keep, in " << packages;
+
+  // On a shared mount: the copies of the run's older checkpoints go too.
+  std::filesystem::path storage = std::filesystem::path(cluster_->temp_dir()) / "shared";
+  train::RunConfig shared{.name = "keep-one", .storage_path = storage.string(), .num_to_keep = 1};
+  r = train::DataParallelTrainer(TrainLinear, config, scaling, shared).Fit();
+  ASSERT_EQ(r.error, "");
+  EXPECT_EQ(CountEntries(storage / "keep-one", "checkpoint_", true), 1u);
+  // The one kept is the latest.
+  ASSERT_TRUE(r.checkpoint.has_value());
+  const std::string& id = r.checkpoint->id();
+  ASSERT_EQ(id.rfind("path:", 0), 0u) << id;
+  EXPECT_TRUE(std::filesystem::is_directory(id.substr(5))) << id;
+}
+
 TEST_F(Train, BadConfigsAreRefusedClearly) {
   StartCluster(2, 0);
   train::ScalingConfig zero;

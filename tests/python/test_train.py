@@ -199,3 +199,30 @@ def test_rank_that_never_reports_fails_the_run_at_the_deadline(rayx_mod):
     assert time.monotonic() - start < 30
     message = str(info.value)
     assert "barrier" in message.lower() and "rank 1" in message, message
+
+
+def checkpoint_every_report_loop(config):
+    for step in range(config["reports"]):
+        with tempfile.TemporaryDirectory() as d:
+            checkpoint = None
+            if rayx.train.get_context().get_world_rank() == 0:
+                with open(os.path.join(d, "step"), "w") as f:
+                    f.write(str(step))  # each checkpoint's content differs
+                checkpoint = Checkpoint.from_directory(d)
+            rayx.train.report({"step": step}, checkpoint=checkpoint)
+
+
+def test_only_the_last_checkpoints_are_kept(rayx_mod, tmp_path):
+    from rayx.train import CheckpointConfig
+    run = RunConfig(name="keep-two", storage_path=str(tmp_path),
+                    checkpoint_config=CheckpointConfig(num_to_keep=2))
+    result = TorchTrainer(checkpoint_every_report_loop, train_loop_config={"reports": 5},
+                          scaling_config=ScalingConfig(num_workers=2), run_config=run).fit()
+    kept = sorted(p.name for p in (tmp_path / "keep-two").iterdir())
+    assert len(kept) == 2, kept
+    with result.checkpoint.as_directory() as d:
+        with open(os.path.join(d, "step")) as f:
+            assert f.read() == "4"  # the latest is among those kept
+    with pytest.raises(ValueError, match="num_to_keep"):
+        TorchTrainer(checkpoint_every_report_loop, train_loop_config={"reports": 1},
+                     run_config=RunConfig(checkpoint_config=CheckpointConfig(num_to_keep=0)))

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 
@@ -135,6 +136,28 @@ TEST_F(HeadStoreTest, WhatWasWrittenIsReadBackAfterReopening) {
   EXPECT_EQ(state->leases[0].gpu_ids, std::vector<int>{1});
   EXPECT_EQ(state->leases[0].group_id, "pg1");
   EXPECT_TRUE(state->leases[0].running);
+}
+
+TEST_F(HeadStoreTest, PackageKeepersAreReadBackAfterReopening) {
+  {
+    auto store = Open();
+    ASSERT_NE(store, nullptr);
+    store->PutPackageKeeper("h1", "train:a");
+    store->PutPackageKeeper("h1", "train:a");  // twice: one row
+    store->PutPackageKeeper("h1", "train:b");
+    store->PutPackageKeeper("h2", "train:a");
+    store->DeletePackageKeeper("h2", "train:a");
+    EXPECT_EQ(store->write_errors(), 0u);
+  }
+  auto store = Open();
+  ASSERT_NE(store, nullptr);
+  auto state = store->Load();
+  ASSERT_TRUE(state.ok()) << state.status();
+  std::vector<std::pair<std::string, std::string>> want = {{"h1", "train:a"}, {"h1", "train:b"}};
+  auto got = state->package_keepers;
+  std::sort(got.begin(), got.end());
+  EXPECT_EQ(got, want);
+  EXPECT_FALSE(state->empty());
 }
 
 TEST_F(HeadStoreTest, ANewFileIsEmptyAndInWalMode) {

@@ -3,10 +3,12 @@
 
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <string>
 #include <vector>
 
 #include "common/clock.h"
+#include "common/content_hash.h"
 #include "head/lease_manager.h"
 #include "head/node_table.h"
 #include "recording_outbox.h"
@@ -166,6 +168,50 @@ TEST_F(JobManagerTest, BadSubmissionsAreRefusedWithoutALease) {
   ASSERT_TRUE(jobs_.Submit(req).ok());
   EXPECT_EQ(jobs_.Submit(req).status().code(), StatusCode::kAlreadyExists);
   EXPECT_EQ(outbox_.OfKind(Kind::kStartWorker).size(), 1u);
+}
+
+// Packages kept by Train runs: deleted once every keeper let go, unless a job
+// that has not ended runs in it; a package nobody kept (a working directory)
+// is never deleted by a let-go.
+TEST_F(JobManagerTest, APackageGoesWhenEveryKeeperLetsGoAndNoLiveJobRunsInIt) {
+  char dir[] = "/tmp/rayx-packages-XXXXXX";
+  ASSERT_NE(mkdtemp(dir), nullptr);
+  JobManager::Options options;
+  options.package_dir = dir;
+  JobManager jobs(options, leases_, nodes_, clock_);
+  auto put = [&](const std::string& bytes) {
+    protocol::PutPackageRequest req;
+    req.hash = ContentHashHex(bytes);
+    req.total_size = bytes.size();
+    auto done = jobs.PutPackage(req, bytes);
+    EXPECT_TRUE(done.ok() && *done) << done.status();
+    return req.hash;
+  };
+  const std::string checkpoint = put("a checkpoint"), workdir = put("a working directory");
+  ASSERT_TRUE(jobs.KeepPackage(checkpoint, "train:one", true).ok());
+  ASSERT_TRUE(jobs.KeepPackage(checkpoint, "train:two", true).ok());
+  EXPECT_FALSE(*jobs.KeepPackage(checkpoint, "train:one", false));
+  EXPECT_TRUE(jobs.HasPackage(checkpoint)) << "deleted while run two keeps it";
+  EXPECT_TRUE(*jobs.KeepPackage(checkpoint, "train:two", false));
+  EXPECT_FALSE(jobs.HasPackage(checkpoint));
+  EXPECT_EQ(jobs.KeepPackage(checkpoint, "train:one", true).status().code(),
+            StatusCode::kNotFound);
+
+  EXPECT_FALSE(*jobs.KeepPackage(workdir, "train:one", false));
+  EXPECT_TRUE(jobs.HasPackage(workdir)) << "a package nobody kept was deleted";
+  protocol::SubmitJobRequest req;
+  req.entrypoint = {"true"};
+  req.package_hash = workdir;
+  ASSERT_TRUE(jobs.Submit(req).ok());
+  ASSERT_TRUE(jobs.KeepPackage(workdir, "train:one", true).ok());
+  EXPECT_FALSE(*jobs.KeepPackage(workdir, "train:one", false));
+  EXPECT_TRUE(jobs.HasPackage(workdir)) << "deleted under a job that runs in it";
+
+  EXPECT_EQ(jobs.KeepPackage("not-a-hash", "o", true).status().code(),
+            StatusCode::kInvalidArgument);
+  EXPECT_EQ(jobs.KeepPackage(workdir, "", true).status().code(), StatusCode::kInvalidArgument);
+  outbox_.Take();
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace

@@ -16,11 +16,11 @@
 """
 
 from rayx.train._checkpoint import Checkpoint
-from rayx.train._config import FailureConfig, RunConfig, ScalingConfig
+from rayx.train._config import CheckpointConfig, FailureConfig, RunConfig, ScalingConfig
 from rayx.train._session import TrainContext, get_checkpoint, get_context, report
 from rayx.train._trainer import DataParallelTrainer, Result, TrainingFailedError
 
 __all__ = [
-    "Checkpoint", "DataParallelTrainer", "FailureConfig", "Result", "RunConfig", "ScalingConfig",
+    "Checkpoint", "CheckpointConfig", "DataParallelTrainer", "FailureConfig", "Result", "RunConfig", "ScalingConfig",
     "TrainContext", "TrainingFailedError", "get_checkpoint", "get_context", "report",
 ]

@@ -57,6 +57,21 @@ class ScalingConfig:
 
 
 @dataclasses.dataclass
+class CheckpointConfig:
+    """num_to_keep: how many of a run's latest checkpoints the cluster keeps;
+        older ones are deleted (the head's package, or the copy under
+        storage_path). Default None: all are kept (Ray's default)."""
+    num_to_keep: Optional[int] = None
+
+    def validate(self):
+        n = self.num_to_keep
+        if n is not None and (not isinstance(n, int) or isinstance(n, bool) or n < 1):
+            raise ValueError(f"CheckpointConfig: num_to_keep is {n!r}: keep at least 1 "
+                             "checkpoint, or None to keep all")
+        return n or 0
+
+
+@dataclasses.dataclass
 class RunConfig:
     """name: names the run (its reports and checkpoints are kept under it).
         Default: a new id.
@@ -66,10 +81,12 @@ class RunConfig:
     report_timeout_s: how long report() waits for the slowest rank (and
         torch.distributed's timeout) before the run fails naming the rank that
         did not arrive. Default: 120 s.
+    checkpoint_config: how many checkpoints to keep (CheckpointConfig).
     """
     name: Optional[str] = None
     storage_path: Optional[str] = None
     report_timeout_s: float = 120.0
+    checkpoint_config: Optional[CheckpointConfig] = None
 
 
 @dataclasses.dataclass

@@ -54,11 +54,12 @@ class TrainContext:
 
 
 class _Session:
-    def __init__(self, info, run_name, attempt, group, checkpoint_id, storage_path):
+    def __init__(self, info, run_name, attempt, group, checkpoint_id, storage_path, num_to_keep):
         self.context = TrainContext(info, run_name, attempt)
         self.run_name = run_name
         self.group = group
         self.storage_path = storage_path
+        self.num_to_keep = num_to_keep  # 0: all
         self.checkpoint = None
         if checkpoint_id:
             self.checkpoint = Checkpoint(_id=checkpoint_id, _run=run_name, _storage=storage_path)
@@ -72,9 +73,9 @@ def _require(what):
     return _session
 
 
-def start(info, run_name, attempt, group, checkpoint_id, storage_path):
+def start(info, run_name, attempt, group, checkpoint_id, storage_path, num_to_keep=0):
     global _session
-    _session = _Session(info, run_name, attempt, group, checkpoint_id, storage_path)
+    _session = _Session(info, run_name, attempt, group, checkpoint_id, storage_path, num_to_keep)
 
 
 def end():
@@ -118,9 +119,15 @@ def report(metrics, checkpoint=None):
     record["metrics"] = dict(metrics)
     record["history"].append(dict(metrics))
     del record["history"][:-MAX_HISTORY]
+    dropped = []
     if checkpoint is not None:
         record["checkpoint_id"] = _core.train.store_checkpoint(checkpoint.path,
-                                                               s.storage_path or "")
+                                                               s.storage_path or "", s.run_name)
+        cid = record["checkpoint_id"]
+        kept = [k for k in record.get("kept", []) if k != cid] + [cid]
+        if s.num_to_keep:
+            dropped, kept = kept[:-s.num_to_keep], kept[-s.num_to_keep:]
+        record["kept"] = kept
     blob = pickle.dumps(record)
     while len(blob) > _KV_VALUE_LIMIT and len(record["history"]) > 1:
         del record["history"][:max(1, len(record["history"]) // 4)]
@@ -130,6 +137,9 @@ def report(metrics, checkpoint=None):
                          f"{_KV_VALUE_LIMIT}-byte limit: report small values (numbers, short "
                          "strings) and put large data in the checkpoint")
     _core.kv_put(KV_NAMESPACE, key, blob, True, True)
+    # Once the new latest is recorded (a resume never looks for a dropped one).
+    for old in dropped:
+        _core.train.drop_checkpoint(old, s.run_name, s.storage_path or "")
 
 
 def clear_latest(run_name):

@@ -27,7 +27,7 @@ from rayx import _api, _core, _remote, exceptions
 from rayx import _serialization as ser
 from rayx.train import _session
 from rayx.train._checkpoint import Checkpoint
-from rayx.train._config import FailureConfig, RunConfig, ScalingConfig
+from rayx.train._config import CheckpointConfig, FailureConfig, RunConfig, ScalingConfig
 
 # How long an attempt waits for its ranks to be placed, started and connected.
 GROUP_TIMEOUT_S = 120
@@ -70,7 +70,7 @@ class TrainWorker:
     """The actor each rank runs in (one per bundle of the attempt's group)."""
 
     def run(self, loop, config, pass_config, backend, run_name, attempt, group, checkpoint_id,
-            storage_path, timeout_s):
+            storage_path, timeout_s, num_to_keep=0):
         setup = _core.train.rank_setup()
         if setup is None:
             raise RuntimeError("this TrainWorker is not a rank of an actor group")
@@ -82,7 +82,7 @@ class TrainWorker:
             "LOCAL_WORLD_SIZE": str(setup["local_world_size"]),
             "NODE_RANK": str(setup["node_rank"]), "GROUP_RANK": str(setup["node_rank"]),
             "MASTER_ADDR": setup["master_addr"], "MASTER_PORT": str(setup["master_port"])})
-        _session.start(setup, run_name, attempt, group, checkpoint_id, storage_path)
+        _session.start(setup, run_name, attempt, group, checkpoint_id, storage_path, num_to_keep)
         teardown = None
         try:
             if backend is not None:
@@ -142,6 +142,7 @@ class DataParallelTrainer:
                              "it must be an int >= 0 (-1, Ray's 'forever', is not supported)")
         if not self._run.report_timeout_s or self._run.report_timeout_s <= 0:
             raise ValueError("RunConfig: report_timeout_s must be positive")
+        self._num_to_keep = (self._run.checkpoint_config or CheckpointConfig()).validate()
 
     def _size(self):
         lo, hi = self._bounds
@@ -208,7 +209,7 @@ class DataParallelTrainer:
             refs.append(handle.run.remote(
                 self._loop, self._config, pass_config, self._backend, run_name, attempt,
                 group.collective_group, checkpoint_id, self._run.storage_path or "",
-                self._run.report_timeout_s))
+                self._run.report_timeout_s, self._num_to_keep))
         rank_of = {ref: r for r, ref in enumerate(refs)}
         pending = list(refs)
         failure = None  # (primary, rank, exception)

@@ -15,13 +15,10 @@
 #include "rayx/version.h"
 #include "common/session_dir.h"
 #include "util/local_cluster.h"
+#include "util/test_helpers.h"
 
 namespace rayx::testing {
 namespace {
-
-bool Contains(const std::string& haystack, const std::string& needle) {
-  return haystack.find(needle) != std::string::npos;
-}
 
 std::unique_ptr<LocalCluster> StartCluster(LocalCluster::Options options = {}) {
   auto cluster = LocalCluster::Start(options);

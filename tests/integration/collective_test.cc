@@ -21,15 +21,13 @@
 #include "rayx/rayx.h"
 #include "util/local_cluster.h"
 #include "util/subprocess.h"
+#include "util/test_helpers.h"
 
 namespace {
 
 namespace col = rayx::collective;
 
-std::string Env(const char* name) {
-  const char* v = std::getenv(name);
-  return v ? v : "";
-}
+using rayx::testing::Env;
 
 // Rank r's element i: small integers, so sums and products are exact in every type.
 template <typename T>
@@ -208,13 +206,10 @@ RAYX_REMOTE(Member::Create, &Member::Pid, &Member::Node, &Member::Rank, &Member:
             &Member::CheckAll, &Member::EnterAllReduce, &Member::MismatchedAllReduce,
             &Member::InitOutOfRange);
 
+using rayx::testing::Contains;
 using rayx::testing::LocalCluster;
 
 using rayx::testing::WaitUntil;
-
-bool Contains(const std::string& s, const std::string& part) {
-  return s.find(part) != std::string::npos;
-}
 
 class Collective : public ::testing::Test {
  protected:

@@ -1,7 +1,6 @@
 // Fencing on a real loopback cluster with fake GPUs: an agent the head declared
 // dead kills what it started before it joins again, so no device is held by two
 // live workers. This binary is also its workers' program (RAYX_WORKER_MODE).
-#include <dirent.h>
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <unistd.h>
@@ -22,13 +21,11 @@
 #include "rayx/kv.h"
 #include "rayx/rayx.h"
 #include "util/local_cluster.h"
+#include "util/test_helpers.h"
 
 namespace {
 
-std::string Env(const char* name) {
-  const char* v = std::getenv(name);
-  return v ? v : "";
-}
+using rayx::testing::Env;
 
 // Reports where it runs and which devices it sees.
 class Device {
@@ -71,39 +68,12 @@ class Rank {
 RAYX_REMOTE(Device::Create, &Device::Where, &Device::Pid, Blob, CountZ, Rank::Create, &Rank::Pid,
             &Rank::AllReduce);
 
+using rayx::testing::Contains;
+using rayx::testing::LiveChildrenOf;
 using rayx::testing::LocalCluster;
 using rayx::testing::NodeHandle;
 using rayx::testing::PidAlive;
 using rayx::testing::WaitUntil;
-
-bool Contains(const std::string& haystack, const std::string& needle) {
-  return haystack.find(needle) != std::string::npos;
-}
-
-// The live (not zombie) children of `parent`, from /proc/<pid>/stat. Found by
-// the agent's recorded pid, never by name.
-std::vector<pid_t> LiveChildrenOf(pid_t parent) {
-  std::vector<pid_t> out;
-  DIR* proc = opendir("/proc");
-  if (proc == nullptr) return out;
-  while (dirent* entry = readdir(proc)) {
-    char* end = nullptr;
-    long pid = std::strtol(entry->d_name, &end, 10);
-    if (pid <= 0 || *end != '\0') continue;
-    std::ifstream stat("/proc/" + std::string(entry->d_name) + "/stat");
-    std::string line;
-    std::getline(stat, line);
-    size_t close = line.rfind(')');
-    if (close == std::string::npos) continue;
-    std::istringstream rest(line.substr(close + 2));
-    char state = 0;
-    long ppid = 0;
-    rest >> state >> ppid;
-    if (ppid == parent && state != 'Z') out.push_back(static_cast<pid_t>(pid));
-  }
-  closedir(proc);
-  return out;
-}
 
 // CUDA_VISIBLE_DEVICES from /proc/<pid>/environ, or nullopt when unreadable.
 std::optional<std::string> VisibleDevices(pid_t pid) {

@@ -20,6 +20,7 @@
 #include "rayx/kv.h"
 #include "rayx/rayx.h"
 #include "util/local_cluster.h"
+#include "util/test_helpers.h"
 
 namespace {
 
@@ -43,20 +44,12 @@ int TaskPid() { return getpid(); }
 
 RAYX_REMOTE(Counter::Create, &Counter::Add, &Counter::Pid, &Counter::WaitFor, TaskPid);
 
+using rayx::testing::Contains;
 using rayx::testing::LocalCluster;
+using rayx::testing::MsSince;
 using rayx::testing::NodeHandle;
 using rayx::testing::PidAlive;
 using rayx::testing::WaitUntil;
-
-bool Contains(const std::string& haystack, const std::string& needle) {
-  return haystack.find(needle) != std::string::npos;
-}
-
-int64_t MsSince(std::chrono::steady_clock::time_point start) {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() -
-                                                               start)
-      .count();
-}
 
 constexpr int64_t kHeartbeatMs = 100;
 constexpr int64_t kNodeTimeoutMs = 1000;

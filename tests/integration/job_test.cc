@@ -12,15 +12,12 @@
 #include <thread>
 
 #include "util/local_cluster.h"
+#include "util/test_helpers.h"
 
 namespace rayx::testing {
 namespace {
 
 namespace fs = std::filesystem;
-
-bool Contains(const std::string& haystack, const std::string& needle) {
-  return haystack.find(needle) != std::string::npos;
-}
 
 ::testing::AssertionResult GoneWithin(pid_t pid, int64_t timeout_ms) {
   auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);

@@ -15,15 +15,12 @@
 #include <thread>
 
 #include "util/local_cluster.h"
+#include "util/test_helpers.h"
 
 namespace rayx::testing {
 namespace {
 
 namespace fs = std::filesystem;
-
-bool Contains(const std::string& haystack, const std::string& needle) {
-  return haystack.find(needle) != std::string::npos;
-}
 
 std::string Script() { return std::string(RAYX_TEST_SOURCE_DIR) + "/integration/launch/ddp_train.py"; }
 

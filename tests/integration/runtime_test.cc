@@ -1,7 +1,6 @@
 // Tasks, actors and objects on a real three-node loopback cluster. This test
 // binary is also the workers' program: started with RAYX_WORKER_MODE, its main
 // hands over to rayx::Init, which serves tasks.
-#include <dirent.h>
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <unistd.h>
@@ -18,6 +17,7 @@
 #include "rayx/rayx.h"
 #include "runtime/runtime.h"
 #include "util/local_cluster.h"
+#include "util/test_helpers.h"
 
 // Outside the anonymous namespace, as user functions usually are, so its name
 // is in the symbol table.
@@ -122,27 +122,7 @@ RAYX_REMOTE(Relay::Create, &Relay::TargetPid, FlakyUntil, WorkerVariables, MakeB
 
 using rayx::testing::LocalCluster;
 
-// Child processes of `parent` (workers of an agent), read from /proc.
-std::vector<pid_t> ChildrenOf(pid_t parent) {
-  std::vector<pid_t> out;
-  DIR* dir = opendir("/proc");
-  while (dirent* e = readdir(dir)) {
-    pid_t pid = static_cast<pid_t>(std::atoi(e->d_name));
-    if (pid <= 0) continue;
-    std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
-    std::string line;
-    if (!std::getline(stat, line)) continue;
-    size_t close = line.rfind(')');
-    char state = 0;
-    int ppid = 0;
-    if (std::sscanf(line.c_str() + close + 2, "%c %d", &state, &ppid) == 2 && ppid == parent &&
-        state != 'Z') {
-      out.push_back(pid);
-    }
-  }
-  closedir(dir);
-  return out;
-}
+using rayx::testing::LiveChildrenOf;
 
 class Runtime : public ::testing::Test {
  protected:
@@ -184,7 +164,7 @@ class Runtime : public ::testing::Test {
     size_t left = 0;
     do {
       left = 0;
-      for (pid_t agent : agents_) left += ChildrenOf(agent).size();
+      for (pid_t agent : agents_) left += LiveChildrenOf(agent).size();
       if (left == 0) break;
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
     } while (std::chrono::steady_clock::now() < deadline);

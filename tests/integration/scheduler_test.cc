@@ -14,13 +14,11 @@
 
 #include "rayx/rayx.h"
 #include "util/local_cluster.h"
+#include "util/test_helpers.h"
 
 namespace {
 
-std::string Env(const char* name) {
-  const char* v = std::getenv(name);
-  return v ? v : "";
-}
+using rayx::testing::Env;
 
 // Where an actor runs and which devices it sees.
 class Device {
@@ -38,13 +36,10 @@ std::string NodeOfTask() { return Env("RAYX_NODE_IP"); }
 
 RAYX_REMOTE(Device::Create, &Device::Where, &Device::Node, &Device::Ranked, &Device::Pid, NodeOfTask);
 
+using rayx::testing::Contains;
 using rayx::testing::LocalCluster;
 using rayx::testing::NodeHandle;
 using rayx::testing::NodeOptions;
-
-bool Contains(const std::string& haystack, const std::string& needle) {
-  return haystack.find(needle) != std::string::npos;
-}
 
 class Scheduler : public ::testing::Test {
  protected:

@@ -24,6 +24,7 @@
 #include "train_linear/linear_sgd.h"
 #include "util/local_cluster.h"
 #include "util/subprocess.h"
+#include "util/test_helpers.h"
 
 namespace {
 
@@ -77,12 +78,9 @@ class Model {
 RAYX_REMOTE(TrainLinear, ThrowingLoop, Model::Create, &Model::Add, &Model::State, &Model::Pid,
             &Model::Env, &Model::Sum);
 
+using rayx::testing::Contains;
 using rayx::testing::LocalCluster;
 using rayx::testing::NodeHandle;
-
-bool Contains(const std::string& s, const std::string& part) {
-  return s.find(part) != std::string::npos;
-}
 
 using rayx::testing::WaitUntil;
 

@@ -10,6 +10,7 @@ import time
 
 import pytest
 
+import counter_actor
 from conftest import driver_env, run_driver, wait_until
 
 
@@ -299,19 +300,7 @@ def _gone(pid):
 
 def test_actor_restarts_run_the_constructor_again(rayx_mod):
     rayx = rayx_mod
-
-    @rayx.remote
-    class Counter:
-        def __init__(self, start):
-            self.n = start
-
-        def add(self, k):
-            self.n += k
-            return self.n
-
-        def pid(self):
-            return os.getpid()
-
+    Counter = rayx.remote(counter_actor.Counter)
     c = Counter.options(max_restarts=1, max_task_retries=1).remote(10)
     assert rayx.get(c.add.remote(5), timeout=30) == 15
     first = rayx.get(c.pid.remote(), timeout=30)
@@ -654,23 +643,14 @@ def test_a_killed_driver_ends_its_job_at_once_and_a_paused_one_keeps_it(cluster)
 def test_the_head_restarts_a_detached_actor_after_its_job_ended(rayx_mod, cluster):
     rayx = rayx_mod
     # Another driver (another job) makes it and exits: the owner is gone.
-    made = run_driver(cluster, textwrap.dedent("""
-        import os
+    made = run_driver(cluster, textwrap.dedent(f"""
+        import sys
+        sys.path.insert(0, {os.path.dirname(os.path.abspath(counter_actor.__file__))!r})
         import rayx
+        from counter_actor import Counter
         rayx.init()
 
-        @rayx.remote
-        class Keeper:
-            def __init__(self, start):
-                self.n = start
-
-            def add(self, k):
-                self.n += k
-                return self.n
-
-            def pid(self):
-                return os.getpid()
-
+        Keeper = rayx.remote(Counter)
         k = Keeper.options(name="py-reborn", lifetime="detached", max_restarts=1).remote(10)
         print("VALUE", rayx.get(k.add.remote(5)))
         print("PID", rayx.get(k.pid.remote()))

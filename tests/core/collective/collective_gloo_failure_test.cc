@@ -6,6 +6,7 @@
 
 #include "collective/group_registry.h"
 #include "collective_test_util.h"
+#include "util/test_helpers.h"
 
 namespace rayx::collective {
 namespace {
@@ -15,10 +16,7 @@ using testing::AllEmpty;
 using testing::ConnectGloo;
 using testing::MakeSpec;
 using testing::OnEveryRank;
-
-int64_t MsSince(Clock::time_point start) {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start).count();
-}
+using ::rayx::testing::MsSince;
 
 // Ranks 0 and 1 run an AllReduce while rank 2 does `rank2` instead; returns
 // their errors, failed ranks and how long each call took.

@@ -5,6 +5,8 @@
 
 #include <string>
 
+#include "util/test_helpers.h"
+
 namespace rayx::cli {
 namespace {
 
@@ -44,9 +46,7 @@ ClusterStatus MakeStatus() {
   return s;
 }
 
-bool Contains(const std::string& text, const std::string& part) {
-  return text.find(part) != std::string::npos;
-}
+using ::rayx::testing::Contains;
 
 TEST(FormatClusterStatus, ListsAliveNodesAndMarksHead) {
   std::string out = FormatClusterStatus(MakeStatus(), "10.0.0.1:6380", 1'700'000'000'000, false);

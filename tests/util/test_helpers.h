@@ -1,0 +1,27 @@
+// Small helpers that many tests share: text checks, the environment, time, and
+// the processes under a pid as /proc lists them.
+#pragma once
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace rayx::testing {
+
+// True when `needle` occurs in `haystack`.
+bool Contains(const std::string& haystack, const std::string& needle);
+
+// The environment variable `name`, or "" when it is not set.
+std::string Env(const char* name);
+
+// Milliseconds from `start` until now, on the steady clock.
+int64_t MsSince(std::chrono::steady_clock::time_point start);
+
+// The live (not zombie) children of `parent`, from /proc/<pid>/stat: found by
+// a recorded pid, never by name. Empty when /proc cannot be read.
+std::vector<pid_t> LiveChildrenOf(pid_t parent);
+
+}  // namespace rayx::testing

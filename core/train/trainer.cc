@@ -7,15 +7,21 @@
 // group is killed: the surviving ranks' collectives fail at once (their peer's
 // connections close), so no rank waits out a timeout, and the next attempt
 // starts from the latest checkpoint rank 0 reported, on whatever nodes fit.
-// Growth restarts the same way but does not count against max_failures.
+// Growth restarts the same way but does not count against max_failures. While
+// an elastic attempt runs below max_workers, its missing workers wait as a
+// placement group of their bundles (MissingWorkers): `rayx status` shows it
+// under Demands, and once the head reserves it the run grows to full size.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <optional>
 #include <stdexcept>
 
 #include "rayx/actor_group.h"
 #include "rayx/cluster_status.h"
 #include "rayx/train.h"
+#include "common/logging.h"
+#include "rayx/placement_group.h"
 #include "runtime/kv_client.h"
 #include "train/train_session.h"
 
@@ -87,6 +93,51 @@ int RanksThatFit(const ResourceMap& per_worker, int held) {
   }
   return fit;
 }
+
+// The workers a running elastic attempt lacks: a placement group of their
+// bundles, pending while the cluster has no room (the run's demand), reserved
+// once nodes join. Dropped before the next attempt places its own group.
+class MissingWorkers {
+ public:
+  MissingWorkers() = default;
+  MissingWorkers(const MissingWorkers&) = delete;
+  MissingWorkers& operator=(const MissingWorkers&) = delete;
+  ~MissingWorkers() { Drop(); }
+
+  // Asks for `count` bundles of `per_worker` for run `run`.
+  void Want(int count, const ResourceMap& per_worker, PlacementStrategy strategy,
+            const std::string& run) {
+    Drop();
+    PlacementGroupCreationOptions options;
+    options.name = "train run " + run + ": " + std::to_string(count) + " missing worker(s)";
+    options.bundles.assign(static_cast<size_t>(count), per_worker);
+    // Where the missing ones go relative to each other; the rest of the run
+    // is placed already.
+    bool spread = strategy == PlacementStrategy::SPREAD || strategy == PlacementStrategy::STRICT_SPREAD;
+    options.strategy = spread ? PlacementStrategy::SPREAD : PlacementStrategy::PACK;
+    try {
+      group_ = CreatePlacementGroup(options);
+    } catch (const std::exception& e) {
+      RAYX_LOG(Warning) << "run " << run << ": cannot ask for its missing workers: " << e.what();
+    }
+  }
+  // True once the head reserved every missing worker's bundle.
+  bool Reserved() {
+    if (group_.GetID().empty()) return false;
+    try {
+      return group_.Wait(0);
+    } catch (const std::exception&) {
+      return false;  // infeasible as a group: growth goes by free room alone
+    }
+  }
+  void Drop() {
+    if (!group_.GetID().empty()) RemovePlacementGroup(group_.GetID());
+    group_ = PlacementGroup();
+  }
+
+ private:
+  PlacementGroup group_;  // no id: none asked for
+};
 
 std::optional<LatestReport> ReadLatest(const std::string& run) {
   auto bytes = rayx::detail::KvGet(kKvNamespace, LatestReportKey(run));
@@ -164,6 +215,10 @@ Result Fit(const FitSpec& input) {
     result.num_workers = size;
     Failure failure;
     bool grow = false;
+    MissingWorkers missing;
+    if (plan.elastic && size < plan.max) {
+      missing.Want(plan.max - size, plan.per_worker, spec.scaling.placement_strategy, spec.run.name);
+    }
     while (!pending.empty()) {
       std::vector<bool> ready = rayx::detail::WaitObjects(pending, 1, kWatchPeriodMs);
       for (size_t i = ready.size(); i-- > 0;) {
@@ -187,7 +242,8 @@ Result Fit(const FitSpec& input) {
       }
       if (failure.rank >= 0) break;
       if (plan.elastic && size < plan.max && !pending.empty()) {
-        int fit = std::min(plan.max, RanksThatFit(plan.per_worker, size));
+        int fit = missing.Reserved() ? plan.max
+                                     : std::min(plan.max, RanksThatFit(plan.per_worker, size));
         if (fit > size) {
           grow = true;
           size = fit;
@@ -195,6 +251,7 @@ Result Fit(const FitSpec& input) {
         }
       }
     }
+    missing.Drop();  // its reservation is the next attempt's room
     rayx::detail::KillActorGroup(*group);
     if (auto latest = ReadLatest(spec.run.name)) {
       result.metrics = latest->metrics;

@@ -13,6 +13,7 @@
 #include <map>
 #include <optional>
 #include <sstream>
+#include <stdexcept>
 #include <string>
 #include <utility>
 #include <vector>
@@ -137,6 +138,19 @@ class Fencing : public ::testing::Test {
     bool on_second = Contains(where, "127.0.0.3|");
     victim_ = on_second ? *second : *first;
     other_ip_ = on_second ? "127.0.0.2" : "127.0.0.3";
+  }
+  // Two 1 MiB results stored on a new node, which is then killed: `first`'s
+  // task may run again (it has retries), `second`'s may not.
+  std::pair<rayx::ObjectRef<rayx::Bytes>, rayx::ObjectRef<rayx::Bytes>> BlobsOfAKilledNode() {
+    auto node = AddGpuNode("127.0.0.2");
+    if (!node.ok()) throw std::runtime_error("no node: " + node.status().message());
+    auto there = rayx::NodeAffinitySchedulingStrategy{node->node_id, /*soft=*/true};
+    auto kept = rayx::Task(Blob).SetSchedulingStrategy(there).Remote(1 << 20);
+    auto lost = rayx::Task(Blob).SetSchedulingStrategy(there).SetMaxRetries(0).Remote(1 << 20);
+    rayx::Wait(std::vector<rayx::ObjectRef<rayx::Bytes>>{kept, lost}, 2, 30000);
+    rayx::Status killed = cluster_->KillNode(*node);
+    if (!killed.ok()) throw std::runtime_error("cannot kill the node: " + killed.message());
+    return {kept, lost};
   }
   std::unique_ptr<LocalCluster> cluster_;
   pid_t stopped_pid_ = 0;
@@ -348,13 +362,7 @@ TEST_F(Fencing, OwnersHearOfANodeDeathWhileItsWorkersStillAnswer) {
 // died is computed again by running the task again (it had retries left);
 // with no retries left, Get fails with ObjectLost naming the node.
 TEST_F(Fencing, AResultLostWithItsNodeIsComputedAgain) {
-  auto node = AddGpuNode("127.0.0.2");
-  ASSERT_TRUE(node.ok()) << node.status();
-  auto there = rayx::NodeAffinitySchedulingStrategy{node->node_id, /*soft=*/true};
-  auto kept = rayx::Task(Blob).SetSchedulingStrategy(there).Remote(1 << 20);
-  auto lost = rayx::Task(Blob).SetSchedulingStrategy(there).SetMaxRetries(0).Remote(1 << 20);
-  rayx::Wait(std::vector<rayx::ObjectRef<rayx::Bytes>>{kept, lost}, 2, 30000);
-  ASSERT_TRUE(cluster_->KillNode(*node).ok());
+  auto [kept, lost] = BlobsOfAKilledNode();
   // Soft affinity: the rerun goes elsewhere once the node is dead.
   auto value = kept.Get(60000);
   EXPECT_EQ(value->data.size(), 1u << 20);
@@ -373,13 +381,7 @@ TEST_F(Fencing, AResultLostWithItsNodeIsComputedAgain) {
 // that needs it runs with the new copy; with no retries left the task fails
 // with ObjectLost naming the node.
 TEST_F(Fencing, AnArgumentLostWithItsNodeIsComputedAgainForTheTaskThatNeedsIt) {
-  auto node = AddGpuNode("127.0.0.2");
-  ASSERT_TRUE(node.ok()) << node.status();
-  auto there = rayx::NodeAffinitySchedulingStrategy{node->node_id, /*soft=*/true};
-  auto kept = rayx::Task(Blob).SetSchedulingStrategy(there).Remote(1 << 20);
-  auto lost = rayx::Task(Blob).SetSchedulingStrategy(there).SetMaxRetries(0).Remote(1 << 20);
-  rayx::Wait(std::vector<rayx::ObjectRef<rayx::Bytes>>{kept, lost}, 2, 30000);
-  ASSERT_TRUE(cluster_->KillNode(*node).ok());
+  auto [kept, lost] = BlobsOfAKilledNode();
   // Both consumers run on the head's node (no GPU asked), whose workers pull
   // the arguments from the dead node's store and cannot.
   auto counted = rayx::Task(CountZ).Remote(kept);

@@ -234,6 +234,16 @@ TEST_F(Train, ElasticRunGrowsWhenANodeJoinsAndShrinksWhenOneDies) {
     return train::DataParallelTrainer(TrainLinear, config, scaling, run, {.max_failures = 3}).Fit();
   });
   RankPid("elastic", 1);
+  // The two missing workers are the run's demand (what `rayx status` shows).
+  rayx::Status demanded = cluster_->WaitFor(
+      [](const rayx::ClusterStatus& s) {
+        for (const auto& [shape, count] : s.pending_demands) {
+          if (Contains(shape, "placement group") && Contains(shape, " x 2]")) return true;
+        }
+        return false;
+      },
+      10000);
+  EXPECT_TRUE(demanded.ok()) << "no demand for the missing workers: " << demanded;
   auto joined = cluster_->AddNode({.num_cpus = 2, .extra_args = {"--node-ip-address", "127.0.0.2"}});
   ASSERT_TRUE(joined.ok()) << joined.status();
   // The run restarts with four ranks from its checkpoint...

@@ -13,7 +13,9 @@ class ScalingConfig:
     resources_per_worker: per rank. Default: {"CPU": 1}.
     min_workers, max_workers: an elastic run. Each attempt (the first, and every
         restart after a failure) runs as many ranks as fit in the cluster then,
-        clamped to [min_workers, max_workers]; a running attempt does not grow.
+        clamped to [min_workers, max_workers]; a running attempt that finds room
+        for more ranks (checked once a second, e.g. a node joined) restarts at
+        the larger size from the latest checkpoint, which is not a failure.
     placement_strategy: how the ranks' bundles spread over nodes. Default: PACK.
     """
     num_workers: int = 1

@@ -121,6 +121,36 @@ def _ranks_that_fit(per_worker):
     return fit
 
 
+class _MissingWorkers:
+    """The workers a running elastic attempt lacks: a placement group of their
+    bundles, pending while the cluster has no room (the run's demand, which
+    `rayx status` shows), reserved once nodes join. Dropped before the next
+    attempt places its own group."""
+
+    def __init__(self, count, per_worker, strategy, run_name):
+        from rayx.util import placement_group
+        spread = strategy in ("SPREAD", "STRICT_SPREAD")
+        self._pg = None
+        try:
+            self._pg = placement_group([dict(per_worker)] * count,
+                                       strategy="SPREAD" if spread else "PACK",
+                                       name=f"train run {run_name}: {count} missing worker(s)")
+        except Exception as e:  # noqa: BLE001 - the run goes on without its demand
+            _log.warning("run %s: cannot ask for its missing workers: %s", run_name, e)
+
+    def reserved(self):
+        if self._pg is None:
+            return False
+        from rayx.util.placement_group import get_placement_group_state
+        return get_placement_group_state(self._pg)[0] == "CREATED"
+
+    def drop(self):
+        if self._pg is not None:
+            from rayx.util import remove_placement_group
+            remove_placement_group(self._pg)
+            self._pg = None
+
+
 class DataParallelTrainer:
     """Runs `train_loop_per_worker(train_loop_config)` (or with no argument
     when it takes none) on every rank. Ray Train's names."""
@@ -164,9 +194,11 @@ class DataParallelTrainer:
         pass_config = _takes_config(self._loop)
         failures = restarts = 0
         attempt = -1
+        grown = None  # the size a growing run restarts at
         while True:
             attempt += 1
-            size = self._size()
+            size = grown or self._size()
+            grown = None
             group_name = f"{run_name}.attempt{attempt}"
             try:
                 group = _core.train.create_actor_group(
@@ -183,10 +215,25 @@ class DataParallelTrainer:
                         from e
                 restarts += 1
                 continue
+            missing = None
+            hi = self._bounds[1]
+            if self._scaling.elastic and size < hi:
+                missing = _MissingWorkers(hi - size, per_worker, self._scaling.placement_strategy,
+                                          run_name)
             try:
-                error, cause = self._run_attempt(group, run_name, attempt, pass_config)
+                error, cause, grown = self._run_attempt(group, run_name, attempt, pass_config,
+                                                        size, missing)
             finally:
+                if missing is not None:
+                    missing.drop()  # its reservation is the next attempt's room
                 _core.train.kill_actor_group(group)
+            if grown:
+                # Room for more ranks: again, larger, from the latest checkpoint
+                # (a restart, not a failure).
+                _log.warning("run %s: room for %d ranks; restarting at that size from the "
+                             "latest checkpoint", run_name, grown)
+                restarts += 1
+                continue
             if error is None:
                 return self._result(run_name, None, restarts, size)
             failures += 1
@@ -199,7 +246,10 @@ class DataParallelTrainer:
                          error.splitlines()[0], failures, self._failure.max_failures)
             restarts += 1
 
-    def _run_attempt(self, group, run_name, attempt, pass_config):
+    def _run_attempt(self, group, run_name, attempt, pass_config, size, missing=None):
+        """Waits for the attempt's ranks. Returns (error, cause, None) when one
+        failed, (None, None, None) when all returned, and (None, None, n) when
+        an elastic run has room for n > size ranks (looked for once a second)."""
         latest = _session.read_latest(run_name)
         checkpoint_id = latest["checkpoint_id"] if latest else None
         ranks = group.ranks
@@ -230,14 +280,22 @@ class DataParallelTrainer:
                     break
                 if grace_end is None:
                     grace_end = time.monotonic() + _CAUSE_GRACE_S
+            elif pending and self._scaling.elastic and size < self._bounds[1]:
+                if missing is not None and missing.reserved():
+                    fit = self._bounds[1]
+                else:
+                    fit = min(self._bounds[1],
+                              size + _ranks_that_fit(self._scaling.per_worker()))
+                if fit > size:
+                    return None, None, fit
         if failure is None:
-            return None, None
+            return None, None, None
         _, r, e = failure
         info = ranks[r]
         cause = getattr(e, "cause", None) if isinstance(e, exceptions.RayxTaskError) else None
         kind = type(cause if cause is not None else e).__name__
         return (f"run {run_name}: rank {r} (node {info['node_ip']}, pid {info['pid']}) failed "
-                f"in attempt {attempt}: {kind}: {e}"), e
+                f"in attempt {attempt}: {kind}: {e}"), e, None
 
     def _result(self, run_name, error, restarts, size):
         latest = _session.read_latest(run_name) or {}

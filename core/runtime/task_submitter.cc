@@ -217,6 +217,7 @@ std::optional<std::string> TaskSubmitter::RecoverArguments(Shape& shape, Task& t
   // Every argument stored on that node is gone with it; the first one decides
   // where resolving starts again.
   size_t first = task.args.size();
+  std::optional<std::string> why_not;
   std::vector<std::function<void()>> recomputes;
   for (const auto& [index, location] : task.stored) {
     if (location.node_address != node || index >= task.args.size() || !task.args[index].ref) {
@@ -225,15 +226,18 @@ std::optional<std::string> TaskSubmitter::RecoverArguments(Shape& shape, Task& t
     const std::string& id = task.args[index].ref->id;
     std::function<void()> recompute;
     if (deps_.objects.OnStoredCopyLost(id, node, &recompute) == ObjectTable::CopyLost::kLost) {
-      return "argument " + std::to_string(index) + " (object " + id +
-             ") cannot be computed again: it was made by Put, or the task that made it has no "
-             "retries left";
+      why_not = "argument " + std::to_string(index) + " (object " + id +
+                ") cannot be computed again: it was made by Put, or the task that made it has "
+                "no retries left";
+      break;
     }
     if (recompute) recomputes.push_back(std::move(recompute));
     first = std::min<size_t>(first, index);
   }
-  if (first == task.args.size()) return "no argument of the call was stored on node " + node;
+  // Entries made pending above wait for their task, also when this call fails.
   for (auto& recompute : recomputes) recompute();
+  if (why_not) return why_not;
+  if (first == task.args.size()) return "no argument of the call was stored on node " + node;
   RAYX_LOG(Warning) << task.DisplayName() << ": an argument stored on node " << node
                     << " was lost with it; waiting for it to be computed again (lineage)";
   std::erase_if(task.stored, [first](const auto& entry) { return entry.first >= first; });

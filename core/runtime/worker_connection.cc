@@ -181,7 +181,9 @@ void WorkerConnection::OnMessage(Frames& frames) {
   retries_.clear();
   for (LostArgument& lost : lost_arguments_) {
     std::optional<std::string> why_not = owner_->OnArgumentLost(*this, lost.task, lost.node);
-    if (why_not) FailTask(objects_, lost.task, "ObjectLost", lost.message + "; " + *why_not, lost.node);
+    if (why_not) {
+      FailTask(objects_, lost.task, "ObjectLost", lost.message + "; " + *why_not, lost.node);
+    }
   }
   lost_arguments_.clear();
   owner_->OnReplies(*this);

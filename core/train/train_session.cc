@@ -254,9 +254,9 @@ void Report(const Metrics& metrics, const std::optional<Checkpoint>& checkpoint)
   }
   latest.metrics = metrics;
   latest.reports++;
-  std::vector<std::string> dropped;
   latest.history.push_back(metrics);
   if (latest.history.size() > detail::kMaxHistory) latest.history.erase(latest.history.begin());
+  std::vector<std::string> dropped;  // ids past num_to_keep
   if (checkpoint) {
     std::string id = detail::StoreCheckpoint(checkpoint->path(), session.request.storage_path,
                                              ctx.GetRunName());

@@ -487,5 +487,39 @@ TEST_F(TaskSubmitterTest, AnArgumentThatCannotBeMadeAgainFailsTheCallWithObjectL
   }
 }
 
+// Two arguments lost with one node, one of which nothing can make again: the
+// call fails, and the other, already marked to be made again, still is (its
+// entry does not stay pending with nobody computing it).
+TEST_F(TaskSubmitterTest, AMixOfRecoverableAndLostArgumentsFailsButStillRecomputes) {
+  objects_.AddPending("made");
+  int recomputed = 0;
+  ObjectTable::Completion made{"made", nullptr, nullptr, StoredOn("10.0.0.9", "/store/made")};
+  made.recompute = [&] { ++recomputed; };
+  objects_.Complete(std::move(made));
+  objects_.AddPending("put");
+  objects_.Complete({"put", nullptr, nullptr, StoredOn("10.0.0.9", "/store/put")});
+  objects_.AddPending("result");
+  Task task;
+  task.function = "G";
+  task.object_id = "result";
+  for (const char* id : {"made", "put"}) {
+    auto ref = std::make_shared<ObjectCore>();
+    ref->id = id;
+    task.args.push_back(Arg{"", ref});
+  }
+  submitter_.Submit(task, std::nullopt, Placement{});
+  Step();
+  head_.Grant("lease-1", "w1");
+  Step();
+  auto* worker = connector_.At("w1");
+  ASSERT_NE(worker, nullptr);
+  ASSERT_EQ(worker->calls.size(), 1u);
+  worker->ReplyError(worker->calls[0].call_id, "ObjectLost", "argument 0 could not be read",
+                     "10.0.0.9");
+  Step();
+  EXPECT_EQ(ErrorOf("result"), "ObjectLost");
+  EXPECT_EQ(recomputed, 1) << "the recoverable argument was left pending with nobody making it";
+}
+
 }  // namespace
 }  // namespace rayx::detail

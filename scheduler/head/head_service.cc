@@ -529,8 +529,10 @@ Result<protocol::FinishJobReply> HeadService::OnFinishJob(const protocol::Finish
 }
 
 Result<NoReply> HeadService::OnRequestLease(const protocol::RequestLeaseRequest& req, Call& call) {
-  if (!leases_.DriverHeartbeat(req.job_id, clock_.NowMs())) {
-    return Status::NotFound("job " + req.job_id + " is not running");
+  if (!leases_.DriverHeartbeat(req.job_id, clock_.NowMs()) &&
+      !leases_.HostedByDetachedActor(call.peer_id)) {
+    return Status::NotFound("job " + req.job_id +
+                            " is not running (only a detached actor outlives its job)");
   }
   leases_.RequestLease(call.peer_id, call.id, req);
   return NoReply{};  // answered when the worker runs

@@ -25,8 +25,7 @@ protocol::RegisterDriverReply LeaseManager::RegisterDriver(
   // its lease is confirmed by its node's rejoin.
   if (!req.host_lease_id.empty() && !peer.empty() &&
       (leases_.count(req.host_lease_id) || IsUnconfirmed(req.host_lease_id))) {
-    auto& peers = hosted_peers_[req.host_lease_id];
-    if (std::find(peers.begin(), peers.end(), peer) == peers.end()) peers.push_back(peer);
+    AddHostedPeer(req.host_lease_id, peer);
   }
   reply.job_id = req.job_id.empty() ? NodeId::FromRandom().Hex().substr(0, 16) : req.job_id;
   bool added = !jobs_.count(reply.job_id);
@@ -41,13 +40,25 @@ protocol::RegisterDriverReply LeaseManager::RegisterDriver(
 protocol::RegisterDriverReply LeaseManager::RegisterDetachedWorker(
     const protocol::RegisterDriverRequest& req, const std::string& cluster_id,
     const std::string& peer) {
-  auto& peers = hosted_peers_[req.host_lease_id];
-  if (std::find(peers.begin(), peers.end(), peer) == peers.end()) peers.push_back(peer);
+  AddHostedPeer(req.host_lease_id, peer);
   protocol::RegisterDriverReply reply;
   reply.job_id = req.job_id;
   reply.cluster_id = cluster_id;
   reply.heartbeat_period_ms = std::max<int64_t>(options_.job_timeout_ms / 5, 10);
   return reply;
+}
+
+void LeaseManager::AddHostedPeer(const std::string& lease_id, const std::string& peer) {
+  auto& peers = hosted_peers_[lease_id];
+  if (std::find(peers.begin(), peers.end(), peer) == peers.end()) peers.push_back(peer);
+  host_lease_of_peer_[peer] = lease_id;
+}
+
+bool LeaseManager::HostedByDetachedActor(const std::string& peer) const {
+  auto host = host_lease_of_peer_.find(peer);
+  if (host == host_lease_of_peer_.end()) return false;
+  auto lease = leases_.find(host->second);
+  return lease != leases_.end() && lease->second.detached;
 }
 
 bool LeaseManager::DriverHeartbeat(const std::string& job_id, int64_t now_ms) {
@@ -209,9 +220,13 @@ policy::SchedulingDecision LeaseManager::Decide(const protocol::RequestLeaseRequ
 
 bool LeaseManager::TryGrant(Pending& pending, std::optional<NodeId> decided) {
   auto job = jobs_.find(pending.req.job_id);
-  // A detached actor the head restarts outlives its job.
+  // A detached actor outlives its job: the head restarts it, and it may
+  // start tasks of its own (owned by its worker, ended with it).
   bool restart = pending.owner.head && !pending.req.init.function.empty();
-  if ((job == jobs_.end() || job->second.finished) && !restart) return false;
+  if ((job == jobs_.end() || job->second.finished) && !restart &&
+      (pending.owner.head || !HostedByDetachedActor(pending.owner.requester.peer))) {
+    return false;
+  }
   std::optional<NodeId> node;
   std::vector<int> gpu_ids;
   int32_t bundle_index = -1;
@@ -423,6 +438,10 @@ void LeaseManager::EndHostedLeases(const std::string& lease_id) {
   std::vector<std::string> peers = std::move(hosted->second);
   hosted_peers_.erase(hosted);
   for (const auto& peer : peers) {
+    if (auto back = host_lease_of_peer_.find(peer);
+        back != host_lease_of_peer_.end() && back->second == lease_id) {
+      host_lease_of_peer_.erase(back);
+    }
     std::erase_if(pending_, [&](const Pending& p) {
       return !p.owner.head && p.owner.requester.peer == peer;
     });

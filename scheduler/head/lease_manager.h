@@ -162,6 +162,9 @@ class LeaseManager {
   // True when `lease_id` is a live detached lease of job `job_id`.
   // After a head restart, also a stored lease whose node has not rejoined yet.
   bool IsDetachedLeaseOf(const std::string& lease_id, const std::string& job_id) const;
+  // Whether the runtime at `peer` runs inside a detached actor's worker,
+  // which may lease workers after its job ended (they end with it).
+  bool HostedByDetachedActor(const std::string& peer) const;
   // True while `lease_id` is granted, or stored and waiting for its node to
   // rejoin a restarted head.
   bool IsLeaseLive(const std::string& lease_id) const {
@@ -229,6 +232,8 @@ class LeaseManager {
   void SchedulePending();
   // Ends what the runtimes inside lease `lease_id`'s worker held.
   void EndHostedLeases(const std::string& lease_id);
+  // Records that the runtime at `peer` runs inside lease `lease_id`'s worker.
+  void AddHostedPeer(const std::string& lease_id, const std::string& peer);
   // False when it must wait; true when granted or answered with an error.
   // `decided`: the node the policy chose for it just now, if any.
   bool TryGrant(Pending& pending, std::optional<NodeId> decided = std::nullopt);
@@ -277,8 +282,10 @@ class LeaseManager {
   std::unordered_map<std::string, Lease> leases_;
   std::unordered_map<uint64_t, std::string> start_requests_;  // head request id -> lease
   std::deque<Pending> pending_;
-  // lease id -> the connections of runtimes inside that lease's worker.
+  // lease id -> the connections of runtimes inside that lease's worker, and
+  // back (bounded by the registered runtimes; both go when the lease ends).
   std::unordered_map<std::string, std::vector<std::string>> hosted_peers_;
+  std::unordered_map<std::string, std::string> host_lease_of_peer_;
   std::map<std::string, protocol::ActorInfo> named_actors_;
   std::map<std::pair<NodeId, int>, double> device_use_;  // per node and device: the share leased
   uint64_t invariant_violations_ = 0;

@@ -82,6 +82,8 @@ class Recorder {
     std::this_thread::sleep_for(std::chrono::milliseconds(ms));
     return ms;
   }
+  // Starts a task of its own and returns its result.
+  int SquareByTask(int x) { return *rayx::Task(Square).Remote(x).Get(30000); }
 
  private:
   int total_;
@@ -117,7 +119,7 @@ class Relay {
 rayx::Bytes MakeBlob(int size);
 RAYX_REMOTE(Relay::Create, &Relay::TargetPid, FlakyUntil, WorkerVariables, MakeBlob, Reverse, CountBytes, Square, Add, SumBytes, AgentPid, SlowSquare, Throws, Crashes, Recorder::Create,
             &Recorder::Record, &Recorder::Seen, &Recorder::Total, &Recorder::Pid, &Recorder::Sleep,
-            &Recorder::Gpus, &Recorder::Visible,
+            &Recorder::Gpus, &Recorder::Visible, &Recorder::SquareByTask,
             AddThroughHandle);
 
 using rayx::testing::LocalCluster;
@@ -639,6 +641,8 @@ TEST_F(Runtime, NamedDetachedActorOutlivesItsJob) {
   rayx::Init(options);
   auto again = rayx::GetActor<Recorder>("keeper");
   EXPECT_EQ(*again.Task(&Recorder::Total).Remote().Get(), 42);
+  // Its job ended, yet it still starts tasks of its own.
+  EXPECT_EQ(*again.Task(&Recorder::SquareByTask).Remote(7).Get(60000), 49);
   EXPECT_THROW(rayx::GetActor<Recorder>("ephemeral"), std::runtime_error);
   again.Kill();
 }

@@ -4,6 +4,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include <string>
 #include <vector>
 
@@ -641,6 +643,33 @@ TEST_F(LeaseManagerTest, DetachedRequestLeaseSurvivesFinishJob) {
   EXPECT_EQ(leases_.lease_count(), 1u);
   EXPECT_EQ(Available(node, "CPU"), 1);
   EXPECT_TRUE(leases_.ReturnLease(detached).ok());
+}
+
+// A detached actor outlives its job and may start tasks of its own: the
+// requests of its worker's runtime are granted after the job ended, and those
+// leases end with that worker; another runtime of the ended job gets nothing.
+TEST_F(LeaseManagerTest, ADetachedActorsWorkerLeasesWorkersAfterItsJobEnded) {
+  AddNode("10.0.0.2", {{"CPU", 4}});
+  std::string job = NewJob();
+  std::string detached = Grant(job, {{"CPU", 1}}, "agent-10.0.0.2", 1, /*detached=*/true);
+  protocol::RegisterDriverRequest registration;
+  registration.job_id = job;
+  registration.host_lease_id = detached;
+  leases_.RegisterDriver(registration, kT0, "cluster", "actor-runtime");
+  EXPECT_EQ(leases_.FinishJob(job, "done"), 0u);
+  Take();
+
+  leases_.RequestLease("actor-runtime", 7, Shape(job, {{"CPU", 1}}));
+  uint64_t start_id = TakeStart("agent-10.0.0.2");
+  std::string task_lease = Started(start_id, "actor-runtime", 7).lease_id;
+  ASSERT_FALSE(task_lease.empty());
+  leases_.RequestLease("driver", 9, Shape(job, {{"CPU", 1}}));
+  EXPECT_TRUE(Take().empty()) << "a lease was granted to a runtime of an ended job";
+
+  // The actor's worker goes: the lease it held goes with it.
+  ASSERT_TRUE(leases_.ReturnLease(detached).ok());
+  std::vector<std::string> killed = KilledLeases(Take(), "agent-10.0.0.2");
+  EXPECT_NE(std::find(killed.begin(), killed.end(), task_lease), killed.end());
 }
 
 TEST_F(LeaseManagerTest, RegisteringADetachedActorMakesItsLeaseSurviveFinishJob) {

@@ -249,7 +249,7 @@ bool LeaseManager::TryGrant(Pending& pending, std::optional<NodeId> decided) {
   }
   auto agent = agent_peers_.find(*node);
   Lease lease;
-  lease.lease_id = NodeId::FromRandom().Hex();
+  lease.lease_id = LeaseId::FromSecureRandom().Hex();  // a credential: not guessable
   lease.job_id = pending.req.job_id;
   lease.node = *node;
   lease.resources = pending.req.resources;

@@ -142,13 +142,13 @@ int LaunchCommand(const std::vector<std::string>& all_args) {
   protocol::CreatePlacementGroupRequest create;
   create.job_id = client.job_id();
   create.name = "rayx-launch";
-  create.strategy = "STRICT_SPREAD";
+  create.strategy = protocol::PlacementStrategy::kStrictSpread;
   create.bundles.assign(static_cast<size_t>(nnodes), per_node);
   auto created = client.Call<protocol::CreatePlacementGroupReply>(create, 10000);
   if (!created.ok()) return Fail("cannot reserve the nodes: " + created.status().message());
   std::string group_id = created->group.placement_group_id;
   protocol::PlacementGroupInfo group = created->group;
-  if (group.state == "PENDING" && f.wait_s > 0) {
+  if (group.state == protocol::PlacementGroupState::kPending && f.wait_s > 0) {
     protocol::WaitPlacementGroupRequest wait;
     wait.placement_group_id = group_id;
     wait.timeout_ms = static_cast<int64_t>(f.wait_s * 1000);
@@ -159,12 +159,12 @@ int LaunchCommand(const std::vector<std::string>& all_args) {
     if (!waited.ok()) return Fail(waited.status().message());
     group = waited->group;
   }
-  if (group.state != "CREATED") {
+  if (group.state != protocol::PlacementGroupState::kCreated) {
     std::string what = std::to_string(world) + " processes (" + std::to_string(nnodes) +
                        " node(s) x " + std::to_string(nproc) + ", each node " +
                        FormatResourceShape(per_node) + ")";
     return Fail("cannot place " + what + ": " + group.reason +
-                (group.state == "PENDING" && f.wait_s <= 0
+                (group.state == protocol::PlacementGroupState::kPending && f.wait_s <= 0
                      ? ". Pass --wait SECONDS to wait for them to free up."
                      : ""));
   }

@@ -83,8 +83,9 @@ std::string FormatList(const protocol::ListStateReply& state, const std::string&
           if (!g.locations[i].gpu_ids.empty()) bundles += "(GPU " + Join(g.locations[i].gpu_ids) + ")";
         }
       }
-      rows.push_back({g.placement_group_id, g.name.empty() ? "-" : g.name, g.job_id, g.strategy,
-                      g.state, bundles});
+      rows.push_back({g.placement_group_id, g.name.empty() ? "-" : g.name, g.job_id,
+                      std::string(protocol::Name(g.strategy)),
+                      std::string(protocol::Name(g.state)), bundles});
       if (!g.reason.empty()) rows.push_back({"", "", "", "", "", "why: " + g.reason});
     }
   }

@@ -34,8 +34,11 @@ std::string SecureRandomHex(size_t bytes) {
   std::random_device rd;  // /dev/urandom on Linux
   std::string out;
   out.reserve(bytes * 2);
+  std::random_device::result_type word = 0;
   for (size_t i = 0; i < bytes; ++i) {
-    unsigned v = rd() & 0xff;
+    if (i % 4 == 0) word = rd();  // 32 bits a draw
+    unsigned v = word & 0xff;
+    word >>= 8;
     out += kDigits[v >> 4];
     out += kDigits[v & 0xf];
   }

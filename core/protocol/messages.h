@@ -18,6 +18,7 @@
 
 #include <msgpack.hpp>
 
+#include "protocol/enums.h"
 #include "rayx/cluster_status.h"
 #include "rayx/ids.h"
 #include "rayx/resources.h"
@@ -362,10 +363,10 @@ struct RequestLeaseRequest {
   bool for_actor = false;
   bool detached = false;    // an actor that outlives its job
   // Placement: a placement group's bundle (bundle_index -1: any of its bundles),
-  // or else a strategy ("" = default hybrid, "SPREAD", "NODE_AFFINITY").
+  // or else a strategy.
   std::string placement_group_id;
   int32_t bundle_index = -1;
-  std::string strategy;
+  LeaseStrategy strategy = LeaseStrategy::kDefault;
   std::string affinity_node_id;  // for NODE_AFFINITY: the node's hex id
   bool affinity_soft = false;    // fall back to any node when that one cannot
   LabelMap label_selector;       // the node's labels must equal these

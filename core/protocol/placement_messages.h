@@ -20,16 +20,14 @@ struct BundleLocation {
   MSGPACK_DEFINE_MAP(node_id, node_address, object_address, gpu_ids)
 };
 
-// A placement group as the head records it. States: PENDING (waiting for
-// resources), CREATED (every bundle reserved), INFEASIBLE (no set of alive nodes
-// could ever hold it; re-examined when nodes join), REMOVED.
+// A placement group as the head records it (the states: PlacementGroupState).
 struct PlacementGroupInfo {
   std::string placement_group_id;
   std::string name;
   std::string job_id;
-  std::string strategy;   // PACK, SPREAD, STRICT_PACK, STRICT_SPREAD
+  PlacementStrategy strategy = PlacementStrategy::kPack;
   std::vector<ResourceMap> bundles;
-  std::string state;
+  PlacementGroupState state = PlacementGroupState::kPending;
   std::string reason;     // why it is PENDING or INFEASIBLE
   std::vector<BundleLocation> locations;  // per bundle, once CREATED
   bool detached = false;  // outlives its job
@@ -41,7 +39,7 @@ struct CreatePlacementGroupRequest {
   static constexpr MessageType kType = MessageType::kCreatePlacementGroupRequest;
   std::string job_id;
   std::string name;
-  std::string strategy = "PACK";
+  PlacementStrategy strategy = PlacementStrategy::kPack;
   std::vector<ResourceMap> bundles;
   LabelMap label_selector;
   bool detached = false;

@@ -16,7 +16,8 @@ namespace detail {
 
 std::string Placement::Key() const {
   std::string key = "pg=" + placement_group_id + "/" + std::to_string(bundle_index) +
-                    (group_visible_devices ? "/all" : "") + ";s=" + strategy + ":" +
+                    (group_visible_devices ? "/all" : "") + ";s=" +
+                    std::to_string(static_cast<int>(strategy)) + ":" +
                     affinity_node_id + (affinity_soft ? "~" : "") + ";l=";
   for (const auto& [k, v] : label_selector) key += k + "=" + v + ",";
   if (!worker_executable.empty()) {
@@ -28,20 +29,35 @@ std::string Placement::Key() const {
 
 namespace {
 PlacementGroupState StateOf(const protocol::PlacementGroupInfo& info) {
-  return PlacementGroupState{info.placement_group_id, info.state, info.reason};
+  return PlacementGroupState{info.placement_group_id, std::string(protocol::Name(info.state)),
+                             info.reason};
+}
+
+protocol::PlacementStrategy ToWire(PlacementStrategy strategy) {
+  switch (strategy) {
+    case PlacementStrategy::PACK:
+      return protocol::PlacementStrategy::kPack;
+    case PlacementStrategy::SPREAD:
+      return protocol::PlacementStrategy::kSpread;
+    case PlacementStrategy::STRICT_PACK:
+      return protocol::PlacementStrategy::kStrictPack;
+    case PlacementStrategy::STRICT_SPREAD:
+      return protocol::PlacementStrategy::kStrictSpread;
+  }
+  return protocol::PlacementStrategy::kPack;
 }
 }  // namespace
 
 PlacementGroupPtr Runtime::CreatePlacementGroup(const std::string& name,
                                                 const std::vector<ResourceMap>& bundles,
-                                                const std::string& strategy,
+                                                PlacementStrategy strategy,
                                                 bool detached) {
   auto core = std::make_shared<PlacementGroupCore>();
   core->id = RandomHex(12);
   protocol::CreatePlacementGroupRequest req;
   req.job_id = config_.job_id;
   req.name = name;
-  req.strategy = strategy;
+  req.strategy = ToWire(strategy);
   req.bundles = bundles;
   req.detached = detached;
   req.placement_group_id = core->id;
@@ -78,7 +94,7 @@ PlacementGroupState Runtime::WaitPlacementGroup(const PlacementGroupPtr& group,
     }
     created = group->state;
   }
-  if (created.state != "PENDING") return created;
+  if (created.state != protocol::Name(protocol::PlacementGroupState::kPending)) return created;
   protocol::WaitPlacementGroupRequest req;
   req.placement_group_id = group->id;
   req.timeout_ms = std::max<int64_t>(timeout_ms, 0);
@@ -86,7 +102,9 @@ PlacementGroupState Runtime::WaitPlacementGroup(const PlacementGroupPtr& group,
   auto reply = head_->CallSync<protocol::WaitPlacementGroupReply>(req, req.timeout_ms + 10000);
   if (!reply.ok()) {
     if (reply.status().code() == StatusCode::kNotFound) {
-      return PlacementGroupState{group->id, "REMOVED", reply.status().message()};
+      const auto removed = protocol::PlacementGroupState::kRemoved;
+      return PlacementGroupState{group->id, std::string(protocol::Name(removed)),
+                                 reply.status().message()};
     }
     throw std::runtime_error("PlacementGroup::Wait: " + reply.status().message());
   }
@@ -124,14 +142,21 @@ void Runtime::AwaitPlaced(const std::string& object_id, const std::string& group
           fail(r.status().code() == StatusCode::kNotFound ? "PlacementGroupRemoved"
                                                           : "PlacementGroupUnavailable",
                r.status().message());
-        } else if (r->group.state == "CREATED") {
-          objects_.Complete({object_id, value, nullptr, nullptr});
-        } else if (r->group.state == "INFEASIBLE") {
-          fail("Infeasible", r->group.reason);
-        } else if (r->group.state == "REMOVED") {
-          fail("PlacementGroupRemoved", "the placement group was removed before it was placed");
         } else {
-          AwaitPlaced(object_id, group_id, value);  // still pending: wait again
+          switch (r->group.state) {
+            case protocol::PlacementGroupState::kCreated:
+              objects_.Complete({object_id, value, nullptr, nullptr});
+              break;
+            case protocol::PlacementGroupState::kInfeasible:
+              fail("Infeasible", r->group.reason);
+              break;
+            case protocol::PlacementGroupState::kRemoved:
+              fail("PlacementGroupRemoved", "the placement group was removed before it was placed");
+              break;
+            case protocol::PlacementGroupState::kPending:
+              AwaitPlaced(object_id, group_id, value);  // still pending: wait again
+              break;
+          }
         }
       });
 }
@@ -152,7 +177,7 @@ Runtime& RequireRuntime();
 
 PlacementGroupPtr CreatePlacementGroup(const std::string& name,
                                        const std::vector<ResourceMap>& bundles,
-                                       const std::string& strategy, bool detached) {
+                                       PlacementStrategy strategy, bool detached) {
   return RequireRuntime().CreatePlacementGroup(name, bundles, strategy, detached);
 }
 const std::string& PlacementGroupIdOf(const PlacementGroupPtr& group) { return group->id; }
@@ -165,18 +190,6 @@ ObjectHandle PlacementGroupReady(const PlacementGroupPtr& group, std::string rea
 }
 
 }  // namespace detail
-
-namespace {
-const char* StrategyName(PlacementStrategy s) {
-  switch (s) {
-    case PlacementStrategy::PACK: return "PACK";
-    case PlacementStrategy::SPREAD: return "SPREAD";
-    case PlacementStrategy::STRICT_PACK: return "STRICT_PACK";
-    case PlacementStrategy::STRICT_SPREAD: return "STRICT_SPREAD";
-  }
-  return "PACK";
-}
-}  // namespace
 
 PlacementGroup CreatePlacementGroup(const PlacementGroupCreationOptions& options) {
   // What the head would refuse, refused here at once (creation is not awaited).
@@ -199,7 +212,7 @@ PlacementGroup CreatePlacementGroup(const PlacementGroupCreationOptions& options
   }
   PlacementGroup group;
   group.core_ = detail::CreatePlacementGroup(options.name, options.bundles,
-                                             StrategyName(options.strategy), options.detached);
+                                             options.strategy, options.detached);
   group.id_ = detail::PlacementGroupIdOf(group.core_);
   group.state_ = "PENDING";
   group.bundles_ = options.bundles.size();

@@ -96,7 +96,7 @@ class Runtime {
   // Placement groups (through the head).
   PlacementGroupPtr CreatePlacementGroup(const std::string& name,
                                          const std::vector<ResourceMap>& bundles,
-                                         const std::string& strategy, bool detached = false);
+                                         PlacementStrategy strategy, bool detached = false);
   PlacementGroupState WaitPlacementGroup(const PlacementGroupPtr& group, int64_t timeout_ms);
   // An object that becomes `ready_value` once the group is placed (an
   // Infeasible or PlacementGroupRemoved error if it never will be).

@@ -21,7 +21,17 @@ void ApplyPlacement(const Placement& p, protocol::RequestLeaseRequest* req) {
   req->placement_group_id = p.placement_group_id;
   req->bundle_index = p.bundle_index;
   req->group_visible_devices = p.group_visible_devices;
-  req->strategy = p.strategy;
+  switch (p.strategy) {
+    case StrategyKind::kDefault:
+      req->strategy = protocol::LeaseStrategy::kDefault;
+      break;
+    case StrategyKind::kSpread:
+      req->strategy = protocol::LeaseStrategy::kSpread;
+      break;
+    case StrategyKind::kNodeAffinity:
+      req->strategy = protocol::LeaseStrategy::kNodeAffinity;
+      break;
+  }
   req->affinity_node_id = p.affinity_node_id;
   req->affinity_soft = p.affinity_soft;
   req->label_selector = p.label_selector;

@@ -3,6 +3,8 @@
 
 #include <pybind11/pybind11.h>
 
+#include <string>
+
 #include "rayx/detail/runtime_api.h"
 
 namespace rayx::python {
@@ -26,6 +28,25 @@ struct PyPlacementGroup {
   detail::PlacementGroupPtr group;
 };
 
+
+// The user's names of strategies, converted at this edge. Each throws
+// ValueError naming the valid names for any other.
+inline PlacementStrategy ToPlacementStrategy(const std::string& s) {
+  if (s == "PACK") return PlacementStrategy::PACK;
+  if (s == "SPREAD") return PlacementStrategy::SPREAD;
+  if (s == "STRICT_PACK") return PlacementStrategy::STRICT_PACK;
+  if (s == "STRICT_SPREAD") return PlacementStrategy::STRICT_SPREAD;
+  throw pybind11::value_error("placement strategy " + s +
+                              ": use PACK, SPREAD, STRICT_PACK or STRICT_SPREAD");
+}
+// "" and "DEFAULT" name the default (hybrid) strategy.
+inline detail::StrategyKind ToStrategyKind(const std::string& s) {
+  if (s.empty() || s == "DEFAULT") return detail::StrategyKind::kDefault;
+  if (s == "SPREAD") return detail::StrategyKind::kSpread;
+  if (s == "NODE_AFFINITY") return detail::StrategyKind::kNodeAffinity;
+  throw pybind11::value_error("scheduling strategy " + s +
+                              ": use DEFAULT, SPREAD or NODE_AFFINITY");
+}
 
 // A new exception class `qualified_name` deriving from `base`, made once and
 // kept for the life of the process (never freed: it outlives the module).

@@ -31,6 +31,9 @@ using rayx::python::ObjectBuffer;
 using rayx::python::PyActor;
 using rayx::python::PyObjectRef;
 using rayx::python::PyPlacementGroup;
+using rayx::python::ToPlacementStrategy;
+using rayx::python::ToStrategyKind;
+using rayx::PlacementStrategy;
 
 namespace {
 
@@ -79,7 +82,7 @@ Placement ToPlacement(const py::dict& o) {
   Placement p;
   if (o.contains("placement_group_id")) p.placement_group_id = py::cast<std::string>(o["placement_group_id"]);
   if (o.contains("bundle_index")) p.bundle_index = py::cast<int32_t>(o["bundle_index"]);
-  if (o.contains("strategy")) p.strategy = py::cast<std::string>(o["strategy"]);
+  if (o.contains("strategy")) p.strategy = ToStrategyKind(py::cast<std::string>(o["strategy"]));
   if (o.contains("node_id")) p.affinity_node_id = py::cast<std::string>(o["node_id"]);
   if (o.contains("soft")) p.affinity_soft = py::cast<bool>(o["soft"]);
   if (o.contains("group_devices")) p.group_visible_devices = py::cast<bool>(o["group_devices"]);
@@ -521,8 +524,9 @@ PYBIND11_MODULE(_core, m) {
                                      const std::string& strategy, bool detached) {
     std::vector<ResourceMap> b;
     for (const auto& d : bundles) b.push_back(ToResources(d));
+    PlacementStrategy s = ToPlacementStrategy(strategy);
     py::gil_scoped_release release;
-    return PyPlacementGroup{CreatePlacementGroup(name, b, strategy, detached)};
+    return PyPlacementGroup{CreatePlacementGroup(name, b, s, detached)};
   });
   m.def("wait_placement_group", [](const PyPlacementGroup& pg, double timeout_s) {
     PlacementGroupState state;

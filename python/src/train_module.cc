@@ -32,15 +32,6 @@ py::object& InfeasibleType() {
   return ExceptionType(type, "rayx._core.train.Infeasible", PyExc_RuntimeError);
 }
 
-PlacementStrategy ToStrategy(const std::string& s) {
-  if (s == "PACK") return PlacementStrategy::PACK;
-  if (s == "SPREAD") return PlacementStrategy::SPREAD;
-  if (s == "STRICT_PACK") return PlacementStrategy::STRICT_PACK;
-  if (s == "STRICT_SPREAD") return PlacementStrategy::STRICT_SPREAD;
-  throw py::value_error("placement strategy " + s +
-                        ": use PACK, SPREAD, STRICT_PACK or STRICT_SPREAD");
-}
-
 py::dict RankToDict(const RankInfo& r) {
   py::dict d;
   d["rank"] = r.rank;
@@ -69,7 +60,7 @@ PyActorGroup CreateGroup(const std::vector<py::bytes>& args, int num_actors,
   for (const auto& a : args) spec.args.push_back(detail::Arg{std::string(a), nullptr});
   spec.options.num_actors = num_actors;
   spec.options.resources = ResourceMap(resources.begin(), resources.end());
-  spec.options.strategy = ToStrategy(strategy);
+  spec.options.strategy = ToPlacementStrategy(strategy);
   spec.options.collective = false;  // made below, with the trainer's own deadline
   spec.options.timeout_ms = timeout_ms;
   try {

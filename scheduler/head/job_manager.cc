@@ -71,7 +71,7 @@ Result<protocol::JobInfo> JobManager::Submit(const protocol::SubmitJobRequest& r
   for (const NodeId& node : nodes_.AliveInOrder()) {
     const NodeInfo* info = nodes_.FindAlive(node);
     if (info && info->is_head_node) {
-      lease.strategy = "NODE_AFFINITY";
+      lease.strategy = protocol::LeaseStrategy::kNodeAffinity;
       lease.affinity_node_id = node.Hex();
       lease.affinity_soft = true;
     }

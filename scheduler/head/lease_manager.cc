@@ -163,14 +163,13 @@ void LeaseManager::Request(const Owner& owner, const protocol::RequestLeaseReque
                                        "more than 1 must be a whole number of devices"));
     return;
   }
-  static const std::set<std::string> kStrategies = {"", "DEFAULT", "SPREAD", "NODE_AFFINITY"};
-  if (!kStrategies.count(req.strategy)) {
-    ReplyError(owner,
-               Status::InvalidArgument("unknown scheduling strategy '" + req.strategy +
-                                       "': use DEFAULT, SPREAD or NODE_AFFINITY"));
+  if (!protocol::IsKnown(req.strategy)) {  // decoding refuses these; an in-process caller may not
+    ReplyError(owner, Status::InvalidArgument("unknown scheduling strategy: use " +
+                                              protocol::NameList<protocol::LeaseStrategy>()));
     return;
   }
-  if (req.strategy == "NODE_AFFINITY" && !NodeId::FromHex(req.affinity_node_id).ok()) {
+  if (req.strategy == protocol::LeaseStrategy::kNodeAffinity &&
+      !NodeId::FromHex(req.affinity_node_id).ok()) {
     ReplyError(owner,
                Status::InvalidArgument("node affinity: '" + req.affinity_node_id.substr(0, 64) +
                                        "' is not a node id (the 32 hex digits `rayx list "
@@ -209,11 +208,17 @@ policy::SchedulingDecision LeaseManager::Decide(const protocol::RequestLeaseRequ
   policy::SchedulingRequest request;
   request.demand = req.resources;
   request.label_selector = req.label_selector;
-  if (req.strategy == "SPREAD") {
-    request.strategy = policy::SpreadStrategy{};
-  } else if (req.strategy == "NODE_AFFINITY") {
-    auto node = NodeId::FromHex(req.affinity_node_id);
-    if (node.ok()) request.strategy = policy::NodeAffinityStrategy{*node, req.affinity_soft};
+  switch (req.strategy) {
+    case protocol::LeaseStrategy::kDefault:
+      break;
+    case protocol::LeaseStrategy::kSpread:
+      request.strategy = policy::SpreadStrategy{};
+      break;
+    case protocol::LeaseStrategy::kNodeAffinity: {
+      auto node = NodeId::FromHex(req.affinity_node_id);
+      if (node.ok()) request.strategy = policy::NodeAffinityStrategy{*node, req.affinity_soft};
+      break;
+    }
   }
   return policy_.Schedule(nodes_.view(), request);
 }
@@ -259,7 +264,7 @@ bool LeaseManager::TryGrant(Pending& pending, std::optional<NodeId> decided) {
   }
   auto agent = agent_peers_.find(*node);
   Lease lease;
-  lease.lease_id = NodeId::FromRandom().Hex();
+  lease.lease_id = LeaseId::FromSecureRandom().Hex();  // a credential: not guessable
   lease.job_id = pending.req.job_id;
   lease.node = *node;
   lease.resources = pending.req.resources;

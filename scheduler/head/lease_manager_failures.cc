@@ -57,7 +57,8 @@ void LeaseManager::OnNodeDead(const NodeId& node, const std::string& why) {
       // run, an actor group) decides what to do with a group that lost a node.
       const auto& req = lease.request;
       bool pinned = lease.process || !req || !lease.group_id.empty() ||
-                    (req->strategy == "NODE_AFFINITY" && !req->affinity_soft);
+                    (req->strategy == protocol::LeaseStrategy::kNodeAffinity &&
+                     !req->affinity_soft);
       if (pinned) {
         ReplyError(lease.owner,
                    Status::Unavailable("the node chosen for this worker died before it started"));

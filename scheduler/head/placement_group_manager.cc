@@ -11,7 +11,22 @@ namespace rayx::scheduler {
 
 namespace {
 
-const std::set<std::string> kStrategies = {"PACK", "SPREAD", "STRICT_PACK", "STRICT_SPREAD"};
+using State = protocol::PlacementGroupState;
+using Strategy = protocol::PlacementStrategy;
+
+policy::PlacementStrategy ToPolicy(Strategy strategy) {
+  switch (strategy) {
+    case Strategy::kPack:
+      return policy::PlacementStrategy::kPack;
+    case Strategy::kSpread:
+      return policy::PlacementStrategy::kSpread;
+    case Strategy::kStrictPack:
+      return policy::PlacementStrategy::kStrictPack;
+    case Strategy::kStrictSpread:
+      return policy::PlacementStrategy::kStrictSpread;
+  }
+  return policy::PlacementStrategy::kPack;
+}
 
 std::string GroupShape(const protocol::PlacementGroupInfo& info) {
   // "[{GPU: 4} x 3]" for equal bundles, else each listed.
@@ -43,9 +58,9 @@ PlacementGroupManager::PlacementGroupManager(NodeTable& nodes, HeadOutbox& outbo
 
 Result<protocol::PlacementGroupInfo> PlacementGroupManager::Create(
     const protocol::CreatePlacementGroupRequest& req) {
-  if (!kStrategies.count(req.strategy)) {
-    return Status::InvalidArgument("unknown placement strategy '" + req.strategy +
-                                   "': use PACK, SPREAD, STRICT_PACK or STRICT_SPREAD");
+  if (!protocol::IsKnown(req.strategy)) {  // decoding refuses these; an in-process caller may not
+    return Status::InvalidArgument("unknown placement strategy: use " +
+                                   protocol::NameList<Strategy>());
   }
   if (req.bundles.empty()) {
     return Status::InvalidArgument("a placement group needs at least one bundle");
@@ -88,7 +103,7 @@ Result<protocol::PlacementGroupInfo> PlacementGroupManager::Create(
   group.info.strategy = req.strategy;
   group.info.bundles = req.bundles;
   group.info.detached = req.detached;
-  group.info.state = "PENDING";
+  group.info.state = State::kPending;
   group.label_selector = req.label_selector;
   std::string id = group.info.placement_group_id;
   auto& stored = groups_[id] = std::move(group);
@@ -98,9 +113,10 @@ Result<protocol::PlacementGroupInfo> PlacementGroupManager::Create(
   }
   // Routine creations and removals are not logged (rayx list shows them): a
   // log line each would cost more than placing the group.
-  if (stored.info.state != "CREATED") {
-    RAYX_LOG(Info) << "placement group " << id.substr(0, 8) << " " << stored.info.strategy << " "
-                   << GroupShape(stored.info) << ": " << stored.info.state << " ("
+  if (stored.info.state != State::kCreated) {
+    RAYX_LOG(Info) << "placement group " << id.substr(0, 8) << " "
+                   << protocol::Name(stored.info.strategy) << " " << GroupShape(stored.info)
+                   << ": " << protocol::Name(stored.info.state) << " ("
                    << stored.info.reason << ")";
   }
   return stored.info;
@@ -157,7 +173,7 @@ bool PlacementGroupManager::AcquireExact(const std::string& group_id, int32_t bu
 }
 
 void PlacementGroupManager::MarkCreated(Group& group) {
-  group.info.state = "CREATED";
+  group.info.state = State::kCreated;
   group.info.reason.clear();
   group.info.locations.clear();
   for (const Bundle& b : group.bundles) {
@@ -186,10 +202,10 @@ bool PlacementGroupManager::PlaceLost(Group& group) {
   if (lost.empty()) return true;
   // Where each lost bundle goes, decided before anything is taken.
   std::vector<NodeId> targets;
-  const std::string& strategy = group.info.strategy;
-  if (strategy == "STRICT_PACK") {
+  const Strategy strategy = group.info.strategy;
+  if (strategy == Strategy::kStrictPack) {
     targets.assign(lost.size(), *used.begin());  // every bundle on the survivors' node
-  } else if (strategy == "STRICT_SPREAD") {
+  } else if (strategy == Strategy::kStrictSpread) {
     // Distinct nodes that no surviving bundle uses, first fit in join order.
     std::set<NodeId> taken = used;
     for (size_t i : lost) {
@@ -211,8 +227,7 @@ bool PlacementGroupManager::PlaceLost(Group& group) {
     policy::PlacementGroupRequest request;
     for (size_t i : lost) request.bundles.push_back(group.info.bundles[i]);
     request.label_selector = group.label_selector;
-    request.strategy =
-        strategy == "SPREAD" ? policy::PlacementStrategy::kSpread : policy::PlacementStrategy::kPack;
+    request.strategy = ToPolicy(strategy);
     auto decision = policy_.Schedule(nodes_.view(), request);
     const auto* plan = std::get_if<policy::GroupScheduled>(&decision);
     if (plan == nullptr) return false;
@@ -237,7 +252,8 @@ bool PlacementGroupManager::TryPlace(Group& group, bool explain) {
     if (explain) {
       std::string reason = group.info.reason;
       Explain(group);
-      group.info.state = group.info.state == "INFEASIBLE" ? "INFEASIBLE" : "PENDING";
+      group.info.state =
+          group.info.state == State::kInfeasible ? State::kInfeasible : State::kPending;
       group.info.reason = reason + "; " + group.info.reason;
     }
     return false;
@@ -248,11 +264,7 @@ bool PlacementGroupManager::TryPlace(Group& group, bool explain) {
   policy::PlacementGroupRequest request;
   request.bundles = group.info.bundles;
   request.label_selector = group.label_selector;
-  const std::string& strategy = group.info.strategy;
-  request.strategy = strategy == "STRICT_PACK"     ? policy::PlacementStrategy::kStrictPack
-                     : strategy == "STRICT_SPREAD" ? policy::PlacementStrategy::kStrictSpread
-                     : strategy == "SPREAD"        ? policy::PlacementStrategy::kSpread
-                                                   : policy::PlacementStrategy::kPack;
+  request.strategy = ToPolicy(group.info.strategy);
   auto decision = policy_.Schedule(nodes_.view(), request);
   std::vector<Bundle> placed;
   bool ok = false;
@@ -282,7 +294,7 @@ bool PlacementGroupManager::TryPlace(Group& group, bool explain) {
 
 void PlacementGroupManager::Explain(Group& group) const {
   std::string why;
-  group.info.state = Infeasible(group, &why) ? "INFEASIBLE" : "PENDING";
+  group.info.state = Infeasible(group, &why) ? State::kInfeasible : State::kPending;
   group.info.reason = why.empty() ? BusyReason(group) : why;
 }
 
@@ -304,7 +316,7 @@ bool PlacementGroupManager::Infeasible(const Group& group, std::string* why) con
                  }();
     return true;
   }
-  if (group.info.strategy == "STRICT_PACK") {
+  if (group.info.strategy == Strategy::kStrictPack) {
     ResourceMap sum = Sum(bundles);
     if (!nodes_.AnyNodeCouldFit(sum, why)) {
       *why = "STRICT_PACK " + *why;
@@ -318,7 +330,7 @@ bool PlacementGroupManager::Infeasible(const Group& group, std::string* why) con
       return true;
     }
   }
-  if (group.info.strategy == "STRICT_SPREAD") {
+  if (group.info.strategy == Strategy::kStrictSpread) {
     size_t able = 0;
     for (const NodeId& id : order) {
       const NodeInfo* node = nodes_.FindAlive(id);
@@ -338,11 +350,13 @@ bool PlacementGroupManager::Infeasible(const Group& group, std::string* why) con
 std::string PlacementGroupManager::BusyReason(const Group& group) const {
   // "needs 2 nodes with {CPU: 2, GPU: 5} free each; 10.0.0.1 has {CPU: 8, GPU: 3} free, ..."
   const auto& bundles = group.info.bundles;
-  std::string need = group.info.strategy == "STRICT_PACK"
+  std::string need = group.info.strategy == Strategy::kStrictPack
                          ? "needs " + FormatResourceShape(Sum(bundles)) + " free on one node"
                          : "needs " + std::to_string(bundles.size()) + " bundle(s) " +
                                GroupShape(group.info) + " free" +
-                               (group.info.strategy == "STRICT_SPREAD" ? " on distinct nodes" : "");
+                               (group.info.strategy == Strategy::kStrictSpread
+                                    ? " on distinct nodes"
+                                    : "");
   std::string have;
   int shown = 0;
   auto order = nodes_.AliveInOrder();
@@ -389,9 +403,9 @@ void PlacementGroupManager::Wait(const std::string& peer, uint64_t request_id,
     return;
   }
   // An infeasible group may fit once the nodes of a restarted head rejoin.
-  bool may_fit = it->second.info.state == "INFEASIBLE" && nodes_.rejoining_count() > 0;
-  if ((it->second.info.state != "PENDING" && !may_fit) || timeout_ms <= 0) {
-    if (it->second.info.state != "CREATED") Explain(it->second);
+  bool may_fit = it->second.info.state == State::kInfeasible && nodes_.rejoining_count() > 0;
+  if ((it->second.info.state != State::kPending && !may_fit) || timeout_ms <= 0) {
+    if (it->second.info.state != State::kCreated) Explain(it->second);
     Answer(waiter, it->second.info);
     return;
   }
@@ -412,7 +426,7 @@ void PlacementGroupManager::AnswerWaiters(const std::string& group_id) {
   auto it = groups_.find(group_id);
   protocol::PlacementGroupInfo removed;
   removed.placement_group_id = group_id;
-  removed.state = "REMOVED";
+  removed.state = State::kRemoved;
   const protocol::PlacementGroupInfo& info = it == groups_.end() ? removed : it->second.info;
   std::erase_if(waiters_, [&](const Waiter& w) {
     if (w.group_id != group_id) return false;
@@ -426,7 +440,7 @@ void PlacementGroupManager::ExpireWaits(int64_t now_ms) {
     if (w.deadline_ms > now_ms) return false;
     auto it = groups_.find(w.group_id);
     if (it != groups_.end()) {
-      if (it->second.info.state != "CREATED") Explain(it->second);
+      if (it->second.info.state != State::kCreated) Explain(it->second);
       Answer(w, it->second.info);
     }
     return true;
@@ -448,7 +462,7 @@ void PlacementGroupManager::SchedulePending() {
   std::erase_if(pending_, [&](const std::string& id) {
     auto it = groups_.find(id);
     if (it == groups_.end()) return true;
-    std::string before = it->second.info.state;
+    State before = it->second.info.state;
     // Re-examined on every release: no O(nodes) explanation here.
     bool placed = TryPlace(it->second, /*explain=*/false);
     if (placed || it->second.info.state != before) AnswerWaiters(id);
@@ -569,9 +583,10 @@ void PlacementGroupManager::AddDemands(std::map<std::string, int>* pending,
   for (const auto& id : pending_) {
     auto it = groups_.find(id);
     if (it == groups_.end()) continue;
-    std::string key = "placement group " + it->second.info.strategy + " " +
+    std::string key = "placement group " +
+                      std::string(protocol::Name(it->second.info.strategy)) + " " +
                       GroupShape(it->second.info);
-    if (it->second.info.state == "INFEASIBLE") {
+    if (it->second.info.state == State::kInfeasible) {
       (*infeasible)[key] = it->second.info.reason;
     } else {
       ++(*pending)[key];

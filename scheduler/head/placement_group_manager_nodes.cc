@@ -9,6 +9,8 @@
 
 namespace rayx::scheduler {
 
+using State = protocol::PlacementGroupState;
+
 void PlacementGroupManager::Save(const Group& group) {
   if (!store_) return;
   StoredPlacementGroup stored;
@@ -50,7 +52,7 @@ void PlacementGroupManager::Restore(const std::vector<StoredPlacementGroup>& gro
     if (!any) group.bundles.clear();
     std::string id = group.info.placement_group_id;
     if (group.bundles.empty() || lost) {
-      if (group.info.state == "CREATED") group.info.state = "PENDING";
+      if (group.info.state == State::kCreated) group.info.state = State::kPending;
       pending_.push_back(id);
     }
     groups_[id] = std::move(group);
@@ -60,9 +62,9 @@ void PlacementGroupManager::Restore(const std::vector<StoredPlacementGroup>& gro
 void PlacementGroupManager::AfterRejoins() {
   std::erase_if(waiters_, [&](const Waiter& w) {
     auto it = groups_.find(w.group_id);
-    if (it == groups_.end() || it->second.info.state != "INFEASIBLE") return false;
+    if (it == groups_.end() || it->second.info.state != State::kInfeasible) return false;
     Explain(it->second);
-    if (it->second.info.state != "INFEASIBLE") return false;  // waits for resources
+    if (it->second.info.state != State::kInfeasible) return false;  // waits for resources
     Answer(w, it->second.info);
     return true;
   });
@@ -84,8 +86,8 @@ void PlacementGroupManager::OnNodeRejoined(const NodeId& node) {
         lost = true;
       }
     }
-    if (lost && group.info.state == "CREATED") {
-      group.info.state = "PENDING";
+    if (lost && group.info.state == State::kCreated) {
+      group.info.state = State::kPending;
       pending_.push_back(id);
       Save(group);
     }
@@ -112,8 +114,8 @@ void PlacementGroupManager::OnNodeDead(const NodeId& node) {
       group.bundles.clear();
       group.info.locations.clear();
     }
-    bool was_pending = group.info.state != "CREATED";
-    group.info.state = "PENDING";
+    bool was_pending = group.info.state != State::kCreated;
+    group.info.state = State::kPending;
     group.info.reason = "node " + node.Short() + " died with bundle(s) " + lost +
                         (survivors ? "; placing those again, the other bundles keep theirs"
                                    : "; placing the group again");

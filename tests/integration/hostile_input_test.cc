@@ -247,5 +247,42 @@ TEST(HostileInput, JobPackageGroupAndLogRequestsAreChecked) {
   EXPECT_TRUE(cluster.GetStatus().ok());
 }
 
+TEST(HostileInput, OutOfRangeEnumsAreRefusedAndTheHeadKeepsServing) {
+  auto started = LocalCluster::Start();
+  ASSERT_TRUE(started.ok()) << started.status();
+  auto& cluster = **started;
+  using protocol::MessageType;
+  auto type = [](MessageType t) { return static_cast<uint16_t>(t); };
+  RawPeer peer(cluster.address());
+  protocol::RegisterDriverRequest hello;
+  hello.token = cluster.token();
+  hello.rayx_version = kRayxVersion;
+  peer.Send({Envelope(type(MessageType::kRegisterDriverRequest), 1), protocol::Encode(hello)});
+  auto registered = peer.Receive(5000);
+  ASSERT_EQ(registered.size(), 2u);
+  auto driver = protocol::Decode<protocol::RegisterDriverReply>(registered[1]);
+  ASSERT_TRUE(driver.ok()) << driver.status();
+  protocol::CreatePlacementGroupRequest group;
+  group.job_id = driver->job_id;
+  group.bundles = {{{"CPU", 1}}};
+  group.strategy = static_cast<protocol::PlacementStrategy>(200);
+  ExpectErrorReply(peer, {Envelope(type(MessageType::kCreatePlacementGroupRequest), 2), protocol::Encode(group)},
+                   StatusCode::kInvalidArgument);
+  protocol::RequestLeaseRequest lease;
+  lease.job_id = driver->job_id;
+  lease.resources = {{"CPU", 1}};
+  lease.strategy = static_cast<protocol::LeaseStrategy>(3);
+  ExpectErrorReply(peer, {Envelope(type(MessageType::kRequestLeaseRequest), 3), protocol::Encode(lease)},
+                   StatusCode::kInvalidArgument);
+  // A well-formed group is still created.
+  group.strategy = protocol::PlacementStrategy::kPack;
+  peer.Send({Envelope(type(MessageType::kCreatePlacementGroupRequest), 4), protocol::Encode(group)});
+  auto reply = peer.Receive(5000);
+  ASSERT_EQ(reply.size(), 2u);
+  auto created = protocol::Decode<protocol::CreatePlacementGroupReply>(reply[1]);
+  ASSERT_TRUE(created.ok()) << created.status();
+  EXPECT_EQ(created->group.state, protocol::PlacementGroupState::kCreated);
+}
+
 }  // namespace
 }  // namespace rayx::testing

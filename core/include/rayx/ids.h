@@ -16,8 +16,9 @@ namespace rayx {
 namespace detail {
 // `bytes` random bytes as lowercase hex, from a per-thread generator seeded by the OS.
 std::string RandomHex(size_t bytes);
-// Like RandomHex, each byte from the operating system's entropy source: for
-// secrets (cluster tokens). Slower; ids use RandomHex.
+// Like RandomHex, every byte from the operating system's entropy source: for
+// secrets (cluster tokens) and ids that act as credentials (lease ids).
+// Slower; other ids use RandomHex.
 std::string SecureRandomHex(size_t bytes);
 bool IsLowerHex(std::string_view s);
 }  // namespace detail
@@ -31,6 +32,9 @@ class UniqueId {
 
   UniqueId() = default;
   static UniqueId FromRandom() { return UniqueId(detail::RandomHex(kBytes)); }
+  // From the operating system's entropy source: for ids that act as
+  // credentials (whoever knows a lease id may use or return the lease).
+  static UniqueId FromSecureRandom() { return UniqueId(detail::SecureRandomHex(kBytes)); }
   // Returns InvalidArgument unless `hex` is 32 lowercase hex digits.
   static Result<UniqueId> FromHex(std::string_view hex) {
     if (hex.size() != 2 * kBytes || !detail::IsLowerHex(hex)) {
@@ -56,6 +60,9 @@ class UniqueId {
 
 struct NodeIdTag {};
 using NodeId = UniqueId<NodeIdTag>;
+// A worker or process lease the head granted. Minted with FromSecureRandom.
+struct LeaseIdTag {};
+using LeaseId = UniqueId<LeaseIdTag>;
 
 }  // namespace rayx
 

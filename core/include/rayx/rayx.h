@@ -206,12 +206,14 @@ struct FunctionTraits<R (C::*)(A...) const> {
 
 namespace detail {
 inline void ApplyStrategy(const SchedulingStrategy& strategy, Placement* placement) {
-  placement->strategy.clear();
+  placement->strategy = StrategyKind::kDefault;
   placement->affinity_node_id.clear();
   placement->affinity_soft = false;
-  if (std::holds_alternative<SpreadSchedulingStrategy>(strategy)) placement->strategy = "SPREAD";
+  if (std::holds_alternative<SpreadSchedulingStrategy>(strategy)) {
+    placement->strategy = StrategyKind::kSpread;
+  }
   if (const auto* a = std::get_if<NodeAffinitySchedulingStrategy>(&strategy)) {
-    placement->strategy = "NODE_AFFINITY";
+    placement->strategy = StrategyKind::kNodeAffinity;
     placement->affinity_node_id = a->node_id;
     placement->affinity_soft = a->soft;
   }

@@ -13,7 +13,9 @@ inline constexpr const char* kRayxVersion = "0.1.0";
 // 2: batched task calls and results (PushTasksRequest/Reply) replace PushTask.
 // 3: agents report workers' own exits and construct a detached actor the head
 //    restarts (StartWorkerRequest::init); collective group watches (120-124).
-inline constexpr uint32_t kProtocolVersion = 3;
+// 4: scheduling strategies and placement group states travel as numbers
+//    (protocol/enums.h) instead of names.
+inline constexpr uint32_t kProtocolVersion = 4;
 
 // The head's default port, as in `rayx start --head`.
 inline constexpr uint16_t kDefaultHeadPort = 6380;

@@ -7,6 +7,8 @@
 #include <random>
 #include <string>
 
+#include "protocol/placement_messages.h"
+
 namespace rayx::protocol {
 namespace {
 
@@ -315,6 +317,56 @@ TEST(Decode, RejectsWrongShapedValues) {
   // Non-string keys.
   std::map<int, int> int_keys = {{1, 2}};
   ExpectInvalid<Envelope>(Encode(int_keys), "expected fields");
+}
+
+TEST(WireEnums, TravelAsNumbersAndRoundTrip) {
+  CreatePlacementGroupRequest req;
+  req.strategy = PlacementStrategy::kStrictSpread;
+  EXPECT_EQ(RoundTrip(req).strategy, PlacementStrategy::kStrictSpread);
+  std::map<std::string, uint8_t> wire = {{"strategy", 3}};
+  EXPECT_EQ(Encode(req).find("STRICT"), std::string::npos) << "a number, not the name";
+  auto decoded = Decode<CreatePlacementGroupRequest>(Encode(wire));
+  ASSERT_TRUE(decoded.ok()) << decoded.status();
+  EXPECT_EQ(decoded->strategy, PlacementStrategy::kStrictSpread);
+  PlacementGroupInfo info;
+  info.state = PlacementGroupState::kInfeasible;
+  EXPECT_EQ(RoundTrip(info).state, PlacementGroupState::kInfeasible);
+  RequestLeaseRequest lease;
+  lease.strategy = LeaseStrategy::kNodeAffinity;
+  EXPECT_EQ(RoundTrip(lease).strategy, LeaseStrategy::kNodeAffinity);
+}
+
+TEST(WireEnums, OutOfRangeValuesAreRefusedNamingTheRange) {
+  ExpectInvalid<CreatePlacementGroupRequest>(
+      Encode(std::map<std::string, uint64_t>{{"strategy", 4}}),
+      "placement strategy 4 is not one of 0..3");
+  ExpectInvalid<PlacementGroupInfo>(Encode(std::map<std::string, uint64_t>{{"state", 1u << 20}}),
+                                    "placement group state 1048576 is not one of 0..3");
+  ExpectInvalid<RequestLeaseRequest>(Encode(std::map<std::string, int64_t>{{"strategy", -1}}),
+                                     "scheduling strategy is not a number from 0 to 2");
+  ExpectInvalid<RequestLeaseRequest>(
+      Encode(std::map<std::string, std::string>{{"strategy", "EVERYWHERE"}}),
+      "unknown scheduling strategy 'EVERYWHERE': use DEFAULT, SPREAD or NODE_AFFINITY");
+}
+
+TEST(WireEnums, NamesFromStateFilesBeforeProtocol4AreAccepted) {
+  auto group = Decode<PlacementGroupInfo>(Encode(std::map<std::string, std::string>{
+      {"strategy", "STRICT_PACK"}, {"state", "CREATED"}}));
+  ASSERT_TRUE(group.ok()) << group.status();
+  EXPECT_EQ(group->strategy, PlacementStrategy::kStrictPack);
+  EXPECT_EQ(group->state, PlacementGroupState::kCreated);
+  auto lease = Decode<RequestLeaseRequest>(Encode(std::map<std::string, std::string>{{"strategy", ""}}));
+  ASSERT_TRUE(lease.ok()) << lease.status();
+  EXPECT_EQ(lease->strategy, LeaseStrategy::kDefault);
+}
+
+TEST(WireEnums, ParseNamesTheValidNames) {
+  EXPECT_EQ(*Parse<PlacementStrategy>("SPREAD"), PlacementStrategy::kSpread);
+  EXPECT_EQ(Name(PlacementGroupState::kRemoved), "REMOVED");
+  auto bad = Parse<PlacementStrategy>("SCATTER");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().message(),
+            "unknown placement strategy 'SCATTER': use PACK, SPREAD, STRICT_PACK or STRICT_SPREAD");
 }
 
 TEST(Decode, RejectsOversizedFrame) {

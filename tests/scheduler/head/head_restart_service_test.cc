@@ -31,7 +31,7 @@ TEST_F(HeadRestartTest, ANodeRejoinsAsItselfWithItsLiveLeasesAndTheRestIsStillTh
   pg.bundles = {{{"CPU", 1}, {"GPU", 1}}};
   pg.detached = true;
   auto group = Call<protocol::CreatePlacementGroupReply>(pg, kDriver, 4).group;
-  ASSERT_EQ(group.state, "CREATED");
+  ASSERT_EQ(group.state, protocol::PlacementGroupState::kCreated);
   int group_gpu = group.locations.at(0).gpu_ids.at(0);
   // A detached named actor outside the group, holding the other GPU.
   auto grant = Lease(job, {{"GPU", 1}});
@@ -103,7 +103,7 @@ TEST_F(HeadRestartTest, ANodeRejoinsAsItselfWithItsLiveLeasesAndTheRestIsStillTh
   // is the head's again (returning it frees its device for new work).
   auto listed = Call<protocol::ListStateReply>(protocol::ListStateRequest{kToken}, "cli", 18);
   ASSERT_EQ(listed.placement_groups.size(), 1u);
-  EXPECT_EQ(listed.placement_groups[0].state, "CREATED");
+  EXPECT_EQ(listed.placement_groups[0].state, protocol::PlacementGroupState::kCreated);
   EXPECT_EQ(listed.leases.size(), 2u);
   protocol::ReturnLeaseRequest give_back;
   give_back.lease_id = grant.lease_id;
@@ -215,7 +215,7 @@ TEST_F(HeadRestartTest, RequestsBeforeTheNodesRejoinWaitForThem) {
     }
     if (s.type == static_cast<uint16_t>(MessageType::kWaitPlacementGroupReply) && s.id == 7) {
       auto reply = protocol::Decode<protocol::WaitPlacementGroupReply>(s.body);
-      placed = reply.ok() && reply->group.state == "CREATED";
+      placed = reply.ok() && reply->group.state == protocol::PlacementGroupState::kCreated;
     }
   }
   EXPECT_TRUE(refused) << "the 8-GPU request is refused once every node is back";

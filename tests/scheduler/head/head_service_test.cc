@@ -204,6 +204,27 @@ TEST_F(HeadServiceTest, GarbageBodyWithValidEnvelopeIsInvalidArgument) {
   EXPECT_EQ(service_.rejected_count(), 2u);
 }
 
+TEST_F(HeadServiceTest, OutOfRangeEnumFromRegisteredPeerIsInvalidArgument) {
+  Register();
+  protocol::CreatePlacementGroupRequest group;
+  group.job_id = "job-1";
+  group.bundles = {{{"CPU", 1}}};
+  group.strategy = static_cast<protocol::PlacementStrategy>(9);  // no rayx sends this
+  auto err = CallError(transport::MakeMessage(group, 14), 14);
+  EXPECT_EQ(err.code, static_cast<uint8_t>(StatusCode::kInvalidArgument));
+  EXPECT_NE(err.message.find("placement strategy 9 is not one of 0..3"), std::string::npos)
+      << err.message;
+  protocol::RequestLeaseRequest lease;
+  lease.job_id = "job-1";
+  lease.resources = {{"CPU", 1}};
+  lease.strategy = static_cast<protocol::LeaseStrategy>(200);
+  err = CallError(transport::MakeMessage(lease, 15), 15);
+  EXPECT_EQ(err.code, static_cast<uint8_t>(StatusCode::kInvalidArgument));
+  EXPECT_NE(err.message.find("scheduling strategy 200 is not one of 0..2"), std::string::npos)
+      << err.message;
+  EXPECT_EQ(QueryStatus().AliveNodeCount(), 1u);  // still serving
+}
+
 TEST_F(HeadServiceTest, OneFrameMessageIsDropped) {
   Frames frames = transport::MakeMessage(Hello(), 1);
   frames.pop_back();
@@ -349,7 +370,7 @@ TEST_F(HeadServiceTest, AgentMessagesOfAnotherIncarnationAreRefused) {
   lease.job_id = job->job_id;
   lease.resources = {{"CPU", 1}};
   lease.executable = "/bin/true";
-  lease.strategy = "NODE_AFFINITY";
+  lease.strategy = protocol::LeaseStrategy::kNodeAffinity;
   lease.affinity_node_id = node.node_id.Hex();
   Frames request = transport::MakeMessage(lease, 3);
   EXPECT_FALSE(service_.Handle(request, "tcp://driver").has_value());

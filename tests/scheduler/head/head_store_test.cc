@@ -68,9 +68,9 @@ TEST_F(HeadStoreTest, WhatWasWrittenIsReadBackAfterReopening) {
     store->PutActor(actor);
     StoredPlacementGroup group;
     group.info.placement_group_id = "pg1";
-    group.info.strategy = "STRICT_SPREAD";
+    group.info.strategy = protocol::PlacementStrategy::kStrictSpread;
     group.info.bundles = {{{"GPU", 1}}, {{"GPU", 1}}};
-    group.info.state = "CREATED";
+    group.info.state = protocol::PlacementGroupState::kCreated;
     group.bundles = {{kept.node_id.Hex(), {1}}, {"", {}}};
     store->PutPlacementGroup(group);
     store->PutJob({"job1", false});
@@ -122,7 +122,7 @@ TEST_F(HeadStoreTest, WhatWasWrittenIsReadBackAfterReopening) {
   EXPECT_TRUE(state->actors[0].detached);
   EXPECT_EQ(state->actors[0].worker_address, "tcp://10.0.0.1:5000");
   ASSERT_EQ(state->placement_groups.size(), 1u);
-  EXPECT_EQ(state->placement_groups[0].info.strategy, "STRICT_SPREAD");
+  EXPECT_EQ(state->placement_groups[0].info.strategy, protocol::PlacementStrategy::kStrictSpread);
   ASSERT_EQ(state->placement_groups[0].bundles.size(), 2u);
   EXPECT_EQ(state->placement_groups[0].bundles[0].node_id, kept.node_id.Hex());
   EXPECT_EQ(state->placement_groups[0].bundles[0].devices, std::vector<int>{1});

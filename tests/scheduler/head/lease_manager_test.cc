@@ -876,7 +876,7 @@ TEST_F(LeaseManagerTest, NodeDeathDropsItsLeasesAndRequeuesNotYetStartedRequests
   leases_.RequestLease("starter", 3, Shape(job, {{"CPU", 1}}));
   uint64_t start_id = TakeStart("agent-10.0.0.2");
   auto pinned = Shape(job, {{"CPU", 1}});
-  pinned.strategy = "NODE_AFFINITY";
+  pinned.strategy = protocol::LeaseStrategy::kNodeAffinity;
   pinned.affinity_node_id = dying.Hex();
   leases_.RequestLease("pinned", 4, pinned);
   (void)TakeStart("agent-10.0.0.2");

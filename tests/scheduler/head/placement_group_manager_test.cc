@@ -14,6 +14,8 @@ namespace rayx::scheduler {
 namespace {
 
 using Kind = RecordingOutbox::Kind;
+using State = protocol::PlacementGroupState;
+using Strategy = protocol::PlacementStrategy;
 constexpr int64_t kT0 = 10'000;
 
 class PlacementGroupManagerTest : public ::testing::Test {
@@ -34,10 +36,10 @@ class PlacementGroupManagerTest : public ::testing::Test {
   }
 
   protocol::PlacementGroupInfo Create(std::vector<ResourceMap> bundles,
-                                      std::string strategy = "PACK") {
+                                      Strategy strategy = Strategy::kPack) {
     protocol::CreatePlacementGroupRequest req;
     req.job_id = "job-1";
-    req.strategy = std::move(strategy);
+    req.strategy = strategy;
     req.bundles = std::move(bundles);
     auto group = groups_.Create(req);
     EXPECT_TRUE(group.ok()) << group.status();
@@ -64,49 +66,49 @@ class PlacementGroupManagerTest : public ::testing::Test {
 TEST_F(PlacementGroupManagerTest, GroupThatFitsIsCreatedAndWaitIsAnsweredAtOnce) {
   NodeId node = AddNode({{"CPU", 4}});
   auto group = Create({{{"CPU", 1}}, {{"CPU", 2}}});
-  EXPECT_EQ(group.state, "CREATED");
+  EXPECT_EQ(group.state, State::kCreated);
   ASSERT_EQ(group.locations.size(), 2u);
   EXPECT_EQ(group.locations[0].node_id, node.Hex());
   groups_.Wait("driver", 5, group.placement_group_id, 1000, kT0);
-  EXPECT_EQ(TakeWaitAnswer(5).state, "CREATED");
+  EXPECT_EQ(TakeWaitAnswer(5).state, State::kCreated);
 }
 
 TEST_F(PlacementGroupManagerTest, PendingGroupWaitIsAnsweredWhenResourcesFree) {
   NodeId node = AddNode({{"CPU", 2}});
   auto first = Create({{{"CPU", 2}}});
-  ASSERT_EQ(first.state, "CREATED");
+  ASSERT_EQ(first.state, State::kCreated);
   auto second = Create({{{"CPU", 2}}});
-  EXPECT_EQ(second.state, "PENDING");
+  EXPECT_EQ(second.state, State::kPending);
   groups_.Wait("driver", 6, second.placement_group_id, 5000, kT0);
   EXPECT_TRUE(outbox_.Take().empty());
   ASSERT_TRUE(groups_.Remove(first.placement_group_id));
   groups_.SchedulePending();
   auto answered = TakeWaitAnswer(6);
-  EXPECT_EQ(answered.state, "CREATED");
+  EXPECT_EQ(answered.state, State::kCreated);
   EXPECT_EQ(answered.locations.at(0).node_id, node.Hex());
 }
 
 TEST_F(PlacementGroupManagerTest, PendingGroupWaitTimesOutWithTheReason) {
   AddNode({{"CPU", 1}});
-  ASSERT_EQ(Create({{{"CPU", 1}}}).state, "CREATED");
+  ASSERT_EQ(Create({{{"CPU", 1}}}).state, State::kCreated);
   auto waiting = Create({{{"CPU", 1}}});
-  ASSERT_EQ(waiting.state, "PENDING");
+  ASSERT_EQ(waiting.state, State::kPending);
   groups_.Wait("driver", 7, waiting.placement_group_id, 500, kT0);
   groups_.ExpireWaits(kT0 + 499);
   EXPECT_TRUE(outbox_.Take().empty());
   groups_.ExpireWaits(kT0 + 500);
   auto answered = TakeWaitAnswer(7);
-  EXPECT_EQ(answered.state, "PENDING");
+  EXPECT_EQ(answered.state, State::kPending);
   EXPECT_FALSE(answered.reason.empty());
 }
 
 TEST_F(PlacementGroupManagerTest, InfeasibleGroupIsAnsweredAtOnceWithTheReason) {
   AddNode({{"CPU", 2}});
   auto group = Create({{{"CPU", 8}}});
-  EXPECT_EQ(group.state, "INFEASIBLE");
+  EXPECT_EQ(group.state, State::kInfeasible);
   groups_.Wait("driver", 8, group.placement_group_id, 5000, kT0);
   auto answered = TakeWaitAnswer(8);
-  EXPECT_EQ(answered.state, "INFEASIBLE");
+  EXPECT_EQ(answered.state, State::kInfeasible);
   EXPECT_FALSE(answered.reason.empty());
 }
 
@@ -123,7 +125,7 @@ TEST_F(PlacementGroupManagerTest, UnknownStrategyIsInvalidArgument) {
   AddNode({{"CPU", 2}});
   protocol::CreatePlacementGroupRequest req;
   req.job_id = "job-1";
-  req.strategy = "SCATTER";
+  req.strategy = static_cast<Strategy>(9);  // what decoding would refuse
   req.bundles = {{{"CPU", 1}}};
   EXPECT_EQ(groups_.Create(req).status().code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(groups_.size(), 0u);
@@ -136,8 +138,8 @@ TEST_F(PlacementGroupManagerTest, UnknownStrategyIsInvalidArgument) {
 TEST_F(PlacementGroupManagerTest, ANodeDeathReplacesOnlyTheBundlesItHeld) {
   NodeId a = AddNode({{"CPU", 4}, {"GPU", 2}});
   NodeId b = AddNode({{"CPU", 4}, {"GPU", 2}});
-  auto group = Create({{{"GPU", 1}}, {{"GPU", 1}}, {{"GPU", 1}}}, "SPREAD");
-  ASSERT_EQ(group.state, "CREATED");
+  auto group = Create({{{"GPU", 1}}, {{"GPU", 1}}, {{"GPU", 1}}}, Strategy::kSpread);
+  ASSERT_EQ(group.state, State::kCreated);
   const std::string id = group.placement_group_id;
   // A lease runs in every bundle.
   std::vector<PlacementGroupManager::BundleGrant> leases;
@@ -161,7 +163,7 @@ TEST_F(PlacementGroupManagerTest, ANodeDeathReplacesOnlyTheBundlesItHeld) {
   groups_.OnNodeDead(dying);
   const auto* info = groups_.Find(id);
   ASSERT_NE(info, nullptr);
-  EXPECT_EQ(info->state, "PENDING");
+  EXPECT_EQ(info->state, State::kPending);
   EXPECT_NE(info->reason.find("the other bundles keep theirs"), std::string::npos) << info->reason;
   // The survivors' reservations were not given back to the node.
   EXPECT_EQ(nodes_.FindAlive(surviving)->available.at("GPU"), free_before);
@@ -175,7 +177,7 @@ TEST_F(PlacementGroupManagerTest, ANodeDeathReplacesOnlyTheBundlesItHeld) {
   NodeId c = AddNode({{"CPU", 4}, {"GPU", 2}});
   groups_.SchedulePending();
   info = groups_.Find(id);
-  ASSERT_EQ(info->state, "CREATED");
+  ASSERT_EQ(info->state, State::kCreated);
   for (const auto& l : kept) {
     EXPECT_EQ(info->locations[static_cast<size_t>(l.bundle_index)].node_id, surviving.Hex());
     EXPECT_EQ(info->locations[static_cast<size_t>(l.bundle_index)].gpu_ids, l.gpu_ids);
@@ -194,17 +196,17 @@ TEST_F(PlacementGroupManagerTest, ANodeDeathReplacesOnlyTheBundlesItHeld) {
 TEST_F(PlacementGroupManagerTest, LostStrictSpreadBundlesAvoidTheSurvivorsNodes) {
   NodeId a = AddNode({{"CPU", 2}});
   NodeId b = AddNode({{"CPU", 2}});
-  auto group = Create({{{"CPU", 1}}, {{"CPU", 1}}}, "STRICT_SPREAD");
-  ASSERT_EQ(group.state, "CREATED");
+  auto group = Create({{{"CPU", 1}}, {{"CPU", 1}}}, Strategy::kStrictSpread);
+  ASSERT_EQ(group.state, State::kCreated);
   ASSERT_TRUE(nodes_.MarkDead(b, "test"));
   groups_.OnNodeDead(b);
   // a has room, but already holds a bundle of the group.
   groups_.SchedulePending();
-  EXPECT_EQ(groups_.Find(group.placement_group_id)->state, "PENDING");
+  EXPECT_EQ(groups_.Find(group.placement_group_id)->state, State::kPending);
   NodeId c = AddNode({{"CPU", 2}});
   groups_.SchedulePending();
   const auto* info = groups_.Find(group.placement_group_id);
-  ASSERT_EQ(info->state, "CREATED");
+  ASSERT_EQ(info->state, State::kCreated);
   std::set<std::string> where = {info->locations[0].node_id, info->locations[1].node_id};
   EXPECT_EQ(where, (std::set<std::string>{a.Hex(), c.Hex()}));
   EXPECT_TRUE(groups_.Remove(group.placement_group_id));
@@ -212,10 +214,10 @@ TEST_F(PlacementGroupManagerTest, LostStrictSpreadBundlesAvoidTheSurvivorsNodes)
 
 TEST_F(PlacementGroupManagerTest, AGroupThatLostEveryBundleIsPlacedAgainWhole) {
   NodeId a = AddNode({{"CPU", 2}});
-  auto group = Create({{{"CPU", 1}}, {{"CPU", 1}}}, "STRICT_PACK");
-  ASSERT_EQ(group.state, "CREATED");
+  auto group = Create({{{"CPU", 1}}, {{"CPU", 1}}}, Strategy::kStrictPack);
+  ASSERT_EQ(group.state, State::kCreated);
   groups_.Wait("driver", 9, group.placement_group_id, 100000, kT0);
-  EXPECT_EQ(TakeWaitAnswer(9).state, "CREATED");
+  EXPECT_EQ(TakeWaitAnswer(9).state, State::kCreated);
   ASSERT_TRUE(nodes_.MarkDead(a, "test"));
   groups_.OnNodeDead(a);
   groups_.Wait("driver", 10, group.placement_group_id, 100000, kT0);
@@ -223,7 +225,7 @@ TEST_F(PlacementGroupManagerTest, AGroupThatLostEveryBundleIsPlacedAgainWhole) {
   NodeId b = AddNode({{"CPU", 2}});
   groups_.SchedulePending();
   auto placed = TakeWaitAnswer(10);
-  EXPECT_EQ(placed.state, "CREATED");
+  EXPECT_EQ(placed.state, State::kCreated);
   EXPECT_EQ(placed.locations[0].node_id, b.Hex());
   EXPECT_EQ(placed.locations[1].node_id, b.Hex());
   EXPECT_TRUE(groups_.Remove(group.placement_group_id));

@@ -10,6 +10,7 @@
 #include <string_view>
 #include <vector>
 
+#include "rayx/placement_group.h"
 #include "rayx/resources.h"
 
 namespace rayx::detail {
@@ -26,13 +27,16 @@ struct Arg {
   ObjectHandle ref;
 };
 
+// The kinds of SchedulingStrategy (rayx/placement_group.h).
+enum class StrategyKind { kDefault, kSpread, kNodeAffinity };
+
 // Where a call's worker goes: a placement group's bundle, or a strategy.
 struct Placement {
   std::string placement_group_id;
   int32_t bundle_index = -1;         // -1: any bundle of the group
   bool group_visible_devices = false;
-  std::string strategy;              // "", "SPREAD" or "NODE_AFFINITY"
-  std::string affinity_node_id;
+  StrategyKind strategy = StrategyKind::kDefault;
+  std::string affinity_node_id;      // for kNodeAffinity
   bool affinity_soft = false;
   LabelMap label_selector;
   // The worker's program, when not this process's own (a call into another
@@ -41,7 +45,8 @@ struct Placement {
   std::vector<std::string> worker_args;
   std::map<std::string, std::string> worker_env;
   bool empty() const {
-    return placement_group_id.empty() && strategy.empty() && label_selector.empty() &&
+    return placement_group_id.empty() && strategy == StrategyKind::kDefault &&
+           label_selector.empty() &&
            worker_executable.empty();
   }
   // Distinguishes worker pools: calls with different placements never share.
@@ -80,7 +85,8 @@ struct ActorOptions {
   int max_task_retries = 0;
 };
 
-// A placement group as the head last reported it.
+// A placement group as the head last reported it. `state`: PENDING, CREATED,
+// INFEASIBLE or REMOVED (the names users see).
 struct PlacementGroupState {
   std::string id, state, reason;
 };
@@ -90,7 +96,7 @@ using PlacementGroupPtr = std::shared_ptr<PlacementGroupCore>;
 // Sends the creation without waiting for the head (the id is chosen here).
 PlacementGroupPtr CreatePlacementGroup(const std::string& name,
                                        const std::vector<ResourceMap>& bundles,
-                                       const std::string& strategy, bool detached = false);
+                                       PlacementStrategy strategy, bool detached = false);
 const std::string& PlacementGroupIdOf(const PlacementGroupPtr& group);
 // Waits for the creation's answer, then (when pending) up to `timeout_ms` for
 // the group to be placed.

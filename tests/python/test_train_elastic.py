@@ -61,8 +61,10 @@ def test_an_elastic_run_grows_when_a_node_joins(tmp_path):
                    "the run's first rank in its loop")
         assert driver.poll() is None, driver.communicate()
         # Its missing rank is the cluster's pending demand.
+        # (This cluster's address: the suite's own cluster is in RAYX_ADDRESS.)
         wait_until(lambda: "placement group PACK [{CPU: 1} x 1]: 1 pending" in
-                   run_cli("status", temp_dir=temp_dir).stdout, 10,
+                   run_cli("status", "--address", session["address"], "--token",
+                           session["token"], temp_dir=temp_dir).stdout, 10,
                    "`rayx status` to show the run's missing worker under Demands")
         # A node joins: the run has room for its second rank.
         run_cli("start", "--address", session["address"], "--token", session["token"],

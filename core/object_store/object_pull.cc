@@ -12,6 +12,8 @@
 #include <chrono>
 #include <cstring>
 
+#include <zmq.hpp>
+
 #include "transport/message.h"
 
 namespace rayx {

@@ -4,10 +4,9 @@
 #include <cstdint>
 #include <string>
 
-#include <zmq.hpp>
-
 #include "protocol/messages.h"
 #include "rayx/status.h"
+#include "transport/zmq_fwd.h"
 
 namespace rayx {
 

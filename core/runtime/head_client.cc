@@ -2,7 +2,11 @@
 #include "runtime/head_client.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
+#include <future>
+
+#include <boost/asio/post.hpp>
 
 #include "common/logging.h"
 #include "rayx/ids.h"
@@ -87,6 +91,48 @@ void HeadClient::OnConnectionEvent(Frames& frames) {
   protocol::DriverHeartbeatRequest probe;
   probe.job_id = registration_->job_id;
   Call<protocol::DriverHeartbeatReply>(probe, [](Result<protocol::DriverHeartbeatReply>) {});
+}
+
+void HeadClient::CallEncoded(uint16_t type, std::string body, uint16_t reply_type,
+                             std::function<void(Result<std::string>)> done) {
+  uint64_t id = NextRequestId();
+  protocol::Envelope env;
+  env.t = type;
+  env.id = id;
+  Frames frames;
+  frames.push_back(transport::MakeFrame(protocol::Encode(env)));
+  frames.push_back(transport::MakeFrame(body));
+  // Heartbeats and the registration itself are not sent again after a head
+  // restart (Reregister sends its own registration).
+  bool resend = type != static_cast<uint16_t>(MessageType::kDriverHeartbeatRequest) &&
+                type != static_cast<uint16_t>(MessageType::kRegisterDriverRequest);
+  Send(
+      id, frames,
+      [reply_type, done = std::move(done)](Result<RawReply> raw) {
+        if (!raw.ok()) return done(raw.status());
+        if (raw->first != reply_type) {
+          return done(
+              Status::Internal("unexpected reply " + protocol::MessageTypeName(raw->first)));
+        }
+        done(std::move(raw->second));
+      },
+      resend);
+}
+
+Result<std::string> HeadClient::CallSyncEncoded(uint16_t type, std::string body,
+                                                uint16_t reply_type, int64_t timeout_ms) {
+  auto promise = std::make_shared<std::promise<Result<std::string>>>();
+  auto future = promise->get_future();
+  boost::asio::post(io_, [this, type, body = std::move(body), reply_type, promise]() mutable {
+    CallEncoded(type, std::move(body), reply_type,
+                [promise](Result<std::string> r) { promise->set_value(std::move(r)); });
+  });
+  if (future.wait_for(std::chrono::milliseconds(timeout_ms)) != std::future_status::ready) {
+    return Status::Unavailable("the head at " + head_.ToString() + " did not answer within " +
+                               std::to_string(timeout_ms / 1000) +
+                               " s: is the cluster running (rayx status)?");
+  }
+  return future.get();
 }
 
 void HeadClient::Send(uint64_t id, Frames& frames, RawCallback done, bool resend) {

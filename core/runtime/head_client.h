@@ -2,10 +2,8 @@
 #pragma once
 
 #include <atomic>
-#include <chrono>
 #include <cstdint>
 #include <functional>
-#include <future>
 #include <memory>
 #include <optional>
 #include <string>
@@ -78,6 +76,14 @@ class HeadClient final : public LeaseClient {
   // REQUIRES: not on the I/O thread (it would wait on itself).
   template <typename Reply, typename Request>
   Result<Reply> CallSync(const Request& request, int64_t timeout_ms);
+  // Call and CallSync with the request already encoded: `body` is a message of
+  // type `type`, and the answer is the body of a reply of type `reply_type`
+  // (Internal for a reply of another type). For callers that should not see
+  // this header's templates (the Runtime facade).
+  void CallEncoded(uint16_t type, std::string body, uint16_t reply_type,
+                   std::function<void(Result<std::string>)> done);
+  Result<std::string> CallSyncEncoded(uint16_t type, std::string body, uint16_t reply_type,
+                                      int64_t timeout_ms);
 
   // Runs `handler` (on the I/O thread) for each LeasesLostNotice: the head
   // declared the node of some of this process's leases dead.
@@ -166,36 +172,21 @@ class HeadClient final : public LeaseClient {
 
 template <typename Reply, typename Request>
 void HeadClient::Call(const Request& request, std::function<void(Result<Reply>)> done) {
-  uint64_t id = NextRequestId();
-  transport::Frames frames = transport::MakeMessage(request, id);
-  bool resend = Request::kType != protocol::MessageType::kDriverHeartbeatRequest &&
-                Request::kType != protocol::MessageType::kRegisterDriverRequest;
-  Send(
-      id, frames,
-      [done = std::move(done)](Result<RawReply> raw) {
-        if (!raw.ok()) return done(raw.status());
-        if (raw->first != static_cast<uint16_t>(Reply::kType)) {
-          return done(
-              Status::Internal("unexpected reply " + protocol::MessageTypeName(raw->first)));
-        }
-        done(protocol::Decode<Reply>(raw->second));
-      },
-      resend);
+  CallEncoded(static_cast<uint16_t>(Request::kType), protocol::Encode(request),
+              static_cast<uint16_t>(Reply::kType),
+              [done = std::move(done)](Result<std::string> body) {
+                if (!body.ok()) return done(body.status());
+                done(protocol::Decode<Reply>(*body));
+              });
 }
 
 template <typename Reply, typename Request>
 Result<Reply> HeadClient::CallSync(const Request& request, int64_t timeout_ms) {
-  auto promise = std::make_shared<std::promise<Result<Reply>>>();
-  auto future = promise->get_future();
-  boost::asio::post(io_, [this, request, promise] {
-    Call<Reply>(request, [promise](Result<Reply> r) { promise->set_value(std::move(r)); });
-  });
-  if (future.wait_for(std::chrono::milliseconds(timeout_ms)) != std::future_status::ready) {
-    return Status::Unavailable("the head at " + head_.ToString() + " did not answer within " +
-                               std::to_string(timeout_ms / 1000) +
-                               " s: is the cluster running (rayx status)?");
-  }
-  return future.get();
+  Result<std::string> body =
+      CallSyncEncoded(static_cast<uint16_t>(Request::kType), protocol::Encode(request),
+                      static_cast<uint16_t>(Reply::kType), timeout_ms);
+  if (!body.ok()) return body.status();
+  return protocol::Decode<Reply>(*body);
 }
 
 }  // namespace rayx::detail

@@ -8,6 +8,7 @@
 #include "protocol/placement_messages.h"
 #include "rayx/ids.h"
 #include "rayx/rayx.h"
+#include "runtime/head_client.h"
 #include "runtime/runtime.h"
 
 namespace rayx {

@@ -11,12 +11,20 @@
 #include <map>
 #include <mutex>
 
+#include <zmq.hpp>
+
 #include "common/logging.h"
 #include "object_store/object_pull.h"
 #include "object_store/shared_memory_store.h"
 #include "rayx/ids.h"
 #include "rayx/version.h"
+#include "runtime/actor_submitter.h"
+#include "runtime/argument_resolver.h"
 #include "runtime/group_watch_client.h"
+#include "runtime/head_client.h"
+#include "runtime/task_submitter.h"
+#include "runtime/worker_send_queue.h"
+#include "runtime/zmq_worker_connector.h"
 #include "transport/message.h"
 
 namespace rayx::detail {
@@ -92,6 +100,12 @@ ObjectCore::~ObjectCore() {
   if (Runtime* runtime = CurrentRuntime()) runtime->Release(id);
 }
 
+struct Runtime::Sockets {
+  zmq::context_t context{1};
+  // One socket per object server, for deletes (no replies).
+  std::unordered_map<std::string, std::unique_ptr<zmq::socket_t>> delete_sockets;
+};
+
 Runtime::Runtime(Config config)
     : config_(std::move(config)),
       objects_(ObjectTable::Options{
@@ -99,15 +113,16 @@ Runtime::Runtime(Config config)
           [this](const protocol::ObjectLocation& location) {
             // Silence this long means the node is gone: lineage may compute
             // the object again (ObjectTable::Get).
-            return PullObject(context_, location, kPullIdleTimeoutMs);
+            return PullObject(sockets_->context, location, kPullIdleTimeoutMs);
           },
           [this](const protocol::ObjectLocation& location) { DeleteStored(location); }}),
       id_prefix_(rayx::detail::RandomHex(8)),
+      sockets_(std::make_unique<Sockets>()),
       work_(boost::asio::make_work_guard(io_)),
-      head_(std::make_unique<HeadClient>(io_, context_, config_.head,
+      head_(std::make_unique<HeadClient>(io_, sockets_->context, config_.head,
                                          HeadClient::Options{config_.head_timeout_ms})),
       tick_timer_(io_),
-      connector_(io_, context_) {}
+      connector_(std::make_unique<ZmqWorkerConnector>(io_, sockets_->context)) {}
 
 Result<std::unique_ptr<Runtime>> Runtime::Start(const Config& config) {
   std::unique_ptr<Runtime> runtime(new Runtime(config));
@@ -150,10 +165,10 @@ Status Runtime::Connect() {
     send_queue_ = std::make_unique<WorkerSendQueue>(io_, config_.job_id);
     resolver_ = std::make_unique<ArgumentResolver>(objects_, io_, local_object_address_);
     tasks_ = std::make_unique<TaskSubmitter>(
-        TaskSubmitter::Deps{objects_, *head_, connector_, *send_queue_, *resolver_, clock_, io_},
+        TaskSubmitter::Deps{objects_, *head_, *connector_, *send_queue_, *resolver_, clock_, io_},
         TaskSubmitter::Options{config_.job_id, SetWorkerProgram});
     actors_ = std::make_unique<ActorSubmitter>(
-        ActorSubmitter::Deps{objects_, *head_, connector_, *send_queue_, *resolver_, clock_, io_},
+        ActorSubmitter::Deps{objects_, *head_, *connector_, *send_queue_, *resolver_, clock_, io_},
         ActorSubmitter::Options{config_.job_id, SetWorkerProgram});
     // A node declared dead: its workers are lost to us even where their
     // connections still stand (a stopped node); retries and restarts begin.
@@ -174,6 +189,12 @@ Status Runtime::Connect() {
 
 Runtime::~Runtime() { Stop(); }
 
+Result<std::string> Runtime::CallHeadEncoded(uint16_t type, std::string body,
+                                             uint16_t reply_type, int64_t timeout_ms) {
+  if (!head_ || stopped_) return Status::Unavailable("the rayx runtime has stopped");
+  return head_->CallSyncEncoded(type, std::move(body), reply_type, timeout_ms);
+}
+
 void Runtime::Stop() {
   if (stopped_) return;
   stopped_ = true;
@@ -189,7 +210,7 @@ void Runtime::Stop() {
     if (tasks_) tasks_->Clear();
     if (actors_) actors_->Clear();
     if (send_queue_) send_queue_->Clear();
-    delete_sockets_.clear();
+    sockets_->delete_sockets.clear();
     if (store_writer_) store_writer_->Clear();
     head_->Stop();
     work_.reset();
@@ -330,9 +351,9 @@ void Runtime::DeleteStored(const protocol::ObjectLocation& location) {
     ::unlink(location.path.c_str());
     return;
   }
-  auto& socket = delete_sockets_[location.object_address];
+  auto& socket = sockets_->delete_sockets[location.object_address];
   if (!socket) {
-    socket = std::make_unique<zmq::socket_t>(context_, zmq::socket_type::dealer);
+    socket = std::make_unique<zmq::socket_t>(sockets_->context, zmq::socket_type::dealer);
     socket->set(zmq::sockopt::linger, 1000);
     socket->connect(location.object_address);
   }

@@ -19,26 +19,28 @@
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/steady_timer.hpp>
-#include <zmq.hpp>
 
 #include "common/address.h"
-#include "object_store/store_writer.h"
-#include "protocol/messages.h"
-#include "protocol/push_tasks.h"
 #include "common/clock.h"
-#include "runtime/actor_submitter.h"
-#include "runtime/argument_resolver.h"
-#include "runtime/head_client.h"
-#include "runtime/object_table.h"
-#include "runtime/task.h"
-#include "runtime/task_submitter.h"
-#include "runtime/worker_send_queue.h"
-#include "runtime/zmq_worker_connector.h"
+#include "object_store/store_writer.h"
+#include "protocol/codec.h"
+#include "protocol/messages.h"
 #include "rayx/detail/runtime_api.h"
 #include "rayx/errors.h"
-#include "transport/zmq_socket_loop.h"
+#include "runtime/object_table.h"
+#include "runtime/task.h"
 
 namespace rayx::detail {
+
+// The parts the runtime owns, defined in their own headers: this one stays free
+// of ZeroMQ (the sockets belong to HeadClient, ZmqWorkerConnector and
+// runtime.cc) and of the submitters' internals.
+class ActorSubmitter;
+class ArgumentResolver;
+class HeadClient;
+class TaskSubmitter;
+class WorkerConnector;
+class WorkerSendQueue;
 
 struct ActorCore {
   std::string actor_id;
@@ -116,8 +118,11 @@ class Runtime {
   // REQUIRES: a user thread (not the I/O thread).
   template <typename Reply, typename Request>
   Result<Reply> CallHead(const Request& request, int64_t timeout_ms) {
-    if (!head_ || stopped_) return Status::Unavailable("the rayx runtime has stopped");
-    return head_->CallSync<Reply>(request, timeout_ms);
+    Result<std::string> body =
+        CallHeadEncoded(static_cast<uint16_t>(Request::kType), protocol::Encode(request),
+                        static_cast<uint16_t>(Reply::kType), timeout_ms);
+    if (!body.ok()) return body.status();
+    return protocol::Decode<Reply>(*body);
   }
   // Objects currently held (for tests of reference counting).
   size_t ObjectCount();
@@ -133,7 +138,14 @@ class Runtime {
     std::function<void()> closure;         // kClosure
   };
 
+  // The sockets this runtime owns besides the head's and the workers' (runtime.cc).
+  struct Sockets;
+
   explicit Runtime(Config config);
+  // CallHead's body: `body` is an encoded request of type `type`; the answer is
+  // the body of a reply of type `reply_type`.
+  Result<std::string> CallHeadEncoded(uint16_t type, std::string body, uint16_t reply_type,
+                                      int64_t timeout_ms);
   Status Connect();
   std::string NewObjectId();
   ObjectHandle NewEntry(std::string id);
@@ -165,17 +177,18 @@ class Runtime {
   std::string id_prefix_;
   std::atomic<uint64_t> next_object_{0};
 
-  // Declared first, destroyed last: every socket, including those held by
-  // handlers still queued in io_ (destroyed with io_), must close before the
-  // context does, or closing the context blocks forever.
-  zmq::context_t context_{1};
+  // The ZeroMQ context (and the delete sockets). Declared first, destroyed
+  // last: every socket, including those held by handlers still queued in io_
+  // (destroyed with io_), must close before the context does, or closing the
+  // context blocks forever.
+  std::unique_ptr<Sockets> sockets_;
   boost::asio::io_context io_;
   boost::asio::executor_work_guard<boost::asio::io_context::executor_type> work_;
   std::thread thread_;
   std::unique_ptr<HeadClient> head_;
   boost::asio::steady_timer tick_timer_;
 
-  ZmqWorkerConnector connector_;
+  std::unique_ptr<WorkerConnector> connector_;  // a ZmqWorkerConnector
   SystemClock clock_;
   // Made once the job is registered; used on the I/O thread only.
   std::unique_ptr<WorkerSendQueue> send_queue_;
@@ -188,8 +201,6 @@ class Runtime {
   std::string local_store_dir_;
   std::string local_object_address_;
   std::unique_ptr<StoreWriter> store_writer_;  // set when there is a local store
-  // One socket per object server, for deletes (no replies).
-  std::unordered_map<std::string, std::unique_ptr<zmq::socket_t>> delete_sockets_;
 };
 
 // The process's runtime, or nullptr before Init / after Shutdown.

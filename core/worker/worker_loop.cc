@@ -11,6 +11,8 @@
 #include <iterator>
 #include <typeinfo>
 
+#include <zmq.hpp>
+
 #include "common/logging.h"
 #include "common/ready_pipe.h"
 #include "object_store/object_pull.h"

@@ -8,7 +8,6 @@
 #include <string_view>
 #include <unordered_map>
 #include <vector>
-#include <zmq.hpp>
 
 #include "object_store/shared_memory_store.h"
 #include "protocol/push_tasks.h"

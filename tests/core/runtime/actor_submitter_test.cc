@@ -6,12 +6,14 @@
 #include <gtest/gtest.h>
 
 #include "rayx/errors.h"
+#include "faulty_worker_connector.h"
 #include "submitter_fakes.h"
 
 namespace rayx::detail {
 namespace {
 
 using testing::FakeHead;
+using testing::FaultyWorkerConnector;
 using testing::FakeWorkerConnector;
 
 class ActorSubmitterTest : public ::testing::Test {
@@ -20,7 +22,7 @@ class ActorSubmitterTest : public ::testing::Test {
       : objects_(ObjectTable::Options{}),
         send_queue_(io_, "job-1"),
         resolver_(objects_, io_, ""),
-        submitter_(ActorSubmitter::Deps{objects_, head_, connector_, send_queue_, resolver_,
+        submitter_(ActorSubmitter::Deps{objects_, head_, faults_, send_queue_, resolver_,
                                         clock_, io_},
                    ActorSubmitter::Options{"job-1", nullptr}) {}
 
@@ -101,6 +103,7 @@ class ActorSubmitterTest : public ::testing::Test {
   ObjectTable objects_;
   FakeHead head_;
   FakeWorkerConnector connector_;
+  FaultyWorkerConnector faults_{connector_};  // the submitter's connector; no faults unless set
   WorkerSendQueue send_queue_;
   ArgumentResolver resolver_;
   ActorSubmitter submitter_;
@@ -483,6 +486,65 @@ TEST_F(ActorSubmitterTest, ALeaseTheHeadDeclaredLostRestartsTheActor) {
 
 TEST_F(ActorSubmitterTest, ACallToAnUnknownActorFails) {
   EXPECT_EQ(ErrorOf(Call("M", "nobody")), "ActorDied");
+}
+
+// Transport faults (FaultyWorkerConnector): calls that arrive late still
+// arrive in submission order, behind the constructor.
+TEST_F(ActorSubmitterTest, CallsDelayedOnTheWayArriveInSubmissionOrder) {
+  faults_.Hold("w1");
+  Create();
+  head_.Grant("lease-a1", "w1");
+  std::string m1 = Call("M1"), m2 = Call("M2");
+  Step();
+  auto* w1 = connector_.At("w1");
+  ASSERT_NE(w1, nullptr);
+  EXPECT_TRUE(w1->calls.empty()) << "held on the way";
+  std::string m3 = Call("M3");
+  Step();
+  faults_.Release("w1");
+  ASSERT_EQ(Functions(*w1), (std::vector<std::string>{"Counter::Create", "M1", "M2", "M3"}));
+  for (const auto& call : w1->calls) w1->Reply(call.call_id, "r");
+  EXPECT_EQ(ErrorOf(m1), "");
+  EXPECT_EQ(ErrorOf(m2), "");
+  EXPECT_EQ(ErrorOf(m3), "");
+}
+
+// Calls lost on the way with a connection that then drops go again, in their
+// order, to the restarted actor when they have task retries.
+TEST_F(ActorSubmitterTest, CallsLostWithADroppedConnectionGoAgainToTheRestartedActor) {
+  Create("", /*max_restarts=*/-1, /*max_task_retries=*/1);
+  head_.Grant("lease-a1", "w1");
+  Step();
+  auto* w1 = connector_.At("w1");
+  ASSERT_NE(w1, nullptr);
+  w1->Reply(w1->calls[0].call_id, "");  // the constructor ran
+  faults_.DropSends("w1", 100);
+  std::string m1 = Call("M1"), m2 = Call("M2");
+  Step();
+  EXPECT_EQ(Functions(*w1), (std::vector<std::string>{"Counter::Create"})) << "lost on the way";
+  faults_.Disconnect("w1");
+  Step();
+  EXPECT_EQ(head_.returned, std::vector<std::string>{"lease-a1"});
+  head_.Grant("lease-a2", "w2");
+  Step();
+  auto* w2 = connector_.At("w2");
+  ASSERT_NE(w2, nullptr);
+  EXPECT_EQ(Functions(*w2), (std::vector<std::string>{"Counter::Create", "M1", "M2"}));
+  for (const auto& call : w2->calls) w2->Reply(call.call_id, "r");
+  EXPECT_EQ(ErrorOf(m1), "");
+  EXPECT_EQ(ErrorOf(m2), "");
+}
+
+// A send refused (the worker's socket has no peer): without restarts the
+// actor is dead, its call fails as ActorDied and its lease goes back.
+TEST_F(ActorSubmitterTest, ARefusedSendFailsTheCallAsActorDied) {
+  auto* worker = Running();
+  ASSERT_NE(worker, nullptr);
+  faults_.FailNextSend("w1");
+  std::string call = Call("M");
+  Step();
+  EXPECT_EQ(ErrorOf(call), "ActorDied");
+  EXPECT_EQ(head_.returned, std::vector<std::string>{"lease-a1"});
 }
 
 }  // namespace

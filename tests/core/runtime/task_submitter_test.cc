@@ -6,12 +6,14 @@
 #include <gtest/gtest.h>
 
 #include "rayx/errors.h"
+#include "faulty_worker_connector.h"
 #include "submitter_fakes.h"
 
 namespace rayx::detail {
 namespace {
 
 using testing::FakeHead;
+using testing::FaultyWorkerConnector;
 using testing::FakeWorkerConnector;
 
 class TaskSubmitterTest : public ::testing::Test {
@@ -20,7 +22,7 @@ class TaskSubmitterTest : public ::testing::Test {
       : objects_(ObjectTable::Options{}),
         send_queue_(io_, "job-1"),
         resolver_(objects_, io_, "tcp://10.0.0.7:7000"),
-        submitter_(TaskSubmitter::Deps{objects_, head_, connector_, send_queue_, resolver_, clock_,
+        submitter_(TaskSubmitter::Deps{objects_, head_, faults_, send_queue_, resolver_, clock_,
                                        io_},
                    TaskSubmitter::Options{"job-1", nullptr}) {}
 
@@ -94,6 +96,7 @@ class TaskSubmitterTest : public ::testing::Test {
   ObjectTable objects_;
   FakeHead head_;
   FakeWorkerConnector connector_;
+  FaultyWorkerConnector faults_{connector_};  // the submitter's connector; no faults unless set
   WorkerSendQueue send_queue_;
   ArgumentResolver resolver_;
   TaskSubmitter submitter_;
@@ -519,6 +522,79 @@ TEST_F(TaskSubmitterTest, AMixOfRecoverableAndLostArgumentsFailsButStillRecomput
   Step();
   EXPECT_EQ(ErrorOf("result"), "ObjectLost");
   EXPECT_EQ(recomputed, 1) << "the recoverable argument was left pending with nobody making it";
+}
+
+// Transport faults (FaultyWorkerConnector). A message lost on the way is found
+// out only when its connection drops; its calls then count as a dead worker's:
+// WorkerCrashed without retries (the next test: run again with one).
+TEST_F(TaskSubmitterTest, CallsLostWithADroppedConnectionFailAsWorkerCrashedWithoutRetries) {
+  faults_.DropSends("w1", 100);
+  std::string kept = Submit("F"), lost = Submit("F");
+  Step();
+  auto* w1 = GrantSaturated("lease-1", "w1");
+  ASSERT_NE(w1, nullptr);
+  EXPECT_TRUE(w1->calls.empty()) << "every message to w1 is lost on the way";
+  EXPECT_GE(faults_.dropped("w1"), 1);
+  faults_.Disconnect("w1");
+  Step();
+  EXPECT_EQ(ErrorOf(lost), "WorkerCrashed");
+  EXPECT_EQ(ErrorOf(kept), "WorkerCrashed");
+  EXPECT_EQ(head_.returned, std::vector<std::string>{"lease-1"});
+}
+
+TEST_F(TaskSubmitterTest, ACallLostWithADroppedConnectionRunsOnAnotherWorkerWithARetry) {
+  faults_.DropSends("w1", 100);
+  std::string id = "result-retried";
+  objects_.AddPending(id);
+  Task task;
+  task.function = "F";
+  task.object_id = id;
+  task.args.push_back(Arg{"arg", nullptr});
+  task.retries_left = 1;
+  submitter_.Submit(task, std::nullopt, Placement{});
+  Step();
+  auto* w1 = GrantSaturated("lease-1", "w1");
+  ASSERT_NE(w1, nullptr);
+  EXPECT_TRUE(w1->calls.empty());
+  faults_.Disconnect("w1");
+  Step();
+  ASSERT_FALSE(head_.requests.empty()) << "no new worker asked for the retried call";
+  auto* w2 = GrantSaturated("lease-2", "w2");
+  ASSERT_NE(w2, nullptr);
+  ASSERT_EQ(w2->calls.size(), 1u);
+  EXPECT_EQ(w2->calls[0].return_id, id);
+  EXPECT_EQ(w2->calls[0].args, std::vector<std::string>{"arg"});
+  w2->Reply(w2->calls[0].call_id, "ok");
+  EXPECT_EQ(ErrorOf(id), "");
+}
+
+// A send refused on a worker already running a call: the worker is lost, its
+// running call fails, and the call it never got goes to another worker.
+TEST_F(TaskSubmitterTest, ASendRefusedMidwayFailsTheRunningCallAndMovesTheUnsentOne) {
+  std::string running = Submit("F"), unsent = Submit("F");
+  Step();
+  head_.Grant("lease-1", "w1");
+  Step();
+  auto* w1 = connector_.At("w1");
+  ASSERT_NE(w1, nullptr);
+  ASSERT_EQ(w1->calls.size(), 1u);
+  // Saturated: the second call is pipelined onto w1, and that send is refused.
+  faults_.FailNextSend("w1");
+  clock_.Advance(TaskSubmitter::kSaturatedAfterMs + 1);
+  submitter_.Tick();
+  Step();
+  EXPECT_EQ(w1->calls.size(), 1u);
+  EXPECT_EQ(ErrorOf(running), "WorkerCrashed");
+  EXPECT_EQ(head_.returned, std::vector<std::string>{"lease-1"});
+  ASSERT_FALSE(head_.requests.empty());
+  head_.Grant("lease-2", "w2");
+  Step();
+  auto* w2 = connector_.At("w2");
+  ASSERT_NE(w2, nullptr);
+  ASSERT_EQ(w2->calls.size(), 1u);
+  EXPECT_EQ(w2->calls[0].return_id, unsent);
+  w2->Reply(w2->calls[0].call_id, "ok");
+  EXPECT_EQ(ErrorOf(unsent), "");
 }
 
 }  // namespace

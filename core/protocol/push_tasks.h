@@ -17,7 +17,9 @@
 //   PushTasksReply (t = 53) body:
 //     u32 result_count, then per result: u64 call_id, u8 kind and
 //       kInline: str bytes | kFrame: u32 payload frame index | kStored: location |
-//       kError: str type, str message, str node
+//       kError: str type, str message, str node (for a call that did not run
+//       because a stored argument could not be read, type "ObjectLost" and, in
+//       place of the node, that copy's store path)
 //   location = str node_address, str object_address, str path, u64 size
 //
 // Payload frames carry values too large to copy into the body. Parsing never

@@ -35,6 +35,9 @@ void ObjectTable::AddStored(const std::string& id,
 
 ObjectTable::Released ObjectTable::Release(const std::string& id) {
   Released released;
+  // Destroyed after the lock: a closure may hold the last handle of another
+  // object, whose release takes the lock again.
+  std::function<void()> recompute;
   std::lock_guard<std::mutex> lock(mu_);
   auto it = objects_.find(id);
   if (it == objects_.end()) return released;
@@ -46,6 +49,7 @@ ObjectTable::Released ObjectTable::Release(const std::string& id) {
   released.location = it->second.location;
   released.written = std::move(it->second.written);
   released.shared_out = it->second.shared_out;
+  recompute = std::move(it->second.recompute);
   objects_.erase(it);
   return released;
 }
@@ -58,6 +62,8 @@ void ObjectTable::Complete(Completion completion) {
 
 void ObjectTable::CompleteAll(std::vector<Completion>& batch) {
   std::vector<std::function<void()>> continuations;
+  // Replaced or dropped recompute closures, destroyed after the lock (see Release).
+  std::vector<std::function<void()>> dropped;
   std::vector<std::shared_ptr<const protocol::ObjectLocation>> unwanted;
   bool wake = false;
   {
@@ -70,6 +76,7 @@ void ObjectTable::CompleteAll(std::vector<Completion>& batch) {
       entry.value = std::move(c.value);
       entry.error = std::move(c.error);
       entry.location = c.location;
+      if (entry.recompute) dropped.push_back(std::move(entry.recompute));
       entry.recompute = std::move(c.recompute);
       if (entry.waiters.empty()) continue;
       bool released = false;
@@ -82,6 +89,7 @@ void ObjectTable::CompleteAll(std::vector<Completion>& batch) {
       }
       entry.waiters.clear();
       if (released) {
+        if (entry.recompute) dropped.push_back(std::move(entry.recompute));
         objects_.erase(it);
         if (c.location) unwanted.push_back(c.location);
       }
@@ -174,6 +182,7 @@ ObjectBytes ObjectTable::Get(const std::string& id, int64_t timeout_ms) {
     again->second.location.reset();
     lock.unlock();
     recompute();
+    recompute = nullptr;  // before the lock (see Release)
     lock.lock();
   }
 }
@@ -231,14 +240,14 @@ ObjectTable::ArgState ObjectTable::ResolveArg(const std::string& id, std::string
 }
 
 ObjectTable::CopyLost ObjectTable::OnStoredCopyLost(const std::string& id,
-                                                     const std::string& node,
+                                                     const std::string& path,
                                                      std::function<void()>* recompute) {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = objects_.find(id);
   if (it == objects_.end()) return CopyLost::kLost;
   Entry& entry = it->second;
   if (entry.state != Entry::State::kReady || entry.value || !entry.location ||
-      entry.location->node_address != node) {
+      entry.location->path != path) {
     return CopyLost::kResolveAgain;  // computed again already, or its bytes are here
   }
   if (!entry.recompute) return CopyLost::kLost;

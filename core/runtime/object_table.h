@@ -118,13 +118,13 @@ class ObjectTable {
   // process. kFailed: `*error` is set. kPending, kUnknown: nothing is set.
   ArgState ResolveArg(const std::string& id, std::string* bytes,
                       protocol::ObjectLocation* location, ErrorInfo* error);
-  // A worker could not read the stored copy of `id` on node `node` (its node
+  // A worker could not read the stored copy of `id` at `path` (its node
   // died). When that is still the entry's only copy and the task that made it
   // can run again (lineage), the entry becomes pending and `*recompute` is set
   // for the caller to run outside any lock; the new copy completes it. kLost,
   // leaving the entry as it is, when nothing can; kResolveAgain, with
   // `*recompute` left empty, when the entry no longer holds that copy.
-  CopyLost OnStoredCopyLost(const std::string& id, const std::string& node,
+  CopyLost OnStoredCopyLost(const std::string& id, const std::string& path,
                             std::function<void()>* recompute);
   // Runs `fn` (from CompleteAll) once the pending entry completes. Returns
   // false, and keeps nothing, when the entry is not pending.

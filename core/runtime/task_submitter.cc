@@ -65,8 +65,8 @@ struct TaskSubmitter::Shape final : WorkerConnection::Owner {
     return submitter->RecomputeLater(this, std::move(task));
   }
   std::optional<std::string> OnArgumentLost(WorkerConnection&, Task& task,
-                                            const std::string& node) override {
-    return submitter->RecoverArguments(*this, task, node);
+                                            const protocol::ObjectLocation& lost) override {
+    return submitter->RecoverArguments(*this, task, lost);
   }
 };
 
@@ -218,24 +218,27 @@ std::function<void()> TaskSubmitter::RecomputeLater(Shape* shape, Task task) {
   };
 }
 
-std::optional<std::string> TaskSubmitter::RecoverArguments(Shape& shape, Task& task,
-                                                           const std::string& node) {
+std::optional<std::string> TaskSubmitter::RecoverArguments(
+    Shape& shape, Task& task, const protocol::ObjectLocation& lost) {
+  const std::string& node = lost.node_address;
   if (task.argument_recoveries >= kMaxArgumentRecoveries) {
     return "its arguments were lost " + std::to_string(task.argument_recoveries) +
            " times already";
   }
-  // Every argument stored on that node is gone with it; the first one decides
-  // where resolving starts again.
+  // Every argument stored by that agent (its object server) is gone with it;
+  // the first one decides where resolving starts again.
   size_t first = task.args.size();
   std::optional<std::string> why_not;
   std::vector<std::function<void()>> recomputes;
   for (const auto& [index, location] : task.stored) {
-    if (location.node_address != node || index >= task.args.size() || !task.args[index].ref) {
+    if (location.object_address != lost.object_address || index >= task.args.size() ||
+        !task.args[index].ref) {
       continue;
     }
     const std::string& id = task.args[index].ref->id;
     std::function<void()> recompute;
-    if (deps_.objects.OnStoredCopyLost(id, node, &recompute) == ObjectTable::CopyLost::kLost) {
+    if (deps_.objects.OnStoredCopyLost(id, location.path, &recompute) ==
+        ObjectTable::CopyLost::kLost) {
       why_not = "argument " + std::to_string(index) + " (object " + id +
                 ") cannot be computed again: it was made by Put, or the task that made it has "
                 "no retries left";

@@ -83,10 +83,12 @@ class TaskSubmitter {
   // A closure (callable from any thread) that queues `task` on `shape` again,
   // using one of its retries: lineage for its stored result.
   std::function<void()> RecomputeLater(Shape* shape, Task task);
-  // A worker of `shape` could not read `task`'s arguments stored on `node`:
-  // runs again the tasks that made them and queues `task` once they are back.
+  // A worker of `shape` could not read `lost`, a stored argument of `task`:
+  // that argument and the others on the same agent are taken as lost; runs
+  // again the tasks that made them and queues `task` once they are back.
   // Returns why not when one of them cannot be made again.
-  std::optional<std::string> RecoverArguments(Shape& shape, Task& task, const std::string& node);
+  std::optional<std::string> RecoverArguments(Shape& shape, Task& task,
+                                              const protocol::ObjectLocation& lost);
   // How long a lease request waits before the cluster counts as saturated.
   int64_t SaturatedAfterMs() const;
 

@@ -28,22 +28,23 @@ bool RaisedException(const Task& task, const protocol::TaskResultView& result) {
   return !prefix.empty() && result.value.bytes.substr(0, prefix.size()) == prefix;
 }
 
-// Whether `result` says the call did not run because the worker could not read
-// the stored copy of one of its arguments (WorkerLoop's ObjectLost error, which
-// names the node that held the copy). Only tasks are sent again: an actor's
-// calls keep their order, so theirs fail with the worker's error.
-bool LostAnArgument(const Task& task, const protocol::TaskResultView& result) {
-  if (task.actor_creation || !task.actor_id.empty()) return false;
+// The stored argument whose copy the worker could not read, when `result`
+// says the call did not run for that reason (WorkerLoop's ObjectLost error,
+// which carries the copy's store path); else nullptr. Only tasks are sent
+// again: an actor's calls keep their order, so theirs fail with the error.
+const protocol::ObjectLocation* UnreadArgument(const Task& task,
+                                               const protocol::TaskResultView& result) {
+  if (task.actor_creation || !task.actor_id.empty()) return nullptr;
   if (result.value.kind != protocol::WireValue::kError || result.error_type != "ObjectLost") {
-    return false;
+    return nullptr;
   }
   for (const auto& [index, location] : task.stored) {
-    if (location.node_address == result.error_node && index < task.args.size() &&
+    if (location.path == result.error_node && index < task.args.size() &&
         task.args[index].ref) {
-      return true;
+      return &location;
     }
   }
-  return false;
+  return nullptr;
 }
 }  // namespace
 
@@ -142,9 +143,10 @@ void WorkerConnection::OnMessage(Frames& frames) {
     if (it == in_flight_.end()) continue;
     Task task = std::move(it->second);
     in_flight_.erase(it);
-    if (LostAnArgument(task, result)) {
-      lost_arguments_.push_back({std::move(task), std::string(result.error_node),
-                                 std::string(result.error_message)});
+    if (const protocol::ObjectLocation* lost = UnreadArgument(task, result)) {
+      protocol::ObjectLocation copy = *lost;
+      lost_arguments_.push_back(
+          {std::move(task), std::move(copy), std::string(result.error_message)});
       continue;
     }
     if (task.retry_exceptions && task.retries_left > 0 && RaisedException(task, result)) {
@@ -165,6 +167,11 @@ void WorkerConnection::OnMessage(Frames& frames) {
       case protocol::WireValue::kStored:
         done.location = std::make_shared<const protocol::ObjectLocation>(result.value.stored);
         if (task.retries_left > 0 && !task.actor_creation) {
+          // The closure keeps the arguments' bytes and locations, not their
+          // objects: a chain of results would otherwise pin every object it
+          // was made from (a rerun whose own stored argument is gone fails
+          // with ObjectLost).
+          for (Arg& arg : task.args) arg.ref = nullptr;
           task.object_id = done.id;
           done.recompute = owner_->Recompute(std::move(task));
         }
@@ -180,9 +187,10 @@ void WorkerConnection::OnMessage(Frames& frames) {
   for (Task& task : retries_) owner_->OnRetry(*this, std::move(task));
   retries_.clear();
   for (LostArgument& lost : lost_arguments_) {
-    std::optional<std::string> why_not = owner_->OnArgumentLost(*this, lost.task, lost.node);
+    std::optional<std::string> why_not = owner_->OnArgumentLost(*this, lost.task, lost.lost);
     if (why_not) {
-      FailTask(objects_, lost.task, "ObjectLost", lost.message + "; " + *why_not, lost.node);
+      FailTask(objects_, lost.task, "ObjectLost", lost.message + "; " + *why_not,
+               lost.lost.node_address);
     }
   }
   lost_arguments_.clear();

@@ -53,13 +53,13 @@ class WorkerConnection : public std::enable_shared_from_this<WorkerConnection> {
       (void)task;
       return nullptr;
     }
-    // A task did not run: the worker could not read the stored copy of an
-    // argument on `node`. Returns nullopt when the owner brings the argument
-    // back and runs the task again (it takes `task`), else why it cannot, and
-    // the task fails with ObjectLost. (Actor calls fail at once.)
+    // A task did not run: the worker could not read `lost`, the stored copy
+    // of an argument. Returns nullopt when the owner brings the argument back
+    // and runs the task again (it takes `task`), else why it cannot, and the
+    // task fails with ObjectLost. (Actor calls fail at once.)
     virtual std::optional<std::string> OnArgumentLost(WorkerConnection& conn, Task& task,
-                                                      const std::string& node) {
-      (void)conn, (void)task, (void)node;
+                                                      const protocol::ObjectLocation& lost) {
+      (void)conn, (void)task, (void)lost;
       return "this caller does not compute lost arguments again";
     }
   };
@@ -132,7 +132,8 @@ class WorkerConnection : public std::enable_shared_from_this<WorkerConnection> {
   std::vector<Task> retries_;
   struct LostArgument {
     Task task;
-    std::string node, message;
+    protocol::ObjectLocation lost;  // the copy the worker could not read
+    std::string message;
   };
   std::vector<LostArgument> lost_arguments_;
 };

@@ -216,7 +216,11 @@ Result Fit(const FitSpec& input) {
     Failure failure;
     bool grow = false;
     MissingWorkers missing;
-    if (plan.elastic && size < plan.max) {
+    // A STRICT group's missing workers are not a group of their own (their
+    // nodes depend on where the others are): such runs grow by free room.
+    const bool strict = spec.scaling.placement_strategy == PlacementStrategy::STRICT_PACK ||
+                        spec.scaling.placement_strategy == PlacementStrategy::STRICT_SPREAD;
+    if (plan.elastic && size < plan.max && !strict) {
       missing.Want(plan.max - size, plan.per_worker, spec.scaling.placement_strategy, spec.run.name);
     }
     while (!pending.empty()) {

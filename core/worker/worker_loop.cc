@@ -171,11 +171,13 @@ WorkerLoop::CallOutcome WorkerLoop::Run(const protocol::TaskCallView& call,
       }
       auto bytes = PullObject(context_, arg.stored);
       if (!bytes.ok()) {
-        // Typed and naming the node that held the copy: the caller brings the
-        // argument back (lineage) and sends the call again, or fails it.
+        // Typed, with the lost copy's store path in the node field (a path
+        // names one copy on one agent, unlike an address several agents of
+        // one host share): the caller brings the argument back (lineage) and
+        // sends the call again, or fails it naming the node.
         out.ok = false;
         out.error_type = "ObjectLost";
-        out.error_node = arg.stored.node_address;
+        out.error_node = arg.stored.path;
         out.error_message = "argument " + std::to_string(a) + " of " +
                             std::string(call.function) + " is stored on node " +
                             arg.stored.node_address +

@@ -52,7 +52,7 @@ class WorkerLoop {
     bool ok = true;
     std::string value;
     std::string error_type, error_message;
-    std::string error_node;  // where it failed; empty: this node
+    std::string error_node;  // where it failed (empty: this node); see Run's ObjectLost
   };
   // A registered function as this worker knows it, with how long its calls
   // take.

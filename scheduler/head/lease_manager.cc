@@ -72,12 +72,17 @@ uint32_t LeaseManager::FinishJob(const std::string& job_id, const std::string& w
   auto job = jobs_.find(job_id);
   if (job == jobs_.end() || job->second.finished) return 0;
   job->second.finished = true;
+  // What a detached actor's own runtime asked for outlives the job with it.
+  auto outlives = [&](const Owner& owner) {
+    return !owner.head && HostedByDetachedActor(owner.requester.peer);
+  };
   // Its queued requests go first: ending its leases frees resources, which
   // must not be granted to the same job again.
-  std::erase_if(pending_, [&](const Pending& p) { return p.req.job_id == job_id; });
+  std::erase_if(pending_,
+                [&](const Pending& p) { return p.req.job_id == job_id && !outlives(p.owner); });
   std::vector<std::string> ending;
   for (const auto& [id, lease] : leases_) {
-    if (lease.job_id == job_id && !lease.detached) ending.push_back(id);
+    if (lease.job_id == job_id && !lease.detached && !outlives(lease.owner)) ending.push_back(id);
   }
   job_ending_ = job_id;
   for (const auto& id : ending) EndLease(id, /*kill_worker=*/true, "its job ended (" + why + ")");

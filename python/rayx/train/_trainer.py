@@ -147,8 +147,11 @@ class _MissingWorkers:
     def drop(self):
         if self._pg is not None:
             from rayx.util import remove_placement_group
-            remove_placement_group(self._pg)
-            self._pg = None
+            pg, self._pg = self._pg, None
+            try:
+                remove_placement_group(pg)
+            except Exception as e:  # noqa: BLE001 - it ends with the job anyway
+                _log.warning("cannot remove the missing workers' placement group: %s", e)
 
 
 class DataParallelTrainer:
@@ -217,16 +220,19 @@ class DataParallelTrainer:
                 continue
             missing = None
             hi = self._bounds[1]
-            if self._scaling.elastic and size < hi:
+            # A STRICT group's missing workers are not a group of their own
+            # (their nodes depend on the others'): such runs grow by free room.
+            strict = self._scaling.placement_strategy in ("STRICT_PACK", "STRICT_SPREAD")
+            if self._scaling.elastic and size < hi and not strict:
                 missing = _MissingWorkers(hi - size, per_worker, self._scaling.placement_strategy,
                                           run_name)
             try:
                 error, cause, grown = self._run_attempt(group, run_name, attempt, pass_config,
                                                         size, missing)
             finally:
+                _core.train.kill_actor_group(group)
                 if missing is not None:
                     missing.drop()  # its reservation is the next attempt's room
-                _core.train.kill_actor_group(group)
             if grown:
                 # Room for more ranks: again, larger, from the latest checkpoint
                 # (a restart, not a failure).

@@ -283,11 +283,11 @@ TEST_F(ObjectTableTest, AStoredArgumentsLostCopyIsComputedAgainOnce) {
   made.recompute = [&] { ++runs; };
   table.Complete(std::move(made));
   std::function<void()> recompute;
-  // Another node's loss is not this copy's.
-  EXPECT_EQ(table.OnStoredCopyLost("made", "10.0.0.5", &recompute),
+  // Another copy's loss is not this one's.
+  EXPECT_EQ(table.OnStoredCopyLost("made", "/store/elsewhere", &recompute),
             ObjectTable::CopyLost::kResolveAgain);
   EXPECT_FALSE(recompute);
-  ASSERT_EQ(table.OnStoredCopyLost("made", "10.0.0.9", &recompute),
+  ASSERT_EQ(table.OnStoredCopyLost("made", "/store/made", &recompute),
             ObjectTable::CopyLost::kResolveAgain);
   ASSERT_TRUE(recompute);
   recompute();
@@ -298,15 +298,15 @@ TEST_F(ObjectTableTest, AStoredArgumentsLostCopyIsComputedAgainOnce) {
   EXPECT_EQ(table.ResolveArg("made", &bytes, &location, &error), ObjectTable::ArgState::kPending);
   // A second worker reports the same loss: the task already runs again.
   std::function<void()> again;
-  EXPECT_EQ(table.OnStoredCopyLost("made", "10.0.0.9", &again),
+  EXPECT_EQ(table.OnStoredCopyLost("made", "/store/made", &again),
             ObjectTable::CopyLost::kResolveAgain);
   EXPECT_FALSE(again);
 
   table.AddPending("put");
   table.Complete({"put", nullptr, nullptr, Remote("/store/put")});
-  EXPECT_EQ(table.OnStoredCopyLost("put", "10.0.0.9", &again), ObjectTable::CopyLost::kLost);
+  EXPECT_EQ(table.OnStoredCopyLost("put", "/store/put", &again), ObjectTable::CopyLost::kLost);
   EXPECT_EQ(table.ResolveArg("put", &bytes, &location, &error), ObjectTable::ArgState::kStored);
-  EXPECT_EQ(table.OnStoredCopyLost("freed", "10.0.0.9", &again), ObjectTable::CopyLost::kLost);
+  EXPECT_EQ(table.OnStoredCopyLost("freed", "/store/freed", &again), ObjectTable::CopyLost::kLost);
 }
 
 }  // namespace

@@ -440,8 +440,9 @@ TEST_F(TaskSubmitterTest, AnArgumentLostWithItsNodeIsComputedAgainAndTheCallSent
   ASSERT_NE(worker, nullptr);
   ASSERT_EQ(worker->calls.size(), 1u);
   EXPECT_EQ(worker->calls[0].args, (std::vector<std::string>{"first", "stored:/store/made"}));
+  // The worker names the copy it could not read by its store path.
   worker->ReplyError(worker->calls[0].call_id, "ObjectLost", "argument 1 could not be read",
-                     "10.0.0.9");
+                     "/store/made");
   Step();
   EXPECT_EQ(recomputed, 1);
   EXPECT_EQ(worker->calls.size(), 1u) << "sent again before its argument was made again";
@@ -470,7 +471,7 @@ TEST_F(TaskSubmitterTest, AnArgumentThatCannotBeMadeAgainFailsTheCallWithObjectL
   ASSERT_NE(worker, nullptr);
   ASSERT_EQ(worker->calls.size(), 2u);
   worker->ReplyError(worker->calls[0].call_id, "ObjectLost", "argument 1 could not be read",
-                     "10.0.0.9");
+                     "/store/put");
   worker->ReplyError(worker->calls[1].call_id, "ObjectLost", "a nested Get failed", "10.0.0.5");
   Step();
   EXPECT_EQ(worker->calls.size(), 2u);
@@ -518,7 +519,7 @@ TEST_F(TaskSubmitterTest, AMixOfRecoverableAndLostArgumentsFailsButStillRecomput
   ASSERT_NE(worker, nullptr);
   ASSERT_EQ(worker->calls.size(), 1u);
   worker->ReplyError(worker->calls[0].call_id, "ObjectLost", "argument 0 could not be read",
-                     "10.0.0.9");
+                     "/store/made");
   Step();
   EXPECT_EQ(ErrorOf("result"), "ObjectLost");
   EXPECT_EQ(recomputed, 1) << "the recoverable argument was left pending with nobody making it";

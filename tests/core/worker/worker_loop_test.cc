@@ -225,8 +225,9 @@ TEST_F(WorkerLoopTest, ALargeResultTravelsInItsOwnFrame) {
 }
 
 // A stored argument whose node's object server is gone (the connection is
-// refused): the call does not run, and its error is ObjectLost naming the node
-// that held the copy, which the caller uses to compute the argument again.
+// refused): the call does not run, and its error is ObjectLost carrying the
+// lost copy's path, which the caller uses to compute the argument again; the
+// message names the node.
 TEST_F(WorkerLoopTest, AnUnreadableStoredArgumentIsObjectLostNamingItsNode) {
   // A port nothing listens on: bound, then closed.
   int fd = ::socket(AF_INET, SOCK_STREAM, 0);
@@ -257,7 +258,9 @@ TEST_F(WorkerLoopTest, AnUnreadableStoredArgumentIsObjectLostNamingItsNode) {
   ASSERT_EQ(results.size(), 1u);
   EXPECT_EQ(results[0].value.kind, protocol::WireValue::kError);
   EXPECT_EQ(results[0].error_type, "ObjectLost");
-  EXPECT_EQ(results[0].error_node, "127.0.0.9");
+  EXPECT_EQ(results[0].error_node, "/store/lost");
+  EXPECT_NE(results[0].error_message.find("127.0.0.9"), std::string::npos)
+      << results[0].error_message;
   EXPECT_NE(results[0].error_message.find("argument 1 of Add"), std::string::npos)
       << results[0].error_message;
 }

@@ -656,7 +656,11 @@ TEST_F(LeaseManagerTest, ADetachedActorsWorkerLeasesWorkersAfterItsJobEnded) {
   registration.job_id = job;
   registration.host_lease_id = detached;
   leases_.RegisterDriver(registration, kT0, "cluster", "actor-runtime");
-  EXPECT_EQ(leases_.FinishJob(job, "done"), 0u);
+  // A lease it took while the job ran outlives the job with it.
+  leases_.RequestLease("actor-runtime", 6, Shape(job, {{"CPU", 1}}));
+  std::string earlier = Started(TakeStart("agent-10.0.0.2"), "actor-runtime", 6).lease_id;
+  ASSERT_FALSE(earlier.empty());
+  EXPECT_EQ(leases_.FinishJob(job, "done"), 0u) << "the detached actor's own lease was ended";
   Take();
 
   leases_.RequestLease("actor-runtime", 7, Shape(job, {{"CPU", 1}}));
@@ -670,6 +674,7 @@ TEST_F(LeaseManagerTest, ADetachedActorsWorkerLeasesWorkersAfterItsJobEnded) {
   ASSERT_TRUE(leases_.ReturnLease(detached).ok());
   std::vector<std::string> killed = KilledLeases(Take(), "agent-10.0.0.2");
   EXPECT_NE(std::find(killed.begin(), killed.end(), task_lease), killed.end());
+  EXPECT_NE(std::find(killed.begin(), killed.end(), earlier), killed.end());
 }
 
 TEST_F(LeaseManagerTest, RegisteringADetachedActorMakesItsLeaseSurviveFinishJob) {

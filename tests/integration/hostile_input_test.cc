@@ -211,6 +211,20 @@ TEST(HostileInput, JobPackageGroupAndLogRequestsAreChecked) {
   get.hash = std::string(64, 'a');
   ExpectErrorReply(peer, {Envelope(type(MessageType::kGetPackageRequest), 5), protocol::Encode(get)},
                    StatusCode::kUnauthenticated);
+  // Keeping packages: the token, a content hash and a package the head has.
+  protocol::KeepPackageRequest keep;
+  keep.token = "wrong";
+  keep.hash = std::string(64, 'a');
+  keep.owner = "train:run";
+  ExpectErrorReply(peer, {Envelope(type(MessageType::kKeepPackageRequest), 6), protocol::Encode(keep)},
+                   StatusCode::kUnauthenticated);
+  keep.token = cluster.token();
+  keep.hash = "../../etc/passwd";
+  ExpectErrorReply(peer, {Envelope(type(MessageType::kKeepPackageRequest), 7), protocol::Encode(keep)},
+                   StatusCode::kInvalidArgument);
+  keep.hash = std::string(64, 'a');
+  ExpectErrorReply(peer, {Envelope(type(MessageType::kKeepPackageRequest), 8), protocol::Encode(keep)},
+                   StatusCode::kNotFound);
   protocol::CreatePlacementGroupRequest group;
   group.bundles = {{{"CPU", 1}}};
   ExpectErrorReply(peer, {Envelope(type(MessageType::kCreatePlacementGroupRequest), 6), protocol::Encode(group)},

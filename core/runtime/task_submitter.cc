@@ -241,7 +241,8 @@ std::optional<std::string> TaskSubmitter::RecoverArguments(
         ObjectTable::CopyLost::kLost) {
       why_not = "argument " + std::to_string(index) + " (object " + id +
                 ") cannot be computed again: it was made by Put, or the task that made it has "
-                "no retries left";
+                "no retries left (give that task retries, SetMaxRetries / max_retries, to have "
+                "it computed again)";
       break;
     }
     if (recompute) recomputes.push_back(std::move(recompute));

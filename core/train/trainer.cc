@@ -104,17 +104,21 @@ class MissingWorkers {
   MissingWorkers& operator=(const MissingWorkers&) = delete;
   ~MissingWorkers() { Drop(); }
 
-  // Asks for `count` bundles of `per_worker` for run `run`.
+  // Asks for `count` bundles of `per_worker` for run `run`, placed with the
+  // run's `strategy`. Nothing for STRICT_PACK and STRICT_SPREAD: their missing
+  // workers are not a group of their own (their nodes depend on where the
+  // others are), so such runs grow by free room alone.
   void Want(int count, const ResourceMap& per_worker, PlacementStrategy strategy,
             const std::string& run) {
     Drop();
+    if (strategy == PlacementStrategy::STRICT_PACK ||
+        strategy == PlacementStrategy::STRICT_SPREAD) {
+      return;
+    }
     PlacementGroupCreationOptions options;
     options.name = "train run " + run + ": " + std::to_string(count) + " missing worker(s)";
     options.bundles.assign(static_cast<size_t>(count), per_worker);
-    // Where the missing ones go relative to each other; the rest of the run
-    // is placed already.
-    bool spread = strategy == PlacementStrategy::SPREAD || strategy == PlacementStrategy::STRICT_SPREAD;
-    options.strategy = spread ? PlacementStrategy::SPREAD : PlacementStrategy::PACK;
+    options.strategy = strategy;
     try {
       group_ = CreatePlacementGroup(options);
     } catch (const std::exception& e) {
@@ -216,11 +220,7 @@ Result Fit(const FitSpec& input) {
     Failure failure;
     bool grow = false;
     MissingWorkers missing;
-    // A STRICT group's missing workers are not a group of their own (their
-    // nodes depend on where the others are): such runs grow by free room.
-    const bool strict = spec.scaling.placement_strategy == PlacementStrategy::STRICT_PACK ||
-                        spec.scaling.placement_strategy == PlacementStrategy::STRICT_SPREAD;
-    if (plan.elastic && size < plan.max && !strict) {
+    if (plan.elastic && size < plan.max) {
       missing.Want(plan.max - size, plan.per_worker, spec.scaling.placement_strategy, spec.run.name);
     }
     while (!pending.empty()) {

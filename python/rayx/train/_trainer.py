@@ -125,15 +125,17 @@ class _MissingWorkers:
     """The workers a running elastic attempt lacks: a placement group of their
     bundles, pending while the cluster has no room (the run's demand, which
     `rayx status` shows), reserved once nodes join. Dropped before the next
-    attempt places its own group."""
+    attempt places its own group. None for STRICT_PACK and STRICT_SPREAD: their
+    missing workers are not a group of their own (their nodes depend on where
+    the others are), so such runs grow by free room alone."""
 
     def __init__(self, count, per_worker, strategy, run_name):
         from rayx.util import placement_group
-        spread = strategy in ("SPREAD", "STRICT_SPREAD")
         self._pg = None
+        if strategy in ("STRICT_PACK", "STRICT_SPREAD"):
+            return
         try:
-            self._pg = placement_group([dict(per_worker)] * count,
-                                       strategy="SPREAD" if spread else "PACK",
+            self._pg = placement_group([dict(per_worker)] * count, strategy=strategy,
                                        name=f"train run {run_name}: {count} missing worker(s)")
         except Exception as e:  # noqa: BLE001 - the run goes on without its demand
             _log.warning("run %s: cannot ask for its missing workers: %s", run_name, e)
@@ -220,10 +222,7 @@ class DataParallelTrainer:
                 continue
             missing = None
             hi = self._bounds[1]
-            # A STRICT group's missing workers are not a group of their own
-            # (their nodes depend on the others'): such runs grow by free room.
-            strict = self._scaling.placement_strategy in ("STRICT_PACK", "STRICT_SPREAD")
-            if self._scaling.elastic and size < hi and not strict:
+            if self._scaling.elastic and size < hi:
                 missing = _MissingWorkers(hi - size, per_worker, self._scaling.placement_strategy,
                                           run_name)
             try:

@@ -1,14 +1,13 @@
 // The CLI's driver connection to the head.
 #include "cluster_client.h"
 
-#include <zmq_addon.hpp>
-
 #include <algorithm>
 
 #include "common/address.h"
 #include "common/process_control.h"
 #include "common/session_dir.h"
 #include "rayx/version.h"
+#include "transport/zmq_frame.h"
 
 namespace rayx::cli {
 
@@ -68,10 +67,7 @@ Result<std::unique_ptr<ClusterClient>> ClusterClient::Connect(const std::string&
 
 void ClusterClient::SendFrames(Frames& frames) {
   try {
-    for (size_t i = 0; i < frames.size(); ++i) {
-      auto flags = i + 1 < frames.size() ? zmq::send_flags::sndmore : zmq::send_flags::none;
-      (void)head_.send(frames[i], flags | zmq::send_flags::dontwait);
-    }
+    (void)transport::SendFrames(head_, frames, zmq::send_flags::dontwait);
   } catch (const zmq::error_t&) {
   }
 }
@@ -81,8 +77,7 @@ std::optional<Frames> ClusterClient::Receive(int64_t timeout_ms) {
   try {
     zmq::poll(&item, 1, std::chrono::milliseconds(std::max<int64_t>(timeout_ms, 0)));
     if (!(item.revents & ZMQ_POLLIN)) return std::nullopt;
-    Frames frames;
-    if (!zmq::recv_multipart(head_, std::back_inserter(frames))) return std::nullopt;
+    Frames frames = transport::ReceiveFrames(head_);
     if (frames.size() < 2) return std::nullopt;
     last_heard_ = std::chrono::steady_clock::now();
     if (IdOf(frames) != 0 && IdOf(frames) == reregister_id_) {
@@ -194,10 +189,7 @@ Result<Frames> ClusterClient::CallAgentFrames(const std::string& object_address,
   zmq::socket_t& socket = it->second;
   uint64_t id = IdOf(request);
   try {
-    for (size_t i = 0; i < request.size(); ++i) {
-      auto flags = i + 1 < request.size() ? zmq::send_flags::sndmore : zmq::send_flags::none;
-      (void)socket.send(request[i], flags | zmq::send_flags::dontwait);
-    }
+    (void)transport::SendFrames(socket, request, zmq::send_flags::dontwait);
     auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
     while (true) {
       auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
@@ -208,8 +200,8 @@ Result<Frames> ClusterClient::CallAgentFrames(const std::string& object_address,
       zmq::pollitem_t item{socket.handle(), 0, ZMQ_POLLIN, 0};
       zmq::poll(&item, 1, std::chrono::milliseconds(std::min<int64_t>(left, 100)));
       if (!(item.revents & ZMQ_POLLIN)) continue;
-      Frames reply;
-      if (!zmq::recv_multipart(socket, std::back_inserter(reply)) || reply.size() < 2) continue;
+      Frames reply = transport::ReceiveFrames(socket);
+      if (reply.size() < 2) continue;
       if (IdOf(reply) != id) continue;  // late reply to an earlier call
       Status status = AsError(reply);
       if (!status.ok()) return status;

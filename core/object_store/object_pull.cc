@@ -15,6 +15,7 @@
 #include <zmq.hpp>
 
 #include "transport/message.h"
+#include "transport/zmq_frame.h"
 
 namespace rayx {
 
@@ -74,10 +75,7 @@ Result<std::string> PullObject(zmq::context_t& context, const protocol::ObjectLo
         req.length = std::min<uint64_t>(chunk, location.size - next_offset);
         // The request id is the offset's chunk number + 1: replies place themselves.
         transport::Frames frames = transport::MakeMessage(req, next_offset / chunk + 1);
-        for (size_t i = 0; i < frames.size(); ++i) {
-          socket.send(frames[i], i + 1 < frames.size() ? zmq::send_flags::sndmore
-                                                       : zmq::send_flags::none);
-        }
+        transport::SendFrames(socket, frames);
         next_offset += req.length;
         ++in_flight;
         ++next_id;
@@ -93,7 +91,7 @@ Result<std::string> PullObject(zmq::context_t& context, const protocol::ObjectLo
       zmq::pollitem_t item{socket.handle(), 0, ZMQ_POLLIN, 0};
       zmq::poll(&item, 1, left);
       if (!(item.revents & ZMQ_POLLIN)) continue;
-      transport::Frames reply = transport::ReceiveMessage(socket);
+      transport::Frames reply = transport::ReceiveFrames(socket);
       if (reply.size() < 2) continue;
       auto env = protocol::Decode<protocol::Envelope>(transport::FrameView(reply[0]));
       if (!env.ok()) return env.status();
@@ -103,7 +101,7 @@ Result<std::string> PullObject(zmq::context_t& context, const protocol::ObjectLo
       }
       if (reply.size() < 3 || env->id == 0) return Status::Internal("malformed pull reply");
       uint64_t offset = (env->id - 1) * chunk;
-      const zmq::message_t& data = reply[2];
+      std::string_view data = reply[2].View();
       if (offset + data.size() > out.size()) return Status::Internal("pull reply out of range");
       std::memcpy(out.data() + offset, data.data(), data.size());
       received += data.size();
@@ -117,5 +115,27 @@ Result<std::string> PullObject(zmq::context_t& context, const protocol::ObjectLo
   }
   return out;
 }
+
+ObjectDeleter::ObjectDeleter(zmq::context_t& context) : context_(context) {}
+ObjectDeleter::~ObjectDeleter() = default;
+
+void ObjectDeleter::Delete(const std::string& object_address, const std::string& path) {
+  auto& socket = sockets_[object_address];
+  if (!socket) {
+    socket = std::make_unique<zmq::socket_t>(context_, zmq::socket_type::dealer);
+    socket->set(zmq::sockopt::linger, 1000);
+    socket->connect(object_address);
+  }
+  protocol::DeleteObjectsRequest req;
+  req.paths = {path};
+  transport::Frames frames = transport::MakeMessage(req, 0);
+  try {
+    (void)transport::SendFrames(*socket, frames, zmq::send_flags::dontwait);
+  } catch (const zmq::error_t&) {
+    // Best effort: the job's end removes whatever is left.
+  }
+}
+
+void ObjectDeleter::Clear() { sockets_.clear(); }
 
 }  // namespace rayx

@@ -2,7 +2,9 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
+#include <unordered_map>
 
 #include "protocol/messages.h"
 #include "rayx/status.h"
@@ -18,5 +20,25 @@ namespace rayx {
 Result<std::string> PullObject(zmq::context_t& context, const protocol::ObjectLocation& location,
                                int64_t timeout_ms = 60000, uint64_t chunk = 4 << 20,
                                int window = 4);
+
+// Asks object servers to remove stored objects: one DEALER socket per server,
+// fire and forget (no replies; the job's end removes whatever a lost request
+// leaves). Not thread-safe: one thread uses it. `context` must outlive it.
+class ObjectDeleter {
+ public:
+  explicit ObjectDeleter(zmq::context_t& context);
+  ~ObjectDeleter();
+  ObjectDeleter(const ObjectDeleter&) = delete;
+  ObjectDeleter& operator=(const ObjectDeleter&) = delete;
+
+  // Asks the object server at `object_address` to remove `path`; never blocks.
+  void Delete(const std::string& object_address, const std::string& path);
+  // Closes the sockets (a request still queued may be lost).
+  void Clear();
+
+ private:
+  zmq::context_t& context_;
+  std::unordered_map<std::string, std::unique_ptr<zmq::socket_t>> sockets_;
+};
 
 }  // namespace rayx

@@ -10,6 +10,9 @@
 
 #include "common/logging.h"
 #include "rayx/ids.h"
+#include "transport/message.h"
+#include "transport/zmq_frame.h"
+#include "transport/zmq_socket_loop.h"
 
 namespace rayx::detail {
 
@@ -19,13 +22,36 @@ using transport::Frames;
 
 using protocol::IsRegisterFirst;
 
+struct HeadClient::Connection {
+  explicit Connection(zmq::context_t& context)
+      : socket(context, zmq::socket_type::dealer), monitor(context, zmq::socket_type::pair) {}
+  ~Connection() {
+    StopMonitor();
+    // The watch goes before the socket it reads.
+    loop.reset();
+  }
+  // libzmq sends monitor events with a blocking send from its I/O thread: the
+  // monitor is stopped before the socket can emit more (its close), and its
+  // reader closes last.
+  void StopMonitor() {
+    if (!monitor_loop) return;
+    monitor_loop.reset();
+    zmq_socket_monitor(socket.handle(), nullptr, 0);
+    monitor.close();
+  }
+
+  zmq::socket_t socket;
+  std::unique_ptr<transport::ZmqSocketLoop> loop;
+  zmq::socket_t monitor;  // PAIR: the socket's connection events
+  std::unique_ptr<transport::ZmqSocketLoop> monitor_loop;
+};
+
 HeadClient::HeadClient(boost::asio::io_context& io, zmq::context_t& context, HostPort head,
                        Options options)
     : io_(io),
       head_(std::move(head)),
       options_(options),
-      socket_(context, zmq::socket_type::dealer),
-      monitor_(context, zmq::socket_type::pair),
+      conn_(std::make_unique<Connection>(context)),
       heartbeat_timer_(io) {}
 
 int64_t HeadClient::NowMs() {
@@ -34,53 +60,44 @@ int64_t HeadClient::NowMs() {
       .count();
 }
 
-HeadClient::~HeadClient() {
-  StopMonitor();
-  // The watch goes before the socket it reads.
-  loop_.reset();
-}
-
-// libzmq sends monitor events with a blocking send from its I/O thread: the
-// monitor is stopped before the socket can emit more (its close), and its
-// reader closes last.
-void HeadClient::StopMonitor() {
-  if (!monitor_loop_) return;
-  monitor_loop_.reset();
-  zmq_socket_monitor(socket_.handle(), nullptr, 0);
-  monitor_.close();
-}
+HeadClient::~HeadClient() = default;
 
 void HeadClient::Start() {
-  socket_.set(zmq::sockopt::linger, 0);
+  zmq::socket_t& socket = conn_->socket;
+  socket.set(zmq::sockopt::linger, 0);
   // A fixed routing id: a restarted head knows this connection as the owner of
   // the leases it had (ids that start with a zero byte are ZeroMQ's own).
-  socket_.set(zmq::sockopt::routing_id, "rayx-" + RandomHex(12));
+  socket.set(zmq::sockopt::routing_id, "rayx-" + RandomHex(12));
   last_heard_ms_ = NowMs();
-  socket_.set(zmq::sockopt::maxmsgsize, static_cast<int64_t>(protocol::kMaxControlFrameBytes));
+  socket.set(zmq::sockopt::maxmsgsize, static_cast<int64_t>(protocol::kMaxControlFrameBytes));
   std::string monitor = "inproc://rayx-head-monitor-" + RandomHex(8);
-  zmq_socket_monitor(socket_.handle(), monitor.c_str(),
+  zmq_socket_monitor(socket.handle(), monitor.c_str(),
                      ZMQ_EVENT_CONNECTED | ZMQ_EVENT_DISCONNECTED);
-  monitor_.connect(monitor);
-  monitor_loop_ = std::make_unique<transport::ZmqSocketLoop>(
-      io_, monitor_, [this](Frames& frames) { OnConnectionEvent(frames); });
-  monitor_loop_->Start();
-  socket_.connect(head_.ZmqEndpoint());
-  loop_ = std::make_unique<transport::ZmqSocketLoop>(
-      io_, socket_, [this](Frames& frames) { OnMessage(frames); });
-  loop_->Start();
+  conn_->monitor.connect(monitor);
+  conn_->monitor_loop = std::make_unique<transport::ZmqSocketLoop>(
+      io_, conn_->monitor, [this](Frames& frames) { OnConnectionEvent(frames); });
+  conn_->monitor_loop->Start();
+  socket.connect(head_.ZmqEndpoint());
+  conn_->loop = std::make_unique<transport::ZmqSocketLoop>(
+      io_, socket, [this](Frames& frames) { OnMessage(frames); });
+  conn_->loop->Start();
 }
 
 void HeadClient::Stop() {
   StopHeartbeats();
   heartbeat_timer_.cancel();
-  StopMonitor();
-  loop_.reset();
+  conn_->StopMonitor();
+  conn_->loop.reset();
+}
+
+bool HeadClient::SendOnSocket(Frames& frames) {
+  return conn_->loop && conn_->loop->Send(frames);
 }
 
 void HeadClient::OnConnectionEvent(Frames& frames) {
   if (frames.empty() || frames[0].size() < sizeof(uint16_t)) return;
   uint16_t event = 0;
-  std::memcpy(&event, frames[0].data(), sizeof event);
+  std::memcpy(&event, frames[0].View().data(), sizeof event);
   if (event == ZMQ_EVENT_DISCONNECTED) {
     disconnected_ = true;
     return;
@@ -142,7 +159,7 @@ void HeadClient::Send(uint64_t id, Frames& frames, RawCallback done, bool resend
   if (resend) {
     for (const auto& frame : frames) slot.frames.emplace_back(FrameView(frame));
   }
-  if (!loop_ || !loop_->Send(frames)) {
+  if (!SendOnSocket(frames)) {
     RawCallback cb = std::move(slot.done);
     calls_.erase(id);
     cb(Status::Unavailable("cannot send to the head at " + head_.ToString()));
@@ -152,7 +169,7 @@ void HeadClient::Send(uint64_t id, Frames& frames, RawCallback done, bool resend
 bool HeadClient::SendFrames(const std::vector<std::string>& frames) {
   Frames copy;
   for (const auto& frame : frames) copy.push_back(transport::MakeFrame(frame));
-  return loop_ && loop_->Send(copy);
+  return SendOnSocket(copy);
 }
 
 void HeadClient::SetRegistration(protocol::RegisterDriverRequest request) {

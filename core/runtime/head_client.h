@@ -14,15 +14,14 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
-#include <zmq.hpp>
 
 #include "common/address.h"
 #include "protocol/codec.h"
 #include "protocol/group_messages.h"
 #include "protocol/messages.h"
 #include "runtime/lease_client.h"
-#include "transport/message.h"
-#include "transport/zmq_socket_loop.h"
+#include "transport/frame.h"
+#include "transport/zmq_fwd.h"
 
 namespace rayx::detail {
 
@@ -144,17 +143,17 @@ class HeadClient final : public LeaseClient {
   // instead of at this process's next call (a worker's runtime never
   // heartbeats; a call parked in the old head, a KV wait, would be lost).
   void OnConnectionEvent(transport::Frames& frames);
-  // Stops the socket's monitor: before the socket closes (see the .cc).
-  void StopMonitor();
+  // Sends `frames` on the socket; false when it is not started or cannot send.
+  bool SendOnSocket(transport::Frames& frames);
   static int64_t NowMs();
 
   boost::asio::io_context& io_;
   const HostPort head_;
   Options options_;
-  zmq::socket_t socket_;
-  std::unique_ptr<transport::ZmqSocketLoop> loop_;
-  zmq::socket_t monitor_;  // PAIR: the socket's connection events
-  std::unique_ptr<transport::ZmqSocketLoop> monitor_loop_;
+  // The DEALER socket, its connection-event monitor and their watches (the
+  // ZeroMQ edge, in the .cc).
+  struct Connection;
+  std::unique_ptr<Connection> conn_;
   bool disconnected_ = false;  // since the last connect
   std::unordered_map<uint64_t, Pending> calls_;
   std::optional<protocol::RegisterDriverRequest> registration_;

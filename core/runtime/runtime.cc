@@ -11,7 +11,6 @@
 #include <map>
 #include <mutex>
 
-#include <zmq.hpp>
 
 #include "common/logging.h"
 #include "object_store/object_pull.h"
@@ -29,7 +28,6 @@
 
 namespace rayx::detail {
 
-using transport::Frames;
 
 namespace {
 constexpr int64_t kTickMs = 100;
@@ -101,9 +99,8 @@ ObjectCore::~ObjectCore() {
 }
 
 struct Runtime::Sockets {
-  zmq::context_t context{1};
-  // One socket per object server, for deletes (no replies).
-  std::unordered_map<std::string, std::unique_ptr<zmq::socket_t>> delete_sockets;
+  transport::ZmqContext context;
+  ObjectDeleter deleter{context.get()};
 };
 
 Runtime::Runtime(Config config)
@@ -113,16 +110,16 @@ Runtime::Runtime(Config config)
           [this](const protocol::ObjectLocation& location) {
             // Silence this long means the node is gone: lineage may compute
             // the object again (ObjectTable::Get).
-            return PullObject(sockets_->context, location, kPullIdleTimeoutMs);
+            return PullObject(sockets_->context.get(), location, kPullIdleTimeoutMs);
           },
           [this](const protocol::ObjectLocation& location) { DeleteStored(location); }}),
       id_prefix_(rayx::detail::RandomHex(8)),
       sockets_(std::make_unique<Sockets>()),
       work_(boost::asio::make_work_guard(io_)),
-      head_(std::make_unique<HeadClient>(io_, sockets_->context, config_.head,
+      head_(std::make_unique<HeadClient>(io_, sockets_->context.get(), config_.head,
                                          HeadClient::Options{config_.head_timeout_ms})),
       tick_timer_(io_),
-      connector_(std::make_unique<ZmqWorkerConnector>(io_, sockets_->context)) {}
+      connector_(std::make_unique<ZmqWorkerConnector>(io_, sockets_->context.get())) {}
 
 Result<std::unique_ptr<Runtime>> Runtime::Start(const Config& config) {
   std::unique_ptr<Runtime> runtime(new Runtime(config));
@@ -210,7 +207,7 @@ void Runtime::Stop() {
     if (tasks_) tasks_->Clear();
     if (actors_) actors_->Clear();
     if (send_queue_) send_queue_->Clear();
-    sockets_->delete_sockets.clear();
+    sockets_->deleter.Clear();
     if (store_writer_) store_writer_->Clear();
     head_->Stop();
     work_.reset();
@@ -351,24 +348,7 @@ void Runtime::DeleteStored(const protocol::ObjectLocation& location) {
     ::unlink(location.path.c_str());
     return;
   }
-  auto& socket = sockets_->delete_sockets[location.object_address];
-  if (!socket) {
-    socket = std::make_unique<zmq::socket_t>(sockets_->context, zmq::socket_type::dealer);
-    socket->set(zmq::sockopt::linger, 1000);
-    socket->connect(location.object_address);
-  }
-  protocol::DeleteObjectsRequest req;
-  req.paths = {location.path};
-  Frames frames = transport::MakeMessage(req, 0);
-  try {
-    for (size_t i = 0; i < frames.size(); ++i) {
-      (void)socket->send(frames[i], (i + 1 < frames.size() ? zmq::send_flags::sndmore
-                                                           : zmq::send_flags::none) |
-                                        zmq::send_flags::dontwait);
-    }
-  } catch (const zmq::error_t&) {
-    // Best effort: the job's end removes whatever is left.
-  }
+  sockets_->deleter.Delete(location.object_address, location.path);
 }
 
 void Runtime::Release(const std::string& object_id) {

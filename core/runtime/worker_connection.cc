@@ -99,7 +99,7 @@ void WorkerConnection::SendQueued(protocol::PushTasksWriter& writer, std::string
     env.t = static_cast<uint16_t>(MessageType::kPushTasksRequest);
     env.id = unsent_[first];
     frames[0] = transport::MakeFrame(protocol::Encode(env));
-    frames[1] = zmq::message_t(body.data(), body.size());
+    frames[1] = transport::MakeFrame(body);
     if (!link_ || !link_->Send(frames)) {
       // The worker is gone (its socket has no peer left): the owner gives the
       // unsent calls to other workers or fails them.

@@ -5,7 +5,7 @@
 #include <memory>
 #include <string>
 
-#include "transport/zmq_socket_loop.h"
+#include "transport/frame.h"
 
 namespace rayx::detail {
 

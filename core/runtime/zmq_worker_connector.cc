@@ -1,6 +1,8 @@
 // ZeroMQ links to workers.
 #include "runtime/zmq_worker_connector.h"
 
+#include <zmq.hpp>
+
 #include "transport/zmq_socket_loop.h"
 
 namespace rayx::detail {

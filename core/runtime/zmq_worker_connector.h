@@ -6,9 +6,9 @@
 #include <string>
 
 #include <boost/asio/io_context.hpp>
-#include <zmq.hpp>
 
 #include "runtime/worker_link.h"
+#include "transport/zmq_fwd.h"
 
 namespace rayx::detail {
 

@@ -29,11 +29,8 @@ Result<std::string> SyncClient::RoundTrip(Frames& frames, uint64_t id, uint16_t 
   };
   auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
   try {
-    for (size_t i = 0; i < frames.size(); ++i) {
-      auto flags = i + 1 < frames.size() ? zmq::send_flags::sndmore : zmq::send_flags::none;
-      // A DEALER queues while connecting; dontwait only fails at the HWM.
-      if (!socket_.send(frames[i], flags | zmq::send_flags::dontwait)) return unavailable();
-    }
+    // A DEALER queues while connecting; dontwait only fails at the HWM.
+    if (!SendFrames(socket_, frames, zmq::send_flags::dontwait)) return unavailable();
     while (true) {
       auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
           deadline - std::chrono::steady_clock::now());
@@ -41,8 +38,7 @@ Result<std::string> SyncClient::RoundTrip(Frames& frames, uint64_t id, uint16_t 
       zmq::pollitem_t item{socket_.handle(), 0, ZMQ_POLLIN, 0};
       zmq::poll(&item, 1, left);
       if (!(item.revents & ZMQ_POLLIN)) continue;
-      Frames reply;
-      if (!zmq::recv_multipart(socket_, std::back_inserter(reply))) continue;
+      Frames reply = ReceiveFrames(socket_);
       if (reply.size() < 2) continue;
       auto env = protocol::Decode<protocol::Envelope>(FrameView(reply[0]));
       if (!env.ok()) return env.status();

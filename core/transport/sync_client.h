@@ -8,12 +8,12 @@
 #include <string_view>
 
 #include <zmq.hpp>
-#include <zmq_addon.hpp>
 
 #include "common/address.h"
 #include "protocol/codec.h"
 #include "rayx/status.h"
 #include "transport/message.h"
+#include "transport/zmq_frame.h"
 
 namespace rayx::transport {
 
@@ -43,7 +43,7 @@ class SyncClient {
                                                         int64_t timeout_ms) {
     uint64_t id = ++next_id_;
     Frames frames = MakeMessage(request, id);
-    frames.push_back(zmq::message_t(payload.data(), payload.size()));
+    frames.push_back(MakeFrame(payload));
     std::string reply_payload;
     auto raw = RoundTrip(frames, id, static_cast<uint16_t>(Reply::kType), timeout_ms,
                          &reply_payload);

@@ -4,6 +4,7 @@
 #include <boost/asio/post.hpp>
 
 #include "common/logging.h"
+#include "transport/zmq_frame.h"
 
 namespace rayx::transport {
 
@@ -63,7 +64,7 @@ void ZmqSocketLoop::Drain() {
         zmq::message_t part;
         if (!socket_.recv(part, zmq::recv_flags::dontwait)) break;
         more = part.more();
-        if (++count <= kMaxFramesPerMessage) frames.push_back(std::move(part));
+        if (++count <= kMaxFramesPerMessage) frames.push_back(ToFrame(std::move(part)));
       }
       if (count > kMaxFramesPerMessage) {
         if (on_dropped_) on_dropped_(count);
@@ -82,14 +83,7 @@ void ZmqSocketLoop::Drain() {
 bool ZmqSocketLoop::Send(Frames& frames) {
   bool ok = true;
   try {
-    for (size_t i = 0; i < frames.size(); ++i) {
-      auto flags = zmq::send_flags::dontwait;
-      if (i + 1 < frames.size()) flags = flags | zmq::send_flags::sndmore;
-      if (!socket_.send(frames[i], flags)) {
-        ok = false;
-        break;
-      }
-    }
+    ok = SendFrames(socket_, frames, zmq::send_flags::dontwait);
   } catch (const zmq::error_t& e) {
     // A terminated context, or a socket in a state that cannot send.
     ok = false;
@@ -98,8 +92,7 @@ bool ZmqSocketLoop::Send(Frames& frames) {
   return ok;
 }
 
-zmq::message_t MakeFrame(const std::string& bytes) {
-  return zmq::message_t(bytes.data(), bytes.size());
-}
+ZmqContext::ZmqContext() : context_(std::make_unique<zmq::context_t>(1)) {}
+ZmqContext::~ZmqContext() = default;
 
 }  // namespace rayx::transport

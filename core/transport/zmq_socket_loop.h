@@ -16,9 +16,10 @@
 #include <boost/asio/posix/stream_descriptor.hpp>
 #include <zmq.hpp>
 
-namespace rayx::transport {
+#include "transport/frame.h"
+#include "transport/zmq_fwd.h"
 
-using Frames = std::vector<zmq::message_t>;
+namespace rayx::transport {
 
 // Messages with more frames than this are received in full but dropped.
 inline constexpr size_t kMaxFramesPerMessage = 64;
@@ -61,8 +62,5 @@ class ZmqSocketLoop {
   // Lets queued handlers notice that this object is gone.
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
 };
-
-// Makes a frame holding a copy of `bytes`.
-zmq::message_t MakeFrame(const std::string& bytes);
 
 }  // namespace rayx::transport

@@ -11,10 +11,7 @@
 #include <iterator>
 #include <typeinfo>
 
-#include <zmq.hpp>
-
 #include "common/logging.h"
-#include "common/ready_pipe.h"
 #include "object_store/object_pull.h"
 #include "protocol/codec.h"
 #include "rayx/detail/registry.h"
@@ -36,14 +33,6 @@ std::string ExecutableName() {
   char buf[4096];
   ssize_t n = readlink("/proc/self/exe", buf, sizeof buf - 1);
   return n > 0 ? std::string(buf, static_cast<size_t>(n)) : "this program";
-}
-
-// A frame that owns `bytes` (moved in, not copied).
-zmq::message_t OwningFrame(std::string bytes) {
-  auto* owned = new std::string(std::move(bytes));
-  return zmq::message_t(
-      owned->data(), owned->size(),
-      [](void*, void* hint) { delete static_cast<std::string*>(hint); }, owned);
 }
 
 // A result is sent at once unless the next call of the batch is known to be
@@ -264,7 +253,7 @@ void WorkerLoop::AddResult(const protocol::TaskCallView& call, CallOutcome outco
   }
   if (outcome.value.size() >= protocol::kMaxInlineWireValue) {
     writer_.FrameResult(call.call_id, static_cast<uint32_t>(result_frames_.size()));
-    result_frames_.push_back(OwningFrame(std::move(outcome.value)));
+    result_frames_.push_back(transport::Frame::Adopt(std::move(outcome.value)));
     return;
   }
   writer_.InlineResult(call.call_id, outcome.value);
@@ -281,68 +270,13 @@ void WorkerLoop::Flush() {
   env.id = first_id;
   transport::Frames out;
   out.reserve(3 + result_frames_.size());
-  zmq::message_t routing;
-  routing.copy(routing_);
-  out.push_back(std::move(routing));
+  out.push_back(routing_.Copy());
   out.push_back(transport::MakeFrame(protocol::Encode(env)));
-  out.push_back(zmq::message_t(body_.data(), body_.size()));
+  out.push_back(transport::MakeFrame(body_));
   for (auto& f : result_frames_) out.push_back(std::move(f));
   result_frames_.clear();
   send_(out);
   writer_.BeginReply(&body_);
-}
-
-// One thread, one ROUTER socket: a blocking receive feeds the loop, replies
-// go out on the same socket.
-void RunWorker(const WorkerEnv& env) {
-  // Before any user code: a rayx program a task starts is a driver.
-  WorkerEnv::ClearWorkerOnlyVariables();
-  detail::SetLogProgramName("rayx-worker");
-  ReadyPipe ready(env.ready_fd);
-  const std::string& node_ip = env.node_ip;
-
-  zmq::context_t context(1);
-  zmq::socket_t router(context, zmq::socket_type::router);
-  router.set(zmq::sockopt::linger, 0);
-  router.set(zmq::sockopt::sndhwm, 0);
-  router.set(zmq::sockopt::rcvhwm, 0);
-  router.set(zmq::sockopt::maxmsgsize, int64_t{1} << 31);
-  try {
-    router.bind("tcp://" + node_ip + ":*");
-  } catch (const zmq::error_t& e) {
-    ready.Fail("worker cannot listen on " + node_ip + ": " + e.what());
-    std::_Exit(1);
-  }
-  WorkerLoop loop(context, env, [&router](transport::Frames& out) {
-    try {
-      for (size_t i = 0; i < out.size(); ++i) {
-        router.send(out[i], i + 1 < out.size() ? zmq::send_flags::sndmore : zmq::send_flags::none);
-      }
-    } catch (const zmq::error_t& e) {
-      RAYX_LOG(Warning) << "reply failed: " << e.what();
-    }
-  });
-  if (!env.actor_init.empty()) {
-    // A restarted detached actor: constructed before this worker is ready, so
-    // a failed constructor fails the start (the head counts it).
-    Status constructed = loop.ConstructFromFile(env.actor_init);
-    if (!constructed.ok()) {
-      ready.Fail(constructed.message());
-      std::_Exit(1);
-    }
-  }
-  ready.Ready({{"address", router.get(zmq::sockopt::last_endpoint)}});
-  while (true) {
-    transport::Frames frames;
-    try {
-      frames = transport::ReceiveMessage(router);
-    } catch (const zmq::error_t& e) {
-      if (e.num() == EINTR) continue;
-      RAYX_LOG(Error) << "receive failed: " << e.what();
-      std::_Exit(1);
-    }
-    loop.Handle(frames);
-  }
 }
 
 }  // namespace rayx::detail

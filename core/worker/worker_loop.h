@@ -11,7 +11,8 @@
 
 #include "object_store/shared_memory_store.h"
 #include "protocol/push_tasks.h"
-#include "transport/zmq_socket_loop.h"
+#include "transport/frame.h"
+#include "transport/zmq_fwd.h"
 #include "worker/worker_env.h"
 
 namespace rayx::detail {
@@ -85,13 +86,14 @@ class WorkerLoop {
   // Reused from message to message.
   std::vector<std::string_view> payload_;
   protocol::PushTasksView batch_;
-  zmq::message_t routing_;
+  transport::Frame routing_;
   protocol::PushTasksWriter writer_;
   std::string body_;
-  std::vector<zmq::message_t> result_frames_;
+  transport::Frames result_frames_;
 };
 
-// Serves tasks in a worker process described by `env`: removes the
+// Serves tasks in a worker process described by `env` (worker_main.cc, the
+// loop's ZeroMQ edge): removes the
 // worker-only variables from the environment, listens on env.node_ip, reports
 // READY on env.ready_fd and runs a WorkerLoop on one ROUTER socket. Never
 // returns; a crash ends the process, which callers notice as a lost connection.

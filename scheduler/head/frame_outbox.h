@@ -6,7 +6,7 @@
 #include <string>
 
 #include "head/head_outbox.h"
-#include "transport/zmq_socket_loop.h"
+#include "transport/frame.h"
 
 namespace rayx::scheduler {
 

@@ -20,7 +20,7 @@
 #include "protocol/messages.h"
 #include "protocol/placement_messages.h"
 #include "protocol/process_messages.h"
-#include "transport/zmq_socket_loop.h"
+#include "transport/frame.h"
 
 namespace rayx::scheduler {
 

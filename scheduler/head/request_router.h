@@ -16,7 +16,6 @@
 #include "protocol/messages.h"
 #include "rayx/status.h"
 #include "transport/message.h"
-#include "transport/zmq_socket_loop.h"
 
 namespace rayx::scheduler {
 

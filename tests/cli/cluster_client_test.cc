@@ -7,15 +7,13 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
-#include <iterator>
 #include <thread>
-
-#include <zmq_addon.hpp>
 
 #include "protocol/codec.h"
 #include "protocol/messages.h"
 #include "protocol/process_messages.h"
 #include "transport/message.h"
+#include "transport/zmq_frame.h"
 
 namespace rayx::cli {
 namespace {
@@ -47,8 +45,7 @@ class FakeHead {
       zmq::pollitem_t item{router_.handle(), 0, ZMQ_POLLIN, 0};
       zmq::poll(&item, 1, std::chrono::milliseconds(20));
       if (!(item.revents & ZMQ_POLLIN)) continue;
-      Frames in;
-      (void)zmq::recv_multipart(router_, std::back_inserter(in));
+      Frames in = transport::ReceiveFrames(router_);
       if (in.size() < 3) continue;
       auto env = protocol::Decode<protocol::Envelope>(FrameView(in[1]));
       if (!env.ok()) continue;
@@ -64,11 +61,8 @@ class FakeHead {
       } else {
         continue;
       }
-      router_.send(in[0], zmq::send_flags::sndmore);
-      for (size_t i = 0; i < out.size(); ++i) {
-        router_.send(out[i], i + 1 < out.size() ? zmq::send_flags::sndmore
-                                                : zmq::send_flags::none);
-      }
+      out.insert(out.begin(), std::move(in[0]));
+      transport::SendFrames(router_, out);
     }
   }
 

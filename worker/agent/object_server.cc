@@ -70,7 +70,7 @@ void ObjectServer::OnMessage(transport::Frames& frames) {
       protocol::PullObjectReply out;
       out.size = all.size();
       transport::Frames message = transport::MakeMessage(out, env->id);
-      message.push_back(zmq::message_t(all.data() + offset, length));
+      message.push_back(transport::MakeFrame(all.substr(offset, length)));
       return answer(std::move(message));
     }
     case protocol::MessageType::kDeleteObjectsRequest: {
@@ -106,7 +106,7 @@ void ObjectServer::OnMessage(transport::Frames& frames) {
         }
       }
       transport::Frames message = transport::MakeMessage(out, env->id);
-      message.push_back(zmq::message_t(chunk.data(), chunk.size()));
+      message.push_back(transport::Frame::Adopt(std::move(chunk)));
       return answer(std::move(message));
     }
     case protocol::MessageType::kReservePortRequest: {

@@ -10,8 +10,11 @@
 #include <thread>
 
 #include <boost/asio/executor_work_guard.hpp>
+#include <zmq.hpp>
 
 #include "protocol/kv_messages.h"
+#include "transport/message.h"
+#include "transport/zmq_frame.h"
 
 namespace rayx::detail {
 namespace {
@@ -33,7 +36,7 @@ class FakeHead {
   const HostPort& address() const { return address_; }
 
   struct Request {
-    zmq::message_t identity;
+    transport::Frame identity;
     protocol::Envelope envelope;
     std::string body;
   };
@@ -41,18 +44,15 @@ class FakeHead {
   std::optional<Request> Receive(std::chrono::milliseconds timeout) {
     zmq::pollitem_t item{socket_.handle(), 0, ZMQ_POLLIN, 0};
     if (zmq::poll(&item, 1, timeout) <= 0) return std::nullopt;
-    Frames frames = transport::ReceiveMessage(socket_);
+    Frames frames = transport::ReceiveFrames(socket_);
     if (frames.size() < 3) return std::nullopt;
     auto env = protocol::Decode<protocol::Envelope>(FrameView(frames[1]));
     if (!env.ok()) return std::nullopt;
     return Request{std::move(frames[0]), *env, std::string(FrameView(frames[2]))};
   }
   void Reply(Request& to, Frames frames) {
-    (void)socket_.send(to.identity, zmq::send_flags::sndmore);
-    for (size_t i = 0; i < frames.size(); ++i) {
-      (void)socket_.send(frames[i],
-                         i + 1 < frames.size() ? zmq::send_flags::sndmore : zmq::send_flags::none);
-    }
+    frames.insert(frames.begin(), to.identity.Copy());
+    (void)transport::SendFrames(socket_, frames);
   }
 
  private:
@@ -212,7 +212,7 @@ TEST_F(HeadClientTest, RegistersAgainAndResendsWhenARestartedHeadRefusesIt) {
   get.key = "model";
   client_.Call<protocol::KvGetReply>(get, [&](Result<protocol::KvGetReply> r) { got = r; });
   FakeHead::Request first = NextRequest();
-  std::string identity(static_cast<const char*>(first.identity.data()), first.identity.size());
+  std::string identity(first.identity.View());
   EXPECT_EQ(identity.rfind("rayx-", 0), 0u) << "a fixed routing id survives a head restart";
   head_.Reply(first, transport::MakeErrorMessage(
                          Status::Unauthenticated("register first (RegisterDriverRequest with "

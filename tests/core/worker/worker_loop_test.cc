@@ -12,6 +12,8 @@
 #include <string>
 #include <vector>
 
+#include <zmq.hpp>
+
 #include "protocol/codec.h"
 #include "protocol/push_tasks.h"
 #include "rayx/detail/registry.h"

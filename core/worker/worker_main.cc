@@ -1,0 +1,64 @@
+// The worker process's ZeroMQ edge: one ROUTER socket feeding a WorkerLoop.
+#include <cstdlib>
+
+#include <zmq.hpp>
+
+#include "common/logging.h"
+#include "common/ready_pipe.h"
+#include "transport/zmq_frame.h"
+#include "worker/worker_loop.h"
+
+namespace rayx::detail {
+
+// One thread, one ROUTER socket: a blocking receive feeds the loop, replies
+// go out on the same socket.
+void RunWorker(const WorkerEnv& env) {
+  // Before any user code: a rayx program a task starts is a driver.
+  WorkerEnv::ClearWorkerOnlyVariables();
+  detail::SetLogProgramName("rayx-worker");
+  ReadyPipe ready(env.ready_fd);
+  const std::string& node_ip = env.node_ip;
+
+  zmq::context_t context(1);
+  zmq::socket_t router(context, zmq::socket_type::router);
+  router.set(zmq::sockopt::linger, 0);
+  router.set(zmq::sockopt::sndhwm, 0);
+  router.set(zmq::sockopt::rcvhwm, 0);
+  router.set(zmq::sockopt::maxmsgsize, int64_t{1} << 31);
+  try {
+    router.bind("tcp://" + node_ip + ":*");
+  } catch (const zmq::error_t& e) {
+    ready.Fail("worker cannot listen on " + node_ip + ": " + e.what());
+    std::_Exit(1);
+  }
+  WorkerLoop loop(context, env, [&router](transport::Frames& out) {
+    try {
+      transport::SendFrames(router, out);
+    } catch (const zmq::error_t& e) {
+      RAYX_LOG(Warning) << "reply failed: " << e.what();
+    }
+  });
+  if (!env.actor_init.empty()) {
+    // A restarted detached actor: constructed before this worker is ready, so
+    // a failed constructor fails the start (the head counts it).
+    Status constructed = loop.ConstructFromFile(env.actor_init);
+    if (!constructed.ok()) {
+      ready.Fail(constructed.message());
+      std::_Exit(1);
+    }
+  }
+  ready.Ready({{"address", router.get(zmq::sockopt::last_endpoint)}});
+  while (true) {
+    transport::Frames frames;
+    try {
+      frames = transport::ReceiveFrames(router);
+    } catch (const zmq::error_t& e) {
+      if (e.num() == EINTR) continue;
+      RAYX_LOG(Error) << "receive failed: " << e.what();
+      std::_Exit(1);
+    }
+    loop.Handle(frames);
+  }
+}
+
+}  // namespace rayx::detail

@@ -81,8 +81,12 @@ std::string RunDirName(const std::string& run_name) {
   return out;
 }
 
-// The head's name for a run that keeps checkpoint packages.
-std::string CheckpointKeeper(const std::string& run_name) { return "train:" + run_name; }
+// The head's name for a run that keeps checkpoint packages: per job, like the
+// run's KV record, so two jobs' runs of one name (whose identical checkpoints
+// share a package) never let go of each other's.
+std::string CheckpointKeeper(const std::string& run_name) {
+  return "train:" + rayx::detail::CurrentJobId() + ":" + run_name;
+}
 
 std::unique_ptr<transport::SyncClient> HeadConnection() {
   auto where = ParseHostPort(rayx::detail::CurrentHeadAddress());
@@ -159,10 +163,16 @@ std::string StoreCheckpoint(const std::string& dir, const std::string& storage_p
   }
   auto head = HeadConnection();
   const std::string token = rayx::detail::CurrentClusterToken();
-  auto stored = UploadPackage(*head, token, *archive, 60000);
-  if (stored.ok()) {
+  rayx::Result<std::string> stored = Status::Internal("not uploaded");
+  // Identical contents share one package: another run's drop may delete it
+  // between the upload and the keep (NotFound). Upload it again then.
+  for (int attempt = 0; attempt < 3; ++attempt) {
+    stored = UploadPackage(*head, token, *archive, 60000);
+    if (!stored.ok()) break;
     auto kept = KeepPackage(*head, token, *stored, CheckpointKeeper(run_name), true, 60000);
-    if (!kept.ok()) stored = kept.status();
+    if (kept.ok()) break;
+    stored = kept.status();
+    if (kept.status().code() != StatusCode::kNotFound) break;
   }
   if (!stored.ok()) {
     throw std::runtime_error("Report: the head did not keep the checkpoint: " +
@@ -261,7 +271,7 @@ void Report(const Metrics& metrics, const std::optional<Checkpoint>& checkpoint)
     std::string id = detail::StoreCheckpoint(checkpoint->path(), session.request.storage_path,
                                              ctx.GetRunName());
     latest.checkpoint_id = id;
-    dropped = detail::KeepLatest(latest.kept, id, std::max(1, session.request.num_to_keep));
+    dropped = detail::KeepLatest(latest.kept, id, session.request.num_to_keep);
   }
   rayx::detail::KvPut(detail::kKvNamespace, key, rayx::detail::Pack(latest), /*overwrite=*/true,
                       /*job_scoped=*/true);

@@ -67,6 +67,10 @@ Plan Validate(const FitSpec& spec) {
     throw std::invalid_argument("FailureConfig: max_failures is " +
                                 std::to_string(spec.failure.max_failures) + ": it must be >= 0");
   }
+  if (spec.run.num_to_keep < 0) {
+    throw std::invalid_argument("RunConfig: num_to_keep is " + std::to_string(spec.run.num_to_keep) +
+                                ": keep at least 1 checkpoint, or 0 to keep all");
+  }
   plan.per_worker = s.resources_per_worker;
   if (plan.per_worker.empty()) plan.per_worker["CPU"] = 1;
   if (s.use_gpu && plan.per_worker["GPU"] <= 0) plan.per_worker["GPU"] = 1;

@@ -308,6 +308,13 @@ TEST_F(Train, OnlyTheLastCheckpointsAreKept) {
   const std::string& id = r.checkpoint->id();
   ASSERT_EQ(id.rfind("path:", 0), 0u) << id;
   EXPECT_TRUE(std::filesystem::is_directory(id.substr(5))) << id;
+
+  // num_to_keep = 0 keeps every checkpoint (Python's None).
+  train::RunConfig all{.name = "keep-all", .storage_path = storage.string(), .num_to_keep = 0};
+  r = train::DataParallelTrainer(TrainLinear, config, scaling, all).Fit();
+  ASSERT_EQ(r.error, "");
+  EXPECT_EQ(CountEntries(storage / "keep-all", "checkpoint_", true), 6u)
+      << "6 checkpoints with different weights reported, all to keep";
 }
 
 TEST_F(Train, BadConfigsAreRefusedClearly) {
@@ -319,6 +326,15 @@ TEST_F(Train, BadConfigsAreRefusedClearly) {
     ADD_FAILURE() << "num_workers = 0 was accepted";
   } catch (const std::invalid_argument& e) {
     EXPECT_TRUE(Contains(e.what(), "num_workers")) << e.what();
+  }
+  train::ScalingConfig two;
+  two.num_workers = 2;
+  train::RunConfig negative{.num_to_keep = -1};
+  try {
+    train::DataParallelTrainer(TrainLinear, linear_sgd::Config{}, two, negative).Fit();
+    ADD_FAILURE() << "num_to_keep = -1 was accepted";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_TRUE(Contains(e.what(), "num_to_keep")) << e.what();
   }
   train::ScalingConfig inverted;
   inverted.min_workers = 3;

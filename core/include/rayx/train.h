@@ -56,7 +56,7 @@ struct RunConfig {
   // A shared mount to keep checkpoints in instead of the cluster. Default:
   // none (checkpoints are packed and kept by the head).
   std::string storage_path;
-  // Checkpoints kept per run (the latest ones). Default 2.
+  // Checkpoints kept per run (the latest ones); 0 keeps all. Default 2.
   int num_to_keep = 2;
 };
 

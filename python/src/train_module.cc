@@ -140,6 +140,13 @@ void BindTrain(py::module_& m) {
     py::gil_scoped_release release;
     train::detail::DropCheckpoint(id, run_name, storage_path);
   });
+  // (kept, dropped): `id` appended to the run's `kept` ids as the latest, and
+  // the oldest beyond `num_to_keep` (0: none) taken out (the C++ trainer's rule).
+  sub.def("keep_latest", [](std::vector<std::string> kept, const std::string& id,
+                            int num_to_keep) {
+    std::vector<std::string> dropped = train::detail::KeepLatest(kept, id, num_to_keep);
+    return py::make_tuple(kept, dropped);
+  });
   // Checkpoint `id` as a local directory on this node (fetched and unpacked once).
   sub.def("fetch_checkpoint", [](const std::string& id, const std::string& run_name,
                                  const std::string& storage_path) {

@@ -123,11 +123,8 @@ def report(metrics, checkpoint=None):
     if checkpoint is not None:
         record["checkpoint_id"] = _core.train.store_checkpoint(checkpoint.path,
                                                                s.storage_path or "", s.run_name)
-        cid = record["checkpoint_id"]
-        kept = [k for k in record.get("kept", []) if k != cid] + [cid]
-        if s.num_to_keep:
-            dropped, kept = kept[:-s.num_to_keep], kept[-s.num_to_keep:]
-        record["kept"] = kept
+        record["kept"], dropped = _core.train.keep_latest(
+            record.get("kept", []), record["checkpoint_id"], s.num_to_keep or 0)
     blob = pickle.dumps(record)
     while len(blob) > _KV_VALUE_LIMIT and len(record["history"]) > 1:
         del record["history"][:max(1, len(record["history"]) // 4)]

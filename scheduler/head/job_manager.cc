@@ -116,6 +116,9 @@ void JobManager::End(protocol::JobInfo& job, const std::string& state, const std
   job.ended_at_ms = clock_.WallMs();
   if (store_) store_->PutSubmittedJob(job);
   leases_.FinishJob(job.job_id, "job " + job.submission_id + " " + state);
+  if (unkept_in_use_.count(job.package_hash) > 0 && !RunsInPackage(job.package_hash)) {
+    DeleteUnkeptPackage(job.package_hash);
+  }
   RAYX_LOG(Info) << "job " << job.submission_id << " " << state
                  << (message.empty() ? "" : ": " + message);
   finished_.push_back(job.submission_id);
@@ -265,6 +268,7 @@ Result<bool> JobManager::KeepPackage(const std::string& hash, const std::string&
   }
   if (keep) {
     if (!HasPackage(hash)) return Status::NotFound("the head has no package " + hash.substr(0, 12));
+    unkept_in_use_.erase(hash);
     if (keepers_[hash].insert(owner).second && store_) store_->PutPackageKeeper(hash, owner);
     return false;
   }
@@ -273,9 +277,22 @@ Result<bool> JobManager::KeepPackage(const std::string& hash, const std::string&
   if (store_) store_->DeletePackageKeeper(hash, owner);
   if (!it->second.empty()) return false;
   keepers_.erase(it);
-  for (const auto& [id, job] : jobs_) {
-    if (job.package_hash == hash && !Terminal(job.state)) return false;  // a job runs in it
+  if (RunsInPackage(hash)) {
+    unkept_in_use_.insert(hash);  // deleted when the last job in it ends (End)
+    return false;
   }
+  return DeleteUnkeptPackage(hash);
+}
+
+bool JobManager::RunsInPackage(const std::string& hash) const {
+  for (const auto& [id, job] : jobs_) {
+    if (job.package_hash == hash && !Terminal(job.state)) return true;
+  }
+  return false;
+}
+
+bool JobManager::DeleteUnkeptPackage(const std::string& hash) {
+  unkept_in_use_.erase(hash);
   std::error_code ec;
   bool removed = fs::remove(options_.package_dir + "/" + hash + ".tar", ec);
   if (removed) RAYX_LOG(Info) << "deleted package " << hash.substr(0, 12) << ": nobody keeps it";

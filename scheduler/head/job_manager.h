@@ -63,7 +63,8 @@ class JobManager final : public HeadLeaseOwner {
   uint64_t max_package_bytes() const { return options_.max_package_bytes; }
   // Records that `owner` keeps package `hash` (keep), or no longer does.
   // Once every keeper let go, the package is deleted unless a job that has
-  // not ended runs in it; returns whether it was. Packages nobody ever kept
+  // not ended runs in it (then it is deleted when the last such job ends);
+  // returns whether it was deleted now. Packages nobody ever kept
   // (working directories) are not affected. InvalidArgument for a malformed
   // hash or an empty or over-long owner.
   Result<bool> KeepPackage(const std::string& hash, const std::string& owner, bool keep);
@@ -85,6 +86,9 @@ class JobManager final : public HeadLeaseOwner {
  private:
   void End(protocol::JobInfo& job, const std::string& state, const std::string& message);
   protocol::JobInfo* FindByLease(const std::string& lease_id);
+  // Whether a job that has not ended runs in package `hash`.
+  bool RunsInPackage(const std::string& hash) const;
+  bool DeleteUnkeptPackage(const std::string& hash);
 
   Options options_;
   LeaseManager& leases_;
@@ -96,6 +100,10 @@ class JobManager final : public HeadLeaseOwner {
   // Packages' keepers (KeepPackage); a package leaves when its set empties.
   // Bounded by what keepers keep (a Train run: its last num_to_keep).
   std::map<std::string, std::set<std::string>> keepers_;
+  // Packages every keeper let go of while a job ran in them: deleted when the
+  // last such job ends. Not kept across a head restart (the package then
+  // stays, like a working directory).
+  std::set<std::string> unkept_in_use_;
   uint64_t next_request_id_ = 1;
   HeadStore* store_ = nullptr;
 };

@@ -171,8 +171,8 @@ TEST_F(JobManagerTest, BadSubmissionsAreRefusedWithoutALease) {
 }
 
 // Packages kept by Train runs: deleted once every keeper let go, unless a job
-// that has not ended runs in it; a package nobody kept (a working directory)
-// is never deleted by a let-go.
+// that has not ended runs in it (then when it ends); a package nobody kept (a
+// working directory) is never deleted by a let-go.
 TEST_F(JobManagerTest, APackageGoesWhenEveryKeeperLetsGoAndNoLiveJobRunsInIt) {
   char dir[] = "/tmp/rayx-packages-XXXXXX";
   ASSERT_NE(mkdtemp(dir), nullptr);
@@ -202,10 +202,24 @@ TEST_F(JobManagerTest, APackageGoesWhenEveryKeeperLetsGoAndNoLiveJobRunsInIt) {
   protocol::SubmitJobRequest req;
   req.entrypoint = {"true"};
   req.package_hash = workdir;
-  ASSERT_TRUE(jobs.Submit(req).ok());
+  auto job = jobs.Submit(req);
+  ASSERT_TRUE(job.ok()) << job.status();
   ASSERT_TRUE(jobs.KeepPackage(workdir, "train:one", true).ok());
   EXPECT_FALSE(*jobs.KeepPackage(workdir, "train:one", false));
   EXPECT_TRUE(jobs.HasPackage(workdir)) << "deleted under a job that runs in it";
+  ASSERT_TRUE(jobs.Stop(job->submission_id).ok());
+  EXPECT_FALSE(jobs.HasPackage(workdir)) << "let go of while a job ran in it, kept after it ended";
+
+  // Kept again while its job runs: the job's end leaves it.
+  const std::string again = put("another checkpoint");
+  req.package_hash = again;
+  auto second = jobs.Submit(req);
+  ASSERT_TRUE(second.ok()) << second.status();
+  ASSERT_TRUE(jobs.KeepPackage(again, "train:one", true).ok());
+  EXPECT_FALSE(*jobs.KeepPackage(again, "train:one", false));
+  ASSERT_TRUE(jobs.KeepPackage(again, "train:two", true).ok());
+  ASSERT_TRUE(jobs.Stop(second->submission_id).ok());
+  EXPECT_TRUE(jobs.HasPackage(again)) << "deleted at its job's end while run two keeps it";
 
   EXPECT_EQ(jobs.KeepPackage("not-a-hash", "o", true).status().code(),
             StatusCode::kInvalidArgument);

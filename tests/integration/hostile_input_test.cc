@@ -86,10 +86,30 @@ void ExpectErrorReply(RawPeer& peer, const std::vector<std::string>& request, St
   EXPECT_EQ(error->code, static_cast<uint8_t>(code)) << error->message;
 }
 
-TEST(HostileInput, HeadSurvivesGarbageAndKeepsServing) {
-  auto started = LocalCluster::Start();
-  ASSERT_TRUE(started.ok()) << started.status();
-  auto& cluster = **started;
+// [envelope][body] for message `body` with request id `id`, then `payload`
+// frames.
+template <typename M>
+std::vector<std::string> Request(const M& body, uint64_t id,
+                                 std::vector<std::string> payload = {}) {
+  std::vector<std::string> frames{Envelope(static_cast<uint16_t>(M::kType), id),
+                                  protocol::Encode(body)};
+  for (auto& p : payload) frames.push_back(std::move(p));
+  return frames;
+}
+
+// Each test on a fresh one-node cluster.
+class HostileInput : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto started = LocalCluster::Start();
+    ASSERT_TRUE(started.ok()) << started.status();
+    cluster_ = std::move(*started);
+  }
+  std::unique_ptr<LocalCluster> cluster_;
+};
+
+TEST_F(HostileInput, HeadSurvivesGarbageAndKeepsServing) {
+  auto& cluster = *cluster_;
   auto head = cluster.head_process();
   std::mt19937 rng(42);
   auto random_bytes = [&](size_t n) {
@@ -181,62 +201,47 @@ TEST(HostileInput, HeadSurvivesGarbageAndKeepsServing) {
 // The job, package, placement group and process messages refuse what they must
 // (no token, not registered, bad hashes, oversized packages) and the agent's
 // object server serves only logs it knows.
-TEST(HostileInput, JobPackageGroupAndLogRequestsAreChecked) {
-  auto started = LocalCluster::Start();
-  ASSERT_TRUE(started.ok()) << started.status();
-  auto& cluster = **started;
-  using protocol::MessageType;
-  auto type = [](MessageType t) { return static_cast<uint16_t>(t); };
+TEST_F(HostileInput, JobPackageGroupAndLogRequestsAreChecked) {
+  auto& cluster = *cluster_;
   RawPeer peer(cluster.address());
   protocol::SubmitJobRequest submit;
   submit.token = "wrong";
   submit.entrypoint = {"true"};
-  ExpectErrorReply(peer, {Envelope(type(MessageType::kSubmitJobRequest), 1), protocol::Encode(submit)},
-                   StatusCode::kUnauthenticated);
+  ExpectErrorReply(peer, Request(submit, 1), StatusCode::kUnauthenticated);
   protocol::PutPackageRequest put;
   put.token = cluster.token();
   put.hash = "../../etc/passwd";
   put.total_size = 4;
-  ExpectErrorReply(peer, {Envelope(type(MessageType::kPutPackageRequest), 2), protocol::Encode(put), "data"},
-                   StatusCode::kInvalidArgument);
+  ExpectErrorReply(peer, Request(put, 2, {"data"}), StatusCode::kInvalidArgument);
   put.hash = std::string(64, 'a');
   put.total_size = uint64_t{1} << 40;  // over the limit
-  ExpectErrorReply(peer, {Envelope(type(MessageType::kPutPackageRequest), 3), protocol::Encode(put), "data"},
-                   StatusCode::kInvalidArgument);
+  ExpectErrorReply(peer, Request(put, 3, {"data"}), StatusCode::kInvalidArgument);
   put.total_size = 8;
   put.offset = 4;  // does not follow what was received
-  ExpectErrorReply(peer, {Envelope(type(MessageType::kPutPackageRequest), 4), protocol::Encode(put), "data"},
-                   StatusCode::kInvalidArgument);
+  ExpectErrorReply(peer, Request(put, 4, {"data"}), StatusCode::kInvalidArgument);
   protocol::GetPackageRequest get;
   get.hash = std::string(64, 'a');
-  ExpectErrorReply(peer, {Envelope(type(MessageType::kGetPackageRequest), 5), protocol::Encode(get)},
-                   StatusCode::kUnauthenticated);
+  ExpectErrorReply(peer, Request(get, 5), StatusCode::kUnauthenticated);
   // Keeping packages: the token, a content hash and a package the head has.
   protocol::KeepPackageRequest keep;
   keep.token = "wrong";
   keep.hash = std::string(64, 'a');
   keep.owner = "train:run";
-  ExpectErrorReply(peer, {Envelope(type(MessageType::kKeepPackageRequest), 6), protocol::Encode(keep)},
-                   StatusCode::kUnauthenticated);
+  ExpectErrorReply(peer, Request(keep, 6), StatusCode::kUnauthenticated);
   keep.token = cluster.token();
   keep.hash = "../../etc/passwd";
-  ExpectErrorReply(peer, {Envelope(type(MessageType::kKeepPackageRequest), 7), protocol::Encode(keep)},
-                   StatusCode::kInvalidArgument);
+  ExpectErrorReply(peer, Request(keep, 7), StatusCode::kInvalidArgument);
   keep.hash = std::string(64, 'a');
-  ExpectErrorReply(peer, {Envelope(type(MessageType::kKeepPackageRequest), 8), protocol::Encode(keep)},
-                   StatusCode::kNotFound);
+  ExpectErrorReply(peer, Request(keep, 8), StatusCode::kNotFound);
   protocol::CreatePlacementGroupRequest group;
   group.bundles = {{{"CPU", 1}}};
-  ExpectErrorReply(peer, {Envelope(type(MessageType::kCreatePlacementGroupRequest), 6), protocol::Encode(group)},
-                   StatusCode::kUnauthenticated);
+  ExpectErrorReply(peer, Request(group, 6), StatusCode::kUnauthenticated);
   protocol::ProcessExitedNotice exited;
   exited.lease_id = "x";
-  ExpectErrorReply(peer, {Envelope(type(MessageType::kProcessExitedNotice), 7), protocol::Encode(exited)},
-                   StatusCode::kUnauthenticated);
+  ExpectErrorReply(peer, Request(exited, 7), StatusCode::kUnauthenticated);
   protocol::ListStateRequest list;
   list.token = "wrong";
-  ExpectErrorReply(peer, {Envelope(type(MessageType::kListStateRequest), 8), protocol::Encode(list)},
-                   StatusCode::kUnauthenticated);
+  ExpectErrorReply(peer, Request(list, 8), StatusCode::kUnauthenticated);
 
   // The agent's object server: unknown logs are refused, garbage is dropped.
   auto status = cluster.GetStatus();
@@ -247,11 +252,9 @@ TEST(HostileInput, JobPackageGroupAndLogRequestsAreChecked) {
   for (int i = 0; i < 50; ++i) agent.Send({"\xc1garbage", "\xff"});
   protocol::ReadLogRequest read;
   read.lease_id = "../../etc/passwd";
-  ExpectErrorReply(agent, {Envelope(type(MessageType::kReadLogRequest), 9), protocol::Encode(read)},
-                   StatusCode::kNotFound);
+  ExpectErrorReply(agent, Request(read, 9), StatusCode::kNotFound);
   // Still serving: a port is reserved.
-  agent.Send({Envelope(type(MessageType::kReservePortRequest), 10),
-              protocol::Encode(protocol::ReservePortRequest{})});
+  agent.Send(Request(protocol::ReservePortRequest{}, 10));
   auto reply = agent.Receive(5000);
   ASSERT_EQ(reply.size(), 2u);
   auto port = protocol::Decode<protocol::ReservePortReply>(reply[1]);
@@ -261,17 +264,13 @@ TEST(HostileInput, JobPackageGroupAndLogRequestsAreChecked) {
   EXPECT_TRUE(cluster.GetStatus().ok());
 }
 
-TEST(HostileInput, OutOfRangeEnumsAreRefusedAndTheHeadKeepsServing) {
-  auto started = LocalCluster::Start();
-  ASSERT_TRUE(started.ok()) << started.status();
-  auto& cluster = **started;
-  using protocol::MessageType;
-  auto type = [](MessageType t) { return static_cast<uint16_t>(t); };
+TEST_F(HostileInput, OutOfRangeEnumsAreRefusedAndTheHeadKeepsServing) {
+  auto& cluster = *cluster_;
   RawPeer peer(cluster.address());
   protocol::RegisterDriverRequest hello;
   hello.token = cluster.token();
   hello.rayx_version = kRayxVersion;
-  peer.Send({Envelope(type(MessageType::kRegisterDriverRequest), 1), protocol::Encode(hello)});
+  peer.Send(Request(hello, 1));
   auto registered = peer.Receive(5000);
   ASSERT_EQ(registered.size(), 2u);
   auto driver = protocol::Decode<protocol::RegisterDriverReply>(registered[1]);
@@ -280,17 +279,15 @@ TEST(HostileInput, OutOfRangeEnumsAreRefusedAndTheHeadKeepsServing) {
   group.job_id = driver->job_id;
   group.bundles = {{{"CPU", 1}}};
   group.strategy = static_cast<protocol::PlacementStrategy>(200);
-  ExpectErrorReply(peer, {Envelope(type(MessageType::kCreatePlacementGroupRequest), 2), protocol::Encode(group)},
-                   StatusCode::kInvalidArgument);
+  ExpectErrorReply(peer, Request(group, 2), StatusCode::kInvalidArgument);
   protocol::RequestLeaseRequest lease;
   lease.job_id = driver->job_id;
   lease.resources = {{"CPU", 1}};
   lease.strategy = static_cast<protocol::LeaseStrategy>(3);
-  ExpectErrorReply(peer, {Envelope(type(MessageType::kRequestLeaseRequest), 3), protocol::Encode(lease)},
-                   StatusCode::kInvalidArgument);
+  ExpectErrorReply(peer, Request(lease, 3), StatusCode::kInvalidArgument);
   // A well-formed group is still created.
   group.strategy = protocol::PlacementStrategy::kPack;
-  peer.Send({Envelope(type(MessageType::kCreatePlacementGroupRequest), 4), protocol::Encode(group)});
+  peer.Send(Request(group, 4));
   auto reply = peer.Receive(5000);
   ASSERT_EQ(reply.size(), 2u);
   auto created = protocol::Decode<protocol::CreatePlacementGroupReply>(reply[1]);

@@ -120,10 +120,16 @@ void GlooGroup::WatchdogLoop() {
   std::unique_lock<std::mutex> lock(mu_);
   while (!stopping_) {
     if (!op_active_ || aborted_) {
+      watchdog_idle_ = true;
       cv_.wait(lock);
+      watchdog_idle_ = false;
       continue;
     }
+    // Ops that start while this waits do not wake it (an op per call would
+    // cost a thread switch each): it wakes at the deadline it saw, and waits
+    // again for the deadline of the op running then.
     const auto deadline = op_deadline_;
+    watchdog_deadline_ = deadline;
     cv_.wait_until(lock, deadline);
     if (stopping_ || !op_active_ || aborted_ || op_deadline_ != deadline ||
         std::chrono::steady_clock::now() < deadline) {
@@ -182,7 +188,10 @@ GlooGroup::OpScope::OpScope(GlooGroup& group, const char* name)
   group.op_active_ = true;
   group.op_deadline_ = deadline_;
   group.waiting_on_ = -1;
-  group.cv_.notify_all();
+  // Wake the watchdog only when it would not see this deadline in time: it
+  // waits for no op, or for a later deadline (the timeout is fixed, so only
+  // the first op after an idle spell wakes it).
+  if (group.watchdog_idle_ || deadline_ < group.watchdog_deadline_) group.cv_.notify_all();
 }
 
 GlooGroup::OpScope::~OpScope() {

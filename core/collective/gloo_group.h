@@ -138,6 +138,9 @@ class GlooGroup : public CollectiveGroup {
   int abort_failed_rank_ = -1;
   bool op_active_ = false;
   std::chrono::steady_clock::time_point op_deadline_;
+  // The watchdog's state: waiting for an op to start, or for this deadline.
+  bool watchdog_idle_ = false;
+  std::chrono::steady_clock::time_point watchdog_deadline_ = std::chrono::steady_clock::time_point::max();
   int waiting_on_ = -1;
   std::set<gloo::transport::UnboundBuffer*> in_flight_;
   std::thread watchdog_;

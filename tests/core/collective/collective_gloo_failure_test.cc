@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <thread>
 
 #include "collective/group_registry.h"
 #include "collective_test_util.h"
@@ -72,6 +73,33 @@ TEST(GlooFailure, ARankThatNeverCallsTimesOutTheOthersNamingIt) {
     EXPECT_NE(std::string(e.what()).find("aborted earlier"), std::string::npos) << e.what();
   }
   EXPECT_LT(MsSince(start), 100);
+}
+
+// The watchdog is not woken by each op: it waits for the deadline of the op it
+// saw and then for the op running at that time. An op that starts 700 ms after
+// a successful one still times out after its own full timeout, not at the
+// earlier op's deadline (too soon) nor never.
+TEST(GlooFailure, AnOpAfterSuccessfulOnesTimesOutAfterItsOwnTimeout) {
+  auto store = std::make_shared<InMemoryRendezvousStore>();
+  auto groups = ConnectGloo(3, store, "g", /*timeout_ms=*/1500);
+  OnEveryRank(3, [&](int r) {
+    for (int i = 0; i < 20; ++i) {
+      std::vector<int32_t> v(3, r);
+      groups[r]->AllReduce(v.data(), v.size(), DataType::kInt32, ReduceOp::kSum, nullptr);
+      EXPECT_EQ(v, std::vector<int32_t>(3, 0 + 1 + 2));
+    }
+  });
+  // Not a wait for a condition: it places the next op's start 700 ms into the
+  // watchdog's wait for the first op's deadline.
+  std::this_thread::sleep_for(std::chrono::milliseconds(700));
+  Outcome out = AllReduceWithout2(groups, [] {});
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_NE(out.errors[r].find("timed out after 1500 ms waiting for rank 2"),
+              std::string::npos)
+        << out.errors[r];
+    EXPECT_GE(out.ms[r], 1400) << "timed out at an earlier op's deadline";
+    EXPECT_LE(out.ms[r], 1500 + 1000);
+  }
 }
 
 TEST(GlooFailure, AbortOnOneRankFailsTheOthersPromptlyNamingIt) {

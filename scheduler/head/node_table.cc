@@ -15,7 +15,7 @@ NodeId NodeTable::Register(NodeInfo info, int64_t now_ms, int64_t wall_ms) {
   info.registered_at_ms = wall_ms;
   if (info.available.empty()) info.available = info.total;
   size_t devices = info.total.count(kGpu) ? static_cast<size_t>(info.total.at(kGpu)) : 0;
-  view_.AddNode(id, info.total, info.labels);
+  view_.AddNode(id, info.total, info.labels, info.address);
   uint64_t epoch = next_epoch_++;
   if (store_) {
     store_->PutMeta("next_epoch", std::to_string(next_epoch_));
@@ -53,7 +53,7 @@ bool NodeTable::Rejoin(const NodeId& id, NodeInfo info, int64_t now_ms, int64_t 
   info.registered_at_ms = registered ? registered : wall_ms;
   info.available = info.total;
   size_t devices = info.total.count(kGpu) ? static_cast<size_t>(info.total.at(kGpu)) : 0;
-  view_.AddNode(id, info.total, info.labels);
+  view_.AddNode(id, info.total, info.labels, info.address);
   if (store_) store_->PutNode(info, epoch);
   alive_[id] = Entry{std::move(info), now_ms, next_order_++, std::vector<double>(devices, 1.0),
                      epoch};

@@ -430,11 +430,12 @@ Result<std::optional<PlacementGroupManager::BundleGrant>> PlacementGroupManager:
     if (NodeTable::Fits(group.info.bundles[static_cast<size_t>(i)], demand)) could_ever = true;
   }
   if (!could_ever) {
-    return Status::InvalidArgument(
+    return Status::Infeasible(
         "infeasible: " + FormatResourceShape(demand) + " does not fit in " +
-        (bundle_index >= 0 ? "bundle " + std::to_string(bundle_index) + " " +
-                                 FormatResourceShape(group.info.bundles[static_cast<size_t>(bundle_index)])
-                           : "any bundle of the group " + GroupShape(group.info)) +
+        (bundle_index >= 0
+             ? "bundle " + std::to_string(bundle_index) + " " +
+                   FormatResourceShape(group.info.bundles[static_cast<size_t>(bundle_index)])
+             : "any bundle of the group " + GroupShape(group.info)) +
         " of placement group " + group_id.substr(0, 8));
   }
   // Bundles that are reserved take leases even while lost ones are re-placed.

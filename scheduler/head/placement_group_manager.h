@@ -84,8 +84,9 @@ class PlacementGroupManager {
                     const std::vector<int>& gpu_ids);
 
   // Leases in a group. Takes `demand` from bundle `bundle_index` (-1: the first
-  // bundle it fits). Returns an error when it can never fit (no such group or
-  // bundle, demand larger than the bundle), nullopt when not now.
+  // bundle it fits). Returns NotFound for no such group, InvalidArgument for no
+  // such bundle, Infeasible for a demand larger than the bundle (or every
+  // bundle), nullopt when not now.
   struct BundleGrant {
     int32_t bundle_index = -1;
     NodeId node;

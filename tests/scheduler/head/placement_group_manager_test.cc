@@ -277,6 +277,24 @@ TEST_F(PlacementGroupManagerTest, AWaitAnswersWithTheClassificationOfNow) {
             "bundle 0 needs {CPU: 4} on one node; the largest alive node has CPU 2 (1 alive node)");
 }
 
+TEST_F(PlacementGroupManagerTest, ALeaseLargerThanItsBundleIsInfeasible) {
+  AddNode({{"CPU", 4}});
+  auto group = Create({{{"CPU", 1}}, {{"CPU", 2}}});
+  ASSERT_EQ(group.state, State::kCreated);
+  auto too_big = groups_.TryAcquire(group.placement_group_id, 0, {{"CPU", 2}});
+  EXPECT_EQ(too_big.status().code(), StatusCode::kInfeasible) << too_big.status();
+  auto nowhere = groups_.TryAcquire(group.placement_group_id, -1, {{"CPU", 3}});
+  EXPECT_EQ(nowhere.status().code(), StatusCode::kInfeasible) << nowhere.status();
+  EXPECT_EQ(groups_.TryAcquire(group.placement_group_id, 2, {{"CPU", 1}}).status().code(),
+            StatusCode::kInvalidArgument)
+      << "no bundle 2";
+  auto fits = groups_.TryAcquire(group.placement_group_id, -1, {{"CPU", 2}});
+  ASSERT_TRUE(fits.ok() && fits->has_value());
+  EXPECT_EQ((*fits)->bundle_index, 1);
+  groups_.Release(group.placement_group_id, 1, {{"CPU", 2}}, {});
+  EXPECT_TRUE(groups_.Remove(group.placement_group_id));
+}
+
 // ---- A node dies ------------------------------------------------------------------------
 
 // Only the lost bundles are placed again: the bundles on surviving nodes keep

@@ -3,7 +3,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdio>
 
 namespace rayx::scheduler {
 
@@ -15,7 +14,7 @@ NodeId NodeTable::Register(NodeInfo info, int64_t now_ms, int64_t wall_ms) {
   info.registered_at_ms = wall_ms;
   if (info.available.empty()) info.available = info.total;
   size_t devices = info.total.count(kGpu) ? static_cast<size_t>(info.total.at(kGpu)) : 0;
-  view_.AddNode(id, info.total, info.labels);
+  view_.AddNode(id, info.total, info.labels, info.address);
   uint64_t epoch = next_epoch_++;
   if (store_) {
     store_->PutMeta("next_epoch", std::to_string(next_epoch_));
@@ -53,7 +52,7 @@ bool NodeTable::Rejoin(const NodeId& id, NodeInfo info, int64_t now_ms, int64_t 
   info.registered_at_ms = registered ? registered : wall_ms;
   info.available = info.total;
   size_t devices = info.total.count(kGpu) ? static_cast<size_t>(info.total.at(kGpu)) : 0;
-  view_.AddNode(id, info.total, info.labels);
+  view_.AddNode(id, info.total, info.labels, info.address);
   if (store_) store_->PutNode(info, epoch);
   alive_[id] = Entry{std::move(info), now_ms, next_order_++, std::vector<double>(devices, 1.0),
                      epoch};
@@ -249,42 +248,6 @@ void NodeTable::Release(const NodeId& id, const ResourceMap& demand,
     double& avail = it->second.info.available[name];
     avail = std::min(total, avail + amount);
   }
-}
-
-bool NodeTable::AnyNodeCouldFit(const ResourceMap& demand, std::string* why) const {
-  ResourceMap largest;
-  for (const auto& [id, entry] : alive_) {
-    if (Fits(entry.info.total, demand)) return true;
-    for (const auto& [name, amount] : entry.info.total) {
-      largest[name] = std::max(largest[name], amount);
-    }
-  }
-  std::string need, have;
-  for (const auto& [name, amount] : demand) {
-    if (amount <= 0) continue;
-    double most = largest.count(name) ? largest[name] : 0;
-    if (most + 1e-9 >= amount) continue;
-    char buf[128];
-    std::snprintf(buf, sizeof buf, "%s%s: %g", need.empty() ? "" : ", ", name.c_str(), amount);
-    need += buf;
-    std::snprintf(buf, sizeof buf, "%s%s %g", have.empty() ? "" : ", ", name.c_str(), most);
-    have += buf;
-  }
-  if (need.empty()) {
-    // Each resource exists somewhere, but no node has them all together.
-    for (const auto& [name, amount] : demand) {
-      if (amount <= 0) continue;
-      char buf[128];
-      std::snprintf(buf, sizeof buf, "%s%s: %g", need.empty() ? "" : ", ", name.c_str(), amount);
-      need += buf;
-    }
-    *why = "needs {" + need + "} on one node; each exists on some node, but no single alive node "
-           "has all of it (" + std::to_string(alive_.size()) + " alive nodes)";
-    return false;
-  }
-  *why = "needs {" + need + "} on one node; the largest alive node has " + have +
-         " (" + std::to_string(alive_.size()) + " alive nodes)";
-  return false;
 }
 
 std::optional<NodeId> NodeTable::FindNodeWithAvailable(const ResourceMap& demand) const {

@@ -95,9 +95,6 @@ class NodeTable {
   // Gives back what TryAcquire took; a no-op for a node no longer alive.
   void Release(const NodeId& id, const ResourceMap& demand,
                const std::vector<int>& gpu_ids = {});
-  // True when some alive node's totals could hold `demand`; otherwise `why` says
-  // what is missing ("needs {GPU: 8} on one node; the largest has 4").
-  bool AnyNodeCouldFit(const ResourceMap& demand, std::string* why) const;
   // The earliest-registered alive node with `demand`
   // available now. O(alive nodes): the scheduler issue replaces this.
   std::optional<NodeId> FindNodeWithAvailable(const ResourceMap& demand) const;

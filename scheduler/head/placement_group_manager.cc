@@ -43,14 +43,6 @@ std::string GroupShape(const protocol::PlacementGroupInfo& info) {
   return shape + "]";
 }
 
-ResourceMap Sum(const std::vector<ResourceMap>& bundles) {
-  ResourceMap sum;
-  for (const auto& b : bundles) {
-    for (const auto& [name, amount] : b) sum[name] += amount;
-  }
-  return sum;
-}
-
 }  // namespace
 
 PlacementGroupManager::PlacementGroupManager(NodeTable& nodes, HeadOutbox& outbox)
@@ -224,11 +216,7 @@ bool PlacementGroupManager::PlaceLost(Group& group) {
       targets.push_back(*pick);
     }
   } else {
-    policy::PlacementGroupRequest request;
-    for (size_t i : lost) request.bundles.push_back(group.info.bundles[i]);
-    request.label_selector = group.label_selector;
-    request.strategy = ToPolicy(strategy);
-    auto decision = policy_.Schedule(nodes_.view(), request);
+    auto decision = policy_.Schedule(nodes_.view(), RequestFor(group, lost));
     const auto* plan = std::get_if<policy::GroupScheduled>(&decision);
     if (plan == nullptr) return false;
     for (const auto& b : plan->bundles) targets.push_back(b.node);
@@ -245,142 +233,92 @@ bool PlacementGroupManager::PlaceLost(Group& group) {
   return true;
 }
 
+policy::PlacementGroupRequest PlacementGroupManager::RequestFor(
+    const Group& group, const std::vector<size_t>& which) const {
+  policy::PlacementGroupRequest request;
+  for (size_t i : which) request.bundles.push_back(group.info.bundles[i]);
+  request.label_selector = group.label_selector;
+  request.strategy = ToPolicy(group.info.strategy);
+  return request;
+}
+
+std::vector<size_t> PlacementGroupManager::AllBundles(const Group& group) {
+  std::vector<size_t> all(group.info.bundles.size());
+  for (size_t i = 0; i < all.size(); ++i) all[i] = i;
+  return all;
+}
+
+std::vector<size_t> PlacementGroupManager::LostBundles(const Group& group) {
+  std::vector<size_t> lost;
+  for (size_t i = 0; i < group.bundles.size(); ++i) {
+    if (group.bundles[i].node.IsNil()) lost.push_back(i);
+  }
+  return lost;
+}
+
 bool PlacementGroupManager::TryPlace(Group& group, bool explain) {
   if (!group.bundles.empty()) {
     // Some bundles survived a node's death: only the lost ones are placed.
     if (PlaceLost(group)) return true;
-    if (explain) {
-      std::string reason = group.info.reason;
-      Explain(group);
-      group.info.state =
-          group.info.state == State::kInfeasible ? State::kInfeasible : State::kPending;
-      group.info.reason = reason + "; " + group.info.reason;
-    }
+    if (explain) Explain(group);
     return false;
   }
   // The policy library plans (STRICT_SPREAD as an exact matching, the rest by
   // the hybrid rule) in time logarithmic in the node count; the node table
   // then takes every bundle, and gives all back if one no longer fits.
-  policy::PlacementGroupRequest request;
-  request.bundles = group.info.bundles;
-  request.label_selector = group.label_selector;
-  request.strategy = ToPolicy(group.info.strategy);
-  auto decision = policy_.Schedule(nodes_.view(), request);
-  std::vector<Bundle> placed;
-  bool ok = false;
+  policy::GroupDecision decision =
+      policy_.Schedule(nodes_.view(), RequestFor(group, AllBundles(group)));
   if (const auto* plan = std::get_if<policy::GroupScheduled>(&decision)) {
-    ok = true;
-    for (size_t i = 0; i < plan->bundles.size() && ok; ++i) {
+    std::vector<Bundle> placed;
+    for (size_t i = 0; i < plan->bundles.size(); ++i) {
       Bundle b;
-      if (!Reserve(plan->bundles[i].node, group.info.bundles[i], &b)) {
-        ok = false;
-        break;
-      }
+      if (!Reserve(plan->bundles[i].node, group.info.bundles[i], &b)) break;
       placed.push_back(std::move(b));
     }
-    if (!ok) {
-      for (const Bundle& b : placed) nodes_.Release(b.node, b.total, b.devices);
-      placed.clear();
-    }
-  }
-  if (!ok) {
-    if (explain) Explain(group);
-    return false;
-  }
-  group.bundles = std::move(placed);
-  MarkCreated(group);
-  return true;
-}
-
-void PlacementGroupManager::Explain(Group& group) const {
-  std::string why;
-  group.info.state = Infeasible(group, &why) ? State::kInfeasible : State::kPending;
-  group.info.reason = why.empty() ? BusyReason(group) : why;
-}
-
-bool PlacementGroupManager::Infeasible(const Group& group, std::string* why) const {
-  const auto& bundles = group.info.bundles;
-  std::vector<NodeId> order;
-  for (const NodeId& id : nodes_.AliveInOrder()) {
-    if (LabelsMatch(id, group.label_selector)) order.push_back(id);
-  }
-  if (order.empty()) {
-    *why = group.label_selector.empty()
-               ? "no alive node"
-               : "no alive node has the labels " + [&] {
-                   std::string s;
-                   for (const auto& [k, v] : group.label_selector) {
-                     s += (s.empty() ? "" : ",") + k + "=" + v;
-                   }
-                   return s;
-                 }();
-    return true;
-  }
-  if (group.info.strategy == Strategy::kStrictPack) {
-    ResourceMap sum = Sum(bundles);
-    if (!nodes_.AnyNodeCouldFit(sum, why)) {
-      *why = "STRICT_PACK " + *why;
+    if (placed.size() == group.info.bundles.size()) {
+      group.bundles = std::move(placed);
+      MarkCreated(group);
       return true;
     }
+    for (const Bundle& b : placed) nodes_.Release(b.node, b.total, b.devices);
   }
-  for (size_t i = 0; i < bundles.size(); ++i) {
-    std::string reason;
-    if (!nodes_.AnyNodeCouldFit(bundles[i], &reason)) {
-      *why = "bundle " + std::to_string(i) + " " + reason;
-      return true;
-    }
-  }
-  if (group.info.strategy == Strategy::kStrictSpread) {
-    size_t able = 0;
-    for (const NodeId& id : order) {
-      const NodeInfo* node = nodes_.FindAlive(id);
-      if (node && NodeTable::Fits(node->total, bundles.front())) ++able;
-    }
-    if (able < bundles.size()) {
-      // Not infeasible: a node may join. Say what is missing.
-      *why = "STRICT_SPREAD needs " + std::to_string(bundles.size()) + " distinct nodes that can each hold " +
-             FormatResourceShape(bundles.front()) + "; the cluster has " + std::to_string(able) +
-             ": waiting for more nodes to join";
-      return false;
-    }
-  }
+  if (explain) SetOutcome(group, decision);
   return false;
 }
 
-std::string PlacementGroupManager::BusyReason(const Group& group) const {
-  // "needs 2 nodes with {CPU: 2, GPU: 5} free each; 10.0.0.1 has {CPU: 8, GPU: 3} free, ..."
-  const auto& bundles = group.info.bundles;
-  std::string need = group.info.strategy == Strategy::kStrictPack
-                         ? "needs " + FormatResourceShape(Sum(bundles)) + " free on one node"
-                         : "needs " + std::to_string(bundles.size()) + " bundle(s) " +
-                               GroupShape(group.info) + " free" +
-                               (group.info.strategy == Strategy::kStrictSpread
-                                    ? " on distinct nodes"
-                                    : "");
-  std::string have;
-  int shown = 0;
-  auto order = nodes_.AliveInOrder();
-  for (const NodeId& id : order) {
-    if (!LabelsMatch(id, group.label_selector)) continue;
-    const NodeInfo* node = nodes_.FindAlive(id);
-    if (!node) continue;
-    if (shown == 5) {
-      have += ", ...";
-      break;
-    }
-    ResourceMap free;
-    for (const auto& b : bundles) {
-      for (const auto& [name, amount] : b) {
-        if (amount > 0) free[name] = node->available.count(name) ? node->available.at(name) : 0;
-      }
-    }
-    std::string shape = FormatResourceShape(free);
-    if (shape == "{}") shape = "none of it";
-    have += (shown ? "; " : "") + std::string("node ") + node->address + " (" +
-            node->node_id.Short() + ") has " + shape + " free";
-    ++shown;
+void PlacementGroupManager::SetOutcome(Group& group, const policy::GroupDecision& decision) {
+  if (const auto* infeasible = std::get_if<policy::Infeasible>(&decision)) {
+    group.info.state = State::kInfeasible;
+    group.info.reason = infeasible->reason;
+  } else if (const auto* pending = std::get_if<policy::Pending>(&decision)) {
+    group.info.state = State::kPending;
+    group.info.reason = pending->reason;
+  } else {
+    // The policy found room the node table could not take (or it freed up
+    // since the last scheduling pass): the next pass places it.
+    group.info.state = State::kPending;
+    group.info.reason = "its resources are free now; it is placed at the next scheduling pass";
   }
-  return need + "; " + (have.empty() ? "no node matches" : have);
+}
+
+void PlacementGroupManager::Explain(Group& group) {
+  // The policy decides the whole group: a group that could never fit is
+  // INFEASIBLE whatever it holds now.
+  SetOutcome(group, policy_.Schedule(nodes_.view(), RequestFor(group, AllBundles(group))));
+  std::vector<size_t> lost = LostBundles(group);
+  if (lost.empty() || group.info.state == State::kInfeasible) return;
+  // Some bundles survive: say what holds back the lost ones.
+  std::string which;
+  for (size_t i : lost) which += (which.empty() ? "" : ", ") + std::to_string(i);
+  auto decision = policy_.Schedule(nodes_.view(), RequestFor(group, lost));
+  const auto* pending = std::get_if<policy::Pending>(&decision);
+  group.info.reason =
+      "bundle(s) " + which + " are placed again, the other bundles keep theirs; " +
+      (pending ? pending->reason
+               : "no node has room for them that keeps " +
+                     std::string(protocol::Name(group.info.strategy)) +
+                     " beside the surviving bundles; the group waits until resources are "
+                     "released or a node joins");
 }
 
 void PlacementGroupManager::Unreserve(Group& group) {
@@ -492,11 +430,12 @@ Result<std::optional<PlacementGroupManager::BundleGrant>> PlacementGroupManager:
     if (NodeTable::Fits(group.info.bundles[static_cast<size_t>(i)], demand)) could_ever = true;
   }
   if (!could_ever) {
-    return Status::InvalidArgument(
+    return Status::Infeasible(
         "infeasible: " + FormatResourceShape(demand) + " does not fit in " +
-        (bundle_index >= 0 ? "bundle " + std::to_string(bundle_index) + " " +
-                                 FormatResourceShape(group.info.bundles[static_cast<size_t>(bundle_index)])
-                           : "any bundle of the group " + GroupShape(group.info)) +
+        (bundle_index >= 0
+             ? "bundle " + std::to_string(bundle_index) + " " +
+                   FormatResourceShape(group.info.bundles[static_cast<size_t>(bundle_index)])
+             : "any bundle of the group " + GroupShape(group.info)) +
         " of placement group " + group_id.substr(0, 8));
   }
   // Bundles that are reserved take leases even while lost ones are re-placed.

@@ -20,10 +20,14 @@ namespace rayx::scheduler {
 // never half-reserved): bundles are taken from the node table one by one and
 // all are given back when one does not fit. A group that does not fit now waits
 // (PENDING) and is re-examined whenever resources free up or a node joins, in
-// creation order. A group no set of alive nodes could ever hold (a bundle larger
-// than every node; STRICT_PACK larger than every node) is INFEASIBLE: Wait
-// answers at once with the reason, and it is re-examined when nodes join.
-// STRICT_SPREAD with fewer nodes than bundles is PENDING (a node may join).
+// creation order. Whether a group that is not placed is PENDING or INFEASIBLE,
+// and why, is the policy library's decision (CompositeBundlePolicy, worded in
+// policy/reasons.h), taken as it is: a group whose bundle (for STRICT_PACK, the
+// whole group) fits no alive node the selector admits is INFEASIBLE: Wait
+// answers at once with the reason, and it is re-examined when nodes join. A
+// group that only needs more nodes (STRICT_SPREAD with fewer able nodes than
+// bundles, PACK or SPREAD needing more in all than the nodes have) is PENDING:
+// a node may join.
 //
 // Leases placed in a group draw from its bundles' reservations, never from the
 // node's free resources, so a group's members cannot be starved by others.
@@ -80,8 +84,9 @@ class PlacementGroupManager {
                     const std::vector<int>& gpu_ids);
 
   // Leases in a group. Takes `demand` from bundle `bundle_index` (-1: the first
-  // bundle it fits). Returns an error when it can never fit (no such group or
-  // bundle, demand larger than the bundle), nullopt when not now.
+  // bundle it fits). Returns NotFound for no such group, InvalidArgument for no
+  // such bundle, Infeasible for a demand larger than the bundle (or every
+  // bundle), nullopt when not now.
   struct BundleGrant {
     int32_t bundle_index = -1;
     NodeId node;
@@ -125,8 +130,9 @@ class PlacementGroupManager {
     int64_t deadline_ms = 0;
   };
 
-  // Reserves every bundle or none; on failure sets the group's state and, when
-  // `explain` (an O(nodes) description), its reason.
+  // Reserves every bundle or none. On failure, when `explain`, sets the group's
+  // state and reason from the policy's decision; otherwise leaves them as they
+  // were (a scheduling pass changes a group's state only by placing it).
   bool TryPlace(Group& group, bool explain);
   // Places the lost bundles of a group whose other bundles survive, all or none.
   bool PlaceLost(Group& group);
@@ -135,11 +141,18 @@ class PlacementGroupManager {
   // Marks the group CREATED and lists where its bundles are.
   void MarkCreated(Group& group);
   void Unreserve(Group& group);
-  // Sets a group that could not be placed to INFEASIBLE or PENDING, with why.
-  void Explain(Group& group) const;
-  // Why a group cannot be placed: infeasible (true) or only busy (false).
-  bool Infeasible(const Group& group, std::string* why) const;
-  std::string BusyReason(const Group& group) const;
+  // The policy request for bundles `which` of the group.
+  policy::PlacementGroupRequest RequestFor(const Group& group,
+                                           const std::vector<size_t>& which) const;
+  // Indexes of every bundle, and of those lost with their node (none for a
+  // group not placed).
+  static std::vector<size_t> AllBundles(const Group& group);
+  static std::vector<size_t> LostBundles(const Group& group);
+  // The state and reason of a group the policy did not place: INFEASIBLE or
+  // PENDING with the decision's reason, word for word.
+  static void SetOutcome(Group& group, const policy::GroupDecision& decision);
+  // Asks the policy why a group that is not placed waits, and sets its state.
+  void Explain(Group& group);
   bool LabelsMatch(const NodeId& node, const LabelMap& selector) const;
   void AnswerWaiters(const std::string& group_id);
   // Writes the group through to the store.

@@ -119,12 +119,9 @@ ResourceMap SumOfBundles(const PlacementGroupRequest& request) {
 GroupDecision BestEffortNotNow(const NodeSearch& search, const LabelSelector& selector,
                                const PlacementGroupRequest& request, const ParsedGroup& parsed,
                                size_t failed) {
-  const std::string what = StrategyName(request.strategy) + " group of " +
-                           std::to_string(request.bundles.size()) + " bundles: ";
   for (size_t i = 0; i < parsed.demands.size(); ++i) {
     if (!search.AnyCouldHold(parsed.demands[i], AcceptAll)) {
-      return Infeasible{what + "bundle " + std::to_string(i) + " " +
-                        NeverFitsReason(search, selector, request.bundles[i])};
+      return Infeasible{BundleNeverFitsReason(search, selector, i, request.bundles[i])};
     }
   }
   const ResourceMap sum = SumOfBundles(request);
@@ -141,15 +138,16 @@ GroupDecision BestEffortNotNow(const NodeSearch& search, const LabelSelector& se
             FormatAmount(static_cast<double>(there) / static_cast<double>(kUnitsPerWhole));
   }
   if (!missing.empty()) {
-    return Infeasible{
-        what + "needs {" + missing + "} in all; " +
-        (selector.empty() ? "the nodes" : "the nodes with labels " + selector.ToString()) +
-        " have " + have + " in all " + NodeCount(search, selector)};
+    return Pending{NeedsMoreNodesReason(
+        "needs {" + missing + "} in all; " +
+        (selector.empty() ? "the alive nodes"
+                          : "the alive nodes with labels " + selector.ToString()) +
+        " have " + have + " in all " + NodeCount(search, selector))};
   }
-  return Pending{what + "bundle " + std::to_string(failed) + " " +
-                 FormatDemand(request.bundles[failed]) +
-                 " finds no node with room beside the bundles placed before it; the group waits "
-                 "until resources are released or a node joins"};
+  return Pending{GroupWaitReason("bundle " + std::to_string(failed) + " " +
+                                     FormatDemand(request.bundles[failed]) +
+                                     " finds no node with room beside the bundles placed before it",
+                                 search, request.bundles)};
 }
 
 std::string StrategyName(PlacementStrategy strategy) {

@@ -79,12 +79,12 @@ GroupScheduled MakeGroupScheduled(const ClusterResourceView& view,
 ResourceMap SumOfBundles(const PlacementGroupRequest& request);
 
 // For a best-effort group (PACK, SPREAD) whose bundle `failed` found no room:
-// Infeasible when a bundle fits no matching node's totals, or when the bundles
-// need more of a resource in all than the matching nodes have in all (two
-// 4-GPU bundles on a cluster with one 4-GPU node); Pending otherwise. Deciding
-// exactly whether bundles could ever be packed onto the nodes is bin packing,
-// so the rarer never-fitting groups (GPU shares that no devices can take
-// together) show as Pending.
+// Infeasible when a bundle fits no matching node's totals; Pending otherwise,
+// waiting for more nodes when the bundles need more of a resource in all than
+// the matching nodes have in all (two 4-GPU bundles on a cluster with one 4-GPU
+// node: a node may join), else for resources. Deciding exactly whether bundles
+// could ever be packed onto the nodes is bin packing, so the rarer never-fitting
+// groups (GPU shares that no devices can take together) show as Pending.
 GroupDecision BestEffortNotNow(const NodeSearch& search, const LabelSelector& selector,
                                const PlacementGroupRequest& request, const ParsedGroup& parsed,
                                size_t failed);

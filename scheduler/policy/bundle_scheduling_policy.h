@@ -8,8 +8,10 @@ namespace rayx::scheduler::policy {
 
 // Decides where every bundle of a placement group goes, all at once:
 // GroupScheduled (one Scheduled per bundle, in the request's order), Pending
-// (it could fit once resources are released) or Infeasible (never on the current
-// nodes, or malformed). Deciding never changes the view; the caller commits the
+// (it could fit once resources are released or more nodes join) or Infeasible (a
+// bundle, or for STRICT_PACK the whole group, fits no node of the current ones,
+// or the request is malformed). The reasons are the ones users see, worded in
+// reasons.h. Deciding never changes the view; the caller commits the
 // whole group with ClusterResourceView::AcquireGroup, which takes all bundles or
 // none. Bundles planned onto one node get distinct GPU devices (BundlePlan).
 // Every bundle obeys the request's label selector. Not thread-safe.

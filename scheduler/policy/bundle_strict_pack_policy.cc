@@ -38,8 +38,6 @@ GroupDecision BundleStrictPackPolicy::Schedule(const ClusterResourceView& view,
                               std::move(gpu_ids));
   }
 
-  const std::string what =
-      "STRICT_PACK group of " + std::to_string(request.bundles.size()) + " bundles: ";
   const ResourceMap sum_map = SumOfBundles(request);
   const ResourceDemand sum = ResourceDemand::SumForSearch(parsed->demands);
   auto could_hold_all = [&](uint32_t node) {
@@ -47,18 +45,21 @@ GroupDecision BundleStrictPackPolicy::Schedule(const ClusterResourceView& view,
     return plan.PlaceAll(node, parsed->demands, parsed->largest_first);
   };
   if (search.AnyCouldHold(sum, could_hold_all)) {
-    return Pending{what + WaitReason(selector, sum_map, sum)};
+    return Pending{
+        GroupWaitReason("STRICT_PACK needs " + FormatDemand(sum_map) + " free on one node" +
+                            (selector.empty() ? "" : " with labels " + selector.ToString()),
+                        search, request.bundles)};
   }
   if (search.AnyCouldHold(sum, AcceptAll)) {
     // Some node has the amounts, but its devices cannot take the GPU requests
     // together (each request needs its own device or room on one).
-    return Infeasible{what + "needs " + FormatDemand(sum_map) +
+    return Infeasible{"STRICT_PACK needs " + FormatDemand(sum_map) +
                       " on one node, with each bundle's GPUs on its own devices; no node's GPU "
                       "devices can hold the bundles' GPU requests together (a share never spans "
                       "two devices) " +
                       NodeCount(search, selector)};
   }
-  return Infeasible{what + NeverFitsReason(search, selector, sum_map)};
+  return Infeasible{"STRICT_PACK " + NeverFitsReason(search, selector, sum_map)};
 }
 
 }  // namespace rayx::scheduler::policy

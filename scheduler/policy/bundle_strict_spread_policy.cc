@@ -1,6 +1,7 @@
 // The STRICT_SPREAD placement group policy.
 #include "policy/bundle_strict_spread_policy.h"
 
+#include <algorithm>
 #include <limits>
 #include <unordered_map>
 #include <unordered_set>
@@ -99,7 +100,6 @@ GroupDecision BundleStrictSpreadPolicy::Schedule(const ClusterResourceView& view
   LabelSelector selector(request.label_selector);
   NodeSearch search(view, selector);
   const size_t n = request.bundles.size();
-  const std::string what = "STRICT_SPREAD group of " + std::to_string(n) + " bundles: ";
 
   size_t matched = 0;
   if (search.matching_nodes() >= n) {
@@ -128,20 +128,24 @@ GroupDecision BundleStrictSpreadPolicy::Schedule(const ClusterResourceView& view
       },
       nullptr, &hopeless);
   if (hopeless) {
-    return Infeasible{what + "bundle " + std::to_string(*hopeless) + " " +
-                      NeverFitsReason(search, selector, request.bundles[*hopeless])};
+    return Infeasible{
+        BundleNeverFitsReason(search, selector, *hopeless, request.bundles[*hopeless])};
   }
+  const std::string distinct = "STRICT_SPREAD needs " + std::to_string(n) + " distinct nodes" +
+                               (selector.empty() ? "" : " with labels " + selector.ToString());
   if (could < n) {
-    std::string where = selector.empty() ? "" : " with labels " + selector.ToString();
-    return Infeasible{what + "needs " + std::to_string(n) + " distinct nodes" + where +
-                      ", one per bundle, but at most " + std::to_string(could) +
-                      " nodes could ever hold its bundles " + NodeCount(search, selector)};
+    // Every bundle fits some node, but too few nodes for one each: a node may join.
+    bool equal = std::all_of(request.bundles.begin(), request.bundles.end(),
+                             [&](const ResourceMap& b) { return b == request.bundles.front(); });
+    return Pending{NeedsMoreNodesReason(
+        distinct + " that can each hold " +
+        (equal ? FormatDemand(request.bundles.front()) : std::string("its bundle")) +
+        "; the cluster has " + std::to_string(could))};
   }
-  return Pending{what + "needs " + std::to_string(n) +
-                 " distinct nodes, each with its bundle's resources free; only " +
-                 std::to_string(matched) +
-                 " bundles can be placed on distinct nodes now; the group waits until resources "
-                 "are released or a node joins"};
+  return Pending{GroupWaitReason(distinct + ", each with its bundle's resources free; only " +
+                                     std::to_string(matched) +
+                                     " bundles can be placed on distinct nodes now",
+                                 search, request.bundles)};
 }
 
 }  // namespace rayx::scheduler::policy

@@ -18,9 +18,11 @@ namespace rayx::scheduler::policy {
 // candidates always finds one the other B-1 bundles left free, and one with
 // fewer lists every node that could take it. So the group is Pending only when
 // no assignment exists at all, never because a greedy pass chose badly.
-// Infeasible when a bundle fits no matching node's totals, or when the same
-// matching over totals covers fewer than B bundles ("needs 4 distinct nodes ...
-// at most 3 nodes could ever hold them"); Pending otherwise. One bundle per
+// Infeasible when a bundle fits no matching node's totals. When the same
+// matching over totals covers fewer than B bundles, the group waits for more
+// nodes (Pending: "STRICT_SPREAD needs 4 distinct nodes that can each hold
+// {CPU: 1}; the cluster has 3: waiting for more nodes to join"), as Ray keeps
+// such a group pending; otherwise it waits for resources. One bundle per
 // node means each takes its devices alone, so GPU ids are picked per node.
 // Cost: O(B) tree searches of up to B nodes each, plus O(B^3) matching.
 class BundleStrictSpreadPolicy : public BundleSchedulingPolicy {

@@ -34,7 +34,7 @@ std::string DescribeBundle(size_t i, size_t n, const ResourceMap& demand, const 
 ClusterResourceView::ClusterResourceView() = default;
 
 void ClusterResourceView::AddNode(const NodeId& id, const ResourceMap& total,
-                                  const LabelMap& labels) {
+                                  const LabelMap& labels, const std::string& address) {
   if (index_.count(id)) RemoveNode(id);
   std::vector<uint32_t> declared;
   for (const auto& [name, amount] : total) declared.push_back(dims_.Intern(name));
@@ -60,7 +60,8 @@ void ClusterResourceView::AddNode(const NodeId& id, const ResourceMap& total,
     records_.emplace_back();
     locations_.emplace_back();
   }
-  records_[index].emplace(id, next_order_++, labels, std::move(units), std::move(declared));
+  records_[index].emplace(id, next_order_++, labels, std::move(units), std::move(declared),
+                          address);
   NodeRecord& record = *records_[index];
   Location& where = locations_[index];
   where.group = GroupFor(labels, record.has_gpu());

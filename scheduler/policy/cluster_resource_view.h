@@ -65,7 +65,9 @@ class ClusterResourceView {
   // Adds a node with everything free. Amounts that are negative or not finite
   // count as 0, amounts above kMaxAmount as kMaxAmount. Adding an id that is
   // already present replaces that node (its acquisitions are forgotten).
-  void AddNode(const NodeId& id, const ResourceMap& total, const LabelMap& labels);
+  // `address` only names the node in reasons ("node 10.0.0.2 (1a2b3c4d)").
+  void AddNode(const NodeId& id, const ResourceMap& total, const LabelMap& labels,
+               const std::string& address = {});
   // Forgets the node; a no-op for an unknown id.
   void RemoveNode(const NodeId& id);
 

@@ -8,10 +8,11 @@
 namespace rayx::scheduler::policy {
 
 NodeRecord::NodeRecord(NodeId id, uint64_t order, LabelMap labels, std::vector<int64_t> total,
-                       std::vector<uint32_t> declared)
+                       std::vector<uint32_t> declared, std::string address)
     : id_(std::move(id)),
       order_(order),
       labels_(std::move(labels)),
+      address_(std::move(address)),
       declared_(std::move(declared)),
       total_(std::move(total)),
       available_(total_) {

@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "policy/resource_demand.h"
@@ -22,13 +23,15 @@ class NodeRecord {
  public:
   // `total` is indexed by dimension (missing dimensions are 0); the GPU total
   // must be whole devices. `declared` lists the dimensions the node named.
+  // `address` only names the node in reasons (empty: its id names it).
   NodeRecord(NodeId id, uint64_t order, LabelMap labels, std::vector<int64_t> total,
-             std::vector<uint32_t> declared);
+             std::vector<uint32_t> declared, std::string address = {});
 
   const NodeId& id() const { return id_; }
   // Registration sequence: the stable order policies pack in.
   uint64_t order() const { return order_; }
   const LabelMap& labels() const { return labels_; }
+  const std::string& address() const { return address_; }
   const std::vector<uint32_t>& declared() const { return declared_; }
   int64_t total(uint32_t dim) const { return dim < total_.size() ? total_[dim] : 0; }
   int64_t available(uint32_t dim) const { return dim < available_.size() ? available_[dim] : 0; }
@@ -83,6 +86,7 @@ class NodeRecord {
   NodeId id_;
   uint64_t order_;
   LabelMap labels_;
+  std::string address_;
   std::vector<uint32_t> declared_;
   std::vector<int64_t> total_;
   std::vector<int64_t> available_;

@@ -3,11 +3,13 @@
 
 #include <gtest/gtest.h>
 
+#include <map>
 #include <set>
 #include <string>
 #include <vector>
 
 #include "head/node_table.h"
+#include "policy/composite_bundle_policy.h"
 #include "recording_outbox.h"
 
 namespace rayx::scheduler {
@@ -129,6 +131,168 @@ TEST_F(PlacementGroupManagerTest, UnknownStrategyIsInvalidArgument) {
   req.bundles = {{{"CPU", 1}}};
   EXPECT_EQ(groups_.Create(req).status().code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(groups_.size(), 0u);
+}
+
+// ---- Why a group waits: the policy's decision, word for word -------------------------------
+
+TEST_F(PlacementGroupManagerTest, ABundleNoNodeCouldHoldIsInfeasibleWithThePolicysReason) {
+  AddNode({{"CPU", 2}});
+  AddNode({{"CPU", 4}});
+  auto group = Create({{{"CPU", 1}}, {{"CPU", 8}}});
+  EXPECT_EQ(group.state, State::kInfeasible);
+  EXPECT_EQ(
+      group.reason,
+      "bundle 1 needs {CPU: 8} on one node; the largest alive node has CPU 4 (2 alive nodes)");
+  std::map<std::string, int> pending;
+  std::map<std::string, std::string> infeasible;
+  groups_.AddDemands(&pending, &infeasible);
+  EXPECT_TRUE(pending.empty());
+  EXPECT_EQ(infeasible, (std::map<std::string, std::string>{
+                            {"placement group PACK [{CPU: 1}, {CPU: 8}]", group.reason}}));
+}
+
+TEST_F(PlacementGroupManagerTest, AStrictPackGroupLargerThanEveryNodeIsInfeasible) {
+  AddNode({{"CPU", 4}});
+  auto group = Create({{{"CPU", 3}}, {{"CPU", 3}}}, Strategy::kStrictPack);
+  EXPECT_EQ(group.state, State::kInfeasible);
+  EXPECT_EQ(group.reason,
+            "STRICT_PACK needs {CPU: 6} on one node; the largest alive node has CPU 4 (1 alive "
+            "node)");
+}
+
+TEST_F(PlacementGroupManagerTest, AGroupWithoutNodesIsInfeasible) {
+  auto group = Create({{{"CPU", 1}}});
+  EXPECT_EQ(group.state, State::kInfeasible);
+  EXPECT_EQ(group.reason, "bundle 0 needs {CPU: 1} on one node; the cluster has no alive nodes");
+}
+
+// Ray keeps a group that needs more nodes than the cluster has pending: a node
+// may join. Only a bundle no node could hold makes a group infeasible.
+TEST_F(PlacementGroupManagerTest, StrictSpreadWithTooFewNodesWaitsForANodeToJoin) {
+  AddNode({{"CPU", 2}});
+  AddNode({{"CPU", 2}});
+  auto group = Create({{{"CPU", 1}}, {{"CPU", 1}}, {{"CPU", 1}}}, Strategy::kStrictSpread);
+  EXPECT_EQ(group.state, State::kPending);
+  EXPECT_EQ(group.reason,
+            "STRICT_SPREAD needs 3 distinct nodes that can each hold {CPU: 1}; the cluster has 2: "
+            "waiting for more nodes to join");
+  groups_.Wait("driver", 11, group.placement_group_id, 5000, kT0);
+  EXPECT_TRUE(outbox_.Take().empty()) << "a pending group's wait is parked";
+  AddNode({{"CPU", 2}});
+  groups_.SchedulePending();
+  EXPECT_EQ(TakeWaitAnswer(11).state, State::kCreated);
+}
+
+TEST_F(PlacementGroupManagerTest, PackNeedingMoreThanTheClusterHasInAllWaitsForNodes) {
+  AddNode({{"CPU", 8}, {"GPU", 4}});
+  auto group = Create({{{"GPU", 4}}, {{"GPU", 4}}});
+  EXPECT_EQ(group.state, State::kPending);
+  EXPECT_EQ(group.reason,
+            "needs {GPU: 8} in all; the alive nodes have GPU 4 in all (1 alive node): waiting for "
+            "more nodes to join");
+}
+
+TEST_F(PlacementGroupManagerTest, ABusyGroupIsPendingWithThePolicysReason) {
+  NodeId node = AddNode({{"CPU", 2}});
+  ASSERT_EQ(Create({{{"CPU", 2}}}).state, State::kCreated);
+  auto waiting = Create({{{"CPU", 2}}});
+  EXPECT_EQ(waiting.state, State::kPending);
+  const std::string named = "node 10.0.0.1 (" + node.Short() + ")";
+  const std::string busy =
+      "bundle 0 {CPU: 2} finds no node with room beside the bundles placed before it; " + named +
+      " has none of it free; the group waits until resources are released or a node joins";
+  EXPECT_EQ(waiting.reason, busy);
+  groups_.Wait("driver", 12, waiting.placement_group_id, 0, kT0);
+  auto answered = TakeWaitAnswer(12);
+  EXPECT_EQ(answered.state, State::kPending);
+  EXPECT_EQ(answered.reason, busy);
+  auto strict = Create({{{"CPU", 1}}, {{"CPU", 1}}}, Strategy::kStrictPack);
+  EXPECT_EQ(strict.state, State::kPending);
+  EXPECT_EQ(strict.reason, "STRICT_PACK needs {CPU: 2} free on one node; " + named +
+                               " has none of it free; the group waits until resources are "
+                               "released or a node joins");
+  std::map<std::string, int> pending;
+  std::map<std::string, std::string> infeasible;
+  groups_.AddDemands(&pending, &infeasible);
+  EXPECT_EQ(pending,
+            (std::map<std::string, int>{{"placement group PACK [{CPU: 2} x 1]", 1},
+                                        {"placement group STRICT_PACK [{CPU: 1} x 2]", 1}}));
+  EXPECT_TRUE(infeasible.empty());
+}
+
+// One source of truth: whatever the group, its state and reason are exactly
+// what the policy library decides on the same view.
+TEST_F(PlacementGroupManagerTest, StateAndReasonAreThePolicysDecision) {
+  AddNode({{"CPU", 4}, {"GPU", 2}});
+  AddNode({{"CPU", 2}});
+  ASSERT_EQ(Create({{{"CPU", 3}}}).state, State::kCreated);
+  using PolicyStrategy = policy::PlacementStrategy;
+  struct Case {
+    std::vector<ResourceMap> bundles;
+    Strategy strategy;
+    PolicyStrategy same;
+  };
+  const std::vector<Case> cases = {
+      {{{{"GPU", 4}}}, Strategy::kPack, PolicyStrategy::kPack},
+      {{{{"CPU", 2}}, {{"CPU", 2}}}, Strategy::kPack, PolicyStrategy::kPack},
+      {{{{"CPU", 1}}, {{"CPU", 1}}, {{"CPU", 1}}}, Strategy::kStrictSpread,
+       PolicyStrategy::kStrictSpread},
+      {{{{"GPU", 0.6}}, {{"GPU", 0.6}}, {{"GPU", 0.6}}}, Strategy::kStrictPack,
+       PolicyStrategy::kStrictPack},
+      {{{{"tpu", 1}}}, Strategy::kSpread, PolicyStrategy::kSpread},
+  };
+  for (const auto& [bundles, strategy, same] : cases) {
+    policy::PlacementGroupRequest request;
+    request.bundles = bundles;
+    request.strategy = same;
+    policy::CompositeBundlePolicy policy;
+    policy::GroupDecision decision = policy.Schedule(nodes_.view(), request);
+    ASSERT_FALSE(std::holds_alternative<policy::GroupScheduled>(decision));
+    auto group = Create(bundles, strategy);
+    if (const auto* infeasible = std::get_if<policy::Infeasible>(&decision)) {
+      EXPECT_EQ(group.state, State::kInfeasible) << infeasible->reason;
+      EXPECT_EQ(group.reason, infeasible->reason);
+    } else {
+      EXPECT_EQ(group.state, State::kPending);
+      EXPECT_EQ(group.reason, std::get<policy::Pending>(decision).reason);
+    }
+  }
+}
+
+// The classification is asked again when a wait is answered: the only node
+// that could hold the group died.
+TEST_F(PlacementGroupManagerTest, AWaitAnswersWithTheClassificationOfNow) {
+  NodeId big = AddNode({{"CPU", 8}});
+  AddNode({{"CPU", 2}});
+  ASSERT_EQ(Create({{{"CPU", 8}}}).state, State::kCreated);
+  auto waiting = Create({{{"CPU", 4}}});
+  ASSERT_EQ(waiting.state, State::kPending);
+  groups_.Wait("driver", 13, waiting.placement_group_id, 500, kT0);
+  ASSERT_TRUE(nodes_.MarkDead(big, "test"));
+  groups_.OnNodeDead(big);
+  groups_.ExpireWaits(kT0 + 500);
+  auto answered = TakeWaitAnswer(13);
+  EXPECT_EQ(answered.state, State::kInfeasible);
+  EXPECT_EQ(answered.reason,
+            "bundle 0 needs {CPU: 4} on one node; the largest alive node has CPU 2 (1 alive node)");
+}
+
+TEST_F(PlacementGroupManagerTest, ALeaseLargerThanItsBundleIsInfeasible) {
+  AddNode({{"CPU", 4}});
+  auto group = Create({{{"CPU", 1}}, {{"CPU", 2}}});
+  ASSERT_EQ(group.state, State::kCreated);
+  auto too_big = groups_.TryAcquire(group.placement_group_id, 0, {{"CPU", 2}});
+  EXPECT_EQ(too_big.status().code(), StatusCode::kInfeasible) << too_big.status();
+  auto nowhere = groups_.TryAcquire(group.placement_group_id, -1, {{"CPU", 3}});
+  EXPECT_EQ(nowhere.status().code(), StatusCode::kInfeasible) << nowhere.status();
+  EXPECT_EQ(groups_.TryAcquire(group.placement_group_id, 2, {{"CPU", 1}}).status().code(),
+            StatusCode::kInvalidArgument)
+      << "no bundle 2";
+  auto fits = groups_.TryAcquire(group.placement_group_id, -1, {{"CPU", 2}});
+  ASSERT_TRUE(fits.ok() && fits->has_value());
+  EXPECT_EQ((*fits)->bundle_index, 1);
+  groups_.Release(group.placement_group_id, 1, {{"CPU", 2}}, {});
+  EXPECT_TRUE(groups_.Remove(group.placement_group_id));
 }
 
 // ---- A node dies ------------------------------------------------------------------------

@@ -172,28 +172,30 @@ TEST_F(HybridPolicyTest, InfeasibleSaysWhatTheLargestNodeHas) {
   MakeNode(8, 4);
   MakeNode(16, 2);
   EXPECT_EQ(InfeasibleReason(Decide(MakeRequest({{"CPU", 1}, {"GPU", 8}}))),
-            "needs {GPU: 8} on one node; the largest node has GPU 4 (2 nodes)");
+            "needs {GPU: 8} on one node; the largest alive node has GPU 4 (2 alive nodes)");
   EXPECT_EQ(InfeasibleReason(Decide(MakeRequest({{"CPU", 32}, {"GPU", 8}}))),
-            "needs {CPU: 32, GPU: 8} on one node; the largest node has CPU 16, GPU 4 (2 nodes)");
+            "needs {CPU: 32, GPU: 8} on one node; the largest alive node has CPU 16, GPU 4 (2 "
+            "alive nodes)");
 }
 
 TEST_F(HybridPolicyTest, InfeasibleWhenEachResourceExistsButNotTogether) {
   MakeNode(8);
   MakeNode(2, 1);
   EXPECT_EQ(InfeasibleReason(Decide(MakeRequest({{"CPU", 4}, {"GPU", 1}}))),
-            "needs {CPU: 4, GPU: 1} on one node; each exists on some node, but no single node has "
-            "all of it (2 nodes)");
+            "needs {CPU: 4, GPU: 1} on one node; each exists on some alive node, but no single "
+            "alive node has "
+            "all of it (2 alive nodes)");
 }
 
 TEST_F(HybridPolicyTest, InfeasibleForAResourceNoNodeHas) {
   MakeNode(8);
   EXPECT_EQ(InfeasibleReason(Decide(MakeRequest({{"CPU", 1}, {"tpu", 2}}))),
-            "needs {tpu: 2} on one node; the largest node has tpu 0 (1 node)");
+            "needs {tpu: 2} on one node; the largest alive node has tpu 0 (1 alive node)");
 }
 
 TEST_F(HybridPolicyTest, InfeasibleOnAnEmptyCluster) {
   EXPECT_EQ(InfeasibleReason(Decide(MakeRequest({{"CPU", 1}}))),
-            "needs {CPU: 1} on one node; the cluster has no nodes");
+            "needs {CPU: 1} on one node; the cluster has no alive nodes");
 }
 
 TEST_F(HybridPolicyTest, InfeasibleAfterTheOnlyBigNodeLeaves) {
@@ -203,7 +205,7 @@ TEST_F(HybridPolicyTest, InfeasibleAfterTheOnlyBigNodeLeaves) {
   EXPECT_EQ(ScheduledOf(Decide(r)).node, big);
   view_.RemoveNode(big);
   EXPECT_EQ(InfeasibleReason(Decide(r)),
-            "needs {CPU: 32} on one node; the largest node has CPU 4 (1 node)");
+            "needs {CPU: 32} on one node; the largest alive node has CPU 4 (1 alive node)");
 }
 
 TEST_F(HybridPolicyTest, MalformedDemandsAreInfeasibleWithTheReason) {
@@ -237,15 +239,16 @@ TEST_F(HybridPolicyTest, InfeasibleNamesTheLabelsNoNodeHas) {
   EXPECT_EQ(InfeasibleReason(
                 Decide(MakeRequest({{"CPU", 1}}, DefaultStrategy{}, {{"accelerator", "H100"}}))),
             "needs {CPU: 1} on one node with labels {accelerator=H100}; no node has label "
-            "accelerator=H100 (2 nodes)");
+            "accelerator=H100 (2 alive nodes)");
   EXPECT_EQ(InfeasibleReason(Decide(MakeRequest({{"CPU", 1}}, DefaultStrategy{},
                                                 {{"accelerator", "H100"}, {"zone", "c"}}))),
             "needs {CPU: 1} on one node with labels {accelerator=H100, zone=c}; no node has any "
-            "of the labels accelerator=H100, zone=c (2 nodes)");
-  EXPECT_EQ(InfeasibleReason(Decide(MakeRequest({{"CPU", 1}}, DefaultStrategy{},
-                                                {{"accelerator", "A100"}, {"zone", "b"}}))),
-            "needs {CPU: 1} on one node with labels {accelerator=A100, zone=b}; no single node "
-            "has all of the labels {accelerator=A100, zone=b}; each is on some node (2 nodes)");
+            "of the labels accelerator=H100, zone=c (2 alive nodes)");
+  EXPECT_EQ(
+      InfeasibleReason(Decide(
+          MakeRequest({{"CPU", 1}}, DefaultStrategy{}, {{"accelerator", "A100"}, {"zone", "b"}}))),
+      "needs {CPU: 1} on one node with labels {accelerator=A100, zone=b}; no single node "
+      "has all of the labels {accelerator=A100, zone=b}; each is on some node (2 alive nodes)");
 }
 
 TEST_F(HybridPolicyTest, InfeasibleSaysWhatTheLargestMatchingNodeHas) {
@@ -255,7 +258,7 @@ TEST_F(HybridPolicyTest, InfeasibleSaysWhatTheLargestMatchingNodeHas) {
   EXPECT_EQ(InfeasibleReason(
                 Decide(MakeRequest({{"GPU", 8}}, DefaultStrategy{}, {{"accelerator", "H100"}}))),
             "needs {GPU: 8} on one node with labels {accelerator=H100}; the largest such node "
-            "has GPU 4 (1 of 3 nodes have those labels)");
+            "has GPU 4 (1 of 3 alive nodes have those labels)");
 }
 
 }  // namespace

@@ -315,8 +315,11 @@ size_t RefMatching(const std::vector<std::vector<size_t>>& edges, size_t nodes) 
   return matched;
 }
 
+// Infeasible only when a bundle fits no matching node's totals; a group that
+// only lacks distinct nodes waits for more to join.
 TEST(PolicyIndex, StrictSpreadIsPendingOrInfeasibleOnlyWhenNoAssignmentExists) {
   int outcomes[3] = {0, 0, 0};
+  int waiting_for_nodes = 0;
   for (uint64_t seed = 1; seed <= 300; ++seed) {
     Cluster cluster(seed);
     int n = 3 + static_cast<int>(cluster.rng()() % 8);
@@ -337,9 +340,12 @@ TEST(PolicyIndex, StrictSpreadIsPendingOrInfeasibleOnlyWhenNoAssignmentExists) {
         if (RefFitsTotal(nodes[k], request.bundles[b])) ever[b].push_back(k);
       }
     }
-    Kind expected = RefMatching(now, nodes.size()) == bundles    ? Kind::kScheduled
-                    : RefMatching(ever, nodes.size()) == bundles ? Kind::kPending
-                                                                 : Kind::kInfeasible;
+    bool hopeless = std::any_of(ever.begin(), ever.end(),
+                                [](const std::vector<size_t>& c) { return c.empty(); });
+    bool too_few_nodes = RefMatching(ever, nodes.size()) < bundles;
+    Kind expected = RefMatching(now, nodes.size()) == bundles ? Kind::kScheduled
+                    : hopeless                                ? Kind::kInfeasible
+                                                              : Kind::kPending;
     BundleStrictSpreadPolicy policy;
     GroupDecision d = policy.Schedule(cluster.view, request);
     std::string context = "seed " + std::to_string(seed) + " " + Describe(d);
@@ -353,9 +359,16 @@ TEST(PolicyIndex, StrictSpreadIsPendingOrInfeasibleOnlyWhenNoAssignmentExists) {
         ASSERT_OK(cluster.view.AcquireGroup(*g));
         break;
       }
-      case Kind::kPending:
-        ASSERT_TRUE(std::holds_alternative<Pending>(d)) << context;
+      case Kind::kPending: {
+        const Pending* p = std::get_if<Pending>(&d);
+        ASSERT_NE(p, nullptr) << context;
+        const std::string more = "waiting for more nodes to join";
+        bool says_more = p->reason.size() >= more.size() &&
+                         p->reason.compare(p->reason.size() - more.size(), more.size(), more) == 0;
+        ASSERT_EQ(says_more, too_few_nodes) << context;
+        waiting_for_nodes += too_few_nodes;
         break;
+      }
       case Kind::kInfeasible:
         ASSERT_TRUE(std::holds_alternative<Infeasible>(d)) << context;
         break;
@@ -365,6 +378,7 @@ TEST(PolicyIndex, StrictSpreadIsPendingOrInfeasibleOnlyWhenNoAssignmentExists) {
   EXPECT_GT(outcomes[0], 20);
   EXPECT_GT(outcomes[1], 20);
   EXPECT_GT(outcomes[2], 20);
+  EXPECT_GT(waiting_for_nodes, 5);
 }
 
 TEST(PolicyIndex, EveryPlacedGroupCommitsAndRespectsItsStrategy) {

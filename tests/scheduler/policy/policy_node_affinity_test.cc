@@ -95,7 +95,7 @@ TEST_F(NodeAffinityPolicyTest, SoftAffinityFallbackCanStillBePendingOrInfeasible
   EXPECT_EQ(PendingReason(Decide(On(a, true, {{"CPU", 1}}))),
             "no node has {CPU: 1} free now; it waits until resources are released or a node joins");
   EXPECT_EQ(InfeasibleReason(Decide(On(a, true, {{"CPU", 16}}))),
-            "needs {CPU: 16} on one node; the largest node has CPU 2 (1 node)");
+            "needs {CPU: 16} on one node; the largest alive node has CPU 2 (1 alive node)");
 }
 
 TEST_F(NodeAffinityPolicyTest, MalformedDemandIsInfeasible) {

@@ -65,8 +65,9 @@ TEST_F(PlacementGroupTest, StrictPackIsPendingWhileNoNodeHasRoomForAll) {
   ASSERT_TRUE(view_.Acquire(b, {{"CPU", 4}}, {}));
   auto group = MakeGroup(Bundles(3, {{"CPU", 2}}), PlacementStrategy::kStrictPack);
   EXPECT_EQ(PendingReason(DecideGroup(group)),
-            "STRICT_PACK group of 3 bundles: no node has {CPU: 6} free now; it waits until "
-            "resources are released or a node joins");
+            "STRICT_PACK needs {CPU: 6} free on one node; node 00000000 has {CPU: 4} free; node "
+            "00000001 has {CPU: 4} free; the group waits until resources are released or a node "
+            "joins");
   view_.Release(b, {{"CPU", 4}}, {});
   EXPECT_EQ(NodesOf(ScheduledOf(DecideGroup(group))), (std::vector<NodeId>(3, b)));
 }
@@ -76,8 +77,8 @@ TEST_F(PlacementGroupTest, StrictPackIsInfeasibleWhenNoNodeIsBigEnough) {
   MakeNode(8, 4);
   EXPECT_EQ(InfeasibleReason(DecideGroup(
                 MakeGroup(Bundles(2, {{"CPU", 1}, {"GPU", 4}}), PlacementStrategy::kStrictPack))),
-            "STRICT_PACK group of 2 bundles: needs {GPU: 8} on one node; the largest node has "
-            "GPU 4 (2 nodes)");
+            "STRICT_PACK needs {GPU: 8} on one node; the largest alive node has GPU 4 (2 alive "
+            "nodes)");
 }
 
 TEST_F(PlacementGroupTest, StrictPackIsInfeasibleWhenSharesCannotShareDevices) {
@@ -85,9 +86,9 @@ TEST_F(PlacementGroupTest, StrictPackIsInfeasibleWhenSharesCannotShareDevices) {
   // 1.8 GPU in all fits the total of 2, but each 0.6 share needs its own device.
   EXPECT_EQ(InfeasibleReason(
                 DecideGroup(MakeGroup(Bundles(3, {{"GPU", 0.6}}), PlacementStrategy::kStrictPack))),
-            "STRICT_PACK group of 3 bundles: needs {GPU: 1.8} on one node, with each bundle's "
-            "GPUs on its own devices; no node's GPU devices can hold the bundles' GPU requests "
-            "together (a share never spans two devices) (1 node)");
+            "STRICT_PACK needs {GPU: 1.8} on one node, with each bundle's GPUs on its own "
+            "devices; no node's GPU devices can hold the bundles' GPU requests together (a share "
+            "never spans two devices) (1 alive node)");
   EXPECT_TRUE(std::holds_alternative<GroupScheduled>(
       DecideGroup(MakeGroup(Bundles(3, {{"GPU", 0.5}}), PlacementStrategy::kStrictPack))));
 }
@@ -102,18 +103,24 @@ TEST_F(PlacementGroupTest, StrictSpreadPutsEveryBundleOnADifferentNode) {
   for (const Scheduled& s : g.bundles) EXPECT_EQ(s.gpu_ids, std::vector<int>{0});
 }
 
-TEST_F(PlacementGroupTest, StrictSpreadIsInfeasibleWithFewerNodesThanBundles) {
+// Ray keeps such a group pending: a node may join.
+TEST_F(PlacementGroupTest, StrictSpreadWaitsForNodesWithFewerNodesThanBundles) {
   MakeNode(8);
   MakeNode(8);
   MakeNode(1);
-  EXPECT_EQ(InfeasibleReason(
+  EXPECT_EQ(PendingReason(
                 DecideGroup(MakeGroup(Bundles(3, {{"CPU", 2}}), PlacementStrategy::kStrictSpread))),
-            "STRICT_SPREAD group of 3 bundles: needs 3 distinct nodes, one per bundle, but at most "
-            "2 nodes could ever hold its bundles (3 nodes)");
-  EXPECT_EQ(InfeasibleReason(
+            "STRICT_SPREAD needs 3 distinct nodes that can each hold {CPU: 2}; the cluster has 2: "
+            "waiting for more nodes to join");
+  EXPECT_EQ(PendingReason(
                 DecideGroup(MakeGroup(Bundles(4, {{"CPU", 1}}), PlacementStrategy::kStrictSpread))),
-            "STRICT_SPREAD group of 4 bundles: needs 4 distinct nodes, one per bundle, but at most "
-            "3 nodes could ever hold its bundles (3 nodes)");
+            "STRICT_SPREAD needs 4 distinct nodes that can each hold {CPU: 1}; the cluster has 3: "
+            "waiting for more nodes to join");
+  EXPECT_EQ(
+      PendingReason(DecideGroup(MakeGroup({{{"CPU", 2}}, {{"CPU", 2}}, {{"CPU", 1}}, {{"CPU", 1}}},
+                                          PlacementStrategy::kStrictSpread))),
+      "STRICT_SPREAD needs 4 distinct nodes that can each hold its bundle; the cluster has 3: "
+      "waiting for more nodes to join");
 }
 
 TEST_F(PlacementGroupTest, StrictSpreadIsInfeasibleWhenABundleFitsNoNode) {
@@ -121,8 +128,8 @@ TEST_F(PlacementGroupTest, StrictSpreadIsInfeasibleWhenABundleFitsNoNode) {
   MakeNode(8);
   EXPECT_EQ(InfeasibleReason(DecideGroup(MakeGroup({{{"CPU", 1}}, {{"CPU", 1}, {"GPU", 1}}},
                                                    PlacementStrategy::kStrictSpread))),
-            "STRICT_SPREAD group of 2 bundles: bundle 1 needs {GPU: 1} on one node; the largest "
-            "node has GPU 0 (2 nodes)");
+            "bundle 1 needs {GPU: 1} on one node; the largest alive node has GPU 0 (2 alive "
+            "nodes)");
 }
 
 TEST_F(PlacementGroupTest, StrictSpreadIsPendingWhenTheNodesExistButAreBusy) {
@@ -132,9 +139,10 @@ TEST_F(PlacementGroupTest, StrictSpreadIsPendingWhenTheNodesExistButAreBusy) {
   ASSERT_TRUE(view_.Acquire(a, {{"CPU", 4}}, {}));
   auto group = MakeGroup(Bundles(3, {{"CPU", 2}}), PlacementStrategy::kStrictSpread);
   EXPECT_EQ(PendingReason(DecideGroup(group)),
-            "STRICT_SPREAD group of 3 bundles: needs 3 distinct nodes, each with its bundle's "
-            "resources free; only 2 bundles can be placed on distinct nodes now; the group waits "
-            "until resources are released or a node joins");
+            "STRICT_SPREAD needs 3 distinct nodes, each with its bundle's resources free; only 2 "
+            "bundles can be placed on distinct nodes now; node 00000000 has none of it free; node "
+            "00000001 has {CPU: 4} free; node 00000002 has {CPU: 4} free; the group waits until "
+            "resources are released or a node joins");
   view_.Release(a, {{"CPU", 4}}, {});
   EXPECT_EQ(DistinctNodes(PlaceGroup(group)).size(), 3u);
   EXPECT_EQ(Available(b, "CPU"), 2);
@@ -160,11 +168,10 @@ TEST_F(PlacementGroupTest, StrictSpreadHonoursTheLabelSelector) {
   GroupScheduled g = PlaceGroup(group);
   for (const Scheduled& s : g.bundles) EXPECT_EQ(view_.Find(s.node)->labels.at("zone"), "a");
   EXPECT_EQ(DistinctNodes(g).size(), 2u);
-  EXPECT_EQ(InfeasibleReason(DecideGroup(MakeGroup(
+  EXPECT_EQ(PendingReason(DecideGroup(MakeGroup(
                 Bundles(3, {{"CPU", 1}}), PlacementStrategy::kStrictSpread, {{"zone", "a"}}))),
-            "STRICT_SPREAD group of 3 bundles: needs 3 distinct nodes with labels {zone=a}, one "
-            "per bundle, but at most 2 nodes could ever hold its bundles (2 of 3 nodes have those "
-            "labels)");
+            "STRICT_SPREAD needs 3 distinct nodes with labels {zone=a} that can each hold {CPU: "
+            "1}; the cluster has 2: waiting for more nodes to join");
 }
 
 // PACK
@@ -206,25 +213,27 @@ TEST_F(PlacementGroupTest, PackIsPendingWhenTheBundlesDoNotFitNow) {
   ASSERT_TRUE(view_.Acquire(a, {{"CPU", 3}}, {}));
   EXPECT_EQ(
       PendingReason(DecideGroup(MakeGroup(Bundles(2, {{"CPU", 1}}), PlacementStrategy::kPack))),
-      "PACK group of 2 bundles: bundle 1 {CPU: 1} finds no node with room beside the bundles "
-      "placed before it; the group waits until resources are released or a node joins");
+      "bundle 1 {CPU: 1} finds no node with room beside the bundles placed before it; node "
+      "00000000 has {CPU: 1} free; the group waits until resources are released or a node joins");
 }
 
 TEST_F(PlacementGroupTest, PackIsInfeasibleWhenABundleFitsNoNode) {
   MakeNode(4);
   EXPECT_EQ(InfeasibleReason(
                 DecideGroup(MakeGroup({{{"CPU", 1}}, {{"CPU", 8}}}, PlacementStrategy::kPack))),
-            "PACK group of 2 bundles: bundle 1 needs {CPU: 8} on one node; the largest node has "
-            "CPU 4 (1 node)");
+            "bundle 1 needs {CPU: 8} on one node; the largest alive node has "
+            "CPU 4 (1 alive node)");
 }
 
-TEST_F(PlacementGroupTest, PackIsInfeasibleWhenTheClusterHasTooLittleInAll) {
+// Not infeasible: each bundle fits some node, and a node may join.
+TEST_F(PlacementGroupTest, PackWaitsForNodesWhenTheClusterHasTooLittleInAll) {
   MakeNode(8, 4);
   MakeNode(8);
   EXPECT_EQ(
-      InfeasibleReason(
+      PendingReason(
           DecideGroup(MakeGroup(Bundles(2, {{"CPU", 1}, {"GPU", 4}}), PlacementStrategy::kPack))),
-      "PACK group of 2 bundles: needs {GPU: 8} in all; the nodes have GPU 4 in all (2 nodes)");
+      "needs {GPU: 8} in all; the alive nodes have GPU 4 in all (2 alive nodes): waiting for more "
+      "nodes to join");
 }
 
 // SPREAD
@@ -262,12 +271,26 @@ TEST_F(PlacementGroupTest, SpreadReasons) {
   ASSERT_TRUE(view_.Acquire(a, {{"CPU", 2}}, {}));
   EXPECT_NE(
       PendingReason(DecideGroup(MakeGroup(Bundles(2, {{"CPU", 1}}), PlacementStrategy::kSpread)))
-          .find("SPREAD group of 2 bundles: bundle 0 {CPU: 1} finds no node"),
+          .find("bundle 0 {CPU: 1} finds no node"),
       std::string::npos);
   EXPECT_EQ(InfeasibleReason(DecideGroup(
                 MakeGroup(Bundles(3, {{"CPU", 1}}), PlacementStrategy::kSpread, {{"zone", "z"}}))),
-            "SPREAD group of 3 bundles: bundle 0 needs {CPU: 1} on one node with labels {zone=z}; "
-            "no node has label zone=z (1 node)");
+            "bundle 0 needs {CPU: 1} on one node with labels {zone=z}; no node has label zone=z (1 "
+            "alive node)");
+}
+
+TEST_F(PlacementGroupTest, BusyReasonsListWhatTheFirstFiveMatchingNodesHaveFree) {
+  std::vector<NodeId> nodes;
+  for (int i = 0; i < 7; ++i) {
+    nodes.push_back(MakeNode(2, 0, {{"zone", i == 0 ? "b" : "a"}}));
+    ASSERT_TRUE(view_.Acquire(nodes.back(), {{"CPU", 1.5}}, {}));
+  }
+  EXPECT_EQ(PendingReason(DecideGroup(
+                MakeGroup(Bundles(2, {{"CPU", 1}}), PlacementStrategy::kSpread, {{"zone", "a"}}))),
+            "bundle 0 {CPU: 1} finds no node with room beside the bundles placed before "
+            "it; node 00000001 has {CPU: 0.5} free; node 00000002 has {CPU: 0.5} free; node "
+            "00000003 has {CPU: 0.5} free; node 00000004 has {CPU: 0.5} free; node 00000005 has "
+            "{CPU: 0.5} free; ...; the group waits until resources are released or a node joins");
 }
 
 // Every strategy

@@ -83,8 +83,9 @@ TEST_F(SpreadPolicyTest, LabelSelectorRestrictsTheSpread) {
   MakeNode(8, 0, {{"zone", "b"}});
   NodeId c = MakeNode(8, 0, {{"zone", "a"}});
   EXPECT_EQ(PlaceMany({{"CPU", 1}}, 4, {{"zone", "a"}}), (std::vector<NodeId>{a, c, a, c}));
-  EXPECT_EQ(InfeasibleReason(Decide(MakeRequest({{"CPU", 1}}, SpreadStrategy{}, {{"zone", "x"}}))),
-            "needs {CPU: 1} on one node with labels {zone=x}; no node has label zone=x (3 nodes)");
+  EXPECT_EQ(
+      InfeasibleReason(Decide(MakeRequest({{"CPU", 1}}, SpreadStrategy{}, {{"zone", "x"}}))),
+      "needs {CPU: 1} on one node with labels {zone=x}; no node has label zone=x (3 alive nodes)");
 }
 
 TEST_F(SpreadPolicyTest, PendingAndInfeasibleReasons) {
@@ -93,7 +94,7 @@ TEST_F(SpreadPolicyTest, PendingAndInfeasibleReasons) {
   EXPECT_EQ(PendingReason(Decide(MakeRequest({{"CPU", 1}}, SpreadStrategy{}))),
             "no node has {CPU: 1} free now; it waits until resources are released or a node joins");
   EXPECT_EQ(InfeasibleReason(Decide(MakeRequest({{"CPU", 4}}, SpreadStrategy{}))),
-            "needs {CPU: 4} on one node; the largest node has CPU 2 (1 node)");
+            "needs {CPU: 4} on one node; the largest alive node has CPU 2 (1 alive node)");
 }
 
 TEST_F(SpreadPolicyTest, CursorSurvivesTheChosenNodeLeaving) {

@@ -277,7 +277,7 @@ TEST_F(LeaseManagerTest, InfeasibleRequestIsAnsweredAtOnceNamingResourceAndLarge
   EXPECT_EQ(leases_.lease_count(), 0u);
 }
 
-// Production bug (scheduler/head/node_table.cc AnyNodeCouldFit): when every
+// A past production bug (the node table's old fit scan, now the policy's reasons): when every
 // resource fits on some node but no single node has them all, the reason lists
 // nothing: "needs {} on one node; the largest alive node has  (2 alive nodes)".
 TEST_F(LeaseManagerTest, InfeasibleMixOfResourcesOnDifferentNodesSaysWhatIsMissing) {

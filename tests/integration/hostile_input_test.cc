@@ -230,7 +230,7 @@ TEST(HostileInput, JobPackageGroupAndLogRequestsAreChecked) {
   ExpectErrorReply(peer, {Envelope(type(MessageType::kCreatePlacementGroupRequest), 6), protocol::Encode(group)},
                    StatusCode::kUnauthenticated);
   protocol::ProcessExitedNotice exited;
-  exited.lease_id = "x";
+  exited.lease_id = LeaseId::FromWire("x");
   ExpectErrorReply(peer, {Envelope(type(MessageType::kProcessExitedNotice), 7), protocol::Encode(exited)},
                    StatusCode::kUnauthenticated);
   protocol::ListStateRequest list;
@@ -246,7 +246,7 @@ TEST(HostileInput, JobPackageGroupAndLogRequestsAreChecked) {
   RawPeer agent(objects.substr(6));
   for (int i = 0; i < 50; ++i) agent.Send({"\xc1garbage", "\xff"});
   protocol::ReadLogRequest read;
-  read.lease_id = "../../etc/passwd";
+  read.lease_id = LeaseId::FromWire("../../etc/passwd");
   ExpectErrorReply(agent, {Envelope(type(MessageType::kReadLogRequest), 9), protocol::Encode(read)},
                    StatusCode::kNotFound);
   // Still serving: a port is reserved.

@@ -165,8 +165,8 @@ Result<protocol::JobInfo> StreamLogs(SyncClient& head, const std::string& token,
     if (!job.ok()) return job.status();
     head_silent = false;
     const protocol::JobInfo& info = job->job;
-    bool drained = info.lease_id.empty() && Terminal(info.state);
-    if (!info.lease_id.empty()) {
+    bool drained = info.lease_id.IsNil() && Terminal(info.state);
+    if (!info.lease_id.IsNil()) {
       if (agent_address != info.object_address) {
         std::string hostport = info.object_address;
         if (hostport.rfind("tcp://", 0) == 0) hostport = hostport.substr(6);
@@ -194,7 +194,7 @@ Result<protocol::JobInfo> StreamLogs(SyncClient& head, const std::string& token,
         }
       }
     }
-    if (drained || (!follow && (!info.lease_id.empty() || Terminal(info.state)))) return info;
+    if (drained || (!follow && (!info.lease_id.IsNil() || Terminal(info.state)))) return info;
     if (g_interrupted) return info;
     std::this_thread::sleep_for(std::chrono::milliseconds(200));
   }

@@ -121,7 +121,7 @@ protocol::RequestLeaseRequest LaunchSupervisor::LeaseRequest(int b, int attempt,
 std::string LaunchSupervisor::StartRanks(int attempt, uint32_t master_port) {
   const int nproc = plan_.nproc_per_node;
   std::map<uint64_t, int> requests;  // request id -> node rank
-  leases_.assign(static_cast<size_t>(plan_.nnodes), std::string());
+  leases_.assign(static_cast<size_t>(plan_.nnodes), LeaseId());
   early_.clear();
   for (int b = 0; b < plan_.nnodes; ++b) {
     requests[client_.Send(LeaseRequest(b, attempt, master_port))] = b;
@@ -229,7 +229,7 @@ const LaunchRank* LaunchSupervisor::Supervise() {
 
 void LaunchSupervisor::StopAll() {
   for (const auto& lease : leases_) {
-    if (lease.empty()) continue;
+    if (lease.IsNil()) continue;
     protocol::ReturnLeaseRequest ret;
     ret.lease_id = lease;
     (void)client_.Call<protocol::ReturnLeaseReply>(ret, 5000);
@@ -241,7 +241,7 @@ void LaunchSupervisor::PumpOutput(bool final_pass) {
   // stopped node costs one timeout per pass, not one per rank on it.
   std::set<std::string> silent;
   for (LaunchRank& r : ranks_) {
-    if (r.drained || r.lease_id.empty() || silent.count(r.object_address)) continue;
+    if (r.drained || r.lease_id.IsNil() || silent.count(r.object_address)) continue;
     for (int round = 0; round < 64; ++round) {  // at most 64 MiB per rank per pass
       protocol::ReadLogRequest req;
       req.lease_id = r.lease_id;

@@ -21,7 +21,7 @@ namespace rayx::cli {
 struct LaunchRank {
   int rank = 0, local_rank = 0, node_rank = 0;
   std::string node_address, object_address, node_id;
-  std::string lease_id;
+  LeaseId lease_id;
   uint32_t index = 0;      // its process in the node's lease
   uint64_t offset = 0;     // output read so far
   std::string partial;     // an unfinished output line
@@ -96,7 +96,7 @@ class LaunchSupervisor {
   const LaunchPlan plan_;
   const int world_;
   std::vector<LaunchRank> ranks_;
-  std::vector<std::string> leases_;     // per node rank, this attempt
+  std::vector<LeaseId> leases_;          // per node rank, this attempt
   std::deque<transport::Frames> early_;  // exits reported before every node started
   size_t exited_ok_ = 0;
 };

@@ -62,15 +62,14 @@ std::string FormatList(const protocol::ListStateReply& state, const std::string&
                     "RESOURCES", "GPUS", "PLACEMENT_GROUP", "DETACHED"});
     for (const auto& l : state.leases) {
       if (what == "actors" && l.kind != "actor") continue;
-      rows.push_back({l.lease_id.substr(0, 12), l.kind, l.actor_name.empty() ? "-" : l.actor_name,
-                      l.class_name.empty() ? "-" : l.class_name, l.job_id, l.state,
-                      l.node_address, std::to_string(l.pid), FormatResourceShape(l.resources),
-                      Join(l.gpu_ids),
-                      l.placement_group_id.empty()
-                          ? "-"
-                          : l.placement_group_id.substr(0, 8) + "[" +
-                                std::to_string(l.bundle_index) + "]",
-                      l.detached ? "yes" : ""});
+      rows.push_back(
+          {l.lease_id.Hex().substr(0, 12), l.kind, l.actor_name.empty() ? "-" : l.actor_name,
+           l.class_name.empty() ? "-" : l.class_name, l.job_id, l.state, l.node_address,
+           std::to_string(l.pid), FormatResourceShape(l.resources), Join(l.gpu_ids),
+           l.placement_group_id.empty()
+               ? "-"
+               : l.placement_group_id.substr(0, 8) + "[" + std::to_string(l.bundle_index) + "]",
+           l.detached ? "yes" : ""});
     }
   } else {
     rows.push_back({"PLACEMENT_GROUP_ID", "NAME", "JOB", "STRATEGY", "STATE", "BUNDLES"});

@@ -34,7 +34,7 @@ struct WatchGroupRequest {
   std::string attempt_id;  // which creation of that name
   int32_t world_size = 0;
   int32_t rank = -1;
-  std::string lease_id;
+  LeaseId lease_id;
   MSGPACK_DEFINE_MAP(group, attempt_id, world_size, rank, lease_id)
 };
 
@@ -66,7 +66,7 @@ struct GroupMemberDiedNotice {
   std::string group;
   std::string attempt_id;
   int32_t failed_rank = -1;
-  std::string lease_id;  // the failed rank's lease
+  LeaseId lease_id;      // the failed rank's lease
   std::string cause;     // e.g. "node 127.0.0.2 (1a2b3c4d) was declared dead: ..."
   MSGPACK_DEFINE_MAP(group, attempt_id, failed_rank, lease_id, cause)
 };

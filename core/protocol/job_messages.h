@@ -27,7 +27,7 @@ struct JobInfo {
   // Where the entrypoint runs (for its logs).
   std::string node_address;
   std::string object_address;
-  std::string lease_id;
+  LeaseId lease_id;
   int32_t pid = 0;
   MSGPACK_DEFINE_MAP(submission_id, job_id, state, entrypoint, package_hash, message, exit_code,
                      submitted_at_ms, ended_at_ms, node_address, object_address, lease_id, pid)

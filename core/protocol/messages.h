@@ -146,7 +146,7 @@ struct ErrorReply {
 // A lease whose worker or processes still run on a node, as its agent reports
 // it when it rejoins a restarted head.
 struct LiveLease {
-  std::string lease_id;
+  LeaseId lease_id;
   std::string job_id;
   ResourceMap resources;
   std::vector<int> gpu_ids;
@@ -157,7 +157,7 @@ struct LiveLease {
 
 // A process of a process lease that exited (ProcessExitedNotice's fields).
 struct ExitedProcess {
-  std::string lease_id;
+  LeaseId lease_id;
   uint32_t index = 0;
   int32_t pid = 0;
   int32_t exit_code = 0;
@@ -274,7 +274,7 @@ struct RegisterDriverRequest {
   int32_t pid = 0;
   // Set by a worker's runtime (a task that submits work): the lease its worker
   // runs in. When that lease ends, the leases this runtime holds end with it.
-  std::string host_lease_id;
+  LeaseId host_lease_id;
   MSGPACK_DEFINE_MAP(token, rayx_version, job_id, node_ip, pid, host_lease_id)
 };
 
@@ -396,7 +396,7 @@ struct RequestLeaseRequest {
 
 struct RequestLeaseReply {
   static constexpr MessageType kType = MessageType::kRequestLeaseReply;
-  std::string lease_id;
+  LeaseId lease_id;
   std::string worker_address;  // "tcp://ip:port" of the worker's socket
   std::string node_id;
   std::string node_address;
@@ -411,7 +411,7 @@ struct RequestLeaseReply {
 // Gives a lease back: the head frees its resources and the worker is stopped.
 struct ReturnLeaseRequest {
   static constexpr MessageType kType = MessageType::kReturnLeaseRequest;
-  std::string lease_id;
+  LeaseId lease_id;
   MSGPACK_DEFINE_MAP(lease_id)
 };
 
@@ -424,7 +424,7 @@ struct ReturnLeaseReply {
 // head -> agent: start a worker for a lease.
 struct StartWorkerRequest {
   static constexpr MessageType kType = MessageType::kStartWorkerRequest;
-  std::string lease_id;
+  LeaseId lease_id;
   std::string job_id;
   std::string executable;
   std::string working_dir;
@@ -451,7 +451,7 @@ struct StartWorkerRequest {
 
 struct StartWorkerReply {
   static constexpr MessageType kType = MessageType::kStartWorkerReply;
-  std::string lease_id;
+  LeaseId lease_id;
   std::string worker_address;
   int32_t worker_pid = 0;
   std::vector<int32_t> process_pids;
@@ -462,7 +462,7 @@ struct StartWorkerReply {
 // head -> agent: stop these leases' workers (their process groups).
 struct KillWorkersRequest {
   static constexpr MessageType kType = MessageType::kKillWorkersRequest;
-  std::vector<std::string> lease_ids;
+  std::vector<LeaseId> lease_ids;
   MSGPACK_DEFINE_MAP(lease_ids)
 };
 
@@ -474,7 +474,7 @@ struct ActorInfo {
   std::string job_id;
   std::string class_name;  // the factory's registered name
   std::string worker_address;
-  std::string lease_id;
+  LeaseId lease_id;
   bool detached = false;
   // Restarts left when the handle was made (-1: no limit): a handle that loses
   // a named restartable actor's worker looks its new one up by name.
@@ -506,7 +506,7 @@ struct RegisterActorReply {
 // one lease whose worker exited by itself (its agent saw it).
 struct LeasesLostNotice {
   static constexpr MessageType kType = MessageType::kLeasesLostNotice;
-  std::vector<std::string> lease_ids;
+  std::vector<LeaseId> lease_ids;
   std::string node_id;
   std::string reason;  // e.g. "node 127.0.0.2 (1a2b3c4d) was declared dead: ..."
   MSGPACK_DEFINE_MAP(lease_ids, node_id, reason)

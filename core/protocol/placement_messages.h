@@ -84,7 +84,7 @@ struct RemovePlacementGroupReply {
 
 // One lease: a worker (task or actor) or a process lease, for `rayx list`.
 struct LeaseListEntry {
-  std::string lease_id;
+  LeaseId lease_id;
   std::string job_id;
   std::string kind;          // "actor", "worker" or "process"
   std::string state;         // STARTING or RUNNING

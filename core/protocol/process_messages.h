@@ -14,7 +14,7 @@ namespace rayx::protocol {
 // `all_exited` is set on the last one; the head then frees the lease.
 struct ProcessExitedNotice {
   static constexpr MessageType kType = MessageType::kProcessExitedNotice;
-  std::string lease_id;
+  LeaseId lease_id;
   uint32_t index = 0;        // which ProcessSpec of the lease
   int32_t pid = 0;
   int32_t exit_code = 0;     // valid when signal == 0
@@ -29,7 +29,7 @@ struct ProcessExitedNotice {
 // max_bytes, capped by the server).
 struct ReadLogRequest {
   static constexpr MessageType kType = MessageType::kReadLogRequest;
-  std::string lease_id;
+  LeaseId lease_id;
   uint32_t index = 0;
   uint64_t offset = 0;
   uint64_t max_bytes = 1 << 20;

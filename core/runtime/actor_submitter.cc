@@ -26,7 +26,7 @@ struct ActorSubmitter::ActorState final : WorkerConnection::Owner {
   std::string actor_id;
   std::string name;
   std::string class_name;
-  std::string lease_id;
+  LeaseId lease_id;
   bool owner = false;
   bool detached = false;
   std::deque<Task> queue;    // calls not yet sent, in order
@@ -379,7 +379,7 @@ void ActorSubmitter::Kill(const std::string& actor_id) {
   state.dead_reason = "the actor was killed (ActorHandle::Kill)";
   state.creation.reset();
   if (state.lookup_timer) state.lookup_timer->cancel();
-  if (!state.lease_id.empty() && !(state.restarting && state.owner)) {
+  if (!state.lease_id.IsNil() && !(state.restarting && state.owner)) {
     deps_.head.ReturnLease(state.lease_id);
   }
   if (!state.conn) {
@@ -451,7 +451,7 @@ void ActorSubmitter::Attach(const protocol::ActorInfo& info) {
   actors_[info.actor_id] = std::move(state);
 }
 
-void ActorSubmitter::LoseLease(const std::string& lease_id, const std::string& why) {
+void ActorSubmitter::LoseLease(const LeaseId& lease_id, const std::string& why) {
   for (auto& [id, actor] : actors_) {
     if (actor->owner && actor->conn && actor->conn->info().lease_id == lease_id) {
       std::shared_ptr<WorkerConnection> keep = actor->conn;

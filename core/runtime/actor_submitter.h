@@ -73,7 +73,7 @@ class ActorSubmitter {
   void Attach(const protocol::ActorInfo& info);
   // The head declared lease `lease_id`'s node dead: the actor's worker counts
   // as lost (`why`), as if it had died (a restart may follow).
-  void LoseLease(const std::string& lease_id, const std::string& why);
+  void LoseLease(const LeaseId& lease_id, const std::string& why);
   // Drops every connection (shutdown).
   void Clear();
 

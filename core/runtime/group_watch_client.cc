@@ -22,8 +22,8 @@ HandlerSlot& Slot() {
 
 Status WatchGroup(const GroupMembership& m, int64_t timeout_ms) {
   Runtime& runtime = RequireRuntime();
-  const std::string& lease_id = runtime.config().host_lease_id;
-  if (lease_id.empty()) return Status::OK();  // a driver: only leased workers are watched
+  const LeaseId& lease_id = runtime.config().host_lease_id;
+  if (lease_id.IsNil()) return Status::OK();  // a driver: only leased workers are watched
   protocol::WatchGroupRequest req;
   req.group = m.group;
   req.attempt_id = m.attempt_id;
@@ -36,7 +36,7 @@ Status WatchGroup(const GroupMembership& m, int64_t timeout_ms) {
 
 void UnwatchGroup(const GroupMembership& m) {
   Runtime* runtime = CurrentRuntime();
-  if (runtime == nullptr || runtime->config().host_lease_id.empty()) return;
+  if (runtime == nullptr || runtime->config().host_lease_id.IsNil()) return;
   protocol::UnwatchGroupRequest req;
   req.group = m.group;
   req.attempt_id = m.attempt_id;

@@ -317,7 +317,7 @@ void HeadClient::RequestLease(const protocol::RequestLeaseRequest& request, Leas
   Call<protocol::RequestLeaseReply>(request, std::move(done));
 }
 
-void HeadClient::ReturnLease(const std::string& lease_id) {
+void HeadClient::ReturnLease(const LeaseId& lease_id) {
   protocol::ReturnLeaseRequest req;
   req.lease_id = lease_id;
   Call<protocol::ReturnLeaseReply>(req, [](Result<protocol::ReturnLeaseReply>) {});

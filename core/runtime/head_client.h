@@ -105,7 +105,7 @@ class HeadClient final : public LeaseClient {
 
   // LeaseClient.
   void RequestLease(const protocol::RequestLeaseRequest& request, LeaseCallback done) override;
-  void ReturnLease(const std::string& lease_id) override;
+  void ReturnLease(const LeaseId& lease_id) override;
   void RegisterActor(const protocol::ActorInfo& actor) override;
   void LookupActor(const std::string& name, ActorCallback done) override;
 

@@ -22,7 +22,7 @@ class LeaseClient {
   // grant or the head's refusal (e.g. "infeasible ..." or a start failure).
   virtual void RequestLease(const protocol::RequestLeaseRequest& request, LeaseCallback done) = 0;
   // Gives the lease back so its resources are freed; the reply is not awaited.
-  virtual void ReturnLease(const std::string& lease_id) = 0;
+  virtual void ReturnLease(const LeaseId& lease_id) = 0;
   // Registers a named actor with the head; a refusal is logged, not returned.
   virtual void RegisterActor(const protocol::ActorInfo& actor) = 0;
   using ActorCallback = std::function<void(Result<protocol::ActorInfo>)>;

@@ -70,7 +70,7 @@ class Runtime {
     std::string token;
     std::string job_id;   // empty: a new job (a driver); set: a worker of that job
     bool is_worker = false;
-    std::string host_lease_id;  // in a worker: the lease it runs in
+    LeaseId host_lease_id;  // in a worker: the lease it runs in
     std::string node_ip = "127.0.0.1";
     // How long calls to the head wait while it is down or restarting before
     // they fail (drivers). Default: 60 s; $RAYX_HEAD_TIMEOUT_MS sets it.

@@ -282,7 +282,7 @@ void TaskSubmitter::Tick() {
   }
 }
 
-bool TaskSubmitter::LoseLease(const std::string& lease_id, const std::string& why) {
+bool TaskSubmitter::LoseLease(const LeaseId& lease_id, const std::string& why) {
   for (auto& [key, shape] : shapes_) {
     for (auto& w : shape->workers) {
       if (w->info().lease_id == lease_id) {

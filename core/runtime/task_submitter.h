@@ -66,7 +66,7 @@ class TaskSubmitter {
   void Tick();
   // The head declared lease `lease_id`'s node dead: its worker counts as
   // lost (`why`), as if it had died. False when no worker here has it.
-  bool LoseLease(const std::string& lease_id, const std::string& why);
+  bool LoseLease(const LeaseId& lease_id, const std::string& why);
   // Drops every worker connection (shutdown).
   void Clear();
 

@@ -64,7 +64,7 @@ class WorkerConnection : public std::enable_shared_from_this<WorkerConnection> {
     }
   };
   struct Info {
-    std::string lease_id;
+    LeaseId lease_id;
     std::string address;
     std::string node;
     int32_t pid = 0;

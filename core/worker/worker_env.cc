@@ -46,7 +46,7 @@ std::map<std::string, std::string> WorkerEnv::Encode() const {
       {kNodeIp, node_ip},
       {kHeadAddress, head_address},
       {kJobId, job_id},
-      {kLeaseId, lease_id},
+      {kLeaseId, lease_id.Hex()},
       {kClusterToken, cluster_token},
       {kStoreDir, store_dir},
       {kObjectAddress, object_address},
@@ -95,7 +95,7 @@ Result<WorkerEnv> WorkerEnv::Decode(const std::map<std::string, std::string>& va
     if (const std::string* v = get(name)) *out = *v;
   };
   optional(kJobId, &env.job_id);
-  optional(kLeaseId, &env.lease_id);
+  if (const std::string* v = get(kLeaseId)) env.lease_id = LeaseId::FromWire(*v);
   optional(kClusterToken, &env.cluster_token);
   optional(kStoreDir, &env.store_dir);
   optional(kObjectAddress, &env.object_address);

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "rayx/ids.h"
 #include "rayx/status.h"
 
 namespace rayx {
@@ -42,7 +43,7 @@ struct WorkerEnv {
   std::string node_ip;       // the node's address; the worker listens on it
   std::string head_address;  // "host:port" of the head
   std::string job_id;        // the job the lease belongs to
-  std::string lease_id;
+  LeaseId lease_id;
   std::string cluster_token;   // for tasks that submit work themselves
   std::string store_dir;       // the node's object store ("" = results go inline)
   std::string object_address;  // the node's object server

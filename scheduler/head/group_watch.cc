@@ -9,7 +9,7 @@ Result<std::optional<protocol::GroupMemberDiedNotice>> GroupWatch::Add(
   const std::string what = "watching rank " + std::to_string(req.rank) + " of collective group '" +
                            req.group + "'";
   if (req.group.empty()) return Status::InvalidArgument(what + ": the group name is empty");
-  if (req.lease_id.empty()) {
+  if (req.lease_id.IsNil()) {
     return Status::InvalidArgument(what + ": no lease (only leased workers are watched)");
   }
   if (req.world_size < 1 || req.world_size > limits_.max_world_size) {
@@ -42,7 +42,7 @@ Result<std::optional<protocol::GroupMemberDiedNotice>> GroupWatch::Add(
   bool indexed = std::find(lease_groups.begin(), lease_groups.end(), key) != lease_groups.end();
   if (!indexed && lease_groups.size() >= limits_.max_groups_per_lease) {
     if (lease_groups.empty()) by_lease_.erase(req.lease_id);
-    return Status::Unavailable(what + ": lease " + req.lease_id + " holds ranks of " +
+    return Status::Unavailable(what + ": lease " + req.lease_id.Hex() + " holds ranks of " +
                                std::to_string(limits_.max_groups_per_lease) +
                                " groups already, the limit");
   }
@@ -82,7 +82,7 @@ bool GroupWatch::Remove(const protocol::UnwatchGroupRequest& req) {
   if (it == groups_.end()) return false;
   auto member = it->second.members.find(req.rank);
   if (member == it->second.members.end()) return false;
-  std::string lease_id = member->second.lease_id;
+  LeaseId lease_id = member->second.lease_id;
   it->second.members.erase(member);
   --members_;
   if (store_) store_->DeleteGroupWatch(req.group, req.attempt_id, req.rank);
@@ -93,8 +93,7 @@ bool GroupWatch::Remove(const protocol::UnwatchGroupRequest& req) {
   return true;
 }
 
-GroupWatch::Notices GroupWatch::OnLeaseEnded(const std::string& lease_id,
-                                             const std::string& cause) {
+GroupWatch::Notices GroupWatch::OnLeaseEnded(const LeaseId& lease_id, const std::string& cause) {
   Notices out;
   auto held = by_lease_.find(lease_id);
   if (held == by_lease_.end()) return out;
@@ -128,7 +127,7 @@ GroupWatch::Notices GroupWatch::OnLeaseEnded(const std::string& lease_id,
   return out;
 }
 
-void GroupWatch::Unindex(const std::string& lease_id, const Key& key) {
+void GroupWatch::Unindex(const LeaseId& lease_id, const Key& key) {
   auto it = by_lease_.find(lease_id);
   if (it == by_lease_.end()) return;
   std::erase(it->second, key);

@@ -47,7 +47,7 @@ class GroupWatch {
   // `member_lease_id`.
   struct Notice {
     std::string peer;
-    std::string member_lease_id;
+    LeaseId member_lease_id;
     protocol::GroupMemberDiedNotice notice;
   };
   using Notices = std::vector<Notice>;
@@ -73,7 +73,7 @@ class GroupWatch {
   bool Remove(const protocol::UnwatchGroupRequest& req);
 
   // Lease `lease_id` ended because of `cause`: the notices to send.
-  Notices OnLeaseEnded(const std::string& lease_id, const std::string& cause);
+  Notices OnLeaseEnded(const LeaseId& lease_id, const std::string& cause);
 
   size_t member_count() const { return members_; }
   size_t group_count() const { return groups_.size(); }
@@ -82,7 +82,7 @@ class GroupWatch {
   using Key = std::pair<std::string, std::string>;  // (group, attempt_id)
   struct Member {
     std::string peer;
-    std::string lease_id;
+    LeaseId lease_id;
   };
   struct Group {
     int32_t world_size = 0;
@@ -90,13 +90,13 @@ class GroupWatch {
   };
 
   // Drops `key`'s entry of lease `lease_id`'s index.
-  void Unindex(const std::string& lease_id, const Key& key);
+  void Unindex(const LeaseId& lease_id, const Key& key);
   void RememberFailure(const Key& key, const protocol::GroupMemberDiedNotice& notice);
 
   GroupWatchLimits limits_;
   HeadStore* store_ = nullptr;
   std::map<Key, Group> groups_;
-  std::unordered_map<std::string, std::vector<Key>> by_lease_;
+  std::unordered_map<LeaseId, std::vector<Key>> by_lease_;
   size_t members_ = 0;
   std::map<Key, protocol::GroupMemberDiedNotice> failed_;
   std::deque<Key> failed_order_;  // oldest first, bounds failed_

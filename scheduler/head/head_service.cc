@@ -60,7 +60,7 @@ HeadService::HeadService(HeadServiceOptions options, const Clock& clock)
   // its whole job ends, only ranks that outlive the job (detached actors) are
   // told: the others are being stopped too.
   leases_.SetLeaseEndObserver(
-      [this](const std::string& lease_id, const std::string& cause, bool job_ended) {
+      [this](const LeaseId& lease_id, const std::string& cause, bool job_ended) {
         for (const auto& n : group_watch_.OnLeaseEnded(lease_id, cause)) {
           if (job_ended && !leases_.IsDetached(n.member_lease_id)) continue;
           outbox_.GroupMemberDied(n.peer, n.notice);
@@ -87,7 +87,7 @@ HeadService::HeadService(HeadServiceOptions options, const Clock& clock)
     group_watch_.SetStore(store);
     // A watch whose lease is not stored any more ended with a crash between
     // the two writes: it is dropped.
-    std::unordered_set<std::string> stored_leases;
+    std::unordered_set<LeaseId> stored_leases;
     for (const auto& lease : state.leases) stored_leases.insert(lease.lease_id);
     std::vector<StoredGroupWatch> watches;
     for (const auto& w : state.group_watches) {
@@ -291,15 +291,16 @@ Result<protocol::RegisterNodeReply> HeadService::Rejoin(const protocol::Register
   for (const auto& lease : req.live_leases) {
     for (const auto& [name, amount] : lease.resources) {
       if (!std::isfinite(amount) || amount < 0 || amount > 1e18) {
-        return Status::InvalidArgument("a rejoin reported lease " + lease.lease_id.substr(0, 64) +
-                                       " with an invalid amount of \"" + name.substr(0, 64) +
-                                       "\"");
+        return Status::InvalidArgument("a rejoin reported lease " +
+                                       lease.lease_id.Hex().substr(0, 64) +
+                                       " with an invalid amount of \"" + name.substr(0, 64) + "\"");
       }
     }
     for (int gpu : lease.gpu_ids) {
       if (gpu < 0 || gpu > 65535) {
-        return Status::InvalidArgument("a rejoin reported lease " + lease.lease_id.substr(0, 64) +
-                                       " with GPU device " + std::to_string(gpu));
+        return Status::InvalidArgument("a rejoin reported lease " +
+                                       lease.lease_id.Hex().substr(0, 64) + " with GPU device " +
+                                       std::to_string(gpu));
       }
     }
   }
@@ -488,7 +489,7 @@ Result<protocol::RegisterDriverReply> HeadService::OnRegisterDriver(
     // A detached actor's worker outlives its job and may still use the head
     // (a Python actor the head restarted loads its class from the KV); the
     // job is not revived.
-    if (req.host_lease_id.empty() || !leases_.IsDetachedLeaseOf(req.host_lease_id, req.job_id)) {
+    if (req.host_lease_id.IsNil() || !leases_.IsDetachedLeaseOf(req.host_lease_id, req.job_id)) {
       return Status::NotFound("job " + req.job_id + " is not running (it ended)");
     }
     authenticated_peers_.insert(call.peer_id);
@@ -498,7 +499,7 @@ Result<protocol::RegisterDriverReply> HeadService::OnRegisterDriver(
   auto reply = leases_.RegisterDriver(req, clock_.NowMs(), options_.cluster_id, call.peer_id);
   // A new driver on a machine of the cluster: its agent reports the driver's
   // exit, so the job ends within a heartbeat of it (not after the silence timeout).
-  if (req.job_id.empty() && req.host_lease_id.empty()) {
+  if (req.job_id.empty() && req.host_lease_id.IsNil()) {
     if (const NodeInfo* node = nodes_.FindAliveByAddress(req.node_ip)) {
       leases_.WatchDriver(node->node_id, reply.job_id, req.pid);
     }

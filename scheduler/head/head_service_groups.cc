@@ -89,7 +89,7 @@ Result<protocol::WatchGroupReply> HeadService::OnWatchGroup(const protocol::Watc
   // A lease that already ended would never be reported: refuse it.
   if (!leases_.IsLeaseLive(req.lease_id)) {
     return Status::NotFound("collective group '" + req.group + "' rank " +
-                            std::to_string(req.rank) + ": lease " + req.lease_id +
+                            std::to_string(req.rank) + ": lease " + req.lease_id.Hex() +
                             " is not live (its worker or node is gone)");
   }
   auto added = group_watch_.Add(call.peer_id, req);

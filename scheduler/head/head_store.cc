@@ -295,9 +295,9 @@ void HeadStore::DeleteSubmittedJob(const std::string& submission_id) {
   Run(kDeleteSubmitted, {Text(submission_id)});
 }
 void HeadStore::PutLease(const StoredLease& lease) {
-  Run(kPutLease, {Text(lease.lease_id), Text(lease.node_id), Text(protocol::Encode(lease))});
+  Run(kPutLease, {Text(lease.lease_id.Hex()), Text(lease.node_id), Text(protocol::Encode(lease))});
 }
-void HeadStore::DeleteLease(const std::string& lease_id) { Run(kDeleteLease, {Text(lease_id)}); }
+void HeadStore::DeleteLease(const LeaseId& lease_id) { Run(kDeleteLease, {Text(lease_id.Hex())}); }
 void HeadStore::PutGroupWatch(const StoredGroupWatch& watch) {
   Run(kPutGroupWatch, {Text(watch.group), Text(watch.attempt_id), Int(watch.rank),
                        Text(protocol::Encode(watch))});

@@ -48,7 +48,7 @@ struct StoredPlacementGroup {
 // A lease as the head granted it. The agent's report on rejoin says whether
 // its worker still runs; this says what the agent does not know.
 struct StoredLease {
-  std::string lease_id;
+  LeaseId lease_id;
   std::string job_id;
   std::string node_id;  // hex
   ResourceMap resources;
@@ -72,7 +72,7 @@ struct StoredGroupWatch {
   std::string attempt_id;
   int32_t world_size = 0;
   int32_t rank = -1;
-  std::string lease_id;
+  LeaseId lease_id;
   std::string peer;  // the rank's routing id (fixed for a runtime's life)
   MSGPACK_DEFINE_MAP(group, attempt_id, world_size, rank, lease_id, peer)
 };
@@ -154,7 +154,7 @@ class HeadStore {
   void PutSubmittedJob(const protocol::JobInfo& job);
   void DeleteSubmittedJob(const std::string& submission_id);
   void PutLease(const StoredLease& lease);
-  void DeleteLease(const std::string& lease_id);
+  void DeleteLease(const LeaseId& lease_id);
   void PutGroupWatch(const StoredGroupWatch& watch);
   void DeleteGroupWatch(const std::string& group, const std::string& attempt_id, int32_t rank);
   // Every rank of one group attempt.

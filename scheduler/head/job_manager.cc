@@ -137,14 +137,14 @@ Result<protocol::JobInfo> JobManager::Stop(const std::string& submission_id) {
   protocol::JobInfo& job = it->second;
   if (Terminal(job.state)) return job;
   std::erase_if(lease_requests_, [&](const auto& e) { return e.second == submission_id; });
-  if (!job.lease_id.empty()) (void)leases_.ReturnLease(job.lease_id);  // kills the entrypoint
+  if (!job.lease_id.IsNil()) (void)leases_.ReturnLease(job.lease_id);  // kills the entrypoint
   protocol::JobInfo copy = job;
   End(job, "STOPPED", "stopped by `rayx job stop`");
   auto again = jobs_.find(submission_id);
   return again != jobs_.end() ? again->second : copy;
 }
 
-protocol::JobInfo* JobManager::FindByLease(const std::string& lease_id) {
+protocol::JobInfo* JobManager::FindByLease(const LeaseId& lease_id) {
   for (auto& [id, job] : jobs_) {
     if (job.lease_id == lease_id && !Terminal(job.state)) return &job;
   }
@@ -166,7 +166,7 @@ void JobManager::OnLeaseGranted(uint64_t request_id, const protocol::RequestLeas
   if (store_) store_->PutSubmittedJob(job);
 }
 
-void JobManager::OnLeaseLost(const std::string& lease_id, const std::string& why) {
+void JobManager::OnLeaseLost(const LeaseId& lease_id, const std::string& why) {
   protocol::JobInfo* job = FindByLease(lease_id);
   if (job == nullptr || Terminal(job->state)) return;
   End(*job, "FAILED", "the entrypoint's lease was lost: " + why);
@@ -182,7 +182,7 @@ void JobManager::Restore(const std::vector<protocol::JobInfo>& jobs) {
     jobs_[job.submission_id] = job;
     if (Terminal(job.state)) {
       finished_.push_back(job.submission_id);
-    } else if (job.lease_id.empty()) {
+    } else if (job.lease_id.IsNil()) {
       unstarted.push_back(job.submission_id);
     }
   }

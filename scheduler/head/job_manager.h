@@ -80,12 +80,12 @@ class JobManager final : public HeadLeaseOwner {
   // HeadLeaseOwner: what happens to the entrypoints' leases.
   void OnLeaseGranted(uint64_t request_id, const protocol::RequestLeaseReply& grant) override;
   void OnLeaseFailed(uint64_t request_id, const Status& status) override;
-  void OnLeaseLost(const std::string& lease_id, const std::string& why) override;
+  void OnLeaseLost(const LeaseId& lease_id, const std::string& why) override;
   void OnProcessExited(const protocol::ProcessExitedNotice& notice) override;
 
  private:
   void End(protocol::JobInfo& job, const std::string& state, const std::string& message);
-  protocol::JobInfo* FindByLease(const std::string& lease_id);
+  protocol::JobInfo* FindByLease(const LeaseId& lease_id);
   // Whether a job that has not ended runs in package `hash`.
   bool RunsInPackage(const std::string& hash) const;
   bool DeleteUnkeptPackage(const std::string& hash);

@@ -23,7 +23,7 @@ protocol::RegisterDriverReply LeaseManager::RegisterDriver(
   protocol::RegisterDriverReply reply;
   // After a head restart a worker's runtime registers again, possibly before
   // its lease is confirmed by its node's rejoin.
-  if (!req.host_lease_id.empty() && !peer.empty() &&
+  if (!req.host_lease_id.IsNil() && !peer.empty() &&
       (leases_.count(req.host_lease_id) || IsUnconfirmed(req.host_lease_id))) {
     AddHostedPeer(req.host_lease_id, peer);
   }
@@ -48,7 +48,7 @@ protocol::RegisterDriverReply LeaseManager::RegisterDetachedWorker(
   return reply;
 }
 
-void LeaseManager::AddHostedPeer(const std::string& lease_id, const std::string& peer) {
+void LeaseManager::AddHostedPeer(const LeaseId& lease_id, const std::string& peer) {
   auto& peers = hosted_peers_[lease_id];
   if (std::find(peers.begin(), peers.end(), peer) == peers.end()) peers.push_back(peer);
   host_lease_of_peer_[peer] = lease_id;
@@ -80,7 +80,7 @@ uint32_t LeaseManager::FinishJob(const std::string& job_id, const std::string& w
   // must not be granted to the same job again.
   std::erase_if(pending_,
                 [&](const Pending& p) { return p.req.job_id == job_id && !outlives(p.owner); });
-  std::vector<std::string> ending;
+  std::vector<LeaseId> ending;
   for (const auto& [id, lease] : leases_) {
     if (lease.job_id == job_id && !lease.detached && !outlives(lease.owner)) ending.push_back(id);
   }
@@ -269,7 +269,7 @@ bool LeaseManager::TryGrant(Pending& pending, std::optional<NodeId> decided) {
   }
   auto agent = agent_peers_.find(*node);
   Lease lease;
-  lease.lease_id = LeaseId::FromSecureRandom().Hex();  // a credential: not guessable
+  lease.lease_id = LeaseId::FromSecureRandom();  // a credential: not guessable
   lease.job_id = pending.req.job_id;
   lease.node = *node;
   lease.resources = pending.req.resources;
@@ -328,7 +328,7 @@ void LeaseManager::SchedulePending() {
 void LeaseManager::OnStartWorkerReply(uint64_t request_id, const protocol::StartWorkerReply& reply) {
   auto req = start_requests_.find(request_id);
   if (req == start_requests_.end()) return;
-  std::string lease_id = req->second;
+  LeaseId lease_id = req->second;
   start_requests_.erase(req);
   auto it = leases_.find(lease_id);
   if (it == leases_.end()) return;  // ended while starting (job finished)
@@ -359,7 +359,7 @@ void LeaseManager::OnStartWorkerReply(uint64_t request_id, const protocol::Start
 void LeaseManager::OnStartWorkerError(uint64_t request_id, const Status& error) {
   auto req = start_requests_.find(request_id);
   if (req == start_requests_.end()) return;
-  std::string lease_id = req->second;
+  LeaseId lease_id = req->second;
   start_requests_.erase(req);
   auto it = leases_.find(lease_id);
   if (it == leases_.end()) return;
@@ -368,7 +368,7 @@ void LeaseManager::OnStartWorkerError(uint64_t request_id, const Status& error) 
   EndLease(lease_id, /*kill_worker=*/false, "its worker did not start");
 }
 
-Status LeaseManager::ReturnLease(const std::string& lease_id) {
+Status LeaseManager::ReturnLease(const LeaseId& lease_id) {
   if (!leases_.count(lease_id)) {
     if (auto restarting = restarting_from_.find(lease_id); restarting != restarting_from_.end()) {
       // A handle killed a detached actor the head is restarting: it stays dead.
@@ -379,7 +379,7 @@ Status LeaseManager::ReturnLease(const std::string& lease_id) {
       restarting_from_.erase(restarting);
       return Status::OK();
     }
-    return Status::NotFound("no lease " + lease_id);
+    return Status::NotFound("no lease " + lease_id.Hex());
   }
   EndLease(lease_id, /*kill_worker=*/true,
            "its owner returned the lease (the worker exited or was killed, or the actor was "
@@ -387,8 +387,7 @@ Status LeaseManager::ReturnLease(const std::string& lease_id) {
   return Status::OK();
 }
 
-void LeaseManager::EndLease(const std::string& lease_id, bool kill_worker,
-                            const std::string& cause) {
+void LeaseManager::EndLease(const LeaseId& lease_id, bool kill_worker, const std::string& cause) {
   auto it = leases_.find(lease_id);
   if (it == leases_.end()) return;
   Lease lease = std::move(it->second);
@@ -442,7 +441,7 @@ void LeaseManager::BookDevices(const Lease& lease, int sign) {
   }
 }
 
-void LeaseManager::EndHostedLeases(const std::string& lease_id) {
+void LeaseManager::EndHostedLeases(const LeaseId& lease_id) {
   auto hosted = hosted_peers_.find(lease_id);
   if (hosted == hosted_peers_.end()) return;
   std::vector<std::string> peers = std::move(hosted->second);
@@ -456,7 +455,7 @@ void LeaseManager::EndHostedLeases(const std::string& lease_id) {
       return !p.owner.head && p.owner.requester.peer == peer;
     });
     // Detached actors outlive whoever created them.
-    std::vector<std::string> owned;
+    std::vector<LeaseId> owned;
     for (const auto& [id, lease] : leases_) {
       if (!lease.owner.head && lease.owner.requester.peer == peer && !lease.detached) {
         owned.push_back(id);
@@ -505,7 +504,7 @@ bool LeaseManager::RemovePlacementGroup(const std::string& group_id) {
                                           " was removed before this lease was granted"));
     return true;
   });
-  std::vector<std::string> ending;
+  std::vector<LeaseId> ending;
   for (const auto& [id, lease] : leases_) {
     if (lease.group_id == group_id) ending.push_back(id);
   }
@@ -518,7 +517,7 @@ bool LeaseManager::RemovePlacementGroup(const std::string& group_id) {
 }
 
 std::vector<protocol::LeaseListEntry> LeaseManager::ListLeases() const {
-  std::map<std::string, const protocol::ActorInfo*> names;
+  std::map<LeaseId, const protocol::ActorInfo*> names;
   for (const auto& [name, actor] : named_actors_) names[actor.lease_id] = &actor;
   std::vector<protocol::LeaseListEntry> out;
   out.reserve(leases_.size());
@@ -556,7 +555,7 @@ std::optional<NodeId> LeaseManager::NodeOfStart(uint64_t request_id) const {
   return NodeOfLease(req->second);
 }
 
-std::optional<NodeId> LeaseManager::NodeOfLease(const std::string& lease_id) const {
+std::optional<NodeId> LeaseManager::NodeOfLease(const LeaseId& lease_id) const {
   auto it = leases_.find(lease_id);
   if (it == leases_.end()) return std::nullopt;
   return it->second.node;

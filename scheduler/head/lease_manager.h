@@ -32,7 +32,7 @@ class HeadLeaseOwner {
   // lease granted before the head restarted did not come back (its node did
   // not rejoin, or its processes ended while the head was down and the agent
   // did not report how). `why` says which.
-  virtual void OnLeaseLost(const std::string& lease_id, const std::string& why) = 0;
+  virtual void OnLeaseLost(const LeaseId& lease_id, const std::string& why) = 0;
 };
 
 // Design: a lease is a worker process holding resources on one node, granted to
@@ -80,7 +80,7 @@ class LeaseManager {
   // (returned, its worker or node gone, its job or placement group ended).
   // `job_ended`: it ended because its whole job did.
   using LeaseEndObserver =
-      std::function<void(const std::string& lease_id, const std::string& cause, bool job_ended)>;
+      std::function<void(const LeaseId& lease_id, const std::string& cause, bool job_ended)>;
   void SetLeaseEndObserver(LeaseEndObserver observer) {
     lease_end_observer_ = std::move(observer);
   }
@@ -130,7 +130,7 @@ class LeaseManager {
   // The same for a lease the head itself owns: answered through the
   // HeadLeaseOwner. REQUIRES: SetHeadOwner was called.
   void RequestLeaseForHead(uint64_t request_id, const protocol::RequestLeaseRequest& req);
-  Status ReturnLease(const std::string& lease_id);
+  Status ReturnLease(const LeaseId& lease_id);
   void OnStartWorkerReply(uint64_t request_id, const protocol::StartWorkerReply& reply);
   void OnStartWorkerError(uint64_t request_id, const Status& error);
 
@@ -152,7 +152,7 @@ class LeaseManager {
   // The node a start request (head request id) or a lease is on, for checking
   // that an agent's answer comes from that node's current incarnation.
   std::optional<NodeId> NodeOfStart(uint64_t request_id) const;
-  std::optional<NodeId> NodeOfLease(const std::string& lease_id) const;
+  std::optional<NodeId> NodeOfLease(const LeaseId& lease_id) const;
   // The routing id of the alive node's agent, or nullptr.
   const std::string* AgentPeerOf(const NodeId& node) const;
   std::vector<protocol::PlacementGroupInfo> ListPlacementGroups() const { return groups_.List(); }
@@ -161,17 +161,17 @@ class LeaseManager {
   Result<protocol::ActorInfo> GetActor(const std::string& name) const;
   // True when `lease_id` is a live detached lease of job `job_id`.
   // After a head restart, also a stored lease whose node has not rejoined yet.
-  bool IsDetachedLeaseOf(const std::string& lease_id, const std::string& job_id) const;
+  bool IsDetachedLeaseOf(const LeaseId& lease_id, const std::string& job_id) const;
   // Whether the runtime at `peer` runs inside a detached actor's worker,
   // which may lease workers after its job ended (they end with it).
   bool HostedByDetachedActor(const std::string& peer) const;
   // True while `lease_id` is granted, or stored and waiting for its node to
   // rejoin a restarted head.
-  bool IsLeaseLive(const std::string& lease_id) const {
+  bool IsLeaseLive(const LeaseId& lease_id) const {
     return leases_.count(lease_id) > 0 || IsUnconfirmed(lease_id);
   }
   // True when `lease_id` is a granted detached lease (it outlives its job).
-  bool IsDetached(const std::string& lease_id) const {
+  bool IsDetached(const LeaseId& lease_id) const {
     auto it = leases_.find(lease_id);
     return it != leases_.end() && it->second.detached;
   }
@@ -204,7 +204,7 @@ class LeaseManager {
     protocol::RequestLeaseRequest req;
   };
   struct Lease {
-    std::string lease_id;
+    LeaseId lease_id;
     std::string job_id;
     NodeId node;
     ResourceMap resources;
@@ -231,9 +231,9 @@ class LeaseManager {
   // not fit now does not block those behind it of another shape.
   void SchedulePending();
   // Ends what the runtimes inside lease `lease_id`'s worker held.
-  void EndHostedLeases(const std::string& lease_id);
+  void EndHostedLeases(const LeaseId& lease_id);
   // Records that the runtime at `peer` runs inside lease `lease_id`'s worker.
-  void AddHostedPeer(const std::string& lease_id, const std::string& peer);
+  void AddHostedPeer(const LeaseId& lease_id, const std::string& peer);
   // False when it must wait; true when granted or answered with an error.
   // `decided`: the node the policy chose for it just now, if any.
   bool TryGrant(Pending& pending, std::optional<NodeId> decided = std::nullopt);
@@ -241,7 +241,7 @@ class LeaseManager {
   // goes now, or why it must wait, or why it can never run.
   policy::SchedulingDecision Decide(const protocol::RequestLeaseRequest& req);
   // `cause` completes "the lease ended: ..." for the lease end observer.
-  void EndLease(const std::string& lease_id, bool kill_worker, const std::string& cause);
+  void EndLease(const LeaseId& lease_id, bool kill_worker, const std::string& cause);
   void OnWorkerExited(const Lease& lease, const protocol::ProcessExitedNotice& notice);
   // Detached actors the head restarts (lease_manager_actors.cc).
   // True when nobody but the head would restart `lease`'s actor: the head
@@ -249,7 +249,7 @@ class LeaseManager {
   bool OwnerGone(const Lease& lease) const;
   // Takes out of the named actors those of `lease_id` the head must restart
   // (detached, restartable by the head, restarts left), when `owner_gone`.
-  std::vector<protocol::ActorInfo> TakeRestartable(const std::string& lease_id, bool owner_gone);
+  std::vector<protocol::ActorInfo> TakeRestartable(const LeaseId& lease_id, bool owner_gone);
   // Requests a new worker for `info` (its lease request with the constructor).
   // `count`: this is a new restart (false: one begun before a head restart).
   void RestartActor(protocol::ActorInfo info, const std::string& cause, bool count = true);
@@ -262,10 +262,10 @@ class LeaseManager {
   // Writes the lease through to the store.
   void SaveLease(const Lease& lease);
   // Forgets named actors of `lease_id`, in memory and in the store.
-  void ForgetActorsOf(const std::string& lease_id);
+  void ForgetActorsOf(const LeaseId& lease_id);
   // True while `lease_id` is a stored lease waiting for its node to rejoin.
   // O(unconfirmed leases): only worker runtimes registering after a restart ask.
-  bool IsUnconfirmed(const std::string& lease_id) const;
+  bool IsUnconfirmed(const LeaseId& lease_id) const;
   // A stored lease whose worker is gone (not reported live, or its node
   // died): applies `exits` for it, or tells a head owner it ended unseen.
   void DropUnconfirmed(const StoredLease& lease, const std::string& why,
@@ -279,13 +279,13 @@ class LeaseManager {
   HeadLeaseOwner* head_owner_ = nullptr;
   std::unordered_map<NodeId, std::string> agent_peers_;
   std::unordered_map<std::string, Job> jobs_;
-  std::unordered_map<std::string, Lease> leases_;
-  std::unordered_map<uint64_t, std::string> start_requests_;  // head request id -> lease
+  std::unordered_map<LeaseId, Lease> leases_;
+  std::unordered_map<uint64_t, LeaseId> start_requests_;  // head request id -> lease
   std::deque<Pending> pending_;
   // lease id -> the connections of runtimes inside that lease's worker, and
   // back (bounded by the registered runtimes; both go when the lease ends).
-  std::unordered_map<std::string, std::vector<std::string>> hosted_peers_;
-  std::unordered_map<std::string, std::string> host_lease_of_peer_;
+  std::unordered_map<LeaseId, std::vector<std::string>> hosted_peers_;
+  std::unordered_map<std::string, LeaseId> host_lease_of_peer_;
   std::map<std::string, protocol::ActorInfo> named_actors_;
   std::map<std::pair<NodeId, int>, double> device_use_;  // per node and device: the share leased
   uint64_t invariant_violations_ = 0;
@@ -299,7 +299,7 @@ class LeaseManager {
   std::unordered_map<uint64_t, std::string> actor_restarts_;  // request id -> actor name
   // The lease each restarting actor had, while it restarts: a handle that
   // kills the actor returns that lease (it knows no other).
-  std::unordered_map<std::string, std::string> restarting_from_;  // old lease id -> actor name
+  std::unordered_map<LeaseId, std::string> restarting_from_;  // old lease id -> actor name
   uint64_t next_actor_restart_ = 1;
   std::string job_ending_;  // the job FinishJob is ending leases of, if any
   HeadStore* store_ = nullptr;

@@ -16,7 +16,7 @@
 
 namespace rayx::scheduler {
 
-void LeaseManager::ForgetActorsOf(const std::string& lease_id) {
+void LeaseManager::ForgetActorsOf(const LeaseId& lease_id) {
   for (auto a = named_actors_.begin(); a != named_actors_.end();) {
     if (a->second.lease_id != lease_id) {
       ++a;
@@ -61,7 +61,7 @@ bool LeaseManager::OwnerGone(const Lease& lease) const {
   return job == jobs_.end() || job->second.finished;
 }
 
-std::vector<protocol::ActorInfo> LeaseManager::TakeRestartable(const std::string& lease_id,
+std::vector<protocol::ActorInfo> LeaseManager::TakeRestartable(const LeaseId& lease_id,
                                                                bool owner_gone) {
   std::vector<protocol::ActorInfo> out;
   if (!owner_gone) return out;  // its owner restarts it
@@ -94,9 +94,9 @@ void LeaseManager::RestartActor(protocol::ActorInfo info, const std::string& cau
     ++info.restarts_done;
   }
   // Until the new worker runs, the name has no worker: handles wait for one.
-  if (!info.lease_id.empty()) restarting_from_[info.lease_id] = info.name;
+  if (!info.lease_id.IsNil()) restarting_from_[info.lease_id] = info.name;
   info.worker_address.clear();
-  info.lease_id.clear();
+  info.lease_id = LeaseId();
   named_actors_[info.name] = info;
   if (store_) store_->PutActor(info);
   uint64_t id = kActorRestartBit | next_actor_restart_++;
@@ -118,7 +118,7 @@ void LeaseManager::OnActorRestartGranted(uint64_t request_id,
   actor_restarts_.erase(it);
   std::erase_if(restarting_from_, [&](const auto& entry) { return entry.second == name; });
   auto actor = named_actors_.find(name);
-  if (actor == named_actors_.end() || !actor->second.lease_id.empty()) {
+  if (actor == named_actors_.end() || !actor->second.lease_id.IsNil()) {
     // Killed (its name removed) while it restarted: its new worker goes too.
     EndLease(grant.lease_id, /*kill_worker=*/true, "the restarted actor was removed meanwhile");
     return;
@@ -139,7 +139,7 @@ void LeaseManager::OnActorRestartFailed(uint64_t request_id, const Status& statu
   RAYX_LOG(Error) << "detached actor '" << name << "' could not be restarted: " << status.message()
                   << "; its name is removed";
   auto actor = named_actors_.find(name);
-  if (actor != named_actors_.end() && actor->second.lease_id.empty()) {
+  if (actor != named_actors_.end() && actor->second.lease_id.IsNil()) {
     named_actors_.erase(actor);
     if (store_) store_->DeleteActor(name);
   }

@@ -25,7 +25,7 @@ void LeaseManager::OnNodeDead(const NodeId& node, const std::string& why) {
     auto lease = leases_.find(entry.second);
     return lease == leases_.end() || lease->second.node == node;
   });
-  std::vector<std::string> gone;
+  std::vector<LeaseId> gone;
   for (const auto& [id, lease] : leases_) {
     if (lease.node == node) gone.push_back(id);
   }
@@ -33,7 +33,7 @@ void LeaseManager::OnNodeDead(const NodeId& node, const std::string& why) {
   // Owners hear at once, one notice each: a stopped or cut-off node's workers
   // may still hold their connections open.
   std::map<std::string, protocol::LeasesLostNotice> notices;
-  std::vector<std::string> head_owned;
+  std::vector<LeaseId> head_owned;
   std::vector<protocol::ActorInfo> restart;  // detached actors whose owner is gone
   for (const auto& id : gone) {
     // An earlier lease's end may have ended this one (a worker's own leases).
@@ -112,7 +112,7 @@ void LeaseManager::OnWorkerExited(const Lease& lease, const protocol::ProcessExi
                        (info ? info->address + " (" + lease.node.Short() + ")" : lease.node.Short()) +
                        " " + how;
   // Copies: EndLease erases `lease`.
-  std::string lease_id = lease.lease_id;
+  LeaseId lease_id = lease.lease_id;
   NodeId node = lease.node;
   Owner owner = lease.owner;
   bool head_actor = owner.head && lease.for_actor;

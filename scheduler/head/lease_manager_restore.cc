@@ -45,7 +45,7 @@ void LeaseManager::Restore(const HeadState& state, int64_t now_ms) {
   for (const auto& actor : state.actors) {
     named_actors_[actor.name] = actor;
     // A restart the previous head had begun (no worker yet): begun again.
-    if (actor.lease_id.empty() && !actor.restart_request.empty()) restarting.push_back(actor);
+    if (actor.lease_id.IsNil() && !actor.restart_request.empty()) restarting.push_back(actor);
   }
   groups_.Restore(state.placement_groups);
   rejoin_window_open_ = nodes_.rejoining_count() > 0;
@@ -68,8 +68,7 @@ void LeaseManager::Restore(const HeadState& state, int64_t now_ms) {
                  << state.leases.size() << " leases (unconfirmed until their nodes rejoin)";
 }
 
-bool LeaseManager::IsDetachedLeaseOf(const std::string& lease_id,
-                                     const std::string& job_id) const {
+bool LeaseManager::IsDetachedLeaseOf(const LeaseId& lease_id, const std::string& job_id) const {
   if (auto it = leases_.find(lease_id); it != leases_.end()) {
     return it->second.detached && it->second.job_id == job_id;
   }
@@ -81,7 +80,7 @@ bool LeaseManager::IsDetachedLeaseOf(const std::string& lease_id,
   return false;
 }
 
-bool LeaseManager::IsUnconfirmed(const std::string& lease_id) const {
+bool LeaseManager::IsUnconfirmed(const LeaseId& lease_id) const {
   for (const auto& [node, leases] : unconfirmed_) {
     for (const auto& lease : leases) {
       if (lease.lease_id == lease_id) return true;
@@ -133,9 +132,9 @@ void LeaseManager::OnNodeRejoined(const NodeId& node, const std::string& agent_p
     stored = std::move(it->second);
     unconfirmed_.erase(it);
   }
-  std::unordered_map<std::string, const StoredLease*> by_id;
+  std::unordered_map<LeaseId, const StoredLease*> by_id;
   for (const auto& lease : stored) by_id[lease.lease_id] = &lease;
-  std::vector<std::string> kill;
+  std::vector<LeaseId> kill;
   size_t restored = 0;
   for (const auto& report : live) {
     auto found = by_id.find(report.lease_id);
@@ -160,8 +159,8 @@ void LeaseManager::OnNodeRejoined(const NodeId& node, const std::string& agent_p
                          : groups_.AcquireExact(s.group_id, s.bundle_index, report.resources,
                                                 report.gpu_ids);
     if (!accounted || (!job_alive && !s.detached)) {
-      RAYX_LOG(Warning) << "lease " << s.lease_id.substr(0, 8) << " on rejoined node "
-                        << node.Short() << ": "
+      RAYX_LOG(Warning) << "lease " << s.lease_id.Short() << " on rejoined node " << node.Short()
+                        << ": "
                         << (!accounted ? "its resources are not free in the head's books"
                                        : "its job ended")
                         << "; stopping its worker";

@@ -87,7 +87,7 @@ TEST(ClusterClientTest, ASilentAgentDoesNotHoldUpTheJobsHeartbeats) {
 
   int before = head.heartbeats();
   protocol::ReadLogRequest req;
-  req.lease_id = "lease-1";
+  req.lease_id = LeaseId::FromWire("lease-1");
   auto reply = (*client)->CallAgent(agent, req, 1000);
   EXPECT_EQ(reply.status().code(), StatusCode::kUnavailable) << reply.status();
   EXPECT_NE(reply.status().message().find("did not answer within 1000 ms"), std::string::npos)

@@ -237,7 +237,7 @@ TEST_F(HostileInput, JobPackageGroupAndLogRequestsAreChecked) {
   group.bundles = {{{"CPU", 1}}};
   ExpectErrorReply(peer, Request(group, 6), StatusCode::kUnauthenticated);
   protocol::ProcessExitedNotice exited;
-  exited.lease_id = "x";
+  exited.lease_id = LeaseId::FromWire("x");
   ExpectErrorReply(peer, Request(exited, 7), StatusCode::kUnauthenticated);
   protocol::ListStateRequest list;
   list.token = "wrong";
@@ -251,7 +251,7 @@ TEST_F(HostileInput, JobPackageGroupAndLogRequestsAreChecked) {
   RawPeer agent(objects.substr(6));
   for (int i = 0; i < 50; ++i) agent.Send({"\xc1garbage", "\xff"});
   protocol::ReadLogRequest read;
-  read.lease_id = "../../etc/passwd";
+  read.lease_id = LeaseId::FromWire("../../etc/passwd");
   ExpectErrorReply(agent, Request(read, 9), StatusCode::kNotFound);
   // Still serving: a port is reserved.
   agent.Send(Request(protocol::ReservePortRequest{}, 10));

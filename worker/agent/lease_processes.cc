@@ -52,7 +52,7 @@ void LocalLeaseProcesses::Start(const protocol::StartWorkerRequest& request, Sta
   });
 }
 
-void LocalLeaseProcesses::Kill(const std::string& lease_id) {
+void LocalLeaseProcesses::Kill(const LeaseId& lease_id) {
   std::vector<pid_t> groups = processes_.Kill(lease_id);
   if (pid_t worker = workers_.Kill(lease_id)) groups.push_back(worker);
   auto gpus = lease_gpus_.find(lease_id);
@@ -64,7 +64,7 @@ void LocalLeaseProcesses::Kill(const std::string& lease_id) {
 }
 
 void LocalLeaseProcesses::KillAll() {
-  std::vector<std::string> leases;
+  std::vector<LeaseId> leases;
   leases.reserve(lease_gpus_.size());
   for (const auto& [lease_id, gpus] : lease_gpus_) leases.push_back(lease_id);
   for (const auto& lease_id : leases) Kill(lease_id);
@@ -145,7 +145,7 @@ bool LocalLeaseProcesses::DevicesReleased(const std::vector<int>& gpu_ids) {
   return true;
 }
 
-std::optional<ProcessRunner::LogInfo> LocalLeaseProcesses::FindLog(const std::string& lease_id,
+std::optional<ProcessRunner::LogInfo> LocalLeaseProcesses::FindLog(const LeaseId& lease_id,
                                                                    uint32_t index) const {
   return processes_.FindLog(lease_id, index);
 }

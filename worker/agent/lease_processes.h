@@ -31,7 +31,7 @@ class LeaseProcesses {
   virtual void Start(const protocol::StartWorkerRequest& request, StartCallback done) = 0;
   // Kills everything the lease runs; a no-op for an unknown lease. A killed
   // process counts as alive until AllGone/DevicesReleased see it gone.
-  virtual void Kill(const std::string& lease_id) = 0;
+  virtual void Kill(const LeaseId& lease_id) = 0;
   virtual void KillAll() = 0;
   // Reaps exited children and does their bookkeeping (call on SIGCHLD).
   virtual void Reap() = 0;
@@ -45,9 +45,9 @@ class LeaseProcesses {
   virtual bool DevicesReleased(const std::vector<int>& gpu_ids) = 0;
   // True while something of the lease runs (or starts): reported to a
   // restarted head when the agent rejoins it.
-  virtual bool IsLive(const std::string& lease_id) const = 0;
+  virtual bool IsLive(const LeaseId& lease_id) const = 0;
   // The log of process `index` of a process lease, for the object server.
-  virtual std::optional<ProcessRunner::LogInfo> FindLog(const std::string& lease_id,
+  virtual std::optional<ProcessRunner::LogInfo> FindLog(const LeaseId& lease_id,
                                                         uint32_t index) const = 0;
 };
 
@@ -72,15 +72,13 @@ class LocalLeaseProcesses final : public LeaseProcesses {
 
   void SetObjectAddress(const std::string& address) override;
   void Start(const protocol::StartWorkerRequest& request, StartCallback done) override;
-  void Kill(const std::string& lease_id) override;
+  void Kill(const LeaseId& lease_id) override;
   void KillAll() override;
   void Reap() override;
   bool AllGone() override;
   bool DevicesReleased(const std::vector<int>& gpu_ids) override;
-  bool IsLive(const std::string& lease_id) const override {
-    return lease_gpus_.count(lease_id) > 0;
-  }
-  std::optional<ProcessRunner::LogInfo> FindLog(const std::string& lease_id,
+  bool IsLive(const LeaseId& lease_id) const override { return lease_gpus_.count(lease_id) > 0; }
+  std::optional<ProcessRunner::LogInfo> FindLog(const LeaseId& lease_id,
                                                 uint32_t index) const override;
 
  private:
@@ -97,7 +95,7 @@ class LocalLeaseProcesses final : public LeaseProcesses {
   ProcessRunner::ExitCallback on_exit_;
   WorkerPool workers_;
   ProcessRunner processes_;
-  std::map<std::string, std::vector<int>> lease_gpus_;  // the devices of each running lease
+  std::map<LeaseId, std::vector<int>> lease_gpus_;  // the devices of each running lease
   std::vector<Dying> dying_;
 };
 

@@ -36,7 +36,7 @@ NodeAgent::NodeAgent(boost::asio::io_context& io, NodeAgentOptions options, cons
                                      .store_dir = options_.store_dir},
         [this](const protocol::ProcessExitedNotice& notice) { SendExit(notice); });
   }
-  objects_.SetLogLookup([this](const std::string& lease_id, uint32_t index) {
+  objects_.SetLogLookup([this](const LeaseId& lease_id, uint32_t index) {
     return processes_->FindLog(lease_id, index);
   });
 }
@@ -452,7 +452,7 @@ void NodeAgent::OnStartWorker(const protocol::StartWorkerRequest& req, uint64_t 
     return;
   }
   if (fencing_ || registering_ || req.epoch != epoch_) {
-    RAYX_LOG(Warning) << "refused to start lease " << req.lease_id.substr(0, 8) << " for epoch "
+    RAYX_LOG(Warning) << "refused to start lease " << req.lease_id.Short() << " for epoch "
                       << req.epoch << ": this agent is "
                       << (fencing_ || registering_ ? "joining again"
                                                    : "epoch " + std::to_string(epoch_));

@@ -154,7 +154,7 @@ class NodeAgent {
   bool rejoining_ = false;         // registering_ as the same node (head restart)
   int64_t rejoin_sent_ms_ = 0;
   // The leases this agent started and reported to the head, for a rejoin.
-  std::map<std::string, protocol::LiveLease> live_leases_;
+  std::map<LeaseId, protocol::LiveLease> live_leases_;
   // Process exits reported in the last kRecentExitsMs (the head may have been
   // down), and exits that happened while a rejoin was under way.
   static constexpr int64_t kRecentExitsMs = 120000;

@@ -86,7 +86,7 @@ void ObjectServer::OnMessage(transport::Frames& frames) {
       if (!log) {
         return answer(transport::MakeErrorMessage(
             Status::NotFound("no output of process " + std::to_string(req->index) + " of lease " +
-                             req->lease_id + " on this node (never ran here, or forgotten)"),
+                             req->lease_id.Hex() + " on this node (never ran here, or forgotten)"),
             "object server", env->id));
       }
       protocol::ReadLogReply out;

@@ -37,8 +37,7 @@ class ObjectServer {
   // Binds on `ip` (a free port). Returns the "tcp://ip:port" address.
   Result<std::string> Start(const std::string& ip);
   const SharedMemoryStore& store() const { return store_; }
-  using LogLookup =
-      std::function<std::optional<ProcessRunner::LogInfo>(const std::string&, uint32_t)>;
+  using LogLookup = std::function<std::optional<ProcessRunner::LogInfo>(const LeaseId&, uint32_t)>;
   void SetLogLookup(LogLookup lookup) { log_lookup_ = std::move(lookup); }
 
  private:

@@ -20,7 +20,7 @@ namespace rayx::worker {
 
 namespace {
 
-std::string SafeLogName(const std::string& name, const std::string& lease_id, size_t index) {
+std::string SafeLogName(const std::string& name, const LeaseId& lease_id, size_t index) {
   std::string out;
   for (char c : name.substr(0, 120)) {
     bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
@@ -28,7 +28,7 @@ std::string SafeLogName(const std::string& name, const std::string& lease_id, si
     out += ok ? c : '_';
   }
   if (out.empty() || out[0] == '.') {
-    out = "process-" + lease_id.substr(0, 12) + "-" + std::to_string(index);
+    out = "process-" + lease_id.Hex().substr(0, 12) + "-" + std::to_string(index);
   }
   return out + ".log";
 }
@@ -67,7 +67,7 @@ ProcessRunner::~ProcessRunner() { KillAll(); }
 Result<protocol::StartWorkerReply> ProcessRunner::Start(
     const protocol::StartWorkerRequest& request) {
   if (leases_.count(request.lease_id)) {
-    return Status::AlreadyExists("lease " + request.lease_id + " already runs processes");
+    return Status::AlreadyExists("lease " + request.lease_id.Hex() + " already runs processes");
   }
   std::string devices;
   for (int id : request.gpu_ids) devices += (devices.empty() ? "" : ",") + std::to_string(id);
@@ -90,7 +90,7 @@ Result<protocol::StartWorkerReply> ProcessRunner::Start(
     std::map<std::string, std::string> overrides = spec.env;
     overrides["RAYX_ADDRESS"] = request.head_address;
     overrides["RAYX_JOB_ID"] = request.job_id;
-    overrides["RAYX_LEASE_ID"] = request.lease_id;
+    overrides["RAYX_LEASE_ID"] = request.lease_id.Hex();
     overrides["RAYX_NODE_IP"] = options_.node_ip;
     overrides["RAYX_CLUSTER_TOKEN"] = options_.token;
     overrides["RAYX_TOKEN"] = options_.token;  // what rayx::Init and the CLI read
@@ -176,14 +176,14 @@ Result<protocol::StartWorkerReply> ProcessRunner::Start(
     reply.process_pids.push_back(pid);
     RememberLog({request.lease_id, static_cast<uint32_t>(i)}, {log_path, false});
     RAYX_LOG(Info) << "started pid " << pid << " (" << spec.argv[0] << ") for lease "
-                   << request.lease_id.substr(0, 8) << ", output in " << log_path;
+                   << request.lease_id.Short() << ", output in " << log_path;
   }
   if (!lease.processes.empty()) reply.worker_pid = lease.processes[0].pid;
   leases_[request.lease_id] = std::move(lease);
   return reply;
 }
 
-std::vector<pid_t> ProcessRunner::Kill(const std::string& lease_id) {
+std::vector<pid_t> ProcessRunner::Kill(const LeaseId& lease_id) {
   auto it = leases_.find(lease_id);
   if (it == leases_.end()) return {};
   std::vector<pid_t> groups;
@@ -239,9 +239,9 @@ bool ProcessRunner::OnChildExit(pid_t pid, int wait_status) {
         RememberLog(log->first, {log->second.path, true});
       }
       notice.all_exited = lease.running == 0;
-      RAYX_LOG(Info) << "process pid " << pid << " of lease " << lease_id.substr(0, 8) << " "
+      RAYX_LOG(Info) << "process pid " << pid << " of lease " << lease_id.Short() << " "
                      << DescribeExit(wait_status);
-      std::string id = lease_id;
+      LeaseId id = lease_id;
       if (notice.all_exited) leases_.erase(id);
       on_exit_(notice);
       return true;
@@ -264,7 +264,7 @@ void ProcessRunner::RememberLog(const LogKey& key, LogInfo info) {
   }
 }
 
-std::optional<ProcessRunner::LogInfo> ProcessRunner::FindLog(const std::string& lease_id,
+std::optional<ProcessRunner::LogInfo> ProcessRunner::FindLog(const LeaseId& lease_id,
                                                              uint32_t index) const {
   auto it = logs_.find({lease_id, index});
   if (it == logs_.end()) return std::nullopt;

@@ -47,7 +47,7 @@ class ProcessRunner {
   Result<protocol::StartWorkerReply> Start(const protocol::StartWorkerRequest& request);
   // SIGKILLs every process group of the lease and returns their ids (the
   // processes' pids); no exit notices follow. Empty for an unknown lease.
-  std::vector<pid_t> Kill(const std::string& lease_id);
+  std::vector<pid_t> Kill(const LeaseId& lease_id);
   void KillAll();
   // The pids of every process that has not exited.
   std::vector<pid_t> Pids() const;
@@ -58,7 +58,7 @@ class ProcessRunner {
     std::string path;
     bool exited = false;
   };
-  std::optional<LogInfo> FindLog(const std::string& lease_id, uint32_t index) const;
+  std::optional<LogInfo> FindLog(const LeaseId& lease_id, uint32_t index) const;
   size_t running_leases() const { return leases_.size(); }
 
   // The last `max_lines` lines of `path` (at most 4 KiB).
@@ -73,12 +73,12 @@ class ProcessRunner {
     std::vector<Process> processes;
     size_t running = 0;
   };
-  using LogKey = std::pair<std::string, uint32_t>;
+  using LogKey = std::pair<LeaseId, uint32_t>;
   void RememberLog(const LogKey& key, LogInfo info);
 
   Options options_;
   ExitCallback on_exit_;
-  std::map<std::string, Lease> leases_;
+  std::map<LeaseId, Lease> leases_;
   std::map<LogKey, LogInfo> logs_;
   std::deque<LogKey> finished_order_;  // oldest first, bounded
   // Killed when a later process of their lease could not start; reaped later.

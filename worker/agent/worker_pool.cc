@@ -40,7 +40,7 @@ void WorkerPool::Start(const protocol::StartWorkerRequest& request, StartCallbac
     return q.request.lease_id == request.lease_id;
   });
   if (workers_.count(request.lease_id) || queued) {
-    done(Status::AlreadyExists("lease " + request.lease_id + " already has a worker"));
+    done(Status::AlreadyExists("lease " + request.lease_id.Hex() + " already has a worker"));
     return;
   }
   if (starting_ >= MaxStarting()) {
@@ -78,7 +78,8 @@ void WorkerPool::StartNow(const protocol::StartWorkerRequest& request, StartCall
     done(Status::Internal(std::string("pipe2: ") + std::strerror(errno)));
     return;
   }
-  std::string log_path = options_.log_dir + "/worker-" + request.lease_id.substr(0, 12) + ".log";
+  std::string log_path =
+      options_.log_dir + "/worker-" + request.lease_id.Hex().substr(0, 12) + ".log";
   int log_fd = ::open(log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
   WorkerEnv worker_env;
   worker_env.ready_fd = 3;
@@ -100,7 +101,7 @@ void WorkerPool::StartNow(const protocol::StartWorkerRequest& request, StartCall
     // The actor to construct before the worker is ready: in a file (the
     // arguments are bytes), which the worker reads and removes.
     std::string init_path =
-        options_.log_dir + "/worker-" + request.lease_id.substr(0, 12) + ".actor-init";
+        options_.log_dir + "/worker-" + request.lease_id.Hex().substr(0, 12) + ".actor-init";
     std::ofstream out(init_path, std::ios::binary | std::ios::trunc);
     std::string bytes = protocol::Encode(request.init);
     out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
@@ -177,7 +178,7 @@ void WorkerPool::StartNow(const protocol::StartWorkerRequest& request, StartCall
   worker.pipe = std::make_unique<boost::asio::posix::stream_descriptor>(io_, fds[0]);
   worker.buffer = std::make_unique<boost::asio::streambuf>(4096);
   worker.timer = std::make_unique<boost::asio::steady_timer>(io_);
-  std::string lease_id = request.lease_id;
+  LeaseId lease_id = request.lease_id;
   worker.timer->expires_after(std::chrono::milliseconds(options_.start_timeout_ms));
   worker.timer->async_wait([this, lease_id](const boost::system::error_code& ec) {
     if (ec) return;
@@ -212,8 +213,7 @@ void WorkerPool::StartNow(const protocol::StartWorkerRequest& request, StartCall
       });
 }
 
-void WorkerPool::FinishStart(const std::string& lease_id,
-                             Result<protocol::StartWorkerReply> result) {
+void WorkerPool::FinishStart(const LeaseId& lease_id, Result<protocol::StartWorkerReply> result) {
   auto it = workers_.find(lease_id);
   if (it == workers_.end() || !it->second.on_start) return;
   Worker& worker = it->second;
@@ -225,17 +225,17 @@ void WorkerPool::FinishStart(const std::string& lease_id,
   worker.pipe->close(ignored);
   if (result.ok()) {
     worker.ready = true;
-    RAYX_LOG(Info) << "worker pid " << worker.pid << " for lease " << lease_id.substr(0, 8)
+    RAYX_LOG(Info) << "worker pid " << worker.pid << " for lease " << lease_id.Short()
                    << " listens on " << result->worker_address;
   } else {
-    RAYX_LOG(Warning) << "worker for lease " << lease_id.substr(0, 8)
+    RAYX_LOG(Warning) << "worker for lease " << lease_id.Short()
                       << " failed to start: " << result.status().message();
     Kill(lease_id);
   }
   done(std::move(result));
 }
 
-pid_t WorkerPool::Kill(const std::string& lease_id) {
+pid_t WorkerPool::Kill(const LeaseId& lease_id) {
   auto waiting = std::find_if(queued_.begin(), queued_.end(),
                               [&](const Queued& q) { return q.request.lease_id == lease_id; });
   if (waiting != queued_.end()) {  // never started: nothing to kill
@@ -270,7 +270,7 @@ std::vector<pid_t> WorkerPool::Pids() const {
   return out;
 }
 
-std::optional<std::string> WorkerPool::LeaseOf(pid_t pid) const {
+std::optional<LeaseId> WorkerPool::LeaseOf(pid_t pid) const {
   for (const auto& [lease_id, worker] : workers_) {
     if (worker.pid == pid) return lease_id;
   }
@@ -288,8 +288,7 @@ WorkerPool::ChildExit WorkerPool::OnChildExit(pid_t pid, int status) {
     std::string how = WIFSIGNALED(status) ? "killed by signal " + std::to_string(WTERMSIG(status))
                                           : "exited with status " +
                                                 std::to_string(WEXITSTATUS(status));
-    RAYX_LOG(Warning) << "worker pid " << pid << " of lease " << it->first.substr(0, 8) << " "
-                      << how;
+    RAYX_LOG(Warning) << "worker pid " << pid << " of lease " << it->first.Short() << " " << how;
     ::kill(-pid, SIGKILL);  // what it started goes with it
     if (it->second.on_start) {
       FinishStart(it->first, Status::Unavailable("the worker " + how + " during start-up; see " +

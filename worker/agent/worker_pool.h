@@ -55,12 +55,12 @@ class WorkerPool {
   void SetObjectAddress(const std::string& address) { object_address_ = address; }
   // SIGKILLs the lease's worker process group and returns the worker's pid
   // (its group's id), or 0 for an unknown lease.
-  pid_t Kill(const std::string& lease_id);
+  pid_t Kill(const LeaseId& lease_id);
   void KillAll();
   // The pids of every worker (starting or running).
   std::vector<pid_t> Pids() const;
   // The lease whose worker is `pid`, if any.
-  std::optional<std::string> LeaseOf(pid_t pid) const;
+  std::optional<LeaseId> LeaseOf(pid_t pid) const;
   // What OnChildExit found `pid` to be.
   enum class ChildExit { kNotOurs, kDuringStart, kRunning };
   // Forgets worker `pid`, which exited; what it left in its process group is
@@ -74,7 +74,7 @@ class WorkerPool {
  private:
   struct Worker {
     pid_t pid = 0;
-    std::string lease_id;
+    LeaseId lease_id;
     std::string log_path;
     bool ready = false;
     StartCallback on_start;
@@ -82,7 +82,7 @@ class WorkerPool {
     std::unique_ptr<boost::asio::streambuf> buffer;
     std::unique_ptr<boost::asio::steady_timer> timer;
   };
-  void FinishStart(const std::string& lease_id, Result<protocol::StartWorkerReply> result);
+  void FinishStart(const LeaseId& lease_id, Result<protocol::StartWorkerReply> result);
   void StartNow(const protocol::StartWorkerRequest& request, StartCallback done);
   // A start finished (ready, failed or killed): the next queued one may go.
   void StartEnded();
@@ -91,7 +91,7 @@ class WorkerPool {
   boost::asio::io_context& io_;
   Options options_;
   std::string object_address_;
-  std::map<std::string, Worker> workers_;  // by lease id
+  std::map<LeaseId, Worker> workers_;
   struct Queued {
     protocol::StartWorkerRequest request;
     StartCallback done;

@@ -218,7 +218,7 @@ TEST_F(ActorSubmitterTest, ANamedActorIsRegisteredOnceItsConstructorRan) {
   ASSERT_EQ(head_.registered.size(), 1u);
   EXPECT_EQ(head_.registered[0].name, "counter");
   EXPECT_EQ(head_.registered[0].actor_id, "a1");
-  EXPECT_EQ(head_.registered[0].lease_id, "lease-a1");
+  EXPECT_EQ(head_.registered[0].lease_id.Hex(), "lease-a1");
   EXPECT_EQ(head_.registered[0].worker_address, "w1");
 }
 
@@ -261,7 +261,7 @@ TEST_F(ActorSubmitterTest, KillReturnsTheLeaseAndLaterCallsFail) {
 TEST_F(ActorSubmitterTest, AnAttachedActorIsCalledButItsLeaseIsNotReturned) {
   protocol::ActorInfo info;
   info.actor_id = "b1";
-  info.lease_id = "lease-b1";
+  info.lease_id = LeaseId::FromWire("lease-b1");
   info.worker_address = "w9";
   submitter_.Attach(info);
   EXPECT_EQ(submitter_.Describe("b1").worker_address, "w9");
@@ -411,7 +411,7 @@ TEST_F(ActorSubmitterTest, ANamedActorIsRegisteredAgainWithItsNewWorker) {
   Step();
   ASSERT_EQ(head_.registered.size(), 2u);
   EXPECT_EQ(head_.registered[1].worker_address, "w2");
-  EXPECT_EQ(head_.registered[1].lease_id, "lease-a2");
+  EXPECT_EQ(head_.registered[1].lease_id.Hex(), "lease-a2");
   EXPECT_EQ(head_.registered[1].max_restarts, 1);
 }
 
@@ -419,7 +419,7 @@ TEST_F(ActorSubmitterTest, AHandleOfARestartedNamedActorFindsItsNewWorker) {
   protocol::ActorInfo info;
   info.actor_id = "b1";
   info.name = "svc";
-  info.lease_id = "lease-b1";
+  info.lease_id = LeaseId::FromWire("lease-b1");
   info.worker_address = "w9";
   info.max_restarts = 1;
   submitter_.Attach(info);
@@ -433,7 +433,7 @@ TEST_F(ActorSubmitterTest, AHandleOfARestartedNamedActorFindsItsNewWorker) {
   ASSERT_EQ(head_.lookups.size(), 1u);
   EXPECT_EQ(head_.lookups[0].first, "svc");
   info.worker_address = "w10";
-  info.lease_id = "lease-b2";
+  info.lease_id = LeaseId::FromWire("lease-b2");
   info.max_restarts = 0;
   auto done = std::move(head_.lookups[0].second);
   head_.lookups.pop_front();
@@ -450,7 +450,7 @@ TEST_F(ActorSubmitterTest, AHandleGivesUpWhenTheNameNowBelongsToAnotherActor) {
   protocol::ActorInfo info;
   info.actor_id = "b1";
   info.name = "svc";
-  info.lease_id = "lease-b1";
+  info.lease_id = LeaseId::FromWire("lease-b1");
   info.worker_address = "w9";
   info.max_restarts = -1;
   submitter_.Attach(info);
@@ -472,7 +472,7 @@ TEST_F(ActorSubmitterTest, ALeaseTheHeadDeclaredLostRestartsTheActor) {
   Step();
   std::string running = Call("M");
   Step();
-  submitter_.LoseLease("lease-a1", "node 10.0.0.7 (abcd) was declared dead");
+  submitter_.LoseLease(LeaseId::FromWire("lease-a1"), "node 10.0.0.7 (abcd) was declared dead");
   Step();
   EXPECT_EQ(ErrorOf(running), "ActorDied");
   EXPECT_NE(MessageOf(running).find("was lost: node 10.0.0.7 (abcd) was declared dead"),

@@ -138,12 +138,12 @@ TEST_F(HeadClientTest, AReplyOfAnotherTypeIsAnInternalError) {
 }
 
 TEST_F(HeadClientTest, ReturnLeaseSendsTheLeaseId) {
-  client_.ReturnLease("lease-7");
+  client_.ReturnLease(LeaseId::FromWire("lease-7"));
   FakeHead::Request request = NextRequest();
   ASSERT_EQ(request.envelope.t, static_cast<uint16_t>(protocol::MessageType::kReturnLeaseRequest));
   auto body = protocol::Decode<protocol::ReturnLeaseRequest>(request.body);
   ASSERT_TRUE(body.ok());
-  EXPECT_EQ(body->lease_id, "lease-7");
+  EXPECT_EQ(body->lease_id.Hex(), "lease-7");
 }
 
 TEST_F(HeadClientTest, HeartbeatsCarryTheJobUntilStopped) {

@@ -30,7 +30,7 @@ class FakeHead final : public LeaseClient {
   void RequestLease(const protocol::RequestLeaseRequest& request, LeaseCallback done) override {
     requests.push_back({request, std::move(done)});
   }
-  void ReturnLease(const std::string& lease_id) override { returned.push_back(lease_id); }
+  void ReturnLease(const LeaseId& lease_id) override { returned.push_back(lease_id.Hex()); }
   void RegisterActor(const protocol::ActorInfo& actor) override { registered.push_back(actor); }
   void LookupActor(const std::string& name, ActorCallback done) override {
     lookups.push_back({name, std::move(done)});
@@ -42,7 +42,7 @@ class FakeHead final : public LeaseClient {
     Pending pending = std::move(requests.front());
     requests.pop_front();
     protocol::RequestLeaseReply reply;
-    reply.lease_id = lease_id;
+    reply.lease_id = LeaseId::FromWire(lease_id);
     reply.worker_address = address;
     reply.node_address = "10.0.0.7";
     reply.worker_pid = 4242;

@@ -265,8 +265,9 @@ TEST_F(TaskSubmitterTest, ALeaseTheHeadDeclaredLostIsHandledAsALostWorker) {
   head_.Grant("lease-1", "w1");
   Step();
   ASSERT_NE(connector_.At("w1"), nullptr);
-  EXPECT_FALSE(submitter_.LoseLease("lease-unknown", "x"));
-  EXPECT_TRUE(submitter_.LoseLease("lease-1", "node 10.0.0.7 (abcd) was declared dead"));
+  EXPECT_FALSE(submitter_.LoseLease(LeaseId::FromWire("lease-unknown"), "x"));
+  EXPECT_TRUE(
+      submitter_.LoseLease(LeaseId::FromWire("lease-1"), "node 10.0.0.7 (abcd) was declared dead"));
   Step();
   EXPECT_EQ(ErrorOf(id), "WorkerCrashed");  // no retries left in this test's tasks
   try {

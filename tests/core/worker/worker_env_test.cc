@@ -16,7 +16,7 @@ WorkerEnv MakeEnv() {
   env.node_ip = "10.0.0.7";
   env.head_address = "10.0.0.1:6380";
   env.job_id = "job-1";
-  env.lease_id = "lease-1";
+  env.lease_id = LeaseId::FromWire("lease-1");
   env.cluster_token = "secret";
   env.store_dir = "/dev/shm/rayx-store-x";
   env.object_address = "tcp://10.0.0.7:4000";

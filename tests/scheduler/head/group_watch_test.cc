@@ -19,8 +19,12 @@ protocol::WatchGroupRequest Watch(const std::string& group, int rank, const std:
   req.attempt_id = attempt;
   req.world_size = world_size;
   req.rank = rank;
-  req.lease_id = lease;
+  req.lease_id = LeaseId::FromWire(lease);
   return req;
+}
+protocol::WatchGroupRequest Watch(const std::string& group, int rank, const LeaseId& lease,
+                                  int world_size = 3, const std::string& attempt = "a1") {
+  return Watch(group, rank, lease.Hex(), world_size, attempt);
 }
 
 std::set<std::string> PeersOf(const GroupWatch::Notices& notices) {
@@ -35,20 +39,21 @@ TEST(GroupWatchTest, ALeaseEndingTellsEveryOtherRankOnceNamingTheRankAndCause) {
     ASSERT_TRUE(watch.Add("peer-" + std::to_string(r), Watch("g", r, "lease-" + std::to_string(r))).ok());
   }
   EXPECT_EQ(watch.member_count(), 3u);
-  auto notices = watch.OnLeaseEnded("lease-1", "node 10.0.0.2 was declared dead");
+  auto notices =
+      watch.OnLeaseEnded(LeaseId::FromWire("lease-1"), "node 10.0.0.2 was declared dead");
   EXPECT_EQ(PeersOf(notices), (std::set<std::string>{"peer-0", "peer-2"}));
   for (const auto& [peer, lease, notice] : notices) {
-    EXPECT_NE(lease, "lease-1") << "the dead rank is not told";
+    EXPECT_NE(lease.Hex(), "lease-1") << "the dead rank is not told";
     EXPECT_EQ(notice.group, "g");
     EXPECT_EQ(notice.attempt_id, "a1");
     EXPECT_EQ(notice.failed_rank, 1);
-    EXPECT_EQ(notice.lease_id, "lease-1");
+    EXPECT_EQ(notice.lease_id.Hex(), "lease-1");
     EXPECT_EQ(notice.cause, "node 10.0.0.2 was declared dead");
   }
   // The group is forgotten: the next death says nothing more.
   EXPECT_EQ(watch.member_count(), 0u);
   EXPECT_EQ(watch.group_count(), 0u);
-  EXPECT_TRUE(watch.OnLeaseEnded("lease-0", "later").empty());
+  EXPECT_TRUE(watch.OnLeaseEnded(LeaseId::FromWire("lease-0"), "later").empty());
 }
 
 TEST(GroupWatchTest, OneLeaseInTwoGroupsEndsBoth) {
@@ -57,7 +62,7 @@ TEST(GroupWatchTest, OneLeaseInTwoGroupsEndsBoth) {
   ASSERT_TRUE(watch.Add("p1", Watch("g", 1, "other-1", 2)).ok());
   ASSERT_TRUE(watch.Add("p0", Watch("h", 0, "shared", 2)).ok());
   ASSERT_TRUE(watch.Add("p2", Watch("h", 1, "other-2", 2)).ok());
-  auto notices = watch.OnLeaseEnded("shared", "gone");
+  auto notices = watch.OnLeaseEnded(LeaseId::FromWire("shared"), "gone");
   EXPECT_EQ(PeersOf(notices), (std::set<std::string>{"p1", "p2"}));
   EXPECT_EQ(watch.group_count(), 0u);
   EXPECT_EQ(watch.member_count(), 0u);
@@ -69,10 +74,10 @@ TEST(GroupWatchTest, AttemptsOfOneNameAreSeparateGroups) {
   ASSERT_TRUE(watch.Add("old-1", Watch("g", 1, "l1", 2, "a1")).ok());
   ASSERT_TRUE(watch.Add("new-0", Watch("g", 0, "m0", 2, "a2")).ok());
   ASSERT_TRUE(watch.Add("new-1", Watch("g", 1, "m1", 2, "a2")).ok());
-  auto notices = watch.OnLeaseEnded("l1", "gone");
+  auto notices = watch.OnLeaseEnded(LeaseId::FromWire("l1"), "gone");
   ASSERT_EQ(notices.size(), 1u);
   EXPECT_EQ(notices[0].peer, "old-0");
-  EXPECT_EQ(notices[0].member_lease_id, "l0");
+  EXPECT_EQ(notices[0].member_lease_id.Hex(), "l0");
   EXPECT_EQ(notices[0].notice.attempt_id, "a1");
   EXPECT_EQ(watch.member_count(), 2u) << "attempt a2 is still watched";
 }
@@ -85,9 +90,9 @@ TEST(GroupWatchTest, ARankThatLeftIsNeitherToldNorToldAbout) {
   protocol::UnwatchGroupRequest leave{"g", "a1", 0};
   EXPECT_TRUE(watch.Remove(leave));
   EXPECT_FALSE(watch.Remove(leave)) << "not watched any more";
-  EXPECT_TRUE(watch.OnLeaseEnded("l0", "its worker exited").empty())
+  EXPECT_TRUE(watch.OnLeaseEnded(LeaseId::FromWire("l0"), "its worker exited").empty())
       << "a rank that left is not reported";
-  auto notices = watch.OnLeaseEnded("l2", "gone");
+  auto notices = watch.OnLeaseEnded(LeaseId::FromWire("l2"), "gone");
   EXPECT_EQ(PeersOf(notices), (std::set<std::string>{"p1"}));
 }
 
@@ -95,7 +100,7 @@ TEST(GroupWatchTest, ARankWatchingAfterADeathIsToldAtOnce) {
   GroupWatch watch;
   ASSERT_TRUE(watch.Add("p0", Watch("g", 0, "l0")).ok());
   ASSERT_TRUE(watch.Add("p1", Watch("g", 1, "l1")).ok());
-  ASSERT_EQ(watch.OnLeaseEnded("l1", "node died").size(), 1u);
+  ASSERT_EQ(watch.OnLeaseEnded(LeaseId::FromWire("l1"), "node died").size(), 1u);
   auto late = watch.Add("p2", Watch("g", 2, "l2"));
   ASSERT_TRUE(late.ok()) << late.status();
   ASSERT_TRUE(late->has_value()) << "the late rank must hear of the death now";
@@ -128,8 +133,8 @@ TEST(GroupWatchTest, BadRequestsAreRefusedNamingWhatIsWrong) {
   // Watching a rank again replaces it (its new lease is what is watched).
   ASSERT_TRUE(watch.Add("p-new", Watch("g", 1, "l1b")).ok());
   EXPECT_EQ(watch.member_count(), 2u);
-  EXPECT_TRUE(watch.OnLeaseEnded("l1", "old lease").empty());
-  EXPECT_EQ(watch.OnLeaseEnded("l1b", "new lease").size(), 1u);
+  EXPECT_TRUE(watch.OnLeaseEnded(LeaseId::FromWire("l1"), "old lease").empty());
+  EXPECT_EQ(watch.OnLeaseEnded(LeaseId::FromWire("l1b"), "new lease").size(), 1u);
 }
 
 TEST(GroupWatchTest, RememberedFailuresAreBounded) {
@@ -138,7 +143,7 @@ TEST(GroupWatchTest, RememberedFailuresAreBounded) {
     std::string name = "g" + std::to_string(g);
     ASSERT_TRUE(watch.Add("p", Watch(name, 0, name + "-l0", 2)).ok());
     ASSERT_TRUE(watch.Add("q", Watch(name, 1, name + "-l1", 2)).ok());
-    watch.OnLeaseEnded(name + "-l1", "gone");
+    watch.OnLeaseEnded(LeaseId::FromWire(name + "-l1"), "gone");
   }
   // g0's failure is forgotten (the oldest): a late rank is simply watched.
   auto g0 = watch.Add("r", Watch("g0", 0, "late", 2));
@@ -183,7 +188,7 @@ class HeadGroupWatchTest : public HeadFixture {
     return out;
   }
   // The node's agent rejoins the restarted head, still running `live`.
-  void Rejoin(const std::vector<std::string>& live) {
+  void Rejoin(const std::vector<LeaseId>& live) {
     protocol::RegisterNodeRequest rejoin = Hello();
     rejoin.rejoin = true;
     rejoin.previous_node_id = node_;
@@ -197,7 +202,7 @@ class HeadGroupWatchTest : public HeadFixture {
   NodeId node_;
   uint64_t epoch_ = 0;
   std::string job_;
-  std::vector<std::string> leases_;
+  std::vector<LeaseId> leases_;
 };
 
 TEST_F(HeadGroupWatchTest, AReturnedLeaseAbortsTheOtherRanks) {
@@ -253,7 +258,7 @@ TEST_F(HeadGroupWatchTest, RanksThatLeftHearNothing) {
 // A detached rank outlives its job: when the job's other ranks are stopped,
 // it is told (and it alone).
 TEST_F(HeadGroupWatchTest, AJobEndingTellsADetachedRankThatOutlivesIt) {
-  std::string detached = Lease(job_, {{"CPU", 1}}, "", kDriver, /*detached=*/true).lease_id;
+  LeaseId detached = Lease(job_, {{"CPU", 1}}, "", kDriver, /*detached=*/true).lease_id;
   Call<protocol::RegisterDriverReply>(Driver(job_), "rank-3", 3);
   Call<protocol::WatchGroupReply>(Watch("h", 0, detached, 2), "rank-3");
   Call<protocol::WatchGroupReply>(Watch("h", 1, leases_[0], 2), "rank-0");

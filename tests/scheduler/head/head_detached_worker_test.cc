@@ -17,8 +17,8 @@ class HeadDetachedWorkerTest : public HeadFixture {};
 TEST_F(HeadDetachedWorkerTest, ADetachedActorsWorkerRegistersAfterItsJobEndedAndNoOtherDoes) {
   Call<protocol::RegisterNodeReply>(Hello(), kAgent, 1);
   std::string job = Call<protocol::RegisterDriverReply>(Driver(), kDriver, 2).job_id;
-  std::string detached = Lease(job, {{"CPU", 1}}, "", kDriver, /*detached=*/true).lease_id;
-  std::string plain = Lease(job, {{"CPU", 1}}).lease_id;
+  LeaseId detached = Lease(job, {{"CPU", 1}}, "", kDriver, /*detached=*/true).lease_id;
+  LeaseId plain = Lease(job, {{"CPU", 1}}).lease_id;
   protocol::FinishJobRequest finish;
   finish.job_id = job;
   Call<protocol::FinishJobReply>(finish, kDriver, 3);
@@ -34,7 +34,7 @@ TEST_F(HeadDetachedWorkerTest, ADetachedActorsWorkerRegistersAfterItsJobEndedAnd
   EXPECT_FALSE(Call<protocol::DriverHeartbeatReply>(beat, "detached-worker", 6).known)
       << "the job is not revived";
 
-  for (const std::string& lease : {plain, std::string(), std::string("no-such-lease")}) {
+  for (const LeaseId& lease : {plain, LeaseId(), LeaseId::FromWire("no-such-lease")}) {
     worker.host_lease_id = lease;
     auto refused = CallError(worker, "other-worker", 7);
     EXPECT_EQ(refused.code, static_cast<uint8_t>(StatusCode::kNotFound)) << lease;
@@ -48,7 +48,7 @@ TEST_F(HeadDetachedWorkerTest, ADetachedActorsWorkerRegistersAfterItsJobEndedAnd
 TEST_F(HeadDetachedWorkerTest, ADetachedActorsWorkerRegistersBeforeItsNodeRejoins) {
   Call<protocol::RegisterNodeReply>(Hello(), kAgent, 1);
   std::string job = Call<protocol::RegisterDriverReply>(Driver(), kDriver, 2).job_id;
-  std::string detached = Lease(job, {{"CPU", 1}}, "", kDriver, /*detached=*/true).lease_id;
+  LeaseId detached = Lease(job, {{"CPU", 1}}, "", kDriver, /*detached=*/true).lease_id;
   protocol::FinishJobRequest finish;
   finish.job_id = job;
   Call<protocol::FinishJobReply>(finish, kDriver, 3);

@@ -84,15 +84,15 @@ TEST_F(HeadRestartTest, ANodeRejoinsAsItselfWithItsLiveLeasesAndTheRestIsStillTh
   rejoin.rejoin = true;
   rejoin.previous_node_id = joined.node_id;
   rejoin.previous_epoch = joined.epoch;
-  rejoin.live_leases = {{grant.lease_id, job, {{"GPU", 1}}, grant.gpu_ids, 4242, false},
-                        {member.lease_id, job, {{"CPU", 1}, {"GPU", 1}}, member.gpu_ids, 4243,
-                         false},
-                        {"unknown-lease", job, {{"CPU", 1}}, {}, 4244, false}};
+  rejoin.live_leases = {
+      {grant.lease_id, job, {{"GPU", 1}}, grant.gpu_ids, 4242, false},
+      {member.lease_id, job, {{"CPU", 1}, {"GPU", 1}}, member.gpu_ids, 4243, false},
+      {LeaseId::FromWire("unknown-lease"), job, {{"CPU", 1}}, {}, 4244, false}};
   auto rejoined = Call<protocol::RegisterNodeReply>(rejoin, kAgent, 16);
   EXPECT_EQ(rejoined.node_id, joined.node_id);
   EXPECT_EQ(rejoined.epoch, joined.epoch);
   auto [to_agent, kill] = Take<protocol::KillWorkersRequest>();
-  EXPECT_EQ(kill.lease_ids, std::vector<std::string>{"unknown-lease"});
+  EXPECT_EQ(kill.lease_ids, std::vector<LeaseId>{LeaseId::FromWire("unknown-lease")});
   ClusterStatus status = Status();
   ASSERT_EQ(status.AliveNodeCount(), 1u);
   EXPECT_EQ(status.nodes[0].available.at("GPU"), 0) << "both devices are held by live workers";
@@ -232,16 +232,17 @@ TEST_F(HeadRestartTest, ARejoinWithBadLeasesIsRefused) {
   rejoin.previous_node_id = joined.node_id;
   rejoin.previous_epoch = joined.epoch;
   for (double amount : {-1.0, std::nan(""), 1e300}) {
-    rejoin.live_leases = {{"lease", "job", {{"CPU", amount}}, {}, 1, false}};
+    rejoin.live_leases = {{LeaseId::FromWire("lease"), "job", {{"CPU", amount}}, {}, 1, false}};
     EXPECT_EQ(CallError(rejoin, kAgent, 2).code, static_cast<uint8_t>(StatusCode::kInvalidArgument))
         << amount;
   }
-  rejoin.live_leases = {{"lease", "job", {{"GPU", 1}}, {-3}, 1, false}};
+  rejoin.live_leases = {{LeaseId::FromWire("lease"), "job", {{"GPU", 1}}, {-3}, 1, false}};
   EXPECT_EQ(CallError(rejoin, kAgent, 3).code, static_cast<uint8_t>(StatusCode::kInvalidArgument));
-  rejoin.live_leases = {{"lease", "job", {{"GPU", 1}}, {7}, 1, false}};  // never granted
+  rejoin.live_leases = {
+      {LeaseId::FromWire("lease"), "job", {{"GPU", 1}}, {7}, 1, false}};  // never granted
   EXPECT_FALSE(Call<protocol::RegisterNodeReply>(rejoin, kAgent, 4).node_id.IsNil());
   auto [to_agent, kill] = Take<protocol::KillWorkersRequest>();
-  EXPECT_EQ(kill.lease_ids, std::vector<std::string>{"lease"});
+  EXPECT_EQ(kill.lease_ids, std::vector<LeaseId>{LeaseId::FromWire("lease")});
   EXPECT_EQ(Status().nodes.at(0).available.at("GPU"), 2);
 }
 
@@ -271,12 +272,12 @@ TEST_F(HeadRestartTest, LeasesOfAWorkersRuntimeStillEndWithItsWorker) {
   protocol::ReturnLeaseRequest give_back;
   give_back.lease_id = actor.lease_id;
   Call<protocol::ReturnLeaseReply>(give_back, kDriver, 7);
-  std::vector<std::string> killed;
+  std::vector<LeaseId> killed;
   while (!sent_.empty()) {
     auto [to_agent, kill] = Take<protocol::KillWorkersRequest>();
     killed.insert(killed.end(), kill.lease_ids.begin(), kill.lease_ids.end());
   }
-  EXPECT_EQ(killed, (std::vector<std::string>{actor.lease_id, task.lease_id}));
+  EXPECT_EQ(killed, (std::vector<LeaseId>{actor.lease_id, task.lease_id}));
   EXPECT_EQ(Status().nodes.at(0).available.at("CPU"), 4);
 }
 
@@ -286,7 +287,7 @@ TEST_F(HeadRestartTest, SubmittedJobsEndWithTheirEntrypointsAcrossARestart) {
   protocol::RegisterNodeRequest hello = Hello();
   hello.is_head_node = true;
   auto joined = Call<protocol::RegisterNodeReply>(hello, kAgent, 1);
-  std::map<std::string, std::string> lease_of;
+  std::map<std::string, LeaseId> lease_of;
   for (const std::string id : {"ended-meanwhile", "still-running", "never-started"}) {
     protocol::SubmitJobRequest submit;
     submit.token = kToken;
@@ -325,7 +326,7 @@ TEST_F(HeadRestartTest, SubmittedJobsEndWithTheirEntrypointsAcrossARestart) {
   rejoin.recent_exits = {{lease_of["ended-meanwhile"], 0, 555, 3, 0, "bye", true}};
   Call<protocol::RegisterNodeReply>(rejoin, kAgent, 4);
   auto [to_agent, kill] = Take<protocol::KillWorkersRequest>();
-  EXPECT_EQ(kill.lease_ids, std::vector<std::string>{lease_of["never-started"]});
+  EXPECT_EQ(kill.lease_ids, std::vector<LeaseId>{lease_of["never-started"]});
   auto ended = job("ended-meanwhile");
   EXPECT_EQ(ended.state, "FAILED");
   EXPECT_EQ(ended.exit_code, 3);

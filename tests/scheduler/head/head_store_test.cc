@@ -3,12 +3,15 @@
 #include "head/head_store.h"
 
 #include <gtest/gtest.h>
+#include <sqlite3.h>
 #include <stdlib.h>
 #include <sys/stat.h>
 
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+
+#include "protocol/codec.h"
 
 namespace rayx::scheduler {
 namespace {
@@ -62,7 +65,7 @@ TEST_F(HeadStoreTest, WhatWasWrittenIsReadBackAfterReopening) {
     store->PutKv("other", "k", "new", "");
     protocol::ActorInfo actor;
     actor.name = "counter";
-    actor.lease_id = "L1";
+    actor.lease_id = LeaseId::FromWire("L1");
     actor.detached = true;
     actor.worker_address = "tcp://10.0.0.1:5000";
     store->PutActor(actor);
@@ -80,10 +83,10 @@ TEST_F(HeadStoreTest, WhatWasWrittenIsReadBackAfterReopening) {
     submitted.submission_id = "raysubmit_1";
     submitted.state = "RUNNING";
     submitted.entrypoint = {"sleep", "1"};
-    submitted.lease_id = "L2";
+    submitted.lease_id = LeaseId::FromWire("L2");
     store->PutSubmittedJob(submitted);
     StoredLease lease;
-    lease.lease_id = "L1";
+    lease.lease_id = LeaseId::FromWire("L1");
     lease.node_id = kept.node_id.Hex();
     lease.resources = {{"GPU", 1}};
     lease.gpu_ids = {1};
@@ -92,9 +95,9 @@ TEST_F(HeadStoreTest, WhatWasWrittenIsReadBackAfterReopening) {
     lease.running = true;
     store->PutLease(lease);
     StoredLease ended = lease;
-    ended.lease_id = "L3";
+    ended.lease_id = LeaseId::FromWire("L3");
     store->PutLease(ended);
-    store->DeleteLease("L3");
+    store->DeleteLease(LeaseId::FromWire("L3"));
     store->DeleteKvOfJob("job1");
     EXPECT_EQ(store->write_errors(), 0u);
   }
@@ -136,6 +139,39 @@ TEST_F(HeadStoreTest, WhatWasWrittenIsReadBackAfterReopening) {
   EXPECT_EQ(state->leases[0].gpu_ids, std::vector<int>{1});
   EXPECT_EQ(state->leases[0].group_id, "pg1");
   EXPECT_TRUE(state->leases[0].running);
+}
+
+// A rayx from before ids were packed as str wrote a NodeId as a one-element
+// array ([hex]); a head state file it left still loads.
+TEST_F(HeadStoreTest, ANodeIdWrittenAsALegacyArrayIsReadBack) {
+  NodeInfo node = MakeNode("10.0.0.1");
+  {
+    auto store = Open();
+    ASSERT_NE(store, nullptr);
+    store->PutNode(node, 3);
+  }
+  std::string blob = protocol::Encode(node);
+  std::string id = protocol::Encode(node.node_id.Hex());
+  size_t at = blob.find(id);
+  ASSERT_NE(at, std::string::npos);
+  blob.insert(at, "\x91");  // fixarray of 1, as MSGPACK_DEFINE(hex_) packed it
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(path_.c_str(), &db), SQLITE_OK);
+  sqlite3_stmt* stmt = nullptr;
+  ASSERT_EQ(sqlite3_prepare_v2(db, "UPDATE nodes SET info = ?", -1, &stmt, nullptr), SQLITE_OK);
+  sqlite3_bind_blob(stmt, 1, blob.data(), static_cast<int>(blob.size()), SQLITE_TRANSIENT);
+  EXPECT_EQ(sqlite3_step(stmt), SQLITE_DONE);
+  sqlite3_finalize(stmt);
+  sqlite3_close(db);
+
+  auto store = Open();
+  ASSERT_NE(store, nullptr);
+  auto state = store->Load();
+  ASSERT_TRUE(state.ok()) << state.status();
+  ASSERT_EQ(state->nodes.size(), 1u);
+  EXPECT_EQ(state->nodes[0].info.node_id, node.node_id);
+  EXPECT_EQ(state->nodes[0].info.address, "10.0.0.1");
+  EXPECT_EQ(state->nodes[0].epoch, 3u);
 }
 
 TEST_F(HeadStoreTest, PackageKeepersAreReadBackAfterReopening) {

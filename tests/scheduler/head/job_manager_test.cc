@@ -66,7 +66,7 @@ class JobManagerTest : public ::testing::Test {
     leases_.OnStartWorkerReply(start.request_id, reply);
   }
 
-  void Exited(const std::string& lease_id, int32_t exit_code, int32_t signal) {
+  void Exited(const LeaseId& lease_id, int32_t exit_code, int32_t signal) {
     protocol::ProcessExitedNotice notice;
     notice.lease_id = lease_id;
     notice.exit_code = exit_code;
@@ -151,7 +151,7 @@ TEST_F(JobManagerTest, StopKillsTheEntrypointAndIsFinal) {
   auto kills = outbox_.OfKind(Kind::kKillWorkers);
   ASSERT_EQ(kills.size(), 1u);
   EXPECT_EQ(kills[0].peer, kAgent);
-  EXPECT_EQ(kills[0].kill.lease_ids, (std::vector<std::string>{start.start.lease_id}));
+  EXPECT_EQ(kills[0].kill.lease_ids, (std::vector<LeaseId>{start.start.lease_id}));
   // The exit that follows does not change the final state.
   Exited(start.start.lease_id, 0, 15);
   EXPECT_EQ(Get(job.submission_id).state, "STOPPED");

@@ -129,8 +129,8 @@ class LeaseManagerTest : public ::testing::Test {
   }
 
   // Requests and starts a lease on the (only fitting) node; returns its lease id.
-  std::string Grant(const std::string& job, ResourceMap resources, const std::string& agent_peer,
-                    uint64_t request_id = 1, bool detached = false) {
+  LeaseId Grant(const std::string& job, ResourceMap resources, const std::string& agent_peer,
+                uint64_t request_id = 1, bool detached = false) {
     leases_.RequestLease("driver", request_id, Shape(job, std::move(resources), detached));
     uint64_t start_id = TakeStart(agent_peer);
     return Started(start_id, "driver", request_id).lease_id;
@@ -146,9 +146,9 @@ class LeaseManagerTest : public ::testing::Test {
     return out;
   }
 
-  static std::vector<std::string> KilledLeases(const std::vector<Sent>& sent,
-                                               const std::string& agent_peer) {
-    std::vector<std::string> out;
+  static std::vector<LeaseId> KilledLeases(const std::vector<Sent>& sent,
+                                           const std::string& agent_peer) {
+    std::vector<LeaseId> out;
     for (const Sent& s : sent) {
       if (s.type() != MessageType::kKillWorkersRequest) continue;
       EXPECT_EQ(s.peer, agent_peer);
@@ -158,7 +158,7 @@ class LeaseManagerTest : public ::testing::Test {
   }
 
   protocol::ActorInfo Actor(const std::string& name, const std::string& job,
-                            const std::string& lease_id, bool detached = false) {
+                            const LeaseId& lease_id, bool detached = false) {
     protocol::ActorInfo actor;
     actor.actor_id = "actor-" + name;
     actor.name = name;
@@ -173,7 +173,7 @@ class LeaseManagerTest : public ::testing::Test {
   // Registers detached actor "keeper" on `lease`, which the head may restart
   // (a restart request for Counter::Create with `max_restarts`), and ends
   // its job: its owner is gone.
-  void OrphanRestartable(const std::string& job, const std::string& lease, int32_t max_restarts,
+  void OrphanRestartable(const std::string& job, const LeaseId& lease, int32_t max_restarts,
                          std::vector<std::string> init_args = {}) {
     protocol::RequestLeaseRequest again = Shape(job, {{"CPU", 1}}, /*detached=*/true);
     again.for_actor = true;
@@ -231,8 +231,8 @@ TEST_F(LeaseManagerTest, ExpireSilentJobsEndsOnlyJobsSilentBeyondTimeout) {
   NodeId node = AddNode("10.0.0.2", {{"CPU", 4}});
   std::string quiet = NewJob(kT0);
   std::string chatty = NewJob(kT0);
-  std::string quiet_lease = Grant(quiet, {{"CPU", 1}}, "agent-10.0.0.2", 1);
-  std::string chatty_lease = Grant(chatty, {{"CPU", 1}}, "agent-10.0.0.2", 2);
+  LeaseId quiet_lease = Grant(quiet, {{"CPU", 1}}, "agent-10.0.0.2", 1);
+  LeaseId chatty_lease = Grant(chatty, {{"CPU", 1}}, "agent-10.0.0.2", 2);
   EXPECT_EQ(Available(node, "CPU"), 2);
 
   ASSERT_TRUE(leases_.DriverHeartbeat(chatty, kT0 + 800));
@@ -241,7 +241,7 @@ TEST_F(LeaseManagerTest, ExpireSilentJobsEndsOnlyJobsSilentBeyondTimeout) {
   EXPECT_EQ(leases_.lease_count(), 2u);
 
   leases_.ExpireSilentJobs(kT0 + kJobTimeout + 1);
-  EXPECT_EQ(KilledLeases(Take(), "agent-10.0.0.2"), std::vector<std::string>{quiet_lease});
+  EXPECT_EQ(KilledLeases(Take(), "agent-10.0.0.2"), std::vector<LeaseId>{quiet_lease});
   EXPECT_EQ(leases_.lease_count(), 1u);
   EXPECT_EQ(Available(node, "CPU"), 3);
   EXPECT_FALSE(leases_.DriverHeartbeat(quiet, kT0 + kJobTimeout + 2));
@@ -319,7 +319,7 @@ TEST_F(LeaseManagerTest, FeasibleRequestTakesResourcesAndAsksTheNodesAgent) {
 
   protocol::StartWorkerRequest start;
   uint64_t start_id = TakeStart("agent-10.0.0.3", &start);
-  EXPECT_FALSE(start.lease_id.empty());
+  EXPECT_FALSE(start.lease_id.IsNil());
   EXPECT_EQ(start.job_id, job);
   EXPECT_EQ(start.executable, "/bin/driver");
   EXPECT_EQ(start.working_dir, "/tmp/wd");
@@ -381,7 +381,7 @@ TEST_F(LeaseManagerTest, EachGrantGetsDistinctLeaseAndStartRequestIds) {
 TEST_F(LeaseManagerTest, BusyResourcesQueueTheRequestUntilReturnLeaseFreesThem) {
   NodeId node = AddNode("10.0.0.2", {{"CPU", 1}});
   std::string job = NewJob();
-  std::string first = Grant(job, {{"CPU", 1}}, "agent-10.0.0.2", 1);
+  LeaseId first = Grant(job, {{"CPU", 1}}, "agent-10.0.0.2", 1);
   EXPECT_EQ(Available(node, "CPU"), 0);
 
   leases_.RequestLease("driver", 2, Shape(job, {{"CPU", 1}}));
@@ -394,8 +394,7 @@ TEST_F(LeaseManagerTest, BusyResourcesQueueTheRequestUntilReturnLeaseFreesThem) 
   ASSERT_EQ(sent.size(), 2u);
   // The returned lease's worker is stopped...
   EXPECT_EQ(sent[0].peer, "agent-10.0.0.2");
-  EXPECT_EQ(sent[0].As<protocol::KillWorkersRequest>().lease_ids,
-            std::vector<std::string>{first});
+  EXPECT_EQ(sent[0].As<protocol::KillWorkersRequest>().lease_ids, std::vector<LeaseId>{first});
   // ...and the waiting request gets the freed CPU.
   EXPECT_EQ(sent[1].peer, "agent-10.0.0.2");
   auto start = sent[1].As<protocol::StartWorkerRequest>();
@@ -409,7 +408,7 @@ TEST_F(LeaseManagerTest, BusyResourcesQueueTheRequestUntilReturnLeaseFreesThem) 
 TEST_F(LeaseManagerTest, OneReturnedLeaseServesEveryWaitingRequestItsResourcesFit) {
   NodeId node = AddNode("10.0.0.2", {{"CPU", 3}});
   std::string job = NewJob();
-  std::string big = Grant(job, {{"CPU", 3}}, "agent-10.0.0.2");
+  LeaseId big = Grant(job, {{"CPU", 3}}, "agent-10.0.0.2");
   for (uint64_t id : {2, 3, 4, 5}) leases_.RequestLease("driver", id, Shape(job, {{"CPU", 1}}));
   EXPECT_TRUE(Take().empty());
 
@@ -426,7 +425,7 @@ TEST_F(LeaseManagerTest, OneReturnedLeaseServesEveryWaitingRequestItsResourcesFi
 
 TEST_F(LeaseManagerTest, ReturnLeaseFreesResourcesAndUnknownLeaseIsNotFound) {
   NodeId node = AddNode("10.0.0.2", {{"CPU", 2}});
-  std::string lease = Grant(NewJob(), {{"CPU", 2}}, "agent-10.0.0.2");
+  LeaseId lease = Grant(NewJob(), {{"CPU", 2}}, "agent-10.0.0.2");
   EXPECT_EQ(Available(node, "CPU"), 0);
   ASSERT_TRUE(leases_.ReturnLease(lease).ok());
   EXPECT_EQ(Available(node, "CPU"), 2);
@@ -443,17 +442,17 @@ TEST_F(LeaseManagerTest, ReturnLeaseFreesResourcesAndUnknownLeaseIsNotFound) {
 TEST_F(LeaseManagerTest, EndingALeaseEndsTheLeasesOfTheRuntimeInsideItsWorker) {
   NodeId node = AddNode("10.0.0.2", {{"CPU", 4}});
   std::string job = NewJob();
-  std::string outer = Grant(job, {{"CPU", 1}}, "agent-10.0.0.2");
+  LeaseId outer = Grant(job, {{"CPU", 1}}, "agent-10.0.0.2");
   protocol::RegisterDriverRequest inner_runtime;
   inner_runtime.job_id = job;
   inner_runtime.host_lease_id = outer;
   leases_.RegisterDriver(inner_runtime, kT0, "cluster-1", "worker-runtime");
   leases_.RequestLease("worker-runtime", 7, Shape(job, {{"CPU", 1}}));
   uint64_t start = TakeStart("agent-10.0.0.2");
-  std::string inner = Started(start, "worker-runtime", 7).lease_id;
+  LeaseId inner = Started(start, "worker-runtime", 7).lease_id;
   protocol::RequestLeaseRequest detached = Shape(job, {{"CPU", 1}}, /*detached=*/true);
   leases_.RequestLease("worker-runtime", 8, detached);
-  std::string kept = Started(TakeStart("agent-10.0.0.2"), "worker-runtime", 8).lease_id;
+  LeaseId kept = Started(TakeStart("agent-10.0.0.2"), "worker-runtime", 8).lease_id;
   leases_.RequestLease("worker-runtime", 9, Shape(job, {{"CPU", 4}}));  // waits
   EXPECT_EQ(leases_.pending_count(), 1u);
   EXPECT_EQ(Available(node, "CPU"), 1);
@@ -507,7 +506,7 @@ TEST_F(LeaseManagerTest, WaitingRequestsAreGrantedFifoWhenANodeJoins) {
 TEST_F(LeaseManagerTest, WaitingRequestThatDoesNotFitDoesNotBlockOthersWhenResourcesFree) {
   NodeId node = AddNode("10.0.0.2", {{"CPU", 2}, {"GPU", 1}});
   std::string job = NewJob();
-  std::string big = Grant(job, {{"CPU", 2}, {"GPU", 1}}, "agent-10.0.0.2");
+  LeaseId big = Grant(job, {{"CPU", 2}, {"GPU", 1}}, "agent-10.0.0.2");
   leases_.RequestLease("gpu", 2, Shape(job, {{"CPU", 2}, {"GPU", 1}}));
   leases_.RequestLease("cpu", 3, Shape(job, {{"CPU", 1}}));
   EXPECT_TRUE(Take().empty());
@@ -561,15 +560,15 @@ TEST_F(LeaseManagerTest, FinishJobEndsItsLeasesAndDropsItsPendingRequests) {
   NodeId node = AddNode("10.0.0.2", {{"CPU", 2}});
   std::string job = NewJob();
   std::string other = NewJob();
-  std::string a = Grant(job, {{"CPU", 1}}, "agent-10.0.0.2", 1);
-  std::string kept = Grant(other, {{"CPU", 1}}, "agent-10.0.0.2", 2);
+  LeaseId a = Grant(job, {{"CPU", 1}}, "agent-10.0.0.2", 1);
+  LeaseId kept = Grant(other, {{"CPU", 1}}, "agent-10.0.0.2", 2);
   leases_.RequestLease("driver", 3, Shape(job, {{"CPU", 2}}));
   EXPECT_TRUE(Take().empty());
   ASSERT_EQ(leases_.pending_count(), 1u);
 
   EXPECT_EQ(leases_.FinishJob(job, "its driver finished"), 1u);
   auto sent = Take();
-  EXPECT_EQ(KilledLeases(sent, "agent-10.0.0.2"), std::vector<std::string>{a});
+  EXPECT_EQ(KilledLeases(sent, "agent-10.0.0.2"), std::vector<LeaseId>{a});
   // No worker started for the dropped request, and its requester hears nothing.
   EXPECT_TRUE(OfType(sent, MessageType::kStartWorkerRequest).empty());
   EXPECT_TRUE(OfType(sent, MessageType::kErrorReply).empty());
@@ -586,7 +585,7 @@ TEST_F(LeaseManagerTest, FinishJobEndsItsLeasesAndDropsItsPendingRequests) {
 TEST_F(LeaseManagerTest, FinishJobDoesNotGrantFreedResourcesToTheSameJob) {
   NodeId node = AddNode("10.0.0.2", {{"CPU", 1}});
   std::string job = NewJob();
-  std::string lease = Grant(job, {{"CPU", 1}}, "agent-10.0.0.2");
+  LeaseId lease = Grant(job, {{"CPU", 1}}, "agent-10.0.0.2");
   leases_.RequestLease("driver", 2, Shape(job, {{"CPU", 1}}));
   leases_.RequestLease("driver", 3, Shape(job, {{"CPU", 1}}));
   ASSERT_EQ(leases_.pending_count(), 2u);
@@ -594,7 +593,7 @@ TEST_F(LeaseManagerTest, FinishJobDoesNotGrantFreedResourcesToTheSameJob) {
 
   EXPECT_EQ(leases_.FinishJob(job, "done"), 1u);
   auto sent = Take();
-  EXPECT_EQ(KilledLeases(sent, "agent-10.0.0.2"), std::vector<std::string>{lease});
+  EXPECT_EQ(KilledLeases(sent, "agent-10.0.0.2"), std::vector<LeaseId>{lease});
   EXPECT_TRUE(OfType(sent, MessageType::kStartWorkerRequest).empty());
   EXPECT_EQ(leases_.lease_count(), 0u);
   EXPECT_EQ(leases_.pending_count(), 0u);
@@ -605,13 +604,13 @@ TEST_F(LeaseManagerTest, FinishJobGrantsFreedResourcesToOtherJobs) {
   AddNode("10.0.0.2", {{"CPU", 1}});
   std::string job = NewJob();
   std::string waiting = NewJob();
-  std::string lease = Grant(job, {{"CPU", 1}}, "agent-10.0.0.2");
+  LeaseId lease = Grant(job, {{"CPU", 1}}, "agent-10.0.0.2");
   leases_.RequestLease("other-driver", 5, Shape(waiting, {{"CPU", 1}}));
   EXPECT_TRUE(Take().empty());
 
   EXPECT_EQ(leases_.FinishJob(job, "done"), 1u);
   auto sent = Take();
-  EXPECT_EQ(KilledLeases(sent, "agent-10.0.0.2"), std::vector<std::string>{lease});
+  EXPECT_EQ(KilledLeases(sent, "agent-10.0.0.2"), std::vector<LeaseId>{lease});
   auto starts = OfType(sent, MessageType::kStartWorkerRequest);
   ASSERT_EQ(starts.size(), 1u);
   EXPECT_EQ(starts[0].peer, "agent-10.0.0.2");
@@ -627,7 +626,7 @@ TEST_F(LeaseManagerTest, WorkerStartingWhenItsJobFinishedIsNotAnswered) {
   protocol::StartWorkerRequest start;
   uint64_t start_id = TakeStart("agent-10.0.0.2", &start);
   EXPECT_EQ(leases_.FinishJob(job, "done"), 1u);
-  EXPECT_EQ(KilledLeases(Take(), "agent-10.0.0.2"), std::vector<std::string>{start.lease_id});
+  EXPECT_EQ(KilledLeases(Take(), "agent-10.0.0.2"), std::vector<LeaseId>{start.lease_id});
   EXPECT_EQ(Available(node, "CPU"), 1);
   leases_.OnStartWorkerReply(start_id, protocol::StartWorkerReply{});
   EXPECT_TRUE(Take().empty());
@@ -636,10 +635,10 @@ TEST_F(LeaseManagerTest, WorkerStartingWhenItsJobFinishedIsNotAnswered) {
 TEST_F(LeaseManagerTest, DetachedRequestLeaseSurvivesFinishJob) {
   NodeId node = AddNode("10.0.0.2", {{"CPU", 2}});
   std::string job = NewJob();
-  std::string detached = Grant(job, {{"CPU", 1}}, "agent-10.0.0.2", 1, /*detached=*/true);
-  std::string normal = Grant(job, {{"CPU", 1}}, "agent-10.0.0.2", 2);
+  LeaseId detached = Grant(job, {{"CPU", 1}}, "agent-10.0.0.2", 1, /*detached=*/true);
+  LeaseId normal = Grant(job, {{"CPU", 1}}, "agent-10.0.0.2", 2);
   EXPECT_EQ(leases_.FinishJob(job, "done"), 1u);
-  EXPECT_EQ(KilledLeases(Take(), "agent-10.0.0.2"), std::vector<std::string>{normal});
+  EXPECT_EQ(KilledLeases(Take(), "agent-10.0.0.2"), std::vector<LeaseId>{normal});
   EXPECT_EQ(leases_.lease_count(), 1u);
   EXPECT_EQ(Available(node, "CPU"), 1);
   EXPECT_TRUE(leases_.ReturnLease(detached).ok());
@@ -651,28 +650,28 @@ TEST_F(LeaseManagerTest, DetachedRequestLeaseSurvivesFinishJob) {
 TEST_F(LeaseManagerTest, ADetachedActorsWorkerLeasesWorkersAfterItsJobEnded) {
   AddNode("10.0.0.2", {{"CPU", 4}});
   std::string job = NewJob();
-  std::string detached = Grant(job, {{"CPU", 1}}, "agent-10.0.0.2", 1, /*detached=*/true);
+  LeaseId detached = Grant(job, {{"CPU", 1}}, "agent-10.0.0.2", 1, /*detached=*/true);
   protocol::RegisterDriverRequest registration;
   registration.job_id = job;
   registration.host_lease_id = detached;
   leases_.RegisterDriver(registration, kT0, "cluster", "actor-runtime");
   // A lease it took while the job ran outlives the job with it.
   leases_.RequestLease("actor-runtime", 6, Shape(job, {{"CPU", 1}}));
-  std::string earlier = Started(TakeStart("agent-10.0.0.2"), "actor-runtime", 6).lease_id;
-  ASSERT_FALSE(earlier.empty());
+  LeaseId earlier = Started(TakeStart("agent-10.0.0.2"), "actor-runtime", 6).lease_id;
+  ASSERT_FALSE(earlier.IsNil());
   EXPECT_EQ(leases_.FinishJob(job, "done"), 0u) << "the detached actor's own lease was ended";
   Take();
 
   leases_.RequestLease("actor-runtime", 7, Shape(job, {{"CPU", 1}}));
   uint64_t start_id = TakeStart("agent-10.0.0.2");
-  std::string task_lease = Started(start_id, "actor-runtime", 7).lease_id;
-  ASSERT_FALSE(task_lease.empty());
+  LeaseId task_lease = Started(start_id, "actor-runtime", 7).lease_id;
+  ASSERT_FALSE(task_lease.IsNil());
   leases_.RequestLease("driver", 9, Shape(job, {{"CPU", 1}}));
   EXPECT_TRUE(Take().empty()) << "a lease was granted to a runtime of an ended job";
 
   // The actor's worker goes: the lease it held goes with it.
   ASSERT_TRUE(leases_.ReturnLease(detached).ok());
-  std::vector<std::string> killed = KilledLeases(Take(), "agent-10.0.0.2");
+  std::vector<LeaseId> killed = KilledLeases(Take(), "agent-10.0.0.2");
   EXPECT_NE(std::find(killed.begin(), killed.end(), task_lease), killed.end());
   EXPECT_NE(std::find(killed.begin(), killed.end(), earlier), killed.end());
 }
@@ -680,13 +679,13 @@ TEST_F(LeaseManagerTest, ADetachedActorsWorkerLeasesWorkersAfterItsJobEnded) {
 TEST_F(LeaseManagerTest, RegisteringADetachedActorMakesItsLeaseSurviveFinishJob) {
   NodeId node = AddNode("10.0.0.2", {{"CPU", 2}});
   std::string job = NewJob();
-  std::string detached = Grant(job, {{"CPU", 1}}, "agent-10.0.0.2", 1);
-  std::string attached = Grant(job, {{"CPU", 1}}, "agent-10.0.0.2", 2);
+  LeaseId detached = Grant(job, {{"CPU", 1}}, "agent-10.0.0.2", 1);
+  LeaseId attached = Grant(job, {{"CPU", 1}}, "agent-10.0.0.2", 2);
   ASSERT_TRUE(leases_.RegisterActor(Actor("keeper", job, detached, true)).ok());
   ASSERT_TRUE(leases_.RegisterActor(Actor("temp", job, attached, false)).ok());
 
   EXPECT_EQ(leases_.FinishJob(job, "done"), 1u);
-  EXPECT_EQ(KilledLeases(Take(), "agent-10.0.0.2"), std::vector<std::string>{attached});
+  EXPECT_EQ(KilledLeases(Take(), "agent-10.0.0.2"), std::vector<LeaseId>{attached});
   EXPECT_EQ(Available(node, "CPU"), 1);
 
   // Named actors of the finished job are gone; detached ones stay.
@@ -700,7 +699,7 @@ TEST_F(LeaseManagerTest, RegisteringADetachedActorMakesItsLeaseSurviveFinishJob)
 TEST_F(LeaseManagerTest, SilentJobKeepsDetachedActor) {
   AddNode("10.0.0.2", {{"CPU", 2}});
   std::string job = NewJob(kT0);
-  std::string lease = Grant(job, {{"CPU", 1}}, "agent-10.0.0.2");
+  LeaseId lease = Grant(job, {{"CPU", 1}}, "agent-10.0.0.2");
   ASSERT_TRUE(leases_.RegisterActor(Actor("keeper", job, lease, true)).ok());
   leases_.ExpireSilentJobs(kT0 + 10 * kJobTimeout);
   EXPECT_TRUE(KilledLeases(Take(), "agent-10.0.0.2").empty());
@@ -717,7 +716,7 @@ TEST_F(LeaseManagerTest, SilentJobKeepsDetachedActor) {
 TEST_F(LeaseManagerTest, TheHeadRestartsADetachedActorWhoseOwnerIsGone) {
   NodeId node = AddNode("10.0.0.2", {{"CPU", 2}});
   std::string job = NewJob();
-  std::string lease = Grant(job, {{"CPU", 1}}, "agent-10.0.0.2", 1, /*detached=*/true);
+  LeaseId lease = Grant(job, {{"CPU", 1}}, "agent-10.0.0.2", 1, /*detached=*/true);
   OrphanRestartable(job, lease, /*max_restarts=*/1, {"\x07"});
 
   protocol::ProcessExitedNotice exited;
@@ -766,7 +765,7 @@ TEST_F(LeaseManagerTest, TheHeadRestartsADetachedActorWhoseOwnerIsGone) {
 TEST_F(LeaseManagerTest, ADetachedActorOnADeadNodeIsRestartedElsewhereByTheHead) {
   NodeId dying = AddNode("10.0.0.2", {{"CPU", 1}});
   std::string job = NewJob();
-  std::string lease = Grant(job, {{"CPU", 1}}, "agent-10.0.0.2", 1, /*detached=*/true);
+  LeaseId lease = Grant(job, {{"CPU", 1}}, "agent-10.0.0.2", 1, /*detached=*/true);
   NodeId other = AddNode("10.0.0.3", {{"CPU", 1}});
   OrphanRestartable(job, lease, /*max_restarts=*/-1);
   ASSERT_TRUE(nodes_.MarkDead(dying, "test"));
@@ -784,7 +783,7 @@ TEST_F(LeaseManagerTest, ADetachedActorOnADeadNodeIsRestartedElsewhereByTheHead)
 TEST_F(LeaseManagerTest, ADetachedActorKilledWhileTheHeadRestartsItStaysDead) {
   NodeId node = AddNode("10.0.0.2", {{"CPU", 2}});
   std::string job = NewJob();
-  std::string lease = Grant(job, {{"CPU", 1}}, "agent-10.0.0.2", 1, /*detached=*/true);
+  LeaseId lease = Grant(job, {{"CPU", 1}}, "agent-10.0.0.2", 1, /*detached=*/true);
   OrphanRestartable(job, lease, /*max_restarts=*/-1);
   protocol::ProcessExitedNotice exited;
   exited.lease_id = lease;
@@ -808,7 +807,7 @@ TEST_F(LeaseManagerTest, ADetachedActorKilledWhileTheHeadRestartsItStaysDead) {
 TEST_F(LeaseManagerTest, ADetachedActorWithALiveOwnerIsNotRestartedByTheHead) {
   AddNode("10.0.0.2", {{"CPU", 2}});
   std::string job = NewJob();
-  std::string lease = Grant(job, {{"CPU", 1}}, "agent-10.0.0.2", 1, /*detached=*/true);
+  LeaseId lease = Grant(job, {{"CPU", 1}}, "agent-10.0.0.2", 1, /*detached=*/true);
   protocol::RequestLeaseRequest again = Shape(job, {{"CPU", 1}}, /*detached=*/true);
   again.init.function = "Counter::Create";
   protocol::ActorInfo keeper = Actor("keeper", job, lease, /*detached=*/true);
@@ -830,8 +829,8 @@ TEST_F(LeaseManagerTest, ADetachedActorWithALiveOwnerIsNotRestartedByTheHead) {
 TEST_F(LeaseManagerTest, AWorkerThatExitsByItselfEndsItsLeaseAndTellsItsOwner) {
   NodeId node = AddNode("10.0.0.2", {{"CPU", 2}});
   std::string job = NewJob();
-  std::string detached = Grant(job, {{"CPU", 1}}, "agent-10.0.0.2", 1, /*detached=*/true);
-  std::string attached = Grant(job, {{"CPU", 1}}, "agent-10.0.0.2", 2);
+  LeaseId detached = Grant(job, {{"CPU", 1}}, "agent-10.0.0.2", 1, /*detached=*/true);
+  LeaseId attached = Grant(job, {{"CPU", 1}}, "agent-10.0.0.2", 2);
   ASSERT_TRUE(leases_.RegisterActor(Actor("keeper", job, detached, true)).ok());
   EXPECT_EQ(Available(node, "CPU"), 0);
 
@@ -845,7 +844,7 @@ TEST_F(LeaseManagerTest, AWorkerThatExitsByItselfEndsItsLeaseAndTellsItsOwner) {
   ASSERT_EQ(sent.size(), 1u);
   EXPECT_EQ(sent[0].peer, "driver");
   auto lost = sent[0].As<protocol::LeasesLostNotice>();
-  EXPECT_EQ(lost.lease_ids, std::vector<std::string>{attached});
+  EXPECT_EQ(lost.lease_ids, std::vector<LeaseId>{attached});
   EXPECT_EQ(lost.node_id, node.Hex());
   EXPECT_EQ(lost.reason, "worker pid 4242 on node 10.0.0.2 (" + node.Short() +
                              ") was killed by signal 9");
@@ -875,8 +874,8 @@ TEST_F(LeaseManagerTest, NodeDeathDropsItsLeasesAndRequeuesNotYetStartedRequests
   NodeId dying = AddNode("10.0.0.2", {{"CPU", 3}});
   NodeId other = AddNode("10.0.0.3", {{"GPU", 1}});
   std::string job = NewJob();
-  std::string running = Grant(job, {{"CPU", 1}}, "agent-10.0.0.2", 1);
-  std::string elsewhere = Grant(job, {{"GPU", 1}}, "agent-10.0.0.3", 2);
+  LeaseId running = Grant(job, {{"CPU", 1}}, "agent-10.0.0.2", 1);
+  LeaseId elsewhere = Grant(job, {{"GPU", 1}}, "agent-10.0.0.3", 2);
   ASSERT_TRUE(leases_.RegisterActor(Actor("on-dead-node", job, running)).ok());
   leases_.RequestLease("starter", 3, Shape(job, {{"CPU", 1}}));
   uint64_t start_id = TakeStart("agent-10.0.0.2");
@@ -897,7 +896,7 @@ TEST_F(LeaseManagerTest, NodeDeathDropsItsLeasesAndRequeuesNotYetStartedRequests
   ASSERT_EQ(lost.size(), 1u);
   EXPECT_EQ(lost[0].peer, "driver");
   auto notice = lost[0].As<protocol::LeasesLostNotice>();
-  EXPECT_EQ(notice.lease_ids, std::vector<std::string>{running});
+  EXPECT_EQ(notice.lease_ids, std::vector<LeaseId>{running});
   EXPECT_EQ(notice.node_id, dying.Hex());
   EXPECT_EQ(notice.reason,
             "node 10.0.0.2 (" + dying.Short() + ") was declared dead: no heartbeat within 1500 ms");
@@ -932,9 +931,9 @@ TEST_F(LeaseManagerTest, NodeDeathDropsItsLeasesAndRequeuesNotYetStartedRequests
 TEST_F(LeaseManagerTest, DevicesLeasedTwiceAreCaughtByTheInvariantCheck) {
   NodeId node = AddNode("10.0.0.2", {{"CPU", 8}, {"GPU", 2}});
   std::string job = NewJob();
-  std::string half_a = Grant(job, {{"GPU", 0.5}}, "agent-10.0.0.2", 1);
-  std::string half_b = Grant(job, {{"GPU", 0.5}}, "agent-10.0.0.2", 2);
-  std::string whole = Grant(job, {{"GPU", 1}}, "agent-10.0.0.2", 3);
+  LeaseId half_a = Grant(job, {{"GPU", 0.5}}, "agent-10.0.0.2", 1);
+  LeaseId half_b = Grant(job, {{"GPU", 0.5}}, "agent-10.0.0.2", 2);
+  LeaseId whole = Grant(job, {{"GPU", 1}}, "agent-10.0.0.2", 3);
   EXPECT_EQ(leases_.invariant_violations(), 0u);
   EXPECT_TRUE(leases_.ReturnLease(half_a).ok());
   EXPECT_TRUE(leases_.ReturnLease(half_b).ok());
@@ -1006,7 +1005,7 @@ TEST_F(LeaseManagerTest, StartWorkerErrorLetsAWaitingRequestRun) {
 TEST_F(LeaseManagerTest, RegisteredActorIsFoundByName) {
   AddNode("10.0.0.2", {{"CPU", 1}});
   std::string job = NewJob();
-  std::string lease = Grant(job, {{"CPU", 1}}, "agent-10.0.0.2");
+  LeaseId lease = Grant(job, {{"CPU", 1}}, "agent-10.0.0.2");
   ASSERT_TRUE(leases_.RegisterActor(Actor("counter", job, lease)).ok());
   auto found = leases_.GetActor("counter");
   ASSERT_TRUE(found.ok()) << found.status();
@@ -1020,8 +1019,8 @@ TEST_F(LeaseManagerTest, RegisteredActorIsFoundByName) {
 TEST_F(LeaseManagerTest, RegisterActorRefusesDuplicateNameEmptyNameAndUnknownLease) {
   AddNode("10.0.0.2", {{"CPU", 2}});
   std::string job = NewJob();
-  std::string a = Grant(job, {{"CPU", 1}}, "agent-10.0.0.2", 1);
-  std::string b = Grant(job, {{"CPU", 1}}, "agent-10.0.0.2", 2);
+  LeaseId a = Grant(job, {{"CPU", 1}}, "agent-10.0.0.2", 1);
+  LeaseId b = Grant(job, {{"CPU", 1}}, "agent-10.0.0.2", 2);
   ASSERT_TRUE(leases_.RegisterActor(Actor("counter", job, a)).ok());
 
   Status dup = leases_.RegisterActor(Actor("counter", job, b));
@@ -1029,7 +1028,7 @@ TEST_F(LeaseManagerTest, RegisterActorRefusesDuplicateNameEmptyNameAndUnknownLea
   EXPECT_NE(dup.message().find("'counter'"), std::string::npos) << dup;
   EXPECT_EQ(leases_.GetActor("counter")->lease_id, a);  // the first one stays
 
-  Status unknown = leases_.RegisterActor(Actor("ghost", job, "no-such-lease"));
+  Status unknown = leases_.RegisterActor(Actor("ghost", job, LeaseId::FromWire("no-such-lease")));
   EXPECT_EQ(unknown.code(), StatusCode::kNotFound);
   EXPECT_FALSE(leases_.GetActor("ghost").ok());
 
@@ -1048,13 +1047,13 @@ TEST_F(LeaseManagerTest, GetUnknownActorIsNotFoundAndMentionsDetached) {
 TEST_F(LeaseManagerTest, ReturningAnActorsLeaseForgetsItsNameAndFreesIt) {
   AddNode("10.0.0.2", {{"CPU", 2}});
   std::string job = NewJob();
-  std::string lease = Grant(job, {{"CPU", 1}}, "agent-10.0.0.2", 1);
+  LeaseId lease = Grant(job, {{"CPU", 1}}, "agent-10.0.0.2", 1);
   ASSERT_TRUE(leases_.RegisterActor(Actor("counter", job, lease)).ok());
   ASSERT_TRUE(leases_.ReturnLease(lease).ok());
-  EXPECT_EQ(KilledLeases(Take(), "agent-10.0.0.2"), std::vector<std::string>{lease});
+  EXPECT_EQ(KilledLeases(Take(), "agent-10.0.0.2"), std::vector<LeaseId>{lease});
   EXPECT_EQ(leases_.GetActor("counter").status().code(), StatusCode::kNotFound);
   // The name can be used again.
-  std::string next = Grant(job, {{"CPU", 1}}, "agent-10.0.0.2", 2);
+  LeaseId next = Grant(job, {{"CPU", 1}}, "agent-10.0.0.2", 2);
   EXPECT_TRUE(leases_.RegisterActor(Actor("counter", job, next)).ok());
 }
 
@@ -1062,9 +1061,9 @@ TEST_F(LeaseManagerTest, NamedActorsOfAFinishedJobDisappearOthersStay) {
   AddNode("10.0.0.2", {{"CPU", 3}});
   std::string job = NewJob();
   std::string other = NewJob();
-  std::string mine = Grant(job, {{"CPU", 1}}, "agent-10.0.0.2", 1);
-  std::string keeper = Grant(job, {{"CPU", 1}}, "agent-10.0.0.2", 2);
-  std::string theirs = Grant(other, {{"CPU", 1}}, "agent-10.0.0.2", 3);
+  LeaseId mine = Grant(job, {{"CPU", 1}}, "agent-10.0.0.2", 1);
+  LeaseId keeper = Grant(job, {{"CPU", 1}}, "agent-10.0.0.2", 2);
+  LeaseId theirs = Grant(other, {{"CPU", 1}}, "agent-10.0.0.2", 3);
   ASSERT_TRUE(leases_.RegisterActor(Actor("mine", job, mine)).ok());
   ASSERT_TRUE(leases_.RegisterActor(Actor("keeper", job, keeper, true)).ok());
   ASSERT_TRUE(leases_.RegisterActor(Actor("theirs", other, theirs)).ok());

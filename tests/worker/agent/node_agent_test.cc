@@ -72,9 +72,9 @@ class FakeLeaseProcesses final : public LeaseProcesses {
   explicit FakeLeaseProcesses(State* state) : state_(state) {}
   void SetObjectAddress(const std::string&) override {}
   void Start(const protocol::StartWorkerRequest& request, StartCallback done) override {
-    state_->starting[request.lease_id] = std::move(done);
+    state_->starting[request.lease_id.Hex()] = std::move(done);
   }
-  void Kill(const std::string& lease_id) override { state_->killed.push_back(lease_id); }
+  void Kill(const LeaseId& lease_id) override { state_->killed.push_back(lease_id.Hex()); }
   void KillAll() override { ++state_->kill_all; }
   void Reap() override { ++state_->reaps; }
   bool AllGone() override { return state_->all_gone; }
@@ -86,11 +86,11 @@ class FakeLeaseProcesses final : public LeaseProcesses {
     }
     return true;
   }
-  bool IsLive(const std::string& lease_id) const override {
-    return std::find(state_->killed.begin(), state_->killed.end(), lease_id) ==
+  bool IsLive(const LeaseId& lease_id) const override {
+    return std::find(state_->killed.begin(), state_->killed.end(), lease_id.Hex()) ==
            state_->killed.end();
   }
-  std::optional<ProcessRunner::LogInfo> FindLog(const std::string&, uint32_t) const override {
+  std::optional<ProcessRunner::LogInfo> FindLog(const LeaseId&, uint32_t) const override {
     return std::nullopt;
   }
 
@@ -325,15 +325,16 @@ TEST_F(NodeAgentTest, StampsItsEpochAndRefusesStartsForAnotherEpoch) {
   Sent hb = Next();
   EXPECT_EQ(hb.As<protocol::HeartbeatRequest>().epoch, 7u);
   protocol::StartWorkerRequest req;
-  req.lease_id = "old";
+  req.lease_id = LeaseId::FromWire("old");
   req.epoch = 6;
   Deliver(req, 40);
   EXPECT_EQ(processes_.starting.count("old"), 0u);
-  req.lease_id = "current";
+  req.lease_id = LeaseId::FromWire("current");
   req.epoch = 7;
   Deliver(req, 41);
   ASSERT_EQ(processes_.starting.count("current"), 1u);
-  processes_.starting["current"](protocol::StartWorkerReply{.lease_id = "current"});
+  processes_.starting["current"](
+      protocol::StartWorkerReply{.lease_id = LeaseId::FromWire("current")});
   Sent reply = Next();
   ASSERT_TRUE(reply.Is(MessageType::kStartWorkerReply));
   EXPECT_EQ(reply.As<protocol::StartWorkerReply>().epoch, 7u);
@@ -343,21 +344,22 @@ TEST_F(NodeAgentTest, AWorkerOfAFencedIncarnationIsNeverReported) {
   Join();
   Sent hb = Next();
   protocol::StartWorkerRequest req;
-  req.lease_id = "starting";
+  req.lease_id = LeaseId::FromWire("starting");
   Deliver(req, 50);
   ASSERT_EQ(processes_.starting.count("starting"), 1u);
   Deliver(protocol::HeartbeatReply{.known = false}, hb.env.id);
   Sent again = Next();
   ASSERT_TRUE(again.Is(MessageType::kRegisterNodeRequest));
-  processes_.starting["starting"](protocol::StartWorkerReply{.lease_id = "starting"});
+  processes_.starting["starting"](
+      protocol::StartWorkerReply{.lease_id = LeaseId::FromWire("starting")});
   EXPECT_TRUE(head_.sent.empty());
   // A start request that arrives while it joins again waits for the reply:
   // the old epoch's is refused, the new epoch's (the head grants leases to a
   // node as it registers, before the reply leaves) starts.
-  req.lease_id = "old-epoch";
+  req.lease_id = LeaseId::FromWire("old-epoch");
   req.epoch = 0;
   Deliver(req, 51);
-  req.lease_id = "new-epoch";
+  req.lease_id = LeaseId::FromWire("new-epoch");
   req.epoch = 2;
   Deliver(req, 52);
   EXPECT_TRUE(processes_.starting.count("new-epoch") == 0);
@@ -391,11 +393,11 @@ TEST_F(NodeAgentTest, AWorkerWaitsUntilAKilledWorkerReleasedItsDevices) {
   head_.sent.clear();
   processes_.held_devices = {1};
   protocol::StartWorkerRequest req;
-  req.lease_id = "gpu-1";
+  req.lease_id = LeaseId::FromWire("gpu-1");
   req.gpu_ids = {1};
   Deliver(req, 60);
   protocol::StartWorkerRequest other;
-  other.lease_id = "gpu-0";
+  other.lease_id = LeaseId::FromWire("gpu-0");
   other.gpu_ids = {0};
   Deliver(other, 61);
   EXPECT_EQ(processes_.starting.count("gpu-0"), 1u) << "a free device starts at once";
@@ -435,13 +437,13 @@ TEST_F(NodeAgentTest, AStartedWorkerIsReportedToTheRequestOfTheHead) {
   Join();
   head_.sent.clear();
   protocol::StartWorkerRequest req;
-  req.lease_id = "lease-1";
+  req.lease_id = LeaseId::FromWire("lease-1");
   req.executable = "/bin/true";
   Deliver(req, 77);
   ASSERT_EQ(processes_.starting.count("lease-1"), 1u);
   EXPECT_TRUE(head_.sent.empty());  // not before the worker is up
   protocol::StartWorkerReply started;
-  started.lease_id = "lease-1";
+  started.lease_id = LeaseId::FromWire("lease-1");
   started.worker_address = "tcp://127.0.0.1:5000";
   processes_.starting["lease-1"](started);
   Sent reply = Next();
@@ -454,7 +456,7 @@ TEST_F(NodeAgentTest, AWorkerThatCannotStartIsAnErrorForTheRequest) {
   Join();
   head_.sent.clear();
   protocol::StartWorkerRequest req;
-  req.lease_id = "lease-2";
+  req.lease_id = LeaseId::FromWire("lease-2");
   Deliver(req, 78);
   processes_.starting["lease-2"](Status::NotFound("cannot run ''"));
   Sent reply = Next();
@@ -467,7 +469,9 @@ TEST_F(NodeAgentTest, AWorkerThatCannotStartIsAnErrorForTheRequest) {
 
 TEST_F(NodeAgentTest, KillWorkersKillsEveryNamedLease) {
   Join();
-  Deliver(protocol::KillWorkersRequest{.lease_ids = {"a", "b"}}, 5);
+  Deliver(
+      protocol::KillWorkersRequest{.lease_ids = {LeaseId::FromWire("a"), LeaseId::FromWire("b")}},
+      5);
   EXPECT_EQ(processes_.killed, (std::vector<std::string>{"a", "b"}));
   agent_->ReapWorkers();
   EXPECT_EQ(processes_.reaps, 1);
@@ -511,11 +515,12 @@ TEST_F(NodeAgentTest, ANodeThatNeverJoinedLeavesAtOnce) {
 TEST_F(NodeAgentTest, AWorkerStartingWhileTheNodeLeavesIsNotReported) {
   Join();
   protocol::StartWorkerRequest req;
-  req.lease_id = "lease-3";
+  req.lease_id = LeaseId::FromWire("lease-3");
   Deliver(req, 79);
   agent_->Leave("rayx stop", 1000, [] {});
   head_.sent.clear();
-  processes_.starting["lease-3"](protocol::StartWorkerReply{.lease_id = "lease-3"});
+  processes_.starting["lease-3"](
+      protocol::StartWorkerReply{.lease_id = LeaseId::FromWire("lease-3")});
   EXPECT_TRUE(head_.sent.empty());
 }
 
@@ -530,13 +535,14 @@ TEST_F(NodeAgentTest, ARestartedHeadIsRejoinedAsTheSameNodeWithoutKillingAnythin
   Deliver(joined, reg.env.id);
   Sent hb = Next();
   protocol::StartWorkerRequest req;
-  req.lease_id = "live";
+  req.lease_id = LeaseId::FromWire("live");
   req.job_id = "job-1";
   req.resources = {{"GPU", 1}};
   req.gpu_ids = {0};
   req.epoch = 5;
   Deliver(req, 60);
-  processes_.starting["live"](protocol::StartWorkerReply{.lease_id = "live", .worker_pid = 99});
+  processes_.starting["live"](
+      protocol::StartWorkerReply{.lease_id = LeaseId::FromWire("live"), .worker_pid = 99});
   ASSERT_TRUE(Next().Is(MessageType::kStartWorkerReply));
 
   Deliver(protocol::HeartbeatReply{.known = false, .rejoin = true}, hb.env.id);
@@ -549,7 +555,7 @@ TEST_F(NodeAgentTest, ARestartedHeadIsRejoinedAsTheSameNodeWithoutKillingAnythin
   EXPECT_EQ(sent.previous_node_id, joined.node_id);
   EXPECT_EQ(sent.previous_epoch, 5u);
   ASSERT_EQ(sent.live_leases.size(), 1u);
-  EXPECT_EQ(sent.live_leases[0].lease_id, "live");
+  EXPECT_EQ(sent.live_leases[0].lease_id.Hex(), "live");
   EXPECT_EQ(sent.live_leases[0].job_id, "job-1");
   EXPECT_EQ(sent.live_leases[0].worker_pid, 99);
   EXPECT_EQ(sent.live_leases[0].gpu_ids, std::vector<int>{0});

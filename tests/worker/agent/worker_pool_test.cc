@@ -34,7 +34,7 @@ class WorkerPoolTest : public ::testing::Test {
   // A "worker" that never reports READY: it holds its start-up slot.
   void Start(const std::string& lease) {
     protocol::StartWorkerRequest req;
-    req.lease_id = lease;
+    req.lease_id = LeaseId::FromWire(lease);
     req.executable = "/bin/sh";
     req.worker_args = {"-c", "exec sleep 60"};
     pool_->Start(req, [this, lease](Result<protocol::StartWorkerReply> r) {
@@ -61,20 +61,22 @@ TEST_F(WorkerPoolTest, AtMostMaxStartingWorkersStartAtOnceTheRestWaitInOrder) {
   EXPECT_EQ(pool_->size(), 2u);
   EXPECT_EQ(pool_->queued(), 2u);
   for (pid_t pid : pool_->Pids()) {
-    EXPECT_TRUE(pool_->LeaseOf(pid) == "lease-a" || pool_->LeaseOf(pid) == "lease-b")
+    EXPECT_TRUE(pool_->LeaseOf(pid) == LeaseId::FromWire("lease-a") ||
+                pool_->LeaseOf(pid) == LeaseId::FromWire("lease-b"))
         << "a start beyond the limit ran before an earlier one";
   }
   // A starting worker's lease ends: its slot goes to the first waiting start.
-  EXPECT_GT(pool_->Kill("lease-a"), 0);
+  EXPECT_GT(pool_->Kill(LeaseId::FromWire("lease-a")), 0);
   EXPECT_NE(results_["lease-a"].find("while its worker was starting"), std::string::npos);
   Step();
   EXPECT_EQ(pool_->size(), 2u);
   EXPECT_EQ(pool_->queued(), 1u);
   bool c_runs = false;
-  for (pid_t pid : pool_->Pids()) c_runs = c_runs || pool_->LeaseOf(pid) == "lease-c";
+  for (pid_t pid : pool_->Pids())
+    c_runs = c_runs || pool_->LeaseOf(pid) == LeaseId::FromWire("lease-c");
   EXPECT_TRUE(c_runs) << "the first queued start did not take the free slot";
   // A queued lease that ends never starts.
-  EXPECT_EQ(pool_->Kill("lease-d"), 0);
+  EXPECT_EQ(pool_->Kill(LeaseId::FromWire("lease-d")), 0);
   EXPECT_NE(results_["lease-d"].find("waited to start"), std::string::npos);
   EXPECT_EQ(pool_->queued(), 0u);
 }

@@ -8,12 +8,12 @@
 #include <unistd.h>
 
 int Triple(int x) { return 3 * x; }
-int AgentOf() { return getppid(); }
 
 class Accumulator {
  public:
   static Accumulator* Create() { return new Accumulator(); }
   int Add(int x) { return total_ += x; }
+  int AgentOf() { return getppid(); }  // the agent that started this worker
 
  private:
   int total_ = 0;
@@ -30,11 +30,26 @@ class Ranked {
   }
 };
 
-RAYX_REMOTE(Triple, AgentOf, Accumulator::Create, &Accumulator::Add, Ranked::Create,
+RAYX_REMOTE(Triple, Accumulator::Create, &Accumulator::Add, &Accumulator::AgentOf, Ranked::Create,
             &Ranked::Sum);
 
 int main(int argc, char** argv) {
   rayx::Init(argc, argv);
+  // Which agents host work: on the idle cluster, SPREAD places three actors
+  // on different nodes when it has them (quick tasks may all run on one
+  // node's worker, and once work holds a node SPREAD picks among the others).
+  std::vector<rayx::ActorHandle<Accumulator>> probes;
+  for (int i = 0; i < 3; ++i) {
+    probes.push_back(rayx::Actor(Accumulator::Create)
+                         .SetResources({{"CPU", 0.5}})
+                         .SetSchedulingStrategy(rayx::SpreadSchedulingStrategy{})
+                         .Remote());
+  }
+  std::set<int> agents;
+  for (auto& probe : probes) {
+    agents.insert(*probe.Task(&Accumulator::AgentOf).Remote().Get());
+    probe.Kill();
+  }
   int sum = 0;
   std::vector<rayx::ObjectRef<int>> refs;
   for (int i = 0; i < 20; ++i) refs.push_back(rayx::Task(Triple).Remote(i));
@@ -42,11 +57,6 @@ int main(int argc, char** argv) {
   auto acc = rayx::Actor(Accumulator::Create).Remote();
   for (int i = 1; i <= 10; ++i) acc.Task(&Accumulator::Add).Remote(i);
   int total = *acc.Task(&Accumulator::Add).Remote(0).Get();
-  // Which agents ran tasks: several nodes when the cluster has them.
-  std::vector<rayx::ObjectRef<int>> where;
-  for (int i = 0; i < 8; ++i) where.push_back(rayx::Task(AgentOf).Remote());
-  std::set<int> agents;
-  for (auto& a : rayx::Get(where)) agents.insert(*a);
   // A Gloo group over 4 actors: every rank gets 1 + 2 + 3 + 4.
   std::vector<rayx::ActorHandle<Ranked>> ranks;
   for (int i = 0; i < 4; ++i) ranks.push_back(rayx::Actor(Ranked::Create).Remote());

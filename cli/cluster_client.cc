@@ -24,7 +24,7 @@ ClusterClient::ClusterClient(std::string address, std::string token)
 }
 
 ClusterClient::~ClusterClient() {
-  if (!finished_ && !job_id_.empty()) (void)FinishJob(2000);
+  if (!finished_ && !job_id_.IsNil()) (void)FinishJob(2000);
 }
 
 Result<std::unique_ptr<ClusterClient>> ClusterClient::Connect(const std::string& address,
@@ -109,7 +109,7 @@ std::optional<Frames> ClusterClient::Receive(int64_t timeout_ms) {
 
 void ClusterClient::MaybeHeartbeat() {
   auto now = std::chrono::steady_clock::now();
-  if (job_id_.empty() || finished_ || now < next_heartbeat_) return;
+  if (job_id_.IsNil() || finished_ || now < next_heartbeat_) return;
   next_heartbeat_ = now + std::chrono::milliseconds(heartbeat_period_ms_);
   protocol::DriverHeartbeatRequest req;
   req.job_id = job_id_;
@@ -157,7 +157,7 @@ Result<Frames> ClusterClient::WaitFor(uint64_t id, int64_t timeout_ms) {
 }
 
 Status ClusterClient::FinishJob(int64_t timeout_ms) {
-  if (finished_ || job_id_.empty()) return Status::OK();
+  if (finished_ || job_id_.IsNil()) return Status::OK();
   finished_ = true;
   protocol::FinishJobRequest req;
   req.job_id = job_id_;

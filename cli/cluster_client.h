@@ -30,7 +30,7 @@ class ClusterClient {
                                                         int64_t timeout_ms);
   ~ClusterClient();
 
-  const std::string& job_id() const { return job_id_; }
+  const JobId& job_id() const { return job_id_; }
   const std::string& address() const { return address_; }
 
   // Sends a request to the head and returns its id; the reply arrives through
@@ -86,7 +86,7 @@ class ClusterClient {
 
   std::string address_;
   std::string token_;
-  std::string job_id_;
+  JobId job_id_;
   zmq::context_t context_{1};
   zmq::socket_t head_;
   std::map<std::string, zmq::socket_t> agents_;

@@ -92,7 +92,7 @@ protocol::RequestLeaseRequest LaunchSupervisor::LeaseRequest(int b, int attempt,
     protocol::ProcessSpec spec;
     spec.argv = plan_.command;
     spec.cwd = plan_.cwd;
-    spec.log_name = "launch-" + client_.job_id() + "-rank" + std::to_string(r.rank) +
+    spec.log_name = "launch-" + client_.job_id().Hex() + "-rank" + std::to_string(r.rank) +
                     (attempt ? "-restart" + std::to_string(attempt) : "");
     spec.env = user_env;
     spec.env["RANK"] = std::to_string(r.rank);
@@ -109,7 +109,7 @@ protocol::RequestLeaseRequest LaunchSupervisor::LeaseRequest(int b, int attempt,
     spec.env["MASTER_PORT"] = std::to_string(master_port);
     spec.env["TORCHELASTIC_RESTART_COUNT"] = std::to_string(attempt);
     spec.env["TORCHELASTIC_MAX_RESTARTS"] = std::to_string(plan_.max_restarts);
-    spec.env["TORCHELASTIC_RUN_ID"] = client_.job_id();
+    spec.env["TORCHELASTIC_RUN_ID"] = client_.job_id().Hex();
     if (!user_env.count("PYTHONUNBUFFERED")) spec.env["PYTHONUNBUFFERED"] = "1";
     // torchrun's default: one OpenMP thread per process when several share a node.
     if (nproc > 1 && !user_env.count("OMP_NUM_THREADS")) spec.env["OMP_NUM_THREADS"] = "1";

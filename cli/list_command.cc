@@ -64,7 +64,7 @@ std::string FormatList(const protocol::ListStateReply& state, const std::string&
       if (what == "actors" && l.kind != "actor") continue;
       rows.push_back(
           {l.lease_id.Hex().substr(0, 12), l.kind, l.actor_name.empty() ? "-" : l.actor_name,
-           l.class_name.empty() ? "-" : l.class_name, l.job_id, l.state, l.node_address,
+           l.class_name.empty() ? "-" : l.class_name, l.job_id.Hex(), l.state, l.node_address,
            std::to_string(l.pid), FormatResourceShape(l.resources), Join(l.gpu_ids),
            l.placement_group_id.empty()
                ? "-"
@@ -82,9 +82,9 @@ std::string FormatList(const protocol::ListStateReply& state, const std::string&
           if (!g.locations[i].gpu_ids.empty()) bundles += "(GPU " + Join(g.locations[i].gpu_ids) + ")";
         }
       }
-      rows.push_back({g.placement_group_id, g.name.empty() ? "-" : g.name, g.job_id,
-                      std::string(protocol::Name(g.strategy)),
-                      std::string(protocol::Name(g.state)), bundles});
+      rows.push_back({g.placement_group_id, g.name.empty() ? "-" : g.name, g.job_id.Hex(),
+                      std::string(protocol::Name(g.strategy)), std::string(protocol::Name(g.state)),
+                      bundles});
       if (!g.reason.empty()) rows.push_back({"", "", "", "", "", "why: " + g.reason});
     }
   }

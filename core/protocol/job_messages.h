@@ -16,7 +16,7 @@ namespace rayx::protocol {
 // entrypoint to start), RUNNING, SUCCEEDED, FAILED, STOPPED.
 struct JobInfo {
   std::string submission_id;
-  std::string job_id;
+  JobId job_id;
   std::string state;
   std::vector<std::string> entrypoint;
   std::string package_hash;

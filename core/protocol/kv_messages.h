@@ -30,7 +30,7 @@ struct KvPutRequest {
   std::string key;
   std::string value;
   bool overwrite = true;
-  std::string job_id;
+  JobId job_id;
   MSGPACK_DEFINE_MAP(ns, key, value, overwrite, job_id)
 };
 

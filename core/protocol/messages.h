@@ -147,7 +147,7 @@ struct ErrorReply {
 // it when it rejoins a restarted head.
 struct LiveLease {
   LeaseId lease_id;
-  std::string job_id;
+  JobId job_id;
   ResourceMap resources;
   std::vector<int> gpu_ids;
   int32_t worker_pid = 0;
@@ -269,7 +269,7 @@ struct RegisterDriverRequest {
   static constexpr MessageType kType = MessageType::kRegisterDriverRequest;
   std::string token;
   std::string rayx_version;
-  std::string job_id;
+  JobId job_id;
   std::string node_ip;
   int32_t pid = 0;
   // Set by a worker's runtime (a task that submits work): the lease its worker
@@ -290,7 +290,7 @@ inline bool IsRegisterFirst(const Status& status) {
 
 struct RegisterDriverReply {
   static constexpr MessageType kType = MessageType::kRegisterDriverReply;
-  std::string job_id;
+  JobId job_id;
   std::string cluster_id;
   int64_t heartbeat_period_ms = 0;
   MSGPACK_DEFINE_MAP(job_id, cluster_id, heartbeat_period_ms)
@@ -298,7 +298,7 @@ struct RegisterDriverReply {
 
 struct DriverHeartbeatRequest {
   static constexpr MessageType kType = MessageType::kDriverHeartbeatRequest;
-  std::string job_id;
+  JobId job_id;
   MSGPACK_DEFINE_MAP(job_id)
 };
 
@@ -317,7 +317,7 @@ struct DriverHeartbeatReply {
 // detached actors and frees their resources.
 struct FinishJobRequest {
   static constexpr MessageType kType = MessageType::kFinishJobRequest;
-  std::string job_id;
+  JobId job_id;
   MSGPACK_DEFINE_MAP(job_id)
 };
 
@@ -356,7 +356,7 @@ struct ActorInit {
 
 struct RequestLeaseRequest {
   static constexpr MessageType kType = MessageType::kRequestLeaseRequest;
-  std::string job_id;
+  JobId job_id;
   ResourceMap resources;
   std::string executable;   // the program the worker runs (the driver's own binary)
   std::string working_dir;
@@ -425,7 +425,7 @@ struct ReturnLeaseReply {
 struct StartWorkerRequest {
   static constexpr MessageType kType = MessageType::kStartWorkerRequest;
   LeaseId lease_id;
-  std::string job_id;
+  JobId job_id;
   std::string executable;
   std::string working_dir;
   ResourceMap resources;
@@ -471,7 +471,7 @@ struct KillWorkersRequest {
 struct ActorInfo {
   std::string actor_id;
   std::string name;
-  std::string job_id;
+  JobId job_id;
   std::string class_name;  // the factory's registered name
   std::string worker_address;
   LeaseId lease_id;
@@ -517,7 +517,7 @@ struct LeasesLostNotice {
 // at once instead of after the heartbeat silence timeout.
 struct WatchDriverRequest {
   static constexpr MessageType kType = MessageType::kWatchDriverRequest;
-  std::string job_id;
+  JobId job_id;
   int32_t pid = 0;
   MSGPACK_DEFINE_MAP(job_id, pid)
 };
@@ -525,7 +525,7 @@ struct WatchDriverRequest {
 // agent -> head: the watched driver process exited (or was killed).
 struct DriverExitedNotice {
   static constexpr MessageType kType = MessageType::kDriverExitedNotice;
-  std::string job_id;
+  JobId job_id;
   int32_t pid = 0;
   MSGPACK_DEFINE_MAP(job_id, pid)
 };
@@ -578,7 +578,7 @@ struct DeleteObjectsRequest {
 // head -> every agent: the job ended; its stored objects go.
 struct JobFinishedNotice {
   static constexpr MessageType kType = MessageType::kJobFinishedNotice;
-  std::string job_id;
+  JobId job_id;
   MSGPACK_DEFINE_MAP(job_id)
 };
 

@@ -24,7 +24,7 @@ struct BundleLocation {
 struct PlacementGroupInfo {
   std::string placement_group_id;
   std::string name;
-  std::string job_id;
+  JobId job_id;
   PlacementStrategy strategy = PlacementStrategy::kPack;
   std::vector<ResourceMap> bundles;
   PlacementGroupState state = PlacementGroupState::kPending;
@@ -37,7 +37,7 @@ struct PlacementGroupInfo {
 
 struct CreatePlacementGroupRequest {
   static constexpr MessageType kType = MessageType::kCreatePlacementGroupRequest;
-  std::string job_id;
+  JobId job_id;
   std::string name;
   PlacementStrategy strategy = PlacementStrategy::kPack;
   std::vector<ResourceMap> bundles;
@@ -85,7 +85,7 @@ struct RemovePlacementGroupReply {
 // One lease: a worker (task or actor) or a process lease, for `rayx list`.
 struct LeaseListEntry {
   LeaseId lease_id;
-  std::string job_id;
+  JobId job_id;
   std::string kind;          // "actor", "worker" or "process"
   std::string state;         // STARTING or RUNNING
   std::string node_id;

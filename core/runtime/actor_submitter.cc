@@ -401,7 +401,7 @@ protocol::ActorInfo ActorSubmitter::InfoOf(const ActorState& a) const {
   protocol::ActorInfo info;
   info.actor_id = a.actor_id;
   info.name = a.name;
-  info.job_id = a.owner ? options_.job_id : "";  // a handle's job is not known here
+  info.job_id = a.owner ? options_.job_id : JobId();  // a handle's job is not known here
   info.class_name = a.class_name;
   info.worker_address = a.conn ? a.conn->info().address : "";
   info.lease_id = a.lease_id;

@@ -206,7 +206,7 @@ void Init(const Options& options) {
   config.head = *head;
   config.token = token;
   // A program started by `rayx job submit` joins its submitted job.
-  if (!Env("RAYX_SUBMISSION_ID").empty()) config.job_id = Env("RAYX_JOB_ID");
+  if (!Env("RAYX_SUBMISSION_ID").empty()) config.job_id = JobId::FromWire(Env("RAYX_JOB_ID"));
   auto local_ip = LocalAddressToward(*ip);
   config.node_ip = local_ip.ok() ? *local_ip : "127.0.0.1";
   if (std::string t = Env("RAYX_HEAD_TIMEOUT_MS"); !t.empty()) {
@@ -297,7 +297,7 @@ const std::string& ActorIdOf(const ActorPtr& actor) { return actor->actor_id; }
 ActorPtr DeserializeActor(const std::string& bytes) {
   return RequireRuntime().DeserializeActor(bytes);
 }
-const std::string& CurrentJobId() { return RequireRuntime().job_id(); }
+const std::string& CurrentJobId() { return RequireRuntime().job_id().Hex(); }
 
 Placement PythonWorkerPlacement() {
   std::string python = Env("RAYX_PYTHON");

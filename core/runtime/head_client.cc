@@ -280,7 +280,7 @@ void HeadClient::FailWaiting(const Status& status) {
   }
 }
 
-void HeadClient::StartHeartbeats(std::string job_id, int64_t period_ms) {
+void HeadClient::StartHeartbeats(JobId job_id, int64_t period_ms) {
   heartbeat_job_ = std::move(job_id);
   heartbeat_period_ms_ = period_ms;
   Heartbeat();

@@ -99,7 +99,7 @@ class HeadClient final : public LeaseClient {
   // that succeeded, with its job id). I/O thread.
   void SetRegistration(protocol::RegisterDriverRequest request);
   // Sends a DriverHeartbeat for `job_id` now and every `period_ms`.
-  void StartHeartbeats(std::string job_id, int64_t period_ms);
+  void StartHeartbeats(JobId job_id, int64_t period_ms);
   // No heartbeat is sent after this returns (any thread).
   void StopHeartbeats();
 
@@ -162,7 +162,7 @@ class HeadClient final : public LeaseClient {
   bool timed_out_ = false;      // the waiting calls failed for this silence
   uint64_t next_request_ = 1;
   boost::asio::steady_timer heartbeat_timer_;
-  std::string heartbeat_job_;
+  JobId heartbeat_job_;
   int64_t heartbeat_period_ms_ = 1000;
   std::atomic<bool> heartbeats_stopped_{false};
   std::function<void(const protocol::LeasesLostNotice&)> on_leases_lost_;

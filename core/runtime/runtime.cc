@@ -159,7 +159,7 @@ Status Runtime::Connect() {
   req.job_id = config_.job_id;
   boost::asio::post(io_, [this, heartbeat_period_ms, req] {
     head_->SetRegistration(req);
-    send_queue_ = std::make_unique<WorkerSendQueue>(io_, config_.job_id);
+    send_queue_ = std::make_unique<WorkerSendQueue>(io_, config_.job_id.Hex());
     resolver_ = std::make_unique<ArgumentResolver>(objects_, io_, local_object_address_);
     tasks_ = std::make_unique<TaskSubmitter>(
         TaskSubmitter::Deps{objects_, *head_, *connector_, *send_queue_, *resolver_, clock_, io_},
@@ -196,7 +196,7 @@ void Runtime::Stop() {
   if (stopped_) return;
   stopped_ = true;
   head_->StopHeartbeats();
-  if (!config_.is_worker && !config_.job_id.empty()) {  // empty: never registered
+  if (!config_.is_worker && !config_.job_id.IsNil()) {  // empty: never registered
     protocol::FinishJobRequest req;
     req.job_id = config_.job_id;
     auto reply = head_->CallSync<protocol::FinishJobReply>(req, 5000);
@@ -298,7 +298,7 @@ void Runtime::DrainSubmissions() {
 ObjectHandle Runtime::Put(std::string bytes) {
   if (bytes.size() >= kInlineObjectLimit && store_writer_) {
     std::string id = NewObjectId();
-    auto buffer = store_writer_->Create(config_.job_id + "-" + id, bytes.size());
+    auto buffer = store_writer_->Create(config_.job_id.Hex() + "-" + id, bytes.size());
     if (buffer.ok()) {
       std::memcpy((*buffer)->data(), bytes.data(), bytes.size());
       return PutStored(std::move(id), std::move(*buffer));
@@ -310,7 +310,7 @@ ObjectHandle Runtime::Put(std::string bytes) {
 ObjectHandle Runtime::PutEncoded(size_t size, const std::function<void(char*)>& fill) {
   if (size >= kInlineObjectLimit && store_writer_) {
     std::string id = NewObjectId();
-    auto buffer = store_writer_->Create(config_.job_id + "-" + id, size);
+    auto buffer = store_writer_->Create(config_.job_id.Hex() + "-" + id, size);
     if (buffer.ok()) {
       try {
         fill((*buffer)->data());

@@ -68,7 +68,7 @@ class Runtime {
   struct Config {
     HostPort head;
     std::string token;
-    std::string job_id;   // empty: a new job (a driver); set: a worker of that job
+    JobId job_id;  // empty: a new job (a driver); set: a worker of that job
     bool is_worker = false;
     LeaseId host_lease_id;  // in a worker: the lease it runs in
     std::string node_ip = "127.0.0.1";
@@ -112,7 +112,7 @@ class Runtime {
                          int64_t timeout_ms);
   void Release(const std::string& object_id);
 
-  const std::string& job_id() const { return config_.job_id; }
+  const JobId& job_id() const { return config_.job_id; }
   const Config& config() const { return config_; }
   // Calls the head and waits up to `timeout_ms` for its answer.
   // REQUIRES: a user thread (not the I/O thread).

@@ -29,7 +29,7 @@ struct SubmitterDeps {
 };
 
 struct SubmitterOptions {
-  std::string job_id;
+  JobId job_id;
   // Fills in the program workers run (executable, directory, package).
   std::function<void(protocol::RequestLeaseRequest*)> describe_program;
 };

@@ -45,7 +45,7 @@ std::map<std::string, std::string> WorkerEnv::Encode() const {
       {kReadyFd, std::to_string(ready_fd)},
       {kNodeIp, node_ip},
       {kHeadAddress, head_address},
-      {kJobId, job_id},
+      {kJobId, job_id.Hex()},
       {kLeaseId, lease_id.Hex()},
       {kClusterToken, cluster_token},
       {kStoreDir, store_dir},
@@ -94,7 +94,7 @@ Result<WorkerEnv> WorkerEnv::Decode(const std::map<std::string, std::string>& va
   auto optional = [&](const char* name, std::string* out) {
     if (const std::string* v = get(name)) *out = *v;
   };
-  optional(kJobId, &env.job_id);
+  if (const std::string* v = get(kJobId)) env.job_id = JobId::FromWire(*v);
   if (const std::string* v = get(kLeaseId)) env.lease_id = LeaseId::FromWire(*v);
   optional(kClusterToken, &env.cluster_token);
   optional(kStoreDir, &env.store_dir);

@@ -42,7 +42,7 @@ struct WorkerEnv {
   int ready_fd = 3;          // where the worker writes its READY/ERROR line
   std::string node_ip;       // the node's address; the worker listens on it
   std::string head_address;  // "host:port" of the head
-  std::string job_id;        // the job the lease belongs to
+  JobId job_id;              // the job the lease belongs to
   LeaseId lease_id;
   std::string cluster_token;   // for tasks that submit work themselves
   std::string store_dir;       // the node's object store ("" = results go inline)

@@ -51,7 +51,7 @@ HeadService::HeadService(HeadServiceOptions options, const Clock& clock)
               [this](const std::string& peer_id) { return authenticated_peers_.count(peer_id) > 0; }),
       started_ms_(clock.NowMs()) {
   RegisterRoutes();
-  leases_.SetJobEndObserver([this](const std::string& job_id) {
+  leases_.SetJobEndObserver([this](const JobId& job_id) {
     if (size_t removed = kv_.OnJobFinished(job_id); removed > 0) {
       RAYX_LOG(Info) << "removed " << removed << " KV keys of job " << job_id;
     }
@@ -485,12 +485,12 @@ Result<protocol::RegisterDriverReply> HeadService::OnRegisterDriver(
         "driver registration");
   }
   // A worker joins its running job; only a driver starts a new one.
-  if (!req.job_id.empty() && !leases_.DriverHeartbeat(req.job_id, clock_.NowMs())) {
+  if (!req.job_id.IsNil() && !leases_.DriverHeartbeat(req.job_id, clock_.NowMs())) {
     // A detached actor's worker outlives its job and may still use the head
     // (a Python actor the head restarted loads its class from the KV); the
     // job is not revived.
     if (req.host_lease_id.IsNil() || !leases_.IsDetachedLeaseOf(req.host_lease_id, req.job_id)) {
-      return Status::NotFound("job " + req.job_id + " is not running (it ended)");
+      return Status::NotFound("job " + req.job_id.Hex() + " is not running (it ended)");
     }
     authenticated_peers_.insert(call.peer_id);
     return leases_.RegisterDetachedWorker(req, options_.cluster_id, call.peer_id);
@@ -499,7 +499,7 @@ Result<protocol::RegisterDriverReply> HeadService::OnRegisterDriver(
   auto reply = leases_.RegisterDriver(req, clock_.NowMs(), options_.cluster_id, call.peer_id);
   // A new driver on a machine of the cluster: its agent reports the driver's
   // exit, so the job ends within a heartbeat of it (not after the silence timeout).
-  if (req.job_id.empty() && req.host_lease_id.IsNil()) {
+  if (req.job_id.IsNil() && req.host_lease_id.IsNil()) {
     if (const NodeInfo* node = nodes_.FindAliveByAddress(req.node_ip)) {
       leases_.WatchDriver(node->node_id, reply.job_id, req.pid);
     }
@@ -532,7 +532,7 @@ Result<protocol::FinishJobReply> HeadService::OnFinishJob(const protocol::Finish
 Result<NoReply> HeadService::OnRequestLease(const protocol::RequestLeaseRequest& req, Call& call) {
   if (!leases_.DriverHeartbeat(req.job_id, clock_.NowMs()) &&
       !leases_.HostedByDetachedActor(call.peer_id)) {
-    return Status::NotFound("job " + req.job_id +
+    return Status::NotFound("job " + req.job_id.Hex() +
                             " is not running (only a detached actor outlives its job)");
   }
   leases_.RequestLease(call.peer_id, call.id, req);

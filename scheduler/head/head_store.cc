@@ -211,7 +211,7 @@ Result<HeadState> HeadStore::Load() {
     return Status::OK();
   }));
   RAYX_RETURN_IF_ERROR(query("SELECT ns, key, value, job_id FROM kv", [&](sqlite3_stmt* s) {
-    state.kv.push_back({Column(s, 0), Column(s, 1), Column(s, 2), Column(s, 3)});
+    state.kv.push_back({Column(s, 0), Column(s, 1), Column(s, 2), JobId::FromWire(Column(s, 3))});
     return Status::OK();
   }));
   RAYX_RETURN_IF_ERROR(query("SELECT info FROM actors", [&](sqlite3_stmt* s) -> Status {
@@ -227,7 +227,7 @@ Result<HeadState> HeadStore::Load() {
     return Status::OK();
   }));
   RAYX_RETURN_IF_ERROR(query("SELECT job_id, supervised FROM jobs", [&](sqlite3_stmt* s) {
-    state.jobs.push_back({Column(s, 0), sqlite3_column_int64(s, 1) != 0});
+    state.jobs.push_back({JobId::FromWire(Column(s, 0)), sqlite3_column_int64(s, 1) != 0});
     return Status::OK();
   }));
   RAYX_RETURN_IF_ERROR(query("SELECT info FROM submitted_jobs", [&](sqlite3_stmt* s) -> Status {
@@ -267,13 +267,13 @@ void HeadStore::PutNode(const NodeInfo& info, uint64_t epoch) {
 }
 void HeadStore::DeleteNode(const NodeId& id) { Run(kDeleteNode, {Text(id.Hex())}); }
 void HeadStore::PutKv(const std::string& ns, const std::string& key, const std::string& value,
-                      const std::string& job_id) {
-  Run(kPutKv, {Text(ns), Text(key), Text(value), Text(job_id)});
+                      const JobId& job_id) {
+  Run(kPutKv, {Text(ns), Text(key), Text(value), Text(job_id.Hex())});
 }
 void HeadStore::DeleteKv(const std::string& ns, const std::string& key) {
   Run(kDeleteKv, {Text(ns), Text(key)});
 }
-void HeadStore::DeleteKvOfJob(const std::string& job_id) { Run(kDeleteKvOfJob, {Text(job_id)}); }
+void HeadStore::DeleteKvOfJob(const JobId& job_id) { Run(kDeleteKvOfJob, {Text(job_id.Hex())}); }
 void HeadStore::PutActor(const protocol::ActorInfo& actor) {
   Run(kPutActor, {Text(actor.name), Text(protocol::Encode(actor))});
 }
@@ -285,9 +285,9 @@ void HeadStore::DeletePlacementGroup(const std::string& group_id) {
   Run(kDeleteGroup, {Text(group_id)});
 }
 void HeadStore::PutJob(const StoredJob& job) {
-  Run(kPutJob, {Text(job.job_id), Int(job.supervised ? 1 : 0)});
+  Run(kPutJob, {Text(job.job_id.Hex()), Int(job.supervised ? 1 : 0)});
 }
-void HeadStore::DeleteJob(const std::string& job_id) { Run(kDeleteJob, {Text(job_id)}); }
+void HeadStore::DeleteJob(const JobId& job_id) { Run(kDeleteJob, {Text(job_id.Hex())}); }
 void HeadStore::PutSubmittedJob(const protocol::JobInfo& job) {
   Run(kPutSubmitted, {Text(job.submission_id), Text(protocol::Encode(job))});
 }

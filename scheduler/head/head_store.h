@@ -49,7 +49,7 @@ struct StoredPlacementGroup {
 // its worker still runs; this says what the agent does not know.
 struct StoredLease {
   LeaseId lease_id;
-  std::string job_id;
+  JobId job_id;
   std::string node_id;  // hex
   ResourceMap resources;
   std::vector<int> gpu_ids;
@@ -79,7 +79,7 @@ struct StoredGroupWatch {
 
 // A driver job the head keeps (LeaseManager's jobs).
 struct StoredJob {
-  std::string job_id;
+  JobId job_id;
   bool supervised = false;
 };
 
@@ -88,7 +88,7 @@ struct StoredKv {
   std::string ns;
   std::string key;
   std::string value;
-  std::string job_id;
+  JobId job_id;
 };
 
 // Everything the head loads at start.
@@ -142,15 +142,15 @@ class HeadStore {
   void PutNode(const NodeInfo& info, uint64_t epoch);
   void DeleteNode(const NodeId& id);
   void PutKv(const std::string& ns, const std::string& key, const std::string& value,
-             const std::string& job_id);
+             const JobId& job_id);
   void DeleteKv(const std::string& ns, const std::string& key);
-  void DeleteKvOfJob(const std::string& job_id);
+  void DeleteKvOfJob(const JobId& job_id);
   void PutActor(const protocol::ActorInfo& actor);
   void DeleteActor(const std::string& name);
   void PutPlacementGroup(const StoredPlacementGroup& group);
   void DeletePlacementGroup(const std::string& group_id);
   void PutJob(const StoredJob& job);
-  void DeleteJob(const std::string& job_id);
+  void DeleteJob(const JobId& job_id);
   void PutSubmittedJob(const protocol::JobInfo& job);
   void DeleteSubmittedJob(const std::string& submission_id);
   void PutLease(const StoredLease& lease);

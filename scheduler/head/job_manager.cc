@@ -41,8 +41,8 @@ Result<protocol::JobInfo> JobManager::Submit(const protocol::SubmitJobRequest& r
   if (req.entrypoint.empty() || req.entrypoint[0].empty()) {
     return Status::InvalidArgument("no entrypoint: rayx job submit -- COMMAND ARGS...");
   }
-  std::string job_id = NodeId::FromRandom().Hex().substr(0, 16);
-  std::string id = req.submission_id.empty() ? "rayxjob_" + job_id : req.submission_id;
+  JobId job_id = JobId::FromSecureRandom();  // a credential: not guessable
+  std::string id = req.submission_id.empty() ? "rayxjob_" + job_id.Hex() : req.submission_id;
   if (!ValidSubmissionId(id)) {
     return Status::InvalidArgument("submission id '" + id.substr(0, 80) +
                                    "': use 1-64 characters of A-Z a-z 0-9 _ - .");

@@ -15,19 +15,19 @@ std::optional<KvEntry> InMemoryKvStorage::Get(const std::string& ns,
 void InMemoryKvStorage::Put(const std::string& ns, const std::string& key, KvEntry entry) {
   Key k{ns, key};
   auto it = entries_.find(k);
-  if (it != entries_.end() && !it->second.job_id.empty()) {
+  if (it != entries_.end() && !it->second.job_id.IsNil()) {
     auto job = by_job_.find(it->second.job_id);
     job->second.erase(k);
     if (job->second.empty()) by_job_.erase(job);
   }
-  if (!entry.job_id.empty()) by_job_[entry.job_id].insert(k);
+  if (!entry.job_id.IsNil()) by_job_[entry.job_id].insert(k);
   entries_[std::move(k)] = std::move(entry);
 }
 
 bool InMemoryKvStorage::Delete(const std::string& ns, const std::string& key) {
   auto it = entries_.find({ns, key});
   if (it == entries_.end()) return false;
-  if (!it->second.job_id.empty()) {
+  if (!it->second.job_id.IsNil()) {
     auto job = by_job_.find(it->second.job_id);
     job->second.erase(it->first);
     if (job->second.empty()) by_job_.erase(job);
@@ -53,7 +53,7 @@ std::vector<std::string> InMemoryKvStorage::List(const std::string& ns, const st
   return keys;
 }
 
-size_t InMemoryKvStorage::DeleteJob(const std::string& job_id) {
+size_t InMemoryKvStorage::DeleteJob(const JobId& job_id) {
   auto job = by_job_.find(job_id);
   if (job == by_job_.end()) return 0;
   size_t removed = job->second.size();
@@ -80,7 +80,7 @@ bool PersistentKvStorage::Delete(const std::string& ns, const std::string& key) 
   return true;
 }
 
-size_t PersistentKvStorage::DeleteJob(const std::string& job_id) {
+size_t PersistentKvStorage::DeleteJob(const JobId& job_id) {
   size_t removed = memory_.DeleteJob(job_id);
   if (removed > 0) store_.DeleteKvOfJob(job_id);
   return removed;
@@ -113,8 +113,7 @@ Status KvStore::CheckKey(const std::string& ns, const std::string& key) const {
 }
 
 Result<KvStore::PutOutcome> KvStore::Put(const std::string& ns, const std::string& key,
-                                         std::string value, bool overwrite,
-                                         const std::string& job_id) {
+                                         std::string value, bool overwrite, const JobId& job_id) {
   RAYX_RETURN_IF_ERROR(CheckKey(ns, key));
   if (value.size() > limits_.max_value_bytes) {
     return OverLimit("KV value", value.size(), limits_.max_value_bytes);
@@ -198,8 +197,8 @@ std::vector<KvWaitAnswer> KvStore::ExpireWaits(int64_t now_ms) {
   return out;
 }
 
-size_t KvStore::OnJobFinished(const std::string& job_id) {
-  if (job_id.empty()) return 0;
+size_t KvStore::OnJobFinished(const JobId& job_id) {
+  if (job_id.IsNil()) return 0;
   return storage_->DeleteJob(job_id);
 }
 

@@ -20,7 +20,7 @@ namespace rayx::scheduler {
 // One stored value. `job_id` non-empty: removed when that job ends.
 struct KvEntry {
   std::string value;
-  std::string job_id;
+  JobId job_id;
 };
 
 // Where keys and values are kept, apart from waits and limits, so that a later
@@ -38,7 +38,7 @@ class KvStorage {
   virtual std::vector<std::string> List(const std::string& ns, const std::string& prefix,
                                         size_t limit, bool* truncated) const = 0;
   // Removes every key put with `job_id`; returns how many.
-  virtual size_t DeleteJob(const std::string& job_id) = 0;
+  virtual size_t DeleteJob(const JobId& job_id) = 0;
   virtual size_t size() const = 0;
 };
 
@@ -50,13 +50,13 @@ class InMemoryKvStorage final : public KvStorage {
   bool Delete(const std::string& ns, const std::string& key) override;
   std::vector<std::string> List(const std::string& ns, const std::string& prefix, size_t limit,
                                 bool* truncated) const override;
-  size_t DeleteJob(const std::string& job_id) override;
+  size_t DeleteJob(const JobId& job_id) override;
   size_t size() const override { return entries_.size(); }
 
  private:
   using Key = std::pair<std::string, std::string>;  // (namespace, key)
   std::map<Key, KvEntry> entries_;
-  std::unordered_map<std::string, std::set<Key>> by_job_;
+  std::unordered_map<JobId, std::set<Key>> by_job_;
 };
 
 // Keeps everything in memory and writes each change through to the head's
@@ -75,7 +75,7 @@ class PersistentKvStorage final : public KvStorage {
                                 bool* truncated) const override {
     return memory_.List(ns, prefix, limit, truncated);
   }
-  size_t DeleteJob(const std::string& job_id) override;
+  size_t DeleteJob(const JobId& job_id) override;
   size_t size() const override { return memory_.size(); }
 
  private:
@@ -131,7 +131,7 @@ class KvStore {
   // an empty or oversized key, or an oversized namespace or value;
   // AlreadyExists when the key is present and `overwrite` is false.
   Result<PutOutcome> Put(const std::string& ns, const std::string& key, std::string value,
-                         bool overwrite, const std::string& job_id);
+                         bool overwrite, const JobId& job_id);
   // nullopt when absent. InvalidArgument as for Put.
   Result<std::optional<std::string>> Get(const std::string& ns, const std::string& key) const;
   // The value when present now; otherwise parks `waiter` until a Put of the key
@@ -146,7 +146,7 @@ class KvStore {
   // Ends the waits whose deadline is at or before `now_ms` with TimedOut.
   std::vector<KvWaitAnswer> ExpireWaits(int64_t now_ms);
   // Removes the keys put for `job_id`; returns how many.
-  size_t OnJobFinished(const std::string& job_id);
+  size_t OnJobFinished(const JobId& job_id);
 
   size_t size() const { return storage_->size(); }
   size_t wait_count() const { return waits_.size(); }

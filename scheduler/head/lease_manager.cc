@@ -27,7 +27,7 @@ protocol::RegisterDriverReply LeaseManager::RegisterDriver(
       (leases_.count(req.host_lease_id) || IsUnconfirmed(req.host_lease_id))) {
     AddHostedPeer(req.host_lease_id, peer);
   }
-  reply.job_id = req.job_id.empty() ? NodeId::FromRandom().Hex().substr(0, 16) : req.job_id;
+  reply.job_id = req.job_id.IsNil() ? JobId::FromSecureRandom() : req.job_id;  // a credential
   bool added = !jobs_.count(reply.job_id);
   Job& job = jobs_[reply.job_id];
   job.last_heartbeat_ms = now_ms;
@@ -61,14 +61,14 @@ bool LeaseManager::HostedByDetachedActor(const std::string& peer) const {
   return lease != leases_.end() && lease->second.detached;
 }
 
-bool LeaseManager::DriverHeartbeat(const std::string& job_id, int64_t now_ms) {
+bool LeaseManager::DriverHeartbeat(const JobId& job_id, int64_t now_ms) {
   auto it = jobs_.find(job_id);
   if (it == jobs_.end() || it->second.finished) return false;
   it->second.last_heartbeat_ms = now_ms;
   return true;
 }
 
-uint32_t LeaseManager::FinishJob(const std::string& job_id, const std::string& why) {
+uint32_t LeaseManager::FinishJob(const JobId& job_id, const std::string& why) {
   auto job = jobs_.find(job_id);
   if (job == jobs_.end() || job->second.finished) return 0;
   job->second.finished = true;
@@ -86,7 +86,7 @@ uint32_t LeaseManager::FinishJob(const std::string& job_id, const std::string& w
   }
   job_ending_ = job_id;
   for (const auto& id : ending) EndLease(id, /*kill_worker=*/true, "its job ended (" + why + ")");
-  job_ending_.clear();
+  job_ending_ = JobId();
   for (const auto& group : groups_.GroupsOfJob(job_id)) RemovePlacementGroup(group);
   for (auto it = named_actors_.begin(); it != named_actors_.end();) {
     if (it->second.job_id == job_id && !it->second.detached) {
@@ -113,7 +113,7 @@ uint32_t LeaseManager::FinishJob(const std::string& job_id, const std::string& w
   return static_cast<uint32_t>(ending.size());
 }
 
-void LeaseManager::AddSupervisedJob(const std::string& job_id, int64_t now_ms) {
+void LeaseManager::AddSupervisedJob(const JobId& job_id, int64_t now_ms) {
   Job& job = jobs_[job_id];
   job.last_heartbeat_ms = now_ms;
   job.supervised = true;
@@ -121,7 +121,7 @@ void LeaseManager::AddSupervisedJob(const std::string& job_id, int64_t now_ms) {
 }
 
 void LeaseManager::ExpireSilentJobs(int64_t now_ms) {
-  std::vector<std::string> silent;
+  std::vector<JobId> silent;
   for (const auto& [id, job] : jobs_) {
     if (job.supervised) continue;
     if (now_ms - job.last_heartbeat_ms > options_.job_timeout_ms) silent.push_back(id);
@@ -413,7 +413,7 @@ void LeaseManager::EndLease(const LeaseId& lease_id, bool kill_worker, const std
   SchedulePending();
 }
 
-bool LeaseManager::WatchDriver(const NodeId& node, const std::string& job_id, int32_t pid) {
+bool LeaseManager::WatchDriver(const NodeId& node, const JobId& job_id, int32_t pid) {
   auto agent = agent_peers_.find(node);
   if (agent == agent_peers_.end() || pid <= 0) return false;
   protocol::WatchDriverRequest watch;
@@ -484,7 +484,7 @@ Result<protocol::PlacementGroupInfo> LeaseManager::CreatePlacementGroup(
     const protocol::CreatePlacementGroupRequest& req) {
   auto job = jobs_.find(req.job_id);
   if (job == jobs_.end() || job->second.finished) {
-    return Status::NotFound("job " + req.job_id + " is not running");
+    return Status::NotFound("job " + req.job_id.Hex() + " is not running");
   }
   return groups_.Create(req);
 }

@@ -73,7 +73,7 @@ class LeaseManager {
 
   void SetHeadAddress(const std::string& address) { options_.head_address = address; }
   // Called with a job's id when the job ends (after its leases are ended).
-  void SetJobEndObserver(std::function<void(const std::string& job_id)> observer) {
+  void SetJobEndObserver(std::function<void(const JobId& job_id)> observer) {
     job_end_observer_ = std::move(observer);
   }
   // Called with a lease's id and why it ended, whenever a granted lease ends
@@ -115,12 +115,12 @@ class LeaseManager {
   protocol::RegisterDriverReply RegisterDriver(const protocol::RegisterDriverRequest& req,
                                                int64_t now_ms, const std::string& cluster_id,
                                                const std::string& peer = "");
-  bool DriverHeartbeat(const std::string& job_id, int64_t now_ms);
+  bool DriverHeartbeat(const JobId& job_id, int64_t now_ms);
   // A job whose life the head itself supervises (rayx job submit): it does not
   // end when drivers stop heartbeating, only through FinishJob.
-  void AddSupervisedJob(const std::string& job_id, int64_t now_ms);
+  void AddSupervisedJob(const JobId& job_id, int64_t now_ms);
   // Ends the job; returns how many workers were told to stop.
-  uint32_t FinishJob(const std::string& job_id, const std::string& why);
+  uint32_t FinishJob(const JobId& job_id, const std::string& why);
   // Ends jobs whose drivers went silent.
   void ExpireSilentJobs(int64_t now_ms);
 
@@ -161,7 +161,7 @@ class LeaseManager {
   Result<protocol::ActorInfo> GetActor(const std::string& name) const;
   // True when `lease_id` is a live detached lease of job `job_id`.
   // After a head restart, also a stored lease whose node has not rejoined yet.
-  bool IsDetachedLeaseOf(const LeaseId& lease_id, const std::string& job_id) const;
+  bool IsDetachedLeaseOf(const LeaseId& lease_id, const JobId& job_id) const;
   // Whether the runtime at `peer` runs inside a detached actor's worker,
   // which may lease workers after its job ended (they end with it).
   bool HostedByDetachedActor(const std::string& peer) const;
@@ -184,7 +184,7 @@ class LeaseManager {
   size_t lease_count() const { return leases_.size(); }
   // Asks the agent of `node` to report when driver process `pid` of `job_id`
   // exits (DriverExitedNotice). False when the node has no agent here.
-  bool WatchDriver(const NodeId& node, const std::string& job_id, int32_t pid);
+  bool WatchDriver(const NodeId& node, const JobId& job_id, int32_t pid);
   // Devices found leased beyond their capacity (BookDevices); always 0.
   uint64_t invariant_violations() const { return invariant_violations_; }
   size_t pending_count() const { return pending_.size(); }
@@ -205,7 +205,7 @@ class LeaseManager {
   };
   struct Lease {
     LeaseId lease_id;
-    std::string job_id;
+    JobId job_id;
     NodeId node;
     ResourceMap resources;
     std::vector<int> gpu_ids;
@@ -278,7 +278,7 @@ class LeaseManager {
   HeadOutbox& outbox_;
   HeadLeaseOwner* head_owner_ = nullptr;
   std::unordered_map<NodeId, std::string> agent_peers_;
-  std::unordered_map<std::string, Job> jobs_;
+  std::unordered_map<JobId, Job> jobs_;
   std::unordered_map<LeaseId, Lease> leases_;
   std::unordered_map<uint64_t, LeaseId> start_requests_;  // head request id -> lease
   std::deque<Pending> pending_;
@@ -292,7 +292,7 @@ class LeaseManager {
   PlacementGroupManager groups_;
   policy::CompositePolicy policy_;  // where leases outside placement groups go
   uint64_t next_request_id_ = 1;
-  std::function<void(const std::string& job_id)> job_end_observer_;
+  std::function<void(const JobId& job_id)> job_end_observer_;
   LeaseEndObserver lease_end_observer_;
   // Head-owned requests of actor restarts carry this bit (JobManager's do not).
   static constexpr uint64_t kActorRestartBit = uint64_t{1} << 63;
@@ -301,7 +301,7 @@ class LeaseManager {
   // kills the actor returns that lease (it knows no other).
   std::unordered_map<LeaseId, std::string> restarting_from_;  // old lease id -> actor name
   uint64_t next_actor_restart_ = 1;
-  std::string job_ending_;  // the job FinishJob is ending leases of, if any
+  JobId job_ending_;  // the job FinishJob is ending leases of, if any
   HeadStore* store_ = nullptr;
   // Leases stored by the previous head life, by node, until the node rejoins.
   std::unordered_map<NodeId, std::vector<StoredLease>> unconfirmed_;

@@ -68,7 +68,7 @@ void LeaseManager::Restore(const HeadState& state, int64_t now_ms) {
                  << state.leases.size() << " leases (unconfirmed until their nodes rejoin)";
 }
 
-bool LeaseManager::IsDetachedLeaseOf(const LeaseId& lease_id, const std::string& job_id) const {
+bool LeaseManager::IsDetachedLeaseOf(const LeaseId& lease_id, const JobId& job_id) const {
   if (auto it = leases_.find(lease_id); it != leases_.end()) {
     return it->second.detached && it->second.job_id == job_id;
   }

@@ -497,7 +497,7 @@ std::vector<int> PlacementGroupManager::DevicesOn(const std::string& group_id,
   return out;
 }
 
-std::vector<std::string> PlacementGroupManager::GroupsOfJob(const std::string& job_id) const {
+std::vector<std::string> PlacementGroupManager::GroupsOfJob(const JobId& job_id) const {
   std::vector<std::string> out;
   for (const auto& [id, group] : groups_) {
     if (group.info.job_id == job_id && !group.info.detached) out.push_back(id);

@@ -100,7 +100,7 @@ class PlacementGroupManager {
   std::vector<int> DevicesOn(const std::string& group_id, const NodeId& node) const;
 
   // The non-detached groups of a job.
-  std::vector<std::string> GroupsOfJob(const std::string& job_id) const;
+  std::vector<std::string> GroupsOfJob(const JobId& job_id) const;
   const protocol::PlacementGroupInfo* Find(const std::string& group_id) const;
   std::vector<protocol::PlacementGroupInfo> List() const;
   // Waiting groups for `rayx status`: "placement group STRICT_SPREAD

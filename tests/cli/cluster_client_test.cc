@@ -52,7 +52,7 @@ class FakeHead {
       Frames out;
       if (env->t == static_cast<uint16_t>(MessageType::kRegisterDriverRequest)) {
         protocol::RegisterDriverReply reply;
-        reply.job_id = "job-1";
+        reply.job_id = JobId::FromWire("job-1");
         reply.heartbeat_period_ms = 50;
         out = transport::MakeMessage(reply, env->id);
       } else if (env->t == static_cast<uint16_t>(MessageType::kDriverHeartbeatRequest)) {

@@ -197,7 +197,7 @@ void NodeAgent::SendRegister() {
   (void)head_->Send(frames);
 }
 
-void NodeAgent::ReportDriverExit(const std::string& job_id, int32_t pid) {
+void NodeAgent::ReportDriverExit(const JobId& job_id, int32_t pid) {
   protocol::DriverExitedNotice notice;
   notice.job_id = job_id;
   notice.pid = pid;
@@ -346,15 +346,15 @@ void NodeAgent::HandleMessage(transport::Frames& frames) {
     }
     case MessageType::kJobFinishedNotice: {
       auto req = protocol::Decode<protocol::JobFinishedNotice>(body);
-      if (!req.ok() || req->job_id.empty()) return;
-      size_t removed = objects_.store().RemovePrefix(req->job_id + "-");
+      if (!req.ok() || req->job_id.IsNil()) return;
+      size_t removed = objects_.store().RemovePrefix(req->job_id.Hex() + "-");
       if (removed)
         RAYX_LOG(Info) << "job " << req->job_id << " ended: freed " << removed << " objects";
       return;
     }
     case MessageType::kWatchDriverRequest: {
       auto req = protocol::Decode<protocol::WatchDriverRequest>(body);
-      if (!req.ok() || req->job_id.empty() || req->pid <= 0) return;
+      if (!req.ok() || req->job_id.IsNil() || req->pid <= 0) return;
       auto start = detail::ProcessStartTime(req->pid);
       if (!start.ok()) {
         ReportDriverExit(req->job_id, req->pid);  // gone already

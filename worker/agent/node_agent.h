@@ -164,9 +164,9 @@ class NodeAgent {
   // Drivers on this machine the head asked us to watch (WatchDriverRequest),
   // by job id; checked every heartbeat, their exits reported.
   static constexpr size_t kMaxWatchedDrivers = 4096;
-  std::map<std::string, detail::ProcessRecord> watched_drivers_;
+  std::map<JobId, detail::ProcessRecord> watched_drivers_;
   void CheckDrivers();
-  void ReportDriverExit(const std::string& job_id, int32_t pid);
+  void ReportDriverExit(const JobId& job_id, int32_t pid);
   // Waiting for killed processes to go (fencing, deferred starts) is polled.
   static constexpr int64_t kPollMs = 10;
   std::optional<int64_t> poll_due_ms_;

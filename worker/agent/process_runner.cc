@@ -89,7 +89,7 @@ Result<protocol::StartWorkerReply> ProcessRunner::Start(
     if (spec.argv.empty() || spec.argv[0].empty()) return fail("no command given");
     std::map<std::string, std::string> overrides = spec.env;
     overrides["RAYX_ADDRESS"] = request.head_address;
-    overrides["RAYX_JOB_ID"] = request.job_id;
+    overrides["RAYX_JOB_ID"] = request.job_id.Hex();
     overrides["RAYX_LEASE_ID"] = request.lease_id.Hex();
     overrides["RAYX_NODE_IP"] = options_.node_ip;
     overrides["RAYX_CLUSTER_TOKEN"] = options_.token;

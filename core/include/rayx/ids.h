@@ -85,6 +85,9 @@ using NodeId = UniqueId<NodeIdTag, 16>;
 // A worker or process lease the head granted. Minted with FromSecureRandom.
 struct LeaseIdTag {};
 using LeaseId = UniqueId<LeaseIdTag, 16>;
+// A job: a driver's, or a submitted one's. Minted by the head with FromSecureRandom.
+struct JobIdTag {};
+using JobId = UniqueId<JobIdTag, 8>;
 
 }  // namespace rayx
 

@@ -32,6 +32,8 @@ TEST(UniqueId, FromHexTakesOnlyItsOwnForm) {
 TEST(UniqueId, KindsAreDistinctTypes) {
   static_assert(!std::is_convertible_v<NodeId, LeaseId>);
   static_assert(!std::is_convertible_v<LeaseId, NodeId>);
+  static_assert(!std::is_convertible_v<JobId, LeaseId>);
+  static_assert(!std::is_convertible_v<LeaseId, JobId>);
   // Nor is any kind a string, either way.
   static_assert(!std::is_convertible_v<std::string, LeaseId>);
   static_assert(!std::is_convertible_v<const char*, LeaseId>);
@@ -76,6 +78,16 @@ TEST(UniqueId, NodeIdAlsoReadsTheLegacyOneElementArray) {
   EXPECT_FALSE(
       protocol::Decode<LeaseId>(protocol::Encode(std::vector<std::string>{id.Hex()})).ok());
   EXPECT_FALSE(protocol::Decode<NodeId>(protocol::Encode(std::vector<std::string>{"a", "b"})).ok());
+}
+
+// Each kind has its own length: FromHex takes only that many digits.
+TEST(UniqueId, FromHexTakesEachKindsLength) {
+  EXPECT_EQ(JobId::FromSecureRandom().Hex().size(), 16u);
+  EXPECT_TRUE(JobId::FromHex("0123456789abcdef").ok());
+  EXPECT_FALSE(JobId::FromHex("0123456789abcdef0123456789abcdef").ok());
+  EXPECT_FALSE(LeaseId::FromHex("0123456789abcdef").ok());
+  EXPECT_NE(JobId::FromHex("0123").status().message().find("expected 16 lowercase hex digits"),
+            std::string::npos);
 }
 
 TEST(UniqueId, ShortIsTheFirstEightDigits) {

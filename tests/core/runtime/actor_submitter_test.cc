@@ -22,9 +22,9 @@ class ActorSubmitterTest : public ::testing::Test {
       : objects_(ObjectTable::Options{}),
         send_queue_(io_, "job-1"),
         resolver_(objects_, io_, ""),
-        submitter_(ActorSubmitter::Deps{objects_, head_, faults_, send_queue_, resolver_,
-                                        clock_, io_},
-                   ActorSubmitter::Options{"job-1", nullptr}) {}
+        submitter_(
+            ActorSubmitter::Deps{objects_, head_, faults_, send_queue_, resolver_, clock_, io_},
+            ActorSubmitter::Options{JobId::FromWire("job-1"), nullptr}) {}
 
   void TearDown() override {
     submitter_.Clear();
@@ -114,7 +114,7 @@ TEST_F(ActorSubmitterTest, CreationLeasesAWorkerForTheActor) {
   Create();
   ASSERT_EQ(head_.requests.size(), 1u);
   EXPECT_TRUE(head_.requests[0].request.for_actor);
-  EXPECT_EQ(head_.requests[0].request.job_id, "job-1");
+  EXPECT_EQ(head_.requests[0].request.job_id.Hex(), "job-1");
 }
 
 TEST_F(ActorSubmitterTest, CallsLeaveInSubmissionOrderBehindTheConstructor) {

@@ -147,14 +147,14 @@ TEST_F(HeadClientTest, ReturnLeaseSendsTheLeaseId) {
 }
 
 TEST_F(HeadClientTest, HeartbeatsCarryTheJobUntilStopped) {
-  client_.StartHeartbeats("job-1", 1);
+  client_.StartHeartbeats(JobId::FromWire("job-1"), 1);
   for (int i = 0; i < 2; ++i) {  // the first now, the next after the period
     FakeHead::Request request = NextRequest();
     ASSERT_EQ(request.envelope.t,
               static_cast<uint16_t>(protocol::MessageType::kDriverHeartbeatRequest));
     auto body = protocol::Decode<protocol::DriverHeartbeatRequest>(request.body);
     ASSERT_TRUE(body.ok());
-    EXPECT_EQ(body->job_id, "job-1");
+    EXPECT_EQ(body->job_id.Hex(), "job-1");
   }
   client_.StopHeartbeats();
   client_.Stop();
@@ -205,7 +205,7 @@ TEST_F(HeadClientTest, ASyncCallReturnsTheReply) {
 TEST_F(HeadClientTest, RegistersAgainAndResendsWhenARestartedHeadRefusesIt) {
   protocol::RegisterDriverRequest registration;
   registration.token = "t";
-  registration.job_id = "job-1";
+  registration.job_id = JobId::FromWire("job-1");
   client_.SetRegistration(registration);
   std::optional<Result<protocol::KvGetReply>> got;
   protocol::KvGetRequest get;
@@ -223,10 +223,10 @@ TEST_F(HeadClientTest, RegistersAgainAndResendsWhenARestartedHeadRefusesIt) {
             static_cast<uint16_t>(protocol::MessageType::kRegisterDriverRequest));
   auto sent = protocol::Decode<protocol::RegisterDriverRequest>(again.body);
   ASSERT_TRUE(sent.ok());
-  EXPECT_EQ(sent->job_id, "job-1");
+  EXPECT_EQ(sent->job_id.Hex(), "job-1");
   EXPECT_FALSE(got.has_value()) << "the refusal is not the caller's answer";
   protocol::RegisterDriverReply registered;
-  registered.job_id = "job-1";
+  registered.job_id = JobId::FromWire("job-1");
   head_.Reply(again, transport::MakeMessage(registered, again.envelope.id));
   FakeHead::Request resent = NextRequest();
   ASSERT_EQ(resent.envelope.t, static_cast<uint16_t>(protocol::MessageType::kKvGetRequest));
@@ -244,7 +244,7 @@ TEST_F(HeadClientTest, RegistersAgainAndResendsWhenARestartedHeadRefusesIt) {
 TEST_F(HeadClientTest, CallsFailWithAClearMessageWhenTheHeadStaysSilent) {
   HeadClient quick(io_, context_, head_.address(), HeadClient::Options{300});
   quick.Start();
-  quick.StartHeartbeats("job-1", 50);
+  quick.StartHeartbeats(JobId::FromWire("job-1"), 50);
   std::optional<Result<protocol::RequestLeaseReply>> got;
   quick.RequestLease(protocol::RequestLeaseRequest{},
                      [&](Result<protocol::RequestLeaseReply> r) { got = r; });

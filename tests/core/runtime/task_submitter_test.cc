@@ -22,9 +22,9 @@ class TaskSubmitterTest : public ::testing::Test {
       : objects_(ObjectTable::Options{}),
         send_queue_(io_, "job-1"),
         resolver_(objects_, io_, "tcp://10.0.0.7:7000"),
-        submitter_(TaskSubmitter::Deps{objects_, head_, faults_, send_queue_, resolver_, clock_,
-                                       io_},
-                   TaskSubmitter::Options{"job-1", nullptr}) {}
+        submitter_(
+            TaskSubmitter::Deps{objects_, head_, faults_, send_queue_, resolver_, clock_, io_},
+            TaskSubmitter::Options{JobId::FromWire("job-1"), nullptr}) {}
 
   void TearDown() override {
     submitter_.Clear();
@@ -107,7 +107,7 @@ TEST_F(TaskSubmitterTest, ABurstAsksForOneLeaseAtATime) {
   for (int i = 0; i < 10; ++i) Submit("F");
   Step();
   ASSERT_EQ(head_.requests.size(), 1u);
-  EXPECT_EQ(head_.requests[0].request.job_id, "job-1");
+  EXPECT_EQ(head_.requests[0].request.job_id.Hex(), "job-1");
   EXPECT_EQ(head_.requests[0].request.resources, (ResourceMap{{kCpu, 1}}));
 }
 

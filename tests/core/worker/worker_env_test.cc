@@ -15,7 +15,7 @@ WorkerEnv MakeEnv() {
   env.ready_fd = 3;
   env.node_ip = "10.0.0.7";
   env.head_address = "10.0.0.1:6380";
-  env.job_id = "job-1";
+  env.job_id = JobId::FromWire("job-1");
   env.lease_id = LeaseId::FromWire("lease-1");
   env.cluster_token = "secret";
   env.store_dir = "/dev/shm/rayx-store-x";

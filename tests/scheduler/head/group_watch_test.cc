@@ -201,7 +201,7 @@ class HeadGroupWatchTest : public HeadFixture {
   }
   NodeId node_;
   uint64_t epoch_ = 0;
-  std::string job_;
+  JobId job_;
   std::vector<LeaseId> leases_;
 };
 

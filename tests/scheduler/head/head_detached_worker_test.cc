@@ -16,7 +16,7 @@ class HeadDetachedWorkerTest : public HeadFixture {};
 
 TEST_F(HeadDetachedWorkerTest, ADetachedActorsWorkerRegistersAfterItsJobEndedAndNoOtherDoes) {
   Call<protocol::RegisterNodeReply>(Hello(), kAgent, 1);
-  std::string job = Call<protocol::RegisterDriverReply>(Driver(), kDriver, 2).job_id;
+  JobId job = Call<protocol::RegisterDriverReply>(Driver(), kDriver, 2).job_id;
   LeaseId detached = Lease(job, {{"CPU", 1}}, "", kDriver, /*detached=*/true).lease_id;
   LeaseId plain = Lease(job, {{"CPU", 1}}).lease_id;
   protocol::FinishJobRequest finish;
@@ -47,7 +47,7 @@ TEST_F(HeadDetachedWorkerTest, ADetachedActorsWorkerRegistersAfterItsJobEndedAnd
 // rejoined: its lease is only stored then, and still counts.
 TEST_F(HeadDetachedWorkerTest, ADetachedActorsWorkerRegistersBeforeItsNodeRejoins) {
   Call<protocol::RegisterNodeReply>(Hello(), kAgent, 1);
-  std::string job = Call<protocol::RegisterDriverReply>(Driver(), kDriver, 2).job_id;
+  JobId job = Call<protocol::RegisterDriverReply>(Driver(), kDriver, 2).job_id;
   LeaseId detached = Lease(job, {{"CPU", 1}}, "", kDriver, /*detached=*/true).lease_id;
   protocol::FinishJobRequest finish;
   finish.job_id = job;

@@ -140,7 +140,7 @@ class HeadFixture : public ::testing::Test {
     req.resources = {{"CPU", 4}, {"GPU", 2}};
     return req;
   }
-  protocol::RegisterDriverRequest Driver(const std::string& job_id = "") const {
+  protocol::RegisterDriverRequest Driver(const JobId& job_id = JobId()) const {
     protocol::RegisterDriverRequest req;
     req.token = kToken;
     req.rayx_version = kRayxVersion;
@@ -148,7 +148,7 @@ class HeadFixture : public ::testing::Test {
     return req;
   }
   // A lease granted by the head and started by the agent: its grant.
-  protocol::RequestLeaseReply Lease(const std::string& job_id, ResourceMap resources,
+  protocol::RequestLeaseReply Lease(const JobId& job_id, ResourceMap resources,
                                     const std::string& group = "",
                                     const std::string& owner = kDriver, bool detached = false) {
     protocol::RequestLeaseRequest req;

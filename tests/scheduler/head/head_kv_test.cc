@@ -51,12 +51,12 @@ class HeadKvTest : public ::testing::Test {
   }
 
   // Registers `peer` as a driver; returns its job id.
-  std::string RegisterDriver(const std::string& peer) {
+  JobId RegisterDriver(const std::string& peer) {
     protocol::RegisterDriverRequest req;
     req.token = kToken;
     req.rayx_version = kRayxVersion;
     auto reply = Call<protocol::RegisterDriverReply>(peer, req);
-    EXPECT_FALSE(reply.job_id.empty());
+    EXPECT_FALSE(reply.job_id.IsNil());
     return reply.job_id;
   }
 
@@ -96,7 +96,7 @@ class HeadKvTest : public ::testing::Test {
   }
 
   static protocol::KvPutRequest Put(std::string key, std::string value, bool overwrite = true,
-                                    std::string job_id = "") {
+                                    JobId job_id = JobId()) {
     protocol::KvPutRequest req;
     req.ns = "test";
     req.key = std::move(key);
@@ -225,7 +225,7 @@ TEST_F(HeadKvTest, ParkedWaitTimesOutWhenTheClockPassesItsDeadline) {
 }
 
 TEST_F(HeadKvTest, JobScopedKeysGoWhenTheJobFinishes) {
-  std::string job = RegisterDriver(kPeerA);
+  JobId job = RegisterDriver(kPeerA);
   RegisterDriver(kPeerB);
   ASSERT_TRUE(Call<protocol::KvPutReply>(kPeerA, Put("group/rank0", "x", true, job)).added);
   ASSERT_TRUE(Call<protocol::KvPutReply>(kPeerA, Put("user-key", "y")).added);

@@ -232,14 +232,20 @@ TEST_F(HeadRestartTest, ARejoinWithBadLeasesIsRefused) {
   rejoin.previous_node_id = joined.node_id;
   rejoin.previous_epoch = joined.epoch;
   for (double amount : {-1.0, std::nan(""), 1e300}) {
-    rejoin.live_leases = {{LeaseId::FromWire("lease"), "job", {{"CPU", amount}}, {}, 1, false}};
+    rejoin.live_leases = {
+        {LeaseId::FromWire("lease"), JobId::FromWire("job"), {{"CPU", amount}}, {}, 1, false}};
     EXPECT_EQ(CallError(rejoin, kAgent, 2).code, static_cast<uint8_t>(StatusCode::kInvalidArgument))
         << amount;
   }
-  rejoin.live_leases = {{LeaseId::FromWire("lease"), "job", {{"GPU", 1}}, {-3}, 1, false}};
-  EXPECT_EQ(CallError(rejoin, kAgent, 3).code, static_cast<uint8_t>(StatusCode::kInvalidArgument));
   rejoin.live_leases = {
-      {LeaseId::FromWire("lease"), "job", {{"GPU", 1}}, {7}, 1, false}};  // never granted
+      {LeaseId::FromWire("lease"), JobId::FromWire("job"), {{"GPU", 1}}, {-3}, 1, false}};
+  EXPECT_EQ(CallError(rejoin, kAgent, 3).code, static_cast<uint8_t>(StatusCode::kInvalidArgument));
+  rejoin.live_leases = {{LeaseId::FromWire("lease"),
+                         JobId::FromWire("job"),
+                         {{"GPU", 1}},
+                         {7},
+                         1,
+                         false}};  // never granted
   EXPECT_FALSE(Call<protocol::RegisterNodeReply>(rejoin, kAgent, 4).node_id.IsNil());
   auto [to_agent, kill] = Take<protocol::KillWorkersRequest>();
   EXPECT_EQ(kill.lease_ids, std::vector<LeaseId>{LeaseId::FromWire("lease")});
@@ -321,8 +327,8 @@ TEST_F(HeadRestartTest, SubmittedJobsEndWithTheirEntrypointsAcrossARestart) {
   rejoin.rejoin = true;
   rejoin.previous_node_id = joined.node_id;
   rejoin.previous_epoch = joined.epoch;
-  rejoin.live_leases = {{lease_of["still-running"], "", {}, {}, 555, true},
-                        {lease_of["never-started"], "", {}, {}, 556, true}};
+  rejoin.live_leases = {{lease_of["still-running"], JobId(), {}, {}, 555, true},
+                        {lease_of["never-started"], JobId(), {}, {}, 556, true}};
   rejoin.recent_exits = {{lease_of["ended-meanwhile"], 0, 555, 3, 0, "bye", true}};
   Call<protocol::RegisterNodeReply>(rejoin, kAgent, 4);
   auto [to_agent, kill] = Take<protocol::KillWorkersRequest>();

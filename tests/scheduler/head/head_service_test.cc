@@ -207,7 +207,7 @@ TEST_F(HeadServiceTest, GarbageBodyWithValidEnvelopeIsInvalidArgument) {
 TEST_F(HeadServiceTest, OutOfRangeEnumFromRegisteredPeerIsInvalidArgument) {
   Register();
   protocol::CreatePlacementGroupRequest group;
-  group.job_id = "job-1";
+  group.job_id = JobId::FromWire("job-1");
   group.bundles = {{{"CPU", 1}}};
   group.strategy = static_cast<protocol::PlacementStrategy>(9);  // no rayx sends this
   auto err = CallError(transport::MakeMessage(group, 14), 14);
@@ -215,7 +215,7 @@ TEST_F(HeadServiceTest, OutOfRangeEnumFromRegisteredPeerIsInvalidArgument) {
   EXPECT_NE(err.message.find("placement strategy 9 is not one of 0..3"), std::string::npos)
       << err.message;
   protocol::RequestLeaseRequest lease;
-  lease.job_id = "job-1";
+  lease.job_id = JobId::FromWire("job-1");
   lease.resources = {{"CPU", 1}};
   lease.strategy = static_cast<protocol::LeaseStrategy>(200);
   err = CallError(transport::MakeMessage(lease, 15), 15);

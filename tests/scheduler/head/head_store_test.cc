@@ -57,12 +57,12 @@ TEST_F(HeadStoreTest, WhatWasWrittenIsReadBackAfterReopening) {
     store->PutNode(kept, 7);
     store->PutNode(gone, 8);
     store->DeleteNode(gone.node_id);
-    store->PutKv("ns", "key", std::string("v\0alue", 6), "");
-    store->PutKv("ns", "job-key", "x", "job1");
-    store->PutKv("ns", "deleted", "x", "");
+    store->PutKv("ns", "key", std::string("v\0alue", 6), JobId());
+    store->PutKv("ns", "job-key", "x", JobId::FromWire("job1"));
+    store->PutKv("ns", "deleted", "x", JobId());
     store->DeleteKv("ns", "deleted");
-    store->PutKv("other", "k", "old", "");
-    store->PutKv("other", "k", "new", "");
+    store->PutKv("other", "k", "old", JobId());
+    store->PutKv("other", "k", "new", JobId());
     protocol::ActorInfo actor;
     actor.name = "counter";
     actor.lease_id = LeaseId::FromWire("L1");
@@ -76,9 +76,9 @@ TEST_F(HeadStoreTest, WhatWasWrittenIsReadBackAfterReopening) {
     group.info.state = protocol::PlacementGroupState::kCreated;
     group.bundles = {{kept.node_id.Hex(), {1}}, {"", {}}};
     store->PutPlacementGroup(group);
-    store->PutJob({"job1", false});
-    store->PutJob({"job2", true});
-    store->DeleteJob("job1");
+    store->PutJob({JobId::FromWire("job1"), false});
+    store->PutJob({JobId::FromWire("job2"), true});
+    store->DeleteJob(JobId::FromWire("job1"));
     protocol::JobInfo submitted;
     submitted.submission_id = "raysubmit_1";
     submitted.state = "RUNNING";
@@ -98,7 +98,7 @@ TEST_F(HeadStoreTest, WhatWasWrittenIsReadBackAfterReopening) {
     ended.lease_id = LeaseId::FromWire("L3");
     store->PutLease(ended);
     store->DeleteLease(LeaseId::FromWire("L3"));
-    store->DeleteKvOfJob("job1");
+    store->DeleteKvOfJob(JobId::FromWire("job1"));
     EXPECT_EQ(store->write_errors(), 0u);
   }
   auto store = Open();
@@ -131,7 +131,7 @@ TEST_F(HeadStoreTest, WhatWasWrittenIsReadBackAfterReopening) {
   EXPECT_EQ(state->placement_groups[0].bundles[0].devices, std::vector<int>{1});
   EXPECT_TRUE(state->placement_groups[0].bundles[1].node_id.empty());
   ASSERT_EQ(state->jobs.size(), 1u);
-  EXPECT_EQ(state->jobs[0].job_id, "job2");
+  EXPECT_EQ(state->jobs[0].job_id.Hex(), "job2");
   EXPECT_TRUE(state->jobs[0].supervised);
   ASSERT_EQ(state->submitted_jobs.size(), 1u);
   EXPECT_EQ(state->submitted_jobs[0].entrypoint, (std::vector<std::string>{"sleep", "1"}));
@@ -222,7 +222,7 @@ TEST_F(HeadStoreTest, ADamagedDatabaseIsRefusedNamingIt) {
     auto store = Open();
     ASSERT_NE(store, nullptr);
     for (int i = 0; i < 200; ++i) {
-      store->PutKv("ns", "key" + std::to_string(i), std::string(500, 'v'), "");
+      store->PutKv("ns", "key" + std::to_string(i), std::string(500, 'v'), JobId());
     }
   }
   // Checkpointed into the main file on close; overwrite its middle pages.

@@ -28,7 +28,7 @@ class KvStoreTest : public ::testing::Test {
 };
 
 TEST_F(KvStoreTest, PutThenGetReturnsValue) {
-  auto put = kv_.Put("ns", "k", std::string("v\0w", 3), /*overwrite=*/false, "");
+  auto put = kv_.Put("ns", "k", std::string("v\0w", 3), /*overwrite=*/false, JobId());
   ASSERT_TRUE(put.ok()) << put.status();
   EXPECT_TRUE(put->added);
   EXPECT_EQ(GetOrDie("ns", "k"), std::string("v\0w", 3));
@@ -37,20 +37,20 @@ TEST_F(KvStoreTest, PutThenGetReturnsValue) {
 }
 
 TEST_F(KvStoreTest, PutWithoutOverwriteKeepsOldValueAndIsAlreadyExists) {
-  ASSERT_TRUE(kv_.Put("", "k", "one", false, "").ok());
-  auto again = kv_.Put("", "k", "two", false, "");
+  ASSERT_TRUE(kv_.Put("", "k", "one", false, JobId()).ok());
+  auto again = kv_.Put("", "k", "two", false, JobId());
   ASSERT_FALSE(again.ok());
   EXPECT_EQ(again.status().code(), StatusCode::kAlreadyExists);
   EXPECT_EQ(GetOrDie("", "k"), "one");
-  auto over = kv_.Put("", "k", "two", true, "");
+  auto over = kv_.Put("", "k", "two", true, JobId());
   ASSERT_TRUE(over.ok()) << over.status();
   EXPECT_FALSE(over->added);
   EXPECT_EQ(GetOrDie("", "k"), "two");
 }
 
 TEST_F(KvStoreTest, DeleteRemovesOnlyThatKey) {
-  ASSERT_TRUE(kv_.Put("", "a", "1", true, "").ok());
-  ASSERT_TRUE(kv_.Put("", "b", "2", true, "").ok());
+  ASSERT_TRUE(kv_.Put("", "a", "1", true, JobId()).ok());
+  ASSERT_TRUE(kv_.Put("", "b", "2", true, JobId()).ok());
   auto deleted = kv_.Delete("", "a");
   ASSERT_TRUE(deleted.ok());
   EXPECT_TRUE(*deleted);
@@ -63,9 +63,9 @@ TEST_F(KvStoreTest, DeleteRemovesOnlyThatKey) {
 
 TEST_F(KvStoreTest, ListByPrefixIsOrderedBoundedAndPerNamespace) {
   for (const char* key : {"job/3", "job/1", "job/2", "jobs", "other", "jo"}) {
-    ASSERT_TRUE(kv_.Put("ns", key, "x", true, "").ok());
+    ASSERT_TRUE(kv_.Put("ns", key, "x", true, JobId()).ok());
   }
-  ASSERT_TRUE(kv_.Put("ns2", "job/9", "x", true, "").ok());
+  ASSERT_TRUE(kv_.Put("ns2", "job/9", "x", true, JobId()).ok());
   auto all = kv_.List("ns", "job/", 0);
   ASSERT_TRUE(all.ok());
   EXPECT_EQ(all->keys, (std::vector<std::string>{"job/1", "job/2", "job/3"}));
@@ -83,7 +83,8 @@ TEST_F(KvStoreTest, ListNeverReturnsMoreThanTheLimit) {
   KvLimits limits;
   limits.max_list_keys = 3;
   KvStore kv(limits, std::make_unique<InMemoryKvStorage>());
-  for (int i = 0; i < 10; ++i) ASSERT_TRUE(kv.Put("", "k" + std::to_string(i), "", true, "").ok());
+  for (int i = 0; i < 10; ++i)
+    ASSERT_TRUE(kv.Put("", "k" + std::to_string(i), "", true, JobId()).ok());
   auto list = kv.List("", "k", 100);
   ASSERT_TRUE(list.ok());
   EXPECT_EQ(list->keys.size(), 3u);
@@ -97,7 +98,7 @@ TEST_F(KvStoreTest, OversizedKeyValueAndNamespaceNameTheLimitAndSize) {
   for (const Case& c : {Case{"", std::string(1025, 'k'), "", "1024", "1025"},
                         Case{"", "k", std::string((1 << 20) + 1, 'v'), "1048576", "1048577"},
                         Case{std::string(257, 'n'), "k", "", "256", "257"}}) {
-    auto put = kv_.Put(c.ns, c.key, c.value, true, "");
+    auto put = kv_.Put(c.ns, c.key, c.value, true, JobId());
     ASSERT_FALSE(put.ok());
     EXPECT_EQ(put.status().code(), StatusCode::kInvalidArgument);
     EXPECT_NE(put.status().message().find("limit of " + c.limit + " bytes"), std::string::npos)
@@ -105,17 +106,17 @@ TEST_F(KvStoreTest, OversizedKeyValueAndNamespaceNameTheLimitAndSize) {
     EXPECT_NE(put.status().message().find(c.size + " bytes"), std::string::npos) << put.status();
   }
   // At the limits exactly: accepted.
-  EXPECT_TRUE(kv_.Put(std::string(256, 'n'), std::string(1024, 'k'),
-                      std::string(1 << 20, 'v'), true, "")
+  EXPECT_TRUE(kv_.Put(std::string(256, 'n'), std::string(1024, 'k'), std::string(1 << 20, 'v'),
+                      true, JobId())
                   .ok());
-  auto empty = kv_.Put("", "", "v", true, "");
+  auto empty = kv_.Put("", "", "v", true, JobId());
   EXPECT_EQ(empty.status().code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(kv_.Get("", std::string(1025, 'k')).status().code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(kv_.size(), 1u);
 }
 
 TEST_F(KvStoreTest, WaitForPresentKeyAnswersAtOnce) {
-  ASSERT_TRUE(kv_.Put("", "k", "v", true, "").ok());
+  ASSERT_TRUE(kv_.Put("", "k", "v", true, JobId()).ok());
   auto value = kv_.Wait("", "k", {"peer", 1}, clock_.NowMs() + 1000);
   ASSERT_TRUE(value.ok());
   EXPECT_EQ(*value, "v");
@@ -129,10 +130,10 @@ TEST_F(KvStoreTest, ParkedWaitIsAnsweredByPut) {
   ASSERT_TRUE(parked2.ok());
   EXPECT_EQ(kv_.wait_count(), 2u);
   // Another namespace's key does not answer it.
-  auto other = kv_.Put("ns2", "k", "no", true, "");
+  auto other = kv_.Put("ns2", "k", "no", true, JobId());
   ASSERT_TRUE(other.ok());
   EXPECT_TRUE(other->answered.empty());
-  auto put = kv_.Put("ns", "k", "yes", true, "");
+  auto put = kv_.Put("ns", "k", "yes", true, JobId());
   ASSERT_TRUE(put.ok());
   ASSERT_EQ(put->answered.size(), 2u);
   for (const auto& answer : put->answered) {
@@ -164,7 +165,7 @@ TEST_F(KvStoreTest, ParkedWaitTimesOutAtItsDeadlineOnly) {
   ASSERT_EQ(expired.size(), 1u);
   EXPECT_EQ(expired[0].waiter.request_id, 2u);
   // A put after the deadline answers no one.
-  auto put = kv_.Put("", "late", "v", true, "");
+  auto put = kv_.Put("", "late", "v", true, JobId());
   ASSERT_TRUE(put.ok());
   EXPECT_TRUE(put->answered.empty());
 }
@@ -186,28 +187,28 @@ TEST_F(KvStoreTest, WaitsAreBoundedPerPeerAndInTotal) {
   EXPECT_NE(fourth.status().message().find("limit 3"), std::string::npos) << fourth.status();
   EXPECT_EQ(kv.wait_count(), 3u);
   // An answered wait frees its slot.
-  ASSERT_TRUE(kv.Put("", "a", "v", true, "").ok());
+  ASSERT_TRUE(kv.Put("", "a", "v", true, JobId()).ok());
   EXPECT_TRUE(kv.Wait("", "e", {"p1", 4}, deadline).ok());
   EXPECT_EQ(kv.ExpireWaits(deadline).size(), 3u);
   EXPECT_EQ(kv.wait_count(), 0u);
 }
 
 TEST_F(KvStoreTest, JobScopedKeysAreRemovedWhenTheJobEnds) {
-  ASSERT_TRUE(kv_.Put("", "user", "stays", true, "").ok());
-  ASSERT_TRUE(kv_.Put("collective", "g/rank0", "addr", true, "job-1").ok());
-  ASSERT_TRUE(kv_.Put("collective", "g/rank1", "addr", true, "job-1").ok());
-  ASSERT_TRUE(kv_.Put("collective", "h/rank0", "addr", true, "job-2").ok());
+  ASSERT_TRUE(kv_.Put("", "user", "stays", true, JobId()).ok());
+  ASSERT_TRUE(kv_.Put("collective", "g/rank0", "addr", true, JobId::FromWire("job-1")).ok());
+  ASSERT_TRUE(kv_.Put("collective", "g/rank1", "addr", true, JobId::FromWire("job-1")).ok());
+  ASSERT_TRUE(kv_.Put("collective", "h/rank0", "addr", true, JobId::FromWire("job-2")).ok());
   // Overwritten without a job: no longer the job's.
-  ASSERT_TRUE(kv_.Put("collective", "g/rank1", "mine", true, "").ok());
-  EXPECT_EQ(kv_.OnJobFinished("job-1"), 1u);
+  ASSERT_TRUE(kv_.Put("collective", "g/rank1", "mine", true, JobId()).ok());
+  EXPECT_EQ(kv_.OnJobFinished(JobId::FromWire("job-1")), 1u);
   EXPECT_EQ(GetOrDie("collective", "g/rank0"), std::nullopt);
   EXPECT_EQ(GetOrDie("collective", "g/rank1"), "mine");
   EXPECT_EQ(GetOrDie("collective", "h/rank0"), "addr");
   EXPECT_EQ(GetOrDie("", "user"), "stays");
-  EXPECT_EQ(kv_.OnJobFinished("job-1"), 0u);
+  EXPECT_EQ(kv_.OnJobFinished(JobId::FromWire("job-1")), 0u);
   // A deleted job-scoped key is not counted again.
   ASSERT_TRUE(kv_.Delete("collective", "h/rank0").ok());
-  EXPECT_EQ(kv_.OnJobFinished("job-2"), 0u);
+  EXPECT_EQ(kv_.OnJobFinished(JobId::FromWire("job-2")), 0u);
   EXPECT_EQ(kv_.size(), 2u);
 }
 

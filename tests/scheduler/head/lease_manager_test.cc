@@ -71,11 +71,11 @@ class LeaseManagerTest : public ::testing::Test {
     return id;
   }
 
-  std::string NewJob(int64_t now_ms = kT0) {
+  JobId NewJob(int64_t now_ms = kT0) {
     return leases_.RegisterDriver(protocol::RegisterDriverRequest{}, now_ms, "cluster-1").job_id;
   }
 
-  static protocol::RequestLeaseRequest Shape(const std::string& job, ResourceMap resources,
+  static protocol::RequestLeaseRequest Shape(const JobId& job, ResourceMap resources,
                                              bool detached = false) {
     protocol::RequestLeaseRequest req;
     req.job_id = job;
@@ -129,7 +129,7 @@ class LeaseManagerTest : public ::testing::Test {
   }
 
   // Requests and starts a lease on the (only fitting) node; returns its lease id.
-  LeaseId Grant(const std::string& job, ResourceMap resources, const std::string& agent_peer,
+  LeaseId Grant(const JobId& job, ResourceMap resources, const std::string& agent_peer,
                 uint64_t request_id = 1, bool detached = false) {
     leases_.RequestLease("driver", request_id, Shape(job, std::move(resources), detached));
     uint64_t start_id = TakeStart(agent_peer);
@@ -157,8 +157,8 @@ class LeaseManagerTest : public ::testing::Test {
     return out;
   }
 
-  protocol::ActorInfo Actor(const std::string& name, const std::string& job,
-                            const LeaseId& lease_id, bool detached = false) {
+  protocol::ActorInfo Actor(const std::string& name, const JobId& job, const LeaseId& lease_id,
+                            bool detached = false) {
     protocol::ActorInfo actor;
     actor.actor_id = "actor-" + name;
     actor.name = name;
@@ -173,7 +173,7 @@ class LeaseManagerTest : public ::testing::Test {
   // Registers detached actor "keeper" on `lease`, which the head may restart
   // (a restart request for Counter::Create with `max_restarts`), and ends
   // its job: its owner is gone.
-  void OrphanRestartable(const std::string& job, const LeaseId& lease, int32_t max_restarts,
+  void OrphanRestartable(const JobId& job, const LeaseId& lease, int32_t max_restarts,
                          std::vector<std::string> init_args = {}) {
     protocol::RequestLeaseRequest again = Shape(job, {{"CPU", 1}}, /*detached=*/true);
     again.for_actor = true;
@@ -199,7 +199,7 @@ class LeaseManagerTest : public ::testing::Test {
 TEST_F(LeaseManagerTest, RegisterDriverGivesNewJobIdAndHeartbeatPeriod) {
   auto a = leases_.RegisterDriver(protocol::RegisterDriverRequest{}, kT0, "cluster-1");
   auto b = leases_.RegisterDriver(protocol::RegisterDriverRequest{}, kT0, "cluster-1");
-  EXPECT_FALSE(a.job_id.empty());
+  EXPECT_FALSE(a.job_id.IsNil());
   EXPECT_NE(a.job_id, b.job_id);
   EXPECT_EQ(a.cluster_id, "cluster-1");
   // The driver heartbeats several times within the job timeout.
@@ -211,7 +211,7 @@ TEST_F(LeaseManagerTest, RegisterDriverGivesNewJobIdAndHeartbeatPeriod) {
 }
 
 TEST_F(LeaseManagerTest, RegisterDriverWithJobIdJoinsThatJob) {
-  std::string job = NewJob();
+  JobId job = NewJob();
   protocol::RegisterDriverRequest req;
   req.job_id = job;
   EXPECT_EQ(leases_.RegisterDriver(req, kT0, "cluster-1").job_id, job);
@@ -224,13 +224,13 @@ TEST_F(LeaseManagerTest, HeartbeatPeriodHasAFloorForTinyTimeouts) {
 }
 
 TEST_F(LeaseManagerTest, HeartbeatOfUnknownJobIsFalse) {
-  EXPECT_FALSE(leases_.DriverHeartbeat("no-such-job", kT0));
+  EXPECT_FALSE(leases_.DriverHeartbeat(JobId::FromWire("no-such-job"), kT0));
 }
 
 TEST_F(LeaseManagerTest, ExpireSilentJobsEndsOnlyJobsSilentBeyondTimeout) {
   NodeId node = AddNode("10.0.0.2", {{"CPU", 4}});
-  std::string quiet = NewJob(kT0);
-  std::string chatty = NewJob(kT0);
+  JobId quiet = NewJob(kT0);
+  JobId chatty = NewJob(kT0);
   LeaseId quiet_lease = Grant(quiet, {{"CPU", 1}}, "agent-10.0.0.2", 1);
   LeaseId chatty_lease = Grant(chatty, {{"CPU", 1}}, "agent-10.0.0.2", 2);
   EXPECT_EQ(Available(node, "CPU"), 2);
@@ -250,8 +250,8 @@ TEST_F(LeaseManagerTest, ExpireSilentJobsEndsOnlyJobsSilentBeyondTimeout) {
 }
 
 TEST_F(LeaseManagerTest, FinishUnknownJobStopsNothing) {
-  EXPECT_EQ(leases_.FinishJob("nope", "test"), 0u);
-  std::string job = NewJob();
+  EXPECT_EQ(leases_.FinishJob(JobId::FromWire("nope"), "test"), 0u);
+  JobId job = NewJob();
   EXPECT_EQ(leases_.FinishJob(job, "test"), 0u);
   EXPECT_EQ(leases_.FinishJob(job, "again"), 0u);
   EXPECT_TRUE(KilledLeases(Take(), "").empty());
@@ -262,7 +262,7 @@ TEST_F(LeaseManagerTest, FinishUnknownJobStopsNothing) {
 TEST_F(LeaseManagerTest, InfeasibleRequestIsAnsweredAtOnceNamingResourceAndLargestNode) {
   AddNode("10.0.0.2", {{"CPU", 4}, {"GPU", 2}});
   AddNode("10.0.0.3", {{"CPU", 8}, {"GPU", 4}});
-  std::string job = NewJob();
+  JobId job = NewJob();
   leases_.RequestLease("driver", 17, Shape(job, {{"CPU", 1}, {"GPU", 8}}));
   auto sent = Take();
   ASSERT_EQ(sent.size(), 1u);
@@ -314,7 +314,7 @@ TEST_F(LeaseManagerTest, RequestWithNoNodesIsInfeasible) {
 TEST_F(LeaseManagerTest, FeasibleRequestTakesResourcesAndAsksTheNodesAgent) {
   AddNode("10.0.0.2", {{"CPU", 1}});
   NodeId node = AddNode("10.0.0.3", {{"CPU", 4}, {"GPU", 2}});
-  std::string job = NewJob();
+  JobId job = NewJob();
   leases_.RequestLease("driver", 9, Shape(job, {{"CPU", 2}, {"GPU", 1}}));
 
   protocol::StartWorkerRequest start;
@@ -343,7 +343,7 @@ TEST_F(LeaseManagerTest, HeadAddressSetLaterIsGivenToWorkers) {
 
 TEST_F(LeaseManagerTest, StartWorkerReplyAnswersTheRequesterWithWorkerAndNode) {
   NodeId node = AddNode("10.0.0.2", {{"CPU", 2}});
-  std::string job = NewJob();
+  JobId job = NewJob();
   leases_.RequestLease("driver-peer", 31, Shape(job, {{"CPU", 1}}));
   protocol::StartWorkerRequest start;
   uint64_t start_id = TakeStart("agent-10.0.0.2", &start);
@@ -365,7 +365,7 @@ TEST_F(LeaseManagerTest, StartWorkerReplyAnswersTheRequesterWithWorkerAndNode) {
 
 TEST_F(LeaseManagerTest, EachGrantGetsDistinctLeaseAndStartRequestIds) {
   AddNode("10.0.0.2", {{"CPU", 3}});
-  std::string job = NewJob();
+  JobId job = NewJob();
   protocol::StartWorkerRequest a, b;
   leases_.RequestLease("driver", 1, Shape(job, {{"CPU", 1}}));
   uint64_t id_a = TakeStart("agent-10.0.0.2", &a);
@@ -380,7 +380,7 @@ TEST_F(LeaseManagerTest, EachGrantGetsDistinctLeaseAndStartRequestIds) {
 
 TEST_F(LeaseManagerTest, BusyResourcesQueueTheRequestUntilReturnLeaseFreesThem) {
   NodeId node = AddNode("10.0.0.2", {{"CPU", 1}});
-  std::string job = NewJob();
+  JobId job = NewJob();
   LeaseId first = Grant(job, {{"CPU", 1}}, "agent-10.0.0.2", 1);
   EXPECT_EQ(Available(node, "CPU"), 0);
 
@@ -407,7 +407,7 @@ TEST_F(LeaseManagerTest, BusyResourcesQueueTheRequestUntilReturnLeaseFreesThem) 
 
 TEST_F(LeaseManagerTest, OneReturnedLeaseServesEveryWaitingRequestItsResourcesFit) {
   NodeId node = AddNode("10.0.0.2", {{"CPU", 3}});
-  std::string job = NewJob();
+  JobId job = NewJob();
   LeaseId big = Grant(job, {{"CPU", 3}}, "agent-10.0.0.2");
   for (uint64_t id : {2, 3, 4, 5}) leases_.RequestLease("driver", id, Shape(job, {{"CPU", 1}}));
   EXPECT_TRUE(Take().empty());
@@ -441,7 +441,7 @@ TEST_F(LeaseManagerTest, ReturnLeaseFreesResourcesAndUnknownLeaseIsNotFound) {
 // holding their CPUs until the job ends.
 TEST_F(LeaseManagerTest, EndingALeaseEndsTheLeasesOfTheRuntimeInsideItsWorker) {
   NodeId node = AddNode("10.0.0.2", {{"CPU", 4}});
-  std::string job = NewJob();
+  JobId job = NewJob();
   LeaseId outer = Grant(job, {{"CPU", 1}}, "agent-10.0.0.2");
   protocol::RegisterDriverRequest inner_runtime;
   inner_runtime.job_id = job;
@@ -468,7 +468,7 @@ TEST_F(LeaseManagerTest, EndingALeaseEndsTheLeasesOfTheRuntimeInsideItsWorker) {
 
 TEST_F(LeaseManagerTest, PendingShapesGroupsWaitingRequestsByShape) {
   AddNode("10.0.0.2", {{"CPU", 1}, {"GPU", 1}});
-  std::string job = NewJob();
+  JobId job = NewJob();
   Grant(job, {{"CPU", 1}, {"GPU", 1}}, "agent-10.0.0.2");
   leases_.RequestLease("driver", 2, Shape(job, {{"CPU", 1}}));
   leases_.RequestLease("driver", 3, Shape(job, {{"CPU", 1}}));
@@ -481,7 +481,7 @@ TEST_F(LeaseManagerTest, PendingShapesGroupsWaitingRequestsByShape) {
 
 TEST_F(LeaseManagerTest, WaitingRequestsAreGrantedFifoWhenANodeJoins) {
   AddNode("10.0.0.2", {{"CPU", 1}});
-  std::string job = NewJob();
+  JobId job = NewJob();
   Grant(job, {{"CPU", 1}}, "agent-10.0.0.2");
   leases_.RequestLease("first", 10, Shape(job, {{"CPU", 1}}));
   leases_.RequestLease("second", 11, Shape(job, {{"CPU", 1}}));
@@ -505,7 +505,7 @@ TEST_F(LeaseManagerTest, WaitingRequestsAreGrantedFifoWhenANodeJoins) {
 
 TEST_F(LeaseManagerTest, WaitingRequestThatDoesNotFitDoesNotBlockOthersWhenResourcesFree) {
   NodeId node = AddNode("10.0.0.2", {{"CPU", 2}, {"GPU", 1}});
-  std::string job = NewJob();
+  JobId job = NewJob();
   LeaseId big = Grant(job, {{"CPU", 2}, {"GPU", 1}}, "agent-10.0.0.2");
   leases_.RequestLease("gpu", 2, Shape(job, {{"CPU", 2}, {"GPU", 1}}));
   leases_.RequestLease("cpu", 3, Shape(job, {{"CPU", 1}}));
@@ -535,7 +535,7 @@ TEST_F(LeaseManagerTest, WaitingRequestThatDoesNotFitDoesNotBlockOthersWhenResou
 // such a request must not block others of another shape.
 TEST_F(LeaseManagerTest, NewRequestThatFitsIsNotBlockedByAWaitingRequestOfAnotherShape) {
   NodeId node = AddNode("10.0.0.2", {{"CPU", 2}, {"GPU", 1}});
-  std::string job = NewJob();
+  JobId job = NewJob();
   Grant(job, {{"CPU", 1}, {"GPU", 1}}, "agent-10.0.0.2");
   leases_.RequestLease("gpu", 2, Shape(job, {{"GPU", 1}}));
   EXPECT_TRUE(Take().empty());
@@ -548,7 +548,7 @@ TEST_F(LeaseManagerTest, NewRequestThatFitsIsNotBlockedByAWaitingRequestOfAnothe
 
 TEST_F(LeaseManagerTest, RequestOfUnregisteredJobIsNotGranted) {
   NodeId node = AddNode("10.0.0.2", {{"CPU", 1}});
-  leases_.RequestLease("driver", 1, Shape("never-registered", {{"CPU", 1}}));
+  leases_.RequestLease("driver", 1, Shape(JobId::FromWire("never-registered"), {{"CPU", 1}}));
   EXPECT_TRUE(Take().empty());
   EXPECT_EQ(leases_.lease_count(), 0u);
   EXPECT_EQ(Available(node, "CPU"), 1);
@@ -558,8 +558,8 @@ TEST_F(LeaseManagerTest, RequestOfUnregisteredJobIsNotGranted) {
 
 TEST_F(LeaseManagerTest, FinishJobEndsItsLeasesAndDropsItsPendingRequests) {
   NodeId node = AddNode("10.0.0.2", {{"CPU", 2}});
-  std::string job = NewJob();
-  std::string other = NewJob();
+  JobId job = NewJob();
+  JobId other = NewJob();
   LeaseId a = Grant(job, {{"CPU", 1}}, "agent-10.0.0.2", 1);
   LeaseId kept = Grant(other, {{"CPU", 1}}, "agent-10.0.0.2", 2);
   leases_.RequestLease("driver", 3, Shape(job, {{"CPU", 2}}));
@@ -584,7 +584,7 @@ TEST_F(LeaseManagerTest, FinishJobEndsItsLeasesAndDropsItsPendingRequests) {
 // same job's queued requests.
 TEST_F(LeaseManagerTest, FinishJobDoesNotGrantFreedResourcesToTheSameJob) {
   NodeId node = AddNode("10.0.0.2", {{"CPU", 1}});
-  std::string job = NewJob();
+  JobId job = NewJob();
   LeaseId lease = Grant(job, {{"CPU", 1}}, "agent-10.0.0.2");
   leases_.RequestLease("driver", 2, Shape(job, {{"CPU", 1}}));
   leases_.RequestLease("driver", 3, Shape(job, {{"CPU", 1}}));
@@ -602,8 +602,8 @@ TEST_F(LeaseManagerTest, FinishJobDoesNotGrantFreedResourcesToTheSameJob) {
 
 TEST_F(LeaseManagerTest, FinishJobGrantsFreedResourcesToOtherJobs) {
   AddNode("10.0.0.2", {{"CPU", 1}});
-  std::string job = NewJob();
-  std::string waiting = NewJob();
+  JobId job = NewJob();
+  JobId waiting = NewJob();
   LeaseId lease = Grant(job, {{"CPU", 1}}, "agent-10.0.0.2");
   leases_.RequestLease("other-driver", 5, Shape(waiting, {{"CPU", 1}}));
   EXPECT_TRUE(Take().empty());
@@ -621,7 +621,7 @@ TEST_F(LeaseManagerTest, FinishJobGrantsFreedResourcesToOtherJobs) {
 
 TEST_F(LeaseManagerTest, WorkerStartingWhenItsJobFinishedIsNotAnswered) {
   NodeId node = AddNode("10.0.0.2", {{"CPU", 1}});
-  std::string job = NewJob();
+  JobId job = NewJob();
   leases_.RequestLease("driver", 1, Shape(job, {{"CPU", 1}}));
   protocol::StartWorkerRequest start;
   uint64_t start_id = TakeStart("agent-10.0.0.2", &start);
@@ -634,7 +634,7 @@ TEST_F(LeaseManagerTest, WorkerStartingWhenItsJobFinishedIsNotAnswered) {
 
 TEST_F(LeaseManagerTest, DetachedRequestLeaseSurvivesFinishJob) {
   NodeId node = AddNode("10.0.0.2", {{"CPU", 2}});
-  std::string job = NewJob();
+  JobId job = NewJob();
   LeaseId detached = Grant(job, {{"CPU", 1}}, "agent-10.0.0.2", 1, /*detached=*/true);
   LeaseId normal = Grant(job, {{"CPU", 1}}, "agent-10.0.0.2", 2);
   EXPECT_EQ(leases_.FinishJob(job, "done"), 1u);
@@ -649,7 +649,7 @@ TEST_F(LeaseManagerTest, DetachedRequestLeaseSurvivesFinishJob) {
 // leases end with that worker; another runtime of the ended job gets nothing.
 TEST_F(LeaseManagerTest, ADetachedActorsWorkerLeasesWorkersAfterItsJobEnded) {
   AddNode("10.0.0.2", {{"CPU", 4}});
-  std::string job = NewJob();
+  JobId job = NewJob();
   LeaseId detached = Grant(job, {{"CPU", 1}}, "agent-10.0.0.2", 1, /*detached=*/true);
   protocol::RegisterDriverRequest registration;
   registration.job_id = job;
@@ -678,7 +678,7 @@ TEST_F(LeaseManagerTest, ADetachedActorsWorkerLeasesWorkersAfterItsJobEnded) {
 
 TEST_F(LeaseManagerTest, RegisteringADetachedActorMakesItsLeaseSurviveFinishJob) {
   NodeId node = AddNode("10.0.0.2", {{"CPU", 2}});
-  std::string job = NewJob();
+  JobId job = NewJob();
   LeaseId detached = Grant(job, {{"CPU", 1}}, "agent-10.0.0.2", 1);
   LeaseId attached = Grant(job, {{"CPU", 1}}, "agent-10.0.0.2", 2);
   ASSERT_TRUE(leases_.RegisterActor(Actor("keeper", job, detached, true)).ok());
@@ -698,7 +698,7 @@ TEST_F(LeaseManagerTest, RegisteringADetachedActorMakesItsLeaseSurviveFinishJob)
 
 TEST_F(LeaseManagerTest, SilentJobKeepsDetachedActor) {
   AddNode("10.0.0.2", {{"CPU", 2}});
-  std::string job = NewJob(kT0);
+  JobId job = NewJob(kT0);
   LeaseId lease = Grant(job, {{"CPU", 1}}, "agent-10.0.0.2");
   ASSERT_TRUE(leases_.RegisterActor(Actor("keeper", job, lease, true)).ok());
   leases_.ExpireSilentJobs(kT0 + 10 * kJobTimeout);
@@ -715,7 +715,7 @@ TEST_F(LeaseManagerTest, SilentJobKeepsDetachedActor) {
 // and the name points at it once it runs. Restarts run out like the owner's.
 TEST_F(LeaseManagerTest, TheHeadRestartsADetachedActorWhoseOwnerIsGone) {
   NodeId node = AddNode("10.0.0.2", {{"CPU", 2}});
-  std::string job = NewJob();
+  JobId job = NewJob();
   LeaseId lease = Grant(job, {{"CPU", 1}}, "agent-10.0.0.2", 1, /*detached=*/true);
   OrphanRestartable(job, lease, /*max_restarts=*/1, {"\x07"});
 
@@ -764,7 +764,7 @@ TEST_F(LeaseManagerTest, TheHeadRestartsADetachedActorWhoseOwnerIsGone) {
 // The same when its node dies: the new worker goes to a node that is alive.
 TEST_F(LeaseManagerTest, ADetachedActorOnADeadNodeIsRestartedElsewhereByTheHead) {
   NodeId dying = AddNode("10.0.0.2", {{"CPU", 1}});
-  std::string job = NewJob();
+  JobId job = NewJob();
   LeaseId lease = Grant(job, {{"CPU", 1}}, "agent-10.0.0.2", 1, /*detached=*/true);
   NodeId other = AddNode("10.0.0.3", {{"CPU", 1}});
   OrphanRestartable(job, lease, /*max_restarts=*/-1);
@@ -782,7 +782,7 @@ TEST_F(LeaseManagerTest, ADetachedActorOnADeadNodeIsRestartedElsewhereByTheHead)
 // it knew: the actor stays dead, and the new worker goes when it arrives.
 TEST_F(LeaseManagerTest, ADetachedActorKilledWhileTheHeadRestartsItStaysDead) {
   NodeId node = AddNode("10.0.0.2", {{"CPU", 2}});
-  std::string job = NewJob();
+  JobId job = NewJob();
   LeaseId lease = Grant(job, {{"CPU", 1}}, "agent-10.0.0.2", 1, /*detached=*/true);
   OrphanRestartable(job, lease, /*max_restarts=*/-1);
   protocol::ProcessExitedNotice exited;
@@ -806,7 +806,7 @@ TEST_F(LeaseManagerTest, ADetachedActorKilledWhileTheHeadRestartsItStaysDead) {
 // While its owner's job runs, the owner restarts its actor: the head does not.
 TEST_F(LeaseManagerTest, ADetachedActorWithALiveOwnerIsNotRestartedByTheHead) {
   AddNode("10.0.0.2", {{"CPU", 2}});
-  std::string job = NewJob();
+  JobId job = NewJob();
   LeaseId lease = Grant(job, {{"CPU", 1}}, "agent-10.0.0.2", 1, /*detached=*/true);
   protocol::RequestLeaseRequest again = Shape(job, {{"CPU", 1}}, /*detached=*/true);
   again.init.function = "Counter::Create";
@@ -828,7 +828,7 @@ TEST_F(LeaseManagerTest, ADetachedActorWithALiveOwnerIsNotRestartedByTheHead) {
 // of a finished job), and a live owner is told naming the worker and how.
 TEST_F(LeaseManagerTest, AWorkerThatExitsByItselfEndsItsLeaseAndTellsItsOwner) {
   NodeId node = AddNode("10.0.0.2", {{"CPU", 2}});
-  std::string job = NewJob();
+  JobId job = NewJob();
   LeaseId detached = Grant(job, {{"CPU", 1}}, "agent-10.0.0.2", 1, /*detached=*/true);
   LeaseId attached = Grant(job, {{"CPU", 1}}, "agent-10.0.0.2", 2);
   ASSERT_TRUE(leases_.RegisterActor(Actor("keeper", job, detached, true)).ok());
@@ -873,7 +873,7 @@ TEST_F(LeaseManagerTest, AWorkerThatExitsByItselfEndsItsLeaseAndTellsItsOwner) {
 TEST_F(LeaseManagerTest, NodeDeathDropsItsLeasesAndRequeuesNotYetStartedRequests) {
   NodeId dying = AddNode("10.0.0.2", {{"CPU", 3}});
   NodeId other = AddNode("10.0.0.3", {{"GPU", 1}});
-  std::string job = NewJob();
+  JobId job = NewJob();
   LeaseId running = Grant(job, {{"CPU", 1}}, "agent-10.0.0.2", 1);
   LeaseId elsewhere = Grant(job, {{"GPU", 1}}, "agent-10.0.0.3", 2);
   ASSERT_TRUE(leases_.RegisterActor(Actor("on-dead-node", job, running)).ok());
@@ -930,7 +930,7 @@ TEST_F(LeaseManagerTest, NodeDeathDropsItsLeasesAndRequeuesNotYetStartedRequests
 // live lease's back and granted again is caught.
 TEST_F(LeaseManagerTest, DevicesLeasedTwiceAreCaughtByTheInvariantCheck) {
   NodeId node = AddNode("10.0.0.2", {{"CPU", 8}, {"GPU", 2}});
-  std::string job = NewJob();
+  JobId job = NewJob();
   LeaseId half_a = Grant(job, {{"GPU", 0.5}}, "agent-10.0.0.2", 1);
   LeaseId half_b = Grant(job, {{"GPU", 0.5}}, "agent-10.0.0.2", 2);
   LeaseId whole = Grant(job, {{"GPU", 1}}, "agent-10.0.0.2", 3);
@@ -948,7 +948,7 @@ TEST_F(LeaseManagerTest, DevicesLeasedTwiceAreCaughtByTheInvariantCheck) {
 
 TEST_F(LeaseManagerTest, RequestsNoLongerGoToADeadNodesAgent) {
   NodeId dying = AddNode("10.0.0.2", {{"CPU", 1}});
-  std::string job = NewJob();
+  JobId job = NewJob();
   ASSERT_TRUE(nodes_.MarkDead(dying, "test"));
   leases_.OnNodeDead(dying);
   leases_.RequestLease("driver", 1, Shape(job, {{"CPU", 1}}));
@@ -960,7 +960,7 @@ TEST_F(LeaseManagerTest, RequestsNoLongerGoToADeadNodesAgent) {
 
 TEST_F(LeaseManagerTest, StartWorkerErrorAnswersTheRequesterAndFreesResources) {
   NodeId node = AddNode("10.0.0.2", {{"CPU", 1}});
-  std::string job = NewJob();
+  JobId job = NewJob();
   leases_.RequestLease("driver", 12, Shape(job, {{"CPU", 1}}));
   uint64_t start_id = TakeStart("agent-10.0.0.2");
   EXPECT_EQ(Available(node, "CPU"), 0);
@@ -985,7 +985,7 @@ TEST_F(LeaseManagerTest, StartWorkerErrorAnswersTheRequesterAndFreesResources) {
 
 TEST_F(LeaseManagerTest, StartWorkerErrorLetsAWaitingRequestRun) {
   AddNode("10.0.0.2", {{"CPU", 1}});
-  std::string job = NewJob();
+  JobId job = NewJob();
   leases_.RequestLease("a", 1, Shape(job, {{"CPU", 1}}));
   uint64_t start_id = TakeStart("agent-10.0.0.2");
   leases_.RequestLease("b", 2, Shape(job, {{"CPU", 1}}));
@@ -1004,7 +1004,7 @@ TEST_F(LeaseManagerTest, StartWorkerErrorLetsAWaitingRequestRun) {
 
 TEST_F(LeaseManagerTest, RegisteredActorIsFoundByName) {
   AddNode("10.0.0.2", {{"CPU", 1}});
-  std::string job = NewJob();
+  JobId job = NewJob();
   LeaseId lease = Grant(job, {{"CPU", 1}}, "agent-10.0.0.2");
   ASSERT_TRUE(leases_.RegisterActor(Actor("counter", job, lease)).ok());
   auto found = leases_.GetActor("counter");
@@ -1018,7 +1018,7 @@ TEST_F(LeaseManagerTest, RegisteredActorIsFoundByName) {
 
 TEST_F(LeaseManagerTest, RegisterActorRefusesDuplicateNameEmptyNameAndUnknownLease) {
   AddNode("10.0.0.2", {{"CPU", 2}});
-  std::string job = NewJob();
+  JobId job = NewJob();
   LeaseId a = Grant(job, {{"CPU", 1}}, "agent-10.0.0.2", 1);
   LeaseId b = Grant(job, {{"CPU", 1}}, "agent-10.0.0.2", 2);
   ASSERT_TRUE(leases_.RegisterActor(Actor("counter", job, a)).ok());
@@ -1046,7 +1046,7 @@ TEST_F(LeaseManagerTest, GetUnknownActorIsNotFoundAndMentionsDetached) {
 
 TEST_F(LeaseManagerTest, ReturningAnActorsLeaseForgetsItsNameAndFreesIt) {
   AddNode("10.0.0.2", {{"CPU", 2}});
-  std::string job = NewJob();
+  JobId job = NewJob();
   LeaseId lease = Grant(job, {{"CPU", 1}}, "agent-10.0.0.2", 1);
   ASSERT_TRUE(leases_.RegisterActor(Actor("counter", job, lease)).ok());
   ASSERT_TRUE(leases_.ReturnLease(lease).ok());
@@ -1059,8 +1059,8 @@ TEST_F(LeaseManagerTest, ReturningAnActorsLeaseForgetsItsNameAndFreesIt) {
 
 TEST_F(LeaseManagerTest, NamedActorsOfAFinishedJobDisappearOthersStay) {
   AddNode("10.0.0.2", {{"CPU", 3}});
-  std::string job = NewJob();
-  std::string other = NewJob();
+  JobId job = NewJob();
+  JobId other = NewJob();
   LeaseId mine = Grant(job, {{"CPU", 1}}, "agent-10.0.0.2", 1);
   LeaseId keeper = Grant(job, {{"CPU", 1}}, "agent-10.0.0.2", 2);
   LeaseId theirs = Grant(other, {{"CPU", 1}}, "agent-10.0.0.2", 3);

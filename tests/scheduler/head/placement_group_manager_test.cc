@@ -40,7 +40,7 @@ class PlacementGroupManagerTest : public ::testing::Test {
   protocol::PlacementGroupInfo Create(std::vector<ResourceMap> bundles,
                                       Strategy strategy = Strategy::kPack) {
     protocol::CreatePlacementGroupRequest req;
-    req.job_id = "job-1";
+    req.job_id = JobId::FromWire("job-1");
     req.strategy = strategy;
     req.bundles = std::move(bundles);
     auto group = groups_.Create(req);
@@ -126,7 +126,7 @@ TEST_F(PlacementGroupManagerTest, WaitForUnknownGroupFailsWithNotFound) {
 TEST_F(PlacementGroupManagerTest, UnknownStrategyIsInvalidArgument) {
   AddNode({{"CPU", 2}});
   protocol::CreatePlacementGroupRequest req;
-  req.job_id = "job-1";
+  req.job_id = JobId::FromWire("job-1");
   req.strategy = static_cast<Strategy>(9);  // what decoding would refuse
   req.bundles = {{{"CPU", 1}}};
   EXPECT_EQ(groups_.Create(req).status().code(), StatusCode::kInvalidArgument);

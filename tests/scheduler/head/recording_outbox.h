@@ -35,7 +35,7 @@ class RecordingOutbox final : public HeadOutbox {
     protocol::WaitPlacementGroupReply group_wait;  // kPlacementGroupWaitDone
     protocol::StartWorkerRequest start;            // kStartWorker
     protocol::KillWorkersRequest kill;             // kKillWorkers
-    std::string job_id;                            // kJobFinished
+    JobId job_id;                                  // kJobFinished
     protocol::LeasesLostNotice lost;               // kLeasesLost
     protocol::GroupMemberDiedNotice member_died;   // kGroupMemberDied
   };

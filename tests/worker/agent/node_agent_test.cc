@@ -224,7 +224,7 @@ TEST_F(NodeAgentTest, ReportsAWatchedDriversExitAtTheNextHeartbeat) {
     _exit(127);
   }
   protocol::WatchDriverRequest watch;
-  watch.job_id = "job-7";
+  watch.job_id = JobId::FromWire("job-7");
   watch.pid = driver;
   Deliver(watch, 5);
   Advance(kPeriodMs);
@@ -235,18 +235,18 @@ TEST_F(NodeAgentTest, ReportsAWatchedDriversExitAtTheNextHeartbeat) {
   Advance(kPeriodMs);
   Sent exited = Next();
   ASSERT_TRUE(exited.Is(MessageType::kDriverExitedNotice));
-  EXPECT_EQ(exited.As<protocol::DriverExitedNotice>().job_id, "job-7");
+  EXPECT_EQ(exited.As<protocol::DriverExitedNotice>().job_id.Hex(), "job-7");
   EXPECT_EQ(exited.As<protocol::DriverExitedNotice>().pid, driver);
   ASSERT_TRUE(Next().Is(MessageType::kHeartbeatRequest));
   Advance(kPeriodMs);
   ASSERT_TRUE(Next().Is(MessageType::kHeartbeatRequest));
   EXPECT_TRUE(head_.sent.empty()) << "an exit was reported twice";
   // Already gone when the watch arrives: reported at once.
-  watch.job_id = "job-8";
+  watch.job_id = JobId::FromWire("job-8");
   Deliver(watch, 6);
   Sent gone = Next();
   ASSERT_TRUE(gone.Is(MessageType::kDriverExitedNotice));
-  EXPECT_EQ(gone.As<protocol::DriverExitedNotice>().job_id, "job-8");
+  EXPECT_EQ(gone.As<protocol::DriverExitedNotice>().job_id.Hex(), "job-8");
 }
 
 TEST_F(NodeAgentTest, GivesUpWhenTheHeadNeverAnswersTheRegistration) {
@@ -536,7 +536,7 @@ TEST_F(NodeAgentTest, ARestartedHeadIsRejoinedAsTheSameNodeWithoutKillingAnythin
   Sent hb = Next();
   protocol::StartWorkerRequest req;
   req.lease_id = LeaseId::FromWire("live");
-  req.job_id = "job-1";
+  req.job_id = JobId::FromWire("job-1");
   req.resources = {{"GPU", 1}};
   req.gpu_ids = {0};
   req.epoch = 5;
@@ -556,7 +556,7 @@ TEST_F(NodeAgentTest, ARestartedHeadIsRejoinedAsTheSameNodeWithoutKillingAnythin
   EXPECT_EQ(sent.previous_epoch, 5u);
   ASSERT_EQ(sent.live_leases.size(), 1u);
   EXPECT_EQ(sent.live_leases[0].lease_id.Hex(), "live");
-  EXPECT_EQ(sent.live_leases[0].job_id, "job-1");
+  EXPECT_EQ(sent.live_leases[0].job_id.Hex(), "job-1");
   EXPECT_EQ(sent.live_leases[0].worker_pid, 99);
   EXPECT_EQ(sent.live_leases[0].gpu_ids, std::vector<int>{0});
   Advance(kPeriodMs);

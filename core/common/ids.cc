@@ -1,6 +1,9 @@
 // Random id generation.
 #include "rayx/ids.h"
 
+#include <sys/random.h>
+
+#include <cerrno>
 #include <random>
 
 namespace rayx::detail {
@@ -31,14 +34,24 @@ std::string RandomHex(size_t bytes) {
 }
 
 std::string SecureRandomHex(size_t bytes) {
-  std::random_device rd;  // /dev/urandom on Linux
+  // getrandom(2), the kernel's CSPRNG: std::random_device's default source on
+  // x86 is the CPU's RDSEED/RDRAND instruction, not the operating system.
+  std::string raw(bytes, '\0');
+  size_t got = 0;
+  while (got < bytes) {
+    ssize_t n = getrandom(raw.data() + got, bytes - got, 0);
+    if (n > 0) {
+      got += static_cast<size_t>(n);
+    } else if (n < 0 && errno != EINTR) {
+      // No getrandom (a kernel before 3.17): the same pool through the device.
+      std::random_device rd("/dev/urandom");
+      for (; got < bytes; ++got) raw[got] = static_cast<char>(rd() & 0xff);
+    }
+  }
   std::string out;
   out.reserve(bytes * 2);
-  std::random_device::result_type word = 0;
-  for (size_t i = 0; i < bytes; ++i) {
-    if (i % 4 == 0) word = rd();  // 32 bits a draw
-    unsigned v = word & 0xff;
-    word >>= 8;
+  for (char c : raw) {
+    unsigned v = static_cast<unsigned char>(c);
     out += kDigits[v >> 4];
     out += kDigits[v & 0xf];
   }

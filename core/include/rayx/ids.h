@@ -17,9 +17,9 @@ namespace rayx {
 namespace detail {
 // `bytes` random bytes as lowercase hex, from a per-thread generator seeded by the OS.
 std::string RandomHex(size_t bytes);
-// Like RandomHex, every byte from the operating system's entropy source: for
-// secrets (cluster tokens) and ids that act as credentials (lease, job, actor
-// and placement group ids). Slower; other ids use RandomHex.
+// Like RandomHex, every byte from the operating system's entropy source
+// (getrandom): for secrets (cluster tokens) and ids that act as credentials
+// (lease and job ids). Slower; other ids use RandomHex.
 std::string SecureRandomHex(size_t bytes);
 bool IsLowerHex(std::string_view s);
 }  // namespace detail
@@ -31,7 +31,7 @@ bool IsLowerHex(std::string_view s);
 // field of its hex would be; the nil id is "". Reading one accepts any str the
 // peer sent, unchecked: an id a peer made up names nothing in any table
 // (lookups answer NotFound), it is not malformed input. Only FromHex checks
-// the form, for ids a user typed (command-line arguments, variables).
+// the form, for ids a user typed (command-line arguments).
 //
 // A Tag may declare `static constexpr bool kReadsLegacyArray = true;` to also
 // read the one-element array ([hex]) an older rayx wrote (NodeId in head state

@@ -54,7 +54,7 @@ PlacementGroupPtr Runtime::CreatePlacementGroup(const std::string& name,
                                                 PlacementStrategy strategy,
                                                 bool detached) {
   auto core = std::make_shared<PlacementGroupCore>();
-  core->id = RandomHex(12);
+  core->id = SecureRandomHex(12);  // names the group to its users: a credential
   protocol::CreatePlacementGroupRequest req;
   req.job_id = config_.job_id;
   req.name = name;

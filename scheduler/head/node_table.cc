@@ -7,7 +7,7 @@
 namespace rayx::scheduler {
 
 NodeId NodeTable::Register(NodeInfo info, int64_t now_ms, int64_t wall_ms) {
-  NodeId id = NodeId::FromRandom();
+  NodeId id = NodeId::FromSecureRandom();  // the agent's credential for heartbeats
   info.node_id = id;
   info.alive = true;
   info.death_reason.clear();

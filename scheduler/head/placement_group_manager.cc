@@ -88,7 +88,7 @@ Result<protocol::PlacementGroupInfo> PlacementGroupManager::Create(
   Group group;
   // The caller may choose the id (so it can create without waiting).
   group.info.placement_group_id = req.placement_group_id.empty()
-                                      ? NodeId::FromRandom().Hex().substr(0, 24)
+                                      ? rayx::detail::SecureRandomHex(12)
                                       : req.placement_group_id;
   group.info.name = req.name;
   group.info.job_id = req.job_id;

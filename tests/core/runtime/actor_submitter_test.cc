@@ -5,23 +5,17 @@
 
 #include <gtest/gtest.h>
 
-#include "rayx/errors.h"
-#include "faulty_worker_connector.h"
-#include "submitter_fakes.h"
+#include "submitter_fixture.h"
 
 namespace rayx::detail {
 namespace {
 
-using testing::FakeHead;
-using testing::FaultyWorkerConnector;
 using testing::FakeWorkerConnector;
 
-class ActorSubmitterTest : public ::testing::Test {
+class ActorSubmitterTest : public testing::SubmitterFixture {
  protected:
   ActorSubmitterTest()
-      : objects_(ObjectTable::Options{}),
-        send_queue_(io_, "job-1"),
-        resolver_(objects_, io_, ""),
+      : SubmitterFixture(""),
         submitter_(
             ActorSubmitter::Deps{objects_, head_, faults_, send_queue_, resolver_, clock_, io_},
             ActorSubmitter::Options{JobId::FromWire("job-1"), nullptr}) {}
@@ -72,42 +66,13 @@ class ActorSubmitterTest : public ::testing::Test {
     Step();
     return connector_.At("w1");
   }
-  void Step() {
-    io_.restart();
-    io_.poll();
-  }
-  std::string ErrorOf(const std::string& id) {
-    try {
-      objects_.Get(id, 0);
-      return "";
-    } catch (const TaskError& e) {
-      return e.type();
-    }
-  }
-  std::string MessageOf(const std::string& id) {
-    try {
-      objects_.Get(id, 0);
-      return "";
-    } catch (const TaskError& e) {
-      return e.remote_message();
-    }
-  }
   std::vector<std::string> Functions(const FakeWorkerConnector::Worker& worker) {
     std::vector<std::string> out;
     for (const auto& call : worker.calls) out.push_back(call.function);
     return out;
   }
 
-  boost::asio::io_context io_;
-  ManualClock clock_;
-  ObjectTable objects_;
-  FakeHead head_;
-  FakeWorkerConnector connector_;
-  FaultyWorkerConnector faults_{connector_};  // the submitter's connector; no faults unless set
-  WorkerSendQueue send_queue_;
-  ArgumentResolver resolver_;
   ActorSubmitter submitter_;
-  int next_ = 0;
 };
 
 TEST_F(ActorSubmitterTest, CreationLeasesAWorkerForTheActor) {

@@ -5,23 +5,17 @@
 
 #include <gtest/gtest.h>
 
-#include "rayx/errors.h"
-#include "faulty_worker_connector.h"
-#include "submitter_fakes.h"
+#include "submitter_fixture.h"
 
 namespace rayx::detail {
 namespace {
 
-using testing::FakeHead;
-using testing::FaultyWorkerConnector;
 using testing::FakeWorkerConnector;
 
-class TaskSubmitterTest : public ::testing::Test {
+class TaskSubmitterTest : public testing::SubmitterFixture {
  protected:
   TaskSubmitterTest()
-      : objects_(ObjectTable::Options{}),
-        send_queue_(io_, "job-1"),
-        resolver_(objects_, io_, "tcp://10.0.0.7:7000"),
+      : SubmitterFixture("tcp://10.0.0.7:7000"),
         submitter_(
             TaskSubmitter::Deps{objects_, head_, faults_, send_queue_, resolver_, clock_, io_},
             TaskSubmitter::Options{JobId::FromWire("job-1"), nullptr}) {}
@@ -76,31 +70,8 @@ class TaskSubmitterTest : public ::testing::Test {
     Step();
     return connector_.At(address);
   }
-  // Runs every handler that is ready (the I/O thread's turn), without blocking.
-  void Step() {
-    io_.restart();
-    io_.poll();
-  }
-  // The error type a failed result throws, or "" when it is ready.
-  std::string ErrorOf(const std::string& id) {
-    try {
-      objects_.Get(id, 0);
-      return "";
-    } catch (const TaskError& e) {
-      return e.type();
-    }
-  }
 
-  boost::asio::io_context io_;
-  ManualClock clock_;
-  ObjectTable objects_;
-  FakeHead head_;
-  FakeWorkerConnector connector_;
-  FaultyWorkerConnector faults_{connector_};  // the submitter's connector; no faults unless set
-  WorkerSendQueue send_queue_;
-  ArgumentResolver resolver_;
   TaskSubmitter submitter_;
-  int next_ = 0;
 };
 
 TEST_F(TaskSubmitterTest, ABurstAsksForOneLeaseAtATime) {

@@ -59,6 +59,14 @@ class TaskSubmitterTest : public testing::SubmitterFixture {
     location->size = 1 << 20;
     return location;
   }
+  // Completes `id` as stored on `node` at /store/<id>, made by a task whose
+  // reruns are counted in `*recomputed`.
+  void StoreRecomputable(const std::string& id, const std::string& node, int* recomputed) {
+    objects_.AddPending(id);
+    ObjectTable::Completion done{id, nullptr, nullptr, StoredOn(node, "/store/" + id)};
+    done.recompute = [recomputed] { ++*recomputed; };
+    objects_.Complete(std::move(done));
+  }
   // Grants the waiting lease request as a worker at `address` and lets the
   // cluster count as saturated, so queued calls pipeline onto it.
   FakeWorkerConnector::Worker* GrantSaturated(const std::string& lease_id,
@@ -399,11 +407,8 @@ TEST_F(TaskSubmitterTest, AFailedArgumentFailsTheTask) {
 // node died). The task that made it runs again, and the call goes again once
 // the new copy is there, reading that copy; it never ran, so it uses no retry.
 TEST_F(TaskSubmitterTest, AnArgumentLostWithItsNodeIsComputedAgainAndTheCallSentAgain) {
-  objects_.AddPending("made");
   int recomputed = 0;
-  ObjectTable::Completion made{"made", nullptr, nullptr, StoredOn("10.0.0.9", "/store/made")};
-  made.recompute = [&] { ++recomputed; };
-  objects_.Complete(std::move(made));
+  StoreRecomputable("made", "10.0.0.9", &recomputed);
   std::string id = SubmitWithRef("made");
   Step();
   head_.Grant("lease-1", "w1");
@@ -467,11 +472,8 @@ TEST_F(TaskSubmitterTest, AnArgumentThatCannotBeMadeAgainFailsTheCallWithObjectL
 // call fails, and the other, already marked to be made again, still is (its
 // entry does not stay pending with nobody computing it).
 TEST_F(TaskSubmitterTest, AMixOfRecoverableAndLostArgumentsFailsButStillRecomputes) {
-  objects_.AddPending("made");
   int recomputed = 0;
-  ObjectTable::Completion made{"made", nullptr, nullptr, StoredOn("10.0.0.9", "/store/made")};
-  made.recompute = [&] { ++recomputed; };
-  objects_.Complete(std::move(made));
+  StoreRecomputable("made", "10.0.0.9", &recomputed);
   objects_.AddPending("put");
   objects_.Complete({"put", nullptr, nullptr, StoredOn("10.0.0.9", "/store/put")});
   objects_.AddPending("result");

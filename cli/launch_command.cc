@@ -146,7 +146,7 @@ int LaunchCommand(const std::vector<std::string>& all_args) {
   create.bundles.assign(static_cast<size_t>(nnodes), per_node);
   auto created = client.Call<protocol::CreatePlacementGroupReply>(create, 10000);
   if (!created.ok()) return Fail("cannot reserve the nodes: " + created.status().message());
-  std::string group_id = created->group.placement_group_id;
+  PlacementGroupId group_id = created->group.placement_group_id;
   protocol::PlacementGroupInfo group = created->group;
   if (group.state == protocol::PlacementGroupState::kPending && f.wait_s > 0) {
     protocol::WaitPlacementGroupRequest wait;

@@ -66,9 +66,9 @@ std::string FormatList(const protocol::ListStateReply& state, const std::string&
           {l.lease_id.Hex().substr(0, 12), l.kind, l.actor_name.empty() ? "-" : l.actor_name,
            l.class_name.empty() ? "-" : l.class_name, l.job_id.Hex(), l.state, l.node_address,
            std::to_string(l.pid), FormatResourceShape(l.resources), Join(l.gpu_ids),
-           l.placement_group_id.empty()
+           l.placement_group_id.IsNil()
                ? "-"
-               : l.placement_group_id.substr(0, 8) + "[" + std::to_string(l.bundle_index) + "]",
+               : l.placement_group_id.Short() + "[" + std::to_string(l.bundle_index) + "]",
            l.detached ? "yes" : ""});
     }
   } else {
@@ -82,7 +82,7 @@ std::string FormatList(const protocol::ListStateReply& state, const std::string&
           if (!g.locations[i].gpu_ids.empty()) bundles += "(GPU " + Join(g.locations[i].gpu_ids) + ")";
         }
       }
-      rows.push_back({g.placement_group_id, g.name.empty() ? "-" : g.name, g.job_id.Hex(),
+      rows.push_back({g.placement_group_id.Hex(), g.name.empty() ? "-" : g.name, g.job_id.Hex(),
                       std::string(protocol::Name(g.strategy)), std::string(protocol::Name(g.state)),
                       bundles});
       if (!g.reason.empty()) rows.push_back({"", "", "", "", "", "why: " + g.reason});

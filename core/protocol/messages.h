@@ -364,7 +364,7 @@ struct RequestLeaseRequest {
   bool detached = false;    // an actor that outlives its job
   // Placement: a placement group's bundle (bundle_index -1: any of its bundles),
   // or else a strategy.
-  std::string placement_group_id;
+  PlacementGroupId placement_group_id;
   int32_t bundle_index = -1;
   LeaseStrategy strategy = LeaseStrategy::kDefault;
   std::string affinity_node_id;  // for NODE_AFFINITY: the node's hex id

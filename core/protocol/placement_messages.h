@@ -22,7 +22,7 @@ struct BundleLocation {
 
 // A placement group as the head records it (the states: PlacementGroupState).
 struct PlacementGroupInfo {
-  std::string placement_group_id;
+  PlacementGroupId placement_group_id;
   std::string name;
   JobId job_id;
   PlacementStrategy strategy = PlacementStrategy::kPack;
@@ -43,7 +43,7 @@ struct CreatePlacementGroupRequest {
   std::vector<ResourceMap> bundles;
   LabelMap label_selector;
   bool detached = false;
-  std::string placement_group_id;  // "" = the head picks one
+  PlacementGroupId placement_group_id;  // "" = the head picks one
   MSGPACK_DEFINE_MAP(job_id, name, strategy, bundles, label_selector, detached,
                      placement_group_id)
 };
@@ -58,7 +58,7 @@ struct CreatePlacementGroupReply {
 // `timeout_ms` passes (then with state PENDING and the reason it waits).
 struct WaitPlacementGroupRequest {
   static constexpr MessageType kType = MessageType::kWaitPlacementGroupRequest;
-  std::string placement_group_id;
+  PlacementGroupId placement_group_id;
   int64_t timeout_ms = 0;
   MSGPACK_DEFINE_MAP(placement_group_id, timeout_ms)
 };
@@ -72,7 +72,7 @@ struct WaitPlacementGroupReply {
 // Frees every bundle; the workers leased in the group are stopped.
 struct RemovePlacementGroupRequest {
   static constexpr MessageType kType = MessageType::kRemovePlacementGroupRequest;
-  std::string placement_group_id;
+  PlacementGroupId placement_group_id;
   MSGPACK_DEFINE_MAP(placement_group_id)
 };
 
@@ -93,7 +93,7 @@ struct LeaseListEntry {
   int32_t pid = 0;
   ResourceMap resources;
   std::vector<int> gpu_ids;
-  std::string placement_group_id;
+  PlacementGroupId placement_group_id;
   int32_t bundle_index = -1;
   std::string actor_name;    // named actors
   std::string class_name;

@@ -30,7 +30,7 @@ std::string Placement::Key() const {
 
 namespace {
 PlacementGroupState StateOf(const protocol::PlacementGroupInfo& info) {
-  return PlacementGroupState{info.placement_group_id, std::string(protocol::Name(info.state)),
+  return PlacementGroupState{info.placement_group_id.Hex(), std::string(protocol::Name(info.state)),
                              info.reason};
 }
 
@@ -54,7 +54,7 @@ PlacementGroupPtr Runtime::CreatePlacementGroup(const std::string& name,
                                                 PlacementStrategy strategy,
                                                 bool detached) {
   auto core = std::make_shared<PlacementGroupCore>();
-  core->id = SecureRandomHex(12);  // names the group to its users: a credential
+  core->id = PlacementGroupId::FromSecureRandom();  // names the group to its users: a credential
   protocol::CreatePlacementGroupRequest req;
   req.job_id = config_.job_id;
   req.name = name;
@@ -104,7 +104,7 @@ PlacementGroupState Runtime::WaitPlacementGroup(const PlacementGroupPtr& group,
   if (!reply.ok()) {
     if (reply.status().code() == StatusCode::kNotFound) {
       const auto removed = protocol::PlacementGroupState::kRemoved;
-      return PlacementGroupState{group->id, std::string(protocol::Name(removed)),
+      return PlacementGroupState{group->id.Hex(), std::string(protocol::Name(removed)),
                                  reply.status().message()};
     }
     throw std::runtime_error("PlacementGroup::Wait: " + reply.status().message());
@@ -126,7 +126,7 @@ ObjectHandle Runtime::PlacementGroupReady(const PlacementGroupPtr& group, std::s
   return handle;
 }
 
-void Runtime::AwaitPlaced(const std::string& object_id, const std::string& group_id,
+void Runtime::AwaitPlaced(const std::string& object_id, const PlacementGroupId& group_id,
                           std::shared_ptr<const std::string> value) {
   protocol::WaitPlacementGroupRequest req;
   req.placement_group_id = group_id;
@@ -136,7 +136,7 @@ void Runtime::AwaitPlaced(const std::string& object_id, const std::string& group
         auto fail = [&](const std::string& type, const std::string& message) {
           objects_.Complete({object_id, nullptr,
                              std::make_shared<ErrorInfo>(ErrorInfo{
-                                 type, message, "placement group " + group_id + " ready", ""}),
+                                 type, message, "placement group " + group_id.Hex() + " ready", ""}),
                              nullptr});
         };
         if (!r.ok()) {
@@ -164,7 +164,7 @@ void Runtime::AwaitPlaced(const std::string& object_id, const std::string& group
 
 void Runtime::RemovePlacementGroup(const std::string& id) {
   protocol::RemovePlacementGroupRequest req;
-  req.placement_group_id = id;
+  req.placement_group_id = PlacementGroupId::FromWire(id);
   // Ordered with earlier calls on the I/O thread; the reply is not awaited.
   PostOrdered([this, req] {
     head_->Call<protocol::RemovePlacementGroupReply>(
@@ -181,7 +181,7 @@ PlacementGroupPtr CreatePlacementGroup(const std::string& name,
                                        PlacementStrategy strategy, bool detached) {
   return RequireRuntime().CreatePlacementGroup(name, bundles, strategy, detached);
 }
-const std::string& PlacementGroupIdOf(const PlacementGroupPtr& group) { return group->id; }
+const std::string& PlacementGroupIdOf(const PlacementGroupPtr& group) { return group->id.Hex(); }
 PlacementGroupState WaitPlacementGroup(const PlacementGroupPtr& group, int64_t timeout_ms) {
   return RequireRuntime().WaitPlacementGroup(group, timeout_ms);
 }

@@ -154,7 +154,7 @@ class Runtime {
   // A handle to a new entry awaiting its result.
   ObjectHandle NewPendingObject();
   // Completes `object_id` with `value` once group `group_id` is placed (I/O thread).
-  void AwaitPlaced(const std::string& object_id, const std::string& group_id,
+  void AwaitPlaced(const std::string& object_id, const PlacementGroupId& group_id,
                    std::shared_ptr<const std::string> value);
   // Creates the result's pending entry, queues `submission` for the I/O
   // thread and returns the result's handle.
@@ -211,7 +211,7 @@ Runtime& RequireRuntime();
 
 // The answer to a placement group's creation, filled in by the I/O thread.
 struct PlacementGroupCore {
-  std::string id;
+  PlacementGroupId id;
   std::mutex mu;
   std::condition_variable cv;
   bool answered = false;

@@ -18,7 +18,7 @@ std::string ShapeKey(const ResourceMap& resources) {
 }  // namespace
 
 void ApplyPlacement(const Placement& p, protocol::RequestLeaseRequest* req) {
-  req->placement_group_id = p.placement_group_id;
+  req->placement_group_id = PlacementGroupId::FromWire(p.placement_group_id);
   req->bundle_index = p.bundle_index;
   req->group_visible_devices = p.group_visible_devices;
   switch (p.strategy) {

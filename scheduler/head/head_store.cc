@@ -279,10 +279,10 @@ void HeadStore::PutActor(const protocol::ActorInfo& actor) {
 }
 void HeadStore::DeleteActor(const std::string& name) { Run(kDeleteActor, {Text(name)}); }
 void HeadStore::PutPlacementGroup(const StoredPlacementGroup& group) {
-  Run(kPutGroup, {Text(group.info.placement_group_id), Text(protocol::Encode(group))});
+  Run(kPutGroup, {Text(group.info.placement_group_id.Hex()), Text(protocol::Encode(group))});
 }
-void HeadStore::DeletePlacementGroup(const std::string& group_id) {
-  Run(kDeleteGroup, {Text(group_id)});
+void HeadStore::DeletePlacementGroup(const PlacementGroupId& group_id) {
+  Run(kDeleteGroup, {Text(group_id.Hex())});
 }
 void HeadStore::PutJob(const StoredJob& job) {
   Run(kPutJob, {Text(job.job_id.Hex()), Int(job.supervised ? 1 : 0)});

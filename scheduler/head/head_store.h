@@ -59,7 +59,7 @@ struct StoredLease {
   bool detached = false;
   bool for_actor = false;
   bool process = false;
-  std::string group_id;
+  PlacementGroupId group_id;
   int32_t bundle_index = -1;
   int32_t pid = 0;
   MSGPACK_DEFINE_MAP(lease_id, job_id, node_id, resources, gpu_ids, owner_peer, owner_head,
@@ -148,7 +148,7 @@ class HeadStore {
   void PutActor(const protocol::ActorInfo& actor);
   void DeleteActor(const std::string& name);
   void PutPlacementGroup(const StoredPlacementGroup& group);
-  void DeletePlacementGroup(const std::string& group_id);
+  void DeletePlacementGroup(const PlacementGroupId& group_id);
   void PutJob(const StoredJob& job);
   void DeleteJob(const JobId& job_id);
   void PutSubmittedJob(const protocol::JobInfo& job);

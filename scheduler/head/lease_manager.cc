@@ -184,7 +184,7 @@ void LeaseManager::Request(const Owner& owner, const protocol::RequestLeaseReque
   Pending pending{owner, req};
   if (!owner.head) pending.req.init = {};  // only the head restarts actors this way
   std::optional<NodeId> decided;
-  if (req.placement_group_id.empty()) {
+  if (req.placement_group_id.IsNil()) {
     // One policy decision, logarithmic in the node count, says both whether
     // the request could ever fit and where it goes now.
     auto decision = Decide(req);
@@ -240,7 +240,7 @@ bool LeaseManager::TryGrant(Pending& pending, std::optional<NodeId> decided) {
   std::optional<NodeId> node;
   std::vector<int> gpu_ids;
   int32_t bundle_index = -1;
-  if (!pending.req.placement_group_id.empty()) {
+  if (!pending.req.placement_group_id.IsNil()) {
     auto grant = groups_.TryAcquire(pending.req.placement_group_id, pending.req.bundle_index,
                                     pending.req.resources);
     if (!grant.ok()) {
@@ -294,7 +294,7 @@ bool LeaseManager::TryGrant(Pending& pending, std::optional<NodeId> decided) {
   start.gpu_ids = gpu_ids;
   start.processes = pending.req.processes;
   start.package_hash = pending.req.package_hash;
-  if (pending.req.group_visible_devices && !lease.group_id.empty() && !gpu_ids.empty()) {
+  if (pending.req.group_visible_devices && !lease.group_id.IsNil() && !gpu_ids.empty()) {
     start.visible_gpu_ids = groups_.DevicesOn(lease.group_id, *node);
     auto own = std::find(start.visible_gpu_ids.begin(), start.visible_gpu_ids.end(), gpu_ids[0]);
     start.local_rank = static_cast<int32_t>(own - start.visible_gpu_ids.begin());
@@ -393,7 +393,7 @@ void LeaseManager::EndLease(const LeaseId& lease_id, bool kill_worker, const std
   Lease lease = std::move(it->second);
   leases_.erase(it);
   BookDevices(lease, -1);
-  if (lease.group_id.empty()) {
+  if (lease.group_id.IsNil()) {
     nodes_.Release(lease.node, lease.resources, lease.gpu_ids);
   } else {
     groups_.Release(lease.group_id, lease.bundle_index, lease.resources, lease.gpu_ids);
@@ -496,11 +496,11 @@ void LeaseManager::WaitPlacementGroup(const std::string& peer, uint64_t request_
                std::min<int64_t>(req.timeout_ms, 24 * 3600 * 1000), now_ms);
 }
 
-bool LeaseManager::RemovePlacementGroup(const std::string& group_id) {
+bool LeaseManager::RemovePlacementGroup(const PlacementGroupId& group_id) {
   if (groups_.Find(group_id) == nullptr) return false;
   std::erase_if(pending_, [&](const Pending& p) {
     if (p.req.placement_group_id != group_id) return false;
-    ReplyError(p.owner, Status::Cancelled("placement group " + group_id.substr(0, 8) +
+    ReplyError(p.owner, Status::Cancelled("placement group " + group_id.Short() +
                                           " was removed before this lease was granted"));
     return true;
   });

@@ -145,7 +145,7 @@ class LeaseManager {
   void WaitPlacementGroup(const std::string& peer, uint64_t request_id,
                           const protocol::WaitPlacementGroupRequest& req, int64_t now_ms);
   // Stops the leases placed in the group, then frees it. False when unknown.
-  bool RemovePlacementGroup(const std::string& group_id);
+  bool RemovePlacementGroup(const PlacementGroupId& group_id);
   // Answers placement group waits whose deadline passed.
   void Tick(int64_t now_ms) { groups_.ExpireWaits(now_ms); }
   std::vector<protocol::LeaseListEntry> ListLeases() const;
@@ -214,7 +214,7 @@ class LeaseManager {
     bool detached = false;
     bool for_actor = false;
     bool process = false;        // a process lease (rayx launch, rayx job)
-    std::string group_id;        // placement group, or ""
+    PlacementGroupId group_id;        // placement group, or ""
     int32_t bundle_index = -1;
     int32_t pid = 0;
     // The request, until its worker runs: a lease whose node dies before

@@ -56,7 +56,7 @@ void LeaseManager::OnNodeDead(const NodeId& node, const std::string& why) {
       // or in a placement group's bundle there: the group's user (a Train
       // run, an actor group) decides what to do with a group that lost a node.
       const auto& req = lease.request;
-      bool pinned = lease.process || !req || !lease.group_id.empty() ||
+      bool pinned = lease.process || !req || !lease.group_id.IsNil() ||
                     (req->strategy == protocol::LeaseStrategy::kNodeAffinity &&
                      !req->affinity_soft);
       if (pinned) {

@@ -154,7 +154,7 @@ void LeaseManager::OnNodeRejoined(const NodeId& node, const std::string& agent_p
     auto job = jobs_.find(s.job_id);
     bool job_alive = job != jobs_.end() && !job->second.finished;
     // What the live worker holds, as its agent says (resources and devices).
-    bool accounted = s.group_id.empty()
+    bool accounted = s.group_id.IsNil()
                          ? nodes_.AcquireExact(node, report.resources, report.gpu_ids)
                          : groups_.AcquireExact(s.group_id, s.bundle_index, report.resources,
                                                 report.gpu_ids);
@@ -222,7 +222,7 @@ void LeaseManager::AfterRejoins() {
   // Requests that waited for rejoining nodes: those no node can ever hold now
   // get the answer they would have had at once.
   std::erase_if(pending_, [&](Pending& p) {
-    if (!p.req.placement_group_id.empty()) return false;
+    if (!p.req.placement_group_id.IsNil()) return false;
     auto decision = Decide(p.req);
     const auto* infeasible = std::get_if<policy::Infeasible>(&decision);
     if (infeasible == nullptr) return false;

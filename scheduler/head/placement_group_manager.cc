@@ -80,15 +80,15 @@ Result<protocol::PlacementGroupInfo> PlacementGroupManager::Create(
                                      "}: a share of a GPU must be below 1; more must be whole");
     }
   }
-  if (!req.placement_group_id.empty() &&
-      (req.placement_group_id.size() > 64 || groups_.count(req.placement_group_id))) {
-    return Status::InvalidArgument("placement group id '" + req.placement_group_id.substr(0, 64) +
+  if (!req.placement_group_id.IsNil() &&
+      (req.placement_group_id.Hex().size() > 64 || groups_.count(req.placement_group_id))) {
+    return Status::InvalidArgument("placement group id '" + req.placement_group_id.Hex().substr(0, 64) +
                                    "' is taken or too long");
   }
   Group group;
   // The caller may choose the id (so it can create without waiting).
-  group.info.placement_group_id = req.placement_group_id.empty()
-                                      ? rayx::detail::SecureRandomHex(12)
+  group.info.placement_group_id = req.placement_group_id.IsNil()
+                                      ? PlacementGroupId::FromSecureRandom()
                                       : req.placement_group_id;
   group.info.name = req.name;
   group.info.job_id = req.job_id;
@@ -97,7 +97,7 @@ Result<protocol::PlacementGroupInfo> PlacementGroupManager::Create(
   group.info.detached = req.detached;
   group.info.state = State::kPending;
   group.label_selector = req.label_selector;
-  std::string id = group.info.placement_group_id;
+  PlacementGroupId id = group.info.placement_group_id;
   auto& stored = groups_[id] = std::move(group);
   if (!TryPlace(stored, /*explain=*/true)) {  // placed: MarkCreated saved it
     pending_.push_back(id);
@@ -106,7 +106,7 @@ Result<protocol::PlacementGroupInfo> PlacementGroupManager::Create(
   // Routine creations and removals are not logged (rayx list shows them): a
   // log line each would cost more than placing the group.
   if (stored.info.state != State::kCreated) {
-    RAYX_LOG(Info) << "placement group " << id.substr(0, 8) << " "
+    RAYX_LOG(Info) << "placement group " << id.Short() << " "
                    << protocol::Name(stored.info.strategy) << " " << GroupShape(stored.info)
                    << ": " << protocol::Name(stored.info.state) << " ("
                    << stored.info.reason << ")";
@@ -137,7 +137,7 @@ bool PlacementGroupManager::Reserve(const NodeId& node, const ResourceMap& bundl
   return true;
 }
 
-bool PlacementGroupManager::AcquireExact(const std::string& group_id, int32_t bundle_index,
+bool PlacementGroupManager::AcquireExact(const PlacementGroupId& group_id, int32_t bundle_index,
                                          const ResourceMap& demand,
                                          const std::vector<int>& gpu_ids) {
   auto it = groups_.find(group_id);
@@ -330,13 +330,13 @@ void PlacementGroupManager::Unreserve(Group& group) {
 }
 
 void PlacementGroupManager::Wait(const std::string& peer, uint64_t request_id,
-                                 const std::string& group_id, int64_t timeout_ms,
+                                 const PlacementGroupId& group_id, int64_t timeout_ms,
                                  int64_t now_ms) {
   auto it = groups_.find(group_id);
   Waiter waiter{peer, request_id, group_id, now_ms + std::max<int64_t>(timeout_ms, 0)};
   if (it == groups_.end()) {
     outbox_.Fail({peer, request_id},
-                 Status::NotFound("no placement group " + group_id + " (removed, or its job "
+                 Status::NotFound("no placement group " + group_id.Hex() + " (removed, or its job "
                                   "ended)"));
     return;
   }
@@ -360,7 +360,7 @@ void PlacementGroupManager::Answer(const Waiter& waiter, const protocol::Placeme
   outbox_.PlacementGroupWaitDone({waiter.peer, waiter.request_id}, reply);
 }
 
-void PlacementGroupManager::AnswerWaiters(const std::string& group_id) {
+void PlacementGroupManager::AnswerWaiters(const PlacementGroupId& group_id) {
   auto it = groups_.find(group_id);
   protocol::PlacementGroupInfo removed;
   removed.placement_group_id = group_id;
@@ -385,7 +385,7 @@ void PlacementGroupManager::ExpireWaits(int64_t now_ms) {
   });
 }
 
-bool PlacementGroupManager::Remove(const std::string& group_id) {
+bool PlacementGroupManager::Remove(const PlacementGroupId& group_id) {
   auto it = groups_.find(group_id);
   if (it == groups_.end()) return false;
   Unreserve(it->second);
@@ -397,7 +397,7 @@ bool PlacementGroupManager::Remove(const std::string& group_id) {
 }
 
 void PlacementGroupManager::SchedulePending() {
-  std::erase_if(pending_, [&](const std::string& id) {
+  std::erase_if(pending_, [&](const PlacementGroupId& id) {
     auto it = groups_.find(id);
     if (it == groups_.end()) return true;
     State before = it->second.info.state;
@@ -405,22 +405,22 @@ void PlacementGroupManager::SchedulePending() {
     bool placed = TryPlace(it->second, /*explain=*/false);
     if (placed || it->second.info.state != before) AnswerWaiters(id);
     if (placed) {
-      RAYX_LOG(Info) << "placement group " << id.substr(0, 8) << " created";
+      RAYX_LOG(Info) << "placement group " << id.Short() << " created";
     }
     return placed;
   });
 }
 
 Result<std::optional<PlacementGroupManager::BundleGrant>> PlacementGroupManager::TryAcquire(
-    const std::string& group_id, int32_t bundle_index, const ResourceMap& demand) {
+    const PlacementGroupId& group_id, int32_t bundle_index, const ResourceMap& demand) {
   auto it = groups_.find(group_id);
   if (it == groups_.end()) {
-    return Status::NotFound("no placement group " + group_id + " (removed, or its job ended)");
+    return Status::NotFound("no placement group " + group_id.Hex() + " (removed, or its job ended)");
   }
   Group& group = it->second;
   int32_t n = static_cast<int32_t>(group.info.bundles.size());
   if (bundle_index < -1 || bundle_index >= n) {
-    return Status::InvalidArgument("placement group " + group_id.substr(0, 8) + " has " +
+    return Status::InvalidArgument("placement group " + group_id.Short() + " has " +
                                    std::to_string(n) + " bundles; bundle index " +
                                    std::to_string(bundle_index) + " does not exist");
   }
@@ -436,7 +436,7 @@ Result<std::optional<PlacementGroupManager::BundleGrant>> PlacementGroupManager:
              ? "bundle " + std::to_string(bundle_index) + " " +
                    FormatResourceShape(group.info.bundles[static_cast<size_t>(bundle_index)])
              : "any bundle of the group " + GroupShape(group.info)) +
-        " of placement group " + group_id.substr(0, 8));
+        " of placement group " + group_id.Short());
   }
   // Bundles that are reserved take leases even while lost ones are re-placed.
   if (group.bundles.empty()) return std::optional<BundleGrant>();
@@ -463,7 +463,7 @@ Result<std::optional<PlacementGroupManager::BundleGrant>> PlacementGroupManager:
   return std::optional<BundleGrant>();
 }
 
-void PlacementGroupManager::Release(const std::string& group_id, int32_t bundle_index,
+void PlacementGroupManager::Release(const PlacementGroupId& group_id, int32_t bundle_index,
                                     const ResourceMap& demand, const std::vector<int>& gpu_ids) {
   auto it = groups_.find(group_id);
   if (it == groups_.end()) return;
@@ -484,7 +484,7 @@ void PlacementGroupManager::Release(const std::string& group_id, int32_t bundle_
   }
 }
 
-std::vector<int> PlacementGroupManager::DevicesOn(const std::string& group_id,
+std::vector<int> PlacementGroupManager::DevicesOn(const PlacementGroupId& group_id,
                                                  const NodeId& node) const {
   std::vector<int> out;
   auto it = groups_.find(group_id);
@@ -497,15 +497,15 @@ std::vector<int> PlacementGroupManager::DevicesOn(const std::string& group_id,
   return out;
 }
 
-std::vector<std::string> PlacementGroupManager::GroupsOfJob(const JobId& job_id) const {
-  std::vector<std::string> out;
+std::vector<PlacementGroupId> PlacementGroupManager::GroupsOfJob(const JobId& job_id) const {
+  std::vector<PlacementGroupId> out;
   for (const auto& [id, group] : groups_) {
     if (group.info.job_id == job_id && !group.info.detached) out.push_back(id);
   }
   return out;
 }
 
-const protocol::PlacementGroupInfo* PlacementGroupManager::Find(const std::string& group_id) const {
+const protocol::PlacementGroupInfo* PlacementGroupManager::Find(const PlacementGroupId& group_id) const {
   auto it = groups_.find(group_id);
   return it == groups_.end() ? nullptr : &it->second.info;
 }

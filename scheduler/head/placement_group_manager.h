@@ -57,11 +57,11 @@ class PlacementGroupManager {
   Result<protocol::PlacementGroupInfo> Create(const protocol::CreatePlacementGroupRequest& req);
   // Answers `peer` now when the group is not PENDING (or timeout_ms <= 0), else
   // when it leaves PENDING or at the deadline (ExpireWaits).
-  void Wait(const std::string& peer, uint64_t request_id, const std::string& group_id,
+  void Wait(const std::string& peer, uint64_t request_id, const PlacementGroupId& group_id,
             int64_t timeout_ms, int64_t now_ms);
   // Frees the group's bundles and forgets it. False when unknown. REQUIRES: the
   // caller ended the leases placed in it.
-  bool Remove(const std::string& group_id);
+  bool Remove(const PlacementGroupId& group_id);
   // Places waiting groups that fit now, oldest first.
   void SchedulePending();
   // Bundles on `node` are lost; their groups go back to PENDING until those
@@ -80,7 +80,7 @@ class PlacementGroupManager {
   // Takes exactly `gpu_ids` and `demand` from bundle `bundle_index` of the
   // group (a live lease reported on rejoin). False, taking nothing, when the
   // group, the bundle or the room is not there.
-  bool AcquireExact(const std::string& group_id, int32_t bundle_index, const ResourceMap& demand,
+  bool AcquireExact(const PlacementGroupId& group_id, int32_t bundle_index, const ResourceMap& demand,
                     const std::vector<int>& gpu_ids);
 
   // Leases in a group. Takes `demand` from bundle `bundle_index` (-1: the first
@@ -92,16 +92,16 @@ class PlacementGroupManager {
     NodeId node;
     std::vector<int> gpu_ids;
   };
-  Result<std::optional<BundleGrant>> TryAcquire(const std::string& group_id, int32_t bundle_index,
+  Result<std::optional<BundleGrant>> TryAcquire(const PlacementGroupId& group_id, int32_t bundle_index,
                                                 const ResourceMap& demand);
-  void Release(const std::string& group_id, int32_t bundle_index, const ResourceMap& demand,
+  void Release(const PlacementGroupId& group_id, int32_t bundle_index, const ResourceMap& demand,
                const std::vector<int>& gpu_ids);
   // Every device the group holds on `node`, ascending.
-  std::vector<int> DevicesOn(const std::string& group_id, const NodeId& node) const;
+  std::vector<int> DevicesOn(const PlacementGroupId& group_id, const NodeId& node) const;
 
   // The non-detached groups of a job.
-  std::vector<std::string> GroupsOfJob(const JobId& job_id) const;
-  const protocol::PlacementGroupInfo* Find(const std::string& group_id) const;
+  std::vector<PlacementGroupId> GroupsOfJob(const JobId& job_id) const;
+  const protocol::PlacementGroupInfo* Find(const PlacementGroupId& group_id) const;
   std::vector<protocol::PlacementGroupInfo> List() const;
   // Waiting groups for `rayx status`: "placement group STRICT_SPREAD
   // [{GPU: 4} x 3]" -> count, and infeasible ones -> reason.
@@ -126,7 +126,7 @@ class PlacementGroupManager {
   struct Waiter {
     std::string peer;
     uint64_t request_id = 0;
-    std::string group_id;
+    PlacementGroupId group_id;
     int64_t deadline_ms = 0;
   };
 
@@ -154,15 +154,15 @@ class PlacementGroupManager {
   // Asks the policy why a group that is not placed waits, and sets its state.
   void Explain(Group& group);
   bool LabelsMatch(const NodeId& node, const LabelMap& selector) const;
-  void AnswerWaiters(const std::string& group_id);
+  void AnswerWaiters(const PlacementGroupId& group_id);
   // Writes the group through to the store.
   void Save(const Group& group);
   void Answer(const Waiter& waiter, const protocol::PlacementGroupInfo& info);
 
   NodeTable& nodes_;
   HeadOutbox& outbox_;
-  std::map<std::string, Group> groups_;
-  std::deque<std::string> pending_;  // group ids, creation order
+  std::map<PlacementGroupId, Group> groups_;
+  std::deque<PlacementGroupId> pending_;  // creation order
   std::vector<Waiter> waiters_;      // bounded by the callers' outstanding requests
   policy::CompositeBundlePolicy policy_;
   HeadStore* store_ = nullptr;

@@ -50,7 +50,7 @@ void PlacementGroupManager::Restore(const std::vector<StoredPlacementGroup>& gro
     bool any = std::any_of(group.bundles.begin(), group.bundles.end(),
                            [](const Bundle& b) { return !b.node.IsNil(); });
     if (!any) group.bundles.clear();
-    std::string id = group.info.placement_group_id;
+    PlacementGroupId id = group.info.placement_group_id;
     if (group.bundles.empty() || lost) {
       if (group.info.state == State::kCreated) group.info.state = State::kPending;
       pending_.push_back(id);
@@ -78,7 +78,7 @@ void PlacementGroupManager::OnNodeRejoined(const NodeId& node) {
       if (!b.restoring || b.node != node) continue;
       b.restoring = false;
       if (!nodes_.AcquireExact(node, b.total, b.devices)) {
-        RAYX_LOG(Warning) << "placement group " << id.substr(0, 8) << ": bundle " << i
+        RAYX_LOG(Warning) << "placement group " << id.Short() << ": bundle " << i
                           << " no longer fits on rejoined node " << node.Short()
                           << "; placing it again";
         b = Bundle{};

@@ -88,6 +88,10 @@ using LeaseId = UniqueId<LeaseIdTag, 16>;
 // A job: a driver's, or a submitted one's. Minted by the head with FromSecureRandom.
 struct JobIdTag {};
 using JobId = UniqueId<JobIdTag, 8>;
+// A placement group. Minted with FromSecureRandom (by its creator, or the head
+// when the creator names none).
+struct PlacementGroupIdTag {};
+using PlacementGroupId = UniqueId<PlacementGroupIdTag, 12>;
 
 }  // namespace rayx
 

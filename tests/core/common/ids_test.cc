@@ -34,6 +34,9 @@ TEST(UniqueId, KindsAreDistinctTypes) {
   static_assert(!std::is_convertible_v<LeaseId, NodeId>);
   static_assert(!std::is_convertible_v<JobId, LeaseId>);
   static_assert(!std::is_convertible_v<LeaseId, JobId>);
+  static_assert(!std::is_convertible_v<PlacementGroupId, LeaseId>);
+  static_assert(!std::is_convertible_v<std::string, PlacementGroupId>);
+  static_assert(!std::is_convertible_v<PlacementGroupId, std::string>);
   // Nor is any kind a string, either way.
   static_assert(!std::is_convertible_v<std::string, LeaseId>);
   static_assert(!std::is_convertible_v<const char*, LeaseId>);

@@ -156,7 +156,7 @@ class HeadFixture : public ::testing::Test {
     req.resources = std::move(resources);
     req.for_actor = true;
     req.detached = detached;
-    req.placement_group_id = group;
+    req.placement_group_id = PlacementGroupId::FromWire(group);
     req.bundle_index = group.empty() ? -1 : 0;
     auto [type, bytes] = Send(req, owner, 50);
     EXPECT_EQ(type, 0) << "a lease request is answered through the outbox";

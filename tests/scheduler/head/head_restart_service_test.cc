@@ -27,7 +27,7 @@ TEST_F(HeadRestartTest, ANodeRejoinsAsItselfWithItsLiveLeasesAndTheRestIsStillTh
   Call<protocol::KvPutReply>(put, kDriver, 3);
   protocol::CreatePlacementGroupRequest pg;
   pg.job_id = job;
-  pg.placement_group_id = "group-1";
+  pg.placement_group_id = PlacementGroupId::FromWire("group-1");
   pg.bundles = {{{"CPU", 1}, {"GPU", 1}}};
   pg.detached = true;
   auto group = Call<protocol::CreatePlacementGroupReply>(pg, kDriver, 4).group;
@@ -191,11 +191,11 @@ TEST_F(HeadRestartTest, RequestsBeforeTheNodesRejoinWaitForThem) {
   EXPECT_EQ(Send(never, kDriver, 5).first, 0) << "no answer yet: it waits";
   protocol::CreatePlacementGroupRequest pg;
   pg.job_id = job;
-  pg.placement_group_id = "group-1";
+  pg.placement_group_id = PlacementGroupId::FromWire("group-1");
   pg.bundles = {{{"GPU", 1}}};
   Call<protocol::CreatePlacementGroupReply>(pg, kDriver, 6);
   protocol::WaitPlacementGroupRequest wait;
-  wait.placement_group_id = "group-1";
+  wait.placement_group_id = PlacementGroupId::FromWire("group-1");
   wait.timeout_ms = 10000;
   EXPECT_EQ(Send(wait, kDriver, 7).first, 0) << "parked until the nodes are back";
   EXPECT_TRUE(sent_.empty());

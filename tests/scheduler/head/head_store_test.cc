@@ -70,7 +70,7 @@ TEST_F(HeadStoreTest, WhatWasWrittenIsReadBackAfterReopening) {
     actor.worker_address = "tcp://10.0.0.1:5000";
     store->PutActor(actor);
     StoredPlacementGroup group;
-    group.info.placement_group_id = "pg1";
+    group.info.placement_group_id = PlacementGroupId::FromWire("pg1");
     group.info.strategy = protocol::PlacementStrategy::kStrictSpread;
     group.info.bundles = {{{"GPU", 1}}, {{"GPU", 1}}};
     group.info.state = protocol::PlacementGroupState::kCreated;
@@ -90,7 +90,7 @@ TEST_F(HeadStoreTest, WhatWasWrittenIsReadBackAfterReopening) {
     lease.node_id = kept.node_id.Hex();
     lease.resources = {{"GPU", 1}};
     lease.gpu_ids = {1};
-    lease.group_id = "pg1";
+    lease.group_id = PlacementGroupId::FromWire("pg1");
     lease.bundle_index = 0;
     lease.running = true;
     store->PutLease(lease);
@@ -137,7 +137,7 @@ TEST_F(HeadStoreTest, WhatWasWrittenIsReadBackAfterReopening) {
   EXPECT_EQ(state->submitted_jobs[0].entrypoint, (std::vector<std::string>{"sleep", "1"}));
   ASSERT_EQ(state->leases.size(), 1u);
   EXPECT_EQ(state->leases[0].gpu_ids, std::vector<int>{1});
-  EXPECT_EQ(state->leases[0].group_id, "pg1");
+  EXPECT_EQ(state->leases[0].group_id.Hex(), "pg1");
   EXPECT_TRUE(state->leases[0].running);
 }
 

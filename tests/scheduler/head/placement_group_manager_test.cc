@@ -115,7 +115,7 @@ TEST_F(PlacementGroupManagerTest, InfeasibleGroupIsAnsweredAtOnceWithTheReason) 
 }
 
 TEST_F(PlacementGroupManagerTest, WaitForUnknownGroupFailsWithNotFound) {
-  groups_.Wait("driver", 9, "no-such-group", 1000, kT0);
+  groups_.Wait("driver", 9, PlacementGroupId::FromWire("no-such-group"), 1000, kT0);
   auto records = outbox_.Take();
   ASSERT_EQ(records.size(), 1u);
   EXPECT_EQ(records[0].kind, Kind::kFail);
@@ -304,7 +304,7 @@ TEST_F(PlacementGroupManagerTest, ANodeDeathReplacesOnlyTheBundlesItHeld) {
   NodeId b = AddNode({{"CPU", 4}, {"GPU", 2}});
   auto group = Create({{{"GPU", 1}}, {{"GPU", 1}}, {{"GPU", 1}}}, Strategy::kSpread);
   ASSERT_EQ(group.state, State::kCreated);
-  const std::string id = group.placement_group_id;
+  const PlacementGroupId id = group.placement_group_id;
   // A lease runs in every bundle.
   std::vector<PlacementGroupManager::BundleGrant> leases;
   for (int32_t i = 0; i < 3; ++i) {

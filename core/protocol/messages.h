@@ -349,7 +349,7 @@ struct ProcessSpec {
 // call's arguments, encoded as the owner sent them.
 struct ActorInit {
   std::string function;  // the factory's registered name; "": none
-  std::string actor_id;
+  ActorId actor_id;
   std::vector<std::string> args;
   MSGPACK_DEFINE_MAP(function, actor_id, args)
 };
@@ -469,7 +469,7 @@ struct KillWorkersRequest {
 // ---- Named actors ------------------------------------------------------------
 
 struct ActorInfo {
-  std::string actor_id;
+  ActorId actor_id;
   std::string name;
   JobId job_id;
   std::string class_name;  // the factory's registered name

@@ -23,7 +23,7 @@ int32_t Allowance(int n) { return n < 0 ? INT32_MAX : n; }
 
 struct ActorSubmitter::ActorState final : WorkerConnection::Owner {
   ActorSubmitter* submitter = nullptr;
-  std::string actor_id;
+  ActorId actor_id;
   std::string name;
   std::string class_name;
   LeaseId lease_id;
@@ -140,7 +140,7 @@ void ActorSubmitter::Lease(ActorState& actor) {
     a->conn = Connect(*a, WorkerConnection::Info{r->lease_id, r->worker_address, r->node_address,
                                                  r->worker_pid});
     if (restarted) {
-      RAYX_LOG(Info) << "actor " << a->class_name << " (" << a->actor_id.substr(0, 8)
+      RAYX_LOG(Info) << "actor " << a->class_name << " (" << a->actor_id.Short()
                      << ") restarted on node " << r->node_address << ", worker pid "
                      << r->worker_pid << " (restart " << a->RestartCount() << ")";
     }
@@ -170,7 +170,7 @@ void ActorSubmitter::Lease(ActorState& actor) {
 void ActorSubmitter::Submit(Task task) {
   auto it = actors_.find(task.actor_id);
   if (it == actors_.end()) {
-    FailTask(deps_.objects, task, "ActorDied", "unknown actor " + task.actor_id, "");
+    FailTask(deps_.objects, task, "ActorDied", "unknown actor " + task.actor_id.Hex(), "");
     return;
   }
   ActorState& state = *it->second;
@@ -298,7 +298,7 @@ void ActorSubmitter::Restart(ActorState& actor, const std::string& what, const s
                              std::vector<Task> lost) {
   ++actor.restarts_done;
   if (actor.restarts_left != INT32_MAX) --actor.restarts_left;
-  RAYX_LOG(Warning) << "actor " << actor.class_name << " (" << actor.actor_id.substr(0, 8)
+  RAYX_LOG(Warning) << "actor " << actor.class_name << " (" << actor.actor_id.Short()
                     << "): " << what << "; restarting it (restart " << actor.RestartCount()
                     << ")";
   // The calls the lost worker had: again behind the constructor while they
@@ -371,7 +371,7 @@ void ActorSubmitter::LookUpRestarted(ActorState& actor, std::string old_address,
   });
 }
 
-void ActorSubmitter::Kill(const std::string& actor_id) {
+void ActorSubmitter::Kill(const ActorId& actor_id) {
   auto it = actors_.find(actor_id);
   if (it == actors_.end()) return;
   ActorState& state = *it->second;
@@ -389,7 +389,7 @@ void ActorSubmitter::Kill(const std::string& actor_id) {
   }
 }
 
-protocol::ActorInfo ActorSubmitter::Describe(const std::string& actor_id) {
+protocol::ActorInfo ActorSubmitter::Describe(const ActorId& actor_id) {
   auto it = actors_.find(actor_id);
   if (it != actors_.end()) return InfoOf(*it->second);
   protocol::ActorInfo info;

@@ -65,10 +65,10 @@ class ActorSubmitter {
   void Submit(Task task);
   // Kills the actor: its lease goes back (the worker is stopped by the head)
   // and later calls fail.
-  void Kill(const std::string& actor_id);
+  void Kill(const ActorId& actor_id);
   // What a handle to the actor carries to another process (worker_address
   // empty: not running yet, or dead).
-  protocol::ActorInfo Describe(const std::string& actor_id);
+  protocol::ActorInfo Describe(const ActorId& actor_id);
   // Makes an actor created elsewhere callable here (no-op when known).
   void Attach(const protocol::ActorInfo& info);
   // The head declared lease `lease_id`'s node dead: the actor's worker counts
@@ -102,7 +102,7 @@ class ActorSubmitter {
 
   Deps deps_;
   Options options_;
-  std::unordered_map<std::string, std::unique_ptr<ActorState>> actors_;
+  std::unordered_map<ActorId, std::unique_ptr<ActorState>> actors_;
 };
 
 }  // namespace rayx::detail

@@ -293,7 +293,7 @@ ObjectHandle SubmitActorTask(const ActorPtr& actor, const std::string& method,
 void KillActor(const ActorPtr& actor) { RequireRuntime().KillActor(actor); }
 ActorPtr GetNamedActor(const std::string& name) { return RequireRuntime().GetNamedActor(name); }
 std::string SerializeActor(const ActorPtr& actor) { return RequireRuntime().SerializeActor(actor); }
-const std::string& ActorIdOf(const ActorPtr& actor) { return actor->actor_id; }
+const std::string& ActorIdOf(const ActorPtr& actor) { return actor->actor_id.Hex(); }
 ActorPtr DeserializeActor(const std::string& bytes) {
   return RequireRuntime().DeserializeActor(bytes);
 }

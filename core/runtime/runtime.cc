@@ -421,7 +421,7 @@ ActorPtr Runtime::CreateActor(const std::string& factory, std::vector<Arg> args,
     }
   }
   auto core = std::make_shared<ActorCore>();
-  core->actor_id = SecureRandomHex(16);  // whoever knows it may call or kill the actor
+  core->actor_id = ActorId::FromSecureRandom();  // whoever knows it may call or kill the actor
   core->name = options.name;
   ObjectHandle creation = NewPendingObject();
   Task task;

@@ -43,7 +43,7 @@ class WorkerConnector;
 class WorkerSendQueue;
 
 struct ActorCore {
-  std::string actor_id;
+  ActorId actor_id;
   std::string name;
   ~ActorCore() = default;
 };

@@ -24,7 +24,7 @@ struct Task {
   std::map<uint32_t, protocol::ObjectLocation> stored;  // args left in a store
   std::string object_id;                                // the result's
   bool actor_creation = false;
-  std::string actor_id;
+  ActorId actor_id;
   // How many more times the call runs again when its worker (or node) dies
   // under it: a task's max_retries, an actor call's max_task_retries.
   int32_t retries_left = 0;

@@ -34,7 +34,7 @@ bool RaisedException(const Task& task, const protocol::TaskResultView& result) {
 // again: an actor's calls keep their order, so theirs fail with the error.
 const protocol::ObjectLocation* UnreadArgument(const Task& task,
                                                const protocol::TaskResultView& result) {
-  if (task.actor_creation || !task.actor_id.empty()) return nullptr;
+  if (task.actor_creation || !task.actor_id.IsNil()) return nullptr;
   if (result.value.kind != protocol::WireValue::kError || result.error_type != "ObjectLost") {
     return nullptr;
   }
@@ -80,7 +80,7 @@ void WorkerConnection::SendQueued(protocol::PushTasksWriter& writer, std::string
            body.size() < kMaxMessageBodyBytes;
          ++next) {
       const Task& task = in_flight_.at(unsent_[next]);
-      writer.Call(unsent_[next], task.actor_creation, task.function, task.actor_id,
+      writer.Call(unsent_[next], task.actor_creation, task.function, task.actor_id.Hex(),
                   task.object_id, static_cast<uint32_t>(task.resolved.size()));
       for (uint32_t i = 0; i < task.resolved.size(); ++i) {
         auto stored = task.stored.find(i);

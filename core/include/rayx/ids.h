@@ -92,6 +92,10 @@ using JobId = UniqueId<JobIdTag, 8>;
 // when the creator names none).
 struct PlacementGroupIdTag {};
 using PlacementGroupId = UniqueId<PlacementGroupIdTag, 12>;
+// An actor. Minted by its creator with FromSecureRandom: whoever knows it may
+// call or kill the actor.
+struct ActorIdTag {};
+using ActorId = UniqueId<ActorIdTag, 16>;
 
 }  // namespace rayx
 

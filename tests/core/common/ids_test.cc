@@ -37,6 +37,9 @@ TEST(UniqueId, KindsAreDistinctTypes) {
   static_assert(!std::is_convertible_v<PlacementGroupId, LeaseId>);
   static_assert(!std::is_convertible_v<std::string, PlacementGroupId>);
   static_assert(!std::is_convertible_v<PlacementGroupId, std::string>);
+  static_assert(!std::is_convertible_v<ActorId, LeaseId>);
+  static_assert(!std::is_convertible_v<std::string, ActorId>);
+  static_assert(!std::is_convertible_v<ActorId, std::string>);
   // Nor is any kind a string, either way.
   static_assert(!std::is_convertible_v<std::string, LeaseId>);
   static_assert(!std::is_convertible_v<const char*, LeaseId>);

@@ -36,7 +36,7 @@ class ActorSubmitterTest : public testing::SubmitterFixture {
     task.display = task.function;
     task.object_id = creation->id;
     task.actor_creation = true;
-    task.actor_id = "a1";
+    task.actor_id = ActorId::FromWire("a1");
     ActorOptions options;
     options.name = name;
     options.resources = {{kCpu, 1}};
@@ -53,7 +53,7 @@ class ActorSubmitterTest : public testing::SubmitterFixture {
     Task task;
     task.function = method;
     task.object_id = id;
-    task.actor_id = actor_id;
+    task.actor_id = ActorId::FromWire(actor_id);
     task.args.push_back(Arg{"x", nullptr});
     submitter_.Submit(std::move(task));
     return id;
@@ -182,7 +182,7 @@ TEST_F(ActorSubmitterTest, ANamedActorIsRegisteredOnceItsConstructorRan) {
   Step();
   ASSERT_EQ(head_.registered.size(), 1u);
   EXPECT_EQ(head_.registered[0].name, "counter");
-  EXPECT_EQ(head_.registered[0].actor_id, "a1");
+  EXPECT_EQ(head_.registered[0].actor_id.Hex(), "a1");
   EXPECT_EQ(head_.registered[0].lease_id.Hex(), "lease-a1");
   EXPECT_EQ(head_.registered[0].worker_address, "w1");
 }
@@ -199,11 +199,11 @@ TEST_F(ActorSubmitterTest, ARestartableDetachedActorRegistersItsRestartRequest) 
   auto req = protocol::Decode<protocol::RequestLeaseRequest>(head_.registered[0].restart_request);
   ASSERT_TRUE(req.ok()) << req.status();
   EXPECT_EQ(req->init.function, "Counter::Create");
-  EXPECT_EQ(req->init.actor_id, "a1");
+  EXPECT_EQ(req->init.actor_id.Hex(), "a1");
   EXPECT_EQ(req->init.args, std::vector<std::string>{"ctor-arg"});
   EXPECT_TRUE(req->detached);
   EXPECT_EQ(req->resources, (ResourceMap{{kCpu, 1}}));
-  EXPECT_TRUE(submitter_.Describe("a1").restart_request.empty()) << "handles do not carry it";
+  EXPECT_TRUE(submitter_.Describe(ActorId::FromWire("a1")).restart_request.empty()) << "handles do not carry it";
 }
 
 TEST_F(ActorSubmitterTest, ANonDetachedActorLeavesItsRestartsToItsOwner) {
@@ -218,18 +218,18 @@ TEST_F(ActorSubmitterTest, ANonDetachedActorLeavesItsRestartsToItsOwner) {
 TEST_F(ActorSubmitterTest, KillReturnsTheLeaseAndLaterCallsFail) {
   auto* worker = Running();
   ASSERT_NE(worker, nullptr);
-  submitter_.Kill("a1");
+  submitter_.Kill(ActorId::FromWire("a1"));
   EXPECT_EQ(head_.returned, std::vector<std::string>{"lease-a1"});
   EXPECT_EQ(ErrorOf(Call("M")), "ActorDied");
 }
 
 TEST_F(ActorSubmitterTest, AnAttachedActorIsCalledButItsLeaseIsNotReturned) {
   protocol::ActorInfo info;
-  info.actor_id = "b1";
+  info.actor_id = ActorId::FromWire("b1");
   info.lease_id = LeaseId::FromWire("lease-b1");
   info.worker_address = "w9";
   submitter_.Attach(info);
-  EXPECT_EQ(submitter_.Describe("b1").worker_address, "w9");
+  EXPECT_EQ(submitter_.Describe(ActorId::FromWire("b1")).worker_address, "w9");
   std::string call = Call("M", "b1");
   Step();
   auto* worker = connector_.At("w9");
@@ -262,7 +262,7 @@ TEST_F(ActorSubmitterTest, ARestartRunsTheConstructorAgainAndLaterCallsReachTheN
   ASSERT_EQ(head_.requests.size(), 1u);
   EXPECT_TRUE(head_.requests[0].request.for_actor);
   EXPECT_EQ(head_.requests[0].request.resources, (ResourceMap{{kCpu, 1}}));
-  EXPECT_EQ(submitter_.Describe("a1").worker_address, "") << "no worker while restarting";
+  EXPECT_EQ(submitter_.Describe(ActorId::FromWire("a1")).worker_address, "") << "no worker while restarting";
   // A call made while it restarts waits for the new instance.
   std::string later = Call("M2");
   head_.Grant("lease-a2", "w2");
@@ -271,7 +271,7 @@ TEST_F(ActorSubmitterTest, ARestartRunsTheConstructorAgainAndLaterCallsReachTheN
   ASSERT_NE(w2, nullptr);
   ASSERT_EQ(Functions(*w2), (std::vector<std::string>{"Counter::Create", "M2"}));
   EXPECT_EQ(w2->calls[0].args, std::vector<std::string>{"ctor-arg"}) << "same constructor args";
-  EXPECT_EQ(submitter_.Describe("a1").worker_address, "w2");
+  EXPECT_EQ(submitter_.Describe(ActorId::FromWire("a1")).worker_address, "w2");
   w2->Reply(w2->calls[1].call_id, "r2");
   EXPECT_EQ(ErrorOf(later), "");
 }
@@ -352,7 +352,7 @@ TEST_F(ActorSubmitterTest, KillWhileRestartingReturnsTheNewLeaseAndFailsTheCalls
   connector_.At("w1")->Die();
   Step();
   std::string waiting = Call("M");
-  submitter_.Kill("a1");
+  submitter_.Kill(ActorId::FromWire("a1"));
   head_.Grant("lease-a2", "w2");
   Step();
   EXPECT_EQ(head_.returned, (std::vector<std::string>{"lease-a1", "lease-a2"}));
@@ -382,7 +382,7 @@ TEST_F(ActorSubmitterTest, ANamedActorIsRegisteredAgainWithItsNewWorker) {
 
 TEST_F(ActorSubmitterTest, AHandleOfARestartedNamedActorFindsItsNewWorker) {
   protocol::ActorInfo info;
-  info.actor_id = "b1";
+  info.actor_id = ActorId::FromWire("b1");
   info.name = "svc";
   info.lease_id = LeaseId::FromWire("lease-b1");
   info.worker_address = "w9";
@@ -413,7 +413,7 @@ TEST_F(ActorSubmitterTest, AHandleOfARestartedNamedActorFindsItsNewWorker) {
 
 TEST_F(ActorSubmitterTest, AHandleGivesUpWhenTheNameNowBelongsToAnotherActor) {
   protocol::ActorInfo info;
-  info.actor_id = "b1";
+  info.actor_id = ActorId::FromWire("b1");
   info.name = "svc";
   info.lease_id = LeaseId::FromWire("lease-b1");
   info.worker_address = "w9";
@@ -424,7 +424,7 @@ TEST_F(ActorSubmitterTest, AHandleGivesUpWhenTheNameNowBelongsToAnotherActor) {
   Step();
   std::string waiting = Call("M", "b1");
   ASSERT_EQ(head_.lookups.size(), 1u);
-  info.actor_id = "b2";
+  info.actor_id = ActorId::FromWire("b2");
   info.worker_address = "w11";
   head_.lookups[0].second(info);
   EXPECT_EQ(ErrorOf(waiting), "ActorDied");
@@ -446,7 +446,7 @@ TEST_F(ActorSubmitterTest, ALeaseTheHeadDeclaredLostRestartsTheActor) {
   ASSERT_EQ(head_.requests.size(), 1u) << "no restart";
   head_.Grant("lease-a2", "w2");
   Step();
-  EXPECT_EQ(submitter_.Describe("a1").worker_address, "w2");
+  EXPECT_EQ(submitter_.Describe(ActorId::FromWire("a1")).worker_address, "w2");
 }
 
 TEST_F(ActorSubmitterTest, ACallToAnUnknownActorFails) {

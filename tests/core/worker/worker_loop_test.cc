@@ -189,7 +189,7 @@ TEST_F(WorkerLoopTest, AnActorIsConstructedFromItsInitFile) {
     std::ofstream(path, std::ios::binary) << protocol::Encode(init);
     return path;
   };
-  protocol::ActorInit bad{"NoSuch::Create", "actor-1", {Pack(1)}};
+  protocol::ActorInit bad{"NoSuch::Create", ActorId::FromWire("actor-1"), {Pack(1)}};
   std::string path = write(bad);
   Status missing = loop_.ConstructFromFile(path);
   EXPECT_EQ(missing.code(), StatusCode::kNotFound);
@@ -197,7 +197,7 @@ TEST_F(WorkerLoopTest, AnActorIsConstructedFromItsInitFile) {
   EXPECT_FALSE(std::ifstream(path).good()) << "the file is removed";
   EXPECT_FALSE(loop_.ConstructFromFile(path).ok()) << "a missing file";
 
-  path = write({"Counter::Create", "actor-1", {Pack(40)}});
+  path = write({"Counter::Create", ActorId::FromWire("actor-1"), {Pack(40)}});
   ASSERT_TRUE(loop_.ConstructFromFile(path).ok());
   auto call = Request({{2, "Counter::Add", {Pack(2)}, "actor-1"}});
   loop_.Handle(call);

@@ -160,7 +160,7 @@ class LeaseManagerTest : public ::testing::Test {
   protocol::ActorInfo Actor(const std::string& name, const JobId& job, const LeaseId& lease_id,
                             bool detached = false) {
     protocol::ActorInfo actor;
-    actor.actor_id = "actor-" + name;
+    actor.actor_id = ActorId::FromWire("actor-" + name);
     actor.name = name;
     actor.job_id = job;
     actor.class_name = "Counter::Create";
@@ -178,7 +178,7 @@ class LeaseManagerTest : public ::testing::Test {
     protocol::RequestLeaseRequest again = Shape(job, {{"CPU", 1}}, /*detached=*/true);
     again.for_actor = true;
     again.init.function = "Counter::Create";
-    again.init.actor_id = "actor-keeper";
+    again.init.actor_id = ActorId::FromWire("actor-keeper");
     again.init.args = std::move(init_args);
     protocol::ActorInfo keeper = Actor("keeper", job, lease, /*detached=*/true);
     keeper.max_restarts = max_restarts;
@@ -734,7 +734,7 @@ TEST_F(LeaseManagerTest, TheHeadRestartsADetachedActorWhoseOwnerIsGone) {
   }
   ASSERT_NE(start_id, 0u) << "no new worker was asked for";
   EXPECT_EQ(start.init.function, "Counter::Create");
-  EXPECT_EQ(start.init.actor_id, "actor-keeper");
+  EXPECT_EQ(start.init.actor_id.Hex(), "actor-keeper");
   EXPECT_EQ(start.init.args, std::vector<std::string>{"\x07"});
   auto waiting = leases_.GetActor("keeper");
   ASSERT_TRUE(waiting.ok()) << "the name stays while the actor restarts";
@@ -748,7 +748,7 @@ TEST_F(LeaseManagerTest, TheHeadRestartsADetachedActorWhoseOwnerIsGone) {
   auto restarted = leases_.GetActor("keeper");
   ASSERT_TRUE(restarted.ok());
   EXPECT_EQ(restarted->worker_address, "tcp://10.0.0.2:7100");
-  EXPECT_EQ(restarted->actor_id, "actor-keeper");
+  EXPECT_EQ(restarted->actor_id.Hex(), "actor-keeper");
   EXPECT_EQ(restarted->max_restarts, 0);
   EXPECT_EQ(restarted->restarts_done, 1);
   EXPECT_EQ(Available(node, "CPU"), 1);
@@ -1009,7 +1009,7 @@ TEST_F(LeaseManagerTest, RegisteredActorIsFoundByName) {
   ASSERT_TRUE(leases_.RegisterActor(Actor("counter", job, lease)).ok());
   auto found = leases_.GetActor("counter");
   ASSERT_TRUE(found.ok()) << found.status();
-  EXPECT_EQ(found->actor_id, "actor-counter");
+  EXPECT_EQ(found->actor_id.Hex(), "actor-counter");
   EXPECT_EQ(found->job_id, job);
   EXPECT_EQ(found->class_name, "Counter::Create");
   EXPECT_EQ(found->worker_address, "tcp://10.0.0.2:7000");

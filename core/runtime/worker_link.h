@@ -27,7 +27,8 @@ class WorkerConnector {
   using LostHandler = std::function<void()>;
   virtual ~WorkerConnector() = default;
   // Connects to the worker at `address`. `on_message` receives each reply and
-  // `on_lost` the worker's disconnection, on the I/O thread, while the link lives.
+  // `on_lost` the worker's loss (disconnected, or never reachable), on the I/O
+  // thread, while the link lives.
   virtual std::unique_ptr<WorkerLink> Connect(const std::string& address,
                                               MessageHandler on_message,
                                               LostHandler on_lost) = 0;

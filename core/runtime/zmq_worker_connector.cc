@@ -10,6 +10,9 @@ namespace rayx::detail {
 namespace {
 // Values of any size travel in frames; this bounds one frame on worker links.
 constexpr int64_t kMaxDataFrameBytes = int64_t{1} << 31;
+// A TCP connection to a worker that is not up by then counts as lost (a
+// node that vanished answers no SYN; the kernel would retry for minutes).
+constexpr int kConnectTimeoutMs = 10000;
 
 class ZmqWorkerLink final : public WorkerLink {
  public:
@@ -47,9 +50,13 @@ std::unique_ptr<WorkerLink> ZmqWorkerConnector::Connect(const std::string& addre
   link->socket.set(zmq::sockopt::rcvhwm, 0);
   // A dead worker must not be dialled again and again.
   link->socket.set(zmq::sockopt::reconnect_ivl, -1);
-  // Disconnects (the worker died) come through a monitor socket.
+  link->socket.set(zmq::sockopt::connect_timeout, kConnectTimeoutMs);
+  // Losses come through a monitor socket: DISCONNECTED when a connected
+  // worker goes, CLOSED when the connection never came up (refused: the
+  // address is a dead worker's; or timed out). Without reconnects, either is final.
   std::string monitor = "inproc://rayx-monitor-" + std::to_string(++next_monitor_);
-  zmq_socket_monitor(link->socket.handle(), monitor.c_str(), ZMQ_EVENT_DISCONNECTED);
+  zmq_socket_monitor(link->socket.handle(), monitor.c_str(),
+                     ZMQ_EVENT_DISCONNECTED | ZMQ_EVENT_CLOSED);
   link->monitor.connect(monitor);
   link->socket.connect(address);
   link->loop = std::make_unique<transport::ZmqSocketLoop>(io_, link->socket, std::move(on_message));

@@ -1,0 +1,95 @@
+// ZmqWorkerConnector: links to workers over real loopback sockets, and the
+// loss it reports when the worker is gone (before or after connecting).
+#include "runtime/zmq_worker_connector.h"
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include <boost/asio/io_context.hpp>
+#include <zmq.hpp>
+
+#include "transport/zmq_frame.h"
+
+namespace rayx::detail {
+namespace {
+
+class ZmqWorkerConnectorTest : public ::testing::Test {
+ protected:
+  // Runs the I/O loop until `done` holds or `ms` pass; returns `done()`.
+  bool RunUntil(const std::function<bool()>& done, int ms = 5000) {
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(ms);
+    while (!done() && std::chrono::steady_clock::now() < deadline) {
+      io_.run_for(std::chrono::milliseconds(10));
+      io_.restart();
+    }
+    return done();
+  }
+
+  // A ROUTER bound to a free loopback port, standing in for a worker.
+  std::string BindWorker() {
+    worker_ = std::make_unique<zmq::socket_t>(context_, zmq::socket_type::router);
+    worker_->set(zmq::sockopt::linger, 0);
+    worker_->bind("tcp://127.0.0.1:*");
+    return worker_->get(zmq::sockopt::last_endpoint);
+  }
+
+  boost::asio::io_context io_;
+  zmq::context_t context_{1};
+  std::unique_ptr<zmq::socket_t> worker_;
+  ZmqWorkerConnector connector_{io_, context_};
+};
+
+TEST_F(ZmqWorkerConnectorTest, AMessageReachesTheWorkerAndItsReplyComesBack) {
+  std::string address = BindWorker();
+  std::string reply;
+  bool lost = false;
+  auto link = connector_.Connect(
+      address, [&](transport::Frames& frames) { reply = std::string(frames.back().View()); },
+      [&] { lost = true; });
+  transport::Frames out;
+  out.emplace_back("ping");
+  ASSERT_TRUE(link->Send(out));
+  zmq::message_t identity, body;
+  ASSERT_TRUE(worker_->recv(identity));
+  ASSERT_TRUE(worker_->recv(body));
+  EXPECT_EQ(body.to_string(), "ping");
+  worker_->send(identity, zmq::send_flags::sndmore);
+  worker_->send(zmq::str_buffer("pong"));
+  ASSERT_TRUE(RunUntil([&] { return !reply.empty(); }));
+  EXPECT_EQ(reply, "pong");
+  EXPECT_FALSE(lost) << "a live worker was reported lost";
+}
+
+TEST_F(ZmqWorkerConnectorTest, AWorkerThatDiesAfterConnectingIsReportedLost) {
+  std::string address = BindWorker();
+  bool lost = false;
+  auto link = connector_.Connect(address, [](transport::Frames&) {}, [&] { lost = true; });
+  transport::Frames out;
+  out.emplace_back("hello");
+  ASSERT_TRUE(link->Send(out));
+  zmq::message_t identity, body;
+  ASSERT_TRUE(worker_->recv(identity));  // connected
+  ASSERT_TRUE(worker_->recv(body));
+  worker_.reset();  // the worker dies
+  EXPECT_TRUE(RunUntil([&] { return lost; })) << "the disconnect was not reported";
+}
+
+// An address whose worker is already gone (a handle given a dead actor's
+// address): the link must say so, not wait for a reply for ever.
+TEST_F(ZmqWorkerConnectorTest, AnAddressNobodyListensOnIsReportedLost) {
+  std::string address = BindWorker();
+  worker_.reset();  // the port is free again: nobody listens
+  bool lost = false;
+  auto link = connector_.Connect(address, [](transport::Frames&) {}, [&] { lost = true; });
+  transport::Frames out;
+  out.emplace_back("call");
+  link->Send(out);
+  EXPECT_TRUE(RunUntil([&] { return lost; })) << "a refused connection was not reported";
+}
+
+}  // namespace
+}  // namespace rayx::detail

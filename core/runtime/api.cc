@@ -337,7 +337,7 @@ std::vector<bool> WaitObjects(const std::vector<ObjectHandle>& objects, size_t n
 }
 const std::string& ObjectIdOf(const ObjectHandle& object) {
   static const std::string kEmpty;
-  return object ? object->id : kEmpty;
+  return object ? object->id.Hex() : kEmpty;
 }
 
 }  // namespace detail

@@ -29,7 +29,7 @@ void ArgumentResolver::ResolveThen(Task& task, Ready ready) {
     switch (objects_.ResolveArg(arg.ref->id, &task.resolved[i], &location, &error)) {
       case ObjectTable::ArgState::kUnknown:
         FailTask(objects_, task, "ObjectLost",
-                 "argument " + std::to_string(i) + " (object " + arg.ref->id +
+                 "argument " + std::to_string(i) + " (object " + arg.ref->id.Hex() +
                      ") is not known to this process",
                  "");
         return;
@@ -48,7 +48,7 @@ void ArgumentResolver::ResolveThen(Task& task, Ready ready) {
         // owner brings it back by its id (TaskSubmitter::RecoverArguments).
         continue;
       case ObjectTable::ArgState::kPending: {
-        std::string id = arg.ref->id;
+        ObjectId id = arg.ref->id;
         auto shared = std::make_shared<Task>(std::move(task));
         auto retry = [this, shared, ready] {
           boost::asio::post(io_, [this, shared, ready] { ResolveThen(*shared, ready); });

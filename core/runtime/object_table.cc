@@ -11,19 +11,19 @@ namespace rayx::detail {
 
 ObjectTable::ObjectTable(Options options) : options_(std::move(options)) {}
 
-void ObjectTable::AddPending(const std::string& id) {
+void ObjectTable::AddPending(const ObjectId& id) {
   std::lock_guard<std::mutex> lock(mu_);
   objects_.try_emplace(id);
 }
 
-void ObjectTable::AddValue(const std::string& id, std::shared_ptr<const std::string> value) {
+void ObjectTable::AddValue(const ObjectId& id, std::shared_ptr<const std::string> value) {
   std::lock_guard<std::mutex> lock(mu_);
   Entry& entry = objects_[id];
   entry.state = Entry::State::kReady;
   entry.value = std::move(value);
 }
 
-void ObjectTable::AddStored(const std::string& id,
+void ObjectTable::AddStored(const ObjectId& id,
                             std::shared_ptr<const protocol::ObjectLocation> location,
                             std::shared_ptr<StoreWriter::Buffer> written) {
   std::lock_guard<std::mutex> lock(mu_);
@@ -33,7 +33,7 @@ void ObjectTable::AddStored(const std::string& id,
   entry.written = std::move(written);
 }
 
-ObjectTable::Released ObjectTable::Release(const std::string& id) {
+ObjectTable::Released ObjectTable::Release(const ObjectId& id) {
   Released released;
   // Destroyed after the lock: a closure may hold the last handle of another
   // object, whose release takes the lock again.
@@ -104,7 +104,7 @@ void ObjectTable::CompleteAll(std::vector<Completion>& batch) {
   for (auto& w : continuations) w();
 }
 
-ObjectBytes ObjectTable::Get(const std::string& id, int64_t timeout_ms) {
+ObjectBytes ObjectTable::Get(const ObjectId& id, int64_t timeout_ms) {
   auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
   std::unique_lock<std::mutex> lock(mu_);
   // Loops only when a lost stored copy is being computed again (lineage).
@@ -124,11 +124,11 @@ ObjectBytes ObjectTable::Get(const std::string& id, int64_t timeout_ms) {
       }
       --waiting_;
       if (!ready) {
-        throw GetTimeoutError("object " + id + " was not ready within " +
+        throw GetTimeoutError("object " + id.Hex() + " was not ready within " +
                               std::to_string(timeout_ms) + " ms");
       }
     }
-    if (it == objects_.end()) throw std::runtime_error("object " + id + " was freed");
+    if (it == objects_.end()) throw std::runtime_error("object " + id.Hex() + " was freed");
     Entry& entry = it->second;
     if (entry.state == Entry::State::kFailed) {
       const ErrorInfo& e = *entry.error;
@@ -170,7 +170,7 @@ ObjectBytes ObjectTable::Get(const std::string& id, int64_t timeout_ms) {
         !again->second.recompute) {
       if (again != objects_.end() && again->second.location != location) continue;  // new copy
       throw TaskError("ObjectLost",
-                      "the only copy of object " + id + " was on node " +
+                      "the only copy of object " + id.Hex() + " was on node " +
                           location->node_address + " and cannot be read: " +
                           pulled.status().message() +
                           " (the task that made it has no retries left to compute it again)",
@@ -213,7 +213,7 @@ std::vector<bool> ObjectTable::Wait(const std::vector<ObjectHandle>& objects,
   return ready;
 }
 
-ObjectTable::ArgState ObjectTable::ResolveArg(const std::string& id, std::string* bytes,
+ObjectTable::ArgState ObjectTable::ResolveArg(const ObjectId& id, std::string* bytes,
                                               protocol::ObjectLocation* location,
                                               ErrorInfo* error) {
   std::lock_guard<std::mutex> lock(mu_);
@@ -239,7 +239,7 @@ ObjectTable::ArgState ObjectTable::ResolveArg(const std::string& id, std::string
   return ArgState::kValue;
 }
 
-ObjectTable::CopyLost ObjectTable::OnStoredCopyLost(const std::string& id,
+ObjectTable::CopyLost ObjectTable::OnStoredCopyLost(const ObjectId& id,
                                                      const std::string& path,
                                                      std::function<void()>* recompute) {
   std::lock_guard<std::mutex> lock(mu_);
@@ -259,7 +259,7 @@ ObjectTable::CopyLost ObjectTable::OnStoredCopyLost(const std::string& id,
   return CopyLost::kResolveAgain;
 }
 
-bool ObjectTable::AddWaiter(const std::string& id, std::function<void()> fn) {
+bool ObjectTable::AddWaiter(const ObjectId& id, std::function<void()> fn) {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = objects_.find(id);
   if (it == objects_.end() || it->second.state != Entry::State::kPending) return false;

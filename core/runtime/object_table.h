@@ -13,6 +13,7 @@
 #include "object_store/store_writer.h"
 #include "protocol/messages.h"
 #include "rayx/detail/runtime_api.h"
+#include "rayx/ids.h"
 #include "rayx/status.h"
 
 namespace rayx::detail {
@@ -26,7 +27,7 @@ struct ErrorInfo {
 // The value lives in this process (the owner); its entry is released
 // (Runtime::Release) when the last ObjectRef to it is gone.
 struct ObjectCore {
-  std::string id;
+  ObjectId id;
   ~ObjectCore();
 };
 
@@ -47,7 +48,7 @@ class ObjectTable {
  public:
   // A result to record.
   struct Completion {
-    std::string id;
+    ObjectId id;
     std::shared_ptr<const std::string> value;
     std::shared_ptr<ErrorInfo> error;
     std::shared_ptr<const protocol::ObjectLocation> location;
@@ -85,17 +86,17 @@ class ObjectTable {
   ObjectTable& operator=(const ObjectTable&) = delete;
 
   // Adds a pending entry (no-op when `id` exists).
-  void AddPending(const std::string& id);
+  void AddPending(const ObjectId& id);
   // Adds a ready entry holding `value` in memory.
-  void AddValue(const std::string& id, std::shared_ptr<const std::string> value);
+  void AddValue(const ObjectId& id, std::shared_ptr<const std::string> value);
   // Adds a ready entry for this process's Put into the local store.
-  void AddStored(const std::string& id, std::shared_ptr<const protocol::ObjectLocation> location,
+  void AddStored(const ObjectId& id, std::shared_ptr<const protocol::ObjectLocation> location,
                  std::shared_ptr<StoreWriter::Buffer> written);
 
   // Drops the entry. A pending one is marked and dropped when its result
   // arrives (then the result's location goes to `on_unwanted`); nothing is
   // returned for it, nor for an unknown id.
-  Released Release(const std::string& id);
+  Released Release(const ObjectId& id);
 
   // Records every completion of `batch` under one lock, wakes waiting Gets
   // once, hands released stored results to `on_unwanted`, then runs the
@@ -107,7 +108,7 @@ class ObjectTable {
   // bytes: in memory, mapped from this node's store, or pulled (then kept).
   // Throws GetTimeoutError on timeout, TaskError for a failed object (or a
   // lost stored one), std::runtime_error when the entry is unknown (freed).
-  ObjectBytes Get(const std::string& id, int64_t timeout_ms);
+  ObjectBytes Get(const ObjectId& id, int64_t timeout_ms);
   // Waits up to `timeout_ms` (< 0: forever) until `num_returns` of `objects`
   // are no longer pending; returns which are (unknown ones count as ready).
   std::vector<bool> Wait(const std::vector<ObjectHandle>& objects, size_t num_returns,
@@ -116,7 +117,7 @@ class ObjectTable {
   // Looks up a task argument. kValue: `*bytes` holds a copy of the value.
   // kStored: `*location` is set and the entry is marked as shared with another
   // process. kFailed: `*error` is set. kPending, kUnknown: nothing is set.
-  ArgState ResolveArg(const std::string& id, std::string* bytes,
+  ArgState ResolveArg(const ObjectId& id, std::string* bytes,
                       protocol::ObjectLocation* location, ErrorInfo* error);
   // A worker could not read the stored copy of `id` at `path` (its node
   // died). When that is still the entry's only copy and the task that made it
@@ -124,11 +125,11 @@ class ObjectTable {
   // for the caller to run outside any lock; the new copy completes it. kLost,
   // leaving the entry as it is, when nothing can; kResolveAgain, with
   // `*recompute` left empty, when the entry no longer holds that copy.
-  CopyLost OnStoredCopyLost(const std::string& id, const std::string& path,
+  CopyLost OnStoredCopyLost(const ObjectId& id, const std::string& path,
                             std::function<void()>* recompute);
   // Runs `fn` (from CompleteAll) once the pending entry completes. Returns
   // false, and keeps nothing, when the entry is not pending.
-  bool AddWaiter(const std::string& id, std::function<void()> fn);
+  bool AddWaiter(const ObjectId& id, std::function<void()> fn);
 
   // Fails every pending entry with `error` and wakes every waiter (shutdown).
   void FailAllPending(const ErrorInfo& error);
@@ -154,7 +155,7 @@ class ObjectTable {
   const Options options_;
   std::mutex mu_;
   std::condition_variable cv_;
-  std::unordered_map<std::string, Entry> objects_;  // under mu_
+  std::unordered_map<ObjectId, Entry> objects_;     // under mu_
   size_t waiting_ = 0;                               // threads in Get/Wait, under mu_
 };
 

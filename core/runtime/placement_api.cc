@@ -119,14 +119,14 @@ constexpr int64_t kReadyWaitMs = 60000;
 
 ObjectHandle Runtime::PlacementGroupReady(const PlacementGroupPtr& group, std::string ready_value) {
   ObjectHandle handle = NewPendingObject();
-  std::string id = handle->id;
+  ObjectId id = handle->id;
   auto value = std::make_shared<const std::string>(std::move(ready_value));
   // Ordered after the creation on the head connection, so the head knows the group.
   PostOrdered([this, id, value, group_id = group->id] { AwaitPlaced(id, group_id, value); });
   return handle;
 }
 
-void Runtime::AwaitPlaced(const std::string& object_id, const PlacementGroupId& group_id,
+void Runtime::AwaitPlaced(const ObjectId& object_id, const PlacementGroupId& group_id,
                           std::shared_ptr<const std::string> value) {
   protocol::WaitPlacementGroupRequest req;
   req.placement_group_id = group_id;

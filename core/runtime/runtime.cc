@@ -221,23 +221,23 @@ void Runtime::Stop() {
 
 // ---- Objects -------------------------------------------------------------------
 
-std::string Runtime::NewObjectId() {
+ObjectId Runtime::NewObjectId() {
   static constexpr char kHex[] = "0123456789abcdef";
   uint64_t n = next_object_.fetch_add(1, std::memory_order_relaxed) + 1;
   std::string id = id_prefix_;
   id.resize(id_prefix_.size() + 16);
   for (int i = 15; i >= 0; --i, n >>= 4) id[id_prefix_.size() + static_cast<size_t>(i)] = kHex[n & 15];
-  return id;
+  return ObjectId::FromWire(std::move(id));
 }
 
-ObjectHandle Runtime::NewEntry(std::string id) {
+ObjectHandle Runtime::NewEntry(ObjectId id) {
   auto core = std::make_shared<ObjectCore>();
   core->id = std::move(id);
   return core;
 }
 
 ObjectHandle Runtime::NewPendingObject() {
-  std::string id = NewObjectId();
+  ObjectId id = NewObjectId();
   objects_.AddPending(id);
   return NewEntry(std::move(id));
 }
@@ -297,8 +297,8 @@ void Runtime::DrainSubmissions() {
 
 ObjectHandle Runtime::Put(std::string bytes) {
   if (bytes.size() >= kInlineObjectLimit && store_writer_) {
-    std::string id = NewObjectId();
-    auto buffer = store_writer_->Create(config_.job_id.Hex() + "-" + id, bytes.size());
+    ObjectId id = NewObjectId();
+    auto buffer = store_writer_->Create(config_.job_id.Hex() + "-" + id.Hex(), bytes.size());
     if (buffer.ok()) {
       std::memcpy((*buffer)->data(), bytes.data(), bytes.size());
       return PutStored(std::move(id), std::move(*buffer));
@@ -309,8 +309,8 @@ ObjectHandle Runtime::Put(std::string bytes) {
 
 ObjectHandle Runtime::PutEncoded(size_t size, const std::function<void(char*)>& fill) {
   if (size >= kInlineObjectLimit && store_writer_) {
-    std::string id = NewObjectId();
-    auto buffer = store_writer_->Create(config_.job_id.Hex() + "-" + id, size);
+    ObjectId id = NewObjectId();
+    auto buffer = store_writer_->Create(config_.job_id.Hex() + "-" + id.Hex(), size);
     if (buffer.ok()) {
       try {
         fill((*buffer)->data());
@@ -328,12 +328,12 @@ ObjectHandle Runtime::PutEncoded(size_t size, const std::function<void(char*)>& 
 }
 
 ObjectHandle Runtime::PutInMemory(std::string bytes) {
-  std::string id = NewObjectId();
+  ObjectId id = NewObjectId();
   objects_.AddValue(id, std::make_shared<const std::string>(std::move(bytes)));
   return NewEntry(std::move(id));
 }
 
-ObjectHandle Runtime::PutStored(std::string id, std::shared_ptr<StoreWriter::Buffer> buffer) {
+ObjectHandle Runtime::PutStored(ObjectId id, std::shared_ptr<StoreWriter::Buffer> buffer) {
   auto location = std::make_shared<protocol::ObjectLocation>();
   location->node_address = config_.node_ip;
   location->path = buffer->path();
@@ -351,7 +351,7 @@ void Runtime::DeleteStored(const protocol::ObjectLocation& location) {
   sockets_->deleter.Delete(location.object_address, location.path);
 }
 
-void Runtime::Release(const std::string& object_id) {
+void Runtime::Release(const ObjectId& object_id) {
   ObjectTable::Released released = objects_.Release(object_id);
   std::shared_ptr<const protocol::ObjectLocation> location = std::move(released.location);
   std::shared_ptr<StoreWriter::Buffer> written = std::move(released.written);

@@ -110,7 +110,7 @@ class Runtime {
   ObjectBytes Get(const ObjectHandle& object, int64_t timeout_ms);
   std::vector<bool> Wait(const std::vector<ObjectHandle>& objects, size_t num_returns,
                          int64_t timeout_ms);
-  void Release(const std::string& object_id);
+  void Release(const ObjectId& object_id);
 
   const JobId& job_id() const { return config_.job_id; }
   const Config& config() const { return config_; }
@@ -147,14 +147,14 @@ class Runtime {
   Result<std::string> CallHeadEncoded(uint16_t type, std::string body, uint16_t reply_type,
                                       int64_t timeout_ms);
   Status Connect();
-  std::string NewObjectId();
-  ObjectHandle NewEntry(std::string id);
+  ObjectId NewObjectId();
+  ObjectHandle NewEntry(ObjectId id);
   ObjectHandle PutInMemory(std::string bytes);
-  ObjectHandle PutStored(std::string id, std::shared_ptr<StoreWriter::Buffer> buffer);
+  ObjectHandle PutStored(ObjectId id, std::shared_ptr<StoreWriter::Buffer> buffer);
   // A handle to a new entry awaiting its result.
   ObjectHandle NewPendingObject();
   // Completes `object_id` with `value` once group `group_id` is placed (I/O thread).
-  void AwaitPlaced(const std::string& object_id, const PlacementGroupId& group_id,
+  void AwaitPlaced(const ObjectId& object_id, const PlacementGroupId& group_id,
                    std::shared_ptr<const std::string> value);
   // Creates the result's pending entry, queues `submission` for the I/O
   // thread and returns the result's handle.

@@ -22,7 +22,7 @@ struct Task {
   std::vector<std::string> resolved;                    // args' bytes, once resolved
   size_t args_resolved = 0;  // args [0, args_resolved) are in `resolved` already
   std::map<uint32_t, protocol::ObjectLocation> stored;  // args left in a store
-  std::string object_id;                                // the result's
+  ObjectId object_id;                                   // the result's
   bool actor_creation = false;
   ActorId actor_id;
   // How many more times the call runs again when its worker (or node) dies

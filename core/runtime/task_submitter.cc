@@ -209,7 +209,7 @@ std::function<void()> TaskSubmitter::RecomputeLater(Shape* shape, Task task) {
       Task again = *kept;
       --again.retries_left;
       ++again.retries_done;
-      RAYX_LOG(Warning) << "object " << again.object_id.substr(0, 16) << " of "
+      RAYX_LOG(Warning) << "object " << again.object_id.Hex().substr(0, 16) << " of "
                         << again.DisplayName()
                         << " was lost with its node; running the task again (lineage)";
       shape->queue.push_back(std::move(again));
@@ -235,11 +235,11 @@ std::optional<std::string> TaskSubmitter::RecoverArguments(
         !task.args[index].ref) {
       continue;
     }
-    const std::string& id = task.args[index].ref->id;
+    const ObjectId& id = task.args[index].ref->id;
     std::function<void()> recompute;
     if (deps_.objects.OnStoredCopyLost(id, location.path, &recompute) ==
         ObjectTable::CopyLost::kLost) {
-      why_not = "argument " + std::to_string(index) + " (object " + id +
+      why_not = "argument " + std::to_string(index) + " (object " + id.Hex() +
                 ") cannot be computed again: it was made by Put, or the task that made it has "
                 "no retries left (give that task retries, SetMaxRetries / max_retries, to have "
                 "it computed again)";

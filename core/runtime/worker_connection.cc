@@ -81,7 +81,7 @@ void WorkerConnection::SendQueued(protocol::PushTasksWriter& writer, std::string
          ++next) {
       const Task& task = in_flight_.at(unsent_[next]);
       writer.Call(unsent_[next], task.actor_creation, task.function, task.actor_id.Hex(),
-                  task.object_id, static_cast<uint32_t>(task.resolved.size()));
+                  task.object_id.Hex(), static_cast<uint32_t>(task.resolved.size()));
       for (uint32_t i = 0; i < task.resolved.size(); ++i) {
         auto stored = task.stored.find(i);
         if (stored != task.stored.end()) {

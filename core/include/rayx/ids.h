@@ -57,8 +57,9 @@ class UniqueId {
     }
     return UniqueId(std::string(hex));
   }
-  // The id exactly as a peer, a stored row or the Python API named it,
-  // unchecked ("" is the nil id). Such an id may name nothing.
+  // The id exactly as a peer, a stored row or the Python API named it, or as
+  // its maker built it (object ids), unchecked ("" is the nil id). Such an id
+  // may name nothing.
   static UniqueId FromWire(std::string text) { return UniqueId(std::move(text)); }
 
   bool IsNil() const { return hex_.empty(); }
@@ -96,6 +97,11 @@ using PlacementGroupId = UniqueId<PlacementGroupIdTag, 12>;
 // call or kill the actor.
 struct ActorIdTag {};
 using ActorId = UniqueId<ActorIdTag, 16>;
+// An object its owner (a process's runtime) made: the runtime's 8 random bytes
+// from the fast generator, then a counter (Runtime::NewObjectId). Not a
+// credential; made per task, so minting one must be cheap.
+struct ObjectIdTag {};
+using ObjectId = UniqueId<ObjectIdTag, 16>;
 
 }  // namespace rayx
 

@@ -40,6 +40,9 @@ TEST(UniqueId, KindsAreDistinctTypes) {
   static_assert(!std::is_convertible_v<ActorId, LeaseId>);
   static_assert(!std::is_convertible_v<std::string, ActorId>);
   static_assert(!std::is_convertible_v<ActorId, std::string>);
+  static_assert(!std::is_convertible_v<ObjectId, ActorId>);
+  static_assert(!std::is_convertible_v<std::string, ObjectId>);
+  static_assert(!std::is_convertible_v<ObjectId, std::string>);
   // Nor is any kind a string, either way.
   static_assert(!std::is_convertible_v<std::string, LeaseId>);
   static_assert(!std::is_convertible_v<const char*, LeaseId>);

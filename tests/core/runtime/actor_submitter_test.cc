@@ -11,6 +11,7 @@ namespace rayx::detail {
 namespace {
 
 using testing::FakeWorkerConnector;
+using testing::operator""_id;
 
 class ActorSubmitterTest : public testing::SubmitterFixture {
  protected:
@@ -26,10 +27,10 @@ class ActorSubmitterTest : public testing::SubmitterFixture {
   }
 
   // Creates actor "a1" (named `name` when set); returns the constructor's result id.
-  std::string Create(const std::string& name = "", int max_restarts = 0,
+  ObjectId Create(const std::string& name = "", int max_restarts = 0,
                      int max_task_retries = 0, bool detached = false) {
     auto creation = std::make_shared<ObjectCore>();
-    creation->id = "creation";
+    creation->id = ObjectId::FromWire("creation");
     objects_.AddPending(creation->id);
     Task task;
     task.function = "Counter::Create";
@@ -47,8 +48,8 @@ class ActorSubmitterTest : public testing::SubmitterFixture {
     submitter_.Create(std::move(task), options, creation);
     return creation->id;
   }
-  std::string Call(const std::string& method, const std::string& actor_id = "a1") {
-    std::string id = "call-" + std::to_string(next_++);
+  ObjectId Call(const std::string& method, const std::string& actor_id = "a1") {
+    ObjectId id = ObjectId::FromWire("call-" + std::to_string(next_++));
     objects_.AddPending(id);
     Task task;
     task.function = method;
@@ -84,7 +85,7 @@ TEST_F(ActorSubmitterTest, CreationLeasesAWorkerForTheActor) {
 
 TEST_F(ActorSubmitterTest, CallsLeaveInSubmissionOrderBehindTheConstructor) {
   Create();
-  std::vector<std::string> ids;
+  std::vector<ObjectId> ids;
   for (int i = 0; i < 5; ++i) ids.push_back(Call("M" + std::to_string(i)));
   head_.Grant("lease-a1", "w1");
   Step();
@@ -119,13 +120,13 @@ TEST_F(ActorSubmitterTest, AtMost256CallsAreInFlight) {
 TEST_F(ActorSubmitterTest, ALostWorkerFailsCallsAsActorDiedAndReturnsTheLease) {
   auto* worker = Running();
   ASSERT_NE(worker, nullptr);
-  std::string running = Call("M");
+  ObjectId running = Call("M");
   Step();
   worker->Die();
   EXPECT_EQ(ErrorOf(running), "ActorDied");
   EXPECT_EQ(head_.returned, std::vector<std::string>{"lease-a1"});
   // Later calls fail at once.
-  std::string later = Call("M");
+  ObjectId later = Call("M");
   EXPECT_EQ(ErrorOf(later), "ActorDied");
 }
 
@@ -133,9 +134,9 @@ TEST_F(ActorSubmitterTest, AFailedConstructorKillsTheActor) {
   auto* worker = Running();
   ASSERT_NE(worker, nullptr);
   worker->ReplyError(worker->calls[0].call_id, "std::runtime_error", "no GPU");
-  EXPECT_EQ(ErrorOf("creation"), "std::runtime_error");
+  EXPECT_EQ(ErrorOf("creation"_id), "std::runtime_error");
   EXPECT_EQ(head_.returned, std::vector<std::string>{"lease-a1"});
-  std::string later = Call("M");
+  ObjectId later = Call("M");
   try {
     objects_.Get(later, 0);
     FAIL() << "a call to a failed actor succeeded";
@@ -150,7 +151,7 @@ TEST_F(ActorSubmitterTest, AFailedConstructorKillsTheActor) {
 TEST_F(ActorSubmitterTest, ACallInFlightWhenTheConstructorFailsGetsTheConstructorsError) {
   auto* worker = Running();
   ASSERT_NE(worker, nullptr);
-  std::string call = Call("M");
+  ObjectId call = Call("M");
   Step();
   ASSERT_EQ(worker->calls.size(), 2u);
   worker->ReplyError(worker->calls[0].call_id, "std::runtime_error", "no GPU");
@@ -166,8 +167,8 @@ TEST_F(ActorSubmitterTest, ACallInFlightWhenTheConstructorFailsGetsTheConstructo
 }
 
 TEST_F(ActorSubmitterTest, AnActorThatCannotBePlacedFailsItsCalls) {
-  std::string creation = Create();
-  std::string call = Call("M");
+  ObjectId creation = Create();
+  ObjectId call = Call("M");
   head_.Refuse(Status::Unavailable("infeasible: no node has 8 GPUs"));
   EXPECT_EQ(ErrorOf(creation), "ActorDied");
   EXPECT_EQ(ErrorOf(call), "ActorDied");
@@ -230,7 +231,7 @@ TEST_F(ActorSubmitterTest, AnAttachedActorIsCalledButItsLeaseIsNotReturned) {
   info.worker_address = "w9";
   submitter_.Attach(info);
   EXPECT_EQ(submitter_.Describe(ActorId::FromWire("b1")).worker_address, "w9");
-  std::string call = Call("M", "b1");
+  ObjectId call = Call("M", "b1");
   Step();
   auto* worker = connector_.At("w9");
   ASSERT_NE(worker, nullptr);
@@ -248,7 +249,7 @@ TEST_F(ActorSubmitterTest, ARestartRunsTheConstructorAgainAndLaterCallsReachTheN
   Step();
   auto* w1 = connector_.At("w1");
   ASSERT_NE(w1, nullptr);
-  std::string running = Call("M1");
+  ObjectId running = Call("M1");
   Step();
   ASSERT_EQ(Functions(*w1), (std::vector<std::string>{"Counter::Create", "M1"}));
   w1->Reply(w1->calls[0].call_id, "");
@@ -264,7 +265,7 @@ TEST_F(ActorSubmitterTest, ARestartRunsTheConstructorAgainAndLaterCallsReachTheN
   EXPECT_EQ(head_.requests[0].request.resources, (ResourceMap{{kCpu, 1}}));
   EXPECT_EQ(submitter_.Describe(ActorId::FromWire("a1")).worker_address, "") << "no worker while restarting";
   // A call made while it restarts waits for the new instance.
-  std::string later = Call("M2");
+  ObjectId later = Call("M2");
   head_.Grant("lease-a2", "w2");
   Step();
   auto* w2 = connector_.At("w2");
@@ -279,13 +280,13 @@ TEST_F(ActorSubmitterTest, ARestartRunsTheConstructorAgainAndLaterCallsReachTheN
 TEST_F(ActorSubmitterTest, CallsInFlightWithTaskRetriesGoAgainInTheirOrder) {
   Create("", /*max_restarts=*/-1, /*max_task_retries=*/1);
   head_.Grant("lease-a1", "w1");
-  std::string m1 = Call("M1"), m2 = Call("M2");
+  ObjectId m1 = Call("M1"), m2 = Call("M2");
   Step();
   auto* w1 = connector_.At("w1");
   ASSERT_NE(w1, nullptr);
   ASSERT_EQ(w1->calls.size(), 3u);
   w1->Die();
-  std::string m3 = Call("M3");
+  ObjectId m3 = Call("M3");
   Step();
   head_.Grant("lease-a2", "w2");
   Step();
@@ -298,7 +299,7 @@ TEST_F(ActorSubmitterTest, CallsInFlightWithTaskRetriesGoAgainInTheirOrder) {
   EXPECT_EQ(ErrorOf(m2), "");
   EXPECT_EQ(ErrorOf(m3), "");
   // The retry allowance is per call: a new call lost on the second worker goes again too.
-  std::string m4 = Call("M4");
+  ObjectId m4 = Call("M4");
   Step();
   w2->Die();
   Step();
@@ -317,13 +318,13 @@ TEST_F(ActorSubmitterTest, WhenRestartsAreExhaustedEveryCallFailsNamingTheCause)
   Step();
   head_.Grant("lease-a2", "w2");
   Step();
-  std::string running = Call("M");
+  ObjectId running = Call("M");
   Step();
   connector_.At("w2")->Die();
   Step();
   EXPECT_TRUE(head_.requests.empty()) << "restarted beyond max_restarts";
   EXPECT_EQ(head_.returned, (std::vector<std::string>{"lease-a1", "lease-a2"}));
-  for (const std::string& id : {running, Call("M")}) {
+  for (const ObjectId& id : {running, Call("M")}) {
     EXPECT_EQ(ErrorOf(id), "ActorDied");
     EXPECT_NE(MessageOf(id).find("restarted 1 times already (max_restarts 1), none are left"),
               std::string::npos)
@@ -351,7 +352,7 @@ TEST_F(ActorSubmitterTest, KillWhileRestartingReturnsTheNewLeaseAndFailsTheCalls
   Step();
   connector_.At("w1")->Die();
   Step();
-  std::string waiting = Call("M");
+  ObjectId waiting = Call("M");
   submitter_.Kill(ActorId::FromWire("a1"));
   head_.Grant("lease-a2", "w2");
   Step();
@@ -388,13 +389,13 @@ TEST_F(ActorSubmitterTest, AHandleOfARestartedNamedActorFindsItsNewWorker) {
   info.worker_address = "w9";
   info.max_restarts = 1;
   submitter_.Attach(info);
-  std::string first = Call("M", "b1");
+  ObjectId first = Call("M", "b1");
   Step();
   connector_.At("w9")->Die();
   Step();
   EXPECT_EQ(ErrorOf(first), "ActorDied");
   EXPECT_TRUE(head_.returned.empty());
-  std::string waiting = Call("M2", "b1");
+  ObjectId waiting = Call("M2", "b1");
   ASSERT_EQ(head_.lookups.size(), 1u);
   EXPECT_EQ(head_.lookups[0].first, "svc");
   info.worker_address = "w10";
@@ -422,7 +423,7 @@ TEST_F(ActorSubmitterTest, AHandleGivesUpWhenTheNameNowBelongsToAnotherActor) {
   Step();
   connector_.At("w9")->Die();
   Step();
-  std::string waiting = Call("M", "b1");
+  ObjectId waiting = Call("M", "b1");
   ASSERT_EQ(head_.lookups.size(), 1u);
   info.actor_id = ActorId::FromWire("b2");
   info.worker_address = "w11";
@@ -435,7 +436,7 @@ TEST_F(ActorSubmitterTest, ALeaseTheHeadDeclaredLostRestartsTheActor) {
   Create("", /*max_restarts=*/1);
   head_.Grant("lease-a1", "w1");
   Step();
-  std::string running = Call("M");
+  ObjectId running = Call("M");
   Step();
   submitter_.LoseLease(LeaseId::FromWire("lease-a1"), "node 10.0.0.7 (abcd) was declared dead");
   Step();
@@ -459,12 +460,12 @@ TEST_F(ActorSubmitterTest, CallsDelayedOnTheWayArriveInSubmissionOrder) {
   faults_.Hold("w1");
   Create();
   head_.Grant("lease-a1", "w1");
-  std::string m1 = Call("M1"), m2 = Call("M2");
+  ObjectId m1 = Call("M1"), m2 = Call("M2");
   Step();
   auto* w1 = connector_.At("w1");
   ASSERT_NE(w1, nullptr);
   EXPECT_TRUE(w1->calls.empty()) << "held on the way";
-  std::string m3 = Call("M3");
+  ObjectId m3 = Call("M3");
   Step();
   faults_.Release("w1");
   ASSERT_EQ(Functions(*w1), (std::vector<std::string>{"Counter::Create", "M1", "M2", "M3"}));
@@ -484,7 +485,7 @@ TEST_F(ActorSubmitterTest, CallsLostWithADroppedConnectionGoAgainToTheRestartedA
   ASSERT_NE(w1, nullptr);
   w1->Reply(w1->calls[0].call_id, "");  // the constructor ran
   faults_.DropSends("w1", 100);
-  std::string m1 = Call("M1"), m2 = Call("M2");
+  ObjectId m1 = Call("M1"), m2 = Call("M2");
   Step();
   EXPECT_EQ(Functions(*w1), (std::vector<std::string>{"Counter::Create"})) << "lost on the way";
   faults_.Disconnect("w1");
@@ -506,7 +507,7 @@ TEST_F(ActorSubmitterTest, ARefusedSendFailsTheCallAsActorDied) {
   auto* worker = Running();
   ASSERT_NE(worker, nullptr);
   faults_.FailNextSend("w1");
-  std::string call = Call("M");
+  ObjectId call = Call("M");
   Step();
   EXPECT_EQ(ErrorOf(call), "ActorDied");
   EXPECT_EQ(head_.returned, std::vector<std::string>{"lease-a1"});

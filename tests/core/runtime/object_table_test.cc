@@ -15,6 +15,11 @@ namespace {
 
 using namespace std::chrono_literals;
 
+// "a"_id: an object id for these tests (the table takes any id its owner made).
+ObjectId operator""_id(const char* text, size_t size) {
+  return ObjectId::FromWire(std::string(text, size));
+}
+
 class ObjectTableTest : public ::testing::Test {
  protected:
   ObjectTable& Table(ObjectTable::Options options = {}) {
@@ -26,10 +31,10 @@ class ObjectTableTest : public ::testing::Test {
     return *table_;
   }
   static ObjectTable::Completion Value(const std::string& id, const std::string& bytes) {
-    return {id, std::make_shared<const std::string>(bytes), nullptr, nullptr};
+    return {ObjectId::FromWire(id), std::make_shared<const std::string>(bytes), nullptr, nullptr};
   }
   static ObjectTable::Completion Failure(const std::string& id, const std::string& type) {
-    return {id, nullptr, std::make_shared<ErrorInfo>(ErrorInfo{type, "it broke", "F", "n1"}),
+    return {ObjectId::FromWire(id), nullptr, std::make_shared<ErrorInfo>(ErrorInfo{type, "it broke", "F", "n1"}),
             nullptr};
   }
   static std::shared_ptr<const protocol::ObjectLocation> Remote(const std::string& path) {
@@ -43,7 +48,7 @@ class ObjectTableTest : public ::testing::Test {
     std::vector<ObjectHandle> handles;
     for (const auto& id : ids) {
       auto core = std::make_shared<ObjectCore>();
-      core->id = id;
+      core->id = ObjectId::FromWire(id);
       handles.push_back(core);
     }
     return handles;
@@ -63,16 +68,16 @@ class ObjectTableTest : public ::testing::Test {
 
 TEST_F(ObjectTableTest, GetReturnsAValuePutBefore) {
   ObjectTable& table = Table();
-  table.AddValue("a", std::make_shared<const std::string>("abc"));
-  EXPECT_EQ(table.Get("a", 0).view, "abc");
+  table.AddValue("a"_id, std::make_shared<const std::string>("abc"));
+  EXPECT_EQ(table.Get("a"_id, 0).view, "abc");
   EXPECT_EQ(table.size(), 1u);
 }
 
 TEST_F(ObjectTableTest, GetWakesWhenTheResultArrives) {
   ObjectTable& table = Table();
-  table.AddPending("a");
+  table.AddPending("a"_id);
   auto got =
-      std::async(std::launch::async, [&] { return std::string(table.Get("a", 10000).view); });
+      std::async(std::launch::async, [&] { return std::string(table.Get("a"_id, 10000).view); });
   AwaitWaiters(1);
   table.Complete(Value("a", "done"));
   ASSERT_EQ(got.wait_for(10s), std::future_status::ready);
@@ -81,16 +86,16 @@ TEST_F(ObjectTableTest, GetWakesWhenTheResultArrives) {
 
 TEST_F(ObjectTableTest, GetTimesOutOnAPendingObject) {
   ObjectTable& table = Table();
-  table.AddPending("a");
-  EXPECT_THROW(table.Get("a", 20), GetTimeoutError);
+  table.AddPending("a"_id);
+  EXPECT_THROW(table.Get("a"_id, 20), GetTimeoutError);
 }
 
 TEST_F(ObjectTableTest, GetThrowsTheTaskErrorOfAFailedObject) {
   ObjectTable& table = Table();
-  table.AddPending("a");
+  table.AddPending("a"_id);
   table.Complete(Failure("a", "ValueError"));
   try {
-    table.Get("a", 0);
+    table.Get("a"_id, 0);
     FAIL() << "Get of a failed object returned";
   } catch (const TaskError& e) {
     EXPECT_EQ(e.type(), "ValueError");
@@ -99,15 +104,15 @@ TEST_F(ObjectTableTest, GetThrowsTheTaskErrorOfAFailedObject) {
 
 TEST_F(ObjectTableTest, GetOfAFreedObjectThrows) {
   ObjectTable& table = Table();
-  EXPECT_THROW(table.Get("nope", 0), std::runtime_error);
+  EXPECT_THROW(table.Get("nope"_id, 0), std::runtime_error);
 }
 
 TEST_F(ObjectTableTest, ShutdownFailsPendingObjectsAndWakesGet) {
   ObjectTable& table = Table();
-  table.AddPending("a");
+  table.AddPending("a"_id);
   auto got = std::async(std::launch::async, [&] {
     try {
-      table.Get("a", -1);
+      table.Get("a"_id, -1);
       return std::string("returned");
     } catch (const TaskError& e) {
       return e.type();
@@ -121,7 +126,7 @@ TEST_F(ObjectTableTest, ShutdownFailsPendingObjectsAndWakesGet) {
 
 TEST_F(ObjectTableTest, WaitReturnsOnceEnoughAreReady) {
   ObjectTable& table = Table();
-  for (const char* id : {"a", "b", "c"}) table.AddPending(id);
+  for (const ObjectId& id : {"a"_id, "b"_id, "c"_id}) table.AddPending(id);
   auto handles = Handles({"a", "b", "c"});
   auto ready = std::async(std::launch::async, [&] { return table.Wait(handles, 2, 10000); });
   AwaitWaiters(1);
@@ -134,32 +139,32 @@ TEST_F(ObjectTableTest, WaitReturnsOnceEnoughAreReady) {
 
 TEST_F(ObjectTableTest, WaitTimesOutWithWhatIsReady) {
   ObjectTable& table = Table();
-  table.AddPending("a");
-  table.AddValue("b", std::make_shared<const std::string>("x"));
+  table.AddPending("a"_id);
+  table.AddValue("b"_id, std::make_shared<const std::string>("x"));
   EXPECT_EQ(table.Wait(Handles({"a", "b"}), 2, 20), (std::vector<bool>{false, true}));
 }
 
 TEST_F(ObjectTableTest, ContinuationsRunOnceOnCompletion) {
   ObjectTable& table = Table();
-  table.AddPending("a");
+  table.AddPending("a"_id);
   int runs = 0;
-  ASSERT_TRUE(table.AddWaiter("a", [&] { ++runs; }));
+  ASSERT_TRUE(table.AddWaiter("a"_id, [&] { ++runs; }));
   table.Complete(Value("a", "1"));
   table.Complete(Value("a", "2"));  // a duplicate reply runs nothing again
   EXPECT_EQ(runs, 1);
   // Not pending any more: nothing to wait for.
-  EXPECT_FALSE(table.AddWaiter("a", [&] { ++runs; }));
-  EXPECT_FALSE(table.AddWaiter("unknown", [&] { ++runs; }));
+  EXPECT_FALSE(table.AddWaiter("a"_id, [&] { ++runs; }));
+  EXPECT_FALSE(table.AddWaiter("unknown"_id, [&] { ++runs; }));
   EXPECT_EQ(runs, 1);
 }
 
 TEST_F(ObjectTableTest, AResultReleasedBeforeItArrivesIsDroppedAndItsFileUnwanted) {
   ObjectTable& table = Table();
-  table.AddPending("a");
-  ObjectTable::Released released = table.Release("a");
+  table.AddPending("a"_id);
+  ObjectTable::Released released = table.Release("a"_id);
   EXPECT_EQ(released.location, nullptr);
   EXPECT_EQ(table.size(), 1u);  // kept until its result arrives
-  table.Complete({"a", nullptr, nullptr, Remote("/store/a")});
+  table.Complete({"a"_id, nullptr, nullptr, Remote("/store/a")});
   EXPECT_EQ(table.size(), 0u);
   ASSERT_EQ(unwanted_.size(), 1u);
   EXPECT_EQ(unwanted_[0].path, "/store/a");
@@ -167,9 +172,9 @@ TEST_F(ObjectTableTest, AResultReleasedBeforeItArrivesIsDroppedAndItsFileUnwante
 
 TEST_F(ObjectTableTest, ReleaseHandsBackAStoredObjectsLocation) {
   ObjectTable& table = Table();
-  table.AddPending("a");
-  table.Complete({"a", nullptr, nullptr, Remote("/store/a")});
-  ObjectTable::Released released = table.Release("a");
+  table.AddPending("a"_id);
+  table.Complete({"a"_id, nullptr, nullptr, Remote("/store/a")});
+  ObjectTable::Released released = table.Release("a"_id);
   ASSERT_NE(released.location, nullptr);
   EXPECT_EQ(released.location->path, "/store/a");
   EXPECT_FALSE(released.shared_out);
@@ -179,28 +184,28 @@ TEST_F(ObjectTableTest, ReleaseHandsBackAStoredObjectsLocation) {
 
 TEST_F(ObjectTableTest, ResolveArgReportsEachState) {
   ObjectTable& table = Table();
-  table.AddValue("value", std::make_shared<const std::string>("bytes"));
-  table.AddPending("pending");
-  table.AddPending("failed");
+  table.AddValue("value"_id, std::make_shared<const std::string>("bytes"));
+  table.AddPending("pending"_id);
+  table.AddPending("failed"_id);
   table.Complete(Failure("failed", "Boom"));
-  table.AddPending("stored");
-  table.Complete({"stored", nullptr, nullptr, Remote("/store/s")});
+  table.AddPending("stored"_id);
+  table.Complete({"stored"_id, nullptr, nullptr, Remote("/store/s")});
 
   std::string bytes;
   protocol::ObjectLocation location;
   ErrorInfo error;
-  EXPECT_EQ(table.ResolveArg("value", &bytes, &location, &error), ObjectTable::ArgState::kValue);
+  EXPECT_EQ(table.ResolveArg("value"_id, &bytes, &location, &error), ObjectTable::ArgState::kValue);
   EXPECT_EQ(bytes, "bytes");
-  EXPECT_EQ(table.ResolveArg("pending", &bytes, &location, &error),
+  EXPECT_EQ(table.ResolveArg("pending"_id, &bytes, &location, &error),
             ObjectTable::ArgState::kPending);
-  EXPECT_EQ(table.ResolveArg("unknown", &bytes, &location, &error),
+  EXPECT_EQ(table.ResolveArg("unknown"_id, &bytes, &location, &error),
             ObjectTable::ArgState::kUnknown);
-  EXPECT_EQ(table.ResolveArg("failed", &bytes, &location, &error), ObjectTable::ArgState::kFailed);
+  EXPECT_EQ(table.ResolveArg("failed"_id, &bytes, &location, &error), ObjectTable::ArgState::kFailed);
   EXPECT_EQ(error.type, "Boom");
-  EXPECT_EQ(table.ResolveArg("stored", &bytes, &location, &error), ObjectTable::ArgState::kStored);
+  EXPECT_EQ(table.ResolveArg("stored"_id, &bytes, &location, &error), ObjectTable::ArgState::kStored);
   EXPECT_EQ(location.path, "/store/s");
   // Handed to another process: releasing it says so, so its file is not reused.
-  EXPECT_TRUE(table.Release("stored").shared_out);
+  EXPECT_TRUE(table.Release("stored"_id).shared_out);
 }
 
 TEST_F(ObjectTableTest, GetPullsARemoteObjectOnceAndKeepsIt) {
@@ -211,10 +216,10 @@ TEST_F(ObjectTableTest, GetPullsARemoteObjectOnceAndKeepsIt) {
     return "from " + location.path;
   };
   ObjectTable& table = Table(std::move(options));
-  table.AddPending("a");
-  table.Complete({"a", nullptr, nullptr, Remote("/store/a")});
-  EXPECT_EQ(table.Get("a", 0).view, "from /store/a");
-  EXPECT_EQ(table.Get("a", 0).view, "from /store/a");
+  table.AddPending("a"_id);
+  table.Complete({"a"_id, nullptr, nullptr, Remote("/store/a")});
+  EXPECT_EQ(table.Get("a"_id, 0).view, "from /store/a");
+  EXPECT_EQ(table.Get("a"_id, 0).view, "from /store/a");
   EXPECT_EQ(pulls, 1);
 }
 
@@ -224,10 +229,10 @@ TEST_F(ObjectTableTest, AFailedPullIsAnObjectLostError) {
     return Status::Unavailable("node gone");
   };
   ObjectTable& table = Table(std::move(options));
-  table.AddPending("a");
-  table.Complete({"a", nullptr, nullptr, Remote("/store/a")});
+  table.AddPending("a"_id);
+  table.Complete({"a"_id, nullptr, nullptr, Remote("/store/a")});
   try {
-    table.Get("a", 0);
+    table.Get("a"_id, 0);
     FAIL() << "Get of a lost object returned";
   } catch (const TaskError& e) {
     EXPECT_EQ(e.type(), "ObjectLost");
@@ -245,30 +250,30 @@ TEST_F(ObjectTableTest, ALostStoredCopyIsComputedAgainByItsTask) {
     return Status::Unavailable("node gone");
   };
   ObjectTable& table = Table(std::move(options));
-  table.AddPending("a");
+  table.AddPending("a"_id);
   int runs = 0;
-  ObjectTable::Completion stored{"a", nullptr, nullptr, Remote("/store/a")};
+  ObjectTable::Completion stored{"a"_id, nullptr, nullptr, Remote("/store/a")};
   stored.recompute = [&] {
     ++runs;
     // The task ran again; its new copy is another lost one (no retries left).
-    table.Complete({"a", nullptr, nullptr, Remote("/store/a2")});
+    table.Complete({"a"_id, nullptr, nullptr, Remote("/store/a2")});
   };
   table.Complete(std::move(stored));
   try {
-    table.Get("a", 1000);
+    table.Get("a"_id, 1000);
     FAIL() << "Get of an object lost twice returned";
   } catch (const TaskError& e) {
     EXPECT_EQ(e.type(), "ObjectLost");
   }
   EXPECT_EQ(runs, 1);
 
-  table.AddPending("b");
-  ObjectTable::Completion b{"b", nullptr, nullptr, Remote("/store/b")};
+  table.AddPending("b"_id);
+  ObjectTable::Completion b{"b"_id, nullptr, nullptr, Remote("/store/b")};
   b.recompute = [&] {
-    table.Complete({"b", std::make_shared<const std::string>("computed again"), nullptr, nullptr});
+    table.Complete({"b"_id, std::make_shared<const std::string>("computed again"), nullptr, nullptr});
   };
   table.Complete(std::move(b));
-  EXPECT_EQ(table.Get("b", 1000).view, "computed again");
+  EXPECT_EQ(table.Get("b"_id, 1000).view, "computed again");
 }
 
 // A worker could not read a task argument's stored copy: the table takes the
@@ -277,17 +282,17 @@ TEST_F(ObjectTableTest, ALostStoredCopyIsComputedAgainByItsTask) {
 // made again only needs resolving again.
 TEST_F(ObjectTableTest, AStoredArgumentsLostCopyIsComputedAgainOnce) {
   ObjectTable& table = Table();
-  table.AddPending("made");
+  table.AddPending("made"_id);
   int runs = 0;
-  ObjectTable::Completion made{"made", nullptr, nullptr, Remote("/store/made")};
+  ObjectTable::Completion made{"made"_id, nullptr, nullptr, Remote("/store/made")};
   made.recompute = [&] { ++runs; };
   table.Complete(std::move(made));
   std::function<void()> recompute;
   // Another copy's loss is not this one's.
-  EXPECT_EQ(table.OnStoredCopyLost("made", "/store/elsewhere", &recompute),
+  EXPECT_EQ(table.OnStoredCopyLost("made"_id, "/store/elsewhere", &recompute),
             ObjectTable::CopyLost::kResolveAgain);
   EXPECT_FALSE(recompute);
-  ASSERT_EQ(table.OnStoredCopyLost("made", "/store/made", &recompute),
+  ASSERT_EQ(table.OnStoredCopyLost("made"_id, "/store/made", &recompute),
             ObjectTable::CopyLost::kResolveAgain);
   ASSERT_TRUE(recompute);
   recompute();
@@ -295,18 +300,18 @@ TEST_F(ObjectTableTest, AStoredArgumentsLostCopyIsComputedAgainOnce) {
   std::string bytes;
   protocol::ObjectLocation location;
   ErrorInfo error;
-  EXPECT_EQ(table.ResolveArg("made", &bytes, &location, &error), ObjectTable::ArgState::kPending);
+  EXPECT_EQ(table.ResolveArg("made"_id, &bytes, &location, &error), ObjectTable::ArgState::kPending);
   // A second worker reports the same loss: the task already runs again.
   std::function<void()> again;
-  EXPECT_EQ(table.OnStoredCopyLost("made", "/store/made", &again),
+  EXPECT_EQ(table.OnStoredCopyLost("made"_id, "/store/made", &again),
             ObjectTable::CopyLost::kResolveAgain);
   EXPECT_FALSE(again);
 
-  table.AddPending("put");
-  table.Complete({"put", nullptr, nullptr, Remote("/store/put")});
-  EXPECT_EQ(table.OnStoredCopyLost("put", "/store/put", &again), ObjectTable::CopyLost::kLost);
-  EXPECT_EQ(table.ResolveArg("put", &bytes, &location, &error), ObjectTable::ArgState::kStored);
-  EXPECT_EQ(table.OnStoredCopyLost("freed", "/store/freed", &again), ObjectTable::CopyLost::kLost);
+  table.AddPending("put"_id);
+  table.Complete({"put"_id, nullptr, nullptr, Remote("/store/put")});
+  EXPECT_EQ(table.OnStoredCopyLost("put"_id, "/store/put", &again), ObjectTable::CopyLost::kLost);
+  EXPECT_EQ(table.ResolveArg("put"_id, &bytes, &location, &error), ObjectTable::ArgState::kStored);
+  EXPECT_EQ(table.OnStoredCopyLost("freed"_id, "/store/freed", &again), ObjectTable::CopyLost::kLost);
 }
 
 }  // namespace

@@ -16,6 +16,11 @@
 
 namespace rayx::detail::testing {
 
+// "a"_id: an object id for these tests (the runtime takes any id its owner made).
+inline ObjectId operator""_id(const char* text, size_t size) {
+  return ObjectId::FromWire(std::string(text, size));
+}
+
 // One io_context the test steps by hand, a manual clock, the object table, a
 // fake head and fake workers reached through a FaultyWorkerConnector (no
 // faults unless a test sets them), for job "job-1". A derived fixture adds
@@ -35,7 +40,7 @@ class SubmitterFixture : public ::testing::Test {
     io_.poll();
   }
   // The error type a failed result throws, or "" when it is ready.
-  std::string ErrorOf(const std::string& id) {
+  std::string ErrorOf(const ObjectId& id) {
     try {
       objects_.Get(id, 0);
       return "";
@@ -44,7 +49,7 @@ class SubmitterFixture : public ::testing::Test {
     }
   }
   // The remote message of a failed result, or "" when it is ready.
-  std::string MessageOf(const std::string& id) {
+  std::string MessageOf(const ObjectId& id) {
     try {
       objects_.Get(id, 0);
       return "";

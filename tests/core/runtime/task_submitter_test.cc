@@ -11,6 +11,7 @@ namespace rayx::detail {
 namespace {
 
 using testing::FakeWorkerConnector;
+using testing::operator""_id;
 
 class TaskSubmitterTest : public testing::SubmitterFixture {
  protected:
@@ -26,8 +27,8 @@ class TaskSubmitterTest : public testing::SubmitterFixture {
   }
 
   // Submits `function` with inline `arg`; returns its result's id.
-  std::string Submit(const std::string& function, const std::string& arg = "x") {
-    std::string id = "result-" + std::to_string(next_++);
+  ObjectId Submit(const std::string& function, const std::string& arg = "x") {
+    ObjectId id = ObjectId::FromWire("result-" + std::to_string(next_++));
     objects_.AddPending(id);
     Task task;
     task.function = function;
@@ -37,8 +38,8 @@ class TaskSubmitterTest : public testing::SubmitterFixture {
     return id;
   }
   // Submits `function`("first", ref `arg_id`); returns its result's id.
-  std::string SubmitWithRef(const std::string& arg_id, const std::string& function = "G") {
-    std::string id = "result-" + std::to_string(next_++);
+  ObjectId SubmitWithRef(const ObjectId& arg_id, const std::string& function = "G") {
+    ObjectId id = ObjectId::FromWire("result-" + std::to_string(next_++));
     objects_.AddPending(id);
     auto ref = std::make_shared<ObjectCore>();
     ref->id = arg_id;
@@ -61,9 +62,9 @@ class TaskSubmitterTest : public testing::SubmitterFixture {
   }
   // Completes `id` as stored on `node` at /store/<id>, made by a task whose
   // reruns are counted in `*recomputed`.
-  void StoreRecomputable(const std::string& id, const std::string& node, int* recomputed) {
+  void StoreRecomputable(const ObjectId& id, const std::string& node, int* recomputed) {
     objects_.AddPending(id);
-    ObjectTable::Completion done{id, nullptr, nullptr, StoredOn(node, "/store/" + id)};
+    ObjectTable::Completion done{id, nullptr, nullptr, StoredOn(node, "/store/" + id.Hex())};
     done.recompute = [recomputed] { ++*recomputed; };
     objects_.Complete(std::move(done));
   }
@@ -91,7 +92,7 @@ TEST_F(TaskSubmitterTest, ABurstAsksForOneLeaseAtATime) {
 }
 
 TEST_F(TaskSubmitterTest, ResultsCompleteTheirObjects) {
-  std::string id = Submit("F", "arg");
+  ObjectId id = Submit("F", "arg");
   Step();
   head_.Grant("lease-1", "w1");
   Step();
@@ -99,14 +100,14 @@ TEST_F(TaskSubmitterTest, ResultsCompleteTheirObjects) {
   ASSERT_NE(worker, nullptr);
   ASSERT_EQ(worker->calls.size(), 1u);
   EXPECT_EQ(worker->calls[0].function, "F");
-  EXPECT_EQ(worker->calls[0].return_id, id);
+  EXPECT_EQ(worker->calls[0].return_id, id.Hex());
   EXPECT_EQ(worker->calls[0].args, std::vector<std::string>{"arg"});
   worker->Reply(worker->calls[0].call_id, "42");
   EXPECT_EQ(objects_.Get(id, 0).view, "42");
 }
 
 TEST_F(TaskSubmitterTest, PipelinesOnceTheClusterIsSaturated) {
-  std::vector<std::string> ids;
+  std::vector<ObjectId> ids;
   for (int i = 0; i < 10; ++i) ids.push_back(Submit("F"));
   Step();
   head_.Grant("lease-1", "w1");
@@ -122,7 +123,7 @@ TEST_F(TaskSubmitterTest, PipelinesOnceTheClusterIsSaturated) {
   Step();
   ASSERT_EQ(worker->calls.size(), 10u);
   // In submission order, batched: fewer messages than calls.
-  for (size_t i = 0; i < ids.size(); ++i) EXPECT_EQ(worker->calls[i].return_id, ids[i]);
+  for (size_t i = 0; i < ids.size(); ++i) EXPECT_EQ(worker->calls[i].return_id, ids[i].Hex());
   EXPECT_LE(worker->messages, 2);
   for (const auto& call : worker->calls) worker->Reply(call.call_id, "ok");
   for (const auto& id : ids) EXPECT_EQ(ErrorOf(id), "");
@@ -132,7 +133,7 @@ TEST_F(TaskSubmitterTest, PipelinesOnceTheClusterIsSaturated) {
 // a lease request that waits less than twice the fastest grant is a worker
 // starting, not a full cluster, so the waiting tasks are not pipelined.
 TEST_F(TaskSubmitterTest, SlowWorkerStartsAreNotMistakenForSaturation) {
-  std::vector<std::string> ids;
+  std::vector<ObjectId> ids;
   for (int i = 0; i < 3; ++i) ids.push_back(Submit("F"));
   Step();
   clock_.Advance(400);  // the first worker took 400 ms to start
@@ -155,17 +156,17 @@ TEST_F(TaskSubmitterTest, SlowWorkerStartsAreNotMistakenForSaturation) {
 // while they have retries left, in their order; the others fail, naming the tries.
 TEST_F(TaskSubmitterTest, CallsOfADeadWorkerRunAgainWhileTheyHaveRetries) {
   auto submit = [&](int retries) {
-    std::string id = "result-" + std::to_string(next_++);
+    ObjectId id = ObjectId::FromWire("result-" + std::to_string(next_++));
     objects_.AddPending(id);
     Task task;
     task.function = "F";
     task.object_id = id;
-    task.args.push_back(Arg{"arg-of-" + id, nullptr});
+    task.args.push_back(Arg{"arg-of-" + id.Hex(), nullptr});
     task.retries_left = retries;
     submitter_.Submit(task, std::nullopt, Placement{});
     return id;
   };
-  std::string kept = submit(1), lost = submit(0), kept_too = submit(2);
+  ObjectId kept = submit(1), lost = submit(0), kept_too = submit(2);
   Step();
   auto* w1 = GrantSaturated("lease-1", "w1");
   ASSERT_NE(w1, nullptr);
@@ -178,10 +179,10 @@ TEST_F(TaskSubmitterTest, CallsOfADeadWorkerRunAgainWhileTheyHaveRetries) {
   auto* w2 = GrantSaturated("lease-2", "w2");
   ASSERT_NE(w2, nullptr);
   ASSERT_EQ(w2->calls.size(), 2u);
-  EXPECT_EQ(w2->calls[0].return_id, kept);
-  EXPECT_EQ(w2->calls[1].return_id, kept_too);
+  EXPECT_EQ(w2->calls[0].return_id, kept.Hex());
+  EXPECT_EQ(w2->calls[1].return_id, kept_too.Hex());
   // With their arguments: a retried call keeps them until its result arrives.
-  EXPECT_EQ(w2->calls[0].args, std::vector<std::string>{"arg-of-" + kept});
+  EXPECT_EQ(w2->calls[0].args, std::vector<std::string>{"arg-of-" + kept.Hex()});
   // The call with no retry left dies with the second worker; the other runs.
   w2->Reply(w2->calls[1].call_id, "done");
   w2->Die();
@@ -200,19 +201,19 @@ TEST_F(TaskSubmitterTest, CallsOfADeadWorkerRunAgainWhileTheyHaveRetries) {
 // with its arguments); without it, or with no retry left, the error stays.
 TEST_F(TaskSubmitterTest, RetryExceptionsRunsATaskThatRaisedAgain) {
   auto submit = [&](bool retry_exceptions, const std::string& prefix = "") {
-    std::string id = "result-" + std::to_string(next_++);
+    ObjectId id = ObjectId::FromWire("result-" + std::to_string(next_++));
     objects_.AddPending(id);
     Task task;
     task.function = "F";
     task.object_id = id;
-    task.args.push_back(Arg{"arg-of-" + id, nullptr});
+    task.args.push_back(Arg{"arg-of-" + id.Hex(), nullptr});
     task.retries_left = 1;
     task.retry_exceptions = retry_exceptions;
     task.retriable_value_prefix = prefix;
     submitter_.Submit(task, std::nullopt, Placement{});
     return id;
   };
-  std::string retried = submit(true), plain = submit(false), marked = submit(true, "EXC:");
+  ObjectId retried = submit(true), plain = submit(false), marked = submit(true, "EXC:");
   Step();
   auto* w1 = GrantSaturated("lease-1", "w1");
   ASSERT_NE(w1, nullptr);
@@ -224,9 +225,9 @@ TEST_F(TaskSubmitterTest, RetryExceptionsRunsATaskThatRaisedAgain) {
   EXPECT_EQ(ErrorOf(plain), "std::runtime_error") << "retried without retry_exceptions";
   // The other two ran again, with their arguments.
   ASSERT_EQ(w1->calls.size(), 5u);
-  EXPECT_EQ(w1->calls[3].return_id, retried);
-  EXPECT_EQ(w1->calls[3].args, std::vector<std::string>{"arg-of-" + retried});
-  EXPECT_EQ(w1->calls[4].return_id, marked);
+  EXPECT_EQ(w1->calls[3].return_id, retried.Hex());
+  EXPECT_EQ(w1->calls[3].args, std::vector<std::string>{"arg-of-" + retried.Hex()});
+  EXPECT_EQ(w1->calls[4].return_id, marked.Hex());
   // Out of retries: the second exception is the result.
   w1->ReplyError(w1->calls[3].call_id, "std::runtime_error", "flaky again");
   w1->Reply(w1->calls[4].call_id, "EXC:again");
@@ -239,7 +240,7 @@ TEST_F(TaskSubmitterTest, RetryExceptionsRunsATaskThatRaisedAgain) {
 // The head declared a worker's node dead while its connection still stands
 // (a stopped node): LoseLease treats it as lost at once, with the reason.
 TEST_F(TaskSubmitterTest, ALeaseTheHeadDeclaredLostIsHandledAsALostWorker) {
-  std::string id = Submit("F");
+  ObjectId id = Submit("F");
   Step();
   head_.Grant("lease-1", "w1");
   Step();
@@ -261,7 +262,7 @@ TEST_F(TaskSubmitterTest, ALeaseTheHeadDeclaredLostIsHandledAsALostWorker) {
 }
 
 TEST_F(TaskSubmitterTest, ReturnsAnIdleLeaseAfterTheIdleTime) {
-  std::string id = Submit("F");
+  ObjectId id = Submit("F");
   Step();
   head_.Grant("lease-1", "w1");
   Step();
@@ -289,7 +290,7 @@ TEST_F(TaskSubmitterTest, ABusyLeaseIsNotReturned) {
 }
 
 TEST_F(TaskSubmitterTest, ALostWorkerFailsItsRunningTasksAndGivesItsLeaseBack) {
-  std::string id = Submit("F");
+  ObjectId id = Submit("F");
   Step();
   head_.Grant("lease-1", "w1");
   Step();
@@ -304,7 +305,7 @@ TEST_F(TaskSubmitterTest, ALostWorkerFailsItsRunningTasksAndGivesItsLeaseBack) {
 
 TEST_F(TaskSubmitterTest, TasksNeverSentGoToAnotherWorker) {
   connector_.gone_addresses["w1"] = true;
-  std::string id = Submit("F");
+  ObjectId id = Submit("F");
   Step();
   head_.Grant("lease-1", "w1");
   Step();  // the send fails: w1 is lost, its task goes back to the queue
@@ -315,14 +316,14 @@ TEST_F(TaskSubmitterTest, TasksNeverSentGoToAnotherWorker) {
   auto* worker = connector_.At("w2");
   ASSERT_NE(worker, nullptr);
   ASSERT_EQ(worker->calls.size(), 1u);
-  EXPECT_EQ(worker->calls[0].return_id, id);
+  EXPECT_EQ(worker->calls[0].return_id, id.Hex());
   worker->Reply(worker->calls[0].call_id, "ok");
   EXPECT_EQ(ErrorOf(id), "");
 }
 
 TEST_F(TaskSubmitterTest, AnInfeasibleLeaseFailsTheQueuedTasks) {
-  std::string a = Submit("F");
-  std::string b = Submit("F");
+  ObjectId a = Submit("F");
+  ObjectId b = Submit("F");
   Step();
   head_.Refuse(Status::Infeasible("infeasible: no node has 64 GPUs"));
   EXPECT_EQ(ErrorOf(a), "Infeasible");
@@ -330,25 +331,25 @@ TEST_F(TaskSubmitterTest, AnInfeasibleLeaseFailsTheQueuedTasks) {
 }
 
 TEST_F(TaskSubmitterTest, AWorkerThatCannotStartFailsTheQueuedTasks) {
-  std::string a = Submit("F");
+  ObjectId a = Submit("F");
   Step();
   head_.Refuse(Status::Unavailable("the worker exited at once"));
   EXPECT_EQ(ErrorOf(a), "WorkerStartFailed");
 }
 
 TEST_F(TaskSubmitterTest, ATaskWaitsForItsPendingArgument) {
-  objects_.AddPending("dep");
+  objects_.AddPending("dep"_id);
   auto dep = std::make_shared<ObjectCore>();
-  dep->id = "dep";
-  objects_.AddPending("result");
+  dep->id = "dep"_id;
+  objects_.AddPending("result"_id);
   Task task;
   task.function = "G";
-  task.object_id = "result";
+  task.object_id = "result"_id;
   task.args.push_back(Arg{"", dep});
   submitter_.Submit(task, std::nullopt, Placement{});
   Step();
   EXPECT_TRUE(head_.requests.empty()) << "leased before the argument was ready";
-  objects_.Complete({"dep", std::make_shared<const std::string>("dep-value"), nullptr, nullptr});
+  objects_.Complete({"dep"_id, std::make_shared<const std::string>("dep-value"), nullptr, nullptr});
   Step();
   ASSERT_EQ(head_.requests.size(), 1u);
   head_.Grant("lease-1", "w1");
@@ -362,19 +363,19 @@ TEST_F(TaskSubmitterTest, ATaskWaitsForItsPendingArgument) {
 // A value before a pending reference keeps its bytes when resolution resumes
 // after the reference completes (it once arrived empty).
 TEST_F(TaskSubmitterTest, ValuesBeforeAPendingArgumentSurviveTheWait) {
-  objects_.AddPending("dep");
+  objects_.AddPending("dep"_id);
   auto dep = std::make_shared<ObjectCore>();
-  dep->id = "dep";
-  objects_.AddPending("result");
+  dep->id = "dep"_id;
+  objects_.AddPending("result"_id);
   Task task;
   task.function = "G";
-  task.object_id = "result";
+  task.object_id = "result"_id;
   task.args.push_back(Arg{"first", nullptr});
   task.args.push_back(Arg{"", dep});
   task.args.push_back(Arg{"last", nullptr});
   submitter_.Submit(task, std::nullopt, Placement{});
   Step();
-  objects_.Complete({"dep", std::make_shared<const std::string>("dep-value"), nullptr, nullptr});
+  objects_.Complete({"dep"_id, std::make_shared<const std::string>("dep-value"), nullptr, nullptr});
   Step();
   ASSERT_EQ(head_.requests.size(), 1u);
   head_.Grant("lease-1", "w1");
@@ -386,20 +387,20 @@ TEST_F(TaskSubmitterTest, ValuesBeforeAPendingArgumentSurviveTheWait) {
 }
 
 TEST_F(TaskSubmitterTest, AFailedArgumentFailsTheTask) {
-  objects_.AddPending("dep");
-  objects_.Complete({"dep", nullptr,
+  objects_.AddPending("dep"_id);
+  objects_.Complete({"dep"_id, nullptr,
                      std::make_shared<ErrorInfo>(ErrorInfo{"ValueError", "bad", "P", ""}),
                      nullptr});
   auto dep = std::make_shared<ObjectCore>();
-  dep->id = "dep";
-  objects_.AddPending("result");
+  dep->id = "dep"_id;
+  objects_.AddPending("result"_id);
   Task task;
   task.function = "G";
-  task.object_id = "result";
+  task.object_id = "result"_id;
   task.args.push_back(Arg{"", dep});
   submitter_.Submit(task, std::nullopt, Placement{});
   Step();
-  EXPECT_EQ(ErrorOf("result"), "ValueError");
+  EXPECT_EQ(ErrorOf("result"_id), "ValueError");
   EXPECT_TRUE(head_.requests.empty());
 }
 
@@ -408,8 +409,8 @@ TEST_F(TaskSubmitterTest, AFailedArgumentFailsTheTask) {
 // the new copy is there, reading that copy; it never ran, so it uses no retry.
 TEST_F(TaskSubmitterTest, AnArgumentLostWithItsNodeIsComputedAgainAndTheCallSentAgain) {
   int recomputed = 0;
-  StoreRecomputable("made", "10.0.0.9", &recomputed);
-  std::string id = SubmitWithRef("made");
+  StoreRecomputable("made"_id, "10.0.0.9", &recomputed);
+  ObjectId id = SubmitWithRef("made"_id);
   Step();
   head_.Grant("lease-1", "w1");
   Step();
@@ -424,10 +425,10 @@ TEST_F(TaskSubmitterTest, AnArgumentLostWithItsNodeIsComputedAgainAndTheCallSent
   EXPECT_EQ(recomputed, 1);
   EXPECT_EQ(worker->calls.size(), 1u) << "sent again before its argument was made again";
   // The task that made it ran again, on another node.
-  objects_.Complete({"made", nullptr, nullptr, StoredOn("10.0.0.10", "/store/made-again")});
+  objects_.Complete({"made"_id, nullptr, nullptr, StoredOn("10.0.0.10", "/store/made-again")});
   Step();
   ASSERT_EQ(worker->calls.size(), 2u);
-  EXPECT_EQ(worker->calls[1].return_id, id);
+  EXPECT_EQ(worker->calls[1].return_id, id.Hex());
   EXPECT_EQ(worker->calls[1].args,
             (std::vector<std::string>{"first", "stored:/store/made-again"}));
   worker->Reply(worker->calls[1].call_id, "42");
@@ -439,10 +440,10 @@ TEST_F(TaskSubmitterTest, AnArgumentLostWithItsNodeIsComputedAgainAndTheCallSent
 // left): the call fails with ObjectLost naming the node, and an ObjectLost
 // about another node is the call's own error, not a lost argument.
 TEST_F(TaskSubmitterTest, AnArgumentThatCannotBeMadeAgainFailsTheCallWithObjectLost) {
-  objects_.AddPending("put");
-  objects_.Complete({"put", nullptr, nullptr, StoredOn("10.0.0.9", "/store/put")});
-  std::string lost = SubmitWithRef("put");
-  std::string other = SubmitWithRef("put");
+  objects_.AddPending("put"_id);
+  objects_.Complete({"put"_id, nullptr, nullptr, StoredOn("10.0.0.9", "/store/put")});
+  ObjectId lost = SubmitWithRef("put"_id);
+  ObjectId other = SubmitWithRef("put"_id);
   Step();
   auto* worker = GrantSaturated("lease-1", "w1");
   ASSERT_NE(worker, nullptr);
@@ -473,14 +474,14 @@ TEST_F(TaskSubmitterTest, AnArgumentThatCannotBeMadeAgainFailsTheCallWithObjectL
 // entry does not stay pending with nobody computing it).
 TEST_F(TaskSubmitterTest, AMixOfRecoverableAndLostArgumentsFailsButStillRecomputes) {
   int recomputed = 0;
-  StoreRecomputable("made", "10.0.0.9", &recomputed);
-  objects_.AddPending("put");
-  objects_.Complete({"put", nullptr, nullptr, StoredOn("10.0.0.9", "/store/put")});
-  objects_.AddPending("result");
+  StoreRecomputable("made"_id, "10.0.0.9", &recomputed);
+  objects_.AddPending("put"_id);
+  objects_.Complete({"put"_id, nullptr, nullptr, StoredOn("10.0.0.9", "/store/put")});
+  objects_.AddPending("result"_id);
   Task task;
   task.function = "G";
-  task.object_id = "result";
-  for (const char* id : {"made", "put"}) {
+  task.object_id = "result"_id;
+  for (const ObjectId& id : {"made"_id, "put"_id}) {
     auto ref = std::make_shared<ObjectCore>();
     ref->id = id;
     task.args.push_back(Arg{"", ref});
@@ -495,7 +496,7 @@ TEST_F(TaskSubmitterTest, AMixOfRecoverableAndLostArgumentsFailsButStillRecomput
   worker->ReplyError(worker->calls[0].call_id, "ObjectLost", "argument 0 could not be read",
                      "/store/made");
   Step();
-  EXPECT_EQ(ErrorOf("result"), "ObjectLost");
+  EXPECT_EQ(ErrorOf("result"_id), "ObjectLost");
   EXPECT_EQ(recomputed, 1) << "the recoverable argument was left pending with nobody making it";
 }
 
@@ -504,7 +505,7 @@ TEST_F(TaskSubmitterTest, AMixOfRecoverableAndLostArgumentsFailsButStillRecomput
 // WorkerCrashed without retries (the next test: run again with one).
 TEST_F(TaskSubmitterTest, CallsLostWithADroppedConnectionFailAsWorkerCrashedWithoutRetries) {
   faults_.DropSends("w1", 100);
-  std::string kept = Submit("F"), lost = Submit("F");
+  ObjectId kept = Submit("F"), lost = Submit("F");
   Step();
   auto* w1 = GrantSaturated("lease-1", "w1");
   ASSERT_NE(w1, nullptr);
@@ -519,7 +520,7 @@ TEST_F(TaskSubmitterTest, CallsLostWithADroppedConnectionFailAsWorkerCrashedWith
 
 TEST_F(TaskSubmitterTest, ACallLostWithADroppedConnectionRunsOnAnotherWorkerWithARetry) {
   faults_.DropSends("w1", 100);
-  std::string id = "result-retried";
+  ObjectId id = "result-retried"_id;
   objects_.AddPending(id);
   Task task;
   task.function = "F";
@@ -537,7 +538,7 @@ TEST_F(TaskSubmitterTest, ACallLostWithADroppedConnectionRunsOnAnotherWorkerWith
   auto* w2 = GrantSaturated("lease-2", "w2");
   ASSERT_NE(w2, nullptr);
   ASSERT_EQ(w2->calls.size(), 1u);
-  EXPECT_EQ(w2->calls[0].return_id, id);
+  EXPECT_EQ(w2->calls[0].return_id, id.Hex());
   EXPECT_EQ(w2->calls[0].args, std::vector<std::string>{"arg"});
   w2->Reply(w2->calls[0].call_id, "ok");
   EXPECT_EQ(ErrorOf(id), "");
@@ -546,7 +547,7 @@ TEST_F(TaskSubmitterTest, ACallLostWithADroppedConnectionRunsOnAnotherWorkerWith
 // A send refused on a worker already running a call: the worker is lost, its
 // running call fails, and the call it never got goes to another worker.
 TEST_F(TaskSubmitterTest, ASendRefusedMidwayFailsTheRunningCallAndMovesTheUnsentOne) {
-  std::string running = Submit("F"), unsent = Submit("F");
+  ObjectId running = Submit("F"), unsent = Submit("F");
   Step();
   head_.Grant("lease-1", "w1");
   Step();
@@ -567,7 +568,7 @@ TEST_F(TaskSubmitterTest, ASendRefusedMidwayFailsTheRunningCallAndMovesTheUnsent
   auto* w2 = connector_.At("w2");
   ASSERT_NE(w2, nullptr);
   ASSERT_EQ(w2->calls.size(), 1u);
-  EXPECT_EQ(w2->calls[0].return_id, unsent);
+  EXPECT_EQ(w2->calls[0].return_id, unsent.Hex());
   w2->Reply(w2->calls[0].call_id, "ok");
   EXPECT_EQ(ErrorOf(unsent), "");
 }

@@ -299,8 +299,7 @@ void ActorSubmitter::Restart(ActorState& actor, const std::string& what, const s
   ++actor.restarts_done;
   if (actor.restarts_left != INT32_MAX) --actor.restarts_left;
   RAYX_LOG(Warning) << "actor " << actor.class_name << " (" << actor.actor_id.Short()
-                    << "): " << what << "; restarting it (restart " << actor.RestartCount()
-                    << ")";
+                    << "): " << what << "; restarting it (restart " << actor.RestartCount() << ")";
   // The calls the lost worker had: again behind the constructor while they
   // have retries left (max_task_retries), in their order; the rest fail.
   std::vector<Task> again;

@@ -13,12 +13,12 @@ ObjectTable::ObjectTable(Options options) : options_(std::move(options)) {}
 
 void ObjectTable::AddPending(const ObjectId& id) {
   std::lock_guard<std::mutex> lock(mu_);
-  objects_.try_emplace(id);
+  objects_.try_emplace(id.Hex());
 }
 
 void ObjectTable::AddValue(const ObjectId& id, std::shared_ptr<const std::string> value) {
   std::lock_guard<std::mutex> lock(mu_);
-  Entry& entry = objects_[id];
+  Entry& entry = objects_[id.Hex()];
   entry.state = Entry::State::kReady;
   entry.value = std::move(value);
 }
@@ -27,7 +27,7 @@ void ObjectTable::AddStored(const ObjectId& id,
                             std::shared_ptr<const protocol::ObjectLocation> location,
                             std::shared_ptr<StoreWriter::Buffer> written) {
   std::lock_guard<std::mutex> lock(mu_);
-  Entry& entry = objects_[id];
+  Entry& entry = objects_[id.Hex()];
   entry.state = Entry::State::kReady;
   entry.location = std::move(location);
   entry.written = std::move(written);
@@ -39,7 +39,7 @@ ObjectTable::Released ObjectTable::Release(const ObjectId& id) {
   // object, whose release takes the lock again.
   std::function<void()> recompute;
   std::lock_guard<std::mutex> lock(mu_);
-  auto it = objects_.find(id);
+  auto it = objects_.find(id.Hex());
   if (it == objects_.end()) return released;
   if (it->second.state == Entry::State::kPending) {
     // Dropped when its result arrives.
@@ -69,7 +69,7 @@ void ObjectTable::CompleteAll(std::vector<Completion>& batch) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     for (Completion& c : batch) {
-      auto it = objects_.find(c.id);
+      auto it = objects_.find(c.id.Hex());
       if (it == objects_.end()) continue;
       Entry& entry = it->second;
       entry.state = c.error ? Entry::State::kFailed : Entry::State::kReady;
@@ -109,10 +109,10 @@ ObjectBytes ObjectTable::Get(const ObjectId& id, int64_t timeout_ms) {
   std::unique_lock<std::mutex> lock(mu_);
   // Loops only when a lost stored copy is being computed again (lineage).
   for (;;) {
-    auto it = objects_.find(id);
+    auto it = objects_.find(id.Hex());
     if (it != objects_.end() && it->second.state == Entry::State::kPending) {
       auto done = [&] {
-        it = objects_.find(id);
+        it = objects_.find(id.Hex());
         return it == objects_.end() || it->second.state != Entry::State::kPending;
       };
       ++waiting_;
@@ -147,7 +147,7 @@ ObjectBytes ObjectTable::Get(const ObjectId& id, int64_t timeout_ms) {
       auto mapped = MappedObject::Open(location->path);
       if (mapped.ok()) {
         std::lock_guard<std::mutex> relock(mu_);
-        auto again = objects_.find(id);
+        auto again = objects_.find(id.Hex());
         if (again != objects_.end()) again->second.mapped = *mapped;
         return {(*mapped)->view(), *mapped};
       }
@@ -158,21 +158,21 @@ ObjectBytes ObjectTable::Get(const ObjectId& id, int64_t timeout_ms) {
     if (pulled.ok()) {
       auto value = std::make_shared<const std::string>(std::move(*pulled));
       std::lock_guard<std::mutex> relock(mu_);
-      auto again = objects_.find(id);
+      auto again = objects_.find(id.Hex());
       if (again != objects_.end()) again->second.value = value;
       return {*value, value};
     }
     // The only copy is gone (its node died): run the task that made it again
     // while it has retries left, and wait for the new copy.
     lock.lock();
-    auto again = objects_.find(id);
+    auto again = objects_.find(id.Hex());
     if (again == objects_.end() || again->second.location != location ||
         !again->second.recompute) {
       if (again != objects_.end() && again->second.location != location) continue;  // new copy
       throw TaskError("ObjectLost",
                       "the only copy of object " + id.Hex() + " was on node " +
-                          location->node_address + " and cannot be read: " +
-                          pulled.status().message() +
+                          location->node_address +
+                          " and cannot be read: " + pulled.status().message() +
                           " (the task that made it has no retries left to compute it again)",
                       "Get", location->node_address);
     }
@@ -194,7 +194,7 @@ std::vector<bool> ObjectTable::Wait(const std::vector<ObjectHandle>& objects,
   auto count = [&] {
     size_t n = 0;
     for (size_t i = 0; i < objects.size(); ++i) {
-      auto it = objects_.find(objects[i]->id);
+      auto it = objects_.find(objects[i]->id.Hex());
       ready[i] = it == objects_.end() || it->second.state != Entry::State::kPending;
       n += ready[i] ? 1 : 0;
     }
@@ -217,7 +217,7 @@ ObjectTable::ArgState ObjectTable::ResolveArg(const ObjectId& id, std::string* b
                                               protocol::ObjectLocation* location,
                                               ErrorInfo* error) {
   std::lock_guard<std::mutex> lock(mu_);
-  auto it = objects_.find(id);
+  auto it = objects_.find(id.Hex());
   if (it == objects_.end()) return ArgState::kUnknown;
   Entry& entry = it->second;
   switch (entry.state) {
@@ -239,11 +239,10 @@ ObjectTable::ArgState ObjectTable::ResolveArg(const ObjectId& id, std::string* b
   return ArgState::kValue;
 }
 
-ObjectTable::CopyLost ObjectTable::OnStoredCopyLost(const ObjectId& id,
-                                                     const std::string& path,
-                                                     std::function<void()>* recompute) {
+ObjectTable::CopyLost ObjectTable::OnStoredCopyLost(const ObjectId& id, const std::string& path,
+                                                    std::function<void()>* recompute) {
   std::lock_guard<std::mutex> lock(mu_);
-  auto it = objects_.find(id);
+  auto it = objects_.find(id.Hex());
   if (it == objects_.end()) return CopyLost::kLost;
   Entry& entry = it->second;
   if (entry.state != Entry::State::kReady || entry.value || !entry.location ||
@@ -261,7 +260,7 @@ ObjectTable::CopyLost ObjectTable::OnStoredCopyLost(const ObjectId& id,
 
 bool ObjectTable::AddWaiter(const ObjectId& id, std::function<void()> fn) {
   std::lock_guard<std::mutex> lock(mu_);
-  auto it = objects_.find(id);
+  auto it = objects_.find(id.Hex());
   if (it == objects_.end() || it->second.state != Entry::State::kPending) return false;
   it->second.waiters.push_back(std::move(fn));
   return true;

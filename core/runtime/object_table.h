@@ -117,8 +117,8 @@ class ObjectTable {
   // Looks up a task argument. kValue: `*bytes` holds a copy of the value.
   // kStored: `*location` is set and the entry is marked as shared with another
   // process. kFailed: `*error` is set. kPending, kUnknown: nothing is set.
-  ArgState ResolveArg(const ObjectId& id, std::string* bytes,
-                      protocol::ObjectLocation* location, ErrorInfo* error);
+  ArgState ResolveArg(const ObjectId& id, std::string* bytes, protocol::ObjectLocation* location,
+                      ErrorInfo* error);
   // A worker could not read the stored copy of `id` at `path` (its node
   // died). When that is still the entry's only copy and the task that made it
   // can run again (lineage), the entry becomes pending and `*recompute` is set
@@ -155,8 +155,11 @@ class ObjectTable {
   const Options options_;
   std::mutex mu_;
   std::condition_variable cv_;
-  std::unordered_map<ObjectId, Entry> objects_;     // under mu_
-  size_t waiting_ = 0;                               // threads in Get/Wait, under mu_
+  // Keyed by the id's hex, under mu_: with a std::string key libstdc++ looks
+  // up a small table (up to 20 entries) by comparing keys, without hashing;
+  // an ObjectId key made Get and Put measurably slower (docs/performance.md).
+  std::unordered_map<std::string, Entry> objects_;
+  size_t waiting_ = 0;  // threads in Get/Wait, under mu_
 };
 
 }  // namespace rayx::detail

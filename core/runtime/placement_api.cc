@@ -134,10 +134,11 @@ void Runtime::AwaitPlaced(const ObjectId& object_id, const PlacementGroupId& gro
   head_->Call<protocol::WaitPlacementGroupReply>(
       req, [this, object_id, group_id, value](Result<protocol::WaitPlacementGroupReply> r) {
         auto fail = [&](const std::string& type, const std::string& message) {
-          objects_.Complete({object_id, nullptr,
-                             std::make_shared<ErrorInfo>(ErrorInfo{
-                                 type, message, "placement group " + group_id.Hex() + " ready", ""}),
-                             nullptr});
+          objects_.Complete(
+              {object_id, nullptr,
+               std::make_shared<ErrorInfo>(
+                   ErrorInfo{type, message, "placement group " + group_id.Hex() + " ready", ""}),
+               nullptr});
         };
         if (!r.ok()) {
           fail(r.status().code() == StatusCode::kNotFound ? "PlacementGroupRemoved"

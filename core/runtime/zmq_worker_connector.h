@@ -15,8 +15,8 @@ namespace rayx::detail {
 // Makes one DEALER socket per worker (no high-water marks, no reconnects: a
 // dead worker is not dialled again) and a monitor socket that reports its
 // loss: a disconnection, or a connection that was refused or not up within
-// 10 s (an address whose worker is already gone). Used on the I/O thread only; `io` and `context` must outlive
-// it and every link it made.
+// 10 s (an address whose worker is already gone). Used on the I/O thread
+// only; `io` and `context` must outlive it and every link it made.
 class ZmqWorkerConnector final : public WorkerConnector {
  public:
   ZmqWorkerConnector(boost::asio::io_context& io, zmq::context_t& context)

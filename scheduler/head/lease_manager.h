@@ -214,7 +214,7 @@ class LeaseManager {
     bool detached = false;
     bool for_actor = false;
     bool process = false;        // a process lease (rayx launch, rayx job)
-    PlacementGroupId group_id;        // placement group, or ""
+    PlacementGroupId group_id;   // placement group, or ""
     int32_t bundle_index = -1;
     int32_t pid = 0;
     // The request, until its worker runs: a lease whose node dies before

@@ -56,9 +56,9 @@ void LeaseManager::OnNodeDead(const NodeId& node, const std::string& why) {
       // or in a placement group's bundle there: the group's user (a Train
       // run, an actor group) decides what to do with a group that lost a node.
       const auto& req = lease.request;
-      bool pinned = lease.process || !req || !lease.group_id.IsNil() ||
-                    (req->strategy == protocol::LeaseStrategy::kNodeAffinity &&
-                     !req->affinity_soft);
+      bool pinned =
+          lease.process || !req || !lease.group_id.IsNil() ||
+          (req->strategy == protocol::LeaseStrategy::kNodeAffinity && !req->affinity_soft);
       if (pinned) {
         ReplyError(lease.owner,
                    Status::Unavailable("the node chosen for this worker died before it started"));

@@ -154,10 +154,10 @@ void LeaseManager::OnNodeRejoined(const NodeId& node, const std::string& agent_p
     auto job = jobs_.find(s.job_id);
     bool job_alive = job != jobs_.end() && !job->second.finished;
     // What the live worker holds, as its agent says (resources and devices).
-    bool accounted = s.group_id.IsNil()
-                         ? nodes_.AcquireExact(node, report.resources, report.gpu_ids)
-                         : groups_.AcquireExact(s.group_id, s.bundle_index, report.resources,
-                                                report.gpu_ids);
+    bool accounted =
+        s.group_id.IsNil()
+            ? nodes_.AcquireExact(node, report.resources, report.gpu_ids)
+            : groups_.AcquireExact(s.group_id, s.bundle_index, report.resources, report.gpu_ids);
     if (!accounted || (!job_alive && !s.detached)) {
       RAYX_LOG(Warning) << "lease " << s.lease_id.Short() << " on rejoined node " << node.Short()
                         << ": "

@@ -82,7 +82,8 @@ Result<protocol::PlacementGroupInfo> PlacementGroupManager::Create(
   }
   if (!req.placement_group_id.IsNil() &&
       (req.placement_group_id.Hex().size() > 64 || groups_.count(req.placement_group_id))) {
-    return Status::InvalidArgument("placement group id '" + req.placement_group_id.Hex().substr(0, 64) +
+    return Status::InvalidArgument("placement group id '" +
+                                   req.placement_group_id.Hex().substr(0, 64) +
                                    "' is taken or too long");
   }
   Group group;
@@ -107,9 +108,8 @@ Result<protocol::PlacementGroupInfo> PlacementGroupManager::Create(
   // log line each would cost more than placing the group.
   if (stored.info.state != State::kCreated) {
     RAYX_LOG(Info) << "placement group " << id.Short() << " "
-                   << protocol::Name(stored.info.strategy) << " " << GroupShape(stored.info)
-                   << ": " << protocol::Name(stored.info.state) << " ("
-                   << stored.info.reason << ")";
+                   << protocol::Name(stored.info.strategy) << " " << GroupShape(stored.info) << ": "
+                   << protocol::Name(stored.info.state) << " (" << stored.info.reason << ")";
   }
   return stored.info;
 }
@@ -335,9 +335,9 @@ void PlacementGroupManager::Wait(const std::string& peer, uint64_t request_id,
   auto it = groups_.find(group_id);
   Waiter waiter{peer, request_id, group_id, now_ms + std::max<int64_t>(timeout_ms, 0)};
   if (it == groups_.end()) {
-    outbox_.Fail({peer, request_id},
-                 Status::NotFound("no placement group " + group_id.Hex() + " (removed, or its job "
-                                  "ended)"));
+    outbox_.Fail({peer, request_id}, Status::NotFound("no placement group " + group_id.Hex() +
+                                                      " (removed, or its job "
+                                                      "ended)"));
     return;
   }
   // An infeasible group may fit once the nodes of a restarted head rejoin.
@@ -415,7 +415,8 @@ Result<std::optional<PlacementGroupManager::BundleGrant>> PlacementGroupManager:
     const PlacementGroupId& group_id, int32_t bundle_index, const ResourceMap& demand) {
   auto it = groups_.find(group_id);
   if (it == groups_.end()) {
-    return Status::NotFound("no placement group " + group_id.Hex() + " (removed, or its job ended)");
+    return Status::NotFound("no placement group " + group_id.Hex() +
+                            " (removed, or its job ended)");
   }
   Group& group = it->second;
   int32_t n = static_cast<int32_t>(group.info.bundles.size());
@@ -485,7 +486,7 @@ void PlacementGroupManager::Release(const PlacementGroupId& group_id, int32_t bu
 }
 
 std::vector<int> PlacementGroupManager::DevicesOn(const PlacementGroupId& group_id,
-                                                 const NodeId& node) const {
+                                                  const NodeId& node) const {
   std::vector<int> out;
   auto it = groups_.find(group_id);
   if (it == groups_.end()) return out;
@@ -505,7 +506,8 @@ std::vector<PlacementGroupId> PlacementGroupManager::GroupsOfJob(const JobId& jo
   return out;
 }
 
-const protocol::PlacementGroupInfo* PlacementGroupManager::Find(const PlacementGroupId& group_id) const {
+const protocol::PlacementGroupInfo* PlacementGroupManager::Find(
+    const PlacementGroupId& group_id) const {
   auto it = groups_.find(group_id);
   return it == groups_.end() ? nullptr : &it->second.info;
 }

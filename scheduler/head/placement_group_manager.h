@@ -80,8 +80,8 @@ class PlacementGroupManager {
   // Takes exactly `gpu_ids` and `demand` from bundle `bundle_index` of the
   // group (a live lease reported on rejoin). False, taking nothing, when the
   // group, the bundle or the room is not there.
-  bool AcquireExact(const PlacementGroupId& group_id, int32_t bundle_index, const ResourceMap& demand,
-                    const std::vector<int>& gpu_ids);
+  bool AcquireExact(const PlacementGroupId& group_id, int32_t bundle_index,
+                    const ResourceMap& demand, const std::vector<int>& gpu_ids);
 
   // Leases in a group. Takes `demand` from bundle `bundle_index` (-1: the first
   // bundle it fits). Returns NotFound for no such group, InvalidArgument for no
@@ -92,8 +92,8 @@ class PlacementGroupManager {
     NodeId node;
     std::vector<int> gpu_ids;
   };
-  Result<std::optional<BundleGrant>> TryAcquire(const PlacementGroupId& group_id, int32_t bundle_index,
-                                                const ResourceMap& demand);
+  Result<std::optional<BundleGrant>> TryAcquire(const PlacementGroupId& group_id,
+                                                int32_t bundle_index, const ResourceMap& demand);
   void Release(const PlacementGroupId& group_id, int32_t bundle_index, const ResourceMap& demand,
                const std::vector<int>& gpu_ids);
   // Every device the group holds on `node`, ascending.

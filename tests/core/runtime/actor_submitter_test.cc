@@ -27,8 +27,8 @@ class ActorSubmitterTest : public testing::SubmitterFixture {
   }
 
   // Creates actor "a1" (named `name` when set); returns the constructor's result id.
-  ObjectId Create(const std::string& name = "", int max_restarts = 0,
-                     int max_task_retries = 0, bool detached = false) {
+  ObjectId Create(const std::string& name = "", int max_restarts = 0, int max_task_retries = 0,
+                  bool detached = false) {
     auto creation = std::make_shared<ObjectCore>();
     creation->id = ObjectId::FromWire("creation");
     objects_.AddPending(creation->id);
@@ -204,7 +204,8 @@ TEST_F(ActorSubmitterTest, ARestartableDetachedActorRegistersItsRestartRequest) 
   EXPECT_EQ(req->init.args, std::vector<std::string>{"ctor-arg"});
   EXPECT_TRUE(req->detached);
   EXPECT_EQ(req->resources, (ResourceMap{{kCpu, 1}}));
-  EXPECT_TRUE(submitter_.Describe(ActorId::FromWire("a1")).restart_request.empty()) << "handles do not carry it";
+  EXPECT_TRUE(submitter_.Describe(ActorId::FromWire("a1")).restart_request.empty())
+      << "handles do not carry it";
 }
 
 TEST_F(ActorSubmitterTest, ANonDetachedActorLeavesItsRestartsToItsOwner) {
@@ -263,7 +264,8 @@ TEST_F(ActorSubmitterTest, ARestartRunsTheConstructorAgainAndLaterCallsReachTheN
   ASSERT_EQ(head_.requests.size(), 1u);
   EXPECT_TRUE(head_.requests[0].request.for_actor);
   EXPECT_EQ(head_.requests[0].request.resources, (ResourceMap{{kCpu, 1}}));
-  EXPECT_EQ(submitter_.Describe(ActorId::FromWire("a1")).worker_address, "") << "no worker while restarting";
+  EXPECT_EQ(submitter_.Describe(ActorId::FromWire("a1")).worker_address, "")
+      << "no worker while restarting";
   // A call made while it restarts waits for the new instance.
   ObjectId later = Call("M2");
   head_.Grant("lease-a2", "w2");

@@ -34,8 +34,8 @@ class ObjectTableTest : public ::testing::Test {
     return {ObjectId::FromWire(id), std::make_shared<const std::string>(bytes), nullptr, nullptr};
   }
   static ObjectTable::Completion Failure(const std::string& id, const std::string& type) {
-    return {ObjectId::FromWire(id), nullptr, std::make_shared<ErrorInfo>(ErrorInfo{type, "it broke", "F", "n1"}),
-            nullptr};
+    return {ObjectId::FromWire(id), nullptr,
+            std::make_shared<ErrorInfo>(ErrorInfo{type, "it broke", "F", "n1"}), nullptr};
   }
   static std::shared_ptr<const protocol::ObjectLocation> Remote(const std::string& path) {
     auto location = std::make_shared<protocol::ObjectLocation>();
@@ -200,9 +200,11 @@ TEST_F(ObjectTableTest, ResolveArgReportsEachState) {
             ObjectTable::ArgState::kPending);
   EXPECT_EQ(table.ResolveArg("unknown"_id, &bytes, &location, &error),
             ObjectTable::ArgState::kUnknown);
-  EXPECT_EQ(table.ResolveArg("failed"_id, &bytes, &location, &error), ObjectTable::ArgState::kFailed);
+  EXPECT_EQ(table.ResolveArg("failed"_id, &bytes, &location, &error),
+            ObjectTable::ArgState::kFailed);
   EXPECT_EQ(error.type, "Boom");
-  EXPECT_EQ(table.ResolveArg("stored"_id, &bytes, &location, &error), ObjectTable::ArgState::kStored);
+  EXPECT_EQ(table.ResolveArg("stored"_id, &bytes, &location, &error),
+            ObjectTable::ArgState::kStored);
   EXPECT_EQ(location.path, "/store/s");
   // Handed to another process: releasing it says so, so its file is not reused.
   EXPECT_TRUE(table.Release("stored"_id).shared_out);
@@ -270,7 +272,8 @@ TEST_F(ObjectTableTest, ALostStoredCopyIsComputedAgainByItsTask) {
   table.AddPending("b"_id);
   ObjectTable::Completion b{"b"_id, nullptr, nullptr, Remote("/store/b")};
   b.recompute = [&] {
-    table.Complete({"b"_id, std::make_shared<const std::string>("computed again"), nullptr, nullptr});
+    table.Complete(
+        {"b"_id, std::make_shared<const std::string>("computed again"), nullptr, nullptr});
   };
   table.Complete(std::move(b));
   EXPECT_EQ(table.Get("b"_id, 1000).view, "computed again");
@@ -300,7 +303,8 @@ TEST_F(ObjectTableTest, AStoredArgumentsLostCopyIsComputedAgainOnce) {
   std::string bytes;
   protocol::ObjectLocation location;
   ErrorInfo error;
-  EXPECT_EQ(table.ResolveArg("made"_id, &bytes, &location, &error), ObjectTable::ArgState::kPending);
+  EXPECT_EQ(table.ResolveArg("made"_id, &bytes, &location, &error),
+            ObjectTable::ArgState::kPending);
   // A second worker reports the same loss: the task already runs again.
   std::function<void()> again;
   EXPECT_EQ(table.OnStoredCopyLost("made"_id, "/store/made", &again),
@@ -311,7 +315,8 @@ TEST_F(ObjectTableTest, AStoredArgumentsLostCopyIsComputedAgainOnce) {
   table.Complete({"put"_id, nullptr, nullptr, Remote("/store/put")});
   EXPECT_EQ(table.OnStoredCopyLost("put"_id, "/store/put", &again), ObjectTable::CopyLost::kLost);
   EXPECT_EQ(table.ResolveArg("put"_id, &bytes, &location, &error), ObjectTable::ArgState::kStored);
-  EXPECT_EQ(table.OnStoredCopyLost("freed"_id, "/store/freed", &again), ObjectTable::CopyLost::kLost);
+  EXPECT_EQ(table.OnStoredCopyLost("freed"_id, "/store/freed", &again),
+            ObjectTable::CopyLost::kLost);
 }
 
 }  // namespace

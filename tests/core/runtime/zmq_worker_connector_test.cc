@@ -4,12 +4,11 @@
 
 #include <gtest/gtest.h>
 
+#include <boost/asio/io_context.hpp>
 #include <chrono>
 #include <functional>
 #include <memory>
 #include <string>
-
-#include <boost/asio/io_context.hpp>
 #include <zmq.hpp>
 
 #include "transport/zmq_frame.h"
@@ -67,7 +66,8 @@ TEST_F(ZmqWorkerConnectorTest, AMessageReachesTheWorkerAndItsReplyComesBack) {
 TEST_F(ZmqWorkerConnectorTest, AWorkerThatDiesAfterConnectingIsReportedLost) {
   std::string address = BindWorker();
   bool lost = false;
-  auto link = connector_.Connect(address, [](transport::Frames&) {}, [&] { lost = true; });
+  auto link = connector_.Connect(
+      address, [](transport::Frames&) {}, [&] { lost = true; });
   transport::Frames out;
   out.emplace_back("hello");
   ASSERT_TRUE(link->Send(out));
@@ -84,7 +84,8 @@ TEST_F(ZmqWorkerConnectorTest, AnAddressNobodyListensOnIsReportedLost) {
   std::string address = BindWorker();
   worker_.reset();  // the port is free again: nobody listens
   bool lost = false;
-  auto link = connector_.Connect(address, [](transport::Frames&) {}, [&] { lost = true; });
+  auto link = connector_.Connect(
+      address, [](transport::Frames&) {}, [&] { lost = true; });
   transport::Frames out;
   out.emplace_back("call");
   link->Send(out);

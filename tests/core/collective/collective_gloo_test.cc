@@ -1,8 +1,11 @@
 // Gloo collective groups: exact results of every operation, for every type
 // and size, with ranks as threads over TCP loopback.
 #include <gtest/gtest.h>
+#include <sched.h>
 
 #include <cstdint>
+#include <cstdlib>
+#include <filesystem>
 #include <numeric>
 
 #include "collective_test_util.h"
@@ -12,6 +15,7 @@ namespace {
 
 using testing::AllEmpty;
 using testing::ConnectGloo;
+using testing::MakeSpec;
 using testing::OnEveryRank;
 
 constexpr int kRanks = 4;
@@ -254,6 +258,42 @@ TEST(GlooGroups, TwoGroupsRunAtOnceAndANameCanBeCreatedAgain) {
   EXPECT_TRUE(AllEmpty(errors)) << errors[0];
   EXPECT_GT(store->CountPrefix("a/1/"), 0u);
   EXPECT_GT(store->CountPrefix("a/2/"), 0u);
+}
+
+// Threads of this process whose scheduling policy is SCHED_BATCH.
+int BatchThreads() {
+  int n = 0;
+  for (const auto& task : std::filesystem::directory_iterator("/proc/self/task")) {
+    const int tid = std::atoi(task.path().filename().c_str());
+    if (sched_getscheduler(tid) == SCHED_BATCH) ++n;
+  }
+  return n;
+}
+
+// Gloo's loop thread must not preempt on wakeup (see ScopedBatchScheduling in
+// gloo_group.cc: without it a 4-byte allreduce with more ranks than cores
+// waits for scheduler ticks); the thread that connects keeps its own policy.
+TEST(GlooGroups, TheTransportThreadIsBatchScheduledAndTheCallerIsNot) {
+  auto store = std::make_shared<InMemoryRendezvousStore>();
+  const int before = BatchThreads();
+  std::vector<std::shared_ptr<GlooGroup>> groups(2);
+  std::vector<int> caller_policy(2, -1);
+  auto errors = OnEveryRank(2, [&](int r) {
+    groups[r] = GlooGroup::Connect(MakeSpec(2, r, "batch", 20000, "1"), store);
+    caller_policy[r] = sched_getscheduler(0);
+  });
+  ASSERT_TRUE(AllEmpty(errors)) << errors[0] << errors[1];
+  EXPECT_EQ(caller_policy[0], SCHED_OTHER);
+  EXPECT_EQ(caller_policy[1], SCHED_OTHER);
+  EXPECT_EQ(sched_getscheduler(0), SCHED_OTHER);
+  // One device, so one loop thread, per rank.
+  EXPECT_EQ(BatchThreads(), before + 2);
+  errors = OnEveryRank(2, [&](int r) {
+    std::vector<int32_t> x{r + 1};
+    groups[r]->AllReduce(x.data(), 1, DataType::kInt32, ReduceOp::kSum, nullptr);
+    if (x[0] != 3) throw std::runtime_error("allreduce gave " + std::to_string(x[0]));
+  });
+  EXPECT_TRUE(AllEmpty(errors)) << errors[0] << errors[1];
 }
 
 }  // namespace

@@ -2,6 +2,12 @@
 // group's deadline, so that no wait can block forever inside NCCL.
 #include "collective/nccl_group.h"
 
+#include <cerrno>
+#include <cstdlib>
+#include <string>
+
+#include "worker/worker_env.h"
+
 #ifdef RAYX_HAVE_NCCL
 #include <atomic>
 #include <chrono>
@@ -14,6 +20,26 @@
 #endif
 
 namespace rayx::collective {
+
+int NcclDeviceFor(const GroupSpec& spec, const char* local_rank, int device_count,
+                  int current_device) {
+  if (local_rank == nullptr || *local_rank == '\0') return current_device;
+  char* end = nullptr;
+  errno = 0;
+  const long position = std::strtol(local_rank, &end, 10);
+  if (errno != 0 || end == local_rank || *end != '\0' || position < 0 ||
+      position >= device_count) {
+    const char* visible = std::getenv(rayx::WorkerEnv::kCudaVisibleDevices);
+    throw CollectiveError(DescribeOp(spec, "InitCollectiveGroup") + ": " +
+                          rayx::WorkerEnv::kLocalRank + "='" + local_rank +
+                          "' is not the position of one of the " +
+                          std::to_string(device_count) + " CUDA devices this process sees (" +
+                          rayx::WorkerEnv::kCudaVisibleDevices + "='" +
+                          (visible != nullptr ? visible : "") +
+                          "'); it is set by the node agent, do not set it by hand");
+  }
+  return static_cast<int>(position);
+}
 
 #ifndef RAYX_HAVE_NCCL
 
@@ -105,10 +131,16 @@ class NcclGroup : public CollectiveGroup {
 
   void Connect() {
     std::string why;
-    if (CudaDeviceCount(&why) == 0) {
+    const int devices = CudaDeviceCount(&why);
+    if (devices == 0) {
       throw CollectiveError(DescribeOp(spec_, "InitCollectiveGroup") + ": no GPU: " + why);
     }
-    cudaGetDevice(&device_);
+    int current = 0;
+    Check(cudaGetDevice(&current), "InitCollectiveGroup");
+    device_ = NcclDeviceFor(spec_, std::getenv(rayx::WorkerEnv::kLocalRank), devices,
+                            current);
+    // The communicator and the stream belong to the device current here.
+    Check(cudaSetDevice(device_), "InitCollectiveGroup");
     Check(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "InitCollectiveGroup");
     const auto deadline = Deadline();
     const std::string key = spec_.KeyPrefix() + "nccl_id";

@@ -16,7 +16,7 @@ torch = pytest.importorskip("torch")
 
 import rayx.train  # noqa: E402
 from rayx.train import Checkpoint, FailureConfig, RunConfig, ScalingConfig  # noqa: E402
-from rayx.train.torch import TorchTrainer, prepare_model  # noqa: E402
+from rayx.train.torch import TorchTrainer, get_device, prepare_model  # noqa: E402
 
 
 def linear_loop(config):
@@ -226,3 +226,26 @@ def test_only_the_last_checkpoints_are_kept(rayx_mod, tmp_path):
     with pytest.raises(ValueError, match="num_to_keep"):
         TorchTrainer(checkpoint_every_report_loop, train_loop_config={"reports": 1},
                      run_config=RunConfig(checkpoint_config=CheckpointConfig(num_to_keep=0)))
+
+
+def test_get_device_is_the_ranks_own_gpu(monkeypatch):
+    """A GPU rank uses the device it holds: RAYX_LOCAL_RANK (its position among
+    the group's devices on the node) over LOCAL_RANK, which counts ranks; a
+    process seeing one GPU uses it; without GPUs, cpu. (CUDA is faked here:
+    which device is chosen needs no GPU.)"""
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 4)
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "2,3,5,7")
+    monkeypatch.setenv("LOCAL_RANK", "1")
+    monkeypatch.setenv("RAYX_LOCAL_RANK", "3")
+    assert get_device() == torch.device("cuda", 3)
+    monkeypatch.delenv("RAYX_LOCAL_RANK")
+    assert get_device() == torch.device("cuda", 1)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "5")
+    assert get_device() == torch.device("cuda", 0)
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+    assert get_device() == torch.device("cpu")
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "5")
+    assert get_device() == torch.device("cpu")

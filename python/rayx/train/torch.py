@@ -50,11 +50,21 @@ class TorchTrainer(DataParallelTrainer):
 
 
 def get_device():
-    """The rank's torch device: cuda:LOCAL_RANK when it holds a GPU, else cpu."""
+    """The rank's torch device: its own GPU when it holds one, else cpu.
+
+    A GPU rank of a trainer sees every GPU its group holds on the node
+    (CUDA_VISIBLE_DEVICES), and RAYX_LOCAL_RANK, set by the node agent, is the
+    position of its own there. Elsewhere a process that sees one GPU uses it,
+    and one that sees several uses LOCAL_RANK (torchrun's convention)."""
     import torch
-    if torch.cuda.is_available() and os.environ.get("CUDA_VISIBLE_DEVICES", "") != "":
-        return torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0")))
-    return torch.device("cpu")
+    if not torch.cuda.is_available() or os.environ.get("CUDA_VISIBLE_DEVICES", "") == "":
+        return torch.device("cpu")
+    own = os.environ.get("RAYX_LOCAL_RANK", "")
+    if own != "":
+        return torch.device("cuda", int(own))
+    if torch.cuda.device_count() == 1:
+        return torch.device("cuda", 0)
+    return torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0")))
 
 
 def prepare_model(model, move_to_device=True):

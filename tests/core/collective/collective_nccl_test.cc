@@ -1,8 +1,11 @@
 // NCCL collective groups on a real GPU (CTest label `gpu`): a one-rank group's
-// allreduce and broadcast, and an abort on timeout. Skips without a GPU.
+// allreduce and broadcast, an abort on timeout, and the device a rank picks.
+// The GPU tests skip without a GPU; the device choice is checked everywhere.
 #include <gtest/gtest.h>
+#include <stdlib.h>
 
 #include <chrono>
+#include <string>
 
 #include "collective/group_registry.h"
 #include "collective/nccl_group.h"
@@ -83,6 +86,50 @@ TEST_F(NcclGroupTest, ARankThatNeverJoinsTimesOutInsteadOfHanging) {
   }
   EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(2));
   EXPECT_FALSE(IsGroupInitialized("nccl-late"));
+}
+
+// A rank that sees its group's devices on the node (RAYX_LOCAL_RANK set) uses
+// its own; two ranks on one node otherwise both took device 0.
+TEST(NcclDevice, ARankToldItsDevicePositionUsesItAndOthersKeepTheCurrentDevice) {
+  const GroupSpec spec = OneRankSpec("devices", 1000);
+  EXPECT_EQ(NcclDeviceFor(spec, nullptr, 4, 2), 2);
+  EXPECT_EQ(NcclDeviceFor(spec, "", 4, 2), 2);
+  EXPECT_EQ(NcclDeviceFor(spec, "0", 4, 2), 0);
+  EXPECT_EQ(NcclDeviceFor(spec, "3", 4, 0), 3);
+  for (const char* bad : {"4", "-1", "x", "1x", "99999999999999999999"}) {
+    try {
+      NcclDeviceFor(spec, bad, 4, 0);
+      ADD_FAILURE() << "accepted RAYX_LOCAL_RANK=" << bad;
+    } catch (const CollectiveError& e) {
+      const std::string what = e.what();
+      EXPECT_NE(what.find(std::string("RAYX_LOCAL_RANK='") + bad + "'"), std::string::npos)
+          << what;
+      EXPECT_NE(what.find("4 CUDA devices"), std::string::npos) << what;
+      EXPECT_NE(what.find("collective group 'devices'"), std::string::npos) << what;
+    }
+  }
+}
+
+// The same through a real group: a rank told position 0 connects there, and a
+// position CUDA does not have fails the join, naming it, with nothing left.
+TEST_F(NcclGroupTest, ARankUsesTheDevicePositionItIsTold) {
+  std::string why;
+  const int devices = CudaDeviceCount(&why);
+  ::setenv("RAYX_LOCAL_RANK", std::to_string(devices).c_str(), 1);
+  try {
+    detail::InitCollectiveGroup(OneRankSpec("nccl-position-bad", 5000), store_);
+    ADD_FAILURE() << "joined on a device position CUDA does not have";
+  } catch (const CollectiveError& e) {
+    EXPECT_NE(std::string(e.what()).find("RAYX_LOCAL_RANK"), std::string::npos) << e.what();
+  }
+  EXPECT_FALSE(IsGroupInitialized("nccl-position-bad"));
+  ::setenv("RAYX_LOCAL_RANK", "0", 1);
+  detail::InitCollectiveGroup(OneRankSpec("nccl-position", 30000), store_);
+  ::unsetenv("RAYX_LOCAL_RANK");
+  std::vector<float> v{4.0f};
+  AllReduce(v, ReduceOp::kMax, "nccl-position");
+  EXPECT_EQ(v, std::vector<float>{4.0f});
+  DestroyCollectiveGroup("nccl-position");
 }
 
 TEST(NcclWithoutGpu, InitSaysWhyWhenThereIsNoGpu) {

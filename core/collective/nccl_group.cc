@@ -27,16 +27,14 @@ int NcclDeviceFor(const GroupSpec& spec, const char* local_rank, int device_coun
   char* end = nullptr;
   errno = 0;
   const long position = std::strtol(local_rank, &end, 10);
-  if (errno != 0 || end == local_rank || *end != '\0' || position < 0 ||
-      position >= device_count) {
+  if (errno != 0 || end == local_rank || *end != '\0' || position < 0 || position >= device_count) {
     const char* visible = std::getenv(rayx::WorkerEnv::kCudaVisibleDevices);
-    throw CollectiveError(DescribeOp(spec, "InitCollectiveGroup") + ": " +
-                          rayx::WorkerEnv::kLocalRank + "='" + local_rank +
-                          "' is not the position of one of the " +
-                          std::to_string(device_count) + " CUDA devices this process sees (" +
-                          rayx::WorkerEnv::kCudaVisibleDevices + "='" +
-                          (visible != nullptr ? visible : "") +
-                          "'); it is set by the node agent, do not set it by hand");
+    throw CollectiveError(
+        DescribeOp(spec, "InitCollectiveGroup") + ": " + rayx::WorkerEnv::kLocalRank + "='" +
+        local_rank + "' is not the position of one of the " + std::to_string(device_count) +
+        " CUDA devices this process sees (" + rayx::WorkerEnv::kCudaVisibleDevices + "='" +
+        (visible != nullptr ? visible : "") +
+        "'); it is set by the node agent, do not set it by hand");
   }
   return static_cast<int>(position);
 }

@@ -249,3 +249,24 @@ def test_get_device_is_the_ranks_own_gpu(monkeypatch):
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "5")
     assert get_device() == torch.device("cpu")
+
+
+def test_torch_backend_selects_the_ranks_own_gpu_before_nccl(monkeypatch):
+    """With use_gpu, a rank's current CUDA device is its own GPU before
+    torch.distributed starts NCCL (every rank on cuda:0 is NCCL's "Duplicate GPU
+    detected"). CUDA and init_process_group are faked: only the order and the
+    device are checked."""
+    import torch.distributed as dist
+    from rayx.train.torch import _TorchBackend
+    calls = []
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 4)
+    monkeypatch.setattr(torch.cuda, "set_device", lambda d: calls.append(("set_device", d)))
+    monkeypatch.setattr(dist, "init_process_group",
+                        lambda backend, **kw: calls.append(("init", backend, kw["rank"])))
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "2,3,5,7")
+    monkeypatch.setenv("RAYX_LOCAL_RANK", "2")
+    monkeypatch.setenv("LOCAL_RANK", "1")
+    setup = {"rank": 3, "world_size": 4, "node_ip": "127.0.0.2", "gpu_ids": [5], "local_rank": 1}
+    _TorchBackend(True).on_start(setup, 10)
+    assert calls == [("set_device", torch.device("cuda", 2)), ("init", "nccl", 3)]

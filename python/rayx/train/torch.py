@@ -25,7 +25,7 @@ class _TorchBackend:
                 raise RuntimeError(f"rank {setup['rank']} on {setup['node_ip']} holds GPUs "
                                    f"{setup['gpu_ids']} but torch sees no CUDA device: install a "
                                    "CUDA build of torch there, or run with use_gpu=False")
-            torch.cuda.set_device(setup["local_rank"])
+            torch.cuda.set_device(get_device())  # the rank's own GPU, before NCCL starts
         dist.init_process_group("nccl" if self.use_gpu else "gloo", init_method="env://",
                                 rank=setup["rank"], world_size=setup["world_size"],
                                 timeout=datetime.timedelta(seconds=timeout_s))

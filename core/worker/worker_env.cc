@@ -59,6 +59,7 @@ std::map<std::string, std::string> WorkerEnv::Encode() const {
   } else {
     vars[kCudaVisibleDevices] = JoinIds(visible_gpu_ids);
   }
+  vars[kCudaDeviceOrder] = kPciBusOrder;
   if (local_rank) vars[kLocalRank] = std::to_string(*local_rank);
   if (!package_hash.empty()) {
     vars[kPackageHash] = package_hash;

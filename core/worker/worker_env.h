@@ -38,6 +38,12 @@ struct WorkerEnv {
   static constexpr const char* kPackageDir = "RAYX_PACKAGE_DIR";
   static constexpr const char* kActorInit = "RAYX_ACTOR_INIT";
   static constexpr const char* kCudaVisibleDevices = "CUDA_VISIBLE_DEVICES";
+  // GPU ids are NVML's indices, which follow the PCI bus; CUDA numbers devices
+  // fastest first unless told otherwise, so on a node with mixed GPUs
+  // CUDA_VISIBLE_DEVICES would name another process's device. Every process an
+  // agent starts gets PCI_BUS_ID, whatever its caller asked for.
+  static constexpr const char* kCudaDeviceOrder = "CUDA_DEVICE_ORDER";
+  static constexpr const char* kPciBusOrder = "PCI_BUS_ID";
 
   int ready_fd = 3;          // where the worker writes its READY/ERROR line
   std::string node_ip;       // the node's address; the worker listens on it

@@ -379,10 +379,14 @@ TEST_F(Launch, GivesEachNodeItsOwnGpusInLocalRankOrderAndNeverShares) {
   ASSERT_TRUE(Contains(holder.Out(), "held=0,1")) << holder.Out() << holder.Err();
   auto r = RunLaunch({"--nnodes", "2", "--nproc-per-node", "2", "--gpus-per-proc", "1",
                       "--cpus-per-proc", "0.5"},
-                     {"sh", "-c", "echo devices=$CUDA_VISIBLE_DEVICES local=$LOCAL_RANK"});
+                     {"sh", "-c",
+                      "echo devices=$CUDA_VISIBLE_DEVICES local=$LOCAL_RANK "
+                      "order=$CUDA_DEVICE_ORDER"});
   ASSERT_EQ(r.exit_code, 0) << r.Describe();
   for (int rank = 0; rank < 4; ++rank) {
-    EXPECT_TRUE(Contains(r.out, "devices=2,3 local=" + std::to_string(rank % 2))) << r.out;
+    EXPECT_TRUE(Contains(r.out, "devices=2,3 local=" + std::to_string(rank % 2) +
+                                    " order=PCI_BUS_ID"))
+        << r.out;
   }
   EXPECT_FALSE(Contains(r.out, "devices=0")) << r.out;
   // A third launch cannot fit while both run... and says which GPUs are free.

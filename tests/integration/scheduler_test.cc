@@ -29,12 +29,14 @@ class Device {
   std::string Ranked() {
     return Env("CUDA_VISIBLE_DEVICES") + "|" + Env("RAYX_LOCAL_RANK") + "|" + Env("RAYX_GPU_IDS");
   }
+  std::string Order() { return Env("CUDA_DEVICE_ORDER"); }
   int Pid() { return getpid(); }
 };
 
 std::string NodeOfTask() { return Env("RAYX_NODE_IP"); }
 
-RAYX_REMOTE(Device::Create, &Device::Where, &Device::Node, &Device::Ranked, &Device::Pid, NodeOfTask);
+RAYX_REMOTE(Device::Create, &Device::Where, &Device::Node, &Device::Ranked, &Device::Order,
+            &Device::Pid, NodeOfTask);
 
 using rayx::testing::Contains;
 using rayx::testing::LocalCluster;
@@ -188,6 +190,8 @@ TEST_F(Scheduler, GroupActorsCanSeeAllTheGroupsDevicesWithTheirLocalRank) {
     ranks.insert(rank);
   }
   EXPECT_EQ(ranks, (std::set<std::string>{"0", "1"}));
+  // The ids are NVML's (PCI bus order); CUDA must number them the same way.
+  EXPECT_EQ(*actors[0].Task(&Device::Order).Remote().Get(), "PCI_BUS_ID");
   // Without the option each sees only its own device.
   auto plain = rayx::Actor(Device::Create).SetResources({{"GPU", 1}}).Remote();
   std::string r = *plain.Task(&Device::Ranked).Remote().Get();

@@ -13,6 +13,7 @@
 #include <fstream>
 
 #include "common/logging.h"
+#include "worker/worker_env.h"
 
 extern char** environ;
 
@@ -96,7 +97,8 @@ Result<protocol::StartWorkerReply> ProcessRunner::Start(
     overrides["RAYX_TOKEN"] = options_.token;  // what rayx::Init and the CLI read
     overrides["RAYX_STORE_DIR"] = options_.store_dir;
     overrides["RAYX_GPU_IDS"] = devices;
-    overrides["CUDA_VISIBLE_DEVICES"] = devices;
+    overrides[WorkerEnv::kCudaVisibleDevices] = devices;
+    overrides[WorkerEnv::kCudaDeviceOrder] = WorkerEnv::kPciBusOrder;  // see WorkerEnv
     overrides.erase("RAYX_WORKER_MODE");
     std::vector<std::string> env = BuildEnvironment(overrides);
     std::vector<char*> envp;

@@ -116,10 +116,11 @@ void WorkerPool::StartNow(const protocol::StartWorkerRequest& request, StartCall
     worker_env.actor_init = init_path;
   }
   std::vector<std::string> env;
-  // The caller's variables first, so the agent's own (RAYX_*, CUDA_VISIBLE_DEVICES) win.
+  // The caller's variables first, so the agent's own (RAYX_*, CUDA_VISIBLE_DEVICES,
+  // CUDA_DEVICE_ORDER) win.
   for (const auto& [name, value] : request.worker_env) {
     if (name.empty() || name.find('=') != std::string::npos || name.rfind("RAYX_", 0) == 0 ||
-        name == WorkerEnv::kCudaVisibleDevices) {
+        name == WorkerEnv::kCudaVisibleDevices || name == WorkerEnv::kCudaDeviceOrder) {
       continue;
     }
     env.push_back(name + "=" + value);

@@ -78,8 +78,9 @@ TEST(WorkerEnv, EncodesTheVariablesWorkersAndUserCodeRead) {
   EXPECT_EQ(vars["RAYX_ADDRESS"], "10.0.0.1:6380");
   EXPECT_EQ(vars["RAYX_CLUSTER_TOKEN"], "secret");
   EXPECT_EQ(vars["RAYX_GPU_IDS"], "1,3");
-  // A worker sees exactly its GPUs.
+  // A worker sees exactly its GPUs, numbered as NVML (which gave the ids) does.
   EXPECT_EQ(vars["CUDA_VISIBLE_DEVICES"], "1,3");
+  EXPECT_EQ(vars["CUDA_DEVICE_ORDER"], "PCI_BUS_ID");
   EXPECT_EQ(vars["RAYX_PACKAGE_HASH"], "abc");
   EXPECT_EQ(vars.count("RAYX_LOCAL_RANK"), 0u);
 }

@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <string>
 
+#include "collective/poll_pacer.h"
 #include "worker/worker_env.h"
 
 #ifdef RAYX_HAVE_NCCL
@@ -299,16 +300,18 @@ class NcclGroup : public CollectiveGroup {
     WaitComm(op, deadline);
     for (Staged* out : outputs) out->Finish(s);
     // The stream drains by polling, so an abort or the deadline can end it.
+    const PollPacer pacer(std::chrono::steady_clock::now());
     for (;;) {
       cudaError_t err = cudaStreamQuery(s);
       if (err == cudaSuccess) return;
       if (err != cudaErrorNotReady) Check(err, op);
-      PollOnce(op, deadline);
+      PollOnce(op, deadline, pacer);
     }
   }
 
   // Polls the communicator until its pending work is enqueued (or it fails).
   void WaitComm(const char* op, std::chrono::steady_clock::time_point deadline) {
+    const PollPacer pacer(std::chrono::steady_clock::now());
     for (;;) {
       ncclResult_t state = ncclSuccess;
       ncclCommGetAsyncError(comm_, &state);
@@ -318,11 +321,14 @@ class NcclGroup : public CollectiveGroup {
         Fail(op, std::string("NCCL error: ") + ncclGetErrorString(state) + " " +
                      ncclGetLastError(nullptr), -1);
       }
-      PollOnce(op, deadline);
+      PollOnce(op, deadline, pacer);
     }
   }
 
-  void PollOnce(const char* op, std::chrono::steady_clock::time_point deadline) {
+  // Checks for an error, an abort and the deadline, then pauses as `pacer`
+  // says (a yield at first, so short operations end without a sleep's delay).
+  void PollOnce(const char* op, std::chrono::steady_clock::time_point deadline,
+                const PollPacer& pacer) {
     ncclResult_t state = ncclSuccess;
     ncclCommGetAsyncError(comm_, &state);
     if (state != ncclSuccess && state != ncclInProgress) {
@@ -333,12 +339,18 @@ class NcclGroup : public CollectiveGroup {
       AbortComm();
       ThrowIfAborted(op);
     }
-    if (std::chrono::steady_clock::now() >= deadline) {
+    const auto now = std::chrono::steady_clock::now();
+    if (now >= deadline) {
       MarkAborted("timed out after " + std::to_string(spec_.options.timeout_ms) + " ms", -1);
       AbortComm();
       ThrowIfAborted(op);
     }
-    std::this_thread::sleep_for(std::chrono::microseconds(20));
+    const auto pause = pacer.Pause(now);
+    if (pause.count() == 0) {
+      std::this_thread::yield();
+    } else {
+      std::this_thread::sleep_for(pause);
+    }
   }
 
   // Records why the group ended; false when it had already.

@@ -9,6 +9,7 @@
 
 #include "collective/group_registry.h"
 #include "collective/nccl_group.h"
+#include "collective/poll_pacer.h"
 #include "collective/rendezvous_store.h"
 
 namespace rayx::collective {
@@ -130,6 +131,25 @@ TEST_F(NcclGroupTest, ARankUsesTheDevicePositionItIsTold) {
   AllReduce(v, ReduceOp::kMax, "nccl-position");
   EXPECT_EQ(v, std::vector<float>{4.0f});
   DestroyCollectiveGroup("nccl-position");
+}
+
+// How an NCCL wait polls: yields first (a small allreduce is seen done at
+// once), then sleeps at most 2% of the time waited so far, capped so an abort
+// or the deadline is noticed within a millisecond.
+TEST(NcclPolling, YieldsFirstThenSleepsAFiftiethOfTheWaitUpToTheCap) {
+  using std::chrono::microseconds;
+  using std::chrono::milliseconds;
+  const auto start = PollPacer::Clock::time_point{} + std::chrono::hours(1);
+  const PollPacer pacer(start);
+  EXPECT_EQ(pacer.Pause(start), microseconds(0));
+  EXPECT_EQ(pacer.Pause(start + microseconds(1999)), microseconds(0));
+  EXPECT_EQ(pacer.Pause(start + milliseconds(2)), microseconds(40));
+  EXPECT_EQ(pacer.Pause(start + milliseconds(10)), microseconds(200));
+  EXPECT_EQ(pacer.Pause(start + milliseconds(50)), milliseconds(1));
+  EXPECT_EQ(pacer.Pause(start + std::chrono::seconds(30)), milliseconds(1));
+  const PollPacer no_spin(start, microseconds(0), microseconds(500));
+  EXPECT_EQ(no_spin.Pause(start), microseconds(1));
+  EXPECT_EQ(no_spin.Pause(start + milliseconds(100)), microseconds(500));
 }
 
 TEST(NcclWithoutGpu, InitSaysWhyWhenThereIsNoGpu) {

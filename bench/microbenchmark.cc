@@ -489,32 +489,43 @@ constexpr int kAllReduceBig = 5;      // 64 MiB allreduces per round
 rayx::bench::TorchBaseline torch_baseline;  // set from the flags in main
 std::string torch_script_error;               // why torch is not measured, if known
 
-// Both figures of `ranks` ranks over config.runs rounds, measured once per
-// rank count (the latency and the bandwidth metric share the rounds).
-const std::vector<rayx::bench::AllReduceRound>& AllReduceRounds(int ranks, const Config& config) {
-  static std::map<int, std::vector<rayx::bench::AllReduceRound>> measured;
-  auto it = measured.find(ranks);
-  if (it == measured.end()) {
-    it = measured
-             .emplace(ranks, rayx::bench::MeasureAllReduce(ranks, config.runs, kAllReduceSmall,
-                                                           kAllReduceBig, torch_baseline))
-             .first;
-  }
+using Rounds = std::vector<rayx::bench::AllReduceRound>;
+
+// Rounds measured once per rank count: a latency and a bandwidth metric share them.
+const Rounds& MeasuredOnce(std::map<int, Rounds>& cache, int ranks,
+                           const std::function<Rounds()>& measure) {
+  auto it = cache.find(ranks);
+  if (it == cache.end()) it = cache.emplace(ranks, measure()).first;
   return it->second;
 }
 
-Stats AllReduceMetric(int ranks, bool latency, const Config& config) {
-  std::vector<double> ours, torch;
-  std::string torch_error;
-  for (const auto& round : AllReduceRounds(ranks, config)) {
+// One figure of every round, with its baseline's (or why those are missing:
+// `baseline_missing` when known before measuring, else the rounds' own error).
+Stats RoundsMetric(const Rounds& rounds, bool latency, const std::string& baseline_missing) {
+  std::vector<double> ours, baseline;
+  std::string baseline_error;
+  for (const auto& round : rounds) {
     ours.push_back(latency ? round.rayx.latency_us : round.rayx.gbps);
-    if (round.torch) torch.push_back(latency ? round.torch->latency_us : round.torch->gbps);
-    if (!round.torch_error.empty()) torch_error = round.torch_error;
+    if (round.baseline) {
+      baseline.push_back(latency ? round.baseline->latency_us : round.baseline->gbps);
+    }
+    if (!round.baseline_error.empty()) baseline_error = round.baseline_error;
   }
   Stats s = FromSamples(ours);
-  s.baseline_runs = torch;
-  s.baseline_error = torch_script_error.empty() ? torch_error : torch_script_error;
+  s.baseline_runs = baseline;
+  s.baseline_error = baseline_missing.empty() ? baseline_error : baseline_missing;
   return s;
+}
+
+Stats AllReduceMetric(int ranks, bool latency, const Config& config) {
+  static std::map<int, Rounds> measured;
+  return RoundsMetric(MeasuredOnce(measured, ranks,
+                                   [&] {
+                                     return rayx::bench::MeasureAllReduce(
+                                         ranks, config.runs, kAllReduceSmall, kAllReduceBig,
+                                         torch_baseline);
+                                   }),
+                      latency, torch_script_error);
 }
 
 // ---- NCCL allreduce: an NCCL actor group of GPU ranks, next to raw NCCL --------
@@ -522,30 +533,14 @@ Stats AllReduceMetric(int ranks, bool latency, const Config& config) {
 constexpr int kNcclSmall = 1000;  // 4-byte allreduces per round
 constexpr int kNcclBig = 20;      // 64 MiB allreduces per round
 
-const std::vector<rayx::bench::NcclRound>& NcclRounds(int gpus, const Config& config) {
-  static std::map<int, std::vector<rayx::bench::NcclRound>> measured;
-  auto it = measured.find(gpus);
-  if (it == measured.end()) {
-    it = measured
-             .emplace(gpus, rayx::bench::MeasureNcclAllReduce(gpus, config.runs, kNcclSmall,
-                                                             kNcclBig))
-             .first;
-  }
-  return it->second;
-}
-
 Stats NcclMetric(int gpus, bool latency, const Config& config) {
-  std::vector<double> ours, raw;
-  std::string raw_error;
-  for (const auto& round : NcclRounds(gpus, config)) {
-    ours.push_back(latency ? round.rayx.latency_us : round.rayx.gbps);
-    if (round.raw) raw.push_back(latency ? round.raw->latency_us : round.raw->gbps);
-    if (!round.raw_error.empty()) raw_error = round.raw_error;
-  }
-  Stats s = FromSamples(ours);
-  s.baseline_runs = raw;
-  s.baseline_error = raw_error;
-  return s;
+  static std::map<int, Rounds> measured;
+  return RoundsMetric(MeasuredOnce(measured, gpus,
+                                   [&] {
+                                     return rayx::bench::MeasureNcclAllReduce(
+                                         gpus, config.runs, kNcclSmall, kNcclBig);
+                                   }),
+                      latency, "");
 }
 
 // From Fit() to every rank inside the loop: 4 CPU ranks with Gloo, warm cluster.

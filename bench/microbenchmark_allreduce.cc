@@ -88,9 +88,9 @@ std::vector<AllReduceRound> MeasureAllReduce(int ranks, int rounds, int small, i
       if (!torch.script.empty()) {
         auto t = MeasureTorchAllReduce(torch.python, torch.script, ranks, small, big);
         if (t.ok()) {
-          result.torch = *t;
+          result.baseline = *t;
         } else {
-          result.torch_error = t.status().message();
+          result.baseline_error = t.status().message();
         }
       }
       out.push_back(std::move(result));

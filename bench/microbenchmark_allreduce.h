@@ -17,12 +17,13 @@ struct TorchBaseline {
   std::string script;  // bench/torch_allreduce.py
 };
 
-// One round: rayx's figures (rank 0's medians) and torch's, or why torch's
-// are missing.
+// One round: rayx's figures (rank 0's medians) and the baseline's measured
+// right after (torch gloo here, raw NCCL in microbenchmark_nccl.h), or why
+// the baseline's are missing.
 struct AllReduceRound {
   AllReduceFigures rayx;
-  std::optional<AllReduceFigures> torch;
-  std::string torch_error;
+  std::optional<AllReduceFigures> baseline;
+  std::string baseline_error;
 };
 
 // Starts `ranks` actors (a hundredth of a CPU each, so they fit on any

@@ -4,7 +4,6 @@
 #ifdef RAYX_HAVE_NCCL
 #include <cuda_runtime.h>
 #include <nccl.h>
-
 #include <rayx/actor_group.h>
 #include <rayx/collective.h>
 #include <rayx/rayx.h>
@@ -89,19 +88,18 @@ class NcclBenchRank {
     TimeRayx(group, one.get(), 1, 100);  // warm up
     const double latency_us = UpperMedian(TimeRayx(group, one.get(), 1, small)) * 1e6;
     TimeRayx(group, large.get(), kBigCount, 1);  // warm up
-    const double gbps =
-        static_cast<double>(kBigBytes) / UpperMedian(TimeRayx(group, large.get(), kBigCount, big)) /
-        1e9;
+    const double gbps = static_cast<double>(kBigBytes) /
+                        UpperMedian(TimeRayx(group, large.get(), kBigCount, big)) / 1e9;
     // Every rank's ones were added: a skipped or partial allreduce shows here.
     std::vector<float> values(kCheckCount, 1.0f);
-    CudaCheck(cudaMemcpy(large.get(), values.data(), kCheckCount * sizeof(float),
-                         cudaMemcpyHostToDevice),
-              "cudaMemcpy");
+    CudaCheck(
+        cudaMemcpy(large.get(), values.data(), kCheckCount * sizeof(float), cudaMemcpyHostToDevice),
+        "cudaMemcpy");
     rayx::collective::AllReduce(large.get(), kCheckCount, rayx::collective::DataType::kFloat,
                                 rayx::collective::ReduceOp::kSum, group);
-    CudaCheck(cudaMemcpy(values.data(), large.get(), kCheckCount * sizeof(float),
-                         cudaMemcpyDeviceToHost),
-              "cudaMemcpy");
+    CudaCheck(
+        cudaMemcpy(values.data(), large.get(), kCheckCount * sizeof(float), cudaMemcpyDeviceToHost),
+        "cudaMemcpy");
     const float world = static_cast<float>(rayx::collective::GetWorldSize(group));
     if (values.front() != world || values.back() != world) {
       throw std::runtime_error("NCCL allreduce gave " + std::to_string(values.front()) +
@@ -118,14 +116,14 @@ namespace {
 // Raw NCCL over devices 0..gpus-1 of this process: one communicator per
 // device from ncclCommInitAll, each allreduce launched as one NCCL group and
 // waited for with cudaStreamSynchronize.
-NcclFigures RawNccl(int gpus, int small, int big) {
+AllReduceFigures RawNccl(int gpus, int small, int big) {
   std::vector<int> devices(static_cast<size_t>(gpus));
   for (int i = 0; i < gpus; ++i) devices[static_cast<size_t>(i)] = i;
   std::vector<ncclComm_t> comms(static_cast<size_t>(gpus), nullptr);
   NcclCheck(ncclCommInitAll(comms.data(), gpus, devices.data()), "ncclCommInitAll");
   std::vector<cudaStream_t> streams(static_cast<size_t>(gpus), nullptr);
   std::vector<std::unique_ptr<DeviceBuffer>> ones, larges;
-  NcclFigures figures;
+  AllReduceFigures figures;
   try {
     for (int i = 0; i < gpus; ++i) {
       CudaCheck(cudaSetDevice(i), "cudaSetDevice");
@@ -185,13 +183,13 @@ int NcclBenchGpus(std::string* why) {
   return n;
 }
 
-std::vector<NcclRound> MeasureNcclAllReduce(int gpus, int rounds, int small, int big) {
+std::vector<AllReduceRound> MeasureNcclAllReduce(int gpus, int rounds, int small, int big) {
   auto group = rayx::ActorGroup<NcclBenchRank>::Create(
       NcclBenchRank::Create, {.name = "bench-nccl-" + rayx::detail::RandomHex(6),
                               .num_actors = gpus,
                               .resources = {{"GPU", 1}},
                               .collective = true});
-  std::vector<NcclRound> out;
+  std::vector<AllReduceRound> out;
   try {
     if (group.CollectiveGroup().empty()) throw std::runtime_error("no collective group");
     for (int round = -1; round < rounds; ++round) {  // round -1 warms up
@@ -200,12 +198,12 @@ std::vector<NcclRound> MeasureNcclAllReduce(int gpus, int rounds, int small, int
       std::vector<double> rank0 = *figures[0].Get(kCallTimeoutMs);
       for (size_t r = 1; r < figures.size(); ++r) figures[r].Get(kCallTimeoutMs);
       if (round < 0) continue;
-      NcclRound result;
+      AllReduceRound result;
       result.rayx = {rank0.at(0), rank0.at(1)};
       try {
-        result.raw = RawNccl(gpus, small, big);
+        result.baseline = RawNccl(gpus, small, big);
       } catch (const std::exception& e) {
-        result.raw_error = e.what();
+        result.baseline_error = e.what();
       }
       out.push_back(std::move(result));
     }
@@ -230,7 +228,7 @@ int NcclBenchGpus(std::string* why) {
   return 0;
 }
 
-std::vector<NcclRound> MeasureNcclAllReduce(int, int, int, int) {
+std::vector<AllReduceRound> MeasureNcclAllReduce(int, int, int, int) {
   throw std::runtime_error("rayx was built without NCCL");
 }
 

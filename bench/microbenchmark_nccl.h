@@ -5,24 +5,12 @@
 // devices in the same rounds (one communicator per device, ncclCommInitAll).
 #pragma once
 
-#include <optional>
 #include <string>
 #include <vector>
 
+#include "microbenchmark_allreduce.h"
+
 namespace rayx::bench {
-
-struct NcclFigures {
-  double latency_us = 0;  // median of 4-byte allreduces
-  double gbps = 0;        // 64 MiB of floats / median time (algorithm bandwidth)
-};
-
-// One round: rayx's figures (rank 0's medians) and raw NCCL's, or why those
-// are missing.
-struct NcclRound {
-  NcclFigures rayx;
-  std::optional<NcclFigures> raw;
-  std::string raw_error;
-};
 
 // The GPUs CUDA shows this process; 0 with `why` set when there are none or
 // rayx was built without NCCL.
@@ -31,8 +19,8 @@ int NcclBenchGpus(std::string* why);
 // Creates an actor group of `gpus` ranks ({GPU: 1} each, NCCL), runs a warm-up
 // round and then `rounds` rounds of `small` 4-byte and `big` 64 MiB allreduces
 // on every rank, each round followed by raw NCCL's over devices 0..gpus-1 of
-// this process. Kills the group before returning. Throws std::runtime_error
-// when a rank fails or a result is wrong.
-std::vector<NcclRound> MeasureNcclAllReduce(int gpus, int rounds, int small, int big);
+// this process (the rounds' baseline). Kills the group before returning.
+// Throws std::runtime_error when a rank fails or a result is wrong.
+std::vector<AllReduceRound> MeasureNcclAllReduce(int gpus, int rounds, int small, int big);
 
 }  // namespace rayx::bench

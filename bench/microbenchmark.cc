@@ -856,8 +856,9 @@ int main(int argc, char** argv) {
                        [ranks](const Config& c) { return AllReduceMetric(ranks, false, c); },
                        15 + 2 * ranks});
   }
-  // NCCL: every GPU this process sees as one actor group, against raw NCCL over
-  // the same devices ("at least 0.98x": bandwidth >= 0.98x, latency <= 1/0.98x).
+  // NCCL: every GPU this process sees as one actor group, against raw NCCL in
+  // the same rank processes ("at least 0.98x": bandwidth >= 0.98x, latency
+  // <= 1/0.98x).
   std::string no_gpu;
   const int gpus = rayx::bench::NcclBenchGpus(&no_gpu);
   if (gpus > 0) {
@@ -911,7 +912,8 @@ int main(int argc, char** argv) {
             << kClientThreads << " client threads; " << n_actors << " actors for n_n; "
             << (kLargeBytes >> 20) << " MiB per large Put (GB = 1e9 bytes)\n"
             << "  nccl:     "
-            << (gpus > 0 ? std::to_string(gpus) + " GPU(s): one NCCL actor group against raw NCCL"
+            << (gpus > 0 ? std::to_string(gpus) +
+                               " GPU(s): one NCCL actor group against raw NCCL in its ranks"
                          : "not measured (" + no_gpu + ")")
             << "\n"
             << std::flush;

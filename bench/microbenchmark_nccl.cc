@@ -6,12 +6,14 @@
 #include <nccl.h>
 #include <rayx/actor_group.h>
 #include <rayx/collective.h>
+#include <rayx/kv.h>
 #include <rayx/rayx.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <cstdlib>
+#include <cstring>
 #include <memory>
 #include <stdexcept>
 
@@ -74,103 +76,115 @@ std::vector<double> TimeRayx(const std::string& group, void* data, size_t count,
 
 }  // namespace
 
+// What one rank measured in one round: rayx's figures, then raw NCCL's in the
+// same process on the same device, or why raw NCCL failed.
+struct RankFigures {
+  double rayx_latency_us = 0;
+  double rayx_gbps = 0;
+  double raw_latency_us = 0;
+  double raw_gbps = 0;
+  std::string raw_error;
+  MSGPACK_DEFINE_MAP(rayx_latency_us, rayx_gbps, raw_latency_us, raw_gbps, raw_error)
+};
+
 // A rank of the benchmark's actor group.
 class NcclBenchRank {
  public:
   static NcclBenchRank* Create() { return new NcclBenchRank(); }
 
-  std::vector<double> Figures(std::string group, int64_t small, int64_t big) {
+  // rayx's group, then a raw NCCL communicator of the same ranks (its
+  // ncclUniqueId passed through the KV under `raw_key`), each timed on this
+  // rank's own device.
+  RankFigures Figures(std::string group, int64_t small, int64_t big, std::string raw_key) {
     // The rank's own device: its position among the group's devices on the
     // node (the same one its NCCL group uses).
     const char* own = std::getenv("RAYX_LOCAL_RANK");
     CudaCheck(cudaSetDevice(own != nullptr && *own != '\0' ? std::atoi(own) : 0), "cudaSetDevice");
     DeviceBuffer one(sizeof(float)), large(kBigBytes);
+    RankFigures f;
     TimeRayx(group, one.get(), 1, 100);  // warm up
-    const double latency_us = UpperMedian(TimeRayx(group, one.get(), 1, small)) * 1e6;
+    f.rayx_latency_us = UpperMedian(TimeRayx(group, one.get(), 1, small)) * 1e6;
     TimeRayx(group, large.get(), kBigCount, 1);  // warm up
-    const double gbps = static_cast<double>(kBigBytes) /
-                        UpperMedian(TimeRayx(group, large.get(), kBigCount, big)) / 1e9;
-    // Every rank's ones were added: a skipped or partial allreduce shows here.
+    f.rayx_gbps = static_cast<double>(kBigBytes) /
+                  UpperMedian(TimeRayx(group, large.get(), kBigCount, big)) / 1e9;
+    CheckSum(group, large.get());
+    try {
+      RawNccl(group, raw_key, one.get(), large.get(), small, big, &f);
+    } catch (const std::exception& e) {
+      f.raw_error = e.what();
+    }
+    return f;
+  }
+
+ private:
+  // Every rank's ones were added: a skipped or partial allreduce shows here.
+  static void CheckSum(const std::string& group, void* device) {
     std::vector<float> values(kCheckCount, 1.0f);
     CudaCheck(
-        cudaMemcpy(large.get(), values.data(), kCheckCount * sizeof(float), cudaMemcpyHostToDevice),
+        cudaMemcpy(device, values.data(), kCheckCount * sizeof(float), cudaMemcpyHostToDevice),
         "cudaMemcpy");
-    rayx::collective::AllReduce(large.get(), kCheckCount, rayx::collective::DataType::kFloat,
+    rayx::collective::AllReduce(device, kCheckCount, rayx::collective::DataType::kFloat,
                                 rayx::collective::ReduceOp::kSum, group);
     CudaCheck(
-        cudaMemcpy(values.data(), large.get(), kCheckCount * sizeof(float), cudaMemcpyDeviceToHost),
+        cudaMemcpy(values.data(), device, kCheckCount * sizeof(float), cudaMemcpyDeviceToHost),
         "cudaMemcpy");
     const float world = static_cast<float>(rayx::collective::GetWorldSize(group));
     if (values.front() != world || values.back() != world) {
       throw std::runtime_error("NCCL allreduce gave " + std::to_string(values.front()) +
                                ", expected " + std::to_string(world));
     }
-    return {latency_us, gbps};
+  }
+
+  // Raw NCCL as a program without rayx would call it: a blocking communicator
+  // (ncclCommInitRank), ncclAllReduce on its own stream and
+  // cudaStreamSynchronize. An error aborts the communicator (a destroy would
+  // wait for the other ranks).
+  static void RawNccl(const std::string& group, const std::string& key, void* one, void* large,
+                      int64_t small, int64_t big, RankFigures* f) {
+    const int rank = rayx::collective::GetRank(group);
+    const int world = rayx::collective::GetWorldSize(group);
+    ncclUniqueId id;
+    if (rank == 0) {
+      NcclCheck(ncclGetUniqueId(&id), "ncclGetUniqueId");
+      rayx::kv::Put(key, std::string(id.internal, sizeof(id.internal)));
+    } else {
+      const std::string bytes = rayx::kv::Wait(key, 60000);
+      if (bytes.size() != sizeof(id.internal)) throw std::runtime_error("bad NCCL id in the KV");
+      std::memcpy(id.internal, bytes.data(), sizeof(id.internal));
+    }
+    ncclComm_t comm = nullptr;
+    NcclCheck(ncclCommInitRank(&comm, world, id, rank), "ncclCommInitRank");
+    cudaStream_t stream = nullptr;
+    try {
+      CudaCheck(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreate");
+      auto time = [&](void* data, size_t count, int64_t iterations) {
+        std::vector<double> seconds;
+        for (int64_t i = 0; i < iterations; ++i) {
+          auto start = std::chrono::steady_clock::now();
+          NcclCheck(ncclAllReduce(data, data, count, ncclFloat32, ncclSum, comm, stream),
+                    "ncclAllReduce");
+          CudaCheck(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
+          seconds.push_back(
+              std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+        }
+        return seconds;
+      };
+      time(one, 1, 100);  // warm up
+      f->raw_latency_us = UpperMedian(time(one, 1, small)) * 1e6;
+      time(large, kBigCount, 1);  // warm up
+      f->raw_gbps = static_cast<double>(kBigBytes) / UpperMedian(time(large, kBigCount, big)) / 1e9;
+    } catch (...) {
+      ncclCommAbort(comm);
+      if (stream != nullptr) cudaStreamDestroy(stream);
+      throw;
+    }
+    cudaStreamDestroy(stream);
+    ncclCommDestroy(comm);
   }
 };
 RAYX_REMOTE(NcclBenchRank::Create, &NcclBenchRank::Figures);
 
 namespace rayx::bench {
-namespace {
-
-// Raw NCCL over devices 0..gpus-1 of this process: one communicator per
-// device from ncclCommInitAll, each allreduce launched as one NCCL group and
-// waited for with cudaStreamSynchronize.
-AllReduceFigures RawNccl(int gpus, int small, int big) {
-  std::vector<int> devices(static_cast<size_t>(gpus));
-  for (int i = 0; i < gpus; ++i) devices[static_cast<size_t>(i)] = i;
-  std::vector<ncclComm_t> comms(static_cast<size_t>(gpus), nullptr);
-  NcclCheck(ncclCommInitAll(comms.data(), gpus, devices.data()), "ncclCommInitAll");
-  std::vector<cudaStream_t> streams(static_cast<size_t>(gpus), nullptr);
-  std::vector<std::unique_ptr<DeviceBuffer>> ones, larges;
-  AllReduceFigures figures;
-  try {
-    for (int i = 0; i < gpus; ++i) {
-      CudaCheck(cudaSetDevice(i), "cudaSetDevice");
-      CudaCheck(cudaStreamCreateWithFlags(&streams[static_cast<size_t>(i)], cudaStreamNonBlocking),
-                "cudaStreamCreate");
-      ones.push_back(std::make_unique<DeviceBuffer>(sizeof(float)));
-      larges.push_back(std::make_unique<DeviceBuffer>(kBigBytes));
-    }
-    auto time = [&](bool large, int iterations) {
-      std::vector<double> seconds;
-      for (int it = 0; it < iterations; ++it) {
-        auto start = std::chrono::steady_clock::now();
-        NcclCheck(ncclGroupStart(), "ncclGroupStart");
-        for (size_t i = 0; i < comms.size(); ++i) {
-          void* p = large ? larges[i]->get() : ones[i]->get();
-          NcclCheck(ncclAllReduce(p, p, large ? kBigCount : 1, ncclFloat32, ncclSum, comms[i],
-                                  streams[i]),
-                    "ncclAllReduce");
-        }
-        NcclCheck(ncclGroupEnd(), "ncclGroupEnd");
-        for (auto s : streams) CudaCheck(cudaStreamSynchronize(s), "cudaStreamSynchronize");
-        seconds.push_back(
-            std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
-      }
-      return seconds;
-    };
-    time(false, 100);  // warm up
-    figures.latency_us = UpperMedian(time(false, small)) * 1e6;
-    time(true, 1);  // warm up
-    figures.gbps = static_cast<double>(kBigBytes) / UpperMedian(time(true, big)) / 1e9;
-  } catch (...) {
-    ones.clear();
-    larges.clear();
-    for (auto s : streams) {
-      if (s != nullptr) cudaStreamDestroy(s);
-    }
-    for (auto c : comms) ncclCommDestroy(c);
-    throw;
-  }
-  ones.clear();
-  larges.clear();
-  for (auto s : streams) cudaStreamDestroy(s);
-  for (auto c : comms) ncclCommDestroy(c);
-  return figures;
-}
-
-}  // namespace
 
 int NcclBenchGpus(std::string* why) {
   int n = 0;
@@ -184,26 +198,27 @@ int NcclBenchGpus(std::string* why) {
 }
 
 std::vector<AllReduceRound> MeasureNcclAllReduce(int gpus, int rounds, int small, int big) {
+  const std::string name = "bench-nccl-" + rayx::detail::RandomHex(6);
   auto group = rayx::ActorGroup<NcclBenchRank>::Create(
-      NcclBenchRank::Create, {.name = "bench-nccl-" + rayx::detail::RandomHex(6),
-                              .num_actors = gpus,
-                              .resources = {{"GPU", 1}},
-                              .collective = true});
+      NcclBenchRank::Create,
+      {.name = name, .num_actors = gpus, .resources = {{"GPU", 1}}, .collective = true});
   std::vector<AllReduceRound> out;
   try {
     if (group.CollectiveGroup().empty()) throw std::runtime_error("no collective group");
     for (int round = -1; round < rounds; ++round) {  // round -1 warms up
+      const std::string key = "bench/" + name + "/raw-nccl-id/" + std::to_string(round + 1);
       auto figures = group.Task(&NcclBenchRank::Figures)
-                         .Remote(group.CollectiveGroup(), int64_t{small}, int64_t{big});
-      std::vector<double> rank0 = *figures[0].Get(kCallTimeoutMs);
+                         .Remote(group.CollectiveGroup(), int64_t{small}, int64_t{big}, key);
+      RankFigures rank0 = *figures[0].Get(kCallTimeoutMs);
       for (size_t r = 1; r < figures.size(); ++r) figures[r].Get(kCallTimeoutMs);
+      rayx::kv::Delete(key);
       if (round < 0) continue;
       AllReduceRound result;
-      result.rayx = {rank0.at(0), rank0.at(1)};
-      try {
-        result.baseline = RawNccl(gpus, small, big);
-      } catch (const std::exception& e) {
-        result.baseline_error = e.what();
+      result.rayx = {rank0.rayx_latency_us, rank0.rayx_gbps};
+      if (rank0.raw_error.empty()) {
+        result.baseline = AllReduceFigures{rank0.raw_latency_us, rank0.raw_gbps};
+      } else {
+        result.baseline_error = rank0.raw_error;
       }
       out.push_back(std::move(result));
     }

@@ -10,6 +10,8 @@
 #include "worker/worker_env.h"
 
 #ifdef RAYX_HAVE_NCCL
+#include <sys/prctl.h>
+
 #include <atomic>
 #include <chrono>
 #include <cstring>
@@ -90,13 +92,19 @@ ncclRedOp_t ToNccl(ReduceOp op) {
   return ncclSum;
 }
 
-bool IsDevicePointer(const void* ptr) {
+// Where `ptr` points: host memory (-1), managed memory (-2, usable from any
+// device), or device memory on the returned device.
+constexpr int kHostMemory = -1;
+constexpr int kManagedMemory = -2;
+int MemoryOf(const void* ptr) {
   cudaPointerAttributes attr{};
   if (cudaPointerGetAttributes(&attr, ptr) != cudaSuccess) {
     (void)cudaGetLastError();
-    return false;
+    return kHostMemory;
   }
-  return attr.type == cudaMemoryTypeDevice || attr.type == cudaMemoryTypeManaged;
+  if (attr.type == cudaMemoryTypeManaged) return kManagedMemory;
+  if (attr.type == cudaMemoryTypeDevice) return attr.device;
+  return kHostMemory;
 }
 
 // One rank of an NCCL group. Operations are serialised; Abort is thread-safe:
@@ -254,7 +262,21 @@ class NcclGroup : public CollectiveGroup {
     Staged(NcclGroup* group, void* ptr, size_t bytes, const char* op)
         : group_(group), host_(ptr), bytes_(bytes), op_(op) {
       group_->Check(cudaSetDevice(group_->device_), op);  // the device is per thread
-      if (bytes == 0 || IsDevicePointer(ptr)) return;
+      if (bytes == 0) return;
+      const int memory = MemoryOf(ptr);
+      if (memory == kManagedMemory || memory == group_->device_) return;
+      if (memory != kHostMemory) {
+        // A kernel on this rank's device cannot read another device's memory
+        // (no peer access between ranks' processes): say so instead of
+        // faulting the CUDA context.
+        group_->Fail(op,
+                     "the buffer is on CUDA device " + std::to_string(memory) +
+                         " but this rank's group runs on device " +
+                         std::to_string(group_->device_) +
+                         " (allocate it there: the calling thread's current device after "
+                         "InitCollectiveGroup)",
+                     -1);
+      }
       group_->Check(cudaMalloc(&device_, bytes), op);
     }
     ~Staged() {
@@ -300,18 +322,37 @@ class NcclGroup : public CollectiveGroup {
     WaitComm(op, deadline);
     for (Staged* out : outputs) out->Finish(s);
     // The stream drains by polling, so an abort or the deadline can end it.
-    const PollPacer pacer(std::chrono::steady_clock::now());
+    Poller poller;
     for (;;) {
       cudaError_t err = cudaStreamQuery(s);
       if (err == cudaSuccess) return;
       if (err != cudaErrorNotReady) Check(err, op);
-      PollOnce(op, deadline, pacer);
+      PollOnce(op, deadline, poller);
     }
   }
 
+  // One wait's pacing. While it sleeps, the thread's timer slack is 1 ns, so a
+  // sleep ends when asked rather than up to 50 us later (Linux's default);
+  // set on the first sleep only (a short operation costs no system call) and
+  // given back when the wait ends.
+  struct Poller {
+    PollPacer pacer{std::chrono::steady_clock::now()};
+    int slack_before = -1;
+    ~Poller() {
+      if (slack_before > 1) prctl(PR_SET_TIMERSLACK, slack_before, 0, 0, 0);
+    }
+    void Sleep(std::chrono::microseconds pause) {
+      if (slack_before < 0) {
+        slack_before = prctl(PR_GET_TIMERSLACK, 0, 0, 0, 0);
+        if (slack_before > 1) prctl(PR_SET_TIMERSLACK, 1, 0, 0, 0);
+      }
+      std::this_thread::sleep_for(pause);
+    }
+  };
+
   // Polls the communicator until its pending work is enqueued (or it fails).
   void WaitComm(const char* op, std::chrono::steady_clock::time_point deadline) {
-    const PollPacer pacer(std::chrono::steady_clock::now());
+    Poller poller;
     for (;;) {
       ncclResult_t state = ncclSuccess;
       ncclCommGetAsyncError(comm_, &state);
@@ -321,14 +362,14 @@ class NcclGroup : public CollectiveGroup {
         Fail(op, std::string("NCCL error: ") + ncclGetErrorString(state) + " " +
                      ncclGetLastError(nullptr), -1);
       }
-      PollOnce(op, deadline, pacer);
+      PollOnce(op, deadline, poller);
     }
   }
 
-  // Checks for an error, an abort and the deadline, then pauses as `pacer`
-  // says (a yield at first, so short operations end without a sleep's delay).
-  void PollOnce(const char* op, std::chrono::steady_clock::time_point deadline,
-                const PollPacer& pacer) {
+  // Checks for an error, an abort and the deadline, then pauses as the
+  // poller's pacer says (a yield at first, so short operations end without a
+  // sleep's delay).
+  void PollOnce(const char* op, std::chrono::steady_clock::time_point deadline, Poller& poller) {
     ncclResult_t state = ncclSuccess;
     ncclCommGetAsyncError(comm_, &state);
     if (state != ncclSuccess && state != ncclInProgress) {
@@ -345,11 +386,11 @@ class NcclGroup : public CollectiveGroup {
       AbortComm();
       ThrowIfAborted(op);
     }
-    const auto pause = pacer.Pause(now);
+    const auto pause = poller.pacer.Pause(now);
     if (pause.count() == 0) {
       std::this_thread::yield();
     } else {
-      std::this_thread::sleep_for(pause);
+      poller.Sleep(pause);
     }
   }
 

@@ -9,10 +9,11 @@ namespace rayx::collective {
 
 // For the first `spin` of a wait the poller only yields, so a short operation
 // (a small NCCL allreduce takes tens of microseconds) is seen done at once, as
-// a blocking cudaStreamSynchronize would see it; after that it sleeps 1/50 of
-// the time waited so far, so waking late adds at most 2% to a long operation,
-// and never more than `max_sleep`, so an abort or the deadline is noticed
-// within that. A plain value; not thread-safe (one per wait).
+// a blocking cudaStreamSynchronize would see it; after that it sleeps 1/100 of
+// the time waited so far, so a long operation is seen done at most 1% (plus the
+// wake-up) late, half that on average, and never more than `max_sleep`, so an
+// abort or the deadline is noticed within that. A plain value; not
+// thread-safe (one per wait).
 class PollPacer {
  public:
   using Clock = std::chrono::steady_clock;
@@ -26,7 +27,7 @@ class PollPacer {
   std::chrono::microseconds Pause(Clock::time_point now) const {
     const auto waited = std::chrono::duration_cast<std::chrono::microseconds>(now - start_);
     if (waited < spin_) return std::chrono::microseconds(0);
-    return std::min(max_sleep_, std::max(std::chrono::microseconds(1), waited / 50));
+    return std::min(max_sleep_, std::max(std::chrono::microseconds(1), waited / 100));
   }
 
  private:

@@ -44,6 +44,9 @@ std::vector<std::string> BuildEnvironment(const std::map<std::string, std::strin
     merged[kv.substr(0, eq)] = kv.substr(eq + 1);
   }
   for (const auto& [k, v] : overrides) merged[k] = v;
+  // A launched process is no rank of a GPU group: a RAYX_LOCAL_RANK inherited
+  // from the agent would point NCCL at another process's GPU.
+  merged.erase(WorkerEnv::kLocalRank);
   std::vector<std::string> out;
   out.reserve(merged.size());
   for (const auto& [k, v] : merged) out.push_back(k + "=" + v);

@@ -150,6 +150,10 @@ void WorkerPool::StartNow(const protocol::StartWorkerRequest& request, StartCall
       dup2(log_fd, 2);
     }
     dup2(fds[1], 3);
+    // Only a rank that sees its group's devices is told its position (Encode);
+    // one inherited from the agent's own environment would point NCCL at
+    // another worker's GPU.
+    unsetenv(WorkerEnv::kLocalRank);
     for (auto& e : env) putenv(e.data());
     signal(SIGPIPE, SIG_DFL);
     sigset_t none;

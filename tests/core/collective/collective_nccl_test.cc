@@ -7,6 +7,10 @@
 #include <chrono>
 #include <string>
 
+#ifdef RAYX_HAVE_NCCL
+#include <cuda_runtime.h>
+#endif
+
 #include "collective/group_registry.h"
 #include "collective/nccl_group.h"
 #include "collective/poll_pacer.h"
@@ -111,41 +115,75 @@ TEST(NcclDevice, ARankToldItsDevicePositionUsesItAndOthersKeepTheCurrentDevice) 
   }
 }
 
-// The same through a real group: a rank told position 0 connects there, and a
-// position CUDA does not have fails the join, naming it, with nothing left.
+// Sets RAYX_LOCAL_RANK for one test and removes it again, also when it throws.
+class ScopedLocalRank {
+ public:
+  explicit ScopedLocalRank(const std::string& value) {
+    ::setenv("RAYX_LOCAL_RANK", value.c_str(), 1);
+  }
+  ~ScopedLocalRank() { ::unsetenv("RAYX_LOCAL_RANK"); }
+};
+
+// The same through a real group: a position CUDA does not have fails the join,
+// naming it, with nothing left; a rank told the last position connects there
+// and leaves the calling thread on that device (on one GPU, the last is also
+// the current device, so only a machine with two or more tells them apart).
 TEST_F(NcclGroupTest, ARankUsesTheDevicePositionItIsTold) {
   std::string why;
   const int devices = CudaDeviceCount(&why);
-  ::setenv("RAYX_LOCAL_RANK", std::to_string(devices).c_str(), 1);
-  try {
-    detail::InitCollectiveGroup(OneRankSpec("nccl-position-bad", 5000), store_);
-    ADD_FAILURE() << "joined on a device position CUDA does not have";
-  } catch (const CollectiveError& e) {
-    EXPECT_NE(std::string(e.what()).find("RAYX_LOCAL_RANK"), std::string::npos) << e.what();
+  {
+    ScopedLocalRank bad(std::to_string(devices));
+    try {
+      detail::InitCollectiveGroup(OneRankSpec("nccl-position-bad", 5000), store_);
+      ADD_FAILURE() << "joined on a device position CUDA does not have";
+    } catch (const CollectiveError& e) {
+      EXPECT_NE(std::string(e.what()).find("RAYX_LOCAL_RANK"), std::string::npos) << e.what();
+    }
   }
   EXPECT_FALSE(IsGroupInitialized("nccl-position-bad"));
-  ::setenv("RAYX_LOCAL_RANK", "0", 1);
-  detail::InitCollectiveGroup(OneRankSpec("nccl-position", 30000), store_);
-  ::unsetenv("RAYX_LOCAL_RANK");
+#ifdef RAYX_HAVE_NCCL
+  ASSERT_EQ(cudaSetDevice(0), cudaSuccess);
+  {
+    ScopedLocalRank last(std::to_string(devices - 1));
+    detail::InitCollectiveGroup(OneRankSpec("nccl-position", 30000), store_);
+  }
+  int current = -1;
+  ASSERT_EQ(cudaGetDevice(&current), cudaSuccess);
+  EXPECT_EQ(current, devices - 1);
   std::vector<float> v{4.0f};
   AllReduce(v, ReduceOp::kMax, "nccl-position");
   EXPECT_EQ(v, std::vector<float>{4.0f});
+  if (devices > 1) {
+    // Device memory of another GPU is refused with a clear error.
+    void* elsewhere = nullptr;
+    ASSERT_EQ(cudaSetDevice(0), cudaSuccess);
+    ASSERT_EQ(cudaMalloc(&elsewhere, sizeof(float)), cudaSuccess);
+    try {
+      AllReduce(elsewhere, 1, DataType::kFloat, ReduceOp::kSum, "nccl-position");
+      ADD_FAILURE() << "an allreduce on another device's memory";
+    } catch (const CollectiveError& e) {
+      EXPECT_NE(std::string(e.what()).find("the buffer is on CUDA device 0"), std::string::npos)
+          << e.what();
+    }
+    cudaFree(elsewhere);
+  }
   DestroyCollectiveGroup("nccl-position");
+#endif
 }
 
 // How an NCCL wait polls: yields first (a small allreduce is seen done at
-// once), then sleeps at most 2% of the time waited so far, capped so an abort
-// or the deadline is noticed within a millisecond.
-TEST(NcclPolling, YieldsFirstThenSleepsAFiftiethOfTheWaitUpToTheCap) {
+// once), then sleeps 1% of the time waited so far, capped so an abort or the
+// deadline is noticed within a millisecond.
+TEST(NcclPolling, YieldsFirstThenSleepsAHundredthOfTheWaitUpToTheCap) {
   using std::chrono::microseconds;
   using std::chrono::milliseconds;
   const auto start = PollPacer::Clock::time_point{} + std::chrono::hours(1);
   const PollPacer pacer(start);
   EXPECT_EQ(pacer.Pause(start), microseconds(0));
   EXPECT_EQ(pacer.Pause(start + microseconds(1999)), microseconds(0));
-  EXPECT_EQ(pacer.Pause(start + milliseconds(2)), microseconds(40));
-  EXPECT_EQ(pacer.Pause(start + milliseconds(10)), microseconds(200));
-  EXPECT_EQ(pacer.Pause(start + milliseconds(50)), milliseconds(1));
+  EXPECT_EQ(pacer.Pause(start + milliseconds(2)), microseconds(20));
+  EXPECT_EQ(pacer.Pause(start + milliseconds(10)), microseconds(100));
+  EXPECT_EQ(pacer.Pause(start + milliseconds(100)), milliseconds(1));
   EXPECT_EQ(pacer.Pause(start + std::chrono::seconds(30)), milliseconds(1));
   const PollPacer no_spin(start, microseconds(0), microseconds(500));
   EXPECT_EQ(no_spin.Pause(start), microseconds(1));

@@ -127,6 +127,7 @@ std::vector<size_t> Rank(const std::vector<RankDescription>& described,
     info.node_rank = static_cast<int>(node_of(order[r]));
     info.node_ip = d.node_ip;
     info.gpu_ids = d.gpu_ids;
+    if (!d.gpu_ids.empty()) info.device = d.device_position >= 0 ? d.device_position : 0;
     info.pid = d.pid;
   }
   return order;

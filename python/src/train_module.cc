@@ -42,6 +42,7 @@ py::dict RankToDict(const RankInfo& r) {
   d["gpu_ids"] = r.gpu_ids;
   d["pid"] = r.pid;
   d["world_size"] = r.world_size;
+  d["device"] = r.device;
   return d;
 }
 

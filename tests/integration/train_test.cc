@@ -63,6 +63,7 @@ class Model {
     const char* v = std::getenv(name.c_str());
     return v ? v : "";
   }
+  int Device() const { return rayx::GetRankInfo().device; }
   int64_t Sum(int64_t x) {
     std::vector<int64_t> v{x};
     rayx::collective::AllReduce(v, rayx::collective::ReduceOp::kSum,
@@ -76,7 +77,7 @@ class Model {
 };
 
 RAYX_REMOTE(TrainLinear, ThrowingLoop, Model::Create, &Model::Add, &Model::State, &Model::Pid,
-            &Model::Env, &Model::Sum);
+            &Model::Env, &Model::Sum, &Model::Device);
 
 using rayx::testing::Contains;
 using rayx::testing::LocalCluster;
@@ -393,6 +394,48 @@ TEST_F(Train, DetachedActorGroupKeepsItsStateAndCollectiveGroupAcrossJobs) {
     EXPECT_TRUE(WaitUntil([&] { return !rayx::testing::PidAlive(pid); }, 10000))
         << "rank pid " << pid << " still runs after Kill";
   }
+}
+
+// GPU ranks (fake GPUs: --num-gpus) see the group's devices on their node and
+// know which is theirs: RankInfo::device is their GPU's position in
+// CUDA_VISIBLE_DEVICES, in rank order, the same inside the rank and in the
+// driver, and what RAYX_LOCAL_RANK says. (No collective group: NCCL needs a
+// real GPU.)
+TEST_F(Train, GpuRanksKnowTheirOwnDevice) {
+  StartCluster(1, 0);
+  auto gpus = cluster_->AddNode(
+      {.num_cpus = 2, .num_gpus = 4, .extra_args = {"--node-ip-address", "127.0.0.2"}});
+  ASSERT_TRUE(gpus.ok()) << gpus.status();
+  rayx::ActorGroupOptions options;
+  options.num_actors = 3;
+  options.resources = {{"GPU", 1}};
+  options.collective = false;
+  auto group = rayx::ActorGroup<Model>::Create(Model::Create, options, 0);
+  ASSERT_EQ(group.Size(), 3);
+  std::string visible;
+  for (int i = 0; i < 3; ++i) {
+    const rayx::RankInfo& info = group.Info(i);
+    EXPECT_EQ(info.device, i) << "rank " << i;
+    ASSERT_EQ(info.gpu_ids.size(), 1u);
+    EXPECT_EQ(*group.Rank(i).Task(&Model::Device).Remote().Get(), i);
+    EXPECT_EQ(*group.Rank(i).Task(&Model::Env).Remote(std::string("RAYX_LOCAL_RANK")).Get(),
+              std::to_string(i));
+    std::string devices =
+        *group.Rank(i).Task(&Model::Env).Remote(std::string("CUDA_VISIBLE_DEVICES")).Get();
+    if (i == 0) visible = devices;
+    EXPECT_EQ(devices, visible) << "every rank sees the group's devices";
+    // Its own GPU id is at its position in the list.
+    std::vector<std::string> ids;
+    for (size_t start = 0; start <= devices.size();) {
+      size_t comma = devices.find(',', start);
+      if (comma == std::string::npos) comma = devices.size();
+      ids.push_back(devices.substr(start, comma - start));
+      start = comma + 1;
+    }
+    ASSERT_EQ(ids.size(), 3u) << devices;
+    EXPECT_EQ(ids[static_cast<size_t>(i)], std::to_string(info.gpu_ids[0])) << devices;
+  }
+  group.Kill();
 }
 
 TEST_F(Train, ActorGroupBadInput) {

@@ -62,8 +62,12 @@ struct RankInfo {
   int32_t pid = 0;
   int world_size = 1;             // WORLD_SIZE
   std::string collective_group;   // the group's collective group; empty: none
+  // The CUDA device index of the rank's own GPU (what cudaSetDevice takes: its
+  // position in CUDA_VISIBLE_DEVICES, which lists the group's devices on the
+  // node; also RAYX_LOCAL_RANK); -1 when it holds none.
+  int device = -1;
   MSGPACK_DEFINE_MAP(rank, local_rank, local_world_size, node_rank, node_ip, gpu_ids, pid,
-                     world_size, collective_group)
+                     world_size, collective_group, device)
 };
 
 namespace detail {

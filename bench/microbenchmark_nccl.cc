@@ -96,10 +96,8 @@ class NcclBenchRank {
   // ncclUniqueId passed through the KV under `raw_key`), each timed on this
   // rank's own device.
   RankFigures Figures(std::string group, int64_t small, int64_t big, std::string raw_key) {
-    // The rank's own device: its position among the group's devices on the
-    // node (the same one its NCCL group uses).
-    const char* own = std::getenv("RAYX_LOCAL_RANK");
-    CudaCheck(cudaSetDevice(own != nullptr && *own != '\0' ? std::atoi(own) : 0), "cudaSetDevice");
+    // The rank's own device (the one its NCCL group uses).
+    CudaCheck(cudaSetDevice(std::max(0, rayx::GetRankInfo().device)), "cudaSetDevice");
     DeviceBuffer one(sizeof(float)), large(kBigBytes);
     RankFigures f;
     TimeRayx(group, one.get(), 1, 100);  // warm up

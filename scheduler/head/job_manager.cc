@@ -136,7 +136,16 @@ Result<protocol::JobInfo> JobManager::Stop(const std::string& submission_id) {
   }
   protocol::JobInfo& job = it->second;
   if (Terminal(job.state)) return job;
-  std::erase_if(lease_requests_, [&](const auto& e) { return e.second == submission_id; });
+  // Not started yet: its queued or starting lease is withdrawn (a starting
+  // entrypoint is stopped by its agent).
+  for (auto req = lease_requests_.begin(); req != lease_requests_.end();) {
+    if (req->second == submission_id) {
+      (void)leases_.CancelHeadRequest(req->first);
+      req = lease_requests_.erase(req);
+    } else {
+      ++req;
+    }
+  }
   if (!job.lease_id.IsNil()) (void)leases_.ReturnLease(job.lease_id);  // kills the entrypoint
   protocol::JobInfo copy = job;
   End(job, "STOPPED", "stopped by `rayx job stop`");
@@ -153,10 +162,12 @@ protocol::JobInfo* JobManager::FindByLease(const LeaseId& lease_id) {
 
 void JobManager::OnLeaseGranted(uint64_t request_id, const protocol::RequestLeaseReply& grant) {
   auto req = lease_requests_.find(request_id);
-  if (req == lease_requests_.end()) return;
-  auto it = jobs_.find(req->second);
-  lease_requests_.erase(req);
-  if (it == jobs_.end() || Terminal(it->second.state)) return;
+  auto it = req == lease_requests_.end() ? jobs_.end() : jobs_.find(req->second);
+  if (req != lease_requests_.end()) lease_requests_.erase(req);
+  if (it == jobs_.end() || Terminal(it->second.state)) {
+    (void)leases_.ReturnLease(grant.lease_id);  // nobody wants it now: stops the entrypoint
+    return;
+  }
   protocol::JobInfo& job = it->second;
   job.state = "RUNNING";
   job.lease_id = grant.lease_id;

@@ -302,7 +302,7 @@ bool LeaseManager::TryGrant(Pending& pending, std::optional<NodeId> decided) {
   start.package_dir = pending.req.package_dir;
   start.epoch = nodes_.EpochOf(*node);
   uint64_t id = next_request_id_++;
-  start_requests_[id] = lease.lease_id;
+  start_requests_[id] = StartRequest{lease.lease_id, *node};
   BookDevices(lease, +1);
   // Stored before the agent hears of it: a live worker the head does not know
   // after a restart can only be one it never granted.
@@ -328,10 +328,20 @@ void LeaseManager::SchedulePending() {
 void LeaseManager::OnStartWorkerReply(uint64_t request_id, const protocol::StartWorkerReply& reply) {
   auto req = start_requests_.find(request_id);
   if (req == start_requests_.end()) return;
-  LeaseId lease_id = req->second;
+  StartRequest start = req->second;
   start_requests_.erase(req);
-  auto it = leases_.find(lease_id);
-  if (it == leases_.end()) return;  // ended while starting (job finished)
+  auto it = leases_.find(start.lease_id);
+  if (it == leases_.end()) {
+    // It ended while its worker started (its job ended, it was cancelled):
+    // the agent may have started it before it heard of the end.
+    auto agent = agent_peers_.find(start.node);
+    if (agent != agent_peers_.end()) {
+      protocol::KillWorkersRequest kill;
+      kill.lease_ids = {start.lease_id};
+      outbox_.KillWorkers(agent->second, next_request_id_++, kill);
+    }
+    return;
+  }
   Lease& lease = it->second;
   lease.running = true;
   lease.request.reset();
@@ -359,13 +369,33 @@ void LeaseManager::OnStartWorkerReply(uint64_t request_id, const protocol::Start
 void LeaseManager::OnStartWorkerError(uint64_t request_id, const Status& error) {
   auto req = start_requests_.find(request_id);
   if (req == start_requests_.end()) return;
-  LeaseId lease_id = req->second;
+  LeaseId lease_id = req->second.lease_id;
   start_requests_.erase(req);
   auto it = leases_.find(lease_id);
   if (it == leases_.end()) return;
   ReplyError(it->second.owner,
              Status(error.code(), "the worker did not start: " + error.message()));
   EndLease(lease_id, /*kill_worker=*/false, "its worker did not start");
+}
+
+bool LeaseManager::CancelHeadRequest(uint64_t request_id) {
+  auto mine = [&](const Owner& owner) {
+    return owner.head && owner.requester.request_id == request_id;
+  };
+  if (auto queued = std::find_if(pending_.begin(), pending_.end(),
+                                 [&](const Pending& p) { return mine(p.owner); });
+      queued != pending_.end()) {
+    pending_.erase(queued);
+    return true;
+  }
+  // O(leases), once per cancelled request (a stopped job), never per task.
+  for (const auto& [id, lease] : leases_) {
+    if (mine(lease.owner) && !lease.running) {
+      EndLease(LeaseId(id), /*kill_worker=*/true, "its request was withdrawn");
+      return true;
+    }
+  }
+  return false;
 }
 
 Status LeaseManager::ReturnLease(const LeaseId& lease_id) {
@@ -552,7 +582,7 @@ namespace rayx::scheduler {
 std::optional<NodeId> LeaseManager::NodeOfStart(uint64_t request_id) const {
   auto req = start_requests_.find(request_id);
   if (req == start_requests_.end()) return std::nullopt;
-  return NodeOfLease(req->second);
+  return req->second.node;
 }
 
 std::optional<NodeId> LeaseManager::NodeOfLease(const LeaseId& lease_id) const {

@@ -131,6 +131,13 @@ class LeaseManager {
   // HeadLeaseOwner. REQUIRES: SetHeadOwner was called.
   void RequestLeaseForHead(uint64_t request_id, const protocol::RequestLeaseRequest& req);
   Status ReturnLease(const LeaseId& lease_id);
+  // Withdraws a request of the head's own (RequestLeaseForHead) that has not
+  // been granted yet: queued, it is dropped; starting, its lease ends and its
+  // worker is stopped. The owner hears nothing more of it. False when there
+  // was nothing left to withdraw.
+  bool CancelHeadRequest(uint64_t request_id);
+  // An agent's answer to a start request. A reply for a lease that ended while
+  // its worker started stops that worker.
   void OnStartWorkerReply(uint64_t request_id, const protocol::StartWorkerReply& reply);
   void OnStartWorkerError(uint64_t request_id, const Status& error);
 
@@ -280,7 +287,14 @@ class LeaseManager {
   std::unordered_map<NodeId, std::string> agent_peers_;
   std::unordered_map<JobId, Job> jobs_;
   std::unordered_map<LeaseId, Lease> leases_;
-  std::unordered_map<uint64_t, LeaseId> start_requests_;  // head request id -> lease
+  // A StartWorkerRequest sent to a node's agent, until the agent answers (or
+  // the node dies). Kept when its lease ends first, so that a worker that
+  // started anyway is stopped when its late reply comes.
+  struct StartRequest {
+    LeaseId lease_id;
+    NodeId node;
+  };
+  std::unordered_map<uint64_t, StartRequest> start_requests_;  // by head request id
   std::deque<Pending> pending_;
   // lease id -> the connections of runtimes inside that lease's worker, and
   // back (bounded by the registered runtimes; both go when the lease ends).

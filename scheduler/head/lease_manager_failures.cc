@@ -21,10 +21,7 @@ void LeaseManager::OnNodeDead(const NodeId& node, const std::string& why) {
   const NodeInfo* info = nodes_.FindAny(node);
   std::string reason = "node " + (info ? info->address + " (" + node.Short() + ")" : node.Short()) +
                        " was declared dead" + (why.empty() ? "" : ": " + why);
-  std::erase_if(start_requests_, [&](const auto& entry) {
-    auto lease = leases_.find(entry.second);
-    return lease == leases_.end() || lease->second.node == node;
-  });
+  std::erase_if(start_requests_, [&](const auto& entry) { return entry.second.node == node; });
   std::vector<LeaseId> gone;
   for (const auto& [id, lease] : leases_) {
     if (lease.node == node) gone.push_back(id);
@@ -69,6 +66,20 @@ void LeaseManager::OnNodeDead(const NodeId& node, const std::string& why) {
     EndLease(id, /*kill_worker=*/false, reason);
   }
   groups_.OnNodeDead(node);
+  // Queued requests that may run only there can never run now: answered,
+  // like Ray's hard node affinity to a dead node. O(queue), once per death.
+  std::vector<Owner> stranded;
+  std::erase_if(pending_, [&](const Pending& p) {
+    bool only_there = p.req.strategy == protocol::LeaseStrategy::kNodeAffinity &&
+                      !p.req.affinity_soft && p.req.affinity_node_id == node.Hex();
+    if (only_there) stranded.push_back(p.owner);
+    return only_there;
+  });
+  for (const auto& owner : stranded) {
+    ReplyError(owner, Status::Unavailable(
+                          reason + ": this request's hard node affinity can never be met (use "
+                                   "soft affinity to let it run elsewhere)"));
+  }
   for (auto& [peer, notice] : notices) {
     notice.node_id = node.Hex();
     notice.reason = reason;

@@ -373,7 +373,19 @@ void NodeAgent::HandleMessage(transport::Frames& frames) {
       if (!req.ok()) return;
       for (const auto& lease : req->lease_ids) {
         live_leases_.erase(lease);
-        std::erase_if(deferred_, [&](const Deferred& d) { return d.req.lease_id == lease; });
+        // Not started yet (waiting for devices, its package, or the join):
+        // it never will be.
+        for (auto* queue : {&deferred_, &before_joined_}) {
+          std::erase_if(*queue, [&](const Deferred& d) {
+            if (d.req.lease_id != lease) return false;
+            ReplyCancelled(lease, d.id);
+            return true;
+          });
+        }
+        if (auto fetching = fetching_.find(lease); fetching != fetching_.end()) {
+          ReplyCancelled(lease, fetching->second);
+          fetching_.erase(fetching);
+        }
         processes_->Kill(lease);
       }
       return;
@@ -408,6 +420,7 @@ void NodeAgent::Fence(const std::string& why) {
   // Their requests belong to the dead incarnation: the head forgot them.
   deferred_.clear();
   before_joined_.clear();
+  fetching_.clear();
   RAYX_LOG(Warning) << why << ": killing every process this node started before joining again";
   processes_->KillAll();
   CheckFence();
@@ -466,8 +479,13 @@ void NodeAgent::OnStartWorker(const protocol::StartWorkerRequest& req, uint64_t 
     StartWithPackages(req, id);
     return;
   }
+  fetching_[req.lease_id] = id;
   packages_.Ensure(
       hash, [this, req = protocol::StartWorkerRequest(req), id](Result<std::string> dir) mutable {
+        // Killed while its package came (KillWorkers answered for it).
+        auto fetching = fetching_.find(req.lease_id);
+        if (fetching == fetching_.end() || fetching->second != id) return;
+        fetching_.erase(fetching);
         // The incarnation that was asked ended while the package came.
         if (req.epoch != epoch_ || fencing_ || registering_) return;
         if (!dir.ok()) {
@@ -524,6 +542,11 @@ void NodeAgent::StartWithPackages(protocol::StartWorkerRequest req, uint64_t id)
     }
     Reply(result, id);
   });
+}
+
+void NodeAgent::ReplyCancelled(const LeaseId& lease_id, uint64_t id) {
+  Reply(Status::Cancelled("lease " + lease_id.Short() + " was stopped before its worker started"),
+        id);
 }
 
 void NodeAgent::Reply(const Result<protocol::StartWorkerReply>& result, uint64_t id) {

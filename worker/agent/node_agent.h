@@ -185,6 +185,12 @@ class NodeAgent {
   // Start requests that came before the registration reply (the head grants
   // pending leases to a node as it registers, before its reply leaves).
   std::vector<Deferred> before_joined_;
+  // Starts waiting for their package, by lease: a KillWorkers for one of them
+  // cancels it (the fetch goes on for the next lease that needs it).
+  std::map<LeaseId, uint64_t> fetching_;
+  // Answers a start request that a KillWorkers cancelled before it started, so
+  // the head forgets the request.
+  void ReplyCancelled(const LeaseId& lease_id, uint64_t id);
   int64_t heartbeat_period_ms_ = 250;
   int64_t last_reply_ms_ = 0;
   uint64_t next_id_ = 0;

@@ -158,6 +158,30 @@ TEST_F(JobManagerTest, StopKillsTheEntrypointAndIsFinal) {
   EXPECT_EQ(jobs_.Stop("no-such-job").status().code(), StatusCode::kNotFound);
 }
 
+// `rayx job stop` on an entrypoint whose agent is still starting it (fetching
+// its package, say): the agent is told to stop it, the lease ends at once, and
+// a start reply that crosses the kill on the wire stops it again.
+TEST_F(JobManagerTest, StopWhileTheEntrypointStartsStopsItOnItsNode) {
+  RecordingOutbox::Record start;
+  auto job = Submit({"sleep", "100"}, &start);
+  ASSERT_EQ(leases_.lease_count(), 1u);
+  auto stopped = jobs_.Stop(job.submission_id);
+  ASSERT_TRUE(stopped.ok()) << stopped.status();
+  EXPECT_EQ(stopped->state, "STOPPED");
+  EXPECT_EQ(leases_.lease_count(), 0u);
+  auto kills = outbox_.OfKind(Kind::kKillWorkers);
+  ASSERT_EQ(kills.size(), 1u);
+  EXPECT_EQ(kills[0].peer, kAgent);
+  EXPECT_EQ(kills[0].kill.lease_ids, (std::vector<LeaseId>{start.start.lease_id}));
+  outbox_.Take();
+  Started(start, 9);
+  kills = outbox_.OfKind(Kind::kKillWorkers);
+  ASSERT_EQ(kills.size(), 1u);
+  EXPECT_EQ(kills[0].kill.lease_ids, (std::vector<LeaseId>{start.start.lease_id}));
+  EXPECT_EQ(Get(job.submission_id).state, "STOPPED");
+  EXPECT_EQ(leases_.lease_count(), 0u);
+}
+
 TEST_F(JobManagerTest, BadSubmissionsAreRefusedWithoutALease) {
   protocol::SubmitJobRequest req;
   EXPECT_EQ(jobs_.Submit(req).status().code(), StatusCode::kInvalidArgument);

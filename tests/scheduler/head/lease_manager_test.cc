@@ -628,6 +628,14 @@ TEST_F(LeaseManagerTest, WorkerStartingWhenItsJobFinishedIsNotAnswered) {
   EXPECT_EQ(leases_.FinishJob(job, "done"), 1u);
   EXPECT_EQ(KilledLeases(Take(), "agent-10.0.0.2"), std::vector<LeaseId>{start.lease_id});
   EXPECT_EQ(Available(node, "CPU"), 1);
+  // The late reply answers nobody; the worker it reports is stopped (again:
+  // the agent may have started it before the first kill came).
+  leases_.OnStartWorkerReply(start_id, protocol::StartWorkerReply{});
+  auto sent = Take();
+  EXPECT_TRUE(OfType(sent, MessageType::kRequestLeaseReply).empty());
+  EXPECT_EQ(KilledLeases(sent, "agent-10.0.0.2"), std::vector<LeaseId>{start.lease_id});
+  EXPECT_EQ(Available(node, "CPU"), 1);
+  // A second reply to the same request is not one.
   leases_.OnStartWorkerReply(start_id, protocol::StartWorkerReply{});
   EXPECT_TRUE(Take().empty());
 }
@@ -923,6 +931,40 @@ TEST_F(LeaseManagerTest, NodeDeathDropsItsLeasesAndRequeuesNotYetStartedRequests
   protocol::StartWorkerRequest start;
   TakeStart("agent-10.0.0.4", &start);
   EXPECT_EQ(start.resources, (ResourceMap{{"CPU", 1}}));
+}
+
+// A request queued behind a busy node it is pinned to (hard affinity) is
+// answered when that node dies, not left queued for ever; a soft one waits
+// for any node.
+TEST_F(LeaseManagerTest, QueuedHardAffinityToANodeThatDiesIsAnswered) {
+  NodeId node = AddNode("10.0.0.2", {{"CPU", 1}});
+  JobId job = NewJob();
+  LeaseId busy = Grant(job, {{"CPU", 1}}, "agent-10.0.0.2", 1);
+  auto pinned = Shape(job, {{"CPU", 1}});
+  pinned.strategy = protocol::LeaseStrategy::kNodeAffinity;
+  pinned.affinity_node_id = node.Hex();
+  leases_.RequestLease("pinned", 2, pinned);
+  auto soft = pinned;
+  soft.affinity_soft = true;
+  leases_.RequestLease("soft", 3, soft);
+  EXPECT_TRUE(Take().empty());
+  ASSERT_EQ(leases_.pending_count(), 2u);
+
+  ASSERT_TRUE(nodes_.MarkDead(node, "test"));
+  leases_.OnNodeDead(node, "no heartbeat within 1500 ms");
+  auto errors = OfType(Take(), MessageType::kErrorReply);
+  ASSERT_EQ(errors.size(), 1u);
+  EXPECT_EQ(errors[0].peer, "pinned");
+  EXPECT_EQ(errors[0].env.id, 2u);
+  auto err = errors[0].Error();
+  EXPECT_EQ(err.code, static_cast<uint8_t>(StatusCode::kUnavailable));
+  EXPECT_NE(err.message.find("10.0.0.2"), std::string::npos) << err.message;
+  EXPECT_NE(err.message.find("hard node affinity"), std::string::npos) << err.message;
+  EXPECT_EQ(leases_.pending_count(), 1u);
+  EXPECT_EQ(leases_.ReturnLease(busy).code(), StatusCode::kNotFound);
+  AddNode("10.0.0.3", {{"CPU", 1}});
+  TakeStart("agent-10.0.0.3");
+  EXPECT_EQ(leases_.pending_count(), 0u);
 }
 
 // The lease manager's own account of device use cross-checks the NodeTable's:

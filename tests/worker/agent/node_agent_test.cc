@@ -8,12 +8,16 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <deque>
 #include <filesystem>
+#include <fstream>
 #include <map>
 #include <string>
 #include <vector>
 
+#include "common/content_hash.h"
+#include "common/directory_archive.h"
 #include "protocol/codec.h"
 #include "transport/message.h"
 
@@ -475,6 +479,70 @@ TEST_F(NodeAgentTest, KillWorkersKillsEveryNamedLease) {
   EXPECT_EQ(processes_.killed, (std::vector<std::string>{"a", "b"}));
   agent_->ReapWorkers();
   EXPECT_EQ(processes_.reaps, 1);
+}
+
+// A start killed before it started (its job was stopped, say) never starts,
+// and its request is answered, so the head forgets it.
+TEST_F(NodeAgentTest, AStartKilledWhileWaitingForDevicesNeverStartsAndIsAnswered) {
+  Join();
+  head_.sent.clear();
+  processes_.held_devices = {1};
+  protocol::StartWorkerRequest req;
+  req.lease_id = LeaseId::FromWire("waiting");
+  req.gpu_ids = {1};
+  Deliver(req, 60);
+  Deliver(protocol::KillWorkersRequest{.lease_ids = {req.lease_id}}, 61);
+  Sent reply = Next();
+  ASSERT_TRUE(reply.Is(MessageType::kErrorReply));
+  EXPECT_EQ(reply.env.id, 60u);
+  EXPECT_EQ(reply.As<protocol::ErrorReply>().code, static_cast<uint8_t>(StatusCode::kCancelled));
+  processes_.held_devices.clear();
+  Advance(10);
+  EXPECT_EQ(processes_.starting.count("waiting"), 0u);
+}
+
+TEST_F(NodeAgentTest, AStartKilledWhileItsPackageComesNeverStartsAndIsAnswered) {
+  namespace fs = std::filesystem;
+  fs::create_directories(dir_ + "/src");
+  std::ofstream(dir_ + "/src/train.py") << "print(1)";
+  auto archive = PackDirectory(dir_ + "/src", {}, 1 << 20);
+  ASSERT_TRUE(archive.ok()) << archive.status();
+  std::string hash = ContentHashHex(*archive);
+  Join();
+  head_.sent.clear();
+  auto start = [&](const std::string& lease, uint64_t id) {
+    protocol::StartWorkerRequest req;
+    req.lease_id = LeaseId::FromWire(lease);
+    req.package_hash = hash;
+    Deliver(req, id);
+  };
+  start("killed", 70);
+  start("kept", 71);  // a second lease in the same package shares the fetch
+  Sent fetch = Next();
+  ASSERT_TRUE(fetch.Is(MessageType::kGetPackageRequest));
+  EXPECT_TRUE(head_.sent.empty()) << "one fetch for both";
+  Deliver(protocol::KillWorkersRequest{.lease_ids = {LeaseId::FromWire("killed")}}, 72);
+  Sent cancelled = Next();
+  ASSERT_TRUE(cancelled.Is(MessageType::kErrorReply));
+  EXPECT_EQ(cancelled.env.id, 70u);
+  EXPECT_EQ(cancelled.As<protocol::ErrorReply>().code,
+            static_cast<uint8_t>(StatusCode::kCancelled));
+
+  protocol::GetPackageReply reply;
+  reply.hash = hash;
+  reply.offset = 0;
+  reply.total_size = archive->size();
+  transport::Frames frames = transport::MakeMessage(reply, fetch.env.id);
+  frames.push_back(transport::Frame(*archive));
+  head_.on_message(frames);
+  // Written, checked and unpacked on the cache's thread, then back on the loop.
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (processes_.starting.count("kept") == 0 && std::chrono::steady_clock::now() < deadline) {
+    io_.restart();
+    io_.run_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_EQ(processes_.starting.count("kept"), 1u);
+  EXPECT_EQ(processes_.starting.count("killed"), 0u);
 }
 
 TEST_F(NodeAgentTest, LeavingKillsEverythingAndWaitsForTheHeadsAcknowledgement) {

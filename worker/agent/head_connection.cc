@@ -2,6 +2,7 @@
 #include "agent/head_connection.h"
 
 #include "protocol/codec.h"
+#include "rayx/ids.h"
 
 namespace rayx::worker {
 
@@ -18,6 +19,11 @@ void ZmqHeadConnection::Start(MessageHandler on_message) {
   dealer_.set(zmq::sockopt::maxmsgsize, static_cast<int64_t>(protocol::kMaxControlFrameBytes));
   // Heartbeats queued while the head is unreachable are useless once stale.
   dealer_.set(zmq::sockopt::sndhwm, 100);
+  // A routing id of its own for the agent's life: the head addresses the
+  // node's agent by it, so a reconnect (a dropped TCP connection, a restarted
+  // head) must not give the agent a new one (the head's ROUTER hands the id
+  // over to the new connection).
+  dealer_.set(zmq::sockopt::routing_id, "rayx-agent-" + detail::RandomHex(12));
   dealer_.connect(head_.ZmqEndpoint());
   loop_ = std::make_unique<transport::ZmqSocketLoop>(io_, dealer_, std::move(on_message));
   loop_->Start();

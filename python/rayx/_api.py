@@ -18,6 +18,10 @@ from rayx import exceptions
 _mode = None
 _lock = threading.Lock()
 _atexit_registered = False
+# Counts this process's successful init() calls. Each one starts a new job
+# (maybe on another cluster), so what was exported for an earlier one is gone:
+# caches of exported code hold the generation they were made in.
+generation = 0
 
 
 def _worker_command():
@@ -38,7 +42,7 @@ def init(address=None, *, num_cpus=None, num_gpus=None, resources=None,
     $RAYX_ADDRESS, else the cluster `rayx start` runs on this machine, else a
     private one-machine cluster (with num_cpus/num_gpus/resources) that ends
     with shutdown()."""
-    global _mode, _atexit_registered
+    global _mode, _atexit_registered, generation
     if unsupported:
         raise TypeError(f"rayx.init got unsupported arguments: {', '.join(sorted(unsupported))}")
     if _mode == "worker":
@@ -64,6 +68,7 @@ def init(address=None, *, num_cpus=None, num_gpus=None, resources=None,
                        -1.0 if num_gpus is None else float(num_gpus), resources)
         except RuntimeError as e:
             raise ConnectionError(str(e)) from None
+        generation += 1
         _mode = "driver"
         if not _atexit_registered:
             atexit.register(shutdown)

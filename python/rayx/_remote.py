@@ -8,7 +8,9 @@ serialized (args, kwargs) with each ObjectRef replaced by a slot number; the
 ObjectRefs themselves follow as C++ object arguments, which the runtime
 resolves before the call runs (a ref nested inside a value arrives resolved).
 Functions and classes are exported once per job through the head's KV under
-their content hash and loaded once per worker (rayx._worker).
+their content hash and loaded once per worker (rayx._worker). The head drops
+a job's code when the job ends, and each init() starts a new job: what this
+process exported is remembered per init (rayx._api.generation).
 """
 
 import hashlib
@@ -37,15 +39,17 @@ _ACTOR_OPTIONS = {"num_cpus", "num_gpus", "resources", "name", "lifetime", "max_
 READY_METHOD = "__rayx_ready__"
 _HANDLE_WAIT_S = 300
 
-_exported = {}  # (id(obj), detached) -> (obj, key): what this process has exported
+# (id(obj), detached) -> (obj, generation, key): what this process exported,
+# in which init() of it.
+_exported = {}
 
 
 def _export(obj, detached):
-    """The KV key of `obj`'s code, exporting it on first use."""
+    """The KV key of `obj`'s code, exporting it on first use in this job."""
     cache_key = (id(obj), detached)
     hit = _exported.get(cache_key)
-    if hit is not None and hit[0] is obj:
-        return hit[1]
+    if hit is not None and hit[0] is obj and hit[1] == _api.generation:
+        return hit[2]
     import cloudpickle
     try:
         code = cloudpickle.dumps(obj, protocol=5)
@@ -61,7 +65,7 @@ def _export(obj, detached):
     # Detached actors outlive their job: their class is kept until deleted.
     key = f"detached/{digest}" if detached else f"{_core.job_id()}/{digest}"
     _core.kv_put(KV_NAMESPACE, key, code, True, not detached)
-    _exported[cache_key] = (obj, key)
+    _exported[cache_key] = (obj, _api.generation, key)
     return key
 
 
@@ -213,7 +217,8 @@ class RemoteFunction:
         _check_options(options, _TASK_OPTIONS, f"@rayx.remote({_name(function)})")
         self._function = function
         self._options = options
-        self._headers = {}
+        self._headers = {}  # num_returns -> header, for the job of _headers_generation
+        self._headers_generation = None
         self._call = None
         self.__name__ = getattr(function, "__name__", "remote_function")
         self.__doc__ = getattr(function, "__doc__", None)
@@ -231,6 +236,9 @@ class RemoteFunction:
         _api._require()
         opts = self._options
         n = opts.get("num_returns", 1)
+        if self._headers_generation != _api.generation:  # a new job: export again
+            self._headers = {}
+            self._headers_generation = _api.generation
         header = self._headers.get(n)
         if header is None:
             key = _export(self._function, False)

@@ -685,3 +685,38 @@ def test_the_head_restarts_a_detached_actor_after_its_job_ended(rayx_mod, cluste
         except ValueError:
             return True
     wait_until(name_gone, 10, "the name of the actor whose restarts are spent to go")
+
+
+def test_remote_functions_classes_and_trainer_work_again_after_shutdown_and_init(cluster):
+    # Each init() starts a new job, and the head drops the old job's exported
+    # code: a second job must export its functions and classes again.
+    r = run_driver(cluster, textwrap.dedent("""
+        import rayx
+        from rayx.train import DataParallelTrainer, ScalingConfig
+
+        @rayx.remote
+        def double(x):
+            return 2 * x
+
+        @rayx.remote
+        class Total:
+            def __init__(self):
+                self.n = 0
+
+            def add(self, k):
+                self.n += k
+                return self.n
+
+        def loop():
+            rayx.train.report({"rank": rayx.train.get_context().get_world_rank()})
+
+        for job in range(2):
+            rayx.init()
+            t = Total.remote()
+            fit = DataParallelTrainer(loop, scaling_config=ScalingConfig(num_workers=1)).fit()
+            print("JOB", job, rayx.get(double.remote(21), timeout=60),
+                  rayx.get(t.add.remote(5), timeout=60), fit.metrics["rank"], flush=True)
+            rayx.shutdown()
+    """), timeout=120)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "JOB 0 42 5 0" in r.stdout and "JOB 1 42 5 0" in r.stdout, r.stdout + r.stderr

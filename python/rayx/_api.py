@@ -178,9 +178,18 @@ def _decode(buffer, index):
 
 
 def _error_from(payload):
-    cause, function, tb, node, pid = payload
-    if cause is None:
-        cause = RuntimeError(tb.strip().splitlines()[-1] if tb.strip() else "remote error")
+    """The exception to raise for a failed call's payload (rayx._worker._error):
+    a RayxTaskError that is also an instance of the remote exception's class,
+    or a plain one (with the traceback) when that class cannot be rebuilt here
+    (not importable, or its pickle does not load)."""
+    blob, function, tb, node, pid = payload
+    cause = None
+    if blob is not None:
+        try:
+            _, cause = ser.loads(blob, copy_buffers=True)
+        except Exception as e:  # noqa: BLE001 - reported with the traceback
+            tb += (f"\n(rayx: the remote exception cannot be rebuilt here "
+                   f"({type(e).__name__}: {e}): raised as a RayxTaskError)\n")
     if isinstance(cause, exceptions.RayxError) and not isinstance(cause, exceptions.RayxTaskError):
         return cause  # a rayx error (e.g. ActorDiedError) from inside the task
     return exceptions.RayxTaskError(function, tb, cause, node, pid).as_instanceof_cause()

@@ -720,3 +720,66 @@ def test_remote_functions_classes_and_trainer_work_again_after_shutdown_and_init
     """), timeout=120)
     assert r.returncode == 0, r.stdout + r.stderr
     assert "JOB 0 42 5 0" in r.stdout and "JOB 1 42 5 0" in r.stdout, r.stdout + r.stderr
+
+
+class TwoArgError(Exception):
+    """Cannot be rebuilt from its args: __init__ takes two, args holds one."""
+
+    def __init__(self, a, b):
+        super().__init__(f"two args {a} and {b}")
+
+
+class KeywordOnlyError(Exception):
+    def __init__(self, *, code):
+        super().__init__(f"code {code}")
+
+
+class NoArgError(Exception):
+    def __init__(self):
+        super().__init__("no args at all")
+
+
+def test_remote_exception_that_cannot_be_rebuilt_is_a_task_error_with_the_traceback(
+        rayx_mod, tmp_path):
+    rayx = rayx_mod
+
+    @rayx.remote
+    def raise_it(kind):
+        if kind == "two":
+            raise TwoArgError(1, 2)
+        if kind == "keyword":
+            raise KeywordOnlyError(code=7)
+        raise NoArgError()
+
+    for kind, name, message in (("two", "TwoArgError", "two args 1 and 2"),
+                                ("keyword", "KeywordOnlyError", "code 7"),
+                                ("none", "NoArgError", "no args at all")):
+        with pytest.raises(rayx.exceptions.RayxTaskError, match=name) as info:
+            rayx.get(raise_it.remote(kind), timeout=30)
+        assert not isinstance(info.value, TypeError), info.value
+        assert "raise_it" in info.value.traceback_str
+        assert f"{name}: {message}" in info.value.traceback_str
+        assert info.value.cause is None
+
+    # A class the worker imports but the driver cannot.
+    (tmp_path / "worker_only_errors.py").write_text(
+        "class WorkerOnlyError(Exception):\n    pass\n")
+
+    @rayx.remote
+    def raise_worker_only(path):
+        sys.path.insert(0, path)
+        import worker_only_errors
+        raise worker_only_errors.WorkerOnlyError("only the worker knows me")
+
+    with pytest.raises(rayx.exceptions.RayxTaskError, match="WorkerOnlyError") as info:
+        rayx.get(raise_worker_only.remote(str(tmp_path)), timeout=30)
+    assert "only the worker knows me" in info.value.traceback_str
+    assert "raise_worker_only" in info.value.traceback_str
+
+    # A task whose argument failed that way fails with the same error.
+    @rayx.remote
+    def uses(x):
+        return x
+
+    with pytest.raises(rayx.exceptions.RayxTaskError, match="TwoArgError"):
+        rayx.get(uses.remote(raise_it.remote("two")), timeout=30)

@@ -21,6 +21,9 @@ from rayx import _core
 from rayx import _serialization as ser
 
 KV_NAMESPACE = "rayx.py.fn"
+# A named actor's Python class name and method num_returns, by actor id: what
+# a handle from rayx.get_actor needs (pickled handles carry them themselves).
+KV_ACTOR_NAMESPACE = "rayx.py.actor"
 # Ray's default: a task whose worker or node dies runs again up to 3 times.
 DEFAULT_MAX_RETRIES = 3
 # The head's KV holds values up to 1 MiB: a bigger function or class (a closure
@@ -305,7 +308,12 @@ class ActorClass:
         core = _core.create_actor([header] + encode_args(args, kwargs), name, detached, res,
                                   placement, opts.get("max_restarts") or 0,
                                   opts.get("max_task_retries") or 0)
-        return ActorHandle(core, self.__name__, _method_returns(self._cls))
+        returns = _method_returns(self._cls)
+        if name:
+            # Dropped with the job; a detached actor's is kept, like its class.
+            _core.kv_put(KV_ACTOR_NAMESPACE, core.id, pickle.dumps((self.__name__, returns)),
+                         True, not detached)
+        return ActorHandle(core, self.__name__, returns)
 
 
 def _method_returns(cls):
@@ -401,7 +409,11 @@ def get_actor(name):
         core = _core.get_named_actor(name)
     except RuntimeError as e:
         raise ValueError(str(e)) from None
-    return ActorHandle(core, name)
+    described = _core.kv_get(KV_ACTOR_NAMESPACE, core.id)
+    if described is None:
+        return ActorHandle(core, name)  # not made by Python's ActorClass (e.g. from C++)
+    class_name, returns = pickle.loads(described)
+    return ActorHandle(core, class_name, returns)
 
 
 def kill(actor, *, no_restart=True):

@@ -783,3 +783,25 @@ def test_remote_exception_that_cannot_be_rebuilt_is_a_task_error_with_the_traceb
 
     with pytest.raises(rayx.exceptions.RayxTaskError, match="TwoArgError"):
         rayx.get(uses.remote(raise_it.remote("two")), timeout=30)
+
+
+def test_named_actor_handles_keep_method_num_returns_and_class_name(rayx_mod):
+    rayx = rayx_mod
+
+    @rayx.remote
+    class Pair:
+        @rayx.method(num_returns=2)
+        def two(self):
+            return "left", "right"
+
+    made = Pair.options(name="py-pair").remote()
+    assert rayx.get(list(made.two.remote()), timeout=30) == ["left", "right"]
+    found = rayx.get_actor("py-pair")
+    x, y = found.two.remote()
+    assert rayx.get([x, y], timeout=30) == ["left", "right"]
+    assert repr(found).startswith("Actor(Pair,")
+    again = Pair.options(name="py-pair", get_if_exists=True).remote()
+    assert again == made
+    x, y = again.two.remote()
+    assert rayx.get([x, y], timeout=30) == ["left", "right"]
+    rayx.kill(made)

@@ -249,6 +249,8 @@ def wait(refs, *, num_returns=1, timeout=None, fetch_local=True):
     _require()
     if isinstance(refs, ObjectRef) or not isinstance(refs, (list, tuple)):
         raise TypeError("rayx.wait takes a list of ObjectRefs")
+    if not refs:
+        return [], []  # as Ray's, whatever num_returns
     if not 0 <= num_returns <= len(refs):
         raise ValueError(f"rayx.wait: num_returns is {num_returns}, with {len(refs)} refs")
     if len(set(refs)) != len(refs):

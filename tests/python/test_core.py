@@ -805,3 +805,67 @@ def test_named_actor_handles_keep_method_num_returns_and_class_name(rayx_mod):
     x, y = again.two.remote()
     assert rayx.get([x, y], timeout=30) == ["left", "right"]
     rayx.kill(made)
+
+
+def test_ctrl_c_interrupts_placement_group_wait(cluster):
+    code = textwrap.dedent("""
+        import rayx
+        from rayx.util import placement_group
+        rayx.init()
+        held = placement_group([{"special": 1}])
+        assert held.wait(30)
+        blocked = placement_group([{"special": 1}])  # waits for the first to go
+        try:
+            print("WAITING", flush=True)
+            blocked.wait(60)
+            print("RETURNED", flush=True)
+        except KeyboardInterrupt:
+            print("INTERRUPTED", flush=True)
+        rayx.shutdown()
+    """)
+    p = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True,
+                         env=driver_env(cluster))
+    try:
+        assert p.stdout.readline().strip() == "WAITING"
+        wait_until(lambda: open(f"/proc/{p.pid}/stat").read().rsplit(")", 1)[1].split()[0] == "S",
+                   10, "the driver to block in pg.wait")
+        import select
+        sent = time.monotonic()
+        p.send_signal(signal.SIGINT)
+        readable, _, _ = select.select([p.stdout], [], [], 5)
+        assert readable, "pg.wait was not interrupted within 5 s of SIGINT"
+        assert p.stdout.readline().strip() == "INTERRUPTED"
+        print(f"pg.wait interrupted {time.monotonic() - sent:.2f} s after SIGINT")
+        p.communicate(timeout=30)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    assert p.returncode == 0
+
+
+def test_wait_on_no_refs_and_huge_timeouts(rayx_mod):
+    rayx = rayx_mod
+    assert rayx.wait([]) == ([], [])  # as Ray's
+    assert rayx.wait([], num_returns=0, timeout=1) == ([], [])
+    ref = rayx.put("value")
+    # 1e10 s once overflowed the deadline into the past: a timeout at once.
+    assert rayx.get(ref, timeout=1e10) == "value"
+    assert rayx.get([ref], timeout=1e10) == ["value"]
+    assert rayx.wait([ref], timeout=1e10) == ([ref], [])
+
+    @rayx.remote
+    def wait_for(path):
+        while not os.path.exists(path):
+            time.sleep(0.01)
+        return "done"
+
+    import tempfile
+    flag = os.path.join(tempfile.mkdtemp(), "go")
+    pending = wait_for.remote(flag)
+    # Still waiting (not a timeout at once) a while later...
+    assert rayx.wait([pending], timeout=0.3) == ([], [pending])
+    import threading
+    threading.Timer(0.5, lambda: open(flag, "w").close()).start()
+    assert rayx.get(pending, timeout=1e10) == "done"
+    assert rayx.wait([pending], timeout=float("inf")) == ([pending], [])

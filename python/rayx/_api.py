@@ -18,6 +18,10 @@ from rayx import exceptions
 _mode = None
 _lock = threading.Lock()
 _atexit_registered = False
+# Counts this process's successful init() calls. Each one starts a new job
+# (maybe on another cluster), so what was exported for an earlier one is gone:
+# caches of exported code hold the generation they were made in.
+generation = 0
 
 
 def _worker_command():
@@ -38,7 +42,7 @@ def init(address=None, *, num_cpus=None, num_gpus=None, resources=None,
     $RAYX_ADDRESS, else the cluster `rayx start` runs on this machine, else a
     private one-machine cluster (with num_cpus/num_gpus/resources) that ends
     with shutdown()."""
-    global _mode, _atexit_registered
+    global _mode, _atexit_registered, generation
     if unsupported:
         raise TypeError(f"rayx.init got unsupported arguments: {', '.join(sorted(unsupported))}")
     if _mode == "worker":
@@ -64,6 +68,7 @@ def init(address=None, *, num_cpus=None, num_gpus=None, resources=None,
                        -1.0 if num_gpus is None else float(num_gpus), resources)
         except RuntimeError as e:
             raise ConnectionError(str(e)) from None
+        generation += 1
         _mode = "driver"
         if not _atexit_registered:
             atexit.register(shutdown)
@@ -173,9 +178,18 @@ def _decode(buffer, index):
 
 
 def _error_from(payload):
-    cause, function, tb, node, pid = payload
-    if cause is None:
-        cause = RuntimeError(tb.strip().splitlines()[-1] if tb.strip() else "remote error")
+    """The exception to raise for a failed call's payload (rayx._worker._error):
+    a RayxTaskError that is also an instance of the remote exception's class,
+    or a plain one (with the traceback) when that class cannot be rebuilt here
+    (not importable, or its pickle does not load)."""
+    blob, function, tb, node, pid = payload
+    cause = None
+    if blob is not None:
+        try:
+            _, cause = ser.loads(blob, copy_buffers=True)
+        except Exception as e:  # noqa: BLE001 - reported with the traceback
+            tb += (f"\n(rayx: the remote exception cannot be rebuilt here "
+                   f"({type(e).__name__}: {e}): raised as a RayxTaskError)\n")
     if isinstance(cause, exceptions.RayxError) and not isinstance(cause, exceptions.RayxTaskError):
         return cause  # a rayx error (e.g. ActorDiedError) from inside the task
     return exceptions.RayxTaskError(function, tb, cause, node, pid).as_instanceof_cause()
@@ -235,6 +249,8 @@ def wait(refs, *, num_returns=1, timeout=None, fetch_local=True):
     _require()
     if isinstance(refs, ObjectRef) or not isinstance(refs, (list, tuple)):
         raise TypeError("rayx.wait takes a list of ObjectRefs")
+    if not refs:
+        return [], []  # as Ray's, whatever num_returns
     if not 0 <= num_returns <= len(refs):
         raise ValueError(f"rayx.wait: num_returns is {num_returns}, with {len(refs)} refs")
     if len(set(refs)) != len(refs):

@@ -8,7 +8,9 @@ serialized (args, kwargs) with each ObjectRef replaced by a slot number; the
 ObjectRefs themselves follow as C++ object arguments, which the runtime
 resolves before the call runs (a ref nested inside a value arrives resolved).
 Functions and classes are exported once per job through the head's KV under
-their content hash and loaded once per worker (rayx._worker).
+their content hash and loaded once per worker (rayx._worker). The head drops
+a job's code when the job ends, and each init() starts a new job: what this
+process exported is remembered per init (rayx._api.generation).
 """
 
 import hashlib
@@ -19,6 +21,9 @@ from rayx import _core
 from rayx import _serialization as ser
 
 KV_NAMESPACE = "rayx.py.fn"
+# A named actor's Python class name and method num_returns, by actor id: what
+# a handle from rayx.get_actor needs (pickled handles carry them themselves).
+KV_ACTOR_NAMESPACE = "rayx.py.actor"
 # Ray's default: a task whose worker or node dies runs again up to 3 times.
 DEFAULT_MAX_RETRIES = 3
 # The head's KV holds values up to 1 MiB: a bigger function or class (a closure
@@ -37,15 +42,17 @@ _ACTOR_OPTIONS = {"num_cpus", "num_gpus", "resources", "name", "lifetime", "max_
 READY_METHOD = "__rayx_ready__"
 _HANDLE_WAIT_S = 300
 
-_exported = {}  # (id(obj), detached) -> (obj, key): what this process has exported
+# (id(obj), detached) -> (obj, generation, key): what this process exported,
+# in which init() of it.
+_exported = {}
 
 
 def _export(obj, detached):
-    """The KV key of `obj`'s code, exporting it on first use."""
+    """The KV key of `obj`'s code, exporting it on first use in this job."""
     cache_key = (id(obj), detached)
     hit = _exported.get(cache_key)
-    if hit is not None and hit[0] is obj:
-        return hit[1]
+    if hit is not None and hit[0] is obj and hit[1] == _api.generation:
+        return hit[2]
     import cloudpickle
     try:
         code = cloudpickle.dumps(obj, protocol=5)
@@ -61,7 +68,7 @@ def _export(obj, detached):
     # Detached actors outlive their job: their class is kept until deleted.
     key = f"detached/{digest}" if detached else f"{_core.job_id()}/{digest}"
     _core.kv_put(KV_NAMESPACE, key, code, True, not detached)
-    _exported[cache_key] = (obj, key)
+    _exported[cache_key] = (obj, _api.generation, key)
     return key
 
 
@@ -213,7 +220,8 @@ class RemoteFunction:
         _check_options(options, _TASK_OPTIONS, f"@rayx.remote({_name(function)})")
         self._function = function
         self._options = options
-        self._headers = {}
+        self._headers = {}  # num_returns -> header, for the job of _headers_generation
+        self._headers_generation = None
         self._call = None
         self.__name__ = getattr(function, "__name__", "remote_function")
         self.__doc__ = getattr(function, "__doc__", None)
@@ -231,6 +239,9 @@ class RemoteFunction:
         _api._require()
         opts = self._options
         n = opts.get("num_returns", 1)
+        if self._headers_generation != _api.generation:  # a new job: export again
+            self._headers = {}
+            self._headers_generation = _api.generation
         header = self._headers.get(n)
         if header is None:
             key = _export(self._function, False)
@@ -297,7 +308,12 @@ class ActorClass:
         core = _core.create_actor([header] + encode_args(args, kwargs), name, detached, res,
                                   placement, opts.get("max_restarts") or 0,
                                   opts.get("max_task_retries") or 0)
-        return ActorHandle(core, self.__name__, _method_returns(self._cls))
+        returns = _method_returns(self._cls)
+        if name:
+            # Dropped with the job; a detached actor's is kept, like its class.
+            _core.kv_put(KV_ACTOR_NAMESPACE, core.id, pickle.dumps((self.__name__, returns)),
+                         True, not detached)
+        return ActorHandle(core, self.__name__, returns)
 
 
 def _method_returns(cls):
@@ -393,7 +409,11 @@ def get_actor(name):
         core = _core.get_named_actor(name)
     except RuntimeError as e:
         raise ValueError(str(e)) from None
-    return ActorHandle(core, name)
+    described = _core.kv_get(KV_ACTOR_NAMESPACE, core.id)
+    if described is None:
+        return ActorHandle(core, name)  # not made by Python's ActorClass (e.g. from C++)
+    class_name, returns = pickle.loads(described)
+    return ActorHandle(core, class_name, returns)
 
 
 def kill(actor, *, no_restart=True):

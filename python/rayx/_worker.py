@@ -75,16 +75,40 @@ def _retriable(e, retry):
 
 
 def _error(e, name, retriable=False):
+    """The result of a call that raised `e`: (cause, function, traceback, node,
+    pid) where cause is the exception serialized on its own, so that the
+    caller gets the traceback even when it cannot rebuild the exception."""
     flags = ser.FLAG_ERROR | (ser.FLAG_RETRIABLE if retriable else 0)
     if isinstance(e, exceptions.RayxTaskError):
-        payload = (e.cause, e.function_name, e.traceback_str, e.node_ip, e.pid)
+        cause, tb = e.cause, e.traceback_str  # an argument's error, passed on
+        payload = (e.function_name, e.node_ip, e.pid)
     else:
+        cause = e
         tb = "".join(traceback.format_exception(type(e), e, e.__traceback__))
-        payload = (e, name, tb, os.environ.get("RAYX_NODE_IP", ""), os.getpid())
+        payload = (name, os.environ.get("RAYX_NODE_IP", ""), os.getpid())
+    blob, tb = _cause_blob(cause, tb)
+    function, node, pid = payload
+    return ser.to_bytes((blob, function, tb, node, pid), flags)
+
+
+def _cause_blob(cause, tb):
+    """(the exception serialized, tb), or (None, tb with why) when it cannot
+    be serialized or rebuilt from its pickle (e.g. its __init__ takes other
+    arguments than its args): the caller then raises a RayxTaskError with
+    the traceback alone."""
+    if cause is None:
+        return None, tb
     try:
-        return ser.to_bytes(payload, flags)
-    except Exception:  # noqa: BLE001 - the exception itself cannot be pickled
-        return ser.to_bytes((None,) + payload[1:], flags)
+        blob = bytes(ser.to_bytes(cause, on_ref=_api._refuse_ref))
+        ser.loads(blob, copy_buffers=True)
+        return blob, tb
+    except Exception as e:  # noqa: BLE001 - reported with the traceback
+        return None, tb + _not_rebuilt(cause, e)
+
+
+def _not_rebuilt(cause, error):
+    return (f"\n(rayx: the {type(cause).__name__} cannot be rebuilt from its pickle "
+            f"({type(error).__name__}: {error}): raised as a RayxTaskError)\n")
 
 
 def _call_from_cpp(views):

@@ -19,6 +19,7 @@
 
 #include "bindings.h"
 #include "collective/collective_driver.h"
+#include "collective/group_registry.h"
 #include "rayx/collective.h"
 
 namespace py = pybind11;
@@ -228,6 +229,14 @@ void BindCollective(py::module_& m) {
     return r;
   });
   sub.def("world_size", [](const std::string& name) { return WorldSize(name); });
+  // "gloo" or "nccl": the backend of group `name` here (which memory it takes).
+  sub.def("backend", [](const std::string& name) {
+    std::string backend;
+    Run([&] {
+      backend = collective::BackendName(collective::detail::FindGroup(name)->spec().options.backend);
+    });
+    return backend;
+  });
 
   sub.def("allreduce", [](const py::object& tensor, int op, const std::string& group) {
     Tensor t = ToTensor(tensor, true, "allreduce");

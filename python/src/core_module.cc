@@ -63,13 +63,34 @@ void CheckSignals() {
   if (PyErr_CheckSignals() != 0) throw py::error_already_set();
 }
 
-int64_t Remaining(std::chrono::steady_clock::time_point deadline, bool forever) {
-  if (forever) return kSliceMs;
-  auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-                  deadline - std::chrono::steady_clock::now())
-                  .count();
-  return std::max<int64_t>(0, std::min<int64_t>(left, kSliceMs));
-}
+// The deadline of a blocking call, cut into slices of at most kSliceMs.
+// A negative timeout waits forever, and so does one past kForeverS (or NaN):
+// steady_clock counts nanoseconds in an int64, so a deadline ~9.2e9 s away
+// would wrap into the past and time out at once.
+class Deadline {
+ public:
+  static constexpr double kForeverS = 100.0 * 365 * 24 * 3600;
+
+  explicit Deadline(double timeout_s)
+      : forever_(!(timeout_s >= 0 && timeout_s <= kForeverS)),
+        at_(std::chrono::steady_clock::now() +
+            std::chrono::milliseconds(static_cast<int64_t>(forever_ ? 0 : timeout_s * 1000))) {}
+
+  bool Passed() const { return !forever_ && std::chrono::steady_clock::now() >= at_; }
+  // How long the next slice lasts, in ms (at most `max_ms`): 0 once the
+  // deadline has passed.
+  int64_t Slice(int64_t max_ms = kSliceMs) const {
+    if (forever_) return max_ms;
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+                    at_ - std::chrono::steady_clock::now())
+                    .count();
+    return std::max<int64_t>(0, std::min<int64_t>(left, max_ms));
+  }
+
+ private:
+  bool forever_;
+  std::chrono::steady_clock::time_point at_;
+};
 
 ResourceMap ToResources(const py::dict& d) {
   ResourceMap out;
@@ -115,16 +136,14 @@ std::vector<Arg> ToArgs(const py::list& args) {
 }
 
 ObjectBuffer Get(const PyObjectRef& ref, double timeout_s) {
-  bool forever = timeout_s < 0;
-  auto deadline = std::chrono::steady_clock::now() +
-                  std::chrono::milliseconds(static_cast<int64_t>(forever ? 0 : timeout_s * 1000));
+  const Deadline deadline(timeout_s);
   while (true) {
-    int64_t slice = Remaining(deadline, forever);
+    int64_t slice = deadline.Slice();
     try {
       py::gil_scoped_release release;
       return ObjectBuffer{GetBytes(ref.handle, slice)};
     } catch (const rayx::GetTimeoutError&) {
-      if (!forever && std::chrono::steady_clock::now() >= deadline) {
+      if (deadline.Passed()) {
         PyErr_SetString(TimeoutType().ptr(),
                         ("rayx.get: object " + ObjectIdOf(ref.handle) + " was not ready within " +
                          std::to_string(timeout_s) + " s")
@@ -143,18 +162,16 @@ std::vector<bool> Wait(const std::vector<PyObjectRef*>& refs, size_t num_returns
   std::vector<ObjectHandle> handles;
   handles.reserve(refs.size());
   for (auto* r : refs) handles.push_back(r->handle);
-  bool forever = timeout_s < 0;
-  auto deadline = std::chrono::steady_clock::now() +
-                  std::chrono::milliseconds(static_cast<int64_t>(forever ? 0 : timeout_s * 1000));
+  const Deadline deadline(timeout_s);
   while (true) {
-    int64_t slice = Remaining(deadline, forever);
+    int64_t slice = deadline.Slice();
     std::vector<bool> ready;
     {
       py::gil_scoped_release release;
       ready = WaitObjects(handles, num_returns, slice);
     }
     size_t n = static_cast<size_t>(std::count(ready.begin(), ready.end(), true));
-    if (n >= num_returns || (!forever && std::chrono::steady_clock::now() >= deadline)) return ready;
+    if (n >= num_returns || deadline.Passed()) return ready;
     CheckSignals();
   }
 }
@@ -177,6 +194,34 @@ PyObjectRef PutParts(size_t size, const std::vector<std::pair<size_t, py::buffer
       std::memcpy(out + offset, info.ptr, static_cast<size_t>(info.size * info.itemsize));
     }
   })};
+}
+
+// How long one slice of a placement group wait lasts: each slice is a call
+// the head holds, so longer than kSliceMs (Ctrl-C still acts within 0.5 s).
+constexpr int64_t kPlacementSliceMs = 500;
+
+// (state, reason) of `pg` once it is placed, or found infeasible or removed,
+// or when `timeout_s` has passed (< 0: no limit), waiting in slices so that
+// Ctrl-C interrupts it. The head answers a decided group at once and holds a
+// wait to the end of its slice otherwise; that includes an infeasible group
+// while the nodes of a restarted head rejoin (it may fit then), so an
+// INFEASIBLE answer that took the whole slice is asked again.
+py::tuple WaitPlacementGroupSliced(const PyPlacementGroup& pg, double timeout_s) {
+  const Deadline deadline(timeout_s);
+  while (true) {
+    const int64_t slice = deadline.Slice(kPlacementSliceMs);
+    const auto asked = std::chrono::steady_clock::now();
+    PlacementGroupState state;
+    {
+      py::gil_scoped_release release;
+      state = WaitPlacementGroup(pg.group, slice);
+    }
+    const bool held = slice > 0 && std::chrono::steady_clock::now() - asked >=
+                                       std::chrono::milliseconds(slice);
+    const bool undecided = state.state == "PENDING" || (state.state == "INFEASIBLE" && held);
+    if (!undecided || deadline.Passed()) return py::make_tuple(state.state, state.reason);
+    CheckSignals();
+  }
 }
 
 py::dict NodeToDict(const rayx::NodeInfo& n) {
@@ -528,14 +573,7 @@ PYBIND11_MODULE(_core, m) {
     py::gil_scoped_release release;
     return PyPlacementGroup{CreatePlacementGroup(name, b, s, detached)};
   });
-  m.def("wait_placement_group", [](const PyPlacementGroup& pg, double timeout_s) {
-    PlacementGroupState state;
-    {
-      py::gil_scoped_release release;
-      state = WaitPlacementGroup(pg.group, static_cast<int64_t>(timeout_s * 1000));
-    }
-    return py::make_tuple(state.state, state.reason);
-  });
+  m.def("wait_placement_group", &WaitPlacementGroupSliced);
   m.def("placement_group_ready", [](const PyPlacementGroup& pg, const py::bytes& value) {
     std::string v = value;
     py::gil_scoped_release release;

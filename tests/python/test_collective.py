@@ -212,3 +212,57 @@ def test_nccl_allreduce_on_cuda_tensors(rayx_mod):
 
     actors = [GpuMember.remote() for _ in range(2)]
     assert rayx.get([a.run.remote(i) for i, a in enumerate(actors)], timeout=120) == [[3.0] * 8] * 2
+
+
+class _FakeCudaTensor:
+    """Looks like a torch CUDA tensor to rayx (no GPU or torch needed)."""
+    __module__ = "torch.fake"
+
+    class device:  # noqa: N801 - torch's attribute name
+        type = "cuda"
+
+    is_cuda = True
+    dtype = "torch.float32"
+
+    def is_contiguous(self):
+        return True
+
+    def data_ptr(self):
+        return 0xdead0000
+
+    def numel(self):
+        return 4
+
+
+def test_cuda_tensor_on_a_gloo_group_is_refused_before_cpp(rayx_mod, monkeypatch):
+    del rayx_mod
+    col.init_collective_group(1, 0, backend="gloo", group_name="gloo-only")
+    try:
+        calls = []
+        for op in ("allreduce", "broadcast", "reduce", "send", "recv", "allgather",
+                   "reducescatter"):
+            monkeypatch.setattr(col._c, op, lambda *a, _op=op: calls.append(_op))
+        cuda = _FakeCudaTensor()
+        refused = r"gloo backend only accepts CPU tensors.*\.cpu\(\).*backend='nccl'"
+        with pytest.raises(ValueError, match=refused):
+            col.allreduce(cuda, group_name="gloo-only")
+        with pytest.raises(ValueError, match=refused):
+            col.broadcast(cuda, 0, group_name="gloo-only")
+        with pytest.raises(ValueError, match=refused):
+            col.reduce(cuda, 0, group_name="gloo-only")
+        with pytest.raises(ValueError, match=refused):
+            col.send(cuda, 0, group_name="gloo-only")
+        with pytest.raises(ValueError, match=refused):
+            col.recv(cuda, 0, group_name="gloo-only")
+        with pytest.raises(ValueError, match=refused):
+            col.allgather([np.zeros(4, np.float32)], cuda, group_name="gloo-only")
+        with pytest.raises(ValueError, match=refused):
+            col.reducescatter(np.zeros(4, np.float32), [cuda], group_name="gloo-only")
+        assert calls == [], f"called into C++ with a CUDA tensor: {calls}"
+        monkeypatch.undo()
+        # Host arrays still work on the same group.
+        a = np.ones(4, np.float32)
+        col.allreduce(a, group_name="gloo-only")
+        assert a.tolist() == [1.0] * 4
+    finally:
+        col.destroy_collective_group("gloo-only")

@@ -685,3 +685,187 @@ def test_the_head_restarts_a_detached_actor_after_its_job_ended(rayx_mod, cluste
         except ValueError:
             return True
     wait_until(name_gone, 10, "the name of the actor whose restarts are spent to go")
+
+
+def test_remote_functions_classes_and_trainer_work_again_after_shutdown_and_init(cluster):
+    # Each init() starts a new job, and the head drops the old job's exported
+    # code: a second job must export its functions and classes again.
+    r = run_driver(cluster, textwrap.dedent("""
+        import rayx
+        from rayx.train import DataParallelTrainer, ScalingConfig
+
+        @rayx.remote
+        def double(x):
+            return 2 * x
+
+        @rayx.remote
+        class Total:
+            def __init__(self):
+                self.n = 0
+
+            def add(self, k):
+                self.n += k
+                return self.n
+
+        def loop():
+            rayx.train.report({"rank": rayx.train.get_context().get_world_rank()})
+
+        for job in range(2):
+            rayx.init()
+            t = Total.remote()
+            fit = DataParallelTrainer(loop, scaling_config=ScalingConfig(num_workers=1)).fit()
+            print("JOB", job, rayx.get(double.remote(21), timeout=60),
+                  rayx.get(t.add.remote(5), timeout=60), fit.metrics["rank"], flush=True)
+            rayx.shutdown()
+    """), timeout=120)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "JOB 0 42 5 0" in r.stdout and "JOB 1 42 5 0" in r.stdout, r.stdout + r.stderr
+
+
+class TwoArgError(Exception):
+    """Cannot be rebuilt from its args: __init__ takes two, args holds one."""
+
+    def __init__(self, a, b):
+        super().__init__(f"two args {a} and {b}")
+
+
+class KeywordOnlyError(Exception):
+    def __init__(self, *, code):
+        super().__init__(f"code {code}")
+
+
+class NoArgError(Exception):
+    def __init__(self):
+        super().__init__("no args at all")
+
+
+def test_remote_exception_that_cannot_be_rebuilt_is_a_task_error_with_the_traceback(
+        rayx_mod, tmp_path):
+    rayx = rayx_mod
+
+    @rayx.remote
+    def raise_it(kind):
+        if kind == "two":
+            raise TwoArgError(1, 2)
+        if kind == "keyword":
+            raise KeywordOnlyError(code=7)
+        raise NoArgError()
+
+    for kind, name, message in (("two", "TwoArgError", "two args 1 and 2"),
+                                ("keyword", "KeywordOnlyError", "code 7"),
+                                ("none", "NoArgError", "no args at all")):
+        with pytest.raises(rayx.exceptions.RayxTaskError, match=name) as info:
+            rayx.get(raise_it.remote(kind), timeout=30)
+        assert not isinstance(info.value, TypeError), info.value
+        assert "raise_it" in info.value.traceback_str
+        assert f"{name}: {message}" in info.value.traceback_str
+        assert info.value.cause is None
+
+    # A class the worker imports but the driver cannot.
+    (tmp_path / "worker_only_errors.py").write_text(
+        "class WorkerOnlyError(Exception):\n    pass\n")
+
+    @rayx.remote
+    def raise_worker_only(path):
+        sys.path.insert(0, path)
+        import worker_only_errors
+        raise worker_only_errors.WorkerOnlyError("only the worker knows me")
+
+    with pytest.raises(rayx.exceptions.RayxTaskError, match="WorkerOnlyError") as info:
+        rayx.get(raise_worker_only.remote(str(tmp_path)), timeout=30)
+    assert "only the worker knows me" in info.value.traceback_str
+    assert "raise_worker_only" in info.value.traceback_str
+
+    # A task whose argument failed that way fails with the same error.
+    @rayx.remote
+    def uses(x):
+        return x
+
+    with pytest.raises(rayx.exceptions.RayxTaskError, match="TwoArgError"):
+        rayx.get(uses.remote(raise_it.remote("two")), timeout=30)
+
+
+def test_named_actor_handles_keep_method_num_returns_and_class_name(rayx_mod):
+    rayx = rayx_mod
+
+    @rayx.remote
+    class Pair:
+        @rayx.method(num_returns=2)
+        def two(self):
+            return "left", "right"
+
+    made = Pair.options(name="py-pair").remote()
+    assert rayx.get(list(made.two.remote()), timeout=30) == ["left", "right"]
+    found = rayx.get_actor("py-pair")
+    x, y = found.two.remote()
+    assert rayx.get([x, y], timeout=30) == ["left", "right"]
+    assert repr(found).startswith("Actor(Pair,")
+    again = Pair.options(name="py-pair", get_if_exists=True).remote()
+    assert again == made
+    x, y = again.two.remote()
+    assert rayx.get([x, y], timeout=30) == ["left", "right"]
+    rayx.kill(made)
+
+
+def test_ctrl_c_interrupts_placement_group_wait(cluster):
+    code = textwrap.dedent("""
+        import rayx
+        from rayx.util import placement_group
+        rayx.init()
+        held = placement_group([{"special": 1}])
+        assert held.wait(30)
+        blocked = placement_group([{"special": 1}])  # waits for the first to go
+        try:
+            print("WAITING", flush=True)
+            blocked.wait(60)
+            print("RETURNED", flush=True)
+        except KeyboardInterrupt:
+            print("INTERRUPTED", flush=True)
+        rayx.shutdown()
+    """)
+    p = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True,
+                         env=driver_env(cluster))
+    try:
+        assert p.stdout.readline().strip() == "WAITING"
+        wait_until(lambda: open(f"/proc/{p.pid}/stat").read().rsplit(")", 1)[1].split()[0] == "S",
+                   10, "the driver to block in pg.wait")
+        import select
+        sent = time.monotonic()
+        p.send_signal(signal.SIGINT)
+        readable, _, _ = select.select([p.stdout], [], [], 5)
+        assert readable, "pg.wait was not interrupted within 5 s of SIGINT"
+        assert p.stdout.readline().strip() == "INTERRUPTED"
+        print(f"pg.wait interrupted {time.monotonic() - sent:.2f} s after SIGINT")
+        p.communicate(timeout=30)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    assert p.returncode == 0
+
+
+def test_wait_on_no_refs_and_huge_timeouts(rayx_mod):
+    rayx = rayx_mod
+    assert rayx.wait([]) == ([], [])  # as Ray's
+    assert rayx.wait([], num_returns=0, timeout=1) == ([], [])
+    ref = rayx.put("value")
+    # 1e10 s once overflowed the deadline into the past: a timeout at once.
+    assert rayx.get(ref, timeout=1e10) == "value"
+    assert rayx.get([ref], timeout=1e10) == ["value"]
+    assert rayx.wait([ref], timeout=1e10) == ([ref], [])
+
+    @rayx.remote
+    def wait_for(path):
+        while not os.path.exists(path):
+            time.sleep(0.01)
+        return "done"
+
+    import tempfile
+    flag = os.path.join(tempfile.mkdtemp(), "go")
+    pending = wait_for.remote(flag)
+    # Still waiting (not a timeout at once) a while later...
+    assert rayx.wait([pending], timeout=0.3) == ([], [pending])
+    import threading
+    threading.Timer(0.5, lambda: open(flag, "w").close()).start()
+    assert rayx.get(pending, timeout=1e10) == "done"
+    assert rayx.wait([pending], timeout=float("inf")) == ([pending], [])

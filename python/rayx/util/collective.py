@@ -87,11 +87,17 @@ def _is_torch(t):
     return mod.startswith("torch") and hasattr(t, "data_ptr")
 
 
-def _tensor(t):
+def _tensor(t, group_name, what):
     """What rayx._core.collective takes: a buffer (host memory) or a CUDA
-    tensor's ("cuda", pointer, count, dtype, stream)."""
+    tensor's ("cuda", pointer, count, dtype, stream). A CUDA tensor is refused
+    here for a Gloo group, which would read its device pointer as host memory."""
     if _is_torch(t):
         if t.is_cuda:
+            if _c.backend(group_name) != "nccl":
+                raise ValueError(
+                    f"{what}: group '{group_name}' uses the gloo backend, and the gloo backend "
+                    "only accepts CPU tensors: move it with .cpu() (and copy the result back) "
+                    "or use backend='nccl'")
             import torch
             if not t.is_contiguous():
                 raise ValueError("the CUDA tensor is not contiguous: pass t.contiguous() and "
@@ -103,10 +109,10 @@ def _tensor(t):
     return t
 
 
-def _tensors(ts, what):
+def _tensors(ts, group_name, what):
     if not isinstance(ts, (list, tuple)):
         raise TypeError(f"{what}: expected a list of tensors, one per rank")
-    return [_tensor(t) for t in ts]
+    return [_tensor(t, group_name, what) for t in ts]
 
 
 def _op(op):
@@ -190,42 +196,44 @@ def get_collective_group_size(group_name="default"):
 @_translate
 def allreduce(tensor, group_name="default", op=ReduceOp.SUM):
     """Reduces `tensor` over the ranks, in place on every rank."""
-    _c.allreduce(_tensor(tensor), _op(op), group_name)
+    _c.allreduce(_tensor(tensor, group_name, "allreduce"), _op(op), group_name)
 
 
 @_translate
 def allgather(tensor_list, tensor, group_name="default"):
     """Fills tensor_list[i] (one tensor per rank, shaped like `tensor`) with rank i's `tensor`."""
-    _c.allgather(_tensors(tensor_list, "allgather"), _tensor(tensor), group_name)
+    _c.allgather(_tensors(tensor_list, group_name, "allgather"),
+                 _tensor(tensor, group_name, "allgather"), group_name)
 
 
 @_translate
 def reducescatter(tensor, tensor_list, group_name="default", op=ReduceOp.SUM):
     """Rank i gets in `tensor` the reduction of every rank's tensor_list[i]."""
-    _c.reducescatter(_tensor(tensor), _tensors(tensor_list, "reducescatter"), _op(op), group_name)
+    _c.reducescatter(_tensor(tensor, group_name, "reducescatter"),
+                     _tensors(tensor_list, group_name, "reducescatter"), _op(op), group_name)
 
 
 @_translate
 def broadcast(tensor, src_rank=0, group_name="default"):
     """Copies `tensor` of rank `src_rank` into `tensor` on every rank."""
-    _c.broadcast(_tensor(tensor), int(src_rank), group_name)
+    _c.broadcast(_tensor(tensor, group_name, "broadcast"), int(src_rank), group_name)
 
 
 @_translate
 def reduce(tensor, dst_rank=0, group_name="default", op=ReduceOp.SUM):
     """The reduction lands in `tensor` on `dst_rank`; the others' are unchanged."""
-    _c.reduce(_tensor(tensor), int(dst_rank), _op(op), group_name)
+    _c.reduce(_tensor(tensor, group_name, "reduce"), int(dst_rank), _op(op), group_name)
 
 
 @_translate
 def send(tensor, dst_rank, group_name="default"):
-    _c.send(_tensor(tensor), int(dst_rank), group_name)
+    _c.send(_tensor(tensor, group_name, "send"), int(dst_rank), group_name)
 
 
 @_translate
 def recv(tensor, src_rank, group_name="default"):
     """Receives into `tensor`, which must already have the sender's shape and type."""
-    _c.recv(_tensor(tensor), int(src_rank), group_name)
+    _c.recv(_tensor(tensor, group_name, "recv"), int(src_rank), group_name)
 
 
 @_translate

@@ -25,7 +25,7 @@ NodeAgent::NodeAgent(boost::asio::io_context& io, NodeAgentOptions options, cons
       packages_(io, options_.package_dir, [this](const protocol::GetPackageRequest& req) {
         Send(req);
         return next_id_;
-      }) {
+      }, clock) {
   if (!head_) head_ = std::make_unique<ZmqHeadConnection>(io, options_.head);
   if (!processes_) {
     processes_ = std::make_unique<LocalLeaseProcesses>(
@@ -218,6 +218,7 @@ void NodeAgent::CheckDrivers() {
 void NodeAgent::SendHeartbeat() {
   if (leaving_) return;
   CheckDrivers();  // a driver's exit is seen within a heartbeat period
+  packages_.Expire();
   int64_t silent = clock_.NowMs() - last_reply_ms_;
   if (silent > options_.head_lost_timeout_ms) {
     Fatal(Status::Unavailable("the head at " + options_.head.ToString() + " has not answered for " +

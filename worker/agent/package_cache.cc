@@ -74,8 +74,9 @@ Result<std::string> VerifyAndUnpack(const std::string& part, const std::string& 
 
 }  // namespace
 
-PackageCache::PackageCache(boost::asio::io_context& io, std::string dir, SendFn send)
-    : io_(io), dir_(std::move(dir)), send_(std::move(send)) {}
+PackageCache::PackageCache(boost::asio::io_context& io, std::string dir, SendFn send,
+                           const Clock& clock)
+    : io_(io), dir_(std::move(dir)), send_(std::move(send)), clock_(clock) {}
 
 PackageCache::~PackageCache() {
   alive_.reset();
@@ -116,6 +117,31 @@ void PackageCache::Request(const std::string& hash, Fetch& fetch) {
   req.offset = fetch.received;
   req.length = kChunk;
   fetch.request_id = send_(req);
+  fetch.sent_ms = clock_.NowMs();
+  ++fetch.attempts;
+}
+
+void PackageCache::Expire() {
+  int64_t now = clock_.NowMs();
+  std::vector<std::string> failed;
+  for (auto& [hash, fetch] : fetches_) {
+    if (fetch.request_id == 0 || now - fetch.sent_ms < kRequestTimeoutMs) continue;
+    if (fetch.attempts < kAttempts) {
+      RAYX_LOG(Warning) << "no answer from the head for working directory " << hash.substr(0, 12)
+                        << " (bytes from " << fetch.received << ") in "
+                        << kRequestTimeoutMs / 1000 << " s: asking again";
+      Request(hash, fetch);  // a late answer to the old request is ignored
+    } else {
+      failed.push_back(hash);
+    }
+  }
+  for (const auto& hash : failed) {
+    Finish(hash, Status::TimedOut("cannot fetch the job's working directory " +
+                                  hash.substr(0, 12) + ": the head did not answer " +
+                                  std::to_string(kAttempts) + " requests of " +
+                                  std::to_string(kRequestTimeoutMs / 1000) +
+                                  " s each (is it overloaded or restarting?)"));
+  }
 }
 
 bool PackageCache::OnReply(uint64_t request_id, const protocol::GetPackageReply& reply,
@@ -125,6 +151,7 @@ bool PackageCache::OnReply(uint64_t request_id, const protocol::GetPackageReply&
   Fetch& fetch = it->second;
   // No request is in flight until this chunk is written.
   fetch.request_id = 0;
+  fetch.attempts = 0;
   if (reply.offset != fetch.received || (bytes.empty() && fetch.received < reply.total_size)) {
     Finish(reply.hash, Status::Internal("package transfer went out of order"));
     return true;

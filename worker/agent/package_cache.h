@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "common/clock.h"
 #include "protocol/job_messages.h"
 #include "rayx/status.h"
 
@@ -18,7 +19,10 @@ namespace rayx::worker {
 // Packages are tar archives named by their content hash. Ensure(hash) fetches
 // one from the head in chunks (one request in flight), checks the hash,
 // extracts it into <dir>/<hash>/ and marks it complete; later calls find it
-// there at once. Concurrent Ensure calls for one hash share one fetch.
+// there at once. Concurrent Ensure calls for one hash share one fetch. A
+// request the head does not answer within kRequestTimeoutMs (on `clock`,
+// checked by Expire) is sent again, up to kAttempts times in all; then the
+// fetch fails with TimedOut, so no start waits for ever on a lost message.
 //
 // Threads: called on the agent's event loop only, and the loop never blocks
 // here. Writing chunks, hashing and unpacking (tar) run on one thread of the
@@ -31,7 +35,7 @@ class PackageCache {
   // Sends a request to the head and returns its request id.
   using SendFn = std::function<uint64_t(const protocol::GetPackageRequest&)>;
 
-  PackageCache(boost::asio::io_context& io, std::string dir, SendFn send);
+  PackageCache(boost::asio::io_context& io, std::string dir, SendFn send, const Clock& clock);
   ~PackageCache();
 
   // Calls `done` with the package's directory: at once when it is on this
@@ -40,13 +44,20 @@ class PackageCache {
   // A reply to one of our requests (true when it was ours).
   bool OnReply(uint64_t request_id, const protocol::GetPackageReply& reply, std::string_view bytes);
   bool OnError(uint64_t request_id, const Status& error);
+  // Sends again, or fails, the requests unanswered for kRequestTimeoutMs.
+  // Call periodically (the agent does every heartbeat).
+  void Expire();
 
   static constexpr uint64_t kChunk = 4 << 20;
+  static constexpr int64_t kRequestTimeoutMs = 30000;
+  static constexpr int kAttempts = 3;
 
  private:
   struct Fetch {
     std::vector<Done> waiting;
-    uint64_t request_id = 0;
+    uint64_t request_id = 0;  // 0 while no request is in flight
+    int64_t sent_ms = 0;
+    int attempts = 0;  // sends of the request in flight
     uint64_t received = 0;
   };
   void Request(const std::string& hash, Fetch& fetch);
@@ -59,6 +70,7 @@ class PackageCache {
   boost::asio::io_context& io_;
   std::string dir_;
   SendFn send_;
+  const Clock& clock_;
   std::map<std::string, Fetch> fetches_;  // by hash
   // Expires with the cache: posted results check it before touching `this`.
   std::shared_ptr<int> alive_ = std::make_shared<int>(0);

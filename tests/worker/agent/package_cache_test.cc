@@ -32,10 +32,13 @@ class PackageCacheTest : public ::testing::Test {
     ASSERT_TRUE(archive.ok()) << archive.status();
     archive_ = *archive;
     hash_ = ContentHashHex(archive_);
-    cache_.emplace(io_, dir_ + "/packages", [this](const protocol::GetPackageRequest& req) {
-      requests_.push_back(req);
-      return ++next_id_;
-    });
+    cache_.emplace(
+        io_, dir_ + "/packages",
+        [this](const protocol::GetPackageRequest& req) {
+          requests_.push_back(req);
+          return ++next_id_;
+        },
+        clock_);
   }
   void TearDown() override {
     cache_.reset();
@@ -73,6 +76,7 @@ class PackageCacheTest : public ::testing::Test {
   std::string archive_;
   std::string hash_;
   boost::asio::io_context io_;
+  ManualClock clock_;
   std::vector<protocol::GetPackageRequest> requests_;
   uint64_t next_id_ = 0;
   std::optional<PackageCache> cache_;
@@ -146,6 +150,49 @@ TEST_F(PackageCacheTest, APackageThatDoesNotMatchItsHashFailsAndLeavesNothing) {
   EXPECT_NE(result->status().message().find("does not match its hash"), std::string::npos)
       << result->status();
   EXPECT_FALSE(fs::exists(dir_ + "/packages/" + wrong));
+}
+
+// A request the head never answers (a lost message, a head restart) is sent
+// again, then the fetch fails: no start waits on it for ever.
+TEST_F(PackageCacheTest, AnUnansweredRequestIsSentAgainThenTheFetchFails) {
+  std::optional<Result<std::string>> result;
+  cache_->Ensure(hash_, [&](Result<std::string> dir) { result = std::move(dir); });
+  ASSERT_EQ(requests_.size(), 1u);
+  clock_.Advance(PackageCache::kRequestTimeoutMs - 1);
+  cache_->Expire();
+  EXPECT_EQ(requests_.size(), 1u) << "asked again before the timeout";
+  clock_.Advance(1);
+  cache_->Expire();
+  ASSERT_EQ(requests_.size(), 2u);
+  EXPECT_EQ(requests_[1].hash, hash_);
+  EXPECT_EQ(requests_[1].offset, 0u);
+  // An answer to the first request, late, is not taken for the second's.
+  protocol::GetPackageReply late;
+  late.hash = hash_;
+  late.total_size = archive_.size();
+  EXPECT_FALSE(cache_->OnReply(1, late, std::string_view(archive_).substr(0, 10)));
+  for (int i = 2; i < PackageCache::kAttempts; ++i) {
+    clock_.Advance(PackageCache::kRequestTimeoutMs);
+    cache_->Expire();
+  }
+  ASSERT_EQ(requests_.size(), static_cast<size_t>(PackageCache::kAttempts));
+  EXPECT_FALSE(result.has_value());
+  clock_.Advance(PackageCache::kRequestTimeoutMs);
+  cache_->Expire();
+  ASSERT_TRUE(result.has_value());
+  EXPECT_EQ(result->status().code(), StatusCode::kTimedOut);
+  EXPECT_NE(result->status().message().find(hash_.substr(0, 12)), std::string::npos)
+      << result->status();
+  // The next start that needs it fetches it afresh, and an answer completes it.
+  std::optional<Result<std::string>> again;
+  cache_->Ensure(hash_, [&](Result<std::string> dir) { again = std::move(dir); });
+  ASSERT_EQ(requests_.size(), static_cast<size_t>(PackageCache::kAttempts) + 1);
+  while (!again) {
+    size_t before = requests_.size();
+    AnswerLatest();
+    ASSERT_TRUE(RunUntil([&] { return again.has_value() || requests_.size() > before; }));
+  }
+  EXPECT_TRUE(again->ok()) << again->status();
 }
 
 TEST_F(PackageCacheTest, ResultsArrivingAfterTheCacheIsGoneAreDropped) {

@@ -3,6 +3,7 @@
 #include "start_command.h"
 
 #include <signal.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 
 #include <cstdlib>
@@ -274,6 +275,8 @@ int StartCommand(const std::vector<std::string>& args) {
                                    "--connect-timeout-ms", std::to_string(f.connect_timeout_ms)};
   if (f.head) argv.push_back("--head-node");
   argv.insert(argv.end(), {"--log-dir", session->path() + "/logs"});
+  ::mkdir(session->GroupDir().c_str(), 0700);
+  argv.insert(argv.end(), {"--group-dir", session->GroupDir()});
   argv.insert(argv.end(), {"--package-dir", session->path() + "/node-packages"});
   if (!node_ip.empty()) argv.insert(argv.end(), {"--node-ip-address", node_ip});
   AddResourceArgs(flags, f, &argv);

@@ -44,9 +44,11 @@ int StopCommand(const std::vector<std::string>& args) {
     detail::ProcessRecord record;
   };
   std::vector<Target> agents, heads;
+  std::vector<detail::Session> sessions;
   for (const auto& session : detail::Session::List(temp_dir)) {
     auto config = session.ReadConfig();
     if (!address.empty() && !detail::SameHead(config["address"], address)) continue;
+    sessions.push_back(session);
     for (const auto& [name, record] : session.Processes()) {
       if (!detail::IsRunning(record)) {
         session.ForgetProcess(name);  // died on its own earlier
@@ -55,7 +57,21 @@ int StopCommand(const std::vector<std::string>& args) {
       (name == "head" ? heads : agents).push_back({session, name, record});
     }
   }
+  // What lease processes left behind once their agent is gone (an agent
+  // killed by SIGKILL takes only its direct children with it).
+  auto kill_leftovers = [&] {
+    for (const auto& session : sessions) {
+      auto processes = session.Processes();
+      auto agent = processes.find("agent");
+      if (agent != processes.end() && detail::IsRunning(agent->second)) continue;
+      if (int n = detail::KillRecordedGroups(session.GroupDir()); n > 0) {
+        std::cout << "Killed what was left of " << n << " lease process group(s) of the node agent"
+                  << " of " << session.ReadConfig()["address"] << "\n";
+      }
+    }
+  };
   if (agents.empty() && heads.empty()) {
+    kill_leftovers();
     std::cout << "No rayx processes started from this machine are running"
               << (address.empty() ? "" : " for " + address) << " (temp dir " << temp_dir
               << ").\n";
@@ -89,6 +105,7 @@ int StopCommand(const std::vector<std::string>& args) {
     return left.empty();
   };
   bool ok = stop_group(agents);
+  kill_leftovers();
   ok = stop_group(heads) && ok;
   return ok ? 0 : 1;
 }

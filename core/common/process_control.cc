@@ -12,6 +12,7 @@
 #include <limits>
 #include <cstring>
 #include <deque>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <thread>
@@ -89,6 +90,40 @@ std::vector<ProcessRecord> WaitForExit(const std::vector<ProcessRecord>& records
     if (running.empty() || std::chrono::steady_clock::now() >= deadline) return running;
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
+}
+
+Status RecordGroup(const std::string& dir, const ProcessRecord& leader) {
+  std::string path = dir + "/" + std::to_string(leader.pid);
+  std::ofstream out(path, std::ios::trunc);
+  out << leader.ToString() << "\n";
+  out.close();
+  if (!out) return Status::Internal("cannot write " + path);
+  return Status::OK();
+}
+
+void ForgetGroup(const std::string& dir, pid_t leader) {
+  ::unlink((dir + "/" + std::to_string(leader)).c_str());
+}
+
+int KillRecordedGroups(const std::string& dir) {
+  std::error_code ec;
+  int signalled = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
+    std::ifstream in(entry.path());
+    std::string line;
+    std::getline(in, line);
+    auto record = ProcessRecord::Parse(line);
+    if (record.ok() && entry.path().filename() == std::to_string(record->pid)) {
+      // The leader's pid is in use by a process that is not the leader: the
+      // group died out and the number was reused. (A pid cannot be reused
+      // while a group of that number has members.)
+      auto start = ProcessStartTime(record->pid);
+      bool reused = start.ok() && *start != record->start_time;
+      if (!reused && ::kill(-record->pid, SIGKILL) == 0) ++signalled;
+    }
+    std::filesystem::remove(entry.path(), ec);
+  }
+  return signalled;
 }
 
 std::string TailFile(const std::string& path, int n) {

@@ -53,6 +53,21 @@ bool SignalGroup(const ProcessRecord& record, int signo);
 std::vector<ProcessRecord> WaitForExit(const std::vector<ProcessRecord>& records,
                                        int64_t timeout_ms);
 
+// Lease process groups, recorded so that what an agent started can be stopped
+// after the agent itself died. A node agent starts every lease process as the
+// leader of a new session (setsid), with PR_SET_PDEATHSIG: the leader dies
+// with the agent, but what it started stays in its process group and would be
+// orphaned. The agent records each group as "pid start-time" in a file named
+// by the pid under `dir` (`rayx start` gives it <session>/groups), and removes
+// it once the group is empty; `rayx stop` kills what the files still name.
+Status RecordGroup(const std::string& dir, const ProcessRecord& leader);
+void ForgetGroup(const std::string& dir, pid_t leader);
+// SIGKILLs every recorded group that still has members and removes the
+// records. A group whose leader's pid now belongs to another process (another
+// start time) was ours no longer and is left alone. Returns how many groups
+// were signalled. REQUIRES: the agent that recorded them no longer runs.
+int KillRecordedGroups(const std::string& dir);
+
 // The last `n` lines of a file ("" when unreadable).
 std::string TailFile(const std::string& path, int n);
 

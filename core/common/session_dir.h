@@ -7,6 +7,8 @@
 //   session_<time>_<pid>/session.conf   role, head address, port, cluster id, token (0600)
 //   session_<time>_<pid>/pids/<name>.pid "pid start-time" per daemon started
 //   session_<time>_<pid>/logs/<name>.log  each daemon's stdout and stderr
+//   session_<time>_<pid>/groups/<pid>     "pid start-time" per lease process group
+//                                        the node agent runs (RecordGroup)
 //   latest                               name of the newest session
 // One session per `rayx start` invocation; `rayx stop` removes the pid files of
 // what it stopped and keeps the logs.
@@ -38,6 +40,8 @@ class Session {
 
   const std::string& path() const { return path_; }
   std::string LogPath(const std::string& name) const { return path_ + "/logs/" + name + ".log"; }
+  // Where the session's node agent records its lease process groups.
+  std::string GroupDir() const { return path_ + "/groups"; }
 
   // session.conf as key=value pairs.
   Status WriteConfig(const std::map<std::string, std::string>& config) const;

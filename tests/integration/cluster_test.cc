@@ -213,6 +213,43 @@ TEST(Cluster, StopLeavesNoProcessOfTheSessionAlive) {
   EXPECT_TRUE(Contains(again.out, "No rayx processes")) << again.out;
 }
 
+// An agent killed by SIGKILL takes its lease processes with it (they die
+// with their parent), but not what they started: a job's `sh -c 'x & wait'`
+// dies and leaves x running. `rayx stop` kills those from the groups the
+// agent recorded, and says so.
+TEST(Cluster, StopKillsWhatALeaseLeftBehindWhenItsAgentWasKilled) {
+  auto cluster = StartCluster();
+  ASSERT_TRUE(cluster);
+  std::string pid_file = cluster->temp_dir() + "/grandchild.pid";
+  CommandResult submitted = RunCommand(
+      {RayxCliPath(), "job", "submit", "--temp-dir", cluster->temp_dir(), "--no-wait", "--", "sh",
+       "-c", "sleep 300 & echo $! > " + pid_file + ".tmp && mv " + pid_file + ".tmp " + pid_file +
+                 "; wait"},
+      {{"RAYX_EXIT_WITH_PID", std::to_string(getpid())}}, 60000);
+  ASSERT_EQ(submitted.exit_code, 0) << submitted.Describe();
+  pid_t grandchild = 0;
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (grandchild == 0 && std::chrono::steady_clock::now() < deadline) {
+    std::ifstream in(pid_file);
+    if (!(in >> grandchild)) {
+      grandchild = 0;
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+  }
+  ASSERT_GT(grandchild, 1) << "the job never started its background process";
+  auto start = detail::ProcessStartTime(grandchild);
+  ASSERT_TRUE(start.ok()) << start.status();
+  detail::ProcessRecord orphan{grandchild, *start};
+
+  ASSERT_TRUE(cluster->KillNode(cluster->head_node()).ok());
+  // Nothing else will stop it: its agent is gone.
+  EXPECT_TRUE(detail::IsRunning(orphan));
+  CommandResult stopped = cluster->RunCli({"stop"});
+  EXPECT_EQ(stopped.exit_code, 0) << stopped.Describe();
+  EXPECT_TRUE(Contains(stopped.out, "Killed what was left of 1 lease process group")) << stopped.out;
+  EXPECT_TRUE(detail::WaitForExit({orphan}, 5000).empty()) << "pid " << grandchild << " survived";
+}
+
 TEST(Cluster, StopWithAddressStopsOnlyThatCluster) {
   auto cluster = StartCluster();
   ASSERT_TRUE(cluster);

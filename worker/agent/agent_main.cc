@@ -38,6 +38,9 @@ int main(int argc, char** argv) {
   flags.AddString("labels", &labels_text, "node labels, k=v,k2=v2");
   flags.AddBool("head-node", &head_node, "this agent runs beside the head");
   flags.AddString("log-dir", &log_dir, "where worker log files go (default: .)");
+  std::string group_dir;
+  flags.AddString("group-dir", &group_dir,
+                  "record each lease's process group here, for `rayx stop` (default: none)");
   std::string package_dir = "node-packages";
   flags.AddString("package-dir", &package_dir,
                   "where job working directories fetched from the head go (default ./node-packages)");
@@ -97,6 +100,7 @@ int main(int argc, char** argv) {
   options.connect_timeout_ms = connect_timeout_ms;
   options.head_lost_timeout_ms = head_lost_timeout_ms;
   options.log_dir = log_dir;
+  options.group_dir = group_dir;
   options.package_dir = package_dir;
   if (::access(store_root.c_str(), W_OK) != 0) store_root = "/tmp";
   options.store_dir = store_root + "/rayx-store-" + detail::RandomHex(6);

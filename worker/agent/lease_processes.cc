@@ -7,11 +7,15 @@
 #include <algorithm>
 #include <cerrno>
 
+#include "common/logging.h"
+#include "common/process_control.h"
+
 namespace rayx::worker {
 
 LocalLeaseProcesses::LocalLeaseProcesses(boost::asio::io_context& io, const Options& options,
                                          ProcessRunner::ExitCallback on_exit)
-    : on_exit_(std::move(on_exit)),
+    : group_dir_(options.group_dir),
+      on_exit_(std::move(on_exit)),
       workers_(io, {.node_ip = options.node_ip,
                     .log_dir = options.log_dir,
                     .token = options.token,
@@ -41,6 +45,9 @@ void LocalLeaseProcesses::Start(const protocol::StartWorkerRequest& request, Sta
   if (!request.processes.empty()) {
     auto started = processes_.Start(request);
     if (!started.ok()) lease_gpus_.erase(request.lease_id);
+    if (started.ok()) {
+      for (int32_t pid : started->process_pids) Record(pid);
+    }
     done(std::move(started));
     return;
   }
@@ -48,8 +55,19 @@ void LocalLeaseProcesses::Start(const protocol::StartWorkerRequest& request, Sta
                            done = std::move(done)](Result<protocol::StartWorkerReply> result) {
     // A worker that failed to start was killed (and is tracked as dying).
     if (!result.ok()) lease_gpus_.erase(lease_id);
+    if (result.ok()) Record(result->worker_pid);
     done(std::move(result));
   });
+}
+
+void LocalLeaseProcesses::Record(pid_t leader) {
+  if (group_dir_.empty() || leader <= 1) return;
+  auto start = detail::ProcessStartTime(leader);
+  if (!start.ok()) return;  // gone already: its exit is being handled
+  if (Status s = detail::RecordGroup(group_dir_, {leader, *start}); !s.ok()) {
+    RAYX_LOG(Warning) << "cannot record process group " << leader << ": " << s
+                      << " (`rayx stop` will not find it if this agent dies)";
+  }
 }
 
 void LocalLeaseProcesses::Kill(const LeaseId& lease_id) {
@@ -113,11 +131,13 @@ void LocalLeaseProcesses::Reap() {
     }
     processes_.OnChildExit(pid, status);
   }
+  ForgetGone();
 }
 
-void LocalLeaseProcesses::Prune() {
-  Reap();
-  std::erase_if(dying_, [](Dying& d) {
+void LocalLeaseProcesses::Prune() { Reap(); }
+
+void LocalLeaseProcesses::ForgetGone() {
+  std::erase_if(dying_, [this](Dying& d) {
     if (!d.reaped) {
       // Not reaped by Reap: no longer our child at all (ECHILD).
       int status = 0;
@@ -125,7 +145,9 @@ void LocalLeaseProcesses::Prune() {
       if (r == d.group || (r < 0 && errno == ECHILD)) d.reaped = true;
     }
     // A zombie leader keeps its group; reaped and empty means gone.
-    return d.reaped && ::kill(-d.group, 0) != 0 && errno == ESRCH;
+    bool gone = d.reaped && ::kill(-d.group, 0) != 0 && errno == ESRCH;
+    if (gone && !group_dir_.empty()) detail::ForgetGroup(group_dir_, d.group);
+    return gone;
   });
 }
 

@@ -56,11 +56,14 @@ class LeaseProcesses {
 // they are empty: a process group is gone when its leader was reaped and
 // kill(-group, 0) finds no member (which is polled: members that are not our
 // children exit unseen). A process that left its group (setsid) is not seen.
+// Each group is recorded under Options::group_dir from its start until it is
+// gone, so that `rayx stop` can kill what is left of it if the agent dies.
 class LocalLeaseProcesses final : public LeaseProcesses {
  public:
   struct Options {
     std::string node_ip;
     std::string log_dir;
+    std::string group_dir;  // RecordGroup's directory, or "" for none
     std::string token;
     std::string store_dir;
   };
@@ -89,9 +92,13 @@ class LocalLeaseProcesses final : public LeaseProcesses {
     bool reaped = false;
     std::vector<int> gpu_ids;
   };
-  // Forgets dying groups that are empty now.
+  // Reaps, then forgets dying groups that are empty now (ForgetGone).
   void Prune();
+  void ForgetGone();
+  // Records a lease process's group (a no-op without a group_dir).
+  void Record(pid_t leader);
 
+  std::string group_dir_;
   ProcessRunner::ExitCallback on_exit_;
   WorkerPool workers_;
   ProcessRunner processes_;

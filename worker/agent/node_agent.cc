@@ -32,6 +32,7 @@ NodeAgent::NodeAgent(boost::asio::io_context& io, NodeAgentOptions options, cons
         io,
         LocalLeaseProcesses::Options{.node_ip = options_.node_ip,
                                      .log_dir = options_.log_dir,
+                                     .group_dir = options_.group_dir,
                                      .token = options_.token,
                                      .store_dir = options_.store_dir},
         [this](const protocol::ProcessExitedNotice& notice) { SendExit(notice); });

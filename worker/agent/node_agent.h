@@ -43,6 +43,9 @@ struct NodeAgentOptions {
   uint32_t announced_protocol = kProtocolVersion;
   // Where worker log files go. Default: the current directory.
   std::string log_dir = ".";
+  // Where lease process groups are recorded for `rayx stop` (RecordGroup in
+  // common/process_control.h); "" records none.
+  std::string group_dir;
   // The node's shared-memory object store directory (created; removed at exit).
   std::string store_dir;
   // Where job working directories fetched from the head are unpacked.

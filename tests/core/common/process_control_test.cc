@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <string>
 
@@ -185,5 +186,65 @@ TEST(ProcessRecord, ParseRejectsPidsOutsidePidTRange) {
 TEST(ProcessRecord, ParseRejectsNegativeStartTime) {
   EXPECT_FALSE(ProcessRecord::Parse("123 -5").ok());
 }
+// A child leading its own process group (as a lease process does), blocked
+// until `*release_fd` is closed.
+pid_t ForkGroupLeader(int* release_fd) {
+  int fds[2];
+  if (pipe(fds) != 0) return -1;
+  pid_t pid = fork();
+  if (pid == 0) {
+    setsid();
+    close(fds[1]);
+    char c;
+    while (read(fds[0], &c, 1) > 0) {
+    }
+    _exit(0);
+  }
+  close(fds[0]);
+  *release_fd = fds[1];
+  return pid;
+}
+
+// Recorded groups are killed; a record whose pid now belongs to another
+// process (another start time) is not; every record is gone afterwards.
+TEST(KillRecordedGroups, KillsRecordedGroupsAndSparesAReusedPid) {
+  char pattern[] = "/tmp/rayx-groups-XXXXXX";
+  ASSERT_NE(mkdtemp(pattern), nullptr);
+  std::string dir = pattern;
+  int release_ours = -1, release_other = -1;
+  pid_t ours = ForkGroupLeader(&release_ours);
+  pid_t other = ForkGroupLeader(&release_other);
+  ASSERT_GT(ours, 0);
+  ASSERT_GT(other, 0);
+  // setsid has run once the child's group is its own pid.
+  for (int i = 0; i < 1000 && (getpgid(ours) != ours || getpgid(other) != other); ++i) {
+    usleep(1000);
+  }
+  ASSERT_EQ(getpgid(ours), ours);
+  ASSERT_EQ(getpgid(other), other);
+  auto ours_start = ProcessStartTime(ours);
+  auto other_start = ProcessStartTime(other);
+  ASSERT_OK(ours_start);
+  ASSERT_OK(other_start);
+  ASSERT_OK(RecordGroup(dir, {ours, *ours_start}));
+  ASSERT_OK(RecordGroup(dir, {other, *other_start + 1}));  // "another process" now
+  std::ofstream(dir + "/garbage") << "not a record";
+
+  EXPECT_EQ(KillRecordedGroups(dir), 1);
+  int status = 0;
+  ASSERT_EQ(waitpid(ours, &status, 0), ours);
+  EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
+  EXPECT_TRUE(IsRunning({other, *other_start})) << "a reused pid was signalled";
+  close(release_other);
+  ASSERT_EQ(waitpid(other, &status, 0), other);
+  close(release_ours);
+  EXPECT_TRUE(std::filesystem::is_empty(dir));
+  // Forgotten groups are not touched.
+  ASSERT_OK(RecordGroup(dir, {12345, 1}));
+  ForgetGroup(dir, 12345);
+  EXPECT_TRUE(std::filesystem::is_empty(dir));
+  std::filesystem::remove_all(dir);
+}
+
 }  // namespace
 }  // namespace rayx::detail

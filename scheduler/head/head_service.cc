@@ -101,6 +101,7 @@ HeadService::HeadService(HeadServiceOptions options, const Clock& clock)
     jobs_.SetStore(store);
     jobs_.Restore(state.submitted_jobs);
     jobs_.RestoreKeepers(state.package_keepers);
+    leases_.EndWhatLostNodesHeld();
     if (!state.empty()) {
       RAYX_LOG(Info) << "restored cluster " << options_.cluster_id << " from " << store->path()
                      << ": " << state.nodes.size() << " nodes to rejoin, " << state.kv.size()

@@ -105,6 +105,10 @@ class LeaseManager {
   // Once no node is rejoining any more: answers the requests and group waits
   // that waited for rejoining nodes and still cannot ever be placed.
   void AfterRejoins();
+  // After Restore, once every manager is restored: stored leases and bundles
+  // on nodes the store no longer has (the previous head died between burying
+  // a node and ending what it held) end as on a node death.
+  void EndWhatLostNodesHeld();
   // Leases on a dead node are gone (its workers died with it).
   // `why`: how it died, for the owners of its leases (LeasesLostNotice).
   void OnNodeDead(const NodeId& node, const std::string& why = "");

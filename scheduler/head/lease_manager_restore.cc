@@ -216,6 +216,20 @@ void LeaseManager::OnNodeRejoined(const NodeId& node, const std::string& agent_p
   AfterRejoins();
 }
 
+void LeaseManager::EndWhatLostNodesHeld() {
+  std::set<NodeId> lost = groups_.NodesOfRestoredBundles();
+  for (const auto& [node, leases] : unconfirmed_) lost.insert(node);
+  std::erase_if(lost, [&](const NodeId& node) {
+    return nodes_.RejoiningEpochOf(node) != 0 || nodes_.FindAny(node) != nullptr;
+  });
+  for (const auto& node : lost) {
+    RAYX_LOG(Warning) << "node " << node.Short() << " held stored leases or bundles but was "
+                      << "not stored itself (the previous head stopped while it died): "
+                      << "ending them now";
+    OnNodeDead(node, "it died before the head restarted");
+  }
+}
+
 void LeaseManager::AfterRejoins() {
   if (!rejoin_window_open_ || nodes_.rejoining_count() > 0) return;
   rejoin_window_open_ = false;

@@ -6,6 +6,7 @@
 #include <functional>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -66,6 +67,8 @@ class PlacementGroupManager {
   void SchedulePending();
   // Bundles on `node` are lost; their groups go back to PENDING until those
   // bundles are placed again. REQUIRES: the leases on `node` were ended first.
+  // The nodes restored bundles are on (for the head's restart path).
+  std::set<NodeId> NodesOfRestoredBundles() const;
   void OnNodeDead(const NodeId& node);
   void ExpireWaits(int64_t now_ms);
 

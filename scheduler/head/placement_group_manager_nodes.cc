@@ -94,6 +94,16 @@ void PlacementGroupManager::OnNodeRejoined(const NodeId& node) {
   }
 }
 
+std::set<NodeId> PlacementGroupManager::NodesOfRestoredBundles() const {
+  std::set<NodeId> nodes;
+  for (const auto& [id, group] : groups_) {
+    for (const auto& b : group.bundles) {
+      if (b.restoring) nodes.insert(b.node);
+    }
+  }
+  return nodes;
+}
+
 void PlacementGroupManager::OnNodeDead(const NodeId& node) {
   for (auto& [id, group] : groups_) {
     std::string lost;

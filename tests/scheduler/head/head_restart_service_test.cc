@@ -149,6 +149,48 @@ TEST_F(HeadRestartTest, ANodeThatDoesNotRejoinDiesAndTakesItsLeasesAndActorsAlon
   EXPECT_EQ(Status().nodes.size(), 0u);
 }
 
+// The previous head stopped after burying a node (its row is gone) but before
+// ending what it held: the restarted head ends those leases and re-places
+// those bundles at once, instead of waiting for a node that cannot rejoin.
+TEST_F(HeadRestartTest, LeasesAndBundlesOfANodeBuriedJustBeforeACrashEndAtRestart) {
+  auto joined = Call<protocol::RegisterNodeReply>(Hello(), kAgent, 1);
+  auto job = Call<protocol::RegisterDriverReply>(Driver(), kDriver, 2).job_id;
+  protocol::CreatePlacementGroupRequest pg;
+  pg.job_id = job;
+  pg.placement_group_id = PlacementGroupId::FromWire("group-1");
+  pg.bundles = {{{"CPU", 1}}};
+  pg.detached = true;
+  ASSERT_EQ(Call<protocol::CreatePlacementGroupReply>(pg, kDriver, 3).group.state,
+            protocol::PlacementGroupState::kCreated);
+  auto grant = Lease(job, {{"GPU", 1}});
+  protocol::RegisterActorRequest actor;
+  actor.actor.name = "keeper";
+  actor.actor.job_id = job;
+  actor.actor.lease_id = grant.lease_id;
+  actor.actor.detached = true;
+  Call<protocol::RegisterActorReply>(actor, kDriver, 4);
+
+  store_->DeleteNode(joined.node_id);  // buried; the crash comes before the rest
+  job_timeout_ms_ = 60000;
+  StartHead();
+  auto listed = Call<protocol::ListStateReply>(protocol::ListStateRequest{kToken}, "cli", 5);
+  EXPECT_TRUE(listed.leases.empty()) << listed.leases.size() << " leases of a buried node";
+  ASSERT_EQ(listed.placement_groups.size(), 1u);
+  EXPECT_EQ(listed.placement_groups[0].state, protocol::PlacementGroupState::kPending);
+  EXPECT_NE(listed.placement_groups[0].reason.find("died"), std::string::npos)
+      << listed.placement_groups[0].reason;
+  EXPECT_EQ(Call<protocol::RegisterDriverReply>(Driver(job), kDriver, 6).job_id, job);
+  protocol::GetActorRequest by_name;
+  by_name.name = "keeper";
+  EXPECT_EQ(CallError(by_name, kDriver, 7).code, static_cast<uint8_t>(StatusCode::kNotFound));
+  // A new node gets the group's bundle at once.
+  auto fresh = Call<protocol::RegisterNodeReply>(Hello(), "agent-2", 8);
+  ASSERT_FALSE(fresh.node_id.IsNil());
+  listed = Call<protocol::ListStateReply>(protocol::ListStateRequest{kToken}, "cli", 9);
+  ASSERT_EQ(listed.placement_groups.size(), 1u);
+  EXPECT_EQ(listed.placement_groups[0].state, protocol::PlacementGroupState::kCreated);
+}
+
 TEST_F(HeadRestartTest, AJobWhoseDriverDoesNotComeBackEndsAfterTheJobTimeout) {
   Call<protocol::RegisterNodeReply>(Hello(), kAgent, 1);
   auto job = Call<protocol::RegisterDriverReply>(Driver(), kDriver, 2).job_id;

@@ -152,6 +152,13 @@ void GlooGroup::ConnectMesh() {
 void GlooGroup::WatchdogLoop() {
   std::unique_lock<std::mutex> lock(mu_);
   while (!stopping_) {
+    if (notice_pending_) {
+      notice_pending_ = false;
+      lock.unlock();
+      PublishNotice();
+      lock.lock();
+      continue;
+    }
     if (!op_active_ || aborted_) {
       watchdog_idle_ = true;
       cv_.wait(lock);
@@ -174,6 +181,11 @@ void GlooGroup::WatchdogLoop() {
     lock.unlock();
     AbortInternal(why, peer, /*hard_close=*/true);
     lock.lock();
+  }
+  if (notice_pending_) {  // the destructor waits for it
+    notice_pending_ = false;
+    lock.unlock();
+    PublishNotice();
   }
 }
 
@@ -200,16 +212,33 @@ void GlooGroup::AbortInternal(const std::string& why, int failed_rank, bool hard
     abort_why_ = why;
     abort_failed_rank_ = failed_rank;
   }
-  // The notice goes first: a peer that sees the connection drop reads it.
-  (void)store_->Set(spec_.KeyPrefix() + "abort/" + std::to_string(spec_.rank),
-                    std::to_string(failed_rank) + "\n" + why);
+  // The connections close first, so that the operations in flight here and on
+  // the other ranks end at once; the notice follows (a store write can take
+  // long when the head is slow).
   if (context_ && hard_close) context_->closeConnections();
-  std::lock_guard<std::mutex> lock(mu_);
-  for (auto* buffer : in_flight_) {
-    buffer->abortWaitRecv();
-    buffer->abortWaitSend();
+  bool publish_here;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (auto* buffer : in_flight_) {
+      buffer->abortWaitRecv();
+      buffer->abortWaitSend();
+    }
+    // The watchdog writes the notice, so that no operation waits on the
+    // store; once it has stopped (the destructor), this thread does.
+    publish_here = stopping_;
+    if (!publish_here) notice_pending_ = true;
+    cv_.notify_all();
   }
-  cv_.notify_all();
+  if (publish_here) PublishNotice();
+}
+
+void GlooGroup::PublishNotice() {
+  std::string notice;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    notice = std::to_string(abort_failed_rank_) + "\n" + abort_why_;
+  }
+  (void)store_->Set(spec_.KeyPrefix() + "abort/" + std::to_string(spec_.rank), notice);
 }
 
 GlooGroup::OpScope::OpScope(GlooGroup& group, const char* name)
@@ -323,8 +352,9 @@ void GlooGroup::FailTransport(OpScope& op, int peer, const std::string& what) {
     already = aborted_;
   }
   if (already) ThrowAborted(op);
-  // A rank that aborts writes its notice before closing; one that died
-  // writes none. Give a notice in flight a moment to land.
+  // A rank that aborts writes its notice right after closing; one that died
+  // writes none. Give a notice in flight a moment to land (one store write:
+  // when the store takes longer, the peer is named as lost).
   const std::string key = spec_.KeyPrefix() + "abort/" + std::to_string(peer);
   std::optional<std::string> notice;
   if (store_->Wait({key}, std::chrono::steady_clock::now() + std::chrono::milliseconds(300))

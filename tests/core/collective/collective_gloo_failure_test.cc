@@ -2,7 +2,9 @@
 // bad arguments end in a CollectiveError that names what happened.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <chrono>
+#include <optional>
 #include <thread>
 
 #include "collective/group_registry.h"
@@ -164,6 +166,60 @@ TEST(GlooFailure, AbortDuringAnOperationOnTheSameRankEndsItWithinASecond) {
   EXPECT_NE(error.find("'g' Barrier on rank 0 of 2"), std::string::npos) << error;
   EXPECT_NE(error.find("stop"), std::string::npos) << error;
   EXPECT_LT(ms, 1000);
+}
+
+// A rendezvous store whose Set takes `delay` once slowed down: a head that is
+// slow to answer.
+class SlowSetStore : public RendezvousStore {
+ public:
+  void SlowDown(std::chrono::milliseconds delay) { delay_ms_ = delay.count(); }
+  Status Set(const std::string& key, const std::string& value) override {
+    std::this_thread::sleep_for(std::chrono::milliseconds(delay_ms_.load()));
+    return inner_.Set(key, value);
+  }
+  std::optional<std::string> Get(const std::string& key) override { return inner_.Get(key); }
+  Status Wait(const std::vector<std::string>& keys, Clock::time_point deadline) override {
+    return inner_.Wait(keys, deadline);
+  }
+
+ private:
+  InMemoryRendezvousStore inner_;
+  std::atomic<int64_t> delay_ms_{0};
+};
+
+// The abort notice goes to the store after the connections close: a slow store
+// delays neither the op that timed out nor a peer's op that sees it end, and
+// the peer still learns from the notice who failed.
+TEST(GlooFailure, ASlowStoreDelaysNeitherTheTimeoutNorThePeersFailure) {
+  auto store = std::make_shared<SlowSetStore>();
+  auto groups = ConnectGloo(2, store, "g", /*timeout_ms=*/1000);
+  store->SlowDown(std::chrono::milliseconds(3000));
+  std::vector<int32_t> v(4, 1);
+  auto start = Clock::now();
+  try {
+    groups[0]->AllReduce(v.data(), v.size(), DataType::kInt32, ReduceOp::kSum, nullptr);
+    ADD_FAILURE() << "an AllReduce without rank 1 succeeded";
+  } catch (const CollectiveError& e) {
+    EXPECT_NE(std::string(e.what()).find("timed out after 1000 ms waiting for rank 1"),
+              std::string::npos)
+        << e.what();
+    EXPECT_EQ(e.failed_rank(), 1);
+  }
+  EXPECT_LE(MsSince(start), 1000 + 1000);
+  // Rank 1 calls once rank 0's notice is there (the store is slow, not lost).
+  ASSERT_TRUE(store->Wait({"g/1/abort/0"}, Clock::now() + std::chrono::seconds(10)).ok());
+  start = Clock::now();
+  try {
+    groups[1]->AllReduce(v.data(), v.size(), DataType::kInt32, ReduceOp::kSum, nullptr);
+    ADD_FAILURE() << "an AllReduce with a closed peer succeeded";
+  } catch (const CollectiveError& e) {
+    EXPECT_NE(std::string(e.what()).find("rank 0 (actor actor-0, node node-0) ended the group: "
+                                         "timed out after 1000 ms waiting for rank 1"),
+              std::string::npos)
+        << e.what();
+    EXPECT_EQ(e.failed_rank(), 1);
+  }
+  EXPECT_LT(MsSince(start), 1000);
 }
 
 TEST(GlooFailure, ARankThatNeverJoinsIsNamedByTheOthers) {

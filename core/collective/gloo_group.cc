@@ -4,6 +4,7 @@
 
 #include <sched.h>
 
+#include <algorithm>
 #include <csignal>
 #include <cstring>
 
@@ -52,6 +53,15 @@ class ScopedBatchScheduling {
  private:
   bool changed_ = false;
 };
+
+// Gloo allows a pair 5x its timeout to connect (tcp::Pair::waitUntil): a fifth
+// of the time left until `deadline` keeps that wait within it. At least 1 ms
+// (0 would mean no timeout at all).
+std::chrono::milliseconds PairTimeoutFor(std::chrono::steady_clock::time_point deadline) {
+  const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+      deadline - std::chrono::steady_clock::now());
+  return std::max(std::chrono::milliseconds(1), left / 5);
+}
 
 // Gloo's connectFullMesh keys end in the rank they belong to.
 int RankOfKey(const std::string& key) {
@@ -125,9 +135,15 @@ void GlooGroup::ConnectMesh() {
     throw CollectiveError(where + ": cannot open a Gloo TCP device on " + spec_.node_ip + ": " +
                           e.what() + " (is it this node's address?)");
   }
-  GlooStoreAdapter adapter(*store_, spec_.KeyPrefix() + "gloo/", deadline);
+  // Gloo gives the pairs the context's timeout when it creates them (after the
+  // exchange of host names) and then connects them one after another, each
+  // allowed 5x that timeout; keeping it at a fifth of the time left after each
+  // store read bounds a pair whose peer published its address but never
+  // connects by the deadline.
   auto context = std::make_shared<gloo::rendezvous::Context>(spec_.rank, spec_.world_size);
-  context->setTimeout(timeout);
+  auto bound = [&context, deadline] { context->setTimeout(PairTimeoutFor(deadline)); };
+  bound();
+  GlooStoreAdapter adapter(*store_, spec_.KeyPrefix() + "gloo/", deadline, bound);
   try {
     context->connectFullMesh(adapter, device_);
   } catch (const std::exception& e) {
@@ -143,6 +159,20 @@ void GlooGroup::ConnectMesh() {
       throw CollectiveError(where + ": " + missing + " did not join within " +
                                 std::to_string(spec_.options.timeout_ms) + " ms",
                             first_missing);
+    }
+    // Gloo connects each pair right after reading that peer's address.
+    const int peer = RankOfKey(adapter.last_read());
+    if (peer >= 0 && peer < spec_.world_size && peer != spec_.rank) {
+      if (std::strstr(e.what(), "Connect timeout") != nullptr) {
+        const std::string hint =
+            "it published its address; is it stuck, or unable to reach " + spec_.node_ip + "?";
+        throw CollectiveError(where + ": " + DescribeRank(spec_, peer) +
+                                  " did not connect within " +
+                                  std::to_string(spec_.options.timeout_ms) + " ms (" + hint + ")",
+                              peer);
+      }
+      throw CollectiveError(
+          where + ": connecting to " + DescribeRank(spec_, peer) + " failed: " + e.what(), peer);
     }
     throw CollectiveError(where + ": connecting to the other ranks failed: " + e.what());
   }

@@ -48,7 +48,8 @@ namespace rayx::collective {
 class GlooGroup : public CollectiveGroup {
  public:
   // Connects to every other rank through `store` within the group's timeout.
-  // Throws CollectiveError naming ranks that did not join.
+  // Throws CollectiveError naming a rank that did not join (publish its
+  // address) or did not connect, by the deadline.
   static std::shared_ptr<GlooGroup> Connect(const GroupSpec& spec,
                                             std::shared_ptr<RendezvousStore> store);
   ~GlooGroup() override;

@@ -4,6 +4,8 @@
 
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
+#include <mutex>
 #include <optional>
 #include <thread>
 
@@ -234,6 +236,73 @@ TEST(GlooFailure, ARankThatNeverJoinsIsNamedByTheOthers) {
               std::string::npos)
         << errors[r];
   }
+}
+
+// A rendezvous store through which a rank publishes its address but never reads
+// the others': a Wait for an address blocks until Release() (or its deadline).
+// Gloo's connectFullMesh first exchanges host names ("rank_<i>" keys), then
+// addresses ("<i>"); the names pass.
+class DeafStore : public RendezvousStore {
+ public:
+  explicit DeafStore(std::shared_ptr<RendezvousStore> inner) : inner_(std::move(inner)) {}
+  void Release() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      released_ = true;
+    }
+    cv_.notify_all();
+  }
+  Status Set(const std::string& key, const std::string& value) override {
+    return inner_->Set(key, value);
+  }
+  std::optional<std::string> Get(const std::string& key) override { return inner_->Get(key); }
+  Status Wait(const std::vector<std::string>& keys, Clock::time_point deadline) override {
+    bool names = true;
+    for (const auto& key : keys) names = names && key.find("/rank_") != std::string::npos;
+    if (names) return inner_->Wait(keys, deadline);
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait_until(lock, deadline, [&] { return released_; });
+    return Status::TimedOut("deaf");
+  }
+
+ private:
+  const std::shared_ptr<RendezvousStore> inner_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool released_ = false;
+};
+
+// Rank 1 publishes its address and then never connects (it waits for rank 0's
+// address forever): rank 0, which waits for rank 1 to connect to it, gives up
+// at its deadline (not at Gloo's 5x the timeout) and names rank 1.
+TEST(GlooFailure, ARankThatPublishesButNeverConnectsIsNamedAtTheDeadline) {
+  auto store = std::make_shared<InMemoryRendezvousStore>();
+  auto deaf = std::make_shared<DeafStore>(store);
+  std::thread rank1([&] {
+    try {
+      GlooGroup::Connect(MakeSpec(2, 1, "mute", 30000, "1"), deaf);
+    } catch (const CollectiveError&) {
+    }
+  });
+  std::string error;
+  int failed_rank = -1;
+  auto start = Clock::now();
+  try {
+    GlooGroup::Connect(MakeSpec(2, 0, "mute", 1000, "1"), store);
+    ADD_FAILURE() << "connected without rank 1";
+  } catch (const CollectiveError& e) {
+    error = e.what();
+    failed_rank = e.failed_rank();
+  }
+  const int64_t ms = MsSince(start);
+  deaf->Release();
+  rank1.join();
+  EXPECT_LE(ms, 2000);
+  EXPECT_NE(error.find("'mute' rank 0 of 2"), std::string::npos) << error;
+  EXPECT_NE(error.find("rank 1 (actor actor-1, node node-1) did not connect within 1000 ms"),
+            std::string::npos)
+      << error;
+  EXPECT_EQ(failed_rank, 1);
 }
 
 TEST(CollectiveRegistry, RejectsBadArgumentsClearly) {

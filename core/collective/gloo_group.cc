@@ -121,8 +121,8 @@ void GlooGroup::ConnectMesh() {
   if (sigaction(SIGPIPE, nullptr, &current) == 0 && current.sa_handler == SIG_DFL) {
     std::signal(SIGPIPE, SIG_IGN);
   }
-  const auto timeout = std::chrono::milliseconds(spec_.options.timeout_ms);
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  const int64_t timeout_ms = spec_.ConnectTimeoutMs();
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
   const std::string where = "collective group '" + spec_.options.name + "' rank " +
                             std::to_string(spec_.rank) + " of " +
                             std::to_string(spec_.world_size);
@@ -156,9 +156,9 @@ void GlooGroup::ConnectMesh() {
       missing += (missing.empty() ? "" : ", ") + DescribeRank(spec_, r);
     }
     if (!missing.empty()) {
-      throw CollectiveError(where + ": " + missing + " did not join within " +
-                                std::to_string(spec_.options.timeout_ms) + " ms",
-                            first_missing);
+      throw CollectiveError(
+          where + ": " + missing + " did not join within " + std::to_string(timeout_ms) + " ms",
+          first_missing);
     }
     // Gloo connects each pair right after reading that peer's address.
     const int peer = RankOfKey(adapter.last_read());
@@ -167,8 +167,8 @@ void GlooGroup::ConnectMesh() {
         const std::string hint =
             "it published its address; is it stuck, or unable to reach " + spec_.node_ip + "?";
         throw CollectiveError(where + ": " + DescribeRank(spec_, peer) +
-                                  " did not connect within " +
-                                  std::to_string(spec_.options.timeout_ms) + " ms (" + hint + ")",
+                                  " did not connect within " + std::to_string(timeout_ms) +
+                                  " ms (" + hint + ")",
                               peer);
       }
       throw CollectiveError(

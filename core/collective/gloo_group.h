@@ -47,7 +47,7 @@ namespace rayx::collective {
 // Thread-safety: operations are serialised by a mutex; Abort is thread-safe.
 class GlooGroup : public CollectiveGroup {
  public:
-  // Connects to every other rank through `store` within the group's timeout.
+  // Connects to every other rank through `store` within spec.ConnectTimeoutMs().
   // Throws CollectiveError naming a rank that did not join (publish its
   // address) or did not connect, by the deadline.
   static std::shared_ptr<GlooGroup> Connect(const GroupSpec& spec,

@@ -149,7 +149,8 @@ class NcclGroup : public CollectiveGroup {
     // The communicator and the stream belong to the device current here.
     Check(cudaSetDevice(device_), "InitCollectiveGroup");
     Check(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "InitCollectiveGroup");
-    const auto deadline = Deadline();
+    const auto deadline =
+        std::chrono::steady_clock::now() + std::chrono::milliseconds(spec_.ConnectTimeoutMs());
     const std::string key = spec_.KeyPrefix() + "nccl_id";
     ncclUniqueId id;
     if (spec_.rank == 0) {
@@ -162,7 +163,7 @@ class NcclGroup : public CollectiveGroup {
       if (!value || value->size() != sizeof(id.internal)) {
         Fail("InitCollectiveGroup",
              "rank 0 did not publish the NCCL id within " +
-                 std::to_string(spec_.options.timeout_ms) + " ms",
+                 std::to_string(spec_.ConnectTimeoutMs()) + " ms",
              0);
       }
       std::memcpy(id.internal, value->data(), sizeof(id.internal));

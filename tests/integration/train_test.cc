@@ -438,6 +438,27 @@ TEST_F(Train, GpuRanksKnowTheirOwnDevice) {
   group.Kill();
 }
 
+// The group's collective operations time out after collective_timeout_ms for
+// the group's whole life, not after what was left of Create's deadline.
+TEST_F(Train, ActorGroupCollectiveOperationsTimeOutAfterTheCollectiveTimeout) {
+  StartCluster(2, 0);
+  rayx::ActorGroupOptions options;
+  options.num_actors = 2;
+  options.collective_timeout_ms = 2000;  // Create's own timeout_ms stays 60 s
+  auto group = rayx::ActorGroup<Model>::Create(Model::Create, options, 0);
+  const auto start = std::chrono::steady_clock::now();
+  try {
+    group.Rank(0).Task(&Model::Sum).Remote(int64_t{1}).Get(30000);  // rank 1 never calls
+    ADD_FAILURE() << "an AllReduce without rank 1 succeeded";
+  } catch (const rayx::GetTimeoutError& e) {
+    ADD_FAILURE() << "the AllReduce did not time out after 2000 ms: " << e.what();
+  } catch (const rayx::TaskError& e) {
+    EXPECT_TRUE(Contains(e.what(), "timed out after 2000 ms waiting for rank 1")) << e.what();
+  }
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(10));
+  group.Kill();
+}
+
 TEST_F(Train, ActorGroupBadInput) {
   StartCluster(2, 0);
   rayx::ActorGroupOptions none;

@@ -305,6 +305,45 @@ TEST(GlooFailure, ARankThatPublishesButNeverConnectsIsNamedAtTheDeadline) {
   EXPECT_EQ(failed_rank, 1);
 }
 
+// A group whose connect has its own deadline (an actor group's: what is left of
+// Create's) keeps options.timeout_ms for every operation.
+TEST(GlooFailure, TheConnectTimeoutBoundsJoiningAndTheTimeoutEveryOperation) {
+  auto store = std::make_shared<InMemoryRendezvousStore>();
+  auto spec = [](int rank, const std::string& name) {
+    GroupSpec s = MakeSpec(2, rank, name, /*timeout_ms=*/30000, "1");
+    s.connect_timeout_ms = 1000;
+    return s;
+  };
+  auto start = Clock::now();
+  try {
+    GlooGroup::Connect(spec(0, "alone"), store);
+    ADD_FAILURE() << "connected without rank 1";
+  } catch (const CollectiveError& e) {
+    EXPECT_NE(std::string(e.what()).find("did not join within 1000 ms"), std::string::npos)
+        << e.what();
+  }
+  EXPECT_LT(MsSince(start), 2000);
+
+  std::vector<std::shared_ptr<GlooGroup>> groups(2);
+  auto errors = OnEveryRank(2, [&](int r) {
+    GroupSpec s = spec(r, "pair");
+    s.options.timeout_ms = 1500;
+    s.connect_timeout_ms = 20000;
+    groups[r] = GlooGroup::Connect(s, store);
+  });
+  ASSERT_TRUE(AllEmpty(errors)) << errors[0] << errors[1];
+  std::vector<int32_t> v(1);
+  start = Clock::now();
+  try {
+    groups[0]->AllReduce(v.data(), v.size(), DataType::kInt32, ReduceOp::kSum, nullptr);
+    ADD_FAILURE() << "an AllReduce without rank 1 succeeded";
+  } catch (const CollectiveError& e) {
+    EXPECT_NE(std::string(e.what()).find("timed out after 1500 ms"), std::string::npos) << e.what();
+  }
+  EXPECT_GE(MsSince(start), 1400);
+  EXPECT_LT(MsSince(start), 1500 + 1000);
+}
+
 TEST(CollectiveRegistry, RejectsBadArgumentsClearly) {
   auto store = std::make_shared<InMemoryRendezvousStore>();
   auto expect_error = [&](int world_size, int rank, const std::string& text) {

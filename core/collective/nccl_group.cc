@@ -109,7 +109,10 @@ int MemoryOf(const void* ptr) {
 
 // One rank of an NCCL group. Operations are serialised; Abort is thread-safe:
 // it flags the group, and the operation in progress (or Abort itself when
-// none is) aborts the communicator.
+// none is) aborts the communicator. An operation never blocks in CUDA while
+// NCCL works: it polls the communicator and the stream (checking the flag and
+// the deadline) until the work is done, and only then copies a host buffer
+// back.
 class NcclGroup : public CollectiveGroup {
  public:
   NcclGroup(GroupSpec spec, std::shared_ptr<RendezvousStore> store)
@@ -250,7 +253,8 @@ class NcclGroup : public CollectiveGroup {
       return;
     }
     // No operation in progress: abort the communicator here; otherwise the
-    // operation's poll loop does within microseconds.
+    // operation's poll loop does within a millisecond, or its OpLock as it
+    // ends.
     std::unique_lock<std::mutex> lock(op_mu_, std::try_to_lock);
     if (lock.owns_lock()) AbortComm();
   }
@@ -291,9 +295,13 @@ class NcclGroup : public CollectiveGroup {
       }
       return device_;
     }
-    void Finish(cudaStream_t s) {
-      if (device_ == nullptr) return;
+    // Copies a staged buffer back to the host: returns whether it did. A copy
+    // into pageable memory returns only once the stream reaches it, so the
+    // NCCL work before it must be done (polled) first.
+    bool Finish(cudaStream_t s) {
+      if (device_ == nullptr) return false;
       group_->Check(cudaMemcpyAsync(host_, device_, bytes_, cudaMemcpyDeviceToHost, s), op_);
+      return true;
     }
 
    private:
@@ -313,16 +321,48 @@ class NcclGroup : public CollectiveGroup {
 
   template <typename F>
   void RunStaged(const char* op, void* stream, F&& call, std::initializer_list<Staged*> outputs) {
-    std::lock_guard<std::mutex> lock(op_mu_);
-    ThrowIfAborted(op);
+    OpLock lock(*this);
+    if (aborted_) {
+      AbortComm();
+      ThrowIfAborted(op);
+    }
     const auto deadline = Deadline();
     Check(cudaSetDevice(device_), op);  // the device is per thread
     cudaStream_t s = stream != nullptr ? static_cast<cudaStream_t>(stream) : stream_;
     ncclResult_t r = call(s);
     if (r != ncclSuccess && r != ncclInProgress) CheckNccl(r, op);
     WaitComm(op, deadline);
-    for (Staged* out : outputs) out->Finish(s);
-    // The stream drains by polling, so an abort or the deadline can end it.
+    // The NCCL work drains by polling, so an abort or the deadline can end it;
+    // then the host copies (which block until the stream reaches them).
+    WaitStream(op, s, deadline);
+    bool copied = false;
+    for (Staged* out : outputs) copied = out->Finish(s) || copied;
+    if (copied) WaitStream(op, s, deadline);
+  }
+
+  // Holds op_mu_ for one operation. Abort sets the flag and then tries the
+  // lock; an operation that ends without having seen the flag reads it after
+  // unlocking and aborts the communicator then, so one of the two always does
+  // (a later operation or the destructor, should the lock be taken again).
+  class OpLock {
+   public:
+    explicit OpLock(NcclGroup& group) : group_(group), lock_(group.op_mu_) {}
+    ~OpLock() {
+      lock_.unlock();
+      if (!group_.aborted_) return;
+      std::unique_lock<std::mutex> again(group_.op_mu_, std::try_to_lock);
+      if (again.owns_lock()) group_.AbortComm();
+    }
+    OpLock(const OpLock&) = delete;
+    OpLock& operator=(const OpLock&) = delete;
+
+   private:
+    NcclGroup& group_;
+    std::unique_lock<std::mutex> lock_;
+  };
+
+  // Polls `s` until its work is done.
+  void WaitStream(const char* op, cudaStream_t s, std::chrono::steady_clock::time_point deadline) {
     Poller poller;
     for (;;) {
       cudaError_t err = cudaStreamQuery(s);

@@ -16,6 +16,7 @@
 #include <chrono>
 #include <cstring>
 #include <mutex>
+#include <optional>
 #include <thread>
 
 #include <cuda_runtime.h>
@@ -112,13 +113,23 @@ int MemoryOf(const void* ptr) {
 // none is) aborts the communicator. An operation never blocks in CUDA while
 // NCCL works: it polls the communicator and the stream (checking the flag and
 // the deadline) until the work is done, and only then copies a host buffer
-// back.
+// back. Like GlooGroup, Abort and destruction leave a notice
+// "<failed rank>\n<reason>" under "<prefix>abort/<rank>" (written by the
+// calling thread, never an operation's); an operation that fails names the
+// first notice another rank left.
 class NcclGroup : public CollectiveGroup {
  public:
   NcclGroup(GroupSpec spec, std::shared_ptr<RendezvousStore> store)
       : spec_(std::move(spec)), store_(std::move(store)) {}
 
   ~NcclGroup() override {
+    const bool ended_before = aborted_;
+    EndOnDestroy();
+    if (!ended_before) PublishNotice(DescribeRank(spec_, spec_.rank) + " destroyed the group", -1);
+  }
+
+  // The destructor's work on the communicator and stream.
+  void EndOnDestroy() {
     std::lock_guard<std::mutex> lock(op_mu_);
     if (comm_ != nullptr && !aborted_) {
       // Finalize flushes the communicator's work; polled, so a dead peer
@@ -248,15 +259,16 @@ class NcclGroup : public CollectiveGroup {
   }
 
   void Abort(const std::string& reason, int failed_rank) override {
-    if (!MarkAborted("aborted on " + DescribeRank(spec_, spec_.rank) + ": " + reason,
-                     failed_rank)) {
-      return;
-    }
+    const std::string why = "aborted on " + DescribeRank(spec_, spec_.rank) + ": " + reason;
+    if (!MarkAborted(why, failed_rank)) return;
     // No operation in progress: abort the communicator here; otherwise the
     // operation's poll loop does within a millisecond, or its OpLock as it
     // ends.
-    std::unique_lock<std::mutex> lock(op_mu_, std::try_to_lock);
-    if (lock.owns_lock()) AbortComm();
+    {
+      std::unique_lock<std::mutex> lock(op_mu_, std::try_to_lock);
+      if (lock.owns_lock()) AbortComm();
+    }
+    PublishNotice(why, failed_rank);
   }
 
  private:
@@ -399,9 +411,8 @@ class NcclGroup : public CollectiveGroup {
       ncclCommGetAsyncError(comm_, &state);
       if (state == ncclSuccess) return;
       if (state != ncclInProgress) {
-        AbortComm();
-        Fail(op, std::string("NCCL error: ") + ncclGetErrorString(state) + " " +
-                     ncclGetLastError(nullptr), -1);
+        EndComm(op, std::string("NCCL error: ") + ncclGetErrorString(state) + " " +
+                        ncclGetLastError(nullptr));
       }
       PollOnce(op, deadline, poller);
     }
@@ -414,8 +425,7 @@ class NcclGroup : public CollectiveGroup {
     ncclResult_t state = ncclSuccess;
     ncclCommGetAsyncError(comm_, &state);
     if (state != ncclSuccess && state != ncclInProgress) {
-      AbortComm();
-      Fail(op, std::string("NCCL error: ") + ncclGetErrorString(state), -1);
+      EndComm(op, std::string("NCCL error: ") + ncclGetErrorString(state));
     }
     if (aborted_) {
       AbortComm();
@@ -423,9 +433,7 @@ class NcclGroup : public CollectiveGroup {
     }
     const auto now = std::chrono::steady_clock::now();
     if (now >= deadline) {
-      MarkAborted("timed out after " + std::to_string(spec_.options.timeout_ms) + " ms", -1);
-      AbortComm();
-      ThrowIfAborted(op);
+      EndComm(op, "timed out after " + std::to_string(spec_.options.timeout_ms) + " ms");
     }
     const auto pause = poller.pacer.Pause(now);
     if (pause.count() == 0) {
@@ -433,6 +441,49 @@ class NcclGroup : public CollectiveGroup {
     } else {
       poller.Sleep(pause);
     }
+  }
+
+  // Ends the group after its communicator failed here (`what`): names the
+  // abort notice another rank left, if any (its abort is then the likely
+  // cause), aborts the communicator and throws. Does not publish a notice
+  // itself: this runs on the operation's thread, which must not wait on the
+  // store (and this rank cannot tell which peer it waited for).
+  // REQUIRES: op_mu_ held.
+  [[noreturn]] void EndComm(const char* op, const std::string& what) {
+    int failed_rank = -1;
+    std::string why = what;
+    if (std::optional<std::string> notice = ReadNotice(&failed_rank)) why += " (" + *notice + ")";
+    MarkAborted(why, failed_rank);
+    AbortComm();
+    ThrowIfAborted(op);
+    Fail(op, why, failed_rank);  // not reached: the group is marked aborted
+  }
+
+  // Writes this rank's abort notice, as GlooGroup does. Blocks on the store:
+  // never called on an operation's thread.
+  void PublishNotice(const std::string& why, int failed_rank) {
+    (void)store_->Set(spec_.KeyPrefix() + "abort/" + std::to_string(spec_.rank),
+                      std::to_string(failed_rank) + "\n" + why);
+  }
+
+  // "rank r ... ended the group: <reason>" for the first other rank that left
+  // an abort notice, setting `failed_rank` to the rank it names (or r);
+  // nullopt when none did. Reads one rank at a time and starts no read after
+  // 300 ms (the store may be slow: the operation has failed already).
+  std::optional<std::string> ReadNotice(int* failed_rank) {
+    const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(300);
+    for (int r = 0; r < spec_.world_size && std::chrono::steady_clock::now() < until; ++r) {
+      if (r == spec_.rank) continue;
+      std::optional<std::string> notice =
+          store_->Get(spec_.KeyPrefix() + "abort/" + std::to_string(r));
+      if (!notice) continue;
+      const size_t nl = notice->find('\n');
+      const int named = std::atoi(notice->substr(0, nl).c_str());
+      *failed_rank = named >= 0 ? named : r;
+      const std::string reason = nl == std::string::npos ? *notice : notice->substr(nl + 1);
+      return DescribeRank(spec_, r) + " ended the group: " + reason;
+    }
+    return std::nullopt;
   }
 
   // Records why the group ended; false when it had already.

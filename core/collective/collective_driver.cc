@@ -48,6 +48,7 @@ bool Join(JoinRequest request) {
   spec.world_size = request.world_size;
   spec.rank = request.rank;
   spec.attempt_id = request.attempt_id;
+  spec.connect_timeout_ms = request.connect_timeout_ms;
   spec.node_ip = rayx::detail::CurrentNodeIp();
   for (const auto& actor : request.member_actors) spec.members.push_back(MemberInfo{actor, ""});
   InitCollectiveGroup(spec, std::make_shared<KvRendezvousStore>());
@@ -95,6 +96,11 @@ void DeleteKeys(const std::string& name) {
 
 void CreateGroupOverActors(const std::vector<ActorPtr>& actors, const GroupOptions& options,
                            bool detached) {
+  CreateGroupOverActors(actors, options, detached, options.timeout_ms);
+}
+
+void CreateGroupOverActors(const std::vector<ActorPtr>& actors, const GroupOptions& options,
+                           bool detached, int64_t connect_timeout_ms) {
   const std::string where = "CreateCollectiveGroup('" + options.name + "')";
   if (actors.empty()) throw CollectiveError(where + ": world size 0: give at least one actor");
   if (options.name.empty() || options.name.find('/') != std::string::npos) {
@@ -102,6 +108,9 @@ void CreateGroupOverActors(const std::vector<ActorPtr>& actors, const GroupOptio
   }
   if (options.timeout_ms <= 0) {
     throw CollectiveError(where + ": timeout_ms must be positive");
+  }
+  if (connect_timeout_ms <= 0) {
+    throw CollectiveError(where + ": the connect timeout must be positive");
   }
   GroupRecord record;
   record.attempt_id = rayx::detail::RandomHex(8);
@@ -135,15 +144,16 @@ void CreateGroupOverActors(const std::vector<ActorPtr>& actors, const GroupOptio
     join.rank = static_cast<int32_t>(i);
     join.attempt_id = record.attempt_id;
     join.member_actors = short_ids;
+    join.connect_timeout_ms = connect_timeout_ms;
     joins.push_back(rayx::detail::SubmitActorTask(actors[i], kJoinGroupMethod,
                                                   {rayx::detail::Arg{rayx::detail::Pack(join), nullptr}}));
   }
-  // Every rank answers within the group's timeout (it fails its own join then);
+  // Every rank answers within the connect timeout (it fails its own join then);
   // the margin covers the calls' travel.
   std::string failure;
   for (size_t i = 0; i < joins.size(); ++i) {
     try {
-      rayx::detail::GetBytes(joins[i], options.timeout_ms + 5000);
+      rayx::detail::GetBytes(joins[i], connect_timeout_ms + 5000);
     } catch (const std::exception& e) {
       if (failure.empty()) {
         failure = where + ": rank " + std::to_string(i) + " (actor " + short_ids[i] +

@@ -27,7 +27,9 @@ struct JoinRequest {
   int32_t rank = 0;
   std::string attempt_id;
   std::vector<std::string> member_actors;  // per rank, for error messages
-  MSGPACK_DEFINE_MAP(name, backend, timeout_ms, world_size, rank, attempt_id, member_actors)
+  int64_t connect_timeout_ms = 0;          // 0: timeout_ms
+  MSGPACK_DEFINE_MAP(name, backend, timeout_ms, world_size, rank, attempt_id, member_actors,
+                     connect_timeout_ms)
 };
 
 // A group the driver made, as kept in the KV (namespace "collective", key
@@ -44,6 +46,10 @@ struct GroupRecord {
 // joined are made to leave. `detached`: the record outlives the job.
 void CreateGroupOverActors(const std::vector<rayx::detail::ActorPtr>& actors,
                            const GroupOptions& options, bool detached = false);
+// The same with connecting bounded by `connect_timeout_ms` (> 0) instead of
+// options.timeout_ms, which stays every operation's deadline.
+void CreateGroupOverActors(const std::vector<rayx::detail::ActorPtr>& actors,
+                           const GroupOptions& options, bool detached, int64_t connect_timeout_ms);
 
 // Ends group `name` made by CreateGroupOverActors: its members leave (best
 // effort: dead members are skipped) and its keys are removed. False when no

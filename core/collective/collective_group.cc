@@ -74,6 +74,9 @@ void ValidateSpec(const GroupSpec& spec) {
   if (spec.options.timeout_ms <= 0) {
     throw CollectiveError(where + ": invalid argument: timeout_ms must be positive");
   }
+  if (spec.connect_timeout_ms < 0) {
+    throw CollectiveError(where + ": invalid argument: connect_timeout_ms must not be negative");
+  }
   if (!spec.members.empty() && spec.members.size() != static_cast<size_t>(spec.world_size)) {
     throw CollectiveError(where + ": invalid argument: members lists " +
                           std::to_string(spec.members.size()) + " ranks, world_size is " +

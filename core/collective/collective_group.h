@@ -29,8 +29,14 @@ struct GroupSpec {
   std::string node_ip = "127.0.0.1";
   // Per rank, when known (empty, or world_size entries).
   std::vector<MemberInfo> members;
+  // How long connecting may take, in ms, when it differs from every
+  // operation's deadline (options.timeout_ms). Default 0: options.timeout_ms.
+  int64_t connect_timeout_ms = 0;
 
   std::string KeyPrefix() const { return options.name + "/" + attempt_id + "/"; }
+  int64_t ConnectTimeoutMs() const {
+    return connect_timeout_ms > 0 ? connect_timeout_ms : options.timeout_ms;
+  }
 };
 
 // "rank 2 (actor A, node N)".

@@ -4,6 +4,7 @@
 
 #include <sched.h>
 
+#include <algorithm>
 #include <csignal>
 #include <cstring>
 
@@ -52,6 +53,15 @@ class ScopedBatchScheduling {
  private:
   bool changed_ = false;
 };
+
+// Gloo allows a pair 5x its timeout to connect (tcp::Pair::waitUntil): a fifth
+// of the time left until `deadline` keeps that wait within it. At least 1 ms
+// (0 would mean no timeout at all).
+std::chrono::milliseconds PairTimeoutFor(std::chrono::steady_clock::time_point deadline) {
+  const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+      deadline - std::chrono::steady_clock::now());
+  return std::max(std::chrono::milliseconds(1), left / 5);
+}
 
 // Gloo's connectFullMesh keys end in the rank they belong to.
 int RankOfKey(const std::string& key) {
@@ -111,8 +121,8 @@ void GlooGroup::ConnectMesh() {
   if (sigaction(SIGPIPE, nullptr, &current) == 0 && current.sa_handler == SIG_DFL) {
     std::signal(SIGPIPE, SIG_IGN);
   }
-  const auto timeout = std::chrono::milliseconds(spec_.options.timeout_ms);
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  const int64_t timeout_ms = spec_.ConnectTimeoutMs();
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
   const std::string where = "collective group '" + spec_.options.name + "' rank " +
                             std::to_string(spec_.rank) + " of " +
                             std::to_string(spec_.world_size);
@@ -125,9 +135,15 @@ void GlooGroup::ConnectMesh() {
     throw CollectiveError(where + ": cannot open a Gloo TCP device on " + spec_.node_ip + ": " +
                           e.what() + " (is it this node's address?)");
   }
-  GlooStoreAdapter adapter(*store_, spec_.KeyPrefix() + "gloo/", deadline);
+  // Gloo gives the pairs the context's timeout when it creates them (after the
+  // exchange of host names) and then connects them one after another, each
+  // allowed 5x that timeout; keeping it at a fifth of the time left after each
+  // store read bounds a pair whose peer published its address but never
+  // connects by the deadline.
   auto context = std::make_shared<gloo::rendezvous::Context>(spec_.rank, spec_.world_size);
-  context->setTimeout(timeout);
+  auto bound = [&context, deadline] { context->setTimeout(PairTimeoutFor(deadline)); };
+  bound();
+  GlooStoreAdapter adapter(*store_, spec_.KeyPrefix() + "gloo/", deadline, bound);
   try {
     context->connectFullMesh(adapter, device_);
   } catch (const std::exception& e) {
@@ -140,9 +156,23 @@ void GlooGroup::ConnectMesh() {
       missing += (missing.empty() ? "" : ", ") + DescribeRank(spec_, r);
     }
     if (!missing.empty()) {
-      throw CollectiveError(where + ": " + missing + " did not join within " +
-                                std::to_string(spec_.options.timeout_ms) + " ms",
-                            first_missing);
+      throw CollectiveError(
+          where + ": " + missing + " did not join within " + std::to_string(timeout_ms) + " ms",
+          first_missing);
+    }
+    // Gloo connects each pair right after reading that peer's address.
+    const int peer = RankOfKey(adapter.last_read());
+    if (peer >= 0 && peer < spec_.world_size && peer != spec_.rank) {
+      if (std::strstr(e.what(), "Connect timeout") != nullptr) {
+        const std::string hint =
+            "it published its address; is it stuck, or unable to reach " + spec_.node_ip + "?";
+        throw CollectiveError(where + ": " + DescribeRank(spec_, peer) +
+                                  " did not connect within " + std::to_string(timeout_ms) +
+                                  " ms (" + hint + ")",
+                              peer);
+      }
+      throw CollectiveError(
+          where + ": connecting to " + DescribeRank(spec_, peer) + " failed: " + e.what(), peer);
     }
     throw CollectiveError(where + ": connecting to the other ranks failed: " + e.what());
   }
@@ -152,6 +182,13 @@ void GlooGroup::ConnectMesh() {
 void GlooGroup::WatchdogLoop() {
   std::unique_lock<std::mutex> lock(mu_);
   while (!stopping_) {
+    if (notice_pending_) {
+      notice_pending_ = false;
+      lock.unlock();
+      PublishNotice();
+      lock.lock();
+      continue;
+    }
     if (!op_active_ || aborted_) {
       watchdog_idle_ = true;
       cv_.wait(lock);
@@ -174,6 +211,11 @@ void GlooGroup::WatchdogLoop() {
     lock.unlock();
     AbortInternal(why, peer, /*hard_close=*/true);
     lock.lock();
+  }
+  if (notice_pending_) {  // the destructor waits for it
+    notice_pending_ = false;
+    lock.unlock();
+    PublishNotice();
   }
 }
 
@@ -200,16 +242,33 @@ void GlooGroup::AbortInternal(const std::string& why, int failed_rank, bool hard
     abort_why_ = why;
     abort_failed_rank_ = failed_rank;
   }
-  // The notice goes first: a peer that sees the connection drop reads it.
-  (void)store_->Set(spec_.KeyPrefix() + "abort/" + std::to_string(spec_.rank),
-                    std::to_string(failed_rank) + "\n" + why);
+  // The connections close first, so that the operations in flight here and on
+  // the other ranks end at once; the notice follows (a store write can take
+  // long when the head is slow).
   if (context_ && hard_close) context_->closeConnections();
-  std::lock_guard<std::mutex> lock(mu_);
-  for (auto* buffer : in_flight_) {
-    buffer->abortWaitRecv();
-    buffer->abortWaitSend();
+  bool publish_here;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (auto* buffer : in_flight_) {
+      buffer->abortWaitRecv();
+      buffer->abortWaitSend();
+    }
+    // The watchdog writes the notice, so that no operation waits on the
+    // store; once it has stopped (the destructor), this thread does.
+    publish_here = stopping_;
+    if (!publish_here) notice_pending_ = true;
+    cv_.notify_all();
   }
-  cv_.notify_all();
+  if (publish_here) PublishNotice();
+}
+
+void GlooGroup::PublishNotice() {
+  std::string notice;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    notice = std::to_string(abort_failed_rank_) + "\n" + abort_why_;
+  }
+  (void)store_->Set(spec_.KeyPrefix() + "abort/" + std::to_string(spec_.rank), notice);
 }
 
 GlooGroup::OpScope::OpScope(GlooGroup& group, const char* name)
@@ -323,8 +382,9 @@ void GlooGroup::FailTransport(OpScope& op, int peer, const std::string& what) {
     already = aborted_;
   }
   if (already) ThrowAborted(op);
-  // A rank that aborts writes its notice before closing; one that died
-  // writes none. Give a notice in flight a moment to land.
+  // A rank that aborts writes its notice right after closing; one that died
+  // writes none. Give a notice in flight a moment to land (one store write:
+  // when the store takes longer, the peer is named as lost).
   const std::string key = spec_.KeyPrefix() + "abort/" + std::to_string(peer);
   std::optional<std::string> notice;
   if (store_->Wait({key}, std::chrono::steady_clock::now() + std::chrono::milliseconds(300))

@@ -36,17 +36,20 @@ namespace rayx::collective {
 //    kInlineBytes carries its data inside that exchange (one round).
 //  - Send/Recv do a header and an acknowledgement before the data.
 //  - A watchdog thread aborts the group when an operation passes its
-//    deadline. Aborting writes a notice "<failed rank>\n<reason>" under
-//    "<prefix>abort/<rank>" and then closes the connections, so the other
-//    ranks fail at once and can name the rank that caused it; a rank whose
-//    connection drops without a notice died.
+//    deadline. Aborting closes the connections, so the operations here and on
+//    the other ranks fail at once, and then the watchdog writes a notice
+//    "<failed rank>\n<reason>" under "<prefix>abort/<rank>" (off the
+//    operation's thread: a slow store delays no failure). A rank whose
+//    connection drops waits briefly for the peer's notice to name the rank
+//    that caused it; a peer that leaves no notice died.
 // Connecting sets SIGPIPE to ignored when it is at its default, so that a
 // write to a dead peer fails the operation instead of killing the process.
 // Thread-safety: operations are serialised by a mutex; Abort is thread-safe.
 class GlooGroup : public CollectiveGroup {
  public:
-  // Connects to every other rank through `store` within the group's timeout.
-  // Throws CollectiveError naming ranks that did not join.
+  // Connects to every other rank through `store` within spec.ConnectTimeoutMs().
+  // Throws CollectiveError naming a rank that did not join (publish its
+  // address) or did not connect, by the deadline.
   static std::shared_ptr<GlooGroup> Connect(const GroupSpec& spec,
                                             std::shared_ptr<RendezvousStore> store);
   ~GlooGroup() override;
@@ -88,9 +91,12 @@ class GlooGroup : public CollectiveGroup {
   GlooGroup(GroupSpec spec, std::shared_ptr<RendezvousStore> store);
   void ConnectMesh();
   void WatchdogLoop();
-  // Marks the group aborted with `why` (this rank's view), writes the notice,
-  // closes the connections and wakes the waiting operation.
+  // Marks the group aborted with `why` (this rank's view), closes the
+  // connections, wakes the waiting operation and has the notice written (by
+  // the watchdog while it runs, else here).
   void AbortInternal(const std::string& why, int failed_rank, bool hard_close);
+  // Writes this rank's abort notice to the store (may block on the store).
+  void PublishNotice();
 
   // Up to this many bytes of data travel inside the header exchange.
   static constexpr size_t kInlineBytes = 64 * 1024;
@@ -134,6 +140,7 @@ class GlooGroup : public CollectiveGroup {
   std::condition_variable cv_;
   bool stopping_ = false;
   bool aborted_ = false;
+  bool notice_pending_ = false;  // for the watchdog to write
   std::string abort_why_;
   int abort_failed_rank_ = -1;
   bool op_active_ = false;

@@ -153,7 +153,8 @@ void GlooGroup::AllGather(const void* in, size_t count, DataType type,
   }
   char* out = static_cast<char*>(output(counts));
   if (count > 0) std::memcpy(out + offsets[me] * esize, in, count * esize);
-  if (total == 0 || total == count) return;
+  // A rank holding every element has nothing to receive but must still send.
+  if (total == 0 || n == 1) return;
   auto* out_buffer = NewBuffer(op, out, total * esize);
   auto* in_buffer = count > 0 ? NewBuffer(op, in, count * esize) : nullptr;
   for (int r = 0; r < n; ++r) {

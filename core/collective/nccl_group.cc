@@ -16,6 +16,7 @@
 #include <chrono>
 #include <cstring>
 #include <mutex>
+#include <optional>
 #include <thread>
 
 #include <cuda_runtime.h>
@@ -109,13 +110,26 @@ int MemoryOf(const void* ptr) {
 
 // One rank of an NCCL group. Operations are serialised; Abort is thread-safe:
 // it flags the group, and the operation in progress (or Abort itself when
-// none is) aborts the communicator.
+// none is) aborts the communicator. An operation never blocks in CUDA while
+// NCCL works: it polls the communicator and the stream (checking the flag and
+// the deadline) until the work is done, and only then copies a host buffer
+// back. Like GlooGroup, Abort and destruction leave a notice
+// "<failed rank>\n<reason>" under "<prefix>abort/<rank>" (written by the
+// calling thread, never an operation's); an operation that fails names the
+// first notice another rank left.
 class NcclGroup : public CollectiveGroup {
  public:
   NcclGroup(GroupSpec spec, std::shared_ptr<RendezvousStore> store)
       : spec_(std::move(spec)), store_(std::move(store)) {}
 
   ~NcclGroup() override {
+    const bool ended_before = aborted_;
+    EndOnDestroy();
+    if (!ended_before) PublishNotice(DescribeRank(spec_, spec_.rank) + " destroyed the group", -1);
+  }
+
+  // The destructor's work on the communicator and stream.
+  void EndOnDestroy() {
     std::lock_guard<std::mutex> lock(op_mu_);
     if (comm_ != nullptr && !aborted_) {
       // Finalize flushes the communicator's work; polled, so a dead peer
@@ -149,7 +163,8 @@ class NcclGroup : public CollectiveGroup {
     // The communicator and the stream belong to the device current here.
     Check(cudaSetDevice(device_), "InitCollectiveGroup");
     Check(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "InitCollectiveGroup");
-    const auto deadline = Deadline();
+    const auto deadline =
+        std::chrono::steady_clock::now() + std::chrono::milliseconds(spec_.ConnectTimeoutMs());
     const std::string key = spec_.KeyPrefix() + "nccl_id";
     ncclUniqueId id;
     if (spec_.rank == 0) {
@@ -162,7 +177,7 @@ class NcclGroup : public CollectiveGroup {
       if (!value || value->size() != sizeof(id.internal)) {
         Fail("InitCollectiveGroup",
              "rank 0 did not publish the NCCL id within " +
-                 std::to_string(spec_.options.timeout_ms) + " ms",
+                 std::to_string(spec_.ConnectTimeoutMs()) + " ms",
              0);
       }
       std::memcpy(id.internal, value->data(), sizeof(id.internal));
@@ -244,14 +259,16 @@ class NcclGroup : public CollectiveGroup {
   }
 
   void Abort(const std::string& reason, int failed_rank) override {
-    if (!MarkAborted("aborted on " + DescribeRank(spec_, spec_.rank) + ": " + reason,
-                     failed_rank)) {
-      return;
-    }
+    const std::string why = "aborted on " + DescribeRank(spec_, spec_.rank) + ": " + reason;
+    if (!MarkAborted(why, failed_rank)) return;
     // No operation in progress: abort the communicator here; otherwise the
-    // operation's poll loop does within microseconds.
-    std::unique_lock<std::mutex> lock(op_mu_, std::try_to_lock);
-    if (lock.owns_lock()) AbortComm();
+    // operation's poll loop does within a millisecond, or its OpLock as it
+    // ends.
+    {
+      std::unique_lock<std::mutex> lock(op_mu_, std::try_to_lock);
+      if (lock.owns_lock()) AbortComm();
+    }
+    PublishNotice(why, failed_rank);
   }
 
  private:
@@ -290,9 +307,13 @@ class NcclGroup : public CollectiveGroup {
       }
       return device_;
     }
-    void Finish(cudaStream_t s) {
-      if (device_ == nullptr) return;
+    // Copies a staged buffer back to the host: returns whether it did. A copy
+    // into pageable memory returns only once the stream reaches it, so the
+    // NCCL work before it must be done (polled) first.
+    bool Finish(cudaStream_t s) {
+      if (device_ == nullptr) return false;
       group_->Check(cudaMemcpyAsync(host_, device_, bytes_, cudaMemcpyDeviceToHost, s), op_);
+      return true;
     }
 
    private:
@@ -312,16 +333,48 @@ class NcclGroup : public CollectiveGroup {
 
   template <typename F>
   void RunStaged(const char* op, void* stream, F&& call, std::initializer_list<Staged*> outputs) {
-    std::lock_guard<std::mutex> lock(op_mu_);
-    ThrowIfAborted(op);
+    OpLock lock(*this);
+    if (aborted_) {
+      AbortComm();
+      ThrowIfAborted(op);
+    }
     const auto deadline = Deadline();
     Check(cudaSetDevice(device_), op);  // the device is per thread
     cudaStream_t s = stream != nullptr ? static_cast<cudaStream_t>(stream) : stream_;
     ncclResult_t r = call(s);
     if (r != ncclSuccess && r != ncclInProgress) CheckNccl(r, op);
     WaitComm(op, deadline);
-    for (Staged* out : outputs) out->Finish(s);
-    // The stream drains by polling, so an abort or the deadline can end it.
+    // The NCCL work drains by polling, so an abort or the deadline can end it;
+    // then the host copies (which block until the stream reaches them).
+    WaitStream(op, s, deadline);
+    bool copied = false;
+    for (Staged* out : outputs) copied = out->Finish(s) || copied;
+    if (copied) WaitStream(op, s, deadline);
+  }
+
+  // Holds op_mu_ for one operation. Abort sets the flag and then tries the
+  // lock; an operation that ends without having seen the flag reads it after
+  // unlocking and aborts the communicator then, so one of the two always does
+  // (a later operation or the destructor, should the lock be taken again).
+  class OpLock {
+   public:
+    explicit OpLock(NcclGroup& group) : group_(group), lock_(group.op_mu_) {}
+    ~OpLock() {
+      lock_.unlock();
+      if (!group_.aborted_) return;
+      std::unique_lock<std::mutex> again(group_.op_mu_, std::try_to_lock);
+      if (again.owns_lock()) group_.AbortComm();
+    }
+    OpLock(const OpLock&) = delete;
+    OpLock& operator=(const OpLock&) = delete;
+
+   private:
+    NcclGroup& group_;
+    std::unique_lock<std::mutex> lock_;
+  };
+
+  // Polls `s` until its work is done.
+  void WaitStream(const char* op, cudaStream_t s, std::chrono::steady_clock::time_point deadline) {
     Poller poller;
     for (;;) {
       cudaError_t err = cudaStreamQuery(s);
@@ -358,9 +411,8 @@ class NcclGroup : public CollectiveGroup {
       ncclCommGetAsyncError(comm_, &state);
       if (state == ncclSuccess) return;
       if (state != ncclInProgress) {
-        AbortComm();
-        Fail(op, std::string("NCCL error: ") + ncclGetErrorString(state) + " " +
-                     ncclGetLastError(nullptr), -1);
+        EndComm(op, std::string("NCCL error: ") + ncclGetErrorString(state) + " " +
+                        ncclGetLastError(nullptr));
       }
       PollOnce(op, deadline, poller);
     }
@@ -373,8 +425,7 @@ class NcclGroup : public CollectiveGroup {
     ncclResult_t state = ncclSuccess;
     ncclCommGetAsyncError(comm_, &state);
     if (state != ncclSuccess && state != ncclInProgress) {
-      AbortComm();
-      Fail(op, std::string("NCCL error: ") + ncclGetErrorString(state), -1);
+      EndComm(op, std::string("NCCL error: ") + ncclGetErrorString(state));
     }
     if (aborted_) {
       AbortComm();
@@ -382,9 +433,7 @@ class NcclGroup : public CollectiveGroup {
     }
     const auto now = std::chrono::steady_clock::now();
     if (now >= deadline) {
-      MarkAborted("timed out after " + std::to_string(spec_.options.timeout_ms) + " ms", -1);
-      AbortComm();
-      ThrowIfAborted(op);
+      EndComm(op, "timed out after " + std::to_string(spec_.options.timeout_ms) + " ms");
     }
     const auto pause = poller.pacer.Pause(now);
     if (pause.count() == 0) {
@@ -392,6 +441,49 @@ class NcclGroup : public CollectiveGroup {
     } else {
       poller.Sleep(pause);
     }
+  }
+
+  // Ends the group after its communicator failed here (`what`): names the
+  // abort notice another rank left, if any (its abort is then the likely
+  // cause), aborts the communicator and throws. Does not publish a notice
+  // itself: this runs on the operation's thread, which must not wait on the
+  // store (and this rank cannot tell which peer it waited for).
+  // REQUIRES: op_mu_ held.
+  [[noreturn]] void EndComm(const char* op, const std::string& what) {
+    int failed_rank = -1;
+    std::string why = what;
+    if (std::optional<std::string> notice = ReadNotice(&failed_rank)) why += " (" + *notice + ")";
+    MarkAborted(why, failed_rank);
+    AbortComm();
+    ThrowIfAborted(op);
+    Fail(op, why, failed_rank);  // not reached: the group is marked aborted
+  }
+
+  // Writes this rank's abort notice, as GlooGroup does. Blocks on the store:
+  // never called on an operation's thread.
+  void PublishNotice(const std::string& why, int failed_rank) {
+    (void)store_->Set(spec_.KeyPrefix() + "abort/" + std::to_string(spec_.rank),
+                      std::to_string(failed_rank) + "\n" + why);
+  }
+
+  // "rank r ... ended the group: <reason>" for the first other rank that left
+  // an abort notice, setting `failed_rank` to the rank it names (or r);
+  // nullopt when none did. Reads one rank at a time and starts no read after
+  // 300 ms (the store may be slow: the operation has failed already).
+  std::optional<std::string> ReadNotice(int* failed_rank) {
+    const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(300);
+    for (int r = 0; r < spec_.world_size && std::chrono::steady_clock::now() < until; ++r) {
+      if (r == spec_.rank) continue;
+      std::optional<std::string> notice =
+          store_->Get(spec_.KeyPrefix() + "abort/" + std::to_string(r));
+      if (!notice) continue;
+      const size_t nl = notice->find('\n');
+      const int named = std::atoi(notice->substr(0, nl).c_str());
+      *failed_rank = named >= 0 ? named : r;
+      const std::string reason = nl == std::string::npos ? *notice : notice->substr(nl + 1);
+      return DescribeRank(spec_, r) + " ended the group: " + reason;
+    }
+    return std::nullopt;
   }
 
   // Records why the group ended; false when it had already.

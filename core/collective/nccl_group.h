@@ -11,9 +11,11 @@ namespace rayx::collective {
 
 // Connects an NCCL group on the rank's own CUDA device (NcclDeviceFor): rank 0
 // publishes the ncclUniqueId under "<prefix>nccl_id"; the communicator is made
-// non-blocking and every wait polls it against the group's deadline, aborting
-// it (ncclCommAbort) on timeout or Abort(). Throws CollectiveError, saying
-// "no GPU" when there is none and "built without NCCL" when so built.
+// non-blocking and every wait polls it (and the stream, before any copy back to
+// host memory) against the group's deadline, aborting it (ncclCommAbort) on
+// timeout or Abort(). Abort() and destruction leave GlooGroup's abort notice,
+// which a failing operation on another rank names. Throws CollectiveError,
+// saying "no GPU" when there is none and "built without NCCL" when so built.
 std::shared_ptr<CollectiveGroup> ConnectNcclGroup(const GroupSpec& spec,
                                                   std::shared_ptr<RendezvousStore> store);
 

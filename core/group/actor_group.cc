@@ -86,6 +86,10 @@ void Validate(const ActorGroupOptions& o) {
     throw std::invalid_argument("ActorGroup: timeout_ms is " + std::to_string(o.timeout_ms) +
                                 ": it must be positive");
   }
+  if (o.collective && o.collective_timeout_ms <= 0) {
+    throw std::invalid_argument("ActorGroup: collective_timeout_ms is " +
+                                std::to_string(o.collective_timeout_ms) + ": it must be positive");
+  }
   for (const auto& [k, v] : o.resources) {
     if (!(v >= 0)) {
       throw std::invalid_argument("ActorGroup: resource " + k + " is " + std::to_string(v) +
@@ -278,13 +282,16 @@ ActorGroupPtr CreateActorGroup(ActorGroupSpec spec) {
     }
   }
 
-  // 5. The collective group, connected before the user's first call.
+  // 5. The collective group, connected before the user's first call: what is
+  // left of Create's deadline bounds the connect, the collective timeout every
+  // operation.
   if (o.collective) {
     collective::GroupOptions g;
     g.name = core->collective_group;
     g.backend = uses_gpus ? collective::Backend::kNccl : collective::Backend::kGloo;
-    g.timeout_ms = std::max<int64_t>(deadline.LeftMs(), 1000);
-    collective::detail::CreateGroupOverActors(core->actors, g, core->detached);
+    g.timeout_ms = o.collective_timeout_ms;
+    collective::detail::CreateGroupOverActors(core->actors, g, core->detached,
+                                              std::max<int64_t>(deadline.LeftMs(), 1000));
   }
 
   // 6. Findable by name.

@@ -145,6 +145,24 @@ std::string LatestReportKey(const std::string& run_name) {
   return "train/" + run_name + "/latest";
 }
 
+std::string PackLatestReport(LatestReport& latest, size_t max_bytes) {
+  auto& history = latest.history;
+  if (history.size() > kMaxHistory) history.erase(history.begin(), history.end() - kMaxHistory);
+  std::string packed = rayx::detail::Pack(latest);
+  while (packed.size() > max_bytes && !history.empty()) {
+    // Drop the oldest entries that add up to the excess, then measure again
+    // (the array's own header may shrink by a few bytes).
+    const size_t excess = packed.size() - max_bytes;
+    size_t drop = 0;
+    for (size_t freed = 0; drop < history.size() && freed < excess; ++drop) {
+      freed += rayx::detail::Pack(history[drop]).size();
+    }
+    history.erase(history.begin(), history.begin() + static_cast<std::ptrdiff_t>(drop));
+    packed = rayx::detail::Pack(latest);
+  }
+  return packed;
+}
+
 std::string StoreCheckpoint(const std::string& dir, const std::string& storage_path,
                             const std::string& run_name) {
   if (!fs::is_directory(dir)) {
@@ -265,7 +283,6 @@ void Report(const Metrics& metrics, const std::optional<Checkpoint>& checkpoint)
   latest.metrics = metrics;
   latest.reports++;
   latest.history.push_back(metrics);
-  if (latest.history.size() > detail::kMaxHistory) latest.history.erase(latest.history.begin());
   std::vector<std::string> dropped;  // ids past num_to_keep
   if (checkpoint) {
     std::string id = detail::StoreCheckpoint(checkpoint->path(), session.request.storage_path,
@@ -273,8 +290,8 @@ void Report(const Metrics& metrics, const std::optional<Checkpoint>& checkpoint)
     latest.checkpoint_id = id;
     dropped = detail::KeepLatest(latest.kept, id, session.request.num_to_keep);
   }
-  rayx::detail::KvPut(detail::kKvNamespace, key, rayx::detail::Pack(latest), /*overwrite=*/true,
-                      /*job_scoped=*/true);
+  rayx::detail::KvPut(detail::kKvNamespace, key, detail::PackLatestReport(latest),
+                      /*overwrite=*/true, /*job_scoped=*/true);
   // Once the new latest is recorded (a resume never looks for a dropped one).
   for (const std::string& id : dropped) {
     detail::DropCheckpoint(id, ctx.GetRunName(), session.request.storage_path);

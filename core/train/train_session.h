@@ -9,6 +9,7 @@
 
 #include <msgpack.hpp>
 
+#include "rayx/kv.h"
 #include "rayx/train.h"
 
 namespace rayx::train::detail {
@@ -39,8 +40,16 @@ struct LatestReport {
   MSGPACK_DEFINE_MAP(metrics, checkpoint_id, kept, reports, history)
 };
 
-// Reports kept in a run's history (the KV value stays far below its limit).
+// Reports kept in a run's history, at most.
 inline constexpr size_t kMaxHistory = 1000;
+// The most bytes a packed LatestReport takes while it has history to drop:
+// half the KV's value limit, so that Report never fails for the history.
+inline constexpr size_t kMaxLatestReportBytes = kv::kMaxValueBytes / 2;
+
+// Packs `latest` for the KV, first dropping the oldest history entries beyond
+// kMaxHistory and then while the packed report would pass `max_bytes`. Only
+// the latest metrics alone (the user's) can still make it larger.
+std::string PackLatestReport(LatestReport& latest, size_t max_bytes = kMaxLatestReportBytes);
 
 // The KV key (namespace "rayx") of a run's latest report.
 std::string LatestReportKey(const std::string& run_name);

@@ -31,6 +31,11 @@ namespace {
 constexpr const char* kKvNamespace = "rayx";
 // How long an attempt waits for its ranks to be placed and connected.
 constexpr int64_t kGroupTimeoutMs = 120000;
+// The deadline of each collective operation of a run (Report's barrier among
+// them): the other ranks wait in it while rank 0 stores a checkpoint (up to
+// 1 GiB through the head). Python's RunConfig.report_timeout_s defaults to the
+// same.
+constexpr int64_t kCollectiveTimeoutMs = 120000;
 // How often a running attempt looks for room to grow.
 constexpr int64_t kWatchPeriodMs = 1000;
 
@@ -183,6 +188,7 @@ Result Fit(const FitSpec& input) {
     options.strategy = spec.scaling.placement_strategy;
     options.collective = true;
     options.timeout_ms = kGroupTimeoutMs;
+    options.collective_timeout_ms = kCollectiveTimeoutMs;
     rayx::detail::ActorGroupSpec group_spec;
     group_spec.factory = kTrainWorkerFactory;
     group_spec.options = options;

@@ -21,6 +21,7 @@
 #include "rayx/kv.h"
 #include "rayx/rayx.h"
 #include "rayx/train.h"
+#include "train/train_session.h"
 #include "train_linear/linear_sgd.h"
 #include "util/local_cluster.h"
 #include "util/subprocess.h"
@@ -140,6 +141,44 @@ class Train : public ::testing::Test {
   std::unique_ptr<LocalCluster> cluster_;
   NodeHandle second_;
 };
+
+// Rank 0's record of a run (the latest report and the history) stays well under
+// the KV's 1 MiB value limit however many metrics a report has, so Report never
+// fails for it: the oldest reports go first. (No cluster: the record's encoding.)
+TEST(TrainHistory, StaysUnderTheKvValueLimitByDroppingTheOldestReports) {
+  namespace td = train::detail;
+  auto report = [](td::LatestReport& latest, const train::Metrics& metrics) {
+    latest.metrics = metrics;
+    latest.reports++;
+    latest.history.push_back(metrics);
+    return td::PackLatestReport(latest);
+  };
+  td::LatestReport latest;
+  train::Metrics wide;  // about 70 KB packed
+  for (int m = 0; m < 2000; ++m) wide["layer_" + std::to_string(m) + "/grad_norm"] = m;
+  std::string packed;
+  for (int step = 0; step < 100; ++step) {
+    wide["step"] = step;
+    packed = report(latest, wide);
+    ASSERT_LE(packed.size(), rayx::kv::kMaxValueBytes / 2) << "step " << step;
+  }
+  ASSERT_GE(latest.history.size(), 2u);
+  EXPECT_LT(latest.history.size(), 100u);
+  auto stored = rayx::detail::Unpack<td::LatestReport>(packed);
+  ASSERT_EQ(stored.history.size(), latest.history.size());
+  for (size_t i = 0; i < stored.history.size(); ++i) {  // the newest, oldest first
+    EXPECT_EQ(stored.history[i].at("step"), 100 - stored.history.size() + i);
+  }
+  EXPECT_EQ(stored.metrics.at("step"), 99);
+  EXPECT_EQ(stored.reports, 100);
+
+  td::LatestReport narrow;  // small reports: the last kMaxHistory
+  for (int step = 0; step < 1500; ++step) {
+    report(narrow, {{"loss", 1.0 / (step + 1)}, {"step", step}});
+  }
+  ASSERT_EQ(narrow.history.size(), td::kMaxHistory);
+  EXPECT_EQ(narrow.history.front().at("step"), 500);
+}
 
 TEST_F(Train, WeightsEqualOneProcessForOneTwoAndFourRanks) {
   StartCluster(2, 2);
@@ -435,6 +474,27 @@ TEST_F(Train, GpuRanksKnowTheirOwnDevice) {
     ASSERT_EQ(ids.size(), 3u) << devices;
     EXPECT_EQ(ids[static_cast<size_t>(i)], std::to_string(info.gpu_ids[0])) << devices;
   }
+  group.Kill();
+}
+
+// The group's collective operations time out after collective_timeout_ms for
+// the group's whole life, not after what was left of Create's deadline.
+TEST_F(Train, ActorGroupCollectiveOperationsTimeOutAfterTheCollectiveTimeout) {
+  StartCluster(2, 0);
+  rayx::ActorGroupOptions options;
+  options.num_actors = 2;
+  options.collective_timeout_ms = 2000;  // Create's own timeout_ms stays 60 s
+  auto group = rayx::ActorGroup<Model>::Create(Model::Create, options, 0);
+  const auto start = std::chrono::steady_clock::now();
+  try {
+    group.Rank(0).Task(&Model::Sum).Remote(int64_t{1}).Get(30000);  // rank 1 never calls
+    ADD_FAILURE() << "an AllReduce without rank 1 succeeded";
+  } catch (const rayx::GetTimeoutError& e) {
+    ADD_FAILURE() << "the AllReduce did not time out after 2000 ms: " << e.what();
+  } catch (const rayx::TaskError& e) {
+    EXPECT_TRUE(Contains(e.what(), "timed out after 2000 ms waiting for rank 1")) << e.what();
+  }
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(10));
   group.Kill();
 }
 

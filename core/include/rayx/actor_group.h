@@ -40,8 +40,12 @@ struct ActorGroupOptions {
   // Connect a collective group over the ranks before Create returns: NCCL when
   // the actors hold GPUs, else Gloo.
   bool collective = true;
-  // How long Create waits for resources, actors and the collective group.
+  // How long Create waits for resources, actors and the collective group to
+  // connect.
   int64_t timeout_ms = 60000;
+  // The deadline of every operation on the collective group, in ms, for the
+  // group's lifetime (its GroupOptions::timeout_ms). Default: 30 s.
+  int64_t collective_timeout_ms = 30000;
 };
 
 // Thrown by ActorGroup::Create when no set of nodes could ever hold the group

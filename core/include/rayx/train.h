@@ -98,7 +98,9 @@ class Checkpoint {
 
 struct Result {
   Metrics metrics;                      // the last metrics rank 0 reported
-  std::vector<Metrics> metrics_history;  // every report of rank 0 (the last 1,000), oldest first
+  // Rank 0's reports, oldest first: the last 1,000, fewer when they would take
+  // more than half the KV's 1 MiB value limit (the oldest go first).
+  std::vector<Metrics> metrics_history;
   std::optional<Checkpoint> checkpoint;  // the latest checkpoint (its id; path empty)
   int num_restarts = 0;
   int num_workers = 0;                  // ranks of the last attempt

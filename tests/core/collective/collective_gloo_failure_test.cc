@@ -2,7 +2,11 @@
 // bad arguments end in a CollectiveError that names what happened.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <chrono>
+#include <condition_variable>
+#include <mutex>
+#include <optional>
 #include <thread>
 
 #include "collective/group_registry.h"
@@ -166,6 +170,60 @@ TEST(GlooFailure, AbortDuringAnOperationOnTheSameRankEndsItWithinASecond) {
   EXPECT_LT(ms, 1000);
 }
 
+// A rendezvous store whose Set takes `delay` once slowed down: a head that is
+// slow to answer.
+class SlowSetStore : public RendezvousStore {
+ public:
+  void SlowDown(std::chrono::milliseconds delay) { delay_ms_ = delay.count(); }
+  Status Set(const std::string& key, const std::string& value) override {
+    std::this_thread::sleep_for(std::chrono::milliseconds(delay_ms_.load()));
+    return inner_.Set(key, value);
+  }
+  std::optional<std::string> Get(const std::string& key) override { return inner_.Get(key); }
+  Status Wait(const std::vector<std::string>& keys, Clock::time_point deadline) override {
+    return inner_.Wait(keys, deadline);
+  }
+
+ private:
+  InMemoryRendezvousStore inner_;
+  std::atomic<int64_t> delay_ms_{0};
+};
+
+// The abort notice goes to the store after the connections close: a slow store
+// delays neither the op that timed out nor a peer's op that sees it end, and
+// the peer still learns from the notice who failed.
+TEST(GlooFailure, ASlowStoreDelaysNeitherTheTimeoutNorThePeersFailure) {
+  auto store = std::make_shared<SlowSetStore>();
+  auto groups = ConnectGloo(2, store, "g", /*timeout_ms=*/1000);
+  store->SlowDown(std::chrono::milliseconds(3000));
+  std::vector<int32_t> v(4, 1);
+  auto start = Clock::now();
+  try {
+    groups[0]->AllReduce(v.data(), v.size(), DataType::kInt32, ReduceOp::kSum, nullptr);
+    ADD_FAILURE() << "an AllReduce without rank 1 succeeded";
+  } catch (const CollectiveError& e) {
+    EXPECT_NE(std::string(e.what()).find("timed out after 1000 ms waiting for rank 1"),
+              std::string::npos)
+        << e.what();
+    EXPECT_EQ(e.failed_rank(), 1);
+  }
+  EXPECT_LE(MsSince(start), 1000 + 1000);
+  // Rank 1 calls once rank 0's notice is there (the store is slow, not lost).
+  ASSERT_TRUE(store->Wait({"g/1/abort/0"}, Clock::now() + std::chrono::seconds(10)).ok());
+  start = Clock::now();
+  try {
+    groups[1]->AllReduce(v.data(), v.size(), DataType::kInt32, ReduceOp::kSum, nullptr);
+    ADD_FAILURE() << "an AllReduce with a closed peer succeeded";
+  } catch (const CollectiveError& e) {
+    EXPECT_NE(std::string(e.what()).find("rank 0 (actor actor-0, node node-0) ended the group: "
+                                         "timed out after 1000 ms waiting for rank 1"),
+              std::string::npos)
+        << e.what();
+    EXPECT_EQ(e.failed_rank(), 1);
+  }
+  EXPECT_LT(MsSince(start), 1000);
+}
+
 TEST(GlooFailure, ARankThatNeverJoinsIsNamedByTheOthers) {
   auto store = std::make_shared<InMemoryRendezvousStore>();
   auto errors = OnEveryRank(2, [&](int r) {
@@ -178,6 +236,112 @@ TEST(GlooFailure, ARankThatNeverJoinsIsNamedByTheOthers) {
               std::string::npos)
         << errors[r];
   }
+}
+
+// A rendezvous store through which a rank publishes its address but never reads
+// the others': a Wait for an address blocks until Release() (or its deadline).
+// Gloo's connectFullMesh first exchanges host names ("rank_<i>" keys), then
+// addresses ("<i>"); the names pass.
+class DeafStore : public RendezvousStore {
+ public:
+  explicit DeafStore(std::shared_ptr<RendezvousStore> inner) : inner_(std::move(inner)) {}
+  void Release() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      released_ = true;
+    }
+    cv_.notify_all();
+  }
+  Status Set(const std::string& key, const std::string& value) override {
+    return inner_->Set(key, value);
+  }
+  std::optional<std::string> Get(const std::string& key) override { return inner_->Get(key); }
+  Status Wait(const std::vector<std::string>& keys, Clock::time_point deadline) override {
+    bool names = true;
+    for (const auto& key : keys) names = names && key.find("/rank_") != std::string::npos;
+    if (names) return inner_->Wait(keys, deadline);
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait_until(lock, deadline, [&] { return released_; });
+    return Status::TimedOut("deaf");
+  }
+
+ private:
+  const std::shared_ptr<RendezvousStore> inner_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool released_ = false;
+};
+
+// Rank 1 publishes its address and then never connects (it waits for rank 0's
+// address forever): rank 0, which waits for rank 1 to connect to it, gives up
+// at its deadline (not at Gloo's 5x the timeout) and names rank 1.
+TEST(GlooFailure, ARankThatPublishesButNeverConnectsIsNamedAtTheDeadline) {
+  auto store = std::make_shared<InMemoryRendezvousStore>();
+  auto deaf = std::make_shared<DeafStore>(store);
+  std::thread rank1([&] {
+    try {
+      GlooGroup::Connect(MakeSpec(2, 1, "mute", 30000, "1"), deaf);
+    } catch (const CollectiveError&) {
+    }
+  });
+  std::string error;
+  int failed_rank = -1;
+  auto start = Clock::now();
+  try {
+    GlooGroup::Connect(MakeSpec(2, 0, "mute", 1000, "1"), store);
+    ADD_FAILURE() << "connected without rank 1";
+  } catch (const CollectiveError& e) {
+    error = e.what();
+    failed_rank = e.failed_rank();
+  }
+  const int64_t ms = MsSince(start);
+  deaf->Release();
+  rank1.join();
+  EXPECT_LE(ms, 2000);
+  EXPECT_NE(error.find("'mute' rank 0 of 2"), std::string::npos) << error;
+  EXPECT_NE(error.find("rank 1 (actor actor-1, node node-1) did not connect within 1000 ms"),
+            std::string::npos)
+      << error;
+  EXPECT_EQ(failed_rank, 1);
+}
+
+// A group whose connect has its own deadline (an actor group's: what is left of
+// Create's) keeps options.timeout_ms for every operation.
+TEST(GlooFailure, TheConnectTimeoutBoundsJoiningAndTheTimeoutEveryOperation) {
+  auto store = std::make_shared<InMemoryRendezvousStore>();
+  auto spec = [](int rank, const std::string& name) {
+    GroupSpec s = MakeSpec(2, rank, name, /*timeout_ms=*/30000, "1");
+    s.connect_timeout_ms = 1000;
+    return s;
+  };
+  auto start = Clock::now();
+  try {
+    GlooGroup::Connect(spec(0, "alone"), store);
+    ADD_FAILURE() << "connected without rank 1";
+  } catch (const CollectiveError& e) {
+    EXPECT_NE(std::string(e.what()).find("did not join within 1000 ms"), std::string::npos)
+        << e.what();
+  }
+  EXPECT_LT(MsSince(start), 2000);
+
+  std::vector<std::shared_ptr<GlooGroup>> groups(2);
+  auto errors = OnEveryRank(2, [&](int r) {
+    GroupSpec s = spec(r, "pair");
+    s.options.timeout_ms = 1500;
+    s.connect_timeout_ms = 20000;
+    groups[r] = GlooGroup::Connect(s, store);
+  });
+  ASSERT_TRUE(AllEmpty(errors)) << errors[0] << errors[1];
+  std::vector<int32_t> v(1);
+  start = Clock::now();
+  try {
+    groups[0]->AllReduce(v.data(), v.size(), DataType::kInt32, ReduceOp::kSum, nullptr);
+    ADD_FAILURE() << "an AllReduce without rank 1 succeeded";
+  } catch (const CollectiveError& e) {
+    EXPECT_NE(std::string(e.what()).find("timed out after 1500 ms"), std::string::npos) << e.what();
+  }
+  EXPECT_GE(MsSince(start), 1400);
+  EXPECT_LT(MsSince(start), 1500 + 1000);
 }
 
 TEST(CollectiveRegistry, RejectsBadArgumentsClearly) {

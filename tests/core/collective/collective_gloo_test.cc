@@ -124,6 +124,31 @@ TEST_F(GlooCollectives, AllGatherConcatenatesInRankOrderEvenWithDifferentLengths
   }
 }
 
+// The rank whose length is the total (every other rank has none) still sends.
+TEST_F(GlooCollectives, AllGatherWhereOneRankHoldsEveryElement) {
+  for (int holder : {0, 2}) {
+    const size_t held = holder == 0 ? 5 : 3;
+    std::vector<std::vector<int32_t>> out(kRanks);
+    auto errors = OnEveryRank(kRanks, [&](int r) {
+      std::vector<int32_t> mine;
+      if (r == holder) {
+        for (size_t i = 0; i < held; ++i) mine.push_back(100 * r + static_cast<int32_t>(i));
+      }
+      groups_[r]->AllGather(
+          mine.data(), mine.size(), DataType::kInt32,
+          [&](const std::vector<size_t>& counts) -> void* {
+            out[r].resize(std::accumulate(counts.begin(), counts.end(), size_t{0}));
+            return out[r].data();
+          },
+          nullptr);
+    });
+    ASSERT_TRUE(AllEmpty(errors)) << errors[0] << errors[1] << errors[2] << errors[3];
+    std::vector<int32_t> expected;
+    for (size_t i = 0; i < held; ++i) expected.push_back(100 * holder + static_cast<int32_t>(i));
+    for (int r = 0; r < kRanks; ++r) EXPECT_EQ(out[r], expected) << "rank " << r;
+  }
+}
+
 TEST_F(GlooCollectives, ReduceScatterGivesEachRankItsSliceOfTheReduction) {
   for (size_t count : {size_t{0}, size_t{1}, size_t{1001}, k16MiB / sizeof(float)}) {
     std::vector<std::vector<float>> out(kRanks);

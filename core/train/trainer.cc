@@ -15,6 +15,7 @@
 #include <chrono>
 #include <cmath>
 #include <optional>
+#include <set>
 #include <stdexcept>
 
 #include "rayx/actor_group.h"
@@ -82,13 +83,18 @@ Plan Validate(const FitSpec& spec) {
   return plan;
 }
 
-// How many ranks of `per_worker` the alive nodes have room for now, counting
-// `held` (a running attempt's own ranks) as free.
-int RanksThatFit(const ResourceMap& per_worker, int held) {
+// How many ranks of `per_worker` the alive nodes have room for now, under
+// `strategy`, counting the `held` ranks of a running attempt (on the nodes at
+// `hosting`) as free. STRICT_PACK needs them all on one node; STRICT_SPREAD
+// one per node. Two nodes on one address count as hosting both: an estimate
+// that errs low for STRICT_SPREAD; one too high for STRICT_PACK ends in an
+// infeasible group, which Fit answers by trying smaller.
+int RanksThatFit(const ResourceMap& per_worker, PlacementStrategy strategy, int held = 0,
+                 const std::set<std::string>& hosting = {}) {
   auto status = QueryClusterStatus(rayx::detail::CurrentHeadAddress(),
                                    rayx::detail::CurrentClusterToken(), 2000);
   if (!status.ok()) return held;
-  int fit = held;
+  int sum = held, most_on_one = held, spread = held;
   for (const auto& node : status->nodes) {
     if (!node.alive) continue;
     int n = 1 << 20;
@@ -98,9 +104,19 @@ int RanksThatFit(const ResourceMap& per_worker, int held) {
       double have = it == node.available.end() ? 0 : it->second;
       n = std::min(n, static_cast<int>(std::floor(have / need + 1e-9)));
     }
-    fit += n;
+    bool hosts = hosting.count(node.address) > 0;
+    sum += n;
+    most_on_one = std::max(most_on_one, n + (hosts ? held : 0));
+    if (n >= 1 && !hosts) ++spread;
   }
-  return fit;
+  switch (strategy) {
+    case PlacementStrategy::STRICT_PACK:
+      return most_on_one;
+    case PlacementStrategy::STRICT_SPREAD:
+      return spread;
+    default:
+      return sum;
+  }
 }
 
 // The workers a running elastic attempt lacks: a placement group of their
@@ -179,8 +195,12 @@ Result Fit(const FitSpec& input) {
   }
   Result result;
   int failures = 0;
-  int size = plan.elastic ? std::clamp(RanksThatFit(plan.per_worker, 0), plan.min, plan.max)
-                          : plan.min;
+  const PlacementStrategy strategy = spec.scaling.placement_strategy;
+  // Sizes an elastic run tries: what fits, never above one found infeasible.
+  auto fitting = [&] {
+    return std::clamp(RanksThatFit(plan.per_worker, strategy), plan.min, plan.max);
+  };
+  int size = plan.elastic ? fitting() : plan.min;
   for (int attempt = 0;; ++attempt) {
     ActorGroupOptions options;
     options.num_actors = size;
@@ -198,6 +218,15 @@ Result Fit(const FitSpec& input) {
     } catch (const std::invalid_argument&) {
       throw;
     } catch (const ActorGroupInfeasibleError& e) {
+      if (plan.elastic && size > plan.min) {
+        // No set of alive nodes holds this many under the strategy (the
+        // estimate was high, or a node left): fewer, never this many again.
+        RAYX_LOG(Info) << "run " << spec.run.name << ": " << size
+                       << " ranks cannot be placed (" << e.what() << "); trying fewer";
+        plan.max = size - 1;
+        size = std::min(fitting(), plan.max);
+        continue;
+      }
       result.error = std::string("run ") + spec.run.name + ": " + e.what();
       return result;
     } catch (const std::exception& e) {
@@ -208,7 +237,7 @@ Result Fit(const FitSpec& input) {
         return result;
       }
       result.num_restarts++;
-      if (plan.elastic) size = std::clamp(RanksThatFit(plan.per_worker, 0), plan.min, plan.max);
+      if (plan.elastic) size = fitting();
       continue;
     }
     RunRequest request;
@@ -230,8 +259,12 @@ Result Fit(const FitSpec& input) {
     Failure failure;
     bool grow = false;
     MissingWorkers missing;
-    if (plan.elastic && size < plan.max) {
-      missing.Want(plan.max - size, plan.per_worker, spec.scaling.placement_strategy, spec.run.name);
+    // Under STRICT_PACK/STRICT_SPREAD the missing workers' own group says
+    // nothing of whether all fit together: growth then goes by the estimate.
+    const bool strict =
+        strategy == PlacementStrategy::STRICT_PACK || strategy == PlacementStrategy::STRICT_SPREAD;
+    if (plan.elastic && size < plan.max && !strict) {
+      missing.Want(plan.max - size, plan.per_worker, strategy, spec.run.name);
     }
     while (!pending.empty()) {
       std::vector<bool> ready = rayx::detail::WaitObjects(pending, 1, kWatchPeriodMs);
@@ -256,8 +289,11 @@ Result Fit(const FitSpec& input) {
       }
       if (failure.rank >= 0) break;
       if (plan.elastic && size < plan.max && !pending.empty()) {
-        int fit = missing.Reserved() ? plan.max
-                                     : std::min(plan.max, RanksThatFit(plan.per_worker, size));
+        std::set<std::string> hosting;
+        for (const auto& info : group->ranks) hosting.insert(info.node_ip);
+        int fit = missing.Reserved()
+                      ? plan.max
+                      : std::min(plan.max, RanksThatFit(plan.per_worker, strategy, size, hosting));
         if (fit > size) {
           grow = true;
           size = fit;
@@ -283,7 +319,7 @@ Result Fit(const FitSpec& input) {
                                            : "");
         return result;
       }
-      if (plan.elastic) size = std::clamp(RanksThatFit(plan.per_worker, 0), plan.min, plan.max);
+      if (plan.elastic) size = fitting();
     }
   }
 }

@@ -260,6 +260,28 @@ TEST_F(Train, ALoopThatThrowsIsReportedWithItsRankAndMessage) {
   EXPECT_TRUE(Contains(r.error, "rank one gives up")) << r.error;
 }
 
+// STRICT_PACK puts every rank on one node: two nodes of 2 CPUs hold 2 ranks,
+// not 4, and the run trains with 2 (it ended as infeasible when the free CPUs
+// of all nodes were added up).
+TEST_F(Train, AnElasticStrictPackRunSizesItselfToOneNode) {
+  StartCluster(2, 2);
+  linear_sgd::Config config;
+  config.epochs = 3;
+  train::ScalingConfig scaling;
+  scaling.min_workers = 2;
+  scaling.max_workers = 4;
+  scaling.placement_strategy = rayx::PlacementStrategy::STRICT_PACK;
+  train::RunConfig run;
+  run.name = "strict-pack";
+  train::Result r =
+      train::DataParallelTrainer(TrainLinear, config, scaling, run, {.max_failures = 0}).Fit();
+  ASSERT_EQ(r.error, "");
+  EXPECT_EQ(r.num_workers, 2);
+  EXPECT_EQ(r.num_restarts, 0);
+  EXPECT_EQ(r.metrics.at("world_size"), 2);
+  EXPECT_LT(WorstDifference(r, config), 1e-9);
+}
+
 TEST_F(Train, ElasticRunGrowsWhenANodeJoinsAndShrinksWhenOneDies) {
   StartCluster(2, 0);
   linear_sgd::Config config;

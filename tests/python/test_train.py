@@ -270,3 +270,28 @@ def test_torch_backend_selects_the_ranks_own_gpu_before_nccl(monkeypatch):
     setup = {"rank": 3, "world_size": 4, "node_ip": "127.0.0.2", "gpu_ids": [5], "local_rank": 1}
     _TorchBackend(True).on_start(setup, 10)
     assert calls == [("set_device", torch.device("cuda", 2)), ("init", "nccl", 3)]
+
+
+def test_elastic_size_estimate_follows_the_placement_strategy(monkeypatch):
+    """An elastic run's size estimate: PACK/SPREAD add up every node's room,
+    STRICT_PACK takes one node's (with the running ranks on it), STRICT_SPREAD
+    one rank per node (not counting the running ranks' nodes twice)."""
+    import rayx
+    from rayx.train import _trainer
+
+    def node(address, cpus):
+        return {"Alive": True, "NodeManagerAddress": address, "Available": {"CPU": cpus}}
+
+    nodes = [node("10.0.0.1", 2), node("10.0.0.2", 2), node("10.0.0.3", 0),
+             {"Alive": False, "NodeManagerAddress": "10.0.0.9", "Available": {"CPU": 8}}]
+    monkeypatch.setattr(rayx, "nodes", lambda: nodes)
+    per = {"CPU": 1}
+    assert _trainer._ranks_that_fit(per, "PACK") == 4
+    assert _trainer._ranks_that_fit(per, "SPREAD") == 4
+    assert _trainer._ranks_that_fit(per, "STRICT_PACK") == 2
+    assert _trainer._ranks_that_fit(per, "STRICT_SPREAD") == 2
+    # Two ranks run on 10.0.0.3 (full): they count as free there.
+    assert _trainer._ranks_that_fit(per, "PACK", 2, {"10.0.0.3"}) == 6
+    assert _trainer._ranks_that_fit(per, "STRICT_PACK", 2, {"10.0.0.3"}) == 2
+    assert _trainer._ranks_that_fit(per, "STRICT_PACK", 2, {"10.0.0.1"}) == 4
+    assert _trainer._ranks_that_fit(per, "STRICT_SPREAD", 2, {"10.0.0.1", "10.0.0.3"}) == 3

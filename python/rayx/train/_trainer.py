@@ -107,9 +107,13 @@ def _takes_config(loop):
     return len(params) > 0
 
 
-def _ranks_that_fit(per_worker):
-    """How many ranks of `per_worker` the alive nodes have room for now."""
-    fit = 0
+def _ranks_that_fit(per_worker, strategy="PACK", held=0, hosting=()):
+    """How many ranks of `per_worker` the alive nodes have room for now under
+    `strategy`, counting the `held` ranks of a running attempt (on the nodes at
+    the addresses `hosting`) as free: STRICT_PACK needs them all on one node,
+    STRICT_SPREAD one per node. (An estimate: one too high ends in an
+    infeasible group, which fit() answers by trying fewer.)"""
+    total = most_on_one = spread = held
     for node in rayx.nodes():
         if not node["Alive"]:
             continue
@@ -117,8 +121,17 @@ def _ranks_that_fit(per_worker):
         for k, need in per_worker.items():
             if need > 0:
                 n = min(n, math.floor(node["Available"].get(k, 0.0) / need + 1e-9))
-        fit += 0 if n == math.inf else int(n)
-    return fit
+        n = 1 << 20 if n == math.inf else int(n)
+        hosts = node["NodeManagerAddress"] in hosting
+        total += n
+        most_on_one = max(most_on_one, n + (held if hosts else 0))
+        if n >= 1 and not hosts:
+            spread += 1
+    if strategy == "STRICT_PACK":
+        return most_on_one
+    if strategy == "STRICT_SPREAD":
+        return spread
+    return total
 
 
 class _MissingWorkers:
@@ -183,7 +196,8 @@ class DataParallelTrainer:
         lo, hi = self._bounds
         if not self._scaling.elastic:
             return lo
-        return max(lo, min(hi, _ranks_that_fit(self._scaling.per_worker())))
+        return max(lo, min(hi, _ranks_that_fit(self._scaling.per_worker(),
+                                               self._scaling.placement_strategy)))
 
     def fit(self):
         """Runs the loop until every rank returns. Returns a Result; raises
@@ -210,6 +224,16 @@ class DataParallelTrainer:
                     actor_args, size, per_worker, self._scaling.placement_strategy, group_name,
                     int(GROUP_TIMEOUT_S * 1000), int(self._run.report_timeout_s * 1000))
             except _core.train.Infeasible as e:
+                lo, hi = self._bounds
+                if self._scaling.elastic and size > lo:
+                    # No set of alive nodes holds this many under the strategy
+                    # (the estimate was high, or a node left): fewer, and never
+                    # this many again.
+                    _log.warning("run %s: %d ranks cannot be placed (%s); trying fewer",
+                                 run_name, size, e)
+                    self._bounds = (lo, size - 1)
+                    grown = min(self._size(), size - 1)
+                    continue
                 raise TrainingFailedError(f"run {run_name}: {e}") from None
             except RuntimeError as e:
                 # A rank died while the group started: a failure like any other.
@@ -289,8 +313,10 @@ class DataParallelTrainer:
                 if missing is not None and missing.reserved():
                     fit = self._bounds[1]
                 else:
+                    hosting = {info["node_ip"] for info in ranks}
                     fit = min(self._bounds[1],
-                              size + _ranks_that_fit(self._scaling.per_worker()))
+                              _ranks_that_fit(self._scaling.per_worker(),
+                                              self._scaling.placement_strategy, size, hosting))
                 if fit > size:
                     return None, None, fit
         if failure is None:

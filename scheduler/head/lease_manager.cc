@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <set>
+#include <unordered_set>
 
 #include "common/logging.h"
 
@@ -225,18 +226,21 @@ policy::SchedulingDecision LeaseManager::Decide(const protocol::RequestLeaseRequ
       break;
     }
   }
+  ++decisions_;
   return policy_.Schedule(nodes_.view(), request);
 }
 
-bool LeaseManager::TryGrant(Pending& pending, std::optional<NodeId> decided) {
+bool LeaseManager::JobAllows(const Pending& pending) const {
   auto job = jobs_.find(pending.req.job_id);
   // A detached actor outlives its job: the head restarts it, and it may
   // start tasks of its own (owned by its worker, ended with it).
   bool restart = pending.owner.head && !pending.req.init.function.empty();
-  if ((job == jobs_.end() || job->second.finished) && !restart &&
-      (pending.owner.head || !HostedByDetachedActor(pending.owner.requester.peer))) {
-    return false;
-  }
+  return (job != jobs_.end() && !job->second.finished) || restart ||
+         (!pending.owner.head && HostedByDetachedActor(pending.owner.requester.peer));
+}
+
+bool LeaseManager::TryGrant(Pending& pending, std::optional<NodeId> decided) {
+  if (!JobAllows(pending)) return false;
   std::optional<NodeId> node;
   std::vector<int> gpu_ids;
   int32_t bundle_index = -1;
@@ -313,13 +317,53 @@ bool LeaseManager::TryGrant(Pending& pending, std::optional<NodeId> decided) {
   return true;
 }
 
+namespace {
+
+// Requests with equal keys ask for the same thing in the same place: when one
+// does not fit, neither do the others (a 64-bit hash; a collision only makes a
+// request wait for the next pass in which the other fits or is gone).
+size_t DemandKey(const protocol::RequestLeaseRequest& req) {
+  size_t h = 0;
+  auto mix = [&h](size_t v) { h ^= v + 0x9e3779b97f4a7c15ULL + (h << 6) + (h >> 2); };
+  for (const auto& [name, amount] : req.resources) {
+    mix(std::hash<std::string>{}(name));
+    mix(std::hash<double>{}(amount));
+  }
+  mix(std::hash<PlacementGroupId>{}(req.placement_group_id));
+  mix(static_cast<size_t>(req.bundle_index));
+  mix(static_cast<size_t>(req.strategy));
+  mix(std::hash<std::string>{}(req.affinity_node_id));
+  mix(req.affinity_soft);
+  for (const auto& [key, value] : req.label_selector) {
+    mix(std::hash<std::string>{}(key));
+    mix(std::hash<std::string>{}(value));
+  }
+  return h;
+}
+
+}  // namespace
+
 void LeaseManager::SchedulePending() {
   groups_.SchedulePending();
-  // One pass in FIFO order; requests that do not fit stay queued.
+  // One pass in FIFO order; requests that do not fit stay queued. Like Ray's
+  // scheduling classes, one policy decision per kind of demand and pass: a
+  // queue of many equal requests that do not fit costs a hash each, not a
+  // decision each (every lease's end runs a pass).
+  std::unordered_set<size_t> full;
   for (auto it = pending_.begin(); it != pending_.end();) {
+    if (!JobAllows(*it)) {
+      ++it;
+      continue;
+    }
+    size_t key = DemandKey(it->req);
+    if (full.count(key)) {
+      ++it;
+      continue;
+    }
     if (TryGrant(*it)) {
       it = pending_.erase(it);
     } else {
+      full.insert(key);
       ++it;
     }
   }

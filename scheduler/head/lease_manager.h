@@ -199,6 +199,8 @@ class LeaseManager {
   // Devices found leased beyond their capacity (BookDevices); always 0.
   uint64_t invariant_violations() const { return invariant_violations_; }
   size_t pending_count() const { return pending_.size(); }
+  // Policy decisions made so far (for tests of scheduling cost).
+  uint64_t decisions() const { return decisions_; }
   // Pending demands grouped by shape, for `rayx status`; infeasible placement
   // groups with their reasons.
   std::map<std::string, int> PendingShapes() const;
@@ -248,6 +250,8 @@ class LeaseManager {
   // False when it must wait; true when granted or answered with an error.
   // `decided`: the node the policy chose for it just now, if any.
   bool TryGrant(Pending& pending, std::optional<NodeId> decided = std::nullopt);
+  // False when the request's job ended (and nothing lets it outlive the job).
+  bool JobAllows(const Pending& pending) const;
   // The policy's decision for a request outside placement groups: where it
   // goes now, or why it must wait, or why it can never run.
   policy::SchedulingDecision Decide(const protocol::RequestLeaseRequest& req);
@@ -307,6 +311,7 @@ class LeaseManager {
   std::map<std::string, protocol::ActorInfo> named_actors_;
   std::map<std::pair<NodeId, int>, double> device_use_;  // per node and device: the share leased
   uint64_t invariant_violations_ = 0;
+  uint64_t decisions_ = 0;
   PlacementGroupManager groups_;
   policy::CompositePolicy policy_;  // where leases outside placement groups go
   uint64_t next_request_id_ = 1;

@@ -967,6 +967,28 @@ TEST_F(LeaseManagerTest, QueuedHardAffinityToANodeThatDiesIsAnswered) {
   EXPECT_EQ(leases_.pending_count(), 0u);
 }
 
+// Every lease's end runs a scheduling pass: with many equal requests queued,
+// the pass makes one policy decision for them, not one each, and still grants
+// in order.
+TEST_F(LeaseManagerTest, APassDecidesOnceForManyEqualQueuedRequests) {
+  AddNode("10.0.0.2", {{"CPU", 1}});
+  JobId job = NewJob();
+  LeaseId busy = Grant(job, {{"CPU", 1}}, "agent-10.0.0.2", 1);
+  constexpr int kQueued = 1000;
+  for (int i = 0; i < kQueued; ++i) {
+    leases_.RequestLease("driver", 100 + static_cast<uint64_t>(i), Shape(job, {{"CPU", 1}}));
+  }
+  ASSERT_EQ(leases_.pending_count(), static_cast<size_t>(kQueued));
+  uint64_t before = leases_.decisions();
+  ASSERT_TRUE(leases_.ReturnLease(busy).ok());
+  EXPECT_LE(leases_.decisions() - before, 3u);
+  EXPECT_EQ(leases_.pending_count(), static_cast<size_t>(kQueued - 1));
+  // The oldest request got the CPU.
+  auto starts = OfType(Take(), MessageType::kStartWorkerRequest);
+  ASSERT_EQ(starts.size(), 1u);
+  EXPECT_FALSE(Started(starts[0].env.id, "driver", 100).lease_id.IsNil());
+}
+
 // The lease manager's own account of device use cross-checks the NodeTable's:
 // shares of one device and whole devices are fine; a device freed behind a
 // live lease's back and granted again is caught.

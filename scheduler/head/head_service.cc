@@ -52,6 +52,10 @@ HeadService::HeadService(HeadServiceOptions options, const Clock& clock)
       started_ms_(clock.NowMs()) {
   RegisterRoutes();
   leases_.SetJobEndObserver([this](const JobId& job_id) {
+    if (auto peers = peers_of_job_.find(job_id); peers != peers_of_job_.end()) {
+      for (const auto& peer : peers->second) authenticated_peers_.erase(peer);
+      peers_of_job_.erase(peers);
+    }
     if (size_t removed = kv_.OnJobFinished(job_id); removed > 0) {
       RAYX_LOG(Info) << "removed " << removed << " KV keys of job " << job_id;
     }
@@ -496,8 +500,9 @@ Result<protocol::RegisterDriverReply> HeadService::OnRegisterDriver(
     authenticated_peers_.insert(call.peer_id);
     return leases_.RegisterDetachedWorker(req, options_.cluster_id, call.peer_id);
   }
-  authenticated_peers_.insert(call.peer_id);
+  bool fresh = authenticated_peers_.insert(call.peer_id).second;
   auto reply = leases_.RegisterDriver(req, clock_.NowMs(), options_.cluster_id, call.peer_id);
+  if (fresh) peers_of_job_[reply.job_id].push_back(call.peer_id);
   // A new driver on a machine of the cluster: its agent reports the driver's
   // exit, so the job ends within a heartbeat of it (not after the silence timeout).
   if (req.job_id.IsNil() && req.host_lease_id.IsNil()) {

@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <unordered_map>
 #include <unordered_set>
 
 #include "common/clock.h"
@@ -90,6 +91,8 @@ class HeadService {
   // Agent messages dropped because they came from a node incarnation that is
   // not the current one (a node declared dead, or another epoch).
   uint64_t stale_incarnation_count() const { return stale_incarnation_count_; }
+  // Routing ids that registered (agents, drivers, workers' runtimes).
+  size_t authenticated_peer_count() const { return authenticated_peers_.size(); }
 
  private:
   // Registers `handler` for its request type: one line per message.
@@ -184,6 +187,10 @@ class HeadService {
   // Routing ids that presented the token (agents and drivers). Job and lease
   // messages from any other peer are refused.
   std::unordered_set<std::string> authenticated_peers_;
+  // The driver and worker runtimes registered for each running job: they are
+  // forgotten when it ends (one that goes on must register again), so the set
+  // holds live runtimes only.
+  std::unordered_map<JobId, std::vector<std::string>> peers_of_job_;
   RequestRouter router_;
   int64_t started_ms_;
   int64_t last_flush_ms_ = 0;

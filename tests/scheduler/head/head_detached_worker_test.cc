@@ -58,5 +58,26 @@ TEST_F(HeadDetachedWorkerTest, ADetachedActorsWorkerRegistersBeforeItsNodeRejoin
   EXPECT_EQ(Call<protocol::RegisterDriverReply>(worker, "detached-worker", 4).job_id, job);
 }
 
+// The head forgets the runtimes of a job when it ends (it would otherwise
+// remember every driver and worker runtime the cluster ever had): a driver
+// that goes on is told to register again, and then that its job ended.
+TEST_F(HeadDetachedWorkerTest, AnEndedJobsRuntimesAreForgotten) {
+  Call<protocol::RegisterNodeReply>(Hello(), kAgent, 1);
+  size_t agents = head_->authenticated_peer_count();
+  JobId job = Call<protocol::RegisterDriverReply>(Driver(), kDriver, 2).job_id;
+  EXPECT_EQ(Call<protocol::RegisterDriverReply>(Driver(job), "worker-runtime", 3).job_id, job);
+  EXPECT_EQ(head_->authenticated_peer_count(), agents + 2);
+  protocol::FinishJobRequest finish;
+  finish.job_id = job;
+  Call<protocol::FinishJobReply>(finish, kDriver, 4);
+  EXPECT_EQ(head_->authenticated_peer_count(), agents);
+  protocol::KvGetRequest get{"ns", "key"};
+  auto refused = CallError(get, kDriver, 5);
+  EXPECT_EQ(refused.code, static_cast<uint8_t>(StatusCode::kUnauthenticated));
+  EXPECT_EQ(refused.message.rfind("register first", 0), 0u) << refused.message;
+  auto ended = CallError(Driver(job), kDriver, 6);
+  EXPECT_EQ(ended.code, static_cast<uint8_t>(StatusCode::kNotFound)) << ended.message;
+}
+
 }  // namespace
 }  // namespace rayx::scheduler

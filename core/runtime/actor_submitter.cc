@@ -35,6 +35,7 @@ struct ActorSubmitter::ActorState final : WorkerConnection::Owner {
   bool pumping = false;      // Pump is running
   std::shared_ptr<WorkerConnection> conn;
   std::string dead_reason;   // set once the actor is gone for good
+  bool released = false;     // its owner's last handle went away (Release)
 
   // Restarts. The owner keeps what it needs to create the actor again.
   int32_t restarts_left = 0;  // INT32_MAX: no limit
@@ -48,7 +49,9 @@ struct ActorSubmitter::ActorState final : WorkerConnection::Owner {
   std::unique_ptr<boost::asio::steady_timer> lookup_timer;
 
   void OnReplies(WorkerConnection& c) override {
-    if (conn.get() == &c) submitter->Pump(*this);
+    if (conn.get() != &c) return;
+    submitter->Pump(*this);
+    submitter->EndIfReleasedAndIdle(*this);
   }
   void OnCreationFailed(WorkerConnection& c, const std::string& message) override {
     // Calls already sent fail on the worker with this reason too; the lease
@@ -386,6 +389,25 @@ void ActorSubmitter::Kill(const ActorId& actor_id) {
     state.restarting = waiting_lease;  // Lease's callback fails the queue then
     if (!waiting_lease) FailQueued(state, "");
   }
+}
+
+void ActorSubmitter::Release(const ActorId& actor_id) {
+  auto it = actors_.find(actor_id);
+  if (it == actors_.end()) return;
+  ActorState& state = *it->second;
+  if (!state.owner || state.detached || !state.name.empty()) return;
+  state.released = true;
+  EndIfReleasedAndIdle(state);
+}
+
+void ActorSubmitter::EndIfReleasedAndIdle(ActorState& actor) {
+  if (!actor.released || !actor.dead_reason.empty() || actor.restarting || actor.resolving ||
+      !actor.queue.empty() || !actor.conn || actor.conn->in_flight() > 0) {
+    return;
+  }
+  Kill(actor.actor_id);
+  actor.dead_reason = "the actor was stopped: its last handle went out of scope";
+  actor.lease_request = {};
 }
 
 protocol::ActorInfo ActorSubmitter::Describe(const ActorId& actor_id) {

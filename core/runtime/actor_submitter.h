@@ -66,6 +66,11 @@ class ActorSubmitter {
   // Kills the actor: its lease goes back (the worker is stopped by the head)
   // and later calls fail.
   void Kill(const ActorId& actor_id);
+  // The owner's last handle went away (Python's handle garbage collection):
+  // an unnamed, non-detached actor this process created is stopped once the
+  // calls submitted to it have answered, like Ray's out-of-scope actors. A
+  // no-op for any other actor (named, detached, or created elsewhere).
+  void Release(const ActorId& actor_id);
   // What a handle to the actor carries to another process (worker_address
   // empty: not running yet, or dead).
   protocol::ActorInfo Describe(const ActorId& actor_id);
@@ -94,6 +99,8 @@ class ActorSubmitter {
   // A handle's actor was lost: looks up its new worker by name until the deadline.
   void LookUpRestarted(ActorState& actor, std::string old_address, int64_t deadline_ms);
   void FailQueued(ActorState& actor, const std::string& node);
+  // Stops a released actor once nothing is queued, resolving or in flight.
+  void EndIfReleasedAndIdle(ActorState& actor);
   // What a handle to `actor` carries, and what the head's name registry holds.
   protocol::ActorInfo InfoOf(const ActorState& actor) const;
   // What the head needs to restart `actor` once its owner (this process) is

@@ -291,6 +291,9 @@ ObjectHandle SubmitActorTask(const ActorPtr& actor, const std::string& method,
   return RequireRuntime().SubmitActorTask(actor, method, std::move(args));
 }
 void KillActor(const ActorPtr& actor) { RequireRuntime().KillActor(actor); }
+void ReleaseActor(const ActorPtr& actor) {
+  if (Runtime* runtime = CurrentRuntime()) runtime->ReleaseActor(actor);
+}
 ActorPtr GetNamedActor(const std::string& name) { return RequireRuntime().GetNamedActor(name); }
 std::string SerializeActor(const ActorPtr& actor) { return RequireRuntime().SerializeActor(actor); }
 const std::string& ActorIdOf(const ActorPtr& actor) { return actor->actor_id.Hex(); }

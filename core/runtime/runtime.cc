@@ -453,6 +453,11 @@ void Runtime::KillActor(const ActorPtr& actor) {
   PostOrdered([this, actor_id = actor->actor_id] { actors_->Kill(actor_id); });
 }
 
+void Runtime::ReleaseActor(const ActorPtr& actor) {
+  if (!actor) return;
+  PostOrdered([this, actor_id = actor->actor_id] { actors_->Release(actor_id); });
+}
+
 ActorPtr Runtime::GetNamedActor(const std::string& name) {
   protocol::GetActorRequest req;
   req.name = name;

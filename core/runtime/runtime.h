@@ -91,6 +91,7 @@ class Runtime {
   ObjectHandle SubmitActorTask(const ActorPtr& actor, const std::string& method,
                                std::vector<Arg> args);
   void KillActor(const ActorPtr& actor);
+  void ReleaseActor(const ActorPtr& actor);
   ActorPtr GetNamedActor(const std::string& name);
   std::string SerializeActor(const ActorPtr& actor);
   ActorPtr DeserializeActor(const std::string& bytes);

@@ -313,7 +313,7 @@ class ActorClass:
             # Dropped with the job; a detached actor's is kept, like its class.
             _core.kv_put(KV_ACTOR_NAMESPACE, core.id, pickle.dumps((self.__name__, returns)),
                          True, not detached)
-        return ActorHandle(core, self.__name__, returns)
+        return ActorHandle(core, self.__name__, returns, owned=not name and not detached)
 
 
 def _method_returns(cls):
@@ -335,11 +335,15 @@ def method(*, num_returns=1):
 
 
 class ActorMethod:
+    # Holds its handle (so `m = h.f; del h; m.remote()` works); the handle does
+    # not hold its methods, so dropping the last handle frees it at once (no
+    # reference cycle waiting for the garbage collector).
+    __slots__ = ("_handle", "_name", "_num_returns")
+
     def __init__(self, handle, name, num_returns):
         self._handle = handle
         self._name = name
         self._num_returns = num_returns
-        self._header = None
 
     def options(self, *, num_returns=None, **unused):
         if unused:
@@ -349,9 +353,10 @@ class ActorMethod:
     def remote(self, *args, **kwargs):
         _api._require()
         n = self._num_returns
-        header = self._header
+        headers = self._handle._headers
+        header = headers.get((self._name, n))
         if header is None:
-            header = self._header = pickle.dumps((self._name, n))
+            header = headers[(self._name, n)] = pickle.dumps((self._name, n))
         core = _core.submit_actor_task(self._handle._core, [header] + encode_args(args, kwargs))
         return _refs(core, n, f"{self._handle._class_name}.{self._name}")
 
@@ -362,19 +367,34 @@ class ActorMethod:
 
 class ActorHandle:
     """A handle to an actor: handle.method.remote(...) -> ObjectRef. Handles
-    can be passed to tasks and other actors."""
+    can be passed to tasks and other actors.
 
-    def __init__(self, core, class_name="", returns=None):
+    Like Ray's, an actor goes when its creator's handle goes out of scope
+    (after the calls already submitted have answered), unless it is named or
+    detached, or the handle was passed to a task or another actor (then it
+    lives until its job ends or rayx.kill)."""
+
+    def __init__(self, core, class_name="", returns=None, owned=False):
         self._core = core
         self._class_name = class_name
         self._returns = returns or {}
+        self._headers = {}  # (method, num_returns) -> pickled call header
+        self._owned = owned  # made by ActorClass.remote in this process
+        self._escaped = False  # pickled: others may hold it
 
     def __getattr__(self, name):
         if name.startswith("__") and name.endswith("__"):
             raise AttributeError(name)
-        method = ActorMethod(self, name, self._returns.get(name, 1))
-        self.__dict__[name] = method  # later lookups skip __getattr__
-        return method
+        return ActorMethod(self, name, self.__dict__.get("_returns", {}).get(name, 1))
+
+    def __del__(self):
+        if not self.__dict__.get("_owned") or self.__dict__.get("_escaped"):
+            return
+        try:
+            if _api._mode is not None:
+                _core.release_actor(self._core)
+        except Exception:  # noqa: BLE001 - interpreter exit: modules may be gone
+            pass
 
     def __repr__(self):
         return f"Actor({self._class_name}, {self._core.id})"
@@ -386,6 +406,7 @@ class ActorHandle:
         return hash(self._core.id)
 
     def __reduce__(self):
+        self._escaped = True  # another process may call it: never released here
         try:
             data = _core.serialize_actor(self._core)
         except RuntimeError:

@@ -531,6 +531,8 @@ PYBIND11_MODULE(_core, m) {
     py::gil_scoped_release release;
     KillActor(actor.actor);
   });
+  // Non-blocking (a post to the runtime's thread): safe from __del__.
+  m.def("release_actor", [](const PyActor& actor) { ReleaseActor(actor.actor); });
   m.def("get_named_actor", [](const std::string& name) {
     py::gil_scoped_release release;
     return PyActor{GetNamedActor(name)};

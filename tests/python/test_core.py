@@ -869,3 +869,55 @@ def test_wait_on_no_refs_and_huge_timeouts(rayx_mod):
     threading.Timer(0.5, lambda: open(flag, "w").close()).start()
     assert rayx.get(pending, timeout=1e10) == "done"
     assert rayx.wait([pending], timeout=float("inf")) == ([pending], [])
+
+
+def test_an_actor_goes_when_its_creators_handle_goes_out_of_scope(rayx_mod):
+    """Ray's actor lifetime: an unnamed actor is stopped once its creator's
+    handle is gone (after the calls already made answer), so a loop that
+    makes actors needing the cluster's only "special" resource keeps going;
+    a handle passed elsewhere keeps its actor."""
+    rayx = rayx_mod
+
+    @rayx.remote(resources={"special": 1}, num_cpus=0)
+    class Holder:
+        def __init__(self, i):
+            self.i = i
+
+        def value(self):
+            return self.i
+
+        def slow(self):
+            time.sleep(0.5)
+            return self.i * 10
+
+    for i in range(4):
+        holder = Holder.remote(i)
+        assert rayx.get(holder.value.remote(), timeout=30) == i
+    # The last handle goes with a call still running: the call answers first.
+    ref = holder.slow.remote()
+    method = holder.value
+    del holder
+    assert rayx.get(method.remote(), timeout=30) == 3, "a method keeps its handle"
+    del method
+    assert rayx.get(ref, timeout=30) == 30
+
+    @rayx.remote
+    def call_when_told(h, path):
+        deadline = time.monotonic() + 30
+        while not os.path.exists(path) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        value = rayx.get(h.value.remote())
+        rayx.kill(h)
+        return value
+
+    import tempfile
+    path = os.path.join(tempfile.mkdtemp(), "go")
+    passed = Holder.remote(7)
+    ref = call_when_told.remote(passed, path)
+    del passed  # passed to a task: not stopped
+    probe = Holder.remote(8).value.remote()
+    ready, _ = rayx.wait([probe], timeout=1.0)
+    assert not ready, "the passed actor was stopped: its resource went to the next one"
+    open(path, "w").close()
+    assert rayx.get(ref, timeout=30) == 7
+    assert rayx.get(probe, timeout=30) == 8

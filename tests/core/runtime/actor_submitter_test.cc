@@ -225,6 +225,44 @@ TEST_F(ActorSubmitterTest, KillReturnsTheLeaseAndLaterCallsFail) {
   EXPECT_EQ(ErrorOf(Call("M")), "ActorDied");
 }
 
+// The owner's last handle goes (Python's garbage collection): the actor is
+// stopped once every call made to it has answered, not before.
+TEST_F(ActorSubmitterTest, AReleasedActorStopsOnceItsCallsAnswered) {
+  auto* worker = Running();
+  ASSERT_NE(worker, nullptr);
+  ObjectId call = Call("M");
+  Step();
+  submitter_.Release(ActorId::FromWire("a1"));
+  EXPECT_TRUE(head_.returned.empty()) << "stopped with calls still on their way";
+  worker->Reply(worker->calls[0].call_id, "");
+  Step();
+  EXPECT_TRUE(head_.returned.empty()) << "stopped with a call still on its way";
+  ASSERT_EQ(worker->calls.size(), 2u);
+  worker->Reply(worker->calls[1].call_id, "r");
+  Step();
+  EXPECT_EQ(ErrorOf(call), "");
+  EXPECT_EQ(head_.returned, std::vector<std::string>{"lease-a1"});
+  EXPECT_EQ(ErrorOf(Call("M")), "ActorDied");
+}
+
+// Named and detached actors are found by name; a released handle of one does
+// not stop it (nor one created elsewhere: Release is the owner's).
+TEST_F(ActorSubmitterTest, ReleasingANamedActorLeavesItRunning) {
+  auto* worker = Running("counter");
+  ASSERT_NE(worker, nullptr);
+  worker->Reply(worker->calls[0].call_id, "");
+  Step();
+  submitter_.Release(ActorId::FromWire("a1"));
+  Step();
+  EXPECT_TRUE(head_.returned.empty());
+  ObjectId call = Call("M");
+  Step();
+  ASSERT_EQ(worker->calls.size(), 2u);
+  worker->Reply(worker->calls[1].call_id, "r");
+  Step();
+  EXPECT_EQ(ErrorOf(call), "");
+}
+
 TEST_F(ActorSubmitterTest, AnAttachedActorIsCalledButItsLeaseIsNotReturned) {
   protocol::ActorInfo info;
   info.actor_id = ActorId::FromWire("b1");

@@ -120,6 +120,10 @@ ActorPtr CreateActor(const std::string& factory, std::vector<Arg> args,
 ObjectHandle SubmitActorTask(const ActorPtr& actor, const std::string& method,
                              std::vector<Arg> args);
 void KillActor(const ActorPtr& actor);
+// The owner's last handle to `actor` went away: stops it once its calls have
+// answered, unless it is named or detached (ActorSubmitter::Release). Python's
+// handles call it; a no-op without a runtime.
+void ReleaseActor(const ActorPtr& actor);
 // Throws std::runtime_error naming the actor when there is none.
 ActorPtr GetNamedActor(const std::string& name);
 std::string SerializeActor(const ActorPtr& actor);

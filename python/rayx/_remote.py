@@ -335,30 +335,33 @@ def method(*, num_returns=1):
 
 
 class ActorMethod:
-    # Holds its handle (so `m = h.f; del h; m.remote()` works); the handle does
-    # not hold its methods, so dropping the last handle frees it at once (no
-    # reference cycle waiting for the garbage collector).
-    __slots__ = ("_handle", "_name", "_num_returns")
+    # Holds what a call needs (the actor's core, not its handle): a handle caches
+    # its methods without a reference cycle, so the last reference to the
+    # handle going frees it at once. As in Ray, a method does not keep the
+    # actor alive: `m = h.f; del h` lets an unnamed actor go.
+    __slots__ = ("_core", "_class_name", "_name", "_num_returns", "_header")
 
-    def __init__(self, handle, name, num_returns):
-        self._handle = handle
+    def __init__(self, core, class_name, name, num_returns):
+        self._core = core
+        self._class_name = class_name
         self._name = name
         self._num_returns = num_returns
+        self._header = None
 
     def options(self, *, num_returns=None, **unused):
         if unused:
             raise TypeError(f"actor method options: unsupported {', '.join(sorted(unused))}")
-        return ActorMethod(self._handle, self._name, num_returns or self._num_returns)
+        return ActorMethod(self._core, self._class_name, self._name,
+                           num_returns or self._num_returns)
 
     def remote(self, *args, **kwargs):
         _api._require()
         n = self._num_returns
-        headers = self._handle._headers
-        header = headers.get((self._name, n))
+        header = self._header
         if header is None:
-            header = headers[(self._name, n)] = pickle.dumps((self._name, n))
-        core = _core.submit_actor_task(self._handle._core, [header] + encode_args(args, kwargs))
-        return _refs(core, n, f"{self._handle._class_name}.{self._name}")
+            header = self._header = pickle.dumps((self._name, n))
+        core = _core.submit_actor_task(self._core, [header] + encode_args(args, kwargs))
+        return _refs(core, n, f"{self._class_name}.{self._name}")
 
     def __call__(self, *args, **kwargs):
         raise TypeError(f"actor method {self._name} cannot be called directly: use "
@@ -378,14 +381,18 @@ class ActorHandle:
         self._core = core
         self._class_name = class_name
         self._returns = returns or {}
-        self._headers = {}  # (method, num_returns) -> pickled call header
         self._owned = owned  # made by ActorClass.remote in this process
         self._escaped = False  # pickled: others may hold it
 
     def __getattr__(self, name):
         if name.startswith("__") and name.endswith("__"):
             raise AttributeError(name)
-        return ActorMethod(self, name, self.__dict__.get("_returns", {}).get(name, 1))
+        d = self.__dict__
+        if "_core" not in d:
+            raise AttributeError(name)
+        method = ActorMethod(d["_core"], d["_class_name"], name, d["_returns"].get(name, 1))
+        d[name] = method  # later lookups skip __getattr__
+        return method
 
     def __del__(self):
         if not self.__dict__.get("_owned") or self.__dict__.get("_escaped"):
@@ -412,7 +419,8 @@ class ActorHandle:
         except RuntimeError:
             # Not running yet: a handle names the actor's process, so wait for
             # it to start (an ActorDiedError if it never does).
-            _api.get(ActorMethod(self, READY_METHOD, 1).remote(), timeout=_HANDLE_WAIT_S)
+            _api.get(ActorMethod(self._core, self._class_name, READY_METHOD, 1).remote(),
+                     timeout=_HANDLE_WAIT_S)
             data = _core.serialize_actor(self._core)
         return (_rebuild_handle, (data, self._class_name, self._returns))
 

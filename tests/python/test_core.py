@@ -893,13 +893,11 @@ def test_an_actor_goes_when_its_creators_handle_goes_out_of_scope(rayx_mod):
     for i in range(4):
         holder = Holder.remote(i)
         assert rayx.get(holder.value.remote(), timeout=30) == i
-    # The last handle goes with a call still running: the call answers first.
+    # The last handle goes with calls still queued and running: they answer first.
     ref = holder.slow.remote()
-    method = holder.value
+    after = holder.value.remote()
     del holder
-    assert rayx.get(method.remote(), timeout=30) == 3, "a method keeps its handle"
-    del method
-    assert rayx.get(ref, timeout=30) == 30
+    assert rayx.get([ref, after], timeout=30) == [30, 3]
 
     @rayx.remote
     def call_when_told(h, path):

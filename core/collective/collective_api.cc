@@ -205,6 +205,19 @@ void InitCollectiveGroup(int world_size, int rank, const GroupOptions& options) 
   spec.world_size = world_size;
   spec.rank = rank;
   spec.node_ip = env.node_ip;
+  // Bad arguments fail before an attempt id is drawn: in-actor groups count
+  // their attempts per process, and a call refused here must not put this
+  // rank one attempt ahead of the others.
+  ValidateSpec(spec);
+  {
+    Registry& registry = GetRegistry();
+    std::lock_guard<std::mutex> lock(registry.mu);
+    if (registry.groups.count(options.name) > 0) {
+      throw CollectiveError("InitCollectiveGroup('" + options.name +
+                            "'): invalid argument: this process already has a group of that "
+                            "name; destroy it first");
+    }
+  }
   if (env.attempt_id) spec.attempt_id = env.attempt_id(options.name);
   detail::InitCollectiveGroup(spec, env.store_factory());
 }

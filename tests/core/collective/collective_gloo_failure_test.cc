@@ -415,5 +415,29 @@ TEST(CollectiveRegistry, EnvironmentHookProvidesStoreAddressAndAttempt) {
   detail::SetCollectiveEnvironment({});
 }
 
+// In-actor groups count attempts per process: a call refused for its
+// arguments draws no attempt id, so the next good call uses the same attempt
+// as the ranks whose calls were fine.
+TEST(CollectiveRegistry, ARefusedInitDrawsNoAttempt) {
+  auto store = std::make_shared<InMemoryRendezvousStore>();
+  int drawn = 0;
+  detail::SetCollectiveEnvironment({[store] { return store; }, "127.0.0.1",
+                                    [&drawn](const std::string&) {
+                                      return "g" + std::to_string(drawn++);
+                                    }});
+  EXPECT_THROW(InitCollectiveGroup(2, 5, GroupOptions{"counted"}), CollectiveError);
+  EXPECT_THROW(InitCollectiveGroup(0, 0, GroupOptions{"counted"}), CollectiveError);
+  EXPECT_THROW(InitCollectiveGroup(1, 0, GroupOptions{"bad/name"}), CollectiveError);
+  EXPECT_EQ(drawn, 0);
+  InitCollectiveGroup(1, 0, GroupOptions{"counted"});
+  EXPECT_EQ(drawn, 1);
+  EXPECT_THROW(InitCollectiveGroup(1, 0, GroupOptions{"counted"}), CollectiveError)
+      << "a second group of one name in one process";
+  EXPECT_EQ(drawn, 1);
+  EXPECT_GT(store->CountPrefix("counted/g0/"), 0u);
+  DestroyCollectiveGroup("counted");
+  detail::SetCollectiveEnvironment({});
+}
+
 }  // namespace
 }  // namespace rayx::collective

@@ -92,10 +92,11 @@ std::vector<ProcessRecord> WaitForExit(const std::vector<ProcessRecord>& records
   }
 }
 
-Status RecordGroup(const std::string& dir, const ProcessRecord& leader) {
+Status RecordGroup(const std::string& dir, const ProcessRecord& leader,
+                   const std::string& marker) {
   std::string path = dir + "/" + std::to_string(leader.pid);
   std::ofstream out(path, std::ios::trunc);
-  out << leader.ToString() << "\n";
+  out << leader.ToString() << "\n" << marker << "\n";
   out.close();
   if (!out) return Status::Internal("cannot write " + path);
   return Status::OK();
@@ -105,21 +106,55 @@ void ForgetGroup(const std::string& dir, pid_t leader) {
   ::unlink((dir + "/" + std::to_string(leader)).c_str());
 }
 
+namespace {
+
+// The process group of `pid` from /proc/<pid>/stat, or -1.
+pid_t ProcessGroupOf(const std::string& pid) {
+  std::ifstream in("/proc/" + pid + "/stat");
+  std::string stat;
+  if (!std::getline(in, stat)) return -1;
+  size_t close = stat.rfind(')');
+  if (close == std::string::npos) return -1;
+  std::istringstream rest(stat.substr(close + 2));
+  char state = 0;
+  long long ppid = 0, pgrp = -1;
+  if (!(rest >> state >> ppid >> pgrp)) return -1;
+  return static_cast<pid_t>(pgrp);
+}
+
+// True when some process of group `group` has `entry` in its environment.
+bool GroupCarries(pid_t group, const std::string& entry) {
+  if (entry.empty()) return false;
+  std::error_code ec;
+  for (const auto& proc : std::filesystem::directory_iterator("/proc", ec)) {
+    const std::string pid = proc.path().filename();
+    if (pid.empty() || pid[0] < '0' || pid[0] > '9') continue;
+    if (ProcessGroupOf(pid) != group) continue;
+    std::ifstream in("/proc/" + pid + "/environ", std::ios::binary);
+    std::string var;
+    while (std::getline(in, var, '\0')) {
+      if (var == entry) return true;
+    }
+  }
+  return false;
+}
+
+}  // namespace
+
 int KillRecordedGroups(const std::string& dir) {
   std::error_code ec;
   int signalled = 0;
   for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
     std::ifstream in(entry.path());
-    std::string line;
+    std::string line, marker;
     std::getline(in, line);
+    std::getline(in, marker);
     auto record = ProcessRecord::Parse(line);
     if (record.ok() && entry.path().filename() == std::to_string(record->pid)) {
-      // The leader's pid is in use by a process that is not the leader: the
-      // group died out and the number was reused. (A pid cannot be reused
-      // while a group of that number has members.)
       auto start = ProcessStartTime(record->pid);
-      bool reused = start.ok() && *start != record->start_time;
-      if (!reused && ::kill(-record->pid, SIGKILL) == 0) ++signalled;
+      bool leader_runs = start.ok() && *start == record->start_time;
+      bool ours = leader_runs || (!start.ok() && GroupCarries(record->pid, marker));
+      if (ours && ::kill(-record->pid, SIGKILL) == 0) ++signalled;
     }
     std::filesystem::remove(entry.path(), ec);
   }

@@ -57,15 +57,21 @@ std::vector<ProcessRecord> WaitForExit(const std::vector<ProcessRecord>& records
 // after the agent itself died. A node agent starts every lease process as the
 // leader of a new session (setsid), with PR_SET_PDEATHSIG: the leader dies
 // with the agent, but what it started stays in its process group and would be
-// orphaned. The agent records each group as "pid start-time" in a file named
-// by the pid under `dir` (`rayx start` gives it <session>/groups), and removes
-// it once the group is empty; `rayx stop` kills what the files still name.
-Status RecordGroup(const std::string& dir, const ProcessRecord& leader);
+// orphaned. The agent records each group as "pid start-time" and a `marker`
+// line (the environment entry its processes carry, "RAYX_LEASE_ID=<lease>") in
+// a file named by the pid under `dir` (`rayx start` gives it
+// <session>/groups), and removes it once the group is empty; `rayx stop`
+// kills what the files still name.
+Status RecordGroup(const std::string& dir, const ProcessRecord& leader,
+                   const std::string& marker);
 void ForgetGroup(const std::string& dir, pid_t leader);
-// SIGKILLs every recorded group that still has members and removes the
-// records. A group whose leader's pid now belongs to another process (another
-// start time) was ours no longer and is left alone. Returns how many groups
-// were signalled. REQUIRES: the agent that recorded them no longer runs.
+// SIGKILLs each recorded group that is still ours and removes the records.
+// Ours: its leader runs with the recorded start time, or, the leader gone, a
+// member of the process group of that number carries the marker in its
+// environment (the number may belong to another group by now: a pid is free
+// again once its group died out). A leader's pid used by another process is
+// left alone. Returns how many groups were signalled. Reads /proc. REQUIRES:
+// the agent that recorded them no longer runs.
 int KillRecordedGroups(const std::string& dir);
 
 // The last `n` lines of a file ("" when unreadable).

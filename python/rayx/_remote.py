@@ -313,7 +313,7 @@ class ActorClass:
             # Dropped with the job; a detached actor's is kept, like its class.
             _core.kv_put(KV_ACTOR_NAMESPACE, core.id, pickle.dumps((self.__name__, returns)),
                          True, not detached)
-        return ActorHandle(core, self.__name__, returns, owned=not name and not detached)
+        return ActorHandle(core, self.__name__, returns)
 
 
 def _method_returns(cls):
@@ -336,9 +336,9 @@ def method(*, num_returns=1):
 
 class ActorMethod:
     # Holds what a call needs (the actor's core, not its handle): a handle caches
-    # its methods without a reference cycle, so the last reference to the
-    # handle going frees it at once. As in Ray, a method does not keep the
-    # actor alive: `m = h.f; del h` lets an unnamed actor go.
+    # its methods without a reference cycle. The core is what keeps an unnamed
+    # actor alive (rayx._core releases it when the last core object of its
+    # creator's handle goes), so a method keeps its actor too.
     __slots__ = ("_core", "_class_name", "_name", "_num_returns", "_header")
 
     def __init__(self, core, class_name, name, num_returns):
@@ -377,12 +377,10 @@ class ActorHandle:
     detached, or the handle was passed to a task or another actor (then it
     lives until its job ends or rayx.kill)."""
 
-    def __init__(self, core, class_name="", returns=None, owned=False):
+    def __init__(self, core, class_name="", returns=None):
         self._core = core
         self._class_name = class_name
         self._returns = returns or {}
-        self._owned = owned  # made by ActorClass.remote in this process
-        self._escaped = False  # pickled: others may hold it
 
     def __getattr__(self, name):
         if name.startswith("__") and name.endswith("__"):
@@ -394,14 +392,6 @@ class ActorHandle:
         d[name] = method  # later lookups skip __getattr__
         return method
 
-    def __del__(self):
-        if not self.__dict__.get("_owned") or self.__dict__.get("_escaped"):
-            return
-        try:
-            if _api._mode is not None:
-                _core.release_actor(self._core)
-        except Exception:  # noqa: BLE001 - interpreter exit: modules may be gone
-            pass
 
     def __repr__(self):
         return f"Actor({self._class_name}, {self._core.id})"
@@ -413,7 +403,6 @@ class ActorHandle:
         return hash(self._core.id)
 
     def __reduce__(self):
-        self._escaped = True  # another process may call it: never released here
         try:
             data = _core.serialize_actor(self._core)
         except RuntimeError:

@@ -3,6 +3,7 @@
 
 #include <pybind11/pybind11.h>
 
+#include <memory>
 #include <string>
 
 #include "rayx/detail/runtime_api.h"
@@ -20,8 +21,26 @@ struct PyObjectRef {
   detail::ObjectHandle handle;
 };
 
+// The creator's claim on an unnamed, non-detached actor it made: when the last
+// Python object holding it goes (the handle and the methods cached on it), the
+// actor is released (stopped once its calls have answered), unless the handle
+// was pickled meanwhile, for another process may call it then. Held by the
+// ActorCore objects of that handle, so a call made through a method of a
+// temporary handle is submitted before the release.
+struct ActorClaim {
+  detail::ActorPtr actor;
+  bool escaped = false;  // set with the GIL held (serialize_actor)
+  explicit ActorClaim(detail::ActorPtr a) : actor(std::move(a)) {}
+  ~ActorClaim() {
+    if (!escaped) detail::ReleaseActor(actor);  // non-blocking
+  }
+  ActorClaim(const ActorClaim&) = delete;
+  ActorClaim& operator=(const ActorClaim&) = delete;
+};
+
 struct PyActor {
   detail::ActorPtr actor;
+  std::shared_ptr<ActorClaim> claim;  // the creator's own handle only
 };
 
 struct PyPlacementGroup {

@@ -28,6 +28,7 @@ using namespace rayx::detail;  // NOLINT: this file is the binding of that names
 using rayx::ResourceMap;
 using rayx::python::ExceptionType;
 using rayx::python::ObjectBuffer;
+using rayx::python::ActorClaim;
 using rayx::python::PyActor;
 using rayx::python::PyObjectRef;
 using rayx::python::PyPlacementGroup;
@@ -519,8 +520,15 @@ PYBIND11_MODULE(_core, m) {
     options.resources = ToResources(resources);
     options.placement = ToPlacement(placement);
     std::vector<Arg> a = ToArgs(args);
-    py::gil_scoped_release release;
-    return PyActor{CreateActor("rayx.py.actor", std::move(a), options)};
+    ActorPtr actor;
+    {
+      py::gil_scoped_release release;
+      actor = CreateActor("rayx.py.actor", std::move(a), options);
+    }
+    // Ray's lifetime: an unnamed, non-detached actor goes with its handle.
+    std::shared_ptr<ActorClaim> claim;
+    if (name.empty() && !detached) claim = std::make_shared<ActorClaim>(actor);
+    return PyActor{actor, std::move(claim)};
   });
   m.def("submit_actor_task", [](const PyActor& actor, const py::list& args) {
     std::vector<Arg> a = ToArgs(args);
@@ -531,13 +539,15 @@ PYBIND11_MODULE(_core, m) {
     py::gil_scoped_release release;
     KillActor(actor.actor);
   });
-  // Non-blocking (a post to the runtime's thread): safe from __del__.
-  m.def("release_actor", [](const PyActor& actor) { ReleaseActor(actor.actor); });
   m.def("get_named_actor", [](const std::string& name) {
     py::gil_scoped_release release;
     return PyActor{GetNamedActor(name)};
   });
-  m.def("serialize_actor", [](const PyActor& a) { return py::bytes(SerializeActor(a.actor)); });
+  m.def("serialize_actor", [](const PyActor& a) {
+    // Another process may hold it now: the creator no longer releases it.
+    if (a.claim) a.claim->escaped = true;
+    return py::bytes(SerializeActor(a.actor));
+  });
   m.def("deserialize_actor", [](const std::string& bytes) {
     py::gil_scoped_release release;
     return PyActor{DeserializeActor(bytes)};

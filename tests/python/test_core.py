@@ -896,8 +896,20 @@ def test_an_actor_goes_when_its_creators_handle_goes_out_of_scope(rayx_mod):
     # The last handle goes with calls still queued and running: they answer first.
     ref = holder.slow.remote()
     after = holder.value.remote()
+    method = holder.value
     del holder
     assert rayx.get([ref, after], timeout=30) == [30, 3]
+    assert rayx.get(method.remote(), timeout=30) == 3, "a method keeps its actor"
+    del method
+
+    def make(i):
+        made = Holder.remote(i)
+        assert rayx.get(made.value.remote(), timeout=30) == i
+        return made
+
+    # A call through a temporary handle is made before the handle goes.
+    assert rayx.get(make(5).value.remote(), timeout=30) == 5
+    assert rayx.get(make(6).value.remote(), timeout=30) == 6
 
     @rayx.remote
     def call_when_told(h, path):

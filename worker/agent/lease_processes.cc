@@ -9,6 +9,7 @@
 
 #include "common/logging.h"
 #include "common/process_control.h"
+#include "worker/worker_env.h"
 
 namespace rayx::worker {
 
@@ -46,7 +47,7 @@ void LocalLeaseProcesses::Start(const protocol::StartWorkerRequest& request, Sta
     auto started = processes_.Start(request);
     if (!started.ok()) lease_gpus_.erase(request.lease_id);
     if (started.ok()) {
-      for (int32_t pid : started->process_pids) Record(pid);
+      for (int32_t pid : started->process_pids) Record(pid, request.lease_id);
     }
     done(std::move(started));
     return;
@@ -55,16 +56,19 @@ void LocalLeaseProcesses::Start(const protocol::StartWorkerRequest& request, Sta
                            done = std::move(done)](Result<protocol::StartWorkerReply> result) {
     // A worker that failed to start was killed (and is tracked as dying).
     if (!result.ok()) lease_gpus_.erase(lease_id);
-    if (result.ok()) Record(result->worker_pid);
+    if (result.ok()) Record(result->worker_pid, lease_id);
     done(std::move(result));
   });
 }
 
-void LocalLeaseProcesses::Record(pid_t leader) {
+void LocalLeaseProcesses::Record(pid_t leader, const LeaseId& lease_id) {
   if (group_dir_.empty() || leader <= 1) return;
   auto start = detail::ProcessStartTime(leader);
   if (!start.ok()) return;  // gone already: its exit is being handled
-  if (Status s = detail::RecordGroup(group_dir_, {leader, *start}); !s.ok()) {
+  // Workers and process-lease commands carry their lease id in their
+  // environment, and so do their children (unless they drop it).
+  std::string marker = std::string(WorkerEnv::kLeaseId) + "=" + lease_id.Hex();
+  if (Status s = detail::RecordGroup(group_dir_, {leader, *start}, marker); !s.ok()) {
     RAYX_LOG(Warning) << "cannot record process group " << leader << ": " << s
                       << " (`rayx stop` will not find it if this agent dies)";
   }

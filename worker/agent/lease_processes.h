@@ -96,7 +96,7 @@ class LocalLeaseProcesses final : public LeaseProcesses {
   void Prune();
   void ForgetGone();
   // Records a lease process's group (a no-op without a group_dir).
-  void Record(pid_t leader);
+  void Record(pid_t leader, const LeaseId& lease_id);
 
   std::string group_dir_;
   ProcessRunner::ExitCallback on_exit_;

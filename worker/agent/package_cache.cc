@@ -147,8 +147,15 @@ void PackageCache::Expire() {
 bool PackageCache::OnReply(uint64_t request_id, const protocol::GetPackageReply& reply,
                            std::string_view bytes) {
   auto it = fetches_.find(reply.hash);
-  if (it == fetches_.end() || it->second.request_id != request_id) return false;
+  if (it == fetches_.end()) return false;
   Fetch& fetch = it->second;
+  // The answer to the request in flight, or a late answer to an earlier send
+  // of the same request (asked again after kRequestTimeoutMs): the same bytes.
+  // Any other answer (the other send's, once this one was taken) is dropped.
+  bool in_flight = fetch.request_id != 0 && request_id != 0;
+  if (!in_flight || (request_id != fetch.request_id && reply.offset != fetch.received)) {
+    return false;
+  }
   // No request is in flight until this chunk is written.
   fetch.request_id = 0;
   fetch.attempts = 0;

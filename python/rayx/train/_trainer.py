@@ -185,6 +185,7 @@ class DataParallelTrainer:
         self._run = run_config or RunConfig()
         self._failure = failure_config or FailureConfig()
         self._bounds = self._scaling.validate()
+        self._run_bounds = self._bounds
         if not isinstance(self._failure.max_failures, int) or self._failure.max_failures < 0:
             raise ValueError(f"FailureConfig: max_failures is {self._failure.max_failures!r}: "
                              "it must be an int >= 0 (-1, Ray's 'forever', is not supported)")
@@ -193,7 +194,7 @@ class DataParallelTrainer:
         self._num_to_keep = (self._run.checkpoint_config or CheckpointConfig()).validate()
 
     def _size(self):
-        lo, hi = self._bounds
+        lo, hi = self._run_bounds
         if not self._scaling.elastic:
             return lo
         return max(lo, min(hi, _ranks_that_fit(self._scaling.per_worker(),
@@ -204,6 +205,8 @@ class DataParallelTrainer:
         TrainingFailedError when an attempt fails and no restarts are left,
         or when the group can never be placed."""
         _api._require()
+        # This fit's sizes: a size found infeasible lowers them for this fit only.
+        self._run_bounds = self._bounds
         run_name = self._run.name or f"train-{uuid.uuid4().hex[:12]}"
         _session.clear_latest(run_name)
         actor_key = _remote._export(TrainWorker, False)
@@ -224,14 +227,14 @@ class DataParallelTrainer:
                     actor_args, size, per_worker, self._scaling.placement_strategy, group_name,
                     int(GROUP_TIMEOUT_S * 1000), int(self._run.report_timeout_s * 1000))
             except _core.train.Infeasible as e:
-                lo, hi = self._bounds
+                lo, hi = self._run_bounds
                 if self._scaling.elastic and size > lo:
                     # No set of alive nodes holds this many under the strategy
                     # (the estimate was high, or a node left): fewer, and never
                     # this many again.
                     _log.warning("run %s: %d ranks cannot be placed (%s); trying fewer",
                                  run_name, size, e)
-                    self._bounds = (lo, size - 1)
+                    self._run_bounds = (lo, size - 1)
                     grown = min(self._size(), size - 1)
                     continue
                 raise TrainingFailedError(f"run {run_name}: {e}") from None
@@ -245,7 +248,7 @@ class DataParallelTrainer:
                 restarts += 1
                 continue
             missing = None
-            hi = self._bounds[1]
+            hi = self._run_bounds[1]
             if self._scaling.elastic and size < hi:
                 missing = _MissingWorkers(hi - size, per_worker, self._scaling.placement_strategy,
                                           run_name)
@@ -309,12 +312,12 @@ class DataParallelTrainer:
                     break
                 if grace_end is None:
                     grace_end = time.monotonic() + _CAUSE_GRACE_S
-            elif pending and self._scaling.elastic and size < self._bounds[1]:
+            elif pending and self._scaling.elastic and size < self._run_bounds[1]:
                 if missing is not None and missing.reserved():
-                    fit = self._bounds[1]
+                    fit = self._run_bounds[1]
                 else:
                     hosting = {info["node_ip"] for info in ranks}
-                    fit = min(self._bounds[1],
+                    fit = min(self._run_bounds[1],
                               _ranks_that_fit(self._scaling.per_worker(),
                                               self._scaling.placement_strategy, size, hosting))
                 if fit > size:

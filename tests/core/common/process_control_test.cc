@@ -3,6 +3,7 @@
 
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -226,8 +227,8 @@ TEST(KillRecordedGroups, KillsRecordedGroupsAndSparesAReusedPid) {
   auto other_start = ProcessStartTime(other);
   ASSERT_OK(ours_start);
   ASSERT_OK(other_start);
-  ASSERT_OK(RecordGroup(dir, {ours, *ours_start}));
-  ASSERT_OK(RecordGroup(dir, {other, *other_start + 1}));  // "another process" now
+  ASSERT_OK(RecordGroup(dir, {ours, *ours_start}, "RAYX_LEASE_ID=a"));
+  ASSERT_OK(RecordGroup(dir, {other, *other_start + 1}, "RAYX_LEASE_ID=b"));  // pid reused
   std::ofstream(dir + "/garbage") << "not a record";
 
   EXPECT_EQ(KillRecordedGroups(dir), 1);
@@ -240,8 +241,73 @@ TEST(KillRecordedGroups, KillsRecordedGroupsAndSparesAReusedPid) {
   close(release_ours);
   EXPECT_TRUE(std::filesystem::is_empty(dir));
   // Forgotten groups are not touched.
-  ASSERT_OK(RecordGroup(dir, {12345, 1}));
+  ASSERT_OK(RecordGroup(dir, {12345, 1}, "RAYX_LEASE_ID=c"));
   ForgetGroup(dir, 12345);
+  EXPECT_TRUE(std::filesystem::is_empty(dir));
+  std::filesystem::remove_all(dir);
+}
+
+// A session leader that starts `sleep` in its group (with `env`, NULL-ended)
+// and exits: what an agent's killed lease process leaves. Returns the group
+// (the leader's pid, free now) and the sleeper's pid.
+std::pair<pid_t, pid_t> OrphanedGroup(char* const env[]) {
+  int fds[2];
+  if (pipe(fds) != 0) return {-1, -1};
+  pid_t leader = fork();
+  if (leader == 0) {
+    setsid();
+    pid_t sleeper = fork();
+    if (sleeper == 0) {
+      execle("/bin/sleep", "sleep", "60", static_cast<char*>(nullptr), env);
+      _exit(127);
+    }
+    (void)!write(fds[1], &sleeper, sizeof sleeper);
+    _exit(0);
+  }
+  close(fds[1]);
+  pid_t sleeper = -1;
+  if (read(fds[0], &sleeper, sizeof sleeper) != sizeof sleeper) sleeper = -1;
+  close(fds[0]);
+  waitpid(leader, nullptr, 0);
+  return {leader, sleeper};
+}
+
+// The leader is gone (its agent died, so did it): the group is killed when a
+// member carries the lease's marker, and spared when none does (the number
+// may be another group's by now).
+TEST(KillRecordedGroups, AnOrphanedGroupIsKilledOnlyWhenItCarriesTheMarker) {
+  char pattern[] = "/tmp/rayx-groups-XXXXXX";
+  ASSERT_NE(mkdtemp(pattern), nullptr);
+  std::string dir = pattern;
+  // Orphans come to this process (not init), so the test can reap them.
+  ASSERT_EQ(prctl(PR_SET_CHILD_SUBREAPER, 1), 0);
+  char marked[] = "RAYX_LEASE_ID=lease-1";
+  char other[] = "PATH=/bin";
+  char* const with_marker[] = {marked, nullptr};
+  char* const without[] = {other, nullptr};
+  auto [ours, our_sleeper] = OrphanedGroup(with_marker);
+  auto [theirs, their_sleeper] = OrphanedGroup(without);
+  ASSERT_GT(our_sleeper, 0);
+  ASSERT_GT(their_sleeper, 0);
+  // Each sleeper has exec'd (its environment is the new one) once /proc says so.
+  auto exec_done = [](pid_t pid) {
+    std::ifstream in("/proc/" + std::to_string(pid) + "/comm");
+    std::string comm;
+    return (in >> comm) && comm == "sleep";
+  };
+  for (int i = 0; i < 2000 && !(exec_done(our_sleeper) && exec_done(their_sleeper)); ++i) {
+    usleep(1000);
+  }
+  ASSERT_TRUE(exec_done(our_sleeper) && exec_done(their_sleeper));
+  ASSERT_OK(RecordGroup(dir, {ours, 1}, "RAYX_LEASE_ID=lease-1"));
+  ASSERT_OK(RecordGroup(dir, {theirs, 1}, "RAYX_LEASE_ID=lease-2"));
+  EXPECT_EQ(KillRecordedGroups(dir), 1);
+  int status = 0;
+  ASSERT_EQ(waitpid(our_sleeper, &status, 0), our_sleeper) << "not our child?";
+  EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
+  EXPECT_EQ(::kill(their_sleeper, 0), 0) << "a group without the marker was signalled";
+  ::kill(their_sleeper, SIGKILL);
+  waitpid(their_sleeper, nullptr, 0);
   EXPECT_TRUE(std::filesystem::is_empty(dir));
   std::filesystem::remove_all(dir);
 }

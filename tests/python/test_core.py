@@ -537,8 +537,34 @@ def test_large_values_are_zero_copy_from_the_store(rayx_mod):
     assert c.sum() == 1 << 20
 
 
+def _interrupt_blocked_driver(cluster, code, what):
+    """Runs driver `code`, which prints WAITING, then blocks in `what` and prints
+    INTERRUPTED on KeyboardInterrupt; sends SIGINT once it sleeps there and
+    asserts it was interrupted within 5 s and exited cleanly."""
+    import select
+    p = subprocess.Popen([sys.executable, "-c", textwrap.dedent(code)], stdout=subprocess.PIPE,
+                         text=True, env=driver_env(cluster))
+    try:
+        assert p.stdout.readline().strip() == "WAITING"
+        # Blocked inside librayx: the main thread sleeps.
+        wait_until(lambda: open(f"/proc/{p.pid}/stat").read().rsplit(")", 1)[1].split()[0] == "S",
+                   10, f"the driver to block in {what}")
+        sent = time.monotonic()
+        p.send_signal(signal.SIGINT)
+        readable, _, _ = select.select([p.stdout], [], [], 5)
+        assert readable, f"{what} was not interrupted within 5 s of SIGINT"
+        assert p.stdout.readline().strip() == "INTERRUPTED"
+        print(f"{what} interrupted {time.monotonic() - sent:.2f} s after SIGINT")
+        p.communicate(timeout=30)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    assert p.returncode == 0
+
+
 def test_ctrl_c_interrupts_get(cluster):
-    code = textwrap.dedent("""
+    _interrupt_blocked_driver(cluster, """
         import os, sys, time, rayx
         rayx.init()
         @rayx.remote
@@ -552,21 +578,7 @@ def test_ctrl_c_interrupts_get(cluster):
         except KeyboardInterrupt:
             print("INTERRUPTED", flush=True)
         rayx.shutdown()
-    """)
-    p = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True,
-                         env=driver_env(cluster))
-    try:
-        assert p.stdout.readline().strip() == "WAITING"
-        # Blocked inside rayx.get: the main thread sleeps in librayx.
-        wait_until(lambda: open(f"/proc/{p.pid}/stat").read().rsplit(")", 1)[1].split()[0] == "S",
-                   10, "the driver to block in rayx.get")
-        p.send_signal(signal.SIGINT)
-        out, _ = p.communicate(timeout=30)
-    finally:
-        if p.poll() is None:
-            p.kill()
-    assert "INTERRUPTED" in out
-    assert p.returncode == 0
+    """, "rayx.get")
 
 
 def test_import_is_light():
@@ -808,7 +820,7 @@ def test_named_actor_handles_keep_method_num_returns_and_class_name(rayx_mod):
 
 
 def test_ctrl_c_interrupts_placement_group_wait(cluster):
-    code = textwrap.dedent("""
+    _interrupt_blocked_driver(cluster, """
         import rayx
         from rayx.util import placement_group
         rayx.init()
@@ -822,26 +834,7 @@ def test_ctrl_c_interrupts_placement_group_wait(cluster):
         except KeyboardInterrupt:
             print("INTERRUPTED", flush=True)
         rayx.shutdown()
-    """)
-    p = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True,
-                         env=driver_env(cluster))
-    try:
-        assert p.stdout.readline().strip() == "WAITING"
-        wait_until(lambda: open(f"/proc/{p.pid}/stat").read().rsplit(")", 1)[1].split()[0] == "S",
-                   10, "the driver to block in pg.wait")
-        import select
-        sent = time.monotonic()
-        p.send_signal(signal.SIGINT)
-        readable, _, _ = select.select([p.stdout], [], [], 5)
-        assert readable, "pg.wait was not interrupted within 5 s of SIGINT"
-        assert p.stdout.readline().strip() == "INTERRUPTED"
-        print(f"pg.wait interrupted {time.monotonic() - sent:.2f} s after SIGINT")
-        p.communicate(timeout=30)
-    finally:
-        if p.poll() is None:
-            p.kill()
-            p.wait()
-    assert p.returncode == 0
+    """, "pg.wait")
 
 
 def test_wait_on_no_refs_and_huge_timeouts(rayx_mod):

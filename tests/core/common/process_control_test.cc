@@ -76,12 +76,14 @@ TEST(IsRunning, SelfWithWrongStartTimeIsNotRunning) {
   EXPECT_FALSE(IsRunning({getpid(), 0}));
 }
 
-// A child that blocks until the returned fd is closed, then exits.
-pid_t ForkBlockedChild(int* release_fd) {
+// A child that blocks until the returned fd is closed, then exits; with
+// `own_group`, it leads a new session and process group (as a lease process).
+pid_t ForkBlockedChild(int* release_fd, bool own_group = false) {
   int fds[2];
   if (pipe(fds) != 0) return -1;
   pid_t pid = fork();
   if (pid == 0) {
+    if (own_group) setsid();
     close(fds[1]);
     char c;
     while (read(fds[0], &c, 1) > 0) {
@@ -187,24 +189,6 @@ TEST(ProcessRecord, ParseRejectsPidsOutsidePidTRange) {
 TEST(ProcessRecord, ParseRejectsNegativeStartTime) {
   EXPECT_FALSE(ProcessRecord::Parse("123 -5").ok());
 }
-// A child leading its own process group (as a lease process does), blocked
-// until `*release_fd` is closed.
-pid_t ForkGroupLeader(int* release_fd) {
-  int fds[2];
-  if (pipe(fds) != 0) return -1;
-  pid_t pid = fork();
-  if (pid == 0) {
-    setsid();
-    close(fds[1]);
-    char c;
-    while (read(fds[0], &c, 1) > 0) {
-    }
-    _exit(0);
-  }
-  close(fds[0]);
-  *release_fd = fds[1];
-  return pid;
-}
 
 // Recorded groups are killed; a record whose pid now belongs to another
 // process (another start time) is not; every record is gone afterwards.
@@ -213,8 +197,8 @@ TEST(KillRecordedGroups, KillsRecordedGroupsAndSparesAReusedPid) {
   ASSERT_NE(mkdtemp(pattern), nullptr);
   std::string dir = pattern;
   int release_ours = -1, release_other = -1;
-  pid_t ours = ForkGroupLeader(&release_ours);
-  pid_t other = ForkGroupLeader(&release_other);
+  pid_t ours = ForkBlockedChild(&release_ours, /*own_group=*/true);
+  pid_t other = ForkBlockedChild(&release_other, /*own_group=*/true);
   ASSERT_GT(ours, 0);
   ASSERT_GT(other, 0);
   // setsid has run once the child's group is its own pid.

@@ -31,6 +31,8 @@ std::string MessageTypeName(uint16_t type) {
     case MessageType::kRegisterActorReply: return "RegisterActorReply";
     case MessageType::kGetActorRequest: return "GetActorRequest";
     case MessageType::kGetActorReply: return "GetActorReply";
+    case MessageType::kDropActorNameRequest: return "DropActorNameRequest";
+    case MessageType::kDropActorNameReply: return "DropActorNameReply";
     case MessageType::kPushTasksRequest: return "PushTasksRequest";
     case MessageType::kPushTasksReply: return "PushTasksReply";
     case MessageType::kPullObjectRequest: return "PullObjectRequest";

@@ -57,6 +57,8 @@ enum class MessageType : uint16_t {
   kRegisterActorReply = 41,
   kGetActorRequest = 42,
   kGetActorReply = 43,
+  kDropActorNameRequest = 44,
+  kDropActorNameReply = 45,
   // Direct data path (caller <-> worker): batches of calls and results, in the
   // flat binary layout of protocol/push_tasks.h (50 and 51, one msgpack call
   // each, were protocol 1).
@@ -484,10 +486,20 @@ struct ActorInfo {
   // head can restart it once its owner is gone. Empty: only its owner can.
   std::string restart_request;
   int32_t restarts_done = 0;  // restarts the head made
+  // The name is reserved for this actor, whose constructor has not finished
+  // yet: no worker to call. Its owner registers it again once it has.
+  bool starting = false;
+  // Opaque bytes its creator attached (the Python package: the class's name
+  // and its methods' return counts), given to whoever looks the name up.
+  std::string metadata;
   MSGPACK_DEFINE_MAP(actor_id, name, job_id, class_name, worker_address, lease_id, detached,
-                     max_restarts, restart_request, restarts_done)
+                     max_restarts, restart_request, restarts_done, starting, metadata)
 };
 
+// Names an actor. With `actor.starting`, reserves the name when the actor is
+// created, before it has a worker (AlreadyExists when another actor holds it);
+// without, registers the actor's running worker under it (its constructor has
+// run), taking over its own reservation.
 struct RegisterActorRequest {
   static constexpr MessageType kType = MessageType::kRegisterActorRequest;
   ActorInfo actor;
@@ -530,16 +542,40 @@ struct DriverExitedNotice {
   MSGPACK_DEFINE_MAP(job_id, pid)
 };
 
+// The actor named `name`. `wait_ms` 0: answered at once (NotFound when no
+// actor has the name). Otherwise the head parks it until the name names a
+// running worker other than `stale_worker` (a handle that lost that worker
+// waits for its successor) or the name's entry changes, and answers with what
+// it then has, at the latest after `wait_ms` (at most kMaxActorWaitMs).
 struct GetActorRequest {
   static constexpr MessageType kType = MessageType::kGetActorRequest;
+  static constexpr int64_t kMaxActorWaitMs = 60000;
   std::string name;
-  MSGPACK_DEFINE_MAP(name)
+  int64_t wait_ms = 0;
+  std::string stale_worker;
+  MSGPACK_DEFINE_MAP(name, wait_ms, stale_worker)
 };
 
 struct GetActorReply {
   static constexpr MessageType kType = MessageType::kGetActorReply;
   ActorInfo actor;
   MSGPACK_DEFINE_MAP(actor)
+};
+
+// owner -> head: the actor's creation failed (or it was killed) before its
+// constructor finished: its reserved name is free again. Only a reservation of
+// that actor is dropped; a registered actor's name goes with its lease.
+struct DropActorNameRequest {
+  static constexpr MessageType kType = MessageType::kDropActorNameRequest;
+  std::string name;
+  ActorId actor_id;
+  MSGPACK_DEFINE_MAP(name, actor_id)
+};
+
+struct DropActorNameReply {
+  static constexpr MessageType kType = MessageType::kDropActorNameReply;
+  bool dropped = false;
+  MSGPACK_DEFINE_MAP(dropped)
 };
 
 // ---- Direct data path ----------------------------------------------------------

@@ -1,6 +1,7 @@
 // Actor calls: creation, ordered per-actor queues, loss, restarts and kill.
 #include "runtime/actor_submitter.h"
 
+#include <algorithm>
 #include <climits>
 #include <optional>
 
@@ -14,7 +15,10 @@
 namespace rayx::detail {
 
 namespace {
-// A handle waiting for a restarted actor asks the head this often.
+// A handle waiting for its actor's worker asks the head to answer within this
+// long (the head answers sooner when the name changes), and asks again at
+// most this often when the head answers at once without one.
+constexpr int64_t kLookupWaitMs = 5000;
 constexpr int64_t kLookupPeriodMs = 200;
 
 // A count of retries or restarts from the user's number (-1: no limit).
@@ -35,6 +39,11 @@ struct ActorSubmitter::ActorState final : WorkerConnection::Owner {
   bool pumping = false;      // Pump is running
   std::shared_ptr<WorkerConnection> conn;
   std::string dead_reason;   // set once the actor is gone for good
+  // The owner's name at the head: reserved at creation (Runtime::CreateActor),
+  // registered once the constructor ran; dropped again if it never does.
+  enum class Name { kNone, kReserved, kRegistered } name_state = Name::kNone;
+  std::string metadata;      // ActorOptions::metadata, registered with the name
+  bool kill_when_found = false;  // a handle killed it before it had a worker
   bool released = false;     // its owner's last handle went away (Release)
 
   // Restarts. The owner keeps what it needs to create the actor again.
@@ -99,6 +108,8 @@ void ActorSubmitter::Create(Task creation_task, const ActorOptions& options,
   state->submitter = this;
   state->actor_id = creation_task.actor_id;
   state->name = options.name;
+  if (!options.name.empty()) state->name_state = ActorState::Name::kReserved;
+  state->metadata = options.metadata;
   state->class_name = creation_task.function;
   state->owner = true;
   state->detached = options.detached;
@@ -128,6 +139,7 @@ void ActorSubmitter::Lease(ActorState& actor) {
       // Killed while its worker was on the way.
       if (r.ok()) deps_.head.ReturnLease(r->lease_id);
       FailQueued(*a, "");
+      DropName(*a);
       return;
     }
     if (!r.ok()) {
@@ -137,6 +149,7 @@ void ActorSubmitter::Lease(ActorState& actor) {
                        r.status().message();
       a->creation.reset();
       FailQueued(*a, "");
+      DropName(*a);
       return;
     }
     a->lease_id = r->lease_id;
@@ -149,25 +162,43 @@ void ActorSubmitter::Lease(ActorState& actor) {
     }
     Pump(*a);
     if (a->name.empty()) return;
-    auto register_name = [this, a] {
-      if (!a->dead_reason.empty() || !a->conn) return;
-      // Only the registration carries what the head needs to restart it.
-      protocol::ActorInfo info = InfoOf(*a);
-      info.restart_request = RestartRequestOf(*a);
-      deps_.head.RegisterActor(info);
-    };
     if (restarted) {
       // The new worker runs the constructor before any call it is sent: the
       // name may point at it at once.
-      register_name();
+      RegisterOrDropName(*a);
       return;
     }
-    // Registered once the constructor has run, so a name always means a live actor.
+    // Registered once the constructor has run, so a name with a worker always
+    // means a live actor (until then the head holds it reserved).
     ObjectHandle creation = std::move(a->creation_object);
-    (void)deps_.objects.AddWaiter(creation->id, [this, creation, register_name] {
-      boost::asio::post(deps_.io, register_name);
-    });
+    auto registered_later = [this, creation, a] {
+      boost::asio::post(deps_.io, [this, a] {
+        if (a->name_state == ActorState::Name::kReserved) RegisterOrDropName(*a);
+      });
+    };
+    if (!deps_.objects.AddWaiter(creation->id, registered_later)) registered_later();
   });
+}
+
+void ActorSubmitter::RegisterOrDropName(ActorState& actor) {
+  if (actor.restarting) return;  // the restart registers its new worker
+  if (!actor.dead_reason.empty() || !actor.conn) {
+    DropName(actor);  // the constructor failed, or the actor was killed or lost
+    return;
+  }
+  // Only the registration carries what the head needs to restart it.
+  protocol::ActorInfo info = InfoOf(actor);
+  info.restart_request = RestartRequestOf(actor);
+  info.metadata = actor.metadata;
+  info.starting = false;  // it has run: this names its worker
+  deps_.head.RegisterActor(info);
+  actor.name_state = ActorState::Name::kRegistered;
+}
+
+void ActorSubmitter::DropName(ActorState& actor) {
+  if (actor.name_state != ActorState::Name::kReserved) return;
+  actor.name_state = ActorState::Name::kNone;
+  deps_.head.DropActorName(actor.name, actor.actor_id);
 }
 
 void ActorSubmitter::Submit(Task task) {
@@ -269,7 +300,7 @@ void ActorSubmitter::OnWorkerLost(ActorState& actor, WorkerConnection& conn) {
                                            "restarting: calls made from now on reach its new "
                                            "instance");
       actor.restarting = true;
-      LookUpRestarted(actor, info.address, deps_.clock.NowMs() + kRestartLookupMs);
+      AwaitWorker(actor, info.address, deps_.clock.NowMs() + kRestartLookupMs);
       return;
     }
   }
@@ -334,42 +365,78 @@ void ActorSubmitter::Restart(ActorState& actor, const std::string& what, const s
   Lease(actor);
 }
 
-void ActorSubmitter::LookUpRestarted(ActorState& actor, std::string old_address,
-                                     int64_t deadline_ms) {
+void ActorSubmitter::AwaitWorker(ActorState& actor, std::string old_address,
+                                 int64_t deadline_ms) {
   ActorState* a = &actor;
-  deps_.head.LookupActor(a->name, [this, a, old_address,
-                                   deadline_ms](Result<protocol::ActorInfo> r) {
-    if (!a->restarting || !a->dead_reason.empty()) return;  // killed or cleared meanwhile
+  int64_t asked_ms = deps_.clock.NowMs();
+  protocol::GetActorRequest req;
+  req.name = a->name;
+  req.stale_worker = old_address;
+  req.wait_ms = std::clamp<int64_t>(deadline_ms - asked_ms, 1, kLookupWaitMs);
+  deps_.head.LookupActor(req, [this, a, old_address, deadline_ms,
+                               asked_ms](Result<protocol::ActorInfo> r) mutable {
+    if (!a->restarting) return;  // cleared meanwhile
+    bool killed = !a->dead_reason.empty();
+    if (killed && !a->kill_when_found) return;
     if (r.ok() && r->actor_id != a->actor_id) {
       a->restarting = false;
-      a->dead_reason = "the actor's worker died and its name '" + a->name +
-                       "' now belongs to another actor";
+      if (killed) return;  // it is gone already
+      a->dead_reason = "the actor's name '" + a->name + "' now belongs to another actor" +
+                       (old_address.empty() ? "" : " (its worker died)");
       FailQueued(*a, "");
       return;
     }
     if (r.ok() && !r->worker_address.empty() && r->worker_address != old_address) {
       a->restarting = false;
+      if (killed) {
+        // Killed through this handle before it had a worker: it stops now.
+        deps_.head.ReturnLease(r->lease_id);
+        return;
+      }
       a->lease_id = r->lease_id;
       a->restarts_left = Allowance(r->max_restarts);
       a->conn = Connect(*a, WorkerConnection::Info{r->lease_id, r->worker_address, "", 0});
       Pump(*a);
       return;
     }
-    if (deps_.clock.NowMs() >= deadline_ms) {
+    int64_t now = deps_.clock.NowMs();
+    // Its constructor still runs: the head holds its name for it, and that is
+    // proof enough that it is alive (its owner drops the name if it dies).
+    if (r.ok() && r->starting) deadline_ms = std::max(deadline_ms, now + kRestartLookupMs);
+    if (now >= deadline_ms) {
       a->restarting = false;
-      a->dead_reason = "the actor's worker died and the actor did not answer again within " +
+      if (killed) return;
+      std::string last = r.ok() ? std::string(old_address.empty() ? "no worker yet"
+                                                                  : "still its old worker")
+                                : r.status().message();
+      a->dead_reason = (old_address.empty()
+                            ? "the actor named '" + a->name + "' did not start within "
+                            : "the actor's worker died and the actor did not answer again "
+                              "within ") +
                        std::to_string(kRestartLookupMs / 1000) + " s (last lookup of '" +
-                       a->name + "': " +
-                       (r.ok() ? std::string("still its old worker") : r.status().message()) +
-                       ")";
+                       a->name + "': " + last + ")";
       FailQueued(*a, "");
       return;
     }
-    if (!a->lookup_timer) a->lookup_timer = std::make_unique<boost::asio::steady_timer>(deps_.io);
-    a->lookup_timer->expires_after(std::chrono::milliseconds(kLookupPeriodMs));
-    a->lookup_timer->async_wait([this, a, old_address, deadline_ms](boost::system::error_code ec) {
-      if (!ec) LookUpRestarted(*a, old_address, deadline_ms);
-    });
+    AskAgain(*a, std::move(old_address), deadline_ms, asked_ms);
+  });
+}
+
+void ActorSubmitter::AskAgain(ActorState& actor, std::string old_address, int64_t deadline_ms,
+                              int64_t asked_ms) {
+  // A lookup the head parked ends on a change or at its deadline: ask again
+  // at once. One answered at once (the head cannot park it, or the name is
+  // gone) is asked again a little later, so that nothing spins.
+  int64_t next = asked_ms + kLookupPeriodMs;
+  if (deps_.clock.NowMs() >= next) {
+    AwaitWorker(actor, std::move(old_address), deadline_ms);
+    return;
+  }
+  ActorState* a = &actor;
+  if (!a->lookup_timer) a->lookup_timer = std::make_unique<boost::asio::steady_timer>(deps_.io);
+  a->lookup_timer->expires_after(std::chrono::milliseconds(next - deps_.clock.NowMs()));
+  a->lookup_timer->async_wait([this, a, old_address, deadline_ms](boost::system::error_code ec) {
+    if (!ec && a->restarting) AwaitWorker(*a, old_address, deadline_ms);
   });
 }
 
@@ -380,6 +447,14 @@ void ActorSubmitter::Kill(const ActorId& actor_id) {
   // Killed for good: never restarted. A lease still on its way goes back when it arrives.
   state.dead_reason = "the actor was killed (ActorHandle::Kill)";
   state.creation.reset();
+  DropName(state);
+  if (!state.owner && state.restarting && state.lease_id.IsNil()) {
+    // A handle got by name while the constructor ran: the actor is stopped
+    // once its worker is known (AwaitWorker goes on for that).
+    state.kill_when_found = true;
+    FailQueued(state, "");
+    return;
+  }
   if (state.lookup_timer) state.lookup_timer->cancel();
   if (!state.lease_id.IsNil() && !(state.restarting && state.owner)) {
     deps_.head.ReturnLease(state.lease_id);
@@ -428,6 +503,8 @@ protocol::ActorInfo ActorSubmitter::InfoOf(const ActorState& a) const {
   info.lease_id = a.lease_id;
   info.detached = a.detached;
   info.max_restarts = a.restarts_left == INT32_MAX ? -1 : a.restarts_left;
+  // Its name is reserved and its constructor runs: a handle may wait by name.
+  info.starting = a.owner && a.name_state == ActorState::Name::kReserved && a.dead_reason.empty();
   return info;
 }
 
@@ -468,8 +545,21 @@ void ActorSubmitter::Attach(const protocol::ActorInfo& info) {
   state->lease_id = info.lease_id;
   state->restarts_left = Allowance(info.max_restarts);
   state->max_restarts = info.max_restarts;
-  state->conn = Connect(*state, WorkerConnection::Info{info.lease_id, info.worker_address, "", 0});
+  ActorState* a = state.get();
   actors_[info.actor_id] = std::move(state);
+  if (info.worker_address.empty()) {
+    if (info.name.empty()) {
+      a->dead_reason = "the actor had no worker when its handle was made (not started yet, or "
+                       "dead), and without a name it cannot be found";
+      return;
+    }
+    // Found by name while its constructor runs (or while it restarts): calls
+    // queue until its worker is registered.
+    a->restarting = true;
+    AwaitWorker(*a, "", deps_.clock.NowMs() + kRestartLookupMs);
+    return;
+  }
+  a->conn = Connect(*a, WorkerConnection::Info{info.lease_id, info.worker_address, "", 0});
 }
 
 void ActorSubmitter::LoseLease(const LeaseId& lease_id, const std::string& why) {

@@ -36,6 +36,12 @@ namespace rayx::detail {
 // does not own a named restartable actor looks it up by name until its new
 // worker answers (at most kRestartLookupMs).
 //
+// Names: Runtime::CreateActor reserves a named actor's name at the head
+// before the actor exists; the owner registers the worker under it once the
+// constructor ran, or drops the reservation when the actor dies first. A
+// handle got by name before the constructor finished (Attach without a worker
+// address) queues its calls and waits for the worker the same way.
+//
 // Thread safety: the I/O thread only. Ownership: owns the actors' states and
 // connections; every dependency outlives it.
 class ActorSubmitter {
@@ -96,8 +102,17 @@ class ActorSubmitter {
   // it had in flight are `lost`.
   void Restart(ActorState& actor, const std::string& what, const std::string& node,
                std::vector<Task> lost);
-  // A handle's actor was lost: looks up its new worker by name until the deadline.
-  void LookUpRestarted(ActorState& actor, std::string old_address, int64_t deadline_ms);
+  // A handle's actor has no worker (yet, or any more: `old_address` was it):
+  // waits for one through parked lookups of its name, until the deadline
+  // (pushed back while the head says its constructor still runs).
+  void AwaitWorker(ActorState& actor, std::string old_address, int64_t deadline_ms);
+  // Asks the head again after a lookup that ended without a worker.
+  void AskAgain(ActorState& actor, std::string old_address, int64_t deadline_ms,
+                int64_t asked_ms);
+  // The owner's name: registered once the constructor ran, or dropped when
+  // the actor died before it did.
+  void RegisterOrDropName(ActorState& actor);
+  void DropName(ActorState& actor);
   void FailQueued(ActorState& actor, const std::string& node);
   // Stops a released actor once nothing is queued, resolving or in flight.
   void EndIfReleasedAndIdle(ActorState& actor);

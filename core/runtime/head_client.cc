@@ -331,9 +331,14 @@ void HeadClient::RegisterActor(const protocol::ActorInfo& actor) {
   });
 }
 
-void HeadClient::LookupActor(const std::string& name, ActorCallback done) {
-  protocol::GetActorRequest req;
+void HeadClient::DropActorName(const std::string& name, const ActorId& actor_id) {
+  protocol::DropActorNameRequest req;
   req.name = name;
+  req.actor_id = actor_id;
+  Call<protocol::DropActorNameReply>(req, [](Result<protocol::DropActorNameReply>) {});
+}
+
+void HeadClient::LookupActor(const protocol::GetActorRequest& req, ActorCallback done) {
   Call<protocol::GetActorReply>(req, [done = std::move(done)](Result<protocol::GetActorReply> r) {
     if (!r.ok()) return done(r.status());
     done(std::move(r->actor));

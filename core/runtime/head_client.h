@@ -107,7 +107,8 @@ class HeadClient final : public LeaseClient {
   void RequestLease(const protocol::RequestLeaseRequest& request, LeaseCallback done) override;
   void ReturnLease(const LeaseId& lease_id) override;
   void RegisterActor(const protocol::ActorInfo& actor) override;
-  void LookupActor(const std::string& name, ActorCallback done) override;
+  void DropActorName(const std::string& name, const ActorId& actor_id) override;
+  void LookupActor(const protocol::GetActorRequest& request, ActorCallback done) override;
 
   const HostPort& head() const { return head_; }
 

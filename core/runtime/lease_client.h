@@ -25,9 +25,14 @@ class LeaseClient {
   virtual void ReturnLease(const LeaseId& lease_id) = 0;
   // Registers a named actor with the head; a refusal is logged, not returned.
   virtual void RegisterActor(const protocol::ActorInfo& actor) = 0;
+  // Frees the name reserved for `actor_id` when it was created (its creation
+  // failed or it was killed before it ran); the reply is not awaited.
+  virtual void DropActorName(const std::string& name, const ActorId& actor_id) = 0;
   using ActorCallback = std::function<void(Result<protocol::ActorInfo>)>;
-  // Looks up the named actor; `done` runs once, on the I/O thread.
-  virtual void LookupActor(const std::string& name, ActorCallback done) = 0;
+  // Looks up the named actor, at once or, with `request.wait_ms`, once it has
+  // a worker other than `request.stale_worker` (see GetActorRequest); `done`
+  // runs once, on the I/O thread.
+  virtual void LookupActor(const protocol::GetActorRequest& request, ActorCallback done) = 0;
 };
 
 }  // namespace rayx::detail

@@ -33,6 +33,8 @@ namespace {
 constexpr int64_t kTickMs = 100;
 // A pull from another node with no answer for this long: the node is gone.
 constexpr int64_t kPullIdleTimeoutMs = 10000;
+// How long a call the user's thread makes to the head waits for its answer.
+constexpr int64_t kHeadCallTimeoutMs = 10000;
 
 // This program's own executable (workers run it again by default).
 void SetOwnExecutable(protocol::RequestLeaseRequest* req) {
@@ -412,17 +414,11 @@ void Runtime::Tick() {
 
 ActorPtr Runtime::CreateActor(const std::string& factory, std::vector<Arg> args,
                               const ActorOptions& options) {
-  if (!options.name.empty()) {
-    protocol::GetActorRequest lookup;
-    lookup.name = options.name;
-    if (head_->CallSync<protocol::GetActorReply>(lookup, 10000).ok()) {
-      throw std::invalid_argument("an actor named '" + options.name +
-                                  "' already exists: choose another name, or GetActor it");
-    }
-  }
   auto core = std::make_shared<ActorCore>();
   core->actor_id = ActorId::FromSecureRandom();  // whoever knows it may call or kill the actor
   core->name = options.name;
+  core->metadata = options.metadata;
+  if (!options.name.empty()) ReserveActorName(*core, factory, options);
   ObjectHandle creation = NewPendingObject();
   Task task;
   task.function = factory;
@@ -435,6 +431,35 @@ ActorPtr Runtime::CreateActor(const std::string& factory, std::vector<Arg> args,
     actors_->Create(std::move(task), options, creation);
   });
   return core;
+}
+
+void Runtime::ReserveActorName(const ActorCore& core, const std::string& factory,
+                               const ActorOptions& options) {
+  // As in Ray, the name is taken when the actor is created: a second creation
+  // fails here, and GetActor finds the actor while its constructor runs.
+  protocol::RegisterActorRequest reserve;
+  reserve.actor.actor_id = core.actor_id;
+  reserve.actor.name = options.name;
+  reserve.actor.job_id = config_.job_id;
+  reserve.actor.class_name = factory;
+  reserve.actor.detached = options.detached;
+  reserve.actor.max_restarts = options.max_restarts;
+  reserve.actor.starting = true;
+  reserve.actor.metadata = options.metadata;
+  auto reply = head_->CallSync<protocol::RegisterActorReply>(reserve, kHeadCallTimeoutMs);
+  if (reply.ok()) return;
+  if (reply.status().code() == StatusCode::kAlreadyExists) {
+    throw std::invalid_argument(reply.status().message() + " (or GetActor it)");
+  }
+  if (reply.status().code() == StatusCode::kInvalidArgument) {
+    throw std::invalid_argument("actor '" + options.name + "': " + reply.status().message());
+  }
+  // No answer in time: a reservation the head made after all is dropped.
+  PostOrdered([this, name = options.name, id = core.actor_id] {
+    head_->DropActorName(name, id);
+  });
+  throw std::runtime_error("could not reserve the actor name '" + options.name +
+                           "': " + reply.status().message());
 }
 
 ObjectHandle Runtime::SubmitActorTask(const ActorPtr& actor, const std::string& method,
@@ -461,7 +486,7 @@ void Runtime::ReleaseActor(const ActorPtr& actor) {
 ActorPtr Runtime::GetNamedActor(const std::string& name) {
   protocol::GetActorRequest req;
   req.name = name;
-  auto reply = head_->CallSync<protocol::GetActorReply>(req, 10000);
+  auto reply = head_->CallSync<protocol::GetActorReply>(req, kHeadCallTimeoutMs);
   if (!reply.ok()) throw std::runtime_error(reply.status().message());
   return DeserializeActor(protocol::Encode(reply->actor));
 }
@@ -471,9 +496,11 @@ std::string Runtime::SerializeActor(const ActorPtr& actor) {
   auto future = reply->get_future();
   PostOrdered([this, actor, reply] { reply->set_value(actors_->Describe(actor->actor_id)); });
   protocol::ActorInfo info = future.get();
-  if (info.worker_address.empty()) {
-    throw std::runtime_error("the actor is not running yet or has died; wait for a call to "
-                             "return before passing its handle");
+  if (info.worker_address.empty() && !info.starting) {
+    throw std::runtime_error(info.name.empty()
+                                 ? "the actor is not running yet or has died; wait for a call "
+                                   "to return before passing its handle (or name it)"
+                                 : "the actor has died");
   }
   return protocol::Encode(info);
 }
@@ -484,6 +511,7 @@ ActorPtr Runtime::DeserializeActor(const std::string& bytes) {
   auto core = std::make_shared<ActorCore>();
   core->actor_id = info->actor_id;
   core->name = info->name;
+  core->metadata = info->metadata;
   auto promise = std::make_shared<std::promise<void>>();
   auto done = promise->get_future();
   PostOrdered([this, info = *info, promise] {

@@ -45,6 +45,7 @@ class WorkerSendQueue;
 struct ActorCore {
   ActorId actor_id;
   std::string name;
+  std::string metadata;  // ActorOptions::metadata of a named actor
   ~ActorCore() = default;
 };
 
@@ -154,6 +155,10 @@ class Runtime {
   ObjectHandle PutStored(ObjectId id, std::shared_ptr<StoreWriter::Buffer> buffer);
   // A handle to a new entry awaiting its result.
   ObjectHandle NewPendingObject();
+  // Takes `options.name` for the new actor `core` at the head (user thread);
+  // throws std::invalid_argument when another actor holds it.
+  void ReserveActorName(const ActorCore& core, const std::string& factory,
+                        const ActorOptions& options);
   // Completes `object_id` with `value` once group `group_id` is placed (I/O thread).
   void AwaitPlaced(const ObjectId& object_id, const PlacementGroupId& group_id,
                    std::shared_ptr<const std::string> value);

@@ -14,6 +14,7 @@ process exported is remembered per init (rayx._api.generation).
 """
 
 import hashlib
+import json
 import pickle
 
 from rayx import _api
@@ -23,7 +24,6 @@ from rayx import _serialization as ser
 KV_NAMESPACE = "rayx.py.fn"
 # A named actor's Python class name and method num_returns, by actor id: what
 # a handle from rayx.get_actor needs (pickled handles carry them themselves).
-KV_ACTOR_NAMESPACE = "rayx.py.actor"
 # Ray's default: a task whose worker or node dies runs again up to 3 times.
 DEFAULT_MAX_RETRIES = 3
 # The head's KV holds values up to 1 MiB: a bigger function or class (a closure
@@ -296,7 +296,8 @@ class ActorClass:
         if detached and not name:
             raise ValueError("a detached actor needs a name (options(name=...)), so that it can "
                              "be found with rayx.get_actor after this job ends")
-        if name and opts.get("get_if_exists"):
+        get_if_exists = bool(name and opts.get("get_if_exists"))
+        if get_if_exists:
             try:
                 return get_actor(name)
             except ValueError:
@@ -305,14 +306,18 @@ class ActorClass:
         header = pickle.dumps((key, _name(self._cls), 1))
         res, _ = _resources(opts, 0)
         placement = _placement(opts) if _has_placement(opts) else {}
-        core = _core.create_actor([header] + encode_args(args, kwargs), name, detached, res,
-                                  placement, opts.get("max_restarts") or 0,
-                                  opts.get("max_task_retries") or 0)
         returns = _method_returns(self._cls)
-        if name:
-            # Dropped with the job; a detached actor's is kept, like its class.
-            _core.kv_put(KV_ACTOR_NAMESPACE, core.id, pickle.dumps((self.__name__, returns)),
-                         True, not detached)
+        # Kept with the name at the head, for rayx.get_actor in any process.
+        metadata = json.dumps([self.__name__, returns]).encode() if name else b""
+        try:
+            core = _core.create_actor([header] + encode_args(args, kwargs), name, detached, res,
+                                      placement, opts.get("max_restarts") or 0,
+                                      opts.get("max_task_retries") or 0, metadata)
+        except ValueError:
+            # Another process took the name between our lookup and our creation.
+            if not get_if_exists:
+                raise
+            return get_actor(name)
         return ActorHandle(core, self.__name__, returns)
 
 
@@ -427,10 +432,9 @@ def get_actor(name):
         core = _core.get_named_actor(name)
     except RuntimeError as e:
         raise ValueError(str(e)) from None
-    described = _core.kv_get(KV_ACTOR_NAMESPACE, core.id)
-    if described is None:
+    if not core.metadata:
         return ActorHandle(core, name)  # not made by Python's ActorClass (e.g. from C++)
-    class_name, returns = pickle.loads(described)
+    class_name, returns = json.loads(core.metadata)
     return ActorHandle(core, class_name, returns)
 
 

@@ -466,7 +466,10 @@ PYBIND11_MODULE(_core, m) {
   py::class_<PyObjectRef>(m, "ObjectRefCore")
       .def_property_readonly("id", [](const PyObjectRef& r) { return ObjectIdOf(r.handle); });
   py::class_<PyActor>(m, "ActorCore")
-      .def_property_readonly("id", [](const PyActor& a) { return ActorIdOf(a.actor); });
+      .def_property_readonly("id", [](const PyActor& a) { return ActorIdOf(a.actor); })
+      .def_property_readonly("metadata", [](const PyActor& a) {
+        return py::bytes(ActorMetadataOf(a.actor));
+      });
   py::class_<PyPlacementGroup>(m, "PlacementGroupCore")
       .def_property_readonly("id", [](const PyPlacementGroup& p) { return PlacementGroupIdOf(p.group); });
 
@@ -511,9 +514,10 @@ PYBIND11_MODULE(_core, m) {
   });
   m.def("create_actor", [](const py::list& args, const std::string& name, bool detached,
                            const py::dict& resources, const py::dict& placement, int max_restarts,
-                           int max_task_retries) {
+                           int max_task_retries, const py::bytes& metadata) {
     ActorOptions options;
     options.name = name;
+    options.metadata = metadata;
     options.detached = detached;
     options.max_restarts = max_restarts;
     options.max_task_retries = max_task_retries;

@@ -22,6 +22,10 @@ void FrameOutbox::KvWaitDone(const Requester& to, const protocol::KvWaitReply& r
   send_(to.peer, transport::MakeMessage(reply, to.request_id));
 }
 
+void FrameOutbox::ActorFound(const Requester& to, const protocol::GetActorReply& reply) {
+  send_(to.peer, transport::MakeMessage(reply, to.request_id));
+}
+
 void FrameOutbox::ProcessExited(const std::string& owner_peer,
                                 const protocol::ProcessExitedNotice& notice) {
   send_(owner_peer, transport::MakeMessage(notice, 0));

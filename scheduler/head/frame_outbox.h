@@ -25,6 +25,7 @@ class FrameOutbox final : public HeadOutbox {
   void PlacementGroupWaitDone(const Requester& to,
                               const protocol::WaitPlacementGroupReply& reply) override;
   void KvWaitDone(const Requester& to, const protocol::KvWaitReply& reply) override;
+  void ActorFound(const Requester& to, const protocol::GetActorReply& reply) override;
   void ProcessExited(const std::string& owner_peer,
                      const protocol::ProcessExitedNotice& notice) override;
   void LeasesLost(const std::string& owner_peer,

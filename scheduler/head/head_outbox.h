@@ -35,6 +35,7 @@ class HeadOutbox {
   virtual void PlacementGroupWaitDone(const Requester& to,
                                       const protocol::WaitPlacementGroupReply& reply) = 0;
   virtual void KvWaitDone(const Requester& to, const protocol::KvWaitReply& reply) = 0;
+  virtual void ActorFound(const Requester& to, const protocol::GetActorReply& reply) = 0;
   // A process of `owner`'s process lease ended.
   virtual void ProcessExited(const std::string& owner_peer,
                              const protocol::ProcessExitedNotice& notice) = 0;

@@ -159,6 +159,7 @@ void HeadService::RegisterRoutes() {
   On(Auth::kAuthenticatedPeer, kRegisterFirst, &HeadService::OnReturnLease);
   On(Auth::kAuthenticatedPeer, kRegisterFirst, &HeadService::OnRegisterActor);
   On(Auth::kAuthenticatedPeer, kRegisterFirst, &HeadService::OnGetActor);
+  On(Auth::kAuthenticatedPeer, kRegisterFirst, &HeadService::OnDropActorName);
   On(Auth::kAuthenticatedPeer, kRegisterFirst, &HeadService::OnCreatePlacementGroup);
   On(Auth::kAuthenticatedPeer, kRegisterFirst, &HeadService::OnWaitPlacementGroup);
   On(Auth::kAuthenticatedPeer, kRegisterFirst, &HeadService::OnRemovePlacementGroup);
@@ -553,18 +554,20 @@ Result<protocol::ReturnLeaseReply> HeadService::OnReturnLease(
 }
 
 Result<protocol::RegisterActorReply> HeadService::OnRegisterActor(
-    const protocol::RegisterActorRequest& req, Call&) {
-  RAYX_RETURN_IF_ERROR(leases_.RegisterActor(req.actor));
+    const protocol::RegisterActorRequest& req, Call& call) {
+  RAYX_RETURN_IF_ERROR(leases_.RegisterActor(req.actor, call.peer_id));
   return protocol::RegisterActorReply{};
 }
 
-Result<protocol::GetActorReply> HeadService::OnGetActor(const protocol::GetActorRequest& req,
-                                                        Call&) {
-  auto actor = leases_.GetActor(req.name);
-  if (!actor.ok()) return actor.status();
-  protocol::GetActorReply reply;
-  reply.actor = *actor;
-  reply.actor.restart_request.clear();  // the head's own: its owner's constructor arguments
+Result<NoReply> HeadService::OnGetActor(const protocol::GetActorRequest& req, Call& call) {
+  leases_.LookupActor(Requester{call.peer_id, call.id}, req, clock_.NowMs());
+  return NoReply{};  // answered now or when the name changes (ActorFound or Fail)
+}
+
+Result<protocol::DropActorNameReply> HeadService::OnDropActorName(
+    const protocol::DropActorNameRequest& req, Call&) {
+  protocol::DropActorNameReply reply;
+  reply.dropped = leases_.DropActorName(req.name, req.actor_id);
   return reply;
 }
 

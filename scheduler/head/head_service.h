@@ -154,7 +154,9 @@ class HeadService {
                                                    Call& call);
   Result<protocol::RegisterActorReply> OnRegisterActor(const protocol::RegisterActorRequest& req,
                                                        Call& call);
-  Result<protocol::GetActorReply> OnGetActor(const protocol::GetActorRequest& req, Call& call);
+  Result<NoReply> OnGetActor(const protocol::GetActorRequest& req, Call& call);
+  Result<protocol::DropActorNameReply> OnDropActorName(const protocol::DropActorNameRequest& req,
+                                                       Call& call);
   Result<protocol::CreatePlacementGroupReply> OnCreatePlacementGroup(
       const protocol::CreatePlacementGroupRequest& req, Call& call);
   Result<NoReply> OnWaitPlacementGroup(const protocol::WaitPlacementGroupRequest& req,

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <iterator>
 #include <set>
 #include <unordered_set>
 
@@ -89,13 +90,14 @@ uint32_t LeaseManager::FinishJob(const JobId& job_id, const std::string& why) {
   for (const auto& id : ending) EndLease(id, /*kill_worker=*/true, "its job ended (" + why + ")");
   job_ending_ = JobId();
   for (const auto& group : groups_.GroupsOfJob(job_id)) RemovePlacementGroup(group);
+  // Its actors' names, and the names its actors being created reserved
+  // (detached ones too: nobody is left to finish their registration).
   for (auto it = named_actors_.begin(); it != named_actors_.end();) {
-    if (it->second.job_id == job_id && !it->second.detached) {
-      if (store_) store_->DeleteActor(it->first);
-      it = named_actors_.erase(it);
-    } else {
-      ++it;
+    auto next = std::next(it);
+    if (it->second.job_id == job_id && (!it->second.detached || it->second.starting)) {
+      EraseName(it);
     }
+    it = next;
   }
   // Stored leases of the job on nodes that have not rejoined: stopped when
   // they do (OnNodeRejoined checks the job).
@@ -448,8 +450,10 @@ Status LeaseManager::ReturnLease(const LeaseId& lease_id) {
       // A handle killed a detached actor the head is restarting: it stays dead.
       RAYX_LOG(Info) << "detached actor '" << restarting->second
                      << "' was killed while the head restarted it";
-      if (store_) store_->DeleteActor(restarting->second);
-      named_actors_.erase(restarting->second);
+      if (auto actor = named_actors_.find(restarting->second);
+          actor != named_actors_.end() && !actor->second.starting) {
+        EraseName(actor);
+      }
       restarting_from_.erase(restarting);
       return Status::OK();
     }
@@ -528,6 +532,7 @@ void LeaseManager::EndHostedLeases(const LeaseId& lease_id) {
     std::erase_if(pending_, [&](const Pending& p) {
       return !p.owner.head && p.owner.requester.peer == peer;
     });
+    DropReservationsOf(peer);
     // Detached actors outlive whoever created them.
     std::vector<LeaseId> owned;
     for (const auto& [id, lease] : leases_) {
@@ -592,7 +597,9 @@ bool LeaseManager::RemovePlacementGroup(const PlacementGroupId& group_id) {
 
 std::vector<protocol::LeaseListEntry> LeaseManager::ListLeases() const {
   std::map<LeaseId, const protocol::ActorInfo*> names;
-  for (const auto& [name, actor] : named_actors_) names[actor.lease_id] = &actor;
+  for (const auto& [name, actor] : named_actors_) {
+    if (!actor.lease_id.IsNil()) names[actor.lease_id] = &actor;
+  }
   std::vector<protocol::LeaseListEntry> out;
   out.reserve(leases_.size());
   for (const auto& [id, lease] : leases_) {

@@ -10,6 +10,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "head/actor_name_waits.h"
 #include "head/head_outbox.h"
 #include "head/node_table.h"
 #include "head/placement_group_manager.h"
@@ -157,8 +158,8 @@ class LeaseManager {
                           const protocol::WaitPlacementGroupRequest& req, int64_t now_ms);
   // Stops the leases placed in the group, then frees it. False when unknown.
   bool RemovePlacementGroup(const PlacementGroupId& group_id);
-  // Answers placement group waits whose deadline passed.
-  void Tick(int64_t now_ms) { groups_.ExpireWaits(now_ms); }
+  // Answers placement group waits and actor lookups whose deadline passed.
+  void Tick(int64_t now_ms);
   std::vector<protocol::LeaseListEntry> ListLeases() const;
   // The node a start request (head request id) or a lease is on, for checking
   // that an agent's answer comes from that node's current incarnation.
@@ -168,8 +169,20 @@ class LeaseManager {
   const std::string* AgentPeerOf(const NodeId& node) const;
   std::vector<protocol::PlacementGroupInfo> ListPlacementGroups() const { return groups_.List(); }
 
-  Status RegisterActor(const protocol::ActorInfo& actor);
+  // Named actors (lease_manager_actors.cc). With `actor.starting`: reserves
+  // the name for an actor being created by the runtime at `peer` (until it
+  // registers, its creation is dropped, its job ends or `peer`'s worker
+  // ends). Without: names the actor's running worker, taking over its own
+  // reservation. AlreadyExists when another actor holds the name.
+  Status RegisterActor(const protocol::ActorInfo& actor, const std::string& peer = "");
+  // Frees `name` when it is still reserved for `actor_id`; false otherwise.
+  bool DropActorName(const std::string& name, const ActorId& actor_id);
   Result<protocol::ActorInfo> GetActor(const std::string& name) const;
+  // Answers `to` with the named actor (or NotFound) now, or, with
+  // `req.wait_ms`, once the name has a worker other than `req.stale_worker`,
+  // its entry changes, or the wait's deadline passes (GetActorRequest).
+  void LookupActor(const Requester& to, const protocol::GetActorRequest& req, int64_t now_ms);
+  size_t parked_actor_lookups() const { return actor_waits_.size(); }
   // True when `lease_id` is a live detached lease of job `job_id`.
   // After a head restart, also a stored lease whose node has not rejoined yet.
   bool IsDetachedLeaseOf(const LeaseId& lease_id, const JobId& job_id) const;
@@ -278,6 +291,13 @@ class LeaseManager {
   void SaveLease(const Lease& lease);
   // Forgets named actors of `lease_id`, in memory and in the store.
   void ForgetActorsOf(const LeaseId& lease_id);
+  // Removes a name (and its reservation, its stored row); answers its lookups.
+  void EraseName(std::map<std::string, protocol::ActorInfo>::iterator it);
+  // Answers the lookups parked on `name`: its entry changed.
+  void NameChanged(const std::string& name);
+  void AnswerLookup(const std::string& name, const Requester& to);
+  // Frees the names reserved by the runtime at `peer` (it is gone).
+  void DropReservationsOf(const std::string& peer);
   // True while `lease_id` is a stored lease waiting for its node to rejoin.
   // O(unconfirmed leases): only worker runtimes registering after a restart ask.
   bool IsUnconfirmed(const LeaseId& lease_id) const;
@@ -309,6 +329,9 @@ class LeaseManager {
   std::unordered_map<LeaseId, std::vector<std::string>> hosted_peers_;
   std::unordered_map<std::string, LeaseId> host_lease_of_peer_;
   std::map<std::string, protocol::ActorInfo> named_actors_;
+  // Names reserved at creation (ActorInfo::starting) -> the peer that did.
+  std::unordered_map<std::string, std::string> reserved_by_;
+  ActorNameWaits actor_waits_;
   std::map<std::pair<NodeId, int>, double> device_use_;  // per node and device: the share leased
   uint64_t invariant_violations_ = 0;
   uint64_t decisions_ = 0;

@@ -10,28 +10,70 @@
 // hands the constructor call to the new worker, which runs it before it says
 // it is ready. The name then points at the new worker; handles of other jobs
 // find it by name (they look it up after losing the old one).
+//
+// Names are reserved when an actor is created (ActorInfo::starting), as in
+// Ray: a second actor cannot take the name while the first one's constructor
+// runs, and GetActor finds it at once. Its handles wait for its worker with a
+// parked lookup (ActorNameWaits), answered whenever the name's entry changes.
+#include <iterator>
+
 #include "common/logging.h"
 #include "head/lease_manager.h"
 #include "protocol/codec.h"
 
 namespace rayx::scheduler {
 
+namespace {
+// An actor's metadata (ActorInfo::metadata) is a few names; 64 KiB bounds it.
+constexpr size_t kMaxActorMetadataBytes = 64 << 10;
+}  // namespace
+
 void LeaseManager::ForgetActorsOf(const LeaseId& lease_id) {
+  if (lease_id.IsNil()) return;
   for (auto a = named_actors_.begin(); a != named_actors_.end();) {
-    if (a->second.lease_id != lease_id) {
-      ++a;
-      continue;
-    }
-    if (store_) store_->DeleteActor(a->first);
-    a = named_actors_.erase(a);
+    auto next = std::next(a);
+    if (a->second.lease_id == lease_id) EraseName(a);
+    a = next;
   }
 }
 
-Status LeaseManager::RegisterActor(const protocol::ActorInfo& actor) {
+void LeaseManager::EraseName(std::map<std::string, protocol::ActorInfo>::iterator it) {
+  std::string name = it->first;
+  if (it->second.starting) {
+    reserved_by_.erase(name);
+  } else if (store_) {
+    store_->DeleteActor(name);
+  }
+  named_actors_.erase(it);
+  NameChanged(name);
+}
+
+Status LeaseManager::RegisterActor(const protocol::ActorInfo& actor, const std::string& peer) {
   if (actor.name.empty()) return Status::InvalidArgument("an actor name may not be empty");
-  if (named_actors_.count(actor.name)) {
-    return Status::AlreadyExists("an actor named '" + actor.name +
-                                 "' already exists: choose another name, or kill it first");
+  if (actor.metadata.size() > kMaxActorMetadataBytes) {
+    return Status::InvalidArgument("the actor's metadata is " +
+                                   std::to_string(actor.metadata.size()) + " bytes; at most " +
+                                   std::to_string(kMaxActorMetadataBytes) + " are kept");
+  }
+  auto existing = named_actors_.find(actor.name);
+  bool own_reservation = existing != named_actors_.end() && existing->second.starting &&
+                         existing->second.actor_id == actor.actor_id;
+  if (existing != named_actors_.end() && !own_reservation) {
+    return Status::AlreadyExists(
+        "an actor named '" + actor.name + "' already exists" +
+        (existing->second.starting ? " (its constructor is still running)" : "") +
+        ": choose another name, or kill it first");
+  }
+  if (actor.starting) {
+    if (own_reservation) return Status::OK();  // sent again
+    protocol::ActorInfo entry = actor;
+    entry.worker_address.clear();
+    entry.lease_id = LeaseId();
+    entry.restart_request.clear();
+    named_actors_[actor.name] = std::move(entry);
+    reserved_by_[actor.name] = peer;
+    NameChanged(actor.name);
+    return Status::OK();
   }
   if (!leases_.count(actor.lease_id)) {
     return Status::NotFound("the actor's worker is gone");
@@ -40,9 +82,41 @@ Status LeaseManager::RegisterActor(const protocol::ActorInfo& actor) {
     leases_[actor.lease_id].detached = true;
     SaveLease(leases_[actor.lease_id]);
   }
-  named_actors_[actor.name] = actor;
-  if (store_) store_->PutActor(actor);
+  protocol::ActorInfo& entry = named_actors_[actor.name];
+  std::string metadata = own_reservation ? std::move(entry.metadata) : std::string();
+  entry = actor;
+  if (entry.metadata.empty()) entry.metadata = std::move(metadata);
+  reserved_by_.erase(actor.name);
+  if (store_) store_->PutActor(entry);
+  NameChanged(actor.name);
   return Status::OK();
+}
+
+bool LeaseManager::DropActorName(const std::string& name, const ActorId& actor_id) {
+  auto it = named_actors_.find(name);
+  if (it == named_actors_.end() || !it->second.starting || it->second.actor_id != actor_id) {
+    return false;
+  }
+  EraseName(it);
+  return true;
+}
+
+void LeaseManager::DropReservationsOf(const std::string& peer) {
+  if (reserved_by_.empty()) return;  // only actors being created have one
+  std::vector<std::string> names;
+  for (const auto& [name, by] : reserved_by_) {
+    if (by == peer) names.push_back(name);
+  }
+  for (const auto& name : names) {
+    auto it = named_actors_.find(name);
+    if (it != named_actors_.end() && it->second.starting) {
+      RAYX_LOG(Info) << "actor name '" << name
+                     << "' freed: the worker creating its actor ended before the actor started";
+      EraseName(it);
+    } else {
+      reserved_by_.erase(name);
+    }
+  }
 }
 
 Result<protocol::ActorInfo> LeaseManager::GetActor(const std::string& name) const {
@@ -53,6 +127,46 @@ Result<protocol::ActorInfo> LeaseManager::GetActor(const std::string& name) cons
                             "it with SetLifetime(Detached) to outlive the job)");
   }
   return it->second;
+}
+
+void LeaseManager::LookupActor(const Requester& to, const protocol::GetActorRequest& req,
+                               int64_t now_ms) {
+  if (req.name.empty()) {
+    outbox_.Fail(to, Status::InvalidArgument("an actor name may not be empty"));
+    return;
+  }
+  auto it = named_actors_.find(req.name);
+  bool ready = it != named_actors_.end() && !it->second.worker_address.empty() &&
+               it->second.worker_address != req.stale_worker;
+  if (req.wait_ms <= 0 || ready) {
+    AnswerLookup(req.name, to);
+    return;
+  }
+  int64_t wait = std::min(req.wait_ms, protocol::GetActorRequest::kMaxActorWaitMs);
+  Status parked = actor_waits_.Park(req.name, ActorWaiter{to, req.stale_worker}, now_ms + wait);
+  if (!parked.ok()) outbox_.Fail(to, parked);
+}
+
+void LeaseManager::AnswerLookup(const std::string& name, const Requester& to) {
+  auto actor = GetActor(name);
+  if (!actor.ok()) {
+    outbox_.Fail(to, actor.status());
+    return;
+  }
+  protocol::GetActorReply reply;
+  reply.actor = std::move(*actor);
+  reply.actor.restart_request.clear();  // the head's own: its owner's constructor arguments
+  outbox_.ActorFound(to, reply);
+}
+
+void LeaseManager::NameChanged(const std::string& name) {
+  if (actor_waits_.size() == 0) return;
+  for (const ActorWaiter& waiter : actor_waits_.Take(name)) AnswerLookup(name, waiter.to);
+}
+
+void LeaseManager::Tick(int64_t now_ms) {
+  groups_.ExpireWaits(now_ms);
+  for (const auto& [name, waiter] : actor_waits_.Expire(now_ms)) AnswerLookup(name, waiter.to);
 }
 
 bool LeaseManager::OwnerGone(const Lease& lease) const {
@@ -99,6 +213,7 @@ void LeaseManager::RestartActor(protocol::ActorInfo info, const std::string& cau
   info.lease_id = LeaseId();
   named_actors_[info.name] = info;
   if (store_) store_->PutActor(info);
+  NameChanged(info.name);
   uint64_t id = kActorRestartBit | next_actor_restart_++;
   actor_restarts_[id] = info.name;
   RAYX_LOG(Warning) << "detached actor '" << info.name << "' (" << info.class_name
@@ -118,7 +233,8 @@ void LeaseManager::OnActorRestartGranted(uint64_t request_id,
   actor_restarts_.erase(it);
   std::erase_if(restarting_from_, [&](const auto& entry) { return entry.second == name; });
   auto actor = named_actors_.find(name);
-  if (actor == named_actors_.end() || !actor->second.lease_id.IsNil()) {
+  if (actor == named_actors_.end() || !actor->second.lease_id.IsNil() ||
+      actor->second.starting) {
     // Killed (its name removed) while it restarted: its new worker goes too.
     EndLease(grant.lease_id, /*kill_worker=*/true, "the restarted actor was removed meanwhile");
     return;
@@ -126,6 +242,7 @@ void LeaseManager::OnActorRestartGranted(uint64_t request_id,
   actor->second.worker_address = grant.worker_address;
   actor->second.lease_id = grant.lease_id;
   if (store_) store_->PutActor(actor->second);
+  NameChanged(name);
   RAYX_LOG(Info) << "detached actor '" << name << "' restarted on node " << grant.node_address
                  << ", worker pid " << grant.worker_pid;
 }
@@ -139,9 +256,9 @@ void LeaseManager::OnActorRestartFailed(uint64_t request_id, const Status& statu
   RAYX_LOG(Error) << "detached actor '" << name << "' could not be restarted: " << status.message()
                   << "; its name is removed";
   auto actor = named_actors_.find(name);
-  if (actor != named_actors_.end() && actor->second.lease_id.IsNil()) {
-    named_actors_.erase(actor);
-    if (store_) store_->DeleteActor(name);
+  if (actor != named_actors_.end() && actor->second.lease_id.IsNil() &&
+      !actor->second.starting) {
+    EraseName(actor);
   }
 }
 

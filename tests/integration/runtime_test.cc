@@ -64,6 +64,15 @@ int FlakyUntil(std::string counter, int fail_times) {
 class Recorder {
  public:
   static Recorder* Create(int start) { return new Recorder(start); }
+  // A constructor that takes a while (a model to load), or fails.
+  static Recorder* CreateSlowly(int start, int ms) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(ms));
+    return new Recorder(start);
+  }
+  static Recorder* CreateOrThrow(int start) {
+    if (start < 0) throw std::invalid_argument("start must not be negative");
+    return new Recorder(start);
+  }
   explicit Recorder(int start) : total_(start) {}
   int Record(int i) {
     seen_.push_back(i);
@@ -95,6 +104,11 @@ int AddThroughHandle(rayx::ActorHandle<Recorder> actor, int x) {
   return *actor.Task(&Recorder::Record).Remote(x).Get();
 }
 
+// A task that looks an actor up by name in its own process and calls it.
+int TotalOfNamed(std::string name) {
+  return *rayx::GetActor<Recorder>(name).Task(&Recorder::Total).Remote().Get(30000);
+}
+
 // What a task sees of the variables that would make a program it starts a worker.
 std::string WorkerVariables() {
   std::string out;
@@ -117,6 +131,7 @@ class Relay {
 };
 
 rayx::Bytes MakeBlob(int size);
+RAYX_REMOTE(Recorder::CreateSlowly, Recorder::CreateOrThrow, TotalOfNamed);
 RAYX_REMOTE(Relay::Create, &Relay::TargetPid, FlakyUntil, WorkerVariables, MakeBlob, Reverse, CountBytes, Square, Add, SumBytes, AgentPid, SlowSquare, Throws, Crashes, Recorder::Create,
             &Recorder::Record, &Recorder::Seen, &Recorder::Total, &Recorder::Pid, &Recorder::Sleep,
             &Recorder::Gpus, &Recorder::Visible, &Recorder::SquareByTask,
@@ -592,6 +607,49 @@ TEST_F(Runtime, AHandleInAnotherProcessFindsARestartedNamedActor) {
       << "the relay never reached the restarted actor; last error: " << last_error;
   EXPECT_EQ(seen, *target.Task(&Recorder::Pid).Remote().Get(20000));
   target.Kill();
+}
+
+// As in Ray, a name is taken when the actor is created: while its constructor
+// runs, a second actor cannot have it, and others find it and queue calls.
+TEST_F(Runtime, ANamedActorIsFoundAndItsNameHeldWhileItsConstructorRuns) {
+  auto slow = rayx::Actor(Recorder::CreateSlowly).SetName("slowpoke").Remote(5, 3000);
+  try {
+    rayx::Actor(Recorder::Create).SetName("slowpoke").Remote(0);
+    FAIL() << "a second actor took the name of one still being constructed";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("constructor is still running"), std::string::npos)
+        << e.what();
+  }
+  // Another process looks it up by name at once (a task), and one is given
+  // its handle before it runs (an actor's constructor argument).
+  auto by_name = rayx::Task(TotalOfNamed).Remote(std::string("slowpoke"));
+  auto relay = rayx::Actor(Relay::Create).Remote(slow);
+  EXPECT_EQ(*by_name.Get(30000), 5);
+  int pid = *slow.Task(&Recorder::Pid).Remote().Get(30000);
+  EXPECT_EQ(*relay.Task(&Relay::TargetPid).Remote().Get(30000), pid);
+  slow.Kill();
+  relay.Kill();
+}
+
+TEST_F(Runtime, ANameIsFreeAgainWhenItsActorsConstructorFails) {
+  auto bad = rayx::Actor(Recorder::CreateOrThrow).SetName("fragile").Remote(-1);
+  EXPECT_THROW(bad.Task(&Recorder::Total).Remote().Get(30000), rayx::TaskError);
+  // Its owner drops the name when it hears of the failure (a message to the
+  // head of its own, so it may land just after the Get above).
+  ASSERT_TRUE(rayx::testing::WaitUntil(
+      [] {
+        try {
+          rayx::GetActor<Recorder>("fragile");
+          return false;
+        } catch (const std::runtime_error&) {
+          return true;
+        }
+      },
+      10000))
+      << "the failed actor's name stayed taken";
+  auto good = rayx::Actor(Recorder::CreateOrThrow).SetName("fragile").Remote(3);
+  EXPECT_EQ(*rayx::Task(TotalOfNamed).Remote(std::string("fragile")).Get(30000), 3);
+  good.Kill();
 }
 
 TEST_F(Runtime, KillStopsTheActor) {

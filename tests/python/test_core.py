@@ -819,6 +819,88 @@ def test_named_actor_handles_keep_method_num_returns_and_class_name(rayx_mod):
     rayx.kill(made)
 
 
+class _Slow:
+    """Its constructor takes `seconds` (a model to load); it writes its pid to
+    `path` first."""
+
+    def __init__(self, path, seconds):
+        with open(path, "a") as f:
+            f.write(f"{os.getpid()}\n")
+        time.sleep(seconds)
+
+    def pid(self):
+        return os.getpid()
+
+
+def test_a_named_actor_is_found_and_its_name_held_while_it_is_constructed(rayx_mod, cluster,
+                                                                          tmp_path):
+    rayx = rayx_mod
+    Slow = rayx.remote(_Slow)
+    log = tmp_path / "constructed"
+    made = Slow.options(name="py-slow").remote(str(log), 4)
+    # As in Ray, the name is taken at .remote(), not once the constructor ran.
+    with pytest.raises(ValueError, match="constructor is still running"):
+        Slow.options(name="py-slow").remote(str(log), 0)
+    again = Slow.options(name="py-slow", get_if_exists=True).remote(str(log), 0)
+    found = rayx.get_actor("py-slow")
+    assert repr(found).startswith("Actor(_Slow,")
+    other = run_driver(cluster, textwrap.dedent("""
+        import rayx
+        rayx.init()
+        h = rayx.get_actor("py-slow")
+        print("PID", rayx.get(h.pid.remote(), timeout=30))
+        rayx.shutdown()
+    """))
+    pid = rayx.get(made.pid.remote(), timeout=30)
+    assert rayx.get(again.pid.remote(), timeout=30) == pid
+    assert rayx.get(found.pid.remote(), timeout=30) == pid
+    assert other.returncode == 0, other.stderr
+    assert f"PID {pid}" in other.stdout
+    assert log.read_text().split() == [str(pid)], "constructed more than once"
+    rayx.kill(made)
+
+
+def test_a_reserved_name_is_freed_when_its_creator_dies_first(rayx_mod, cluster, tmp_path):
+    rayx = rayx_mod
+    log = tmp_path / "constructed"
+    p = subprocess.Popen([sys.executable, "-c", textwrap.dedent(f"""
+        import sys, time
+        sys.path.insert(0, {os.path.dirname(os.path.abspath(__file__))!r})
+        import rayx
+        from test_core import _Slow
+        rayx.init()
+        rayx.remote(_Slow).options(name="py-orphaned-name").remote({str(log)!r}, 600)
+        print("CREATED", flush=True)
+        time.sleep(600)
+    """)], stdout=subprocess.PIPE, text=True, env=driver_env(cluster))
+    try:
+        assert p.stdout.readline().strip() == "CREATED"
+        wait_until(lambda: log.exists() and log.read_text().strip(), 30,
+                   "the actor's constructor to start")
+        actor_pid = int(log.read_text().split()[0])
+        # Taken while its constructor runs.
+        with pytest.raises(ValueError, match="constructor is still running"):
+            rayx.remote(_Slow).options(name="py-orphaned-name").remote(str(log), 0)
+        p.kill()
+        p.wait()
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+
+    def name_free():
+        try:
+            rayx.get_actor("py-orphaned-name")
+            return False
+        except ValueError:
+            return True
+    wait_until(name_free, 20, "the name of the dead driver's actor to be freed")
+    wait_until(lambda: _gone(actor_pid), 20, "the half-made actor's worker to exit")
+    h = rayx.remote(_Slow).options(name="py-orphaned-name").remote(str(tmp_path / "second"), 0)
+    assert rayx.get(h.pid.remote(), timeout=30) != actor_pid
+    rayx.kill(h)
+
+
 def test_ctrl_c_interrupts_placement_group_wait(cluster):
     _interrupt_blocked_driver(cluster, """
         import rayx

@@ -44,6 +44,7 @@ class ActorSubmitterTest : public testing::SubmitterFixture {
     options.max_restarts = max_restarts;
     options.max_task_retries = max_task_retries;
     options.detached = detached;
+    if (!name.empty()) options.metadata = "meta:" + name;
     task.args.push_back(Arg{"ctor-arg", nullptr});
     submitter_.Create(std::move(task), options, creation);
     return creation->id;
@@ -470,6 +471,152 @@ TEST_F(ActorSubmitterTest, AHandleGivesUpWhenTheNameNowBelongsToAnotherActor) {
   head_.lookups[0].second(info);
   EXPECT_EQ(ErrorOf(waiting), "ActorDied");
   EXPECT_NE(MessageOf(waiting).find("now belongs to another actor"), std::string::npos);
+}
+
+// ---- Names reserved at creation (Runtime::CreateActor reserved "counter") -------
+
+TEST_F(ActorSubmitterTest, AnOwnerRegistersItsReservedNameOnlyOnceTheConstructorRan) {
+  Create("counter");
+  head_.Grant("lease-a1", "w1");
+  Step();
+  EXPECT_TRUE(head_.registered.empty()) << "named before its constructor ran";
+  auto* w1 = connector_.At("w1");
+  ASSERT_NE(w1, nullptr);
+  w1->Reply(w1->calls[0].call_id, "");
+  Step();
+  ASSERT_EQ(head_.registered.size(), 1u);
+  EXPECT_FALSE(head_.registered[0].starting);
+  EXPECT_EQ(head_.registered[0].worker_address, "w1");
+  EXPECT_EQ(head_.registered[0].metadata, "meta:counter");
+  EXPECT_TRUE(head_.dropped.empty());
+}
+
+TEST_F(ActorSubmitterTest, AReservedNameIsDroppedWhenTheActorCannotBePlaced) {
+  Create("counter");
+  head_.Refuse(Status::Infeasible("no node has 64 GPUs"));
+  Step();
+  EXPECT_EQ(head_.dropped, std::vector<std::string>{"counter/a1"});
+  EXPECT_TRUE(head_.registered.empty());
+}
+
+TEST_F(ActorSubmitterTest, AReservedNameIsDroppedWhenTheConstructorFails) {
+  Create("counter");
+  head_.Grant("lease-a1", "w1");
+  Step();
+  auto* w1 = connector_.At("w1");
+  ASSERT_NE(w1, nullptr);
+  w1->ReplyError(w1->calls[0].call_id, "std::runtime_error", "bad config");
+  Step();
+  EXPECT_EQ(head_.dropped, std::vector<std::string>{"counter/a1"});
+  EXPECT_TRUE(head_.registered.empty());
+}
+
+TEST_F(ActorSubmitterTest, AReservedNameIsDroppedAtOnceWhenTheActorIsKilledBeforeItsLease) {
+  Create("counter");
+  submitter_.Kill(ActorId::FromWire("a1"));
+  EXPECT_EQ(head_.dropped, std::vector<std::string>{"counter/a1"});
+  head_.Grant("lease-a1", "w1");  // arrives after all: given back
+  Step();
+  EXPECT_EQ(head_.returned, std::vector<std::string>{"lease-a1"});
+  EXPECT_EQ(head_.dropped.size(), 1u) << "dropped twice";
+  EXPECT_TRUE(head_.registered.empty());
+}
+
+// A handle got by name while the actor's constructor runs (GetActor answered
+// with a reserved name, no worker yet).
+protocol::ActorInfo Starting() {
+  protocol::ActorInfo info;
+  info.actor_id = ActorId::FromWire("b1");
+  info.name = "svc";
+  info.starting = true;
+  return info;
+}
+
+TEST_F(ActorSubmitterTest, AHandleOfAStartingActorQueuesCallsUntilItsWorkerIsRegistered) {
+  submitter_.Attach(Starting());
+  ObjectId first = Call("M", "b1");
+  ObjectId second = Call("N", "b1");
+  Step();
+  ASSERT_EQ(head_.lookup_requests.size(), 1u);
+  EXPECT_EQ(head_.lookup_requests[0].name, "svc");
+  EXPECT_GT(head_.lookup_requests[0].wait_ms, 0) << "the lookup must be parked, not polled";
+  // The head's wait ended with the constructor still running: asked again,
+  // well past the 60 s a lost worker is waited for.
+  for (int i = 0; i < 20; ++i) {
+    clock_.Advance(5000);
+    auto done = std::move(head_.lookups.front().second);
+    head_.lookups.pop_front();
+    done(Starting());
+    Step();
+    ASSERT_EQ(head_.lookups.size(), 1u) << "stopped waiting after " << (i + 1) * 5 << " s";
+  }
+  protocol::ActorInfo running = Starting();
+  running.starting = false;
+  running.worker_address = "w9";
+  running.lease_id = LeaseId::FromWire("lease-b1");
+  head_.lookups.front().second(running);
+  Step();
+  auto* w9 = connector_.At("w9");
+  ASSERT_NE(w9, nullptr);
+  EXPECT_EQ(Functions(*w9), (std::vector<std::string>{"M", "N"}));
+  w9->Reply(w9->calls[0].call_id, "r");
+  EXPECT_EQ(ErrorOf(first), "");
+  EXPECT_TRUE(head_.returned.empty()) << "a handle does not own the lease";
+}
+
+TEST_F(ActorSubmitterTest, AHandleOfAStartingActorFailsItsCallsWhenTheNameGoes) {
+  submitter_.Attach(Starting());
+  ObjectId call = Call("M", "b1");
+  Step();
+  ASSERT_EQ(head_.lookups.size(), 1u);
+  // Its creation failed: the name is gone; the handle waits the 60 s a name
+  // may take to come back, asking no more often than every 200 ms.
+  for (int i = 0; i < 3; ++i) {
+    auto done = std::move(head_.lookups.front().second);
+    head_.lookups.pop_front();
+    done(Status::NotFound("no actor named 'svc'"));
+    Step();
+    EXPECT_TRUE(head_.lookups.empty()) << "asked again at once: it would spin";
+    clock_.Advance(200);
+    io_.run_for(std::chrono::milliseconds(400));
+    io_.restart();
+    ASSERT_EQ(head_.lookups.size(), 1u);
+  }
+  clock_.Advance(ActorSubmitter::kRestartLookupMs);
+  head_.lookups.front().second(Status::NotFound("no actor named 'svc'"));
+  Step();
+  EXPECT_EQ(ErrorOf(call), "ActorDied");
+  EXPECT_NE(MessageOf(call).find("the actor named 'svc' did not start"), std::string::npos)
+      << MessageOf(call);
+}
+
+TEST_F(ActorSubmitterTest, AHandleWithoutWorkerOrNameFailsItsCallsAtOnce) {
+  protocol::ActorInfo info = Starting();
+  info.name.clear();
+  submitter_.Attach(info);
+  ObjectId call = Call("M", "b1");
+  Step();
+  EXPECT_TRUE(head_.lookups.empty()) << "nothing to look up without a name";
+  EXPECT_EQ(ErrorOf(call), "ActorDied");
+  EXPECT_NE(MessageOf(call).find("cannot be found"), std::string::npos) << MessageOf(call);
+}
+
+TEST_F(ActorSubmitterTest, KillingAStartingActorThroughAHandleStopsItOnceItsWorkerIsKnown) {
+  submitter_.Attach(Starting());
+  ObjectId call = Call("M", "b1");
+  Step();
+  submitter_.Kill(ActorId::FromWire("b1"));
+  EXPECT_EQ(ErrorOf(call), "ActorDied");
+  EXPECT_TRUE(head_.returned.empty());
+  protocol::ActorInfo running = Starting();
+  running.starting = false;
+  running.worker_address = "w9";
+  running.lease_id = LeaseId::FromWire("lease-b1");
+  ASSERT_EQ(head_.lookups.size(), 1u);
+  head_.lookups.front().second(running);
+  Step();
+  EXPECT_EQ(head_.returned, std::vector<std::string>{"lease-b1"});
+  EXPECT_EQ(connector_.At("w9"), nullptr) << "connected to a killed actor";
 }
 
 TEST_F(ActorSubmitterTest, ALeaseTheHeadDeclaredLostRestartsTheActor) {

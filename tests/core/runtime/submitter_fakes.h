@@ -32,8 +32,12 @@ class FakeHead final : public LeaseClient {
   }
   void ReturnLease(const LeaseId& lease_id) override { returned.push_back(lease_id.Hex()); }
   void RegisterActor(const protocol::ActorInfo& actor) override { registered.push_back(actor); }
-  void LookupActor(const std::string& name, ActorCallback done) override {
-    lookups.push_back({name, std::move(done)});
+  void DropActorName(const std::string& name, const ActorId& actor_id) override {
+    dropped.push_back(name + "/" + actor_id.Hex());
+  }
+  void LookupActor(const protocol::GetActorRequest& request, ActorCallback done) override {
+    lookups.push_back({request.name, std::move(done)});
+    lookup_requests.push_back(request);
   }
 
   // Grants the oldest request: a worker at `address` under `lease_id`.
@@ -59,6 +63,8 @@ class FakeHead final : public LeaseClient {
   std::vector<std::string> returned;
   std::vector<protocol::ActorInfo> registered;
   std::deque<std::pair<std::string, ActorCallback>> lookups;
+  std::vector<protocol::GetActorRequest> lookup_requests;
+  std::vector<std::string> dropped;  // "name/actor id"
 };
 
 // One call as a worker received it.

@@ -84,12 +84,22 @@ class HeadFixture : public ::testing::Test {
     sent_.clear();
   }
 
-  // Sends `body` from `peer`; returns the immediate reply's type and body.
+  // Sends `body` from `peer`; returns the reply's type and body: the
+  // immediate one, or one the head sent through its outbox while handling it.
   template <typename Req>
   std::pair<uint16_t, std::string> Send(const Req& body, const std::string& peer, uint64_t id) {
     Frames frames = transport::MakeMessage(body, id);
+    size_t before = sent_.size();
     auto reply = head_->Handle(frames, peer);
-    if (!reply) return {0, ""};
+    if (!reply) {
+      for (size_t i = before; i < sent_.size(); ++i) {
+        if (sent_[i].peer != peer || sent_[i].id != id) continue;
+        Sent answer = sent_[i];
+        sent_.erase(sent_.begin() + static_cast<std::ptrdiff_t>(i));
+        return {answer.type, answer.body};
+      }
+      return {0, ""};
+    }
     auto env = protocol::Decode<protocol::Envelope>(transport::FrameView((*reply)[0]));
     EXPECT_TRUE(env.ok());
     return {env->t, std::string(transport::FrameView((*reply)[1]))};

@@ -1140,5 +1140,157 @@ TEST_F(LeaseManagerTest, NamedActorsOfAFinishedJobDisappearOthersStay) {
   EXPECT_EQ(leases_.RegisterActor(Actor("mine", other, theirs)).code(), StatusCode::kOk);
 }
 
+// ---- Names reserved at creation (ActorInfo::starting) ------------------------------
+
+protocol::ActorInfo Reservation(const std::string& name, const std::string& actor,
+                                const JobId& job, bool detached = false) {
+  protocol::ActorInfo info;
+  info.actor_id = ActorId::FromWire(actor);
+  info.name = name;
+  info.job_id = job;
+  info.class_name = "Counter::Create";
+  info.detached = detached;
+  info.starting = true;
+  info.metadata = "meta-of-" + actor;
+  return info;
+}
+
+TEST_F(LeaseManagerTest, AReservedNameIsFoundAtOnceAndRefusesASecondActor) {
+  AddNode("10.0.0.2", {{"CPU", 1}});
+  JobId job = NewJob();
+  ASSERT_TRUE(leases_.RegisterActor(Reservation("svc", "actor-1", job), "driver").ok());
+  auto found = leases_.GetActor("svc");
+  ASSERT_TRUE(found.ok()) << found.status();
+  EXPECT_TRUE(found->starting);
+  EXPECT_EQ(found->worker_address, "");
+  EXPECT_EQ(found->metadata, "meta-of-actor-1");
+  EXPECT_TRUE(leases_.RegisterActor(Reservation("svc", "actor-1", job), "driver").ok())
+      << "the same reservation sent again is no conflict";
+
+  Status second = leases_.RegisterActor(Reservation("svc", "actor-2", job), "driver");
+  EXPECT_EQ(second.code(), StatusCode::kAlreadyExists);
+  EXPECT_NE(second.message().find("constructor is still running"), std::string::npos) << second;
+
+  // The constructor ran: the owner names the worker; the metadata stays.
+  LeaseId lease = Grant(job, {{"CPU", 1}}, "agent-10.0.0.2");
+  protocol::ActorInfo running = Actor("svc", job, lease);
+  running.actor_id = ActorId::FromWire("actor-1");
+  ASSERT_TRUE(leases_.RegisterActor(running, "driver").ok());
+  found = leases_.GetActor("svc");
+  EXPECT_FALSE(found->starting);
+  EXPECT_EQ(found->worker_address, "tcp://10.0.0.2:7000");
+  EXPECT_EQ(found->metadata, "meta-of-actor-1");
+  EXPECT_EQ(leases_.RegisterActor(Reservation("svc", "actor-1", job), "driver").code(),
+            StatusCode::kAlreadyExists)
+      << "a registered actor's name cannot be reserved again, even by its own id";
+  EXPECT_FALSE(leases_.DropActorName("svc", ActorId::FromWire("actor-1")))
+      << "a running actor's name goes with its lease, not by a drop";
+}
+
+TEST_F(LeaseManagerTest, OnlyItsOwnActorDropsAReservedName) {
+  JobId job = NewJob();
+  ASSERT_TRUE(leases_.RegisterActor(Reservation("svc", "actor-1", job), "driver").ok());
+  EXPECT_FALSE(leases_.DropActorName("svc", ActorId::FromWire("actor-2")));
+  EXPECT_TRUE(leases_.GetActor("svc").ok());
+  EXPECT_TRUE(leases_.DropActorName("svc", ActorId::FromWire("actor-1")));
+  EXPECT_EQ(leases_.GetActor("svc").status().code(), StatusCode::kNotFound);
+  EXPECT_TRUE(leases_.RegisterActor(Reservation("svc", "actor-2", job), "driver").ok());
+}
+
+TEST_F(LeaseManagerTest, ReservedNamesGoWithTheirJobDetachedOnesToo) {
+  JobId job = NewJob();
+  JobId other = NewJob();
+  ASSERT_TRUE(leases_.RegisterActor(Reservation("mine", "actor-1", job), "driver").ok());
+  ASSERT_TRUE(
+      leases_.RegisterActor(Reservation("keeper", "actor-2", job, /*detached=*/true), "driver")
+          .ok());
+  ASSERT_TRUE(leases_.RegisterActor(Reservation("theirs", "actor-3", other), "driver-2").ok());
+  leases_.FinishJob(job, "done");
+  EXPECT_FALSE(leases_.GetActor("mine").ok());
+  EXPECT_FALSE(leases_.GetActor("keeper").ok()) << "nobody is left to register it";
+  EXPECT_TRUE(leases_.GetActor("theirs").ok());
+}
+
+TEST_F(LeaseManagerTest, ReservedNamesGoWhenTheWorkerThatMadeThemEnds) {
+  AddNode("10.0.0.2", {{"CPU", 2}});
+  JobId job = NewJob();
+  LeaseId outer = Grant(job, {{"CPU", 1}}, "agent-10.0.0.2");
+  protocol::RegisterDriverRequest inner_runtime;
+  inner_runtime.job_id = job;
+  inner_runtime.host_lease_id = outer;
+  leases_.RegisterDriver(inner_runtime, kT0, "cluster-1", "worker-runtime");
+  ASSERT_TRUE(
+      leases_.RegisterActor(Reservation("nested", "actor-1", job), "worker-runtime").ok());
+  ASSERT_TRUE(leases_.RegisterActor(Reservation("top", "actor-2", job), "driver").ok());
+  ASSERT_TRUE(leases_.ReturnLease(outer).ok());
+  EXPECT_FALSE(leases_.GetActor("nested").ok());
+  EXPECT_TRUE(leases_.GetActor("top").ok());
+}
+
+TEST_F(LeaseManagerTest, AParkedLookupIsAnsweredWhenTheNameGetsItsWorker) {
+  AddNode("10.0.0.2", {{"CPU", 1}});
+  JobId job = NewJob();
+  ASSERT_TRUE(leases_.RegisterActor(Reservation("svc", "actor-1", job), "driver").ok());
+  protocol::GetActorRequest wait;
+  wait.name = "svc";
+  wait.wait_ms = 5000;
+  leases_.LookupActor(Requester{"handle", 41}, wait, kT0);
+  EXPECT_TRUE(Take().empty()) << "answered before the actor had a worker";
+  EXPECT_EQ(leases_.parked_actor_lookups(), 1u);
+
+  LeaseId lease = Grant(job, {{"CPU", 1}}, "agent-10.0.0.2");
+  protocol::ActorInfo running = Actor("svc", job, lease);
+  running.actor_id = ActorId::FromWire("actor-1");
+  ASSERT_TRUE(leases_.RegisterActor(running, "driver").ok());
+  auto sent = Take();
+  ASSERT_EQ(sent.size(), 1u);
+  EXPECT_EQ(sent[0].peer, "handle");
+  EXPECT_EQ(sent[0].env.id, 41u);
+  auto reply = sent[0].As<protocol::GetActorReply>();
+  EXPECT_EQ(reply.actor.worker_address, "tcp://10.0.0.2:7000");
+  EXPECT_FALSE(reply.actor.starting);
+  EXPECT_EQ(leases_.parked_actor_lookups(), 0u);
+
+  // A handle that lost that worker waits for another one; not found now.
+  wait.stale_worker = "tcp://10.0.0.2:7000";
+  leases_.LookupActor(Requester{"handle", 42}, wait, kT0);
+  EXPECT_TRUE(Take().empty());
+  // Without a change it is answered at its deadline, with what the head has.
+  leases_.Tick(kT0 + 4999);
+  EXPECT_TRUE(Take().empty());
+  leases_.Tick(kT0 + 5000);
+  sent = Take();
+  ASSERT_EQ(sent.size(), 1u);
+  EXPECT_EQ(sent[0].env.id, 42u);
+  EXPECT_EQ(sent[0].As<protocol::GetActorReply>().actor.worker_address, "tcp://10.0.0.2:7000");
+}
+
+TEST_F(LeaseManagerTest, AParkedLookupHearsAtOnceThatTheNameWasDropped) {
+  JobId job = NewJob();
+  ASSERT_TRUE(leases_.RegisterActor(Reservation("svc", "actor-1", job), "driver").ok());
+  protocol::GetActorRequest wait;
+  wait.name = "svc";
+  wait.wait_ms = 60000;
+  leases_.LookupActor(Requester{"handle", 7}, wait, kT0);
+  ASSERT_TRUE(leases_.DropActorName("svc", ActorId::FromWire("actor-1")));
+  auto sent = Take();
+  ASSERT_EQ(sent.size(), 1u);
+  EXPECT_EQ(sent[0].Error().code, static_cast<uint8_t>(StatusCode::kNotFound));
+  EXPECT_NE(sent[0].Error().message.find("'svc'"), std::string::npos);
+  // Unparked: a later change answers nobody twice.
+  ASSERT_TRUE(leases_.RegisterActor(Reservation("svc", "actor-2", job), "driver").ok());
+  EXPECT_TRUE(Take().empty());
+}
+
+TEST_F(LeaseManagerTest, ALookupWithoutWaitIsAnsweredAtOnce) {
+  protocol::GetActorRequest now;
+  now.name = "nobody";
+  leases_.LookupActor(Requester{"handle", 3}, now, kT0);
+  auto sent = Take();
+  ASSERT_EQ(sent.size(), 1u);
+  EXPECT_EQ(sent[0].Error().code, static_cast<uint8_t>(StatusCode::kNotFound));
+  EXPECT_EQ(leases_.parked_actor_lookups(), 0u);
+}
+
 }  // namespace
 }  // namespace rayx::scheduler

@@ -18,6 +18,7 @@ class RecordingOutbox final : public HeadOutbox {
     kFail,
     kPlacementGroupWaitDone,
     kKvWaitDone,
+    kActorFound,
     kProcessExited,
     kLeasesLost,
     kGroupMemberDied,
@@ -38,6 +39,7 @@ class RecordingOutbox final : public HeadOutbox {
     JobId job_id;                                  // kJobFinished
     protocol::LeasesLostNotice lost;               // kLeasesLost
     protocol::GroupMemberDiedNotice member_died;   // kGroupMemberDied
+    protocol::ActorInfo actor;                     // kActorFound
   };
 
   void GrantLease(const Requester& to, const protocol::RequestLeaseReply& grant) override {
@@ -52,6 +54,9 @@ class RecordingOutbox final : public HeadOutbox {
   }
   void KvWaitDone(const Requester& to, const protocol::KvWaitReply&) override {
     Add({Kind::kKvWaitDone, to.peer, to.request_id});
+  }
+  void ActorFound(const Requester& to, const protocol::GetActorReply& reply) override {
+    Add({Kind::kActorFound, to.peer, to.request_id}).actor = reply.actor;
   }
   void ProcessExited(const std::string& owner_peer, const protocol::ProcessExitedNotice&) override {
     Add({Kind::kProcessExited, owner_peer, 0});

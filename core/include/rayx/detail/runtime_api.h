@@ -83,6 +83,9 @@ struct ActorOptions {
   // Times a call in flight when the worker died is sent again to the
   // restarted actor (-1: no limit). 0: it fails with ActorDied.
   int max_task_retries = 0;
+  // Opaque bytes kept with a named actor's name and given to GetActor callers
+  // (the Python package keeps the class's name and method return counts).
+  std::string metadata;
 };
 
 // A placement group as the head last reported it. `state`: PENDING, CREATED,
@@ -129,6 +132,8 @@ ActorPtr GetNamedActor(const std::string& name);
 std::string SerializeActor(const ActorPtr& actor);
 // The actor's id (hex): the same for every handle of one actor.
 const std::string& ActorIdOf(const ActorPtr& actor);
+// The metadata its creator attached (ActorOptions::metadata), if named.
+const std::string& ActorMetadataOf(const ActorPtr& actor);
 ActorPtr DeserializeActor(const std::string& bytes);
 
 // An object's bytes: in this process's memory, or mapped read-only from the

@@ -67,9 +67,9 @@ bool Leave(std::string name) {
   return true;
 }();
 
-// Asks every member to leave `name` and waits for their answers (a dead
-// member's call fails: it has left already).
-void LeaveAll(const std::vector<ActorPtr>& actors, const std::string& name) {
+// Asks every member to leave `name` and, with `wait`, waits for their answers
+// (a dead member's call fails: it has left already).
+void LeaveAll(const std::vector<ActorPtr>& actors, const std::string& name, bool wait = true) {
   std::vector<rayx::detail::ObjectHandle> leaves;
   for (const auto& a : actors) {
     try {
@@ -78,6 +78,7 @@ void LeaveAll(const std::vector<ActorPtr>& actors, const std::string& name) {
     } catch (const std::exception&) {
     }
   }
+  if (!wait) return;
   for (auto& leave : leaves) {
     try {
       rayx::detail::GetBytes(leave, 10000);
@@ -154,6 +155,12 @@ void CreateGroupOverActors(const std::vector<ActorPtr>& actors, const GroupOptio
   for (size_t i = 0; i < joins.size(); ++i) {
     try {
       rayx::detail::GetBytes(joins[i], connect_timeout_ms + 5000);
+    } catch (const rayx::detail::Interrupted&) {
+      // The caller gave up (Ctrl-C): nothing of the group is left. The members
+      // leave once they answer; the caller does not wait for that.
+      LeaveAll(actors, options.name, /*wait=*/false);
+      ForgetGroup(options.name);
+      throw;
     } catch (const std::exception& e) {
       if (failure.empty()) {
         failure = where + ": rank " + std::to_string(i) + " (actor " + short_ids[i] +

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <mutex>
@@ -332,8 +333,44 @@ ObjectHandle PutBytes(std::string bytes) { return RequireRuntime().Put(std::move
 ObjectHandle PutEncoded(size_t size, const std::function<void(char* out)>& fill) {
   return RequireRuntime().PutEncoded(size, fill);
 }
+namespace {
+thread_local const std::function<void()>* tl_interrupt_check = nullptr;
+}  // namespace
+
+InterruptScope::InterruptScope(std::function<void()> check)
+    : check_(std::move(check)), previous_(tl_interrupt_check) {
+  tl_interrupt_check = &check_;
+}
+InterruptScope::~InterruptScope() { tl_interrupt_check = previous_; }
+
+void CheckInterrupt() {
+  if (tl_interrupt_check != nullptr) (*tl_interrupt_check)();
+}
+bool HasInterruptCheck() { return tl_interrupt_check != nullptr; }
+
 ObjectBytes GetBytes(const ObjectHandle& object, int64_t timeout_ms) {
-  return RequireRuntime().Get(object, timeout_ms);
+  Runtime& runtime = RequireRuntime();
+  if (tl_interrupt_check == nullptr) return runtime.Get(object, timeout_ms);
+  const auto start = std::chrono::steady_clock::now();
+  for (;;) {
+    int64_t slice = kInterruptSliceMs;
+    if (timeout_ms >= 0) {
+      int64_t waited = std::chrono::duration_cast<std::chrono::milliseconds>(
+                           std::chrono::steady_clock::now() - start)
+                           .count();
+      slice = std::clamp<int64_t>(timeout_ms - waited, 0, kInterruptSliceMs);
+    }
+    try {
+      return runtime.Get(object, slice);
+    } catch (const GetTimeoutError&) {
+      if (timeout_ms >= 0 && std::chrono::steady_clock::now() - start >=
+                                 std::chrono::milliseconds(timeout_ms)) {
+        throw GetTimeoutError("object " + ObjectIdOf(object) + " was not ready within " +
+                              std::to_string(timeout_ms) + " ms");
+      }
+    }
+    CheckInterrupt();
+  }
 }
 std::vector<bool> WaitObjects(const std::vector<ObjectHandle>& objects, size_t num_returns,
                               int64_t timeout_ms) {

@@ -1,6 +1,7 @@
 // rayx::CreatePlacementGroup, PlacementGroup::Wait, RemovePlacementGroup, and
 // the runtime's placement-group calls to the head.
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <stdexcept>
 
@@ -184,7 +185,21 @@ PlacementGroupPtr CreatePlacementGroup(const std::string& name,
 }
 const std::string& PlacementGroupIdOf(const PlacementGroupPtr& group) { return group->id.Hex(); }
 PlacementGroupState WaitPlacementGroup(const PlacementGroupPtr& group, int64_t timeout_ms) {
-  return RequireRuntime().WaitPlacementGroup(group, timeout_ms);
+  Runtime& runtime = RequireRuntime();
+  // Each slice is a wait the head holds (InterruptScope): a second at a time.
+  constexpr int64_t kSliceMs = 1000;
+  const auto start = std::chrono::steady_clock::now();
+  for (;;) {
+    int64_t left = timeout_ms - std::chrono::duration_cast<std::chrono::milliseconds>(
+                                    std::chrono::steady_clock::now() - start)
+                                    .count();
+    if (!HasInterruptCheck() || left <= kSliceMs) {
+      return runtime.WaitPlacementGroup(group, std::max<int64_t>(left, 0));
+    }
+    PlacementGroupState state = runtime.WaitPlacementGroup(group, kSliceMs);
+    if (state.state != protocol::Name(protocol::PlacementGroupState::kPending)) return state;
+    CheckInterrupt();
+  }
 }
 void RemovePlacementGroup(const std::string& id) { RequireRuntime().RemovePlacementGroup(id); }
 ObjectHandle PlacementGroupReady(const PlacementGroupPtr& group, std::string ready_value) {

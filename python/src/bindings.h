@@ -78,6 +78,34 @@ inline pybind11::object& ExceptionType(pybind11::object*& slot, const char* qual
   return *slot;
 }
 
+// An InterruptScope whose check raises Ctrl-C's KeyboardInterrupt out of a
+// long librayx call made without the GIL (group creation): the call unwinds,
+// cleaning up what it made, and Interrupted reaches InterruptedToPython.
+class CtrlCInterrupts {
+ public:
+  CtrlCInterrupts()
+      : scope_([] {
+          pybind11::gil_scoped_acquire gil;
+          // The KeyboardInterrupt stays set until InterruptedToPython raises it.
+          if (PyErr_CheckSignals() != 0) throw detail::Interrupted{};
+        }) {}
+
+ private:
+  detail::InterruptScope scope_;
+};
+
+// Runs `fn` without the GIL; Ctrl-C ends its waits (CtrlCInterrupts).
+template <typename F>
+auto RunInterruptibly(F&& fn) -> decltype(fn()) {
+  CtrlCInterrupts interrupts;
+  try {
+    pybind11::gil_scoped_release release;
+    return fn();
+  } catch (const detail::Interrupted&) {
+    throw pybind11::error_already_set();  // the KeyboardInterrupt, with the GIL held again
+  }
+}
+
 // rayx._core.collective: collective groups (Gloo on CPU, NCCL on GPU) for
 // rayx.util.collective and rayx.train.
 void BindCollective(pybind11::module_& m);

@@ -215,7 +215,11 @@ void BindCollective(py::module_& m) {
     o.name = name;
     o.backend = backend == "nccl" ? Backend::kNccl : Backend::kGloo;
     o.timeout_ms = timeout_ms;
-    Run([&] { collective::detail::CreateGroupOverActors(ptrs, o, /*detached=*/false); });
+    try {
+      RunInterruptibly([&] { collective::detail::CreateGroupOverActors(ptrs, o, false); });
+    } catch (const CollectiveError& e) {
+      Raise(e);
+    }
   });
   sub.def("destroy_group", [](const std::string& name) {
     Run([&] { collective::DestroyCollectiveGroup(name); });

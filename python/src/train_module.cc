@@ -65,22 +65,24 @@ PyActorGroup CreateGroup(const std::vector<py::bytes>& args, int num_actors,
   spec.options.collective = false;  // made below, with the trainer's own deadline
   spec.options.timeout_ms = timeout_ms;
   try {
-    py::gil_scoped_release release;
-    detail::ActorGroupPtr group = detail::CreateActorGroup(std::move(spec));
-    if (!collective_group.empty()) {
-      collective::GroupOptions g;
-      g.name = collective_group;
-      g.backend = collective::Backend::kGloo;
-      g.timeout_ms = collective_timeout_ms;
-      try {
-        collective::detail::CreateGroupOverActors(group->actors, g, /*detached=*/false);
-      } catch (...) {
-        detail::KillActorGroup(*group);
-        throw;
+    // Ctrl-C ends the wait for the group (up to `timeout_ms`): what was made goes.
+    return RunInterruptibly([&] {
+      detail::ActorGroupPtr group = detail::CreateActorGroup(std::move(spec));
+      if (!collective_group.empty()) {
+        collective::GroupOptions g;
+        g.name = collective_group;
+        g.backend = collective::Backend::kGloo;
+        g.timeout_ms = collective_timeout_ms;
+        try {
+          collective::detail::CreateGroupOverActors(group->actors, g, /*detached=*/false);
+        } catch (...) {
+          detail::KillActorGroup(*group);
+          throw;
+        }
+        group->collective_group = collective_group;
       }
-      group->collective_group = collective_group;
-    }
-    return PyActorGroup{std::move(group)};
+      return PyActorGroup{std::move(group)};
+    });
   } catch (const ActorGroupInfeasibleError& e) {
     PyErr_SetString(InfeasibleType().ptr(), e.what());
     throw py::error_already_set();

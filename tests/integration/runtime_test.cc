@@ -652,6 +652,33 @@ TEST_F(Runtime, ANameIsFreeAgainWhenItsActorsConstructorFails) {
   good.Kill();
 }
 
+// The Python bindings end long waits on Ctrl-C through an InterruptScope.
+TEST_F(Runtime, AnInterruptScopeEndsABlockingGetBetweenSlices) {
+  auto slow = rayx::Task(SlowSquare).Remote(3, 3000);
+  int checks = 0;
+  auto start = std::chrono::steady_clock::now();
+  {
+    rayx::detail::InterruptScope scope([&] {
+      if (++checks == 3) throw rayx::detail::Interrupted{};
+    });
+    EXPECT_THROW(rayx::detail::GetBytes(slow.handle(), 60000), rayx::detail::Interrupted);
+  }
+  EXPECT_EQ(checks, 3);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::milliseconds(2500))
+      << "the wait was not cut into slices";
+  // A timeout still names the whole wait, and without a scope Get waits as before.
+  {
+    rayx::detail::InterruptScope scope([] {});
+    try {
+      rayx::detail::GetBytes(slow.handle(), 300);
+      FAIL() << "ready after 300 ms";
+    } catch (const rayx::GetTimeoutError& e) {
+      EXPECT_NE(std::string(e.what()).find("within 300 ms"), std::string::npos) << e.what();
+    }
+  }
+  EXPECT_EQ(*slow.Get(30000), 9);
+}
+
 TEST_F(Runtime, KillStopsTheActor) {
   auto actor = rayx::Actor(Recorder::Create).Remote(0);
   int pid = *actor.Task(&Recorder::Pid).Remote().Get();

@@ -11,7 +11,7 @@ import time
 import pytest
 
 import counter_actor
-from conftest import driver_env, run_driver, wait_until
+from conftest import driver_env, run_cli, run_driver, wait_until
 
 
 # Module-level functions are pickled by reference (workers import this module:
@@ -537,15 +537,18 @@ def test_large_values_are_zero_copy_from_the_store(rayx_mod):
     assert c.sum() == 1 << 20
 
 
-def _interrupt_blocked_driver(cluster, code, what):
+def _interrupt_blocked_driver(cluster, code, what, blocked=None):
     """Runs driver `code`, which prints WAITING, then blocks in `what` and prints
-    INTERRUPTED on KeyboardInterrupt; sends SIGINT once it sleeps there and
-    asserts it was interrupted within 5 s and exited cleanly."""
+    INTERRUPTED on KeyboardInterrupt; sends SIGINT once it sleeps there (and
+    `blocked()`, when given, is true) and asserts it was interrupted within 5 s
+    and exited cleanly."""
     import select
     p = subprocess.Popen([sys.executable, "-c", textwrap.dedent(code)], stdout=subprocess.PIPE,
                          text=True, env=driver_env(cluster))
     try:
         assert p.stdout.readline().strip() == "WAITING"
+        if blocked is not None:
+            wait_until(blocked, 30, f"the driver to reach {what}")
         # Blocked inside librayx: the main thread sleeps.
         wait_until(lambda: open(f"/proc/{p.pid}/stat").read().rsplit(")", 1)[1].split()[0] == "S",
                    10, f"the driver to block in {what}")
@@ -817,6 +820,71 @@ def test_named_actor_handles_keep_method_num_returns_and_class_name(rayx_mod):
     x, y = again.two.remote()
     assert rayx.get([x, y], timeout=30) == ["left", "right"]
     rayx.kill(made)
+
+
+def test_ctrl_c_interrupts_a_trainer_waiting_for_its_workers_and_frees_them(cluster):
+    # The only "special" resource is held, so the trainer's group waits for it
+    # (up to 120 s) inside one librayx call; Ctrl-C ends that wait, and the
+    # group's reservation goes with it: nothing takes "special" once it is free.
+    def trainer_waits():
+        listed = run_cli("list", "placement-groups", temp_dir=cluster.temp_dir)
+        return "PENDING" in listed.stdout
+    _interrupt_blocked_driver(cluster, """
+        import sys, time
+        import rayx
+        from rayx.train import ScalingConfig
+        from rayx.train.torch import TorchTrainer
+        from rayx.util import placement_group, remove_placement_group
+        rayx.init()
+        hold = placement_group([{"special": 1}])
+        assert hold.wait(30)
+        def loop():
+            pass
+        trainer = TorchTrainer(loop, scaling_config=ScalingConfig(
+            num_workers=1, resources_per_worker={"CPU": 1, "special": 1}))
+        try:
+            print("WAITING", flush=True)
+            trainer.fit()
+        except KeyboardInterrupt:
+            print("INTERRUPTED", flush=True)
+        remove_placement_group(hold)
+        deadline = time.monotonic() + 10
+        while rayx.available_resources().get("special", 0) != 1:
+            if time.monotonic() > deadline:
+                sys.exit("the interrupted trainer's group still holds 'special'")
+            time.sleep(0.1)
+        rayx.shutdown()
+    """, "TorchTrainer.fit waiting for its workers", blocked=trainer_waits)
+
+
+def test_ctrl_c_interrupts_create_collective_group_and_frees_its_name(cluster):
+    # The members are busy, so their joins wait behind the busy calls (up to
+    # the 30 s connect timeout) inside one librayx call; after Ctrl-C the name
+    # is free again and the same actors form the group under it.
+    _interrupt_blocked_driver(cluster, """
+        import time
+        import rayx
+        from rayx.util import collective
+        rayx.init()
+        @rayx.remote(num_cpus=0.1)
+        class Busy:
+            def hold(self, s):
+                time.sleep(s)
+                return s
+            def rank(self, name):
+                return collective.get_rank(name)
+        actors = [Busy.remote() for _ in range(2)]
+        busy = [a.hold.remote(8) for a in actors]
+        try:
+            print("WAITING", flush=True)
+            collective.create_collective_group(actors, 2, [0, 1], group_name="interrupted")
+        except KeyboardInterrupt:
+            print("INTERRUPTED", flush=True)
+        rayx.get(busy, timeout=60)
+        collective.create_collective_group(actors, 2, [1, 0], group_name="interrupted")
+        assert rayx.get([a.rank.remote("interrupted") for a in actors], timeout=60) == [1, 0]
+        rayx.shutdown()
+    """, "create_collective_group")
 
 
 class _Slow:

@@ -154,6 +154,30 @@ ObjectHandle PutEncoded(size_t size, const std::function<void(char* out)>& fill)
 // Waits for the object; timeout_ms < 0 waits forever. Throws TaskError when the
 // call that makes it failed, GetTimeoutError on timeout.
 ObjectBytes GetBytes(const ObjectHandle& object, int64_t timeout_ms);
+
+// Lets a caller end blocking calls made on its thread early. While an
+// InterruptScope lives, GetBytes and WaitPlacementGroup on this thread wait in
+// slices of at most kInterruptSliceMs and run `check` between them: what it
+// throws ends the wait and unwinds the call that made it, which cleans up as
+// on any error (an actor group half made is killed). The Python bindings
+// throw Interrupted from it on Ctrl-C, which is not a std::exception, so that
+// no `catch (const std::exception&)` on the way mistakes it for a failure.
+struct Interrupted {};
+inline constexpr int64_t kInterruptSliceMs = 200;
+class InterruptScope {
+ public:
+  explicit InterruptScope(std::function<void()> check);
+  ~InterruptScope();
+  InterruptScope(const InterruptScope&) = delete;
+  InterruptScope& operator=(const InterruptScope&) = delete;
+
+ private:
+  std::function<void()> check_;
+  const std::function<void()>* previous_;
+};
+// Runs this thread's innermost InterruptScope check, if any.
+void CheckInterrupt();
+bool HasInterruptCheck();
 // Marks ready objects; returns once `num_returns` are ready or the timeout passes.
 std::vector<bool> WaitObjects(const std::vector<ObjectHandle>& objects, size_t num_returns,
                               int64_t timeout_ms);

@@ -315,12 +315,44 @@ struct DriverHeartbeatReply {
   MSGPACK_DEFINE_MAP(known, rejoin)
 };
 
+// What the head knows of a named actor (defined here: FinishJobRequest hands
+// actors over).
+struct ActorInfo {
+  ActorId actor_id;
+  std::string name;
+  JobId job_id;
+  std::string class_name;  // the factory's registered name
+  std::string worker_address;
+  LeaseId lease_id;
+  bool detached = false;
+  // Restarts left when the handle was made (-1: no limit): a handle that loses
+  // a named restartable actor's worker looks its new one up by name.
+  int32_t max_restarts = 0;
+  // A detached restartable actor whose constructor's arguments are all inline:
+  // its lease request with `init` set (an encoded RequestLeaseRequest), so the
+  // head can restart it once its owner is gone. Empty: only its owner can.
+  std::string restart_request;
+  int32_t restarts_done = 0;  // restarts the head made
+  // The name is reserved for this actor, whose constructor has not finished
+  // yet: no worker to call. Its owner registers it again once it has.
+  bool starting = false;
+  // Opaque bytes its creator attached (the Python package: the class's name
+  // and its methods' return counts), given to whoever looks the name up.
+  std::string metadata;
+  MSGPACK_DEFINE_MAP(actor_id, name, job_id, class_name, worker_address, lease_id, detached,
+                     max_restarts, restart_request, restarts_done, starting, metadata)
+};
+
 // The job's driver is done: the head kills every worker of the job except
 // detached actors and frees their resources.
 struct FinishJobRequest {
   static constexpr MessageType kType = MessageType::kFinishJobRequest;
   JobId job_id;
-  MSGPACK_DEFINE_MAP(job_id)
+  // The driver's detached named actors whose constructor had not finished:
+  // the head takes them over (ActorInfo::restart_request set: it creates them
+  // again itself; empty: it stops them), since nobody is left to name them.
+  std::vector<ActorInfo> hand_over;
+  MSGPACK_DEFINE_MAP(job_id, hand_over)
 };
 
 struct FinishJobReply {
@@ -390,10 +422,11 @@ struct RequestLeaseRequest {
   std::vector<std::string> worker_args;
   std::map<std::string, std::string> worker_env;
   ActorInit init;  // set by the head only (a detached actor's restart)
+  ActorId actor_id;  // the actor a for_actor lease is for (its name's reservation)
   MSGPACK_DEFINE_MAP(job_id, resources, executable, working_dir, for_actor, detached,
                      package_hash, package_dir, group_visible_devices,
                      placement_group_id, bundle_index, strategy, affinity_node_id, affinity_soft,
-                     label_selector, processes, worker_args, worker_env, init)
+                     label_selector, processes, worker_args, worker_env, init, actor_id)
 };
 
 struct RequestLeaseReply {
@@ -468,33 +501,7 @@ struct KillWorkersRequest {
   MSGPACK_DEFINE_MAP(lease_ids)
 };
 
-// ---- Named actors ------------------------------------------------------------
-
-struct ActorInfo {
-  ActorId actor_id;
-  std::string name;
-  JobId job_id;
-  std::string class_name;  // the factory's registered name
-  std::string worker_address;
-  LeaseId lease_id;
-  bool detached = false;
-  // Restarts left when the handle was made (-1: no limit): a handle that loses
-  // a named restartable actor's worker looks its new one up by name.
-  int32_t max_restarts = 0;
-  // A detached restartable actor whose constructor's arguments are all inline:
-  // its lease request with `init` set (an encoded RequestLeaseRequest), so the
-  // head can restart it once its owner is gone. Empty: only its owner can.
-  std::string restart_request;
-  int32_t restarts_done = 0;  // restarts the head made
-  // The name is reserved for this actor, whose constructor has not finished
-  // yet: no worker to call. Its owner registers it again once it has.
-  bool starting = false;
-  // Opaque bytes its creator attached (the Python package: the class's name
-  // and its methods' return counts), given to whoever looks the name up.
-  std::string metadata;
-  MSGPACK_DEFINE_MAP(actor_id, name, job_id, class_name, worker_address, lease_id, detached,
-                     max_restarts, restart_request, restarts_done, starting, metadata)
-};
+// ---- Named actors (ActorInfo is defined above) -------------------------------
 
 // Names an actor. With `actor.starting`, reserves the name when the actor is
 // created, before it has a worker (AlreadyExists when another actor holds it);

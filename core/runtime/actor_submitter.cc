@@ -123,6 +123,7 @@ void ActorSubmitter::Create(Task creation_task, const ActorOptions& options,
   req.resources = options.resources;
   ApplyPlacement(options.placement, &req);
   req.for_actor = true;
+  req.actor_id = state->actor_id;
   req.detached = options.detached;
   if (options_.describe_program) options_.describe_program(&req);
   ActorState* actor = state.get();
@@ -193,6 +194,7 @@ void ActorSubmitter::RegisterOrDropName(ActorState& actor) {
   info.starting = false;  // it has run: this names its worker
   deps_.head.RegisterActor(info);
   actor.name_state = ActorState::Name::kRegistered;
+  if (actor.restarts_left == 0) actor.creation.reset();  // kept only to hand it over
 }
 
 void ActorSubmitter::DropName(ActorState& actor) {
@@ -220,7 +222,11 @@ void ActorSubmitter::Submit(Task task) {
 void ActorSubmitter::Send(ActorState& actor, Task task) {
   // The owner keeps the constructor call (resolved) to run it again on a
   // restart; the worker connection drops its arguments once sent.
-  if (task.actor_creation && actor.owner && actor.restarts_left > 0 && !actor.creation) {
+  // So does a detached named one until it is named: if its driver exits
+  // first, the head creates it again from that copy (TakeHandOvers).
+  bool hand_over = actor.detached && actor.name_state == ActorState::Name::kReserved;
+  if (task.actor_creation && actor.owner && (actor.restarts_left > 0 || hand_over) &&
+      !actor.creation) {
     actor.creation = task;
   }
   actor.conn->Queue(std::move(task));
@@ -509,19 +515,61 @@ protocol::ActorInfo ActorSubmitter::InfoOf(const ActorState& a) const {
 }
 
 std::string ActorSubmitter::RestartRequestOf(const ActorState& a) const {
-  // Only a detached actor outlives its owner; only inline arguments outlive
-  // the owner's job (its stored objects go with it).
-  if (!a.owner || !a.detached || a.restarts_left <= 0 || !a.creation || !a.creation->stored.empty()) {
+  // Only a detached actor outlives its owner.
+  if (!a.owner || !a.detached || a.restarts_left <= 0 || !a.creation) return "";
+  return ConstructorRequestOf(a);
+}
+
+std::string ActorSubmitter::ConstructorRequestOf(const ActorState& a) const {
+  // The constructor call: the resolved copy kept once it was sent, or the
+  // call still queued. Only inline arguments outlive the owner's job (its
+  // stored objects go with it).
+  std::vector<std::string> args;
+  std::string function;
+  if (a.creation) {
+    if (!a.creation->stored.empty()) return "";
+    args = a.creation->resolved;
+    function = a.creation->function;
+  } else if (!a.queue.empty() && a.queue.front().actor_creation) {
+    const Task& queued = a.queue.front();
+    if (a.resolved_front > 0) {
+      if (!queued.stored.empty()) return "";
+      args = queued.resolved;
+    } else {
+      for (const auto& arg : queued.args) {
+        if (arg.ref) return "";
+        args.push_back(arg.bytes);
+      }
+    }
+    function = queued.function;
+  } else {
     return "";
   }
   size_t bytes = 0;
-  for (const auto& arg : a.creation->resolved) bytes += arg.size();
+  for (const auto& arg : args) bytes += arg.size();
   if (bytes > kMaxRestartArgBytes) return "";
   protocol::RequestLeaseRequest req = a.lease_request;
-  req.init.function = a.creation->function;
+  req.init.function = std::move(function);
   req.init.actor_id = a.actor_id;
-  req.init.args = a.creation->resolved;
+  req.init.args = std::move(args);
   return protocol::Encode(req);
+}
+
+std::vector<protocol::ActorInfo> ActorSubmitter::TakeHandOvers() {
+  std::vector<protocol::ActorInfo> out;
+  for (auto& [id, state] : actors_) {
+    ActorState& a = *state;
+    if (!a.owner || !a.detached || a.name_state != ActorState::Name::kReserved ||
+        !a.dead_reason.empty()) {
+      continue;
+    }
+    protocol::ActorInfo info = InfoOf(a);
+    info.restart_request = ConstructorRequestOf(a);
+    info.metadata = a.metadata;
+    a.name_state = ActorState::Name::kNone;  // the head's from now on
+    out.push_back(std::move(info));
+  }
+  return out;
 }
 
 void ActorSubmitter::Attach(const protocol::ActorInfo& info) {

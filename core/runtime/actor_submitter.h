@@ -85,6 +85,12 @@ class ActorSubmitter {
   // The head declared lease `lease_id`'s node dead: the actor's worker counts
   // as lost (`why`), as if it had died (a restart may follow).
   void LoseLease(const LeaseId& lease_id, const std::string& why);
+  // The driver is about to end its job: its detached named actors whose
+  // constructor has not finished, for the head to take over
+  // (FinishJobRequest::hand_over); each with the lease request and
+  // constructor call to create it again (restart_request), when its
+  // arguments can outlive the job. They are no longer this process's to name.
+  std::vector<protocol::ActorInfo> TakeHandOvers();
   // Drops every connection (shutdown).
   void Clear();
 
@@ -121,6 +127,9 @@ class ActorSubmitter {
   // What the head needs to restart `actor` once its owner (this process) is
   // gone (ActorInfo::restart_request), or "" when it cannot.
   std::string RestartRequestOf(const ActorState& actor) const;
+  // The actor's lease request with its constructor call (`init`), or "" when
+  // an argument is a stored object or they total over kMaxRestartArgBytes.
+  std::string ConstructorRequestOf(const ActorState& actor) const;
 
   Deps deps_;
   Options options_;

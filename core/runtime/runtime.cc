@@ -201,6 +201,16 @@ void Runtime::Stop() {
   if (!config_.is_worker && !config_.job_id.IsNil()) {  // empty: never registered
     protocol::FinishJobRequest req;
     req.job_id = config_.job_id;
+    // Detached actors still being constructed: the head finishes them.
+    auto hand_over = std::make_shared<std::promise<std::vector<protocol::ActorInfo>>>();
+    auto taken = hand_over->get_future();
+    PostOrdered([this, hand_over] {
+      hand_over->set_value(actors_ ? actors_->TakeHandOvers()
+                                   : std::vector<protocol::ActorInfo>{});
+    });
+    if (taken.wait_for(std::chrono::seconds(5)) == std::future_status::ready) {
+      req.hand_over = taken.get();
+    }
     auto reply = head_->CallSync<protocol::FinishJobReply>(req, 5000);
     if (!reply.ok()) RAYX_LOG(Warning) << "could not end job " << config_.job_id << ": " << reply.status();
   }

@@ -532,7 +532,7 @@ Result<protocol::DriverHeartbeatReply> HeadService::OnDriverHeartbeat(
 Result<protocol::FinishJobReply> HeadService::OnFinishJob(const protocol::FinishJobRequest& req,
                                                           Call&) {
   protocol::FinishJobReply reply;
-  reply.workers_killed = leases_.FinishJob(req.job_id, "its driver finished");
+  reply.workers_killed = leases_.FinishJob(req.job_id, "its driver finished", req.hand_over);
   return reply;
 }
 

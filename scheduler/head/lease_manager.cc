@@ -70,7 +70,8 @@ bool LeaseManager::DriverHeartbeat(const JobId& job_id, int64_t now_ms) {
   return true;
 }
 
-uint32_t LeaseManager::FinishJob(const JobId& job_id, const std::string& why) {
+uint32_t LeaseManager::FinishJob(const JobId& job_id, const std::string& why,
+                                 const std::vector<protocol::ActorInfo>& hand_over) {
   auto job = jobs_.find(job_id);
   if (job == jobs_.end() || job->second.finished) return 0;
   job->second.finished = true;
@@ -90,14 +91,27 @@ uint32_t LeaseManager::FinishJob(const JobId& job_id, const std::string& why) {
   for (const auto& id : ending) EndLease(id, /*kill_worker=*/true, "its job ended (" + why + ")");
   job_ending_ = JobId();
   for (const auto& group : groups_.GroupsOfJob(job_id)) RemovePlacementGroup(group);
+  // Detached actors still being constructed: the head creates them again
+  // itself when the driver handed them over, else they stop (below).
+  for (const auto& actor : hand_over) TakeOver(job_id, actor);
   // Its actors' names, and the names its actors being created reserved
-  // (detached ones too: nobody is left to finish their registration).
-  for (auto it = named_actors_.begin(); it != named_actors_.end();) {
-    auto next = std::next(it);
-    if (it->second.job_id == job_id && (!it->second.detached || it->second.starting)) {
-      EraseName(it);
+  // (detached ones too: nobody is left to finish their registration; their
+  // workers stop too).
+  std::vector<std::pair<std::string, ActorId>> names;
+  for (const auto& [name, actor] : named_actors_) {
+    if (actor.job_id == job_id && (!actor.detached || actor.starting)) {
+      names.emplace_back(name, actor.actor_id);
     }
-    it = next;
+  }
+  for (const auto& [name, actor_id] : names) {
+    auto it = named_actors_.find(name);
+    if (it == named_actors_.end() || it->second.actor_id != actor_id) continue;
+    if (it->second.starting) {
+      EndActorLeases(actor_id, "its job ended before its constructor finished (" + why + ")");
+      it = named_actors_.find(name);
+      if (it == named_actors_.end()) continue;
+    }
+    EraseName(it);
   }
   // Stored leases of the job on nodes that have not rejoined: stopped when
   // they do (OnNodeRejoined checks the job).
@@ -283,6 +297,7 @@ bool LeaseManager::TryGrant(Pending& pending, std::optional<NodeId> decided) {
   lease.detached = pending.req.detached;
   lease.gpu_ids = gpu_ids;
   lease.for_actor = pending.req.for_actor;
+  lease.actor_id = pending.req.actor_id;
   lease.process = !pending.req.processes.empty();
   lease.group_id = pending.req.placement_group_id;
   lease.bundle_index = bundle_index;

@@ -124,8 +124,11 @@ class LeaseManager {
   // A job whose life the head itself supervises (rayx job submit): it does not
   // end when drivers stop heartbeating, only through FinishJob.
   void AddSupervisedJob(const JobId& job_id, int64_t now_ms);
-  // Ends the job; returns how many workers were told to stop.
-  uint32_t FinishJob(const JobId& job_id, const std::string& why);
+  // Ends the job; returns how many workers were told to stop. `hand_over`:
+  // the driver's detached named actors still being constructed, which the
+  // head creates again itself (those with a restart request) or stops.
+  uint32_t FinishJob(const JobId& job_id, const std::string& why,
+                     const std::vector<protocol::ActorInfo>& hand_over = {});
   // Ends jobs whose drivers went silent.
   void ExpireSilentJobs(int64_t now_ms);
 
@@ -239,6 +242,7 @@ class LeaseManager {
     bool running = false;
     bool detached = false;
     bool for_actor = false;
+    ActorId actor_id;            // for_actor: the actor (RequestLeaseRequest::actor_id)
     bool process = false;        // a process lease (rayx launch, rayx job)
     PlacementGroupId group_id;   // placement group, or ""
     int32_t bundle_index = -1;
@@ -296,8 +300,15 @@ class LeaseManager {
   // Answers the lookups parked on `name`: its entry changed.
   void NameChanged(const std::string& name);
   void AnswerLookup(const std::string& name, const Requester& to);
-  // Frees the names reserved by the runtime at `peer` (it is gone).
+  // Frees the names reserved by the runtime at `peer` (it is gone), and
+  // stops their actors.
   void DropReservationsOf(const std::string& peer);
+  // Ends the leases and drops the queued requests made for actor `actor_id`.
+  void EndActorLeases(const ActorId& actor_id, const std::string& cause);
+  // Job `job_id` ended with `actor` (a detached actor whose name it reserved)
+  // still being constructed: with a restart request the head creates it again
+  // as its owner; without, it is stopped and its name freed.
+  void TakeOver(const JobId& job_id, const protocol::ActorInfo& actor);
   // True while `lease_id` is a stored lease waiting for its node to rejoin.
   // O(unconfirmed leases): only worker runtimes registering after a restart ask.
   bool IsUnconfirmed(const LeaseId& lease_id) const;

@@ -112,11 +112,53 @@ void LeaseManager::DropReservationsOf(const std::string& peer) {
     if (it != named_actors_.end() && it->second.starting) {
       RAYX_LOG(Info) << "actor name '" << name
                      << "' freed: the worker creating its actor ended before the actor started";
+      ActorId actor_id = it->second.actor_id;
       EraseName(it);
+      EndActorLeases(actor_id, "the worker that created it ended before its constructor finished");
     } else {
       reserved_by_.erase(name);
     }
   }
+}
+
+void LeaseManager::EndActorLeases(const ActorId& actor_id, const std::string& cause) {
+  std::erase_if(pending_, [&](const Pending& p) {
+    return p.req.for_actor && p.req.actor_id == actor_id;
+  });
+  std::vector<LeaseId> ending;
+  for (const auto& [id, lease] : leases_) {
+    if (lease.for_actor && lease.actor_id == actor_id) ending.push_back(id);
+  }
+  for (const auto& id : ending) EndLease(id, /*kill_worker=*/true, cause);
+}
+
+void LeaseManager::TakeOver(const JobId& job_id, const protocol::ActorInfo& actor) {
+  auto it = named_actors_.find(actor.name);
+  if (it == named_actors_.end() || !it->second.starting || it->second.actor_id != actor.actor_id ||
+      it->second.job_id != job_id || !it->second.detached) {
+    return;  // registered meanwhile, or not this job's reservation
+  }
+  const std::string cause = "its driver exited before its constructor finished";
+  // Its worker, if any, is still running the constructor for an owner that
+  // is gone: the head starts over with a worker of its own.
+  EndActorLeases(actor.actor_id, cause);
+  it = named_actors_.find(actor.name);
+  if (it == named_actors_.end()) return;
+  if (actor.restart_request.empty()) {
+    RAYX_LOG(Warning) << "detached actor '" << actor.name << "' (" << it->second.class_name
+                      << ") stopped: " << cause
+                      << ", and its constructor's arguments cannot outlive the job (objects from "
+                         "the object store, or over 64 KiB): wait for a call to it to return "
+                         "before the driver exits";
+    EraseName(it);
+    return;
+  }
+  protocol::ActorInfo info = it->second;
+  info.starting = false;
+  info.restart_request = actor.restart_request;
+  info.max_restarts = actor.max_restarts;
+  EraseName(it);  // RestartActor names it again, with no worker until it runs
+  RestartActor(std::move(info), cause, /*count=*/false);
 }
 
 Result<protocol::ActorInfo> LeaseManager::GetActor(const std::string& name) const {

@@ -928,7 +928,42 @@ def test_a_named_actor_is_found_and_its_name_held_while_it_is_constructed(rayx_m
     rayx.kill(made)
 
 
-def test_a_reserved_name_is_freed_when_its_creator_dies_first(rayx_mod, cluster, tmp_path):
+def test_a_detached_actor_deployed_by_a_driver_that_exits_at_once_is_there_later(
+        rayx_mod, cluster, tmp_path):
+    # The pattern of a deploy script: create a detached named actor (a model
+    # that takes a while to load) and exit. The driver hands it to the head,
+    # which finishes creating it.
+    rayx = rayx_mod
+    log = tmp_path / "constructed"
+    deploy = run_driver(cluster, textwrap.dedent(f"""
+        import sys
+        sys.path.insert(0, {os.path.dirname(os.path.abspath(__file__))!r})
+        import rayx
+        from test_core import _Slow
+        rayx.init()
+        rayx.remote(_Slow).options(name="py-deployed", lifetime="detached").remote(
+            {str(log)!r}, 2)
+        print("DEPLOYED")
+    """))
+    assert deploy.returncode == 0, deploy.stderr
+    assert "DEPLOYED" in deploy.stdout
+    h = rayx.get_actor("py-deployed")
+    assert repr(h).startswith("Actor(_Slow,")
+    pid = rayx.get(h.pid.remote(), timeout=60)
+    # One actor under the name: a constructor the driver had begun was stopped.
+    pids = [int(p) for p in log.read_text().split()]
+    assert pids[-1] == pid
+    for begun in pids[:-1]:
+        wait_until(lambda: _gone(begun), 10, "the first, abandoned constructor's worker to exit")
+    rayx.kill(h)
+    wait_until(lambda: _gone(pid), 10, "the killed actor's worker to exit")
+
+
+@pytest.mark.parametrize("lifetime", [None, "detached"])
+def test_a_reserved_name_is_freed_when_its_creator_dies_first(rayx_mod, cluster, tmp_path,
+                                                              lifetime):
+    # A detached one too: its driver died without handing it over, so nobody
+    # would ever name it, and its worker must not run on for good.
     rayx = rayx_mod
     log = tmp_path / "constructed"
     p = subprocess.Popen([sys.executable, "-c", textwrap.dedent(f"""
@@ -937,7 +972,8 @@ def test_a_reserved_name_is_freed_when_its_creator_dies_first(rayx_mod, cluster,
         import rayx
         from test_core import _Slow
         rayx.init()
-        rayx.remote(_Slow).options(name="py-orphaned-name").remote({str(log)!r}, 600)
+        rayx.remote(_Slow).options(name="py-orphaned-name", lifetime={lifetime!r}).remote(
+            {str(log)!r}, 600)
         print("CREATED", flush=True)
         time.sleep(600)
     """)], stdout=subprocess.PIPE, text=True, env=driver_env(cluster))

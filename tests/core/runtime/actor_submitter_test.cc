@@ -522,6 +522,51 @@ TEST_F(ActorSubmitterTest, AReservedNameIsDroppedAtOnceWhenTheActorIsKilledBefor
   EXPECT_TRUE(head_.registered.empty());
 }
 
+TEST_F(ActorSubmitterTest, ADetachedActorStillBeingConstructedIsHandedOverWithItsConstructor) {
+  Create("keeper", /*max_restarts=*/0, 0, /*detached=*/true);
+  ASSERT_EQ(head_.requests.size(), 1u);
+  EXPECT_EQ(head_.requests[0].request.actor_id.Hex(), "a1") << "the lease names its actor";
+  head_.Grant("lease-a1", "w1");
+  Step();
+  ASSERT_NE(connector_.At("w1"), nullptr);  // the constructor runs there
+  auto handed = submitter_.TakeHandOvers();
+  ASSERT_EQ(handed.size(), 1u);
+  EXPECT_EQ(handed[0].name, "keeper");
+  EXPECT_EQ(handed[0].metadata, "meta:keeper");
+  EXPECT_TRUE(handed[0].starting);
+  auto req = protocol::Decode<protocol::RequestLeaseRequest>(handed[0].restart_request);
+  ASSERT_TRUE(req.ok()) << req.status();
+  EXPECT_EQ(req->init.function, "Counter::Create");
+  EXPECT_EQ(req->init.actor_id.Hex(), "a1");
+  EXPECT_EQ(req->init.args, std::vector<std::string>{"ctor-arg"});
+  EXPECT_TRUE(req->detached);
+  // Handed over once, and no longer this process's to drop.
+  EXPECT_TRUE(submitter_.TakeHandOvers().empty());
+  submitter_.Kill(ActorId::FromWire("a1"));
+  EXPECT_TRUE(head_.dropped.empty());
+}
+
+TEST_F(ActorSubmitterTest, OnlyDetachedActorsNotYetNamedAreHandedOver) {
+  Create("keeper", 0, 0, /*detached=*/true);  // queued: its lease not granted yet
+  auto handed = submitter_.TakeHandOvers();
+  ASSERT_EQ(handed.size(), 1u);
+  auto req = protocol::Decode<protocol::RequestLeaseRequest>(handed[0].restart_request);
+  ASSERT_TRUE(req.ok()) << req.status();
+  EXPECT_EQ(req->init.args, std::vector<std::string>{"ctor-arg"}) << "from the queued call";
+}
+
+TEST_F(ActorSubmitterTest, ANamedDetachedActorIsNotHandedOverOnceRegistered) {
+  Create("keeper", 0, 0, /*detached=*/true);
+  head_.Grant("lease-a1", "w1");
+  Step();
+  auto* w1 = connector_.At("w1");
+  ASSERT_NE(w1, nullptr);
+  w1->Reply(w1->calls[0].call_id, "");
+  Step();
+  ASSERT_EQ(head_.registered.size(), 1u);
+  EXPECT_TRUE(submitter_.TakeHandOvers().empty());
+}
+
 // A handle got by name while the actor's constructor runs (GetActor answered
 // with a reserved name, no worker yet).
 protocol::ActorInfo Starting() {

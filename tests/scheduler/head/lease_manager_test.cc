@@ -1227,6 +1227,100 @@ TEST_F(LeaseManagerTest, ReservedNamesGoWhenTheWorkerThatMadeThemEnds) {
   EXPECT_TRUE(leases_.GetActor("top").ok());
 }
 
+// A detached actor whose driver exits while its constructor runs: the head
+// creates it again itself, or stops it; nothing is left without a name.
+class HandOverTest : public LeaseManagerTest {
+ protected:
+  // Job `job_` reserved detached "llm" and holds its lease, constructor running.
+  void SetUp() override {
+    AddNode("10.0.0.2", {{"CPU", 2}});
+    job_ = NewJob();
+    ASSERT_TRUE(
+        leases_.RegisterActor(Reservation("llm", "actor-1", job_, /*detached=*/true), "driver")
+            .ok());
+    protocol::RequestLeaseRequest req = Shape(job_, {{"CPU", 1}}, /*detached=*/true);
+    req.for_actor = true;
+    req.actor_id = ActorId::FromWire("actor-1");
+    leases_.RequestLease("driver", 1, req);
+    lease_ = Started(TakeStart("agent-10.0.0.2"), "driver", 1).lease_id;
+  }
+  protocol::ActorInfo HandOver(bool with_constructor) {
+    protocol::ActorInfo info = Reservation("llm", "actor-1", job_, /*detached=*/true);
+    info.max_restarts = 0;
+    if (with_constructor) {
+      protocol::RequestLeaseRequest again = Shape(job_, {{"CPU", 1}}, /*detached=*/true);
+      again.for_actor = true;
+      again.actor_id = ActorId::FromWire("actor-1");
+      again.init.function = "Model::Create";
+      again.init.actor_id = ActorId::FromWire("actor-1");
+      again.init.args = {"weights-v1"};
+      info.restart_request = protocol::Encode(again);
+    }
+    return info;
+  }
+  JobId job_;
+  LeaseId lease_;
+};
+
+TEST_F(HandOverTest, TheHeadCreatesAHandedOverActorAgainAndNamesItsWorker) {
+  leases_.FinishJob(job_, "its driver finished", {HandOver(/*with_constructor=*/true)});
+  auto sent = Take();
+  EXPECT_EQ(KilledLeases(sent, "agent-10.0.0.2"), std::vector<LeaseId>{lease_})
+      << "the worker constructing it for the gone driver stops";
+  auto starts = OfType(sent, MessageType::kStartWorkerRequest);
+  ASSERT_EQ(starts.size(), 1u);
+  auto start = starts[0].As<protocol::StartWorkerRequest>();
+  EXPECT_EQ(start.init.function, "Model::Create");
+  EXPECT_EQ(start.init.args, std::vector<std::string>{"weights-v1"});
+  auto found = leases_.GetActor("llm");
+  ASSERT_TRUE(found.ok()) << "the name went with the job";
+  EXPECT_FALSE(found->starting);
+  EXPECT_EQ(found->worker_address, "");
+  EXPECT_EQ(found->metadata, "meta-of-actor-1");
+  // A handle waiting for it hears when its worker runs.
+  protocol::GetActorRequest wait;
+  wait.name = "llm";
+  wait.wait_ms = 60000;
+  leases_.LookupActor(Requester{"later-job", 9}, wait, kT0);
+  protocol::StartWorkerReply reply;
+  reply.worker_address = "tcp://10.0.0.2:7100";
+  reply.worker_pid = 4343;
+  leases_.OnStartWorkerReply(starts[0].env.id, reply);
+  sent = Take();
+  ASSERT_EQ(sent.size(), 1u);
+  EXPECT_EQ(sent[0].peer, "later-job");
+  EXPECT_EQ(sent[0].As<protocol::GetActorReply>().actor.worker_address, "tcp://10.0.0.2:7100");
+}
+
+TEST_F(HandOverTest, AHandedOverActorWhoseArgumentsCannotOutliveTheJobStops) {
+  leases_.FinishJob(job_, "its driver finished", {HandOver(/*with_constructor=*/false)});
+  auto sent = Take();
+  EXPECT_EQ(KilledLeases(sent, "agent-10.0.0.2"), std::vector<LeaseId>{lease_});
+  EXPECT_TRUE(OfType(sent, MessageType::kStartWorkerRequest).empty());
+  EXPECT_FALSE(leases_.GetActor("llm").ok());
+  EXPECT_EQ(leases_.lease_count(), 0u);
+}
+
+TEST_F(HandOverTest, ADetachedActorNotHandedOverStopsWithItsJob) {
+  // Its driver died without a word (SIGKILL): the job ends by silence.
+  leases_.FinishJob(job_, "its driver stopped heartbeating");
+  EXPECT_EQ(KilledLeases(Take(), "agent-10.0.0.2"), std::vector<LeaseId>{lease_})
+      << "a detached lease whose actor was never named would run for good";
+  EXPECT_FALSE(leases_.GetActor("llm").ok());
+  EXPECT_EQ(leases_.lease_count(), 0u);
+}
+
+TEST_F(HandOverTest, AnActorNamedBeforeTheJobEndedIsNotTakenOver) {
+  protocol::ActorInfo running = Actor("llm", job_, lease_, /*detached=*/true);
+  running.actor_id = ActorId::FromWire("actor-1");
+  ASSERT_TRUE(leases_.RegisterActor(running, "driver").ok());
+  leases_.FinishJob(job_, "its driver finished", {HandOver(/*with_constructor=*/true)});
+  auto sent = Take();
+  EXPECT_TRUE(KilledLeases(sent, "agent-10.0.0.2").empty());
+  EXPECT_TRUE(OfType(sent, MessageType::kStartWorkerRequest).empty());
+  EXPECT_EQ(leases_.GetActor("llm")->worker_address, "tcp://10.0.0.2:7000");
+}
+
 TEST_F(LeaseManagerTest, AParkedLookupIsAnsweredWhenTheNameGetsItsWorker) {
   AddNode("10.0.0.2", {{"CPU", 1}});
   JobId job = NewJob();

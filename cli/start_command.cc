@@ -36,6 +36,7 @@ struct StartFlags {
   std::string resources, labels, node_ip, temp_dir = detail::DefaultTempDir();
   bool block = false, help = false;
   int64_t heartbeat_ms = 250, node_timeout_ms = 1500, connect_timeout_ms = 15000;
+  int64_t worker_start_timeout_ms = 30000;
 };
 
 // Passes the resource flags the user gave on to rayx-agent.
@@ -49,6 +50,10 @@ void AddResourceArgs(const FlagParser& flags, const StartFlags& f, std::vector<s
   if (flags.WasSet("memory")) argv->insert(argv->end(), {"--memory", num(f.memory)});
   if (!f.resources.empty()) argv->insert(argv->end(), {"--resources", f.resources});
   if (!f.labels.empty()) argv->insert(argv->end(), {"--labels", f.labels});
+  if (flags.WasSet("worker-start-timeout-ms")) {
+    argv->insert(argv->end(),
+                 {"--worker-start-timeout-ms", std::to_string(f.worker_start_timeout_ms)});
+  }
 }
 
 // Stops the daemons of `session` started so far (start-up failed half-way) and
@@ -131,6 +136,9 @@ int StartCommand(const std::vector<std::string>& args) {
                "head only: silence before a node is declared dead (default 1500)");
   flags.AddInt("connect-timeout-ms", &f.connect_timeout_ms, 100, 3600000,
                "give up joining when the head does not answer within this (default 15000)");
+  flags.AddInt("worker-start-timeout-ms", &f.worker_start_timeout_ms, 100, 3600000,
+               "stop a worker that has not started within this (default 30000; a detached "
+               "actor's constructor that the head runs at start is not limited)");
   flags.AddBool("help", &f.help, "show this help");
   if (Status s = flags.Parse(args, nullptr); !s.ok()) return Fail("start", s.message(), 2);
   if (f.help) {

@@ -11,7 +11,7 @@ ReadyPipe::~ReadyPipe() {
   if (fd_ >= 0) ::close(fd_);
 }
 
-void ReadyPipe::WriteAndClose(const std::string& line) {
+void ReadyPipe::WriteLine(const std::string& line) {
   if (fd_ < 0) return;
   std::string data = line + "\n";
   const char* p = data.data();
@@ -22,9 +22,16 @@ void ReadyPipe::WriteAndClose(const std::string& line) {
     p += n;
     left -= static_cast<size_t>(n);
   }
+}
+
+void ReadyPipe::WriteAndClose(const std::string& line) {
+  if (fd_ < 0) return;
+  WriteLine(line);
   ::close(fd_);
   fd_ = -1;
 }
+
+void ReadyPipe::Constructing() { WriteLine(kConstructingLine); }
 
 void ReadyPipe::Ready(const std::map<std::string, std::string>& fields) {
   std::string line = "READY";

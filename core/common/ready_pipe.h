@@ -2,6 +2,9 @@
 //
 // The starter passes the write end of a pipe as --ready-fd N. The daemon writes
 // exactly one line, "READY key=value ..." or "ERROR message", then closes it.
+// A worker that runs an actor's constructor before it is ready (a detached
+// actor the head creates) first writes "CONSTRUCTING": it is up, and no start
+// limit applies to the constructor.
 // The starter reads until EOF: a daemon that dies before writing shows up as EOF
 // with no line, never as a hang.
 #pragma once
@@ -10,6 +13,8 @@
 #include <string>
 
 namespace rayx {
+
+inline constexpr const char* kConstructingLine = "CONSTRUCTING";
 
 class ReadyPipe {
  public:
@@ -21,8 +26,11 @@ class ReadyPipe {
 
   void Ready(const std::map<std::string, std::string>& fields);
   void Fail(const std::string& message);
+  // Writes the CONSTRUCTING line; Ready or Fail follows.
+  void Constructing();
 
  private:
+  void WriteLine(const std::string& line);
   void WriteAndClose(const std::string& line);
   int fd_;
 };

@@ -39,8 +39,11 @@ void RunWorker(const WorkerEnv& env) {
     }
   });
   if (!env.actor_init.empty()) {
-    // A restarted detached actor: constructed before this worker is ready, so
-    // a failed constructor fails the start (the head counts it).
+    // A detached actor the head creates (a restart, or one its driver handed
+    // over): constructed before this worker is ready, so a failed constructor
+    // fails the start (the head counts it). The agent's start limit ends here:
+    // a constructor may take as long as it takes (a model to load).
+    ready.Constructing();
     Status constructed = loop.ConstructFromFile(env.actor_init);
     if (!constructed.ok()) {
       ready.Fail(constructed.message());

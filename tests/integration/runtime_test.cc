@@ -876,6 +876,36 @@ TEST_F(Runtime, TheHeadIsNotOnTheTaskPath) {
 
 }  // namespace
 
+// A driver that creates a detached named actor and exits at once hands it to
+// the head, which creates it again; its constructor (2.5 s) may outlast the
+// agent's worker start limit (1 s here), since the worker says CONSTRUCTING.
+TEST(HandOver, ADeployedDetachedActorIsCreatedByTheHeadPastTheWorkerStartLimit) {
+  LocalCluster::Options options;
+  options.head_node.num_cpus = 2;
+  options.head_node.extra_args = {"--worker-start-timeout-ms", "1000"};
+  auto started = LocalCluster::Start(options);
+  ASSERT_TRUE(started.ok()) << started.status();
+  std::unique_ptr<LocalCluster> cluster = std::move(*started);
+  rayx::Options init;
+  init.address = cluster->address();
+  init.token = cluster->token();
+  rayx::Init(init);
+  rayx::Actor(Recorder::CreateSlowly)
+      .SetName("deployed")
+      .SetLifetime(rayx::Detached)
+      .Remote(5, 2500);
+  rayx::Shutdown();  // at once: its constructor has not run yet
+
+  rayx::Init(init);  // a later job
+  auto found = rayx::GetActor<Recorder>("deployed");
+  EXPECT_EQ(*found.Task(&Recorder::Total).Remote().Get(60000), 5);
+  found.Kill();
+  rayx::Shutdown();
+  auto status = cluster->WaitFor(
+      [](const rayx::ClusterStatus& s) { return s.AvailableResources()["CPU"] == 2; }, 10000);
+  EXPECT_TRUE(status.ok()) << "the killed actor's resources were not freed";
+}
+
 int main(int argc, char** argv) {
   if (std::getenv("RAYX_WORKER_MODE")) rayx::Init(argc, argv);  // serves tasks, never returns
   ::testing::InitGoogleTest(&argc, argv);

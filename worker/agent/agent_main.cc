@@ -27,6 +27,7 @@ int main(int argc, char** argv) {
   double num_cpus = 0, num_gpus = 0, memory = 0;
   bool head_node = false;
   int64_t ready_fd = -1, connect_timeout_ms = 15000, head_lost_timeout_ms = 60000;
+  int64_t worker_start_timeout_ms = 30000;
   FlagParser flags("rayx-agent");
   flags.AddString("address", &address, "the head, HOST:PORT");
   flags.AddString("node-ip-address", &node_ip, "this node's address (default: the local "
@@ -51,6 +52,9 @@ int main(int argc, char** argv) {
                "give up joining after this long (default 15000)");
   flags.AddInt("head-lost-timeout-ms", &head_lost_timeout_ms, 1000, 86400000,
                "exit when the head is silent this long (default 60000)");
+  flags.AddInt("worker-start-timeout-ms", &worker_start_timeout_ms, 100, 3600000,
+               "stop a worker that has not started within this (default 30000; an actor's "
+               "constructor run at start is not limited)");
   std::vector<std::string> args(argv + 1, argv + argc);
   Status parsed = flags.Parse(args, nullptr);
   ReadyPipe real_ready(static_cast<int>(ready_fd));
@@ -99,6 +103,7 @@ int main(int argc, char** argv) {
   options.is_head_node = head_node;
   options.connect_timeout_ms = connect_timeout_ms;
   options.head_lost_timeout_ms = head_lost_timeout_ms;
+  options.worker_start_timeout_ms = worker_start_timeout_ms;
   options.log_dir = log_dir;
   options.group_dir = group_dir;
   options.package_dir = package_dir;

@@ -34,7 +34,8 @@ NodeAgent::NodeAgent(boost::asio::io_context& io, NodeAgentOptions options, cons
                                      .log_dir = options_.log_dir,
                                      .group_dir = options_.group_dir,
                                      .token = options_.token,
-                                     .store_dir = options_.store_dir},
+                                     .store_dir = options_.store_dir,
+                                     .worker_start_timeout_ms = options_.worker_start_timeout_ms},
         [this](const protocol::ProcessExitedNotice& notice) { SendExit(notice); });
   }
   objects_.SetLogLookup([this](const LeaseId& lease_id, uint32_t index) {

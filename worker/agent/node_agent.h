@@ -38,6 +38,9 @@ struct NodeAgentOptions {
   // Exit when the head has not answered any heartbeat for this long (the head is
   // gone for good; a restarted head would not know this node). Default 60 s.
   int64_t head_lost_timeout_ms = 60000;
+  // A worker that has not reported ready (nor begun an actor's constructor)
+  // within this is stopped and its start fails. Default 30 s.
+  int64_t worker_start_timeout_ms = 30000;
   // Sent instead of kRayxVersion; only tests of the version check change it.
   std::string announced_version = kRayxVersion;
   uint32_t announced_protocol = kProtocolVersion;

@@ -180,8 +180,7 @@ void WorkerPool::StartNow(const protocol::StartWorkerRequest& request, StartCall
   worker.lease_id = request.lease_id;
   worker.log_path = log_path;
   worker.on_start = std::move(done);
-  worker.pipe = std::make_unique<boost::asio::posix::stream_descriptor>(io_, fds[0]);
-  worker.buffer = std::make_unique<boost::asio::streambuf>(4096);
+  worker.start = std::make_shared<StartPipe>(io_, fds[0]);
   worker.timer = std::make_unique<boost::asio::steady_timer>(io_);
   LeaseId lease_id = request.lease_id;
   worker.timer->expires_after(std::chrono::milliseconds(options_.start_timeout_ms));
@@ -191,15 +190,33 @@ void WorkerPool::StartNow(const protocol::StartWorkerRequest& request, StartCall
                                            std::to_string(options_.start_timeout_ms / 1000) +
                                            " s: did its main() call rayx::Init(argc, argv) first?"));
   });
+  ReadStartLine(lease_id);
+}
+
+void WorkerPool::ReadStartLine(const LeaseId& lease_id) {
+  std::shared_ptr<StartPipe> start = workers_.at(lease_id).start;
   boost::asio::async_read_until(
-      *worker.pipe, *worker.buffer, '\n',
-      [this, lease_id](const boost::system::error_code& ec, size_t) {
+      start->pipe, start->buffer, '\n',
+      [this, lease_id, start](const boost::system::error_code& ec, size_t) {
         auto it = workers_.find(lease_id);
         if (it == workers_.end() || it->second.ready || !it->second.on_start) return;
         std::string line;
         if (!ec) {
-          std::istream in(it->second.buffer.get());
+          std::istream in(&start->buffer);
           std::getline(in, line);
+        }
+        if (!ec && line == kConstructingLine && !it->second.constructing) {
+          // Up, and running its actor's constructor (a detached actor the head
+          // creates): that takes what it takes, like any constructor. No start
+          // limit from here on; its exit still ends the start.
+          Worker& w = it->second;
+          w.constructing = true;
+          w.timer->cancel();
+          StartEnded();  // its interpreter is up: the next start may go
+          RAYX_LOG(Info) << "worker pid " << w.pid << " for lease " << lease_id.Short()
+                         << " runs its actor's constructor";
+          ReadStartLine(lease_id);
+          return;
         }
         std::map<std::string, std::string> fields;
         if (ParseReadyLine(line, &fields) && fields.count("address")) {
@@ -224,10 +241,10 @@ void WorkerPool::FinishStart(const LeaseId& lease_id, Result<protocol::StartWork
   Worker& worker = it->second;
   auto done = std::move(worker.on_start);
   worker.on_start = nullptr;
-  StartEnded();
+  if (!worker.constructing) StartEnded();  // else ended when it began constructing
   worker.timer->cancel();
   boost::system::error_code ignored;
-  worker.pipe->close(ignored);
+  worker.start->pipe.close(ignored);
   if (result.ok()) {
     worker.ready = true;
     RAYX_LOG(Info) << "worker pid " << worker.pid << " for lease " << lease_id.Short()
@@ -257,12 +274,12 @@ pid_t WorkerPool::Kill(const LeaseId& lease_id) {
   if (it->second.on_start) {
     auto done = std::move(it->second.on_start);
     it->second.on_start = nullptr;
-    StartEnded();
+    if (!it->second.constructing) StartEnded();
     done(Status::Cancelled("the lease ended while its worker was starting"));
   }
   // Reaped (and forgotten) on SIGCHLD; the entry goes now so the lease is free.
   boost::system::error_code ignored;
-  if (it->second.pipe) it->second.pipe->close(ignored);
+  if (it->second.start) it->second.start->pipe.close(ignored);
   if (it->second.timer) it->second.timer->cancel();
   workers_.erase(it);
   return pid;

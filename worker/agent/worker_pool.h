@@ -72,17 +72,28 @@ class WorkerPool {
   size_t queued() const { return queued_.size(); }
 
  private:
+  struct StartPipe {
+    StartPipe(boost::asio::io_context& io, int fd) : pipe(io, fd), buffer(4096) {}
+    boost::asio::posix::stream_descriptor pipe;
+    boost::asio::streambuf buffer;
+  };
   struct Worker {
     pid_t pid = 0;
     LeaseId lease_id;
     std::string log_path;
     bool ready = false;
+    bool constructing = false;  // said CONSTRUCTING: no start limit, no start slot
     StartCallback on_start;
-    std::unique_ptr<boost::asio::posix::stream_descriptor> pipe;
-    std::unique_ptr<boost::asio::streambuf> buffer;
+    // The start-up pipe, shared with the read in flight on it: a read ended
+    // by closing the pipe still writes to the buffer, after the entry may be
+    // gone (a start that timed out or was killed).
+    std::shared_ptr<StartPipe> start;
     std::unique_ptr<boost::asio::steady_timer> timer;
   };
   void FinishStart(const LeaseId& lease_id, Result<protocol::StartWorkerReply> result);
+  // Reads the starting worker's next line: CONSTRUCTING (then again), or its
+  // READY or ERROR line, or EOF (it died).
+  void ReadStartLine(const LeaseId& lease_id);
   void StartNow(const protocol::StartWorkerRequest& request, StartCallback done);
   // A start finished (ready, failed or killed): the next queued one may go.
   void StartEnded();

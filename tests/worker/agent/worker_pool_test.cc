@@ -8,6 +8,8 @@
 #include <boost/asio/io_context.hpp>
 #include <cstdlib>
 #include <filesystem>
+#include <functional>
+#include <chrono>
 
 namespace rayx::worker {
 namespace {
@@ -31,12 +33,12 @@ class WorkerPoolTest : public ::testing::Test {
     std::filesystem::remove_all(dir_);
   }
 
-  // A "worker" that never reports READY: it holds its start-up slot.
-  void Start(const std::string& lease) {
+  // A "worker" that never reports READY (by default): it holds its start-up slot.
+  void Start(const std::string& lease, const std::string& script = "exec sleep 60") {
     protocol::StartWorkerRequest req;
     req.lease_id = LeaseId::FromWire(lease);
     req.executable = "/bin/sh";
-    req.worker_args = {"-c", "exec sleep 60"};
+    req.worker_args = {"-c", script};
     pool_->Start(req, [this, lease](Result<protocol::StartWorkerReply> r) {
       results_[lease] = r.ok() ? "ok" : r.status().message();
     });
@@ -44,6 +46,15 @@ class WorkerPoolTest : public ::testing::Test {
   void Step() {
     io_.restart();
     io_.poll();
+  }
+  // Runs the pool's loop until `done` or `timeout_ms` passes; returns done().
+  bool RunUntil(const std::function<bool()>& done, int64_t timeout_ms) {
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+    while (!done() && std::chrono::steady_clock::now() < deadline) {
+      io_.restart();
+      io_.run_for(std::chrono::milliseconds(20));
+    }
+    return done();
   }
 
   std::filesystem::path dir_;
@@ -79,6 +90,40 @@ TEST_F(WorkerPoolTest, AtMostMaxStartingWorkersStartAtOnceTheRestWaitInOrder) {
   EXPECT_EQ(pool_->Kill(LeaseId::FromWire("lease-d")), 0);
   EXPECT_NE(results_["lease-d"].find("waited to start"), std::string::npos);
   EXPECT_EQ(pool_->queued(), 0u);
+}
+
+// A worker that runs an actor's constructor before it is ready (a detached
+// actor the head creates) says CONSTRUCTING first: the constructor may take
+// longer than the start limit, and the start slot is free for the next one.
+TEST_F(WorkerPoolTest, AWorkerRunningItsActorsConstructorHasNoStartLimitAndFreesItsSlot) {
+  WorkerPool::Options options;
+  options.node_ip = "127.0.0.1";
+  options.log_dir = dir_.string();
+  options.max_starting = 1;
+  options.start_timeout_ms = 300;
+  pool_ = std::make_unique<WorkerPool>(io_, options);
+  // Its "constructor" takes 1 s, past the 300 ms limit.
+  Start("lease-a",
+        "echo CONSTRUCTING >&3; sleep 1; echo READY address=tcp://127.0.0.1:9 >&3; exec sleep 60");
+  Start("lease-b");  // waits for the one start slot
+  EXPECT_EQ(pool_->queued(), 1u);
+  ASSERT_TRUE(RunUntil([&] { return pool_->queued() == 0; }, 5000))
+      << "the constructing worker kept its start slot";
+  ASSERT_TRUE(RunUntil([&] { return results_.count("lease-a") > 0; }, 5000));
+  EXPECT_EQ(results_["lease-a"], "ok") << "a constructor was held to the start limit";
+  // The limit still holds for a worker that never says a word.
+  ASSERT_TRUE(RunUntil([&] { return results_.count("lease-b") > 0; }, 5000));
+  EXPECT_NE(results_["lease-b"].find("did not start within"), std::string::npos)
+      << results_["lease-b"];
+}
+
+TEST_F(WorkerPoolTest, AConstructorThatFailsOrDiesFailsTheStart) {
+  Start("lease-a", "echo CONSTRUCTING >&3; echo 'ERROR the constructor threw: no GPU' >&3");
+  Start("lease-b", "echo CONSTRUCTING >&3; exit 3");
+  ASSERT_TRUE(RunUntil([&] { return results_.size() == 2; }, 5000));
+  EXPECT_EQ(results_["lease-a"], "the constructor threw: no GPU");
+  EXPECT_NE(results_["lease-b"].find("exited during start-up"), std::string::npos)
+      << results_["lease-b"];
 }
 
 TEST_F(WorkerPoolTest, AQueuedLeaseIsStillADuplicate) {

@@ -68,6 +68,16 @@ class ActorSubmitterTest : public testing::SubmitterFixture {
     Step();
     return connector_.At("w1");
   }
+  // Creates "a1" on worker "w1" and answers its constructor; returns the worker.
+  FakeWorkerConnector::Worker* Constructed(const std::string& name = "", int max_restarts = 0,
+                                           bool detached = false) {
+    FakeWorkerConnector::Worker* w1 = Running(name, max_restarts, detached);
+    EXPECT_NE(w1, nullptr);
+    if (w1 == nullptr) return nullptr;
+    w1->Reply(w1->calls[0].call_id, "");
+    Step();
+    return w1;
+  }
   std::vector<std::string> Functions(const FakeWorkerConnector::Worker& worker) {
     std::vector<std::string> out;
     for (const auto& call : worker.calls) out.push_back(call.function);
@@ -403,13 +413,8 @@ TEST_F(ActorSubmitterTest, KillWhileRestartingReturnsTheNewLeaseAndFailsTheCalls
 }
 
 TEST_F(ActorSubmitterTest, ANamedActorIsRegisteredAgainWithItsNewWorker) {
-  Create("counter", /*max_restarts=*/2);
-  head_.Grant("lease-a1", "w1");
-  Step();
-  auto* w1 = connector_.At("w1");
+  auto* w1 = Constructed("counter", /*max_restarts=*/2);
   ASSERT_NE(w1, nullptr);
-  w1->Reply(w1->calls[0].call_id, "");
-  Step();
   ASSERT_EQ(head_.registered.size(), 1u);
   EXPECT_EQ(head_.registered[0].max_restarts, 2);
   w1->Die();
@@ -556,13 +561,7 @@ TEST_F(ActorSubmitterTest, OnlyDetachedActorsNotYetNamedAreHandedOver) {
 }
 
 TEST_F(ActorSubmitterTest, ANamedDetachedActorIsNotHandedOverOnceRegistered) {
-  Create("keeper", 0, 0, /*detached=*/true);
-  head_.Grant("lease-a1", "w1");
-  Step();
-  auto* w1 = connector_.At("w1");
-  ASSERT_NE(w1, nullptr);
-  w1->Reply(w1->calls[0].call_id, "");
-  Step();
+  ASSERT_NE(Constructed("keeper", 0, /*detached=*/true), nullptr);
   ASSERT_EQ(head_.registered.size(), 1u);
   EXPECT_TRUE(submitter_.TakeHandOvers().empty());
 }

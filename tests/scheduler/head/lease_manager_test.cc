@@ -157,6 +157,14 @@ class LeaseManagerTest : public ::testing::Test {
     return out;
   }
 
+  // Registers the runtime at `peer` as running inside lease `host`'s worker.
+  void RuntimeInside(const JobId& job, const LeaseId& host, const std::string& peer) {
+    protocol::RegisterDriverRequest runtime;
+    runtime.job_id = job;
+    runtime.host_lease_id = host;
+    leases_.RegisterDriver(runtime, kT0, "cluster-1", peer);
+  }
+
   protocol::ActorInfo Actor(const std::string& name, const JobId& job, const LeaseId& lease_id,
                             bool detached = false) {
     protocol::ActorInfo actor;
@@ -443,10 +451,7 @@ TEST_F(LeaseManagerTest, EndingALeaseEndsTheLeasesOfTheRuntimeInsideItsWorker) {
   NodeId node = AddNode("10.0.0.2", {{"CPU", 4}});
   JobId job = NewJob();
   LeaseId outer = Grant(job, {{"CPU", 1}}, "agent-10.0.0.2");
-  protocol::RegisterDriverRequest inner_runtime;
-  inner_runtime.job_id = job;
-  inner_runtime.host_lease_id = outer;
-  leases_.RegisterDriver(inner_runtime, kT0, "cluster-1", "worker-runtime");
+  RuntimeInside(job, outer, "worker-runtime");
   leases_.RequestLease("worker-runtime", 7, Shape(job, {{"CPU", 1}}));
   uint64_t start = TakeStart("agent-10.0.0.2");
   LeaseId inner = Started(start, "worker-runtime", 7).lease_id;
@@ -1215,10 +1220,7 @@ TEST_F(LeaseManagerTest, ReservedNamesGoWhenTheWorkerThatMadeThemEnds) {
   AddNode("10.0.0.2", {{"CPU", 2}});
   JobId job = NewJob();
   LeaseId outer = Grant(job, {{"CPU", 1}}, "agent-10.0.0.2");
-  protocol::RegisterDriverRequest inner_runtime;
-  inner_runtime.job_id = job;
-  inner_runtime.host_lease_id = outer;
-  leases_.RegisterDriver(inner_runtime, kT0, "cluster-1", "worker-runtime");
+  RuntimeInside(job, outer, "worker-runtime");
   ASSERT_TRUE(
       leases_.RegisterActor(Reservation("nested", "actor-1", job), "worker-runtime").ok());
   ASSERT_TRUE(leases_.RegisterActor(Reservation("top", "actor-2", job), "driver").ok());

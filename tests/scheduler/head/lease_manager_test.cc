@@ -157,6 +157,16 @@ class LeaseManagerTest : public ::testing::Test {
     return out;
   }
 
+  // Looks up actor `name` for `peer`'s request `id`, parked for up to `wait_ms`.
+  void LookUp(const std::string& name, const std::string& peer, uint64_t id, int64_t wait_ms,
+              const std::string& stale_worker = "") {
+    protocol::GetActorRequest req;
+    req.name = name;
+    req.wait_ms = wait_ms;
+    req.stale_worker = stale_worker;
+    leases_.LookupActor(Requester{peer, id}, req, kT0);
+  }
+
   // Registers the runtime at `peer` as running inside lease `host`'s worker.
   void RuntimeInside(const JobId& job, const LeaseId& host, const std::string& peer) {
     protocol::RegisterDriverRequest runtime;
@@ -1280,10 +1290,7 @@ TEST_F(HandOverTest, TheHeadCreatesAHandedOverActorAgainAndNamesItsWorker) {
   EXPECT_EQ(found->worker_address, "");
   EXPECT_EQ(found->metadata, "meta-of-actor-1");
   // A handle waiting for it hears when its worker runs.
-  protocol::GetActorRequest wait;
-  wait.name = "llm";
-  wait.wait_ms = 60000;
-  leases_.LookupActor(Requester{"later-job", 9}, wait, kT0);
+  LookUp("llm", "later-job", 9, 60000);
   protocol::StartWorkerReply reply;
   reply.worker_address = "tcp://10.0.0.2:7100";
   reply.worker_pid = 4343;
@@ -1327,10 +1334,7 @@ TEST_F(LeaseManagerTest, AParkedLookupIsAnsweredWhenTheNameGetsItsWorker) {
   AddNode("10.0.0.2", {{"CPU", 1}});
   JobId job = NewJob();
   ASSERT_TRUE(leases_.RegisterActor(Reservation("svc", "actor-1", job), "driver").ok());
-  protocol::GetActorRequest wait;
-  wait.name = "svc";
-  wait.wait_ms = 5000;
-  leases_.LookupActor(Requester{"handle", 41}, wait, kT0);
+  LookUp("svc", "handle", 41, 5000);
   EXPECT_TRUE(Take().empty()) << "answered before the actor had a worker";
   EXPECT_EQ(leases_.parked_actor_lookups(), 1u);
 
@@ -1348,8 +1352,7 @@ TEST_F(LeaseManagerTest, AParkedLookupIsAnsweredWhenTheNameGetsItsWorker) {
   EXPECT_EQ(leases_.parked_actor_lookups(), 0u);
 
   // A handle that lost that worker waits for another one; not found now.
-  wait.stale_worker = "tcp://10.0.0.2:7000";
-  leases_.LookupActor(Requester{"handle", 42}, wait, kT0);
+  LookUp("svc", "handle", 42, 5000, /*stale_worker=*/"tcp://10.0.0.2:7000");
   EXPECT_TRUE(Take().empty());
   // Without a change it is answered at its deadline, with what the head has.
   leases_.Tick(kT0 + 4999);
@@ -1364,10 +1367,7 @@ TEST_F(LeaseManagerTest, AParkedLookupIsAnsweredWhenTheNameGetsItsWorker) {
 TEST_F(LeaseManagerTest, AParkedLookupHearsAtOnceThatTheNameWasDropped) {
   JobId job = NewJob();
   ASSERT_TRUE(leases_.RegisterActor(Reservation("svc", "actor-1", job), "driver").ok());
-  protocol::GetActorRequest wait;
-  wait.name = "svc";
-  wait.wait_ms = 60000;
-  leases_.LookupActor(Requester{"handle", 7}, wait, kT0);
+  LookUp("svc", "handle", 7, 60000);
   ASSERT_TRUE(leases_.DropActorName("svc", ActorId::FromWire("actor-1")));
   auto sent = Take();
   ASSERT_EQ(sent.size(), 1u);
@@ -1379,9 +1379,7 @@ TEST_F(LeaseManagerTest, AParkedLookupHearsAtOnceThatTheNameWasDropped) {
 }
 
 TEST_F(LeaseManagerTest, ALookupWithoutWaitIsAnsweredAtOnce) {
-  protocol::GetActorRequest now;
-  now.name = "nobody";
-  leases_.LookupActor(Requester{"handle", 3}, now, kT0);
+  LookUp("nobody", "handle", 3, /*wait_ms=*/0);
   auto sent = Take();
   ASSERT_EQ(sent.size(), 1u);
   EXPECT_EQ(sent[0].Error().code, static_cast<uint8_t>(StatusCode::kNotFound));

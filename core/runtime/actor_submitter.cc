@@ -44,6 +44,7 @@ struct ActorSubmitter::ActorState final : WorkerConnection::Owner {
   enum class Name { kNone, kReserved, kRegistered } name_state = Name::kNone;
   std::string metadata;      // ActorOptions::metadata, registered with the name
   bool kill_when_found = false;  // a handle killed it before it had a worker
+  bool head_restart_seen = false;  // its name was seen with no worker, not starting
   bool released = false;     // its owner's last handle went away (Release)
 
   // Restarts. The owner keeps what it needs to create the actor again.
@@ -403,6 +404,20 @@ void ActorSubmitter::AwaitWorker(ActorState& actor, std::string old_address,
       a->restarts_left = Allowance(r->max_restarts);
       a->conn = Connect(*a, WorkerConnection::Info{r->lease_id, r->worker_address, "", 0});
       Pump(*a);
+      return;
+    }
+    // A name with no worker that is not a reservation is the head restarting
+    // the actor; if the name then goes, that restart failed (or the actor was
+    // killed): nothing will answer. An owner's restart, by contrast, leaves no
+    // name until its new worker is registered, so a missing name is waited for.
+    if (r.ok() && !r->starting && r->worker_address.empty()) a->head_restart_seen = true;
+    if (!r.ok() && r.status().code() == StatusCode::kNotFound && a->head_restart_seen) {
+      a->restarting = false;
+      if (killed) return;
+      a->dead_reason = "the head was restarting the actor named '" + a->name +
+                       "', and its name is gone: the restart failed (the head's log says why) "
+                       "or the actor was killed";
+      FailQueued(*a, "");
       return;
     }
     int64_t now = deps_.clock.NowMs();

@@ -634,6 +634,25 @@ TEST_F(ActorSubmitterTest, AHandleOfAStartingActorFailsItsCallsWhenTheNameGoes) 
       << MessageOf(call);
 }
 
+TEST_F(ActorSubmitterTest, AHandleFailsAtOnceWhenTheHeadsRestartOfItsActorFails) {
+  protocol::ActorInfo restarting = Starting();
+  restarting.starting = false;  // a name with no worker: the head restarts it
+  submitter_.Attach(restarting);
+  ObjectId call = Call("M", "b1");
+  Step();
+  ASSERT_EQ(head_.lookups.size(), 1u);
+  auto done = std::move(head_.lookups.front().second);
+  head_.lookups.pop_front();
+  clock_.Advance(5000);
+  done(restarting);  // still restarting when the head's 5 s wait ended
+  Step();
+  ASSERT_EQ(head_.lookups.size(), 1u);
+  head_.lookups.front().second(Status::NotFound("no actor named 'svc'"));
+  Step();
+  EXPECT_EQ(ErrorOf(call), "ActorDied") << "waited out the 60 s instead";
+  EXPECT_NE(MessageOf(call).find("the restart failed"), std::string::npos) << MessageOf(call);
+}
+
 TEST_F(ActorSubmitterTest, AHandleWithoutWorkerOrNameFailsItsCallsAtOnce) {
   protocol::ActorInfo info = Starting();
   info.name.clear();

@@ -186,9 +186,11 @@ void WorkerPool::StartNow(const protocol::StartWorkerRequest& request, StartCall
   worker.timer->expires_after(std::chrono::milliseconds(options_.start_timeout_ms));
   worker.timer->async_wait([this, lease_id](const boost::system::error_code& ec) {
     if (ec) return;
-    FinishStart(lease_id, Status::TimedOut("the worker did not start within " +
-                                           std::to_string(options_.start_timeout_ms / 1000) +
-                                           " s: did its main() call rayx::Init(argc, argv) first?"));
+    const int64_t ms = options_.start_timeout_ms;
+    std::string limit = ms % 1000 == 0 ? std::to_string(ms / 1000) + " s"
+                                       : std::to_string(ms) + " ms";
+    FinishStart(lease_id, Status::TimedOut("the worker did not start within " + limit +
+                                           ": did its main() call rayx::Init(argc, argv) first?"));
   });
   ReadStartLine(lease_id);
 }

@@ -341,6 +341,18 @@ void ActorSubmitter::Restart(ActorState& actor, const std::string& what, const s
   if (actor.restarts_left != INT32_MAX) --actor.restarts_left;
   RAYX_LOG(Warning) << "actor " << actor.class_name << " (" << actor.actor_id.Short()
                     << "): " << what << "; restarting it (restart " << actor.RestartCount() << ")";
+  if (actor.name_state == ActorState::Name::kRegistered) {
+    // The head forgot the name with the lost worker's lease: it is reserved
+    // again at once (right behind the lease's return), so that no other actor
+    // takes it while this one restarts, and handles wait for the new worker.
+    protocol::ActorInfo reserve = InfoOf(actor);
+    reserve.worker_address.clear();
+    reserve.lease_id = LeaseId();
+    reserve.starting = true;
+    reserve.metadata = actor.metadata;
+    deps_.head.RegisterActor(reserve);
+    actor.name_state = ActorState::Name::kReserved;
+  }
   // The calls the lost worker had: again behind the constructor while they
   // have retries left (max_task_retries), in their order; the rest fail.
   std::vector<Task> again;

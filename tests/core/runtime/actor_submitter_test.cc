@@ -419,12 +419,32 @@ TEST_F(ActorSubmitterTest, ANamedActorIsRegisteredAgainWithItsNewWorker) {
   EXPECT_EQ(head_.registered[0].max_restarts, 2);
   w1->Die();
   Step();
+  // The name is reserved again at once, so that no other actor takes it
+  // while this one restarts.
+  ASSERT_EQ(head_.registered.size(), 2u);
+  EXPECT_TRUE(head_.registered[1].starting);
+  EXPECT_EQ(head_.registered[1].name, "counter");
+  EXPECT_EQ(head_.registered[1].worker_address, "");
+  EXPECT_EQ(head_.registered[1].metadata, "meta:counter");
   head_.Grant("lease-a2", "w2");
   Step();
+  ASSERT_EQ(head_.registered.size(), 3u);
+  EXPECT_FALSE(head_.registered[2].starting);
+  EXPECT_EQ(head_.registered[2].worker_address, "w2");
+  EXPECT_EQ(head_.registered[2].lease_id.Hex(), "lease-a2");
+  EXPECT_EQ(head_.registered[2].max_restarts, 1);
+}
+
+TEST_F(ActorSubmitterTest, ARestartThatCannotBePlacedDropsTheNameReservedForIt) {
+  auto* w1 = Constructed("counter", /*max_restarts=*/1);
+  ASSERT_NE(w1, nullptr);
+  w1->Die();
+  Step();
   ASSERT_EQ(head_.registered.size(), 2u);
-  EXPECT_EQ(head_.registered[1].worker_address, "w2");
-  EXPECT_EQ(head_.registered[1].lease_id.Hex(), "lease-a2");
-  EXPECT_EQ(head_.registered[1].max_restarts, 1);
+  EXPECT_TRUE(head_.registered[1].starting);
+  head_.Refuse(Status::Unavailable("no node fits now"));
+  Step();
+  EXPECT_EQ(head_.dropped, std::vector<std::string>{"counter/a1"});
 }
 
 TEST_F(ActorSubmitterTest, AHandleOfARestartedNamedActorFindsItsNewWorker) {

@@ -199,7 +199,11 @@ void ActorSubmitter::RegisterOrDropName(ActorState& actor) {
 }
 
 void ActorSubmitter::DropName(ActorState& actor) {
-  if (actor.name_state != ActorState::Name::kReserved) return;
+  // Also once registered: a registration the head refused (the worker was
+  // gone by then) leaves the reservation there. The head drops only a
+  // reservation of this actor, never a registered name (that goes with its
+  // lease).
+  if (actor.name_state == ActorState::Name::kNone) return;
   actor.name_state = ActorState::Name::kNone;
   deps_.head.DropActorName(actor.name, actor.actor_id);
 }
@@ -333,6 +337,7 @@ void ActorSubmitter::OnWorkerLost(ActorState& actor, WorkerConnection& conn) {
   }
   actor.creation.reset();
   FailQueued(actor, info.node);
+  if (actor.owner) DropName(actor);  // dead for good: a reservation it left goes too
 }
 
 void ActorSubmitter::Restart(ActorState& actor, const std::string& what, const std::string& node,
@@ -433,9 +438,13 @@ void ActorSubmitter::AwaitWorker(ActorState& actor, std::string old_address,
       return;
     }
     int64_t now = deps_.clock.NowMs();
-    // Its constructor still runs: the head holds its name for it, and that is
-    // proof enough that it is alive (its owner drops the name if it dies).
-    if (r.ok() && r->starting) deadline_ms = std::max(deadline_ms, now + kRestartLookupMs);
+    // The head holds its name with no worker: its constructor runs (a
+    // reservation, or the head creating it again), and that is proof enough
+    // that it is alive: its owner drops the name if it dies, and the head
+    // removes it if its own attempt fails. A constructor takes what it takes.
+    if (r.ok() && r->worker_address.empty()) {
+      deadline_ms = std::max(deadline_ms, now + kRestartLookupMs);
+    }
     if (now >= deadline_ms) {
       a->restarting = false;
       if (killed) return;
@@ -536,8 +545,11 @@ protocol::ActorInfo ActorSubmitter::InfoOf(const ActorState& a) const {
   info.lease_id = a.lease_id;
   info.detached = a.detached;
   info.max_restarts = a.restarts_left == INT32_MAX ? -1 : a.restarts_left;
-  // Its name is reserved and its constructor runs: a handle may wait by name.
-  info.starting = a.owner && a.name_state == ActorState::Name::kReserved && a.dead_reason.empty();
+  // Its name is reserved and its constructor runs (or, for a handle, it waits
+  // for the actor's worker by name): whoever gets this handle may wait by name.
+  info.starting = a.dead_reason.empty() && !a.name.empty() &&
+                  (a.owner ? a.name_state == ActorState::Name::kReserved
+                           : a.restarting && !a.conn);
   return info;
 }
 
@@ -584,6 +596,7 @@ std::string ActorSubmitter::ConstructorRequestOf(const ActorState& a) const {
 
 std::vector<protocol::ActorInfo> ActorSubmitter::TakeHandOvers() {
   std::vector<protocol::ActorInfo> out;
+  size_t budget = kMaxHandOverBytes;
   for (auto& [id, state] : actors_) {
     ActorState& a = *state;
     if (!a.owner || !a.detached || a.name_state != ActorState::Name::kReserved ||
@@ -592,6 +605,11 @@ std::vector<protocol::ActorInfo> ActorSubmitter::TakeHandOvers() {
     }
     protocol::ActorInfo info = InfoOf(a);
     info.restart_request = ConstructorRequestOf(a);
+    // All of them travel in one FinishJobRequest (a control frame of at most
+    // 16 MiB): past kMaxHandOverBytes the rest are stopped instead, with a
+    // warning from the head.
+    if (budget < info.restart_request.size()) info.restart_request.clear();
+    budget -= info.restart_request.size();
     info.metadata = a.metadata;
     a.name_state = ActorState::Name::kNone;  // the head's from now on
     out.push_back(std::move(info));

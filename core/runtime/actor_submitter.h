@@ -55,6 +55,8 @@ class ActorSubmitter {
   // A detached actor's constructor arguments up to this size travel to the
   // head, which restarts it after its owner is gone.
   static constexpr size_t kMaxRestartArgBytes = 64 * 1024;
+  // The constructor calls one driver hands over at its end, in all.
+  static constexpr size_t kMaxHandOverBytes = 8 << 20;
 
   ActorSubmitter(Deps deps, Options options);
   ~ActorSubmitter();

@@ -196,8 +196,16 @@ PlacementGroupState WaitPlacementGroup(const PlacementGroupPtr& group, int64_t t
     if (!HasInterruptCheck() || left <= kSliceMs) {
       return runtime.WaitPlacementGroup(group, std::max<int64_t>(left, 0));
     }
+    const auto asked = std::chrono::steady_clock::now();
     PlacementGroupState state = runtime.WaitPlacementGroup(group, kSliceMs);
-    if (state.state != protocol::Name(protocol::PlacementGroupState::kPending)) return state;
+    // The head holds an undecided wait to the end of the slice; that includes
+    // an infeasible group while a restarted head's nodes rejoin (it may fit
+    // then): an INFEASIBLE answer that took the whole slice is asked again.
+    bool held = std::chrono::steady_clock::now() - asked >= std::chrono::milliseconds(kSliceMs);
+    bool undecided = state.state == protocol::Name(protocol::PlacementGroupState::kPending) ||
+                     (state.state == protocol::Name(protocol::PlacementGroupState::kInfeasible) &&
+                      held);
+    if (!undecided) return state;
     CheckInterrupt();
   }
 }

@@ -22,8 +22,9 @@ from rayx import _core
 from rayx import _serialization as ser
 
 KV_NAMESPACE = "rayx.py.fn"
-# A named actor's Python class name and method num_returns, by actor id: what
-# a handle from rayx.get_actor needs (pickled handles carry them themselves).
+# Where detached actors made by older rayx kept their Python class name and
+# method num_returns, by actor id (now ActorInfo::metadata, with the name).
+_OLD_ACTOR_NAMESPACE = "rayx.py.actor"
 # Ray's default: a task whose worker or node dies runs again up to 3 times.
 DEFAULT_MAX_RETRIES = 3
 # The head's KV holds values up to 1 MiB: a bigger function or class (a closure
@@ -313,9 +314,9 @@ class ActorClass:
             core = _core.create_actor([header] + encode_args(args, kwargs), name, detached, res,
                                       placement, opts.get("max_restarts") or 0,
                                       opts.get("max_task_retries") or 0, metadata)
-        except ValueError:
+        except ValueError as e:
             # Another process took the name between our lookup and our creation.
-            if not get_if_exists:
+            if not get_if_exists or "already exists" not in str(e):
                 raise
             return get_actor(name)
         return ActorHandle(core, self.__name__, returns)
@@ -432,9 +433,14 @@ def get_actor(name):
         core = _core.get_named_actor(name)
     except RuntimeError as e:
         raise ValueError(str(e)) from None
-    if not core.metadata:
+    if core.metadata:
+        class_name, returns = json.loads(core.metadata)
+        return ActorHandle(core, class_name, returns)
+    # A detached actor made before the class info travelled with the name.
+    described = _core.kv_get(_OLD_ACTOR_NAMESPACE, core.id)
+    if described is None:
         return ActorHandle(core, name)  # not made by Python's ActorClass (e.g. from C++)
-    class_name, returns = json.loads(core.metadata)
+    class_name, returns = pickle.loads(described)
     return ActorHandle(core, class_name, returns)
 
 

@@ -99,9 +99,14 @@ uint32_t LeaseManager::FinishJob(const JobId& job_id, const std::string& why,
   // workers stop too).
   std::vector<std::pair<std::string, ActorId>> names;
   for (const auto& [name, actor] : named_actors_) {
-    if (actor.job_id == job_id && (!actor.detached || actor.starting)) {
-      names.emplace_back(name, actor.actor_id);
+    if (actor.job_id != job_id || (actor.detached && !actor.starting)) continue;
+    if (actor.starting) {
+      // Made by a detached actor's own runtime: its creator lives on and
+      // names it (or its worker's end frees it, DropReservationsOf).
+      auto by = reserved_by_.find(name);
+      if (by != reserved_by_.end() && HostedByDetachedActor(by->second)) continue;
     }
+    names.emplace_back(name, actor.actor_id);
   }
   for (const auto& [name, actor_id] : names) {
     auto it = named_actors_.find(name);

@@ -184,8 +184,9 @@ void WorkerPool::StartNow(const protocol::StartWorkerRequest& request, StartCall
   worker.timer = std::make_unique<boost::asio::steady_timer>(io_);
   LeaseId lease_id = request.lease_id;
   worker.timer->expires_after(std::chrono::milliseconds(options_.start_timeout_ms));
-  worker.timer->async_wait([this, lease_id](const boost::system::error_code& ec) {
-    if (ec) return;
+  worker.timer->async_wait([this, lease_id, guard = std::weak_ptr<int>(alive_)](
+                               const boost::system::error_code& ec) {
+    if (ec || guard.expired()) return;  // cancelled, or the pool is gone
     const int64_t ms = options_.start_timeout_ms;
     std::string limit = ms % 1000 == 0 ? std::to_string(ms / 1000) + " s"
                                        : std::to_string(ms) + " ms";
@@ -199,7 +200,9 @@ void WorkerPool::ReadStartLine(const LeaseId& lease_id) {
   std::shared_ptr<StartPipe> start = workers_.at(lease_id).start;
   boost::asio::async_read_until(
       start->pipe, start->buffer, '\n',
-      [this, lease_id, start](const boost::system::error_code& ec, size_t) {
+      [this, lease_id, start, guard = std::weak_ptr<int>(alive_)](
+          const boost::system::error_code& ec, size_t) {
+        if (guard.expired()) return;  // ended by the pool's destruction
         auto it = workers_.find(lease_id);
         if (it == workers_.end() || it->second.ready || !it->second.on_start) return;
         std::string line;

@@ -673,6 +673,45 @@ TEST_F(ActorSubmitterTest, AHandleFailsAtOnceWhenTheHeadsRestartOfItsActorFails)
   EXPECT_NE(MessageOf(call).find("the restart failed"), std::string::npos) << MessageOf(call);
 }
 
+TEST_F(ActorSubmitterTest, AHandleWaitsPast60sForAConstructorTheHeadRuns) {
+  protocol::ActorInfo restarting = Starting();
+  restarting.starting = false;  // the head creates it again (a model to load)
+  submitter_.Attach(restarting);
+  ObjectId call = Call("M", "b1");
+  Step();
+  for (int i = 0; i < 20; ++i) {
+    clock_.Advance(5000);
+    auto done = std::move(head_.lookups.front().second);
+    head_.lookups.pop_front();
+    done(restarting);
+    Step();
+    ASSERT_EQ(head_.lookups.size(), 1u) << "gave up after " << (i + 1) * 5 << " s";
+  }
+  // Passed on meanwhile, it is waited for by name there too.
+  protocol::ActorInfo described = submitter_.Describe(ActorId::FromWire("b1"));
+  EXPECT_TRUE(described.starting);
+  EXPECT_EQ(described.name, "svc");
+  restarting.worker_address = "w9";
+  restarting.lease_id = LeaseId::FromWire("lease-b1");
+  head_.lookups.front().second(restarting);
+  Step();
+  auto* w9 = connector_.At("w9");
+  ASSERT_NE(w9, nullptr);
+  w9->Reply(w9->calls[0].call_id, "r");
+  EXPECT_EQ(ErrorOf(call), "");
+}
+
+TEST_F(ActorSubmitterTest, AnOwnedNamedActorThatDiesForGoodDropsWhatTheHeadMayStillHold) {
+  // Registered, but the worker died before the registration reached the
+  // head, which refused it and kept the reservation: the drop frees it.
+  auto* w1 = Constructed("counter");
+  ASSERT_NE(w1, nullptr);
+  ASSERT_EQ(head_.registered.size(), 1u);
+  w1->Die();
+  Step();
+  EXPECT_EQ(head_.dropped, std::vector<std::string>{"counter/a1"});
+}
+
 TEST_F(ActorSubmitterTest, AHandleWithoutWorkerOrNameFailsItsCallsAtOnce) {
   protocol::ActorInfo info = Starting();
   info.name.clear();

@@ -1231,12 +1231,41 @@ TEST_F(LeaseManagerTest, ReservedNamesGoWhenTheWorkerThatMadeThemEnds) {
   JobId job = NewJob();
   LeaseId outer = Grant(job, {{"CPU", 1}}, "agent-10.0.0.2");
   RuntimeInside(job, outer, "worker-runtime");
-  ASSERT_TRUE(
-      leases_.RegisterActor(Reservation("nested", "actor-1", job), "worker-runtime").ok());
+  ASSERT_TRUE(leases_.RegisterActor(
+                         Reservation("nested", "actor-1", job, /*detached=*/true), "worker-runtime")
+                  .ok());
   ASSERT_TRUE(leases_.RegisterActor(Reservation("top", "actor-2", job), "driver").ok());
+  // The nested actor's (detached) lease: its constructor runs for that worker.
+  protocol::RequestLeaseRequest req = Shape(job, {{"CPU", 1}}, /*detached=*/true);
+  req.for_actor = true;
+  req.actor_id = ActorId::FromWire("actor-1");
+  leases_.RequestLease("worker-runtime", 5, req);
+  LeaseId nested = Started(TakeStart("agent-10.0.0.2"), "worker-runtime", 5).lease_id;
   ASSERT_TRUE(leases_.ReturnLease(outer).ok());
+  EXPECT_THAT(KilledLeases(Take(), "agent-10.0.0.2"), ::testing::UnorderedElementsAre(outer, nested))
+      << "nobody is left to name the nested actor: it would run for good";
   EXPECT_FALSE(leases_.GetActor("nested").ok());
   EXPECT_TRUE(leases_.GetActor("top").ok());
+}
+
+TEST_F(LeaseManagerTest, ANameReservedByADetachedActorOutlivesItsJob) {
+  AddNode("10.0.0.2", {{"CPU", 2}});
+  JobId job = NewJob();
+  LeaseId controller = Grant(job, {{"CPU", 1}}, "agent-10.0.0.2", 1, /*detached=*/true);
+  RuntimeInside(job, controller, "controller-runtime");
+  ASSERT_TRUE(leases_.RegisterActor(Reservation("replica", "actor-1", job), "controller-runtime")
+                  .ok());
+  protocol::RequestLeaseRequest req = Shape(job, {{"CPU", 1}});
+  req.for_actor = true;
+  req.actor_id = ActorId::FromWire("actor-1");
+  leases_.RequestLease("controller-runtime", 5, req);
+  Started(TakeStart("agent-10.0.0.2"), "controller-runtime", 5);
+  leases_.FinishJob(job, "its driver finished");
+  EXPECT_TRUE(KilledLeases(Take(), "agent-10.0.0.2").empty())
+      << "the detached controller's half-made replica was stopped with the job";
+  auto found = leases_.GetActor("replica");
+  ASSERT_TRUE(found.ok()) << "its creator lives on and will name it";
+  EXPECT_TRUE(found->starting);
 }
 
 // A detached actor whose driver exits while its constructor runs: the head

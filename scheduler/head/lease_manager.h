@@ -282,6 +282,10 @@ class LeaseManager {
   // Takes out of the named actors those of `lease_id` the head must restart
   // (detached, restartable by the head, restarts left), when `owner_gone`.
   std::vector<protocol::ActorInfo> TakeRestartable(const LeaseId& lease_id, bool owner_gone);
+  // `lease`'s worker or node died under a live owner: the names of its
+  // restartable actors stay reserved for that owner (which restarts them and
+  // names the new worker, or drops the name) instead of going with the lease.
+  void HoldNamesForOwner(const Lease& lease);
   // Requests a new worker for `info` (its lease request with the constructor).
   // `count`: this is a new restart (false: one begun before a head restart).
   void RestartActor(protocol::ActorInfo info, const std::string& cause, bool count = true);

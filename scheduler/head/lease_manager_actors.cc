@@ -234,6 +234,20 @@ std::vector<protocol::ActorInfo> LeaseManager::TakeRestartable(const LeaseId& le
   return out;
 }
 
+void LeaseManager::HoldNamesForOwner(const Lease& lease) {
+  if (!lease.for_actor || lease.owner.head || OwnerGone(lease)) return;
+  for (auto& [name, info] : named_actors_) {
+    if (info.lease_id != lease.lease_id || info.max_restarts == 0) continue;
+    if (store_) store_->DeleteActor(name);  // reservations are not stored
+    info.starting = true;
+    info.lease_id = LeaseId();
+    info.worker_address.clear();
+    info.restart_request.clear();
+    reserved_by_[name] = lease.owner.requester.peer;
+    NameChanged(name);
+  }
+}
+
 void LeaseManager::RestartActor(protocol::ActorInfo info, const std::string& cause, bool count) {
   protocol::DecodeLimits limits;
   limits.max_str = protocol::kMaxControlFrameBytes;

@@ -39,6 +39,7 @@ void LeaseManager::OnNodeDead(const NodeId& node, const std::string& why) {
     Lease& lease = found->second;
     if (lease.running) {
       for (auto& actor : TakeRestartable(id, OwnerGone(lease))) restart.push_back(std::move(actor));
+      HoldNamesForOwner(lease);
     }
     if (lease.running && lease.owner.head && lease.for_actor) {
       // A detached actor the head restarted: in `restart` if it may go on.
@@ -128,6 +129,7 @@ void LeaseManager::OnWorkerExited(const Lease& lease, const protocol::ProcessExi
   Owner owner = lease.owner;
   bool head_actor = owner.head && lease.for_actor;
   auto restart = TakeRestartable(lease_id, OwnerGone(lease));
+  HoldNamesForOwner(lease);
   // Its resources are free now, whoever owns it: a detached actor's owner may
   // be long gone, and nobody else would return the lease.
   EndLease(lease_id, /*kill_worker=*/false, reason);

@@ -1359,6 +1359,55 @@ TEST_F(HandOverTest, AnActorNamedBeforeTheJobEndedIsNotTakenOver) {
   EXPECT_EQ(leases_.GetActor("llm")->worker_address, "tcp://10.0.0.2:7000");
 }
 
+// An actor's worker or node dies while its owner lives: a restartable one
+// keeps its name for that owner, which restarts it (or drops the name).
+class NodeLossTest : public LeaseManagerTest {
+ protected:
+  // Named actor "svc" (`max_restarts`) runs on 10.0.0.2, owned by "driver".
+  void Run(int32_t max_restarts) {
+    node_ = AddNode("10.0.0.2", {{"CPU", 1}});
+    job_ = NewJob();
+    protocol::RequestLeaseRequest req = Shape(job_, {{"CPU", 1}});
+    req.for_actor = true;
+    req.actor_id = ActorId::FromWire("actor-svc");
+    leases_.RequestLease("driver", 1, req);
+    LeaseId lease = Started(TakeStart("agent-10.0.0.2"), "driver", 1).lease_id;
+    protocol::ActorInfo svc = Actor("svc", job_, lease);
+    svc.max_restarts = max_restarts;
+    ASSERT_TRUE(leases_.RegisterActor(svc, "driver").ok());
+  }
+  NodeId node_;
+  JobId job_;
+};
+
+TEST_F(NodeLossTest, ARestartableActorsNameIsHeldForItsOwner) {
+  Run(/*max_restarts=*/1);
+  LookUp("svc", "handle", 5, 60000, /*stale_worker=*/"tcp://10.0.0.2:7000");
+  leases_.OnNodeDead(node_, "no heartbeat");
+  auto found = leases_.GetActor("svc");
+  ASSERT_TRUE(found.ok()) << "the name went with the node";
+  EXPECT_TRUE(found->starting);
+  EXPECT_EQ(found->worker_address, "");
+  EXPECT_EQ(leases_.RegisterActor(Reservation("svc", "actor-other", job_), "driver-2").code(),
+            StatusCode::kAlreadyExists)
+      << "another actor took the name of one being restarted";
+  EXPECT_TRUE(leases_.RegisterActor(Reservation("svc", "actor-svc", job_), "driver").ok())
+      << "its owner's own reservation";
+  // The handle waiting for a new worker heard that the name changed.
+  bool answered = false;
+  for (const Sent& sent : Take()) answered = answered || (sent.peer == "handle" && sent.env.id == 5);
+  EXPECT_TRUE(answered);
+  // Its owner gives up on it (no node fits): the name is free.
+  EXPECT_TRUE(leases_.DropActorName("svc", ActorId::FromWire("actor-svc")));
+  EXPECT_FALSE(leases_.GetActor("svc").ok());
+}
+
+TEST_F(NodeLossTest, AnActorWithoutRestartsLosesItsNameWithItsNode) {
+  Run(/*max_restarts=*/0);
+  leases_.OnNodeDead(node_, "no heartbeat");
+  EXPECT_FALSE(leases_.GetActor("svc").ok());
+}
+
 TEST_F(LeaseManagerTest, AParkedLookupIsAnsweredWhenTheNameGetsItsWorker) {
   AddNode("10.0.0.2", {{"CPU", 1}});
   JobId job = NewJob();

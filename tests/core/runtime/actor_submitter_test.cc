@@ -78,6 +78,31 @@ class ActorSubmitterTest : public testing::SubmitterFixture {
     Step();
     return w1;
   }
+  // Answers the handle's pending lookup with `info` `times` times, 5 s apart
+  // (each time the head's parked wait ended); false once it stops asking.
+  bool AnswerLookups(const protocol::ActorInfo& info, int times) {
+    for (int i = 0; i < times; ++i) {
+      if (head_.lookups.size() != 1) return false;
+      clock_.Advance(5000);
+      auto done = std::move(head_.lookups.front().second);
+      head_.lookups.pop_front();
+      done(info);
+      Step();
+    }
+    return head_.lookups.size() == 1;
+  }
+  // Answers the pending lookup with `info` running at worker `address`.
+  FakeWorkerConnector::Worker* AnswerRunning(protocol::ActorInfo info,
+                                             const std::string& address) {
+    EXPECT_EQ(head_.lookups.size(), 1u);
+    if (head_.lookups.empty()) return nullptr;
+    info.starting = false;
+    info.worker_address = address;
+    info.lease_id = LeaseId::FromWire("lease-" + address);
+    head_.lookups.front().second(info);
+    Step();
+    return connector_.At(address);
+  }
   std::vector<std::string> Functions(const FakeWorkerConnector::Worker& worker) {
     std::vector<std::string> out;
     for (const auto& call : worker.calls) out.push_back(call.function);
@@ -606,21 +631,8 @@ TEST_F(ActorSubmitterTest, AHandleOfAStartingActorQueuesCallsUntilItsWorkerIsReg
   EXPECT_GT(head_.lookup_requests[0].wait_ms, 0) << "the lookup must be parked, not polled";
   // The head's wait ended with the constructor still running: asked again,
   // well past the 60 s a lost worker is waited for.
-  for (int i = 0; i < 20; ++i) {
-    clock_.Advance(5000);
-    auto done = std::move(head_.lookups.front().second);
-    head_.lookups.pop_front();
-    done(Starting());
-    Step();
-    ASSERT_EQ(head_.lookups.size(), 1u) << "stopped waiting after " << (i + 1) * 5 << " s";
-  }
-  protocol::ActorInfo running = Starting();
-  running.starting = false;
-  running.worker_address = "w9";
-  running.lease_id = LeaseId::FromWire("lease-b1");
-  head_.lookups.front().second(running);
-  Step();
-  auto* w9 = connector_.At("w9");
+  ASSERT_TRUE(AnswerLookups(Starting(), 20)) << "stopped waiting within 100 s";
+  auto* w9 = AnswerRunning(Starting(), "w9");
   ASSERT_NE(w9, nullptr);
   EXPECT_EQ(Functions(*w9), (std::vector<std::string>{"M", "N"}));
   w9->Reply(w9->calls[0].call_id, "r");
@@ -660,13 +672,8 @@ TEST_F(ActorSubmitterTest, AHandleFailsAtOnceWhenTheHeadsRestartOfItsActorFails)
   submitter_.Attach(restarting);
   ObjectId call = Call("M", "b1");
   Step();
-  ASSERT_EQ(head_.lookups.size(), 1u);
-  auto done = std::move(head_.lookups.front().second);
-  head_.lookups.pop_front();
-  clock_.Advance(5000);
-  done(restarting);  // still restarting when the head's 5 s wait ended
-  Step();
-  ASSERT_EQ(head_.lookups.size(), 1u);
+  // Still restarting when the head's 5 s wait ended.
+  ASSERT_TRUE(AnswerLookups(restarting, 1));
   head_.lookups.front().second(Status::NotFound("no actor named 'svc'"));
   Step();
   EXPECT_EQ(ErrorOf(call), "ActorDied") << "waited out the 60 s instead";
@@ -679,23 +686,12 @@ TEST_F(ActorSubmitterTest, AHandleWaitsPast60sForAConstructorTheHeadRuns) {
   submitter_.Attach(restarting);
   ObjectId call = Call("M", "b1");
   Step();
-  for (int i = 0; i < 20; ++i) {
-    clock_.Advance(5000);
-    auto done = std::move(head_.lookups.front().second);
-    head_.lookups.pop_front();
-    done(restarting);
-    Step();
-    ASSERT_EQ(head_.lookups.size(), 1u) << "gave up after " << (i + 1) * 5 << " s";
-  }
+  ASSERT_TRUE(AnswerLookups(restarting, 20)) << "gave up within 100 s";
   // Passed on meanwhile, it is waited for by name there too.
   protocol::ActorInfo described = submitter_.Describe(ActorId::FromWire("b1"));
   EXPECT_TRUE(described.starting);
   EXPECT_EQ(described.name, "svc");
-  restarting.worker_address = "w9";
-  restarting.lease_id = LeaseId::FromWire("lease-b1");
-  head_.lookups.front().second(restarting);
-  Step();
-  auto* w9 = connector_.At("w9");
+  auto* w9 = AnswerRunning(restarting, "w9");
   ASSERT_NE(w9, nullptr);
   w9->Reply(w9->calls[0].call_id, "r");
   EXPECT_EQ(ErrorOf(call), "");

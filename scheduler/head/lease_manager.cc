@@ -617,8 +617,12 @@ bool LeaseManager::RemovePlacementGroup(const PlacementGroupId& group_id) {
 
 std::vector<protocol::LeaseListEntry> LeaseManager::ListLeases() const {
   std::map<LeaseId, const protocol::ActorInfo*> names;
+  // Names reserved for actors still being constructed: by actor id (their
+  // leases say which actor they are for).
+  std::map<ActorId, const protocol::ActorInfo*> reserved;
   for (const auto& [name, actor] : named_actors_) {
     if (!actor.lease_id.IsNil()) names[actor.lease_id] = &actor;
+    if (actor.starting) reserved[actor.actor_id] = &actor;
   }
   std::vector<protocol::LeaseListEntry> out;
   out.reserve(leases_.size());
@@ -636,10 +640,14 @@ std::vector<protocol::LeaseListEntry> LeaseManager::ListLeases() const {
     e.placement_group_id = lease.group_id;
     e.bundle_index = lease.bundle_index;
     e.detached = lease.detached;
-    auto named = names.find(id);
-    if (named != names.end()) {
-      e.actor_name = named->second->name;
-      e.class_name = named->second->class_name;
+    const protocol::ActorInfo* actor = nullptr;
+    if (auto named = names.find(id); named != names.end()) actor = named->second;
+    if (actor == nullptr && lease.for_actor && !lease.actor_id.IsNil()) {
+      if (auto r = reserved.find(lease.actor_id); r != reserved.end()) actor = r->second;
+    }
+    if (actor != nullptr) {
+      e.actor_name = actor->name;
+      e.class_name = actor->class_name;
     }
     out.push_back(std::move(e));
   }

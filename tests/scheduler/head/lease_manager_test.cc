@@ -1303,6 +1303,15 @@ class HandOverTest : public LeaseManagerTest {
   LeaseId lease_;
 };
 
+TEST_F(HandOverTest, AnActorBeingConstructedIsListedUnderItsReservedName) {
+  auto listed = leases_.ListLeases();
+  ASSERT_EQ(listed.size(), 1u);
+  EXPECT_EQ(listed[0].lease_id, lease_);
+  EXPECT_EQ(listed[0].kind, "actor");
+  EXPECT_EQ(listed[0].actor_name, "llm");
+  EXPECT_EQ(listed[0].class_name, "Counter::Create");
+}
+
 TEST_F(HandOverTest, TheHeadCreatesAHandedOverActorAgainAndNamesItsWorker) {
   leases_.FinishJob(job_, "its driver finished", {HandOver(/*with_constructor=*/true)});
   auto sent = Take();

@@ -20,6 +20,13 @@ def _square(x):
     return x * x
 
 
+def _wait_for_file(path):
+    """Finishes when the test creates `path` (no fixed sleep)."""
+    while not os.path.exists(path):
+        time.sleep(0.01)
+    return "done"
+
+
 def test_tasks_return_values_with_args_and_kwargs(rayx_mod):
     rayx = rayx_mod
 
@@ -339,12 +346,7 @@ def test_actor_constructor_failure_is_reported(rayx_mod):
 def test_put_get_wait_and_timeouts(rayx_mod):
     rayx = rayx_mod
 
-    @rayx.remote
-    def slow(path):
-        # Finishes when the test creates `path` (no fixed sleep).
-        while not os.path.exists(path):
-            time.sleep(0.01)
-        return "done"
+    slow = rayx.remote(_wait_for_file)
 
     import tempfile
     flag = os.path.join(tempfile.mkdtemp(), "go")
@@ -1033,11 +1035,7 @@ def test_wait_on_no_refs_and_huge_timeouts(rayx_mod):
     assert rayx.get([ref], timeout=1e10) == ["value"]
     assert rayx.wait([ref], timeout=1e10) == ([ref], [])
 
-    @rayx.remote
-    def wait_for(path):
-        while not os.path.exists(path):
-            time.sleep(0.01)
-        return "done"
+    wait_for = rayx.remote(_wait_for_file)
 
     import tempfile
     flag = os.path.join(tempfile.mkdtemp(), "go")

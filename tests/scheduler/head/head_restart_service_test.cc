@@ -14,7 +14,19 @@ namespace {
 
 using namespace testing_fixture;  // NOLINT: the fixture's names and constants
 
-class HeadRestartTest : public HeadFixture {};
+class HeadRestartTest : public HeadFixture {
+ protected:
+  // Registers detached actor "keeper" of `job` on `grant` (request `id`).
+  void RegisterKeeper(const JobId& job, const protocol::RequestLeaseReply& grant, uint64_t id) {
+    protocol::RegisterActorRequest actor;
+    actor.actor.name = "keeper";
+    actor.actor.job_id = job;
+    actor.actor.lease_id = grant.lease_id;
+    actor.actor.worker_address = grant.worker_address;
+    actor.actor.detached = true;
+    Call<protocol::RegisterActorReply>(actor, kDriver, id);
+  }
+};
 
 TEST_F(HeadRestartTest, ANodeRejoinsAsItselfWithItsLiveLeasesAndTheRestIsStillThere) {
   auto joined = Call<protocol::RegisterNodeReply>(Hello(), kAgent, 1);
@@ -37,13 +49,7 @@ TEST_F(HeadRestartTest, ANodeRejoinsAsItselfWithItsLiveLeasesAndTheRestIsStillTh
   auto grant = Lease(job, {{"GPU", 1}});
   ASSERT_EQ(grant.gpu_ids.size(), 1u);
   EXPECT_NE(grant.gpu_ids[0], group_gpu);
-  protocol::RegisterActorRequest actor;
-  actor.actor.name = "keeper";
-  actor.actor.job_id = job;
-  actor.actor.lease_id = grant.lease_id;
-  actor.actor.worker_address = grant.worker_address;
-  actor.actor.detached = true;
-  Call<protocol::RegisterActorReply>(actor, kDriver, 5);
+  RegisterKeeper(job, grant, 5);
   // An actor in the group's bundle.
   auto member = Lease(job, {{"CPU", 1}, {"GPU", 1}}, "group-1");
   EXPECT_EQ(member.gpu_ids, std::vector<int>{group_gpu});
@@ -116,12 +122,7 @@ TEST_F(HeadRestartTest, ANodeThatDoesNotRejoinDiesAndTakesItsLeasesAndActorsAlon
   auto joined = Call<protocol::RegisterNodeReply>(Hello(), kAgent, 1);
   auto job = Call<protocol::RegisterDriverReply>(Driver(), kDriver, 2).job_id;
   auto grant = Lease(job, {{"GPU", 1}});
-  protocol::RegisterActorRequest actor;
-  actor.actor.name = "keeper";
-  actor.actor.job_id = job;
-  actor.actor.lease_id = grant.lease_id;
-  actor.actor.detached = true;
-  Call<protocol::RegisterActorReply>(actor, kDriver, 3);
+  RegisterKeeper(job, grant, 3);
 
   job_timeout_ms_ = 60000;  // the job outlives the node here
   StartHead();
@@ -163,12 +164,7 @@ TEST_F(HeadRestartTest, LeasesAndBundlesOfANodeBuriedJustBeforeACrashEndAtRestar
   ASSERT_EQ(Call<protocol::CreatePlacementGroupReply>(pg, kDriver, 3).group.state,
             protocol::PlacementGroupState::kCreated);
   auto grant = Lease(job, {{"GPU", 1}});
-  protocol::RegisterActorRequest actor;
-  actor.actor.name = "keeper";
-  actor.actor.job_id = job;
-  actor.actor.lease_id = grant.lease_id;
-  actor.actor.detached = true;
-  Call<protocol::RegisterActorReply>(actor, kDriver, 4);
+  RegisterKeeper(job, grant, 4);
 
   store_->DeleteNode(joined.node_id);  // buried; the crash comes before the rest
   job_timeout_ms_ = 60000;

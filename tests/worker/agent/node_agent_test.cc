@@ -148,6 +148,18 @@ class NodeAgentTest : public ::testing::Test {
     return sent;
   }
 
+  // Joins, then asks to start lease `lease` (request `id`) on device 1,
+  // which a killed worker still holds: the start waits for it.
+  void StartOnHeldDevice(const std::string& lease, uint64_t id) {
+    Join();
+    head_.sent.clear();
+    processes_.held_devices = {1};
+    protocol::StartWorkerRequest req;
+    req.lease_id = LeaseId::FromWire(lease);
+    req.gpu_ids = {1};
+    Deliver(req, id);
+  }
+
   template <typename T>
   void Deliver(const T& body, uint64_t id) {
     transport::Frames frames = transport::MakeMessage(body, id);
@@ -393,13 +405,7 @@ TEST_F(NodeAgentTest, AStaleUnknownReplyAfterJoiningAgainDoesNotFenceTheNewNode)
 }
 
 TEST_F(NodeAgentTest, AWorkerWaitsUntilAKilledWorkerReleasedItsDevices) {
-  Join();
-  head_.sent.clear();
-  processes_.held_devices = {1};
-  protocol::StartWorkerRequest req;
-  req.lease_id = LeaseId::FromWire("gpu-1");
-  req.gpu_ids = {1};
-  Deliver(req, 60);
+  StartOnHeldDevice("gpu-1", 60);
   protocol::StartWorkerRequest other;
   other.lease_id = LeaseId::FromWire("gpu-0");
   other.gpu_ids = {0};
@@ -484,14 +490,8 @@ TEST_F(NodeAgentTest, KillWorkersKillsEveryNamedLease) {
 // A start killed before it started (its job was stopped, say) never starts,
 // and its request is answered, so the head forgets it.
 TEST_F(NodeAgentTest, AStartKilledWhileWaitingForDevicesNeverStartsAndIsAnswered) {
-  Join();
-  head_.sent.clear();
-  processes_.held_devices = {1};
-  protocol::StartWorkerRequest req;
-  req.lease_id = LeaseId::FromWire("waiting");
-  req.gpu_ids = {1};
-  Deliver(req, 60);
-  Deliver(protocol::KillWorkersRequest{.lease_ids = {req.lease_id}}, 61);
+  StartOnHeldDevice("waiting", 60);
+  Deliver(protocol::KillWorkersRequest{.lease_ids = {LeaseId::FromWire("waiting")}}, 61);
   Sent reply = Next();
   ASSERT_TRUE(reply.Is(MessageType::kErrorReply));
   EXPECT_EQ(reply.env.id, 60u);

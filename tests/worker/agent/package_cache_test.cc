@@ -60,6 +60,15 @@ class PackageCacheTest : public ::testing::Test {
                                                                  start);
   }
 
+  // The head's answer to the first chunk request for `hash`: its reply and chunk.
+  std::pair<protocol::GetPackageReply, std::string_view> FirstChunk(const std::string& hash) {
+    protocol::GetPackageReply reply;
+    reply.hash = hash;
+    reply.offset = 0;
+    reply.total_size = archive_.size();
+    return {reply, std::string_view(archive_).substr(0, PackageCache::kChunk)};
+  }
+
   // Runs the loop until `done` holds (results come back from the cache's thread).
   template <typename Pred>
   bool RunUntil(Pred done) {
@@ -130,11 +139,7 @@ TEST_F(PackageCacheTest, APackageThatDoesNotMatchItsHashFailsAndLeavesNothing) {
   std::optional<Result<std::string>> result;
   cache_->Ensure(wrong, [&](Result<std::string> dir) { result = std::move(dir); });
   ASSERT_EQ(requests_.size(), 1u);
-  protocol::GetPackageReply reply;
-  reply.hash = wrong;
-  reply.offset = 0;
-  reply.total_size = archive_.size();
-  std::string_view chunk = std::string_view(archive_).substr(0, PackageCache::kChunk);
+  auto [reply, chunk] = FirstChunk(wrong);
   ASSERT_TRUE(cache_->OnReply(next_id_, reply, chunk));
   // Only whole archives are checked; feed the rest.
   while (!result) {
@@ -199,11 +204,7 @@ TEST_F(PackageCacheTest, ALateAnswerToAnEarlierSendIsTaken) {
   clock_.Advance(PackageCache::kRequestTimeoutMs);
   cache_->Expire();
   ASSERT_EQ(requests_.size(), 2u);
-  protocol::GetPackageReply reply;
-  reply.hash = hash_;
-  reply.offset = 0;
-  reply.total_size = archive_.size();
-  std::string_view chunk = std::string_view(archive_).substr(0, PackageCache::kChunk);
+  auto [reply, chunk] = FirstChunk(hash_);
   ASSERT_TRUE(cache_->OnReply(1, reply, chunk)) << "the late answer to the first send";
   EXPECT_FALSE(cache_->OnReply(2, reply, chunk)) << "the same chunk twice";
   while (!result) {

@@ -21,6 +21,7 @@
 #include "rayx/ids.h"
 #include "rayx/version.h"
 #include "status_format.h"
+#include "stop_command.h"
 
 namespace rayx::cli {
 namespace {
@@ -181,6 +182,13 @@ int StartCommand(const std::vector<std::string>& args) {
       return Fail("start", "no cluster token: pass --token TOKEN (printed by `rayx start --head` "
                            "on the head machine) or set RAYX_TOKEN", 2);
     }
+  }
+
+  // A node agent of this machine that died with its reaper (its whole process
+  // group SIGKILLed) left what its leases started running, holding the devices
+  // the agent started here now offers again.
+  for (const auto& previous : detail::Session::List(f.temp_dir)) {
+    KillLeftoversOfDeadAgent(previous, true);
   }
 
   if (f.block) {

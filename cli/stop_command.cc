@@ -15,6 +15,17 @@
 
 namespace rayx::cli {
 
+void KillLeftoversOfDeadAgent(const detail::Session& session, bool require_record) {
+  auto processes = session.Processes();
+  auto agent = processes.find("agent");
+  if (agent == processes.end() ? require_record : detail::IsRunning(agent->second)) return;
+  if (int n = detail::KillRecordedGroups(session.GroupDir()); n > 0) {
+    std::cout << "Killed what was left of " << n << " lease process group(s) of the node agent"
+              << " of " << session.ReadConfig()["address"] << " (session " << session.path()
+              << ")\n";
+  }
+}
+
 int StopCommand(const std::vector<std::string>& args) {
   std::string address, temp_dir = detail::DefaultTempDir();
   double grace = 10;
@@ -60,15 +71,7 @@ int StopCommand(const std::vector<std::string>& args) {
   // What lease processes left behind once their agent is gone (an agent
   // killed by SIGKILL takes only its direct children with it).
   auto kill_leftovers = [&] {
-    for (const auto& session : sessions) {
-      auto processes = session.Processes();
-      auto agent = processes.find("agent");
-      if (agent != processes.end() && detail::IsRunning(agent->second)) continue;
-      if (int n = detail::KillRecordedGroups(session.GroupDir()); n > 0) {
-        std::cout << "Killed what was left of " << n << " lease process group(s) of the node agent"
-                  << " of " << session.ReadConfig()["address"] << "\n";
-      }
-    }
+    for (const auto& session : sessions) KillLeftoversOfDeadAgent(session, false);
   };
   if (agents.empty() && heads.empty()) {
     kill_leftovers();

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <csignal>
 #include <cstdlib>
 #include <limits>
 #include <cstring>
@@ -17,6 +18,7 @@
 #include <sstream>
 #include <thread>
 
+#include "common/logging.h"
 #include "common/ready_pipe.h"
 
 namespace rayx::detail {
@@ -159,6 +161,65 @@ int KillRecordedGroups(const std::string& dir) {
     std::filesystem::remove(entry.path(), ec);
   }
   return signalled;
+}
+
+Result<pid_t> StartGroupReaper(const std::string& dir) {
+  int watch[2], report[2];
+  if (pipe2(watch, O_CLOEXEC) != 0) {
+    return Status::Internal(std::string("pipe2: ") + std::strerror(errno));
+  }
+  if (pipe2(report, O_CLOEXEC) != 0) {
+    int err = errno;
+    ::close(watch[0]);
+    ::close(watch[1]);
+    return Status::Internal(std::string("pipe2: ") + std::strerror(err));
+  }
+  const pid_t owner = getpid();
+  pid_t middle = fork();
+  if (middle == 0) {
+    pid_t reaper = fork();
+    if (reaper != 0) {
+      ssize_t unused = ::write(report[1], &reaper, sizeof reaper);
+      (void)unused;
+      _exit(0);
+    }
+    // The reaper: every descriptor but the pipe's read end and stdio goes, so
+    // that it holds nothing of the owner's (a ready pipe, sockets) open.
+    int keep = watch[0];
+    for (int fd = 3; fd < keep; ++fd) ::close(fd);
+    ::close_range(static_cast<unsigned>(keep) + 1, ~0U, 0);
+    std::signal(SIGINT, SIG_IGN);
+    std::signal(SIGTERM, SIG_IGN);
+    std::signal(SIGHUP, SIG_IGN);
+    char byte;
+    while (::read(keep, &byte, 1) < 0 && errno == EINTR) {
+    }
+    int killed = KillRecordedGroups(dir);
+    if (killed > 0) {
+      RAYX_LOG(Warning) << "pid " << owner
+                        << " exited without stopping its leases: killed what was left of "
+                        << killed << " lease process group(s)";
+    }
+    _exit(0);
+  }
+  int fork_error = errno;
+  ::close(watch[0]);
+  ::close(report[1]);
+  pid_t reaper = -1;
+  if (middle > 0) {
+    while (::read(report[0], &reaper, sizeof reaper) < 0 && errno == EINTR) {
+    }
+    while (waitpid(middle, nullptr, 0) < 0 && errno == EINTR) {
+    }
+  }
+  ::close(report[0]);
+  if (middle < 0 || reaper <= 0) {
+    ::close(watch[1]);
+    return Status::Internal(std::string("fork: ") +
+                            std::strerror(middle < 0 ? fork_error : EAGAIN));
+  }
+  // watch[1] stays open (close-on-exec) for the rest of this process's life.
+  return reaper;
 }
 
 std::string TailFile(const std::string& path, int n) {

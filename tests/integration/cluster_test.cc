@@ -213,20 +213,18 @@ TEST(Cluster, StopLeavesNoProcessOfTheSessionAlive) {
   EXPECT_TRUE(Contains(again.out, "No rayx processes")) << again.out;
 }
 
-// An agent killed by SIGKILL takes its lease processes with it (they die
-// with their parent), but not what they started: a job's `sh -c 'x & wait'`
-// dies and leaves x running. `rayx stop` kills those from the groups the
-// agent recorded, and says so.
-TEST(Cluster, StopKillsWhatALeaseLeftBehindWhenItsAgentWasKilled) {
-  auto cluster = StartCluster();
-  ASSERT_TRUE(cluster);
-  std::string pid_file = cluster->temp_dir() + "/grandchild.pid";
+// Submits a job whose shell starts `sleep 300` in the background and waits
+// for it: when the shell (the lease's process) dies with its agent, the sleep
+// is what the lease left behind. Returns the sleep's record.
+std::optional<detail::ProcessRecord> StartJobWithBackgroundChild(const LocalCluster& cluster) {
+  std::string pid_file = cluster.temp_dir() + "/grandchild.pid";
+  std::filesystem::remove(pid_file);
   CommandResult submitted = RunCommand(
-      {RayxCliPath(), "job", "submit", "--temp-dir", cluster->temp_dir(), "--no-wait", "--", "sh",
+      {RayxCliPath(), "job", "submit", "--temp-dir", cluster.temp_dir(), "--no-wait", "--", "sh",
        "-c", "sleep 300 & echo $! > " + pid_file + ".tmp && mv " + pid_file + ".tmp " + pid_file +
                  "; wait"},
       {{"RAYX_EXIT_WITH_PID", std::to_string(getpid())}}, 60000);
-  ASSERT_EQ(submitted.exit_code, 0) << submitted.Describe();
+  EXPECT_EQ(submitted.exit_code, 0) << submitted.Describe();
   pid_t grandchild = 0;
   auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
   while (grandchild == 0 && std::chrono::steady_clock::now() < deadline) {
@@ -236,18 +234,55 @@ TEST(Cluster, StopKillsWhatALeaseLeftBehindWhenItsAgentWasKilled) {
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
   }
-  ASSERT_GT(grandchild, 1) << "the job never started its background process";
+  EXPECT_GT(grandchild, 1) << "the job never started its background process";
   auto start = detail::ProcessStartTime(grandchild);
-  ASSERT_TRUE(start.ok()) << start.status();
-  detail::ProcessRecord orphan{grandchild, *start};
+  EXPECT_TRUE(start.ok()) << start.status();
+  if (grandchild <= 1 || !start.ok()) return std::nullopt;
+  return detail::ProcessRecord{grandchild, *start};
+}
 
+// An agent killed by SIGKILL takes its lease processes with it (they die with
+// their parent), and its reaper kills what they started (a job's
+// `sh -c 'x & wait'` leaves x) the moment it is gone: nothing of the lease
+// keeps holding the node's devices until `rayx stop`.
+TEST(Cluster, WhatALeaseLeftBehindDiesWithItsKilledAgent) {
+  auto cluster = StartCluster();
+  ASSERT_TRUE(cluster);
+  auto orphan = StartJobWithBackgroundChild(*cluster);
+  ASSERT_TRUE(orphan);
   ASSERT_TRUE(cluster->KillNode(cluster->head_node()).ok());
-  // Nothing else will stop it: its agent is gone.
-  EXPECT_TRUE(detail::IsRunning(orphan));
-  CommandResult stopped = cluster->RunCli({"stop"});
-  EXPECT_EQ(stopped.exit_code, 0) << stopped.Describe();
-  EXPECT_TRUE(Contains(stopped.out, "Killed what was left of 1 lease process group")) << stopped.out;
-  EXPECT_TRUE(detail::WaitForExit({orphan}, 5000).empty()) << "pid " << grandchild << " survived";
+  EXPECT_TRUE(detail::WaitForExit({*orphan}, 5000).empty())
+      << "pid " << orphan->pid << " outlived its agent by 5 s";
+  std::string head_log = cluster->head_log_path();
+  std::ifstream agent_log(head_log.substr(0, head_log.rfind('/')) + "/agent.log");
+  std::string text((std::istreambuf_iterator<char>(agent_log)), std::istreambuf_iterator<char>());
+  EXPECT_TRUE(Contains(text, "killed what was left of 1 lease process group")) << text;
+}
+
+// Killed with its whole process group, the agent's reaper dies with it: what
+// the lease left behind runs on. The next `rayx start` on the machine kills it
+// (a new agent would offer its devices again), and so would `rayx stop`.
+TEST(Cluster, StartAndStopKillWhatALeaseLeftBehindWhenAgentAndReaperWereKilled) {
+  for (bool restart : {true, false}) {
+    SCOPED_TRACE(restart ? "rayx start" : "rayx stop");
+    auto cluster = StartCluster();
+    ASSERT_TRUE(cluster);
+    auto orphan = StartJobWithBackgroundChild(*cluster);
+    ASSERT_TRUE(orphan);
+    detail::ProcessRecord agent = cluster->head_node().agent;
+    ASSERT_EQ(::kill(-agent.pid, SIGKILL), 0);
+    ASSERT_TRUE(detail::WaitForExit({agent}, 10000).empty());
+    EXPECT_TRUE(detail::IsRunning(*orphan)) << "nothing should have stopped it yet";
+    CommandResult r =
+        restart ? cluster->RunCli({"start", "--address", cluster->address(), "--token",
+                                   cluster->token(), "--node-ip-address", "127.0.0.1",
+                                   "--num-cpus", "1"})
+                : cluster->RunCli({"stop"});
+    ASSERT_EQ(r.exit_code, 0) << r.Describe();
+    EXPECT_TRUE(Contains(r.out, "Killed what was left of 1 lease process group")) << r.out;
+    EXPECT_TRUE(detail::WaitForExit({*orphan}, 5000).empty())
+        << "pid " << orphan->pid << " survived";
+  }
 }
 
 TEST(Cluster, StopWithAddressStopsOnlyThatCluster) {

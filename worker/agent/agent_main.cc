@@ -15,6 +15,7 @@
 #include "common/flags.h"
 #include "common/logging.h"
 #include "common/parent_watch.h"
+#include "common/process_control.h"
 #include "common/ready_pipe.h"
 #include "rayx/ids.h"
 
@@ -64,6 +65,16 @@ int main(int argc, char** argv) {
     return code;
   };
   if (!parsed.ok()) return fail(parsed.message(), 2);
+  // Before any thread starts (it forks): what this agent's leases started
+  // themselves (a job's `sh -c 'x & wait'`, a trainer's helpers) is killed the
+  // moment the agent dies, even by SIGKILL, instead of holding its devices
+  // until `rayx stop`. Its workers die with it by PR_SET_PDEATHSIG.
+  if (!group_dir.empty()) {
+    if (auto reaper = detail::StartGroupReaper(group_dir); !reaper.ok()) {
+      std::cerr << "rayx-agent: no reaper for lease process groups (" << reaper.status().message()
+                << "): what they leave behind if this agent is killed waits for `rayx stop`\n";
+    }
+  }
 
   worker::NodeAgentOptions options;
   auto head = ParseHostPort(address);

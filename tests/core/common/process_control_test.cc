@@ -296,5 +296,71 @@ TEST(KillRecordedGroups, AnOrphanedGroupIsKilledOnlyWhenItCarriesTheMarker) {
   std::filesystem::remove_all(dir);
 }
 
+
+// Waits up to `timeout_ms` for child `pid` to end; its wait status, or -1.
+int WaitForChild(pid_t pid, int timeout_ms) {
+  for (int waited = 0; waited < timeout_ms; ++waited) {
+    int status = 0;
+    if (waitpid(pid, &status, WNOHANG) == pid) return status;
+    usleep(1000);
+  }
+  return -1;
+}
+
+// An agent's reaper kills the lease groups it recorded the moment the agent
+// is gone, even when a signal to the agent's whole process group ended it,
+// and leaves them alone while the agent runs.
+TEST(StartGroupReaper, KillsTheRecordedGroupsOnceItsOwnerIsGone) {
+  char pattern[] = "/tmp/rayx-groups-XXXXXX";
+  ASSERT_NE(mkdtemp(pattern), nullptr);
+  std::string dir = pattern;
+  int release = -1;
+  pid_t lease = ForkBlockedChild(&release, /*own_group=*/true);
+  ASSERT_GT(lease, 0);
+  for (int i = 0; i < 1000 && getpgid(lease) != lease; ++i) usleep(1000);
+  ASSERT_EQ(getpgid(lease), lease);
+  auto lease_start = ProcessStartTime(lease);
+  ASSERT_OK(lease_start);
+  ASSERT_OK(RecordGroup(dir, {lease, *lease_start}, "RAYX_LEASE_ID=a"));
+
+  int report[2];
+  ASSERT_EQ(pipe(report), 0);
+  pid_t owner = fork();
+  if (owner == 0) {
+    setsid();
+    auto reaper = StartGroupReaper(dir);
+    pid_t pid = reaper.ok() ? *reaper : -1;
+    (void)!write(report[1], &pid, sizeof pid);
+    while (true) pause();
+  }
+  close(report[1]);
+  pid_t reaper = -1;
+  ASSERT_EQ(read(report[0], &reaper, sizeof reaper), static_cast<ssize_t>(sizeof reaper));
+  close(report[0]);
+  ASSERT_GT(reaper, 0) << "the reaper did not start";
+  EXPECT_EQ(getpgid(reaper), owner) << "the reaper should stay in its owner's process group";
+
+  EXPECT_TRUE(IsRunning({lease, *lease_start})) << "the reaper acted while its owner ran";
+  ASSERT_EQ(::kill(-owner, SIGTERM), 0);
+  int owner_status = WaitForChild(owner, 10000);
+  ASSERT_NE(owner_status, -1) << "the owner survived SIGTERM";
+  EXPECT_TRUE(WIFSIGNALED(owner_status) && WTERMSIG(owner_status) == SIGTERM);
+  int lease_status = WaitForChild(lease, 10000);
+  ASSERT_NE(lease_status, -1) << "the recorded group outlived its owner by 10 s";
+  EXPECT_TRUE(WIFSIGNALED(lease_status) && WTERMSIG(lease_status) == SIGKILL);
+  close(release);
+  // It exits once done, its records removed (a zombie until init, or this
+  // process when an earlier test made it a subreaper, reaps it).
+  bool reaper_gone = false;
+  for (int i = 0; i < 10000 && !reaper_gone; ++i) {
+    reaper_gone = !ProcessStartTime(reaper).ok();
+    if (!reaper_gone) usleep(1000);
+  }
+  waitpid(reaper, nullptr, WNOHANG);
+  EXPECT_TRUE(reaper_gone) << "the reaper still runs 10 s after its owner died";
+  EXPECT_TRUE(std::filesystem::is_empty(dir));
+  std::filesystem::remove_all(dir);
+}
+
 }  // namespace
 }  // namespace rayx::detail

@@ -197,8 +197,8 @@ Result<pid_t> StartGroupReaper(const std::string& dir) {
     int killed = KillRecordedGroups(dir);
     if (killed > 0) {
       RAYX_LOG(Warning) << "pid " << owner
-                        << " exited without stopping its leases: killed what was left of "
-                        << killed << " lease process group(s)";
+                        << " exited without stopping its leases: killed what was left of " << killed
+                        << " lease process group(s)";
     }
     _exit(0);
   }

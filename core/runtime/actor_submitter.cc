@@ -45,6 +45,8 @@ struct ActorSubmitter::ActorState final : WorkerConnection::Owner {
   std::string metadata;      // ActorOptions::metadata, registered with the name
   bool kill_when_found = false;  // a handle killed it before it had a worker
   bool head_restart_seen = false;  // its name was seen with no worker, not starting
+  bool reservation_seen = false;   // its name was seen reserved (its constructor running)
+  int64_t missing_since_ms = -1;   // when a lookup last found its name missing, after that
   bool released = false;     // its owner's last handle went away (Release)
 
   // Restarts. The owner keeps what it needs to create the actor again.
@@ -53,6 +55,7 @@ struct ActorSubmitter::ActorState final : WorkerConnection::Owner {
   int32_t restarts_done = 0;
   int32_t max_task_retries = 0;
   bool restarting = false;    // a new worker is being leased (owner) or looked up (handle)
+  bool constructor_shared = false;  // its reservation carries its constructor (ShareConstructor)
   protocol::RequestLeaseRequest lease_request;
   std::optional<Task> creation;  // the constructor call, resolved, once sent
   ObjectHandle creation_object;  // the first constructor's result, until a name is registered
@@ -129,7 +132,25 @@ void ActorSubmitter::Create(Task creation_task, const ActorOptions& options,
   if (options_.describe_program) options_.describe_program(&req);
   ActorState* actor = state.get();
   actors_[actor->actor_id] = std::move(state);
+  ShareConstructor(*actor);
   Lease(*actor);
+}
+
+void ActorSubmitter::ShareConstructor(ActorState& actor) {
+  if (actor.constructor_shared || !actor.owner || !actor.detached ||
+      actor.name_state != ActorState::Name::kReserved || !actor.dead_reason.empty()) {
+    return;
+  }
+  std::string request = ConstructorRequestOf(actor);
+  if (request.empty()) return;  // arguments still to resolve, stored, or too large
+  protocol::ActorInfo reserve = InfoOf(actor);
+  reserve.worker_address.clear();
+  reserve.lease_id = LeaseId();
+  reserve.starting = true;
+  reserve.metadata = actor.metadata;
+  reserve.restart_request = std::move(request);
+  deps_.head.RegisterActor(reserve);
+  actor.constructor_shared = true;
 }
 
 void ActorSubmitter::Lease(ActorState& actor) {
@@ -233,6 +254,7 @@ void ActorSubmitter::Send(ActorState& actor, Task task) {
   if (task.actor_creation && actor.owner && (actor.restarts_left > 0 || hand_over) &&
       !actor.creation) {
     actor.creation = task;
+    ShareConstructor(actor);  // its arguments are resolved now
   }
   actor.conn->Queue(std::move(task));
 }
@@ -355,6 +377,9 @@ void ActorSubmitter::Restart(ActorState& actor, const std::string& what, const s
     reserve.lease_id = LeaseId();
     reserve.starting = true;
     reserve.metadata = actor.metadata;
+    // A detached one's constructor goes with it: should this process end
+    // during the restart, the head finishes it.
+    if (actor.detached) reserve.restart_request = ConstructorRequestOf(actor);
     deps_.head.RegisterActor(reserve);
     actor.name_state = ActorState::Name::kReserved;
   }
@@ -396,7 +421,10 @@ void ActorSubmitter::AwaitWorker(ActorState& actor, std::string old_address,
   protocol::GetActorRequest req;
   req.name = a->name;
   req.stale_worker = old_address;
-  req.wait_ms = std::clamp<int64_t>(deadline_ms - asked_ms, 1, kLookupWaitMs);
+  // Checking that a name found missing stays missing: answered at once.
+  req.wait_ms = a->missing_since_ms >= 0
+                    ? 0
+                    : std::clamp<int64_t>(deadline_ms - asked_ms, 1, kLookupWaitMs);
   deps_.head.LookupActor(req, [this, a, old_address, deadline_ms,
                                asked_ms](Result<protocol::ActorInfo> r) mutable {
     if (!a->restarting) return;  // cleared meanwhile
@@ -428,7 +456,34 @@ void ActorSubmitter::AwaitWorker(ActorState& actor, std::string old_address,
     // killed): nothing will answer. An owner's restart, by contrast, leaves no
     // name until its new worker is registered, so a missing name is waited for.
     if (r.ok() && !r->starting && r->worker_address.empty()) a->head_restart_seen = true;
-    if (!r.ok() && r.status().code() == StatusCode::kNotFound && a->head_restart_seen) {
+    int64_t now = deps_.clock.NowMs();
+    bool missing = !r.ok() && r.status().code() == StatusCode::kNotFound;
+    if (r.ok()) {
+      a->missing_since_ms = -1;
+      if (r->starting) a->reservation_seen = true;
+    }
+    // A reservation that goes ends the constructor it stood for: its creator
+    // dropped it (the constructor failed, the actor was killed, it could not
+    // be placed) or ended first without a constructor the head could run. An
+    // owner restarting the actor reserves the name again right behind the
+    // lost lease's end, so only a name still missing on a second look
+    // (kLookupPeriodMs later) is taken for gone.
+    if (missing && a->reservation_seen && !a->head_restart_seen) {
+      if (a->missing_since_ms < 0) {
+        a->missing_since_ms = now;
+      } else if (now - a->missing_since_ms >= kLookupPeriodMs) {
+        a->restarting = false;
+        if (killed) return;
+        a->dead_reason = "the actor named '" + a->name +
+                         "' was being created, and its name is gone before its constructor "
+                         "finished: its creator dropped it (the constructor failed, the actor "
+                         "was killed or could not be placed) or ended first (a driver that "
+                         "exited or died, a task whose worker ended)";
+        FailQueued(*a, "");
+        return;
+      }
+    }
+    if (missing && a->head_restart_seen) {
       a->restarting = false;
       if (killed) return;
       a->dead_reason = "the head was restarting the actor named '" + a->name +
@@ -437,7 +492,6 @@ void ActorSubmitter::AwaitWorker(ActorState& actor, std::string old_address,
       FailQueued(*a, "");
       return;
     }
-    int64_t now = deps_.clock.NowMs();
     // The head holds its name with no worker: its constructor runs (a
     // reservation, or the head creating it again), and that is proof enough
     // that it is alive: its owner drops the name if it dies, and the head
@@ -649,6 +703,7 @@ void ActorSubmitter::Attach(const protocol::ActorInfo& info) {
     // Found by name while its constructor runs (or while it restarts): calls
     // queue until its worker is registered.
     a->restarting = true;
+    a->reservation_seen = info.starting;
     AwaitWorker(*a, "", deps_.clock.NowMs() + kRestartLookupMs);
     return;
   }

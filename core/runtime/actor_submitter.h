@@ -117,6 +117,11 @@ class ActorSubmitter {
   // Asks the head again after a lookup that ended without a worker.
   void AskAgain(ActorState& actor, std::string old_address, int64_t deadline_ms,
                 int64_t asked_ms);
+  // A detached named actor's reservation is sent again with its constructor
+  // call (ActorInfo::restart_request) once that is known and inline, so the
+  // head creates the actor itself should this process end before the
+  // constructor ran (a SIGKILLed driver, a task that returned). Once.
+  void ShareConstructor(ActorState& actor);
   // The owner's name: registered once the constructor ran, or dropped when
   // the actor died before it did.
   void RegisterOrDropName(ActorState& actor);

@@ -93,7 +93,9 @@ uint32_t LeaseManager::FinishJob(const JobId& job_id, const std::string& why,
   for (const auto& group : groups_.GroupsOfJob(job_id)) RemovePlacementGroup(group);
   // Detached actors still being constructed: the head creates them again
   // itself when the driver handed them over, else they stop (below).
-  for (const auto& actor : hand_over) TakeOver(job_id, actor);
+  for (const auto& actor : hand_over) {
+    TakeOver(job_id, actor, "its driver exited before its constructor finished");
+  }
   // Its actors' names, and the names its actors being created reserved
   // (detached ones too: nobody is left to finish their registration; their
   // workers stop too).
@@ -111,6 +113,13 @@ uint32_t LeaseManager::FinishJob(const JobId& job_id, const std::string& why,
   for (const auto& [name, actor_id] : names) {
     auto it = named_actors_.find(name);
     if (it == named_actors_.end() || it->second.actor_id != actor_id) continue;
+    if (it->second.starting && it->second.detached && !it->second.restart_request.empty()) {
+      // Not handed over (its driver died without a word, or a task made it),
+      // but its reservation carries the constructor call.
+      protocol::ActorInfo actor = it->second;
+      TakeOver(job_id, actor, "its job ended before its constructor finished (" + why + ")");
+      continue;
+    }
     if (it->second.starting) {
       EndActorLeases(actor_id, "its job ended before its constructor finished (" + why + ")");
       it = named_actors_.find(name);

@@ -175,8 +175,11 @@ class LeaseManager {
   // Named actors (lease_manager_actors.cc). With `actor.starting`: reserves
   // the name for an actor being created by the runtime at `peer` (until it
   // registers, its creation is dropped, its job ends or `peer`'s worker
-  // ends). Without: names the actor's running worker, taking over its own
-  // reservation. AlreadyExists when another actor holds the name.
+  // ends); a detached actor's reservation keeps its constructor call
+  // (`restart_request`, sent again with it once known), so that the head
+  // creates the actor itself when its creator ends first. Without: names the
+  // actor's running worker, taking over its own reservation. AlreadyExists
+  // when another actor holds the name.
   Status RegisterActor(const protocol::ActorInfo& actor, const std::string& peer = "");
   // Frees `name` when it is still reserved for `actor_id`; false otherwise.
   bool DropActorName(const std::string& name, const ActorId& actor_id);
@@ -309,10 +312,11 @@ class LeaseManager {
   void DropReservationsOf(const std::string& peer);
   // Ends the leases and drops the queued requests made for actor `actor_id`.
   void EndActorLeases(const ActorId& actor_id, const std::string& cause);
-  // Job `job_id` ended with `actor` (a detached actor whose name it reserved)
-  // still being constructed: with a restart request the head creates it again
-  // as its owner; without, it is stopped and its name freed.
-  void TakeOver(const JobId& job_id, const protocol::ActorInfo& actor);
+  // `actor` (a detached actor whose name job `job_id` reserved) is still being
+  // constructed and its creator is gone (`cause`): with a restart request
+  // (the driver's hand-over, or the one its reservation carries) the head
+  // creates it again as its owner; without, it is stopped and its name freed.
+  void TakeOver(const JobId& job_id, const protocol::ActorInfo& actor, const std::string& cause);
   // True while `lease_id` is a stored lease waiting for its node to rejoin.
   // O(unconfirmed leases): only worker runtimes registering after a restart ask.
   bool IsUnconfirmed(const LeaseId& lease_id) const;

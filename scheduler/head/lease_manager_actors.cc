@@ -26,6 +26,17 @@ namespace rayx::scheduler {
 namespace {
 // An actor's metadata (ActorInfo::metadata) is a few names; 64 KiB bounds it.
 constexpr size_t kMaxActorMetadataBytes = 64 << 10;
+// A reservation's constructor call (ActorInfo::restart_request): the owner
+// sends at most 64 KiB of arguments (ActorSubmitter::kMaxRestartArgBytes) and
+// the lease request; a larger one is not kept (the actor cannot be taken over).
+constexpr size_t kMaxReservedConstructorBytes = 256 << 10;
+
+// The constructor call the head keeps with a reservation: only a detached
+// actor's (nobody else outlives its creator), and a bounded one.
+std::string KeptConstructor(const protocol::ActorInfo& actor) {
+  if (!actor.detached || actor.restart_request.size() > kMaxReservedConstructorBytes) return "";
+  return actor.restart_request;
+}
 }  // namespace
 
 void LeaseManager::ForgetActorsOf(const LeaseId& lease_id) {
@@ -65,11 +76,19 @@ Status LeaseManager::RegisterActor(const protocol::ActorInfo& actor, const std::
         ": choose another name, or kill it first");
   }
   if (actor.starting) {
-    if (own_reservation) return Status::OK();  // sent again
+    if (own_reservation) {
+      // Sent again, now (or again) with its constructor call: should its
+      // creator end before the constructor ran, the head creates it itself.
+      if (std::string kept = KeptConstructor(actor); !kept.empty()) {
+        existing->second.restart_request = std::move(kept);
+        existing->second.max_restarts = actor.max_restarts;
+      }
+      return Status::OK();
+    }
     protocol::ActorInfo entry = actor;
     entry.worker_address.clear();
     entry.lease_id = LeaseId();
-    entry.restart_request.clear();
+    entry.restart_request = KeptConstructor(actor);
     named_actors_[actor.name] = std::move(entry);
     reserved_by_[actor.name] = peer;
     NameChanged(actor.name);
@@ -109,6 +128,14 @@ void LeaseManager::DropReservationsOf(const std::string& peer) {
   }
   for (const auto& name : names) {
     auto it = named_actors_.find(name);
+    if (it != named_actors_.end() && it->second.starting && it->second.detached &&
+        !it->second.restart_request.empty()) {
+      // A detached actor a task (or an actor) created and did not wait for.
+      protocol::ActorInfo actor = it->second;
+      TakeOver(actor.job_id, actor,
+               "the worker that created it ended before its constructor finished");
+      continue;
+    }
     if (it != named_actors_.end() && it->second.starting) {
       RAYX_LOG(Info) << "actor name '" << name
                      << "' freed: the worker creating its actor ended before the actor started";
@@ -132,13 +159,13 @@ void LeaseManager::EndActorLeases(const ActorId& actor_id, const std::string& ca
   for (const auto& id : ending) EndLease(id, /*kill_worker=*/true, cause);
 }
 
-void LeaseManager::TakeOver(const JobId& job_id, const protocol::ActorInfo& actor) {
+void LeaseManager::TakeOver(const JobId& job_id, const protocol::ActorInfo& actor,
+                            const std::string& cause) {
   auto it = named_actors_.find(actor.name);
   if (it == named_actors_.end() || !it->second.starting || it->second.actor_id != actor.actor_id ||
       it->second.job_id != job_id || !it->second.detached) {
     return;  // registered meanwhile, or not this job's reservation
   }
-  const std::string cause = "its driver exited before its constructor finished";
   // Its worker, if any, is still running the constructor for an owner that
   // is gone: the head starts over with a worker of its own.
   EndActorLeases(actor.actor_id, cause);
@@ -157,7 +184,11 @@ void LeaseManager::TakeOver(const JobId& job_id, const protocol::ActorInfo& acto
   info.starting = false;
   info.restart_request = actor.restart_request;
   info.max_restarts = actor.max_restarts;
-  EraseName(it);  // RestartActor names it again, with no worker until it runs
+  // RestartActor names it again at once, with no worker until it runs; the
+  // name is never seen missing meanwhile (a handle waiting for an actor being
+  // created takes a missing name for its end).
+  reserved_by_.erase(actor.name);
+  named_actors_.erase(it);
   RestartActor(std::move(info), cause, /*count=*/false);
 }
 
@@ -257,6 +288,7 @@ void LeaseManager::RestartActor(protocol::ActorInfo info, const std::string& cau
                     << "request is unusable (" << (req.ok() ? "no constructor" : req.status().message())
                     << ")";
     if (store_) store_->DeleteActor(info.name);
+    NameChanged(info.name);  // gone: its waiting lookups hear so
     return;
   }
   if (count) {

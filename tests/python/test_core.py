@@ -961,21 +961,19 @@ def test_a_detached_actor_deployed_by_a_driver_that_exits_at_once_is_there_later
     wait_until(lambda: _gone(pid), 10, "the killed actor's worker to exit")
 
 
-@pytest.mark.parametrize("lifetime", [None, "detached"])
-def test_a_reserved_name_is_freed_when_its_creator_dies_first(rayx_mod, cluster, tmp_path,
-                                                              lifetime):
-    # A detached one too: its driver died without handing it over, so nobody
-    # would ever name it, and its worker must not run on for good.
-    rayx = rayx_mod
-    log = tmp_path / "constructed"
+def _driver_killed_during_constructor(cluster, log, name, lifetime, seconds, call=False):
+    """Runs a driver that creates actor `name` (a _Slow writing to `log`) and
+    SIGKILLs it once the constructor has begun; returns the constructor's pid
+    and, with `call`, the result of a call made through a handle got by name
+    before the kill."""
     p = subprocess.Popen([sys.executable, "-c", textwrap.dedent(f"""
         import sys, time
         sys.path.insert(0, {os.path.dirname(os.path.abspath(__file__))!r})
         import rayx
         from test_core import _Slow
         rayx.init()
-        rayx.remote(_Slow).options(name="py-orphaned-name", lifetime={lifetime!r}).remote(
-            {str(log)!r}, 600)
+        rayx.remote(_Slow).options(name={name!r}, lifetime={lifetime!r}).remote(
+            {str(log)!r}, {seconds})
         print("CREATED", flush=True)
         time.sleep(600)
     """)], stdout=subprocess.PIPE, text=True, env=driver_env(cluster))
@@ -986,13 +984,30 @@ def test_a_reserved_name_is_freed_when_its_creator_dies_first(rayx_mod, cluster,
         actor_pid = int(log.read_text().split()[0])
         # Taken while its constructor runs.
         with pytest.raises(ValueError, match="constructor is still running"):
-            rayx.remote(_Slow).options(name="py-orphaned-name").remote(str(log), 0)
+            rayx_api().remote(_Slow).options(name=name).remote(str(log), 0)
+        ref = rayx_api().get_actor(name).pid.remote() if call else None
         p.kill()
         p.wait()
     finally:
         if p.poll() is None:
             p.kill()
             p.wait()
+    return actor_pid, ref
+
+
+def rayx_api():
+    import rayx
+    return rayx
+
+
+def test_a_reserved_name_is_freed_when_its_creator_dies_first(rayx_mod, cluster, tmp_path):
+    rayx = rayx_mod
+    actor_pid, ref = _driver_killed_during_constructor(
+        cluster, tmp_path / "constructed", "py-orphaned-name", None, 600, call=True)
+    # A handle got by name while the constructor ran fails once the name goes
+    # (the head ends the silent job), not after waiting 60 s for a worker.
+    with pytest.raises(rayx.exceptions.ActorDiedError, match="its name is gone"):
+        rayx.get(ref, timeout=40)
 
     def name_free():
         try:
@@ -1005,6 +1020,45 @@ def test_a_reserved_name_is_freed_when_its_creator_dies_first(rayx_mod, cluster,
     h = rayx.remote(_Slow).options(name="py-orphaned-name").remote(str(tmp_path / "second"), 0)
     assert rayx.get(h.pid.remote(), timeout=30) != actor_pid
     rayx.kill(h)
+
+
+def test_a_detached_actor_whose_driver_is_killed_during_its_constructor_is_made_by_the_head(
+        rayx_mod, cluster, tmp_path):
+    # As in Ray, a detached actor outlives its creator from `.remote()` on: its
+    # reservation carries its constructor call, and the head, seeing the job
+    # end without a word, creates it itself.
+    rayx = rayx_mod
+    log = tmp_path / "constructed"
+    first, _ = _driver_killed_during_constructor(cluster, log, "py-kept-name", "detached", 3)
+    h = rayx.get_actor("py-kept-name")  # found while the head makes it
+    pid = rayx.get(h.pid.remote(), timeout=60)
+    assert pid != first, "the dead driver's constructor cannot have finished the actor"
+    assert [int(p) for p in log.read_text().split()] == [first, pid]
+    wait_until(lambda: _gone(first), 10, "the first, abandoned constructor's worker to exit")
+    rayx.kill(h)
+    wait_until(lambda: _gone(pid), 10, "the killed actor's worker to exit")
+
+
+def test_a_detached_actor_made_by_a_task_that_returned_at_once_is_there_later(
+        rayx_mod, cluster, tmp_path):
+    # A task deploys a detached named actor and returns before its constructor
+    # ran: the task's worker ends, and the head finishes the actor.
+    rayx = rayx_mod
+    log = tmp_path / "constructed"
+
+    @rayx.remote
+    def deploy(path):
+        import rayx as r
+        r.remote(_Slow).options(name="py-deployed-by-task", lifetime="detached").remote(path, 2)
+        return os.getpid()
+
+    task_pid = rayx.get(deploy.remote(str(log)), timeout=60)
+    h = rayx.get_actor("py-deployed-by-task")
+    pid = rayx.get(h.pid.remote(), timeout=60)
+    assert pid != task_pid
+    assert int(log.read_text().split()[-1]) == pid
+    rayx.kill(h)
+    wait_until(lambda: _gone(pid), 10, "the killed actor's worker to exit")
 
 
 def test_ctrl_c_interrupts_placement_group_wait(cluster):

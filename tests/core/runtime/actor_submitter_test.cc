@@ -232,8 +232,11 @@ TEST_F(ActorSubmitterTest, ARestartableDetachedActorRegistersItsRestartRequest) 
   ASSERT_NE(worker, nullptr);
   worker->Reply(worker->calls[0].call_id, "");
   Step();
-  ASSERT_EQ(head_.registered.size(), 1u);
-  auto req = protocol::Decode<protocol::RequestLeaseRequest>(head_.registered[0].restart_request);
+  // Its reservation with the constructor (ShareConstructor), then its worker.
+  ASSERT_EQ(head_.registered.size(), 2u);
+  EXPECT_TRUE(head_.registered[0].starting);
+  EXPECT_FALSE(head_.registered[1].starting);
+  auto req = protocol::Decode<protocol::RequestLeaseRequest>(head_.registered[1].restart_request);
   ASSERT_TRUE(req.ok()) << req.status();
   EXPECT_EQ(req->init.function, "Counter::Create");
   EXPECT_EQ(req->init.actor_id.Hex(), "a1");
@@ -460,6 +463,23 @@ TEST_F(ActorSubmitterTest, ANamedActorIsRegisteredAgainWithItsNewWorker) {
   EXPECT_EQ(head_.registered[2].max_restarts, 1);
 }
 
+// A detached one's reservation for its restart carries its constructor: the
+// head finishes the restart should this owner die during it.
+TEST_F(ActorSubmitterTest, ADetachedActorsRestartReservationCarriesItsConstructor) {
+  auto* w1 = Constructed("keeper", /*max_restarts=*/2, /*detached=*/true);
+  ASSERT_NE(w1, nullptr);
+  size_t before = head_.registered.size();
+  w1->Die();
+  Step();
+  ASSERT_EQ(head_.registered.size(), before + 1);
+  const protocol::ActorInfo& reserve = head_.registered.back();
+  EXPECT_TRUE(reserve.starting);
+  auto req = protocol::Decode<protocol::RequestLeaseRequest>(reserve.restart_request);
+  ASSERT_TRUE(req.ok()) << req.status();
+  EXPECT_EQ(req->init.function, "Counter::Create");
+  EXPECT_EQ(req->init.args, std::vector<std::string>{"ctor-arg"});
+}
+
 TEST_F(ActorSubmitterTest, ARestartThatCannotBePlacedDropsTheNameReservedForIt) {
   auto* w1 = Constructed("counter", /*max_restarts=*/1);
   ASSERT_NE(w1, nullptr);
@@ -607,8 +627,41 @@ TEST_F(ActorSubmitterTest, OnlyDetachedActorsNotYetNamedAreHandedOver) {
 
 TEST_F(ActorSubmitterTest, ANamedDetachedActorIsNotHandedOverOnceRegistered) {
   ASSERT_NE(Constructed("keeper", 0, /*detached=*/true), nullptr);
-  ASSERT_EQ(head_.registered.size(), 1u);
+  ASSERT_EQ(head_.registered.size(), 2u);
+  EXPECT_FALSE(head_.registered.back().starting);
   EXPECT_TRUE(submitter_.TakeHandOvers().empty());
+}
+
+// The head gets a detached named actor's constructor with its reservation at
+// once, before any lease: should this process die without a word (SIGKILL)
+// or end as a task's worker, the head creates the actor itself.
+TEST_F(ActorSubmitterTest, ADetachedNamedActorsReservationCarriesItsConstructorAtOnce) {
+  Create("keeper", /*max_restarts=*/1, 0, /*detached=*/true);
+  ASSERT_EQ(head_.registered.size(), 1u);
+  const protocol::ActorInfo& reserve = head_.registered[0];
+  EXPECT_TRUE(reserve.starting);
+  EXPECT_EQ(reserve.name, "keeper");
+  EXPECT_EQ(reserve.metadata, "meta:keeper");
+  EXPECT_EQ(reserve.max_restarts, 1);
+  EXPECT_TRUE(reserve.worker_address.empty());
+  auto req = protocol::Decode<protocol::RequestLeaseRequest>(reserve.restart_request);
+  ASSERT_TRUE(req.ok()) << req.status();
+  EXPECT_EQ(req->init.function, "Counter::Create");
+  EXPECT_EQ(req->init.args, std::vector<std::string>{"ctor-arg"});
+  EXPECT_TRUE(req->detached);
+  // Once: not again when its constructor is sent.
+  head_.Grant("lease-a1", "w1");
+  Step();
+  ASSERT_NE(connector_.At("w1"), nullptr);
+  EXPECT_EQ(head_.registered.size(), 1u);
+}
+
+TEST_F(ActorSubmitterTest, OnlyDetachedNamedActorsShareTheirConstructor) {
+  Create("counter", /*max_restarts=*/1);  // named, not detached
+  EXPECT_TRUE(head_.registered.empty());
+  submitter_.Clear();
+  Create("", 0, 0, /*detached=*/true);  // detached, no name: nobody finds it
+  EXPECT_TRUE(head_.registered.empty());
 }
 
 // A handle got by name while the actor's constructor runs (GetActor answered
@@ -640,30 +693,52 @@ TEST_F(ActorSubmitterTest, AHandleOfAStartingActorQueuesCallsUntilItsWorkerIsReg
   EXPECT_TRUE(head_.returned.empty()) << "a handle does not own the lease";
 }
 
+// Its creator dropped the reservation (the constructor failed) or ended
+// first: the handle's calls fail once a second look, 200 ms later, finds the
+// name still gone, not after the 60 s a lost worker is waited for.
 TEST_F(ActorSubmitterTest, AHandleOfAStartingActorFailsItsCallsWhenTheNameGoes) {
   submitter_.Attach(Starting());
   ObjectId call = Call("M", "b1");
   Step();
   ASSERT_EQ(head_.lookups.size(), 1u);
-  // Its creation failed: the name is gone; the handle waits the 60 s a name
-  // may take to come back, asking no more often than every 200 ms.
-  for (int i = 0; i < 3; ++i) {
-    auto done = std::move(head_.lookups.front().second);
-    head_.lookups.pop_front();
-    done(Status::NotFound("no actor named 'svc'"));
-    Step();
-    EXPECT_TRUE(head_.lookups.empty()) << "asked again at once: it would spin";
-    clock_.Advance(200);
-    io_.run_for(std::chrono::milliseconds(400));
-    io_.restart();
-    ASSERT_EQ(head_.lookups.size(), 1u);
-  }
-  clock_.Advance(ActorSubmitter::kRestartLookupMs);
+  auto done = std::move(head_.lookups.front().second);
+  head_.lookups.pop_front();
+  done(Status::NotFound("no actor named 'svc'"));
+  Step();
+  EXPECT_TRUE(head_.lookups.empty()) << "asked again at once: it would spin";
+  EXPECT_TRUE(Pending(call)) << "failed on the first look";
+  clock_.Advance(200);
+  io_.run_for(std::chrono::milliseconds(400));
+  io_.restart();
+  ASSERT_EQ(head_.lookups.size(), 1u);
+  EXPECT_EQ(head_.lookup_requests.back().wait_ms, 0) << "the second look is answered at once";
   head_.lookups.front().second(Status::NotFound("no actor named 'svc'"));
   Step();
   EXPECT_EQ(ErrorOf(call), "ActorDied");
-  EXPECT_NE(MessageOf(call).find("the actor named 'svc' did not start"), std::string::npos)
+  EXPECT_NE(MessageOf(call).find("was being created, and its name is gone"), std::string::npos)
       << MessageOf(call);
+}
+
+// An owner restarting the actor reserves its name again right behind the
+// lost lease: a name missing on one look and reserved on the next is waited
+// for.
+TEST_F(ActorSubmitterTest, AHandleOfAStartingActorWaitsThroughANameMissingOnce) {
+  submitter_.Attach(Starting());
+  ObjectId call = Call("M", "b1");
+  Step();
+  auto done = std::move(head_.lookups.front().second);
+  head_.lookups.pop_front();
+  done(Status::NotFound("no actor named 'svc'"));
+  Step();
+  clock_.Advance(200);
+  io_.run_for(std::chrono::milliseconds(400));
+  io_.restart();
+  ASSERT_TRUE(AnswerLookups(Starting(), 1));
+  EXPECT_GT(head_.lookup_requests.back().wait_ms, 0) << "parked again once the name is back";
+  auto* w9 = AnswerRunning(Starting(), "w9");
+  ASSERT_NE(w9, nullptr);
+  EXPECT_EQ(Functions(*w9), std::vector<std::string>{"M"});
+  EXPECT_TRUE(Pending(call)) << "its call was failed";
 }
 
 TEST_F(ActorSubmitterTest, AHandleFailsAtOnceWhenTheHeadsRestartOfItsActorFails) {

@@ -48,6 +48,16 @@ class SubmitterFixture : public ::testing::Test {
       return e.type();
     }
   }
+  // True while the result has not arrived (neither a value nor an error).
+  bool Pending(const ObjectId& id) {
+    try {
+      objects_.Get(id, 0);
+    } catch (const GetTimeoutError&) {
+      return true;
+    } catch (const TaskError&) {
+    }
+    return false;
+  }
   // The remote message of a failed result, or "" when it is ready.
   std::string MessageOf(const ObjectId& id) {
     try {

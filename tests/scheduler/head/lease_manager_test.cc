@@ -1357,6 +1357,67 @@ TEST_F(HandOverTest, ADetachedActorNotHandedOverStopsWithItsJob) {
   EXPECT_EQ(leases_.lease_count(), 0u);
 }
 
+// The driver died without a word (SIGKILL), but the reservation it sent again
+// with the constructor call (ActorSubmitter::ShareConstructor) lets the head
+// create the actor itself, as Ray's GCS creates a detached actor.
+TEST_F(HandOverTest, AReservationCarryingItsConstructorIsTakenOverWhenItsDriverDies) {
+  ASSERT_TRUE(leases_.RegisterActor(HandOver(/*with_constructor=*/true), "driver").ok());
+  LookUp("llm", "other-job", 3, 0);
+  auto answered = Take();
+  ASSERT_EQ(answered.size(), 1u);
+  EXPECT_TRUE(answered[0].As<protocol::GetActorReply>().actor.restart_request.empty())
+      << "a lookup must not see the constructor's arguments";
+  leases_.FinishJob(job_, "its driver stopped heartbeating");
+  auto sent = Take();
+  EXPECT_EQ(KilledLeases(sent, "agent-10.0.0.2"), std::vector<LeaseId>{lease_});
+  auto starts = OfType(sent, MessageType::kStartWorkerRequest);
+  ASSERT_EQ(starts.size(), 1u);
+  EXPECT_EQ(starts[0].As<protocol::StartWorkerRequest>().init.function, "Model::Create");
+  auto found = leases_.GetActor("llm");
+  ASSERT_TRUE(found.ok()) << "the name went with the job";
+  EXPECT_FALSE(found->starting);
+}
+
+// Only a detached actor outlives its creator, and only a bounded constructor
+// call is kept.
+TEST_F(HandOverTest, ANonDetachedOrOversizedConstructorIsNotKept) {
+  protocol::ActorInfo oversized = HandOver(/*with_constructor=*/true);
+  oversized.restart_request.resize(1 << 20, 'x');
+  ASSERT_TRUE(leases_.RegisterActor(oversized, "driver").ok());
+  JobId other = NewJob();
+  protocol::ActorInfo attached = Reservation("scratch", "actor-2", other);
+  attached.restart_request = HandOver(/*with_constructor=*/true).restart_request;
+  ASSERT_TRUE(leases_.RegisterActor(attached, "driver-2").ok());
+  leases_.FinishJob(job_, "its driver stopped heartbeating");
+  leases_.FinishJob(other, "its driver stopped heartbeating");
+  auto sent = Take();
+  EXPECT_EQ(KilledLeases(sent, "agent-10.0.0.2"), std::vector<LeaseId>{lease_});
+  EXPECT_TRUE(OfType(sent, MessageType::kStartWorkerRequest).empty());
+  EXPECT_FALSE(leases_.GetActor("llm").ok());
+  EXPECT_FALSE(leases_.GetActor("scratch").ok());
+}
+
+// A task that made a detached actor and returned before its constructor ran:
+// its worker's end no longer stops the actor when the reservation carries
+// the constructor.
+TEST_F(HandOverTest, ADetachedActorATaskMadeIsTakenOverWhenTheTasksWorkerEnds) {
+  LeaseId task = Grant(job_, {{"CPU", 1}}, "agent-10.0.0.2");
+  RuntimeInside(job_, task, "task-runtime");
+  protocol::ActorInfo made = HandOver(/*with_constructor=*/true);
+  made.name = "made-by-task";
+  made.actor_id = ActorId::FromWire("actor-2");
+  ASSERT_TRUE(leases_.RegisterActor(made, "task-runtime").ok());
+  ASSERT_TRUE(leases_.ReturnLease(task).ok());
+  auto sent = Take();
+  EXPECT_EQ(KilledLeases(sent, "agent-10.0.0.2"), std::vector<LeaseId>{task});
+  auto starts = OfType(sent, MessageType::kStartWorkerRequest);
+  ASSERT_EQ(starts.size(), 1u) << "the head creates it";
+  EXPECT_EQ(starts[0].As<protocol::StartWorkerRequest>().init.function, "Model::Create");
+  auto found = leases_.GetActor("made-by-task");
+  ASSERT_TRUE(found.ok());
+  EXPECT_FALSE(found->starting);
+}
+
 TEST_F(HandOverTest, AnActorNamedBeforeTheJobEndedIsNotTakenOver) {
   protocol::ActorInfo running = Actor("llm", job_, lease_, /*detached=*/true);
   running.actor_id = ActorId::FromWire("actor-1");

@@ -177,20 +177,23 @@ Result<pid_t> StartGroupReaper(const std::string& dir) {
   const pid_t owner = getpid();
   pid_t middle = fork();
   if (middle == 0) {
-    pid_t reaper = fork();
-    if (reaper != 0) {
-      ssize_t unused = ::write(report[1], &reaper, sizeof reaper);
-      (void)unused;
-      _exit(0);
-    }
-    // The reaper: every descriptor but the pipe's read end and stdio goes, so
-    // that it holds nothing of the owner's (a ready pipe, sockets) open.
-    int keep = watch[0];
-    for (int fd = 3; fd < keep; ++fd) ::close(fd);
-    ::close_range(static_cast<unsigned>(keep) + 1, ~0U, 0);
+    // Ignored before the reaper exists, so that no signal reaches it while it
+    // cannot take it yet; it says its pid only once it is ready.
     std::signal(SIGINT, SIG_IGN);
     std::signal(SIGTERM, SIG_IGN);
     std::signal(SIGHUP, SIG_IGN);
+    if (fork() != 0) _exit(0);
+    // The reaper: every descriptor but the pipes' ends it uses and stdio
+    // goes, so that it holds nothing of the owner's (a ready pipe, sockets).
+    int keep = watch[0], tell = report[1];
+    for (int fd = 3; fd < 1024; ++fd) {
+      if (fd != keep && fd != tell) ::close(fd);
+    }
+    ::close_range(1024, ~0U, 0);
+    pid_t self = getpid();
+    ssize_t unused = ::write(tell, &self, sizeof self);
+    (void)unused;
+    ::close(tell);
     char byte;
     while (::read(keep, &byte, 1) < 0 && errno == EINTR) {
     }

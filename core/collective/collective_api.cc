@@ -205,9 +205,8 @@ void InitCollectiveGroup(int world_size, int rank, const GroupOptions& options) 
   spec.world_size = world_size;
   spec.rank = rank;
   spec.node_ip = env.node_ip;
-  // Bad arguments fail before an attempt id is drawn: in-actor groups count
-  // their attempts per process, and a call refused here must not put this
-  // rank one attempt ahead of the others.
+  // Bad arguments fail before an attempt is agreed on: a call refused here
+  // must not claim this rank's place in one.
   ValidateSpec(spec);
   {
     Registry& registry = GetRegistry();
@@ -218,8 +217,9 @@ void InitCollectiveGroup(int world_size, int rank, const GroupOptions& options) 
                             "name; destroy it first");
     }
   }
-  if (env.attempt_id) spec.attempt_id = env.attempt_id(options.name);
-  detail::InitCollectiveGroup(spec, env.store_factory());
+  std::shared_ptr<RendezvousStore> store = env.store_factory();
+  if (env.attempt_id) spec.attempt_id = env.attempt_id(spec, *store);
+  detail::InitCollectiveGroup(spec, std::move(store));
 }
 
 void DestroyCollectiveGroup(const std::string& name) {

@@ -17,6 +17,7 @@
 #include <set>
 #include <stdexcept>
 
+#include "collective/attempt_agreement.h"
 #include "collective/group_registry.h"
 #include "collective/kv_rendezvous_store.h"
 #include "rayx/ids.h"
@@ -206,13 +207,13 @@ void InstallRuntimeEnvironment(const std::string& node_ip) {
   env.node_ip = node_ip;
   env.destroy_remote = [](const std::string& name) { return DestroyGroupOverActors(name); };
   // Groups made inside actors (InitCollectiveGroup) have no driver to pick an
-  // attempt id: the ranks count how often this process joined the name, so a
-  // group destroyed and made again by the same processes uses fresh keys.
-  env.attempt_id = [](const std::string& name) {
-    static std::mutex mu;
-    static std::map<std::string, int> joins;
-    std::lock_guard<std::mutex> lock(mu);
-    return "g" + std::to_string(joins[name]++);
+  // attempt id: the ranks agree on one through the KV, so that a group made
+  // again (by the same processes, or after a member's process was replaced)
+  // uses fresh keys.
+  env.attempt_id = [](const GroupSpec& spec, RendezvousStore& store) {
+    return AgreeOnAttempt(spec, store,
+                          std::chrono::steady_clock::now() +
+                              std::chrono::milliseconds(spec.options.timeout_ms));
   };
   // A leased rank asks the head to report the other ranks' deaths, so that a
   // dead or cut-off member aborts the group at once, not at the deadline (a

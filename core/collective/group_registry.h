@@ -17,9 +17,9 @@ struct CollectiveEnvironment {
   std::function<std::shared_ptr<RendezvousStore>()> store_factory;
   // This node's own address (the one it registered with).
   std::string node_ip;
-  // The attempt id every rank of group `name` agrees on (set by whoever
-  // creates the group, e.g. the driver); nullptr: "0".
-  std::function<std::string(const std::string& name)> attempt_id;
+  // The attempt id every rank of group `spec` agrees on, through `store`
+  // (AgreeOnAttempt in a cluster); nullptr: "0". Throws CollectiveError.
+  std::function<std::string(const GroupSpec& spec, RendezvousStore& store)> attempt_id;
   // Ends group `name` made from this process over other processes (a
   // driver's CreateCollectiveGroup); false when there is none.
   std::function<bool(const std::string& name)> destroy_remote;

@@ -16,6 +16,14 @@ Status KvRendezvousStore::Set(const std::string& key, const std::string& value) 
   }
 }
 
+Result<bool> KvRendezvousStore::SetIfAbsent(const std::string& key, const std::string& value) {
+  try {
+    return rayx::detail::KvPut(kNamespace, key, value, /*overwrite=*/false, /*job_scoped=*/true);
+  } catch (const std::exception& e) {
+    return Status::Unavailable(std::string("rendezvous: cannot set ") + key + ": " + e.what());
+  }
+}
+
 std::optional<std::string> KvRendezvousStore::Get(const std::string& key) {
   try {
     return rayx::detail::KvGet(kNamespace, key);

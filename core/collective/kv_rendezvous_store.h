@@ -17,6 +17,8 @@ class KvRendezvousStore : public RendezvousStore {
   std::optional<std::string> Get(const std::string& key) override;
   Status Wait(const std::vector<std::string>& keys,
               std::chrono::steady_clock::time_point deadline) override;
+  // A put without overwrite: the head decides atomically.
+  Result<bool> SetIfAbsent(const std::string& key, const std::string& value) override;
 };
 
 }  // namespace rayx::collective

@@ -12,6 +12,16 @@ Status InMemoryRendezvousStore::Set(const std::string& key, const std::string& v
   return Status::OK();
 }
 
+Result<bool> InMemoryRendezvousStore::SetIfAbsent(const std::string& key,
+                                                  const std::string& value) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!values_.emplace(key, value).second) return false;
+  }
+  cv_.notify_all();
+  return true;
+}
+
 std::optional<std::string> InMemoryRendezvousStore::Get(const std::string& key) {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = values_.find(key);

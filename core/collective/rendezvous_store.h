@@ -31,6 +31,14 @@ class RendezvousStore {
   // `deadline` passes first.
   virtual Status Wait(const std::vector<std::string>& keys,
                       std::chrono::steady_clock::time_point deadline) = 0;
+  // Sets `key` to `value` unless it is set already, atomically: true when this
+  // call set it. Internal from stores that cannot (only in-actor groups
+  // need it, to agree on an attempt: AgreeOnAttempt).
+  virtual Result<bool> SetIfAbsent(const std::string& key, const std::string& value) {
+    (void)key;
+    (void)value;
+    return Status::Internal("this rendezvous store cannot set a key only if it is absent");
+  }
 };
 
 // RendezvousStore in this process's memory: for ranks that are threads of one
@@ -41,6 +49,7 @@ class InMemoryRendezvousStore : public RendezvousStore {
   std::optional<std::string> Get(const std::string& key) override;
   Status Wait(const std::vector<std::string>& keys,
               std::chrono::steady_clock::time_point deadline) override;
+  Result<bool> SetIfAbsent(const std::string& key, const std::string& value) override;
   // Number of keys that start with `prefix`.
   size_t CountPrefix(const std::string& prefix);
 

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 import rayx.util.collective as col
+from conftest import wait_until
 
 
 class Member:
@@ -81,6 +82,9 @@ class Member:
         col.destroy_collective_group(group)
         return col.is_group_initialized(group)
 
+    def get_pid(self):
+        return self.pid
+
 
 def _members(rayx, n):
     cls = rayx.remote(Member)
@@ -123,6 +127,39 @@ def test_group_made_inside_actors_and_torch_cpu_tensors(rayx_mod):
     sums = rayx.get([a.torch_allreduce.remote("inside") for a in actors], timeout=60)
     assert sums == [[6.0, 6.0, 6.0]] * 3
     assert rayx.get([a.leave.remote("inside") for a in actors]) == [False] * 3
+    for a in actors:
+        rayx.kill(a)
+
+
+def test_a_group_made_inside_actors_again_after_a_member_restarted(rayx_mod):
+    # A member's process is replaced (a restarted actor) and the ranks make the
+    # group again inside the actors: they agree on a fresh attempt through the
+    # head's KV, so the new process never rendezvouses on the finished
+    # attempt's keys (a per-process count would put it one attempt behind).
+    import os
+    import signal
+    rayx = rayx_mod
+    cls = rayx.remote(Member)
+    actors = [cls.options(scheduling_strategy="SPREAD", max_restarts=1).remote()
+              for _ in range(2)]
+    assert rayx.get([a.join.remote(2, i, "again") for i, a in enumerate(actors)],
+                    timeout=60) == [(0, 2), (1, 2)]
+    old_pid = rayx.get(actors[1].get_pid.remote(), timeout=30)
+    os.kill(old_pid, signal.SIGKILL)
+
+    def restarted():
+        try:
+            return rayx.get(actors[1].get_pid.remote(), timeout=30) != old_pid
+        except rayx.exceptions.ActorDiedError:
+            return False  # the call reached the old process as it died
+    wait_until(restarted, 30, "rank 1's actor to restart")
+    assert rayx.get(actors[0].leave.remote("again"), timeout=30) is False
+    # The restarted rank calls first: it must wait for rank 0's new attempt.
+    joined = [actors[1].join.remote(2, 1, "again"), actors[0].join.remote(2, 0, "again")]
+    assert rayx.get(joined, timeout=60) == [(1, 2), (0, 2)]
+    results = rayx.get([a.every_op.remote("again") for a in actors], timeout=60)
+    for r in results:
+        assert r["allreduce"] == [float(2 * i + 10) for i in range(6)]
     for a in actors:
         rayx.kill(a)
 

@@ -5,10 +5,12 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <future>
 #include <mutex>
 #include <optional>
 #include <thread>
 
+#include "collective/attempt_agreement.h"
 #include "collective/group_registry.h"
 #include "collective_test_util.h"
 #include "util/test_helpers.h"
@@ -406,8 +408,9 @@ TEST(CollectiveRegistry, OneRankGroupThroughThePublicApi) {
 
 TEST(CollectiveRegistry, EnvironmentHookProvidesStoreAddressAndAttempt) {
   auto store = std::make_shared<InMemoryRendezvousStore>();
-  detail::SetCollectiveEnvironment({[store] { return store; }, "127.0.0.1",
-                                    [](const std::string&) { return std::string("7"); }});
+  detail::SetCollectiveEnvironment(
+      {[store] { return store; }, "127.0.0.1",
+       [](const GroupSpec&, RendezvousStore&) { return std::string("7"); }});
   InitCollectiveGroup(1, 0, GroupOptions{"hooked"});
   Barrier("hooked");
   DestroyCollectiveGroup("hooked");
@@ -415,14 +418,14 @@ TEST(CollectiveRegistry, EnvironmentHookProvidesStoreAddressAndAttempt) {
   detail::SetCollectiveEnvironment({});
 }
 
-// In-actor groups count attempts per process: a call refused for its
-// arguments draws no attempt id, so the next good call uses the same attempt
-// as the ranks whose calls were fine.
+// A call refused for its arguments agrees on no attempt (it would claim this
+// rank's place in one), so the next good call joins the same attempt as the
+// ranks whose calls were fine.
 TEST(CollectiveRegistry, ARefusedInitDrawsNoAttempt) {
   auto store = std::make_shared<InMemoryRendezvousStore>();
   int drawn = 0;
   detail::SetCollectiveEnvironment({[store] { return store; }, "127.0.0.1",
-                                    [&drawn](const std::string&) {
+                                    [&drawn](const GroupSpec&, RendezvousStore&) {
                                       return "g" + std::to_string(drawn++);
                                     }});
   EXPECT_THROW(InitCollectiveGroup(2, 5, GroupOptions{"counted"}), CollectiveError);
@@ -437,6 +440,81 @@ TEST(CollectiveRegistry, ARefusedInitDrawsNoAttempt) {
   EXPECT_GT(store->CountPrefix("counted/g0/"), 0u);
   DestroyCollectiveGroup("counted");
   detail::SetCollectiveEnvironment({});
+}
+
+// The attempts of in-actor groups (detail::AgreeOnAttempt).
+class AttemptAgreement : public ::testing::Test {
+ protected:
+  // Rank `rank` of a `world`-rank group "g" agrees on an attempt, on a thread.
+  std::future<std::string> Agree(int world, int rank, int64_t timeout_ms = 10000) {
+    return std::async(std::launch::async, [this, world, rank, timeout_ms] {
+      return detail::AgreeOnAttempt(MakeSpec(world, rank, "g", timeout_ms, ""), store_,
+                                    Clock::now() + std::chrono::milliseconds(timeout_ms));
+    });
+  }
+  // Every rank of a `world`-rank group, rank 0 last; their attempt ids.
+  std::vector<std::string> AllAgree(int world) {
+    std::vector<std::future<std::string>> ranks;
+    for (int r = world - 1; r >= 0; --r) ranks.push_back(Agree(world, r));
+    std::vector<std::string> out;
+    for (auto& f : ranks) out.push_back(f.get());
+    return out;
+  }
+  InMemoryRendezvousStore store_;
+};
+
+TEST_F(AttemptAgreement, EveryRankJoinsOneFreshAttemptEachTime) {
+  EXPECT_EQ(AllAgree(3), (std::vector<std::string>{"a1", "a1", "a1"}));
+  // Made again by the same processes: a new attempt, never the keys of the old.
+  EXPECT_EQ(AllAgree(3), (std::vector<std::string>{"a2", "a2", "a2"}));
+}
+
+// A rank whose process was replaced (a restarted actor) and calls before rank
+// 0 does: its place in the latest attempt is taken, so it waits for the next
+// instead of rendezvousing on a finished attempt's keys.
+TEST_F(AttemptAgreement, ARankCallingAgainBeforeRankZeroWaitsForTheNextAttempt) {
+  ASSERT_EQ(AllAgree(2), (std::vector<std::string>{"a1", "a1"}));
+  auto replaced = Agree(2, 1);
+  EXPECT_EQ(replaced.wait_for(std::chrono::milliseconds(300)), std::future_status::timeout)
+      << "it joined the finished attempt";
+  EXPECT_EQ(Agree(2, 0).get(), "a2");
+  EXPECT_EQ(replaced.get(), "a2");
+}
+
+// Rank 0 opened attempts the others never joined (its earlier calls timed
+// out): the others join the latest one.
+TEST_F(AttemptAgreement, RanksJoinTheLatestAttemptRankZeroOpened) {
+  ASSERT_EQ(AllAgree(2), (std::vector<std::string>{"a1", "a1"}));
+  EXPECT_EQ(Agree(2, 0).get(), "a2");
+  auto rank0 = Agree(2, 0);
+  EXPECT_EQ(rank0.get(), "a3");
+  EXPECT_EQ(Agree(2, 1).get(), "a3");
+}
+
+TEST_F(AttemptAgreement, ANewGroupOfTheNameWithAnotherSizeIsNotJoinedByMistake) {
+  ASSERT_EQ(AllAgree(2), (std::vector<std::string>{"a1", "a1"}));
+  // A rank 2 exists only in the new 3-rank group: attempt 1 is not its.
+  auto rank2 = Agree(3, 2);
+  EXPECT_EQ(rank2.wait_for(std::chrono::milliseconds(300)), std::future_status::timeout);
+  auto rank1 = Agree(3, 1);
+  EXPECT_EQ(Agree(3, 0).get(), "a2");
+  EXPECT_EQ(rank1.get(), "a2");
+  EXPECT_EQ(rank2.get(), "a2");
+}
+
+TEST_F(AttemptAgreement, WithoutRankZeroARankFailsAtItsDeadlineSayingWhy) {
+  ASSERT_EQ(AllAgree(2), (std::vector<std::string>{"a1", "a1"}));
+  auto start = Clock::now();
+  try {
+    Agree(2, 1, /*timeout_ms=*/500).get();
+    ADD_FAILURE() << "joined without rank 0";
+  } catch (const CollectiveError& e) {
+    EXPECT_NE(std::string(e.what()).find("InitCollectiveGroup('g') rank 1"), std::string::npos)
+        << e.what();
+    EXPECT_NE(std::string(e.what()).find("rank 0 did not open a new attempt"), std::string::npos)
+        << e.what();
+  }
+  EXPECT_LT(MsSince(start), 1500);
 }
 
 }  // namespace

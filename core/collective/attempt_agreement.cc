@@ -30,9 +30,9 @@ uint64_t Latest(const GroupSpec& spec, RendezvousStore& store) {
 bool Claim(const GroupSpec& spec, RendezvousStore& store, uint64_t s) {
   char host[256] = {};
   gethostname(host, sizeof host - 1);
-  auto claimed = store.SetIfAbsent(Prefix(spec) + std::to_string(s) + "/" +
-                                       std::to_string(spec.rank),
-                                   "pid " + std::to_string(getpid()) + " on " + host);
+  auto claimed =
+      store.SetIfAbsent(Prefix(spec) + std::to_string(s) + "/" + std::to_string(spec.rank),
+                        "pid " + std::to_string(getpid()) + " on " + host);
   if (!claimed.ok()) Fail(spec, "cannot agree on an attempt: " + claimed.status().message());
   return *claimed;
 }

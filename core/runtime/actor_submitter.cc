@@ -440,6 +440,9 @@ void ActorSubmitter::AwaitWorker(ActorState& actor, std::string old_address,
     }
     if (r.ok() && !r->worker_address.empty() && r->worker_address != old_address) {
       a->restarting = false;
+      // What this wait saw is over: a later loss starts from nothing.
+      a->reservation_seen = false;
+      a->missing_since_ms = -1;
       if (killed) {
         // Killed through this handle before it had a worker: it stops now.
         deps_.head.ReturnLease(r->lease_id);

@@ -741,6 +741,38 @@ TEST_F(ActorSubmitterTest, AHandleOfAStartingActorWaitsThroughANameMissingOnce) 
   EXPECT_TRUE(Pending(call)) << "its call was failed";
 }
 
+// A reservation seen while waiting for the constructor is forgotten once the
+// worker runs: when that worker dies later, a name missing twice while its
+// owner restarts it is not taken for the end of a creation.
+TEST_F(ActorSubmitterTest, AReservationSeenBeforeTheWorkerRanDoesNotCountAfterItDies) {
+  protocol::ActorInfo restartable = Starting();
+  restartable.max_restarts = 1;
+  submitter_.Attach(restartable);
+  ObjectId first = Call("M", "b1");
+  Step();
+  auto* w9 = AnswerRunning(restartable, "w9");
+  ASSERT_NE(w9, nullptr);
+  w9->Reply(w9->calls[0].call_id, "r");
+  EXPECT_EQ(ErrorOf(first), "");
+  w9->Die();
+  Step();
+  ObjectId second = Call("N", "b1");
+  Step();
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_FALSE(head_.lookups.empty()) << "stopped looking";
+    while (!head_.lookups.empty()) {
+      auto done = std::move(head_.lookups.front().second);
+      head_.lookups.pop_front();
+      done(Status::NotFound("no actor named 'svc'"));
+      Step();
+    }
+    clock_.Advance(200);
+    io_.run_for(std::chrono::milliseconds(400));
+    io_.restart();
+  }
+  EXPECT_TRUE(Pending(second)) << MessageOf(second);
+}
+
 TEST_F(ActorSubmitterTest, AHandleFailsAtOnceWhenTheHeadsRestartOfItsActorFails) {
   protocol::ActorInfo restarting = Starting();
   restarting.starting = false;  // a name with no worker: the head restarts it

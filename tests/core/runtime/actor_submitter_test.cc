@@ -91,6 +91,19 @@ class ActorSubmitterTest : public testing::SubmitterFixture {
     }
     return head_.lookups.size() == 1;
   }
+  // Answers every pending lookup with NotFound (the name is missing), then
+  // lets 200 ms pass (kLookupPeriodMs: the next lookup goes out).
+  void AnswerMissing() {
+    while (!head_.lookups.empty()) {
+      auto done = std::move(head_.lookups.front().second);
+      head_.lookups.pop_front();
+      done(Status::NotFound("no actor named 'svc'"));
+      Step();
+    }
+    clock_.Advance(200);
+    io_.run_for(std::chrono::milliseconds(400));
+    io_.restart();
+  }
   // Answers the pending lookup with `info` running at worker `address`.
   FakeWorkerConnector::Worker* AnswerRunning(protocol::ActorInfo info,
                                              const std::string& address) {
@@ -726,13 +739,8 @@ TEST_F(ActorSubmitterTest, AHandleOfAStartingActorWaitsThroughANameMissingOnce) 
   submitter_.Attach(Starting());
   ObjectId call = Call("M", "b1");
   Step();
-  auto done = std::move(head_.lookups.front().second);
-  head_.lookups.pop_front();
-  done(Status::NotFound("no actor named 'svc'"));
-  Step();
-  clock_.Advance(200);
-  io_.run_for(std::chrono::milliseconds(400));
-  io_.restart();
+  ASSERT_EQ(head_.lookups.size(), 1u);
+  AnswerMissing();
   ASSERT_TRUE(AnswerLookups(Starting(), 1));
   EXPECT_GT(head_.lookup_requests.back().wait_ms, 0) << "parked again once the name is back";
   auto* w9 = AnswerRunning(Starting(), "w9");
@@ -760,15 +768,7 @@ TEST_F(ActorSubmitterTest, AReservationSeenBeforeTheWorkerRanDoesNotCountAfterIt
   Step();
   for (int i = 0; i < 3; ++i) {
     ASSERT_FALSE(head_.lookups.empty()) << "stopped looking";
-    while (!head_.lookups.empty()) {
-      auto done = std::move(head_.lookups.front().second);
-      head_.lookups.pop_front();
-      done(Status::NotFound("no actor named 'svc'"));
-      Step();
-    }
-    clock_.Advance(200);
-    io_.run_for(std::chrono::milliseconds(400));
-    io_.restart();
+    AnswerMissing();
   }
   EXPECT_TRUE(Pending(second)) << MessageOf(second);
 }

@@ -44,11 +44,14 @@ std::string AgreeOnAttempt(const GroupSpec& spec, RendezvousStore& store,
   const std::string prefix = Prefix(spec);
   const std::string world = std::to_string(spec.world_size);
   if (spec.rank == 0) {
-    // The only writer of "latest": each call opens a new attempt.
+    // The only writer of "latest": each call opens a new attempt, one never
+    // opened before (should "latest" read short, the opened ones are skipped).
     for (uint64_t s = Latest(spec, store) + 1;; ++s) {
-      Status opened = store.Set(prefix + std::to_string(s), world);
-      if (opened.ok()) opened = store.Set(prefix + "latest", std::to_string(s));
-      if (!opened.ok()) Fail(spec, "cannot open an attempt: " + opened.message());
+      auto fresh = store.SetIfAbsent(prefix + std::to_string(s), world);
+      if (!fresh.ok()) Fail(spec, "cannot open an attempt: " + fresh.status().message());
+      if (!*fresh) continue;
+      Status pointed = store.Set(prefix + "latest", std::to_string(s));
+      if (!pointed.ok()) Fail(spec, "cannot open an attempt: " + pointed.message());
       if (Claim(spec, store, s)) return "a" + std::to_string(s);
       // Another process claimed rank 0 of it (two actors given rank 0): on.
     }

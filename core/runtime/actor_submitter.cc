@@ -136,6 +136,22 @@ void ActorSubmitter::Create(Task creation_task, const ActorOptions& options,
   Lease(*actor);
 }
 
+void ActorSubmitter::ReReserveNames() {
+  for (auto& [id, state] : actors_) {
+    ActorState& a = *state;
+    if (!a.owner || a.name_state != ActorState::Name::kReserved || !a.dead_reason.empty()) {
+      continue;
+    }
+    protocol::ActorInfo reserve = InfoOf(a);
+    reserve.worker_address.clear();
+    reserve.lease_id = LeaseId();
+    reserve.starting = true;
+    reserve.metadata = a.metadata;
+    if (a.detached) reserve.restart_request = ConstructorRequestOf(a);
+    deps_.head.RegisterActor(reserve);
+  }
+}
+
 void ActorSubmitter::ShareConstructor(ActorState& actor) {
   if (actor.constructor_shared || !actor.owner || !actor.detached ||
       actor.name_state != ActorState::Name::kReserved || !actor.dead_reason.empty()) {
@@ -333,6 +349,8 @@ void ActorSubmitter::OnWorkerLost(ActorState& actor, WorkerConnection& conn) {
                                            "restarting: calls made from now on reach its new "
                                            "instance");
       actor.restarting = true;
+      actor.reservation_seen = false;  // a new wait: only what it sees counts
+      actor.missing_since_ms = -1;
       AwaitWorker(actor, info.address, deps_.clock.NowMs() + kRestartLookupMs);
       return;
     }
@@ -461,10 +479,8 @@ void ActorSubmitter::AwaitWorker(ActorState& actor, std::string old_address,
     if (r.ok() && !r->starting && r->worker_address.empty()) a->head_restart_seen = true;
     int64_t now = deps_.clock.NowMs();
     bool missing = !r.ok() && r.status().code() == StatusCode::kNotFound;
-    if (r.ok()) {
-      a->missing_since_ms = -1;
-      if (r->starting) a->reservation_seen = true;
-    }
+    if (!missing) a->missing_since_ms = -1;  // only looks missing one after another count
+    if (r.ok() && r->starting) a->reservation_seen = true;
     // A reservation that goes ends the constructor it stood for: its creator
     // dropped it (the constructor failed, the actor was killed, it could not
     // be placed) or ended first without a constructor the head could run. An
@@ -682,6 +698,8 @@ void ActorSubmitter::Attach(const protocol::ActorInfo& info) {
     // GetActor): calls go there from now on.
     if (known.owner || known.conn || known.restarting || info.worker_address.empty()) return;
     known.dead_reason.clear();
+    known.reservation_seen = false;
+    known.missing_since_ms = -1;
     known.lease_id = info.lease_id;
     known.restarts_left = Allowance(info.max_restarts);
     known.conn = Connect(known, WorkerConnection::Info{info.lease_id, info.worker_address, "", 0});

@@ -93,6 +93,11 @@ class ActorSubmitter {
   // constructor call to create it again (restart_request), when its
   // arguments can outlive the job. They are no longer this process's to name.
   std::vector<protocol::ActorInfo> TakeHandOvers();
+  // The head restarted (it keeps no reservations): the names of this owner's
+  // actors still being constructed are reserved again, detached ones with
+  // their constructor call, so handles waiting for them keep waiting and the
+  // head can still take them over.
+  void ReReserveNames();
   // Drops every connection (shutdown).
   void Clear();
 

@@ -242,6 +242,7 @@ void HeadClient::Reregister() {
                                                 status.message()));
           return;
         }
+        if (on_reregistered_) on_reregistered_();
         // Everything sent before the registration and still unanswered was
         // refused by the new head or lost with the old one: send it again,
         // under its own id, in the order it was first sent.

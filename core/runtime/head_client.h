@@ -95,6 +95,11 @@ class HeadClient final : public LeaseClient {
     on_group_member_died_ = std::move(handler);
   }
 
+  // Runs `handler` (on the I/O thread) once this process registered again
+  // with a restarted head, before the calls still waiting are sent again:
+  // what the new head must learn from us (name reservations) goes first.
+  void OnReregistered(std::function<void()> handler) { on_reregistered_ = std::move(handler); }
+
   // What to send to register again with a restarted head (the registration
   // that succeeded, with its job id). I/O thread.
   void SetRegistration(protocol::RegisterDriverRequest request);
@@ -168,6 +173,7 @@ class HeadClient final : public LeaseClient {
   std::atomic<bool> heartbeats_stopped_{false};
   std::function<void(const protocol::LeasesLostNotice&)> on_leases_lost_;
   std::function<void(const protocol::GroupMemberDiedNotice&)> on_group_member_died_;
+  std::function<void()> on_reregistered_;
 };
 
 template <typename Reply, typename Request>

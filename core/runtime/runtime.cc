@@ -176,6 +176,8 @@ Status Runtime::Connect() {
         if (!tasks_->LoseLease(lease_id, notice.reason)) actors_->LoseLease(lease_id, notice.reason);
       }
     });
+    // A restarted head keeps no name reservations: ours are made again.
+    head_->OnReregistered([this] { actors_->ReReserveNames(); });
     // A rank of a collective group this process watches died.
     head_->OnGroupMemberDied(
         [](const protocol::GroupMemberDiedNotice& notice) { DispatchGroupMemberDied(notice); });

@@ -273,7 +273,9 @@ void LeaseManager::HoldNamesForOwner(const Lease& lease) {
     info.starting = true;
     info.lease_id = LeaseId();
     info.worker_address.clear();
-    info.restart_request.clear();
+    // A detached one keeps its constructor call: should the owner die before
+    // it restarts the actor, the head takes it over (DropReservationsOf).
+    info.restart_request = KeptConstructor(info);
     reserved_by_[name] = lease.owner.requester.peer;
     NameChanged(name);
   }

@@ -27,6 +27,12 @@ namespace {
 class Counter {
  public:
   static Counter* Create(int start) { return new Counter(start); }
+  // A constructor that says it began, then waits for `key` in the head's KV.
+  static Counter* CreateBlocked(std::string key) {
+    rayx::kv::Put(key + "-began", "yes");
+    rayx::kv::Wait(key, 60000);
+    return new Counter(7);
+  }
   int Add(int x) { return value_ += x; }
   int Pid() { return getpid(); }
   // Says it is about to wait, then waits for `key` in the head's KV.
@@ -42,7 +48,7 @@ class Counter {
 
 int TaskPid() { return getpid(); }
 
-RAYX_REMOTE(Counter::Create, &Counter::Add, &Counter::Pid, &Counter::WaitFor, TaskPid);
+RAYX_REMOTE(Counter::Create, Counter::CreateBlocked, &Counter::Add, &Counter::Pid, &Counter::WaitFor, TaskPid);
 
 using rayx::testing::Contains;
 using rayx::testing::LocalCluster;
@@ -270,6 +276,36 @@ TEST_F(HeadRestart, AWaitParkedInTheDeadHeadIsAnsweredByTheNewOne) {
   rayx::kv::Put("restart-key", "after the restart");
   EXPECT_EQ(*waiting.Get(20000), "after the restart");
   EXPECT_LT(MsSince(start), 10000);
+  actor.Kill();
+}
+
+// A restarted head keeps no name reservations: the owner of an actor whose
+// constructor runs reserves its name again once it registered with the new
+// head, so the name is not free (nor missing for waiting handles) meanwhile.
+TEST_F(HeadRestart, ANameReservedBeforeTheRestartIsHeldAgainByItsOwner) {
+  auto actor = rayx::Actor(Counter::CreateBlocked).SetName("building").Remote(std::string("go"));
+  rayx::kv::Wait("go-began", 30000);
+  ASSERT_TRUE(cluster_->RestartHead(0).ok());
+  bool found = WaitUntil(
+      [] {
+        try {
+          rayx::GetActor<Counter>("building");
+          return true;
+        } catch (const std::exception&) {
+          return false;
+        }
+      },
+      10000);
+  EXPECT_TRUE(found) << "the name of the actor being constructed was lost with the old head";
+  try {
+    rayx::Actor(Counter::Create).SetName("building").Remote(0);
+    ADD_FAILURE() << "another actor took the name while the first one's constructor ran";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_TRUE(Contains(e.what(), "constructor is still running")) << e.what();
+  }
+  rayx::kv::Put("go", "now");
+  EXPECT_EQ(*actor.Task(&Counter::Add).Remote(1).Get(30000), 8);
+  worker_pids_.push_back(*actor.Task(&Counter::Pid).Remote().Get(30000));
   actor.Kill();
 }
 

@@ -502,6 +502,14 @@ TEST_F(AttemptAgreement, ANewGroupOfTheNameWithAnotherSizeIsNotJoinedByMistake) 
   EXPECT_EQ(rank2.get(), "a2");
 }
 
+// Rank 0 never opens an attempt twice, even when "latest" reads short (a
+// failed read, a lost key): it skips to the first one never opened.
+TEST_F(AttemptAgreement, RankZeroNeverReopensAnAttempt) {
+  ASSERT_EQ(AllAgree(2), (std::vector<std::string>{"a1", "a1"}));
+  ASSERT_TRUE(store_.Set("g/attempts/latest", "0").ok());
+  EXPECT_EQ(AllAgree(2), (std::vector<std::string>{"a2", "a2"}));
+}
+
 TEST_F(AttemptAgreement, WithoutRankZeroARankFailsAtItsDeadlineSayingWhy) {
   ASSERT_EQ(AllAgree(2), (std::vector<std::string>{"a1", "a1"}));
   auto start = Clock::now();

@@ -687,6 +687,30 @@ protocol::ActorInfo Starting() {
   return info;
 }
 
+// A restarted head keeps no reservations: the owner makes its own again, a
+// detached actor's with its constructor; registered names and others' are not.
+TEST_F(ActorSubmitterTest, ReservationsAreMadeAgainForARestartedHead) {
+  Create("keeper", /*max_restarts=*/0, 0, /*detached=*/true);
+  submitter_.Attach(Starting());  // a handle: not this process's to reserve
+  size_t before = head_.registered.size();
+  submitter_.ReReserveNames();
+  ASSERT_EQ(head_.registered.size(), before + 1);
+  const protocol::ActorInfo& again = head_.registered.back();
+  EXPECT_EQ(again.name, "keeper");
+  EXPECT_TRUE(again.starting);
+  EXPECT_FALSE(again.restart_request.empty());
+  // Once its constructor ran and its worker is named, nothing is reserved.
+  head_.Grant("lease-a1", "w1");
+  Step();
+  auto* w1 = connector_.At("w1");
+  ASSERT_NE(w1, nullptr);
+  w1->Reply(w1->calls[0].call_id, "");
+  Step();
+  before = head_.registered.size();
+  submitter_.ReReserveNames();
+  EXPECT_EQ(head_.registered.size(), before);
+}
+
 TEST_F(ActorSubmitterTest, AHandleOfAStartingActorQueuesCallsUntilItsWorkerIsRegistered) {
   submitter_.Attach(Starting());
   ObjectId first = Call("M", "b1");
@@ -747,6 +771,25 @@ TEST_F(ActorSubmitterTest, AHandleOfAStartingActorWaitsThroughANameMissingOnce) 
   ASSERT_NE(w9, nullptr);
   EXPECT_EQ(Functions(*w9), std::vector<std::string>{"M"});
   EXPECT_TRUE(Pending(call)) << "its call was failed";
+}
+
+// Only looks that find the name missing one after another count: an error in
+// between (the head down while it restarts) starts the count again.
+TEST_F(ActorSubmitterTest, AnErrorBetweenTwoMissingLooksStartsTheCountAgain) {
+  submitter_.Attach(Starting());
+  ObjectId call = Call("M", "b1");
+  Step();
+  AnswerMissing();
+  ASSERT_EQ(head_.lookups.size(), 1u);
+  auto done = std::move(head_.lookups.front().second);
+  head_.lookups.pop_front();
+  done(Status::Unavailable("the head restarts"));
+  Step();
+  clock_.Advance(200);
+  io_.run_for(std::chrono::milliseconds(400));
+  io_.restart();
+  AnswerMissing();  // missing once more: the first of a new count
+  EXPECT_TRUE(Pending(call)) << MessageOf(call);
 }
 
 // A reservation seen while waiting for the constructor is forgotten once the

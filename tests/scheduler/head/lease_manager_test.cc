@@ -1472,6 +1472,41 @@ TEST_F(NodeLossTest, ARestartableActorsNameIsHeldForItsOwner) {
   EXPECT_FALSE(leases_.GetActor("svc").ok());
 }
 
+// A detached one keeps its constructor call while its name is held: should
+// its owner die before restarting it, the head takes it over.
+TEST_F(NodeLossTest, AHeldDetachedActorIsTakenOverWhenItsOwnerDiesBeforeRestartingIt) {
+  node_ = AddNode("10.0.0.2", {{"CPU", 1}});
+  AddNode("10.0.0.3", {{"CPU", 1}});
+  job_ = NewJob();
+  protocol::RequestLeaseRequest req = Shape(job_, {{"CPU", 1}}, /*detached=*/true);
+  req.for_actor = true;
+  req.actor_id = ActorId::FromWire("actor-svc");
+  req.affinity_node_id = node_.Hex();
+  req.strategy = protocol::LeaseStrategy::kNodeAffinity;
+  leases_.RequestLease("driver", 1, req);
+  LeaseId lease = Started(TakeStart("agent-10.0.0.2"), "driver", 1).lease_id;
+  protocol::ActorInfo svc = Actor("svc", job_, lease, /*detached=*/true);
+  svc.actor_id = ActorId::FromWire("actor-svc");
+  svc.max_restarts = 1;
+  protocol::RequestLeaseRequest again = Shape(job_, {{"CPU", 1}}, /*detached=*/true);
+  again.for_actor = true;
+  again.actor_id = svc.actor_id;
+  again.init.function = "Model::Create";
+  again.init.actor_id = svc.actor_id;
+  svc.restart_request = protocol::Encode(again);
+  ASSERT_TRUE(leases_.RegisterActor(svc, "driver").ok());
+  ASSERT_TRUE(nodes_.MarkDead(node_, "test"));
+  leases_.OnNodeDead(node_, "no heartbeat");
+  ASSERT_TRUE(leases_.GetActor("svc").ok());
+  EXPECT_TRUE(leases_.GetActor("svc")->starting);
+  Take();
+  leases_.FinishJob(job_, "its driver stopped heartbeating");
+  auto starts = OfType(Take(), MessageType::kStartWorkerRequest);
+  ASSERT_EQ(starts.size(), 1u) << "the held name's actor was stopped with its owner";
+  EXPECT_EQ(starts[0].As<protocol::StartWorkerRequest>().init.function, "Model::Create");
+  ASSERT_TRUE(leases_.GetActor("svc").ok());
+}
+
 TEST_F(NodeLossTest, AnActorWithoutRestartsLosesItsNameWithItsNode) {
   Run(/*max_restarts=*/0);
   leases_.OnNodeDead(node_, "no heartbeat");

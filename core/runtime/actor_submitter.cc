@@ -136,19 +136,22 @@ void ActorSubmitter::Create(Task creation_task, const ActorOptions& options,
   Lease(*actor);
 }
 
+protocol::ActorInfo ActorSubmitter::ReservationOf(const ActorState& actor) const {
+  protocol::ActorInfo reserve = InfoOf(actor);
+  reserve.worker_address.clear();
+  reserve.lease_id = LeaseId();
+  reserve.starting = true;
+  reserve.metadata = actor.metadata;
+  if (actor.detached) reserve.restart_request = ConstructorRequestOf(actor);
+  return reserve;
+}
+
 void ActorSubmitter::ReReserveNames() {
   for (auto& [id, state] : actors_) {
     ActorState& a = *state;
-    if (!a.owner || a.name_state != ActorState::Name::kReserved || !a.dead_reason.empty()) {
-      continue;
+    if (a.owner && a.name_state == ActorState::Name::kReserved && a.dead_reason.empty()) {
+      deps_.head.RegisterActor(ReservationOf(a));
     }
-    protocol::ActorInfo reserve = InfoOf(a);
-    reserve.worker_address.clear();
-    reserve.lease_id = LeaseId();
-    reserve.starting = true;
-    reserve.metadata = a.metadata;
-    if (a.detached) reserve.restart_request = ConstructorRequestOf(a);
-    deps_.head.RegisterActor(reserve);
   }
 }
 
@@ -157,14 +160,9 @@ void ActorSubmitter::ShareConstructor(ActorState& actor) {
       actor.name_state != ActorState::Name::kReserved || !actor.dead_reason.empty()) {
     return;
   }
-  std::string request = ConstructorRequestOf(actor);
-  if (request.empty()) return;  // arguments still to resolve, stored, or too large
-  protocol::ActorInfo reserve = InfoOf(actor);
-  reserve.worker_address.clear();
-  reserve.lease_id = LeaseId();
-  reserve.starting = true;
-  reserve.metadata = actor.metadata;
-  reserve.restart_request = std::move(request);
+  protocol::ActorInfo reserve = ReservationOf(actor);
+  // Arguments still to resolve, stored, or too large: nothing to share (yet).
+  if (reserve.restart_request.empty()) return;
   deps_.head.RegisterActor(reserve);
   actor.constructor_shared = true;
 }
@@ -390,15 +388,9 @@ void ActorSubmitter::Restart(ActorState& actor, const std::string& what, const s
     // The head forgot the name with the lost worker's lease: it is reserved
     // again at once (right behind the lease's return), so that no other actor
     // takes it while this one restarts, and handles wait for the new worker.
-    protocol::ActorInfo reserve = InfoOf(actor);
-    reserve.worker_address.clear();
-    reserve.lease_id = LeaseId();
-    reserve.starting = true;
-    reserve.metadata = actor.metadata;
     // A detached one's constructor goes with it: should this process end
     // during the restart, the head finishes it.
-    if (actor.detached) reserve.restart_request = ConstructorRequestOf(actor);
-    deps_.head.RegisterActor(reserve);
+    deps_.head.RegisterActor(ReservationOf(actor));
     actor.name_state = ActorState::Name::kReserved;
   }
   // The calls the lost worker had: again behind the constructor while they

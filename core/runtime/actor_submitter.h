@@ -134,6 +134,9 @@ class ActorSubmitter {
   void FailQueued(ActorState& actor, const std::string& node);
   // Stops a released actor once nothing is queued, resolving or in flight.
   void EndIfReleasedAndIdle(ActorState& actor);
+  // The reservation of `actor`'s name (starting, no worker), a detached
+  // actor's with its constructor call when that can outlive this process.
+  protocol::ActorInfo ReservationOf(const ActorState& actor) const;
   // What a handle to `actor` carries, and what the head's name registry holds.
   protocol::ActorInfo InfoOf(const ActorState& actor) const;
   // What the head needs to restart `actor` once its owner (this process) is

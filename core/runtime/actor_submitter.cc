@@ -466,8 +466,8 @@ void ActorSubmitter::AwaitWorker(ActorState& actor, std::string old_address,
     }
     // A name with no worker that is not a reservation is the head restarting
     // the actor; if the name then goes, that restart failed (or the actor was
-    // killed): nothing will answer. An owner's restart, by contrast, leaves no
-    // name until its new worker is registered, so a missing name is waited for.
+    // killed): nothing will answer. An owner's restart reserves the name (a
+    // reservation, handled below).
     if (r.ok() && !r->starting && r->worker_address.empty()) a->head_restart_seen = true;
     int64_t now = deps_.clock.NowMs();
     bool missing = !r.ok() && r.status().code() == StatusCode::kNotFound;

@@ -91,14 +91,20 @@ uint32_t LeaseManager::FinishJob(const JobId& job_id, const std::string& why,
   for (const auto& id : ending) EndLease(id, /*kill_worker=*/true, "its job ended (" + why + ")");
   job_ending_ = JobId();
   for (const auto& group : groups_.GroupsOfJob(job_id)) RemovePlacementGroup(group);
-  // Detached actors still being constructed: the head creates them again
-  // itself when the driver handed them over, else they stop (below).
+  // Detached actors still being constructed that the driver handed over:
+  // their constructor calls as the driver had them last (CreatorGone, below).
   for (const auto& actor : hand_over) {
-    TakeOver(job_id, actor, "its driver exited before its constructor finished");
+    auto it = named_actors_.find(actor.name);
+    if (it != named_actors_.end() && it->second.starting && it->second.detached &&
+        it->second.actor_id == actor.actor_id && it->second.job_id == job_id &&
+        !actor.restart_request.empty()) {
+      it->second.restart_request = actor.restart_request;
+      it->second.max_restarts = actor.max_restarts;
+    }
   }
-  // Its actors' names, and the names its actors being created reserved
-  // (detached ones too: nobody is left to finish their registration; their
-  // workers stop too).
+  // Its actors' names, and the names its actors being created reserved: a
+  // detached one with a constructor call is created by the head, any other
+  // stops (nobody is left to finish its registration).
   std::vector<std::pair<std::string, ActorId>> names;
   for (const auto& [name, actor] : named_actors_) {
     if (actor.job_id != job_id || (actor.detached && !actor.starting)) continue;
@@ -113,19 +119,11 @@ uint32_t LeaseManager::FinishJob(const JobId& job_id, const std::string& why,
   for (const auto& [name, actor_id] : names) {
     auto it = named_actors_.find(name);
     if (it == named_actors_.end() || it->second.actor_id != actor_id) continue;
-    if (it->second.starting && it->second.detached && !it->second.restart_request.empty()) {
-      // Not handed over (its driver died without a word, or a task made it),
-      // but its reservation carries the constructor call.
-      protocol::ActorInfo actor = it->second;
-      TakeOver(job_id, actor, "its job ended before its constructor finished (" + why + ")");
-      continue;
-    }
     if (it->second.starting) {
-      EndActorLeases(actor_id, "its job ended before its constructor finished (" + why + ")");
-      it = named_actors_.find(name);
-      if (it == named_actors_.end()) continue;
+      CreatorGone(name, "its job ended before its constructor finished (" + why + ")");
+    } else {
+      EraseName(it);
     }
-    EraseName(it);
   }
   // Stored leases of the job on nodes that have not rejoined: stopped when
   // they do (OnNodeRejoined checks the job).

@@ -312,11 +312,12 @@ class LeaseManager {
   void DropReservationsOf(const std::string& peer);
   // Ends the leases and drops the queued requests made for actor `actor_id`.
   void EndActorLeases(const ActorId& actor_id, const std::string& cause);
-  // `actor` (a detached actor whose name job `job_id` reserved) is still being
-  // constructed and its creator is gone (`cause`): with a restart request
-  // (the driver's hand-over, or the one its reservation carries) the head
-  // creates it again as its owner; without, it is stopped and its name freed.
-  void TakeOver(const JobId& job_id, const protocol::ActorInfo& actor, const std::string& cause);
+  // The creator of the actor reserved under `name` is gone (`cause`) before
+  // its constructor finished: a detached one whose reservation carries its
+  // constructor call (sent with it, or handed over at the driver's exit) is
+  // created again by the head as its owner; any other is stopped and its
+  // name freed. A no-op when `name` is not a reservation.
+  void CreatorGone(const std::string& name, const std::string& cause);
   // True while `lease_id` is a stored lease waiting for its node to rejoin.
   // O(unconfirmed leases): only worker runtimes registering after a restart ask.
   bool IsUnconfirmed(const LeaseId& lease_id) const;

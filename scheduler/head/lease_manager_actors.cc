@@ -128,20 +128,8 @@ void LeaseManager::DropReservationsOf(const std::string& peer) {
   }
   for (const auto& name : names) {
     auto it = named_actors_.find(name);
-    if (it != named_actors_.end() && it->second.starting && it->second.detached &&
-        !it->second.restart_request.empty()) {
-      // A detached actor a task (or an actor) created and did not wait for.
-      protocol::ActorInfo actor = it->second;
-      TakeOver(actor.job_id, actor,
-               "the worker that created it ended before its constructor finished");
-      continue;
-    }
     if (it != named_actors_.end() && it->second.starting) {
-      RAYX_LOG(Info) << "actor name '" << name
-                     << "' freed: the worker creating its actor ended before the actor started";
-      ActorId actor_id = it->second.actor_id;
-      EraseName(it);
-      EndActorLeases(actor_id, "the worker that created it ended before its constructor finished");
+      CreatorGone(name, "the worker that created it ended before its constructor finished");
     } else {
       reserved_by_.erase(name);
     }
@@ -159,35 +147,33 @@ void LeaseManager::EndActorLeases(const ActorId& actor_id, const std::string& ca
   for (const auto& id : ending) EndLease(id, /*kill_worker=*/true, cause);
 }
 
-void LeaseManager::TakeOver(const JobId& job_id, const protocol::ActorInfo& actor,
-                            const std::string& cause) {
-  auto it = named_actors_.find(actor.name);
-  if (it == named_actors_.end() || !it->second.starting || it->second.actor_id != actor.actor_id ||
-      it->second.job_id != job_id || !it->second.detached) {
-    return;  // registered meanwhile, or not this job's reservation
-  }
-  // Its worker, if any, is still running the constructor for an owner that
-  // is gone: the head starts over with a worker of its own.
-  EndActorLeases(actor.actor_id, cause);
-  it = named_actors_.find(actor.name);
-  if (it == named_actors_.end()) return;
-  if (actor.restart_request.empty()) {
-    RAYX_LOG(Warning) << "detached actor '" << actor.name << "' (" << it->second.class_name
-                      << ") stopped: " << cause
-                      << ", and its constructor's arguments cannot outlive the job (objects from "
-                         "the object store, or over 64 KiB): wait for a call to it to return "
-                         "before the driver exits";
+void LeaseManager::CreatorGone(const std::string& name, const std::string& cause) {
+  auto it = named_actors_.find(name);
+  if (it == named_actors_.end() || !it->second.starting) return;
+  protocol::ActorInfo info = it->second;
+  // Its worker, if any, is still running the constructor for a creator that
+  // is gone: a detached actor is created again by a worker of the head's own.
+  EndActorLeases(info.actor_id, cause);
+  it = named_actors_.find(name);
+  if (it == named_actors_.end() || it->second.actor_id != info.actor_id) return;
+  if (!info.detached || info.restart_request.empty()) {
+    if (info.detached) {
+      RAYX_LOG(Warning) << "detached actor '" << name << "' (" << info.class_name
+                        << ") stopped: " << cause
+                        << ", and its constructor's arguments cannot outlive the job (objects "
+                           "from the object store, or over 64 KiB): wait for a call to it to "
+                           "return before the driver exits";
+    } else {
+      RAYX_LOG(Info) << "actor name '" << name << "' freed: " << cause;
+    }
     EraseName(it);
     return;
   }
-  protocol::ActorInfo info = it->second;
   info.starting = false;
-  info.restart_request = actor.restart_request;
-  info.max_restarts = actor.max_restarts;
   // RestartActor names it again at once, with no worker until it runs; the
   // name is never seen missing meanwhile (a handle waiting for an actor being
   // created takes a missing name for its end).
-  reserved_by_.erase(actor.name);
+  reserved_by_.erase(name);
   named_actors_.erase(it);
   RestartActor(std::move(info), cause, /*count=*/false);
 }

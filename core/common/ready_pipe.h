@@ -5,6 +5,10 @@
 // A worker that runs an actor's constructor before it is ready (a detached
 // actor the head creates) first writes "CONSTRUCTING": it is up, and no start
 // limit applies to the constructor.
+// A worker told to report its constructor (WorkerEnv::report_construction)
+// keeps the pipe open after READY and writes "CONSTRUCTOR BEGAN" when its
+// owner's constructor call starts, then "CONSTRUCTOR SUCCEEDED" or
+// "CONSTRUCTOR FAILED message"; the pipe closes when the worker exits.
 // The starter reads until EOF: a daemon that dies before writing shows up as EOF
 // with no line, never as a hang.
 #pragma once
@@ -15,6 +19,9 @@
 namespace rayx {
 
 inline constexpr const char* kConstructingLine = "CONSTRUCTING";
+inline constexpr const char* kConstructorBeganLine = "CONSTRUCTOR BEGAN";
+inline constexpr const char* kConstructorSucceededLine = "CONSTRUCTOR SUCCEEDED";
+inline constexpr const char* kConstructorFailedPrefix = "CONSTRUCTOR FAILED ";
 
 class ReadyPipe {
  public:
@@ -24,10 +31,14 @@ class ReadyPipe {
   ReadyPipe(const ReadyPipe&) = delete;
   ReadyPipe& operator=(const ReadyPipe&) = delete;
 
-  void Ready(const std::map<std::string, std::string>& fields);
+  // `keep_open`: the pipe stays open (close-on-exec) for Report.
+  void Ready(const std::map<std::string, std::string>& fields, bool keep_open = false);
   void Fail(const std::string& message);
   // Writes the CONSTRUCTING line; Ready or Fail follows.
   void Constructing();
+  // After Ready(..., true): one more line (newlines in it become spaces). A
+  // reader that is gone makes it a no-op, never a SIGPIPE.
+  void Report(const std::string& line);
 
  private:
   void WriteLine(const std::string& line);

@@ -51,6 +51,7 @@ std::string MessageTypeName(uint16_t type) {
     case MessageType::kLeasesLostNotice: return "LeasesLostNotice";
     case MessageType::kWatchDriverRequest: return "WatchDriverRequest";
     case MessageType::kDriverExitedNotice: return "DriverExitedNotice";
+    case MessageType::kActorConstructionNotice: return "ActorConstructionNotice";
     case MessageType::kReadLogRequest: return "ReadLogRequest";
     case MessageType::kReadLogReply: return "ReadLogReply";
     case MessageType::kReservePortRequest: return "ReservePortRequest";

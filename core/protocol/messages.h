@@ -87,6 +87,7 @@ enum class MessageType : uint16_t {
   kLeasesLostNotice = 85,      // head -> lease owner, no reply (messages.h)
   kWatchDriverRequest = 86,    // head -> the agent on a driver's machine, no reply
   kDriverExitedNotice = 87,    // that agent -> head, no reply
+  kActorConstructionNotice = 88,  // agent -> head: a detached actor's constructor, no reply
   // Submitted jobs and their working directories (CLI/agent <-> head): job_messages.h.
   kSubmitJobRequest = 90,
   kSubmitJobReply = 91,
@@ -479,9 +480,14 @@ struct StartWorkerRequest {
   // incarnation now (it was declared dead and joined again) refuses it.
   uint64_t epoch = 0;
   ActorInit init;  // the actor the worker constructs before it is ready, if any
+  // A detached actor whose owner sends its constructor call: the agent tells
+  // the head when that constructor begins and how it ends
+  // (ActorConstructionNotice), so that the head can take over an actor whose
+  // creator is gone without running its constructor again.
+  bool report_construction = false;
   MSGPACK_DEFINE_MAP(lease_id, job_id, executable, working_dir, resources, head_address, gpu_ids,
                      processes, package_hash, package_dir, visible_gpu_ids, local_rank,
-                     worker_args, worker_env, epoch, init)
+                     worker_args, worker_env, epoch, init, report_construction)
 };
 
 struct StartWorkerReply {
@@ -547,6 +553,20 @@ struct DriverExitedNotice {
   JobId job_id;
   int32_t pid = 0;
   MSGPACK_DEFINE_MAP(job_id, pid)
+};
+
+// agent -> head: the worker of lease `lease_id` (one started with
+// StartWorkerRequest::report_construction) began running its actor's
+// constructor, or it ended (`stage`). `error` says why a constructor failed.
+struct ActorConstructionNotice {
+  static constexpr MessageType kType = MessageType::kActorConstructionNotice;
+  enum Stage : uint8_t { kBegan = 0, kSucceeded = 1, kFailed = 2 };
+  LeaseId lease_id;
+  uint8_t stage = kBegan;
+  std::string error;  // kFailed: the constructor's error, at most kMaxErrorBytes
+  uint64_t epoch = 0;  // the node incarnation that runs it (RegisterNodeReply::epoch)
+  static constexpr size_t kMaxErrorBytes = 2048;  // a line of the worker's start-up pipe
+  MSGPACK_DEFINE_MAP(lease_id, stage, error, epoch)
 };
 
 // The actor named `name`. `wait_ms` 0: answered at once (NotFound when no

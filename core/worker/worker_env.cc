@@ -66,6 +66,7 @@ std::map<std::string, std::string> WorkerEnv::Encode() const {
     vars[kPackageDir] = package_dir;
   }
   if (!actor_init.empty()) vars[kActorInit] = actor_init;
+  if (report_construction) vars[kReportConstruction] = "1";
   return vars;
 }
 
@@ -103,6 +104,7 @@ Result<WorkerEnv> WorkerEnv::Decode(const std::map<std::string, std::string>& va
   optional(kPackageHash, &env.package_hash);
   optional(kPackageDir, &env.package_dir);
   optional(kActorInit, &env.actor_init);
+  if (const std::string* v = get(kReportConstruction)) env.report_construction = *v == "1";
   if (const std::string* ids = get(kGpuIds)) {
     auto parsed = ParseIdList(*ids);
     if (!parsed.ok()) {
@@ -132,7 +134,7 @@ Result<WorkerEnv> WorkerEnv::FromEnvironment() {
   for (const char* name :
        {kWorkerMode, kReadyFd, kNodeIp, kHeadAddress, kJobId, kLeaseId, kClusterToken, kStoreDir,
         kObjectAddress, kGpuIds, kLocalRank, kPackageHash, kPackageDir, kActorInit,
-        kCudaVisibleDevices}) {
+        kReportConstruction, kCudaVisibleDevices}) {
     if (const char* v = std::getenv(name)) vars[name] = v;
   }
   return Decode(vars);
@@ -147,6 +149,7 @@ void WorkerEnv::ClearWorkerOnlyVariables() {
   ::unsetenv(kWorkerMode);
   ::unsetenv(kReadyFd);
   ::unsetenv(kActorInit);
+  ::unsetenv(kReportConstruction);
 }
 
 Result<std::vector<int>> WorkerEnv::ParseIdList(const std::string& text) {

@@ -17,9 +17,9 @@ namespace rayx {
 // this struct, so a variable is named and parsed in exactly one place.
 //
 // RAYX_WORKER_MODE and RAYX_WORKER_READY_FD make a process a worker; the worker
-// removes them (ClearWorkerOnlyVariables) before user code runs, so a rayx
-// program that a task starts is a driver. The other variables stay visible to
-// user code (RAYX_NODE_IP, RAYX_GPU_IDS, RAYX_LOCAL_RANK, ...).
+// removes them and the other worker-only ones (ClearWorkerOnlyVariables) before
+// user code runs, so a rayx program that a task starts is a driver. The other
+// variables stay visible to user code (RAYX_NODE_IP, RAYX_GPU_IDS, ...).
 //
 // A plain value: copyable, no shared state.
 struct WorkerEnv {
@@ -37,6 +37,7 @@ struct WorkerEnv {
   static constexpr const char* kPackageHash = "RAYX_PACKAGE_HASH";
   static constexpr const char* kPackageDir = "RAYX_PACKAGE_DIR";
   static constexpr const char* kActorInit = "RAYX_ACTOR_INIT";
+  static constexpr const char* kReportConstruction = "RAYX_WORKER_REPORT_CONSTRUCTION";
   static constexpr const char* kCudaVisibleDevices = "CUDA_VISIBLE_DEVICES";
   // GPU ids are NVML's indices, which follow the PCI bus; CUDA numbers devices
   // fastest first unless told otherwise, so on a node with mixed GPUs
@@ -63,6 +64,10 @@ struct WorkerEnv {
   // A file holding the actor (protocol::ActorInit) to construct before the
   // worker says it is ready (the head restarting a detached actor); "": none.
   std::string actor_init;
+  // Keep `ready_fd` open after READY and write on it when the actor's
+  // constructor (sent by its owner) begins and how it ends (ReadyPipe's
+  // CONSTRUCTOR lines): a detached actor, which the head may take over.
+  bool report_construction = false;
 
   // The variables to set in the worker's environment (CUDA_VISIBLE_DEVICES
   // included), by name.

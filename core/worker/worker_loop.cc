@@ -84,7 +84,17 @@ void WorkerLoop::Handle(transport::Frames& frames) {
       Flush();
     }
     auto start = std::chrono::steady_clock::now();
+    ConstructionObserver observer;
+    if (call.actor_creation && construction_observer_) {
+      observer = std::move(construction_observer_);  // told once
+      construction_observer_ = nullptr;
+      observer(/*began=*/true, "");
+    }
     CallOutcome outcome = Run(call, known.fn);
+    if (observer) {
+      observer(/*began=*/false,
+               outcome.ok ? std::string() : outcome.error_type + ": " + outcome.error_message);
+    }
     double us =
         std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count();
     known.average_us = known.average_us < 0 ? us : 0.8 * known.average_us + 0.2 * us;

@@ -45,6 +45,13 @@ class WorkerLoop {
   // `path` (which is removed): a detached actor the head restarts. An error
   // names the factory or the constructor's exception.
   Status ConstructFromFile(const std::string& path);
+  // Hears when an actor-creation call (its owner's constructor call) begins
+  // (`began` true) and how it ended (`began` false, `error` empty when the
+  // actor was made). Only the first creation call this worker runs is told.
+  using ConstructionObserver = std::function<void(bool began, const std::string& error)>;
+  void SetConstructionObserver(ConstructionObserver observer) {
+    construction_observer_ = std::move(observer);
+  }
 
  private:
   // What one call produced: a value (msgpack bytes, or raw for rayx::Bytes) or
@@ -74,6 +81,7 @@ class WorkerLoop {
 
   zmq::context_t& context_;
   SendFn send_;
+  ConstructionObserver construction_observer_;
   std::string node_ip_;
   SharedMemoryStore store_{""};
   std::string object_address_;

@@ -5,6 +5,7 @@
 
 #include "common/logging.h"
 #include "common/ready_pipe.h"
+#include "protocol/messages.h"
 #include "transport/zmq_frame.h"
 #include "worker/worker_loop.h"
 
@@ -50,7 +51,19 @@ void RunWorker(const WorkerEnv& env) {
       std::_Exit(1);
     }
   }
-  ready.Ready({{"address", router.get(zmq::sockopt::last_endpoint)}});
+  if (env.report_construction) {
+    // A detached actor's worker: its agent relays these lines to the head,
+    // which takes the actor over from a creator that is gone before its
+    // constructor ended, instead of constructing it again.
+    loop.SetConstructionObserver([&ready](bool began, const std::string& error) {
+      ready.Report(began ? kConstructorBeganLine
+                   : error.empty()
+                       ? kConstructorSucceededLine
+                       : kConstructorFailedPrefix +
+                             error.substr(0, protocol::ActorConstructionNotice::kMaxErrorBytes));
+    });
+  }
+  ready.Ready({{"address", router.get(zmq::sockopt::last_endpoint)}}, env.report_construction);
   while (true) {
     transport::Frames frames;
     try {

@@ -135,6 +135,8 @@ void HeadService::RegisterRoutes() {
      &HeadService::OnProcessExited);
   On(Auth::kAuthenticatedPeer, "only node agents report driver exits",
      &HeadService::OnDriverExited);
+  On(Auth::kAuthenticatedPeer, "only node agents report actor constructors",
+     &HeadService::OnActorConstruction);
   On(MessageType::kErrorReply, Auth::kAuthenticatedPeer, "", &HeadService::OnAgentError);
   router_.SetSilent(MessageType::kErrorReply);
   On(Auth::kAuthenticatedPeer, kRegisterFirst, &HeadService::OnStartWorkerReply);
@@ -378,6 +380,17 @@ Result<NoReply> HeadService::OnProcessExited(const protocol::ProcessExitedNotice
     return NoReply{};
   }
   leases_.OnProcessExited(req);
+  return NoReply{};
+}
+
+Result<NoReply> HeadService::OnActorConstruction(const protocol::ActorConstructionNotice& req,
+                                                 Call& call) {
+  auto node = leases_.NodeOfLease(req.lease_id);
+  if (!node) return NoReply{};  // the lease ended before
+  if (!CheckIncarnation(call.peer_id, *node, req.epoch, "an actor construction notice").ok()) {
+    return NoReply{};
+  }
+  leases_.OnActorConstruction(req);
   return NoReply{};
 }
 

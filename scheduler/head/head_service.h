@@ -128,6 +128,7 @@ class HeadService {
   Result<protocol::ListStateReply> OnListState(const protocol::ListStateRequest& req, Call& call);
   Result<NoReply> OnProcessExited(const protocol::ProcessExitedNotice& req, Call& call);
   Result<NoReply> OnDriverExited(const protocol::DriverExitedNotice& req, Call& call);
+  Result<NoReply> OnActorConstruction(const protocol::ActorConstructionNotice& req, Call& call);
   Result<NoReply> OnAgentError(const protocol::ErrorReply& req, Call& call);
   Result<NoReply> OnStartWorkerReply(const protocol::StartWorkerReply& req, Call& call);
   // Submitted jobs and packages.

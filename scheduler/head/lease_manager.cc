@@ -321,6 +321,9 @@ bool LeaseManager::TryGrant(Pending& pending, std::optional<NodeId> decided) {
   start.worker_args = pending.req.worker_args;
   start.worker_env = pending.req.worker_env;
   start.init = pending.req.init;
+  // A detached actor its owner constructs: the head may have to take it over.
+  start.report_construction =
+      pending.req.for_actor && pending.req.detached && pending.req.init.function.empty();
   start.working_dir = pending.req.working_dir;
   start.resources = lease.resources;
   start.head_address = options_.head_address;
@@ -419,6 +422,7 @@ void LeaseManager::OnStartWorkerReply(uint64_t request_id, const protocol::Start
   lease.running = true;
   lease.request.reset();
   lease.pid = reply.worker_pid;
+  if (lease.for_actor) lease.worker_address = reply.worker_address;
   SaveLease(lease);
   protocol::RequestLeaseReply grant;
   grant.lease_id = lease.lease_id;
@@ -513,6 +517,7 @@ void LeaseManager::EndLease(const LeaseId& lease_id, bool kill_worker, const std
   }
   if (store_) store_->DeleteLease(lease_id);
   ForgetActorsOf(lease_id);
+  AdoptionLost(lease_id, cause);
   EndHostedLeases(lease_id);
   if (lease_end_observer_) lease_end_observer_(lease_id, cause, job_ending_ == lease.job_id);
   SchedulePending();

@@ -153,6 +153,10 @@ class LeaseManager {
   // when its last process has. Or the worker of a worker lease exited by
   // itself: its lease ends and its owner gets a LeasesLostNotice.
   void OnProcessExited(const protocol::ProcessExitedNotice& notice);
+  // What the worker of a detached actor's lease said of its constructor
+  // (relayed by its agent): kept on the lease, and it finishes the head's
+  // take-over of that actor if one waits for it (CreatorGone).
+  void OnActorConstruction(const protocol::ActorConstructionNotice& notice);
 
   // Placement groups (see PlacementGroupManager).
   Result<protocol::PlacementGroupInfo> CreatePlacementGroup(
@@ -250,6 +254,12 @@ class LeaseManager {
     PlacementGroupId group_id;   // placement group, or ""
     int32_t bundle_index = -1;
     int32_t pid = 0;
+    std::string worker_address;  // for_actor, once running
+    // A detached actor's constructor call as its worker reports it
+    // (ActorConstructionNotice; only leases started with report_construction).
+    enum class Construction { kUnknown, kBegan, kSucceeded, kFailed };
+    Construction construction = Construction::kUnknown;
+    std::string construction_error;
     // The request, until its worker runs: a lease whose node dies before
     // that is requested again (the caller never hears of the lost node).
     std::optional<protocol::RequestLeaseRequest> request;
@@ -318,6 +328,16 @@ class LeaseManager {
   // created again by the head as its owner; any other is stopped and its
   // name freed. A no-op when `name` is not a reservation.
   void CreatorGone(const std::string& name, const std::string& cause);
+  // The head takes over the actor reserved under `name`, whose constructor
+  // runs (or ran) on `lease`'s worker: it names that worker once the
+  // constructor succeeded, or frees the name when it failed.
+  void Adopt(const std::string& name, Lease& lease, const std::string& cause);
+  // The constructor of adopted `lease` ended (lease.construction says how).
+  void FinishAdoption(const LeaseId& lease_id);
+  // `lease_id` ended (`cause`): if its actor was adopted and still being
+  // constructed, it is created again (as after any restartable loss) or its
+  // name freed.
+  void AdoptionLost(const LeaseId& lease_id, const std::string& cause);
   // True while `lease_id` is a stored lease waiting for its node to rejoin.
   // O(unconfirmed leases): only worker runtimes registering after a restart ask.
   bool IsUnconfirmed(const LeaseId& lease_id) const;
@@ -351,6 +371,12 @@ class LeaseManager {
   std::map<std::string, protocol::ActorInfo> named_actors_;
   // Names reserved at creation (ActorInfo::starting) -> the peer that did.
   std::unordered_map<std::string, std::string> reserved_by_;
+  // Adopted actors whose constructor still runs, by lease.
+  struct Adoption {
+    std::string name;
+    ActorId actor_id;
+  };
+  std::unordered_map<LeaseId, Adoption> adopting_;
   ActorNameWaits actor_waits_;
   std::map<std::pair<NodeId, int>, double> device_use_;  // per node and device: the share leased
   uint64_t invariant_violations_ = 0;

@@ -151,6 +151,17 @@ void LeaseManager::CreatorGone(const std::string& name, const std::string& cause
   auto it = named_actors_.find(name);
   if (it == named_actors_.end() || !it->second.starting) return;
   protocol::ActorInfo info = it->second;
+  if (info.detached) {
+    // Its worker said its constructor runs (or ran): the head takes the actor
+    // over as it is rather than constructing it a second time.
+    for (auto& [id, lease] : leases_) {
+      if (lease.for_actor && lease.detached && lease.running && lease.actor_id == info.actor_id &&
+          lease.construction != Lease::Construction::kUnknown) {
+        Adopt(name, lease, cause);
+        return;
+      }
+    }
+  }
   // Its worker, if any, is still running the constructor for a creator that
   // is gone: a detached actor is created again by a worker of the head's own.
   EndActorLeases(info.actor_id, cause);
@@ -176,6 +187,103 @@ void LeaseManager::CreatorGone(const std::string& name, const std::string& cause
   reserved_by_.erase(name);
   named_actors_.erase(it);
   RestartActor(std::move(info), cause, /*count=*/false);
+}
+
+void LeaseManager::Adopt(const std::string& name, Lease& lease, const std::string& cause) {
+  if (adopting_.count(lease.lease_id)) return;  // already
+  reserved_by_.erase(name);  // its creator is gone; the head finishes it
+  lease.owner = Owner{Requester{}, /*head=*/true};
+  SaveLease(lease);
+  adopting_[lease.lease_id] = Adoption{name, lease.actor_id};
+  RAYX_LOG(Info) << "detached actor '" << name << "': " << cause
+                 << "; the head takes over its worker pid " << lease.pid << ", whose constructor "
+                 << (lease.construction == Lease::Construction::kBegan ? "still runs"
+                                                                       : "has ended");
+  if (lease.construction != Lease::Construction::kBegan) FinishAdoption(lease.lease_id);
+}
+
+void LeaseManager::FinishAdoption(const LeaseId& lease_id) {
+  auto adopted = adopting_.find(lease_id);
+  auto lease = leases_.find(lease_id);
+  if (adopted == adopting_.end() || lease == leases_.end()) return;
+  Adoption adoption = std::move(adopted->second);
+  adopting_.erase(adopted);
+  auto it = named_actors_.find(adoption.name);
+  if (it != named_actors_.end() && !it->second.starting && it->second.lease_id == lease_id) {
+    return;  // its creator was not gone after all and named it itself
+  }
+  if (it == named_actors_.end() || !it->second.starting ||
+      it->second.actor_id != adoption.actor_id) {
+    EndLease(lease_id, /*kill_worker=*/true, "its actor's name was removed while it was created");
+    return;
+  }
+  if (lease->second.construction == Lease::Construction::kFailed) {
+    RAYX_LOG(Warning) << "detached actor '" << adoption.name << "' (" << it->second.class_name
+                      << "): its constructor failed after its creator was gone ("
+                      << lease->second.construction_error << "); its name is freed";
+    EraseName(it);
+    EndLease(lease_id, /*kill_worker=*/true, "its actor's constructor failed");
+    return;
+  }
+  protocol::ActorInfo& entry = it->second;
+  entry.starting = false;
+  entry.worker_address = lease->second.worker_address;
+  entry.lease_id = lease_id;
+  // Kept for restarts only, as its owner would have named it.
+  if (entry.max_restarts == 0) entry.restart_request.clear();
+  if (store_) store_->PutActor(entry);
+  NameChanged(adoption.name);
+  RAYX_LOG(Info) << "detached actor '" << adoption.name << "' (" << entry.class_name
+                 << ") is ready on worker pid " << lease->second.pid
+                 << ", its constructor ran once (the head took it over from its creator)";
+}
+
+void LeaseManager::AdoptionLost(const LeaseId& lease_id, const std::string& cause) {
+  if (adopting_.empty()) return;
+  auto adopted = adopting_.find(lease_id);
+  if (adopted == adopting_.end()) return;
+  Adoption adoption = std::move(adopted->second);
+  adopting_.erase(adopted);
+  auto it = named_actors_.find(adoption.name);
+  if (it == named_actors_.end() || !it->second.starting ||
+      it->second.actor_id != adoption.actor_id) {
+    return;
+  }
+  protocol::ActorInfo info = it->second;
+  std::string why = "its worker ended while its constructor ran (" + cause + ")";
+  if (info.restart_request.empty() || info.max_restarts == 0) {
+    RAYX_LOG(Warning) << "detached actor '" << adoption.name << "' (" << info.class_name
+                      << "): " << why << ", and it may not be restarted; its name is freed";
+    EraseName(it);
+    return;
+  }
+  info.starting = false;
+  named_actors_.erase(it);  // RestartActor names it again at once
+  RestartActor(std::move(info), why);
+}
+
+void LeaseManager::OnActorConstruction(const protocol::ActorConstructionNotice& notice) {
+  auto it = leases_.find(notice.lease_id);
+  if (it == leases_.end() || !it->second.for_actor || !it->second.detached) return;
+  Lease& lease = it->second;
+  switch (notice.stage) {
+    case protocol::ActorConstructionNotice::kBegan:
+      if (lease.construction == Lease::Construction::kUnknown) {
+        lease.construction = Lease::Construction::kBegan;
+      }
+      return;
+    case protocol::ActorConstructionNotice::kSucceeded:
+      lease.construction = Lease::Construction::kSucceeded;
+      break;
+    case protocol::ActorConstructionNotice::kFailed:
+      lease.construction = Lease::Construction::kFailed;
+      lease.construction_error =
+          notice.error.substr(0, protocol::ActorConstructionNotice::kMaxErrorBytes);
+      break;
+    default:
+      return;  // a stage this head does not know
+  }
+  FinishAdoption(notice.lease_id);
 }
 
 Result<protocol::ActorInfo> LeaseManager::GetActor(const std::string& name) const {

@@ -3,7 +3,9 @@
 // store, nodes rejoining with the leases they still run, and what happens to
 // those that do not come back). Part of LeaseManager (lease_manager.h).
 #include <algorithm>
+#include <optional>
 #include <set>
+#include <unordered_set>
 
 #include "common/logging.h"
 #include "head/lease_manager.h"
@@ -136,6 +138,7 @@ void LeaseManager::OnNodeRejoined(const NodeId& node, const std::string& agent_p
   for (const auto& lease : stored) by_id[lease.lease_id] = &lease;
   std::vector<LeaseId> kill;
   size_t restored = 0;
+  std::optional<std::unordered_set<LeaseId>> named_leases;  // made when first needed
   for (const auto& report : live) {
     auto found = by_id.find(report.lease_id);
     if (found == by_id.end() || !found->second->running) {
@@ -151,6 +154,25 @@ void LeaseManager::OnNodeRejoined(const NodeId& node, const std::string& agent_p
     }
     const StoredLease& s = *found->second;
     by_id.erase(found);
+    if (s.owner_head && s.for_actor && !named_leases.has_value()) {
+      named_leases.emplace();
+      for (const auto& [name, actor] : named_actors_) named_leases->insert(actor.lease_id);
+    }
+    if (s.owner_head && s.for_actor && !named_leases->count(s.lease_id)) {
+      // An actor the head itself owned (taken over from a creator that was
+      // gone, or restarted) that the previous head died before naming:
+      // nobody could reach it or return its lease.
+      RAYX_LOG(Warning) << "lease " << s.lease_id.Short() << " on rejoined node " << node.Short()
+                        << ": the previous head had not named its actor yet; stopping its worker";
+      if (store_) store_->DeleteLease(s.lease_id);
+      EndHostedLeases(s.lease_id);
+      if (lease_end_observer_) {
+        lease_end_observer_(s.lease_id, "the head restarted before it named the actor",
+                            /*job_ended=*/false);
+      }
+      kill.push_back(s.lease_id);
+      continue;
+    }
     auto job = jobs_.find(s.job_id);
     bool job_alive = job != jobs_.end() && !job->second.finished;
     // What the live worker holds, as its agent says (resources and devices).

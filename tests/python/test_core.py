@@ -891,15 +891,26 @@ def test_ctrl_c_interrupts_create_collective_group_and_frees_its_name(cluster):
 
 class _Slow:
     """Its constructor takes `seconds` (a model to load); it writes its pid to
-    `path` first."""
+    `path` first. With `fail`, it then raises."""
 
-    def __init__(self, path, seconds):
+    def __init__(self, path, seconds, fail=False):
         with open(path, "a") as f:
             f.write(f"{os.getpid()}\n")
         time.sleep(seconds)
+        if fail:
+            raise RuntimeError("the weights are corrupt")
 
     def pid(self):
         return os.getpid()
+
+
+class _SlowFirst(_Slow):
+    """A _Slow whose constructor takes `seconds` only the first time (a model
+    download that a restart finds done)."""
+
+    def __init__(self, path, seconds, fail=False):
+        first = not os.path.exists(path)
+        super().__init__(path, seconds if first else 0, fail)
 
 
 def test_a_named_actor_is_found_and_its_name_held_while_it_is_constructed(rayx_mod, cluster,
@@ -952,7 +963,9 @@ def test_a_detached_actor_deployed_by_a_driver_that_exits_at_once_is_there_later
     h = rayx.get_actor("py-deployed")
     assert repr(h).startswith("Actor(_Slow,")
     pid = rayx.get(h.pid.remote(), timeout=60)
-    # One actor under the name: a constructor the driver had begun was stopped.
+    # One actor under the name. A constructor that began just as the driver
+    # exited (before its worker's report reached the head) was stopped and
+    # run again; one that began earlier was taken over.
     pids = [int(p) for p in log.read_text().split()]
     assert pids[-1] == pid
     for begun in pids[:-1]:
@@ -961,19 +974,21 @@ def test_a_detached_actor_deployed_by_a_driver_that_exits_at_once_is_there_later
     wait_until(lambda: _gone(pid), 10, "the killed actor's worker to exit")
 
 
-def _driver_killed_during_constructor(cluster, log, name, lifetime, seconds, call=False):
-    """Runs a driver that creates actor `name` (a _Slow writing to `log`) and
-    SIGKILLs it once the constructor has begun; returns the constructor's pid
-    and, with `call`, the result of a call made through a handle got by name
-    before the kill."""
+def _driver_killed_during_constructor(cluster, log, name, lifetime, seconds, call=False,
+                                      fail=False, cls="_Slow", max_restarts=0):
+    """Runs a driver that creates actor `name` (a _Slow writing to `log`,
+    failing with `fail`) and SIGKILLs it once the constructor has begun;
+    returns the constructor's pid and, with `call`, the result of a call made
+    through a handle got by name before the kill."""
     p = subprocess.Popen([sys.executable, "-c", textwrap.dedent(f"""
         import sys, time
         sys.path.insert(0, {os.path.dirname(os.path.abspath(__file__))!r})
         import rayx
-        from test_core import _Slow
+        from test_core import {cls}
         rayx.init()
-        rayx.remote(_Slow).options(name={name!r}, lifetime={lifetime!r}).remote(
-            {str(log)!r}, {seconds})
+        rayx.remote({cls}).options(name={name!r}, lifetime={lifetime!r},
+                                   max_restarts={max_restarts}).remote(
+            {str(log)!r}, {seconds}, {fail!r})
         print("CREATED", flush=True)
         time.sleep(600)
     """)], stdout=subprocess.PIPE, text=True, env=driver_env(cluster))
@@ -1022,21 +1037,56 @@ def test_a_reserved_name_is_freed_when_its_creator_dies_first(rayx_mod, cluster,
     rayx.kill(h)
 
 
-def test_a_detached_actor_whose_driver_is_killed_during_its_constructor_is_made_by_the_head(
+def test_a_detached_actor_whose_driver_is_killed_during_its_constructor_is_made_once(
         rayx_mod, cluster, tmp_path):
-    # As in Ray, a detached actor outlives its creator from `.remote()` on: its
-    # reservation carries its constructor call, and the head, seeing the job
-    # end without a word, creates it itself.
+    # As in Ray, a detached actor outlives its creator from `.remote()` on.
+    # Its worker told the head (through its agent) that the constructor runs,
+    # so the head, seeing the job end without a word, takes that worker over:
+    # the constructor (a model loading) runs once, not again from the start.
     rayx = rayx_mod
     log = tmp_path / "constructed"
     first, _ = _driver_killed_during_constructor(cluster, log, "py-kept-name", "detached", 3)
-    h = rayx.get_actor("py-kept-name")  # found while the head makes it
+    h = rayx.get_actor("py-kept-name")  # found while its constructor runs
     pid = rayx.get(h.pid.remote(), timeout=60)
-    assert pid != first, "the dead driver's constructor cannot have finished the actor"
-    assert [int(p) for p in log.read_text().split()] == [first, pid]
-    wait_until(lambda: _gone(first), 10, "the first, abandoned constructor's worker to exit")
+    assert pid == first, "the worker the dead driver started was replaced"
+    assert [int(p) for p in log.read_text().split()] == [first], "constructed twice"
     rayx.kill(h)
     wait_until(lambda: _gone(pid), 10, "the killed actor's worker to exit")
+
+
+def test_a_taken_over_actor_whose_worker_dies_in_its_constructor_is_restarted(
+        rayx_mod, cluster, tmp_path):
+    rayx = rayx_mod
+    log = tmp_path / "constructed"
+    first, _ = _driver_killed_during_constructor(cluster, log, "py-restarted-model", "detached",
+                                                 600, cls="_SlowFirst", max_restarts=1)
+    h = rayx.get_actor("py-restarted-model")  # found while its constructor runs
+    os.kill(first, signal.SIGKILL)
+    pid = rayx.get(h.pid.remote(), timeout=60)
+    assert pid != first
+    assert [int(p) for p in log.read_text().split()] == [first, pid]
+    rayx.kill(h)
+    wait_until(lambda: _gone(pid), 10, "the killed actor's worker to exit")
+
+
+def test_a_taken_over_constructor_that_fails_frees_the_name_and_its_worker(
+        rayx_mod, cluster, tmp_path):
+    rayx = rayx_mod
+    log = tmp_path / "constructed"
+    first, _ = _driver_killed_during_constructor(cluster, log, "py-broken-model", "detached", 3,
+                                                 fail=True)
+    h = rayx.get_actor("py-broken-model")  # found while its constructor runs
+    # A call waits for the constructor, then fails: nobody is left to fix it.
+    with pytest.raises(rayx.exceptions.ActorDiedError, match="its name is gone"):
+        rayx.get(h.pid.remote(), timeout=40)
+    wait_until(lambda: _gone(first), 10, "the failed actor's worker to exit")
+    assert [int(p) for p in log.read_text().split()] == [first], "a failed constructor was retried"
+    with pytest.raises(ValueError, match="no actor named"):
+        rayx.get_actor("py-broken-model")
+    # The name is free for a corrected deploy.
+    fixed = rayx.remote(_Slow).options(name="py-broken-model").remote(str(tmp_path / "fixed"), 0)
+    assert rayx.get(fixed.pid.remote(), timeout=30) != first
+    rayx.kill(fixed)
 
 
 def test_a_detached_actor_made_by_a_task_that_returned_at_once_is_there_later(

@@ -14,7 +14,8 @@
 namespace rayx::worker {
 
 LocalLeaseProcesses::LocalLeaseProcesses(boost::asio::io_context& io, const Options& options,
-                                         ProcessRunner::ExitCallback on_exit)
+                                         ProcessRunner::ExitCallback on_exit,
+                                         WorkerPool::ConstructionCallback on_construction)
     : group_dir_(options.group_dir),
       on_exit_(std::move(on_exit)),
       workers_(io, {.node_ip = options.node_ip,
@@ -36,7 +37,9 @@ LocalLeaseProcesses::LocalLeaseProcesses(boost::asio::io_context& io, const Opti
                                                                     : gpus->second});
                    if (notice.all_exited && gpus != lease_gpus_.end()) lease_gpus_.erase(gpus);
                    on_exit_(notice);
-                 }) {}
+                 }) {
+  workers_.SetConstructionCallback(std::move(on_construction));
+}
 
 void LocalLeaseProcesses::SetObjectAddress(const std::string& address) {
   workers_.SetObjectAddress(address);

@@ -71,8 +71,11 @@ class LocalLeaseProcesses final : public LeaseProcesses {
   // `on_exit` hears of every process of a process lease that exits, and of
   // every running worker that exits by itself (not killed through Kill): one
   // notice with index 0 and all_exited set.
+  // `on_construction` hears what workers of detached actors say of their
+  // constructors (WorkerPool::ConstructionCallback).
   LocalLeaseProcesses(boost::asio::io_context& io, const Options& options,
-                      ProcessRunner::ExitCallback on_exit);
+                      ProcessRunner::ExitCallback on_exit,
+                      WorkerPool::ConstructionCallback on_construction = nullptr);
 
   void SetObjectAddress(const std::string& address) override;
   void Start(const protocol::StartWorkerRequest& request, StartCallback done) override;

@@ -36,7 +36,8 @@ NodeAgent::NodeAgent(boost::asio::io_context& io, NodeAgentOptions options, cons
                                      .token = options_.token,
                                      .store_dir = options_.store_dir,
                                      .worker_start_timeout_ms = options_.worker_start_timeout_ms},
-        [this](const protocol::ProcessExitedNotice& notice) { SendExit(notice); });
+        [this](const protocol::ProcessExitedNotice& notice) { SendExit(notice); },
+        [this](const protocol::ActorConstructionNotice& notice) { SendConstruction(notice); });
   }
   objects_.SetLogLookup([this](const LeaseId& lease_id, uint32_t index) {
     return processes_->FindLog(lease_id, index);
@@ -84,6 +85,14 @@ void NodeAgent::SendExit(const protocol::ProcessExitedNotice& notice) {
     return;
   }
   protocol::ProcessExitedNotice stamped = notice;
+  stamped.epoch = epoch_;
+  Send(stamped);
+}
+
+void NodeAgent::SendConstruction(const protocol::ActorConstructionNotice& notice) {
+  // Lost while the head is away: a head that restarted no longer waits for it.
+  if (leaving_ || !connected_ || fencing_ || registering_) return;
+  protocol::ActorConstructionNotice stamped = notice;
   stamped.epoch = epoch_;
   Send(stamped);
 }

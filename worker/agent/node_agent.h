@@ -121,6 +121,8 @@ class NodeAgent {
   void Rejoin();
   // Sends an exit notice now, or after the registration under way.
   void SendExit(const protocol::ProcessExitedNotice& notice);
+  // What a detached actor's worker said of its constructor, to the head.
+  void SendConstruction(const protocol::ActorConstructionNotice& notice);
   void SendHeartbeat();
   void OnMessage(transport::Frames& frames);
   void HandleMessage(transport::Frames& frames);

@@ -97,6 +97,7 @@ void WorkerPool::StartNow(const protocol::StartWorkerRequest& request, StartCall
   }
   worker_env.package_hash = request.package_hash;
   worker_env.package_dir = request.package_dir;
+  worker_env.report_construction = request.report_construction;
   if (!request.init.function.empty()) {
     // The actor to construct before the worker is ready: in a file (the
     // arguments are bytes), which the worker reads and removes.
@@ -178,6 +179,7 @@ void WorkerPool::StartNow(const protocol::StartWorkerRequest& request, StartCall
   Worker& worker = workers_[request.lease_id];
   worker.pid = pid;
   worker.lease_id = request.lease_id;
+  worker.reports_construction = request.report_construction;
   worker.log_path = log_path;
   worker.on_start = std::move(done);
   worker.start = std::make_shared<StartPipe>(io_, fds[0]);
@@ -240,6 +242,46 @@ void WorkerPool::ReadStartLine(const LeaseId& lease_id) {
       });
 }
 
+void WorkerPool::ReadConstructionLine(const LeaseId& lease_id) {
+  std::shared_ptr<StartPipe> start = workers_.at(lease_id).start;
+  boost::asio::async_read_until(
+      start->pipe, start->buffer, '\n',
+      [this, lease_id, start, guard = std::weak_ptr<int>(alive_)](
+          const boost::system::error_code& ec, size_t) {
+        if (guard.expired() || ec) return;  // the pool is gone, or the worker (EOF)
+        auto it = workers_.find(lease_id);
+        if (it == workers_.end() || !it->second.ready) return;
+        std::string line;
+        std::istream in(&start->buffer);
+        std::getline(in, line);
+        protocol::ActorConstructionNotice notice;
+        notice.lease_id = lease_id;
+        if (line == kConstructorBeganLine) {
+          notice.stage = protocol::ActorConstructionNotice::kBegan;
+        } else if (line == kConstructorSucceededLine) {
+          notice.stage = protocol::ActorConstructionNotice::kSucceeded;
+        } else if (line.rfind(kConstructorFailedPrefix, 0) == 0) {
+          notice.stage = protocol::ActorConstructionNotice::kFailed;
+          notice.error = line.substr(std::strlen(kConstructorFailedPrefix));
+        } else {
+          // Not rayx's: the user's program wrote on it. Nothing more is read.
+          RAYX_LOG(Warning) << "worker pid " << it->second.pid << " of lease " << lease_id.Short()
+                            << " wrote an unknown line on its start-up pipe; its constructor "
+                               "is no longer followed";
+          boost::system::error_code ignored;
+          start->pipe.close(ignored);
+          return;
+        }
+        if (on_construction_) on_construction_(notice);
+        if (notice.stage == protocol::ActorConstructionNotice::kBegan) {
+          ReadConstructionLine(lease_id);
+        } else {
+          boost::system::error_code ignored;
+          start->pipe.close(ignored);  // said all it will say
+        }
+      });
+}
+
 void WorkerPool::FinishStart(const LeaseId& lease_id, Result<protocol::StartWorkerReply> result) {
   auto it = workers_.find(lease_id);
   if (it == workers_.end() || !it->second.on_start) return;
@@ -249,11 +291,12 @@ void WorkerPool::FinishStart(const LeaseId& lease_id, Result<protocol::StartWork
   if (!worker.constructing) StartEnded();  // else ended when it began constructing
   worker.timer->cancel();
   boost::system::error_code ignored;
-  worker.start->pipe.close(ignored);
+  if (!result.ok() || !worker.reports_construction) worker.start->pipe.close(ignored);
   if (result.ok()) {
     worker.ready = true;
     RAYX_LOG(Info) << "worker pid " << worker.pid << " for lease " << lease_id.Short()
                    << " listens on " << result->worker_address;
+    if (worker.reports_construction) ReadConstructionLine(lease_id);
   } else {
     RAYX_LOG(Warning) << "worker for lease " << lease_id.Short()
                       << " failed to start: " << result.status().message();
@@ -322,6 +365,8 @@ WorkerPool::ChildExit WorkerPool::OnChildExit(pid_t pid, int status) {
                                                  it->second.log_path));
       return ChildExit::kDuringStart;
     }
+    boost::system::error_code ignored;
+    if (it->second.start) it->second.start->pipe.close(ignored);
     workers_.erase(it);
     return ChildExit::kRunning;
   }

@@ -46,8 +46,15 @@ class WorkerPool {
     size_t max_starting = 0;
   };
   using StartCallback = std::function<void(Result<protocol::StartWorkerReply>)>;
+  // What a worker started with StartWorkerRequest::report_construction says
+  // of its actor's constructor after it is ready (lease_id, stage and error
+  // filled in).
+  using ConstructionCallback = std::function<void(const protocol::ActorConstructionNotice&)>;
 
   WorkerPool(boost::asio::io_context& io, Options options);
+  void SetConstructionCallback(ConstructionCallback callback) {
+    on_construction_ = std::move(callback);
+  }
   ~WorkerPool();  // kills every worker
 
   void Start(const protocol::StartWorkerRequest& request, StartCallback done);
@@ -83,6 +90,7 @@ class WorkerPool {
     std::string log_path;
     bool ready = false;
     bool constructing = false;  // said CONSTRUCTING: no start limit, no start slot
+    bool reports_construction = false;  // its pipe stays open after READY
     StartCallback on_start;
     // The start-up pipe, shared with the read in flight on it: a read ended
     // by closing the pipe still writes to the buffer, after the entry may be
@@ -94,6 +102,9 @@ class WorkerPool {
   // Reads the starting worker's next line: CONSTRUCTING (then again), or its
   // READY or ERROR line, or EOF (it died).
   void ReadStartLine(const LeaseId& lease_id);
+  // After READY, for a worker that reports its constructor: its CONSTRUCTOR
+  // lines, until one says how the constructor ended (or EOF).
+  void ReadConstructionLine(const LeaseId& lease_id);
   void StartNow(const protocol::StartWorkerRequest& request, StartCallback done);
   // A start finished (ready, failed or killed): the next queued one may go.
   void StartEnded();
@@ -102,6 +113,7 @@ class WorkerPool {
   boost::asio::io_context& io_;
   Options options_;
   std::string object_address_;
+  ConstructionCallback on_construction_;
   std::map<LeaseId, Worker> workers_;
   struct Queued {
     protocol::StartWorkerRequest request;

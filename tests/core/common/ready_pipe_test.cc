@@ -1,6 +1,8 @@
 // The READY/ERROR start-up handshake.
 #include "common/ready_pipe.h"
 
+#include <fcntl.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <gtest/gtest.h>
@@ -83,6 +85,32 @@ TEST(ReadyPipe, FailWritesOneErrorLineWithNewlinesFlattened) {
   EXPECT_EQ(data, "ERROR port 6380 in use choose another with --port\n");
   std::map<std::string, std::string> fields;
   EXPECT_FALSE(ParseReadyLine(data, &fields));
+}
+
+TEST(ReadyPipe, KeptOpenAfterReadyItReportsMoreLinesUntilDestroyed) {
+  int fds[2];
+  ASSERT_EQ(pipe(fds), 0);
+  {
+    ReadyPipe ready(fds[1]);
+    ready.Ready({{"address", "tcp://127.0.0.1:9"}}, /*keep_open=*/true);
+    EXPECT_NE(fcntl(fds[1], F_GETFD) & FD_CLOEXEC, 0) << "a program it starts would hold it";
+    ready.Report(kConstructorBeganLine);
+    ready.Report(std::string(kConstructorFailedPrefix) + "bad\nweights");
+  }
+  EXPECT_EQ(ReadAll(fds[0]),
+            "READY address=tcp://127.0.0.1:9\nCONSTRUCTOR BEGAN\nCONSTRUCTOR FAILED bad weights\n");
+}
+
+TEST(ReadyPipe, AReportNobodyReadsDoesNotKillTheWriter) {
+  int fds[2];
+  ASSERT_EQ(pipe(fds), 0);
+  close(fds[0]);  // the agent is gone
+  ReadyPipe ready(fds[1]);
+  ready.Ready({}, /*keep_open=*/true);
+  ready.Report(kConstructorSucceededLine);  // SIGPIPE at its default would end this test
+  sigset_t pending;
+  sigpending(&pending);
+  EXPECT_FALSE(sigismember(&pending, SIGPIPE)) << "a SIGPIPE was left pending";
 }
 
 TEST(ReadyPipe, DestroyedWithoutWritingGivesEofWithNoLine) {

@@ -181,6 +181,40 @@ TEST_F(WorkerLoopTest, AnActorKeepsItsStateAcrossMessages) {
   EXPECT_EQ(std::string(results[2].value.bytes), Pack(16));
 }
 
+// A detached actor's worker reports its owner's constructor call (to its
+// agent, then the head): when it begins, and how it ends, once.
+TEST_F(WorkerLoopTest, TheConstructionObserverHearsTheConstructorBeginAndEndOnce) {
+  std::vector<std::string> heard;
+  loop_.SetConstructionObserver([&](bool began, const std::string& error) {
+    heard.push_back(began ? "began" : "ended:" + error);
+    if (began) {
+      EXPECT_EQ(sent_.size(), 1u) << "told after the constructor ran (only the task's reply)";
+    }
+  });
+  auto task = Request({{1, "Add", {Pack(1), Pack(2)}}});
+  loop_.Handle(task);
+  EXPECT_TRUE(heard.empty()) << "a task is no constructor";
+  auto create = Request({{2, "Counter::Create", {Pack(10)}, "actor-1", true}});
+  loop_.Handle(create);
+  EXPECT_EQ(heard, (std::vector<std::string>{"began", "ended:"}));
+  auto again = Request({{3, "Counter::Create", {Pack(10)}, "actor-1", true}});
+  loop_.Handle(again);
+  EXPECT_EQ(heard.size(), 2u) << "told only of the first constructor";
+}
+
+TEST_F(WorkerLoopTest, TheConstructionObserverHearsWhyAConstructorFailed) {
+  std::vector<std::string> heard;
+  loop_.SetConstructionObserver([&](bool began, const std::string& error) {
+    heard.push_back(began ? "began" : "ended:" + error);
+  });
+  // Wrong argument type: the constructor cannot run.
+  auto create = Request({{1, "Counter::Create", {Pack(std::string("ten"))}, "actor-1", true}});
+  loop_.Handle(create);
+  ASSERT_EQ(heard.size(), 2u);
+  EXPECT_EQ(heard[0], "began");
+  EXPECT_NE(heard[1].find("ended:ArgumentTypeError: "), std::string::npos) << heard[1];
+}
+
 // A detached actor the head restarts is constructed from a file before the
 // worker serves calls; the file is removed; a bad one fails with the reason.
 TEST_F(WorkerLoopTest, AnActorIsConstructedFromItsInitFile) {

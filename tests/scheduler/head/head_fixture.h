@@ -160,12 +160,14 @@ class HeadFixture : public ::testing::Test {
   // A lease granted by the head and started by the agent: its grant.
   protocol::RequestLeaseReply Lease(const JobId& job_id, ResourceMap resources,
                                     const std::string& group = "",
-                                    const std::string& owner = kDriver, bool detached = false) {
+                                    const std::string& owner = kDriver, bool detached = false,
+                                    const ActorId& actor_id = ActorId()) {
     protocol::RequestLeaseRequest req;
     req.job_id = job_id;
     req.resources = std::move(resources);
     req.for_actor = true;
     req.detached = detached;
+    req.actor_id = actor_id;
     req.placement_group_id = PlacementGroupId::FromWire(group);
     req.bundle_index = group.empty() ? -1 : 0;
     auto [type, bytes] = Send(req, owner, 50);

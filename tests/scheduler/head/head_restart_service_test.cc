@@ -118,6 +118,60 @@ TEST_F(HeadRestartTest, ANodeRejoinsAsItselfWithItsLiveLeasesAndTheRestIsStillTh
   EXPECT_EQ(again.gpu_ids, grant.gpu_ids) << "the freed device, never the group's";
 }
 
+// Detached actors the head took over from a driver killed during their
+// constructors: one it had named survives a head restart; one whose
+// constructor still ran has no name in the store, and its worker, which
+// nobody could reach or return, stops when its node rejoins.
+TEST_F(HeadRestartTest, ATakenOverActorTheHeadHadNotNamedStopsWhenItsNodeRejoins) {
+  auto joined = Call<protocol::RegisterNodeReply>(Hello(), kAgent, 1);
+  auto job = Call<protocol::RegisterDriverReply>(Driver(), kDriver, 2).job_id;
+  std::map<std::string, protocol::RequestLeaseReply> grants;
+  uint64_t id = 3;
+  for (const std::string name : {"made", "making"}) {
+    ActorId actor = ActorId::FromWire("actor-" + name);
+    protocol::RegisterActorRequest reserve;
+    reserve.actor.name = name;
+    reserve.actor.actor_id = actor;
+    reserve.actor.job_id = job;
+    reserve.actor.detached = true;
+    reserve.actor.starting = true;
+    Call<protocol::RegisterActorReply>(reserve, kDriver, id++);
+    grants[name] = Lease(job, {{"CPU", 1}}, "", kDriver, /*detached=*/true, actor);
+    protocol::ActorConstructionNotice began;
+    began.lease_id = grants[name].lease_id;
+    began.stage = protocol::ActorConstructionNotice::kBegan;
+    began.epoch = joined.epoch;
+    Send(began, kAgent, id++);
+  }
+  protocol::FinishJobRequest finish;  // the driver ends; both are taken over
+  finish.job_id = job;
+  Call<protocol::FinishJobReply>(finish, kDriver, id++);
+  protocol::ActorConstructionNotice done;
+  done.lease_id = grants["made"].lease_id;
+  done.stage = protocol::ActorConstructionNotice::kSucceeded;
+  done.epoch = joined.epoch;
+  Send(done, kAgent, id++);
+  sent_.clear();
+
+  StartHead();
+  protocol::RegisterNodeRequest rejoin = Hello();
+  rejoin.rejoin = true;
+  rejoin.previous_node_id = joined.node_id;
+  rejoin.previous_epoch = joined.epoch;
+  for (const auto& [name, grant] : grants) {
+    rejoin.live_leases.push_back({grant.lease_id, job, {{"CPU", 1}}, {}, 4242, false});
+  }
+  Call<protocol::RegisterNodeReply>(rejoin, kAgent, id++);
+  auto [to_agent, kill] = Take<protocol::KillWorkersRequest>();
+  EXPECT_EQ(kill.lease_ids, std::vector<LeaseId>{grants["making"].lease_id});
+  Call<protocol::RegisterDriverReply>(Driver(), "later-driver", id++);
+  protocol::GetActorRequest by_name;
+  by_name.name = "made";
+  EXPECT_EQ(Call<protocol::GetActorReply>(by_name, "later-driver", id++).actor.lease_id,
+            grants["made"].lease_id);
+  EXPECT_EQ(Status().nodes.at(0).available.at("CPU"), 3) << "the stopped one's CPU is free";
+}
+
 TEST_F(HeadRestartTest, ANodeThatDoesNotRejoinDiesAndTakesItsLeasesAndActorsAlong) {
   auto joined = Call<protocol::RegisterNodeReply>(Hello(), kAgent, 1);
   auto job = Call<protocol::RegisterDriverReply>(Driver(), kDriver, 2).job_id;

@@ -1283,7 +1283,15 @@ class HandOverTest : public LeaseManagerTest {
     req.for_actor = true;
     req.actor_id = ActorId::FromWire("actor-1");
     leases_.RequestLease("driver", 1, req);
-    lease_ = Started(TakeStart("agent-10.0.0.2"), "driver", 1).lease_id;
+    lease_ = Started(TakeStart("agent-10.0.0.2", &start_), "driver", 1).lease_id;
+  }
+  // What lease_'s worker says of its constructor, through its agent.
+  void Constructor(uint8_t stage, const std::string& error = "") {
+    protocol::ActorConstructionNotice notice;
+    notice.lease_id = lease_;
+    notice.stage = stage;
+    notice.error = error;
+    leases_.OnActorConstruction(notice);
   }
   protocol::ActorInfo HandOver(bool with_constructor) {
     protocol::ActorInfo info = Reservation("llm", "actor-1", job_, /*detached=*/true);
@@ -1301,6 +1309,7 @@ class HandOverTest : public LeaseManagerTest {
   }
   JobId job_;
   LeaseId lease_;
+  protocol::StartWorkerRequest start_;  // lease_'s
 };
 
 TEST_F(HandOverTest, AnActorBeingConstructedIsListedUnderItsReservedName) {
@@ -1427,6 +1436,111 @@ TEST_F(HandOverTest, AnActorNamedBeforeTheJobEndedIsNotTakenOver) {
   EXPECT_TRUE(KilledLeases(sent, "agent-10.0.0.2").empty());
   EXPECT_TRUE(OfType(sent, MessageType::kStartWorkerRequest).empty());
   EXPECT_EQ(leases_.GetActor("llm")->worker_address, "tcp://10.0.0.2:7000");
+}
+
+// The worker of a detached actor its owner constructs reports the
+// constructor (through its agent): a creator gone while it runs leaves the
+// actor to the head, which names that worker once it is made instead of
+// constructing it a second time.
+TEST_F(HandOverTest, ADetachedActorsWorkerIsAskedToReportItsConstructor) {
+  EXPECT_TRUE(start_.report_construction);
+  JobId other = NewJob();
+  leases_.RequestLease("driver-2", 1, Shape(other, {{"CPU", 1}}, /*detached=*/true));
+  protocol::StartWorkerRequest plain;
+  TakeStart("agent-10.0.0.2", &plain);
+  EXPECT_FALSE(plain.report_construction) << "not an actor";
+}
+
+TEST_F(HandOverTest, AnActorWhoseConstructorRunsIsTakenOverWithoutConstructingItAgain) {
+  ASSERT_TRUE(leases_.RegisterActor(HandOver(/*with_constructor=*/true), "driver").ok());
+  Constructor(protocol::ActorConstructionNotice::kBegan);
+  LookUp("llm", "later-job", 9, 60000);
+  leases_.FinishJob(job_, "its driver stopped heartbeating");
+  auto sent = Take();
+  EXPECT_TRUE(KilledLeases(sent, "agent-10.0.0.2").empty())
+      << "the worker running its constructor goes on";
+  EXPECT_TRUE(OfType(sent, MessageType::kStartWorkerRequest).empty()) << "no second construction";
+  EXPECT_TRUE(OfType(sent, MessageType::kGetActorReply).empty()) << "nothing to call yet";
+  auto reserved = leases_.GetActor("llm");
+  ASSERT_TRUE(reserved.ok()) << "the name went with the job";
+  EXPECT_TRUE(reserved->starting);
+  Constructor(protocol::ActorConstructionNotice::kSucceeded);
+  sent = Take();
+  ASSERT_EQ(sent.size(), 1u);
+  EXPECT_EQ(sent[0].peer, "later-job");
+  auto found = sent[0].As<protocol::GetActorReply>().actor;
+  EXPECT_FALSE(found.starting);
+  EXPECT_EQ(found.worker_address, "tcp://10.0.0.2:7000");
+  EXPECT_EQ(found.lease_id, lease_);
+  EXPECT_EQ(found.metadata, "meta-of-actor-1");
+  EXPECT_EQ(leases_.lease_count(), 1u);
+}
+
+TEST_F(HandOverTest, AConstructorThatEndedBeforeItsCreatorDiedIsNamedAtOnce) {
+  // Handed over at the driver's exit, as the driver had it: no constructor
+  // call is needed to take over an actor that is made already.
+  Constructor(protocol::ActorConstructionNotice::kBegan);
+  Constructor(protocol::ActorConstructionNotice::kSucceeded);
+  leases_.FinishJob(job_, "its driver finished", {HandOver(/*with_constructor=*/false)});
+  auto sent = Take();
+  EXPECT_TRUE(KilledLeases(sent, "agent-10.0.0.2").empty());
+  auto found = leases_.GetActor("llm");
+  ASSERT_TRUE(found.ok());
+  EXPECT_FALSE(found->starting);
+  EXPECT_EQ(found->worker_address, "tcp://10.0.0.2:7000");
+}
+
+TEST_F(HandOverTest, ATakenOverConstructorThatFailsFreesTheNameAndTheWorker) {
+  ASSERT_TRUE(leases_.RegisterActor(HandOver(/*with_constructor=*/true), "driver").ok());
+  Constructor(protocol::ActorConstructionNotice::kBegan);
+  leases_.FinishJob(job_, "its driver stopped heartbeating");
+  Take();
+  LookUp("llm", "later-job", 9, 60000);
+  Constructor(protocol::ActorConstructionNotice::kFailed, "std::runtime_error: no weights");
+  auto sent = Take();
+  EXPECT_EQ(KilledLeases(sent, "agent-10.0.0.2"), std::vector<LeaseId>{lease_});
+  EXPECT_TRUE(OfType(sent, MessageType::kStartWorkerRequest).empty())
+      << "a failed constructor is not retried";
+  auto replies = OfType(sent, MessageType::kErrorReply);
+  ASSERT_EQ(replies.size(), 1u) << "the waiting lookup hears the name is gone";
+  EXPECT_FALSE(leases_.GetActor("llm").ok());
+  EXPECT_EQ(leases_.lease_count(), 0u);
+}
+
+TEST_F(HandOverTest, ATakenOverActorWhoseWorkerDiesInItsConstructorIsRestarted) {
+  protocol::ActorInfo restartable = HandOver(/*with_constructor=*/true);
+  restartable.max_restarts = 1;
+  ASSERT_TRUE(leases_.RegisterActor(restartable, "driver").ok());
+  Constructor(protocol::ActorConstructionNotice::kBegan);
+  leases_.FinishJob(job_, "its driver stopped heartbeating");
+  Take();
+  protocol::ProcessExitedNotice exited;
+  exited.lease_id = lease_;
+  exited.pid = 4242;
+  exited.signal = 9;
+  exited.all_exited = true;
+  leases_.OnProcessExited(exited);
+  auto starts = OfType(Take(), MessageType::kStartWorkerRequest);
+  ASSERT_EQ(starts.size(), 1u) << "the head constructs it again";
+  EXPECT_EQ(starts[0].As<protocol::StartWorkerRequest>().init.function, "Model::Create");
+  auto found = leases_.GetActor("llm");
+  ASSERT_TRUE(found.ok());
+  EXPECT_FALSE(found->starting);
+  EXPECT_EQ(found->restarts_done, 1);
+}
+
+TEST_F(HandOverTest, AnOwnerThatNamesItsActorAfterATakeOverKeepsIt) {
+  // The driver went silent (a pause), not dead: it names its actor after all.
+  ASSERT_TRUE(leases_.RegisterActor(HandOver(/*with_constructor=*/true), "driver").ok());
+  Constructor(protocol::ActorConstructionNotice::kBegan);
+  leases_.FinishJob(job_, "its driver stopped heartbeating");
+  Take();
+  protocol::ActorInfo named = Actor("llm", job_, lease_, /*detached=*/true);
+  named.actor_id = ActorId::FromWire("actor-1");
+  ASSERT_TRUE(leases_.RegisterActor(named, "driver").ok());
+  Constructor(protocol::ActorConstructionNotice::kSucceeded);
+  EXPECT_TRUE(KilledLeases(Take(), "agent-10.0.0.2").empty());
+  EXPECT_EQ(leases_.GetActor("llm")->lease_id, lease_);
 }
 
 // An actor's worker or node dies while its owner lives: a restartable one

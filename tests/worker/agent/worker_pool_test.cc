@@ -10,6 +10,9 @@
 #include <filesystem>
 #include <functional>
 #include <chrono>
+#include <map>
+#include <string>
+#include <vector>
 
 namespace rayx::worker {
 namespace {
@@ -124,6 +127,56 @@ TEST_F(WorkerPoolTest, AConstructorThatFailsOrDiesFailsTheStart) {
   EXPECT_EQ(results_["lease-a"], "the constructor threw: no GPU");
   EXPECT_NE(results_["lease-b"].find("exited during start-up"), std::string::npos)
       << results_["lease-b"];
+}
+
+// A detached actor's worker (report_construction) keeps its start-up pipe
+// after READY and says when its owner's constructor call begins and ends;
+// the pool relays each line once, and a line it does not know ends the relay.
+TEST_F(WorkerPoolTest, AWorkerReportingItsConstructorIsRelayedAfterItIsReady) {
+  std::vector<protocol::ActorConstructionNotice> heard;
+  pool_->SetConstructionCallback(
+      [&](const protocol::ActorConstructionNotice& n) { heard.push_back(n); });
+  auto start = [&](const std::string& lease, const std::string& script) {
+    protocol::StartWorkerRequest req;
+    req.lease_id = LeaseId::FromWire(lease);
+    req.executable = "/bin/sh";
+    req.worker_args = {"-c", script};
+    req.report_construction = true;
+    pool_->Start(req, [this, lease](Result<protocol::StartWorkerReply> r) {
+      results_[lease] = r.ok() ? "ok" : r.status().message();
+    });
+  };
+  start("lease-ok",
+        "test \"$RAYX_WORKER_REPORT_CONSTRUCTION\" = 1 || exit 9; "
+        "echo READY address=tcp://127.0.0.1:9 >&3; echo 'CONSTRUCTOR BEGAN' >&3; sleep 0.2; "
+        "echo 'CONSTRUCTOR SUCCEEDED' >&3; echo 'CONSTRUCTOR FAILED too late' >&3; exec sleep 60");
+  start("lease-bad",
+        "printf 'READY address=tcp://127.0.0.1:9\\nCONSTRUCTOR BEGAN\\n"
+        "CONSTRUCTOR FAILED ValueError: no weights\\n' >&3; exec sleep 60");
+  ASSERT_TRUE(RunUntil([&] { return heard.size() >= 4; }, 5000)) << heard.size();
+  EXPECT_EQ(results_["lease-ok"], "ok");
+  EXPECT_EQ(results_["lease-bad"], "ok");
+  std::map<std::string, std::vector<std::string>> said;
+  for (const auto& n : heard) {
+    std::string lease = n.lease_id == LeaseId::FromWire("lease-ok") ? "ok" : "bad";
+    said[lease].push_back(std::to_string(n.stage) + (n.error.empty() ? "" : " " + n.error));
+  }
+  EXPECT_EQ(said["ok"], (std::vector<std::string>{"0", "1"}))
+      << "a line after the constructor's end is not relayed";
+  EXPECT_EQ(said["bad"], (std::vector<std::string>{"0", "2 ValueError: no weights"}));
+}
+
+TEST_F(WorkerPoolTest, AWorkerNotAskedToReportClosesItsPipeAtReady) {
+  bool heard = false;
+  pool_->SetConstructionCallback([&](const protocol::ActorConstructionNotice&) { heard = true; });
+  Start("lease-a",
+        "test -z \"$RAYX_WORKER_REPORT_CONSTRUCTION\" || exit 9; "
+        "echo READY address=tcp://127.0.0.1:9 >&3; sleep 0.2; "
+        "echo 'CONSTRUCTOR BEGAN' >&3 2>/dev/null; exec sleep 60");
+  ASSERT_TRUE(RunUntil([&] { return results_.count("lease-a") > 0; }, 5000));
+  EXPECT_EQ(results_["lease-a"], "ok");
+  RunUntil([&] { return heard; }, 500);
+  EXPECT_FALSE(heard);
 }
 
 TEST_F(WorkerPoolTest, AQueuedLeaseIsStillADuplicate) {

@@ -73,9 +73,17 @@ void ReadyPipe::Ready(const std::map<std::string, std::string>& fields, bool kee
     return;
   }
   WriteLine(line);
-  // What the program starts must not hold it: the pipe's end is this
-  // process's exit.
-  if (fd_ >= 0) ::fcntl(fd_, F_SETFD, FD_CLOEXEC);
+  if (fd_ < 0) return;
+  // Out of the way of the program's own descriptors (one that closes fd 3 and
+  // opens a file must not get these lines), and not inherited by what it
+  // starts: the pipe's end is this process's exit.
+  int high = ::fcntl(fd_, F_DUPFD_CLOEXEC, kReportFdFloor);
+  if (high >= 0) {
+    ::close(fd_);
+    fd_ = high;
+  } else {
+    ::fcntl(fd_, F_SETFD, FD_CLOEXEC);
+  }
 }
 
 void ReadyPipe::Fail(const std::string& message) { WriteAndClose("ERROR " + OneLine(message)); }

@@ -31,8 +31,11 @@ class ReadyPipe {
   ReadyPipe(const ReadyPipe&) = delete;
   ReadyPipe& operator=(const ReadyPipe&) = delete;
 
-  // `keep_open`: the pipe stays open (close-on-exec) for Report.
+  // `keep_open`: the pipe stays open for Report, close-on-exec and moved to a
+  // descriptor at or above kReportFdFloor.
+  static constexpr int kReportFdFloor = 200;
   void Ready(const std::map<std::string, std::string>& fields, bool keep_open = false);
+  int fd() const { return fd_; }
   void Fail(const std::string& message);
   // Writes the CONSTRUCTING line; Ready or Fail follows.
   void Constructing();

@@ -558,9 +558,11 @@ struct DriverExitedNotice {
 // agent -> head: the worker of lease `lease_id` (one started with
 // StartWorkerRequest::report_construction) began running its actor's
 // constructor, or it ended (`stage`). `error` says why a constructor failed.
+// kUnfollowed: the worker lives on but its reports stopped (its program
+// closed or wrote on the pipe): the head no longer waits for them.
 struct ActorConstructionNotice {
   static constexpr MessageType kType = MessageType::kActorConstructionNotice;
-  enum Stage : uint8_t { kBegan = 0, kSucceeded = 1, kFailed = 2 };
+  enum Stage : uint8_t { kBegan = 0, kSucceeded = 1, kFailed = 2, kUnfollowed = 3 };
   LeaseId lease_id;
   uint8_t stage = kBegan;
   std::string error;  // kFailed: the constructor's error, at most kMaxErrorBytes

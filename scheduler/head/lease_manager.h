@@ -333,7 +333,7 @@ class LeaseManager {
   // constructor succeeded, or frees the name when it failed.
   void Adopt(const std::string& name, Lease& lease, const std::string& cause);
   // The constructor of adopted `lease` ended (lease.construction says how).
-  void FinishAdoption(const LeaseId& lease_id);
+  void FinishAdoption(LeaseId lease_id);  // a copy: the lease may end here
   // `lease_id` ended (`cause`): if its actor was adopted and still being
   // constructed, it is created again (as after any restartable loss) or its
   // name freed.
@@ -375,6 +375,8 @@ class LeaseManager {
   struct Adoption {
     std::string name;
     ActorId actor_id;
+    Owner creator;  // the lease's owner before: it keeps it if it names the actor after all
+    bool unfollowed = false;  // its worker's reports stopped: the head ends it itself
   };
   std::unordered_map<LeaseId, Adoption> adopting_;
   ActorNameWaits actor_waits_;

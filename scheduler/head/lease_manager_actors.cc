@@ -51,7 +51,9 @@ void LeaseManager::ForgetActorsOf(const LeaseId& lease_id) {
 void LeaseManager::EraseName(std::map<std::string, protocol::ActorInfo>::iterator it) {
   std::string name = it->first;
   if (it->second.starting) {
-    reserved_by_.erase(name);
+    // Only a reservation the head took over (Adopt) has no creator, and only
+    // such a one is stored.
+    if (reserved_by_.erase(name) == 0 && store_) store_->DeleteActor(name);
   } else if (store_) {
     store_->DeleteActor(name);
   }
@@ -192,9 +194,17 @@ void LeaseManager::CreatorGone(const std::string& name, const std::string& cause
 void LeaseManager::Adopt(const std::string& name, Lease& lease, const std::string& cause) {
   if (adopting_.count(lease.lease_id)) return;  // already
   reserved_by_.erase(name);  // its creator is gone; the head finishes it
+  adopting_[lease.lease_id] = Adoption{name, lease.actor_id, lease.owner};
   lease.owner = Owner{Requester{}, /*head=*/true};
   SaveLease(lease);
-  adopting_[lease.lease_id] = Adoption{name, lease.actor_id};
+  // Should the head restart meanwhile, the next one creates the actor again
+  // (its worker, which no stored name points at, is stopped at rejoin).
+  auto entry = named_actors_.find(name);
+  if (store_ && entry != named_actors_.end() && !entry->second.restart_request.empty()) {
+    protocol::ActorInfo restartable = entry->second;
+    restartable.starting = false;
+    store_->PutActor(restartable);
+  }
   RAYX_LOG(Info) << "detached actor '" << name << "': " << cause
                  << "; the head takes over its worker pid " << lease.pid << ", whose constructor "
                  << (lease.construction == Lease::Construction::kBegan ? "still runs"
@@ -202,7 +212,7 @@ void LeaseManager::Adopt(const std::string& name, Lease& lease, const std::strin
   if (lease.construction != Lease::Construction::kBegan) FinishAdoption(lease.lease_id);
 }
 
-void LeaseManager::FinishAdoption(const LeaseId& lease_id) {
+void LeaseManager::FinishAdoption(LeaseId lease_id) {
   auto adopted = adopting_.find(lease_id);
   auto lease = leases_.find(lease_id);
   if (adopted == adopting_.end() || lease == leases_.end()) return;
@@ -210,7 +220,10 @@ void LeaseManager::FinishAdoption(const LeaseId& lease_id) {
   adopting_.erase(adopted);
   auto it = named_actors_.find(adoption.name);
   if (it != named_actors_.end() && !it->second.starting && it->second.lease_id == lease_id) {
-    return;  // its creator was not gone after all and named it itself
+    // Its creator was not gone after all and named it itself: its lease again.
+    lease->second.owner = adoption.creator;
+    SaveLease(lease->second);
+    return;
   }
   if (it == named_actors_.end() || !it->second.starting ||
       it->second.actor_id != adoption.actor_id) {
@@ -250,6 +263,22 @@ void LeaseManager::AdoptionLost(const LeaseId& lease_id, const std::string& caus
     return;
   }
   protocol::ActorInfo info = it->second;
+  if (adoption.unfollowed) {
+    // Stopped by the head itself, not the actor's failure: created again as
+    // for any creator gone before its constructor (not a restart).
+    info.starting = false;
+    named_actors_.erase(it);
+    if (info.restart_request.empty()) {
+      RAYX_LOG(Warning) << "detached actor '" << adoption.name << "' (" << info.class_name
+                        << "): " << cause << ", and its constructor's arguments cannot outlive "
+                        << "its job; its name is freed";
+      if (store_) store_->DeleteActor(adoption.name);
+      NameChanged(adoption.name);
+      return;
+    }
+    RestartActor(std::move(info), cause, /*count=*/false);
+    return;
+  }
   std::string why = "its worker ended while its constructor ran (" + cause + ")";
   if (info.restart_request.empty() || info.max_restarts == 0) {
     RAYX_LOG(Warning) << "detached actor '" << adoption.name << "' (" << info.class_name
@@ -280,6 +309,16 @@ void LeaseManager::OnActorConstruction(const protocol::ActorConstructionNotice& 
       lease.construction_error =
           notice.error.substr(0, protocol::ActorConstructionNotice::kMaxErrorBytes);
       break;
+    case protocol::ActorConstructionNotice::kUnfollowed:
+      lease.construction = Lease::Construction::kUnknown;
+      if (auto adopted = adopting_.find(notice.lease_id); adopted != adopting_.end()) {
+        // Its end would never be heard: created again (or its name freed),
+        // as when a creator goes before its worker reported anything.
+        adopted->second.unfollowed = true;
+        EndLease(LeaseId(notice.lease_id), /*kill_worker=*/true,
+                 "its constructor could no longer be followed");
+      }
+      return;
     default:
       return;  // a stage this head does not know
   }

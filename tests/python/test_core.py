@@ -2,6 +2,7 @@
 objects, errors, crashes, placement groups, fake GPUs, zero-copy gets."""
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -1054,6 +1055,16 @@ def test_a_detached_actor_whose_driver_is_killed_during_its_constructor_is_made_
     wait_until(lambda: _gone(pid), 10, "the killed actor's worker to exit")
 
 
+def _head_log(cluster):
+    """The head's log of the test cluster, as it is now."""
+    text = ""
+    for root, _, files in os.walk(cluster.temp_dir):
+        if "head.log" in files and os.path.basename(root) == "logs":
+            with open(os.path.join(root, "head.log"), errors="replace") as f:
+                text += f.read()
+    return text
+
+
 def test_a_taken_over_actor_whose_worker_dies_in_its_constructor_is_restarted(
         rayx_mod, cluster, tmp_path):
     rayx = rayx_mod
@@ -1061,10 +1072,16 @@ def test_a_taken_over_actor_whose_worker_dies_in_its_constructor_is_restarted(
     first, _ = _driver_killed_during_constructor(cluster, log, "py-restarted-model", "detached",
                                                  600, cls="_SlowFirst", max_restarts=1)
     h = rayx.get_actor("py-restarted-model")  # found while its constructor runs
+    wait_until(lambda: "detached actor 'py-restarted-model': its job ended" in _head_log(cluster)
+               and "the head takes over its worker" in _head_log(cluster), 30,
+               "the head to take the actor over from its killed driver")
     os.kill(first, signal.SIGKILL)
     pid = rayx.get(h.pid.remote(), timeout=60)
     assert pid != first
     assert [int(p) for p in log.read_text().split()] == [first, pid]
+    assert re.search(r"'py-restarted-model' \([^)]*\): its worker ended while its constructor "
+                     r"ran .* the head restarts it \(restart 1", _head_log(cluster)), \
+        "not restarted as a taken-over actor"
     rayx.kill(h)
     wait_until(lambda: _gone(pid), 10, "the killed actor's worker to exit")
 

@@ -8,8 +8,10 @@
 #include <unistd.h>
 
 #include <boost/asio/post.hpp>
+#include <boost/asio/error.hpp>
 #include <boost/asio/read_until.hpp>
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <fstream>
 #include <thread>
@@ -248,14 +250,33 @@ void WorkerPool::ReadConstructionLine(const LeaseId& lease_id) {
       start->pipe, start->buffer, '\n',
       [this, lease_id, start, guard = std::weak_ptr<int>(alive_)](
           const boost::system::error_code& ec, size_t) {
-        if (guard.expired() || ec) return;  // the pool is gone, or the worker (EOF)
+        if (guard.expired() || ec == boost::asio::error::operation_aborted) return;
         auto it = workers_.find(lease_id);
-        if (it == workers_.end() || !it->second.ready) return;
+        if (it == workers_.end() || !it->second.ready || !start->pipe.is_open()) return;
+        Worker& worker = it->second;
+        protocol::ActorConstructionNotice notice;
+        notice.lease_id = lease_id;
+        if (ec == boost::asio::error::eof) {
+          // The worker exits (its exit notice follows), or its program closed
+          // the pipe: if it still runs a while later, nobody follows it.
+          pid_t pid = worker.pid;
+          worker.timer->expires_after(std::chrono::milliseconds(kUnfollowedAfterEofMs));
+          worker.timer->async_wait([this, lease_id, pid, guard = std::weak_ptr<int>(alive_)](
+                                       const boost::system::error_code& waited) {
+            if (waited || guard.expired()) return;
+            auto w = workers_.find(lease_id);
+            if (w == workers_.end() || w->second.pid != pid) return;  // it exited
+            StopFollowing(lease_id, "closed its start-up pipe");
+          });
+          return;
+        }
+        if (ec) {
+          StopFollowing(lease_id, "wrote an overlong line on its start-up pipe");
+          return;
+        }
         std::string line;
         std::istream in(&start->buffer);
         std::getline(in, line);
-        protocol::ActorConstructionNotice notice;
-        notice.lease_id = lease_id;
         if (line == kConstructorBeganLine) {
           notice.stage = protocol::ActorConstructionNotice::kBegan;
         } else if (line == kConstructorSucceededLine) {
@@ -264,12 +285,7 @@ void WorkerPool::ReadConstructionLine(const LeaseId& lease_id) {
           notice.stage = protocol::ActorConstructionNotice::kFailed;
           notice.error = line.substr(std::strlen(kConstructorFailedPrefix));
         } else {
-          // Not rayx's: the user's program wrote on it. Nothing more is read.
-          RAYX_LOG(Warning) << "worker pid " << it->second.pid << " of lease " << lease_id.Short()
-                            << " wrote an unknown line on its start-up pipe; its constructor "
-                               "is no longer followed";
-          boost::system::error_code ignored;
-          start->pipe.close(ignored);
+          StopFollowing(lease_id, "wrote an unknown line on its start-up pipe");
           return;
         }
         if (on_construction_) on_construction_(notice);
@@ -280,6 +296,19 @@ void WorkerPool::ReadConstructionLine(const LeaseId& lease_id) {
           start->pipe.close(ignored);  // said all it will say
         }
       });
+}
+
+void WorkerPool::StopFollowing(const LeaseId& lease_id, const std::string& why) {
+  auto it = workers_.find(lease_id);
+  if (it == workers_.end()) return;
+  RAYX_LOG(Warning) << "worker pid " << it->second.pid << " of lease " << lease_id.Short() << " "
+                    << why << "; its constructor is no longer followed";
+  boost::system::error_code ignored;
+  it->second.start->pipe.close(ignored);
+  protocol::ActorConstructionNotice notice;
+  notice.lease_id = lease_id;
+  notice.stage = protocol::ActorConstructionNotice::kUnfollowed;
+  if (on_construction_) on_construction_(notice);
 }
 
 void WorkerPool::FinishStart(const LeaseId& lease_id, Result<protocol::StartWorkerReply> result) {

@@ -51,6 +51,10 @@ class WorkerPool {
   // filled in).
   using ConstructionCallback = std::function<void(const protocol::ActorConstructionNotice&)>;
 
+  // EOF on a reporting worker's pipe: how long its exit may take to be seen
+  // before it counts as a worker that closed the pipe and lives on.
+  static constexpr int64_t kUnfollowedAfterEofMs = 2000;
+
   WorkerPool(boost::asio::io_context& io, Options options);
   void SetConstructionCallback(ConstructionCallback callback) {
     on_construction_ = std::move(callback);
@@ -105,6 +109,9 @@ class WorkerPool {
   // After READY, for a worker that reports its constructor: its CONSTRUCTOR
   // lines, until one says how the constructor ended (or EOF).
   void ReadConstructionLine(const LeaseId& lease_id);
+  // The worker of `lease_id` lives on but its reports cannot be read any
+  // more (`why`): the head hears so (kUnfollowed) and stops waiting for them.
+  void StopFollowing(const LeaseId& lease_id, const std::string& why);
   void StartNow(const protocol::StartWorkerRequest& request, StartCallback done);
   // A start finished (ready, failed or killed): the next queued one may go.
   void StartEnded();

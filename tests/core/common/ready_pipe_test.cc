@@ -93,7 +93,9 @@ TEST(ReadyPipe, KeptOpenAfterReadyItReportsMoreLinesUntilDestroyed) {
   {
     ReadyPipe ready(fds[1]);
     ready.Ready({{"address", "tcp://127.0.0.1:9"}}, /*keep_open=*/true);
-    EXPECT_NE(fcntl(fds[1], F_GETFD) & FD_CLOEXEC, 0) << "a program it starts would hold it";
+    EXPECT_EQ(fcntl(fds[1], F_GETFD), -1) << "the low descriptor is the program's again";
+    EXPECT_GE(ready.fd(), ReadyPipe::kReportFdFloor);
+    EXPECT_NE(fcntl(ready.fd(), F_GETFD) & FD_CLOEXEC, 0) << "a program it starts would hold it";
     ready.Report(kConstructorBeganLine);
     ready.Report(std::string(kConstructorFailedPrefix) + "bad\nweights");
   }

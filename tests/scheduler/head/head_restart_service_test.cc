@@ -120,9 +120,10 @@ TEST_F(HeadRestartTest, ANodeRejoinsAsItselfWithItsLiveLeasesAndTheRestIsStillTh
 
 // Detached actors the head took over from a driver killed during their
 // constructors: one it had named survives a head restart; one whose
-// constructor still ran has no name in the store, and its worker, which
-// nobody could reach or return, stops when its node rejoins.
-TEST_F(HeadRestartTest, ATakenOverActorTheHeadHadNotNamedStopsWhenItsNodeRejoins) {
+// constructor still ran is created again by the restarted head from its
+// stored constructor call, and its first worker, which nobody could reach or
+// return, stops when its node rejoins.
+TEST_F(HeadRestartTest, ATakenOverActorTheHeadHadNotNamedIsCreatedAgainAfterARestart) {
   auto joined = Call<protocol::RegisterNodeReply>(Hello(), kAgent, 1);
   auto job = Call<protocol::RegisterDriverReply>(Driver(), kDriver, 2).job_id;
   std::map<std::string, protocol::RequestLeaseReply> grants;
@@ -135,6 +136,14 @@ TEST_F(HeadRestartTest, ATakenOverActorTheHeadHadNotNamedStopsWhenItsNodeRejoins
     reserve.actor.job_id = job;
     reserve.actor.detached = true;
     reserve.actor.starting = true;
+    protocol::RequestLeaseRequest again;  // its constructor call, sent with the reservation
+    again.job_id = job;
+    again.resources = {{"CPU", 1}};
+    again.for_actor = true;
+    again.detached = true;
+    again.actor_id = actor;
+    again.init = {"Model::Create", actor, {"weights-of-" + name}};
+    reserve.actor.restart_request = protocol::Encode(again);
     Call<protocol::RegisterActorReply>(reserve, kDriver, id++);
     grants[name] = Lease(job, {{"CPU", 1}}, "", kDriver, /*detached=*/true, actor);
     protocol::ActorConstructionNotice began;
@@ -164,12 +173,16 @@ TEST_F(HeadRestartTest, ATakenOverActorTheHeadHadNotNamedStopsWhenItsNodeRejoins
   Call<protocol::RegisterNodeReply>(rejoin, kAgent, id++);
   auto [to_agent, kill] = Take<protocol::KillWorkersRequest>();
   EXPECT_EQ(kill.lease_ids, std::vector<LeaseId>{grants["making"].lease_id});
+  auto [restart_to, restart] = Take<protocol::StartWorkerRequest>();
+  EXPECT_EQ(restart.init.args, std::vector<std::string>{"weights-of-making"})
+      << "the restarted head creates the one it had not named yet";
   Call<protocol::RegisterDriverReply>(Driver(), "later-driver", id++);
   protocol::GetActorRequest by_name;
   by_name.name = "made";
   EXPECT_EQ(Call<protocol::GetActorReply>(by_name, "later-driver", id++).actor.lease_id,
             grants["made"].lease_id);
-  EXPECT_EQ(Status().nodes.at(0).available.at("CPU"), 3) << "the stopped one's CPU is free";
+  EXPECT_EQ(Status().nodes.at(0).available.at("CPU"), 2)
+      << "the named one and the new worker hold one each; the stopped one's is free";
 }
 
 TEST_F(HeadRestartTest, ANodeThatDoesNotRejoinDiesAndTakesItsLeasesAndActorsAlong) {

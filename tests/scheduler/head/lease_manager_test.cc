@@ -1490,6 +1490,45 @@ TEST_F(HandOverTest, AConstructorThatEndedBeforeItsCreatorDiedIsNamedAtOnce) {
   EXPECT_EQ(found->worker_address, "tcp://10.0.0.2:7000");
 }
 
+TEST_F(HandOverTest, AConstructorThatFailedBeforeItsCreatorDiedFreesItsNameAtOnce) {
+  ASSERT_TRUE(leases_.RegisterActor(HandOver(/*with_constructor=*/true), "driver").ok());
+  Constructor(protocol::ActorConstructionNotice::kBegan);
+  Constructor(protocol::ActorConstructionNotice::kFailed, "std::runtime_error: no weights");
+  leases_.FinishJob(job_, "its driver stopped heartbeating");
+  auto sent = Take();
+  EXPECT_EQ(KilledLeases(sent, "agent-10.0.0.2"), std::vector<LeaseId>{lease_});
+  EXPECT_TRUE(OfType(sent, MessageType::kStartWorkerRequest).empty());
+  EXPECT_FALSE(leases_.GetActor("llm").ok());
+  EXPECT_EQ(leases_.lease_count(), 0u);
+}
+
+TEST_F(HandOverTest, ATakenOverConstructorThatCanNoLongerBeFollowedIsCreatedAgain) {
+  ASSERT_TRUE(leases_.RegisterActor(HandOver(/*with_constructor=*/true), "driver").ok());
+  Constructor(protocol::ActorConstructionNotice::kBegan);
+  leases_.FinishJob(job_, "its driver stopped heartbeating");
+  Take();
+  // Its program closed the pipe: its end would never be heard.
+  Constructor(protocol::ActorConstructionNotice::kUnfollowed);
+  auto sent = Take();
+  EXPECT_EQ(KilledLeases(sent, "agent-10.0.0.2"), std::vector<LeaseId>{lease_});
+  auto starts = OfType(sent, MessageType::kStartWorkerRequest);
+  ASSERT_EQ(starts.size(), 1u) << "the name would wait for good";
+  EXPECT_EQ(starts[0].As<protocol::StartWorkerRequest>().init.function, "Model::Create");
+  ASSERT_TRUE(leases_.GetActor("llm").ok());
+  EXPECT_FALSE(leases_.GetActor("llm")->starting);
+}
+
+TEST_F(HandOverTest, AnUnfollowedConstructorIsConstructedAgainIfItsCreatorGoesLater) {
+  ASSERT_TRUE(leases_.RegisterActor(HandOver(/*with_constructor=*/true), "driver").ok());
+  Constructor(protocol::ActorConstructionNotice::kBegan);
+  Constructor(protocol::ActorConstructionNotice::kUnfollowed);
+  leases_.FinishJob(job_, "its driver stopped heartbeating");
+  auto sent = Take();
+  EXPECT_EQ(KilledLeases(sent, "agent-10.0.0.2"), std::vector<LeaseId>{lease_})
+      << "not taken over: its end would never be heard";
+  EXPECT_EQ(OfType(sent, MessageType::kStartWorkerRequest).size(), 1u);
+}
+
 TEST_F(HandOverTest, ATakenOverConstructorThatFailsFreesTheNameAndTheWorker) {
   ASSERT_TRUE(leases_.RegisterActor(HandOver(/*with_constructor=*/true), "driver").ok());
   Constructor(protocol::ActorConstructionNotice::kBegan);

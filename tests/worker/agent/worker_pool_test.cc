@@ -166,6 +166,56 @@ TEST_F(WorkerPoolTest, AWorkerReportingItsConstructorIsRelayedAfterItIsReady) {
   EXPECT_EQ(said["bad"], (std::vector<std::string>{"0", "2 ValueError: no weights"}));
 }
 
+// A worker whose program writes on the pipe, or closes it and lives on, is
+// no longer followed, and the head hears so (it must not wait for good).
+TEST_F(WorkerPoolTest, AReportingWorkerThatCannotBeFollowedAnyMoreIsSaidToBe) {
+  std::map<std::string, std::vector<int>> stages;
+  pool_->SetConstructionCallback([&](const protocol::ActorConstructionNotice& n) {
+    stages[n.lease_id == LeaseId::FromWire("lease-noise") ? "noise" : "closed"].push_back(
+        n.stage);
+  });
+  for (const auto& [lease, script] : std::vector<std::pair<std::string, std::string>>{
+           {"lease-noise",
+            "echo READY address=tcp://127.0.0.1:9 >&3; echo 'CONSTRUCTOR BEGAN' >&3; "
+            "echo 'progress: 10%' >&3; echo 'CONSTRUCTOR SUCCEEDED' >&3; exec sleep 60"},
+           {"lease-closed",
+            "echo READY address=tcp://127.0.0.1:9 >&3; exec 3>&-; exec sleep 60"}}) {
+    protocol::StartWorkerRequest req;
+    req.lease_id = LeaseId::FromWire(lease);
+    req.executable = "/bin/sh";
+    req.worker_args = {"-c", script};
+    req.report_construction = true;
+    pool_->Start(req, [](Result<protocol::StartWorkerReply>) {});
+  }
+  ASSERT_TRUE(RunUntil([&] { return stages["noise"].size() >= 2 && !stages["closed"].empty(); },
+                       WorkerPool::kUnfollowedAfterEofMs + 5000));
+  EXPECT_EQ(stages["noise"], (std::vector<int>{protocol::ActorConstructionNotice::kBegan,
+                                               protocol::ActorConstructionNotice::kUnfollowed}));
+  EXPECT_EQ(stages["closed"], std::vector<int>{protocol::ActorConstructionNotice::kUnfollowed});
+}
+
+// A worker that exits after READY is not said to be unfollowed: its exit
+// tells the head.
+TEST_F(WorkerPoolTest, AReportingWorkerThatExitsIsNotSaidToBeUnfollowed) {
+  bool heard = false;
+  pool_->SetConstructionCallback([&](const protocol::ActorConstructionNotice&) { heard = true; });
+  protocol::StartWorkerRequest req;
+  req.lease_id = LeaseId::FromWire("lease-a");
+  req.executable = "/bin/sh";
+  req.worker_args = {"-c", "echo READY address=tcp://127.0.0.1:9 >&3; exit 0"};
+  req.report_construction = true;
+  pid_t pid = 0;
+  pool_->Start(req, [&](Result<protocol::StartWorkerReply> r) {
+    if (r.ok()) pid = r->worker_pid;
+  });
+  ASSERT_TRUE(RunUntil([&] { return pid > 0; }, 5000));
+  int status = 0;
+  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  EXPECT_EQ(pool_->OnChildExit(pid, status), WorkerPool::ChildExit::kRunning);
+  RunUntil([&] { return heard; }, WorkerPool::kUnfollowedAfterEofMs + 500);
+  EXPECT_FALSE(heard);
+}
+
 TEST_F(WorkerPoolTest, AWorkerNotAskedToReportClosesItsPipeAtReady) {
   bool heard = false;
   pool_->SetConstructionCallback([&](const protocol::ActorConstructionNotice&) { heard = true; });

@@ -188,6 +188,18 @@ class LeaseManagerTest : public ::testing::Test {
     return actor;
   }
 
+  // The worker of `lease` (pid 4242) was killed by `signal` (SIGKILL), or with
+  // signal 0 exited with `exit_code`, as its agent reports.
+  void WorkerKilled(const LeaseId& lease, int signal = 9, int exit_code = 0) {
+    protocol::ProcessExitedNotice exited;
+    exited.lease_id = lease;
+    exited.pid = 4242;
+    exited.signal = signal;
+    exited.exit_code = exit_code;
+    exited.all_exited = true;
+    leases_.OnProcessExited(exited);
+  }
+
   // Registers detached actor "keeper" on `lease`, which the head may restart
   // (a restart request for Counter::Create with `max_restarts`), and ends
   // its job: its owner is gone.
@@ -742,12 +754,7 @@ TEST_F(LeaseManagerTest, TheHeadRestartsADetachedActorWhoseOwnerIsGone) {
   LeaseId lease = Grant(job, {{"CPU", 1}}, "agent-10.0.0.2", 1, /*detached=*/true);
   OrphanRestartable(job, lease, /*max_restarts=*/1, {"\x07"});
 
-  protocol::ProcessExitedNotice exited;
-  exited.lease_id = lease;
-  exited.pid = 4242;
-  exited.signal = 9;
-  exited.all_exited = true;
-  leases_.OnProcessExited(exited);
+  WorkerKilled(lease);
   protocol::StartWorkerRequest start;
   uint64_t start_id = 0;
   for (const Sent& sent : Take()) {
@@ -777,8 +784,7 @@ TEST_F(LeaseManagerTest, TheHeadRestartsADetachedActorWhoseOwnerIsGone) {
   EXPECT_EQ(Available(node, "CPU"), 1);
 
   // Its restarts are spent: the next death ends it, name and resources.
-  exited.lease_id = restarted->lease_id;
-  leases_.OnProcessExited(exited);
+  WorkerKilled(restarted->lease_id);
   EXPECT_EQ(OfType(Take(), MessageType::kStartWorkerRequest).size(), 0u);
   EXPECT_EQ(leases_.GetActor("keeper").status().code(), StatusCode::kNotFound);
   EXPECT_EQ(Available(node, "CPU"), 2);
@@ -857,12 +863,7 @@ TEST_F(LeaseManagerTest, AWorkerThatExitsByItselfEndsItsLeaseAndTellsItsOwner) {
   ASSERT_TRUE(leases_.RegisterActor(Actor("keeper", job, detached, true)).ok());
   EXPECT_EQ(Available(node, "CPU"), 0);
 
-  protocol::ProcessExitedNotice exited;
-  exited.lease_id = attached;
-  exited.pid = 4242;
-  exited.signal = 9;
-  exited.all_exited = true;
-  leases_.OnProcessExited(exited);
+  WorkerKilled(attached);
   auto sent = Take();
   ASSERT_EQ(sent.size(), 1u);
   EXPECT_EQ(sent[0].peer, "driver");
@@ -878,15 +879,12 @@ TEST_F(LeaseManagerTest, AWorkerThatExitsByItselfEndsItsLeaseAndTellsItsOwner) {
   // its name is gone, though no owner is left to return the lease.
   leases_.FinishJob(job, "done");
   Take();
-  exited.lease_id = detached;
-  exited.signal = 0;
-  exited.exit_code = 3;
-  leases_.OnProcessExited(exited);
+  WorkerKilled(detached, /*signal=*/0, /*exit_code=*/3);
   EXPECT_EQ(Available(node, "CPU"), 2);
   EXPECT_EQ(leases_.lease_count(), 0u);
   EXPECT_EQ(leases_.GetActor("keeper").status().code(), StatusCode::kNotFound);
   // A second notice for the same lease changes nothing.
-  leases_.OnProcessExited(exited);
+  WorkerKilled(detached, /*signal=*/0, /*exit_code=*/3);
   EXPECT_EQ(Available(node, "CPU"), 2);
 }
 
@@ -1307,6 +1305,13 @@ class HandOverTest : public LeaseManagerTest {
     }
     return info;
   }
+  // `sent` stopped lease_'s worker and started no other; name and lease are gone.
+  void ExpectStoppedForGood(const std::vector<Sent>& sent) {
+    EXPECT_EQ(KilledLeases(sent, "agent-10.0.0.2"), std::vector<LeaseId>{lease_});
+    EXPECT_TRUE(OfType(sent, MessageType::kStartWorkerRequest).empty());
+    EXPECT_FALSE(leases_.GetActor("llm").ok());
+    EXPECT_EQ(leases_.lease_count(), 0u);
+  }
   JobId job_;
   LeaseId lease_;
   protocol::StartWorkerRequest start_;  // lease_'s
@@ -1350,11 +1355,7 @@ TEST_F(HandOverTest, TheHeadCreatesAHandedOverActorAgainAndNamesItsWorker) {
 
 TEST_F(HandOverTest, AHandedOverActorWhoseArgumentsCannotOutliveTheJobStops) {
   leases_.FinishJob(job_, "its driver finished", {HandOver(/*with_constructor=*/false)});
-  auto sent = Take();
-  EXPECT_EQ(KilledLeases(sent, "agent-10.0.0.2"), std::vector<LeaseId>{lease_});
-  EXPECT_TRUE(OfType(sent, MessageType::kStartWorkerRequest).empty());
-  EXPECT_FALSE(leases_.GetActor("llm").ok());
-  EXPECT_EQ(leases_.lease_count(), 0u);
+  ExpectStoppedForGood(Take());
 }
 
 TEST_F(HandOverTest, ADetachedActorNotHandedOverStopsWithItsJob) {
@@ -1495,11 +1496,7 @@ TEST_F(HandOverTest, AConstructorThatFailedBeforeItsCreatorDiedFreesItsNameAtOnc
   Constructor(protocol::ActorConstructionNotice::kBegan);
   Constructor(protocol::ActorConstructionNotice::kFailed, "std::runtime_error: no weights");
   leases_.FinishJob(job_, "its driver stopped heartbeating");
-  auto sent = Take();
-  EXPECT_EQ(KilledLeases(sent, "agent-10.0.0.2"), std::vector<LeaseId>{lease_});
-  EXPECT_TRUE(OfType(sent, MessageType::kStartWorkerRequest).empty());
-  EXPECT_FALSE(leases_.GetActor("llm").ok());
-  EXPECT_EQ(leases_.lease_count(), 0u);
+  ExpectStoppedForGood(Take());
 }
 
 TEST_F(HandOverTest, ATakenOverConstructorThatCanNoLongerBeFollowedIsCreatedAgain) {
@@ -1553,12 +1550,7 @@ TEST_F(HandOverTest, ATakenOverActorWhoseWorkerDiesInItsConstructorIsRestarted) 
   Constructor(protocol::ActorConstructionNotice::kBegan);
   leases_.FinishJob(job_, "its driver stopped heartbeating");
   Take();
-  protocol::ProcessExitedNotice exited;
-  exited.lease_id = lease_;
-  exited.pid = 4242;
-  exited.signal = 9;
-  exited.all_exited = true;
-  leases_.OnProcessExited(exited);
+  WorkerKilled(lease_);
   auto starts = OfType(Take(), MessageType::kStartWorkerRequest);
   ASSERT_EQ(starts.size(), 1u) << "the head constructs it again";
   EXPECT_EQ(starts[0].As<protocol::StartWorkerRequest>().init.function, "Model::Create");

@@ -154,46 +154,41 @@ void LeaseManager::OnNodeRejoined(const NodeId& node, const std::string& agent_p
     }
     const StoredLease& s = *found->second;
     by_id.erase(found);
-    if (s.owner_head && s.for_actor && !named_leases.has_value()) {
+    auto job = jobs_.find(s.job_id);
+    bool job_alive = job != jobs_.end() && !job->second.finished;
+    if (s.owner_head && s.for_actor && !named_leases) {
       named_leases.emplace();
       for (const auto& [name, actor] : named_actors_) named_leases->insert(actor.lease_id);
     }
+    // Why its live worker is stopped, if it is: for the log, and for the lease
+    // end observer. Decided before its resources are booked again.
+    const char* stop = nullptr;
+    const char* cause = nullptr;
     if (s.owner_head && s.for_actor && !named_leases->count(s.lease_id)) {
       // An actor the head itself owned (taken over from a creator that was
       // gone, or restarted) that the previous head died before naming:
       // nobody could reach it or return its lease.
-      RAYX_LOG(Warning) << "lease " << s.lease_id.Short() << " on rejoined node " << node.Short()
-                        << ": the previous head had not named its actor yet; stopping its worker";
-      if (store_) store_->DeleteLease(s.lease_id);
-      EndHostedLeases(s.lease_id);
-      if (lease_end_observer_) {
-        lease_end_observer_(s.lease_id, "the head restarted before it named the actor",
-                            /*job_ended=*/false);
-      }
-      kill.push_back(s.lease_id);
-      continue;
+      stop = "the previous head had not named its actor yet";
+      cause = "the head restarted before it named the actor";
+    } else if (!job_alive && !s.detached) {
+      stop = "its job ended";
+      cause = "its job ended while the head was down";
+    } else if (!(s.group_id.IsNil()
+                     ? nodes_.AcquireExact(node, report.resources, report.gpu_ids)
+                     : groups_.AcquireExact(s.group_id, s.bundle_index, report.resources,
+                                            report.gpu_ids))) {
+      // What the live worker holds, as its agent says, is not free.
+      stop = "its resources are not free in the head's books";
+      cause = "its node rejoined the restarted head, which stopped it";
     }
-    auto job = jobs_.find(s.job_id);
-    bool job_alive = job != jobs_.end() && !job->second.finished;
-    // What the live worker holds, as its agent says (resources and devices).
-    bool accounted =
-        s.group_id.IsNil()
-            ? nodes_.AcquireExact(node, report.resources, report.gpu_ids)
-            : groups_.AcquireExact(s.group_id, s.bundle_index, report.resources, report.gpu_ids);
-    if (!accounted || (!job_alive && !s.detached)) {
+    if (stop != nullptr) {
       RAYX_LOG(Warning) << "lease " << s.lease_id.Short() << " on rejoined node " << node.Short()
-                        << ": "
-                        << (!accounted ? "its resources are not free in the head's books"
-                                       : "its job ended")
-                        << "; stopping its worker";
+                        << ": " << stop << "; stopping its worker";
       if (store_) store_->DeleteLease(s.lease_id);
       ForgetActorsOf(s.lease_id);
       EndHostedLeases(s.lease_id);
       if (lease_end_observer_) {
-        lease_end_observer_(s.lease_id,
-                            !accounted ? "its node rejoined the restarted head, which stopped it"
-                                       : "its job ended while the head was down",
-                            /*job_ended=*/accounted);
+        lease_end_observer_(s.lease_id, cause, /*job_ended=*/!job_alive && !s.detached);
       }
       kill.push_back(s.lease_id);
       continue;

@@ -279,6 +279,31 @@ TEST_F(HeadRestartTest, AJobWhoseDriverDoesNotComeBackEndsAfterTheJobTimeout) {
       << "the job's keys went with it";
 }
 
+// A job that ends while its node has not rejoined yet: the node's lease of it
+// is stopped when it does, and what that lease held is free again.
+TEST_F(HeadRestartTest, ALeaseOfAJobThatEndedBeforeItsNodeRejoinedIsStoppedAndFreed) {
+  auto joined = Call<protocol::RegisterNodeReply>(Hello(), kAgent, 1);
+  auto job = Call<protocol::RegisterDriverReply>(Driver(), kDriver, 2).job_id;
+  auto grant = Lease(job, {{"CPU", 1}, {"GPU", 1}});
+
+  StartHead();
+  clock_.Advance(3001);  // the driver does not come back: its job ends
+  head_->ExpireSilentNodes();
+  protocol::RegisterNodeRequest rejoin = Hello();
+  rejoin.rejoin = true;
+  rejoin.previous_node_id = joined.node_id;
+  rejoin.previous_epoch = joined.epoch;
+  rejoin.live_leases = {{grant.lease_id, job, {{"CPU", 1}, {"GPU", 1}}, grant.gpu_ids, 4242,
+                         false}};
+  Call<protocol::RegisterNodeReply>(rejoin, kAgent, 3);
+  auto [to_agent, kill] = Take<protocol::KillWorkersRequest>();
+  EXPECT_EQ(kill.lease_ids, std::vector<LeaseId>{grant.lease_id});
+  ClusterStatus status = Status();
+  ASSERT_EQ(status.AliveNodeCount(), 1u);
+  EXPECT_EQ(status.nodes[0].available.at("CPU"), 4) << "the stopped lease's CPU is still booked";
+  EXPECT_EQ(status.nodes[0].available.at("GPU"), 2) << "the stopped lease's GPU is still booked";
+}
+
 // Requests that reach the restarted head before its nodes rejoin wait for
 // them: granted when they fit a rejoined node, refused once every node is back
 // when they never can.

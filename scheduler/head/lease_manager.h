@@ -379,6 +379,9 @@ class LeaseManager {
     bool unfollowed = false;  // its worker's reports stopped: the head ends it itself
   };
   std::unordered_map<LeaseId, Adoption> adopting_;
+  // The reservation `adoption` waits to finish, or end() when its name was
+  // freed or went to another actor meanwhile.
+  std::map<std::string, protocol::ActorInfo>::iterator ReservationOf(const Adoption& adoption);
   ActorNameWaits actor_waits_;
   std::map<std::pair<NodeId, int>, double> device_use_;  // per node and device: the share leased
   uint64_t invariant_violations_ = 0;

@@ -212,21 +212,31 @@ void LeaseManager::Adopt(const std::string& name, Lease& lease, const std::strin
   if (lease.construction != Lease::Construction::kBegan) FinishAdoption(lease.lease_id);
 }
 
+std::map<std::string, protocol::ActorInfo>::iterator LeaseManager::ReservationOf(
+    const Adoption& adoption) {
+  auto it = named_actors_.find(adoption.name);
+  if (it == named_actors_.end() || !it->second.starting ||
+      it->second.actor_id != adoption.actor_id) {
+    return named_actors_.end();
+  }
+  return it;
+}
+
 void LeaseManager::FinishAdoption(LeaseId lease_id) {
   auto adopted = adopting_.find(lease_id);
   auto lease = leases_.find(lease_id);
   if (adopted == adopting_.end() || lease == leases_.end()) return;
   Adoption adoption = std::move(adopted->second);
   adopting_.erase(adopted);
-  auto it = named_actors_.find(adoption.name);
-  if (it != named_actors_.end() && !it->second.starting && it->second.lease_id == lease_id) {
-    // Its creator was not gone after all and named it itself: its lease again.
-    lease->second.owner = adoption.creator;
-    SaveLease(lease->second);
-    return;
-  }
-  if (it == named_actors_.end() || !it->second.starting ||
-      it->second.actor_id != adoption.actor_id) {
+  auto it = ReservationOf(adoption);
+  if (it == named_actors_.end()) {
+    auto named = named_actors_.find(adoption.name);
+    if (named != named_actors_.end() && named->second.lease_id == lease_id) {
+      // Its creator was not gone after all and named it itself: its lease again.
+      lease->second.owner = adoption.creator;
+      SaveLease(lease->second);
+      return;
+    }
     EndLease(lease_id, /*kill_worker=*/true, "its actor's name was removed while it was created");
     return;
   }
@@ -257,38 +267,28 @@ void LeaseManager::AdoptionLost(const LeaseId& lease_id, const std::string& caus
   if (adopted == adopting_.end()) return;
   Adoption adoption = std::move(adopted->second);
   adopting_.erase(adopted);
-  auto it = named_actors_.find(adoption.name);
-  if (it == named_actors_.end() || !it->second.starting ||
-      it->second.actor_id != adoption.actor_id) {
-    return;
-  }
+  auto it = ReservationOf(adoption);
+  if (it == named_actors_.end()) return;
   protocol::ActorInfo info = it->second;
-  if (adoption.unfollowed) {
-    // Stopped by the head itself, not the actor's failure: created again as
-    // for any creator gone before its constructor (not a restart).
-    info.starting = false;
-    named_actors_.erase(it);
-    if (info.restart_request.empty()) {
-      RAYX_LOG(Warning) << "detached actor '" << adoption.name << "' (" << info.class_name
-                        << "): " << cause << ", and its constructor's arguments cannot outlive "
-                        << "its job; its name is freed";
-      if (store_) store_->DeleteActor(adoption.name);
-      NameChanged(adoption.name);
-      return;
-    }
-    RestartActor(std::move(info), cause, /*count=*/false);
-    return;
-  }
-  std::string why = "its worker ended while its constructor ran (" + cause + ")";
-  if (info.restart_request.empty() || info.max_restarts == 0) {
+  // A worker the head stopped itself (unfollowed) is no failure of the actor:
+  // created again as for any creator gone before its constructor ended, not
+  // as a restart.
+  bool counted = !adoption.unfollowed;
+  std::string why =
+      counted ? "its worker ended while its constructor ran (" + cause + ")" : cause;
+  if (info.restart_request.empty() || (counted && info.max_restarts == 0)) {
     RAYX_LOG(Warning) << "detached actor '" << adoption.name << "' (" << info.class_name
-                      << "): " << why << ", and it may not be restarted; its name is freed";
+                      << "): " << why << ", and it is not created again ("
+                      << (info.restart_request.empty()
+                              ? "its constructor's arguments cannot outlive its job"
+                              : "it has no restarts")
+                      << "); its name is freed";
     EraseName(it);
     return;
   }
   info.starting = false;
   named_actors_.erase(it);  // RestartActor names it again at once
-  RestartActor(std::move(info), why);
+  RestartActor(std::move(info), why, counted);
 }
 
 void LeaseManager::OnActorConstruction(const protocol::ActorConstructionNotice& notice) {

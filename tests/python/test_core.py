@@ -1016,6 +1016,22 @@ def rayx_api():
     return rayx
 
 
+def _name_is_free_for_another_actor(rayx, name, path, old_pid):
+    """Waits for `name` to be freed, then creates another actor under it: a new
+    worker, not `old_pid`."""
+    def free():
+        try:
+            rayx.get_actor(name)
+            return False
+        except ValueError as e:
+            assert "no actor named" in str(e), e
+            return True
+    wait_until(free, 20, f"the name {name!r} to be freed")
+    h = rayx.remote(_Slow).options(name=name).remote(str(path), 0)
+    assert rayx.get(h.pid.remote(), timeout=30) != old_pid
+    rayx.kill(h)
+
+
 def test_a_reserved_name_is_freed_when_its_creator_dies_first(rayx_mod, cluster, tmp_path):
     rayx = rayx_mod
     actor_pid, ref = _driver_killed_during_constructor(
@@ -1024,18 +1040,8 @@ def test_a_reserved_name_is_freed_when_its_creator_dies_first(rayx_mod, cluster,
     # (the head ends the silent job), not after waiting 60 s for a worker.
     with pytest.raises(rayx.exceptions.ActorDiedError, match="its name is gone"):
         rayx.get(ref, timeout=40)
-
-    def name_free():
-        try:
-            rayx.get_actor("py-orphaned-name")
-            return False
-        except ValueError:
-            return True
-    wait_until(name_free, 20, "the name of the dead driver's actor to be freed")
     wait_until(lambda: _gone(actor_pid), 20, "the half-made actor's worker to exit")
-    h = rayx.remote(_Slow).options(name="py-orphaned-name").remote(str(tmp_path / "second"), 0)
-    assert rayx.get(h.pid.remote(), timeout=30) != actor_pid
-    rayx.kill(h)
+    _name_is_free_for_another_actor(rayx, "py-orphaned-name", tmp_path / "second", actor_pid)
 
 
 def test_a_detached_actor_whose_driver_is_killed_during_its_constructor_is_made_once(
@@ -1098,12 +1104,8 @@ def test_a_taken_over_constructor_that_fails_frees_the_name_and_its_worker(
         rayx.get(h.pid.remote(), timeout=40)
     wait_until(lambda: _gone(first), 10, "the failed actor's worker to exit")
     assert [int(p) for p in log.read_text().split()] == [first], "a failed constructor was retried"
-    with pytest.raises(ValueError, match="no actor named"):
-        rayx.get_actor("py-broken-model")
     # The name is free for a corrected deploy.
-    fixed = rayx.remote(_Slow).options(name="py-broken-model").remote(str(tmp_path / "fixed"), 0)
-    assert rayx.get(fixed.pid.remote(), timeout=30) != first
-    rayx.kill(fixed)
+    _name_is_free_for_another_actor(rayx, "py-broken-model", tmp_path / "fixed", first)
 
 
 def test_a_detached_actor_made_by_a_task_that_returned_at_once_is_there_later(

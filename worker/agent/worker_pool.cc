@@ -254,8 +254,6 @@ void WorkerPool::ReadConstructionLine(const LeaseId& lease_id) {
         auto it = workers_.find(lease_id);
         if (it == workers_.end() || !it->second.ready || !start->pipe.is_open()) return;
         Worker& worker = it->second;
-        protocol::ActorConstructionNotice notice;
-        notice.lease_id = lease_id;
         if (ec == boost::asio::error::eof) {
           // The worker exits (its exit notice follows), or its program closed
           // the pipe: if it still runs a while later, nobody follows it.
@@ -277,6 +275,8 @@ void WorkerPool::ReadConstructionLine(const LeaseId& lease_id) {
         std::string line;
         std::istream in(&start->buffer);
         std::getline(in, line);
+        protocol::ActorConstructionNotice notice;
+        notice.lease_id = lease_id;
         if (line == kConstructorBeganLine) {
           notice.stage = protocol::ActorConstructionNotice::kBegan;
         } else if (line == kConstructorSucceededLine) {

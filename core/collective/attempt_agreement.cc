@@ -12,6 +12,11 @@ namespace {
 
 std::string Prefix(const GroupSpec& spec) { return spec.options.name + "/attempts/"; }
 
+// The key holding attempt `s`'s world size: set once rank 0 opened it.
+std::string WorldKey(const GroupSpec& spec, uint64_t s) {
+  return Prefix(spec) + std::to_string(s) + "/world";
+}
+
 // The attempt last opened, or 0 when none was (or the value is garbage).
 uint64_t Latest(const GroupSpec& spec, RendezvousStore& store) {
   auto value = store.Get(Prefix(spec) + "latest");
@@ -24,6 +29,16 @@ uint64_t Latest(const GroupSpec& spec, RendezvousStore& store) {
 [[noreturn]] void Fail(const GroupSpec& spec, const std::string& why) {
   throw CollectiveError("InitCollectiveGroup('" + spec.options.name + "') rank " +
                         std::to_string(spec.rank) + ": " + why);
+}
+
+// Deletes what attempt `s` left in the store: its agreement keys and the
+// group's rendezvous keys under its attempt id. Best effort: keys a failed
+// delete leaves go with the job.
+void Forget(const GroupSpec& spec, RendezvousStore& store, uint64_t s) {
+  (void)store.DeletePrefix(Prefix(spec) + std::to_string(s) + "/");
+  GroupSpec old = spec;
+  old.attempt_id = "a" + std::to_string(s);
+  (void)store.DeletePrefix(old.KeyPrefix());
 }
 
 // Claims this rank's place in attempt `s`: true when it got it.
@@ -47,26 +62,27 @@ std::string AgreeOnAttempt(const GroupSpec& spec, RendezvousStore& store,
     // The only writer of "latest": each call opens a new attempt, one never
     // opened before (should "latest" read short, the opened ones are skipped).
     for (uint64_t s = Latest(spec, store) + 1;; ++s) {
-      auto fresh = store.SetIfAbsent(prefix + std::to_string(s), world);
+      auto fresh = store.SetIfAbsent(WorldKey(spec, s), world);
       if (!fresh.ok()) Fail(spec, "cannot open an attempt: " + fresh.status().message());
       if (!*fresh) continue;
       Status pointed = store.Set(prefix + "latest", std::to_string(s));
       if (!pointed.ok()) Fail(spec, "cannot open an attempt: " + pointed.message());
+      if (s > 2) Forget(spec, store, s - 2);
       if (Claim(spec, store, s)) return "a" + std::to_string(s);
       // Another process claimed rank 0 of it (two actors given rank 0): on.
     }
   }
   uint64_t s = Latest(spec, store);
   while (true) {
-    if (s == 0 || store.Get(prefix + std::to_string(s)) != world) {
+    if (s == 0 || store.Get(WorldKey(spec, s)) != world) {
       // Nothing opened yet, or the latest attempt is another group's of this
-      // name (another world size): wait for rank 0's next.
+      // name (another world size), or one rank 0 already forgot: wait for
+      // rank 0's next.
     } else if (Claim(spec, store, s)) {
       return "a" + std::to_string(s);
     }
     // Over for this rank (or not for it): rank 0 opens the next.
-    std::string next = prefix + std::to_string(s + 1);
-    Status waited = store.Wait({next}, deadline);
+    Status waited = store.Wait({WorldKey(spec, s + 1)}, deadline);
     if (!waited.ok()) {
       std::string latest = s == 0 ? std::string("none was opened")
                                   : "the latest, " + std::to_string(s) +

@@ -89,9 +89,7 @@ void LeaveAll(const std::vector<ActorPtr>& actors, const std::string& name, bool
 }
 
 void DeleteKeys(const std::string& name) {
-  for (const auto& key : rayx::detail::KvList(KvRendezvousStore::kNamespace, name + "/")) {
-    rayx::detail::KvDelete(KvRendezvousStore::kNamespace, key);
-  }
+  rayx::detail::KvDeletePrefix(KvRendezvousStore::kNamespace, name + "/");
 }
 
 }  // namespace

@@ -24,6 +24,16 @@ Result<bool> KvRendezvousStore::SetIfAbsent(const std::string& key, const std::s
   }
 }
 
+Status KvRendezvousStore::DeletePrefix(const std::string& prefix) {
+  try {
+    rayx::detail::KvDeletePrefix(kNamespace, prefix);
+    return Status::OK();
+  } catch (const std::exception& e) {
+    return Status::Unavailable(std::string("rendezvous: cannot delete ") + prefix + "*: " +
+                               e.what());
+  }
+}
+
 std::optional<std::string> KvRendezvousStore::Get(const std::string& key) {
   try {
     return rayx::detail::KvGet(kNamespace, key);

@@ -19,6 +19,7 @@ class KvRendezvousStore : public RendezvousStore {
               std::chrono::steady_clock::time_point deadline) override;
   // A put without overwrite: the head decides atomically.
   Result<bool> SetIfAbsent(const std::string& key, const std::string& value) override;
+  Status DeletePrefix(const std::string& prefix) override;
 };
 
 }  // namespace rayx::collective

@@ -43,6 +43,16 @@ Status InMemoryRendezvousStore::Wait(const std::vector<std::string>& keys,
   return Status::TimedOut("keys not set in time: " + missing());
 }
 
+Status InMemoryRendezvousStore::DeletePrefix(const std::string& prefix) {
+  if (prefix.empty()) return Status::InvalidArgument("DeletePrefix: the prefix is empty");
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = values_.lower_bound(prefix);
+  while (it != values_.end() && it->first.compare(0, prefix.size(), prefix) == 0) {
+    it = values_.erase(it);
+  }
+  return Status::OK();
+}
+
 size_t InMemoryRendezvousStore::CountPrefix(const std::string& prefix) {
   std::lock_guard<std::mutex> lock(mu_);
   size_t n = 0;

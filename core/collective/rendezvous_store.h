@@ -39,6 +39,13 @@ class RendezvousStore {
     (void)value;
     return Status::Internal("this rendezvous store cannot set a key only if it is absent");
   }
+  // Deletes every key that starts with `prefix` (not empty). Internal from
+  // stores that cannot (in-actor groups then keep finished attempts' keys
+  // until the store's owner removes them).
+  virtual Status DeletePrefix(const std::string& prefix) {
+    (void)prefix;
+    return Status::Internal("this rendezvous store cannot delete keys");
+  }
 };
 
 // RendezvousStore in this process's memory: for ranks that are threads of one
@@ -50,6 +57,7 @@ class InMemoryRendezvousStore : public RendezvousStore {
   Status Wait(const std::vector<std::string>& keys,
               std::chrono::steady_clock::time_point deadline) override;
   Result<bool> SetIfAbsent(const std::string& key, const std::string& value) override;
+  Status DeletePrefix(const std::string& prefix) override;
   // Number of keys that start with `prefix`.
   size_t CountPrefix(const std::string& prefix);
 

@@ -73,27 +73,35 @@ struct KvWaitReply {
   MSGPACK_DEFINE_MAP(value)
 };
 
+// Deletes `key`; with `prefix`, every key of `ns` starting with `key` instead,
+// at most 1000 per request (the reply says when more are left: send it again),
+// so that one request never holds the head for long. A prefix must not be empty.
 struct KvDeleteRequest {
   static constexpr MessageType kType = MessageType::kKvDeleteRequest;
   std::string ns;
   std::string key;
-  MSGPACK_DEFINE_MAP(ns, key)
+  bool prefix = false;
+  MSGPACK_DEFINE_MAP(ns, key, prefix)
 };
 
 struct KvDeleteReply {
   static constexpr MessageType kType = MessageType::kKvDeleteReply;
-  bool deleted = false;  // false: there was no such key
-  MSGPACK_DEFINE_MAP(deleted)
+  bool deleted = false;  // false: there was no such key (no key with the prefix)
+  uint32_t count = 0;    // keys deleted
+  bool more = false;     // a prefix delete left keys with the prefix
+  MSGPACK_DEFINE_MAP(deleted, count, more)
 };
 
 // The keys of `ns` starting with `prefix`, in byte order, at most `limit`
-// (0 or over 1000: 1000).
+// (0 or over 1000: 1000); with `start_after`, only those after it (to page on
+// from the last key of a truncated reply).
 struct KvListRequest {
   static constexpr MessageType kType = MessageType::kKvListRequest;
   std::string ns;
   std::string prefix;
   uint32_t limit = 0;
-  MSGPACK_DEFINE_MAP(ns, prefix, limit)
+  std::string start_after;
+  MSGPACK_DEFINE_MAP(ns, prefix, limit, start_after)
 };
 
 struct KvListReply {

@@ -2,6 +2,7 @@
 // calls of collectives, actor groups and Train).
 #include "runtime/kv_client.h"
 
+#include <algorithm>
 #include <stdexcept>
 
 #include "protocol/kv_messages.h"
@@ -96,13 +97,41 @@ bool KvDelete(const std::string& ns, const std::string& key) {
   return reply->deleted;
 }
 
-std::vector<std::string> KvList(const std::string& ns, const std::string& prefix) {
+size_t KvDeletePrefix(const std::string& ns, const std::string& prefix) {
+  if (prefix.empty()) {
+    throw std::invalid_argument(
+        "KV delete by prefix: the prefix is empty, which would delete every key of the "
+        "namespace: give a prefix");
+  }
+  CheckLimits(ns, prefix, nullptr);
+  protocol::KvDeleteRequest req;
+  req.ns = ns;
+  req.key = prefix;
+  req.prefix = true;
+  size_t deleted = 0;
+  while (true) {
+    auto reply = RequireRuntime().CallHead<protocol::KvDeleteReply>(req, kCallTimeoutMs);
+    if (!reply.ok()) Throw("delete by prefix", prefix, reply.status());
+    deleted += reply->count;
+    // A reply that deleted nothing yet says more are left would loop forever.
+    if (!reply->more || reply->count == 0) return deleted;
+  }
+}
+
+std::vector<std::string> KvList(const std::string& ns, const std::string& prefix, size_t limit) {
   protocol::KvListRequest req;
   req.ns = ns;
   req.prefix = prefix;
-  auto reply = RequireRuntime().CallHead<protocol::KvListReply>(req, kCallTimeoutMs);
-  if (!reply.ok()) Throw("list", prefix, reply.status());
-  return std::move(reply->keys);
+  std::vector<std::string> keys;
+  while (keys.size() < limit) {
+    req.limit = static_cast<uint32_t>(std::min<size_t>(limit - keys.size(), 1000));
+    auto reply = RequireRuntime().CallHead<protocol::KvListReply>(req, kCallTimeoutMs);
+    if (!reply.ok()) Throw("list", prefix, reply.status());
+    for (auto& key : reply->keys) keys.push_back(std::move(key));
+    if (!reply->truncated || reply->keys.empty()) break;
+    req.start_after = keys.back();
+  }
+  return keys;
 }
 
 std::string CurrentHeadAddress() { return RequireRuntime().config().head.ToString(); }
@@ -135,6 +164,10 @@ std::string Wait(const std::string& key, int64_t timeout_ms, const std::string& 
 }
 
 bool Delete(const std::string& key, const std::string& ns) { return detail::KvDelete(ns, key); }
+
+size_t DeletePrefix(const std::string& prefix, const std::string& ns) {
+  return detail::KvDeletePrefix(ns, prefix);
+}
 
 std::vector<std::string> List(const std::string& prefix, const std::string& ns) {
   return detail::KvList(ns, prefix);

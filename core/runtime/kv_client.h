@@ -21,7 +21,13 @@ std::optional<std::string> KvGet(const std::string& ns, const std::string& key);
 // TimedOut when the key does not appear within `timeout_ms`.
 Result<std::string> KvWait(const std::string& ns, const std::string& key, int64_t timeout_ms);
 bool KvDelete(const std::string& ns, const std::string& key);
-std::vector<std::string> KvList(const std::string& ns, const std::string& prefix);
+// Deletes every key of `ns` starting with `prefix` (not empty), in as many head
+// calls as it takes (each deletes at most 1000); returns how many.
+size_t KvDeletePrefix(const std::string& ns, const std::string& prefix);
+// The keys starting with `prefix`, sorted, at most `limit` (paged through the
+// head, which returns at most 1000 per call).
+std::vector<std::string> KvList(const std::string& ns, const std::string& prefix,
+                                size_t limit = 10000);
 
 // The cluster this process's runtime belongs to: "host:port" and its token.
 std::string CurrentHeadAddress();

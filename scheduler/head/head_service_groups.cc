@@ -66,15 +66,24 @@ Result<NoReply> HeadService::OnKvWait(const protocol::KvWaitRequest& req, Call& 
 
 Result<protocol::KvDeleteReply> HeadService::OnKvDelete(const protocol::KvDeleteRequest& req,
                                                         Call&) {
+  protocol::KvDeleteReply reply;
+  if (req.prefix) {
+    auto deleted = kv_.DeletePrefix(req.ns, req.key);
+    if (!deleted.ok()) return deleted.status();
+    reply.count = static_cast<uint32_t>(deleted->count);
+    reply.deleted = deleted->count > 0;
+    reply.more = deleted->more;
+    return reply;
+  }
   auto deleted = kv_.Delete(req.ns, req.key);
   if (!deleted.ok()) return deleted.status();
-  protocol::KvDeleteReply reply;
   reply.deleted = *deleted;
+  reply.count = *deleted ? 1 : 0;
   return reply;
 }
 
 Result<protocol::KvListReply> HeadService::OnKvList(const protocol::KvListRequest& req, Call&) {
-  auto list = kv_.List(req.ns, req.prefix, req.limit);
+  auto list = kv_.List(req.ns, req.prefix, req.limit, req.start_after);
   if (!list.ok()) return list.status();
   protocol::KvListReply reply;
   reply.keys = std::move(list->keys);

@@ -37,10 +37,13 @@ bool InMemoryKvStorage::Delete(const std::string& ns, const std::string& key) {
 }
 
 std::vector<std::string> InMemoryKvStorage::List(const std::string& ns, const std::string& prefix,
-                                                 size_t limit, bool* truncated) const {
+                                                 const std::string& start_after, size_t limit,
+                                                 bool* truncated) const {
   std::vector<std::string> keys;
   *truncated = false;
-  for (auto it = entries_.lower_bound({ns, prefix});
+  auto first = start_after > prefix ? entries_.upper_bound({ns, start_after})
+                                    : entries_.lower_bound({ns, prefix});
+  for (auto it = first;
        it != entries_.end() && it->first.first == ns &&
        it->first.second.compare(0, prefix.size(), prefix) == 0;
        ++it) {
@@ -170,17 +173,35 @@ Result<bool> KvStore::Delete(const std::string& ns, const std::string& key) {
   return storage_->Delete(ns, key);
 }
 
+Result<KvStore::DeletePrefixOutcome> KvStore::DeletePrefix(const std::string& ns,
+                                                           const std::string& prefix) {
+  if (prefix.empty()) {
+    return Status::InvalidArgument(
+        "KV delete by prefix with an empty prefix would delete the whole namespace: give a "
+        "prefix");
+  }
+  auto listed = List(ns, prefix, limits_.max_list_keys);
+  if (!listed.ok()) return listed.status();
+  DeletePrefixOutcome out;
+  for (const auto& key : listed->keys) out.count += storage_->Delete(ns, key) ? 1 : 0;
+  out.more = listed->truncated;
+  return out;
+}
+
 Result<KvStore::ListOutcome> KvStore::List(const std::string& ns, const std::string& prefix,
-                                           size_t limit) const {
+                                           size_t limit, const std::string& start_after) const {
   if (ns.size() > limits_.max_namespace_bytes) {
     return OverLimit("KV namespace", ns.size(), limits_.max_namespace_bytes);
   }
   if (prefix.size() > limits_.max_key_bytes) {
     return OverLimit("KV prefix", prefix.size(), limits_.max_key_bytes);
   }
+  if (start_after.size() > limits_.max_key_bytes) {
+    return OverLimit("KV list start key", start_after.size(), limits_.max_key_bytes);
+  }
   if (limit == 0 || limit > limits_.max_list_keys) limit = limits_.max_list_keys;
   ListOutcome out;
-  out.keys = storage_->List(ns, prefix, limit, &out.truncated);
+  out.keys = storage_->List(ns, prefix, start_after, limit, &out.truncated);
   return out;
 }
 

@@ -33,10 +33,12 @@ class KvStorage {
   virtual void Put(const std::string& ns, const std::string& key, KvEntry entry) = 0;
   // False when there was no such key.
   virtual bool Delete(const std::string& ns, const std::string& key) = 0;
-  // Keys of `ns` starting with `prefix`, in byte order, at most `limit`;
-  // `*truncated` says whether more matched.
+  // Keys of `ns` starting with `prefix` (and after `start_after` when it is
+  // not empty), in byte order, at most `limit`; `*truncated` says whether more
+  // matched.
   virtual std::vector<std::string> List(const std::string& ns, const std::string& prefix,
-                                        size_t limit, bool* truncated) const = 0;
+                                        const std::string& start_after, size_t limit,
+                                        bool* truncated) const = 0;
   // Removes every key put with `job_id`; returns how many.
   virtual size_t DeleteJob(const JobId& job_id) = 0;
   virtual size_t size() const = 0;
@@ -48,7 +50,8 @@ class InMemoryKvStorage final : public KvStorage {
   std::optional<KvEntry> Get(const std::string& ns, const std::string& key) const override;
   void Put(const std::string& ns, const std::string& key, KvEntry entry) override;
   bool Delete(const std::string& ns, const std::string& key) override;
-  std::vector<std::string> List(const std::string& ns, const std::string& prefix, size_t limit,
+  std::vector<std::string> List(const std::string& ns, const std::string& prefix,
+                                const std::string& start_after, size_t limit,
                                 bool* truncated) const override;
   size_t DeleteJob(const JobId& job_id) override;
   size_t size() const override { return entries_.size(); }
@@ -71,9 +74,10 @@ class PersistentKvStorage final : public KvStorage {
   }
   void Put(const std::string& ns, const std::string& key, KvEntry entry) override;
   bool Delete(const std::string& ns, const std::string& key) override;
-  std::vector<std::string> List(const std::string& ns, const std::string& prefix, size_t limit,
+  std::vector<std::string> List(const std::string& ns, const std::string& prefix,
+                                const std::string& start_after, size_t limit,
                                 bool* truncated) const override {
-    return memory_.List(ns, prefix, limit, truncated);
+    return memory_.List(ns, prefix, start_after, limit, truncated);
   }
   size_t DeleteJob(const JobId& job_id) override;
   size_t size() const override { return memory_.size(); }
@@ -122,6 +126,10 @@ class KvStore {
     std::vector<std::string> keys;
     bool truncated = false;
   };
+  struct DeletePrefixOutcome {
+    size_t count = 0;   // keys deleted
+    bool more = false;  // keys with the prefix are left (over the list limit)
+  };
 
   // An in-memory store with the default limits.
   KvStore() : KvStore(KvLimits(), std::make_unique<InMemoryKvStorage>()) {}
@@ -141,8 +149,15 @@ class KvStore {
                                           KvWaiter waiter, int64_t deadline_ms);
   // False when there was no such key. InvalidArgument as for Put.
   Result<bool> Delete(const std::string& ns, const std::string& key);
-  // At most `limit` keys (0 or over the limit: KvLimits::max_list_keys).
-  Result<ListOutcome> List(const std::string& ns, const std::string& prefix, size_t limit) const;
+  // Deletes the keys of `ns` starting with `prefix`, at most
+  // KvLimits::max_list_keys of them, so one call's work is bounded.
+  // InvalidArgument for an empty prefix (it would empty the namespace) or one
+  // over the key limit.
+  Result<DeletePrefixOutcome> DeletePrefix(const std::string& ns, const std::string& prefix);
+  // At most `limit` keys (0 or over the limit: KvLimits::max_list_keys), after
+  // `start_after` when it is not empty.
+  Result<ListOutcome> List(const std::string& ns, const std::string& prefix, size_t limit,
+                           const std::string& start_after = "") const;
   // Ends the waits whose deadline is at or before `now_ms` with TimedOut.
   std::vector<KvWaitAnswer> ExpireWaits(int64_t now_ms);
   // Removes the keys put for `job_id`; returns how many.

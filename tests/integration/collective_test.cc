@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <functional>
 #include <algorithm>
@@ -192,6 +193,20 @@ class Member {
     return "";
   }
 
+  // Makes group `g` from inside this actor; an AllReduce over it gives the
+  // world's sum of (rank + 1), returned.
+  int JoinAndSum(int world, int rank, std::string g) {
+    col::InitCollectiveGroup(world, rank, {.name = g, .timeout_ms = 30000});
+    std::vector<int32_t> v{rank + 1};
+    col::AllReduce(v, col::ReduceOp::kSum, g);
+    return v[0];
+  }
+
+  bool Leave(std::string g) {
+    col::DestroyCollectiveGroup(g);
+    return col::IsGroupInitialized(g);
+  }
+
   std::string InitOutOfRange() {
     try {
       col::InitCollectiveGroup(2, 5, {.name = "out-of-range"});
@@ -204,7 +219,7 @@ class Member {
 
 RAYX_REMOTE(Member::Create, &Member::Pid, &Member::Node, &Member::Rank, &Member::WorldSize,
             &Member::CheckAll, &Member::EnterAllReduce, &Member::MismatchedAllReduce,
-            &Member::InitOutOfRange);
+            &Member::JoinAndSum, &Member::Leave, &Member::InitOutOfRange);
 
 using rayx::testing::Contains;
 using rayx::testing::LocalCluster;
@@ -270,7 +285,10 @@ TEST_F(Collective, EveryOperationIsExactOnFourRanksOverTwoNodes) {
   std::vector<rayx::ObjectRef<std::string>> checks;
   for (auto& m : members) checks.push_back(m.Task(&Member::CheckAll).Remote(std::string("exact")));
   for (int i = 0; i < 4; ++i) EXPECT_EQ(*checks[i].Get(), "") << "rank " << i;
+  EXPECT_FALSE(rayx::kv::List("exact/", "collective").empty());
   col::DestroyCollectiveGroup("exact");
+  EXPECT_EQ(rayx::kv::List("exact/", "collective"), std::vector<std::string>{})
+      << "the group's rendezvous keys outlive it";
 }
 
 TEST_F(Collective, TwoGroupsAtOnceAndAGroupMadeAgain) {
@@ -292,6 +310,40 @@ TEST_F(Collective, TwoGroupsAtOnceAndAGroupMadeAgain) {
   auto b = members[1].Task(&Member::CheckAll).Remote(std::string("left"));
   EXPECT_EQ(*a.Get(), "");
   EXPECT_EQ(*b.Get(), "");
+}
+
+// Long-lived actors make a group again and again from inside (an inference
+// service re-forming its group): the head's KV keeps the keys of its last
+// attempts only, not of every attempt it ever made.
+TEST_F(Collective, AGroupMadeAgainInsideActorsLeavesOnlyItsLastAttemptsKeys) {
+  auto members = Members(2);
+  const int attempts = 5;
+  for (int i = 1; i <= attempts; ++i) {
+    auto rank1 = members[1].Task(&Member::JoinAndSum).Remote(2, 1, std::string("again"));
+    auto rank0 = members[0].Task(&Member::JoinAndSum).Remote(2, 0, std::string("again"));
+    ASSERT_EQ(*rank0.Get(), 3) << "attempt " << i;
+    ASSERT_EQ(*rank1.Get(), 3) << "attempt " << i;
+    for (auto& m : members) ASSERT_FALSE(*m.Task(&Member::Leave).Remote(std::string("again")).Get());
+  }
+  auto keys = rayx::kv::List("again/", "collective");
+  auto under = [&](const std::string& prefix) {
+    return std::count_if(keys.begin(), keys.end(),
+                         [&](const std::string& k) { return k.rfind(prefix, 0) == 0; });
+  };
+  for (int old = 1; old <= attempts - 2; ++old) {
+    EXPECT_EQ(under("again/a" + std::to_string(old) + "/"), 0)
+        << "rendezvous keys of attempt " << old << " are left";
+    EXPECT_EQ(under("again/attempts/" + std::to_string(old) + "/"), 0)
+        << "agreement keys of attempt " << old << " are left";
+  }
+  // The last attempts' keys are there (so the count above means something).
+  EXPECT_GT(under("again/a" + std::to_string(attempts) + "/"), 0);
+  EXPECT_EQ(under("again/attempts/" + std::to_string(attempts) + "/"), 3)  // world, 2 ranks
+      << [&] {
+           std::string all;
+           for (const auto& k : keys) all += k + " ";
+           return all;
+         }();
 }
 
 TEST_F(Collective, KilledRankFailsTheOthersPromptlyNamingIt) {
@@ -395,6 +447,28 @@ TEST_F(Collective, KvStoresWaitsListsAndDeletes) {
   EXPECT_FALSE(rayx::kv::Get("kvtest/a").has_value());
   EXPECT_THROW(rayx::kv::Wait("kvtest/never", 200), rayx::GetTimeoutError);
   rayx::kv::Delete("kvtest/b");
+}
+
+// List pages through the head (1000 keys a call) and DeletePrefix deletes in
+// as many calls as it takes.
+TEST_F(Collective, KvListsAndDeletesByPrefixPastOneHeadCallsWorth) {
+  const int n = 2500;
+  for (int i = 0; i < n; ++i) {
+    char key[32];
+    std::snprintf(key, sizeof key, "many/%05d", i);
+    rayx::kv::Put(key, "", true, "kvtest");
+  }
+  rayx::kv::Put("many-other", "", true, "kvtest");
+  auto keys = rayx::kv::List("many/", "kvtest");
+  ASSERT_EQ(keys.size(), static_cast<size_t>(n));
+  EXPECT_TRUE(std::is_sorted(keys.begin(), keys.end()));
+  EXPECT_EQ(std::set<std::string>(keys.begin(), keys.end()).size(), keys.size());
+  EXPECT_EQ(rayx::kv::DeletePrefix("many/", "kvtest"), static_cast<size_t>(n));
+  EXPECT_TRUE(rayx::kv::List("many/", "kvtest").empty());
+  EXPECT_TRUE(rayx::kv::Get("many-other", "kvtest").has_value());
+  EXPECT_THROW(rayx::kv::DeletePrefix("", "kvtest"), std::invalid_argument);
+  EXPECT_TRUE(rayx::kv::Get("many-other", "kvtest").has_value());
+  rayx::kv::Delete("many-other", "kvtest");
 }
 
 }  // namespace

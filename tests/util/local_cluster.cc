@@ -11,6 +11,8 @@
 #include <iostream>
 #include <thread>
 
+#include <gtest/gtest.h>
+
 #include "common/session_dir.h"
 
 namespace fs = std::filesystem;
@@ -63,6 +65,13 @@ LocalCluster::~LocalCluster() {
   if (!stopped_) {
     Status s = Stop();
     if (!s.ok()) std::cerr << "LocalCluster: " << s << "\n";
+  }
+  // A failed test keeps the cluster's logs (head, agents, workers) to read.
+  if (::testing::Test::HasFailure() ||
+      ::testing::UnitTest::GetInstance()->failed_test_count() > 0) {
+    std::cerr << "LocalCluster: a test failed: kept " << temp_dir_
+              << " with the cluster's logs\n";
+    return;
   }
   std::error_code ec;
   fs::remove_all(temp_dir_, ec);

@@ -44,7 +44,9 @@ class LocalCluster {
   };
 
   // Starts a head (on a free port) and its node agent. The destructor stops
-  // everything with `rayx stop` and checks nothing is left running.
+  // everything with `rayx stop`, checks nothing is left running, and removes
+  // the temp dir, unless a test of this program failed: then it keeps it (with
+  // the head's, agents' and workers' logs) and prints where.
   static Result<std::unique_ptr<LocalCluster>> Start(Options options);
   static Result<std::unique_ptr<LocalCluster>> Start() { return Start(Options()); }
   ~LocalCluster();

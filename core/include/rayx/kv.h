@@ -37,6 +37,9 @@ std::optional<std::string> Get(const std::string& key, const std::string& ns = "
 std::string Wait(const std::string& key, int64_t timeout_ms, const std::string& ns = "");
 // Returns true when the key existed.
 bool Delete(const std::string& key, const std::string& ns = "");
+// Deletes every key that starts with `prefix` (not empty: throws
+// std::invalid_argument) and returns how many there were.
+size_t DeletePrefix(const std::string& prefix, const std::string& ns = "");
 // The keys that start with `prefix`, sorted (at most 10,000).
 std::vector<std::string> List(const std::string& prefix, const std::string& ns = "");
 

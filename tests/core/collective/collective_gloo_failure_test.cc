@@ -510,6 +510,34 @@ TEST_F(AttemptAgreement, RankZeroNeverReopensAnAttempt) {
   EXPECT_EQ(AllAgree(2), (std::vector<std::string>{"a2", "a2"}));
 }
 
+// A group made again and again keeps the keys of its last two attempts only:
+// rank 0 opening attempt s forgets attempt s - 2 (agreement and rendezvous
+// keys), and keeps s - 1, whose abort notices its ranks may still read.
+TEST_F(AttemptAgreement, OpeningAnAttemptForgetsTheOneBeforeThePrevious) {
+  const int attempts = 5;
+  for (int s = 1; s <= attempts; ++s) {
+    ASSERT_EQ(AllAgree(2), (std::vector<std::string>(2, "a" + std::to_string(s))));
+    // What a connected attempt leaves behind: its ranks' rendezvous keys.
+    ASSERT_TRUE(store_.Set("g/a" + std::to_string(s) + "/gloo/0", "address").ok());
+  }
+  for (int s = 1; s <= attempts; ++s) {
+    bool kept = s > attempts - 2;
+    EXPECT_EQ(store_.CountPrefix("g/a" + std::to_string(s) + "/"), kept ? 1u : 0u)
+        << "rendezvous keys of attempt " << s;
+    EXPECT_EQ(store_.CountPrefix("g/attempts/" + std::to_string(s) + "/"), kept ? 3u : 0u)
+        << "agreement keys of attempt " << s << " (world size, two places)";
+  }
+  // Forgotten attempts are never joined: a replaced rank 1 still waits for the
+  // next attempt.
+  auto replaced = Agree(2, 1);
+  EXPECT_EQ(replaced.wait_for(std::chrono::milliseconds(300)), std::future_status::timeout);
+  EXPECT_EQ(Agree(2, 0).get(), "a6");
+  EXPECT_EQ(replaced.get(), "a6");
+  EXPECT_EQ(store_.CountPrefix("g/a4/"), 0u);
+  EXPECT_EQ(store_.CountPrefix("g/attempts/4/"), 0u);
+  EXPECT_EQ(store_.CountPrefix("g/a5/"), 1u);
+}
+
 TEST_F(AttemptAgreement, WithoutRankZeroARankFailsAtItsDeadlineSayingWhy) {
   ASSERT_EQ(AllAgree(2), (std::vector<std::string>{"a1", "a1"}));
   auto start = Clock::now();

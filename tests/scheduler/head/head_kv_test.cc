@@ -166,6 +166,34 @@ TEST_F(HeadKvTest, PutGetDeleteListRoundTrip) {
   EXPECT_FALSE(Call<protocol::KvGetReply>(kPeerA, Get("a/1")).found);
 }
 
+TEST_F(HeadKvTest, DeleteByPrefixAndListPagesOverTheWire) {
+  RegisterDriver(kPeerA);
+  for (const char* key : {"g/1", "g/2", "g/3", "g2/1"}) {
+    ASSERT_TRUE(Call<protocol::KvPutReply>(kPeerA, Put(key, "x")).added);
+  }
+  protocol::KvListRequest page{"test", "g/", 2};
+  auto first = Call<protocol::KvListReply>(kPeerA, page);
+  EXPECT_EQ(first.keys, (std::vector<std::string>{"g/1", "g/2"}));
+  ASSERT_TRUE(first.truncated);
+  page.start_after = first.keys.back();
+  auto second = Call<protocol::KvListReply>(kPeerA, page);
+  EXPECT_EQ(second.keys, (std::vector<std::string>{"g/3"}));
+  EXPECT_FALSE(second.truncated);
+
+  protocol::KvDeleteRequest by_prefix{"test", "g/", /*prefix=*/true};
+  auto deleted = Call<protocol::KvDeleteReply>(kPeerA, by_prefix);
+  EXPECT_TRUE(deleted.deleted);
+  EXPECT_EQ(deleted.count, 3u);
+  EXPECT_FALSE(deleted.more);
+  EXPECT_FALSE(Call<protocol::KvGetReply>(kPeerA, Get("g/2")).found);
+  EXPECT_TRUE(Call<protocol::KvGetReply>(kPeerA, Get("g2/1")).found) << "another prefix";
+  EXPECT_EQ(Call<protocol::KvDeleteReply>(kPeerA, by_prefix).count, 0u);
+
+  auto empty = CallError(kPeerA, protocol::KvDeleteRequest{"test", "", /*prefix=*/true});
+  EXPECT_EQ(empty.code, static_cast<uint8_t>(StatusCode::kInvalidArgument)) << empty.message;
+  EXPECT_TRUE(Call<protocol::KvGetReply>(kPeerA, Get("g2/1")).found);
+}
+
 TEST_F(HeadKvTest, OversizedKeyAndValueAreRefusedNamingTheLimit) {
   RegisterDriver(kPeerA);
   auto key = CallError(kPeerA, Put(std::string(2000, 'k'), "v"));

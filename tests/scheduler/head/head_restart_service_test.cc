@@ -279,6 +279,32 @@ TEST_F(HeadRestartTest, AJobWhoseDriverDoesNotComeBackEndsAfterTheJobTimeout) {
       << "the job's keys went with it";
 }
 
+// Keys deleted by prefix are deleted from the state file too: a restarted head
+// does not bring them back.
+TEST_F(HeadRestartTest, KeysDeletedByPrefixStayDeletedAfterARestart) {
+  Call<protocol::RegisterDriverReply>(Driver(), kDriver, 1);
+  uint64_t id = 2;
+  for (const char* key : {"g/1", "g/2", "h/1"}) {
+    protocol::KvPutRequest put;
+    put.ns = "app";
+    put.key = key;
+    put.value = "x";
+    Call<protocol::KvPutReply>(put, kDriver, id++);
+  }
+  protocol::KvDeleteRequest by_prefix;
+  by_prefix.ns = "app";
+  by_prefix.key = "g/";
+  by_prefix.prefix = true;
+  EXPECT_EQ(Call<protocol::KvDeleteReply>(by_prefix, kDriver, id++).count, 2u);
+
+  StartHead();
+  Call<protocol::RegisterDriverReply>(Driver(), "rayx-other", id++);
+  protocol::KvListRequest list;
+  list.ns = "app";
+  EXPECT_EQ(Call<protocol::KvListReply>(list, "rayx-other", id++).keys,
+            std::vector<std::string>{"h/1"});
+}
+
 // A job that ends while its node has not rejoined yet: the node's lease of it
 // is stopped when it does, and what that lease held is free again.
 TEST_F(HeadRestartTest, ALeaseOfAJobThatEndedBeforeItsNodeRejoinedIsStoppedAndFreed) {

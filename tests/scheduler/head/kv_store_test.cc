@@ -91,6 +91,75 @@ TEST_F(KvStoreTest, ListNeverReturnsMoreThanTheLimit) {
   EXPECT_TRUE(list->truncated);
 }
 
+// Paging: each page starts after the last key of the one before, so the pages
+// together are every key of the prefix, once each, in order.
+TEST_F(KvStoreTest, ListPagesOnAfterAStartKey) {
+  for (const char* key : {"job/1", "job/2", "job/3", "job/4", "job/5", "jobs", "jo"}) {
+    ASSERT_TRUE(kv_.Put("ns", key, "x", true, JobId()).ok());
+  }
+  std::vector<std::string> seen;
+  std::string after;
+  for (int page = 0; page < 10; ++page) {
+    auto list = kv_.List("ns", "job/", 2, after);
+    ASSERT_TRUE(list.ok()) << list.status();
+    seen.insert(seen.end(), list->keys.begin(), list->keys.end());
+    if (!list->truncated) break;
+    after = list->keys.back();
+  }
+  EXPECT_EQ(seen, (std::vector<std::string>{"job/1", "job/2", "job/3", "job/4", "job/5"}));
+  // A start key before the prefix starts at the prefix.
+  auto from_start = kv_.List("ns", "job/", 0, "a");
+  ASSERT_TRUE(from_start.ok());
+  EXPECT_EQ(from_start->keys.size(), 5u);
+}
+
+TEST_F(KvStoreTest, DeletePrefixDeletesOnlyThePrefixAtMostTheListLimitPerCall) {
+  KvLimits limits;
+  limits.max_list_keys = 3;
+  KvStore kv(limits, std::make_unique<InMemoryKvStorage>());
+  for (int i = 0; i < 5; ++i) {
+    ASSERT_TRUE(kv.Put("ns", "g/" + std::to_string(i), "", true, JobId()).ok());
+  }
+  ASSERT_TRUE(kv.Put("ns", "g2/0", "", true, JobId()).ok());
+  ASSERT_TRUE(kv.Put("other", "g/0", "", true, JobId()).ok());
+  auto first = kv.DeletePrefix("ns", "g/");
+  ASSERT_TRUE(first.ok()) << first.status();
+  EXPECT_EQ(first->count, 3u);
+  EXPECT_TRUE(first->more);
+  auto second = kv.DeletePrefix("ns", "g/");
+  ASSERT_TRUE(second.ok()) << second.status();
+  EXPECT_EQ(second->count, 2u);
+  EXPECT_FALSE(second->more);
+  EXPECT_EQ(kv.List("ns", "g/", 0)->keys.size(), 0u);
+  EXPECT_EQ(kv.List("ns", "g2/", 0)->keys, (std::vector<std::string>{"g2/0"}));
+  EXPECT_EQ(kv.List("other", "g/", 0)->keys, (std::vector<std::string>{"g/0"}));
+  auto none = kv.DeletePrefix("ns", "g/");
+  ASSERT_TRUE(none.ok());
+  EXPECT_EQ(none->count, 0u);
+  EXPECT_FALSE(none->more);
+}
+
+TEST_F(KvStoreTest, DeletePrefixRefusesAnEmptyPrefixAndKeepsEveryKey) {
+  ASSERT_TRUE(kv_.Put("ns", "k", "v", true, JobId()).ok());
+  auto refused = kv_.DeletePrefix("ns", "");
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(refused.status().message().find("empty prefix"), std::string::npos)
+      << refused.status();
+  EXPECT_EQ(GetOrDie("ns", "k"), "v");
+}
+
+// Job-scoped keys deleted by prefix are not deleted again (nor miscounted)
+// when their job ends.
+TEST_F(KvStoreTest, KeysDeletedByPrefixLeaveTheirJobsIndex) {
+  JobId job = JobId::FromWire("job-1");
+  ASSERT_TRUE(kv_.Put("ns", "g/1", "", true, job).ok());
+  ASSERT_TRUE(kv_.Put("ns", "h/1", "", true, job).ok());
+  ASSERT_EQ(kv_.DeletePrefix("ns", "g/")->count, 1u);
+  EXPECT_EQ(kv_.OnJobFinished(job), 1u);
+  EXPECT_EQ(kv_.size(), 0u);
+}
+
 TEST_F(KvStoreTest, OversizedKeyValueAndNamespaceNameTheLimitAndSize) {
   struct Case {
     std::string ns, key, value, limit, size;

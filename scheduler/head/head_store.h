@@ -62,8 +62,9 @@ struct StoredLease {
   PlacementGroupId group_id;
   int32_t bundle_index = -1;
   int32_t pid = 0;
+  ActorId actor_id;  // for_actor: the actor it was granted for (EndActorLeases)
   MSGPACK_DEFINE_MAP(lease_id, job_id, node_id, resources, gpu_ids, owner_peer, owner_head,
-                     running, detached, for_actor, process, group_id, bundle_index, pid)
+                     running, detached, for_actor, process, group_id, bundle_index, pid, actor_id)
 };
 
 // One watched rank of a collective group (GroupWatch).

@@ -320,7 +320,8 @@ class LeaseManager {
   // Frees the names reserved by the runtime at `peer` (it is gone), and
   // stops their actors.
   void DropReservationsOf(const std::string& peer);
-  // Ends the leases and drops the queued requests made for actor `actor_id`.
+  // Ends the leases and drops the queued requests made for actor `actor_id`,
+  // also leases restored from the previous head on nodes not rejoined yet.
   void EndActorLeases(const ActorId& actor_id, const std::string& cause);
   // The creator of the actor reserved under `name` is gone (`cause`) before
   // its constructor finished: a detached one whose reservation carries its

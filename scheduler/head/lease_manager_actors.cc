@@ -147,6 +147,23 @@ void LeaseManager::EndActorLeases(const ActorId& actor_id, const std::string& ca
     if (lease.for_actor && lease.actor_id == actor_id) ending.push_back(id);
   }
   for (const auto& id : ending) EndLease(id, /*kill_worker=*/true, cause);
+  // Leases the previous head stored whose node has not rejoined yet: forgotten
+  // now, so the rejoin stops their workers (OnNodeRejoined stops a live lease
+  // it does not know), and nothing of theirs is booked meanwhile.
+  std::vector<LeaseId> forgotten;
+  for (auto& [node, stored] : unconfirmed_) {
+    std::erase_if(stored, [&](const StoredLease& lease) {
+      if (!lease.for_actor || lease.actor_id != actor_id) return false;
+      forgotten.push_back(lease.lease_id);
+      return true;
+    });
+  }
+  for (const auto& id : forgotten) {
+    if (store_) store_->DeleteLease(id);
+    ForgetActorsOf(id);
+    EndHostedLeases(id);
+    if (lease_end_observer_) lease_end_observer_(id, cause, /*job_ended=*/false);
+  }
 }
 
 void LeaseManager::CreatorGone(const std::string& name, const std::string& cause) {

@@ -34,6 +34,7 @@ void LeaseManager::SaveLease(const Lease& lease) {
   stored.group_id = lease.group_id;
   stored.bundle_index = lease.bundle_index;
   stored.pid = lease.pid;
+  stored.actor_id = lease.actor_id;
   store_->PutLease(stored);
 }
 
@@ -203,6 +204,7 @@ void LeaseManager::OnNodeRejoined(const NodeId& node, const std::string& agent_p
     lease.running = true;
     lease.detached = s.detached;
     lease.for_actor = s.for_actor;
+    lease.actor_id = s.actor_id;
     lease.process = s.process;
     lease.group_id = s.group_id;
     lease.bundle_index = s.bundle_index;

@@ -185,6 +185,81 @@ TEST_F(HeadRestartTest, ATakenOverActorTheHeadHadNotNamedIsCreatedAgainAfterARes
       << "the named one and the new worker hold one each; the stopped one's is free";
 }
 
+// A detached actor whose creator dies after a head restart, while its
+// constructor still runs on the worker the previous head granted: the creator
+// reserved the name again with the restarted head (ReReserveNames), then went
+// silent. That worker is stopped when the head creates the actor again,
+// whether its node rejoined before the creator went or after, so the actor
+// never runs twice and the old worker's CPU is not booked for nobody.
+class RestoredActorLeaseTest : public HeadRestartTest,
+                               public ::testing::WithParamInterface<bool> {
+ protected:
+  // Detached actor "model"'s reservation, carrying its constructor call.
+  protocol::RegisterActorRequest Reservation(const JobId& job) {
+    ActorId actor = ActorId::FromWire("actor-model");
+    protocol::RegisterActorRequest reserve;
+    reserve.actor.name = "model";
+    reserve.actor.actor_id = actor;
+    reserve.actor.job_id = job;
+    reserve.actor.detached = true;
+    reserve.actor.starting = true;
+    protocol::RequestLeaseRequest again;
+    again.job_id = job;
+    again.resources = {{"CPU", 1}};
+    again.for_actor = true;
+    again.detached = true;
+    again.actor_id = actor;
+    again.init = {"Model::Create", actor, {"weights"}};
+    reserve.actor.restart_request = protocol::Encode(again);
+    return reserve;
+  }
+};
+
+TEST_P(RestoredActorLeaseTest, ItsOldWorkerIsStoppedWhenTheHeadCreatesItAgain) {
+  const bool rejoin_first = GetParam();
+  job_timeout_ms_ = 500;  // shorter than the node timeout: the node stays alive
+  auto joined = Call<protocol::RegisterNodeReply>(Hello(), kAgent, 1);
+  auto job = Call<protocol::RegisterDriverReply>(Driver(), kDriver, 2).job_id;
+  auto reserve = Reservation(job);
+  Call<protocol::RegisterActorReply>(reserve, kDriver, 3);
+  auto grant = Lease(job, {{"CPU", 1}}, "", kDriver, /*detached=*/true, reserve.actor.actor_id);
+
+  StartHead();
+  // The driver registers again and holds its name again, then dies.
+  EXPECT_EQ(Call<protocol::RegisterDriverReply>(Driver(job), kDriver, 4).job_id, job);
+  Call<protocol::RegisterActorReply>(reserve, kDriver, 5);
+  protocol::RegisterNodeRequest rejoin = Hello();
+  rejoin.rejoin = true;
+  rejoin.previous_node_id = joined.node_id;
+  rejoin.previous_epoch = joined.epoch;
+  rejoin.live_leases.push_back({grant.lease_id, job, {{"CPU", 1}}, {}, 4242, false});
+  auto expire_job = [&] {
+    clock_.Advance(job_timeout_ms_ + 1);
+    head_->ExpireSilentNodes();
+  };
+  if (rejoin_first) {
+    Call<protocol::RegisterNodeReply>(rejoin, kAgent, 10);
+    ASSERT_EQ(Status().nodes.at(0).available.at("CPU"), 3) << "the live worker's CPU is booked";
+    expire_job();
+  } else {
+    expire_job();
+    Call<protocol::RegisterNodeReply>(rejoin, kAgent, 10);
+  }
+  auto [to_agent, kill] = Take<protocol::KillWorkersRequest>();
+  EXPECT_EQ(kill.lease_ids, std::vector<LeaseId>{grant.lease_id})
+      << "the worker still constructing it for the gone creator";
+  auto [start_to, start] = Take<protocol::StartWorkerRequest>();
+  EXPECT_EQ(start.init.args, std::vector<std::string>{"weights"}) << "created again by the head";
+  EXPECT_NE(start.lease_id, grant.lease_id);
+  EXPECT_EQ(Status().nodes.at(0).available.at("CPU"), 3)
+      << "one CPU for the new worker, none left booked for the stopped one";
+}
+
+INSTANTIATE_TEST_SUITE_P(NodeRejoins, RestoredActorLeaseTest, ::testing::Bool(),
+                         [](const ::testing::TestParamInfo<bool>& param_info) {
+                           return param_info.param ? "BeforeTheCreatorGoes" : "AfterTheCreatorWent";
+                         });
+
 TEST_F(HeadRestartTest, ANodeThatDoesNotRejoinDiesAndTakesItsLeasesAndActorsAlong) {
   auto joined = Call<protocol::RegisterNodeReply>(Hello(), kAgent, 1);
   auto job = Call<protocol::RegisterDriverReply>(Driver(), kDriver, 2).job_id;

@@ -1,5 +1,5 @@
 // rayx._core: the Python face of librayx's runtime (a thin layer; the Python
-// package in python/rayx/ builds Ray's API on it).
+// package in python_bindings/rayx/ builds Ray's API on it).
 //
 // Every call that can block (connecting, getting, waiting, creating placement
 // groups, head calls) releases the GIL. Long waits are cut into slices so that

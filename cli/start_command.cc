@@ -10,6 +10,7 @@
 #include <iostream>
 #include <map>
 #include <optional>
+#include <thread>
 
 #include "cluster_client.h"
 #include "command_error.h"
@@ -17,6 +18,8 @@
 #include "common/flags.h"
 #include "common/process_control.h"
 #include "common/session_dir.h"
+#include "foreground.h"
+#include "platform_env.h"
 #include "rayx/cluster_status.h"
 #include "rayx/ids.h"
 #include "rayx/version.h"
@@ -38,6 +41,9 @@ struct StartFlags {
   bool block = false, help = false;
   int64_t heartbeat_ms = 250, node_timeout_ms = 1500, connect_timeout_ms = 15000;
   int64_t worker_start_timeout_ms = 30000;
+  int64_t head_lost_timeout_ms = 60000;
+  bool from_env = false;
+  int64_t join_timeout_s = 300;
 };
 
 // Passes the resource flags the user gave on to rayx-agent.
@@ -55,6 +61,9 @@ void AddResourceArgs(const FlagParser& flags, const StartFlags& f, std::vector<s
     argv->insert(argv->end(),
                  {"--worker-start-timeout-ms", std::to_string(f.worker_start_timeout_ms)});
   }
+  if (flags.WasSet("head-lost-timeout-ms")) {
+    argv->insert(argv->end(), {"--head-lost-timeout-ms", std::to_string(f.head_lost_timeout_ms)});
+  }
 }
 
 // Stops the daemons of `session` started so far (start-up failed half-way) and
@@ -70,45 +79,54 @@ void Undo(const detail::Session& session) {
   session.Remove();
 }
 
-// Blocks SIGINT, SIGTERM and SIGCHLD (to be taken with sigwait), before any
-// daemon starts so that none of them can exit unseen.
-sigset_t BlockSignals() {
-  sigset_t set;
-  sigemptyset(&set);
-  sigaddset(&set, SIGINT);
-  sigaddset(&set, SIGTERM);
-  sigaddset(&set, SIGCHLD);
-  sigprocmask(SIG_BLOCK, &set, nullptr);
-  return set;
-}
-
-// Waits on the daemons started by this invocation (--block): returns when one
-// exits or on SIGINT/SIGTERM, stopping the others.
-int BlockUntilDone(const detail::Session& session) {
-  sigset_t set = BlockSignals();
-  std::cout << "--block: running until a rayx process exits or Ctrl-C.\n" << std::flush;
-  int code = 0;
-  while (true) {
-    int signo = 0;
-    sigwait(&set, &signo);
-    if (signo == SIGCHLD) {
-      int status = 0;
-      pid_t pid = waitpid(-1, &status, WNOHANG);
-      if (pid <= 0) continue;
-      std::cerr << "rayx start: process " << pid << " exited; stopping the others\n";
-      code = 1;
+// --from-env: takes this node's role from the platform's variables (SLURM's,
+// or RANK/WORLD_SIZE/MASTER_ADDR[/MASTER_PORT]): node rank 0 starts the head
+// (on MASTER_PORT unless --port is given, at MASTER_ADDR's address when that
+// is one of this machine's), the others join it, waiting up to
+// --join-timeout-s for it to come up and for its name to resolve. Labels
+// each node with its rank.
+Status ApplyPlatformRole(const PlatformRole& role, const FlagParser& flags, StartFlags* f) {
+  if (!f->labels.empty()) f->labels += ",";
+  f->labels += "rayx.io/node-rank=" + std::to_string(role.node_rank);
+  if (!flags.WasSet("port") && role.head_port) f->port = *role.head_port;
+  if (!flags.WasSet("connect-timeout-ms")) f->connect_timeout_ms = f->join_timeout_s * 1000;
+  std::cout << "rayx start --from-env: node rank " << role.node_rank << " of " << role.num_nodes
+            << " (from " << role.source << "), "
+            << (role.node_rank == 0
+                    ? "starting the head"
+                    : "joining the head on " + role.head_host + ":" + std::to_string(f->port))
+            << "\n"
+            << std::flush;
+  if (role.node_rank == 0) {
+    f->head = true;
+    if (f->node_ip.empty()) {
+      auto ip = ResolveIpv4(role.head_host);
+      if (ip.ok() && IsLocalAddress(*ip)) f->node_ip = *ip;
     }
-    break;
+    return Status::OK();
   }
-  std::vector<detail::ProcessRecord> records;
-  for (const auto& [name, record] : session.Processes()) {
-    detail::SignalGroup(record, SIGTERM);
-    records.push_back(record);
+  // Node 0's name may resolve only once it runs (a Kubernetes headless
+  // service): wait for it as for the head itself.
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(f->join_timeout_s);
+  bool said = false;
+  while (true) {
+    auto ip = ResolveIpv4(role.head_host);
+    if (ip.ok()) {
+      f->address = *ip + ":" + std::to_string(f->port);
+      return Status::OK();
+    }
+    if (std::chrono::steady_clock::now() >= deadline) {
+      return Status::Unavailable("node rank 0's host '" + role.head_host + "' (from " +
+                                 role.source + ") did not resolve within " +
+                                 std::to_string(f->join_timeout_s) + " s");
+    }
+    if (!said) {
+      std::cout << "rayx start --from-env: waiting for '" << role.head_host << "' to resolve\n"
+                << std::flush;
+      said = true;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
   }
-  for (const auto& r : detail::WaitForExit(records, 10000)) detail::SignalGroup(r, SIGKILL);
-  detail::WaitForExit(records, 5000);
-  for (const auto& [name, record] : session.Processes()) session.ForgetProcess(name);
-  return code;
 }
 
 }  // namespace
@@ -140,11 +158,62 @@ int StartCommand(const std::vector<std::string>& args) {
   flags.AddInt("worker-start-timeout-ms", &f.worker_start_timeout_ms, 100, 3600000,
                "stop a worker that has not started within this (default 30000; a detached "
                "actor's constructor that the head runs at start is not limited)");
+  flags.AddInt("head-lost-timeout-ms", &f.head_lost_timeout_ms, 1000, 86400000,
+               "the node agent exits when the head has been silent this long (default 60000)");
+  flags.AddBool("from-env", &f.from_env,
+                "take this node's role from SLURM's or a platform's RANK/WORLD_SIZE/MASTER_ADDR: "
+                "rank 0 starts the head and runs the command after `--`, the others join");
+  flags.AddInt("join-timeout-s", &f.join_timeout_s, 1, 86400,
+               "--from-env: how long the nodes may take to join (default 300)");
   flags.AddBool("help", &f.help, "show this help");
-  if (Status s = flags.Parse(args, nullptr); !s.ok()) return Fail("start", s.message(), 2);
+  std::vector<std::string> flag_args, command;
+  bool after_dashes = false;
+  for (const auto& a : args) {
+    if (!after_dashes && a == "--") {
+      after_dashes = true;
+      continue;
+    }
+    (after_dashes ? command : flag_args).push_back(a);
+  }
+  if (Status s = flags.Parse(flag_args, nullptr); !s.ok()) return Fail("start", s.message(), 2);
   if (f.help) {
-    std::cout << "usage: rayx start (--head | --address HOST:PORT) [FLAGS]\n" << flags.Usage();
+    std::cout << "usage: rayx start (--head | --address HOST:PORT) [FLAGS]\n"
+                 "       rayx start --from-env [FLAGS] [-- COMMAND ARGS...]\n"
+              << flags.Usage();
     return 0;
+  }
+  if (!command.empty() && !f.from_env) {
+    return Fail("start",
+                "a command after `--` runs only with --from-env (node rank 0 runs it "
+                "once every node joined, then stops the cluster)",
+                2);
+  }
+  std::optional<PlatformRole> role;
+  if (f.from_env) {
+    if (f.head || !f.address.empty()) {
+      return Fail("start",
+                  "--from-env takes the role from the environment: drop --head and "
+                  "--address",
+                  2);
+    }
+    auto detected = DetectPlatformRole(ProcessEnv());
+    if (!detected.ok()) return Fail("start", detected.status().message(), 2);
+    if (f.token.empty()) {
+      if (const char* t = std::getenv("RAYX_TOKEN")) f.token = t;
+    }
+    if (f.token.empty()) {
+      return Fail("start",
+                  "--from-env needs the same cluster token on every node: set "
+                  "RAYX_TOKEN to a secret in the job's environment (for example a "
+                  "Kubernetes Secret, or `export RAYX_TOKEN=$(openssl rand -hex 16)` "
+                  "in the sbatch script before srun) or pass --token",
+                  2);
+    }
+    role = *detected;
+    if (Status s = ApplyPlatformRole(*role, flags, &f); !s.ok()) {
+      return Fail("start", s.message(), 1);
+    }
+    f.block = true;
   }
   if (f.head == !f.address.empty()) {
     return Fail("start", "pass exactly one of --head (start a new cluster here) or --address "
@@ -184,6 +253,16 @@ int StartCommand(const std::vector<std::string>& args) {
     }
   }
 
+  // A head takes $RAYX_TOKEN too (the token every node and command of the
+  // cluster is then given the same way), else makes a random one below.
+  bool token_from_env = false;
+  if (f.head && f.token.empty()) {
+    if (const char* t = std::getenv("RAYX_TOKEN"); t && *t) {
+      f.token = t;
+      token_from_env = true;
+    }
+  }
+
   // A node agent of this machine that died with its reaper (its whole process
   // group SIGKILLed) left what its leases started running, holding the devices
   // the agent started here now offers again.
@@ -192,7 +271,7 @@ int StartCommand(const std::vector<std::string>& args) {
   }
 
   if (f.block) {
-    BlockSignals();
+    BlockForegroundSignals();
     // What this foreground process starts ends with it, even when it is
     // SIGKILLed (a container's or a batch scheduler's stop): the daemons watch
     // this pid (ParentWatch) and stop, with their workers, once it is gone.
@@ -218,10 +297,13 @@ int StartCommand(const std::vector<std::string>& args) {
                                  "): stop it with `rayx stop` or choose another --port", 1);
       }
       if (!f.token.empty() && f.token != conf["token"]) {
-        return Fail("start", "the head that ran on port " + std::to_string(f.port) + " (session " +
-                                 previous.path() +
-                                 ") had another cluster token: restart it without --token, or "
-                                 "run `rayx stop` first to start a new cluster", 2);
+        return Fail("start",
+                    "the head that ran on port " + std::to_string(f.port) + " (session " +
+                        previous.path() + ") had another cluster token: " +
+                        (token_from_env ? std::string("set RAYX_TOKEN to that token")
+                                        : std::string("restart it without --token")) +
+                        ", or run `rayx stop` first to start a new cluster",
+                    2);
       }
       resumed = previous;
       old_config = conf;
@@ -319,16 +401,32 @@ int StartCommand(const std::vector<std::string>& args) {
   std::cout << "Started the node agent (pid " << agent->record.pid << ") as node "
             << agent->ready["node_id"].substr(0, 8) << " at " << agent->ready["node_ip"]
             << (resources.empty() ? "" : " with " + resources) << ".\n";
-  if (f.head) {
-    std::cout << "\nTo add another machine to this cluster, run on it:\n"
-              << "  rayx start --address " << config["address"] << " --token " << f.token << "\n";
+  if (role) {
+    // The platform's other nodes join by themselves; its job ends the cluster.
+    std::cout << "Logs: " << session->path() << "/logs\n" << std::flush;
+  } else {
+    if (f.head) {
+      std::cout << "\nTo add another machine to this cluster, run on it:\n"
+                << "  rayx start --address " << config["address"] << " --token " << f.token << "\n";
+    }
+    std::cout << "\nTo see the cluster:  rayx status"
+              << (f.temp_dir != detail::DefaultTempDir() ? " --temp-dir " + f.temp_dir : "") << "\n"
+              << "To stop the rayx processes on this machine:  rayx stop"
+              << (f.temp_dir != detail::DefaultTempDir() ? " --temp-dir " + f.temp_dir : "") << "\n"
+              << "Logs: " << session->path() << "/logs\n"
+              << std::flush;
   }
-  std::cout << "\nTo see the cluster:  rayx status"
-            << (f.temp_dir != detail::DefaultTempDir() ? " --temp-dir " + f.temp_dir : "") << "\n"
-            << "To stop the rayx processes on this machine:  rayx stop"
-            << (f.temp_dir != detail::DefaultTempDir() ? " --temp-dir " + f.temp_dir : "") << "\n"
-            << "Logs: " << session->path() << "/logs\n"
-            << std::flush;
+  if (role && role->node_rank == 0 && !command.empty()) {
+    std::string address = config["address"];
+    if (Status joined = WaitForNodes(address, f.token, role->num_nodes, f.join_timeout_s * 1000);
+        !joined.ok()) {
+      std::cerr << "rayx start: " << joined.message() << "\n";
+      (void)StopCluster(address, f.token, "not every node joined", 5000);
+      StopSessionProcesses(*session);
+      return 1;
+    }
+    return RunCommandThenStopCluster(*session, command, address, f.token);
+  }
   if (f.block) return BlockUntilDone(*session);
   return 0;
 }

@@ -14,6 +14,8 @@ std::string MessageTypeName(uint16_t type) {
     case MessageType::kUnregisterNodeReply: return "UnregisterNodeReply";
     case MessageType::kGetClusterStatusRequest: return "GetClusterStatusRequest";
     case MessageType::kGetClusterStatusReply: return "GetClusterStatusReply";
+    case MessageType::kStopClusterRequest: return "StopClusterRequest";
+    case MessageType::kStopClusterReply: return "StopClusterReply";
     case MessageType::kRegisterDriverRequest: return "RegisterDriverRequest";
     case MessageType::kRegisterDriverReply: return "RegisterDriverReply";
     case MessageType::kDriverHeartbeatRequest: return "DriverHeartbeatRequest";

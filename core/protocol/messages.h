@@ -37,6 +37,8 @@ enum class MessageType : uint16_t {
   kUnregisterNodeReply = 7,
   kGetClusterStatusRequest = 8,
   kGetClusterStatusReply = 9,
+  kStopClusterRequest = 10,  // CLI -> head: every node agent leaves and exits
+  kStopClusterReply = 11,
   // Drivers and jobs (driver <-> head).
   kRegisterDriverRequest = 20,
   kRegisterDriverReply = 21,
@@ -234,7 +236,10 @@ struct HeartbeatReply {
   // workers instead of fencing itself. An agent that predates this field
   // fences, which is safe.
   bool rejoin = false;
-  MSGPACK_DEFINE_MAP(known, rejoin)
+  // Not empty once the cluster is being stopped (StopClusterRequest): why. The
+  // agent stops its workers, leaves and exits with status 0.
+  std::string stop;
+  MSGPACK_DEFINE_MAP(known, rejoin, stop)
 };
 
 // An agent leaving on purpose (rayx stop): marked dead at once, not after the
@@ -262,6 +267,23 @@ struct GetClusterStatusReply {
   static constexpr MessageType kType = MessageType::kGetClusterStatusReply;
   ClusterStatus status;
   MSGPACK_DEFINE_MAP(status)
+};
+
+// Stops the whole cluster (`rayx start --from-env` once its command ended):
+// every node agent hears it in its next heartbeat reply, stops its workers,
+// leaves and exits; the head refuses new nodes from then on. The head itself
+// keeps running until it is stopped like any process.
+struct StopClusterRequest {
+  static constexpr MessageType kType = MessageType::kStopClusterRequest;
+  std::string token;
+  std::string reason;  // shown in the agents' logs and in `rayx status`
+  MSGPACK_DEFINE_MAP(token, reason)
+};
+
+struct StopClusterReply {
+  static constexpr MessageType kType = MessageType::kStopClusterReply;
+  uint32_t alive_nodes = 0;  // nodes told to leave
+  MSGPACK_DEFINE_MAP(alive_nodes)
 };
 
 // ---- Drivers and jobs ----------------------------------------------------
@@ -307,13 +329,8 @@ struct DriverHeartbeatRequest {
 
 struct DriverHeartbeatReply {
   static constexpr MessageType kType = MessageType::kDriverHeartbeatReply;
-  bool known = true;
-  // With known = false: the head restarted and knew this node (id and epoch)
-  // before. The agent rejoins (RegisterNodeRequest::rejoin) keeping its
-  // workers instead of fencing itself. An agent that predates this field
-  // fences, which is safe.
-  bool rejoin = false;
-  MSGPACK_DEFINE_MAP(known, rejoin)
+  bool known = true;  // false once the head no longer runs the job (it ended)
+  MSGPACK_DEFINE_MAP(known)
 };
 
 // What the head knows of a named actor (defined here: FinishJobRequest hands

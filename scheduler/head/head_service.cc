@@ -127,6 +127,8 @@ void HeadService::RegisterRoutes() {
      "wrong cluster token: run `rayx status` on a machine of the cluster, or pass --token "
      "(printed by `rayx start --head`)",
      &HeadService::OnGetClusterStatus);
+  On(Auth::kToken, "wrong cluster token: only a holder of the cluster token may stop the cluster",
+     &HeadService::OnStopCluster);
   On(Auth::kToken,
      "wrong cluster token: run `rayx list` on a machine of the cluster, or pass --token "
      "(printed by `rayx start --head`)",
@@ -245,6 +247,11 @@ Result<protocol::RegisterNodeReply> HeadService::OnRegisterNode(
                          "node registration");
     }
   }
+  if (!stop_reason_.empty()) {
+    return call.Reject(Status::Unavailable("the cluster is being stopped (" + stop_reason_ +
+                                           "): start a new one with `rayx start --head`"),
+                       "node registration");
+  }
   if (req.rejoin) return Rejoin(req, call);
   // An agent that joins again has killed what it ran as its previous node;
   // that node ends now if the head still counts it alive.
@@ -331,6 +338,7 @@ Result<protocol::HeartbeatReply> HeadService::OnHeartbeat(const protocol::Heartb
                 nodes_.Heartbeat(req.node_id, req.available, clock_.NowMs(), req.store_bytes);
   // A node of this head's previous life: it comes back as itself.
   reply.rejoin = !reply.known && req.epoch != 0 && req.epoch == nodes_.RejoiningEpochOf(req.node_id);
+  reply.stop = stop_reason_;
   return reply;
 }
 
@@ -344,6 +352,18 @@ Result<protocol::UnregisterNodeReply> HeadService::OnUnregister(
     RAYX_LOG(Info) << "node " << req.node_id.Short() << " left: " << reason << "; "
                    << nodes_.alive_count() << " alive";
   }
+  return reply;
+}
+
+Result<protocol::StopClusterReply> HeadService::OnStopCluster(
+    const protocol::StopClusterRequest& req, Call&) {
+  protocol::StopClusterReply reply;
+  if (stop_reason_.empty()) {
+    stop_reason_ = req.reason.empty() ? "stopped" : req.reason.substr(0, 200);
+    RAYX_LOG(Info) << "stopping the cluster (" << stop_reason_ << "): " << nodes_.alive_count()
+                   << " node agents are told to leave";
+  }
+  reply.alive_nodes = static_cast<uint32_t>(nodes_.alive_count());
   return reply;
 }
 

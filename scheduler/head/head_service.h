@@ -125,6 +125,8 @@ class HeadService {
                                                      Call& call);
   Result<protocol::GetClusterStatusReply> OnGetClusterStatus(
       const protocol::GetClusterStatusRequest& req, Call& call);
+  Result<protocol::StopClusterReply> OnStopCluster(const protocol::StopClusterRequest& req,
+                                                   Call& call);
   Result<protocol::ListStateReply> OnListState(const protocol::ListStateRequest& req, Call& call);
   Result<NoReply> OnProcessExited(const protocol::ProcessExitedNotice& req, Call& call);
   Result<NoReply> OnDriverExited(const protocol::DriverExitedNotice& req, Call& call);
@@ -198,6 +200,8 @@ class HeadService {
   int64_t started_ms_;
   int64_t last_flush_ms_ = 0;
   uint64_t stale_incarnation_count_ = 0;
+  // Why the cluster is being stopped (StopClusterRequest); empty while it runs.
+  std::string stop_reason_;
 };
 
 }  // namespace rayx::scheduler

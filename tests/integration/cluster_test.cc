@@ -8,6 +8,7 @@
 
 #include <chrono>
 #include <filesystem>
+#include <map>
 #include <thread>
 #include <fstream>
 #include <sstream>
@@ -382,6 +383,27 @@ TEST(Cluster, BlockKeepsTheDaemonsInTheForegroundUntilSigterm) {
     std::string text((std::istreambuf_iterator<char>(log)), std::istreambuf_iterator<char>());
     EXPECT_NE(text.find("signal 15: shutting down"), std::string::npos) << text;
   }
+  std::filesystem::remove_all(temp);
+}
+
+// A head started with $RAYX_TOKEN uses it (as every command given the same
+// variable does), not a random token: one secret set once for a container.
+TEST(Cluster, AHeadTakesItsTokenFromRayxToken) {
+  std::string temp = (std::filesystem::temp_directory_path() / "rayx-envtoken-XXXXXX").string();
+  ASSERT_NE(mkdtemp(temp.data()), nullptr);
+  std::map<std::string, std::string> env = {{"RAYX_TOKEN", "token-from-the-environment"}};
+  auto started = RunCommand({RayxCliPath(), "start", "--head", "--port", "0", "--node-ip-address",
+                             "127.0.0.1", "--num-cpus", "1", "--temp-dir", temp},
+                            env, 60000);
+  ASSERT_EQ(started.exit_code, 0) << started.Describe();
+  EXPECT_TRUE(Contains(started.out, "--token token-from-the-environment")) << started.out;
+  auto conf = detail::FindLocalCluster(temp);
+  ASSERT_TRUE(conf.ok()) << conf.status();
+  EXPECT_EQ(conf->token, "token-from-the-environment");
+  auto status = QueryClusterStatus(conf->address, "token-from-the-environment", 5000);
+  EXPECT_TRUE(status.ok()) << status.status();
+  auto stopped = RunCommand({RayxCliPath(), "stop", "--temp-dir", temp}, {}, 60000);
+  EXPECT_EQ(stopped.exit_code, 0) << stopped.Describe();
   std::filesystem::remove_all(temp);
 }
 

@@ -57,60 +57,6 @@ bool HaveTorch() {
   }
 }
 
-// A `rayx` command running in the background, its output in files.
-struct Background {
-  pid_t pid = -1;
-  std::string out_path, err_path;
-
-  static Background Start(const std::vector<std::string>& argv, const std::string& dir) {
-    Background b;
-    b.out_path = dir + "/bg.out";
-    b.err_path = dir + "/bg.err";
-    b.pid = fork();
-    if (b.pid == 0) {
-      int out = ::open(b.out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-      int err = ::open(b.err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-      dup2(out, 1);
-      dup2(err, 2);
-      std::vector<char*> args;
-      for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-      args.push_back(nullptr);
-      execv(args[0], args.data());
-      _exit(127);
-    }
-    return b;
-  }
-  // The exit code, or -1 on timeout (then it is SIGKILLed).
-  int Wait(int64_t timeout_ms) {
-    auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
-    int status = 0;
-    while (waitpid(pid, &status, WNOHANG) == 0) {
-      if (std::chrono::steady_clock::now() > deadline) {
-        ::kill(pid, SIGKILL);
-        waitpid(pid, &status, 0);
-        return -1;
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    }
-    pid = -1;
-    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  }
-  std::string Out() const {
-    std::ifstream in(out_path);
-    return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  }
-  std::string Err() const {
-    std::ifstream in(err_path);
-    return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  }
-  ~Background() {
-    if (pid > 0) {
-      ::kill(pid, SIGKILL);
-      waitpid(pid, nullptr, 0);
-    }
-  }
-};
-
 class Launch : public ::testing::Test {
  protected:
   // Two nodes (127.0.0.1 and 127.0.0.2) with 2 CPUs and `gpus` fake GPUs each.
@@ -262,7 +208,7 @@ TEST_F(Launch, MaxRestartsRestartsTheWholeGroupAfterAFailure) {
 TEST_F(Launch, SigtermStopsEveryRankOnEveryNode) {
   if (!HaveTorch()) GTEST_SKIP() << "python3-torch is not installed (./scripts/install-deps.sh)";
   StartTwoNodes();
-  auto bg = Background::Start(
+  auto bg = BackgroundCommand::Start(
       LaunchArgs({"--nnodes", "2", "--nproc-per-node", "2", "--env", "SLEEP_FOREVER=1", "--env",
                   "PID_DIR=" + work_dir_ + "/pids"},
                  {"/usr/bin/python3", Script()}),
@@ -280,7 +226,7 @@ TEST_F(Launch, SigtermStopsEveryRankOnEveryNode) {
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
   ASSERT_EQ(sleeping, 4) << bg.Out() << bg.Err();
-  ::kill(bg.pid, SIGTERM);
+  ::kill(bg.pid(), SIGTERM);
   EXPECT_EQ(bg.Wait(30000), 128 + SIGTERM) << bg.Err();
   EXPECT_TRUE(Contains(bg.Err(), "stopped all 4 ranks")) << bg.Err();
   EXPECT_TRUE(AllPidsGone(work_dir_ + "/pids", 4, 10000));
@@ -289,11 +235,11 @@ TEST_F(Launch, SigtermStopsEveryRankOnEveryNode) {
 TEST_F(Launch, ALaunchKilledOutrightTakesItsRanksWithIt) {
   StartTwoNodes();
   std::string pids = work_dir_ + "/pids";
-  auto bg = Background::Start(SleepingRanks(pids), work_dir_);
+  auto bg = BackgroundCommand::Start(SleepingRanks(pids), work_dir_);
   (void)RanksStarted(pids, 2);
   // SIGKILL: no chance to clean up. The head ends the job when its
   // heartbeats stop, and with it every rank.
-  ::kill(bg.pid, SIGKILL);
+  ::kill(bg.pid(), SIGKILL);
   EXPECT_EQ(bg.Wait(10000), 128 + SIGKILL);
   EXPECT_TRUE(AllPidsGone(pids, 2, 20000));
 }
@@ -304,11 +250,12 @@ TEST_F(Launch, ALaunchKilledOutrightTakesItsRanksWithIt) {
 TEST_F(Launch, ALaunchOutlivesAHeadRestart) {
   StartTwoNodes();
   std::string go = work_dir_ + "/go";
-  auto bg = Background::Start(
-      LaunchArgs({"--nnodes", "2", "--nproc-per-node", "1"},
-                 {"sh", "-c", "echo started-$RANK; while [ ! -f " + go +
-                                  " ]; do sleep 0.05; done; echo finished-$RANK"}),
-      work_dir_);
+  auto bg =
+      BackgroundCommand::Start(LaunchArgs({"--nnodes", "2", "--nproc-per-node", "1"},
+                                          {"sh", "-c",
+                                           "echo started-$RANK; while [ ! -f " + go +
+                                               " ]; do sleep 0.05; done; echo finished-$RANK"}),
+                               work_dir_);
   ASSERT_TRUE(rayx::testing::WaitUntil(
       [&] { return Contains(bg.Out(), "started-0") && Contains(bg.Out(), "started-1"); }, 60000))
       << bg.Out() << bg.Err();
@@ -326,7 +273,7 @@ TEST_F(Launch, ALaunchOutlivesAHeadRestart) {
 TEST_F(Launch, ANodeDeathFailsTheLaunchNamingTheNode) {
   StartTwoNodes();
   std::string pids = work_dir_ + "/pids";
-  auto bg = Background::Start(SleepingRanks(pids), work_dir_);
+  auto bg = BackgroundCommand::Start(SleepingRanks(pids), work_dir_);
   ASSERT_TRUE(RanksStarted(pids, 2)) << bg.Err();
   ASSERT_TRUE(cluster_->KillNode(second_).ok());
   EXPECT_EQ(bg.Wait(30000), 1) << bg.Out() << bg.Err();
@@ -368,8 +315,9 @@ TEST_F(Launch, GivesEachNodeItsOwnGpusInLocalRankOrderAndNeverShares) {
   EXPECT_TRUE(Contains(plan.out, "CUDA_VISIBLE_DEVICES=0,1")) << plan.out;
 
   // A first launch holds two GPUs on each node while a second one runs.
-  auto holder = Background::Start(
-      LaunchArgs({"--nnodes", "2", "--nproc-per-node", "2", "--gpus-per-proc", "1", "--cpus-per-proc", "0.5"},
+  auto holder = BackgroundCommand::Start(
+      LaunchArgs({"--nnodes", "2", "--nproc-per-node", "2", "--gpus-per-proc", "1",
+                  "--cpus-per-proc", "0.5"},
                  {"sh", "-c", "echo held=$CUDA_VISIBLE_DEVICES; exec sleep 600"}),
       work_dir_);
   auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
@@ -394,7 +342,7 @@ TEST_F(Launch, GivesEachNodeItsOwnGpusInLocalRankOrderAndNeverShares) {
                         {"true"});
   EXPECT_EQ(none.exit_code, 1);
   EXPECT_TRUE(Contains(none.err, "has {CPU: 1, GPU: 2} free")) << none.err;
-  ::kill(holder.pid, SIGTERM);
+  ::kill(holder.pid(), SIGTERM);
   EXPECT_EQ(holder.Wait(30000), 128 + SIGTERM) << holder.Err();
 }
 

@@ -96,4 +96,72 @@ bool PidAlive(pid_t pid) {
   return close == std::string::npos || line.size() < close + 3 || line[close + 2] != 'Z';
 }
 
+BackgroundCommand BackgroundCommand::Start(const std::vector<std::string>& argv,
+                                           const std::string& dir,
+                                           const std::map<std::string, std::string>& env,
+                                           const std::string& name) {
+  BackgroundCommand b;
+  b.out_path_ = dir + "/" + name + ".out";
+  b.err_path_ = dir + "/" + name + ".err";
+  std::vector<std::string> args = argv;
+  std::vector<char*> cargv;
+  for (auto& a : args) cargv.push_back(a.data());
+  cargv.push_back(nullptr);
+  b.pid_ = fork();
+  if (b.pid_ == 0) {
+    int out = ::open(b.out_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    int err = ::open(b.err_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    dup2(out, 1);
+    dup2(err, 2);
+    int devnull = open("/dev/null", O_RDONLY);
+    dup2(devnull, 0);
+    for (const auto& [k, v] : env) setenv(k.c_str(), v.c_str(), 1);
+    execv(cargv[0], cargv.data());
+    dprintf(2, "exec %s: %s\n", cargv[0], strerror(errno));
+    _exit(127);
+  }
+  return b;
+}
+
+BackgroundCommand::BackgroundCommand(BackgroundCommand&& other) noexcept
+    : pid_(other.pid_),
+      out_path_(std::move(other.out_path_)),
+      err_path_(std::move(other.err_path_)) {
+  other.pid_ = -1;
+}
+
+BackgroundCommand::~BackgroundCommand() {
+  if (pid_ > 0) {
+    ::kill(pid_, SIGKILL);
+    waitpid(pid_, nullptr, 0);
+  }
+}
+
+int BackgroundCommand::Wait(int64_t timeout_ms) {
+  if (pid_ <= 0) return -1;
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+  int status = 0;
+  while (waitpid(pid_, &status, WNOHANG) == 0) {
+    if (std::chrono::steady_clock::now() > deadline) {
+      ::kill(pid_, SIGKILL);
+      waitpid(pid_, &status, 0);
+      pid_ = -1;
+      return -1;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  pid_ = -1;
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+namespace {
+std::string ReadWhole(const std::string& path) {
+  std::ifstream in(path);
+  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+}  // namespace
+
+std::string BackgroundCommand::Out() const { return ReadWhole(out_path_); }
+std::string BackgroundCommand::Err() const { return ReadWhole(err_path_); }
+
 }  // namespace rayx::testing

@@ -145,6 +145,11 @@ int main(int argc, char** argv) {
              real_ready.Fail(status.message());
              exit_code = 1;
              io.stop();
+           },
+       .on_cluster_stopped =
+           [&](const std::string& reason) {
+             // Exits with 0: `rayx start --block` reports a clean end.
+             agent.Leave("the cluster was stopped: " + reason, 1000, [&] { io.stop(); });
            }});
   if (Status started = agent.Start(); !started.ok()) return fail(started.message(), 1);
 
@@ -167,7 +172,10 @@ int main(int argc, char** argv) {
   });
   ParentWatch parent(io, [&] {
     RAYX_LOG(Info) << "the process this agent belongs to exited: leaving";
-    agent.Leave("its driver exited", 500, [&] { io.stop(); });
+    // A private cluster's driver, or the `rayx start --block` it belongs to.
+    const char* owner = std::getenv("RAYX_EXIT_WITH_PID");
+    agent.Leave(std::string("the process it belongs to (pid ") + (owner ? owner : "?") + ") exited",
+                500, [&] { io.stop(); });
   });
   io.run();
   return exit_code;

@@ -326,6 +326,12 @@ void NodeAgent::HandleMessage(transport::Frames& frames) {
     }
     case MessageType::kHeartbeatReply: {
       auto reply = protocol::Decode<protocol::HeartbeatReply>(body);
+      if (reply.ok() && !reply->stop.empty() && !leaving_ && !stop_heard_) {
+        stop_heard_ = true;
+        RAYX_LOG(Info) << "the head stops the cluster (" << reply->stop << "): leaving";
+        if (callbacks_.on_cluster_stopped) callbacks_.on_cluster_stopped(reply->stop);
+        return;
+      }
       // A reply to a heartbeat of an earlier incarnation says nothing about this one.
       if (reply.ok() && !reply->known && reply->rejoin && !registering_ && !fencing_ &&
           env->id >= first_heartbeat_id_) {

@@ -56,8 +56,10 @@ struct NodeAgentOptions {
 };
 
 // Single-threaded: everything runs on `io`. Calls `on_joined` once after the
-// first successful registration and `on_fatal` when the agent must exit (refused,
-// head unreachable); the caller stops `io` then.
+// first successful registration, `on_fatal` when the agent must exit (refused,
+// head unreachable; the caller stops `io` then), and `on_cluster_stopped` once
+// when the head says the whole cluster is being stopped (the caller then
+// calls Leave and exits with status 0).
 //
 // Fencing: when the head says it no longer knows this node (a heartbeat
 // answered `known = false`: it was declared dead, e.g. after a stall longer
@@ -86,6 +88,7 @@ class NodeAgent {
   struct Callbacks {
     std::function<void(const protocol::RegisterNodeReply&)> on_joined;
     std::function<void(const Status&)> on_fatal;
+    std::function<void(const std::string& reason)> on_cluster_stopped;
   };
   // Collaborators; each left empty gets the real one.
   struct Deps {
@@ -169,6 +172,7 @@ class NodeAgent {
   std::deque<std::pair<int64_t, protocol::ExitedProcess>> recent_exits_;
   std::vector<protocol::ProcessExitedNotice> exits_while_rejoining_;
   bool leaving_ = false;
+  bool stop_heard_ = false;  // the head said the cluster is being stopped
   // Drivers on this machine the head asked us to watch (WatchDriverRequest),
   // by job id; checked every heartbeat, their exits reported.
   static constexpr size_t kMaxWatchedDrivers = 4096;

@@ -268,6 +268,33 @@ TEST_F(HeadServiceTest, StatusListsNodesAndTotals) {
   EXPECT_EQ(status.AvailableResources(), (ResourceMap{{"CPU", 10}, {"tpu", 8}}));
 }
 
+TEST_F(HeadServiceTest, StoppingTheClusterTellsEveryAgentAndRefusesNewNodes) {
+  NodeId a = Register(1);
+  NodeId b = Register(2);
+  auto beat = [&](const NodeId& id, uint64_t seq) {
+    return Call<protocol::HeartbeatReply>(
+        transport::MakeMessage(
+            protocol::HeartbeatRequest{id, seq, {}, 0, service_.nodes().EpochOf(id)}, seq),
+        seq);
+  };
+  EXPECT_EQ(beat(a, 10).stop, "") << "a running cluster asks nobody to leave";
+  auto refused =
+      CallError(transport::MakeMessage(protocol::StopClusterRequest{"wrong", "done"}, 11), 11);
+  EXPECT_EQ(refused.code, static_cast<uint8_t>(StatusCode::kUnauthenticated));
+  EXPECT_EQ(beat(a, 12).stop, "") << "a refused stop stops nothing";
+
+  auto stopped = Call<protocol::StopClusterReply>(
+      transport::MakeMessage(protocol::StopClusterRequest{"s3cret-token", "the job ended"}, 13),
+      13);
+  EXPECT_EQ(stopped.alive_nodes, 2u);
+  EXPECT_EQ(beat(a, 14).stop, "the job ended");
+  EXPECT_EQ(beat(b, 15).stop, "the job ended");
+  auto late = CallError(transport::MakeMessage(Hello(), 16), 16);
+  EXPECT_EQ(late.code, static_cast<uint8_t>(StatusCode::kUnavailable));
+  EXPECT_NE(late.message.find("the cluster is being stopped (the job ended)"), std::string::npos)
+      << late.message;
+}
+
 TEST_F(HeadServiceTest, SilentNodeIsDeclaredDeadWithReason) {
   NodeId id = Register();
   clock_.Advance(700);

@@ -129,7 +129,8 @@ class NodeAgentTest : public ::testing::Test {
         io_, options, clock_,
         NodeAgent::Callbacks{
             .on_joined = [this](const protocol::RegisterNodeReply&) { ++joined_; },
-            .on_fatal = [this](const Status& status) { fatal_.push_back(status); }},
+            .on_fatal = [this](const Status& status) { fatal_.push_back(status); },
+            .on_cluster_stopped = [this](const std::string& why) { stopped_.push_back(why); }},
         std::move(deps));
     ASSERT_TRUE(agent_->Start().ok());
   }
@@ -196,6 +197,7 @@ class NodeAgentTest : public ::testing::Test {
   std::unique_ptr<NodeAgent> agent_;
   int joined_ = 0;
   std::vector<Status> fatal_;
+  std::vector<std::string> stopped_;  // on_cluster_stopped's reasons
 };
 
 TEST_F(NodeAgentTest, RegistersWithItsTokenAddressAndResourcesOnStart) {
@@ -543,6 +545,22 @@ TEST_F(NodeAgentTest, AStartKilledWhileItsPackageComesNeverStartsAndIsAnswered) 
   }
   EXPECT_EQ(processes_.starting.count("kept"), 1u);
   EXPECT_EQ(processes_.starting.count("killed"), 0u);
+}
+
+TEST_F(NodeAgentTest, AStoppedClusterIsReportedOnceAndIsNotAFailure) {
+  Join();
+  Sent hb = Next();
+  Deliver(protocol::HeartbeatReply{}, hb.env.id);
+  EXPECT_TRUE(stopped_.empty());
+  Advance(kPeriodMs);
+  hb = Next();
+  Deliver(protocol::HeartbeatReply{.stop = "the job ended"}, hb.env.id);
+  EXPECT_EQ(stopped_, std::vector<std::string>{"the job ended"});
+  Advance(kPeriodMs);
+  hb = Next();
+  Deliver(protocol::HeartbeatReply{.stop = "the job ended"}, hb.env.id);
+  EXPECT_EQ(stopped_.size(), 1u) << "told once; the caller leaves";
+  EXPECT_TRUE(fatal_.empty());
 }
 
 TEST_F(NodeAgentTest, LeavingKillsEverythingAndWaitsForTheHeadsAcknowledgement) {

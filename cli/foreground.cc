@@ -1,0 +1,281 @@
+// `rayx start` in the foreground: waiting on its daemons, and node rank 0's
+// command of `rayx start --from-env` (foreground.h).
+#include "foreground.h"
+
+#include <signal.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <iostream>
+#include <set>
+#include <thread>
+
+#include "common/address.h"
+#include "common/process_control.h"
+#include "protocol/messages.h"
+#include "rayx/cluster_status.h"
+#include "transport/sync_client.h"
+
+namespace rayx::cli {
+namespace {
+
+constexpr int64_t kPollMs = 200;
+constexpr char kNodeRankLabel[] = "rayx.io/node-rank";
+
+sigset_t ForegroundSignals() {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGTERM);
+  sigaddset(&set, SIGCHLD);
+  return set;
+}
+
+// The name `session` records `pid` under ("agent", "head"), or "".
+std::string NameOf(const detail::Session& session, pid_t pid) {
+  for (const auto& [name, record] : session.Processes()) {
+    if (record.pid == pid) return name;
+  }
+  return "";
+}
+
+int64_t NowMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+std::string DescribeExit(int status) {
+  if (WIFSIGNALED(status)) return "was killed by signal " + std::to_string(WTERMSIG(status));
+  return "exited with status " + std::to_string(WEXITSTATUS(status));
+}
+
+}  // namespace
+
+void BlockForegroundSignals() {
+  sigset_t set = ForegroundSignals();
+  sigprocmask(SIG_BLOCK, &set, nullptr);
+}
+
+void StopSessionProcesses(const detail::Session& session) {
+  std::vector<detail::ProcessRecord> records;
+  auto processes = session.Processes();
+  // The agent first: it tells the head it leaves while the head still runs.
+  for (const char* name : {"agent", "head"}) {
+    auto it = processes.find(name);
+    if (it == processes.end()) continue;
+    detail::SignalGroup(it->second, SIGTERM);
+    records.push_back(it->second);
+  }
+  for (const auto& r : detail::WaitForExit(records, 10000)) detail::SignalGroup(r, SIGKILL);
+  detail::WaitForExit(records, 5000);
+  // Reap what exited (they are our children); nothing else of ours is left.
+  while (waitpid(-1, nullptr, WNOHANG) > 0) {
+  }
+  for (const auto& [name, record] : processes) session.ForgetProcess(name);
+}
+
+int BlockUntilDone(const detail::Session& session) {
+  sigset_t set = ForegroundSignals();
+  std::cout << "--block: running until a rayx process exits or Ctrl-C.\n" << std::flush;
+  int code = 0;
+  while (true) {
+    int signo = 0;
+    sigwait(&set, &signo);
+    if (signo == SIGCHLD) {
+      int status = 0;
+      pid_t pid = waitpid(-1, &status, WNOHANG);
+      if (pid <= 0) continue;
+      std::string name = NameOf(session, pid);
+      if (name == "agent" && WIFEXITED(status) && WEXITSTATUS(status) == 0) {
+        std::cout << "rayx start: the node agent left: the head stopped the cluster\n";
+      } else {
+        std::cerr << "rayx start: " << (name.empty() ? "process" : "the " + name) << " (pid " << pid
+                  << ") " << DescribeExit(status) << "; stopping the others\n";
+        code = 1;
+      }
+    }
+    break;
+  }
+  StopSessionProcesses(session);
+  return code;
+}
+
+Status WaitForNodes(const std::string& address, const std::string& token, int num_nodes,
+                    int64_t timeout_ms) {
+  int64_t deadline = NowMs() + timeout_ms;
+  size_t reported = 0;
+  std::set<std::string> joined_ranks;
+  while (true) {
+    auto status = QueryClusterStatus(address, token, 2000);
+    if (status.ok()) {
+      joined_ranks.clear();
+      for (const auto& node : status->nodes) {
+        if (!node.alive) continue;
+        auto rank = node.labels.find(kNodeRankLabel);
+        if (rank != node.labels.end()) joined_ranks.insert(rank->second);
+      }
+      size_t alive = status->AliveNodeCount();
+      if (alive != reported) {
+        reported = alive;
+        std::cout << "rayx start: " << alive << " of " << num_nodes << " nodes have joined\n"
+                  << std::flush;
+      }
+      if (alive >= static_cast<size_t>(num_nodes)) return Status::OK();
+    }
+    if (NowMs() >= deadline) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(kPollMs));
+  }
+  std::string missing;
+  int count = 0;
+  for (int rank = 0; rank < num_nodes; ++rank) {
+    if (joined_ranks.count(std::to_string(rank))) continue;
+    if (++count <= 20) missing += (missing.empty() ? "" : ", ") + std::to_string(rank);
+  }
+  if (count > 20) missing += ", ... (" + std::to_string(count) + " in all)";
+  return Status::Unavailable(
+      "node rank" + std::string(count == 1 ? " " : "s ") + missing + " of " +
+      std::to_string(num_nodes) + " did not join within " + std::to_string(timeout_ms / 1000) +
+      " s: check that every node runs `rayx start --from-env` with the same RAYX_TOKEN and "
+      "reaches this node at " +
+      address + " (--join-timeout-s waits longer)");
+}
+
+Result<int> StopCluster(const std::string& address, const std::string& token,
+                        const std::string& reason, int64_t timeout_ms) {
+  auto hp = ParseHostPort(address);
+  if (!hp.ok()) return hp.status();
+  auto client = transport::SyncClient::Connect(*hp);
+  if (!client.ok()) return client.status();
+  protocol::StopClusterRequest request;
+  request.token = token;
+  request.reason = reason;
+  auto reply = (*client)->Call<protocol::StopClusterReply>(request, 5000);
+  if (!reply.ok()) return reply.status();
+  // The agents hear it in their next heartbeat reply and leave.
+  int64_t deadline = NowMs() + timeout_ms;
+  int alive = static_cast<int>(reply->alive_nodes);
+  while (alive > 0 && NowMs() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    auto status = QueryClusterStatus(address, token, 2000);
+    if (status.ok()) alive = static_cast<int>(status->AliveNodeCount());
+  }
+  return alive;
+}
+
+int RunCommandThenStopCluster(const detail::Session& session,
+                              const std::vector<std::string>& command, const std::string& address,
+                              const std::string& token) {
+  std::cout << "rayx start: running `" << command[0] << (command.size() > 1 ? " ..." : "")
+            << "` on this node (RAYX_ADDRESS=" << address << ")\n"
+            << std::flush;
+  pid_t child = fork();
+  if (child < 0) {
+    std::cerr << "rayx start: cannot start the command: " << std::strerror(errno) << "\n";
+    StopSessionProcesses(session);
+    return 1;
+  }
+  if (child == 0) {
+    sigset_t all;
+    sigfillset(&all);
+    sigprocmask(SIG_UNBLOCK, &all, nullptr);
+    setpgid(0, 0);
+    setenv("RAYX_ADDRESS", address.c_str(), 1);
+    setenv("RAYX_TOKEN", token.c_str(), 1);
+    setenv("RAYX_START_COMMAND", session.path().c_str(), 1);  // the group's marker
+    unsetenv("RAYX_EXIT_WITH_PID");  // the command's own `rayx start` (if any) is its business
+    std::vector<char*> argv;
+    for (const auto& a : command) argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(nullptr);
+    execvp(argv[0], argv.data());
+    std::cerr << "rayx start: cannot run '" << command[0] << "': " << std::strerror(errno) << "\n";
+    _exit(127);
+  }
+  setpgid(child, child);  // also here: whichever runs first
+  // Recorded with the agent's lease groups: should this process be killed, the
+  // agent follows it (ParentWatch) and its reaper kills the command's group.
+  std::string marker = "RAYX_START_COMMAND=" + session.path();
+  if (auto started = detail::ProcessStartTime(child); started.ok()) {
+    (void)detail::RecordGroup(session.GroupDir(), {child, *started}, marker);
+  }
+
+  sigset_t set = ForegroundSignals();
+  int command_status = 0;
+  bool command_done = false;
+  std::string daemon_died;
+  int64_t kill_at_ms = 0;  // after the first forwarded signal
+  int first_signal = 0;
+  while (!command_done) {
+    int signo = 0;
+    if (kill_at_ms > 0) {
+      int64_t left = std::max<int64_t>(kill_at_ms - NowMs(), 0);
+      timespec wait{static_cast<time_t>(left / 1000), static_cast<long>(left % 1000) * 1000000};
+      signo = sigtimedwait(&set, nullptr, &wait);
+      if (signo < 0) {
+        if (errno == EAGAIN) {
+          kill(-child, SIGKILL);
+          kill_at_ms = 0;
+        }
+        continue;
+      }
+    } else {
+      sigwait(&set, &signo);
+    }
+    if (signo == SIGCHLD) {
+      for (const auto& [name, record] : session.Processes()) {
+        int status = 0;
+        if (daemon_died.empty() && waitpid(record.pid, &status, WNOHANG) == record.pid) {
+          daemon_died =
+              "the " + name + " (pid " + std::to_string(record.pid) + ") " + DescribeExit(status);
+          std::cerr << "rayx start: " << daemon_died << "; stopping the command\n";
+          kill(-child, SIGTERM);
+          kill_at_ms = NowMs() + 10000;
+        }
+      }
+      // The command's exit, seen before it is reaped: while its zombie holds
+      // the pid, the process group number cannot name anybody else's group.
+      siginfo_t info{};
+      if (waitid(P_PID, static_cast<id_t>(child), &info, WEXITED | WNOHANG | WNOWAIT) == 0 &&
+          info.si_pid == child) {
+        kill(-child, SIGKILL);  // what the command left running in its group
+        waitpid(child, &command_status, 0);
+        detail::ForgetGroup(session.GroupDir(), child);
+        command_done = true;
+      }
+      continue;
+    }
+    // SIGINT or SIGTERM: the platform stops this node.
+    if (first_signal == 0) {
+      first_signal = signo;
+      std::cerr << "rayx start: signal " << signo << ": stopping the command\n";
+      kill(-child, SIGTERM);
+      kill_at_ms = NowMs() + 10000;
+    } else {
+      kill(-child, SIGKILL);
+    }
+  }
+  int code =
+      WIFSIGNALED(command_status) ? 128 + WTERMSIG(command_status) : WEXITSTATUS(command_status);
+  std::cout << "rayx start: the command " << DescribeExit(command_status) << "\n" << std::flush;
+  if (!daemon_died.empty()) {
+    StopSessionProcesses(session);
+    return 1;
+  }
+  auto left = StopCluster(address, token,
+                          "the command of node rank 0 " + DescribeExit(command_status), 10000);
+  if (!left.ok()) {
+    std::cerr << "rayx start: could not stop the cluster: " << left.status().message() << "\n";
+  } else if (*left > 0) {
+    std::cerr << "rayx start: " << *left << " node agents had not left 10 s after the stop\n";
+  } else {
+    std::cout << "rayx start: stopped the cluster: every node agent left\n";
+  }
+  StopSessionProcesses(session);
+  return code;
+}
+
+}  // namespace rayx::cli

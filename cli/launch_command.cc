@@ -7,6 +7,7 @@
 
 #include <cmath>
 #include <iostream>
+#include <map>
 
 #include "cluster_client.h"
 #include "command_error.h"
@@ -176,9 +177,20 @@ int LaunchCommand(const std::vector<std::string>& all_args) {
   if (!port.ok()) return Fail("cannot reserve MASTER_PORT on " + master_addr + ": " +
                               port.status().message());
   if (f.dry_run) {
+    // The devices as the ranks will see them (a node's agent may be limited to
+    // some of its machine's devices: NodeInfo::gpu_devices).
+    std::map<std::string, NodeInfo> nodes;
+    protocol::GetClusterStatusRequest status_request;
+    status_request.token = cluster->second;
+    if (auto status = client.Call<protocol::GetClusterStatusReply>(status_request, 5000);
+        status.ok()) {
+      for (auto& n : status->status.nodes) nodes[n.node_id.Hex()] = n;
+    }
     auto gpu_list = [&](int b) {
+      const protocol::BundleLocation& where = group.locations[static_cast<size_t>(b)];
+      auto node = nodes.find(where.node_id);
       std::string s;
-      for (int id : group.locations[static_cast<size_t>(b)].gpu_ids) {
+      for (int id : node == nodes.end() ? where.gpu_ids : node->second.DevicesOf(where.gpu_ids)) {
         s += (s.empty() ? "" : ",") + std::to_string(id);
       }
       return s;

@@ -46,12 +46,25 @@ std::string FormatList(const protocol::ListStateReply& state, const std::string&
   std::ostringstream out;
   std::vector<std::vector<std::string>> rows;
   std::map<std::string, std::string> node_address;
-  for (const auto& n : state.nodes) node_address[n.node_id.Hex()] = n.address;
+  std::map<std::string, const NodeInfo*> node_of;
+  for (const auto& n : state.nodes) {
+    node_address[n.node_id.Hex()] = n.address;
+    node_of[n.node_id.Hex()] = &n;
+  }
+  // A node's GPUs as its processes see them (CUDA_VISIBLE_DEVICES).
+  auto devices = [&](const std::string& node_id, const std::vector<int>& gpu_ids) {
+    auto it = node_of.find(node_id);
+    return Join(it == node_of.end() ? gpu_ids : it->second->DevicesOf(gpu_ids));
+  };
   if (what == "nodes") {
     rows.push_back({"NODE_ID", "ADDRESS", "STATE", "HEAD", "TOTAL", "AVAILABLE", "LABELS"});
     for (const auto& n : state.nodes) {
       std::string labels;
       for (const auto& [k, v] : n.labels) labels += (labels.empty() ? "" : ",") + k + "=" + v;
+      if (!n.gpu_devices.empty()) {
+        labels +=
+            std::string(labels.empty() ? "" : ",") + "(GPU devices " + Join(n.gpu_devices) + ")";
+      }
       rows.push_back({n.node_id.Hex().substr(0, 12), n.address, n.alive ? "ALIVE" : "DEAD",
                       n.is_head_node ? "yes" : "", FormatResourceShape(n.total),
                       n.alive ? FormatResourceShape(n.available) : "-",
@@ -65,7 +78,7 @@ std::string FormatList(const protocol::ListStateReply& state, const std::string&
       rows.push_back(
           {l.lease_id.Hex().substr(0, 12), l.kind, l.actor_name.empty() ? "-" : l.actor_name,
            l.class_name.empty() ? "-" : l.class_name, l.job_id.Hex(), l.state, l.node_address,
-           std::to_string(l.pid), FormatResourceShape(l.resources), Join(l.gpu_ids),
+           std::to_string(l.pid), FormatResourceShape(l.resources), devices(l.node_id, l.gpu_ids),
            l.placement_group_id.IsNil()
                ? "-"
                : l.placement_group_id.Short() + "[" + std::to_string(l.bundle_index) + "]",
@@ -79,7 +92,9 @@ std::string FormatList(const protocol::ListStateReply& state, const std::string&
         bundles += (i ? " " : "") + std::to_string(i) + ":" + FormatResourceShape(g.bundles[i]);
         if (i < g.locations.size()) {
           bundles += "@" + g.locations[i].node_address;
-          if (!g.locations[i].gpu_ids.empty()) bundles += "(GPU " + Join(g.locations[i].gpu_ids) + ")";
+          if (!g.locations[i].gpu_ids.empty()) {
+            bundles += "(GPU " + devices(g.locations[i].node_id, g.locations[i].gpu_ids) + ")";
+          }
         }
       }
       rows.push_back({g.placement_group_id.Hex(), g.name.empty() ? "-" : g.name, g.job_id.Hex(),

@@ -18,6 +18,17 @@ ResourceMap SumOverAlive(const std::vector<NodeInfo>& nodes, ResourceMap NodeInf
 }
 }  // namespace
 
+std::vector<int> NodeInfo::DevicesOf(const std::vector<int>& gpu_ids) const {
+  if (gpu_devices.empty()) return gpu_ids;
+  std::vector<int> out;
+  out.reserve(gpu_ids.size());
+  for (int gpu : gpu_ids) {
+    bool known = gpu >= 0 && static_cast<size_t>(gpu) < gpu_devices.size();
+    out.push_back(known ? gpu_devices[static_cast<size_t>(gpu)] : gpu);
+  }
+  return out;
+}
+
 ResourceMap ClusterStatus::TotalResources() const { return SumOverAlive(nodes, &NodeInfo::total); }
 ResourceMap ClusterStatus::AvailableResources() const {
   return SumOverAlive(nodes, &NodeInfo::available);

@@ -199,9 +199,12 @@ struct RegisterNodeRequest {
   // reported recently (the head may have missed them while it was down).
   std::vector<LiveLease> live_leases;
   std::vector<ExitedProcess> recent_exits;
-  MSGPACK_DEFINE_MAP(token, rayx_version, address, hostname, agent_pid, is_head_node,
-                     resources, labels, store_dir, object_address, previous_node_id, rejoin,
-                     previous_epoch, live_leases, recent_exits)
+  // The device of each GPU it offers (NodeInfo::gpu_devices); empty: GPU i is
+  // device i.
+  std::vector<int> gpu_devices;
+  MSGPACK_DEFINE_MAP(token, rayx_version, address, hostname, agent_pid, is_head_node, resources,
+                     labels, store_dir, object_address, previous_node_id, rejoin, previous_epoch,
+                     live_leases, recent_exits, gpu_devices)
 };
 
 struct RegisterNodeReply {

@@ -20,6 +20,7 @@ NodeInfo NodeInfoFrom(const protocol::RegisterNodeRequest& req) {
   info.rayx_version = req.rayx_version;
   info.store_dir = req.store_dir;
   info.object_address = req.object_address;
+  info.gpu_devices = req.gpu_devices;
   return info;
 }
 }  // namespace
@@ -246,6 +247,12 @@ Result<protocol::RegisterNodeReply> HeadService::OnRegisterNode(
                                                  std::to_string(amount)),
                          "node registration");
     }
+  }
+  if (req.gpu_devices.size() > 65536 || std::any_of(req.gpu_devices.begin(), req.gpu_devices.end(),
+                                                    [](int d) { return d < 0 || d > 65535; })) {
+    return call.Reject(Status::InvalidArgument("invalid GPU device list (at most 65536 devices, "
+                                               "each 0-65535)"),
+                       "node registration");
   }
   if (!stop_reason_.empty()) {
     return call.Reject(Status::Unavailable("the cluster is being stopped (" + stop_reason_ +

@@ -9,6 +9,7 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <regex>
 #include <set>
 #include <sstream>
@@ -59,15 +60,18 @@ bool HaveTorch() {
 
 class Launch : public ::testing::Test {
  protected:
-  // Two nodes (127.0.0.1 and 127.0.0.2) with 2 CPUs and `gpus` fake GPUs each.
-  void StartTwoNodes(double gpus = 0) {
+  // Two nodes (127.0.0.1 and 127.0.0.2) with 2 CPUs and `gpus` fake GPUs each;
+  // the second one's `rayx start` runs with `second_env`.
+  void StartTwoNodes(double gpus = 0, std::map<std::string, std::string> second_env = {}) {
     LocalCluster::Options options;
     options.head_node.num_cpus = 2;
     if (gpus > 0) options.head_node.num_gpus = gpus;
     auto cluster = LocalCluster::Start(options);
     ASSERT_TRUE(cluster.ok()) << cluster.status();
     cluster_ = std::move(*cluster);
-    NodeOptions second{.num_cpus = 2, .extra_args = {"--node-ip-address", "127.0.0.2"}};
+    NodeOptions second{.num_cpus = 2,
+                       .extra_args = {"--node-ip-address", "127.0.0.2"},
+                       .env = std::move(second_env)};
     if (gpus > 0) second.num_gpus = gpus;
     auto node = cluster_->AddNode(second);
     ASSERT_TRUE(node.ok()) << node.status();
@@ -344,6 +348,30 @@ TEST_F(Launch, GivesEachNodeItsOwnGpusInLocalRankOrderAndNeverShares) {
   EXPECT_TRUE(Contains(none.err, "has {CPU: 1, GPU: 2} free")) << none.err;
   ::kill(holder.pid(), SIGTERM);
   EXPECT_EQ(holder.Wait(30000), 128 + SIGTERM) << holder.Err();
+}
+
+// A node whose agent was started with CUDA_VISIBLE_DEVICES (part of a machine)
+// gives its ranks those devices, and the plan says so.
+TEST_F(Launch, ANodeLimitedByCudaVisibleDevicesGivesItsRanksThoseDevices) {
+  StartTwoNodes(/*gpus=*/2, {{"CUDA_VISIBLE_DEVICES", "3,6"}});
+  std::vector<std::string> flags = {"--nnodes",        "2", "--nproc-per-node", "2",
+                                    "--gpus-per-proc", "1", "--cpus-per-proc",  "0.5"};
+  std::vector<std::string> dry = flags;
+  dry.push_back("--dry-run");
+  auto plan = RunLaunch(dry, {"true"});
+  ASSERT_EQ(plan.exit_code, 0) << plan.Describe();
+  EXPECT_TRUE(Contains(plan.out, "127.0.0.2 (")) << plan.out;
+  EXPECT_TRUE(Contains(plan.out, "CUDA_VISIBLE_DEVICES=3,6")) << plan.out;
+  EXPECT_TRUE(Contains(plan.out, "CUDA_VISIBLE_DEVICES=0,1")) << plan.out;
+  auto r = RunLaunch(flags, {"sh", "-c",
+                             "echo node=$RAYX_NODE_IP devices=$CUDA_VISIBLE_DEVICES "
+                             "local=$LOCAL_RANK gpu=$RAYX_GPU_IDS"});
+  ASSERT_EQ(r.exit_code, 0) << r.Describe();
+  EXPECT_TRUE(Contains(r.out, "node=127.0.0.2 devices=3,6 local=0 gpu=3,6")) << r.out;
+  EXPECT_TRUE(Contains(r.out, "node=127.0.0.2 devices=3,6 local=1 gpu=3,6")) << r.out;
+  EXPECT_TRUE(Contains(r.out, "node=127.0.0.1 devices=0,1 local=0")) << r.out;
+  auto nodes = cluster_->RunCli({"list", "nodes"});
+  EXPECT_TRUE(Contains(nodes.out, "(GPU devices 3,6)")) << nodes.out;
 }
 
 }  // namespace

@@ -199,6 +199,48 @@ TEST_F(Scheduler, GroupActorsCanSeeAllTheGroupsDevicesWithTheirLocalRank) {
   rayx::RemovePlacementGroup(group.GetID());
 }
 
+// An agent started with CUDA_VISIBLE_DEVICES (a SLURM allocation of part of a
+// node, a machine shared with another team) hands out exactly those devices,
+// named as they are there, alone and as a group's visible devices; never 0.
+TEST_F(Scheduler, AnAgentsCudaVisibleDevicesAreTheOnlyDevicesItHandsOut) {
+  StartCluster(0);
+  ASSERT_TRUE(cluster_
+                  ->AddNode({.num_cpus = 8,
+                             .num_gpus = 2,
+                             .extra_args = {"--node-ip-address", "127.0.0.2"},
+                             .env = {{"CUDA_VISIBLE_DEVICES", "5,7"}}})
+                  .ok());
+  std::vector<rayx::ActorHandle<Device>> actors;
+  for (int i = 0; i < 2; ++i) {
+    actors.push_back(rayx::Actor(Device::Create).SetResources({{"GPU", 1}}).Remote());
+  }
+  std::set<std::string> seen;
+  for (auto& a : actors) {
+    std::string r = *a.Task(&Device::Ranked).Remote().Get();  // devices|local rank|gpu ids
+    std::string devices = r.substr(0, r.find('|'));
+    EXPECT_EQ(devices, r.substr(r.rfind('|') + 1)) << "RAYX_GPU_IDS names the same device: " << r;
+    seen.insert(devices);
+  }
+  EXPECT_EQ(seen, (std::set<std::string>{"5", "7"}));
+  for (auto& a : actors) a.Kill();
+
+  auto group = rayx::CreatePlacementGroup(
+      {.bundles = {{{"GPU", 1}}, {{"GPU", 1}}}, .strategy = rayx::PlacementStrategy::STRICT_PACK});
+  ASSERT_TRUE(group.Wait(30));
+  std::set<std::string> own;
+  for (int b = 0; b < 2; ++b) {
+    auto member = rayx::Actor(Device::Create)
+                      .SetResources({{"GPU", 1}})
+                      .SetPlacementGroup(group, b, /*see_group_devices=*/true)
+                      .Remote();
+    std::string r = *member.Task(&Device::Ranked).Remote().Get();
+    EXPECT_EQ(r.substr(0, r.find('|')), "5,7") << r;
+    own.insert(r.substr(r.rfind('|') + 1));
+  }
+  EXPECT_EQ(own, (std::set<std::string>{"5", "7"}));
+  rayx::RemovePlacementGroup(group.GetID());
+}
+
 TEST_F(Scheduler, InfeasibleGroupFailsItsWaitWithTheReason) {
   StartCluster(2);
   auto group = rayx::CreatePlacementGroup(

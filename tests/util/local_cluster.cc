@@ -92,7 +92,7 @@ Result<NodeHandle> LocalCluster::AddNode(const NodeOptions& options) {
   std::vector<std::string> before = SessionPaths(temp_dir_);
   std::vector<std::string> args = {"start", "--address", address_, "--token", token_};
   AppendNodeFlags(options, &args);
-  CommandResult r = RunCli(args);
+  CommandResult r = RunCli(args, /*with_temp_dir=*/true, options.env);
   if (r.exit_code != 0) return Status::Unavailable("rayx start --address failed: " + r.Describe());
   auto node = NewestSessionNode(before);
   if (!node.ok()) return node.status();

@@ -27,6 +27,7 @@ struct NodeOptions {
   std::string resources;  // JSON, e.g. {"tpu": 4}
   std::string labels;     // k=v,...
   std::vector<std::string> extra_args;
+  std::map<std::string, std::string> env;  // set for its `rayx start` (and so its agent)
 };
 
 // A node agent the cluster started.

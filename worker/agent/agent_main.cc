@@ -108,8 +108,14 @@ int main(int argc, char** argv) {
   auto labels = ParseLabels(labels_text);
   if (!labels.ok()) return fail(labels.status().message(), 2);
   options.labels = *labels;
-  std::string gpu_note;
-  options.resources = worker::ResolveNodeResources(overrides, &gpu_note);
+  if (const char* visible = std::getenv("CUDA_VISIBLE_DEVICES")) {
+    overrides.cuda_visible_devices = visible;
+  }
+  auto resolved = worker::ResolveNodeResources(overrides);
+  if (!resolved.ok()) return fail(resolved.status().message(), 2);
+  std::string gpu_note = resolved->gpu_note;
+  options.resources = resolved->resources;
+  options.gpu_devices = resolved->gpu_devices;
   options.hostname = worker::LocalHostname();
   options.is_head_node = head_node;
   options.connect_timeout_ms = connect_timeout_ms;

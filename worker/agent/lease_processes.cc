@@ -22,11 +22,13 @@ LocalLeaseProcesses::LocalLeaseProcesses(boost::asio::io_context& io, const Opti
                     .log_dir = options.log_dir,
                     .token = options.token,
                     .store_dir = options.store_dir,
-                    .start_timeout_ms = options.worker_start_timeout_ms}),
+                    .start_timeout_ms = options.worker_start_timeout_ms,
+                    .gpu_devices = options.gpu_devices}),
       processes_({.node_ip = options.node_ip,
                   .log_dir = options.log_dir,
                   .token = options.token,
-                  .store_dir = options.store_dir},
+                  .store_dir = options.store_dir,
+                  .gpu_devices = options.gpu_devices},
                  [this](const protocol::ProcessExitedNotice& notice) {
                    // What the process left in its group goes with it; the
                    // lease's devices are free once that group is empty.

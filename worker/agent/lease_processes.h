@@ -67,6 +67,7 @@ class LocalLeaseProcesses final : public LeaseProcesses {
     std::string token;
     std::string store_dir;
     int64_t worker_start_timeout_ms = 30000;  // WorkerPool::Options::start_timeout_ms
+    std::vector<int> gpu_devices;             // NodeAgentOptions::gpu_devices
   };
   // `on_exit` hears of every process of a process lease that exits, and of
   // every running worker that exits by itself (not killed through Kill): one

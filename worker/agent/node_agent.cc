@@ -35,7 +35,8 @@ NodeAgent::NodeAgent(boost::asio::io_context& io, NodeAgentOptions options, cons
                                      .group_dir = options_.group_dir,
                                      .token = options_.token,
                                      .store_dir = options_.store_dir,
-                                     .worker_start_timeout_ms = options_.worker_start_timeout_ms},
+                                     .worker_start_timeout_ms = options_.worker_start_timeout_ms,
+                                     .gpu_devices = options_.gpu_devices},
         [this](const protocol::ProcessExitedNotice& notice) { SendExit(notice); },
         [this](const protocol::ActorConstructionNotice& notice) { SendConstruction(notice); });
   }
@@ -181,6 +182,7 @@ void NodeAgent::SendRegister() {
   req.resources = options_.resources;
   req.labels = options_.labels;
   req.store_dir = options_.store_dir;
+  req.gpu_devices = options_.gpu_devices;
   req.object_address = object_address_;
   req.previous_node_id = previous_node_id_;
   if (rejoining_) {

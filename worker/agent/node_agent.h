@@ -32,6 +32,9 @@ struct NodeAgentOptions {
   std::string hostname;
   bool is_head_node = false;
   ResourceMap resources;
+  // The device of each GPU the head hands out (NodeResources::gpu_devices);
+  // empty: GPU i is device i.
+  std::vector<int> gpu_devices;
   LabelMap labels;
   // Give up joining when the head has not answered within this. Default 15 s.
   int64_t connect_timeout_ms = 15000;

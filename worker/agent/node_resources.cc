@@ -5,6 +5,11 @@
 #include <sched.h>
 #include <unistd.h>
 
+#include <cmath>
+#include <set>
+
+#include "worker/worker_env.h"
+
 namespace rayx::worker {
 namespace {
 
@@ -77,18 +82,86 @@ std::string LocalHostname() {
   return buf;
 }
 
-ResourceMap ResolveNodeResources(const ResourceOverrides& overrides, std::string* gpu_note) {
-  ResourceMap out = overrides.custom;
-  out[kCpu] = overrides.num_cpus.value_or(DetectCpuCount());
-  out[kMemory] = overrides.memory_bytes.value_or(DetectMemoryBytes());
+Result<NodeResources> ResolveNodeResources(
+    const ResourceOverrides& overrides,
+    const std::function<std::vector<GpuInfo>(std::string* why)>& detect) {
+  NodeResources out;
+  out.resources = overrides.custom;
+  out.resources[kCpu] = overrides.num_cpus.value_or(DetectCpuCount());
+  out.resources[kMemory] = overrides.memory_bytes.value_or(DetectMemoryBytes());
+  std::optional<std::vector<int>> visible;
+  if (overrides.cuda_visible_devices) {
+    const std::string& text = *overrides.cuda_visible_devices;
+    auto parsed = WorkerEnv::ParseIdList(text);
+    if (!parsed.ok()) {
+      return Status::InvalidArgument(
+          "CUDA_VISIBLE_DEVICES=" + text.substr(0, 200) +
+          ": rayx needs device indices (\"0,1,3\"), not UUIDs or MIG names; list indices or "
+          "unset it");
+    }
+    std::set<int> seen;
+    for (int device : *parsed) {
+      if (device < 0) {
+        return Status::InvalidArgument("CUDA_VISIBLE_DEVICES=" + text.substr(0, 200) + ": device " +
+                                       std::to_string(device) + " is negative");
+      }
+      if (!seen.insert(device).second) {
+        return Status::InvalidArgument("CUDA_VISIBLE_DEVICES=" + text.substr(0, 200) +
+                                       " lists device " + std::to_string(device) +
+                                       " twice: list each device once");
+      }
+    }
+    visible = std::move(*parsed);
+  }
+  auto list = [](const std::vector<int>& ids) {
+    std::string s;
+    for (int id : ids) s += (s.empty() ? "" : ",") + std::to_string(id);
+    return s;
+  };
   double gpus = 0;
   if (overrides.num_gpus) {
     gpus = *overrides.num_gpus;
-    *gpu_note = "GPUs set by --num-gpus";
+    size_t wanted = static_cast<size_t>(std::ceil(gpus));
+    if (visible && wanted > 0 && visible->size() >= wanted) {
+      out.gpu_devices.assign(visible->begin(), visible->begin() + static_cast<long>(wanted));
+      out.gpu_note =
+          "GPUs set by --num-gpus: devices " + list(out.gpu_devices) + " of CUDA_VISIBLE_DEVICES";
+    } else {
+      out.gpu_note = "GPUs set by --num-gpus";
+    }
   } else {
-    gpus = static_cast<double>(DetectGpus(gpu_note).size());
+    std::string why;
+    size_t count = detect(&why).size();
+    out.gpu_note = why;
+    if (visible && count > 0) {
+      for (int device : *visible) {
+        if (static_cast<size_t>(device) >= count) {
+          return Status::InvalidArgument("CUDA_VISIBLE_DEVICES=" + list(*visible) +
+                                         " lists device " + std::to_string(device) + ", but " +
+                                         why + " (devices 0-" + std::to_string(count - 1) +
+                                         "): list devices of this machine");
+        }
+      }
+      out.gpu_devices = *visible;
+      gpus = static_cast<double>(visible->size());
+      out.gpu_note += "; CUDA_VISIBLE_DEVICES limits this node to device(s) " + list(*visible);
+    } else {
+      gpus = static_cast<double>(count);
+      if (visible && !visible->empty()) out.gpu_note += " (CUDA_VISIBLE_DEVICES is ignored)";
+    }
   }
-  out[kGpu] = gpus;
+  out.resources[kGpu] = gpus;
+  return out;
+}
+
+std::vector<int> DevicesOf(const std::vector<int>& gpus, const std::vector<int>& devices) {
+  if (devices.empty()) return gpus;
+  std::vector<int> out;
+  out.reserve(gpus.size());
+  for (int gpu : gpus) {
+    bool known = gpu >= 0 && static_cast<size_t>(gpu) < devices.size();
+    out.push_back(known ? devices[static_cast<size_t>(gpu)] : gpu);
+  }
   return out;
 }
 

@@ -1,6 +1,7 @@
 // What this machine offers: CPUs, memory and GPUs, detected or overridden.
 #pragma once
 
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -34,10 +35,38 @@ struct ResourceOverrides {
   std::optional<double> num_gpus;
   std::optional<double> memory_bytes;
   ResourceMap custom;
+  // The agent's own CUDA_VISIBLE_DEVICES (nullopt: unset), as a batch
+  // scheduler or a user sharing a machine restricts it.
+  std::optional<std::string> cuda_visible_devices;
 };
 
-// CPU, GPU (0 when there is none), memory and the custom resources. REQUIRES: `custom`
-// holds none of CPU, GPU, memory (ParseResourcesJson ensures it).
-ResourceMap ResolveNodeResources(const ResourceOverrides& overrides, std::string* gpu_note);
+// What the node offers.
+struct NodeResources {
+  // CPU, GPU (0 when there is none), memory and the custom resources.
+  ResourceMap resources;
+  // The device each GPU the head hands out (0, 1, ...) is on this machine:
+  // what a worker holding GPU i gets in CUDA_VISIBLE_DEVICES and RAYX_GPU_IDS.
+  // Empty: GPU i is device i.
+  std::vector<int> gpu_devices;
+  std::string gpu_note;  // how the GPUs were found, for the log
+};
+
+// Detects or takes the overrides. GPUs: `num_gpus` when given, else NVML's
+// count. When CUDA_VISIBLE_DEVICES is set, the node offers only the devices it
+// lists, each passed on as it is written there (as Ray does): an agent started
+// with CUDA_VISIBLE_DEVICES=4,5 hands out devices 4 and 5 and never 0. Returns
+// InvalidArgument when CUDA_VISIBLE_DEVICES is not a list of distinct device
+// indices, or lists a device NVML does not know. With `num_gpus`, the first
+// `num_gpus` listed devices are used when there are that many (else 0..n-1:
+// fake GPUs). REQUIRES: `custom` holds none of CPU, GPU, memory
+// (ParseResourcesJson ensures it).
+// `detect` lists the machine's GPUs (DetectGpus; tests pass their own).
+Result<NodeResources> ResolveNodeResources(
+    const ResourceOverrides& overrides,
+    const std::function<std::vector<GpuInfo>(std::string* why)>& detect = DetectGpus);
+
+// The devices of GPUs `gpus` (as the head numbers them) on this node, from
+// NodeResources::gpu_devices: `gpus` itself when `devices` is empty.
+std::vector<int> DevicesOf(const std::vector<int>& gpus, const std::vector<int>& devices);
 
 }  // namespace rayx::worker

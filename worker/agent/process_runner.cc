@@ -12,6 +12,7 @@
 #include <cstring>
 #include <fstream>
 
+#include "agent/node_resources.h"
 #include "common/logging.h"
 #include "worker/worker_env.h"
 
@@ -74,7 +75,9 @@ Result<protocol::StartWorkerReply> ProcessRunner::Start(
     return Status::AlreadyExists("lease " + request.lease_id.Hex() + " already runs processes");
   }
   std::string devices;
-  for (int id : request.gpu_ids) devices += (devices.empty() ? "" : ",") + std::to_string(id);
+  for (int id : DevicesOf(request.gpu_ids, options_.gpu_devices)) {
+    devices += (devices.empty() ? "" : ",") + std::to_string(id);
+  }
 
   Lease lease;
   protocol::StartWorkerReply reply;

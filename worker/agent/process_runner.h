@@ -36,6 +36,7 @@ class ProcessRunner {
     std::string token;      // RAYX_CLUSTER_TOKEN for processes that are rayx drivers
     std::string store_dir;
     size_t max_finished_logs = 4096;
+    std::vector<int> gpu_devices;  // WorkerPool::Options::gpu_devices
   };
   using ExitCallback = std::function<void(const protocol::ProcessExitedNotice&)>;
 

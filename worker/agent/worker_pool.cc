@@ -7,16 +7,17 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <boost/asio/post.hpp>
-#include <boost/asio/error.hpp>
-#include <boost/asio/read_until.hpp>
 #include <algorithm>
+#include <boost/asio/error.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/read_until.hpp>
 #include <chrono>
 #include <cstring>
 #include <fstream>
 #include <thread>
 #include <vector>
 
+#include "agent/node_resources.h"
 #include "common/logging.h"
 #include "common/ready_pipe.h"
 #include "protocol/codec.h"
@@ -92,9 +93,9 @@ void WorkerPool::StartNow(const protocol::StartWorkerRequest& request, StartCall
   worker_env.cluster_token = options_.token;
   worker_env.store_dir = options_.store_dir;
   worker_env.object_address = object_address_;
-  worker_env.gpu_ids = request.gpu_ids;
+  worker_env.gpu_ids = DevicesOf(request.gpu_ids, options_.gpu_devices);
   if (!request.visible_gpu_ids.empty()) {
-    worker_env.visible_gpu_ids = request.visible_gpu_ids;
+    worker_env.visible_gpu_ids = DevicesOf(request.visible_gpu_ids, options_.gpu_devices);
     worker_env.local_rank = request.local_rank;
   }
   worker_env.package_hash = request.package_hash;

@@ -44,6 +44,9 @@ class WorkerPool {
     // otherwise starve the agent's own loop past the node timeout. 0: the
     // machine's cores, at least 2.
     size_t max_starting = 0;
+    // The device of each GPU the head hands out (NodeResources::gpu_devices):
+    // what CUDA_VISIBLE_DEVICES and RAYX_GPU_IDS name. Empty: GPU i is device i.
+    std::vector<int> gpu_devices;
   };
   using StartCallback = std::function<void(Result<protocol::StartWorkerReply>)>;
   // What a worker started with StartWorkerRequest::report_construction says

@@ -32,10 +32,18 @@ struct NodeInfo {
   std::string store_dir;            // the node's shared-memory object store
   std::string object_address;       // its agent's object server
   uint64_t object_store_bytes = 0;  // bytes stored, as of the last heartbeat
+  // The device each of its GPUs is (the agent's CUDA_VISIBLE_DEVICES entries):
+  // GPU i, as leases and bundles number them, is device gpu_devices[i]. Empty:
+  // GPU i is device i.
+  std::vector<int> gpu_devices;
+
+  // The devices of the node's GPUs `gpu_ids`, as its processes see them.
+  std::vector<int> DevicesOf(const std::vector<int>& gpu_ids) const;
 
   MSGPACK_DEFINE_MAP(node_id, address, hostname, agent_pid, is_head_node, alive, death_reason,
                      total, available, labels, rayx_version, registered_at_ms,
-                     last_heartbeat_age_ms, store_dir, object_address, object_store_bytes)
+                     last_heartbeat_age_ms, store_dir, object_address, object_store_bytes,
+                     gpu_devices)
 };
 
 struct ClusterStatus {

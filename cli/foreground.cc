@@ -147,14 +147,10 @@ Status WaitForNodes(const std::string& address, const std::string& token, int nu
 
 Result<int> StopCluster(const std::string& address, const std::string& token,
                         const std::string& reason, int64_t timeout_ms) {
-  auto hp = ParseHostPort(address);
-  if (!hp.ok()) return hp.status();
-  auto client = transport::SyncClient::Connect(*hp);
-  if (!client.ok()) return client.status();
   protocol::StopClusterRequest request;
   request.token = token;
   request.reason = reason;
-  auto reply = (*client)->Call<protocol::StopClusterReply>(request, 5000);
+  auto reply = transport::CallOnce<protocol::StopClusterReply>(address, request, 5000);
   if (!reply.ok()) return reply.status();
   // The agents hear it in their next heartbeat reply and leave.
   int64_t deadline = NowMs() + timeout_ms;

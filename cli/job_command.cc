@@ -207,15 +207,7 @@ int ExitCodeOf(const protocol::JobInfo& job) {
 }
 
 int Submit(const std::vector<std::string>& all) {
-  std::vector<std::string> args, command;
-  bool after = false;
-  for (const auto& a : all) {
-    if (!after && a == "--") {
-      after = true;
-      continue;
-    }
-    (after ? command : args).push_back(a);
-  }
+  auto [args, command] = SplitAtDoubleDash(all);
   Common c;
   std::string working_dir, submission_id;
   std::vector<std::string> env, excludes;

@@ -46,16 +46,7 @@ The command runs in the current directory, which must exist on every node.
 }  // namespace
 
 int LaunchCommand(const std::vector<std::string>& all_args) {
-  // Flags before "--", the command after it.
-  std::vector<std::string> args, command;
-  bool after = false;
-  for (const auto& a : all_args) {
-    if (!after && a == "--") {
-      after = true;
-      continue;
-    }
-    (after ? command : args).push_back(a);
-  }
+  auto [args, command] = SplitAtDoubleDash(all_args);
   LaunchFlags f;
   FlagParser flags("rayx launch");
   flags.AddInt("nnodes", &f.nnodes, 1, 10000, "how many nodes (default 1)");

@@ -166,15 +166,7 @@ int StartCommand(const std::vector<std::string>& args) {
   flags.AddInt("join-timeout-s", &f.join_timeout_s, 1, 86400,
                "--from-env: how long the nodes may take to join (default 300)");
   flags.AddBool("help", &f.help, "show this help");
-  std::vector<std::string> flag_args, command;
-  bool after_dashes = false;
-  for (const auto& a : args) {
-    if (!after_dashes && a == "--") {
-      after_dashes = true;
-      continue;
-    }
-    (after_dashes ? command : flag_args).push_back(a);
-  }
+  auto [flag_args, command] = SplitAtDoubleDash(args);
   if (Status s = flags.Parse(flag_args, nullptr); !s.ok()) return Fail("start", s.message(), 2);
   if (f.help) {
     std::cout << "usage: rayx start (--head | --address HOST:PORT) [FLAGS]\n"

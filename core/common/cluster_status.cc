@@ -18,7 +18,8 @@ ResourceMap SumOverAlive(const std::vector<NodeInfo>& nodes, ResourceMap NodeInf
 }
 }  // namespace
 
-std::vector<int> NodeInfo::DevicesOf(const std::vector<int>& gpu_ids) const {
+std::vector<int> GpuDevicesOf(const std::vector<int>& gpu_ids,
+                              const std::vector<int>& gpu_devices) {
   if (gpu_devices.empty()) return gpu_ids;
   std::vector<int> out;
   out.reserve(gpu_ids.size());
@@ -27,6 +28,10 @@ std::vector<int> NodeInfo::DevicesOf(const std::vector<int>& gpu_ids) const {
     out.push_back(known ? gpu_devices[static_cast<size_t>(gpu)] : gpu);
   }
   return out;
+}
+
+std::vector<int> NodeInfo::DevicesOf(const std::vector<int>& gpu_ids) const {
+  return GpuDevicesOf(gpu_ids, gpu_devices);
 }
 
 ResourceMap ClusterStatus::TotalResources() const { return SumOverAlive(nodes, &NodeInfo::total); }
@@ -41,13 +46,9 @@ size_t ClusterStatus::AliveNodeCount() const {
 
 Result<ClusterStatus> QueryClusterStatus(const std::string& address, const std::string& token,
                                          int64_t timeout_ms) {
-  auto hp = ParseHostPort(address);
-  if (!hp.ok()) return hp.status();
-  auto client = transport::SyncClient::Connect(*hp);
-  if (!client.ok()) return client.status();
   protocol::GetClusterStatusRequest request;
   request.token = token;
-  auto reply = (*client)->Call<protocol::GetClusterStatusReply>(request, timeout_ms);
+  auto reply = transport::CallOnce<protocol::GetClusterStatusReply>(address, request, timeout_ms);
   if (!reply.ok()) return reply.status();
   return std::move(reply->status);
 }

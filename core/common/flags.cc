@@ -7,6 +7,19 @@
 
 namespace rayx {
 
+FlagsAndCommand SplitAtDoubleDash(const std::vector<std::string>& args) {
+  FlagsAndCommand out;
+  bool after = false;
+  for (const auto& a : args) {
+    if (!after && a == "--") {
+      after = true;
+      continue;
+    }
+    (after ? out.command : out.flags).push_back(a);
+  }
+  return out;
+}
+
 void FlagParser::AddString(const std::string& name, std::string* out, const std::string& help) {
   order_.push_back(name);
   flags_[name] = {true, help, [out](const std::string& v) {

@@ -14,6 +14,14 @@ namespace rayx {
 // Parses "--name value", "--name=value" and boolean "--name". Everything after a
 // bare "--" is positional. Unknown flags, missing values and malformed numbers
 // are InvalidArgument errors that name the flag and say what is expected.
+// `args` split at the first bare "--": the flags before it and the command
+// after it (empty without a "--"), for commands that run a user's program.
+struct FlagsAndCommand {
+  std::vector<std::string> flags;
+  std::vector<std::string> command;
+};
+FlagsAndCommand SplitAtDoubleDash(const std::vector<std::string>& args);
+
 class FlagParser {
  public:
   explicit FlagParser(std::string command) : command_(std::move(command)) {}

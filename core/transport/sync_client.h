@@ -65,4 +65,15 @@ class SyncClient {
   uint64_t next_id_ = 0;
 };
 
+// One request to `address` ("host:port") and its reply, on a fresh client:
+// InvalidArgument for a malformed address, else what SyncClient::Call returns.
+template <typename Reply, typename Request>
+Result<Reply> CallOnce(const std::string& address, const Request& request, int64_t timeout_ms) {
+  auto hp = ParseHostPort(address);
+  if (!hp.ok()) return hp.status();
+  auto client = SyncClient::Connect(*hp);
+  if (!client.ok()) return client.status();
+  return (*client)->template Call<Reply>(request, timeout_ms);
+}
+
 }  // namespace rayx::transport

@@ -3,7 +3,6 @@
 // loopback address), node rank 0 starting the head and running the job's
 // command, every node exiting when it ends, and nothing left running.
 #include <gtest/gtest.h>
-
 #include <netinet/in.h>
 #include <signal.h>
 #include <sys/socket.h>
@@ -293,59 +292,45 @@ TEST_F(PlatformStart, TheOtherNodesExitWhenNodeZeroIsKilled) {
 }
 
 TEST_F(PlatformStart, BadEnvironmentsAreRefusedBeforeAnythingStarts) {
-  auto start = [&](const std::map<std::string, std::string>& env,
-                   std::vector<std::string> extra = {}) {
+  struct Case {
+    std::map<std::string, std::string> env;
+    std::vector<std::string> flags;
+    std::string error;  // what stderr must say
+  };
+  const std::vector<Case> cases = {
+      {{}, {"--from-env"}, "found neither SLURM's variables"},
+      {{{"RANK", "3"}, {"WORLD_SIZE", "3"}, {"MASTER_ADDR", "127.0.0.1"}, {"RAYX_TOKEN", kToken}},
+       {"--from-env"},
+       "RANK=3 is not a node index below WORLD_SIZE=3"},
+      {{{"RANK", "0"}, {"WORLD_SIZE", "1"}, {"MASTER_ADDR", "127.0.0.1"}},
+       {"--from-env"},
+       "set RAYX_TOKEN"},
+      {{{"SLURM_PROCID", "0"},
+        {"SLURM_NODEID", "0"},
+        {"SLURM_NNODES", "2"},
+        {"SLURM_NTASKS", "16"},
+        {"SLURM_NODELIST", "gpu[1-2]"},
+        {"RAYX_TOKEN", kToken}},
+       {"--from-env"},
+       "16 tasks on 2 nodes"},
+      {{{"RANK", "0"}, {"WORLD_SIZE", "1"}, {"MASTER_ADDR", "127.0.0.1"}, {"RAYX_TOKEN", kToken}},
+       {"--from-env", "--head"},
+       "drop --head and --address"},
+      {{}, {"--head", "--", "/bin/true"}, "runs only with --from-env"},
+  };
+  for (const auto& c : cases) {
+    // Empty unsets: the test's own environment may have any of these.
+    std::map<std::string, std::string> env = c.env;
+    for (const char* name :
+         {"RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "SLURM_PROCID", "RAYX_TOKEN"}) {
+      env.emplace(name, "");
+    }
     std::vector<std::string> argv = {RayxCliPath(), "start", "--temp-dir", TempDir(0)};
-    argv.insert(argv.end(), extra.begin(), extra.end());
-    return RunCommand(argv, env, 30000);
-  };
-  // Unset-by-empty: the test's own environment may have any of these.
-  std::map<std::string, std::string> clean = {{"RANK", ""},         {"WORLD_SIZE", ""},
-                                              {"MASTER_ADDR", ""},  {"MASTER_PORT", ""},
-                                              {"SLURM_PROCID", ""}, {"RAYX_TOKEN", ""}};
-  auto with = [&](std::map<std::string, std::string> vars) {
-    for (const auto& [k, v] : clean) vars.emplace(k, v);
-    return vars;
-  };
-  auto none = start(clean, {"--from-env"});
-  EXPECT_EQ(none.exit_code, 2) << none.Describe();
-  EXPECT_TRUE(Contains(none.err, "found neither SLURM's variables")) << none.err;
-
-  auto past = start(with({{"RANK", "3"},
-                          {"WORLD_SIZE", "3"},
-                          {"MASTER_ADDR", "127.0.0.1"},
-                          {"RAYX_TOKEN", kToken}}),
-                    {"--from-env"});
-  EXPECT_EQ(past.exit_code, 2) << past.Describe();
-  EXPECT_TRUE(Contains(past.err, "RANK=3 is not a node index below WORLD_SIZE=3")) << past.err;
-
-  auto no_token = start(with({{"RANK", "0"}, {"WORLD_SIZE", "1"}, {"MASTER_ADDR", "127.0.0.1"}}),
-                        {"--from-env"});
-  EXPECT_EQ(no_token.exit_code, 2) << no_token.Describe();
-  EXPECT_TRUE(Contains(no_token.err, "set RAYX_TOKEN")) << no_token.err;
-
-  auto slurm_tasks = start(with({{"SLURM_PROCID", "0"},
-                                 {"SLURM_NODEID", "0"},
-                                 {"SLURM_NNODES", "2"},
-                                 {"SLURM_NTASKS", "16"},
-                                 {"SLURM_NODELIST", "gpu[1-2]"},
-                                 {"RAYX_TOKEN", kToken}}),
-                           {"--from-env"});
-  EXPECT_EQ(slurm_tasks.exit_code, 2) << slurm_tasks.Describe();
-  EXPECT_TRUE(Contains(slurm_tasks.err, "16 tasks on 2 nodes")) << slurm_tasks.err;
-
-  auto both = start(with({{"RANK", "0"},
-                          {"WORLD_SIZE", "1"},
-                          {"MASTER_ADDR", "127.0.0.1"},
-                          {"RAYX_TOKEN", kToken}}),
-                    {"--from-env", "--head"});
-  EXPECT_EQ(both.exit_code, 2) << both.Describe();
-  EXPECT_TRUE(Contains(both.err, "drop --head and --address")) << both.err;
-
-  auto command = start(clean, {"--head", "--", "/bin/true"});
-  EXPECT_EQ(command.exit_code, 2) << command.Describe();
-  EXPECT_TRUE(Contains(command.err, "runs only with --from-env")) << command.err;
-
+    argv.insert(argv.end(), c.flags.begin(), c.flags.end());
+    auto r = RunCommand(argv, env, 30000);
+    EXPECT_EQ(r.exit_code, 2) << r.Describe();
+    EXPECT_TRUE(Contains(r.err, c.error)) << "expected '" << c.error << "' in " << r.err;
+  }
   EXPECT_TRUE(detail::Session::List(TempDir(0)).empty()) << "nothing was started";
 }
 

@@ -20,26 +20,39 @@ std::string CommandResult::Describe() const {
          "\n--- stdout ---\n" + out + "--- stderr ---\n" + err;
 }
 
-CommandResult RunCommand(const std::vector<std::string>& argv,
-                         const std::map<std::string, std::string>& env, int64_t timeout_ms) {
-  CommandResult result;
-  int out_pipe[2], err_pipe[2];
-  if (pipe2(out_pipe, O_CLOEXEC) != 0 || pipe2(err_pipe, O_CLOEXEC) != 0) return result;
+namespace {
+
+// Forks; the child runs `redirect` (which points stdout and stderr somewhere),
+// reads stdin from /dev/null, adds `env` and execs `argv`. Returns the child's pid.
+pid_t ForkExec(const std::vector<std::string>& argv, const std::map<std::string, std::string>& env,
+               const std::function<void()>& redirect) {
   std::vector<std::string> args = argv;
   std::vector<char*> cargv;
   for (auto& a : args) cargv.push_back(a.data());
   cargv.push_back(nullptr);
   pid_t pid = fork();
   if (pid == 0) {
-    dup2(out_pipe[1], 1);
-    dup2(err_pipe[1], 2);
-    int devnull = open("/dev/null", O_RDONLY);
-    dup2(devnull, 0);
+    redirect();
+    dup2(open("/dev/null", O_RDONLY), 0);
     for (const auto& [k, v] : env) setenv(k.c_str(), v.c_str(), 1);
     execv(cargv[0], cargv.data());
     dprintf(2, "exec %s: %s\n", cargv[0], strerror(errno));
     _exit(127);
   }
+  return pid;
+}
+
+}  // namespace
+
+CommandResult RunCommand(const std::vector<std::string>& argv,
+                         const std::map<std::string, std::string>& env, int64_t timeout_ms) {
+  CommandResult result;
+  int out_pipe[2], err_pipe[2];
+  if (pipe2(out_pipe, O_CLOEXEC) != 0 || pipe2(err_pipe, O_CLOEXEC) != 0) return result;
+  pid_t pid = ForkExec(argv, env, [&] {
+    dup2(out_pipe[1], 1);
+    dup2(err_pipe[1], 2);
+  });
   close(out_pipe[1]);
   close(err_pipe[1]);
   auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
@@ -103,23 +116,10 @@ BackgroundCommand BackgroundCommand::Start(const std::vector<std::string>& argv,
   BackgroundCommand b;
   b.out_path_ = dir + "/" + name + ".out";
   b.err_path_ = dir + "/" + name + ".err";
-  std::vector<std::string> args = argv;
-  std::vector<char*> cargv;
-  for (auto& a : args) cargv.push_back(a.data());
-  cargv.push_back(nullptr);
-  b.pid_ = fork();
-  if (b.pid_ == 0) {
-    int out = ::open(b.out_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    int err = ::open(b.err_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    dup2(out, 1);
-    dup2(err, 2);
-    int devnull = open("/dev/null", O_RDONLY);
-    dup2(devnull, 0);
-    for (const auto& [k, v] : env) setenv(k.c_str(), v.c_str(), 1);
-    execv(cargv[0], cargv.data());
-    dprintf(2, "exec %s: %s\n", cargv[0], strerror(errno));
-    _exit(127);
-  }
+  b.pid_ = ForkExec(argv, env, [&] {
+    dup2(::open(b.out_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644), 1);
+    dup2(::open(b.err_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644), 2);
+  });
   return b;
 }
 

@@ -154,15 +154,4 @@ Result<NodeResources> ResolveNodeResources(
   return out;
 }
 
-std::vector<int> DevicesOf(const std::vector<int>& gpus, const std::vector<int>& devices) {
-  if (devices.empty()) return gpus;
-  std::vector<int> out;
-  out.reserve(gpus.size());
-  for (int gpu : gpus) {
-    bool known = gpu >= 0 && static_cast<size_t>(gpu) < devices.size();
-    out.push_back(known ? devices[static_cast<size_t>(gpu)] : gpu);
-  }
-  return out;
-}
-
 }  // namespace rayx::worker

@@ -65,8 +65,4 @@ Result<NodeResources> ResolveNodeResources(
     const ResourceOverrides& overrides,
     const std::function<std::vector<GpuInfo>(std::string* why)>& detect = DetectGpus);
 
-// The devices of GPUs `gpus` (as the head numbers them) on this node, from
-// NodeResources::gpu_devices: `gpus` itself when `devices` is empty.
-std::vector<int> DevicesOf(const std::vector<int>& gpus, const std::vector<int>& devices);
-
 }  // namespace rayx::worker

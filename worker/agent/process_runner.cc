@@ -12,8 +12,8 @@
 #include <cstring>
 #include <fstream>
 
-#include "agent/node_resources.h"
 #include "common/logging.h"
+#include "rayx/cluster_status.h"
 #include "worker/worker_env.h"
 
 extern char** environ;
@@ -75,7 +75,7 @@ Result<protocol::StartWorkerReply> ProcessRunner::Start(
     return Status::AlreadyExists("lease " + request.lease_id.Hex() + " already runs processes");
   }
   std::string devices;
-  for (int id : DevicesOf(request.gpu_ids, options_.gpu_devices)) {
+  for (int id : GpuDevicesOf(request.gpu_ids, options_.gpu_devices)) {
     devices += (devices.empty() ? "" : ",") + std::to_string(id);
   }
 

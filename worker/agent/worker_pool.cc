@@ -17,10 +17,10 @@
 #include <thread>
 #include <vector>
 
-#include "agent/node_resources.h"
 #include "common/logging.h"
 #include "common/ready_pipe.h"
 #include "protocol/codec.h"
+#include "rayx/cluster_status.h"
 #include "worker/worker_env.h"
 
 namespace rayx::worker {
@@ -93,9 +93,9 @@ void WorkerPool::StartNow(const protocol::StartWorkerRequest& request, StartCall
   worker_env.cluster_token = options_.token;
   worker_env.store_dir = options_.store_dir;
   worker_env.object_address = object_address_;
-  worker_env.gpu_ids = DevicesOf(request.gpu_ids, options_.gpu_devices);
+  worker_env.gpu_ids = GpuDevicesOf(request.gpu_ids, options_.gpu_devices);
   if (!request.visible_gpu_ids.empty()) {
-    worker_env.visible_gpu_ids = DevicesOf(request.visible_gpu_ids, options_.gpu_devices);
+    worker_env.visible_gpu_ids = GpuDevicesOf(request.visible_gpu_ids, options_.gpu_devices);
     worker_env.local_rank = request.local_rank;
   }
   worker_env.package_hash = request.package_hash;

@@ -46,6 +46,10 @@ struct NodeInfo {
                      gpu_devices)
 };
 
+// The devices of a node's GPUs `gpu_ids` given its NodeInfo::gpu_devices:
+// `gpu_ids` itself when `gpu_devices` is empty.
+std::vector<int> GpuDevicesOf(const std::vector<int>& gpu_ids, const std::vector<int>& gpu_devices);
+
 struct ClusterStatus {
   std::string rayx_version;        // the head's
   std::string cluster_id;

@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include "rayx/cluster_status.h"
+
 namespace rayx::worker {
 namespace {
 
@@ -40,7 +42,7 @@ TEST(NodeResources, CudaVisibleDevicesLimitsTheNodeToThoseDevices) {
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_EQ(r->resources.at("GPU"), 3);
   EXPECT_EQ(r->gpu_devices, (std::vector<int>{4, 5, 7}));
-  EXPECT_EQ(DevicesOf({0, 2}, r->gpu_devices), (std::vector<int>{4, 7}));
+  EXPECT_EQ(GpuDevicesOf({0, 2}, r->gpu_devices), (std::vector<int>{4, 7}));
   EXPECT_NE(r->gpu_note.find("device(s) 4,5,7"), std::string::npos) << r->gpu_note;
 }
 

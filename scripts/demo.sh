@@ -4,15 +4,21 @@
 # job (tasks, an actor, objects) runs on it, a torchrun-style command runs with
 # `rayx launch`, the quickstart runs again as a submitted job; a data-parallel
 # training run and a persistent inference group used by two jobs; a node is killed
-# and detected dead;
-# everything is stopped with `rayx stop`.
+# and detected dead; everything is stopped with `rayx stop`; last, a SLURM- or
+# Kubernetes-style job: `rayx start --from-env` on three "nodes" at once.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ./scripts/install-deps.sh
 ./scripts/build.sh >/dev/null
 rayx=./build/bin/rayx
 tmp=$(mktemp -d)
-trap '"$rayx" stop --temp-dir "$tmp" >/dev/null 2>&1 || true; rm -rf "$tmp"' EXIT
+cleanup() {
+  for dir in "$tmp" "$tmp"/node*; do
+    if [ -d "$dir" ]; then "$rayx" stop --temp-dir "$dir" >/dev/null 2>&1 || true; fi
+  done
+  rm -rf "$tmp"
+}
+trap cleanup EXIT
 
 step() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
 
@@ -68,5 +74,18 @@ done
 
 step "rayx stop: stops exactly the processes rayx recorded"
 "$rayx" stop --temp-dir "$tmp"
+
+step "A SLURM/Kubernetes-style job: the same command on 3 nodes, node 0 runs it, all exit"
+port=$(/usr/bin/python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+platform=(env RAYX_TOKEN="demo-$port" WORLD_SIZE=3 MASTER_ADDR=127.0.0.1 MASTER_PORT="$port")
+job=("$rayx" launch --nnodes 3 -- sh -c 'echo "rank $RANK of $WORLD_SIZE on node $RAYX_NODE_IP"')
+for rank in 1 2; do
+  "${platform[@]}" RANK=$rank "$rayx" start --from-env --num-cpus 1 --temp-dir "$tmp/node$rank" \
+    --node-ip-address "127.0.0.$((rank + 1))" -- "${job[@]}" >"$tmp/node$rank.log" 2>&1 &
+done
+"${platform[@]}" RANK=0 "$rayx" start --from-env --num-cpus 1 --temp-dir "$tmp/node0" -- "${job[@]}" |
+  grep -v '^$' | grep -v '^Logs:'
+wait
+echo "(nodes 1 and 2 exited too: $(tail -1 "$tmp/node1.log"))"
 echo
 echo "Demo finished."

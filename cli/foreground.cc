@@ -258,6 +258,8 @@ int RunCommandThenStopCluster(const detail::Session& session,
       WIFSIGNALED(command_status) ? 128 + WTERMSIG(command_status) : WEXITSTATUS(command_status);
   std::cout << "rayx start: the command " << DescribeExit(command_status) << "\n" << std::flush;
   if (!daemon_died.empty()) {
+    // The other nodes should not wait for a head that is about to go.
+    (void)StopCluster(address, token, "node rank 0's " + daemon_died, 5000);
     StopSessionProcesses(session);
     return 1;
   }

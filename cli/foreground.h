@@ -46,9 +46,9 @@ Result<int> StopCluster(const std::string& address, const std::string& token,
 // daemons and returns its exit status (128 + signal when a signal ended it).
 // The command's group is recorded in the session's group dir, so that when
 // this process is killed, the node agent's reaper kills the command too.
-// When a daemon of `session` dies first, the command is stopped and 1 is
-// returned. REQUIRES: BlockForegroundSignals() was called before the daemons
-// started.
+// When a daemon of `session` dies first, the command is stopped, the cluster
+// too (if its head still answers), and 1 is returned. REQUIRES: BlockForegroundSignals() was called
+// before the daemons started.
 int RunCommandThenStopCluster(const detail::Session& session,
                               const std::vector<std::string>& command, const std::string& address,
                               const std::string& token);

@@ -194,6 +194,21 @@ TEST_F(PlatformStart, TheCommandsExitStatusIsNodeZerosAndNodesStillExitCleanly) 
   EXPECT_EQ(node1.Wait(30000), 0) << node1.Out() << node1.Err();
 }
 
+// The platform stopping the job: SIGTERM to node 0 reaches the command, which
+// may clean up; then the cluster stops and every node exits.
+TEST_F(PlatformStart, SigtermToNodeZeroReachesTheCommandAndEndsTheJob) {
+  std::vector<std::string> command = {
+      "/bin/sh", "-c",
+      "trap 'echo cleaned-up; exit 5' TERM; echo ready; while :; do sleep 0.05; done"};
+  auto node1 = StartNode(1, TorchEnv(1, 2), {}, command);
+  auto node0 = StartNode(0, TorchEnv(0, 2), {}, command);
+  ASSERT_TRUE(Printed(node0, "ready", 60000));
+  ::kill(node0.pid(), SIGTERM);
+  EXPECT_EQ(node0.Wait(30000), 5) << node0.Out() << node0.Err();
+  EXPECT_TRUE(Contains(node0.Out(), "cleaned-up")) << node0.Out();
+  EXPECT_EQ(node1.Wait(30000), 0) << node1.Out() << node1.Err();
+}
+
 TEST_F(PlatformStart, SlurmVariablesUnderSrunGiveTheSameCluster) {
   // What srun sets for a 2-node step with one task per node.
   auto slurm = [&](int rank) {

@@ -54,7 +54,26 @@ std::string DescribeExit(int status) {
   return "exited with status " + std::to_string(WEXITSTATUS(status));
 }
 
+// Makes process group `group` the terminal's foreground group. SIGTTOU is
+// blocked meanwhile: a process of a background group may hand it over too.
+void TakeTerminal(pid_t group) {
+  sigset_t ttou, old;
+  sigemptyset(&ttou);
+  sigaddset(&ttou, SIGTTOU);
+  sigprocmask(SIG_BLOCK, &ttou, &old);
+  (void)tcsetpgrp(STDIN_FILENO, group);
+  sigprocmask(SIG_SETMASK, &old, nullptr);
+}
+
 }  // namespace
+
+int PendingStopSignal() {
+  sigset_t pending;
+  if (sigpending(&pending) != 0) return 0;
+  if (sigismember(&pending, SIGTERM)) return SIGTERM;
+  if (sigismember(&pending, SIGINT)) return SIGINT;
+  return 0;
+}
 
 void BlockForegroundSignals() {
   sigset_t set = ForegroundSignals();
@@ -86,18 +105,21 @@ int BlockUntilDone(const detail::Session& session) {
   while (true) {
     int signo = 0;
     sigwait(&set, &signo);
-    if (signo == SIGCHLD) {
-      int status = 0;
-      pid_t pid = waitpid(-1, &status, WNOHANG);
-      if (pid <= 0) continue;
-      std::string name = NameOf(session, pid);
-      if (name == "agent" && WIFEXITED(status) && WEXITSTATUS(status) == 0) {
-        std::cout << "rayx start: the node agent left: the head stopped the cluster\n";
-      } else {
-        std::cerr << "rayx start: " << (name.empty() ? "process" : "the " + name) << " (pid " << pid
-                  << ") " << DescribeExit(status) << "; stopping the others\n";
-        code = 1;
-      }
+    if (signo != SIGCHLD) break;  // SIGINT or SIGTERM
+    // Every exited child is reaped, but only a daemon's exit ends the wait: as
+    // a container's PID 1 (or a subreaper) this process also inherits orphans,
+    // such as what a lease left behind and its agent killed.
+    std::string ended;
+    int status = 0;
+    pid_t pid;
+    while (ended.empty() && (pid = waitpid(-1, &status, WNOHANG)) > 0) ended = NameOf(session, pid);
+    if (ended.empty()) continue;
+    if (ended == "agent" && WIFEXITED(status) && WEXITSTATUS(status) == 0) {
+      std::cout << "rayx start: the node agent left cleanly (the cluster was stopped)\n";
+    } else {
+      std::cerr << "rayx start: the " << ended << " (pid " << pid << ") " << DescribeExit(status)
+                << "; stopping the others\n";
+      code = 1;
     }
     break;
   }
@@ -105,12 +127,22 @@ int BlockUntilDone(const detail::Session& session) {
   return code;
 }
 
-Status WaitForNodes(const std::string& address, const std::string& token, int num_nodes,
-                    int64_t timeout_ms) {
+Status WaitForNodes(const detail::Session& session, const std::string& address,
+                    const std::string& token, int num_nodes, int64_t timeout_ms) {
   int64_t deadline = NowMs() + timeout_ms;
   size_t reported = 0;
   std::set<std::string> joined_ranks;
   while (true) {
+    if (int signo = PendingStopSignal()) {
+      return Status::Cancelled("signal " + std::to_string(signo) + " while waiting for the nodes");
+    }
+    for (const auto& [name, record] : session.Processes()) {
+      if (!detail::IsRunning(record)) {
+        return Status::Unavailable("the " + name + " (pid " + std::to_string(record.pid) +
+                                   ") exited while waiting for the nodes; see " +
+                                   session.LogPath(name));
+      }
+    }
     auto status = QueryClusterStatus(address, token, 2000);
     if (status.ok()) {
       joined_ranks.clear();
@@ -169,6 +201,10 @@ int RunCommandThenStopCluster(const detail::Session& session,
   std::cout << "rayx start: running `" << command[0] << (command.size() > 1 ? " ..." : "")
             << "` on this node (RAYX_ADDRESS=" << address << ")\n"
             << std::flush;
+  // Started from a terminal, the command gets it as a shell would give it
+  // (its own process group in the foreground): it may read stdin, and Ctrl-C
+  // reaches it directly.
+  const bool give_terminal = isatty(STDIN_FILENO) && tcgetpgrp(STDIN_FILENO) == getpgrp();
   pid_t child = fork();
   if (child < 0) {
     std::cerr << "rayx start: cannot start the command: " << std::strerror(errno) << "\n";
@@ -176,10 +212,11 @@ int RunCommandThenStopCluster(const detail::Session& session,
     return 1;
   }
   if (child == 0) {
+    setpgid(0, 0);
+    if (give_terminal) TakeTerminal(getpid());
     sigset_t all;
     sigfillset(&all);
     sigprocmask(SIG_UNBLOCK, &all, nullptr);
-    setpgid(0, 0);
     setenv("RAYX_ADDRESS", address.c_str(), 1);
     setenv("RAYX_TOKEN", token.c_str(), 1);
     setenv("RAYX_START_COMMAND", session.path().c_str(), 1);  // the group's marker
@@ -192,6 +229,7 @@ int RunCommandThenStopCluster(const detail::Session& session,
     _exit(127);
   }
   setpgid(child, child);  // also here: whichever runs first
+  if (give_terminal) TakeTerminal(child);
   // Recorded with the agent's lease groups: should this process be killed, the
   // agent follows it (ParentWatch) and its reaper kills the command's group.
   std::string marker = "RAYX_START_COMMAND=" + session.path();
@@ -222,25 +260,31 @@ int RunCommandThenStopCluster(const detail::Session& session,
       sigwait(&set, &signo);
     }
     if (signo == SIGCHLD) {
-      for (const auto& [name, record] : session.Processes()) {
+      siginfo_t info{};
+      // Peek at each exited child before reaping it: the command's exit is
+      // handled while its zombie holds the pid, so that its process group
+      // number cannot name anybody else's group yet. Other children are our
+      // daemons, or orphans inherited as a container's PID 1.
+      while (!command_done && waitid(P_ALL, 0, &info, WEXITED | WNOHANG | WNOWAIT) == 0 &&
+             info.si_pid != 0) {
+        pid_t pid = info.si_pid;
+        if (pid == child) {
+          kill(-child, SIGKILL);  // what the command left running in its group
+          waitpid(child, &command_status, 0);
+          detail::ForgetGroup(session.GroupDir(), child);
+          command_done = true;
+          break;
+        }
         int status = 0;
-        if (daemon_died.empty() && waitpid(record.pid, &status, WNOHANG) == record.pid) {
+        waitpid(pid, &status, 0);
+        std::string name = NameOf(session, pid);
+        if (!name.empty() && daemon_died.empty()) {
           daemon_died =
-              "the " + name + " (pid " + std::to_string(record.pid) + ") " + DescribeExit(status);
+              "the " + name + " (pid " + std::to_string(pid) + ") " + DescribeExit(status);
           std::cerr << "rayx start: " << daemon_died << "; stopping the command\n";
           kill(-child, SIGTERM);
           kill_at_ms = NowMs() + 10000;
         }
-      }
-      // The command's exit, seen before it is reaped: while its zombie holds
-      // the pid, the process group number cannot name anybody else's group.
-      siginfo_t info{};
-      if (waitid(P_PID, static_cast<id_t>(child), &info, WEXITED | WNOHANG | WNOWAIT) == 0 &&
-          info.si_pid == child) {
-        kill(-child, SIGKILL);  // what the command left running in its group
-        waitpid(child, &command_status, 0);
-        detail::ForgetGroup(session.GroupDir(), child);
-        command_done = true;
       }
       continue;
     }
@@ -254,6 +298,7 @@ int RunCommandThenStopCluster(const detail::Session& session,
       kill(-child, SIGKILL);
     }
   }
+  if (give_terminal) TakeTerminal(getpgrp());
   int code =
       WIFSIGNALED(command_status) ? 128 + WTERMSIG(command_status) : WEXITSTATUS(command_status);
   std::cout << "rayx start: the command " << DescribeExit(command_status) << "\n" << std::flush;

@@ -7,6 +7,7 @@
 #include <sys/wait.h>
 
 #include <cstdlib>
+#include <functional>
 #include <iostream>
 #include <map>
 #include <optional>
@@ -82,7 +83,8 @@ void Undo(const detail::Session& session) {
 // --from-env: takes this node's role from the platform's variables (SLURM's,
 // or RANK/WORLD_SIZE/MASTER_ADDR[/MASTER_PORT]): node rank 0 starts the head
 // (on MASTER_PORT unless --port is given, at MASTER_ADDR's address when that
-// is one of this machine's), the others join it, waiting up to
+// is one of this machine's and not loopback: Kubeflow gives the master pod
+// MASTER_ADDR=localhost, which the other nodes cannot reach), the others join it, waiting up to
 // --join-timeout-s for it to come up and for its name to resolve. Labels
 // each node with its rank.
 Status ApplyPlatformRole(const PlatformRole& role, const FlagParser& flags, StartFlags* f) {
@@ -101,7 +103,7 @@ Status ApplyPlatformRole(const PlatformRole& role, const FlagParser& flags, Star
     f->head = true;
     if (f->node_ip.empty()) {
       auto ip = ResolveIpv4(role.head_host);
-      if (ip.ok() && IsLocalAddress(*ip)) f->node_ip = *ip;
+      if (ip.ok() && IsLocalAddress(*ip) && ip->rfind("127.", 0) != 0) f->node_ip = *ip;
     }
     return Status::OK();
   }
@@ -262,6 +264,11 @@ int StartCommand(const std::vector<std::string>& args) {
     KillLeftoversOfDeadAgent(previous, true);
   }
 
+  // With --block the stop signals are blocked from here on (taken later by the
+  // foreground loop); a daemon's start, which may wait minutes for a head that
+  // is not up yet, still ends on one.
+  std::function<bool()> stop_pending;
+  if (f.block) stop_pending = [] { return PendingStopSignal() != 0; };
   if (f.block) {
     BlockForegroundSignals();
     // What this foreground process starts ends with it, even when it is
@@ -274,7 +281,9 @@ int StartCommand(const std::vector<std::string>& args) {
   // session: it finds its state file there, and its agents rejoin it.
   std::optional<detail::Session> resumed;
   std::map<std::string, std::string> old_config;
-  if (f.head && f.port != 0) {
+  // A platform's job always starts a new cluster: a requeued job or a rerun
+  // after a SIGKILL is a new job, not the old head's restart.
+  if (f.head && f.port != 0 && !role) {
     for (const auto& previous : detail::Session::List(f.temp_dir)) {
       auto conf = previous.ReadConfig();
       if (conf["role"] != "head" || conf["port"] != std::to_string(f.port)) continue;
@@ -324,7 +333,7 @@ int StartCommand(const std::vector<std::string>& args) {
                                      "--package-dir", session->path() + "/packages",
                                      "--state-dir", session->path()};
     auto daemon = detail::SpawnDaemon(argv, {{"RAYX_CLUSTER_TOKEN", f.token}},
-                                      session->LogPath("head"), kStartTimeoutMs);
+                                      session->LogPath("head"), kStartTimeoutMs, stop_pending);
     if (!daemon.ok()) {
       if (!resumed) Undo(*session);  // a restarted head's session keeps its state
       return Fail("start", "the head did not start: " + daemon.status().message());
@@ -370,9 +379,9 @@ int StartCommand(const std::vector<std::string>& args) {
   argv.insert(argv.end(), {"--package-dir", session->path() + "/node-packages"});
   if (!node_ip.empty()) argv.insert(argv.end(), {"--node-ip-address", node_ip});
   AddResourceArgs(flags, f, &argv);
-  auto agent = detail::SpawnDaemon(argv, {{"RAYX_CLUSTER_TOKEN", f.token}},
-                                   session->LogPath("agent"),
-                                   f.connect_timeout_ms + kStartTimeoutMs);
+  auto agent =
+      detail::SpawnDaemon(argv, {{"RAYX_CLUSTER_TOKEN", f.token}}, session->LogPath("agent"),
+                          f.connect_timeout_ms + kStartTimeoutMs, stop_pending);
   if (!agent.ok()) {
     Undo(*session);
     return Fail("start", "the node agent did not start: " + agent.status().message());
@@ -410,12 +419,14 @@ int StartCommand(const std::vector<std::string>& args) {
   }
   if (role && role->node_rank == 0 && !command.empty()) {
     std::string address = config["address"];
-    if (Status joined = WaitForNodes(address, f.token, role->num_nodes, f.join_timeout_s * 1000);
-        !joined.ok()) {
+    Status joined =
+        WaitForNodes(*session, address, f.token, role->num_nodes, f.join_timeout_s * 1000);
+    if (!joined.ok()) {
       std::cerr << "rayx start: " << joined.message() << "\n";
-      (void)StopCluster(address, f.token, "not every node joined", 5000);
+      (void)StopCluster(address, f.token, "the job did not start: " + joined.message(), 5000);
       StopSessionProcesses(*session);
-      return 1;
+      int signo = PendingStopSignal();
+      return joined.code() == StatusCode::kCancelled && signo ? 128 + signo : 1;
     }
     return RunCommandThenStopCluster(*session, command, address, f.token);
   }

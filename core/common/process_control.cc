@@ -7,6 +7,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <csignal>
 #include <cstdlib>
@@ -259,7 +260,8 @@ void KillAndReap(pid_t pid) {
 
 Result<SpawnedDaemon> SpawnDaemon(const std::vector<std::string>& argv,
                                   const std::map<std::string, std::string>& env,
-                                  const std::string& log_path, int64_t timeout_ms) {
+                                  const std::string& log_path, int64_t timeout_ms,
+                                  const std::function<bool()>& cancelled) {
   int fds[2];
   if (pipe2(fds, O_CLOEXEC) != 0) return Status::Internal("pipe2 failed: " + std::string(strerror(errno)));
   int log_fd = ::open(log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
@@ -311,6 +313,7 @@ Result<SpawnedDaemon> SpawnDaemon(const std::vector<std::string>& argv,
   std::string data;
   auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
   bool timed_out = false;
+  bool was_cancelled = false;
   while (true) {
     auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
                     deadline - std::chrono::steady_clock::now())
@@ -319,8 +322,12 @@ Result<SpawnedDaemon> SpawnDaemon(const std::vector<std::string>& argv,
       timed_out = true;
       break;
     }
+    if (cancelled && cancelled()) {
+      was_cancelled = true;
+      break;
+    }
     pollfd p{fds[0], POLLIN, 0};
-    int rc = poll(&p, 1, static_cast<int>(left));
+    int rc = poll(&p, 1, static_cast<int>(cancelled ? std::min<int64_t>(left, 200) : left));
     if (rc < 0 && errno == EINTR) continue;
     if (rc <= 0) continue;
     char buf[4096];
@@ -334,7 +341,7 @@ Result<SpawnedDaemon> SpawnDaemon(const std::vector<std::string>& argv,
   std::string name = argv[0].substr(argv[0].rfind('/') + 1);
 
   SpawnedDaemon out;
-  if (ParseReadyLine(line, &out.ready)) {
+  if (!was_cancelled && ParseReadyLine(line, &out.ready)) {
     auto start = ProcessStartTime(pid);
     if (!start.ok()) {
       return Status::Unavailable(name + " exited right after starting; see " + log_path);
@@ -343,6 +350,7 @@ Result<SpawnedDaemon> SpawnDaemon(const std::vector<std::string>& argv,
     return out;
   }
   KillAndReap(pid);
+  if (was_cancelled) return Status::Cancelled(name + "'s start was interrupted");
   if (line.rfind("ERROR ", 0) == 0) return Status::Unavailable(line.substr(6));
   std::string tail = TailFile(log_path, 5);
   if (timed_out) {

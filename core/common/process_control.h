@@ -9,6 +9,7 @@
 #include <sys/types.h>
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -40,10 +41,13 @@ struct SpawnedDaemon {
 // `log_path`, stdin from /dev/null, the extra `env`, and "--ready-fd 3" added.
 // Waits up to `timeout_ms` for its READY line. On "ERROR msg", early exit or
 // timeout, the daemon is killed and reaped and the error returned, with the
-// last lines of its log when it said nothing.
+// last lines of its log when it said nothing. `cancelled`, when given, is
+// asked at least every 200 ms; once it says true the daemon is killed and
+// Cancelled returned (a stop signal during a long start).
 Result<SpawnedDaemon> SpawnDaemon(const std::vector<std::string>& argv,
                                   const std::map<std::string, std::string>& env,
-                                  const std::string& log_path, int64_t timeout_ms);
+                                  const std::string& log_path, int64_t timeout_ms,
+                                  const std::function<bool()>& cancelled = nullptr);
 
 // Sends `signo` to the process group led by the recorded process, after
 // checking it is still ours. Returns false when it was already gone.

@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "common/address.h"
 #include "common/process_control.h"
 #include "common/session_dir.h"
 #include "rayx/cluster_status.h"
@@ -82,9 +83,7 @@ class PlatformStart : public ::testing::Test {
                               const std::vector<std::string>& command = {}) {
     std::vector<std::string> argv = {RayxCliPath(), "start",      "--from-env", "--num-cpus",
                                      "1",           "--temp-dir", TempDir(rank)};
-    if (rank > 0) {
-      argv.insert(argv.end(), {"--node-ip-address", "127.0.0." + std::to_string(rank + 1)});
-    }
+    argv.insert(argv.end(), {"--node-ip-address", "127.0.0." + std::to_string(rank + 1)});
     argv.insert(argv.end(), extra.begin(), extra.end());
     if (!command.empty()) {
       argv.push_back("--");
@@ -181,7 +180,8 @@ TEST_F(PlatformStart, EveryNodeRunsTheSameCommandRankZeroRunsTheJobAndAllExitWhe
   EXPECT_EQ(node1.Wait(30000), 0) << node1.Out() << node1.Err();
   EXPECT_EQ(node2.Wait(30000), 0) << node2.Out() << node2.Err();
   EXPECT_TRUE(Contains(node0.Out(), "stopped the cluster: every node agent left")) << node0.Out();
-  EXPECT_TRUE(Contains(node1.Out(), "the head stopped the cluster")) << node1.Out();
+  EXPECT_TRUE(Contains(node1.Out(), "the node agent left cleanly (the cluster was stopped)"))
+      << node1.Out();
   EXPECT_FALSE(Contains(node1.Out(), "rank=")) << "only node 0 runs the command";
   EXPECT_TRUE(AllGone(daemons, 10000));
 }
@@ -304,6 +304,119 @@ TEST_F(PlatformStart, TheOtherNodesExitWhenNodeZeroIsKilled) {
   EXPECT_TRUE(Contains(node1.Err(), "the agent")) << node1.Err();
   EXPECT_TRUE(AllGone(daemons, 10000)) << "node 0's daemons follow its rayx start, node 1's "
                                           "agent leaves once the head is silent";
+}
+
+// As a container's PID 1 (here: a child subreaper), `rayx start` inherits
+// what a lease left behind; its exit is not a daemon's and ends nothing.
+TEST_F(PlatformStart, OrphansInheritedAsPidOneDoNotStopTheNode) {
+  std::vector<std::string> command = {
+      "/bin/sh", "-c", RayxCliPath() + " launch --nnodes 2 -- sh -c 'sleep 30 & echo left=$RANK'"};
+  // PR_SET_CHILD_SUBREAPER (36) survives exec: node 1's rayx start adopts orphans.
+  const std::string subreaper =
+      "import ctypes, os, sys; ctypes.CDLL(None).prctl(36, 1, 0, 0, 0); "
+      "os.execv(sys.argv[1], sys.argv[1:])";
+  std::vector<std::string> argv = {
+      "/usr/bin/python3",  "-c",         subreaper, RayxCliPath(), "start",
+      "--from-env",        "--num-cpus", "1",       "--temp-dir",  TempDir(1),
+      "--node-ip-address", "127.0.0.2"};
+  auto node1 = BackgroundCommand::Start(argv, dir_, TorchEnv(1, 2), "node1");
+  auto node0 = StartNode(0, TorchEnv(0, 2), {}, command);
+  EXPECT_EQ(node0.Wait(60000), 0) << node0.Out() << node0.Err();
+  EXPECT_TRUE(Contains(node0.Out(), "left=1")) << node0.Out();
+  EXPECT_EQ(node1.Wait(30000), 0) << node1.Out() << node1.Err();
+  EXPECT_FALSE(Contains(node1.Err(), "stopping the others")) << node1.Err();
+}
+
+// A requeued job, or a rerun after node 0 was SIGKILLed, in the same temp dir
+// and port: a new cluster, whatever the old one's token was.
+TEST_F(PlatformStart, ARerunAfterNodeZeroWasKilledStartsANewCluster) {
+  auto first = StartNode(0, TorchEnv(0, 1), {},
+                         {"/bin/sh", "-c", "echo ready; while :; do sleep 0.05; done"});
+  ASSERT_TRUE(Printed(first, "ready", 60000));
+  auto daemons = Daemons(0);
+  ::kill(first.pid(), SIGKILL);
+  ASSERT_TRUE(AllGone(daemons, 10000));
+  auto env = TorchEnv(0, 1);
+  env["RAYX_TOKEN"] = "another-token";
+  auto again = StartNode(0, env, {}, {RayxCliPath(), "status"});
+  EXPECT_EQ(again.Wait(60000), 0) << again.Out() << again.Err();
+  EXPECT_TRUE(Contains(again.Out(), "Started the rayx")) << again.Out();
+  EXPECT_FALSE(Contains(again.Out(), "Restarted")) << again.Out();
+}
+
+// Node 0's agent dies while the job runs: the command goes with it, node 0
+// stops the cluster, and node 1 exits at once (not after the head-lost timeout).
+TEST_F(PlatformStart, NodeZerosAgentDyingEndsTheJobOnEveryNodePromptly) {
+  std::vector<std::string> command = {"/bin/sh", "-c",
+                                      "echo $$ > " + dir_ +
+                                          "/command.pid; echo ready; "
+                                          "while :; do sleep 0.05; done"};
+  // Were it left to notice the head's silence, node 1 would wait an hour.
+  auto node1 = StartNode(1, TorchEnv(1, 2), {"--head-lost-timeout-ms", "3600000"}, command);
+  auto node0 = StartNode(0, TorchEnv(0, 2), {}, command);
+  ASSERT_TRUE(Printed(node0, "ready", 60000));
+  pid_t pid = 0;
+  ASSERT_TRUE(std::ifstream(dir_ + "/command.pid") >> pid);
+  detail::ProcessRecord agent;
+  for (const auto& session : detail::Session::List(TempDir(0))) {
+    auto processes = session.Processes();
+    if (processes.count("agent")) agent = processes.at("agent");
+  }
+  ASSERT_GT(agent.pid, 0);
+  ::kill(agent.pid, SIGKILL);
+  EXPECT_EQ(node0.Wait(30000), 1) << node0.Out() << node0.Err();
+  EXPECT_TRUE(Contains(node0.Err(), "the agent (pid " + std::to_string(agent.pid) + ")"))
+      << node0.Err();
+  EXPECT_EQ(node1.Wait(30000), 0) << "node 1 heard the stop: " << node1.Out() << node1.Err();
+  EXPECT_TRUE(WaitUntil([&] { return !PidAlive(pid); }, 10000)) << "the command is gone";
+}
+
+// The waits before the job runs end on what would end the job: a dead head,
+// a stop signal (the platform cancelling a job whose nodes never came).
+TEST_F(PlatformStart, WaitingForNodesEndsOnADeadHeadOrASignal) {
+  auto waiting = StartNode(0, TorchEnv(0, 3), {}, {"/bin/true"});
+  ASSERT_TRUE(Printed(waiting, "1 of 3 nodes have joined", 60000));
+  detail::ProcessRecord head;
+  for (const auto& session : detail::Session::List(TempDir(0))) {
+    auto processes = session.Processes();
+    if (processes.count("head")) head = processes.at("head");
+  }
+  ASSERT_GT(head.pid, 0);
+  ::kill(head.pid, SIGKILL);
+  EXPECT_EQ(waiting.Wait(30000), 1) << waiting.Out() << waiting.Err();
+  EXPECT_TRUE(Contains(waiting.Err(), "the head (pid " + std::to_string(head.pid) +
+                                          ") exited while waiting for the nodes"))
+      << waiting.Err();
+
+  auto signalled = StartNode(0, TorchEnv(0, 3), {}, {"/bin/true"});
+  ASSERT_TRUE(Printed(signalled, "1 of 3 nodes have joined", 60000));
+  auto daemons = Daemons(0);
+  ::kill(signalled.pid(), SIGTERM);
+  EXPECT_EQ(signalled.Wait(30000), 128 + SIGTERM) << signalled.Out() << signalled.Err();
+  EXPECT_TRUE(AllGone(daemons, 10000));
+
+  // A node waiting for a head that never comes ends on SIGTERM too.
+  auto joining = StartNode(1, TorchEnv(1, 3), {}, {"/bin/true"});
+  ASSERT_TRUE(Printed(joining, "joining the head", 30000));
+  ::kill(joining.pid(), SIGTERM);
+  int code = joining.Wait(30000);
+  EXPECT_NE(code, -1) << "it must not wait out --join-timeout-s";
+  EXPECT_TRUE(AllGone(Daemons(1), 10000));
+}
+
+// Kubeflow gives the master pod MASTER_ADDR=localhost: node 0 must not
+// advertise a loopback address the other pods cannot reach.
+TEST_F(PlatformStart, NodeZeroNeverAdvertisesALoopbackMasterAddr) {
+  if (DefaultNodeIp() == "127.0.0.1") GTEST_SKIP() << "no non-loopback interface on this machine";
+  auto env = TorchEnv(0, 1);
+  env["MASTER_ADDR"] = "localhost";
+  std::vector<std::string> argv = {RayxCliPath(), "start",      "--from-env", "--num-cpus",
+                                   "1",           "--temp-dir", TempDir(0),   "--",
+                                   RayxCliPath(), "status"};
+  auto r = RunCommand(argv, env, 60000);
+  EXPECT_EQ(r.exit_code, 0) << r.Describe();
+  EXPECT_TRUE(Contains(r.out, "on " + DefaultNodeIp() + ":")) << r.out;
+  EXPECT_FALSE(Contains(r.out, "at 127.0.0.1")) << r.out;
 }
 
 TEST_F(PlatformStart, BadEnvironmentsAreRefusedBeforeAnythingStarts) {

@@ -122,7 +122,14 @@ Result<NodeResources> ResolveNodeResources(
   if (overrides.num_gpus) {
     gpus = *overrides.num_gpus;
     size_t wanted = static_cast<size_t>(std::ceil(gpus));
-    if (visible && wanted > 0 && visible->size() >= wanted) {
+    if (visible && !visible->empty() && visible->size() < wanted) {
+      // Fake devices 0..n-1 would include devices this process was not given.
+      return Status::InvalidArgument(
+          "--num-gpus " + FormatAmount(gpus) + " but CUDA_VISIBLE_DEVICES=" + list(*visible) +
+          " lists " + std::to_string(visible->size()) +
+          " device(s): offer at most that many, or unset CUDA_VISIBLE_DEVICES to fake GPUs");
+    }
+    if (visible && wanted > 0 && !visible->empty()) {
       out.gpu_devices.assign(visible->begin(), visible->begin() + static_cast<long>(wanted));
       out.gpu_note =
           "GPUs set by --num-gpus: devices " + list(out.gpu_devices) + " of CUDA_VISIBLE_DEVICES";

@@ -57,8 +57,8 @@ struct NodeResources {
 // with CUDA_VISIBLE_DEVICES=4,5 hands out devices 4 and 5 and never 0. Returns
 // InvalidArgument when CUDA_VISIBLE_DEVICES is not a list of distinct device
 // indices, or lists a device NVML does not know. With `num_gpus`, the first
-// `num_gpus` listed devices are used when there are that many (else 0..n-1:
-// fake GPUs). REQUIRES: `custom` holds none of CPU, GPU, memory
+// `num_gpus` listed devices are used (InvalidArgument when fewer are listed);
+// with CUDA_VISIBLE_DEVICES unset or empty, devices 0..n-1 (fake GPUs). REQUIRES: `custom` holds none of CPU, GPU, memory
 // (ParseResourcesJson ensures it).
 // `detect` lists the machine's GPUs (DetectGpus; tests pass their own).
 Result<NodeResources> ResolveNodeResources(

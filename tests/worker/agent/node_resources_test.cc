@@ -86,7 +86,14 @@ TEST(NodeResources, NumGpusTakesTheFirstVisibleDevicesOrFakesThem) {
   EXPECT_EQ(r->resources.at("GPU"), 2);
   EXPECT_EQ(r->gpu_devices, (std::vector<int>{6, 7}));
 
-  o.num_gpus = 4;  // more than listed: fake devices 0..3
+  o.num_gpus = 4;  // more than listed: never devices this process was not given
+  r = ResolveNodeResources(o, Machine(0));
+  EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(r.status().message().find("--num-gpus 4 but CUDA_VISIBLE_DEVICES=6,7,3 lists 3"),
+            std::string::npos)
+      << r.status();
+
+  o.cuda_visible_devices.reset();  // unset: fake devices 0..3
   r = ResolveNodeResources(o, Machine(0));
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_EQ(r->resources.at("GPU"), 4);

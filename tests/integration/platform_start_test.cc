@@ -101,6 +101,15 @@ class PlatformStart : public ::testing::Test {
     return out;
   }
 
+  // Node `rank`'s daemon `name` ("head", "agent"); pid 0 when there is none.
+  detail::ProcessRecord Daemon(int rank, const std::string& name) const {
+    for (const auto& session : detail::Session::List(TempDir(rank))) {
+      auto processes = session.Processes();
+      if (auto it = processes.find(name); it != processes.end()) return it->second;
+    }
+    return {};
+  }
+
   // Waits until `node` printed `text` on stdout.
   ::testing::AssertionResult Printed(const BackgroundCommand& node, const std::string& text,
                                      int64_t timeout_ms) {
@@ -357,11 +366,7 @@ TEST_F(PlatformStart, NodeZerosAgentDyingEndsTheJobOnEveryNodePromptly) {
   ASSERT_TRUE(Printed(node0, "ready", 60000));
   pid_t pid = 0;
   ASSERT_TRUE(std::ifstream(dir_ + "/command.pid") >> pid);
-  detail::ProcessRecord agent;
-  for (const auto& session : detail::Session::List(TempDir(0))) {
-    auto processes = session.Processes();
-    if (processes.count("agent")) agent = processes.at("agent");
-  }
+  detail::ProcessRecord agent = Daemon(0, "agent");
   ASSERT_GT(agent.pid, 0);
   ::kill(agent.pid, SIGKILL);
   EXPECT_EQ(node0.Wait(30000), 1) << node0.Out() << node0.Err();
@@ -376,11 +381,7 @@ TEST_F(PlatformStart, NodeZerosAgentDyingEndsTheJobOnEveryNodePromptly) {
 TEST_F(PlatformStart, WaitingForNodesEndsOnADeadHeadOrASignal) {
   auto waiting = StartNode(0, TorchEnv(0, 3), {}, {"/bin/true"});
   ASSERT_TRUE(Printed(waiting, "1 of 3 nodes have joined", 60000));
-  detail::ProcessRecord head;
-  for (const auto& session : detail::Session::List(TempDir(0))) {
-    auto processes = session.Processes();
-    if (processes.count("head")) head = processes.at("head");
-  }
+  detail::ProcessRecord head = Daemon(0, "head");
   ASSERT_GT(head.pid, 0);
   ::kill(head.pid, SIGKILL);
   EXPECT_EQ(waiting.Wait(30000), 1) << waiting.Out() << waiting.Err();

@@ -83,7 +83,8 @@ for rank in 1 2; do
   "${platform[@]}" RANK=$rank "$rayx" start --from-env --num-cpus 1 --temp-dir "$tmp/node$rank" \
     --node-ip-address "127.0.0.$((rank + 1))" -- "${job[@]}" >"$tmp/node$rank.log" 2>&1 &
 done
-"${platform[@]}" RANK=0 "$rayx" start --from-env --num-cpus 1 --temp-dir "$tmp/node0" -- "${job[@]}" |
+"${platform[@]}" RANK=0 "$rayx" start --from-env --num-cpus 1 --temp-dir "$tmp/node0" \
+  --node-ip-address 127.0.0.1 -- "${job[@]}" |
   grep -v '^$' | grep -v '^Logs:'
 wait
 echo "(nodes 1 and 2 exited too: $(tail -1 "$tmp/node1.log"))"

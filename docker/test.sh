@@ -69,7 +69,7 @@ cmd=(rayx launch --nnodes 2 --nproc-per-node 2 --cpus-per-proc 0.5 -- python3 /s
 docker run -d --name rayx-test-p1 --network host "${env[@]}" -e RANK=1 "$image" \
   start --from-env --num-cpus 1 --node-ip-address 127.0.0.3 -- "${cmd[@]}" >/dev/null
 docker run -d --name rayx-test-p0 --network host "${env[@]}" -e RANK=0 "$image" \
-  start --from-env --num-cpus 1 -- "${cmd[@]}" >/dev/null
+  start --from-env --num-cpus 1 --node-ip-address 127.0.0.1 -- "${cmd[@]}" >/dev/null
 codes=$(timeout 300 docker wait rayx-test-p0 rayx-test-p1 | tr '\n' ' ')
 logs=$(docker logs rayx-test-p0 2>&1)
 expect "both platform containers exit 0" "$codes" "0 0 "

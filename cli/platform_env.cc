@@ -5,6 +5,8 @@
 #include <cstdlib>
 #include <vector>
 
+#include "common/address.h"
+
 namespace rayx::cli {
 namespace {
 
@@ -129,6 +131,10 @@ EnvLookup ProcessEnv() {
 Result<PlatformRole> DetectPlatformRole(const EnvLookup& env) {
   if (auto procid = env("SLURM_PROCID"); procid && !procid->empty()) return FromSlurm(env);
   return FromTorchVariables(env);
+}
+
+bool NodeZeroMayAdvertise(const std::string& ip) {
+  return ip.rfind("127.", 0) != 0 && ip != "0.0.0.0" && IsLocalAddress(ip);
 }
 
 Result<std::string> FirstSlurmHost(std::string_view nodelist) {

@@ -40,6 +40,12 @@ EnvLookup ProcessEnv();
 // variable, its value and the fix when one is malformed or inconsistent.
 Result<PlatformRole> DetectPlatformRole(const EnvLookup& env);
 
+// True when node rank 0 may advertise `ip` (MASTER_ADDR resolved) as its own
+// address: one of this machine's, and neither loopback nor 0.0.0.0, which the
+// other nodes cannot reach (Kubeflow sets MASTER_ADDR=localhost in the master
+// pod). Otherwise node 0 takes its default address.
+bool NodeZeroMayAdvertise(const std::string& ip);
+
 // The first host of a SLURM node list in its compressed form:
 // "gpu[07-09,12],cpu1" -> "gpu07" (zero padding kept), "a1,a2" -> "a1".
 // InvalidArgument for an empty or malformed list.

@@ -82,11 +82,9 @@ void Undo(const detail::Session& session) {
 
 // --from-env: takes this node's role from the platform's variables (SLURM's,
 // or RANK/WORLD_SIZE/MASTER_ADDR[/MASTER_PORT]): node rank 0 starts the head
-// (on MASTER_PORT unless --port is given, at MASTER_ADDR's address when that
-// is one of this machine's and not loopback: Kubeflow gives the master pod
-// MASTER_ADDR=localhost, which the other nodes cannot reach), the others join it, waiting up to
-// --join-timeout-s for it to come up and for its name to resolve. Labels
-// each node with its rank.
+// (on MASTER_PORT unless --port is given, at MASTER_ADDR's address when
+// NodeZeroMayAdvertise it), the others join it, waiting up to --join-timeout-s
+// for it to come up and for its name to resolve. Labels each node with its rank.
 Status ApplyPlatformRole(const PlatformRole& role, const FlagParser& flags, StartFlags* f) {
   if (!f->labels.empty()) f->labels += ",";
   f->labels += "rayx.io/node-rank=" + std::to_string(role.node_rank);
@@ -103,7 +101,7 @@ Status ApplyPlatformRole(const PlatformRole& role, const FlagParser& flags, Star
     f->head = true;
     if (f->node_ip.empty()) {
       auto ip = ResolveIpv4(role.head_host);
-      if (ip.ok() && IsLocalAddress(*ip) && ip->rfind("127.", 0) != 0) f->node_ip = *ip;
+      if (ip.ok() && NodeZeroMayAdvertise(*ip)) f->node_ip = *ip;
     }
     return Status::OK();
   }

@@ -92,6 +92,13 @@ TEST(PlatformEnv, RefusesSeveralSlurmTasksPerNode) {
   EXPECT_NE(role.status().message().find("--ntasks-per-node=1"), std::string::npos);
 }
 
+TEST(PlatformEnv, NodeZeroNeverAdvertisesLoopbackOrAnotherMachinesAddress) {
+  EXPECT_FALSE(NodeZeroMayAdvertise("127.0.0.1")) << "Kubeflow's MASTER_ADDR=localhost";
+  EXPECT_FALSE(NodeZeroMayAdvertise("127.0.1.1")) << "Debian's hostname entry";
+  EXPECT_FALSE(NodeZeroMayAdvertise("0.0.0.0"));
+  EXPECT_FALSE(NodeZeroMayAdvertise("203.0.113.7")) << "not an address of this machine";
+}
+
 TEST(PlatformEnv, FirstSlurmHostOfCompressedLists) {
   EXPECT_EQ(*FirstSlurmHost("node1"), "node1");
   EXPECT_EQ(*FirstSlurmHost("a1,a2"), "a1");

@@ -405,10 +405,11 @@ TEST_F(PlatformStart, WaitingForNodesEndsOnADeadHeadOrASignal) {
   EXPECT_TRUE(AllGone(Daemons(1), 10000));
 }
 
-// Kubeflow gives the master pod MASTER_ADDR=localhost: node 0 must not
-// advertise a loopback address the other pods cannot reach.
+// Kubeflow gives the master pod MASTER_ADDR=localhost: node 0 then takes its
+// default address (its first interface), not loopback from MASTER_ADDR. (On a
+// machine with no other interface the default is loopback too; the rule itself
+// is unit-tested in platform_env_test.)
 TEST_F(PlatformStart, NodeZeroNeverAdvertisesALoopbackMasterAddr) {
-  if (DefaultNodeIp() == "127.0.0.1") GTEST_SKIP() << "no non-loopback interface on this machine";
   auto env = TorchEnv(0, 1);
   env["MASTER_ADDR"] = "localhost";
   std::vector<std::string> argv = {RayxCliPath(), "start",      "--from-env", "--num-cpus",
@@ -417,7 +418,7 @@ TEST_F(PlatformStart, NodeZeroNeverAdvertisesALoopbackMasterAddr) {
   auto r = RunCommand(argv, env, 60000);
   EXPECT_EQ(r.exit_code, 0) << r.Describe();
   EXPECT_TRUE(Contains(r.out, "on " + DefaultNodeIp() + ":")) << r.out;
-  EXPECT_FALSE(Contains(r.out, "at 127.0.0.1")) << r.out;
+  EXPECT_TRUE(Contains(r.out, "at " + DefaultNodeIp() + " with")) << "its agent too: " << r.out;
 }
 
 TEST_F(PlatformStart, BadEnvironmentsAreRefusedBeforeAnythingStarts) {

@@ -151,7 +151,9 @@ Result<NodeResources> ResolveNodeResources(
       }
       out.gpu_devices = *visible;
       gpus = static_cast<double>(visible->size());
-      out.gpu_note += "; CUDA_VISIBLE_DEVICES limits this node to device(s) " + list(*visible);
+      out.gpu_note += visible->empty() ? "; CUDA_VISIBLE_DEVICES is empty: no GPU"
+                                       : "; CUDA_VISIBLE_DEVICES limits this node to device(s) " +
+                                             list(*visible);
     } else {
       gpus = static_cast<double>(count);
       if (visible && !visible->empty()) out.gpu_note += " (CUDA_VISIBLE_DEVICES is ignored)";

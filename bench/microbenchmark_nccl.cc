@@ -99,6 +99,8 @@ class NcclBenchRank {
     // The rank's own device (the one its NCCL group uses).
     CudaCheck(cudaSetDevice(std::max(0, rayx::GetRankInfo().device)), "cudaSetDevice");
     DeviceBuffer one(sizeof(float)), large(kBigBytes);
+    // The zeroing (legacy default stream) is done before any stream reads them.
+    CudaCheck(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
     RankFigures f;
     TimeRayx(group, one.get(), 1, 100);  // warm up
     f.rayx_latency_us = UpperMedian(TimeRayx(group, one.get(), 1, small)) * 1e6;

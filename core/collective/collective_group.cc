@@ -1,6 +1,8 @@
 // Helpers shared by the collective backends: names, spec checks, slices.
 #include "collective/collective_group.h"
 
+#include <cstring>
+
 namespace rayx::collective {
 
 size_t DataTypeSize(DataType type) {
@@ -56,6 +58,14 @@ std::string DescribeRank(const GroupSpec& spec, int rank) {
 std::string DescribeOp(const GroupSpec& spec, const char* op) {
   return std::string("collective group '") + spec.options.name + "' " + op + " on rank " +
          std::to_string(spec.rank) + " of " + std::to_string(spec.world_size);
+}
+
+void CheckPeer(const GroupSpec& spec, const char* op, int peer, const char* what) {
+  if (peer < 0 || peer >= spec.world_size || (peer == spec.rank && std::strcmp(what, "root"))) {
+    throw CollectiveError(DescribeOp(spec, op) + ": " + what + " " + std::to_string(peer) +
+                          " is not another rank of this group (world size " +
+                          std::to_string(spec.world_size) + ")");
+  }
 }
 
 void ValidateSpec(const GroupSpec& spec) {

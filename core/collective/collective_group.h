@@ -43,6 +43,10 @@ struct GroupSpec {
 std::string DescribeRank(const GroupSpec& spec, int rank);
 // "collective group 'g' AllReduce on rank 0 of 4".
 std::string DescribeOp(const GroupSpec& spec, const char* op);
+
+// Throws CollectiveError unless `peer` is a rank of the group: another rank
+// for a send's destination or a receive's source, any rank for a root.
+void CheckPeer(const GroupSpec& spec, const char* op, int peer, const char* what);
 // Throws CollectiveError (InvalidArgument) when the spec is unusable.
 void ValidateSpec(const GroupSpec& spec);
 

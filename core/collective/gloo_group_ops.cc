@@ -24,14 +24,6 @@ uint64_t PointToPointSlot(int from, int to, uint64_t seq, uint32_t phase) {
   return kPointToPointSlot | direction | (seq << 20) | phase;
 }
 
-void CheckPeer(const GroupSpec& spec, const char* op, int peer, const char* what) {
-  if (peer < 0 || peer >= spec.world_size || (peer == spec.rank && std::strcmp(what, "root"))) {
-    throw CollectiveError(DescribeOp(spec, op) + ": " + what + " " + std::to_string(peer) +
-                          " is not another rank of this group (world size " +
-                          std::to_string(spec.world_size) + ")");
-  }
-}
-
 }  // namespace
 
 void GlooGroup::AllReduceData(OpScope& op, char* data, size_t count, DataType type,

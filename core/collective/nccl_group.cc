@@ -131,6 +131,7 @@ class NcclGroup : public CollectiveGroup {
   // The destructor's work on the communicator and stream.
   void EndOnDestroy() {
     std::lock_guard<std::mutex> lock(op_mu_);
+    cudaSetDevice(device_);  // the last reference may drop on any thread
     if (comm_ != nullptr && !aborted_) {
       // Finalize flushes the communicator's work; polled, so a dead peer
       // cannot hold the destructor past the group's timeout.
@@ -162,7 +163,14 @@ class NcclGroup : public CollectiveGroup {
                             current);
     // The communicator and the stream belong to the device current here.
     Check(cudaSetDevice(device_), "InitCollectiveGroup");
-    Check(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "InitCollectiveGroup");
+    // Not cudaStreamNonBlocking: an operation without a stream of its own
+    // must see what the caller wrote on the legacy default stream (torch's
+    // default stream) before NCCL reads it.
+    Check(cudaStreamCreate(&stream_), "InitCollectiveGroup");
+    int pools = 0;
+    async_alloc_ =
+        cudaDeviceGetAttribute(&pools, cudaDevAttrMemoryPoolsSupported, device_) == cudaSuccess &&
+        pools != 0;
     const auto deadline =
         std::chrono::steady_clock::now() + std::chrono::milliseconds(spec_.ConnectTimeoutMs());
     const std::string key = spec_.KeyPrefix() + "nccl_id";
@@ -188,13 +196,13 @@ class NcclGroup : public CollectiveGroup {
         ncclCommInitRankConfig(&comm_, spec_.world_size, id, spec_.rank, &config);
     if (r != ncclSuccess && r != ncclInProgress) CheckNccl(r, "InitCollectiveGroup");
     std::lock_guard<std::mutex> lock(op_mu_);
-    WaitComm("InitCollectiveGroup", deadline);
+    WaitComm("InitCollectiveGroup", deadline, spec_.ConnectTimeoutMs());
   }
 
   const GroupSpec& spec() const override { return spec_; }
 
   void AllReduce(void* data, size_t count, DataType type, ReduceOp op, void* stream) override {
-    Run("AllReduce", data, count, type, stream, [&](void* p, cudaStream_t s) {
+    Run("AllReduce", data, count, type, stream, kInOut, [&](void* p, cudaStream_t s) {
       return ncclAllReduce(p, p, count, ToNccl(type), ToNccl(op), comm_, s);
     });
   }
@@ -205,8 +213,8 @@ class NcclGroup : public CollectiveGroup {
     // NCCL needs equal counts; `output` rejects others on the raw path.
     void* out = output(std::vector<size_t>(spec_.world_size, count));
     const size_t bytes = count * DataTypeSize(type);
-    Staged staged_out(this, out, bytes * spec_.world_size, "AllGather");
-    Staged staged_in(this, const_cast<void*>(in), bytes, "AllGather");
+    Staged staged_out(this, out, bytes * spec_.world_size, "AllGather", kOut);
+    Staged staged_in(this, const_cast<void*>(in), bytes, "AllGather", kIn);
     RunStaged("AllGather", stream, [&](cudaStream_t s) {
       return ncclAllGather(staged_in.ptr(s), staged_out.ptr(s), count, ToNccl(type), comm_, s);
     }, {&staged_out});
@@ -220,8 +228,8 @@ class NcclGroup : public CollectiveGroup {
     }
     const size_t per_rank = count / spec_.world_size;
     const size_t esize = DataTypeSize(type);
-    Staged staged_in(this, const_cast<void*>(in), count * esize, "ReduceScatter");
-    Staged staged_out(this, out, per_rank * esize, "ReduceScatter");
+    Staged staged_in(this, const_cast<void*>(in), count * esize, "ReduceScatter", kIn);
+    Staged staged_out(this, out, per_rank * esize, "ReduceScatter", kOut);
     RunStaged("ReduceScatter", stream, [&](cudaStream_t s) {
       return ncclReduceScatter(staged_in.ptr(s), staged_out.ptr(s), per_rank, ToNccl(type),
                                ToNccl(op), comm_, s);
@@ -229,28 +237,31 @@ class NcclGroup : public CollectiveGroup {
   }
 
   void Broadcast(void* data, size_t count, DataType type, int root, void* stream) override {
-    Run("Broadcast", data, count, type, stream, [&](void* p, cudaStream_t s) {
+    CheckPeer(spec_, "Broadcast", root, "root");
+    Run("Broadcast", data, count, type, stream, kInOut, [&](void* p, cudaStream_t s) {
       return ncclBroadcast(p, p, count, ToNccl(type), root, comm_, s);
     });
   }
 
   void Reduce(void* data, size_t count, DataType type, ReduceOp op, int root,
               void* stream) override {
-    Run("Reduce", data, count, type, stream, [&](void* p, cudaStream_t s) {
+    CheckPeer(spec_, "Reduce", root, "root");
+    Run("Reduce", data, count, type, stream, kInOut, [&](void* p, cudaStream_t s) {
       return ncclReduce(p, p, count, ToNccl(type), ToNccl(op), root, comm_, s);
     });
   }
 
   void Send(const void* data, size_t count, DataType type, int dst, void* stream) override {
-    Run("Send", const_cast<void*>(data), count, type, stream, [&](void* p, cudaStream_t s) {
-      return ncclSend(p, count, ToNccl(type), dst, comm_, s);
-    });
+    CheckPeer(spec_, "Send", dst, "destination");
+    // Only read: never copied back into the caller's (const, maybe read-only) buffer.
+    Run("Send", const_cast<void*>(data), count, type, stream, kIn,
+        [&](void* p, cudaStream_t s) { return ncclSend(p, count, ToNccl(type), dst, comm_, s); });
   }
 
   void Recv(void* data, size_t count, DataType type, int src, void* stream) override {
-    Run("Recv", data, count, type, stream, [&](void* p, cudaStream_t s) {
-      return ncclRecv(p, count, ToNccl(type), src, comm_, s);
-    });
+    CheckPeer(spec_, "Recv", src, "source");
+    Run("Recv", data, count, type, stream, kOut,
+        [&](void* p, cudaStream_t s) { return ncclRecv(p, count, ToNccl(type), src, comm_, s); });
   }
 
   void Barrier() override {
@@ -272,12 +283,19 @@ class NcclGroup : public CollectiveGroup {
   }
 
  private:
-  // A buffer on the device: `ptr` itself, or a device copy of host memory
-  // (copied back on Finish when it is an output).
+  // How an operation uses a buffer: read (copied to the device first),
+  // written (copied back to the host after), or both.
+  enum Direction { kIn = 1, kOut = 2, kInOut = 3 };
+
+  // A buffer on the device: `ptr` itself, or a device copy of host memory,
+  // allocated on the operation's stream and freed there (cudaMallocAsync /
+  // cudaFreeAsync where the device has memory pools: a cudaFree would wait
+  // for the whole device, other streams' NCCL kernels included, and never
+  // return while one of them hangs).
   class Staged {
    public:
-    Staged(NcclGroup* group, void* ptr, size_t bytes, const char* op)
-        : group_(group), host_(ptr), bytes_(bytes), op_(op) {
+    Staged(NcclGroup* group, void* ptr, size_t bytes, const char* op, Direction direction)
+        : group_(group), host_(ptr), bytes_(bytes), op_(op), direction_(direction) {
       group_->Check(cudaSetDevice(group_->device_), op);  // the device is per thread
       if (bytes == 0) return;
       const int memory = MemoryOf(ptr);
@@ -294,16 +312,26 @@ class NcclGroup : public CollectiveGroup {
                          "InitCollectiveGroup)",
                      -1);
       }
-      group_->Check(cudaMalloc(&device_, bytes), op);
+      staged_ = true;
     }
     ~Staged() {
-      if (device_ != nullptr) cudaFree(device_);
+      if (device_ == nullptr) return;
+      if (group_->async_alloc_) {
+        cudaFreeAsync(device_, stream_);
+      } else {
+        cudaFree(device_);
+      }
     }
     void* ptr(cudaStream_t s) {
-      if (device_ == nullptr) return host_;
-      if (!copied_in_) {
-        group_->Check(cudaMemcpyAsync(device_, host_, bytes_, cudaMemcpyHostToDevice, s), op_);
-        copied_in_ = true;
+      if (!staged_) return host_;
+      if (device_ == nullptr) {
+        stream_ = s;
+        group_->Check(group_->async_alloc_ ? cudaMallocAsync(&device_, bytes_, s)
+                                           : cudaMalloc(&device_, bytes_),
+                      op_);
+        if (direction_ & kIn) {
+          group_->Check(cudaMemcpyAsync(device_, host_, bytes_, cudaMemcpyHostToDevice, s), op_);
+        }
       }
       return device_;
     }
@@ -311,7 +339,7 @@ class NcclGroup : public CollectiveGroup {
     // into pageable memory returns only once the stream reaches it, so the
     // NCCL work before it must be done (polled) first.
     bool Finish(cudaStream_t s) {
-      if (device_ == nullptr) return false;
+      if (device_ == nullptr || !(direction_ & kOut)) return false;
       group_->Check(cudaMemcpyAsync(host_, device_, bytes_, cudaMemcpyDeviceToHost, s), op_);
       return true;
     }
@@ -321,13 +349,16 @@ class NcclGroup : public CollectiveGroup {
     void* host_;
     size_t bytes_;
     const char* op_;
+    Direction direction_;
+    bool staged_ = false;  // host memory: goes through device_
     void* device_ = nullptr;
-    bool copied_in_ = false;
+    cudaStream_t stream_ = nullptr;  // the one device_ was allocated on
   };
 
   template <typename F>
-  void Run(const char* op, void* data, size_t count, DataType type, void* stream, F&& call) {
-    Staged staged(this, data, count * DataTypeSize(type), op);
+  void Run(const char* op, void* data, size_t count, DataType type, void* stream,
+           Direction direction, F&& call) {
+    Staged staged(this, data, count * DataTypeSize(type), op, direction);
     RunStaged(op, stream, [&](cudaStream_t s) { return call(staged.ptr(s), s); }, {&staged});
   }
 
@@ -342,8 +373,13 @@ class NcclGroup : public CollectiveGroup {
     Check(cudaSetDevice(device_), op);  // the device is per thread
     cudaStream_t s = stream != nullptr ? static_cast<cudaStream_t>(stream) : stream_;
     ncclResult_t r = call(s);
-    if (r != ncclSuccess && r != ncclInProgress) CheckNccl(r, op);
-    WaitComm(op, deadline);
+    if (r != ncclSuccess && r != ncclInProgress) {
+      // NCCL marks the communicator failed too: every later call would fail,
+      // and the peers would wait out their deadline. End the group now.
+      EndComm(op,
+              std::string("NCCL error: ") + ncclGetErrorString(r) + " " + ncclGetLastError(comm_));
+    }
+    WaitComm(op, deadline, spec_.options.timeout_ms);
     // The NCCL work drains by polling, so an abort or the deadline can end it;
     // then the host copies (which block until the stream reaches them).
     WaitStream(op, s, deadline);
@@ -380,7 +416,7 @@ class NcclGroup : public CollectiveGroup {
       cudaError_t err = cudaStreamQuery(s);
       if (err == cudaSuccess) return;
       if (err != cudaErrorNotReady) Check(err, op);
-      PollOnce(op, deadline, poller);
+      PollOnce(op, deadline, spec_.options.timeout_ms, poller);
     }
   }
 
@@ -404,7 +440,8 @@ class NcclGroup : public CollectiveGroup {
   };
 
   // Polls the communicator until its pending work is enqueued (or it fails).
-  void WaitComm(const char* op, std::chrono::steady_clock::time_point deadline) {
+  // `limit_ms`: what the deadline was set to, for the timeout's message.
+  void WaitComm(const char* op, std::chrono::steady_clock::time_point deadline, int64_t limit_ms) {
     Poller poller;
     for (;;) {
       ncclResult_t state = ncclSuccess;
@@ -414,14 +451,15 @@ class NcclGroup : public CollectiveGroup {
         EndComm(op, std::string("NCCL error: ") + ncclGetErrorString(state) + " " +
                         ncclGetLastError(nullptr));
       }
-      PollOnce(op, deadline, poller);
+      PollOnce(op, deadline, limit_ms, poller);
     }
   }
 
   // Checks for an error, an abort and the deadline, then pauses as the
   // poller's pacer says (a yield at first, so short operations end without a
   // sleep's delay).
-  void PollOnce(const char* op, std::chrono::steady_clock::time_point deadline, Poller& poller) {
+  void PollOnce(const char* op, std::chrono::steady_clock::time_point deadline, int64_t limit_ms,
+                Poller& poller) {
     ncclResult_t state = ncclSuccess;
     ncclCommGetAsyncError(comm_, &state);
     if (state != ncclSuccess && state != ncclInProgress) {
@@ -433,7 +471,7 @@ class NcclGroup : public CollectiveGroup {
     }
     const auto now = std::chrono::steady_clock::now();
     if (now >= deadline) {
-      EndComm(op, "timed out after " + std::to_string(spec_.options.timeout_ms) + " ms");
+      EndComm(op, "timed out after " + std::to_string(limit_ms) + " ms");
     }
     const auto pause = poller.pacer.Pause(now);
     if (pause.count() == 0) {
@@ -530,6 +568,7 @@ class NcclGroup : public CollectiveGroup {
   const std::shared_ptr<RendezvousStore> store_;
   int device_ = 0;
   cudaStream_t stream_ = nullptr;
+  bool async_alloc_ = false;  // the device has memory pools (cudaMallocAsync)
   std::mutex op_mu_;  // serialises operations; guards comm_
   ncclComm_t comm_ = nullptr;
   bool comm_aborted_ = false;

@@ -1,5 +1,6 @@
 // NCCL collective groups on a real GPU (CTest label `gpu`): a one-rank group's
-// allreduce and broadcast, an abort on timeout, and the device a rank picks.
+// allreduce, broadcast, allgather and reduce-scatter, refused peers, an abort
+// on timeout, and the device a rank picks.
 // The GPU tests skip without a GPU; the device choice is checked everywhere.
 #include <gtest/gtest.h>
 #include <stdlib.h>
@@ -57,6 +58,24 @@ TEST_F(NcclGroupTest, OneRankAllReduceAndBroadcastAreExact) {
   EXPECT_EQ(halves, std::vector<uint16_t>(8, 0x3c00));
   Barrier("nccl");
   DestroyCollectiveGroup("nccl");
+}
+
+// Host buffers of one-way operations (AllGather's and ReduceScatter's input
+// and output) are staged in the one direction needed, and the results are
+// exact; a root or peer outside the group is refused before NCCL sees it,
+// so the group stays usable (an NCCL enqueue error would end it).
+TEST_F(NcclGroupTest, OneWayBuffersAndBadPeersLeaveTheGroupUsable) {
+  detail::InitCollectiveGroup(OneRankSpec("nccl-oneway", 30000), store_);
+  const std::vector<double> in{1.5, -2.0, 3.25};
+  EXPECT_EQ(AllGather(in, "nccl-oneway"), in);
+  EXPECT_EQ(ReduceScatter(in, ReduceOp::kSum, "nccl-oneway"), in);
+  std::vector<float> v{4.0f};
+  EXPECT_THROW(Broadcast(v, 3, "nccl-oneway"), CollectiveError);
+  EXPECT_THROW(Send(v, 0, "nccl-oneway"), CollectiveError);  // itself
+  EXPECT_THROW(Recv(v, -1, "nccl-oneway"), CollectiveError);
+  AllReduce(v, ReduceOp::kSum, "nccl-oneway");
+  EXPECT_EQ(v, std::vector<float>{4.0f});
+  DestroyCollectiveGroup("nccl-oneway");
 }
 
 TEST_F(NcclGroupTest, AbortEndsTheGroupAndLaterOperationsFail) {

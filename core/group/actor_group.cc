@@ -137,6 +137,27 @@ std::vector<size_t> Rank(const std::vector<RankDescription>& described,
   return order;
 }
 
+// Throws when two ranks on one node hold a common GPU (see
+// ActorGroupSpec::one_device_per_rank), naming both ranks, the device and the node.
+void RequireOwnDevices(const std::string& label, const ResourceMap& resources,
+                       const std::vector<RankDescription>& described,
+                       const std::vector<size_t>& order, const std::vector<RankInfo>& ranks) {
+  std::map<std::pair<std::string, int>, size_t> holder;  // (node, device) -> rank
+  for (size_t r = 0; r < ranks.size(); ++r) {
+    for (int device : ranks[r].gpu_ids) {
+      auto [it, fresh] =
+          holder.emplace(std::make_pair(described[order[r]].object_address, device), r);
+      if (fresh) continue;
+      throw std::invalid_argument(
+          label + ": ranks " + std::to_string(it->second) + " and " + std::to_string(r) +
+          " both hold GPU " + std::to_string(device) + " of node " + ranks[r].node_ip + " (" +
+          Describe(resources) +
+          " per rank), but NCCL needs a GPU of its own for each rank (its \"Duplicate GPU "
+          "detected\" error): ask for at least GPU 1 per rank");
+    }
+  }
+}
+
 uint32_t ReserveMasterPort(const std::string& object_address, int64_t timeout_ms) {
   auto where = ParseHostPort(object_address.substr(object_address.find("//") == std::string::npos
                                                        ? 0
@@ -251,6 +272,9 @@ ActorGroupPtr CreateActorGroup(ActorGroupSpec spec) {
   core->detached = o.lifetime == ActorLifetime::kDetached;
   std::vector<size_t> order = Rank(described, &core->ranks);
   for (size_t b : order) core->actors.push_back(by_bundle[b]);
+  if (uses_gpus && (o.collective || spec.one_device_per_rank)) {
+    RequireOwnDevices(label, resources, described, order, core->ranks);
+  }
 
   // 4. torch's environment in every rank.
   core->master_addr = core->ranks[0].node_ip;

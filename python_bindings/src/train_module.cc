@@ -55,8 +55,10 @@ py::dict RankToDict(const RankInfo& r) {
 PyActorGroup CreateGroup(const std::vector<py::bytes>& args, int num_actors,
                          const std::map<std::string, double>& resources,
                          const std::string& strategy, const std::string& collective_group,
-                         int64_t timeout_ms, int64_t collective_timeout_ms) {
+                         int64_t timeout_ms, int64_t collective_timeout_ms,
+                         bool one_device_per_rank) {
   detail::ActorGroupSpec spec;
+  spec.one_device_per_rank = one_device_per_rank;
   spec.factory = "rayx.py.actor";
   for (const auto& a : args) spec.args.push_back(detail::Arg{std::string(a), nullptr});
   spec.options.num_actors = num_actors;
@@ -115,7 +117,8 @@ void BindTrain(py::module_& m) {
 
   sub.def("create_actor_group", &CreateGroup, py::arg("args"), py::arg("num_actors"),
           py::arg("resources"), py::arg("strategy"), py::arg("collective_group"),
-          py::arg("timeout_ms"), py::arg("collective_timeout_ms"));
+          py::arg("timeout_ms"), py::arg("collective_timeout_ms"),
+          py::arg("one_device_per_rank") = false);
   sub.def("kill_actor_group", [](const PyActorGroup& g) {
     py::gil_scoped_release release;
     detail::KillActorGroup(*g.group);

@@ -499,6 +499,39 @@ TEST_F(Train, GpuRanksKnowTheirOwnDevice) {
   group.Kill();
 }
 
+// Two ranks on one GPU (half a GPU each) would fail inside NCCL ("Duplicate GPU
+// detected"): a group with an NCCL collective group is refused before it
+// connects, naming both ranks and the device, and leaves nothing behind (the
+// GPU is free again for the next group). Without a collective group, sharing
+// a GPU stays allowed (inference replicas).
+TEST_F(Train, RanksSharingAGpuAreRefusedBeforeNccl) {
+  StartCluster(1, 0);
+  auto gpu = cluster_->AddNode(
+      {.num_cpus = 2, .num_gpus = 1, .extra_args = {"--node-ip-address", "127.0.0.2"}});
+  ASSERT_TRUE(gpu.ok()) << gpu.status();
+  rayx::ActorGroupOptions halves;
+  halves.num_actors = 2;
+  halves.resources = {{"CPU", 0.5}, {"GPU", 0.5}};
+  try {
+    rayx::ActorGroup<Model>::Create(Model::Create, halves, 0);
+    ADD_FAILURE() << "two ranks sharing a GPU were given an NCCL group";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_TRUE(Contains(e.what(), "ranks 0 and 1 both hold GPU 0 of node 127.0.0.2")) << e.what();
+    EXPECT_TRUE(Contains(e.what(), "Duplicate GPU detected")) << e.what();
+  }
+  rayx::ActorGroupOptions whole;
+  whole.num_actors = 1;
+  whole.resources = {{"GPU", 1}};
+  whole.collective = false;
+  whole.timeout_ms = 10000;
+  auto one = rayx::ActorGroup<Model>::Create(Model::Create, whole, 0);  // the GPU was freed
+  one.Kill();
+  halves.collective = false;
+  auto shared = rayx::ActorGroup<Model>::Create(Model::Create, halves, 0);
+  EXPECT_EQ(shared.Info(0).gpu_ids, shared.Info(1).gpu_ids);
+  shared.Kill();
+}
+
 // The group's collective operations time out after collective_timeout_ms for
 // the group's whole life, not after what was left of Create's deadline.
 TEST_F(Train, ActorGroupCollectiveOperationsTimeOutAfterTheCollectiveTimeout) {

@@ -137,6 +137,23 @@ def test_sigkilled_rank_resumes_from_the_checkpoint(rayx_mod, tmp_path):
     assert result.metrics["loss"] < result.metrics_history[0]["loss"]
 
 
+def test_use_gpu_ranks_sharing_a_gpu_are_refused(rayx_mod):
+    """use_gpu with half a GPU per rank would put two ranks of torch's NCCL
+    group on one device ("Duplicate GPU detected"): fit() refuses it before
+    the loop runs, naming the ranks, and frees what it placed. (Fake GPUs:
+    127.0.0.2 has two, so four half-GPU ranks must share.)"""
+    trainer = TorchTrainer(linear_loop, train_loop_config={"epochs": 1},
+                           scaling_config=ScalingConfig(
+                               num_workers=4, use_gpu=True,
+                               resources_per_worker={"CPU": 0.25, "GPU": 0.5}),
+                           run_config=RunConfig(name="shared-gpu"))
+    with pytest.raises(ValueError, match=r"ranks \d and \d both hold GPU \d of node 127\.0\.0\.2.*"
+                                         r"Duplicate GPU detected"):
+        trainer.fit()
+    wait_until(lambda: rayx_mod.available_resources().get("GPU") == 2.0, 10,
+               "the refused run's GPUs to be free again")
+
+
 def failing_loop():
     if rayx.train.get_context().get_world_rank() == 1:
         raise ValueError("bad batch at step 3")

@@ -92,6 +92,11 @@ struct ActorGroupSpec {
   std::string factory;
   std::vector<Arg> args;
   ActorGroupOptions options;
+  // Refuse a placement where two ranks hold the same GPU (fractional GPUs):
+  // NCCL needs a device of its own for each rank ("Duplicate GPU detected").
+  // Implied when the group's own collective group is NCCL (GPUs and
+  // options.collective); a trainer whose ranks run torch's NCCL sets it.
+  bool one_device_per_rank = false;
 };
 
 // Places the group, creates its actors, ranks them, sets their environment and

@@ -225,7 +225,8 @@ class DataParallelTrainer:
             try:
                 group = _core.train.create_actor_group(
                     actor_args, size, per_worker, self._scaling.placement_strategy, group_name,
-                    int(GROUP_TIMEOUT_S * 1000), int(self._run.report_timeout_s * 1000))
+                    int(GROUP_TIMEOUT_S * 1000), int(self._run.report_timeout_s * 1000),
+                    one_device_per_rank=self._scaling.use_gpu)
             except _core.train.Infeasible as e:
                 lo, hi = self._run_bounds
                 if self._scaling.elastic and size > lo:

@@ -3,6 +3,7 @@
 // restarts from the latest checkpoint when a rank fails.
 //
 //   ./build/bin/rayx-train-linear --workers 4 --epochs 20
+//   ./build/bin/rayx-train-linear --workers 2 --use-gpu   # a GPU per rank, NCCL
 //   rayx job submit --working-dir . -- ./bin/rayx-train-linear --workers 4
 #include <rayx/collective.h>
 #include <rayx/rayx.h>
@@ -24,15 +25,24 @@ RAYX_REMOTE(TrainLinear);
 int main(int argc, char** argv) {
   rayx::Init(argc, argv);  // in a worker process this serves calls and never returns
   int workers = 2, epochs = 20;
-  for (int i = 1; i + 1 < argc; i += 2) {
+  bool use_gpu = false;
+  for (int i = 1; i < argc; ++i) {
     std::string flag = argv[i];
-    if (flag == "--workers") workers = std::atoi(argv[i + 1]);
-    if (flag == "--epochs") epochs = std::atoi(argv[i + 1]);
+    if (flag == "--use-gpu") {
+      use_gpu = true;
+    } else if ((flag == "--workers" || flag == "--epochs") && i + 1 < argc) {
+      (flag == "--workers" ? workers : epochs) = std::atoi(argv[++i]);
+    } else {
+      std::cerr << "usage: rayx-train-linear [--workers N] [--epochs N] [--use-gpu]\n";
+      rayx::Shutdown();
+      return 2;
+    }
   }
   linear_sgd::Config config;
   config.epochs = epochs;
   rayx::train::ScalingConfig scaling;
   scaling.num_workers = workers;
+  scaling.use_gpu = use_gpu;  // then the gradients' AllReduce runs on NCCL
   rayx::train::RunConfig run;
   run.name = "train-linear";
   rayx::train::FailureConfig failure;

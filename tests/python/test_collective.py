@@ -232,25 +232,6 @@ def test_absent_rank_fails_the_others_at_the_deadline(rayx_mod):
         rayx.kill(a)
 
 
-def test_nccl_allreduce_on_cuda_tensors(rayx_mod):
-    torch = pytest.importorskip("torch")
-    if not torch.cuda.is_available() or not col._c.HAVE_NCCL:
-        pytest.skip("no GPU (or rayx built without NCCL): the NCCL backend needs one GPU per rank")
-    rayx = rayx_mod
-
-    @rayx.remote(num_gpus=1)
-    class GpuMember:
-        def run(self, rank):
-            import torch
-            col.init_collective_group(2, rank, backend="nccl", group_name="gpu")
-            t = torch.ones(8, device="cuda") * (rank + 1)
-            col.allreduce(t, group_name="gpu")
-            return t.cpu().tolist()
-
-    actors = [GpuMember.remote() for _ in range(2)]
-    assert rayx.get([a.run.remote(i) for i, a in enumerate(actors)], timeout=120) == [[3.0] * 8] * 2
-
-
 class _FakeCudaTensor:
     """Looks like a torch CUDA tensor to rayx (no GPU or torch needed)."""
     __module__ = "torch.fake"

@@ -1,0 +1,120 @@
+#!/usr/bin/env bash
+# Runs every GPU path of rayx on a machine with NVIDIA GPUs, CUDA 13, NCCL,
+# Python and PyTorch, from the bundle that scripts/gpu-bundle.sh packed into
+# ./.gpu here (the GPU machine needs none of rayx's Debian libraries):
+#   1. the NCCL backend's tests (collective_nccl_test: a one-rank group's
+#      allreduce and broadcast, abort on timeout, the device a rank is told)
+#   2. NVML detection and CUDA_VISIBLE_DEVICES (node_resources_test, and
+#      tests/python/test_gpu.py on a real cluster), GPU actors, NCCL on CUDA
+#      tensors, TorchTrainer with use_gpu, the C++ trainer with --use-gpu
+#   3. `rayx microbenchmark --only nccl`: rayx's NCCL allreduce against raw NCCL
+# It first builds the Python extension for that machine's Python (g++, its
+# pybind11). Logs and a summary go to $OUT (default /tmp/rayx-gpu-check); it
+# exits non-zero if any step failed. Everything ends within GPU_CHECK_SECONDS
+# (default 540). $OUT holds at most 8 files (what the device tool brings back).
+#
+#   ./scripts/build.sh && ./scripts/gpu-bundle.sh          # here
+#   scripts/gpu-check.sh                                    # there, .gpu carried along
+set -uo pipefail
+cd "$(dirname "$0")/.."
+root=$(pwd)
+out=${OUT:-/tmp/rayx-gpu-check}
+mkdir -p "$out"
+deadline=$((SECONDS + ${GPU_CHECK_SECONDS:-540}))
+summary=$out/summary.txt
+: >"$summary"
+failed=0
+py=${PYTHON:-python3}
+
+note() { echo "$*" | tee -a "$summary"; }
+# step NAME CAP_SECONDS COMMAND...: runs COMMAND with its output in $out/NAME.log,
+# for at most CAP_SECONDS and never past the deadline.
+step() {
+  local name=$1 cap=$2
+  shift 2
+  local left=$((deadline - SECONDS))
+  if ((left < 20)); then
+    note "SKIP $name: no time left"
+    failed=1
+    return
+  fi
+  ((cap < left)) || cap=$left
+  local start=$SECONDS
+  echo "== $name (at most ${cap}s)"
+  timeout -k 5 "$cap" "$@" >"$out/$name.log" 2>&1
+  local rc=$?
+  tail -n 25 "$out/$name.log"
+  if ((rc == 0)); then
+    note "PASS $name ($((SECONDS - start))s)"
+  else
+    note "FAIL $name: exit $rc$( ((rc == 124)) && echo " (timed out after ${cap}s)") ($((SECONDS - start))s)"
+    failed=1
+  fi
+}
+
+[ -x .gpu/bin/rayx ] || { note "FAIL: .gpu is missing: run scripts/gpu-bundle.sh and carry .gpu"; exit 1; }
+{
+  date -u
+  nvidia-smi -L || true
+  nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv || true
+  (nvcc --version | tail -n 2) 2>/dev/null || true
+  "$py" -c 'import sys, torch; print(sys.version.split()[0], "torch", torch.__version__, "cuda", torch.version.cuda, "devices", torch.cuda.device_count(), "nccl", torch.cuda.nccl.version())' || true
+} 2>&1 | tee "$out/machine.txt"
+
+# NCCL and the CUDA runtime: this machine's own (the system's, else the ones
+# pip installed beside torch).
+find_lib() {
+  local name=$1 dir
+  for dir in /usr/local/cuda/lib64 /usr/local/cuda/lib /usr/local/cuda/targets/x86_64-linux/lib \
+    /usr/lib/x86_64-linux-gnu; do
+    [ -e "$dir/$name" ] && { echo "$dir"; return; }
+  done
+  local site
+  site=$("$py" -c 'import site; print(" ".join(site.getsitepackages()))' 2>/dev/null)
+  # shellcheck disable=SC2086
+  find $site -path "*nvidia*" -name "$name" -printf '%h\n' 2>/dev/null | head -n 1
+}
+nccl_dir=$(find_lib libnccl.so.2)
+cudart_dir=$(find_lib libcudart.so.13)
+note "libnccl.so.2 from ${nccl_dir:-nowhere}; libcudart.so.13 from ${cudart_dir:-nowhere}"
+export LD_LIBRARY_PATH="${nccl_dir}:${cudart_dir}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+missing=$(ldd .gpu/bin/* .gpu/lib/*.so* 2>/dev/null | grep "not found" | sort -u)
+if [ -n "$missing" ]; then
+  note "FAIL: libraries not found: $missing"
+  exit 1
+fi
+
+# The Python package for this machine's Python: the sources, and the extension
+# compiled here against the bundle's librayx and headers.
+pkg=.gpu/python/rayx
+rm -rf .gpu/python
+mkdir -p .gpu/python
+cp -r python_bindings/rayx "$pkg"
+build_extension() {
+  local suffix flags objs=() pids=() src
+  suffix=$("$py" -c 'import sysconfig; print(sysconfig.get_config_var("EXT_SUFFIX"))') || return 1
+  flags="-std=c++20 -O2 -DNDEBUG -fPIC -fvisibility=hidden $(cat .gpu/ext.flags) -Icore -Icore/include -isystem .gpu/include $("$py" -m pybind11 --includes)" || return 1
+  mkdir -p .gpu/obj
+  for src in python_bindings/src/*.cc; do
+    objs+=(".gpu/obj/$(basename "$src" .cc).o")
+    # shellcheck disable=SC2086
+    g++ $flags -c "$src" -o "${objs[-1]}" &
+    pids+=($!)
+  done
+  for p in "${pids[@]}"; do wait "$p" || return 1; done
+  g++ -shared -o "$pkg/_core$suffix" "${objs[@]}" .gpu/lib/librayx.so.0 .gpu/lib/libzmq.so.5 -ldl \
+    -Wl,-rpath,'$ORIGIN/../../lib'
+}
+export -f build_extension
+export pkg py
+step build_python_extension 240 bash -c build_extension
+export PYTHONPATH="$root/.gpu/python" RAYX_BIN_DIR="$root/.gpu/bin" PYTHONUNBUFFERED=1
+step import_rayx 30 "$py" -c 'import rayx, rayx._core; print("rayx from", rayx.__file__)'
+
+step collective_nccl_test 150 .gpu/bin/collective_nccl_test --gtest_color=no
+step node_resources_test 30 .gpu/bin/node_resources_test --gtest_color=no
+step python_gpu_tests 300 "$py" -m pytest -v -p no:cacheprovider -rs tests/python/test_gpu.py
+step nccl_microbenchmark 240 .gpu/bin/rayx microbenchmark --only nccl --runs 3
+echo "== summary"
+cat "$summary"
+exit $failed

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "common/address.h"
+#include "common/text.h"
 
 namespace rayx::cli {
 namespace {
@@ -139,7 +140,7 @@ bool NodeZeroMayAdvertise(const std::string& ip) {
 
 Result<std::string> FirstSlurmHost(std::string_view nodelist) {
   auto bad = [&](const std::string& why) {
-    return Status::InvalidArgument("node list '" + std::string(nodelist.substr(0, 200)) +
+    return Status::InvalidArgument("node list '" + Utf8Prefix(nodelist, 200) +
                                    "' is malformed: " + why);
   };
   if (nodelist.empty()) return bad("it is empty");

@@ -5,6 +5,8 @@
 #include <cmath>
 #include <cstdlib>
 
+#include "common/text.h"
+
 namespace rayx::scheduler {
 
 namespace {
@@ -352,7 +354,7 @@ Result<protocol::HeartbeatReply> HeadService::OnHeartbeat(const protocol::Heartb
 Result<protocol::UnregisterNodeReply> HeadService::OnUnregister(
     const protocol::UnregisterNodeRequest& req, Call&) {
   protocol::UnregisterNodeReply reply;
-  std::string reason = req.reason.empty() ? "stopped" : req.reason.substr(0, 200);
+  std::string reason = req.reason.empty() ? "stopped" : Utf8Prefix(req.reason, 200);
   reply.ok = nodes_.MarkDead(req.node_id, reason);
   if (reply.ok) {
     NodeDied(req.node_id, reason);
@@ -366,7 +368,7 @@ Result<protocol::StopClusterReply> HeadService::OnStopCluster(
     const protocol::StopClusterRequest& req, Call&) {
   protocol::StopClusterReply reply;
   if (stop_reason_.empty()) {
-    stop_reason_ = req.reason.empty() ? "stopped" : req.reason.substr(0, 200);
+    stop_reason_ = req.reason.empty() ? "stopped" : Utf8Prefix(req.reason, 200);
     RAYX_LOG(Info) << "stopping the cluster (" << stop_reason_ << "): " << nodes_.alive_count()
                    << " node agents are told to leave";
   }

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <set>
 
+#include "common/text.h"
 #include "worker/worker_env.h"
 
 namespace rayx::worker {
@@ -95,18 +96,18 @@ Result<NodeResources> ResolveNodeResources(
     auto parsed = WorkerEnv::ParseIdList(text);
     if (!parsed.ok()) {
       return Status::InvalidArgument(
-          "CUDA_VISIBLE_DEVICES=" + text.substr(0, 200) +
+          "CUDA_VISIBLE_DEVICES=" + Utf8Prefix(text, 200) +
           ": rayx needs device indices (\"0,1,3\"), not UUIDs or MIG names; list indices or "
           "unset it");
     }
     std::set<int> seen;
     for (int device : *parsed) {
       if (device < 0) {
-        return Status::InvalidArgument("CUDA_VISIBLE_DEVICES=" + text.substr(0, 200) + ": device " +
-                                       std::to_string(device) + " is negative");
+        return Status::InvalidArgument("CUDA_VISIBLE_DEVICES=" + Utf8Prefix(text, 200) +
+                                       ": device " + std::to_string(device) + " is negative");
       }
       if (!seen.insert(device).second) {
-        return Status::InvalidArgument("CUDA_VISIBLE_DEVICES=" + text.substr(0, 200) +
+        return Status::InvalidArgument("CUDA_VISIBLE_DEVICES=" + Utf8Prefix(text, 200) +
                                        " lists device " + std::to_string(device) +
                                        " twice: list each device once");
       }

@@ -241,6 +241,54 @@ TEST_F(Scheduler, AnAgentsCudaVisibleDevicesAreTheOnlyDevicesItHandsOut) {
   rayx::RemovePlacementGroup(group.GetID());
 }
 
+// The agent's own GPU detection (no --num-gpus), through a fake
+// libnvidia-ml.so.1 (tests/worker/agent/fake_nvml: the real dlopen and NVML
+// calls, four GPUs): the node offers what NVML reports; CUDA_VISIBLE_DEVICES
+// narrows it to the devices listed, handed out under their own numbers; a
+// device NVML does not report stops the agent before it joins, naming both.
+TEST_F(Scheduler, AgentsOfferTheGpusNvmlReportsWithinCudaVisibleDevices) {
+  StartCluster(0);
+  std::map<std::string, std::string> env = {{"LD_LIBRARY_PATH", RAYX_FAKE_NVML_DIR},
+                                            {"RAYX_FAKE_NVML_GPUS", "4"}};
+  auto all = cluster_->AddNode(
+      {.num_cpus = 4, .extra_args = {"--node-ip-address", "127.0.0.2"}, .env = env});
+  ASSERT_TRUE(all.ok()) << all.status();
+  env["CUDA_VISIBLE_DEVICES"] = "1,3";
+  auto some = cluster_->AddNode(
+      {.num_cpus = 4, .extra_args = {"--node-ip-address", "127.0.0.3"}, .env = env});
+  ASSERT_TRUE(some.ok()) << some.status();
+  env["CUDA_VISIBLE_DEVICES"] = "2,4";
+  auto bad = cluster_->AddNode(
+      {.num_cpus = 4, .extra_args = {"--node-ip-address", "127.0.0.4"}, .env = env});
+  ASSERT_FALSE(bad.ok()) << "an agent offered device 4 of a 4-GPU machine";
+  EXPECT_TRUE(Contains(bad.status().message(),
+                       "CUDA_VISIBLE_DEVICES=2,4 lists device 4, but NVML reports 4 GPU(s) "
+                       "(devices 0-3)"))
+      << bad.status();
+
+  auto status = cluster_->GetStatus();
+  ASSERT_TRUE(status.ok()) << status.status();
+  std::map<std::string, std::pair<double, std::vector<int>>> gpus;  // address -> (GPU, devices)
+  for (const auto& n : status->nodes) {
+    if (n.alive) gpus[n.address] = {n.total.count("GPU") ? n.total.at("GPU") : 0, n.gpu_devices};
+  }
+  EXPECT_EQ(gpus["127.0.0.2"], std::make_pair(4.0, std::vector<int>{}));
+  EXPECT_EQ(gpus["127.0.0.3"], std::make_pair(2.0, std::vector<int>{1, 3}));
+  EXPECT_EQ(gpus.count("127.0.0.4"), 0u);
+
+  std::vector<rayx::ActorHandle<Device>> actors;
+  for (int i = 0; i < 2; ++i) {
+    actors.push_back(rayx::Actor(Device::Create)
+                         .SetResources({{"GPU", 1}})
+                         .SetSchedulingStrategy(rayx::NodeAffinitySchedulingStrategy{some->node_id})
+                         .Remote());
+  }
+  std::set<std::string> devices;
+  for (auto& a : actors) devices.insert(*a.Task(&Device::Where).Remote().Get());
+  EXPECT_EQ(devices, (std::set<std::string>{"127.0.0.3|1", "127.0.0.3|3"}));
+  for (auto& a : actors) a.Kill();
+}
+
 TEST_F(Scheduler, InfeasibleGroupFailsItsWaitWithTheReason) {
   StartCluster(2);
   auto group = rayx::CreatePlacementGroup(

@@ -249,14 +249,15 @@ def test_cuda_visible_devices_is_checked_against_the_machine():
     assert r.returncode != 0, r.stdout + r.stderr
     assert f"lists device {GPUS}" in r.stderr and "NVML reports" in r.stderr, r.stderr
     assert not any(pid_alive(p) for p in recorded_pids(temp_dir))
-    # The last device alone: the node offers one GPU, and an actor on it sees
-    # that device (rayx's GPU 0 is the machine's device GPUS-1).
+    # The last device alone: the node offers one GPU, and an actor on it holds
+    # that device of the machine (rayx's GPU 0 of the node is device GPUS-1;
+    # get_gpu_ids and CUDA_VISIBLE_DEVICES name the machine's device).
     last = str(GPUS - 1)
     cluster = _start(tempfile.mkdtemp(prefix="rayx-gpu-last-"), _env(
         CUDA_VISIBLE_DEVICES=last, PYTHONPATH=os.pathsep.join(
             [HERE] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p])))
     try:
         out = cluster.drive("own_devices", 1)
-        assert out[0]["ids"] == [0] and out[0]["visible"] == last, out
+        assert out[0]["ids"] == [GPUS - 1] and out[0]["visible"] == last, out
     finally:
         _stop(cluster)

@@ -36,6 +36,11 @@ class NcclGroupTest : public ::testing::Test {
   void SetUp() override {
     std::string why;
     if (CudaDeviceCount(&why) == 0) GTEST_SKIP() << "no GPU: " << why;
+#ifdef RAYX_HAVE_NCCL
+    // The CUDA context exists before any timed step (its creation can take
+    // seconds), also when a test runs alone.
+    ASSERT_EQ(cudaFree(nullptr), cudaSuccess);
+#endif
     store_ = std::make_shared<InMemoryRendezvousStore>();
   }
   std::shared_ptr<InMemoryRendezvousStore> store_;

@@ -11,7 +11,10 @@
 # It first builds the Python extension for that machine's Python (g++, its
 # pybind11). Logs and a summary go to $OUT (default /tmp/rayx-gpu-check); it
 # exits non-zero if any step failed. Everything ends within GPU_CHECK_SECONDS
-# (default 540). $OUT holds at most 8 files (what the device tool brings back).
+# (default 420). $OUT holds at most 8 files (what the device tool brings back);
+# a failed Python step's log ends with the tails of the test clusters' logs.
+# A rerun on the same machine keeps the extension built by the first run, and
+# GPU_CHECK_STEPS="python_gpu_tests nccl_microbenchmark" (say) runs only those.
 #
 #   ./scripts/build.sh && ./scripts/gpu-bundle.sh          # here
 #   scripts/gpu-check.sh                                    # there, .gpu carried along
@@ -20,7 +23,8 @@ cd "$(dirname "$0")/.."
 root=$(pwd)
 out=${OUT:-/tmp/rayx-gpu-check}
 mkdir -p "$out"
-deadline=$((SECONDS + ${GPU_CHECK_SECONDS:-540}))
+deadline=$((SECONDS + ${GPU_CHECK_SECONDS:-420}))
+only=${GPU_CHECK_STEPS:-}
 summary=$out/summary.txt
 : >"$summary"
 failed=0
@@ -32,6 +36,7 @@ note() { echo "$*" | tee -a "$summary"; }
 step() {
   local name=$1 cap=$2
   shift 2
+  if [ -n "$only" ] && [[ " $only " != *" $name "* ]]; then return; fi
   local left=$((deadline - SECONDS))
   if ((left < 20)); then
     note "SKIP $name: no time left"
@@ -53,26 +58,43 @@ step() {
 }
 
 [ -x .gpu/bin/rayx ] || { note "FAIL: .gpu is missing: run scripts/gpu-bundle.sh and carry .gpu"; exit 1; }
+# Clusters the Python tests start (their daemons leave the process group) are
+# stopped on the way out, by their recorded pids, whatever happened.
+stop_test_clusters() {
+  local d
+  for d in /tmp/rayx-gpu-*/; do
+    [ -d "$d" ] && .gpu/bin/rayx stop --grace-period 2 --temp-dir "$d" >/dev/null 2>&1
+  done
+}
+trap stop_test_clusters EXIT
+
 {
   date -u
   nvidia-smi -L || true
   nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv || true
   (nvcc --version | tail -n 2) 2>/dev/null || true
   "$py" -c 'import sys, torch; print(sys.version.split()[0], "torch", torch.__version__, "cuda", torch.version.cuda, "devices", torch.cuda.device_count(), "nccl", torch.cuda.nccl.version())' || true
+  "$py" -c 'import os, sysconfig; h = os.path.join(sysconfig.get_paths()["include"], "Python.h"); print(h, "exists" if os.path.exists(h) else "MISSING")' || true
+  "$py" -m pybind11 --version || echo "pybind11 MISSING"
+  (${CXX:-g++} --version | head -n 1) || echo "g++ MISSING"
+  echo "LD_LIBRARY_PATH=${LD_LIBRARY_PATH:-}"
+  ldconfig -p | grep -E 'libnvidia-ml|libcuda\.so|libnccl' || echo "ldconfig: no libnvidia-ml/libcuda/libnccl"
 } 2>&1 | tee "$out/machine.txt"
 
-# NCCL and the CUDA runtime: this machine's own (the system's, else the ones
-# pip installed beside torch).
+# NCCL and the CUDA runtime: the ones pip installed beside torch (torch and
+# librayx then share them in a process), else the system's.
 find_lib() {
-  local name=$1 dir
+  local name=$1 dir site found
+  site=$("$py" -c 'import site; print(" ".join(site.getsitepackages()))' 2>/dev/null)
+  for dir in $site; do
+    [ -d "$dir/nvidia" ] || continue
+    found=$(find "$dir/nvidia" -name "$name" -printf '%h\n' 2>/dev/null | head -n 1)
+    [ -n "$found" ] && { echo "$found"; return; }
+  done
   for dir in /usr/local/cuda/lib64 /usr/local/cuda/lib /usr/local/cuda/targets/x86_64-linux/lib \
     /usr/lib/x86_64-linux-gnu; do
     [ -e "$dir/$name" ] && { echo "$dir"; return; }
   done
-  local site
-  site=$("$py" -c 'import site; print(" ".join(site.getsitepackages()))' 2>/dev/null)
-  # shellcheck disable=SC2086
-  find $site -path "*nvidia*" -name "$name" -printf '%h\n' 2>/dev/null | head -n 1
 }
 nccl_dir=$(find_lib libnccl.so.2)
 cudart_dir=$(find_lib libcudart.so.13)
@@ -87,9 +109,12 @@ fi
 # The Python package for this machine's Python: the sources, and the extension
 # compiled here against the bundle's librayx and headers.
 pkg=.gpu/python/rayx
+built=$(ls "$pkg"/_core*.so 2>/dev/null | head -n 1)
+[ -n "$built" ] && cp "$built" .gpu/_core.keep
 rm -rf .gpu/python
 mkdir -p .gpu/python
 cp -r python_bindings/rayx "$pkg"
+[ -n "$built" ] && mv .gpu/_core.keep "$built"
 build_extension() {
   local suffix flags objs=() pids=() src
   suffix=$("$py" -c 'import sysconfig; print(sysconfig.get_config_var("EXT_SUFFIX"))') || return 1
@@ -98,23 +123,32 @@ build_extension() {
   for src in python_bindings/src/*.cc; do
     objs+=(".gpu/obj/$(basename "$src" .cc).o")
     # shellcheck disable=SC2086
-    g++ $flags -c "$src" -o "${objs[-1]}" &
+    ${CXX:-g++} $flags -c "$src" -o "${objs[-1]}" &
     pids+=($!)
   done
   for p in "${pids[@]}"; do wait "$p" || return 1; done
-  g++ -shared -o "$pkg/_core$suffix" "${objs[@]}" .gpu/lib/librayx.so.0 .gpu/lib/libzmq.so.5 -ldl \
+  ${CXX:-g++} -shared -o "$pkg/_core$suffix" "${objs[@]}" .gpu/lib/librayx.so.0 .gpu/lib/libzmq.so.5 -ldl \
     -Wl,-rpath,'$ORIGIN/../../lib'
 }
 export -f build_extension
 export pkg py
-step build_python_extension 240 bash -c build_extension
+if [ -z "$built" ]; then
+  step build_python_extension 240 bash -c build_extension
+else
+  note "KEEP the extension of an earlier run: $built"
+fi
 export PYTHONPATH="$root/.gpu/python" RAYX_BIN_DIR="$root/.gpu/bin" PYTHONUNBUFFERED=1
 step import_rayx 30 "$py" -c 'import rayx, rayx._core; print("rayx from", rayx.__file__)'
 
 step collective_nccl_test 150 .gpu/bin/collective_nccl_test --gtest_color=no
 step node_resources_test 30 .gpu/bin/node_resources_test --gtest_color=no
 step python_gpu_tests 300 "$py" -m pytest -v -p no:cacheprovider -rs tests/python/test_gpu.py
-step nccl_microbenchmark 240 .gpu/bin/rayx microbenchmark --only nccl --runs 3
+if grep -q "^FAIL python_gpu_tests" "$summary"; then
+  for f in /tmp/rayx-gpu-*/session_*/logs/*; do
+    [ -f "$f" ] && { echo "---- $f"; tail -n 40 "$f"; } >>"$out/python_gpu_tests.log"
+  done
+fi
+NCCL_DEBUG=WARN step nccl_microbenchmark 240 .gpu/bin/rayx microbenchmark --only nccl --runs 3
 echo "== summary"
 cat "$summary"
 exit $failed

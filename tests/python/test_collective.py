@@ -93,6 +93,16 @@ def _members(rayx, n):
     return actors
 
 
+def test_the_nccl_backend_is_offered_whenever_librayx_has_it():
+    """rayx._core.collective.HAVE_NCCL (what backend='nccl' checks first) is
+    true exactly when the loaded librayx links NCCL: a build that compiled the
+    backend but not the flag would refuse every NCCL group in Python."""
+    import rayx._core  # noqa: F401 - loads librayx and what it links
+    with open("/proc/self/maps") as f:
+        nccl_loaded = any("libnccl.so" in line for line in f)
+    assert col._c.HAVE_NCCL == nccl_loaded
+
+
 def test_every_operation_over_four_actors_from_a_driver_made_group(rayx_mod):
     rayx = rayx_mod
     actors = _members(rayx, 4)

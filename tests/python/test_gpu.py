@@ -57,7 +57,7 @@ class GpuCluster:
         self.env = dict(env, RAYX_ADDRESS=session["address"], RAYX_TOKEN=session["token"],
                         RAYX_TEMP_DIR=temp_dir)
 
-    def drive(self, call, *args, timeout=240):
+    def drive(self, call, *args, timeout=150):
         """Runs test_gpu.<call>(*args) in a separate driver of this cluster and
         returns its JSON result."""
         code = ("import json, sys, test_gpu; "
@@ -117,7 +117,7 @@ def own_devices(n):
 
     rayx.init()
     holders = [Holder.remote() for _ in range(n)]
-    out = rayx.get([h.where.remote() for h in holders], timeout=120)
+    out = rayx.get([h.where.remote() for h in holders], timeout=100)
     rayx.shutdown()
     return out
 
@@ -150,7 +150,7 @@ def nccl_collectives(n):
 
     rayx.init()
     members = [Member.remote() for _ in range(n)]
-    out = rayx.get([m.run.remote(r, n) for r, m in enumerate(members)], timeout=180)
+    out = rayx.get([m.run.remote(r, n) for r, m in enumerate(members)], timeout=120)
     rayx.shutdown()
     return out
 
@@ -236,7 +236,7 @@ def test_cpp_trainer_with_use_gpu_matches_one_process(gpu_cluster):
     if not os.access(binary, os.X_OK):
         pytest.skip(f"{binary} is not built")
     r = subprocess.run([binary, "--workers", str(GPUS), "--epochs", "5", "--use-gpu"],
-                       capture_output=True, text=True, timeout=240, env=gpu_cluster.env)
+                       capture_output=True, text=True, timeout=150, env=gpu_cluster.env)
     # It exits 0 only when its weights equal one process's within 1e-9.
     assert r.returncode == 0, r.stdout + r.stderr
     assert f"trained on {GPUS} ranks, 0 restart(s)" in r.stdout, r.stdout

@@ -80,9 +80,9 @@ Result<std::string> KvWait(const std::string& ns, const std::string& key, int64_
   protocol::KvWaitRequest req;
   req.ns = ns;
   req.key = key;
-  req.timeout_ms = timeout_ms;
-  auto reply = RequireRuntime().CallHead<protocol::KvWaitReply>(
-      req, std::max<int64_t>(timeout_ms, 0) + kWaitSlackMs);
+  // At most a day (INT64_MAX must not overflow into a negative wait).
+  req.timeout_ms = std::clamp<int64_t>(timeout_ms, 0, 24 * 3600 * 1000);
+  auto reply = RequireRuntime().CallHead<protocol::KvWaitReply>(req, req.timeout_ms + kWaitSlackMs);
   if (!reply.ok()) return reply.status();
   return std::move(reply->value);
 }

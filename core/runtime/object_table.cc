@@ -1,6 +1,7 @@
 // The object table: entries, waiters, Get/Wait and completion.
 #include "runtime/object_table.h"
 
+#include <algorithm>
 #include <chrono>
 #include <stdexcept>
 
@@ -152,9 +153,24 @@ ObjectBytes ObjectTable::Get(const ObjectId& id, int64_t timeout_ms) {
         return {(*mapped)->view(), *mapped};
       }
     }
+    // Within what is left of the caller's timeout, but at least a second, so
+    // that a Get(ref, 0) of an object another node holds can still fetch it.
+    int64_t budget = -1;
+    if (timeout_ms >= 0) {
+      budget = std::max<int64_t>(std::chrono::duration_cast<std::chrono::milliseconds>(
+                                     deadline - std::chrono::steady_clock::now())
+                                     .count(),
+                                 kMinPullMs);
+    }
     Result<std::string> pulled =
-        options_.pull ? options_.pull(*location)
+        options_.pull ? options_.pull(*location, budget)
                       : Result<std::string>(Status::Unavailable("no object transfer configured"));
+    if (!pulled.ok() && pulled.status().code() == StatusCode::kTimedOut) {
+      // Slow, not lost: the copy stays where it is for a later Get.
+      throw GetTimeoutError("object " + id.Hex() + " was not fetched from node " +
+                            location->node_address + " within " + std::to_string(timeout_ms) +
+                            " ms: " + pulled.status().message());
+    }
     if (pulled.ok()) {
       auto value = std::make_shared<const std::string>(std::move(*pulled));
       std::lock_guard<std::mutex> relock(mu_);

@@ -99,7 +99,7 @@ PlacementGroupState Runtime::WaitPlacementGroup(const PlacementGroupPtr& group,
   if (created.state != protocol::Name(protocol::PlacementGroupState::kPending)) return created;
   protocol::WaitPlacementGroupRequest req;
   req.placement_group_id = group->id;
-  req.timeout_ms = std::max<int64_t>(timeout_ms, 0);
+  req.timeout_ms = std::clamp<int64_t>(timeout_ms, 0, 24 * 3600 * 1000);  // at most a day
   // The head answers by the deadline (its tick); the slack covers the trip.
   auto reply = head_->CallSync<protocol::WaitPlacementGroupReply>(req, req.timeout_ms + 10000);
   if (!reply.ok()) {

@@ -70,7 +70,16 @@ void ZmqSocketLoop::Drain() {
         if (on_dropped_) on_dropped_(count);
         continue;
       }
-      if (!frames.empty()) on_message_(frames);
+      if (frames.empty()) continue;
+      try {
+        on_message_(frames);
+      } catch (const zmq::error_t&) {
+        throw;
+      } catch (const std::exception& e) {
+        // A handler's bug or an input it did not expect (an allocation too
+        // big, say) costs that message, never the daemon.
+        RAYX_LOG(Error) << "dropped a message whose handling failed: " << e.what();
+      }
     } catch (const zmq::error_t& e) {
       if (e.num() == ETERM) return;
       RAYX_LOG(Error) << "ZeroMQ receive failed: " << e.what();

@@ -249,9 +249,17 @@ Result<protocol::RegisterNodeReply> HeadService::OnRegisterNode(
                                                  std::to_string(amount)),
                          "node registration");
     }
+    // Each GPU is a device the head tracks one by one.
+    if (name == kGpu && amount > kMaxNodeGpus) {
+      return call.Reject(Status::InvalidArgument("GPU amount " + std::to_string(amount) +
+                                                 ": a node offers at most " +
+                                                 std::to_string(kMaxNodeGpus) + " GPUs"),
+                         "node registration");
+    }
   }
-  if (req.gpu_devices.size() > 65536 || std::any_of(req.gpu_devices.begin(), req.gpu_devices.end(),
-                                                    [](int d) { return d < 0 || d > 65535; })) {
+  if (req.gpu_devices.size() > static_cast<size_t>(kMaxNodeGpus) ||
+      std::any_of(req.gpu_devices.begin(), req.gpu_devices.end(),
+                  [](int d) { return d < 0 || d >= kMaxNodeGpus; })) {
     return call.Reject(Status::InvalidArgument("invalid GPU device list (at most 65536 devices, "
                                                "each 0-65535)"),
                        "node registration");

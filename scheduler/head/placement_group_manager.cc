@@ -333,7 +333,9 @@ void PlacementGroupManager::Wait(const std::string& peer, uint64_t request_id,
                                  const PlacementGroupId& group_id, int64_t timeout_ms,
                                  int64_t now_ms) {
   auto it = groups_.find(group_id);
-  Waiter waiter{peer, request_id, group_id, now_ms + std::max<int64_t>(timeout_ms, 0)};
+  // At most a day: a peer's INT64_MAX must not overflow the deadline.
+  Waiter waiter{peer, request_id, group_id,
+                now_ms + std::clamp<int64_t>(timeout_ms, 0, 24 * 3600 * 1000)};
   if (it == groups_.end()) {
     outbox_.Fail({peer, request_id}, Status::NotFound("no placement group " + group_id.Hex() +
                                                       " (removed, or its job "

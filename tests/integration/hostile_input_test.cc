@@ -153,6 +153,18 @@ TEST_F(HostileInput, HeadSurvivesGarbageAndKeepsServing) {
     ExpectErrorReply(peer, {Envelope(2, 5000), body}, StatusCode::kUnauthenticated);
   }
   {
+    // With the token: a node claiming more GPUs than a node can have (the head
+    // tracks each device; an allocation that size once ended the head).
+    RawPeer peer(cluster.address());
+    protocol::RegisterNodeRequest greedy;
+    greedy.token = cluster.token();
+    greedy.rayx_version = kRayxVersion;
+    greedy.address = "127.0.0.9";
+    greedy.resources = {{"CPU", 1}, {"GPU", 1e13}};
+    ExpectErrorReply(peer, {Envelope(2, 1), protocol::Encode(greedy)},
+                     StatusCode::kInvalidArgument);
+  }
+  {
     // An oversized frame: libzmq drops the connection before buffering it.
     RawPeer big(cluster.address());
     big.Send({Envelope(2, 1), std::string(protocol::kMaxControlFrameBytes + 1024, 'a')});

@@ -468,13 +468,35 @@ void NodeAgent::CheckFence() {
 void NodeAgent::StartDeferred() {
   std::vector<Deferred> waiting;
   waiting.swap(deferred_);
+  const int64_t now = clock_.NowMs();
   for (auto& d : waiting) {
     if (d.req.epoch != epoch_ || fencing_ || registering_ || leaving_) continue;
     if (processes_->DevicesReleased(d.req.gpu_ids)) {
       StartWithPackages(std::move(d.req), d.id);
-    } else {
-      deferred_.push_back(std::move(d));
+      continue;
     }
+    std::string devices;
+    for (int g : d.req.gpu_ids) devices += (devices.empty() ? "" : ",") + std::to_string(g);
+    const int64_t waited = now - d.since_ms;
+    if (waited >= kDeviceWaitLimitMs) {
+      Status stuck = Status::Unavailable(
+          "lease " + d.req.lease_id.Short() + " was not started: GPU(s) " + devices + " of node " +
+          options_.node_ip + " are still held by a killed worker's processes " +
+          std::to_string(waited / 1000) +
+          " s after SIGKILL (uninterruptible, e.g. a hung CUDA context or driver call); "
+          "check `nvidia-smi` on that node");
+      RAYX_LOG(Error) << stuck.message();
+      auto frames = transport::MakeErrorMessage(stuck, "node " + options_.node_ip, d.id);
+      (void)head_->Send(frames);
+      continue;
+    }
+    if (now - d.warned_ms >= kDeviceWaitWarnMs) {
+      d.warned_ms = now;
+      RAYX_LOG(Warning) << "lease " << d.req.lease_id.Short() << " waits for GPU(s) " << devices
+                        << ", still held by a killed worker's processes after " << waited
+                        << " ms (uninterruptible?)";
+    }
+    deferred_.push_back(std::move(d));
   }
   if (!deferred_.empty()) poll_due_ms_ = clock_.NowMs() + kPollMs;
 }
@@ -536,7 +558,8 @@ void NodeAgent::OnStartWorker(const protocol::StartWorkerRequest& req, uint64_t 
 void NodeAgent::StartWithPackages(protocol::StartWorkerRequest req, uint64_t id) {
   if (!processes_->DevicesReleased(req.gpu_ids)) {
     // A killed worker may still hold these devices: start once it is gone.
-    deferred_.push_back(Deferred{std::move(req), id});
+    const int64_t now = clock_.NowMs();
+    deferred_.push_back(Deferred{std::move(req), id, now, now});
     poll_due_ms_ = clock_.NowMs() + kPollMs;
     ArmWakeup();
     return;

@@ -192,9 +192,16 @@ class NodeAgent {
   NodeId previous_node_id_;     // the node this agent was before the last fence
   uint64_t first_heartbeat_id_ = 0;  // replies to older heartbeats are stale
   // Starts waiting until a killed worker's devices are released, in order.
+  // One that waits kDeviceWaitLimitMs (its killed holder is stuck: a hung CUDA
+  // context, uninterruptible sleep) is answered with an error instead of
+  // waiting forever; meanwhile a warning every kDeviceWaitWarnMs.
+  static constexpr int64_t kDeviceWaitLimitMs = 60000;
+  static constexpr int64_t kDeviceWaitWarnMs = 5000;
   struct Deferred {
     protocol::StartWorkerRequest req;
     uint64_t id = 0;
+    int64_t since_ms = 0;   // when it began to wait for its devices
+    int64_t warned_ms = 0;  // when it last warned
   };
   std::vector<Deferred> deferred_;
   // Start requests that came before the registration reply (the head grants

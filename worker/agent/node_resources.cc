@@ -122,6 +122,10 @@ Result<NodeResources> ResolveNodeResources(
   double gpus = 0;
   if (overrides.num_gpus) {
     gpus = *overrides.num_gpus;
+    if (!(gpus >= 0) || gpus > kMaxNodeGpus) {
+      return Status::InvalidArgument("--num-gpus " + FormatAmount(gpus) + ": give 0 to " +
+                                     std::to_string(kMaxNodeGpus) + " GPUs");
+    }
     size_t wanted = static_cast<size_t>(std::ceil(gpus));
     if (visible && !visible->empty() && visible->size() < wanted) {
       // Fake devices 0..n-1 would include devices this process was not given.

@@ -21,6 +21,9 @@ inline constexpr const char* kCpu = "CPU";
 inline constexpr const char* kGpu = "GPU";
 inline constexpr const char* kMemory = "memory";
 
+// The most GPUs one node may offer (each is a device, numbered 0..n-1).
+inline constexpr int kMaxNodeGpus = 65536;
+
 // Parses a flat JSON object of non-negative numbers: '{"tpu": 4, "ssd": 1.5}'.
 // Returns InvalidArgument naming the offending part when the text is not such an
 // object, a name is empty or reserved (CPU, GPU, memory have their own flags), or

@@ -138,6 +138,13 @@ TEST_F(HeadServiceTest, RegisterWithInvalidResourceAmountIsRefused) {
   hello.resources["tpu"] = std::nan("");
   err = CallError(transport::MakeMessage(hello, 7), 7);
   EXPECT_EQ(err.code, static_cast<uint8_t>(StatusCode::kInvalidArgument));
+  // The head tracks each GPU: a count no node has would be an allocation that
+  // size (a head once died of std::bad_alloc here).
+  hello.resources.erase("tpu");
+  hello.resources["GPU"] = 1e13;
+  err = CallError(transport::MakeMessage(hello, 8), 8);
+  EXPECT_EQ(err.code, static_cast<uint8_t>(StatusCode::kInvalidArgument));
+  EXPECT_NE(err.message.find("at most 65536 GPUs"), std::string::npos) << err.message;
   EXPECT_EQ(service_.nodes().alive_count(), 0u);
 }
 

@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdint>
 #include <map>
 #include <set>
 #include <string>
@@ -102,6 +103,18 @@ TEST_F(PlacementGroupManagerTest, PendingGroupWaitTimesOutWithTheReason) {
   auto answered = TakeWaitAnswer(7);
   EXPECT_EQ(answered.state, State::kPending);
   EXPECT_FALSE(answered.reason.empty());
+}
+
+// A peer's "forever" (INT64_MAX) is a day, not an overflow into the past.
+TEST_F(PlacementGroupManagerTest, AHugeWaitTimeoutWaitsADayRatherThanOverflowing) {
+  AddNode({{"CPU", 1}});
+  ASSERT_EQ(Create({{{"CPU", 1}}}).state, State::kCreated);
+  auto waiting = Create({{{"CPU", 1}}});
+  groups_.Wait("driver", 14, waiting.placement_group_id, INT64_MAX, kT0);
+  groups_.ExpireWaits(kT0 + 3600 * 1000);
+  EXPECT_TRUE(outbox_.Take().empty()) << "a wait without end expired at once";
+  groups_.ExpireWaits(kT0 + 24 * 3600 * 1000);
+  EXPECT_EQ(TakeWaitAnswer(14).state, State::kPending);
 }
 
 TEST_F(PlacementGroupManagerTest, InfeasibleGroupIsAnsweredAtOnceWithTheReason) {

@@ -420,6 +420,43 @@ TEST_F(NodeAgentTest, AWorkerWaitsUntilAKilledWorkerReleasedItsDevices) {
   EXPECT_EQ(processes_.starting.count("gpu-1"), 1u);
 }
 
+// A killed worker that never lets go of its GPU (a hung CUDA context) does not
+// hold the next lease's start forever: after a minute it is an error for the
+// head's request, naming the device.
+TEST_F(NodeAgentTest, AStartWhoseDevicesAreNeverReleasedFailsAfterAMinute) {
+  StartOnHeldDevice("gpu-1", 60);
+  std::vector<Sent> others;  // what the agent sent besides heartbeats (answered)
+  auto run_for = [&](int64_t ms) {
+    for (int64_t t = 0; t < ms; t += kPeriodMs) {
+      Advance(kPeriodMs);
+      while (!head_.sent.empty()) {
+        Sent sent = Next();
+        if (sent.Is(MessageType::kHeartbeatRequest)) {
+          Deliver(protocol::HeartbeatReply{}, sent.env.id);
+        } else {
+          others.push_back(std::move(sent));
+        }
+      }
+    }
+  };
+  run_for(59000);
+  EXPECT_TRUE(others.empty()) << "answered before the limit";
+  run_for(1000 + kPeriodMs);
+  ASSERT_EQ(others.size(), 1u);
+  Sent& reply = others[0];
+  ASSERT_TRUE(reply.Is(MessageType::kErrorReply));
+  EXPECT_EQ(reply.env.id, 60u);
+  auto error = reply.As<protocol::ErrorReply>();
+  EXPECT_EQ(error.code, static_cast<uint8_t>(StatusCode::kUnavailable));
+  EXPECT_NE(error.message.find("GPU(s) 1 of node"), std::string::npos) << error.message;
+  EXPECT_NE(error.message.find("still held by a killed worker's processes"), std::string::npos)
+      << error.message;
+  processes_.held_devices.clear();
+  run_for(kPeriodMs);
+  EXPECT_EQ(processes_.starting.count("gpu-1"), 0u) << "a failed start never starts later";
+  EXPECT_TRUE(fatal_.empty());
+}
+
 TEST_F(NodeAgentTest, LeavesWhenTheHeadStaysSilentPastTheTimeout) {
   Join();
   Next();

@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include "rayx/cluster_status.h"
 
 namespace rayx::worker {
@@ -35,6 +37,16 @@ TEST(NodeResources, EveryDetectedGpuWhenCudaVisibleDevicesIsUnset) {
   EXPECT_EQ(r->resources.at("GPU"), 8);
   EXPECT_TRUE(r->gpu_devices.empty()) << "GPU i is device i";
   EXPECT_EQ(r->resources.at("CPU"), 4);
+}
+
+TEST(NodeResources, ImpossibleGpuCountsAreRefused) {
+  for (double gpus : {1e13, -1.0, std::nan("")}) {
+    ResourceOverrides o;
+    o.num_gpus = gpus;
+    auto r = ResolveNodeResources(o, Machine(0));
+    ASSERT_FALSE(r.ok()) << gpus;
+    EXPECT_NE(r.status().message().find("give 0 to 65536 GPUs"), std::string::npos) << r.status();
+  }
 }
 
 TEST(NodeResources, CudaVisibleDevicesLimitsTheNodeToThoseDevices) {

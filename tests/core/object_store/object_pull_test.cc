@@ -1,0 +1,65 @@
+// PullObject against a real ZeroMQ server that takes requests and never
+// answers: the idle timeout and the caller's total deadline each end the pull.
+#include "object_store/object_pull.h"
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <string>
+#include <zmq.hpp>
+
+namespace rayx {
+namespace {
+
+class SilentServer {
+ public:
+  SilentServer() : socket_(context_, zmq::socket_type::router) {
+    socket_.set(zmq::sockopt::linger, 0);
+    socket_.bind("tcp://127.0.0.1:*");
+    endpoint_ = socket_.get(zmq::sockopt::last_endpoint);
+  }
+  protocol::ObjectLocation Location() const {
+    protocol::ObjectLocation location;
+    location.object_address = endpoint_;
+    location.path = "/store/slow";
+    location.size = 1 << 20;
+    return location;
+  }
+  zmq::context_t& context() { return context_; }
+
+ private:
+  zmq::context_t context_;
+  zmq::socket_t socket_;
+  std::string endpoint_;
+};
+
+int64_t MsSince(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() -
+                                                               start)
+      .count();
+}
+
+TEST(PullObject, TheCallersDeadlineEndsAPullThatIsStillWaiting) {
+  SilentServer server;
+  auto start = std::chrono::steady_clock::now();
+  auto pulled = PullObject(server.context(), server.Location(), /*timeout_ms=*/10000,
+                           /*total_timeout_ms=*/300);
+  ASSERT_FALSE(pulled.ok());
+  EXPECT_EQ(pulled.status().code(), StatusCode::kTimedOut) << pulled.status();
+  EXPECT_NE(pulled.status().message().find("0 of 1048576 bytes within 300 ms"), std::string::npos)
+      << pulled.status();
+  EXPECT_GE(MsSince(start), 300);
+  EXPECT_LT(MsSince(start), 5000);
+}
+
+TEST(PullObject, WithoutADeadlineTheIdleTimeoutEndsIt) {
+  SilentServer server;
+  auto start = std::chrono::steady_clock::now();
+  auto pulled = PullObject(server.context(), server.Location(), /*timeout_ms=*/300);
+  ASSERT_FALSE(pulled.ok());
+  EXPECT_EQ(pulled.status().code(), StatusCode::kUnavailable) << pulled.status();
+  EXPECT_LT(MsSince(start), 5000);
+}
+
+}  // namespace
+}  // namespace rayx

@@ -16,6 +16,7 @@
 
 #include "common/address.h"
 #include "common/process_control.h"
+#include "platform_env.h"
 #include "protocol/messages.h"
 #include "rayx/cluster_status.h"
 #include "transport/sync_client.h"
@@ -24,7 +25,6 @@ namespace rayx::cli {
 namespace {
 
 constexpr int64_t kPollMs = 200;
-constexpr char kNodeRankLabel[] = "rayx.io/node-rank";
 
 sigset_t ForegroundSignals() {
   sigset_t set;

@@ -162,23 +162,28 @@ int LaunchCommand(const std::vector<std::string>& all_args) {
   }
   plan.group = group;
 
-  // 2. The plan: node rank b is bundle b; MASTER_ADDR is rank 0's node.
-  const std::string master_addr = group.locations[0].node_address;
+  // 2. The plan: node ranks follow the platform's numbering when `rayx start
+  // --from-env` labelled every node placed (rayx.io/node-rank), else placement
+  // order; MASTER_ADDR is node rank 0's.
+  std::map<std::string, NodeInfo> nodes;
+  protocol::GetClusterStatusRequest status_request;
+  status_request.token = cluster->second;
+  if (auto status = client.Call<protocol::GetClusterStatusReply>(status_request, 5000);
+      status.ok()) {
+    for (auto& n : status->status.nodes) nodes[n.node_id.Hex()] = n;
+  }
+  std::map<std::string, LabelMap> labels_of;
+  for (const auto& [id, node] : nodes) labels_of[id] = node.labels;
+  plan.node_bundle = NodeOrderByRankLabel(group.locations, labels_of);
+  const std::string master_addr = plan.NodeLocation(0).node_address;
   auto port = ReserveMasterPort(client, plan);
   if (!port.ok()) return Fail("cannot reserve MASTER_PORT on " + master_addr + ": " +
                               port.status().message());
   if (f.dry_run) {
     // The devices as the ranks will see them (a node's agent may be limited to
     // some of its machine's devices: NodeInfo::gpu_devices).
-    std::map<std::string, NodeInfo> nodes;
-    protocol::GetClusterStatusRequest status_request;
-    status_request.token = cluster->second;
-    if (auto status = client.Call<protocol::GetClusterStatusReply>(status_request, 5000);
-        status.ok()) {
-      for (auto& n : status->status.nodes) nodes[n.node_id.Hex()] = n;
-    }
     auto gpu_list = [&](int b) {
-      const protocol::BundleLocation& where = group.locations[static_cast<size_t>(b)];
+      const protocol::BundleLocation& where = plan.NodeLocation(b);
       auto node = nodes.find(where.node_id);
       std::string s;
       for (int id : node == nodes.end() ? where.gpu_ids : node->second.DevicesOf(where.gpu_ids)) {

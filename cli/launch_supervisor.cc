@@ -4,8 +4,10 @@
 #include <signal.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <csignal>
+#include <cstdlib>
 #include <cstring>
 #include <iostream>
 #include <optional>
@@ -13,6 +15,7 @@
 #include <sstream>
 
 #include "command_error.h"
+#include "platform_env.h"
 #include "protocol/process_messages.h"
 
 namespace rayx::cli {
@@ -34,10 +37,33 @@ std::string DescribeExit(const LaunchRank& r) {
 
 }  // namespace
 
+std::vector<size_t> NodeOrderByRankLabel(const std::vector<protocol::BundleLocation>& locations,
+                                         const std::map<std::string, LabelMap>& labels_of) {
+  std::vector<std::pair<long long, size_t>> ranked;  // (label, bundle)
+  std::set<long long> seen;
+  for (size_t b = 0; b < locations.size(); ++b) {
+    auto node = labels_of.find(locations[b].node_id);
+    if (node == labels_of.end()) return {};
+    auto label = node->second.find(kNodeRankLabel);
+    if (label == node->second.end()) return {};
+    char* end = nullptr;
+    errno = 0;
+    long long rank = std::strtoll(label->second.c_str(), &end, 10);
+    if (label->second.empty() || *end != '\0' || errno != 0 || !seen.insert(rank).second) {
+      return {};  // not a number, or two nodes claim one rank: placement order
+    }
+    ranked.emplace_back(rank, b);
+  }
+  std::sort(ranked.begin(), ranked.end());
+  std::vector<size_t> order;
+  for (const auto& [rank, b] : ranked) order.push_back(b);
+  return order;
+}
+
 std::vector<LaunchRank> PlanRanks(const LaunchPlan& plan) {
   std::vector<LaunchRank> ranks;
   for (int b = 0; b < plan.nnodes; ++b) {
-    const auto& loc = plan.group.locations[static_cast<size_t>(b)];
+    const auto& loc = plan.NodeLocation(b);
     for (int l = 0; l < plan.nproc_per_node; ++l) {
       LaunchRank r;
       r.rank = b * plan.nproc_per_node + l;
@@ -55,8 +81,8 @@ std::vector<LaunchRank> PlanRanks(const LaunchPlan& plan) {
 
 Result<uint32_t> ReserveMasterPort(ClusterClient& client, const LaunchPlan& plan) {
   if (plan.master_port > 0) return static_cast<uint32_t>(plan.master_port);
-  auto reply = client.CallAgent(plan.group.locations[0].object_address,
-                                protocol::ReservePortRequest{}, 5000);
+  auto reply =
+      client.CallAgent(plan.NodeLocation(0).object_address, protocol::ReservePortRequest{}, 5000);
   if (!reply.ok()) return reply.status();
   auto port = protocol::Decode<protocol::ReservePortReply>(FrameView((*reply)[1]));
   if (!port.ok()) return port.status();
@@ -86,7 +112,7 @@ protocol::RequestLeaseRequest LaunchSupervisor::LeaseRequest(int b, int attempt,
   req.job_id = client_.job_id();
   req.resources = plan_.per_node;
   req.placement_group_id = plan_.group.placement_group_id;
-  req.bundle_index = b;
+  req.bundle_index = static_cast<int32_t>(plan_.BundleOf(b));
   for (int l = 0; l < nproc; ++l) {
     const LaunchRank& r = ranks_[static_cast<size_t>(b * nproc + l)];
     protocol::ProcessSpec spec;
@@ -105,7 +131,7 @@ protocol::RequestLeaseRequest LaunchSupervisor::LeaseRequest(int b, int attempt,
     spec.env["ROLE_RANK"] = std::to_string(r.rank);
     spec.env["ROLE_WORLD_SIZE"] = std::to_string(world_);
     spec.env["ROLE_NAME"] = "default";
-    spec.env["MASTER_ADDR"] = plan_.group.locations[0].node_address;
+    spec.env["MASTER_ADDR"] = plan_.NodeLocation(0).node_address;
     spec.env["MASTER_PORT"] = std::to_string(master_port);
     spec.env["TORCHELASTIC_RESTART_COUNT"] = std::to_string(attempt);
     spec.env["TORCHELASTIC_MAX_RESTARTS"] = std::to_string(plan_.max_restarts);
@@ -148,8 +174,7 @@ std::string LaunchSupervisor::StartRanks(int attempt, uint32_t master_port) {
     int b = it->second;
     requests.erase(it);
     if (Status s = ClusterClient::AsError(*frames); !s.ok()) {
-      start_error = "node " + plan_.group.locations[static_cast<size_t>(b)].node_address + ": " +
-                    s.message();
+      start_error = "node " + plan_.NodeLocation(b).node_address + ": " + s.message();
       continue;
     }
     auto grant = protocol::Decode<protocol::RequestLeaseReply>(FrameView((*frames)[1]));
@@ -309,9 +334,9 @@ int LaunchSupervisor::Run(uint32_t master_port) {
     }
     if (attempt == 0) {
       std::cout << "rayx launch: job " << client_.job_id() << ": " << world_ << " ranks on "
-                << plan_.nnodes << " node(s), MASTER_ADDR="
-                << plan_.group.locations[0].node_address << " MASTER_PORT=" << master_port
-                << "\n" << std::flush;
+                << plan_.nnodes << " node(s), MASTER_ADDR=" << plan_.NodeLocation(0).node_address
+                << " MASTER_PORT=" << master_port << "\n"
+                << std::flush;
     }
 
     const LaunchRank* failed = Supervise();

@@ -34,8 +34,8 @@ struct LaunchRank {
 };
 
 // What to run where: the group is reserved (its placement group CREATED), node
-// rank b is bundle b, and ranks b * nproc_per_node .. + nproc_per_node - 1 run
-// on it.
+// rank b is bundle node_bundle[b] (b when empty), and ranks b * nproc_per_node
+// .. + nproc_per_node - 1 run on it.
 struct LaunchPlan {
   std::vector<std::string> command;  // argv of every rank
   std::string cwd;                   // must exist on every node
@@ -46,7 +46,24 @@ struct LaunchPlan {
   int nproc_per_node = 1;
   int64_t max_restarts = 0;
   int64_t master_port = 0;  // --master-port; 0: reserve one on rank 0's node
+  std::vector<size_t> node_bundle;  // node rank -> bundle index; empty: the same
+
+  size_t BundleOf(int node_rank) const {
+    const auto b = static_cast<size_t>(node_rank);
+    return node_bundle.empty() ? b : node_bundle.at(b);
+  }
+  const protocol::BundleLocation& NodeLocation(int node_rank) const {
+    return group.locations.at(BundleOf(node_rank));
+  }
 };
+
+// Node ranks for a launch's bundles: when every bundle's node has a numeric
+// `rayx.io/node-rank` label (`rayx start --from-env`: the platform's own node
+// numbering), the bundles in the order of that label, so that node rank 0 (and
+// MASTER_ADDR) is the platform's node 0; otherwise placement order (empty).
+// `labels_of` maps node ids (hex) to their labels.
+std::vector<size_t> NodeOrderByRankLabel(const std::vector<protocol::BundleLocation>& locations,
+                                         const std::map<std::string, LabelMap>& labels_of);
 
 // The ranks of `plan`, in rank order, not yet started.
 std::vector<LaunchRank> PlanRanks(const LaunchPlan& plan);

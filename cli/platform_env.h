@@ -13,6 +13,11 @@
 
 namespace rayx::cli {
 
+// The label `rayx start --from-env` gives each node: its rank in the platform's
+// job (SLURM_NODEID, RANK). `rayx launch` numbers nodes by it when every node it
+// placed has one.
+inline constexpr char kNodeRankLabel[] = "rayx.io/node-rank";
+
 // One node's place in the platform's job.
 struct PlatformRole {
   std::string source;     // the variables it came from, for messages: "SLURM", "RANK/WORLD_SIZE"

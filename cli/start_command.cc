@@ -87,7 +87,7 @@ void Undo(const detail::Session& session) {
 // for it to come up and for its name to resolve. Labels each node with its rank.
 Status ApplyPlatformRole(const PlatformRole& role, const FlagParser& flags, StartFlags* f) {
   if (!f->labels.empty()) f->labels += ",";
-  f->labels += "rayx.io/node-rank=" + std::to_string(role.node_rank);
+  f->labels += std::string(kNodeRankLabel) + "=" + std::to_string(role.node_rank);
   if (!flags.WasSet("port") && role.head_port) f->port = *role.head_port;
   if (!flags.WasSet("connect-timeout-ms")) f->connect_timeout_ms = f->join_timeout_s * 1000;
   std::cout << "rayx start --from-env: node rank " << role.node_rank << " of " << role.num_nodes

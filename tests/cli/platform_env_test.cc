@@ -5,6 +5,8 @@
 
 #include <map>
 
+#include "launch_supervisor.h"
+
 namespace rayx::cli {
 namespace {
 
@@ -110,6 +112,36 @@ TEST(PlatformEnv, FirstSlurmHostOfCompressedLists) {
     auto r = FirstSlurmHost(bad);
     EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument) << "'" << bad << "'";
   }
+}
+
+// rayx launch numbers nodes by the platform's rank label when every placed
+// node has a distinct numeric one; anything less keeps placement order.
+TEST(NodeOrderByRankLabel, FollowsThePlatformsNodeRanksOnlyWhenEveryNodeHasOne) {
+  std::vector<protocol::BundleLocation> placed(3);
+  placed[0].node_id = "a";
+  placed[1].node_id = "b";
+  placed[2].node_id = "c";
+  std::map<std::string, LabelMap> labels = {{"a", {{kNodeRankLabel, "2"}}},
+                                            {"b", {{kNodeRankLabel, "0"}, {"zone", "x"}}},
+                                            {"c", {{kNodeRankLabel, "10"}}}};
+  EXPECT_EQ(NodeOrderByRankLabel(placed, labels), (std::vector<size_t>{1, 0, 2}));
+  auto missing = labels;
+  missing["c"].erase(kNodeRankLabel);
+  EXPECT_TRUE(NodeOrderByRankLabel(placed, missing).empty());
+  auto twice = labels;
+  twice["c"][kNodeRankLabel] = "0";
+  EXPECT_TRUE(NodeOrderByRankLabel(placed, twice).empty());
+  auto text = labels;
+  text["a"][kNodeRankLabel] = "2x";
+  EXPECT_TRUE(NodeOrderByRankLabel(placed, text).empty());
+  EXPECT_TRUE(NodeOrderByRankLabel(placed, {}).empty());
+
+  LaunchPlan plan;
+  plan.group.locations = placed;
+  EXPECT_EQ(plan.NodeLocation(0).node_id, "a") << "no order: placement order";
+  plan.node_bundle = NodeOrderByRankLabel(placed, labels);
+  EXPECT_EQ(plan.NodeLocation(0).node_id, "b");
+  EXPECT_EQ(plan.BundleOf(2), 2u);
 }
 
 }  // namespace

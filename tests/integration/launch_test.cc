@@ -350,6 +350,43 @@ TEST_F(Launch, GivesEachNodeItsOwnGpusInLocalRankOrderAndNeverShares) {
   EXPECT_EQ(holder.Wait(30000), 128 + SIGTERM) << holder.Err();
 }
 
+// Nodes started by `rayx start --from-env` carry the platform's node rank
+// (rayx.io/node-rank): a launch numbers them by it, so node rank 0 and
+// MASTER_ADDR are the platform's node 0 (SLURM's first node), whatever the
+// placement order: checked with the head as platform node 0 and as node 1.
+class LaunchNodeRanks : public Launch, public ::testing::WithParamInterface<bool> {};
+
+TEST_P(LaunchNodeRanks, FollowThePlatformsNodeRankLabels) {
+  const bool head_first = GetParam();
+  const std::string first = head_first ? "127.0.0.1" : "127.0.0.2";
+  const std::string second = head_first ? "127.0.0.2" : "127.0.0.1";
+  LocalCluster::Options options;
+  options.head_node.num_cpus = 2;
+  options.head_node.labels = head_first ? "rayx.io/node-rank=0" : "rayx.io/node-rank=1";
+  auto cluster = LocalCluster::Start(options);
+  ASSERT_TRUE(cluster.ok()) << cluster.status();
+  cluster_ = std::move(*cluster);
+  ASSERT_TRUE(cluster_
+                  ->AddNode({.num_cpus = 2,
+                             .labels = head_first ? "rayx.io/node-rank=1" : "rayx.io/node-rank=0",
+                             .extra_args = {"--node-ip-address", "127.0.0.2"}})
+                  .ok());
+  work_dir_ = cluster_->temp_dir() + "/launch-work";
+  fs::create_directories(work_dir_);
+  auto plan = RunLaunch({"--nnodes", "2", "--dry-run"}, {"true"});
+  ASSERT_EQ(plan.exit_code, 0) << plan.Describe();
+  EXPECT_TRUE(Contains(plan.out, "MASTER_ADDR=" + first)) << plan.out;
+  EXPECT_TRUE(Contains(plan.out, "rank 0: node 0 " + first)) << plan.out;
+  EXPECT_TRUE(Contains(plan.out, "rank 1: node 1 " + second)) << plan.out;
+  auto r = RunLaunch({"--nnodes", "2"},
+                     {"sh", "-c", "echo node=$NODE_RANK master=$MASTER_ADDR ip=$RAYX_NODE_IP"});
+  ASSERT_EQ(r.exit_code, 0) << r.Describe();
+  EXPECT_TRUE(Contains(r.out, "node=0 master=" + first + " ip=" + first)) << r.out;
+  EXPECT_TRUE(Contains(r.out, "node=1 master=" + first + " ip=" + second)) << r.out;
+}
+
+INSTANTIATE_TEST_SUITE_P(HeadFirstOrSecond, LaunchNodeRanks, ::testing::Bool());
+
 // A node whose agent was started with CUDA_VISIBLE_DEVICES (part of a machine)
 // gives its ranks those devices, and the plan says so.
 TEST_F(Launch, ANodeLimitedByCudaVisibleDevicesGivesItsRanksThoseDevices) {

@@ -13,7 +13,12 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 [ -x build/bin/rayx ] || { echo "gpu-bundle: build first (./scripts/build.sh)" >&2; exit 1; }
-command -v patchelf >/dev/null || apt-get install -y patchelf >/dev/null
+if ! command -v patchelf >/dev/null; then
+  sudo=""
+  [ "$(id -u)" -eq 0 ] || sudo=sudo
+  $sudo apt-get install -y patchelf >/dev/null ||
+    { $sudo apt-get update >/dev/null && $sudo apt-get install -y patchelf >/dev/null; }
+fi
 out=.gpu
 rm -rf "$out"
 mkdir -p "$out/bin" "$out/lib" "$out/include"

@@ -3,7 +3,8 @@
 # Python and PyTorch, from the bundle that scripts/gpu-bundle.sh packed into
 # ./.gpu here (the GPU machine needs none of rayx's Debian libraries):
 #   1. the NCCL backend's tests (collective_nccl_test: a one-rank group's
-#      allreduce and broadcast, abort on timeout, the device a rank is told)
+#      allreduce, broadcast, allgather and reduce-scatter, refused peers, abort,
+#      a rank that never joins, the device a rank is told)
 #   2. NVML detection and CUDA_VISIBLE_DEVICES (node_resources_test, and
 #      tests/python/test_gpu.py on a real cluster), GPU actors, NCCL on CUDA
 #      tensors, TorchTrainer with use_gpu, the C++ trainer with --use-gpu
@@ -13,7 +14,8 @@
 # exits non-zero if any step failed. Everything ends within GPU_CHECK_SECONDS
 # (default 420). $OUT holds at most 8 files (what the device tool brings back);
 # a failed Python step's log ends with the tails of the test clusters' logs.
-# A rerun on the same machine keeps the extension built by the first run, and
+# A rerun on the same machine without carrying .gpu again keeps the extension
+# built by the first run (rebuilt when its sources or librayx are newer), and
 # GPU_CHECK_STEPS="python_gpu_tests nccl_microbenchmark" (say) runs only those.
 #
 #   ./scripts/build.sh && ./scripts/gpu-bundle.sh          # here
@@ -52,7 +54,7 @@ step() {
   if ((rc == 0)); then
     note "PASS $name ($((SECONDS - start))s)"
   else
-    note "FAIL $name: exit $rc$( ((rc == 124)) && echo " (timed out after ${cap}s)") ($((SECONDS - start))s)"
+    note "FAIL $name: exit $rc$( ((rc == 124 || rc == 137)) && echo " (timed out after ${cap}s)") ($((SECONDS - start))s)"
     failed=1
   fi
 }
@@ -110,6 +112,9 @@ fi
 # compiled here against the bundle's librayx and headers.
 pkg=.gpu/python/rayx
 built=$(ls "$pkg"/_core*.so 2>/dev/null | head -n 1)
+if [ -n "$built" ] && [ -n "$(find python_bindings/src .gpu/lib/librayx.so.0 .gpu/include -newer "$built" -print -quit)" ]; then
+  built=""  # its sources or librayx changed since: build it again
+fi
 [ -n "$built" ] && cp "$built" .gpu/_core.keep
 rm -rf .gpu/python
 mkdir -p .gpu/python
@@ -127,8 +132,10 @@ build_extension() {
     pids+=($!)
   done
   for p in "${pids[@]}"; do wait "$p" || return 1; done
-  ${CXX:-g++} -shared -o "$pkg/_core$suffix" "${objs[@]}" .gpu/lib/librayx.so.0 .gpu/lib/libzmq.so.5 -ldl \
-    -Wl,-rpath,'$ORIGIN/../../lib'
+  # Linked under another name first: a link cut short never passes for built.
+  ${CXX:-g++} -shared -o "$pkg/_core$suffix.tmp" "${objs[@]}" .gpu/lib/librayx.so.0 \
+    .gpu/lib/libzmq.so.5 -ldl -Wl,-rpath,'$ORIGIN/../../lib' &&
+    mv "$pkg/_core$suffix.tmp" "$pkg/_core$suffix"
 }
 export -f build_extension
 export pkg py

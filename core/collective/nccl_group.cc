@@ -131,7 +131,18 @@ class NcclGroup : public CollectiveGroup {
   // The destructor's work on the communicator and stream.
   void EndOnDestroy() {
     std::lock_guard<std::mutex> lock(op_mu_);
-    cudaSetDevice(device_);  // the last reference may drop on any thread
+    // The last reference may drop on any thread: work on the group's device,
+    // and leave the thread's own current device as it was.
+    int current = -1;
+    const bool had_device = cudaGetDevice(&current) == cudaSuccess;
+    cudaSetDevice(device_);
+    struct Restore {
+      bool had;
+      int device;
+      ~Restore() {
+        if (had) cudaSetDevice(device);
+      }
+    } restore{had_device, current};
     if (comm_ != nullptr && !aborted_) {
       // Finalize flushes the communicator's work; polled, so a dead peer
       // cannot hold the destructor past the group's timeout.

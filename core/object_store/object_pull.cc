@@ -8,7 +8,6 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
@@ -55,15 +54,8 @@ Status ProbeServer(const std::string& endpoint, int timeout_ms) {
 }  // namespace
 
 Result<std::string> PullObject(zmq::context_t& context, const protocol::ObjectLocation& location,
-                               int64_t timeout_ms, int64_t total_timeout_ms, uint64_t chunk,
-                               int window) {
-  const auto give_up = total_timeout_ms < 0 ? std::chrono::steady_clock::time_point::max()
-                                            : std::chrono::steady_clock::now() +
-                                                  std::chrono::milliseconds(total_timeout_ms);
-  RAYX_RETURN_IF_ERROR(ProbeServer(
-      location.object_address,
-      total_timeout_ms < 0 ? 1000
-                           : static_cast<int>(std::clamp<int64_t>(total_timeout_ms, 1, 1000))));
+                               int64_t timeout_ms, uint64_t chunk, int window) {
+  RAYX_RETURN_IF_ERROR(ProbeServer(location.object_address, 1000));
   zmq::socket_t socket(context, zmq::socket_type::dealer);
   socket.set(zmq::sockopt::linger, 0);
   socket.connect(location.object_address);
@@ -87,22 +79,14 @@ Result<std::string> PullObject(zmq::context_t& context, const protocol::ObjectLo
         ++in_flight;
         ++next_id;
       }
-      const auto now = std::chrono::steady_clock::now();
-      if (now >= give_up) {
-        return Status::TimedOut("pulling " + location.path + " from " + location.object_address +
-                                ": " + std::to_string(received) + " of " +
-                                std::to_string(location.size) + " bytes within " +
-                                std::to_string(total_timeout_ms) + " ms");
-      }
-      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now);
+      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+          deadline - std::chrono::steady_clock::now());
       if (left.count() <= 0) {
         return Status::Unavailable("pulling " + location.path + " from " +
                                    location.object_address + ": no answer for " +
                                    std::to_string(timeout_ms / 1000) +
                                    " s (is its node alive?)");
       }
-      left = std::min(left, std::chrono::duration_cast<std::chrono::milliseconds>(give_up - now) +
-                                std::chrono::milliseconds(1));
       zmq::pollitem_t item{socket.handle(), 0, ZMQ_POLLIN, 0};
       zmq::poll(&item, 1, left);
       if (!(item.revents & ZMQ_POLLIN)) continue;

@@ -16,12 +16,10 @@ namespace rayx {
 // `chunk` bytes, keeping up to `window` requests in flight, into one buffer.
 // Blocking; uses its own socket on `context`. Returns NotFound when the object
 // is gone, Unavailable when the server sends nothing for `timeout_ms` (an idle
-// timeout: a long transfer takes as long as its chunks keep coming), TimedOut
-// when the whole pull takes more than `total_timeout_ms` (< 0: no bound; a
-// caller's own deadline, such as Get's timeout).
+// timeout: a long transfer takes as long as its chunks keep coming).
 Result<std::string> PullObject(zmq::context_t& context, const protocol::ObjectLocation& location,
-                               int64_t timeout_ms = 60000, int64_t total_timeout_ms = -1,
-                               uint64_t chunk = 4 << 20, int window = 4);
+                               int64_t timeout_ms = 60000, uint64_t chunk = 4 << 20,
+                               int window = 4);
 
 // Asks object servers to remove stored objects: one DEALER socket per server,
 // fire and forget (no replies; the job's end removes whatever a lost request

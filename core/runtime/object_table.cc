@@ -1,7 +1,6 @@
 // The object table: entries, waiters, Get/Wait and completion.
 #include "runtime/object_table.h"
 
-#include <algorithm>
 #include <chrono>
 #include <stdexcept>
 
@@ -105,7 +104,16 @@ void ObjectTable::CompleteAll(std::vector<Completion>& batch) {
   for (auto& w : continuations) w();
 }
 
+namespace {
+
+// A timeout this long (over 30 years; INT64_MAX, say) is "no bound": added to
+// now it would overflow into the past and time out at once.
+int64_t Unbounded(int64_t timeout_ms) { return timeout_ms >= (int64_t{1} << 40) ? -1 : timeout_ms; }
+
+}  // namespace
+
 ObjectBytes ObjectTable::Get(const ObjectId& id, int64_t timeout_ms) {
+  timeout_ms = Unbounded(timeout_ms);
   auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
   std::unique_lock<std::mutex> lock(mu_);
   // Loops only when a lost stored copy is being computed again (lineage).
@@ -153,24 +161,9 @@ ObjectBytes ObjectTable::Get(const ObjectId& id, int64_t timeout_ms) {
         return {(*mapped)->view(), *mapped};
       }
     }
-    // Within what is left of the caller's timeout, but at least a second, so
-    // that a Get(ref, 0) of an object another node holds can still fetch it.
-    int64_t budget = -1;
-    if (timeout_ms >= 0) {
-      budget = std::max<int64_t>(std::chrono::duration_cast<std::chrono::milliseconds>(
-                                     deadline - std::chrono::steady_clock::now())
-                                     .count(),
-                                 kMinPullMs);
-    }
     Result<std::string> pulled =
-        options_.pull ? options_.pull(*location, budget)
+        options_.pull ? options_.pull(*location)
                       : Result<std::string>(Status::Unavailable("no object transfer configured"));
-    if (!pulled.ok() && pulled.status().code() == StatusCode::kTimedOut) {
-      // Slow, not lost: the copy stays where it is for a later Get.
-      throw GetTimeoutError("object " + id.Hex() + " was not fetched from node " +
-                            location->node_address + " within " + std::to_string(timeout_ms) +
-                            " ms: " + pulled.status().message());
-    }
     if (pulled.ok()) {
       auto value = std::make_shared<const std::string>(std::move(*pulled));
       std::lock_guard<std::mutex> relock(mu_);
@@ -205,6 +198,7 @@ ObjectBytes ObjectTable::Get(const ObjectId& id, int64_t timeout_ms) {
 
 std::vector<bool> ObjectTable::Wait(const std::vector<ObjectHandle>& objects,
                                     size_t num_returns, int64_t timeout_ms) {
+  timeout_ms = Unbounded(timeout_ms);
   std::vector<bool> ready(objects.size(), false);
   std::unique_lock<std::mutex> lock(mu_);
   auto count = [&] {

@@ -46,8 +46,6 @@ struct ObjectCore {
 // out by Get is shared (ObjectBytes::keepalive), so it outlives its entry.
 class ObjectTable {
  public:
-  // The least time a Get gives a pull from another node (see Get).
-  static constexpr int64_t kMinPullMs = 1000;
   // A result to record.
   struct Completion {
     ObjectId id;
@@ -62,10 +60,8 @@ class ObjectTable {
   struct Options {
     // Objects stored on this address are mapped in place instead of pulled.
     std::string node_ip;
-    // Fetches a stored object's bytes from another node within the given ms
-    // (< 0: no bound; TimedOut when they pass). Default: fails.
-    std::function<Result<std::string>(const protocol::ObjectLocation&, int64_t total_timeout_ms)>
-        pull;
+    // Fetches a stored object's bytes from another node. Default: fails.
+    std::function<Result<std::string>(const protocol::ObjectLocation&)> pull;
     // A stored result that was released before it arrived: nobody holds it,
     // so its file should go. Runs inside CompleteAll. Default: nothing.
     std::function<void(const protocol::ObjectLocation&)> on_unwanted;

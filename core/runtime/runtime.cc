@@ -109,11 +109,10 @@ Runtime::Runtime(Config config)
     : config_(std::move(config)),
       objects_(ObjectTable::Options{
           config_.node_ip,
-          [this](const protocol::ObjectLocation& location, int64_t total_timeout_ms) {
+          [this](const protocol::ObjectLocation& location) {
             // Silence this long means the node is gone: lineage may compute
             // the object again (ObjectTable::Get).
-            return PullObject(sockets_->context.get(), location, kPullIdleTimeoutMs,
-                              total_timeout_ms);
+            return PullObject(sockets_->context.get(), location, kPullIdleTimeoutMs);
           },
           [this](const protocol::ObjectLocation& location) { DeleteStored(location); }}),
       id_prefix_(rayx::detail::RandomHex(8)),

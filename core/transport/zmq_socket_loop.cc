@@ -79,6 +79,8 @@ void ZmqSocketLoop::Drain() {
         // A handler's bug or an input it did not expect (an allocation too
         // big, say) costs that message, never the daemon.
         RAYX_LOG(Error) << "dropped a message whose handling failed: " << e.what();
+      } catch (...) {
+        RAYX_LOG(Error) << "dropped a message whose handling failed (a non-standard exception)";
       }
     } catch (const zmq::error_t& e) {
       if (e.num() == ETERM) return;

@@ -95,12 +95,19 @@ def _members(rayx, n):
 
 def test_the_nccl_backend_is_offered_whenever_librayx_has_it():
     """rayx._core.collective.HAVE_NCCL (what backend='nccl' checks first) is
-    true exactly when the loaded librayx links NCCL: a build that compiled the
-    backend but not the flag would refuse every NCCL group in Python."""
-    import rayx._core  # noqa: F401 - loads librayx and what it links
-    with open("/proc/self/maps") as f:
-        nccl_loaded = any("libnccl.so" in line for line in f)
-    assert col._c.HAVE_NCCL == nccl_loaded
+    true exactly when librayx links NCCL: a build that compiled the backend but
+    not the flag would refuse every NCCL group in Python. Checked in a fresh
+    interpreter that loads nothing but rayx._core (torch would map its own
+    libnccl)."""
+    import subprocess
+    import sys
+    code = ("import rayx._core as c\n"
+            "nccl = any('libnccl.so' in line for line in open('/proc/self/maps'))\n"
+            "print(c.collective.HAVE_NCCL, nccl)")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    have, loaded = r.stdout.split()
+    assert have == loaded, r.stdout
 
 
 def test_every_operation_over_four_actors_from_a_driver_made_group(rayx_mod):

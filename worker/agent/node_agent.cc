@@ -481,9 +481,9 @@ void NodeAgent::StartDeferred() {
     if (waited >= kDeviceWaitLimitMs) {
       Status stuck = Status::Unavailable(
           "lease " + d.req.lease_id.Short() + " was not started: GPU(s) " + devices + " of node " +
-          options_.node_ip + " are still held by a killed worker's processes " +
+          options_.node_ip + " are still held by a killed worker's processes after waiting " +
           std::to_string(waited / 1000) +
-          " s after SIGKILL (uninterruptible, e.g. a hung CUDA context or driver call); "
+          " s (uninterruptible, e.g. a hung CUDA context or driver call); "
           "check `nvidia-smi` on that node");
       RAYX_LOG(Error) << stuck.message();
       auto frames = transport::MakeErrorMessage(stuck, "node " + options_.node_ip, d.id);

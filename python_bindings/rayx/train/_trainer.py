@@ -226,7 +226,8 @@ class DataParallelTrainer:
                 group = _core.train.create_actor_group(
                     actor_args, size, per_worker, self._scaling.placement_strategy, group_name,
                     int(GROUP_TIMEOUT_S * 1000), int(self._run.report_timeout_s * 1000),
-                    one_device_per_rank=self._scaling.use_gpu)
+                    # torch's NCCL (TorchTrainer with use_gpu) needs a GPU per rank.
+                    one_device_per_rank=self._scaling.use_gpu and self._backend is not None)
             except _core.train.Infeasible as e:
                 lo, hi = self._run_bounds
                 if self._scaling.elastic and size > lo:

@@ -1,5 +1,6 @@
 // PullObject against a real ZeroMQ server that takes requests and never
-// answers: the idle timeout and the caller's total deadline each end the pull.
+// answers: the idle timeout ends the pull, as Unavailable (the node is taken
+// for gone, so lineage may compute the object again).
 #include "object_store/object_pull.h"
 
 #include <gtest/gtest.h>
@@ -39,20 +40,7 @@ int64_t MsSince(std::chrono::steady_clock::time_point start) {
       .count();
 }
 
-TEST(PullObject, TheCallersDeadlineEndsAPullThatIsStillWaiting) {
-  SilentServer server;
-  auto start = std::chrono::steady_clock::now();
-  auto pulled = PullObject(server.context(), server.Location(), /*timeout_ms=*/10000,
-                           /*total_timeout_ms=*/300);
-  ASSERT_FALSE(pulled.ok());
-  EXPECT_EQ(pulled.status().code(), StatusCode::kTimedOut) << pulled.status();
-  EXPECT_NE(pulled.status().message().find("0 of 1048576 bytes within 300 ms"), std::string::npos)
-      << pulled.status();
-  EXPECT_GE(MsSince(start), 300);
-  EXPECT_LT(MsSince(start), 5000);
-}
-
-TEST(PullObject, WithoutADeadlineTheIdleTimeoutEndsIt) {
+TEST(PullObject, TheIdleTimeoutEndsAPullThatGetsNoAnswer) {
   SilentServer server;
   auto start = std::chrono::steady_clock::now();
   auto pulled = PullObject(server.context(), server.Location(), /*timeout_ms=*/300);

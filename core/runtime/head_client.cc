@@ -205,7 +205,7 @@ void HeadClient::OnMessage(Frames& frames) {
   if (env->t == static_cast<uint16_t>(MessageType::kErrorReply)) {
     auto error = protocol::Decode<protocol::ErrorReply>(FrameView(frames[1]));
     Status status = error.ok() ? error->ToStatus() : error.status();
-    if (IsRegisterFirst(status) && registration_) {
+    if (IsRegisterFirst(status) && registration_ && !heartbeats_stopped_) {
       // The head restarted: this call waits for the registration, then goes again.
       if (!it->second.resend) calls_.erase(it);
       Reregister();

@@ -105,7 +105,10 @@ class HeadClient final : public LeaseClient {
   void SetRegistration(protocol::RegisterDriverRequest request);
   // Sends a DriverHeartbeat for `job_id` now and every `period_ms`.
   void StartHeartbeats(JobId job_id, int64_t period_ms);
-  // No heartbeat is sent after this returns (any thread).
+  // No heartbeat is sent after this returns (any thread), and a call the head
+  // refuses with "register first" fails instead of registering again: the
+  // program is ending (Runtime::Stop), and its FinishJob made the head forget
+  // it, which is no head restart.
   void StopHeartbeats();
 
   // LeaseClient.

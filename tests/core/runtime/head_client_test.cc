@@ -240,6 +240,30 @@ TEST_F(HeadClientTest, RegistersAgainAndResendsWhenARestartedHeadRefusesIt) {
   EXPECT_EQ((*got)->value, "weights");
 }
 
+// A program that is ending (heartbeats stopped, its FinishJob sent) takes a
+// "register first" refusal of a late call as the end it is, not as a head
+// restart: the call fails and nothing registers again.
+TEST_F(HeadClientTest, AnEndingProgramDoesNotRegisterAgainWhenRefused) {
+  protocol::RegisterDriverRequest registration;
+  registration.token = "t";
+  registration.job_id = JobId::FromWire("job-1");
+  client_.SetRegistration(registration);
+  client_.StopHeartbeats();
+  std::optional<Result<protocol::KvGetReply>> got;
+  client_.Call<protocol::KvGetReply>(protocol::KvGetRequest{},
+                                     [&](Result<protocol::KvGetReply> r) { got = r; });
+  FakeHead::Request late = NextRequest();
+  head_.Reply(late, transport::MakeErrorMessage(
+                        Status::Unauthenticated("register first (RegisterDriverRequest with "
+                                                "the cluster token)"),
+                        "head", late.envelope.id));
+  ASSERT_TRUE(StepUntil([&] { return got.has_value(); }));
+  EXPECT_EQ(got->status().code(), StatusCode::kUnauthenticated);
+  io_.restart();
+  io_.run_for(50ms);
+  EXPECT_FALSE(head_.Receive(50ms).has_value()) << "registered again while ending";
+}
+
 // While the head is down, calls wait; past the timeout they fail saying so.
 TEST_F(HeadClientTest, CallsFailWithAClearMessageWhenTheHeadStaysSilent) {
   HeadClient quick(io_, context_, head_.address(), HeadClient::Options{300});

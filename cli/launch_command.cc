@@ -15,6 +15,7 @@
 #include "common/session_dir.h"
 #include "launch_supervisor.h"
 #include "protocol/placement_messages.h"
+#include "worker/worker_env.h"
 
 namespace rayx::cli {
 namespace {
@@ -185,11 +186,8 @@ int LaunchCommand(const std::vector<std::string>& all_args) {
     auto gpu_list = [&](int b) {
       const protocol::BundleLocation& where = plan.NodeLocation(b);
       auto node = nodes.find(where.node_id);
-      std::string s;
-      for (int id : node == nodes.end() ? where.gpu_ids : node->second.DevicesOf(where.gpu_ids)) {
-        s += (s.empty() ? "" : ",") + std::to_string(id);
-      }
-      return s;
+      return WorkerEnv::JoinIdList(node == nodes.end() ? where.gpu_ids
+                                                       : node->second.DevicesOf(where.gpu_ids));
     };
     std::cout << "rayx launch plan: " << nnodes << " node(s) x " << nproc << " process(es) = "
               << world << " ranks; MASTER_ADDR=" << master_addr << " MASTER_PORT=" << *port

@@ -12,15 +12,14 @@
 #include "launch_command.h"
 #include "protocol/placement_messages.h"
 #include "transport/sync_client.h"
+#include "worker/worker_env.h"
 
 namespace rayx::cli {
 
 namespace {
 
 std::string Join(const std::vector<int>& ids) {
-  std::string s;
-  for (int id : ids) s += (s.empty() ? "" : ",") + std::to_string(id);
-  return s.empty() ? "-" : s;
+  return ids.empty() ? "-" : WorkerEnv::JoinIdList(ids);
 }
 
 // Prints rows as aligned columns.

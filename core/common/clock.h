@@ -6,6 +6,10 @@
 
 namespace rayx {
 
+// The longest wait a request may ask for (a day): longer timeouts are clamped
+// to it, so that now + timeout never overflows.
+inline constexpr int64_t kLongestWaitMs = int64_t{24} * 3600 * 1000;
+
 class Clock {
  public:
   virtual ~Clock() = default;

@@ -11,9 +11,6 @@
 
 namespace rayx {
 
-// Parses "--name value", "--name=value" and boolean "--name". Everything after a
-// bare "--" is positional. Unknown flags, missing values and malformed numbers
-// are InvalidArgument errors that name the flag and say what is expected.
 // `args` split at the first bare "--": the flags before it and the command
 // after it (empty without a "--"), for commands that run a user's program.
 struct FlagsAndCommand {
@@ -22,6 +19,9 @@ struct FlagsAndCommand {
 };
 FlagsAndCommand SplitAtDoubleDash(const std::vector<std::string>& args);
 
+// Parses "--name value", "--name=value" and boolean "--name". Everything after a
+// bare "--" is positional. Unknown flags, missing values and malformed numbers
+// are InvalidArgument errors that name the flag and say what is expected.
 class FlagParser {
  public:
   explicit FlagParser(std::string command) : command_(std::move(command)) {}

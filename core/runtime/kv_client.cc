@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <stdexcept>
 
+#include "common/clock.h"
 #include "protocol/kv_messages.h"
 #include "rayx/errors.h"
 #include "rayx/kv.h"
@@ -80,8 +81,7 @@ Result<std::string> KvWait(const std::string& ns, const std::string& key, int64_
   protocol::KvWaitRequest req;
   req.ns = ns;
   req.key = key;
-  // At most a day (INT64_MAX must not overflow into a negative wait).
-  req.timeout_ms = std::clamp<int64_t>(timeout_ms, 0, 24 * 3600 * 1000);
+  req.timeout_ms = std::clamp<int64_t>(timeout_ms, 0, kLongestWaitMs);
   auto reply = RequireRuntime().CallHead<protocol::KvWaitReply>(req, req.timeout_ms + kWaitSlackMs);
   if (!reply.ok()) return reply.status();
   return std::move(reply->value);

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <stdexcept>
 
+#include "common/clock.h"
 #include "common/logging.h"
 #include "protocol/placement_messages.h"
 #include "rayx/ids.h"
@@ -99,7 +100,7 @@ PlacementGroupState Runtime::WaitPlacementGroup(const PlacementGroupPtr& group,
   if (created.state != protocol::Name(protocol::PlacementGroupState::kPending)) return created;
   protocol::WaitPlacementGroupRequest req;
   req.placement_group_id = group->id;
-  req.timeout_ms = std::clamp<int64_t>(timeout_ms, 0, 24 * 3600 * 1000);  // at most a day
+  req.timeout_ms = std::clamp<int64_t>(timeout_ms, 0, kLongestWaitMs);
   // The head answers by the deadline (its tick); the slack covers the trip.
   auto reply = head_->CallSync<protocol::WaitPlacementGroupReply>(req, req.timeout_ms + 10000);
   if (!reply.ok()) {

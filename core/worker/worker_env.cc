@@ -12,12 +12,6 @@ namespace rayx {
 
 namespace {
 
-std::string JoinIds(const std::vector<int>& ids) {
-  std::string s;
-  for (int id : ids) s += (s.empty() ? "" : ",") + std::to_string(id);
-  return s;
-}
-
 // Parses a decimal int >= `min`.
 Result<int> ParseInt(const std::string& name, const std::string& text, long min = 0) {
   errno = 0;
@@ -50,14 +44,14 @@ std::map<std::string, std::string> WorkerEnv::Encode() const {
       {kClusterToken, cluster_token},
       {kStoreDir, store_dir},
       {kObjectAddress, object_address},
-      {kGpuIds, JoinIds(gpu_ids)},
+      {kGpuIds, JoinIdList(gpu_ids)},
   };
   // A worker sees exactly its GPUs, so its device 0 is its own; none when it
   // holds none.
   if (visible_gpu_ids.empty()) {
-    vars[kCudaVisibleDevices] = JoinIds(gpu_ids);
+    vars[kCudaVisibleDevices] = JoinIdList(gpu_ids);
   } else {
-    vars[kCudaVisibleDevices] = JoinIds(visible_gpu_ids);
+    vars[kCudaVisibleDevices] = JoinIdList(visible_gpu_ids);
   }
   vars[kCudaDeviceOrder] = kPciBusOrder;
   if (local_rank) vars[kLocalRank] = std::to_string(*local_rank);
@@ -150,6 +144,12 @@ void WorkerEnv::ClearWorkerOnlyVariables() {
   ::unsetenv(kReadyFd);
   ::unsetenv(kActorInit);
   ::unsetenv(kReportConstruction);
+}
+
+std::string WorkerEnv::JoinIdList(const std::vector<int>& ids) {
+  std::string s;
+  for (int id : ids) s += (s.empty() ? "" : ",") + std::to_string(id);
+  return s;
 }
 
 Result<std::vector<int>> WorkerEnv::ParseIdList(const std::string& text) {

@@ -89,6 +89,8 @@ struct WorkerEnv {
 
   // Parses "0,1,3"; "" is no ids. InvalidArgument for anything else.
   static Result<std::vector<int>> ParseIdList(const std::string& text);
+  // The inverse: {0, 1, 3} -> "0,1,3"; no ids -> "".
+  static std::string JoinIdList(const std::vector<int>& ids);
 };
 
 }  // namespace rayx

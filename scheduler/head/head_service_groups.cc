@@ -42,9 +42,7 @@ Result<protocol::KvGetReply> HeadService::OnKvGet(const protocol::KvGetRequest& 
 }
 
 Result<NoReply> HeadService::OnKvWait(const protocol::KvWaitRequest& req, Call& call) {
-  // At most a day, so the deadline cannot overflow.
-  constexpr int64_t kMaxTimeoutMs = int64_t{24} * 3600 * 1000;
-  int64_t timeout = std::clamp<int64_t>(req.timeout_ms, 0, kMaxTimeoutMs);
+  int64_t timeout = std::clamp<int64_t>(req.timeout_ms, 0, kLongestWaitMs);
   if (timeout == 0) {
     auto value = kv_.Get(req.ns, req.key);
     if (!value.ok()) return value.status();

@@ -7,6 +7,7 @@
 #include <set>
 #include <unordered_set>
 
+#include "common/clock.h"
 #include "common/logging.h"
 
 namespace rayx::scheduler {
@@ -604,7 +605,7 @@ void LeaseManager::WaitPlacementGroup(const std::string& peer, uint64_t request_
                                       const protocol::WaitPlacementGroupRequest& req,
                                       int64_t now_ms) {
   groups_.Wait(peer, request_id, req.placement_group_id,
-               std::min<int64_t>(req.timeout_ms, 24 * 3600 * 1000), now_ms);
+               std::min<int64_t>(req.timeout_ms, kLongestWaitMs), now_ms);
 }
 
 bool LeaseManager::RemovePlacementGroup(const PlacementGroupId& group_id) {

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <set>
 
+#include "common/clock.h"
 #include "common/logging.h"
 
 namespace rayx::scheduler {
@@ -333,9 +334,8 @@ void PlacementGroupManager::Wait(const std::string& peer, uint64_t request_id,
                                  const PlacementGroupId& group_id, int64_t timeout_ms,
                                  int64_t now_ms) {
   auto it = groups_.find(group_id);
-  // At most a day: a peer's INT64_MAX must not overflow the deadline.
   Waiter waiter{peer, request_id, group_id,
-                now_ms + std::clamp<int64_t>(timeout_ms, 0, 24 * 3600 * 1000)};
+                now_ms + std::clamp<int64_t>(timeout_ms, 0, kLongestWaitMs)};
   if (it == groups_.end()) {
     outbox_.Fail({peer, request_id}, Status::NotFound("no placement group " + group_id.Hex() +
                                                       " (removed, or its job "

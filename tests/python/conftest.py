@@ -27,9 +27,9 @@ def wait_until(predicate, timeout, what):
         time.sleep(0.02)
 
 
-def run_cli(*args, temp_dir, check=True):
+def run_cli(*args, temp_dir, check=True, env=None):
     r = subprocess.run([CLI, *args, "--temp-dir", temp_dir], capture_output=True, text=True,
-                       timeout=120)
+                       timeout=120, env=env)
     if check and r.returncode != 0:
         raise AssertionError(f"rayx {' '.join(args)} failed ({r.returncode}):\n{r.stdout}{r.stderr}")
     return r

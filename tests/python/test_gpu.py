@@ -15,8 +15,8 @@ import tempfile
 
 import pytest
 
-from conftest import CLI, RAYX_BIN_DIR, cluster_processes, pid_alive, read_session, \
-    recorded_pids, wait_until
+from conftest import RAYX_BIN_DIR, cluster_processes, pid_alive, read_session, recorded_pids, \
+    run_cli, wait_until
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -36,18 +36,14 @@ pytestmark = pytest.mark.skipif(GPUS == 0, reason=f"no GPU: {WHY_NONE}")
 
 
 def _env(**extra):
+    """This environment without a cluster or device choice, with this folder on
+    PYTHONPATH (the drivers import test_gpu), plus `extra`."""
     env = {k: v for k, v in os.environ.items()
            if k not in ("CUDA_VISIBLE_DEVICES", "RAYX_ADDRESS", "RAYX_TOKEN", "RAYX_TEMP_DIR")}
+    env["PYTHONPATH"] = os.pathsep.join(
+        [HERE] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p])
     env.update(extra)
     return env
-
-
-def _cli(args, temp_dir, env, check=True):
-    r = subprocess.run([CLI, *args, "--temp-dir", temp_dir], capture_output=True, text=True,
-                       timeout=120, env=env)
-    if check and r.returncode != 0:
-        raise AssertionError(f"rayx {' '.join(args)} failed ({r.returncode}):\n{r.stdout}{r.stderr}")
-    return r
 
 
 class GpuCluster:
@@ -70,14 +66,14 @@ class GpuCluster:
 
 
 def _start(temp_dir, env):
-    _cli(["start", "--head", "--port", "0", "--node-ip-address", "127.0.0.1",
-          "--num-cpus", str(max(4, 2 * GPUS + 2))], temp_dir, env)
+    run_cli("start", "--head", "--port", "0", "--node-ip-address", "127.0.0.1",
+            "--num-cpus", str(max(4, 2 * GPUS + 2)), temp_dir=temp_dir, env=env)
     return GpuCluster(temp_dir, env)
 
 
 def _stop(cluster):
     pids = recorded_pids(cluster.temp_dir)
-    _cli(["stop", "--grace-period", "5"], cluster.temp_dir, cluster.env)
+    run_cli("stop", "--grace-period", "5", temp_dir=cluster.temp_dir, env=cluster.env)
     wait_until(lambda: not any(pid_alive(p) for p in pids), 10, "the cluster's daemons to exit")
     wait_until(lambda: not cluster_processes(cluster.address), 10,
                "every process of the cluster (workers too) to exit")
@@ -85,8 +81,7 @@ def _stop(cluster):
 
 @pytest.fixture(scope="module")
 def gpu_cluster():
-    cluster = _start(tempfile.mkdtemp(prefix="rayx-gpu-"), _env(PYTHONPATH=os.pathsep.join(
-        [HERE] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p])))
+    cluster = _start(tempfile.mkdtemp(prefix="rayx-gpu-"), _env())
     yield cluster
     _stop(cluster)
 
@@ -244,8 +239,10 @@ def test_cpp_trainer_with_use_gpu_matches_one_process(gpu_cluster):
 
 def test_cuda_visible_devices_is_checked_against_the_machine():
     temp_dir = tempfile.mkdtemp(prefix="rayx-gpu-cvd-")
-    r = _cli(["start", "--head", "--port", "0"], temp_dir,
-             _env(CUDA_VISIBLE_DEVICES=str(GPUS)), check=False)
+    r = run_cli("start", "--head", "--port", "0", temp_dir=temp_dir,
+                env=_env(CUDA_VISIBLE_DEVICES=str(GPUS)), check=False)
+    if r.returncode == 0:  # wrongly accepted: stop what it started, then fail
+        run_cli("stop", temp_dir=temp_dir, check=False)
     assert r.returncode != 0, r.stdout + r.stderr
     assert f"lists device {GPUS}" in r.stderr and "NVML reports" in r.stderr, r.stderr
     assert not any(pid_alive(p) for p in recorded_pids(temp_dir))
@@ -253,9 +250,7 @@ def test_cuda_visible_devices_is_checked_against_the_machine():
     # that device of the machine (rayx's GPU 0 of the node is device GPUS-1;
     # get_gpu_ids and CUDA_VISIBLE_DEVICES name the machine's device).
     last = str(GPUS - 1)
-    cluster = _start(tempfile.mkdtemp(prefix="rayx-gpu-last-"), _env(
-        CUDA_VISIBLE_DEVICES=last, PYTHONPATH=os.pathsep.join(
-            [HERE] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p])))
+    cluster = _start(tempfile.mkdtemp(prefix="rayx-gpu-last-"), _env(CUDA_VISIBLE_DEVICES=last))
     try:
         out = cluster.drive("own_devices", 1)
         assert out[0]["ids"] == [GPUS - 1] and out[0]["visible"] == last, out

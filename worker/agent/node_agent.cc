@@ -7,6 +7,7 @@
 
 #include "common/logging.h"
 #include "transport/message.h"
+#include "worker/worker_env.h"
 
 namespace rayx::worker {
 
@@ -475,8 +476,7 @@ void NodeAgent::StartDeferred() {
       StartWithPackages(std::move(d.req), d.id);
       continue;
     }
-    std::string devices;
-    for (int g : d.req.gpu_ids) devices += (devices.empty() ? "" : ",") + std::to_string(g);
+    const std::string devices = WorkerEnv::JoinIdList(d.req.gpu_ids);
     const int64_t waited = now - d.since_ms;
     if (waited >= kDeviceWaitLimitMs) {
       Status stuck = Status::Unavailable(

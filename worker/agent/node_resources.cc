@@ -114,11 +114,7 @@ Result<NodeResources> ResolveNodeResources(
     }
     visible = std::move(*parsed);
   }
-  auto list = [](const std::vector<int>& ids) {
-    std::string s;
-    for (int id : ids) s += (s.empty() ? "" : ",") + std::to_string(id);
-    return s;
-  };
+  auto list = &WorkerEnv::JoinIdList;
   double gpus = 0;
   if (overrides.num_gpus) {
     gpus = *overrides.num_gpus;

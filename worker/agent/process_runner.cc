@@ -74,10 +74,7 @@ Result<protocol::StartWorkerReply> ProcessRunner::Start(
   if (leases_.count(request.lease_id)) {
     return Status::AlreadyExists("lease " + request.lease_id.Hex() + " already runs processes");
   }
-  std::string devices;
-  for (int id : GpuDevicesOf(request.gpu_ids, options_.gpu_devices)) {
-    devices += (devices.empty() ? "" : ",") + std::to_string(id);
-  }
+  std::string devices = WorkerEnv::JoinIdList(GpuDevicesOf(request.gpu_ids, options_.gpu_devices));
 
   Lease lease;
   protocol::StartWorkerReply reply;

@@ -99,6 +99,9 @@ def encode_args(args, kwargs):
         if _EMPTY_ARGS is None:
             _EMPTY_ARGS = bytes(ser.to_bytes(((), {})))
         return [_EMPTY_ARGS]
+    value = (args, kwargs)
+    if ser._builtin(value, 0):  # no ObjectRef in it: the common case, without the slot walk
+        return [ser.builtin_bytes(value)]
     cores = []
     slots = {}
 

@@ -90,6 +90,28 @@ _SCALARS = frozenset([int, float, bool, str, bytes, type(None), complex])
 _CONTAINERS = frozenset([list, tuple, dict, set, frozenset])
 
 
+def _builtin(value, depth):
+    """True for values made only of builtin scalars and small builtin
+    containers of them: the C pickler serializes them exactly as cloudpickle
+    would, and they hold no buffer that could travel out of band."""
+    t = type(value)
+    if t in _SCALARS:
+        return True
+    if depth >= 3 or t not in _CONTAINERS or len(value) > 64:
+        return False
+    if t is dict:
+        for k, v in value.items():
+            if type(k) not in _SCALARS and not _builtin(k, depth + 1):
+                return False
+            if type(v) not in _SCALARS and not _builtin(v, depth + 1):
+                return False
+        return True
+    for v in value:
+        if type(v) not in _SCALARS and not _builtin(v, depth + 1):
+            return False
+    return True
+
+
 def _plain(value, depth):
     """True for values the C pickler serializes exactly as cloudpickle would:
     builtin scalars, numpy arrays, and small builtin containers of them."""
@@ -162,8 +184,18 @@ def layout(value, flags=FLAG_VALUE, on_ref=None):
     return total, parts
 
 
+def builtin_bytes(value, flags=FLAG_VALUE):
+    """to_bytes() of a value _builtin() accepts: no buffers and no refs, so the
+    blob is the header and the pickle."""
+    data = pickle.dumps(value, protocol=5)
+    return _HEAD.pack(_MAGIC, flags, 0, len(data)) + data
+
+
 def to_bytes(value, flags=FLAG_VALUE, on_ref=None):
-    """serialize() into one bytearray (arguments and results travel as bytes)."""
+    """serialize() into one bytes-like object (arguments and results travel as
+    bytes)."""
+    if _builtin(value, 0):
+        return builtin_bytes(value, flags)
     total, parts = layout(value, flags, on_ref)
     out = bytearray(total)
     for off, part in parts:

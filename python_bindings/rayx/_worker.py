@@ -33,6 +33,8 @@ def _load(key, name):
 
 
 def _decode_args(blob, ref_blobs):
+    if not ref_blobs:  # no ObjectRef among the arguments: no slots to fill
+        return ser.loads(blob, copy_buffers=True)[1]
     values = []
     for b in ref_blobs:
         flags, v = ser.loads(b, copy_buffers=True)

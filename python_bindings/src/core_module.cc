@@ -125,7 +125,9 @@ std::vector<Arg> ToArgs(const py::list& args) {
   out.reserve(args.size());
   for (const auto& a : args) {
     Arg arg;
-    if (py::isinstance<PyObjectRef>(a)) {
+    if (PyBytes_Check(a.ptr())) {  // the common case (rayx._serialization's blobs): no buffer_info
+      arg.bytes.assign(PyBytes_AS_STRING(a.ptr()), static_cast<size_t>(PyBytes_GET_SIZE(a.ptr())));
+    } else if (py::isinstance<PyObjectRef>(a)) {
       arg.ref = py::cast<PyObjectRef&>(a).handle;
     } else {
       py::buffer_info info = py::cast<py::buffer>(a).request();

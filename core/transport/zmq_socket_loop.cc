@@ -50,10 +50,21 @@ void ZmqSocketLoop::ScheduleDrain() {
   });
 }
 
+void ZmqSocketLoop::EndBatch() {
+  if (!on_batch_end_) return;
+  try {
+    on_batch_end_();
+  } catch (const std::exception& e) {
+    RAYX_LOG(Error) << "finishing a batch of messages failed: " << e.what();
+  }
+}
+
 void ZmqSocketLoop::Drain() {
+  bool handled_any = false;
   for (int handled = 0; handled < kMaxBatch; ++handled) {
     try {
       if (!(socket_.get(zmq::sockopt::events) & ZMQ_POLLIN)) {
+        if (handled_any) EndBatch();
         Arm();
         return;
       }
@@ -71,6 +82,7 @@ void ZmqSocketLoop::Drain() {
         continue;
       }
       if (frames.empty()) continue;
+      handled_any = true;
       try {
         on_message_(frames);
       } catch (const zmq::error_t&) {
@@ -83,11 +95,15 @@ void ZmqSocketLoop::Drain() {
         RAYX_LOG(Error) << "dropped a message whose handling failed (a non-standard exception)";
       }
     } catch (const zmq::error_t& e) {
-      if (e.num() == ETERM) return;
+      if (e.num() == ETERM) {
+        if (handled_any) EndBatch();  // what was handled still ends (a commit)
+        return;
+      }
       RAYX_LOG(Error) << "ZeroMQ receive failed: " << e.what();
     }
   }
   // More may be waiting: yield to timers, then continue.
+  if (handled_any) EndBatch();
   ScheduleDrain();
 }
 

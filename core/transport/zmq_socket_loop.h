@@ -31,6 +31,10 @@ class ZmqSocketLoop {
   // reported to `on_dropped` instead.
   using MessageHandler = std::function<void(Frames& frames)>;
   using DropHandler = std::function<void(size_t frame_count)>;
+  // Called after each pass over the socket that handled a message, before the
+  // loop waits or yields: what the handlers held back (a store transaction,
+  // replies) can be finished for the whole pass at once.
+  using BatchEndHandler = std::function<void()>;
 
   ZmqSocketLoop(boost::asio::io_context& io, zmq::socket_t& socket, MessageHandler on_message,
                 DropHandler on_dropped = nullptr);
@@ -40,6 +44,8 @@ class ZmqSocketLoop {
 
   // Begins watching the socket.
   void Start();
+  // Set before Start().
+  void SetBatchEnd(BatchEndHandler on_batch_end) { on_batch_end_ = std::move(on_batch_end); }
 
   // Sends all frames without blocking. Returns false (and sends nothing more)
   // when the peer's queue is full or unroutable; the caller decides whether that
@@ -51,12 +57,14 @@ class ZmqSocketLoop {
   void Arm();
   void Drain();
   void ScheduleDrain();
+  void EndBatch();
 
   boost::asio::io_context& io_;
   zmq::socket_t& socket_;
   boost::asio::posix::stream_descriptor fd_;
   MessageHandler on_message_;
   DropHandler on_dropped_;
+  BatchEndHandler on_batch_end_;
   bool drain_scheduled_ = false;
   bool waiting_ = false;
   // Lets queued handlers notice that this object is gone.

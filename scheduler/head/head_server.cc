@@ -58,6 +58,7 @@ Status HeadServer::Start() {
       });
   service_.SetOutbox(
       [this](const std::string& peer, transport::Frames frames) { SendTo(peer, std::move(frames)); });
+  loop_->SetBatchEnd([this] { EndBatch(); });
   loop_->Start();
   ScheduleExpiry();
   return Status::OK();
@@ -66,6 +67,10 @@ Status HeadServer::Start() {
 void HeadServer::OnMessage(transport::Frames& frames) {
   // frames[0] is the ROUTER's routing id of the sender.
   if (frames.size() < 2) return;
+  if (!in_batch_) {
+    in_batch_ = true;
+    if (options_.service.store) options_.service.store->BeginBatch();
+  }
   transport::Frames request(std::make_move_iterator(frames.begin() + 1),
                             std::make_move_iterator(frames.end()));
   std::string peer(transport::FrameView(frames[0]));
@@ -78,8 +83,19 @@ void HeadServer::SendTo(const std::string& peer, transport::Frames frames) {
   out.reserve(frames.size() + 1);
   out.push_back(transport::MakeFrame(peer));
   for (auto& frame : frames) out.push_back(std::move(frame));
+  if (in_batch_) {
+    held_.push_back(std::move(out));
+    return;
+  }
   // A full or vanished peer loses this message: its requests time out.
   (void)loop_->Send(out);
+}
+
+void HeadServer::EndBatch() {
+  in_batch_ = false;
+  if (options_.service.store) options_.service.store->EndBatch();
+  for (auto& out : held_) (void)loop_->Send(out);
+  held_.clear();
 }
 
 void HeadServer::ScheduleExpiry() {

@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/steady_timer.hpp>
@@ -40,6 +41,9 @@ class HeadServer {
   void OnMessage(transport::Frames& frames);
   void ScheduleExpiry();
   void SendTo(const std::string& peer, transport::Frames frames);
+  // Ends a pass of the socket loop: commits the pass's writes (HeadStore's
+  // group commit), then sends what the pass held back.
+  void EndBatch();
 
   boost::asio::io_context& io_;
   HeadServerOptions options_;
@@ -49,6 +53,10 @@ class HeadServer {
   std::unique_ptr<transport::ZmqSocketLoop> loop_;
   boost::asio::steady_timer expiry_timer_;
   uint16_t port_ = 0;
+  // Within a pass of the socket loop (from its first message to EndBatch):
+  // messages are held in `held_` until the pass's writes are committed.
+  bool in_batch_ = false;
+  std::vector<transport::Frames> held_;
   detail::LogRateLimiter drop_log_limiter_{20, std::chrono::seconds(10)};
 };
 

@@ -92,6 +92,7 @@ Result<std::unique_ptr<HeadStore>> HeadStore::Open(const std::string& path) {
 }
 
 HeadStore::~HeadStore() {
+  EndBatch();  // a batch still open (the head stopping mid-pass) is kept
   for (sqlite3_stmt* stmt : stmts_) sqlite3_finalize(stmt);
   sqlite3_close(db_);
 }
@@ -160,7 +161,28 @@ void HeadStore::WriteFailed(const std::string& what) {
   }
 }
 
+bool HeadStore::Exec(const char* sql) {
+  return sqlite3_exec(db_, sql, nullptr, nullptr, nullptr) == SQLITE_OK;
+}
+
+void HeadStore::EndBatch() {
+  batching_ = false;
+  if (!in_transaction_) return;
+  in_transaction_ = false;
+  if (Exec("COMMIT")) return;
+  WriteFailed("a batch of changes (COMMIT)");
+  // A commit that failed can leave the transaction open: end it, so that the
+  // next writes are not held in it.
+  if (!sqlite3_get_autocommit(db_)) Exec("ROLLBACK");
+}
+
 void HeadStore::Run(Stmt which, const std::vector<Arg>& args) {
+  if (batching_ && !in_transaction_) {
+    // The batch's first write opens its transaction; if that fails, the
+    // batch's writes commit one by one.
+    in_transaction_ = Exec("BEGIN");
+    if (!in_transaction_) batching_ = false;
+  }
   sqlite3_stmt* stmt = stmts_[which];
   sqlite3_reset(stmt);
   sqlite3_clear_bindings(stmt);

@@ -120,6 +120,13 @@ struct HeadState {
 // Reading happens once, at start (Load); the head's managers keep the live
 // copy in memory and never read back.
 //
+// Group commit: the head's event loop handles its messages in passes
+// (transport::ZmqSocketLoop) and wraps each pass in BeginBatch/EndBatch. The
+// pass's writes then share one transaction, begun at its first write and
+// committed by EndBatch; the head sends the pass's replies only after that
+// (HeadServer), so a reply still means its change is in the file. Writes
+// outside a batch (timers) commit one by one.
+//
 // A failed write (disk full, file removed) is logged once per minute and
 // counted (write_errors); the head keeps serving from memory: losing
 // durability is better than losing the cluster.
@@ -163,6 +170,11 @@ class HeadStore {
   void PutPackageKeeper(const std::string& hash, const std::string& owner);
   void DeletePackageKeeper(const std::string& hash, const std::string& owner);
 
+  // Group commit (see above). EndBatch commits what the batch wrote; a failed
+  // commit is rolled back and counted as a failed write.
+  void BeginBatch() { batching_ = true; }
+  void EndBatch();
+
   const std::string& path() const { return path_; }
   uint64_t write_errors() const { return write_errors_; }
 
@@ -205,11 +217,15 @@ class HeadStore {
   // Runs the prepared statement with `args` bound in order.
   void Run(Stmt stmt, const std::vector<Arg>& args);
   void WriteFailed(const std::string& what);
+  // Runs a transaction statement (BEGIN, COMMIT, ROLLBACK); false on failure.
+  bool Exec(const char* sql);
   Status Error(const std::string& what) const;
 
   std::string path_;
   sqlite3* db_ = nullptr;
   sqlite3_stmt* stmts_[kStmtCount] = {};
+  bool batching_ = false;        // between BeginBatch and EndBatch
+  bool in_transaction_ = false;  // the batch's transaction is open
   uint64_t write_errors_ = 0;
   int64_t last_error_log_s_ = 0;
 };

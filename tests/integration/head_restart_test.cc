@@ -5,6 +5,7 @@
 // its workers' program (RAYX_WORKER_MODE).
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sqlite3.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -260,6 +261,53 @@ TEST_F(HeadRestart, SigkilledHeadRestartsWithItsClusterAndTheDataPathNeverStops)
   // Leave nothing behind.
   found.Kill();
   rayx::RemovePlacementGroup(group.GetID());
+}
+
+// Whether the head's state file holds KV key `key` of namespace `ns`, read by
+// another connection (as a restarted head would read it).
+bool KvKeyInFile(const std::string& path, const std::string& ns, const std::string& key) {
+  sqlite3* db = nullptr;
+  bool found = false;
+  if (sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READONLY, nullptr) == SQLITE_OK) {
+    sqlite3_busy_timeout(db, 1000);
+    sqlite3_stmt* stmt = nullptr;
+    if (sqlite3_prepare_v2(db, "SELECT COUNT(*) FROM kv WHERE ns = ? AND key = ?", -1, &stmt,
+                           nullptr) == SQLITE_OK) {
+      sqlite3_bind_blob(stmt, 1, ns.data(), static_cast<int>(ns.size()), SQLITE_TRANSIENT);
+      sqlite3_bind_blob(stmt, 2, key.data(), static_cast<int>(key.size()), SQLITE_TRANSIENT);
+      found = sqlite3_step(stmt) == SQLITE_ROW && sqlite3_column_int64(stmt, 0) == 1;
+    }
+    sqlite3_finalize(stmt);
+  }
+  sqlite3_close(db);
+  return found;
+}
+
+// The head commits the writes of each pass over its socket together (group
+// commit) and sends that pass's replies after the commit: a change it answered
+// is in its file, also when many arrive at once from several threads.
+TEST_F(HeadRestart, AChangeTheHeadAnsweredIsAlreadyInItsFile) {
+  std::string file;
+  for (const auto& entry : std::filesystem::recursive_directory_iterator(cluster_->temp_dir())) {
+    if (entry.path().filename() == "head_state.sqlite3") file = entry.path().string();
+  }
+  ASSERT_FALSE(file.empty()) << "no head_state.sqlite3 under " << cluster_->temp_dir();
+  constexpr int kThreads = 8;
+  constexpr int kPuts = 100;
+  std::vector<std::future<std::string>> writers;
+  for (int t = 0; t < kThreads; ++t) {
+    writers.push_back(std::async(std::launch::async, [&file, t]() -> std::string {
+      for (int i = 0; i < kPuts; ++i) {
+        std::string key = "committed-" + std::to_string(t) + "-" + std::to_string(i);
+        if (!rayx::kv::Put(key, "v", true, "commit-test")) return key + ": the put was refused";
+        if (!KvKeyInFile(file, "commit-test", key)) {
+          return key + ": answered before it was in the head's file";
+        }
+      }
+      return "";
+    }));
+  }
+  for (auto& w : writers) EXPECT_EQ(w.get(), "");
 }
 
 // A worker's runtime never heartbeats, so only its connection tells it that the

@@ -206,6 +206,55 @@ TEST_F(HeadStoreTest, ANewFileIsEmptyAndInWalMode) {
   EXPECT_TRUE(fs::exists(path_ + "-wal")) << "the store should write ahead (WAL)";
 }
 
+// Rows of the kv table another connection sees (as a restarted head would).
+int64_t CommittedKvRows(const std::string& path) {
+  sqlite3* db = nullptr;
+  int64_t rows = -1;
+  if (sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READONLY, nullptr) == SQLITE_OK) {
+    sqlite3_stmt* stmt = nullptr;
+    if (sqlite3_prepare_v2(db, "SELECT COUNT(*) FROM kv", -1, &stmt, nullptr) == SQLITE_OK &&
+        sqlite3_step(stmt) == SQLITE_ROW) {
+      rows = sqlite3_column_int64(stmt, 0);
+    }
+    sqlite3_finalize(stmt);
+  }
+  sqlite3_close(db);
+  return rows;
+}
+
+TEST_F(HeadStoreTest, ABatchsWritesAreCommittedTogetherByEndBatch) {
+  auto store = Open();
+  ASSERT_NE(store, nullptr);
+  store->BeginBatch();
+  store->PutKv("ns", "a", "1", JobId());
+  store->PutKv("ns", "b", "2", JobId());
+  store->DeleteKv("ns", "a");
+  EXPECT_EQ(CommittedKvRows(path_), 0) << "a batch's writes are seen before EndBatch";
+  store->EndBatch();
+  EXPECT_EQ(CommittedKvRows(path_), 1);
+  // Outside a batch each write commits at once; an empty batch commits nothing.
+  store->PutKv("ns", "c", "3", JobId());
+  EXPECT_EQ(CommittedKvRows(path_), 2);
+  store->BeginBatch();
+  store->EndBatch();
+  EXPECT_EQ(store->write_errors(), 0u);
+}
+
+TEST_F(HeadStoreTest, ABatchStillOpenWhenTheStoreClosesIsKept) {
+  {
+    auto store = Open();
+    ASSERT_NE(store, nullptr);
+    store->BeginBatch();
+    store->PutKv("ns", "kept", "yes", JobId());
+  }
+  auto store = Open();
+  ASSERT_NE(store, nullptr);
+  auto state = store->Load();
+  ASSERT_TRUE(state.ok()) << state.status();
+  ASSERT_EQ(state->kv.size(), 1u);
+  EXPECT_EQ(state->kv[0].key, "kept");
+}
+
 TEST_F(HeadStoreTest, AFileThatIsNotADatabaseIsRefusedNamingIt) {
   {
     std::ofstream out(path_, std::ios::binary);

@@ -1,8 +1,10 @@
 // The object table: entries, waiters, Get/Wait and completion.
 #include "runtime/object_table.h"
 
+#include <algorithm>
 #include <chrono>
 #include <stdexcept>
+#include <thread>
 
 #include "object_store/shared_memory_store.h"
 #include "rayx/errors.h"
@@ -95,6 +97,7 @@ void ObjectTable::CompleteAll(std::vector<Completion>& batch) {
       }
     }
     wake = waiting_ > 0;
+    ends_.fetch_add(1, std::memory_order_release);  // spinning Gets are not in waiting_
   }
   batch.clear();
   if (wake) cv_.notify_all();
@@ -112,6 +115,42 @@ int64_t Unbounded(int64_t timeout_ms) { return timeout_ms >= (int64_t{1} << 40) 
 
 }  // namespace
 
+// Design: a sync call's result mostly comes back within ~100 us. A thread
+// that sleeps on the condition variable for it pays a futex wake-up and, on a
+// virtual machine, the exit of its halted vCPU on the way back: on the 2-core
+// build VM that was about half of a sync call (docs/performance.md). So Get
+// first watches `ends_` for up to spin_us, yielding each round (a busy machine
+// runs its other threads meanwhile), checks its object under the lock when
+// something ended, and only then sleeps. A Get whose object takes longer pays
+// spin_us of CPU once.
+template <typename Done>
+bool ObjectTable::Spin(std::unique_lock<std::mutex>& lock, Done& done,
+                       std::chrono::steady_clock::time_point deadline, int64_t timeout_ms) {
+  auto end = std::chrono::steady_clock::now() + std::chrono::microseconds(options_.spin_us);
+  if (timeout_ms >= 0) end = std::min(end, deadline);
+  uint64_t seen = ends_.load(std::memory_order_acquire);
+  lock.unlock();
+  spinning_.fetch_add(1, std::memory_order_relaxed);
+  bool ready = false;
+  for (;;) {
+    std::this_thread::yield();
+    uint64_t now_seen = ends_.load(std::memory_order_acquire);
+    if (now_seen != seen) {
+      seen = now_seen;
+      lock.lock();
+      if ((ready = done())) break;
+      lock.unlock();
+    }
+    if (std::chrono::steady_clock::now() >= end) {
+      lock.lock();
+      ready = done();
+      break;
+    }
+  }
+  spinning_.fetch_sub(1, std::memory_order_relaxed);
+  return ready;
+}
+
 ObjectBytes ObjectTable::Get(const ObjectId& id, int64_t timeout_ms) {
   timeout_ms = Unbounded(timeout_ms);
   auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
@@ -124,14 +163,18 @@ ObjectBytes ObjectTable::Get(const ObjectId& id, int64_t timeout_ms) {
         it = objects_.find(id.Hex());
         return it == objects_.end() || it->second.state != Entry::State::kPending;
       };
-      ++waiting_;
-      bool ready = true;
-      if (timeout_ms < 0) {
-        cv_.wait(lock, done);
-      } else {
-        ready = cv_.wait_until(lock, deadline, done);
+      bool ready =
+          options_.spin_us > 0 && timeout_ms != 0 && Spin(lock, done, deadline, timeout_ms);
+      if (!ready) {
+        ++waiting_;
+        ready = true;
+        if (timeout_ms < 0) {
+          cv_.wait(lock, done);
+        } else {
+          ready = cv_.wait_until(lock, deadline, done);
+        }
+        --waiting_;
       }
-      --waiting_;
       if (!ready) {
         throw GetTimeoutError("object " + id.Hex() + " was not ready within " +
                               std::to_string(timeout_ms) + " ms");
@@ -284,6 +327,7 @@ void ObjectTable::FailAllPending(const ErrorInfo& error) {
       entry.error = std::make_shared<ErrorInfo>(error);
     }
   }
+  ends_.fetch_add(1, std::memory_order_release);
   cv_.notify_all();
 }
 

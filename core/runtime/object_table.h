@@ -1,6 +1,8 @@
 // The objects a process owns: their values or locations, and who waits on them.
 #pragma once
 
+#include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
@@ -65,6 +67,10 @@ class ObjectTable {
     // A stored result that was released before it arrived: nobody holds it,
     // so its file should go. Runs inside CompleteAll. Default: nothing.
     std::function<void(const protocol::ObjectLocation&)> on_unwanted;
+    // Spin-then-block: Get watches a pending object this long (yielding the
+    // CPU each round) before it sleeps on the condition variable. 0: sleep at
+    // once. See Get.
+    int64_t spin_us = 0;
   };
   // How a task's argument stands (ResolveArg).
   enum class ArgState { kUnknown, kFailed, kPending, kValue, kStored };
@@ -138,6 +144,8 @@ class ObjectTable {
   size_t size();
   // Threads blocked in Get or Wait (for tests that must know one waits).
   size_t TEST_waiting();
+  // Threads spinning in Get (tests).
+  size_t TEST_spinning() const { return spinning_.load(); }
 
  private:
   struct Entry {
@@ -152,6 +160,12 @@ class ObjectTable {
     std::function<void()> recompute;             // Completion::recompute
   };
 
+  // Get's spin (see there): true when `done` held within options_.spin_us
+  // (or the deadline); returns with `lock` held either way.
+  template <typename Done>
+  bool Spin(std::unique_lock<std::mutex>& lock, Done& done,
+            std::chrono::steady_clock::time_point deadline, int64_t timeout_ms);
+
   const Options options_;
   std::mutex mu_;
   std::condition_variable cv_;
@@ -160,6 +174,10 @@ class ObjectTable {
   // an ObjectId key made Get and Put measurably slower (docs/performance.md).
   std::unordered_map<std::string, Entry> objects_;
   size_t waiting_ = 0;  // threads in Get/Wait, under mu_
+  // Bumped (under mu_) whenever pending objects may have ended: what a
+  // spinning Get watches without the lock.
+  std::atomic<uint64_t> ends_{0};
+  std::atomic<size_t> spinning_{0};  // threads in Spin
 };
 
 }  // namespace rayx::detail

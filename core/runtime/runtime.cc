@@ -6,11 +6,11 @@
 
 #include <boost/asio/post.hpp>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <future>
 #include <map>
 #include <mutex>
-
 
 #include "common/logging.h"
 #include "object_store/object_pull.h"
@@ -35,6 +35,24 @@ constexpr int64_t kTickMs = 100;
 constexpr int64_t kPullIdleTimeoutMs = 10000;
 // How long a call the user's thread makes to the head waits for its answer.
 constexpr int64_t kHeadCallTimeoutMs = 10000;
+// How long Get spins for a pending result before it sleeps (ObjectTable::Get).
+constexpr int64_t kGetSpinUs = 200;
+
+// RAYX_GET_SPIN_US overrides kGetSpinUs (0: never spin, e.g. on a machine
+// whose cores are all busy); a value that is not a number 0..100000 is
+// ignored with a warning.
+int64_t GetSpinUs() {
+  const char* text = std::getenv("RAYX_GET_SPIN_US");
+  if (text == nullptr || *text == '\0') return kGetSpinUs;
+  char* end = nullptr;
+  long long value = std::strtoll(text, &end, 10);
+  if (*end != '\0' || value < 0 || value > 100000) {
+    RAYX_LOG(Warning) << "RAYX_GET_SPIN_US=" << text << " is not a number of microseconds "
+                      << "from 0 to 100000: using " << kGetSpinUs;
+    return kGetSpinUs;
+  }
+  return value;
+}
 
 // This program's own executable (workers run it again by default).
 void SetOwnExecutable(protocol::RequestLeaseRequest* req) {
@@ -114,7 +132,8 @@ Runtime::Runtime(Config config)
             // the object again (ObjectTable::Get).
             return PullObject(sockets_->context.get(), location, kPullIdleTimeoutMs);
           },
-          [this](const protocol::ObjectLocation& location) { DeleteStored(location); }}),
+          [this](const protocol::ObjectLocation& location) { DeleteStored(location); },
+          GetSpinUs()}),
       id_prefix_(rayx::detail::RandomHex(8)),
       sockets_(std::make_unique<Sockets>()),
       work_(boost::asio::make_work_guard(io_)),

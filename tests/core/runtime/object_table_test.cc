@@ -104,6 +104,51 @@ TEST_F(ObjectTableTest, AHugeTimeoutWaitsInsteadOfOverflowing) {
   EXPECT_EQ(waited.get(), std::vector<bool>{true});
 }
 
+// Spin-then-block: a result that ends during the spin is taken without the
+// thread ever sleeping on the condition variable.
+TEST_F(ObjectTableTest, ASpinningGetTakesAResultThatArrivesDuringItsSpin) {
+  ObjectTable& table = Table({.spin_us = 60'000'000});
+  table.AddPending("a"_id);
+  table.AddPending("other"_id);
+  auto got =
+      std::async(std::launch::async, [&] { return std::string(table.Get("a"_id, 60000).view); });
+  auto deadline = std::chrono::steady_clock::now() + 10s;
+  while (table.TEST_spinning() < 1) {
+    ASSERT_LT(std::chrono::steady_clock::now(), deadline) << "Get never spun";
+    std::this_thread::yield();
+  }
+  // Another object's end makes the spinner look, and spin on: it never sleeps.
+  table.Complete(Value("other", "not this one"));
+  EXPECT_EQ(table.TEST_spinning(), 1u);
+  EXPECT_EQ(table.TEST_waiting(), 0u);
+  table.Complete(Value("a", "done"));
+  ASSERT_EQ(got.wait_for(10s), std::future_status::ready);
+  EXPECT_EQ(got.get(), "done");
+  EXPECT_EQ(table.TEST_spinning(), 0u);
+}
+
+// A spin that sees nothing end sleeps, and is woken like any Get.
+TEST_F(ObjectTableTest, ASpinThatEndsEmptyHandedSleepsUntilTheResult) {
+  ObjectTable& table = Table({.spin_us = 1000});
+  table.AddPending("a"_id);
+  auto got =
+      std::async(std::launch::async, [&] { return std::string(table.Get("a"_id, 60000).view); });
+  AwaitWaiters(1);
+  table.Complete(Value("a", "done"));
+  ASSERT_EQ(got.wait_for(10s), std::future_status::ready);
+  EXPECT_EQ(got.get(), "done");
+}
+
+// The spin never outlasts the caller's timeout.
+TEST_F(ObjectTableTest, ASpinEndsAtTheGetsTimeout) {
+  ObjectTable& table = Table({.spin_us = 60'000'000});
+  table.AddPending("a"_id);
+  auto start = std::chrono::steady_clock::now();
+  EXPECT_THROW(table.Get("a"_id, 20), GetTimeoutError);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 30s);
+  EXPECT_EQ(table.TEST_spinning(), 0u);
+}
+
 TEST_F(ObjectTableTest, GetTimesOutOnAPendingObject) {
   ObjectTable& table = Table();
   table.AddPending("a"_id);

@@ -3,6 +3,7 @@
 
 #include <sqlite3.h>
 
+#include <algorithm>
 #include <chrono>
 
 #include "common/logging.h"
@@ -147,12 +148,13 @@ Status HeadStore::Init() {
   return Status::OK();
 }
 
-void HeadStore::WriteFailed(const std::string& what) {
-  ++write_errors_;
+void HeadStore::WriteFailed(const std::string& what, uint64_t count) {
+  const bool first = write_errors_ == 0;
+  write_errors_ += count;
   int64_t now_s = std::chrono::duration_cast<std::chrono::seconds>(
                       std::chrono::steady_clock::now().time_since_epoch())
                       .count();
-  if (write_errors_ == 1 || now_s - last_error_log_s_ >= 60) {
+  if (first || now_s - last_error_log_s_ >= 60) {
     last_error_log_s_ = now_s;
     RAYX_LOG(Error) << "could not write " << what << " to the head's state file " << path_
                     << ": " << sqlite3_errmsg(db_) << " (" << write_errors_
@@ -170,10 +172,19 @@ void HeadStore::EndBatch() {
   if (!in_transaction_) return;
   in_transaction_ = false;
   if (Exec("COMMIT")) return;
-  WriteFailed("a batch of changes (COMMIT)");
+  // Busy (a checkpoint, a reader holding a lock): once more, then give up.
+  if (sqlite3_errcode(db_) == SQLITE_BUSY && Exec("COMMIT")) return;
+  BatchLost("COMMIT");
   // A commit that failed can leave the transaction open: end it, so that the
   // next writes are not held in it.
   if (!sqlite3_get_autocommit(db_)) Exec("ROLLBACK");
+}
+
+void HeadStore::BatchLost(const std::string& what) {
+  // The batch's earlier writes are gone with it: each is a failed write.
+  WriteFailed(what + " (with the " + std::to_string(batch_writes_) + " changes of its batch)",
+              std::max<uint64_t>(batch_writes_, 1));
+  batch_writes_ = 0;
 }
 
 void HeadStore::Run(Stmt which, const std::vector<Arg>& args) {
@@ -182,6 +193,7 @@ void HeadStore::Run(Stmt which, const std::vector<Arg>& args) {
     // batch's writes commit one by one.
     in_transaction_ = Exec("BEGIN");
     if (!in_transaction_) batching_ = false;
+    batch_writes_ = 0;
   }
   sqlite3_stmt* stmt = stmts_[which];
   sqlite3_reset(stmt);
@@ -197,7 +209,17 @@ void HeadStore::Run(Stmt which, const std::vector<Arg>& args) {
   }
   int rc = sqlite3_step(stmt);
   sqlite3_reset(stmt);
-  if (rc != SQLITE_DONE) WriteFailed(kStatements[which]);
+  if (in_transaction_) ++batch_writes_;
+  if (rc == SQLITE_DONE) return;
+  if (in_transaction_ && sqlite3_get_autocommit(db_)) {
+    // SQLite rolled the whole batch back (disk full, I/O error, no memory):
+    // the rest of this pass commits write by write.
+    in_transaction_ = false;
+    batching_ = false;
+    BatchLost(kStatements[which]);
+    return;
+  }
+  WriteFailed(kStatements[which]);
 }
 
 Result<HeadState> HeadStore::Load() {

@@ -170,13 +170,17 @@ class HeadStore {
   void PutPackageKeeper(const std::string& hash, const std::string& owner);
   void DeletePackageKeeper(const std::string& hash, const std::string& owner);
 
-  // Group commit (see above). EndBatch commits what the batch wrote; a failed
-  // commit is rolled back and counted as a failed write.
+  // Group commit (see above). EndBatch commits what the batch wrote. A batch
+  // SQLite rolls back (a failed statement inside it: disk full, I/O error) or
+  // whose commit fails is logged once and counted as that many failed writes;
+  // the head keeps serving from memory, as for any failed write.
   void BeginBatch() { batching_ = true; }
   void EndBatch();
 
   const std::string& path() const { return path_; }
   uint64_t write_errors() const { return write_errors_; }
+  // Runs `sql` on the store's connection (tests: e.g. a page limit).
+  bool TEST_Exec(const std::string& sql) { return Exec(sql.c_str()); }
 
  private:
   // Prepared statements, by purpose.
@@ -216,9 +220,12 @@ class HeadStore {
   Status Init();
   // Runs the prepared statement with `args` bound in order.
   void Run(Stmt stmt, const std::vector<Arg>& args);
-  void WriteFailed(const std::string& what);
+  void WriteFailed(const std::string& what, uint64_t count = 1);
   // Runs a transaction statement (BEGIN, COMMIT, ROLLBACK); false on failure.
   bool Exec(const char* sql);
+  // A batch's transaction was rolled back by `what`: logs it and counts each
+  // of its writes as failed.
+  void BatchLost(const std::string& what);
   Status Error(const std::string& what) const;
 
   std::string path_;
@@ -226,6 +233,7 @@ class HeadStore {
   sqlite3_stmt* stmts_[kStmtCount] = {};
   bool batching_ = false;        // between BeginBatch and EndBatch
   bool in_transaction_ = false;  // the batch's transaction is open
+  uint64_t batch_writes_ = 0;    // statements run in it
   uint64_t write_errors_ = 0;
   int64_t last_error_log_s_ = 0;
 };

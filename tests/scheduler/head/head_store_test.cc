@@ -240,6 +240,36 @@ TEST_F(HeadStoreTest, ABatchsWritesAreCommittedTogetherByEndBatch) {
   EXPECT_EQ(store->write_errors(), 0u);
 }
 
+// A statement that fails inside a batch (here: the file may not grow) makes
+// SQLite roll the batch back: its writes count as failed, and the rest of the
+// pass commits write by write instead of in a transaction that is gone.
+TEST_F(HeadStoreTest, ABatchRolledBackByAFailedWriteCountsAllItsWritesAsFailed) {
+  auto store = Open();
+  ASSERT_NE(store, nullptr);
+  store->PutKv("ns", "before", "1", JobId());
+  ASSERT_TRUE(store->TEST_Exec("PRAGMA wal_checkpoint(TRUNCATE)"));
+  sqlite3* db = nullptr;
+  int64_t pages = 0;
+  ASSERT_EQ(sqlite3_open_v2(path_.c_str(), &db, SQLITE_OPEN_READONLY, nullptr), SQLITE_OK);
+  sqlite3_stmt* stmt = nullptr;
+  if (sqlite3_prepare_v2(db, "PRAGMA page_count", -1, &stmt, nullptr) == SQLITE_OK &&
+      sqlite3_step(stmt) == SQLITE_ROW) {
+    pages = sqlite3_column_int64(stmt, 0);
+  }
+  sqlite3_finalize(stmt);
+  sqlite3_close(db);
+  ASSERT_GT(pages, 0);
+  ASSERT_TRUE(store->TEST_Exec("PRAGMA max_page_count=" + std::to_string(pages)));
+  store->BeginBatch();
+  store->PutKv("ns", "small-1", "2", JobId());
+  store->PutKv("ns", "small-2", "2", JobId());
+  store->PutKv("ns", "big", std::string(1 << 20, 'x'), JobId());  // the file is full
+  store->PutKv("ns", "after", "3", JobId());
+  store->EndBatch();
+  EXPECT_EQ(store->write_errors(), 3u) << "small-1, small-2 and big were lost with their batch";
+  EXPECT_EQ(CommittedKvRows(path_), 2) << "before and after are in the file";
+}
+
 TEST_F(HeadStoreTest, ABatchStillOpenWhenTheStoreClosesIsKept) {
   {
     auto store = Open();

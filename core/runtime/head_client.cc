@@ -105,9 +105,44 @@ void HeadClient::OnConnectionEvent(Frames& frames) {
   if (event != ZMQ_EVENT_CONNECTED || !disconnected_) return;
   disconnected_ = false;
   if (!registration_) return;  // not registered yet: nothing to restore
+  // Everything unanswered now went out on the connection that dropped.
+  const uint64_t sent_before = next_request_;
   protocol::DriverHeartbeatRequest probe;
   probe.job_id = registration_->job_id;
-  Call<protocol::DriverHeartbeatReply>(probe, [](Result<protocol::DriverHeartbeatReply>) {});
+  Call<protocol::DriverHeartbeatReply>(
+      probe, [this, sent_before](Result<protocol::DriverHeartbeatReply> r) {
+        // "register first" (a restarted head) is handled by OnMessage, which
+        // sends the waiting calls again after registering.
+        if (r.ok()) ResendAfterReconnect(sent_before);
+      });
+}
+
+void HeadClient::ResendAfterReconnect(uint64_t sent_before) {
+  // The same head answered: the connection dropped (a TCP reset, a network
+  // blip) and ZeroMQ made a new one. A reply the head sent meanwhile, or a
+  // request still in the dead connection, is lost: send every call still
+  // waiting again, under its own id and in order. The head answers a repeat
+  // from what it answered the first time (RequestDedup), so nothing is done
+  // twice; a duplicate reply finds no call here and is dropped.
+  std::vector<uint64_t> again;
+  for (const auto& [call_id, pending] : calls_) {
+    if (call_id < sent_before && pending.resend && call_id != reregister_id_) {
+      again.push_back(call_id);
+    }
+  }
+  if (again.empty()) return;
+  std::sort(again.begin(), again.end());
+  RAYX_LOG(Info) << "the connection to the head at " << head_.ToString()
+                 << " dropped and is back: sending " << again.size() << " waiting calls again";
+  for (uint64_t call_id : again) {
+    auto it = calls_.find(call_id);
+    if (it == calls_.end()) continue;
+    if (!SendFrames(it->second.frames)) {
+      RawCallback cb = std::move(it->second.done);
+      calls_.erase(it);
+      cb(Status::Unavailable("cannot send to the head at " + head_.ToString()));
+    }
+  }
 }
 
 void HeadClient::CallEncoded(uint16_t type, std::string body, uint16_t reply_type,

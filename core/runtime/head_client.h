@@ -134,6 +134,9 @@ class HeadClient final : public LeaseClient {
   };
 
   uint64_t NextRequestId() { return next_request_++; }
+  // Sends again the calls sent before `sent_before` and still unanswered,
+  // after a dropped connection to a head that did not restart.
+  void ResendAfterReconnect(uint64_t sent_before);
   // Registers `done` under `id` and sends `frames`. `resend`: send it again
   // after registering with a restarted head (heartbeats and the registration
   // itself are not).

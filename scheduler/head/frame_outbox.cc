@@ -5,25 +5,30 @@
 
 namespace rayx::scheduler {
 
+void FrameOutbox::Answer(const Requester& to, transport::Frames frames) {
+  if (on_answer_) on_answer_(to, frames);
+  send_(to.peer, std::move(frames));
+}
+
 void FrameOutbox::GrantLease(const Requester& to, const protocol::RequestLeaseReply& grant) {
-  send_(to.peer, transport::MakeMessage(grant, to.request_id));
+  Answer(to, transport::MakeMessage(grant, to.request_id));
 }
 
 void FrameOutbox::Fail(const Requester& to, const Status& status) {
-  send_(to.peer, transport::MakeErrorMessage(status, where_, to.request_id));
+  Answer(to, transport::MakeErrorMessage(status, where_, to.request_id));
 }
 
 void FrameOutbox::PlacementGroupWaitDone(const Requester& to,
                                          const protocol::WaitPlacementGroupReply& reply) {
-  send_(to.peer, transport::MakeMessage(reply, to.request_id));
+  Answer(to, transport::MakeMessage(reply, to.request_id));
 }
 
 void FrameOutbox::KvWaitDone(const Requester& to, const protocol::KvWaitReply& reply) {
-  send_(to.peer, transport::MakeMessage(reply, to.request_id));
+  Answer(to, transport::MakeMessage(reply, to.request_id));
 }
 
 void FrameOutbox::ActorFound(const Requester& to, const protocol::GetActorReply& reply) {
-  send_(to.peer, transport::MakeMessage(reply, to.request_id));
+  Answer(to, transport::MakeMessage(reply, to.request_id));
 }
 
 void FrameOutbox::ProcessExited(const std::string& owner_peer,

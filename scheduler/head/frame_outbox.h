@@ -19,6 +19,10 @@ class FrameOutbox final : public HeadOutbox {
   // `where` names the head in error replies. Default send: dropped.
   explicit FrameOutbox(std::string where) : where_(std::move(where)) {}
   void SetSend(SendFn send) { send_ = std::move(send); }
+  // Sees each answer to a request (not notices, not requests to agents) just
+  // before it is sent: RequestDedup keeps it for a repeat of that request.
+  using AnswerFn = std::function<void(const Requester& to, const transport::Frames& frames)>;
+  void SetAnswerObserver(AnswerFn observer) { on_answer_ = std::move(observer); }
 
   void GrantLease(const Requester& to, const protocol::RequestLeaseReply& grant) override;
   void Fail(const Requester& to, const Status& status) override;
@@ -42,7 +46,10 @@ class FrameOutbox final : public HeadOutbox {
                    const protocol::WatchDriverRequest& request) override;
 
  private:
+  void Answer(const Requester& to, transport::Frames frames);
+
   std::string where_;
+  AnswerFn on_answer_;
   SendFn send_ = [](const std::string&, transport::Frames) {};
 };
 

@@ -54,9 +54,16 @@ HeadService::HeadService(HeadServiceOptions options, const Clock& clock)
               [this](const std::string& peer_id) { return authenticated_peers_.count(peer_id) > 0; }),
       started_ms_(clock.NowMs()) {
   RegisterRoutes();
+  outbox_.SetAnswerObserver([this](const Requester& to, const transport::Frames& frames) {
+    dedup_.AnsweredLater(to.peer, to.request_id, frames);
+  });
+  leases_.SetHostedPeerEndObserver([this](const std::string& peer) { dedup_.RemovePeer(peer); });
   leases_.SetJobEndObserver([this](const JobId& job_id) {
     if (auto peers = peers_of_job_.find(job_id); peers != peers_of_job_.end()) {
-      for (const auto& peer : peers->second) authenticated_peers_.erase(peer);
+      for (const auto& peer : peers->second) {
+        authenticated_peers_.erase(peer);
+        dedup_.RemovePeer(peer);
+      }
       peers_of_job_.erase(peers);
     }
     if (size_t removed = kv_.OnJobFinished(job_id); removed > 0) {
@@ -188,6 +195,35 @@ void HeadService::RegisterRoutes() {
                            MessageType::kKvDeleteRequest, MessageType::kKvListRequest}) {
     router_.SetDecodeLimits(type, kv_limits);
   }
+}
+
+std::optional<transport::Frames> HeadService::Handle(transport::Frames& frames,
+                                                     const std::string& peer) {
+  uint64_t id = 0;  // set when this request is remembered (RequestDedup)
+  if (frames.size() >= 2 && dedup_.Tracks(peer)) {
+    auto env = protocol::Decode<protocol::Envelope>(transport::FrameView(frames[0]));
+    // Heartbeats and registrations are never sent again (and would crowd out
+    // the replies worth keeping).
+    if (env.ok() && env->id != 0 &&
+        env->t != static_cast<uint16_t>(protocol::MessageType::kDriverHeartbeatRequest) &&
+        env->t != static_cast<uint16_t>(protocol::MessageType::kRegisterDriverRequest)) {
+      transport::Frames again;
+      switch (dedup_.Check(peer, env->id, &again)) {
+        case RequestDedup::Seen::kAnswered:
+          ++repeated_requests_;
+          return again;
+        case RequestDedup::Seen::kParked:
+          ++repeated_requests_;
+          return std::nullopt;  // answered when its first copy is
+        case RequestDedup::Seen::kNew:
+          id = env->id;
+          break;
+      }
+    }
+  }
+  auto reply = router_.Dispatch(frames, peer);
+  if (id != 0) dedup_.Handled(peer, id, reply ? &*reply : nullptr);
+  return reply;
 }
 
 void HeadService::ExpireSilentNodes() {
@@ -549,9 +585,11 @@ Result<protocol::RegisterDriverReply> HeadService::OnRegisterDriver(
       return Status::NotFound("job " + req.job_id.Hex() + " is not running (it ended)");
     }
     authenticated_peers_.insert(call.peer_id);
+    dedup_.AddPeer(call.peer_id);
     return leases_.RegisterDetachedWorker(req, options_.cluster_id, call.peer_id);
   }
   bool fresh = authenticated_peers_.insert(call.peer_id).second;
+  dedup_.AddPeer(call.peer_id);
   auto reply = leases_.RegisterDriver(req, clock_.NowMs(), options_.cluster_id, call.peer_id);
   if (fresh) peers_of_job_[reply.job_id].push_back(call.peer_id);
   // A new driver on a machine of the cluster: its agent reports the driver's

@@ -14,6 +14,7 @@
 #include "head/kv_store.h"
 #include "head/lease_manager.h"
 #include "head/node_table.h"
+#include "head/request_dedup.h"
 #include "head/request_router.h"
 #include "protocol/group_messages.h"
 #include "protocol/job_messages.h"
@@ -69,9 +70,9 @@ class HeadService {
   // Handles one message (routing frame already removed). Returns the reply to
   // send back now, or nullopt when there is none (dropped, or answered later
   // through the outbox). `peer` is the sender's routing id.
-  std::optional<transport::Frames> Handle(transport::Frames& frames, const std::string& peer) {
-    return router_.Dispatch(frames, peer);
-  }
+  // A registered runtime's repeat of a request (sent again after its
+  // connection dropped) is answered from RequestDedup instead.
+  std::optional<transport::Frames> Handle(transport::Frames& frames, const std::string& peer);
 
   // Declares silent nodes dead and ends KV and placement group waits whose
   // deadline passed; called once per heartbeat period. Also writes the summary
@@ -91,6 +92,10 @@ class HeadService {
   // Agent messages dropped because they came from a node incarnation that is
   // not the current one (a node declared dead, or another epoch).
   uint64_t stale_incarnation_count() const { return stale_incarnation_count_; }
+  // Requests of runtimes that arrived again and were answered from
+  // RequestDedup (or dropped while their first copy is parked).
+  uint64_t repeated_request_count() const { return repeated_requests_; }
+  const RequestDedup& dedup() const { return dedup_; }
   // Routing ids that registered (agents, drivers, workers' runtimes).
   size_t authenticated_peer_count() const { return authenticated_peers_.size(); }
 
@@ -197,6 +202,9 @@ class HeadService {
   // holds live runtimes only.
   std::unordered_map<JobId, std::vector<std::string>> peers_of_job_;
   RequestRouter router_;
+  // Registered runtimes' requests by id, for the repeats of a dropped connection.
+  RequestDedup dedup_;
+  uint64_t repeated_requests_ = 0;
   int64_t started_ms_;
   int64_t last_flush_ms_ = 0;
   uint64_t stale_incarnation_count_ = 0;

@@ -562,6 +562,7 @@ void LeaseManager::EndHostedLeases(const LeaseId& lease_id) {
         back != host_lease_of_peer_.end() && back->second == lease_id) {
       host_lease_of_peer_.erase(back);
     }
+    if (hosted_peer_end_observer_) hosted_peer_end_observer_(peer);
     std::erase_if(pending_, [&](const Pending& p) {
       return !p.owner.head && p.owner.requester.peer == peer;
     });

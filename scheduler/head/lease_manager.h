@@ -85,6 +85,11 @@ class LeaseManager {
   void SetLeaseEndObserver(LeaseEndObserver observer) {
     lease_end_observer_ = std::move(observer);
   }
+  // Called with the routing id of each runtime hosted by a lease that ended
+  // (a worker's runtime: it is gone with its worker).
+  void SetHostedPeerEndObserver(std::function<void(const std::string& peer)> observer) {
+    hosted_peer_end_observer_ = std::move(observer);
+  }
 
   // Writes jobs, leases, named actors and placement groups through to `store`
   // (nullptr: none), which must outlive this manager.
@@ -392,6 +397,7 @@ class LeaseManager {
   uint64_t next_request_id_ = 1;
   std::function<void(const JobId& job_id)> job_end_observer_;
   LeaseEndObserver lease_end_observer_;
+  std::function<void(const std::string& peer)> hosted_peer_end_observer_;
   // Head-owned requests of actor restarts carry this bit (JobManager's do not).
   static constexpr uint64_t kActorRestartBit = uint64_t{1} << 63;
   std::unordered_map<uint64_t, std::string> actor_restarts_;  // request id -> actor name

@@ -21,6 +21,7 @@
 #include "rayx/kv.h"
 #include "rayx/rayx.h"
 #include "util/local_cluster.h"
+#include "util/tcp_proxy.h"
 #include "util/test_helpers.h"
 
 namespace {
@@ -380,6 +381,69 @@ TEST_F(HeadRestart, AStoppedClusterStartsAgainEmpty) {
 }
 
 }  // namespace
+
+// A head that does not restart, and a driver whose TCP connection to it drops
+// (a reset, a network blip) while its actor's lease request is parked there:
+// the grant the head sends meanwhile is lost with the connection. The driver
+// sees ZeroMQ reconnect, finds the same head (its probe is answered) and sends
+// its unanswered calls again; the head answers the repeated lease request with
+// the grant it already made (RequestDedup), so the actor runs, once. Before,
+// the call waited for ever while the head kept answering heartbeats.
+TEST(HeadConnectionDrop, AGrantSentWhileTheDriversConnectionWasDownReachesIt) {
+  LocalCluster::Options options;
+  options.head_node.num_cpus = 2;
+  options.head_node.num_gpus = 1;
+  options.heartbeat_period_ms = kHeartbeatMs;
+  options.node_timeout_ms = kNodeTimeoutMs;
+  auto cluster = LocalCluster::Start(options);
+  ASSERT_TRUE(cluster.ok()) << cluster.status();
+  const std::string& address = (*cluster)->address();
+  auto colon = address.rfind(':');
+  auto proxy = rayx::testing::TcpProxy::Start(
+      address.substr(0, colon), static_cast<uint16_t>(std::stoi(address.substr(colon + 1))));
+  ASSERT_TRUE(proxy.ok()) << proxy.status();
+  rayx::Options init;
+  init.address = "127.0.0.1:" + std::to_string((*proxy)->port());
+  init.token = (*cluster)->token();
+  rayx::Init(init);
+  {
+    // The one GPU is held: the second actor's lease request is parked in the head.
+    auto holder = rayx::Actor(Counter::Create).SetResources({{"GPU", 1}}).Remote(0);
+    pid_t holder_pid = *holder.Task(&Counter::Pid).Remote().Get(30000);
+    auto actor = rayx::Actor(Counter::Create).SetResources({{"GPU", 1}}).Remote(5);
+    ASSERT_TRUE(
+        (*cluster)
+            ->WaitFor([](const rayx::ClusterStatus& s) { return !s.pending_demands.empty(); },
+                      10000)
+            .ok());
+    (*proxy)->Cut();
+    // The holder's worker dies; the head grants the GPU to the parked request
+    // and sends the grant into the dead connection.
+    ASSERT_EQ(::kill(holder_pid, SIGKILL), 0);
+    auto granted = [&] {
+      std::string workers = (*cluster)->RunCli({"list", "workers"}).out;
+      return Contains(workers, "RUNNING") &&
+             !Contains(workers, " " + std::to_string(holder_pid) + " ");
+    };
+    ASSERT_TRUE(WaitUntil(granted, 30000)) << (*cluster)->RunCli({"list", "workers"}).out;
+    ASSERT_TRUE((*proxy)->Resume().ok());
+    auto start = std::chrono::steady_clock::now();
+    EXPECT_EQ(*actor.Task(&Counter::Add).Remote(1).Get(30000), 6);
+    EXPECT_LT(MsSince(start), 10000);
+    EXPECT_GE((*proxy)->accepted(), 2) << "the driver connected again through the proxy";
+    // Granted once: one actor worker, holding the one GPU.
+    std::string workers = (*cluster)->RunCli({"list", "workers"}).out;
+    size_t running = 0;
+    for (size_t at = workers.find("RUNNING"); at != std::string::npos;
+         at = workers.find("RUNNING", at + 1)) {
+      ++running;
+    }
+    EXPECT_EQ(running, 1u) << workers;
+    actor.Kill();
+  }
+  rayx::Shutdown();
+  EXPECT_TRUE((*cluster)->Stop().ok());
+}
 
 int main(int argc, char** argv) {
   if (std::getenv("RAYX_WORKER_MODE")) rayx::Init(argc, argv);  // serves tasks, never returns

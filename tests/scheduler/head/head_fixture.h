@@ -79,16 +79,22 @@ class HeadFixture : public ::testing::Test {
     head_->SetOutbox([this](const std::string& peer, Frames frames) {
       auto env = protocol::Decode<protocol::Envelope>(transport::FrameView(frames[0]));
       ASSERT_TRUE(env.ok());
-      sent_.push_back({peer, env->t, env->id, std::string(transport::FrameView(frames[1]))});
+      // The test's own id, without what Send made unique.
+      uint64_t id = env->id & ((uint64_t{1} << kUniqueShift) - 1);
+      sent_.push_back({peer, env->t, id, std::string(transport::FrameView(frames[1]))});
     });
     sent_.clear();
   }
 
   // Sends `body` from `peer`; returns the reply's type and body: the
   // immediate one, or one the head sent through its outbox while handling it.
+  // A registered runtime's request ids are unique (the head answers a repeat
+  // from RequestDedup): the tests' fixed ids are made so, in the high bits.
   template <typename Req>
   std::pair<uint16_t, std::string> Send(const Req& body, const std::string& peer, uint64_t id) {
-    Frames frames = transport::MakeMessage(body, id);
+    uint64_t wire_id = id;
+    if (id != 0 && head_->dedup().Tracks(peer)) wire_id |= ++unique_ids_ << kUniqueShift;
+    Frames frames = transport::MakeMessage(body, wire_id);
     size_t before = sent_.size();
     auto reply = head_->Handle(frames, peer);
     if (!reply) {
@@ -195,6 +201,8 @@ class HeadFixture : public ::testing::Test {
   std::unique_ptr<HeadStore> store_;
   std::unique_ptr<HeadService> head_;
   std::deque<Sent> sent_;
+  static constexpr int kUniqueShift = 40;
+  uint64_t unique_ids_ = 0;
   int starts_ = 0;
   int64_t job_timeout_ms_ = 3000;
 };

@@ -131,10 +131,14 @@ void HeadClient::ResendAfterReconnect(uint64_t sent_before) {
     }
   }
   if (again.empty()) return;
-  std::sort(again.begin(), again.end());
   RAYX_LOG(Info) << "the connection to the head at " << head_.ToString()
                  << " dropped and is back: sending " << again.size() << " waiting calls again";
-  for (uint64_t call_id : again) {
+  SendAgain(std::move(again));
+}
+
+void HeadClient::SendAgain(std::vector<uint64_t> ids) {
+  std::sort(ids.begin(), ids.end());  // in the order they were first sent
+  for (uint64_t call_id : ids) {
     auto it = calls_.find(call_id);
     if (it == calls_.end()) continue;
     if (!SendFrames(it->second.frames)) {
@@ -285,18 +289,9 @@ void HeadClient::Reregister() {
         for (const auto& [call_id, pending] : calls_) {
           if (call_id < id && pending.resend) again.push_back(call_id);
         }
-        std::sort(again.begin(), again.end());
         RAYX_LOG(Info) << "registered again with the head at " << head_.ToString()
                        << "; sending " << again.size() << " waiting calls again";
-        for (uint64_t call_id : again) {
-          auto it = calls_.find(call_id);
-          if (it == calls_.end()) continue;
-          if (!SendFrames(it->second.frames)) {
-            RawCallback cb = std::move(it->second.done);
-            calls_.erase(it);
-            cb(Status::Unavailable("cannot send to the head at " + head_.ToString()));
-          }
-        }
+        SendAgain(std::move(again));
       },
       /*resend=*/false);
 }

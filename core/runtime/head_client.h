@@ -137,6 +137,9 @@ class HeadClient final : public LeaseClient {
   // Sends again the calls sent before `sent_before` and still unanswered,
   // after a dropped connection to a head that did not restart.
   void ResendAfterReconnect(uint64_t sent_before);
+  // Sends the waiting calls `ids` again, oldest first; one that cannot be sent
+  // fails with Unavailable.
+  void SendAgain(std::vector<uint64_t> ids);
   // Registers `done` under `id` and sends `frames`. `resend`: send it again
   // after registering with a restarted head (heartbeats and the registration
   // itself are not).

@@ -62,7 +62,11 @@ HeadService::HeadService(HeadServiceOptions options, const Clock& clock)
     if (auto peers = peers_of_job_.find(job_id); peers != peers_of_job_.end()) {
       for (const auto& peer : peers->second) {
         authenticated_peers_.erase(peer);
-        dedup_.RemovePeer(peer);
+        // A detached actor's runtime outlives the job, with its queued lease
+        // requests (FinishJob keeps them): its record goes with its worker
+        // (SetHostedPeerEndObserver), so a repeat after it registers again is
+        // still known.
+        if (!leases_.HostedByDetachedActor(peer)) dedup_.RemovePeer(peer);
       }
       peers_of_job_.erase(peers);
     }
@@ -202,11 +206,7 @@ std::optional<transport::Frames> HeadService::Handle(transport::Frames& frames,
   uint64_t id = 0;  // set when this request is remembered (RequestDedup)
   if (frames.size() >= 2 && dedup_.Tracks(peer)) {
     auto env = protocol::Decode<protocol::Envelope>(transport::FrameView(frames[0]));
-    // Heartbeats and registrations are never sent again (and would crowd out
-    // the replies worth keeping).
-    if (env.ok() && env->id != 0 &&
-        env->t != static_cast<uint16_t>(protocol::MessageType::kDriverHeartbeatRequest) &&
-        env->t != static_cast<uint16_t>(protocol::MessageType::kRegisterDriverRequest)) {
+    if (env.ok() && env->id != 0 && RequestDedup::Remembers(env->t)) {
       transport::Frames again;
       switch (dedup_.Check(peer, env->id, &again)) {
         case RequestDedup::Seen::kAnswered:

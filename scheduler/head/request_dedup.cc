@@ -1,7 +1,33 @@
 // RequestDedup: a runtime's repeated requests answered once.
 #include "head/request_dedup.h"
 
+#include "protocol/messages.h"
+
 namespace rayx::scheduler {
+
+bool RequestDedup::Remembers(uint16_t type) {
+  using protocol::MessageType;
+  switch (static_cast<MessageType>(type)) {
+    case MessageType::kFinishJobRequest:
+    case MessageType::kRequestLeaseRequest:
+    case MessageType::kReturnLeaseRequest:
+    case MessageType::kRegisterActorRequest:
+    case MessageType::kDropActorNameRequest:
+    case MessageType::kCreatePlacementGroupRequest:
+    case MessageType::kRemovePlacementGroupRequest:
+    case MessageType::kSubmitJobRequest:
+    case MessageType::kStopJobRequest:
+    case MessageType::kPutPackageRequest:
+    case MessageType::kKeepPackageRequest:
+    case MessageType::kKvPutRequest:
+    case MessageType::kKvDeleteRequest:
+    case MessageType::kWatchGroupRequest:
+    case MessageType::kUnwatchGroupRequest:
+      return true;
+    default:
+      return false;
+  }
+}
 
 void RequestDedup::AddPeer(const std::string& peer) { peers_.try_emplace(peer); }
 

@@ -27,6 +27,9 @@ namespace rayx::scheduler {
 //    dropped, the answer reaches the new connection when it comes;
 //  - unknown: the request was lost, and is handled as new.
 //
+// Only requests that change state are remembered (Remembers); their replies
+// are small (a grant, an id, a flag).
+//
 // Bounded: at most kMaxAnsweredPerPeer replies per runtime are kept (the
 // oldest go first; a client resends right after it reconnects, so the replies
 // it can miss are the latest ones), and a runtime's entries go with it
@@ -38,6 +41,13 @@ class RequestDedup {
   static constexpr size_t kMaxAnsweredPerPeer = 1024;
 
   enum class Seen { kNew, kParked, kAnswered };
+
+  // Whether requests of `type` are remembered: those that change the
+  // cluster's state (a lease, a name, a group, a KV entry, a job, a package,
+  // a group watch). Reads (lookups, status, waits for a key, a name or a
+  // group) are handled again: a repeat costs a second answer the client
+  // drops, and their replies (a KV value of up to 1 MiB) are not kept.
+  static bool Remembers(uint16_t type);
 
   // Starts remembering the requests of runtime `peer` (a routing id).
   void AddPeer(const std::string& peer);

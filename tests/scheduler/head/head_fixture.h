@@ -178,6 +178,13 @@ class HeadFixture : public ::testing::Test {
     req.bundle_index = group.empty() ? -1 : 0;
     auto [type, bytes] = Send(req, owner, 50);
     EXPECT_EQ(type, 0) << "a lease request is answered through the outbox";
+    StartTheWorker();
+    auto [to_driver, grant] = Take<protocol::RequestLeaseReply>();
+    EXPECT_EQ(to_driver.peer, owner);
+    return grant;
+  }
+  // The agent starts the worker of the oldest StartWorkerRequest and says so.
+  void StartTheWorker() {
     auto [to_agent, start] = Take<protocol::StartWorkerRequest>();
     EXPECT_EQ(to_agent.peer, kAgent);
     protocol::StartWorkerReply started;
@@ -186,9 +193,6 @@ class HeadFixture : public ::testing::Test {
     started.worker_pid = 4242;
     started.epoch = start.epoch;
     Send(started, kAgent, to_agent.id);
-    auto [to_driver, grant] = Take<protocol::RequestLeaseReply>();
-    EXPECT_EQ(to_driver.peer, owner);
-    return grant;
   }
   ClusterStatus Status() {
     return Call<protocol::GetClusterStatusReply>(protocol::GetClusterStatusRequest{kToken},

@@ -40,13 +40,7 @@ TEST_F(HeadRepeatTest, ARepeatedLeaseRequestGetsTheSameGrantAndNoSecondLease) {
   // A repeat while the worker starts: dropped (the grant will answer both).
   EXPECT_FALSE(Raw(req, kDriver, 1000).has_value());
   EXPECT_EQ(CountSent(MessageType::kStartWorkerRequest), 1u);
-  auto [to_agent, start] = Take<protocol::StartWorkerRequest>();
-  protocol::StartWorkerReply started;
-  started.lease_id = start.lease_id;
-  started.worker_address = "tcp://10.0.0.7:4000";
-  started.worker_pid = 4242;
-  started.epoch = start.epoch;
-  Send(started, kAgent, to_agent.id);
+  StartTheWorker();
   auto [to_driver, grant] = Take<protocol::RequestLeaseReply>();
   EXPECT_EQ(to_driver.peer, kDriver);
 
@@ -88,6 +82,16 @@ TEST_F(HeadRepeatTest, AnAgentsMessagesAreNeverTakenForRepeats) {
   EXPECT_EQ(head_->repeated_request_count(), 0u);
 }
 
+// Reads are handled again (their replies, a KV value of up to 1 MiB, are not kept).
+TEST_F(HeadRepeatTest, ReadsAreNotRememberedAndRunAgain) {
+  Call<protocol::RegisterDriverReply>(Driver(), kDriver, 2);
+  protocol::KvGetRequest get{"ns", "key"};
+  ASSERT_TRUE(Raw(get, kDriver, 9).has_value());
+  EXPECT_EQ(head_->dedup().remembered(kDriver), 0u);
+  ASSERT_TRUE(Raw(get, kDriver, 9).has_value());
+  EXPECT_EQ(head_->repeated_request_count(), 0u);
+}
+
 // A runtime's remembered requests go when its job ends.
 TEST_F(HeadRepeatTest, ARuntimesRequestsAreForgottenWhenItsJobEnds) {
   Call<protocol::RegisterNodeReply>(Hello(), kAgent, 1);
@@ -104,6 +108,22 @@ TEST_F(HeadRepeatTest, ARuntimesRequestsAreForgottenWhenItsJobEnds) {
   Call<protocol::FinishJobReply>(finish, kDriver, 3);
   EXPECT_FALSE(head_->dedup().Tracks(kDriver));
   EXPECT_EQ(head_->dedup().peer_count(), 0u);
+}
+
+// A detached actor's runtime outlives its job, with its queued lease requests:
+// its requests are still remembered after the job ends.
+TEST_F(HeadRepeatTest, ADetachedActorsRuntimeIsStillRememberedAfterItsJobEnds) {
+  Call<protocol::RegisterNodeReply>(Hello(), kAgent, 1);
+  JobId job = Call<protocol::RegisterDriverReply>(Driver(), kDriver, 2).job_id;
+  LeaseId detached = Lease(job, {{"CPU", 1}}, "", kDriver, /*detached=*/true).lease_id;
+  protocol::RegisterDriverRequest worker = Driver(job);
+  worker.host_lease_id = detached;
+  Call<protocol::RegisterDriverReply>(worker, "detached-worker", 4);
+  protocol::FinishJobRequest finish;
+  finish.job_id = job;
+  Call<protocol::FinishJobReply>(finish, kDriver, 3);
+  EXPECT_FALSE(head_->dedup().Tracks(kDriver));
+  EXPECT_TRUE(head_->dedup().Tracks("detached-worker"));
 }
 
 }  // namespace

@@ -453,6 +453,7 @@ void LeaseManager::OnStartWorkerError(uint64_t request_id, const Status& error) 
   if (it == leases_.end()) return;
   ReplyError(it->second.owner,
              Status(error.code(), "the worker did not start: " + error.message()));
+  it->second.request.reset();  // answered
   EndLease(lease_id, /*kill_worker=*/false, "its worker did not start");
 }
 
@@ -502,6 +503,13 @@ void LeaseManager::EndLease(const LeaseId& lease_id, bool kill_worker, const std
   if (it == leases_.end()) return;
   Lease lease = std::move(it->second);
   leases_.erase(it);
+  // A lease whose worker is still starting has not answered its owner's
+  // request yet (callers that answered it, or queued it again, cleared
+  // `request`): say why it will not be granted, or the caller waits for ever.
+  if (!lease.running && lease.request && !lease.owner.head) {
+    outbox_.Fail(lease.owner.requester,
+                 Status::Unavailable("the lease ended before its worker started: " + cause));
+  }
   BookDevices(lease, -1);
   if (lease.group_id.IsNil()) {
     nodes_.Release(lease.node, lease.resources, lease.gpu_ids);

@@ -61,8 +61,9 @@ void LeaseManager::OnNodeDead(const NodeId& node, const std::string& why) {
         ReplyError(lease.owner,
                    Status::Unavailable("the node chosen for this worker died before it started"));
       } else {
-        again.push_back(Pending{lease.owner, std::move(*req)});
+        again.push_back(Pending{lease.owner, *req});
       }
+      lease.request.reset();  // answered, or queued again
     }
     EndLease(id, /*kill_worker=*/false, reason);
   }

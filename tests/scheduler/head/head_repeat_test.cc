@@ -2,7 +2,7 @@
 // to the head dropped (HeadClient::ResendAfterReconnect). The head answers
 // each repeat as it answered the first copy: a lease is granted once, a
 // placement group made once; a repeat of a parked request waits for its
-// answer; agents' messages are never taken for repeats.
+// answer, which always comes; agents' messages are never taken for repeats.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -124,6 +124,43 @@ TEST_F(HeadRepeatTest, ADetachedActorsRuntimeIsStillRememberedAfterItsJobEnds) {
   Call<protocol::FinishJobReply>(finish, kDriver, 3);
   EXPECT_FALSE(head_->dedup().Tracks(kDriver));
   EXPECT_TRUE(head_->dedup().Tracks("detached-worker"));
+}
+
+// Every request a runtime waits for is answered: a lease whose worker is still
+// starting when its placement group is removed fails its owner's request
+// (before, nobody answered it, and its repeats were dropped as parked).
+TEST_F(HeadRepeatTest, ALeaseEndedWhileItsWorkerStartsAnswersItsOwner) {
+  Call<protocol::RegisterNodeReply>(Hello(), kAgent, 1);
+  JobId job = Call<protocol::RegisterDriverReply>(Driver(), kDriver, 2).job_id;
+  protocol::CreatePlacementGroupRequest pg;
+  pg.job_id = job;
+  pg.placement_group_id = PlacementGroupId::FromWire("group-1");
+  pg.bundles = {{{"CPU", 1}}};
+  Call<protocol::CreatePlacementGroupReply>(pg, kDriver, 3);
+  protocol::RequestLeaseRequest req;
+  req.job_id = job;
+  req.resources = {{"CPU", 1}};
+  req.for_actor = true;
+  req.placement_group_id = pg.placement_group_id;
+  req.bundle_index = 0;
+  EXPECT_FALSE(Raw(req, kDriver, 2000).has_value());
+  Take<protocol::StartWorkerRequest>();  // the agent starts it; it has not answered yet
+  protocol::RemovePlacementGroupRequest remove;
+  remove.placement_group_id = pg.placement_group_id;
+  EXPECT_TRUE(Call<protocol::RemovePlacementGroupReply>(remove, kDriver, 4).removed);
+  bool answered = false;
+  for (const auto& s : sent_) {
+    if (s.peer != kDriver || s.id != 2000) continue;
+    ASSERT_EQ(s.type, static_cast<uint16_t>(MessageType::kErrorReply));
+    auto error = protocol::Decode<protocol::ErrorReply>(s.body);
+    ASSERT_TRUE(error.ok());
+    EXPECT_NE(error->message.find("placement group was removed"), std::string::npos)
+        << error->message;
+    answered = true;
+  }
+  EXPECT_TRUE(answered) << "the owner's lease request was never answered";
+  transport::Frames again;
+  EXPECT_EQ(head_->dedup().Check(kDriver, 2000, &again), RequestDedup::Seen::kAnswered);
 }
 
 }  // namespace

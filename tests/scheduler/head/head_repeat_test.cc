@@ -22,6 +22,16 @@ class HeadRepeatTest : public HeadFixture {
     Frames frames = transport::MakeMessage(body, wire_id);
     return head_->Handle(frames, peer);
   }
+  // A node and a driver registered; the driver's request for group "group-1"
+  // (one {CPU: 1} bundle), not sent.
+  protocol::CreatePlacementGroupRequest NodeDriverAndGroup() {
+    Call<protocol::RegisterNodeReply>(Hello(), kAgent, 1);
+    protocol::CreatePlacementGroupRequest pg;
+    pg.job_id = Call<protocol::RegisterDriverReply>(Driver(), kDriver, 2).job_id;
+    pg.placement_group_id = PlacementGroupId::FromWire("group-1");
+    pg.bundles = {{{"CPU", 1}}};
+    return pg;
+  }
   size_t CountSent(MessageType type) const {
     size_t n = 0;
     for (const auto& s : sent_) n += s.type == static_cast<uint16_t>(type);
@@ -59,12 +69,7 @@ TEST_F(HeadRepeatTest, ARepeatedLeaseRequestGetsTheSameGrantAndNoSecondLease) {
 }
 
 TEST_F(HeadRepeatTest, ARepeatedPlacementGroupCreationMakesOneGroup) {
-  Call<protocol::RegisterNodeReply>(Hello(), kAgent, 1);
-  JobId job = Call<protocol::RegisterDriverReply>(Driver(), kDriver, 2).job_id;
-  protocol::CreatePlacementGroupRequest pg;
-  pg.job_id = job;
-  pg.placement_group_id = PlacementGroupId::FromWire("group-1");
-  pg.bundles = {{{"CPU", 1}}};
+  protocol::CreatePlacementGroupRequest pg = NodeDriverAndGroup();
   auto first = Raw(pg, kDriver, 77);
   auto second = Raw(pg, kDriver, 77);
   ASSERT_TRUE(first.has_value() && second.has_value());
@@ -130,15 +135,10 @@ TEST_F(HeadRepeatTest, ADetachedActorsRuntimeIsStillRememberedAfterItsJobEnds) {
 // starting when its placement group is removed fails its owner's request
 // (before, nobody answered it, and its repeats were dropped as parked).
 TEST_F(HeadRepeatTest, ALeaseEndedWhileItsWorkerStartsAnswersItsOwner) {
-  Call<protocol::RegisterNodeReply>(Hello(), kAgent, 1);
-  JobId job = Call<protocol::RegisterDriverReply>(Driver(), kDriver, 2).job_id;
-  protocol::CreatePlacementGroupRequest pg;
-  pg.job_id = job;
-  pg.placement_group_id = PlacementGroupId::FromWire("group-1");
-  pg.bundles = {{{"CPU", 1}}};
+  protocol::CreatePlacementGroupRequest pg = NodeDriverAndGroup();
   Call<protocol::CreatePlacementGroupReply>(pg, kDriver, 3);
   protocol::RequestLeaseRequest req;
-  req.job_id = job;
+  req.job_id = pg.job_id;
   req.resources = {{"CPU", 1}};
   req.for_actor = true;
   req.placement_group_id = pg.placement_group_id;

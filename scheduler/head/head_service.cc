@@ -203,25 +203,26 @@ void HeadService::RegisterRoutes() {
 
 std::optional<transport::Frames> HeadService::Handle(transport::Frames& frames,
                                                      const std::string& peer) {
+  if (!dedup_.Tracks(peer)) return router_.Dispatch(frames, peer);
+  // A registered runtime's message: its envelope is decoded once, here.
+  auto env = RequestRouter::DecodeEnvelope(frames, peer);
+  if (!env.ok()) return router_.Dispatch(frames, peer);  // dropped and logged there
   uint64_t id = 0;  // set when this request is remembered (RequestDedup)
-  if (frames.size() >= 2 && dedup_.Tracks(peer)) {
-    auto env = protocol::Decode<protocol::Envelope>(transport::FrameView(frames[0]));
-    if (env.ok() && env->id != 0 && RequestDedup::Remembers(env->t)) {
-      transport::Frames again;
-      switch (dedup_.Check(peer, env->id, &again)) {
-        case RequestDedup::Seen::kAnswered:
-          ++repeated_requests_;
-          return again;
-        case RequestDedup::Seen::kParked:
-          ++repeated_requests_;
-          return std::nullopt;  // answered when its first copy is
-        case RequestDedup::Seen::kNew:
-          id = env->id;
-          break;
-      }
+  if (env->id != 0 && RequestDedup::Remembers(env->t)) {
+    transport::Frames again;
+    switch (dedup_.Check(peer, env->id, &again)) {
+      case RequestDedup::Seen::kAnswered:
+        ++repeated_requests_;
+        return again;
+      case RequestDedup::Seen::kParked:
+        ++repeated_requests_;
+        return std::nullopt;  // answered when its first copy is
+      case RequestDedup::Seen::kNew:
+        id = env->id;
+        break;
     }
   }
-  auto reply = router_.Dispatch(frames, peer);
+  auto reply = router_.Dispatch(*env, frames, peer);
   if (id != 0) dedup_.Handled(peer, id, reply ? &*reply : nullptr);
   return reply;
 }

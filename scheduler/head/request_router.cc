@@ -129,26 +129,41 @@ Frames RequestRouter::Refuse(const Status& status, const Call& call) {
   return transport::MakeErrorMessage(status, options_.where, call.id);
 }
 
-std::optional<Frames> RequestRouter::Dispatch(Frames& frames, const std::string& peer_id) {
-  ++handled_;
-  const std::string peer = PeerName(peer_id);
+Result<protocol::Envelope> RequestRouter::DecodeEnvelope(const Frames& frames,
+                                                         const std::string& peer_id) {
   if (frames.size() < 2) {
-    LogRejection("dropped a " + std::to_string(frames.size()) + "-frame message from " + peer +
-                 ": expected [envelope][body]");
-    return std::nullopt;
+    return Status::InvalidArgument("dropped a " + std::to_string(frames.size()) +
+                                   "-frame message from " + PeerName(peer_id) +
+                                   ": expected [envelope][body]");
   }
   auto env = protocol::Decode<protocol::Envelope>(FrameView(frames[0]));
   if (!env.ok()) {
-    LogRejection("dropped a message from " + peer + " with an undecodable envelope: " +
-                 env.status().message());
+    return Status::InvalidArgument("dropped a message from " + PeerName(peer_id) +
+                                   " with an undecodable envelope: " + env.status().message());
+  }
+  return env;
+}
+
+std::optional<Frames> RequestRouter::Dispatch(Frames& frames, const std::string& peer_id) {
+  auto env = DecodeEnvelope(frames, peer_id);
+  if (!env.ok()) {
+    ++handled_;
+    LogRejection(env.status().message());
     return std::nullopt;
   }
-  Call call{peer_id, peer, env->id, protocol::MessageTypeName(env->t), frames};
+  return Dispatch(*env, frames, peer_id);
+}
+
+std::optional<Frames> RequestRouter::Dispatch(const protocol::Envelope& envelope, Frames& frames,
+                                              const std::string& peer_id) {
+  ++handled_;
+  const std::string peer = PeerName(peer_id);
+  Call call{peer_id, peer, envelope.id, protocol::MessageTypeName(envelope.t), frames};
   call.what = call.type_name;
-  if (Status version = protocol::CheckProtocolVersion(*env, "this head"); !version.ok()) {
+  if (Status version = protocol::CheckProtocolVersion(envelope, "this head"); !version.ok()) {
     return Refuse(version, call);
   }
-  auto it = routes_.find(env->t);
+  auto it = routes_.find(envelope.t);
   if (it == routes_.end()) {
     return Refuse(
         Status::InvalidArgument("unknown message type " + call.type_name + " for the head"), call);

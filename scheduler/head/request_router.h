@@ -113,6 +113,14 @@ class RequestRouter {
   // Handles one message (routing frame already removed). Returns the reply to
   // send now, or nullopt (dropped, a notice, or answered later).
   std::optional<transport::Frames> Dispatch(transport::Frames& frames, const std::string& peer_id);
+  // The same with the envelope already decoded by a caller that looked at it
+  // first. REQUIRES: `envelope` is DecodeEnvelope(frames, peer_id).
+  std::optional<transport::Frames> Dispatch(const protocol::Envelope& envelope,
+                                            transport::Frames& frames, const std::string& peer_id);
+  // The message's envelope, or InvalidArgument saying why the message is
+  // dropped (too few frames, an undecodable envelope).
+  static Result<protocol::Envelope> DecodeEnvelope(const transport::Frames& frames,
+                                                   const std::string& peer_id);
 
   // Constant-time comparison with the cluster token.
   bool TokenMatches(std::string_view presented) const;

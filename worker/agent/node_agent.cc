@@ -498,7 +498,7 @@ void NodeAgent::StartDeferred() {
     }
     deferred_.push_back(std::move(d));
   }
-  if (!deferred_.empty()) poll_due_ms_ = clock_.NowMs() + kPollMs;
+  if (!deferred_.empty()) poll_due_ms_ = now + kPollMs;
 }
 
 void NodeAgent::OnStartWorker(const protocol::StartWorkerRequest& req, uint64_t id) {
@@ -560,7 +560,7 @@ void NodeAgent::StartWithPackages(protocol::StartWorkerRequest req, uint64_t id)
     // A killed worker may still hold these devices: start once it is gone.
     const int64_t now = clock_.NowMs();
     deferred_.push_back(Deferred{std::move(req), id, now, now});
-    poll_due_ms_ = clock_.NowMs() + kPollMs;
+    poll_due_ms_ = now + kPollMs;
     ArmWakeup();
     return;
   }

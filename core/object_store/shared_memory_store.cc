@@ -6,8 +6,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstring>
 #include <filesystem>
+
+#include "rayx/ids.h"
 
 namespace fs = std::filesystem;
 
@@ -20,21 +23,23 @@ MappedObject::~MappedObject() {
 Result<std::shared_ptr<MappedObject>> MappedObject::Open(const std::string& path) {
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return Status::NotFound("object file " + path + ": " + std::strerror(errno));
+  auto mapped = Map(fd, path);
+  ::close(fd);  // the mapping stays valid
+  return mapped;
+}
+
+Result<std::shared_ptr<MappedObject>> MappedObject::Map(int fd, const std::string& path) {
   struct stat st {};
-  if (::fstat(fd, &st) != 0) {
-    ::close(fd);
-    return Status::Internal("fstat " + path + ": " + std::strerror(errno));
+  if (::fstat(fd, &st) != 0) return Status::Internal("fstat " + path + ": " + std::strerror(errno));
+  if (!S_ISREG(st.st_mode)) {
+    return Status::InvalidArgument(path + " is not a regular file: not an object");
   }
   size_t size = static_cast<size_t>(st.st_size);
   void* data = nullptr;
   if (size > 0) {
     data = ::mmap(nullptr, size, PROT_READ, MAP_SHARED, fd, 0);
-    if (data == MAP_FAILED) {
-      ::close(fd);
-      return Status::Internal("mmap " + path + ": " + std::strerror(errno));
-    }
+    if (data == MAP_FAILED) return Status::Internal("mmap " + path + ": " + std::strerror(errno));
   }
-  ::close(fd);  // the mapping stays valid
   return std::shared_ptr<MappedObject>(new MappedObject(data, size));
 }
 
@@ -46,10 +51,25 @@ Result<SharedMemoryStore> SharedMemoryStore::Create(const std::string& dir) {
   return SharedMemoryStore(dir);
 }
 
+std::string SharedMemoryStore::ObjectName(std::string_view job_id, std::string_view object_id) {
+  std::string name;
+  name.reserve(job_id.size() + 1 + object_id.size());
+  name.append(job_id).append("-").append(object_id);
+  return name;
+}
+
+bool SharedMemoryStore::IsObjectName(std::string_view name) {
+  constexpr size_t kJob = JobId::kHexDigits;
+  constexpr size_t kObject = ObjectId::kHexDigits;
+  return name.size() == kJob + 1 + kObject && name[kJob] == '-' &&
+         detail::IsLowerHex(name.substr(0, kJob)) && detail::IsLowerHex(name.substr(kJob + 1));
+}
+
 Result<std::string> SharedMemoryStore::Write(const std::string& name,
                                              std::string_view bytes) const {
-  if (name.empty() || name.find('/') != std::string::npos || name[0] == '.') {
-    return Status::InvalidArgument("bad object name '" + name + "'");
+  if (!IsObjectName(name)) {
+    return Status::InvalidArgument("bad object name '" + name.substr(0, 100) +
+                                   "': expected <job id>-<object id> in hex");
   }
   std::string path = dir_ + "/" + name;
   std::string tmp = path + ".partial";
@@ -78,12 +98,33 @@ Result<std::string> SharedMemoryStore::Write(const std::string& name,
 }
 
 bool SharedMemoryStore::Contains(const std::string& path) const {
-  if (path.size() <= dir_.size() + 1 || path.compare(0, dir_.size(), dir_) != 0 ||
+  if (dir_.empty() || path.size() <= dir_.size() + 1 || path.compare(0, dir_.size(), dir_) != 0 ||
       path[dir_.size()] != '/') {
     return false;
   }
-  std::string name = path.substr(dir_.size() + 1);
-  return !name.empty() && name.find('/') == std::string::npos && name[0] != '.';
+  return IsObjectName(std::string_view(path).substr(dir_.size() + 1));
+}
+
+Result<std::shared_ptr<MappedObject>> SharedMemoryStore::Open(const std::string& path) const {
+  if (!Contains(path)) {
+    return Status::InvalidArgument("'" + path.substr(0, 200) + "' is not an object of the store " +
+                                   dir_ + " (an object is " + dir_ +
+                                   "/<job id>-<object id>)");
+  }
+  // The name has no '/', so only its last component could be a link: never
+  // followed. O_NONBLOCK: a FIFO planted under an object's name cannot block
+  // the open (Map then refuses it as not a regular file).
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+  if (fd < 0) {
+    int err = errno;
+    if (err == ELOOP) {
+      return Status::InvalidArgument(path + " is a symbolic link, not an object");
+    }
+    return Status::NotFound("object file " + path + ": " + std::strerror(err));
+  }
+  auto mapped = MappedObject::Map(fd, path);
+  ::close(fd);  // the mapping stays valid
+  return mapped;
 }
 
 void SharedMemoryStore::Remove(const std::string& path) const {

@@ -22,8 +22,13 @@ class MappedObject {
 
   std::string_view view() const { return {static_cast<const char*>(data_), size_}; }
 
-  // Maps the file at `path`. NotFound when it does not exist.
+  // Maps the file at `path` (a trusted path: this process's own). NotFound
+  // when it does not exist. A path from the network goes through
+  // SharedMemoryStore::Open instead.
   static Result<std::shared_ptr<MappedObject>> Open(const std::string& path);
+  // Maps the open regular file `fd` (which stays the caller's to close);
+  // `path` names it in errors.
+  static Result<std::shared_ptr<MappedObject>> Map(int fd, const std::string& path);
 
  private:
   MappedObject(void* data, size_t size) : data_(data), size_(size) {}
@@ -33,6 +38,13 @@ class MappedObject {
 
 // Creating, deleting and measuring objects in one store directory. Stateless
 // apart from the path: any process of the node can use it.
+//
+// Containment: every path that arrives over the network (a call's stored
+// argument, a pull or delete request) names an object only when it is
+// dir() + "/" + NAME with NAME of the object form (IsObjectName); Open then
+// opens it with O_NOFOLLOW and maps it only when it is a regular file. So a
+// peer can name no file outside the store, no directory, no symlink planted
+// in it, and nothing but objects inside it.
 class SharedMemoryStore {
  public:
   explicit SharedMemoryStore(std::string dir) : dir_(std::move(dir)) {}
@@ -40,14 +52,28 @@ class SharedMemoryStore {
   // Creates the directory (0700). Unavailable when it cannot.
   static Result<SharedMemoryStore> Create(const std::string& dir);
 
+  // The file name of object `object_id` of job `job_id`, as every writer
+  // names it: "<job id>-<object id>" (16 and 32 lowercase hex digits).
+  static std::string ObjectName(std::string_view job_id, std::string_view object_id);
+  // True when `name` has that form.
+  static bool IsObjectName(std::string_view name);
+
   // Writes `bytes` as the object `name` (created exclusively, then published
   // with a rename so readers never see a partial file). Returns its path.
+  // InvalidArgument unless `name` has the object form (IsObjectName).
   Result<std::string> Write(const std::string& name, std::string_view bytes) const;
 
-  // True when `path` names a file directly inside this store (no escape).
+  // True when `path` names an object of this store: directly inside it, with
+  // a name of the object form (no "..", no other directory, no other file).
   bool Contains(const std::string& path) const;
 
-  // Deletes the object at `path` (inside this store); a no-op when absent.
+  // Maps the object at `path`. InvalidArgument, naming the path, when it is
+  // not an object of this store (Contains) or not a regular file (a symlink is
+  // not followed); NotFound when it does not exist.
+  Result<std::shared_ptr<MappedObject>> Open(const std::string& path) const;
+
+  // Deletes the object at `path` when it is one of this store's (Contains);
+  // a no-op otherwise or when absent.
   void Remove(const std::string& path) const;
   // Deletes every object whose name starts with `prefix` (a job's objects).
   size_t RemovePrefix(const std::string& prefix) const;

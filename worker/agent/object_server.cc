@@ -58,7 +58,7 @@ void ObjectServer::OnMessage(transport::Frames& frames) {
             Status::InvalidArgument("not an object of this node's store: " + req->path),
             "object server", env->id));
       }
-      auto mapped = MappedObject::Open(req->path);
+      auto mapped = store_.Open(req->path);  // O_NOFOLLOW, regular files only
       if (!mapped.ok()) {
         return answer(transport::MakeErrorMessage(
             Status::NotFound("object " + req->path + " is gone (freed, or its job ended)"),

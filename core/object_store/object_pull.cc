@@ -8,9 +8,11 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
+#include <vector>
 #include <zmq.hpp>
 
 #include "transport/message.h"
@@ -53,39 +55,68 @@ Status ProbeServer(const std::string& endpoint, int timeout_ms) {
 }
 }  // namespace
 
+uint64_t DefaultMaxPullBytes() {
+  long pages = ::sysconf(_SC_PHYS_PAGES);
+  long page = ::sysconf(_SC_PAGESIZE);
+  uint64_t half = pages > 0 && page > 0 ? static_cast<uint64_t>(pages) * static_cast<uint64_t>(page) / 2 : 0;
+  return std::max<uint64_t>(half, uint64_t{1} << 30);
+}
+
 Result<std::string> PullObject(zmq::context_t& context, const protocol::ObjectLocation& location,
-                               int64_t timeout_ms, uint64_t chunk, int window) {
-  RAYX_RETURN_IF_ERROR(ProbeServer(location.object_address, 1000));
+                               ObjectServerDirectory& servers, const PullOptions& options) {
+  const std::string& path = location.path;
+  const uint64_t size = location.size;
+  const uint64_t limit =
+      options.max_object_bytes > 0 ? options.max_object_bytes : DefaultMaxPullBytes();
+  if (size > limit) {
+    return Status::InvalidArgument("object " + path.substr(0, 200) + " declares " +
+                                   std::to_string(size) + " bytes, over the limit of " +
+                                   std::to_string(limit) + " bytes a pull takes into memory");
+  }
+  RAYX_RETURN_IF_ERROR(servers.Check(location.object_address));
+  const int64_t connect_ms = std::max<int64_t>(1, std::min(options.connect_timeout_ms,
+                                                            options.idle_timeout_ms));
+  RAYX_RETURN_IF_ERROR(
+      ProbeServer(location.object_address, static_cast<int>(std::min<int64_t>(connect_ms, 1000))));
+  const uint64_t chunk = std::max<uint64_t>(options.chunk, 1);
+  const uint64_t chunks = size == 0 ? 0 : (size - 1) / chunk + 1;
   zmq::socket_t socket(context, zmq::socket_type::dealer);
   socket.set(zmq::sockopt::linger, 0);
-  socket.connect(location.object_address);
-  std::string out(location.size, '\0');
-  uint64_t next_offset = 0;
+  // A reply is one chunk and its header: nothing larger is taken in.
+  socket.set(zmq::sockopt::maxmsgsize,
+             static_cast<int64_t>(std::min<uint64_t>(chunk, uint64_t{1} << 31) + 65536));
+  // Allocated once the server confirmed the size: a declared size alone
+  // sizes nothing.
+  std::string out;
+  bool confirmed = false;
+  std::vector<bool> have(chunks, false);
+  uint64_t next_chunk = 0;
   uint64_t received = 0;
-  uint64_t next_id = 1;
   int in_flight = 0;
-  auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(connect_ms);
+  auto where = [&] { return "pulling " + path.substr(0, 200) + " from " + location.object_address; };
   try {
-    while (received < location.size) {
-      while (in_flight < window && next_offset < location.size) {
+    socket.connect(location.object_address);
+    while (received < chunks) {
+      while (in_flight < std::max(options.window, 1) && next_chunk < chunks) {
         protocol::PullObjectRequest req;
-        req.path = location.path;
-        req.offset = next_offset;
-        req.length = std::min<uint64_t>(chunk, location.size - next_offset);
-        // The request id is the offset's chunk number + 1: replies place themselves.
-        transport::Frames frames = transport::MakeMessage(req, next_offset / chunk + 1);
+        req.path = path;
+        req.offset = next_chunk * chunk;
+        req.length = std::min<uint64_t>(chunk, size - req.offset);
+        // The request id is the chunk's number + 1: replies place themselves.
+        transport::Frames frames = transport::MakeMessage(req, next_chunk + 1);
         transport::SendFrames(socket, frames);
-        next_offset += req.length;
+        ++next_chunk;
         ++in_flight;
-        ++next_id;
       }
       auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
           deadline - std::chrono::steady_clock::now());
       if (left.count() <= 0) {
-        return Status::Unavailable("pulling " + location.path + " from " +
-                                   location.object_address + ": no answer for " +
-                                   std::to_string(timeout_ms / 1000) +
-                                   " s (is its node alive?)");
+        return Status::Unavailable(
+            where() + ": " +
+            (confirmed ? "no answer for " + std::to_string(options.idle_timeout_ms / 1000) + " s"
+                       : "no answer within " + std::to_string(connect_ms) + " ms") +
+            " (is its node alive?)");
       }
       zmq::pollitem_t item{socket.handle(), 0, ZMQ_POLLIN, 0};
       zmq::poll(&item, 1, left);
@@ -93,24 +124,43 @@ Result<std::string> PullObject(zmq::context_t& context, const protocol::ObjectLo
       transport::Frames reply = transport::ReceiveFrames(socket);
       if (reply.size() < 2) continue;
       auto env = protocol::Decode<protocol::Envelope>(transport::FrameView(reply[0]));
-      if (!env.ok()) return env.status();
+      if (!env.ok()) return Status::Internal(where() + ": " + env.status().message());
       if (env->t == static_cast<uint16_t>(protocol::MessageType::kErrorReply)) {
         auto error = protocol::Decode<protocol::ErrorReply>(transport::FrameView(reply[1]));
         return error.ok() ? error->ToStatus() : error.status();
       }
-      if (reply.size() < 3 || env->id == 0) return Status::Internal("malformed pull reply");
-      uint64_t offset = (env->id - 1) * chunk;
+      auto header = protocol::Decode<protocol::PullObjectReply>(transport::FrameView(reply[1]));
+      if (env->t != static_cast<uint16_t>(protocol::MessageType::kPullObjectReply) ||
+          !header.ok() || reply.size() != 3 || env->id == 0 || env->id > chunks) {
+        return Status::Internal(where() + ": a malformed reply");
+      }
+      if (header->size != size) {
+        return Status::InvalidArgument("object " + path.substr(0, 200) + " is " +
+                                       std::to_string(header->size) + " bytes at " +
+                                       location.object_address + ", but its location declares " +
+                                       std::to_string(size));
+      }
+      const uint64_t index = env->id - 1;
+      const uint64_t offset = index * chunk;
       std::string_view data = reply[2].View();
-      if (offset + data.size() > out.size()) return Status::Internal("pull reply out of range");
+      if (have[index] || data.size() != std::min<uint64_t>(chunk, size - offset)) {
+        return Status::Internal(where() + ": chunk " + std::to_string(index) + " came twice or " +
+                                "with " + std::to_string(data.size()) + " bytes");
+      }
+      if (!confirmed) {
+        out.resize(size);
+        confirmed = true;
+      }
       std::memcpy(out.data() + offset, data.data(), data.size());
-      received += data.size();
-      // An idle timeout: a large transfer takes as long as it needs while chunks come.
-      deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+      have[index] = true;
+      ++received;
+      // From the first answer on, an idle timeout: a large transfer takes as
+      // long as it needs while chunks come.
+      deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(options.idle_timeout_ms);
       --in_flight;
-      if (data.size() == 0) return Status::Internal("empty chunk while pulling " + location.path);
     }
   } catch (const zmq::error_t& e) {
-    return Status::Unavailable(std::string("pulling an object failed: ") + e.what());
+    return Status::Unavailable(where() + " failed: " + e.what());
   }
   return out;
 }

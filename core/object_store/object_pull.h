@@ -6,20 +6,46 @@
 #include <string>
 #include <unordered_map>
 
+#include "object_store/object_server_directory.h"
 #include "protocol/messages.h"
 #include "rayx/status.h"
 #include "transport/zmq_fwd.h"
 
 namespace rayx {
 
-// Pulls the object at `location` from its node's object server in chunks of
-// `chunk` bytes, keeping up to `window` requests in flight, into one buffer.
-// Blocking; uses its own socket on `context`. Returns NotFound when the object
-// is gone, Unavailable when the server sends nothing for `timeout_ms` (an idle
-// timeout: a long transfer takes as long as its chunks keep coming).
+// How a pull waits and what it takes.
+struct PullOptions {
+  // The longest silence while chunks come: a long transfer takes as long as
+  // its chunks keep coming. Default: 60 s.
+  int64_t idle_timeout_ms = 60000;
+  // The first answer must come within this: an address that accepts the
+  // connection and says nothing holds the puller no longer. Default: 5 s.
+  int64_t connect_timeout_ms = 5000;
+  uint64_t chunk = 4 << 20;  // Default: 4 MiB per request
+  int window = 4;            // Default: 4 requests in flight
+  // The largest object a pull takes into memory; 0: DefaultMaxPullBytes().
+  uint64_t max_object_bytes = 0;
+};
+
+// Half of this machine's physical memory (at least 1 GiB): a single object
+// larger than that would not fit beside anything else.
+uint64_t DefaultMaxPullBytes();
+
+// Pulls the object at `location` from its node's object server in chunks,
+// keeping several requests in flight, into one buffer. Blocking; uses its own
+// socket on `context`.
+//
+// Nothing the location declares is trusted before it is checked: its object
+// server must be one `servers` knows (InvalidArgument otherwise, before any
+// connection), its declared size at most the options' bound (InvalidArgument,
+// naming both, before anything is allocated), and the server's own size for
+// the object must equal the declared one (InvalidArgument otherwise); the
+// buffer is allocated only once the server confirmed the size. Returns
+// NotFound when the object is gone, Unavailable when the server refuses the
+// connection, does not answer within connect_timeout_ms, or goes silent for
+// idle_timeout_ms.
 Result<std::string> PullObject(zmq::context_t& context, const protocol::ObjectLocation& location,
-                               int64_t timeout_ms = 60000, uint64_t chunk = 4 << 20,
-                               int window = 4);
+                               ObjectServerDirectory& servers, const PullOptions& options = {});
 
 // Asks object servers to remove stored objects: one DEALER socket per server,
 // fire and forget (no replies; the job's end removes whatever a lost request

@@ -195,9 +195,9 @@ ObjectBytes ObjectTable::Get(const ObjectId& id, int64_t timeout_ms) {
     auto location = entry.location;
     lock.unlock();
     // In a store: mapped in place when it is on this machine, else pulled once.
-    if (location->node_address == options_.node_ip) {
-      auto mapped = MappedObject::Open(location->path);
-      if (mapped.ok()) {
+    if (location->node_address == options_.node_ip && options_.map_local) {
+      auto mapped = options_.map_local(*location);
+      if (mapped.ok() && (*mapped)->view().size() == location->size) {
         std::lock_guard<std::mutex> relock(mu_);
         auto again = objects_.find(id.Hex());
         if (again != objects_.end()) again->second.mapped = *mapped;

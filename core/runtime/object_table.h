@@ -12,6 +12,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "object_store/shared_memory_store.h"
 #include "object_store/store_writer.h"
 #include "protocol/messages.h"
 #include "rayx/detail/runtime_api.h"
@@ -60,8 +61,12 @@ class ObjectTable {
     std::function<void()> recompute;
   };
   struct Options {
-    // Objects stored on this address are mapped in place instead of pulled.
+    // Objects stored on this address are mapped in place (map_local) instead
+    // of pulled.
     std::string node_ip;
+    // Maps a stored object of this node in place; a failure (not one of this
+    // node's store's objects, or gone) pulls it instead. Default: pulls.
+    std::function<Result<std::shared_ptr<MappedObject>>(const protocol::ObjectLocation&)> map_local;
     // Fetches a stored object's bytes from another node. Default: fails.
     std::function<Result<std::string>(const protocol::ObjectLocation&)> pull;
     // A stored result that was released before it arrived: nobody holds it,

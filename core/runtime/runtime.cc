@@ -127,10 +127,18 @@ Runtime::Runtime(Config config)
     : config_(std::move(config)),
       objects_(ObjectTable::Options{
           config_.node_ip,
+          [this](const protocol::ObjectLocation& location)
+              -> Result<std::shared_ptr<MappedObject>> {
+            // Only an object of this node's own store is mapped in place.
+            if (local_store_dir_.empty()) return Status::NotFound("no object store on this node");
+            return SharedMemoryStore(local_store_dir_).Open(location.path);
+          },
           [this](const protocol::ObjectLocation& location) {
             // Silence this long means the node is gone: lineage may compute
             // the object again (ObjectTable::Get).
-            return PullObject(sockets_->context.get(), location, kPullIdleTimeoutMs);
+            PullOptions options;
+            options.idle_timeout_ms = kPullIdleTimeoutMs;
+            return PullObject(sockets_->context.get(), location, *object_servers_, options);
           },
           [this](const protocol::ObjectLocation& location) { DeleteStored(location); },
           GetSpinUs()}),
@@ -140,7 +148,10 @@ Runtime::Runtime(Config config)
       head_(std::make_unique<HeadClient>(io_, sockets_->context.get(), config_.head,
                                          HeadClient::Options{config_.head_timeout_ms})),
       tick_timer_(io_),
-      connector_(std::make_unique<ZmqWorkerConnector>(io_, sockets_->context.get())) {}
+      connector_(std::make_unique<ZmqWorkerConnector>(io_, sockets_->context.get())),
+      object_servers_(std::make_unique<ObjectServerDirectory>(
+          FetchObjectServersFromHead(config_.head.ToString(), config_.token, 5000), clock_,
+          ObjectServerDirectory::Options{})) {}
 
 Result<std::unique_ptr<Runtime>> Runtime::Start(const Config& config) {
   std::unique_ptr<Runtime> runtime(new Runtime(config));
@@ -166,6 +177,7 @@ Status Runtime::Connect() {
   // A node of the cluster on this machine lends its object store to large Puts.
   auto status = QueryClusterStatus(config_.head.ToString(), config_.token, 5000);
   if (status.ok()) {
+    object_servers_->Set(AliveObjectServers(*status));  // where pulls may go
     for (const auto& node : status->nodes) {
       if (node.alive && node.address == config_.node_ip && !node.store_dir.empty()) {
         local_store_dir_ = node.store_dir;
@@ -381,6 +393,9 @@ void Runtime::DeleteStored(const protocol::ObjectLocation& location) {
     ::unlink(location.path.c_str());
     return;
   }
+  // A deleter's socket keeps reconnecting to its address: only the cluster's
+  // object servers get one (the job's end removes anything left elsewhere).
+  if (!object_servers_->IsKnown(location.object_address)) return;
   sockets_->deleter.Delete(location.object_address, location.path);
 }
 

@@ -22,6 +22,7 @@
 
 #include "common/address.h"
 #include "common/clock.h"
+#include "object_store/object_server_directory.h"
 #include "object_store/store_writer.h"
 #include "protocol/codec.h"
 #include "protocol/messages.h"
@@ -207,6 +208,8 @@ class Runtime {
   std::string local_store_dir_;
   std::string local_object_address_;
   std::unique_ptr<StoreWriter> store_writer_;  // set when there is a local store
+  // The object servers pulls may connect to (the cluster's, from the head).
+  std::unique_ptr<ObjectServerDirectory> object_servers_;
 };
 
 // The process's runtime, or nullptr before Init / after Shutdown.

@@ -12,7 +12,6 @@
 #include <typeinfo>
 
 #include "common/logging.h"
-#include "object_store/object_pull.h"
 #include "protocol/codec.h"
 #include "rayx/detail/registry.h"
 #include "rayx/detail/runtime_api.h"
@@ -43,15 +42,37 @@ constexpr double kQuickCallUs = 50;
 // Results are sent at the latest after this many, or this many body bytes.
 constexpr uint32_t kMaxResultsPerReply = 256;
 constexpr size_t kMaxReplyBodyBytes = 256 * 1024;
+// How long a worker waits for the head's list of object servers.
+constexpr int64_t kServerListTimeoutMs = 5000;
 
 }  // namespace
 
-WorkerLoop::WorkerLoop(zmq::context_t& context, const WorkerEnv& env, SendFn send)
+WorkerLoop::WorkerLoop(zmq::context_t& context, const WorkerEnv& env, SendFn send,
+                       std::shared_ptr<ObjectServerDirectory> servers, PullOptions pull_options)
     : context_(context),
       send_(std::move(send)),
       node_ip_(env.node_ip),
+      job_(env.job_id.Hex()),
       store_(env.store_dir),
-      object_address_(env.object_address) {}
+      servers_(std::move(servers)),
+      pull_options_(pull_options),
+      object_address_(env.object_address) {
+  if (!servers_) {
+    static const SystemClock* clock = new SystemClock();  // never destroyed: outlives every loop
+    servers_ = std::make_shared<ObjectServerDirectory>(
+        FetchObjectServersFromHead(env.head_address, env.cluster_token, kServerListTimeoutMs),
+        *clock, ObjectServerDirectory::Options{}, std::vector<std::string>{env.object_address});
+  }
+}
+
+std::string WorkerLoop::Refusal(const protocol::TaskCallView& call) const {
+  if (batch_.job_id == job_) return "";
+  // A named actor is shared: its calls may come from other jobs.
+  if (!call.actor_id.empty() && !call.actor_creation) return "";
+  return "this worker belongs to job " + job_ + ", and the call came from job " +
+         std::string(batch_.job_id).substr(0, 64) +
+         ": a worker runs the tasks and creates the actors of its own job only";
+}
 
 void WorkerLoop::Handle(transport::Frames& frames) {
   if (frames.size() < 3) return;  // [routing][envelope][body][payload...]
@@ -90,7 +111,14 @@ void WorkerLoop::Handle(transport::Frames& frames) {
       construction_observer_ = nullptr;
       observer(/*began=*/true, "");
     }
-    CallOutcome outcome = Run(call, known.fn);
+    CallOutcome outcome;
+    if (std::string refusal = Refusal(call); !refusal.empty()) {
+      outcome.ok = false;
+      outcome.error_type = "WrongJob";
+      outcome.error_message = std::move(refusal);
+    } else {
+      outcome = Run(call, known.fn);
+    }
     if (observer) {
       observer(/*began=*/false,
                outcome.ok ? std::string() : outcome.error_type + ": " + outcome.error_message);
@@ -160,15 +188,38 @@ WorkerLoop::CallOutcome WorkerLoop::Run(const protocol::TaskCallView& call,
         args.push_back(arg.bytes);
         continue;
       }
-      if (arg.stored.node_address == node_ip_) {
-        auto mapped = MappedObject::Open(arg.stored.path);
-        if (mapped.ok()) {
+      // On this node (this agent's store): mapped in place, if it is one of
+      // the store's objects, of the size the call declares.
+      if (arg.stored.node_address == node_ip_ &&
+          (arg.stored.object_address == object_address_ || store_.Contains(arg.stored.path))) {
+        auto mapped = store_.Open(arg.stored.path);
+        if (mapped.ok() && (*mapped)->view().size() == arg.stored.size) {
           mappings.push_back(*mapped);
           args.push_back((*mapped)->view());
           continue;
         }
+        if (mapped.ok() || mapped.status().code() != StatusCode::kNotFound) {
+          out.ok = false;
+          out.error_type = "InvalidArgument";
+          out.error_message =
+              "argument " + std::to_string(a) + " of " + std::string(call.function) + ": " +
+              (mapped.ok() ? "the object " + arg.stored.path + " is " +
+                                 std::to_string((*mapped)->view().size()) +
+                                 " bytes, but the call declares " + std::to_string(arg.stored.size)
+                           : mapped.status().message());
+          return out;
+        }
+        // Gone here: its object server says so, or has a copy after all.
       }
-      auto bytes = PullObject(context_, arg.stored);
+      auto bytes = PullObject(context_, arg.stored, *servers_, pull_options_);
+      if (!bytes.ok() && bytes.status().code() == StatusCode::kInvalidArgument) {
+        // Not an object anyone may pull: refused, not lost (no recovery).
+        out.ok = false;
+        out.error_type = "InvalidArgument";
+        out.error_message = "argument " + std::to_string(a) + " of " + std::string(call.function) +
+                            " cannot be read: " + bytes.status().message();
+        return out;
+      }
       if (!bytes.ok()) {
         // Typed, with the lost copy's store path in the node field (a path
         // names one copy on one agent, unlike an address several agents of
@@ -245,11 +296,12 @@ void WorkerLoop::AddResult(const protocol::TaskCallView& call, CallOutcome outco
                         outcome.error_node.empty() ? node_ip_ : outcome.error_node);
     return;
   }
-  // A large result goes to this node's store; the reply says where.
+  // A large result goes to this node's store, under this worker's own job
+  // (removed when it ends); the reply says where. Another job's call (to a
+  // shared actor) gets its results inline.
   if (outcome.value.size() >= kInlineObjectLimit && !store_.dir().empty() &&
-      !call.return_id.empty()) {
-    auto path =
-        store_.Write(std::string(batch_.job_id) + "-" + std::string(call.return_id), outcome.value);
+      !call.return_id.empty() && batch_.job_id == job_) {
+    auto path = store_.Write(SharedMemoryStore::ObjectName(job_, call.return_id), outcome.value);
     if (path.ok()) {
       protocol::ObjectLocation stored;
       stored.node_address = node_ip_;

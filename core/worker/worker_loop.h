@@ -9,6 +9,8 @@
 #include <unordered_map>
 #include <vector>
 
+#include "object_store/object_pull.h"
+#include "object_store/object_server_directory.h"
 #include "object_store/shared_memory_store.h"
 #include "protocol/push_tasks.h"
 #include "transport/frame.h"
@@ -28,6 +30,15 @@ struct RemoteFunction;
 // quick; exceptions become error data. The loop does not own the connection:
 // RunWorker feeds it from a ROUTER socket, tests from a fake.
 //
+// Containment: a worker serves its own job (env.job_id). A task or an actor's
+// creation sent under another job id is refused with an error result naming
+// both ids; a call to this worker's actor from another job (a named actor is
+// shared) runs, but its results travel inline, so a file is only ever written
+// into the store under this worker's own job id, and goes when that job ends.
+// A stored argument is mapped only when it is an object of this node's store
+// (SharedMemoryStore::Open) of the size the call declares; any other is pulled
+// from a known object server, within the pull's bounds (PullObject).
+//
 // Not thread-safe: Handle and `send` run on the caller's one thread. `context`
 // (used to pull arguments stored on other nodes) must outlive the loop.
 class WorkerLoop {
@@ -35,7 +46,11 @@ class WorkerLoop {
   // Sends one reply: [routing][envelope][body][result frames...].
   using SendFn = std::function<void(transport::Frames& frames)>;
 
-  WorkerLoop(zmq::context_t& context, const WorkerEnv& env, SendFn send);
+  // `servers`: where stored arguments may be pulled from; nullptr: the
+  // cluster's object servers, asked of the head at env.head_address.
+  WorkerLoop(zmq::context_t& context, const WorkerEnv& env, SendFn send,
+             std::shared_ptr<ObjectServerDirectory> servers = nullptr,
+             PullOptions pull_options = {});
 
   // Handles one received message [routing][envelope][body][payload...]:
   // a PushTasksRequest runs; one that cannot be parsed (or has another protocol
@@ -74,6 +89,8 @@ class WorkerLoop {
   };
 
   KnownFunction& Lookup(std::string_view name);
+  // Why `call` (of the batch in batch_) is not run here; "" when it is.
+  std::string Refusal(const protocol::TaskCallView& call) const;
   CallOutcome Run(const protocol::TaskCallView& call, const RemoteFunction* fn);
   void AddResult(const protocol::TaskCallView& call, CallOutcome outcome);
   // Sends the results written so far as one reply.
@@ -83,7 +100,10 @@ class WorkerLoop {
   SendFn send_;
   ConstructionObserver construction_observer_;
   std::string node_ip_;
+  std::string job_;  // this worker's job id (hex)
   SharedMemoryStore store_{""};
+  std::shared_ptr<ObjectServerDirectory> servers_;
+  PullOptions pull_options_;
   std::string object_address_;
   std::shared_ptr<void> actor_;
   std::string actor_error_;  // why the actor could not be created

@@ -5,15 +5,20 @@
 #include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <chrono>
+#include <filesystem>
 #include <fstream>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
 #include <zmq.hpp>
 
+#include "common/clock.h"
 #include "protocol/codec.h"
 #include "protocol/push_tasks.h"
 #include "rayx/detail/registry.h"
@@ -22,6 +27,7 @@
 namespace worker_loop_test {
 
 int Add(int a, int b) { return a + b; }
+std::string Echo(std::string s) { return s; }
 int Fails(int x) { throw std::invalid_argument("x is " + std::to_string(x)); }
 std::string Big(int size) { return std::string(static_cast<size_t>(size), 'b'); }
 
@@ -30,12 +36,13 @@ class Counter {
   static Counter* Create(int start) { return new Counter(start); }
   explicit Counter(int start) : value_(start) {}
   int Add(int by) { return value_ += by; }
+  std::string Big(int size) { return std::string(static_cast<size_t>(size), 'c'); }
 
  private:
   int value_;
 };
 
-RAYX_REMOTE(Add, Fails, Big, Counter::Create, &Counter::Add);
+RAYX_REMOTE(Add, Echo, Fails, Big, Counter::Create, &Counter::Add, &Counter::Big);
 
 }  // namespace worker_loop_test
 
@@ -57,13 +64,17 @@ struct CallSpec {
 class WorkerLoopTest : public ::testing::Test {
  protected:
   WorkerLoopTest()
-      : loop_(context_, MakeEnv(),
-              [this](transport::Frames& out) { sent_.push_back(std::move(out)); }) {}
+      : servers_(std::make_shared<ObjectServerDirectory>(
+            [this]() -> Result<std::vector<std::string>> { return known_servers_; }, clock_,
+            ObjectServerDirectory::Options{})),
+        loop_(context_, MakeEnv(),
+              [this](transport::Frames& out) { sent_.push_back(std::move(out)); }, servers_) {}
 
   static WorkerEnv MakeEnv() {
     WorkerEnv env;
     env.node_ip = "127.0.0.1";
     env.head_address = "127.0.0.1:6380";
+    env.job_id = JobId::FromWire("job-1");
     return env;  // no store: every result travels in the reply
   }
 
@@ -112,6 +123,10 @@ class WorkerLoopTest : public ::testing::Test {
 
   zmq::context_t context_{1};
   std::vector<transport::Frames> sent_;
+  ManualClock clock_;
+  // The object servers the head would list.
+  std::vector<std::string> known_servers_;
+  std::shared_ptr<ObjectServerDirectory> servers_;
   WorkerLoop loop_;
 };
 
@@ -278,6 +293,7 @@ TEST_F(WorkerLoopTest, AnUnreadableStoredArgumentIsObjectLostNamingItsNode) {
   protocol::ObjectLocation gone;
   gone.node_address = "127.0.0.9";
   gone.object_address = "tcp://127.0.0.1:" + std::to_string(ntohs(addr.sin_port));
+  known_servers_ = {gone.object_address};  // a node of the cluster, now gone
   gone.path = "/store/lost";
   gone.size = 8;
   std::string body;
@@ -336,6 +352,249 @@ TEST_F(WorkerLoopTest, OtherMessagesAndShortOnesAreIgnored) {
   short_message.push_back(transport::MakeFrame("caller-1"));
   loop_.Handle(short_message);
   EXPECT_TRUE(sent_.empty());
+}
+
+
+// ---- Containment: what a worker maps, pulls and writes for a call.
+
+// A worker of job kJob with a store in a temp dir, fed pushes built by Push.
+class WorkerLoopContainment : public ::testing::Test {
+ protected:
+  static constexpr char kJob[] = "0123456789abcdef";
+  static constexpr char kOtherJob[] = "fedcba9876543210";
+  static constexpr char kOwnServer[] = "tcp://127.0.0.1:1";
+
+  // One argument: inline bytes, or a location.
+  struct Arg {
+    std::string bytes;
+    std::optional<protocol::ObjectLocation> stored;
+  };
+  struct Call {
+    uint64_t call_id;
+    std::string function;
+    std::vector<Arg> args;
+    std::string actor_id;
+    bool actor_creation = false;
+  };
+
+  WorkerLoopContainment() {
+    char pattern[] = "/tmp/rayx-worker-loop-XXXXXX";
+    root_ = mkdtemp(pattern);
+    store_ = root_ + "/rayx-store-test";
+    std::filesystem::create_directories(store_);
+    WorkerEnv env;
+    env.node_ip = "127.0.0.1";
+    env.head_address = "127.0.0.1:6380";
+    env.job_id = JobId::FromWire(kJob);
+    env.store_dir = store_;
+    env.object_address = kOwnServer;
+    servers_ = std::make_shared<ObjectServerDirectory>(
+        [this]() -> Result<std::vector<std::string>> { return known_servers_; }, clock_,
+        ObjectServerDirectory::Options{}, std::vector<std::string>{kOwnServer});
+    PullOptions pull;
+    pull.max_object_bytes = 1 << 20;
+    pull.connect_timeout_ms = 2000;
+    loop_ = std::make_unique<WorkerLoop>(
+        context_, env, [this](transport::Frames& out) { sent_.push_back(std::move(out)); },
+        servers_, pull);
+  }
+  ~WorkerLoopContainment() override { std::filesystem::remove_all(root_); }
+
+  static std::string ObjectId(int n) {
+    std::string hex = std::to_string(n);
+    return std::string(32 - hex.size(), '0') + hex;
+  }
+
+  // Writes `bytes` as object `n` of job kJob; returns its location.
+  protocol::ObjectLocation StoreObject(int n, const std::string& bytes) {
+    auto path = SharedMemoryStore(store_).Write(kJob + std::string("-") + ObjectId(n), bytes);
+    EXPECT_TRUE(path.ok()) << path.status();
+    return Local(path.ok() ? *path : "", bytes.size());
+  }
+  static protocol::ObjectLocation Local(const std::string& path, uint64_t size) {
+    protocol::ObjectLocation location;
+    location.node_address = "127.0.0.1";
+    location.object_address = kOwnServer;
+    location.path = path;
+    location.size = size;
+    return location;
+  }
+
+  void Push(const std::string& job, const std::vector<Call>& calls) {
+    std::string body;
+    protocol::PushTasksWriter writer;
+    writer.BeginRequest(&body, job);
+    for (const Call& call : calls) {
+      writer.Call(call.call_id, call.actor_creation, call.function, call.actor_id,
+                  ObjectId(1000 + static_cast<int>(call.call_id)),
+                  static_cast<uint32_t>(call.args.size()));
+      for (const Arg& arg : call.args) {
+        if (arg.stored) {
+          writer.StoredArg(*arg.stored);
+        } else {
+          writer.InlineArg(arg.bytes);
+        }
+      }
+    }
+    writer.Finish();
+    protocol::Envelope env;
+    env.t = static_cast<uint16_t>(MessageType::kPushTasksRequest);
+    env.id = calls.front().call_id;
+    transport::Frames frames;
+    frames.push_back(transport::MakeFrame("caller-1"));
+    frames.push_back(transport::MakeFrame(protocol::Encode(env)));
+    frames.push_back(transport::MakeFrame(body));
+    loop_->Handle(frames);
+  }
+
+  // The results of the last reply (its frames stay in sent_).
+  std::vector<protocol::TaskResultView> LastResults() {
+    EXPECT_FALSE(sent_.empty());
+    std::vector<protocol::TaskResultView> results;
+    if (sent_.empty()) return results;
+    auto& reply = sent_.back();
+    std::vector<std::string_view> payload;
+    for (size_t i = 3; i < reply.size(); ++i) payload.push_back(transport::FrameView(reply[i]));
+    Status parsed = protocol::ParsePushTasksReply(transport::FrameView(reply[2]), payload, &results);
+    EXPECT_TRUE(parsed.ok()) << parsed;
+    return results;
+  }
+
+  // The one result of a push of `call` from this worker's job.
+  protocol::TaskResultView RunOne(const Call& call, const std::string& job = kJob) {
+    Push(job, {call});
+    auto results = LastResults();
+    EXPECT_EQ(results.size(), 1u);
+    return results.empty() ? protocol::TaskResultView{} : results[0];
+  }
+
+  std::string root_, store_;
+  zmq::context_t context_{1};
+  std::vector<transport::Frames> sent_;
+  ManualClock clock_;
+  std::vector<std::string> known_servers_;
+  std::shared_ptr<ObjectServerDirectory> servers_;
+  std::unique_ptr<WorkerLoop> loop_;
+};
+
+TEST_F(WorkerLoopContainment, ATaskOfAnotherJobIsRefusedNamingBothJobs) {
+  auto result = RunOne({1, "Big", {{Pack(200 * 1024)}}}, kOtherJob);
+  EXPECT_EQ(result.value.kind, protocol::WireValue::kError);
+  EXPECT_EQ(result.error_type, "WrongJob");
+  EXPECT_NE(result.error_message.find(kJob), std::string::npos) << result.error_message;
+  EXPECT_NE(result.error_message.find(kOtherJob), std::string::npos) << result.error_message;
+  // An actor's creation too.
+  result = RunOne({2, "Counter::Create", {{Pack(1)}}, "actor-1", true}, kOtherJob);
+  EXPECT_EQ(result.error_type, "WrongJob");
+  // Nothing was written for the invented job.
+  for (const auto& entry : std::filesystem::directory_iterator(store_)) {
+    ADD_FAILURE() << "a file in the store: " << entry.path();
+  }
+}
+
+TEST_F(WorkerLoopContainment, LargeResultsAreStoredOnlyUnderTheWorkersOwnJob) {
+  auto own = RunOne({1, "Big", {{Pack(200 * 1024)}}});
+  ASSERT_EQ(own.value.kind, protocol::WireValue::kStored) << own.error_message;
+  EXPECT_EQ(own.value.stored.path, store_ + "/" + kJob + "-" + ObjectId(1001));
+  EXPECT_TRUE(std::filesystem::exists(own.value.stored.path));
+
+  // A named actor is shared: another job's call runs, its result inline.
+  ASSERT_EQ(RunOne({2, "Counter::Create", {{Pack(1)}}, "actor-1", true}).value.kind,
+            protocol::WireValue::kInline);
+  auto other = RunOne({3, "Counter::Big", {{Pack(200 * 1024)}}, "actor-1"}, kOtherJob);
+  EXPECT_EQ(other.value.kind, protocol::WireValue::kFrame) << other.error_message;
+  EXPECT_EQ(other.value.bytes.size(), Pack(std::string(200 * 1024, 'c')).size());
+  size_t files = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(store_)) {
+    EXPECT_EQ(entry.path().filename().string().rfind(kJob, 0), 0u) << entry.path();
+    ++files;
+  }
+  EXPECT_EQ(files, 1u);
+}
+
+TEST_F(WorkerLoopContainment, AStoredArgumentOfThisStoreIsMappedWhenItsSizeMatches) {
+  auto hello = StoreObject(1, Pack(std::string("hello")));
+  auto result = RunOne({1, "Echo", {{"", hello}}});
+  ASSERT_EQ(result.value.kind, protocol::WireValue::kInline) << result.error_message;
+  EXPECT_EQ(std::string(result.value.bytes), Pack(std::string("hello")));
+
+  hello.size += 1;
+  result = RunOne({2, "Echo", {{"", hello}}});
+  EXPECT_EQ(result.error_type, "InvalidArgument");
+  EXPECT_NE(result.error_message.find("declares"), std::string::npos) << result.error_message;
+}
+
+// Paths a caller names on this node: only objects of the store are opened.
+TEST_F(WorkerLoopContainment, APathOutsideTheStoreIsRefusedAndNeverRead) {
+  const std::string secret = root_ + "/secret";
+  std::ofstream(secret, std::ios::binary) << Pack(std::string("the secret"));
+  const uint64_t size = std::filesystem::file_size(secret);
+  std::vector<std::string> paths = {
+      secret,
+      store_ + "/../secret",
+      store_ + "/" + kJob + "-" + ObjectId(1) + "/../../secret",
+      store_ + "/not-an-object",
+      store_,
+  };
+  // A link planted under an object's name, and a FIFO (which would block a
+  // reader that opened it).
+  const std::string link = store_ + "/" + kJob + "-" + ObjectId(2);
+  std::filesystem::create_symlink(secret, link);
+  paths.push_back(link);
+  const std::string fifo = store_ + "/" + kJob + "-" + ObjectId(3);
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  paths.push_back(fifo);
+  std::filesystem::create_directory(store_ + "/" + kJob + "-" + ObjectId(4));
+  paths.push_back(store_ + "/" + kJob + "-" + ObjectId(4));
+  uint64_t id = 1;
+  for (const auto& path : paths) {
+    auto result = RunOne({id++, "Echo", {{"", Local(path, size)}}});
+    EXPECT_EQ(result.value.kind, protocol::WireValue::kError) << path;
+    EXPECT_EQ(result.error_type, "InvalidArgument") << path << ": " << result.error_message;
+    EXPECT_EQ(std::string(result.value.bytes).find("secret"), std::string::npos) << path;
+  }
+}
+
+// A location on another node: pulled only from a known object server, and
+// only when its declared size is within bounds; refused before connecting.
+TEST_F(WorkerLoopContainment, APullGoesOnlyToAKnownObjectServerWithinItsBound) {
+  // A TCP listener that counts who connects.
+  int listener = ::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
+  ASSERT_GE(listener, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(::bind(listener, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+  ASSERT_EQ(::listen(listener, 16), 0);
+  socklen_t len = sizeof addr;
+  ASSERT_EQ(::getsockname(listener, reinterpret_cast<sockaddr*>(&addr), &len), 0);
+  protocol::ObjectLocation elsewhere;
+  elsewhere.node_address = "127.0.0.9";
+  elsewhere.object_address = "tcp://127.0.0.1:" + std::to_string(ntohs(addr.sin_port));
+  elsewhere.path = "/dev/shm/rayx-store-x/" + std::string(kJob) + "-" + ObjectId(1);
+  elsewhere.size = 100;
+
+  auto start = std::chrono::steady_clock::now();
+  auto result = RunOne({1, "Echo", {{"", elsewhere}}});
+  EXPECT_EQ(result.error_type, "InvalidArgument");
+  EXPECT_NE(result.error_message.find("not the object server of any alive node"),
+            std::string::npos)
+      << result.error_message;
+  EXPECT_EQ(servers_->fetches(), 1u) << "an unknown address asks the head once";
+  result = RunOne({2, "Echo", {{"", elsewhere}}});
+  EXPECT_EQ(servers_->fetches(), 1u) << "and not again within the refresh period";
+
+  // Known, but declaring more than a pull takes: refused before connecting.
+  known_servers_ = {elsewhere.object_address};
+  clock_.Advance(5000);
+  elsewhere.size = uint64_t{2} << 30;
+  result = RunOne({3, "Echo", {{"", elsewhere}}});
+  EXPECT_EQ(result.error_type, "InvalidArgument");
+  EXPECT_NE(result.error_message.find("2147483648"), std::string::npos) << result.error_message;
+  EXPECT_NE(result.error_message.find("1048576"), std::string::npos) << result.error_message;
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5));
+  EXPECT_LT(::accept(listener, nullptr, nullptr), 0) << "something connected to the listener";
+  ::close(listener);
 }
 
 }  // namespace

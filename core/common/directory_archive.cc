@@ -3,10 +3,12 @@
 
 #include <fcntl.h>
 #include <signal.h>
+#include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <filesystem>
 #include <fstream>
 
@@ -14,58 +16,86 @@
 #include "rayx/resources.h"
 #include "protocol/job_messages.h"
 
+extern char** environ;
+
 namespace fs = std::filesystem;
 
 namespace rayx {
 namespace {
 
+// Writes all of `input` to `fd`, with SIGPIPE blocked on this thread so that
+// a tar that exits early cannot kill this process (one raised is taken back).
+void WriteAll(int fd, std::string_view input) {
+  sigset_t pipe_only, old;
+  sigemptyset(&pipe_only);
+  sigaddset(&pipe_only, SIGPIPE);
+  pthread_sigmask(SIG_BLOCK, &pipe_only, &old);
+  bool broken = false;
+  size_t off = 0;
+  while (off < input.size()) {
+    ssize_t n = ::write(fd, input.data() + off, input.size() - off);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      broken = n < 0 && errno == EPIPE;
+      break;
+    }
+    off += static_cast<size_t>(n);
+  }
+  if (broken && !sigismember(&old, SIGPIPE)) {
+    const timespec now{0, 0};
+    while (sigtimedwait(&pipe_only, nullptr, &now) < 0 && errno == EINTR) {
+    }
+  }
+  pthread_sigmask(SIG_SETMASK, &old, nullptr);
+}
+
 // Runs tar with `args`, feeding `input` to its stdin (when non-null) and
 // collecting up to `limit` bytes of its stdout into `out`. Returns tar's exit
 // status, or -1 when it could not run; sets `*cut` when output passed `limit`.
-int RunTar(std::vector<std::string> args, const std::string* input, std::string* out,
+// posix_spawn, not fork: the caller may have other threads (an agent's
+// package thread), and a forked child of a threaded process may not allocate.
+// The child is waited for by its pid only.
+int RunTar(std::vector<std::string> args, const std::string_view* input, std::string* out,
            uint64_t limit, bool* cut) {
-  int to_child[2] = {-1, -1}, from_child[2];
-  if (pipe(from_child) != 0) return -1;
-  if (input != nullptr && pipe(to_child) != 0) {
+  int to_child[2] = {-1, -1}, from_child[2] = {-1, -1};
+  if (pipe2(from_child, O_CLOEXEC) != 0) return -1;
+  if (input != nullptr && pipe2(to_child, O_CLOEXEC) != 0) {
     ::close(from_child[0]);
     ::close(from_child[1]);
     return -1;
   }
-  pid_t pid = fork();
-  if (pid < 0) return -1;
-  if (pid == 0) {
-    if (input != nullptr) {
-      dup2(to_child[0], 0);
-      ::close(to_child[0]);
-      ::close(to_child[1]);
-    }
-    dup2(from_child[1], 1);
-    int devnull = ::open("/dev/null", O_WRONLY);
-    if (devnull >= 0) dup2(devnull, 2);  // its complaints when cut off are noise
-    ::close(from_child[0]);
-    ::close(from_child[1]);
-    std::vector<char*> argv;
-    for (auto& a : args) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    execvp("tar", argv.data());
-    _exit(127);
-  }
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  if (input != nullptr) posix_spawn_file_actions_adddup2(&actions, to_child[0], 0);
+  posix_spawn_file_actions_adddup2(&actions, from_child[1], 1);
+  // Its complaints when cut off are noise.
+  posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0);
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  pid_t pid = 0;
+  int spawned = posix_spawnp(&pid, "tar", &actions, nullptr, argv.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
   ::close(from_child[1]);
+  if (input != nullptr) ::close(to_child[0]);
+  if (spawned != 0) {
+    ::close(from_child[0]);
+    if (input != nullptr) ::close(to_child[1]);
+    return -1;
+  }
   if (input != nullptr) {
-    ::close(to_child[0]);
-    // Archives given to unpack are written whole first: tar -x reads all its
-    // input before it writes anything to stdout (nothing, with -C).
-    size_t off = 0;
-    while (off < input->size()) {
-      ssize_t n = ::write(to_child[1], input->data() + off, input->size() - off);
-      if (n <= 0) break;
-      off += static_cast<size_t>(n);
-    }
+    // Archives given to unpack are written whole first: tar -x writes
+    // nothing to stdout (-C), so it never waits for us to read.
+    WriteAll(to_child[1], *input);
     ::close(to_child[1]);
   }
   char buf[1 << 16];
   ssize_t n;
-  while ((n = ::read(from_child[0], buf, sizeof buf)) > 0) {
+  while ((n = ::read(from_child[0], buf, sizeof buf)) != 0) {
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      break;
+    }
     if (out == nullptr) continue;
     if (out->size() + static_cast<size_t>(n) > limit) {
       *cut = true;
@@ -76,7 +106,11 @@ int RunTar(std::vector<std::string> args, const std::string* input, std::string*
   ::close(from_child[0]);
   if (*cut) ::kill(pid, SIGKILL);
   int status = 0;
-  waitpid(pid, &status, 0);
+  pid_t waited;
+  do {
+    waited = waitpid(pid, &status, 0);
+  } while (waited < 0 && errno == EINTR);
+  if (waited != pid) return -1;
   return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 
@@ -108,10 +142,35 @@ Result<std::string> PackDirectory(const std::string& dir, const std::vector<std:
     return Status::Internal("tar could not pack " + dir + " (run `tar -cf /dev/null -C " + dir +
                             " .` to see why)");
   }
+  // What nodes would refuse to unpack is refused here, where it can be fixed.
+  TarLimits limits;
+  limits.max_unpacked_bytes = std::max<uint64_t>(limit, limits.max_unpacked_bytes);
+  auto checked = CheckTarArchive(out, limits);
+  if (!checked.ok()) {
+    return Status::InvalidArgument(dir + " cannot be unpacked on the cluster's nodes: " +
+                                   checked.status().message() +
+                                   " (leave that entry out with an exclude)");
+  }
   return out;
 }
 
-Status UnpackArchive(const std::string& archive, const std::string& dest) {
+Status ExtractArchive(std::string_view archive, const std::string& dir, const TarLimits& limits) {
+  auto checked = CheckTarArchive(archive, limits);
+  if (!checked.ok()) return checked.status();
+  bool cut = false;
+  // Owners and permission bits from the archive are not applied (the umask
+  // is); the check above already refused devices, set-id bits and escapes.
+  int rc = RunTar({"tar", "-x", "-f", "-", "--no-same-owner", "--no-same-permissions", "-C", dir},
+                  &archive, nullptr, 0, &cut);
+  if (rc != 0) {
+    return Status::Internal(rc < 0 ? std::string("cannot run tar (is it installed?)")
+                                   : "tar could not unpack an archive of " +
+                                         std::to_string(archive.size()) + " bytes into " + dir);
+  }
+  return Status::OK();
+}
+
+Status UnpackArchive(const std::string& archive, const std::string& dest, const TarLimits& limits) {
   std::error_code ec;
   fs::path target(dest);
   fs::create_directories(target.parent_path(), ec);
@@ -120,12 +179,10 @@ Status UnpackArchive(const std::string& archive, const std::string& dest) {
   fs::remove_all(staging, ec);
   fs::create_directories(staging, ec);
   if (ec) return Status::Internal("cannot create " + staging.string() + ": " + ec.message());
-  bool cut = false;
-  int rc = RunTar({"tar", "-xf", "-", "-C", staging.string()}, &archive, nullptr, 0, &cut);
-  if (rc != 0) {
+  Status extracted = ExtractArchive(archive, staging.string(), limits);
+  if (!extracted.ok()) {
     fs::remove_all(staging, ec);
-    return Status::Internal("tar could not unpack an archive of " + std::to_string(archive.size()) +
-                            " bytes into " + dest);
+    return Status(extracted.code(), "unpacking into " + dest + ": " + extracted.message());
   }
   fs::rename(staging, target, ec);
   if (ec) {

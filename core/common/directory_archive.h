@@ -4,7 +4,10 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
+
+#include "common/tar_check.h"
 
 #include "rayx/status.h"
 #include "transport/sync_client.h"
@@ -14,14 +17,24 @@ namespace rayx {
 // Packs `dir` as a tar archive with sorted names, zero mtimes and owners, so
 // the same content always packs to the same bytes (and hash). Patterns in
 // `excludes` are tar --exclude patterns. InvalidArgument naming the size and
-// the limit when it would exceed `limit` bytes; Internal when tar fails.
+// the limit when it would exceed `limit` bytes, or naming an entry nodes would
+// refuse to unpack (a device, a FIFO, a set-id bit, a link out of the
+// directory: CheckTarArchive); Internal when tar fails.
 Result<std::string> PackDirectory(const std::string& dir, const std::vector<std::string>& excludes,
                                   uint64_t limit);
 
+// Checks `archive` (CheckTarArchive with `limits`: plain tar, every entry
+// inside, bounded) and unpacks it into the existing directory `dir` with tar,
+// applying no owners or permission bits from it. Blocking. InvalidArgument
+// naming the rule an archive breaks; Internal when tar fails.
+Status ExtractArchive(std::string_view archive, const std::string& dir, const TarLimits& limits);
+
 // Unpacks `archive` into `dest` atomically: into a sibling staging folder that
-// is renamed to `dest` once complete. A non-empty `dest` that exists already is
-// kept (callers name destinations by content hash, so it holds the same files).
-Status UnpackArchive(const std::string& archive, const std::string& dest);
+// is renamed to `dest` once complete (ExtractArchive's checks first). A
+// non-empty `dest` that exists already is kept (callers name destinations by
+// content hash, so it holds the same files).
+Status UnpackArchive(const std::string& archive, const std::string& dest,
+                     const TarLimits& limits = TarLimits());
 
 // Uploads `archive` to the head's package store unless it holds it already;
 // returns its content hash. Fails with the head's reason (e.g. over its size

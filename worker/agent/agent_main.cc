@@ -46,6 +46,14 @@ int main(int argc, char** argv) {
   std::string package_dir = "node-packages";
   flags.AddString("package-dir", &package_dir,
                   "where job working directories fetched from the head go (default ./node-packages)");
+  int64_t max_unpacked = static_cast<int64_t>(TarLimits().max_unpacked_bytes);
+  flags.AddInt("max-package-unpacked-bytes", &max_unpacked, 1, int64_t{1} << 50,
+               "refuse a working directory whose files hold more than this in all "
+               "(default 1073741824: 1 GiB)");
+  int64_t max_entries = static_cast<int64_t>(TarLimits().max_entries);
+  flags.AddInt("max-package-entries", &max_entries, 1, int64_t{1} << 32,
+               "refuse a working directory of more files, directories and links than this "
+               "(default 100000)");
   flags.AddString("store-root", &store_root,
                   "where the node's shared-memory object store directory is made (default /dev/shm)");
   flags.AddInt("ready-fd", &ready_fd, -1, 1 << 20, "fd to report start-up on");
@@ -124,6 +132,8 @@ int main(int argc, char** argv) {
   options.log_dir = log_dir;
   options.group_dir = group_dir;
   options.package_dir = package_dir;
+  options.package_limits.max_unpacked_bytes = static_cast<uint64_t>(max_unpacked);
+  options.package_limits.max_entries = static_cast<uint64_t>(max_entries);
   if (::access(store_root.c_str(), W_OK) != 0) store_root = "/tmp";
   options.store_dir = store_root + "/rayx-store-" + detail::RandomHex(6);
   // Test hooks for the version check: make this agent announce another version.

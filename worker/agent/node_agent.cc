@@ -26,7 +26,7 @@ NodeAgent::NodeAgent(boost::asio::io_context& io, NodeAgentOptions options, cons
       packages_(io, options_.package_dir, [this](const protocol::GetPackageRequest& req) {
         Send(req);
         return next_id_;
-      }, clock) {
+      }, clock, options_.package_limits) {
   if (!head_) head_ = std::make_unique<ZmqHeadConnection>(io, options_.head);
   if (!processes_) {
     processes_ = std::make_unique<LocalLeaseProcesses>(

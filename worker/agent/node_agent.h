@@ -56,6 +56,9 @@ struct NodeAgentOptions {
   std::string store_dir;
   // Where job working directories fetched from the head are unpacked.
   std::string package_dir = "node-packages";
+  // What one working directory may unpack to (TarLimits' defaults: 1 GiB of
+  // file data, 100,000 entries).
+  TarLimits package_limits;
 };
 
 // Single-threaded: everything runs on `io`. Calls `on_joined` once after the

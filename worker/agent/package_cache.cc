@@ -1,19 +1,15 @@
 // Fetching and unpacking job working directories on a node.
 #include "agent/package_cache.h"
 
-#include <spawn.h>
-#include <sys/wait.h>
-#include <unistd.h>
-
+#include <algorithm>
 #include <boost/asio/post.hpp>
-#include <cerrno>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 
 #include "common/content_hash.h"
+#include "common/directory_archive.h"
 #include "common/logging.h"
-
-extern char** environ;
 
 namespace rayx::worker {
 
@@ -31,13 +27,19 @@ Status WriteChunk(const std::string& part, bool first, const std::string& bytes)
   return Status::OK();
 }
 
-// Checks `part` against `hash` and unpacks it into `dest`. Blocking: hashing
-// and tar. The tar child is waited for by its pid only; the agent reaps only
-// the pids it started (LocalLeaseProcesses), so neither steals the other's.
+// Checks `part` against `hash` and unpacks it into `dest` (ExtractArchive's
+// checks first). Blocking: reading, hashing and tar. tar is waited for by its
+// pid only; the agent reaps only the pids it started (LocalLeaseProcesses),
+// so neither steals the other's.
 Result<std::string> VerifyAndUnpack(const std::string& part, const std::string& hash,
-                                    const std::string& dest) {
-  auto actual = FileContentHashHex(part);
-  if (!actual.ok() || *actual != hash) {
+                                    const std::string& dest, const TarLimits& limits) {
+  std::string archive;
+  {
+    std::ifstream in(part, std::ios::binary);
+    archive.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+    if (!in && !in.eof()) return Status::Internal("cannot read the fetched package " + part);
+  }
+  if (ContentHashHex(archive) != hash) {
     return Status::Internal("the fetched package does not match its hash");
   }
   // Unpack next to the final place, then rename: a half-unpacked directory is
@@ -46,23 +48,12 @@ Result<std::string> VerifyAndUnpack(const std::string& part, const std::string& 
   std::error_code ec;
   fs::remove_all(staging, ec);
   fs::create_directories(staging, ec);
-  std::vector<std::string> args = {"tar", "-xf", part, "-C", staging};
-  std::vector<char*> argv;
-  for (auto& a : args) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  pid_t pid = 0;
-  int status = 0;
-  int rc = posix_spawnp(&pid, "tar", nullptr, nullptr, argv.data(), environ);
-  pid_t waited = -1;
-  if (rc == 0) {
-    do {
-      waited = waitpid(pid, &status, 0);
-    } while (waited < 0 && errno == EINTR);
-  }
-  if (rc != 0 || waited != pid || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+  Status extracted = ExtractArchive(archive, staging, limits);
+  if (!extracted.ok()) {
     fs::remove_all(staging, ec);
-    return Status::Internal("cannot unpack the working directory with tar (" +
-                            std::string(rc != 0 ? "tar not found" : "tar failed") + ")");
+    fs::remove(part, ec);
+    return Status(extracted.code(), "cannot unpack the working directory " + hash.substr(0, 12) +
+                                        ": " + extracted.message());
   }
   std::ofstream(staging + "/.rayx-complete");
   fs::remove_all(dest, ec);
@@ -75,8 +66,17 @@ Result<std::string> VerifyAndUnpack(const std::string& part, const std::string& 
 }  // namespace
 
 PackageCache::PackageCache(boost::asio::io_context& io, std::string dir, SendFn send,
-                           const Clock& clock)
-    : io_(io), dir_(std::move(dir)), send_(std::move(send)), clock_(clock) {}
+                           const Clock& clock, TarLimits limits)
+    : io_(io), dir_(std::move(dir)), send_(std::move(send)), clock_(clock), limits_(limits) {}
+
+uint64_t PackageCache::MaxDownloadBytes(const TarLimits& limits) {
+  // Per entry: a header, a long-name or pax header with its block, and the
+  // padding of its data: 4 blocks at most.
+  constexpr uint64_t kPerEntry = 4 * 512;
+  uint64_t entries = std::min<uint64_t>(limits.max_entries, uint64_t{1} << 40);
+  uint64_t data = std::min<uint64_t>(limits.max_unpacked_bytes, uint64_t{1} << 50);
+  return data + entries * kPerEntry + 10240;
+}
 
 PackageCache::~PackageCache() {
   alive_.reset();
@@ -163,6 +163,17 @@ bool PackageCache::OnReply(uint64_t request_id, const protocol::GetPackageReply&
     Finish(reply.hash, Status::Internal("package transfer went out of order"));
     return true;
   }
+  if (reply.total_size > MaxDownloadBytes(limits_) ||
+      reply.offset + bytes.size() > reply.total_size) {
+    Finish(reply.hash,
+           Status::InvalidArgument(
+               "the working directory " + reply.hash.substr(0, 12) + " is " +
+               std::to_string(reply.total_size) + " bytes, over the " +
+               std::to_string(MaxDownloadBytes(limits_)) +
+               " bytes a package within this node's unpack limits can be (agent flags "
+               "--max-package-unpacked-bytes, --max-package-entries)"));
+    return true;
+  }
   std::string hash = reply.hash;
   std::string part = dir_ + "/" + hash + ".tar.part";
   bool first = fetch.received == 0;
@@ -184,7 +195,9 @@ bool PackageCache::OnReply(uint64_t request_id, const protocol::GetPackageReply&
         }
         std::string dest = DirOf(hash);
         OffLoop<Result<std::string>>(
-            [part, hash, dest] { return VerifyAndUnpack(part, hash, dest); },
+            [part, hash, dest, limits = limits_] {
+              return VerifyAndUnpack(part, hash, dest, limits);
+            },
             [this, hash, total](Result<std::string> dir) {
               if (dir.ok()) {
                 RAYX_LOG(Info) << "fetched working directory " << hash.substr(0, 12) << " ("

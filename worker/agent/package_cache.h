@@ -11,14 +11,17 @@
 #include <vector>
 
 #include "common/clock.h"
+#include "common/tar_check.h"
 #include "protocol/job_messages.h"
 #include "rayx/status.h"
 
 namespace rayx::worker {
 
 // Packages are tar archives named by their content hash. Ensure(hash) fetches
-// one from the head in chunks (one request in flight), checks the hash,
-// extracts it into <dir>/<hash>/ and marks it complete; later calls find it
+// one from the head in chunks (one request in flight; a package declaring more
+// than MaxDownloadBytes is refused before any is written), checks the hash,
+// checks the archive (ExtractArchive: plain tar, every entry inside, within
+// `limits`), extracts it into <dir>/<hash>/ and marks it complete; later calls find it
 // there at once. Concurrent Ensure calls for one hash share one fetch. A
 // request the head does not answer within kRequestTimeoutMs (on `clock`,
 // checked by Expire) is sent again, up to kAttempts times in all; then the
@@ -35,7 +38,10 @@ class PackageCache {
   // Sends a request to the head and returns its request id.
   using SendFn = std::function<uint64_t(const protocol::GetPackageRequest&)>;
 
-  PackageCache(boost::asio::io_context& io, std::string dir, SendFn send, const Clock& clock);
+  // `limits` bound what a package may unpack to (and so how large a download
+  // is taken: MaxDownloadBytes).
+  PackageCache(boost::asio::io_context& io, std::string dir, SendFn send, const Clock& clock,
+               TarLimits limits = TarLimits());
   ~PackageCache();
 
   // Calls `done` with the package's directory: at once when it is on this
@@ -47,6 +53,10 @@ class PackageCache {
   // Sends again, or fails, the requests unanswered for kRequestTimeoutMs.
   // Call periodically (the agent does every heartbeat).
   void Expire();
+
+  // The largest archive that can hold what `limits` allow: every entry's
+  // header and padding beside the data, and the end blocks.
+  static uint64_t MaxDownloadBytes(const TarLimits& limits);
 
   static constexpr uint64_t kChunk = 4 << 20;
   static constexpr int64_t kRequestTimeoutMs = 30000;
@@ -71,6 +81,7 @@ class PackageCache {
   std::string dir_;
   SendFn send_;
   const Clock& clock_;
+  const TarLimits limits_;
   std::map<std::string, Fetch> fetches_;  // by hash
   // Expires with the cache: posted results check it before touching `this`.
   std::shared_ptr<int> alive_ = std::make_shared<int>(0);

@@ -6,8 +6,10 @@
 
 #include <boost/asio/io_context.hpp>
 #include <chrono>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <optional>
 #include <vector>
 
@@ -223,6 +225,55 @@ TEST_F(PackageCacheTest, ResultsArrivingAfterTheCacheIsGoneAreDropped) {
   io_.restart();
   io_.run_for(std::chrono::milliseconds(50));
   EXPECT_FALSE(called);
+}
+
+
+// A package is a plain tar archive: a compressed one (a 50 KB gzip that would
+// inflate to 50 MiB) is refused after its download, and nothing is unpacked.
+TEST_F(PackageCacheTest, ACompressedPackageIsRefusedAndNothingIsUnpacked) {
+  std::string command = "head -c 52428800 /dev/zero > '" + dir_ + "/zeros' && tar -czf '" +
+                        dir_ + "/bomb.tgz' -C '" + dir_ + "' zeros";
+  ASSERT_EQ(std::system(command.c_str()), 0);
+  std::ifstream in(dir_ + "/bomb.tgz", std::ios::binary);
+  archive_.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  hash_ = ContentHashHex(archive_);
+  std::optional<Result<std::string>> result;
+  cache_->Ensure(hash_, [&](Result<std::string> dir) { result = std::move(dir); });
+  AnswerLatest();
+  ASSERT_TRUE(RunUntil([&] { return result.has_value(); }));
+  ASSERT_FALSE(result->ok());
+  EXPECT_EQ(result->status().code(), StatusCode::kInvalidArgument) << result->status();
+  EXPECT_NE(result->status().message().find("gzip-compressed"), std::string::npos)
+      << result->status();
+  EXPECT_FALSE(fs::exists(dir_ + "/packages/" + hash_));
+  EXPECT_FALSE(fs::exists(dir_ + "/packages/" + hash_ + ".unpacking"));
+  EXPECT_FALSE(fs::exists(dir_ + "/packages/" + hash_ + ".tar.part"));
+}
+
+// A reply declaring more than any package within the unpack limits could be
+// fails the fetch before anything is written.
+TEST_F(PackageCacheTest, ADownloadLargerThanTheLimitsAllowIsRefusedAtOnce) {
+  TarLimits limits;
+  limits.max_unpacked_bytes = 1 << 20;
+  limits.max_entries = 10;
+  cache_.emplace(
+      io_, dir_ + "/packages",
+      [this](const protocol::GetPackageRequest& req) {
+        requests_.push_back(req);
+        return ++next_id_;
+      },
+      clock_, limits);
+  std::optional<Result<std::string>> result;
+  cache_->Ensure(hash_, [&](Result<std::string> dir) { result = std::move(dir); });
+  protocol::GetPackageReply reply;
+  reply.hash = hash_;
+  reply.total_size = uint64_t{1} << 40;
+  EXPECT_TRUE(cache_->OnReply(next_id_, reply, std::string_view(archive_).substr(0, 100)));
+  ASSERT_TRUE(result.has_value()) << "refused inside OnReply, before any write";
+  EXPECT_EQ(result->status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(result->status().message().find("1099511627776"), std::string::npos)
+      << result->status();
+  EXPECT_NE(result->status().message().find("--max-package-unpacked-bytes"), std::string::npos);
 }
 
 }  // namespace

@@ -34,7 +34,24 @@ JobManager::JobManager(Options options, LeaseManager& leases, NodeTable& nodes, 
     : options_(std::move(options)), leases_(leases), nodes_(nodes), clock_(clock) {
   leases_.SetHeadOwner(this);
   std::error_code ec;
-  if (!options_.package_dir.empty()) fs::create_directories(options_.package_dir, ec);
+  if (options_.package_dir.empty()) return;
+  fs::create_directories(options_.package_dir, ec);
+  // The packages a previous head life stored count in the store, as used
+  // now; its uploads cannot be continued (their peers start again).
+  int64_t now = clock_.NowMs();
+  for (const auto& entry : fs::directory_iterator(options_.package_dir, ec)) {
+    std::string name = entry.path().filename().string();
+    std::error_code size_ec;
+    if (name.size() == 64 + 5 && name.compare(64, 5, ".part") == 0) {
+      fs::remove(entry.path(), size_ec);
+    } else if (name.size() == 64 + 4 && name.compare(64, 4, ".tar") == 0 &&
+               IsContentHash(name.substr(0, 64)) && entry.is_regular_file(size_ec)) {
+      uint64_t bytes = entry.file_size(size_ec);
+      if (size_ec) continue;
+      packages_[name.substr(0, 64)] = StoredPackage{bytes, now};
+      package_bytes_ += bytes;
+    }
+  }
 }
 
 Result<protocol::JobInfo> JobManager::Submit(const protocol::SubmitJobRequest& req) {
@@ -51,10 +68,12 @@ Result<protocol::JobInfo> JobManager::Submit(const protocol::SubmitJobRequest& r
     return Status::AlreadyExists("a job with submission id '" + id +
                                  "' exists already: choose another id");
   }
+  ExpireUploads();
   if (!req.package_hash.empty() && !HasPackage(req.package_hash)) {
     return Status::InvalidArgument("the head has no working directory package " +
                                    req.package_hash.substr(0, 12) + ": upload it first");
   }
+  if (!req.package_hash.empty()) packages_[req.package_hash].last_used_ms = clock_.NowMs();
   protocol::JobInfo job;
   job.submission_id = id;
   job.job_id = job_id;
@@ -225,10 +244,92 @@ void JobManager::OnProcessExited(const protocol::ProcessExitedNotice& notice) {
   }
 }
 
+std::string JobManager::PackagePath(const std::string& hash) const {
+  return options_.package_dir + "/" + hash + ".tar";
+}
+
+std::string JobManager::PartPath(const std::string& hash) const {
+  return options_.package_dir + "/" + hash + ".part";
+}
+
 bool JobManager::HasPackage(const std::string& hash) const {
-  if (!IsContentHash(hash)) return false;
+  if (!IsContentHash(hash) || packages_.count(hash) == 0) return false;
   std::error_code ec;
-  return fs::is_regular_file(options_.package_dir + "/" + hash + ".tar", ec);
+  return fs::is_regular_file(PackagePath(hash), ec);
+}
+
+void JobManager::ForgetPackage(const std::string& hash) {
+  auto it = packages_.find(hash);
+  if (it == packages_.end()) return;
+  package_bytes_ -= it->second.bytes;
+  packages_.erase(it);
+}
+
+void JobManager::DropUpload(const std::string& hash) {
+  auto it = uploads_.find(hash);
+  if (it == uploads_.end()) return;
+  upload_bytes_ -= it->second.received;
+  uploads_.erase(it);
+  std::error_code ec;
+  fs::remove(PartPath(hash), ec);
+}
+
+void JobManager::ExpireUploads() {
+  int64_t now = clock_.NowMs();
+  std::vector<std::string> abandoned;
+  for (const auto& [hash, upload] : uploads_) {
+    if (now - upload.last_chunk_ms >= options_.upload_expiry_ms) abandoned.push_back(hash);
+  }
+  for (const auto& hash : abandoned) {
+    RAYX_LOG(Info) << "dropped the upload of package " << hash.substr(0, 12) << ": no chunk for "
+                   << options_.upload_expiry_ms / 1000 << " s";
+    DropUpload(hash);
+  }
+}
+
+std::set<std::string> JobManager::PackagesInUse() const {
+  std::set<std::string> out;
+  for (const auto& [id, job] : jobs_) {
+    if (!job.package_hash.empty() && !Terminal(job.state)) out.insert(job.package_hash);
+  }
+  return out;
+}
+
+bool JobManager::Evictable(const std::string& hash, const std::set<std::string>& in_use) const {
+  return keepers_.count(hash) == 0 && unkept_in_use_.count(hash) == 0 && in_use.count(hash) == 0;
+}
+
+bool JobManager::MakeRoom(uint64_t more, const std::string& uploading) {
+  auto fits = [&] {
+    return store_bytes() <= options_.max_store_bytes &&
+           more <= options_.max_store_bytes - store_bytes();
+  };
+  if (fits()) return true;
+  // Least recently used first, among packages nobody needs now.
+  std::vector<std::pair<int64_t, std::string>> evictable;
+  const std::set<std::string> in_use = PackagesInUse();
+  for (const auto& [hash, package] : packages_) {
+    if (hash != uploading && Evictable(hash, in_use)) {
+      evictable.emplace_back(package.last_used_ms, hash);
+    }
+  }
+  std::sort(evictable.begin(), evictable.end());
+  uint64_t freeable = 0;
+  for (const auto& [used, hash] : evictable) freeable += packages_[hash].bytes;
+  if (store_bytes() - std::min(store_bytes(), freeable) > options_.max_store_bytes ||
+      more > options_.max_store_bytes - (store_bytes() - std::min(store_bytes(), freeable))) {
+    return false;  // deleting every evictable package would not be enough
+  }
+  for (const auto& [used, hash] : evictable) {
+    if (fits()) break;
+    std::error_code ec;
+    fs::remove(PackagePath(hash), ec);
+    RAYX_LOG(Info) << "deleted package " << hash.substr(0, 12) << " ("
+                   << FormatBytes(static_cast<double>(packages_[hash].bytes))
+                   << "), the least recently used, to make room in the package store";
+    ForgetPackage(hash);
+  }
+  return fits();
 }
 
 Result<bool> JobManager::PutPackage(const protocol::PutPackageRequest& req, std::string_view bytes) {
@@ -241,29 +342,67 @@ Result<bool> JobManager::PutPackage(const protocol::PutPackageRequest& req, std:
         ", over the limit of " + FormatBytes(static_cast<double>(options_.max_package_bytes)) +
         ": exclude large files with --exclude, or keep data outside the working directory");
   }
-  if (HasPackage(req.hash)) return true;
-  std::string part = options_.package_dir + "/" + req.hash + ".part";
-  std::error_code ec;
-  uint64_t have = fs::exists(part, ec) ? fs::file_size(part, ec) : 0;
-  if (req.offset == 0) have = 0;
-  if (req.offset != have || req.offset + bytes.size() > req.total_size) {
+  ExpireUploads();
+  int64_t now = clock_.NowMs();
+  if (HasPackage(req.hash)) {
+    packages_[req.hash].last_used_ms = now;
+    return true;
+  }
+  ForgetPackage(req.hash);  // its file went behind the head's back
+  auto upload = uploads_.find(req.hash);
+  uint64_t have = upload == uploads_.end() || req.offset == 0 ? 0 : upload->second.received;
+  if (req.offset != have || req.offset + bytes.size() > req.total_size ||
+      (upload != uploads_.end() && req.offset > 0 && upload->second.total_size != req.total_size)) {
     return Status::InvalidArgument("package chunk at offset " + std::to_string(req.offset) +
                                    " does not follow the " + std::to_string(have) +
                                    " bytes received: upload it again from the start");
   }
+  if (req.offset == 0) DropUpload(req.hash);  // a new start
+  if (!MakeRoom(bytes.size(), req.hash)) {
+    uint64_t pinned = 0;
+    const std::set<std::string> in_use = PackagesInUse();
+    for (const auto& [hash, package] : packages_) {
+      if (!Evictable(hash, in_use)) pinned += package.bytes;
+    }
+    return Status::Unavailable(
+        "the head's package store is full: it holds " + FormatBytes(static_cast<double>(store_bytes())) +
+        " of its " + FormatBytes(static_cast<double>(options_.max_store_bytes)) + " (" +
+        FormatBytes(static_cast<double>(pinned)) + " in packages kept or used by running jobs, " +
+        FormatBytes(static_cast<double>(upload_bytes_)) + " in " + std::to_string(uploads_.size()) +
+        " uploads in progress), so a chunk of " + FormatBytes(static_cast<double>(bytes.size())) +
+        " does not fit: try again once uploads finish or jobs end, or start the head with a "
+        "larger --max-package-store-bytes");
+  }
+  std::string part = PartPath(req.hash);
   std::ofstream out(part, req.offset == 0 ? std::ios::binary | std::ios::trunc
                                           : std::ios::binary | std::ios::app);
   out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
   out.close();
-  if (!out) return Status::Internal("cannot write " + part);
+  Upload& state = uploads_[req.hash];
+  state.total_size = req.total_size;
+  state.last_chunk_ms = now;
+  state.received += bytes.size();
+  upload_bytes_ += bytes.size();
+  if (!out) {
+    DropUpload(req.hash);
+    return Status::Internal("cannot write " + part + " (is the head's disk full?)");
+  }
   if (req.offset + bytes.size() < req.total_size) return false;
   auto hash = FileContentHashHex(part);
   if (!hash.ok() || *hash != req.hash) {
-    fs::remove(part, ec);
+    DropUpload(req.hash);
     return Status::InvalidArgument("the uploaded package does not match its hash: upload it again");
   }
-  fs::rename(part, options_.package_dir + "/" + req.hash + ".tar", ec);
-  if (ec) return Status::Internal("cannot store the package: " + ec.message());
+  std::error_code ec;
+  fs::rename(part, PackagePath(req.hash), ec);
+  if (ec) {
+    DropUpload(req.hash);
+    return Status::Internal("cannot store the package: " + ec.message());
+  }
+  upload_bytes_ -= state.received;
+  uploads_.erase(req.hash);
+  packages_[req.hash] = StoredPackage{req.total_size, now};
+  package_bytes_ += req.total_size;
   RAYX_LOG(Info) << "stored package " << req.hash.substr(0, 12) << " ("
                  << FormatBytes(static_cast<double>(req.total_size)) << ")";
   return true;
@@ -305,7 +444,8 @@ bool JobManager::RunsInPackage(const std::string& hash) const {
 bool JobManager::DeleteUnkeptPackage(const std::string& hash) {
   unkept_in_use_.erase(hash);
   std::error_code ec;
-  bool removed = fs::remove(options_.package_dir + "/" + hash + ".tar", ec);
+  bool removed = fs::remove(PackagePath(hash), ec);
+  ForgetPackage(hash);
   if (removed) RAYX_LOG(Info) << "deleted package " << hash.substr(0, 12) << ": nobody keeps it";
   return removed;
 }
@@ -316,9 +456,10 @@ void JobManager::RestoreKeepers(const std::vector<std::pair<std::string, std::st
 
 Result<std::pair<uint64_t, std::string>> JobManager::ReadPackage(const std::string& hash,
                                                                   uint64_t offset,
-                                                                  uint64_t length) const {
+                                                                  uint64_t length) {
   if (!HasPackage(hash)) return Status::NotFound("the head has no package " + hash.substr(0, 12));
-  std::string path = options_.package_dir + "/" + hash + ".tar";
+  packages_[hash].last_used_ms = clock_.NowMs();
+  std::string path = PackagePath(hash);
   std::ifstream in(path, std::ios::binary);
   in.seekg(0, std::ios::end);
   uint64_t size = static_cast<uint64_t>(in.tellg());

@@ -27,6 +27,16 @@ namespace rayx::scheduler {
 // hash, uploaded once to the head (PutPackage, in chunks) and fetched once per
 // node by the agents that run the job's processes.
 //
+// The package store is bounded: packages and uploads in progress (by the
+// bytes received, so a declared size reserves nothing) hold at most
+// max_store_bytes. A chunk that would pass it first deletes packages, least
+// recently used first (put, submitted with, or read), among those nobody
+// keeps (KeepPackage) and no job that has not ended runs in; when that is not
+// enough the chunk is refused with the figures. An upload silent for
+// upload_expiry_ms is abandoned and its part deleted (checked at every
+// PutPackage and Submit, and by ExpireUploads); a restarted head deletes the
+// parts it finds.
+//
 // Restart: with a HeadStore each job is written through on every state
 // change. A restarted head Restores them: a RUNNING job's entrypoint lease is
 // kept when its node rejoins and reports it live, and its exit then ends the
@@ -39,6 +49,13 @@ class JobManager final : public HeadLeaseOwner {
   struct Options {
     std::string package_dir;                          // where packages are kept
     uint64_t max_package_bytes = uint64_t{100} << 20; // Default: 100 MiB
+    // Packages and uploads in progress together; past it, the packages
+    // least recently used that nobody keeps and no running job uses are
+    // deleted. Default: 10 GiB.
+    uint64_t max_store_bytes = uint64_t{10} << 30;
+    // An upload with no chunk for this long is abandoned: its part is
+    // deleted. Default: 10 minutes.
+    int64_t upload_expiry_ms = 10 * 60 * 1000;
     size_t max_finished_jobs = 1000;                  // the oldest are forgotten
   };
 
@@ -57,9 +74,14 @@ class JobManager final : public HeadLeaseOwner {
   bool HasPackage(const std::string& hash) const;
   // Appends a chunk; returns true when the package is complete (hash checked).
   Result<bool> PutPackage(const protocol::PutPackageRequest& req, std::string_view bytes);
-  // Up to `length` bytes from `offset`, and the package's size.
+  // Up to `length` bytes from `offset`, and the package's size. Counts as a
+  // use of the package.
   Result<std::pair<uint64_t, std::string>> ReadPackage(const std::string& hash, uint64_t offset,
-                                                       uint64_t length) const;
+                                                       uint64_t length);
+  // Deletes the parts of uploads silent for upload_expiry_ms.
+  void ExpireUploads();
+  // Bytes the store holds: packages and the parts of uploads in progress.
+  uint64_t store_bytes() const { return package_bytes_ + upload_bytes_; }
   uint64_t max_package_bytes() const { return options_.max_package_bytes; }
   // Records that `owner` keeps package `hash` (keep), or no longer does.
   // Once every keeper let go, the package is deleted unless a job that has
@@ -89,6 +111,28 @@ class JobManager final : public HeadLeaseOwner {
   // Whether a job that has not ended runs in package `hash`.
   bool RunsInPackage(const std::string& hash) const;
   bool DeleteUnkeptPackage(const std::string& hash);
+  // Deletes packages (least recently used first, never kept or in-use ones)
+  // until `more` bytes fit; false, with nothing deleted beyond what was
+  // evictable, when they cannot.
+  bool MakeRoom(uint64_t more, const std::string& uploading);
+  // The packages jobs that have not ended run in.
+  std::set<std::string> PackagesInUse() const;
+  // Nobody keeps it and no job that has not ended runs in it (`in_use`).
+  bool Evictable(const std::string& hash, const std::set<std::string>& in_use) const;
+  void ForgetPackage(const std::string& hash);
+  void DropUpload(const std::string& hash);
+  std::string PackagePath(const std::string& hash) const;
+  std::string PartPath(const std::string& hash) const;
+
+  struct StoredPackage {
+    uint64_t bytes = 0;
+    int64_t last_used_ms = 0;
+  };
+  struct Upload {
+    uint64_t total_size = 0;
+    uint64_t received = 0;
+    int64_t last_chunk_ms = 0;
+  };
 
   Options options_;
   LeaseManager& leases_;
@@ -104,6 +148,11 @@ class JobManager final : public HeadLeaseOwner {
   // last such job ends. Not kept across a head restart (the package then
   // stays, like a working directory).
   std::set<std::string> unkept_in_use_;
+  // The store's packages and uploads in progress, by hash.
+  std::map<std::string, StoredPackage> packages_;
+  std::map<std::string, Upload> uploads_;
+  uint64_t package_bytes_ = 0;
+  uint64_t upload_bytes_ = 0;
   uint64_t next_request_id_ = 1;
   HeadStore* store_ = nullptr;
 };

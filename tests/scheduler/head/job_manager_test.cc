@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -250,6 +251,114 @@ TEST_F(JobManagerTest, APackageGoesWhenEveryKeeperLetsGoAndNoLiveJobRunsInIt) {
   EXPECT_EQ(jobs.KeepPackage(workdir, "", true).status().code(), StatusCode::kInvalidArgument);
   outbox_.Take();
   std::filesystem::remove_all(dir);
+}
+
+
+// The package store is bounded: the least recently used packages nobody keeps
+// and no running job uses make room; when they cannot, the upload is refused
+// with the figures.
+class PackageStoreTest : public JobManagerTest {
+ protected:
+  PackageStoreTest() {
+    char pattern[] = "/tmp/rayx-package-store-XXXXXX";
+    dir_ = mkdtemp(pattern);
+  }
+  ~PackageStoreTest() override { std::filesystem::remove_all(dir_); }
+
+  std::unique_ptr<JobManager> Make(uint64_t max_store_bytes) {
+    JobManager::Options options;
+    options.package_dir = dir_;
+    options.max_store_bytes = max_store_bytes;
+    options.upload_expiry_ms = 60000;
+    return std::make_unique<JobManager>(options, leases_, nodes_, clock_);
+  }
+  // Uploads `bytes` in one chunk.
+  static Result<bool> Put(JobManager& jobs, const std::string& bytes) {
+    protocol::PutPackageRequest req;
+    req.hash = ContentHashHex(bytes);
+    req.total_size = bytes.size();
+    return jobs.PutPackage(req, bytes);
+  }
+  static std::string Package(char c) { return std::string(400, c); }
+
+  std::string dir_;
+};
+
+TEST_F(PackageStoreTest, TheLeastRecentlyUsedUnkeptPackageMakesRoom) {
+  auto jobs = Make(1000);
+  ASSERT_TRUE(Put(*jobs, Package('a')).ok());
+  clock_.Advance(10);
+  ASSERT_TRUE(Put(*jobs, Package('b')).ok());
+  clock_.Advance(10);
+  // Reading a counts as a use: b is now the least recently used.
+  ASSERT_TRUE(jobs->ReadPackage(ContentHashHex(Package('a')), 0, 10).ok());
+  clock_.Advance(10);
+  auto c = Put(*jobs, Package('c'));
+  ASSERT_TRUE(c.ok() && *c) << c.status();
+  EXPECT_TRUE(jobs->HasPackage(ContentHashHex(Package('a'))));
+  EXPECT_FALSE(jobs->HasPackage(ContentHashHex(Package('b'))));
+  EXPECT_FALSE(std::filesystem::exists(dir_ + "/" + ContentHashHex(Package('b')) + ".tar"));
+  EXPECT_TRUE(jobs->HasPackage(ContentHashHex(Package('c'))));
+  EXPECT_EQ(jobs->store_bytes(), 800u);
+}
+
+TEST_F(PackageStoreTest, KeptAndInUsePackagesStayAndAFullStoreSaysWhy) {
+  auto jobs = Make(1000);
+  ASSERT_TRUE(Put(*jobs, Package('a')).ok());
+  ASSERT_TRUE(Put(*jobs, Package('b')).ok());
+  ASSERT_TRUE(jobs->KeepPackage(ContentHashHex(Package('a')), "train:run", true).ok());
+  protocol::SubmitJobRequest req;
+  req.entrypoint = {"true"};
+  req.package_hash = ContentHashHex(Package('b'));
+  auto job = jobs->Submit(req);
+  ASSERT_TRUE(job.ok()) << job.status();
+  auto c = Put(*jobs, Package('c'));
+  ASSERT_FALSE(c.ok());
+  EXPECT_EQ(c.status().code(), StatusCode::kUnavailable);
+  EXPECT_NE(c.status().message().find("holds 800 B of its 1000 B"), std::string::npos)
+      << c.status();
+  EXPECT_NE(c.status().message().find("--max-package-store-bytes"), std::string::npos);
+  EXPECT_TRUE(jobs->HasPackage(ContentHashHex(Package('a'))));
+  EXPECT_TRUE(jobs->HasPackage(ContentHashHex(Package('b'))));
+  // Once the job ended, its package may go.
+  ASSERT_TRUE(jobs->Stop(job->submission_id).ok());
+  c = Put(*jobs, Package('c'));
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_FALSE(jobs->HasPackage(ContentHashHex(Package('b'))));
+  EXPECT_TRUE(jobs->HasPackage(ContentHashHex(Package('a'))));
+  outbox_.Take();
+}
+
+// Uploads count by what they sent, not what they declare; one that stops
+// sending is dropped after the expiry, and a restarted head drops them all.
+TEST_F(PackageStoreTest, AbandonedUploadsAreDropped) {
+  auto jobs = Make(1000);
+  const std::string big = std::string(900, 'z');
+  protocol::PutPackageRequest req;
+  req.hash = ContentHashHex(big);
+  req.total_size = big.size();
+  auto first = jobs->PutPackage(req, std::string_view(big).substr(0, 100));
+  ASSERT_TRUE(first.ok() && !*first) << first.status();
+  EXPECT_EQ(jobs->store_bytes(), 100u);
+  const std::string part = dir_ + "/" + req.hash + ".part";
+  EXPECT_TRUE(std::filesystem::exists(part));
+  // A declared size reserves nothing: another package fits beside it.
+  ASSERT_TRUE(Put(*jobs, Package('a')).ok());
+  clock_.Advance(60000);
+  jobs->ExpireUploads();
+  EXPECT_FALSE(std::filesystem::exists(part));
+  EXPECT_EQ(jobs->store_bytes(), 400u);
+  req.offset = 100;
+  auto late = jobs->PutPackage(req, std::string_view(big).substr(100, 100));
+  EXPECT_EQ(late.status().code(), StatusCode::kInvalidArgument) << "a dropped upload goes on";
+
+  req.offset = 0;
+  ASSERT_TRUE(jobs->PutPackage(req, std::string_view(big).substr(0, 100)).ok());
+  jobs.reset();
+  auto restarted = Make(1000);
+  EXPECT_FALSE(std::filesystem::exists(part)) << "a restarted head keeps no parts";
+  EXPECT_TRUE(restarted->HasPackage(ContentHashHex(Package('a'))));
+  EXPECT_EQ(restarted->store_bytes(), 400u);
 }
 
 }  // namespace

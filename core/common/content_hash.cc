@@ -39,6 +39,19 @@ std::string ContentHashHex(std::string_view bytes) {
   return h.HexDigest();
 }
 
+std::string Sha256Hex(std::string_view bytes) {
+  if (sodium_init() < 0) std::abort();
+  unsigned char out[crypto_hash_sha256_BYTES];
+  crypto_hash_sha256(out, reinterpret_cast<const unsigned char*>(bytes.data()), bytes.size());
+  static const char* kHex = "0123456789abcdef";
+  std::string hex;
+  for (unsigned char c : out) {
+    hex += kHex[c >> 4];
+    hex += kHex[c & 15];
+  }
+  return hex;
+}
+
 Result<std::string> FileContentHashHex(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) return Status::NotFound("cannot read " + path);

@@ -21,6 +21,9 @@ class ContentHasher {
 };
 
 std::string ContentHashHex(std::string_view bytes);
+// SHA-256 of `bytes` as 64 lowercase hex digits: the hash Python's hashlib
+// gives, which the Python package names exported code by.
+std::string Sha256Hex(std::string_view bytes);
 // The hash of a file's bytes; NotFound when it cannot be read.
 Result<std::string> FileContentHashHex(const std::string& path);
 // True for 64 lowercase hex digits (a hash that is safe to use as a file name).

@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <iostream>
 #include <memory>
+#include <string>
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/signal_set.hpp>
@@ -15,6 +16,8 @@
 #include "common/ready_pipe.h"
 #include "head/head_server.h"
 #include "head/head_store.h"
+#include "head/job_manager.h"
+#include "head/kv_store.h"
 #include "rayx/ids.h"
 
 int main(int argc, char** argv) {
@@ -44,6 +47,36 @@ int main(int argc, char** argv) {
   flags.AddInt("node-timeout-ms", &timeout_ms, 50, 3600000,
                "silence after which a node is declared dead (default 1500)");
   flags.AddInt("ready-fd", &ready_fd, -1, 1 << 20, "fd to report start-up on");
+  // Caps on what peers can make the head keep (defaults in JobManager::Options
+  // and KvLimits).
+  const scheduler::JobManager::Options job_defaults;
+  const scheduler::KvLimits kv_defaults;
+  auto bytes_flag = [&flags](const std::string& name, auto default_value, const std::string& help) {
+    auto value = std::make_shared<int64_t>(static_cast<int64_t>(default_value));
+    flags.AddInt(name, value.get(), 1, int64_t{1} << 60,
+                 help + " (default " + std::to_string(default_value) + ")");
+    return value;
+  };
+  auto max_package = bytes_flag("max-package-bytes", job_defaults.max_package_bytes,
+                                "the largest working directory package an upload may be");
+  auto max_package_store =
+      bytes_flag("max-package-store-bytes", job_defaults.max_store_bytes,
+                 "packages and uploads kept in all; the least recently used packages nobody "
+                 "keeps go first");
+  auto upload_expiry = bytes_flag("package-upload-expiry-ms", job_defaults.upload_expiry_ms,
+                                  "drop an upload that sent no chunk for this long");
+  auto kv_job_bytes = bytes_flag("kv-max-job-bytes", kv_defaults.max_job_bytes,
+                                 "KV bytes (keys and values) one job's job-scoped keys may hold");
+  auto kv_job_keys = bytes_flag("kv-max-job-keys", kv_defaults.max_job_keys,
+                                "KV keys one job's job-scoped keys may number");
+  auto kv_ns_bytes = bytes_flag("kv-max-namespace-bytes", kv_defaults.max_namespace_total_bytes,
+                                "KV bytes one namespace may hold");
+  auto kv_ns_keys = bytes_flag("kv-max-namespace-keys", kv_defaults.max_namespace_keys,
+                               "KV keys one namespace may hold");
+  auto kv_total_bytes = bytes_flag("kv-max-total-bytes", kv_defaults.max_total_bytes,
+                                   "KV bytes the whole store may hold");
+  auto kv_total_keys = bytes_flag("kv-max-total-keys", kv_defaults.max_total_keys,
+                                  "KV keys the whole store may hold");
   std::vector<std::string> args(argv + 1, argv + argc);
   Status parsed = flags.Parse(args, nullptr);
   ReadyPipe ready(static_cast<int>(ready_fd));
@@ -77,6 +110,15 @@ int main(int argc, char** argv) {
   options.service.nodes.node_timeout_ms = timeout_ms;
   options.service.where = "head " + node_ip;
   options.service.jobs.package_dir = package_dir;
+  options.service.jobs.max_package_bytes = static_cast<uint64_t>(*max_package);
+  options.service.jobs.max_store_bytes = static_cast<uint64_t>(*max_package_store);
+  options.service.jobs.upload_expiry_ms = *upload_expiry;
+  options.service.kv.max_job_bytes = static_cast<uint64_t>(*kv_job_bytes);
+  options.service.kv.max_job_keys = static_cast<uint64_t>(*kv_job_keys);
+  options.service.kv.max_namespace_total_bytes = static_cast<uint64_t>(*kv_ns_bytes);
+  options.service.kv.max_namespace_keys = static_cast<uint64_t>(*kv_ns_keys);
+  options.service.kv.max_total_bytes = static_cast<uint64_t>(*kv_total_bytes);
+  options.service.kv.max_total_keys = static_cast<uint64_t>(*kv_total_keys);
   // A driver's job ends when its agent sees the driver exit (WatchDriverRequest);
   // silence ends it only after a minute, so a driver paused in a debugger or by
   // SIGSTOP for 30 s keeps its job (and one off the cluster's machines is

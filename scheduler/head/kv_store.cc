@@ -1,6 +1,11 @@
 // The head's key-value store and its in-memory storage.
 #include "head/kv_store.h"
 
+#include <string_view>
+
+#include "common/content_hash.h"
+#include "rayx/ids.h"
+
 namespace rayx::scheduler {
 
 // ---- InMemoryKvStorage.
@@ -12,21 +17,58 @@ std::optional<KvEntry> InMemoryKvStorage::Get(const std::string& ns,
   return it->second;
 }
 
+void InMemoryKvStorage::Count(const Key& key, const KvEntry& entry, int sign) {
+  uint64_t bytes = key.second.size() + entry.value.size();
+  auto apply = [&](KvUsage& usage) {
+    if (sign > 0) {
+      usage.bytes += bytes;
+      ++usage.keys;
+    } else {
+      usage.bytes -= bytes;
+      --usage.keys;
+    }
+  };
+  apply(total_);
+  auto ns = ns_usage_.try_emplace(key.first).first;
+  apply(ns->second);
+  if (ns->second.keys == 0) ns_usage_.erase(ns);
+  if (!entry.job_id.IsNil()) {
+    auto job = job_usage_.try_emplace(entry.job_id).first;
+    apply(job->second);
+    if (job->second.keys == 0) job_usage_.erase(job);
+  }
+}
+
+KvUsage InMemoryKvStorage::NamespaceUsage(const std::string& ns) const {
+  auto it = ns_usage_.find(ns);
+  return it == ns_usage_.end() ? KvUsage{} : it->second;
+}
+
+KvUsage InMemoryKvStorage::JobUsage(const JobId& job_id) const {
+  auto it = job_usage_.find(job_id);
+  return it == job_usage_.end() ? KvUsage{} : it->second;
+}
+
 void InMemoryKvStorage::Put(const std::string& ns, const std::string& key, KvEntry entry) {
   Key k{ns, key};
   auto it = entries_.find(k);
-  if (it != entries_.end() && !it->second.job_id.IsNil()) {
-    auto job = by_job_.find(it->second.job_id);
-    job->second.erase(k);
-    if (job->second.empty()) by_job_.erase(job);
+  if (it != entries_.end()) {
+    Count(it->first, it->second, -1);
+    if (!it->second.job_id.IsNil()) {
+      auto job = by_job_.find(it->second.job_id);
+      job->second.erase(k);
+      if (job->second.empty()) by_job_.erase(job);
+    }
   }
   if (!entry.job_id.IsNil()) by_job_[entry.job_id].insert(k);
+  Count(k, entry, +1);
   entries_[std::move(k)] = std::move(entry);
 }
 
 bool InMemoryKvStorage::Delete(const std::string& ns, const std::string& key) {
   auto it = entries_.find({ns, key});
   if (it == entries_.end()) return false;
+  Count(it->first, it->second, -1);
   if (!it->second.job_id.IsNil()) {
     auto job = by_job_.find(it->second.job_id);
     job->second.erase(it->first);
@@ -60,7 +102,12 @@ size_t InMemoryKvStorage::DeleteJob(const JobId& job_id) {
   auto job = by_job_.find(job_id);
   if (job == by_job_.end()) return 0;
   size_t removed = job->second.size();
-  for (const Key& k : job->second) entries_.erase(k);
+  for (const Key& k : job->second) {
+    auto it = entries_.find(k);
+    if (it == entries_.end()) continue;
+    Count(it->first, it->second, -1);
+    entries_.erase(it);
+  }
   by_job_.erase(job);
   return removed;
 }
@@ -115,6 +162,87 @@ Status KvStore::CheckKey(const std::string& ns, const std::string& key) const {
   return Status::OK();
 }
 
+bool KvStore::IsCodeKey(const std::string& ns, const std::string& key) const {
+  if (ns != limits_.code_namespace || key.size() < kCodeHashDigits) return false;
+  size_t start = key.size() - kCodeHashDigits;
+  if (start > 0 && key[start - 1] != '/') return false;
+  return detail::IsLowerHex(std::string_view(key).substr(start));
+}
+
+Status KvStore::CheckCode(const std::string& ns, const std::string& key, const std::string& value,
+                          const std::optional<KvEntry>& old) const {
+  if (!IsCodeKey(ns, key)) return Status::OK();
+  std::string_view named = std::string_view(key).substr(key.size() - kCodeHashDigits);
+  std::string actual = Sha256Hex(value).substr(0, kCodeHashDigits);
+  if (old && old->value != value) {
+    return Status::AlreadyExists("KV key \"" + key + "\" in namespace \"" + ns +
+                                 "\" holds other code already; a code key names its code's hash "
+                                 "and is never replaced (the value given hashes to " + actual + ")");
+  }
+  if (actual != named) {
+    return Status::InvalidArgument("KV key \"" + key + "\" in namespace \"" + ns +
+                                   "\" names code of hash " + std::string(named) +
+                                   ", but the value's SHA-256 begins " + actual +
+                                   ": a code key must name its value's hash");
+  }
+  return Status::OK();
+}
+
+namespace {
+
+// "job 12ab holds 3 keys of 1000 bytes; this put (+200 bytes, +1 key) passes
+// its limit of 1024 bytes"
+Status Full(const std::string& who, const KvUsage& used, int64_t more_bytes, int64_t more_keys,
+            uint64_t max_bytes, uint64_t max_keys, const std::string& advice) {
+  bool bytes_over = more_bytes > 0 && used.bytes + static_cast<uint64_t>(more_bytes) > max_bytes;
+  return Status::Unavailable(
+      "KV " + who + " holds " + std::to_string(used.keys) + " keys of " +
+      std::to_string(used.bytes) + " bytes; this put (" + (more_bytes >= 0 ? "+" : "") +
+      std::to_string(more_bytes) + " bytes, " + (more_keys >= 0 ? "+" : "") +
+      std::to_string(more_keys) + " keys) passes its limit of " +
+      (bytes_over ? std::to_string(max_bytes) + " bytes" : std::to_string(max_keys) + " keys") +
+      ": " + advice);
+}
+
+}  // namespace
+
+Status KvStore::CheckRoom(const std::string& ns, const std::string& key, const std::string& value,
+                          const JobId& job_id, const std::optional<KvEntry>& old) const {
+  const int64_t new_bytes = static_cast<int64_t>(key.size() + value.size());
+  const int64_t old_bytes = old ? static_cast<int64_t>(key.size() + old->value.size()) : 0;
+  // Over a limit only when a put grows what is held (a smaller value always
+  // fits, even past a limit lowered since).
+  auto over = [](const KvUsage& used, int64_t bytes, int64_t keys, uint64_t max_bytes,
+                 uint64_t max_keys) {
+    return (bytes > 0 && used.bytes + static_cast<uint64_t>(bytes) > max_bytes) ||
+           (keys > 0 && used.keys + static_cast<uint64_t>(keys) > max_keys);
+  };
+  const int64_t grow = new_bytes - old_bytes;
+  const int64_t keys = old ? 0 : 1;
+  KvUsage total = storage_->TotalUsage();
+  if (over(total, grow, keys, limits_.max_total_bytes, limits_.max_total_keys)) {
+    return Full("store", total, grow, keys, limits_.max_total_bytes, limits_.max_total_keys,
+                "delete keys no longer needed");
+  }
+  KvUsage in_ns = storage_->NamespaceUsage(ns);
+  if (over(in_ns, grow, keys, limits_.max_namespace_total_bytes, limits_.max_namespace_keys)) {
+    return Full("namespace \"" + ns + "\"", in_ns, grow, keys, limits_.max_namespace_total_bytes,
+                limits_.max_namespace_keys, "delete keys of it no longer needed");
+  }
+  if (!job_id.IsNil()) {
+    // What the job holds grows by the whole value unless the key was its own.
+    bool its_own = old && old->job_id == job_id;
+    int64_t job_grow = its_own ? grow : new_bytes;
+    int64_t job_keys = its_own ? 0 : 1;
+    KvUsage of_job = storage_->JobUsage(job_id);
+    if (over(of_job, job_grow, job_keys, limits_.max_job_bytes, limits_.max_job_keys)) {
+      return Full("job " + job_id.Hex(), of_job, job_grow, job_keys, limits_.max_job_bytes,
+                  limits_.max_job_keys, "delete the job's keys it no longer needs");
+    }
+  }
+  return Status::OK();
+}
+
 Result<KvStore::PutOutcome> KvStore::Put(const std::string& ns, const std::string& key,
                                          std::string value, bool overwrite, const JobId& job_id) {
   RAYX_RETURN_IF_ERROR(CheckKey(ns, key));
@@ -122,11 +250,16 @@ Result<KvStore::PutOutcome> KvStore::Put(const std::string& ns, const std::strin
     return OverLimit("KV value", value.size(), limits_.max_value_bytes);
   }
   PutOutcome out;
-  out.added = !storage_->Get(ns, key).has_value();
+  std::optional<KvEntry> old = storage_->Get(ns, key);
+  out.added = !old.has_value();
   if (!out.added && !overwrite) {
     return Status::AlreadyExists("KV key \"" + key + "\" already exists in namespace \"" + ns +
                                  "\" (put with overwrite to replace it)");
   }
+  Status code = CheckCode(ns, key, value, old);
+  if (!code.ok()) return code;
+  if (old && IsCodeKey(ns, key)) return out;  // the same code: kept as it is, scope included
+  RAYX_RETURN_IF_ERROR(CheckRoom(ns, key, value, job_id, old));
   auto [begin, end] = waits_by_key_.equal_range({ns, key});
   std::vector<uint64_t> woken;
   for (auto it = begin; it != end; ++it) woken.push_back(it->second);

@@ -23,8 +23,16 @@ struct KvEntry {
   JobId job_id;
 };
 
+// What a set of entries holds: bytes count each key and its value.
+struct KvUsage {
+  uint64_t bytes = 0;
+  uint64_t keys = 0;
+};
+
 // Where keys and values are kept, apart from waits and limits, so that a later
-// version can keep them on disk. Implementations need not be thread-safe.
+// version can keep them on disk. It also keeps the ledger of what each
+// namespace and each job holds, which the limits are checked against.
+// Implementations need not be thread-safe.
 class KvStorage {
  public:
   virtual ~KvStorage() = default;
@@ -42,6 +50,10 @@ class KvStorage {
   // Removes every key put with `job_id`; returns how many.
   virtual size_t DeleteJob(const JobId& job_id) = 0;
   virtual size_t size() const = 0;
+  // What namespace `ns`, the keys put with `job_id`, and everything hold.
+  virtual KvUsage NamespaceUsage(const std::string& ns) const = 0;
+  virtual KvUsage JobUsage(const JobId& job_id) const = 0;
+  virtual KvUsage TotalUsage() const = 0;
 };
 
 // Keeps everything in memory: lost when the head stops.
@@ -55,11 +67,20 @@ class InMemoryKvStorage final : public KvStorage {
                                 bool* truncated) const override;
   size_t DeleteJob(const JobId& job_id) override;
   size_t size() const override { return entries_.size(); }
+  KvUsage NamespaceUsage(const std::string& ns) const override;
+  KvUsage JobUsage(const JobId& job_id) const override;
+  KvUsage TotalUsage() const override { return total_; }
 
  private:
   using Key = std::pair<std::string, std::string>;  // (namespace, key)
+  // Adds (sign +1) or removes (-1) one entry from the ledgers.
+  void Count(const Key& key, const KvEntry& entry, int sign);
+
   std::map<Key, KvEntry> entries_;
   std::unordered_map<JobId, std::set<Key>> by_job_;
+  std::unordered_map<std::string, KvUsage> ns_usage_;
+  std::unordered_map<JobId, KvUsage> job_usage_;
+  KvUsage total_;
 };
 
 // Keeps everything in memory and writes each change through to the head's
@@ -81,6 +102,11 @@ class PersistentKvStorage final : public KvStorage {
   }
   size_t DeleteJob(const JobId& job_id) override;
   size_t size() const override { return memory_.size(); }
+  KvUsage NamespaceUsage(const std::string& ns) const override {
+    return memory_.NamespaceUsage(ns);
+  }
+  KvUsage JobUsage(const JobId& job_id) const override { return memory_.JobUsage(job_id); }
+  KvUsage TotalUsage() const override { return memory_.TotalUsage(); }
 
  private:
   HeadStore& store_;
@@ -107,13 +133,29 @@ struct KvLimits {
   size_t max_list_keys = 1000;        // Default: 1000 keys per List
   size_t max_waits_per_peer = 1024;   // Default: 1024 parked waits per peer
   size_t max_waits = 65536;           // Default: 65536 parked waits in all
+  // What may be stored (bytes count keys and values): the keys put for one
+  // job (job-scoped), one namespace, and everything.
+  uint64_t max_job_bytes = uint64_t{64} << 20;         // Default: 64 MiB
+  uint64_t max_job_keys = 16384;                       // Default: 16,384 keys
+  uint64_t max_namespace_total_bytes = uint64_t{256} << 20;  // Default: 256 MiB
+  uint64_t max_namespace_keys = 65536;                 // Default: 65,536 keys
+  uint64_t max_total_bytes = uint64_t{1} << 30;        // Default: 1 GiB
+  uint64_t max_total_keys = 262144;                    // Default: 262,144 keys
+  // Exported code (the Python package's functions and classes): a key of
+  // this namespace whose last '/'-separated part is 40 hex digits names the
+  // SHA-256 of its value (its first 40 digits), so its value is checked
+  // against it and can never be replaced by other code.
+  std::string code_namespace = "rayx.py.fn";
 };
 
 // Design: the store checks every limit, keeps job-scoped keys apart so a job's
 // end removes them, and parks waits for absent keys: a Put answers the waits on
 // its key, ExpireWaits answers those whose deadline passed. It reads no clock:
 // callers pass the time. Waits are bounded per peer and in total, so a client
-// cannot fill the head's memory with them. Waits are not persisted.
+// cannot fill the head's memory with them. Waits are not persisted. What is
+// stored is bounded per job (its job-scoped keys), per namespace and in all,
+// in bytes and in keys; code keys (KvLimits::code_namespace) are content-
+// addressed, so one job cannot replace the code another job runs.
 //
 // Owns its storage. Not thread-safe (the head's event loop owns it).
 class KvStore {
@@ -136,8 +178,13 @@ class KvStore {
   KvStore(KvLimits limits, std::unique_ptr<KvStorage> storage);
 
   // Stores the value. Returns InvalidArgument naming the limit and the size for
-  // an empty or oversized key, or an oversized namespace or value;
-  // AlreadyExists when the key is present and `overwrite` is false.
+  // an empty or oversized key, or an oversized namespace or value, and for a
+  // code key whose value does not have the hash the key names;
+  // AlreadyExists when the key is present and `overwrite` is false (or a code
+  // key holds other bytes: a code key is written once, and putting the same
+  // bytes again changes nothing, its job scope included); Unavailable, with the figures, when the value
+  // would take the job's, the namespace's or the store's holdings past
+  // their limit (a put that does not grow them is always taken).
   Result<PutOutcome> Put(const std::string& ns, const std::string& key, std::string value,
                          bool overwrite, const JobId& job_id);
   // nullopt when absent. InvalidArgument as for Put.
@@ -175,6 +222,18 @@ class KvStore {
   };
 
   Status CheckKey(const std::string& ns, const std::string& key) const;
+  // The limits a put of `value` under (ns, key) for `job_id` must stay within;
+  // `old` is the entry it replaces.
+  Status CheckRoom(const std::string& ns, const std::string& key, const std::string& value,
+                   const JobId& job_id, const std::optional<KvEntry>& old) const;
+  // The Python package's code keys end in sha256(code)[:40].
+  static constexpr size_t kCodeHashDigits = 40;
+  // Whether (ns, key) is a code key: in the code namespace, its last
+  // '/'-separated part kCodeHashDigits hex digits.
+  bool IsCodeKey(const std::string& ns, const std::string& key) const;
+  // A code key's value must have the hash the key names.
+  Status CheckCode(const std::string& ns, const std::string& key, const std::string& value,
+                   const std::optional<KvEntry>& old) const;
   void Unpark(uint64_t wait_id);
 
   KvLimits limits_;

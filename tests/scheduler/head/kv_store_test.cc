@@ -3,9 +3,11 @@
 
 #include <gtest/gtest.h>
 
+#include <memory>
 #include <string>
 
 #include "common/clock.h"
+#include "common/content_hash.h"
 
 namespace rayx::scheduler {
 namespace {
@@ -279,6 +281,84 @@ TEST_F(KvStoreTest, JobScopedKeysAreRemovedWhenTheJobEnds) {
   ASSERT_TRUE(kv_.Delete("collective", "h/rank0").ok());
   EXPECT_EQ(kv_.OnJobFinished(JobId::FromWire("job-2")), 0u);
   EXPECT_EQ(kv_.size(), 2u);
+}
+
+
+// What a job, a namespace and the store hold is bounded in bytes and keys;
+// a refusal gives the figures.
+TEST_F(KvStoreTest, AJobsKeysAreBoundedInBytesAndCount) {
+  KvLimits limits;
+  limits.max_job_bytes = 1000;
+  limits.max_job_keys = 3;
+  KvStore kv(limits, std::make_unique<InMemoryKvStorage>());
+  const JobId job = JobId::FromWire("aaaaaaaaaaaaaaaa");
+  ASSERT_TRUE(kv.Put("ns", "k1", std::string(500, 'v'), false, job).ok());
+  auto over = kv.Put("ns", "k2", std::string(500, 'v'), false, job);
+  ASSERT_FALSE(over.ok());
+  EXPECT_EQ(over.status().code(), StatusCode::kUnavailable);
+  EXPECT_NE(over.status().message().find("job aaaaaaaaaaaaaaaa holds 1 keys of 502 bytes"),
+            std::string::npos)
+      << over.status();
+  EXPECT_NE(over.status().message().find("limit of 1000 bytes"), std::string::npos);
+  // Another job, or a key of no job, is not counted against it.
+  EXPECT_TRUE(kv.Put("ns", "k2", std::string(500, 'v'), false, JobId::FromWire("b")).ok());
+  EXPECT_TRUE(kv.Put("ns", "k3", std::string(500, 'v'), false, JobId()).ok());
+  // Replacing its own key with a smaller value always fits.
+  EXPECT_TRUE(kv.Put("ns", "k1", "small", true, job).ok());
+  ASSERT_TRUE(kv.Put("ns", "k4", "v", false, job).ok());
+  ASSERT_TRUE(kv.Put("ns", "k5", "v", false, job).ok());
+  auto keys = kv.Put("ns", "k6", "v", false, job);
+  EXPECT_NE(keys.status().message().find("limit of 3 keys"), std::string::npos) << keys.status();
+  // The job's end frees its share.
+  EXPECT_EQ(kv.OnJobFinished(job), 3u);
+  EXPECT_TRUE(kv.Put("ns", "k6", std::string(900, 'v'), false, job).ok());
+}
+
+TEST_F(KvStoreTest, ANamespaceAndTheWholeStoreAreBounded) {
+  KvLimits limits;
+  limits.max_namespace_total_bytes = 1000;
+  limits.max_namespace_keys = 100;
+  limits.max_total_bytes = 1500;
+  KvStore kv(limits, std::make_unique<InMemoryKvStorage>());
+  ASSERT_TRUE(kv.Put("a", "k1", std::string(900, 'v'), false, JobId()).ok());
+  auto ns_full = kv.Put("a", "k2", std::string(200, 'v'), false, JobId());
+  EXPECT_EQ(ns_full.status().code(), StatusCode::kUnavailable);
+  EXPECT_NE(ns_full.status().message().find("namespace \"a\" holds 1 keys of 902 bytes"),
+            std::string::npos)
+      << ns_full.status();
+  ASSERT_TRUE(kv.Put("b", "k1", std::string(500, 'v'), false, JobId()).ok());
+  auto full = kv.Put("c", "k1", std::string(200, 'v'), false, JobId());
+  EXPECT_NE(full.status().message().find("store holds 2 keys of 1404 bytes"), std::string::npos)
+      << full.status();
+  ASSERT_TRUE(kv.Delete("a", "k1").ok());
+  EXPECT_TRUE(kv.Put("c", "k1", std::string(200, 'v'), false, JobId()).ok());
+}
+
+// Exported code is content-addressed: another job cannot put its own code
+// under a key that names other code, nor replace what is there.
+TEST_F(KvStoreTest, CodeKeysHoldOnlyTheCodeTheirHashNames) {
+  const std::string code = "cloudpickled function";
+  const std::string hash = Sha256Hex(code).substr(0, 40);
+  const std::string key = "detached/" + hash;
+  ASSERT_TRUE(kv_.Put("rayx.py.fn", key, code, true, JobId()).ok());
+  auto evil = kv_.Put("rayx.py.fn", key, "other code", true, JobId::FromWire("other"));
+  EXPECT_EQ(evil.status().code(), StatusCode::kAlreadyExists) << evil.status();
+  EXPECT_EQ(GetOrDie("rayx.py.fn", key), code);
+  // The same code again changes nothing: not even its scope (a job's end
+  // must not take a detached actor's class with it).
+  ASSERT_TRUE(kv_.Put("rayx.py.fn", key, code, true, JobId::FromWire("other")).ok());
+  kv_.OnJobFinished(JobId::FromWire("other"));
+  EXPECT_EQ(GetOrDie("rayx.py.fn", key), code);
+  // A new key must name its value's hash.
+  auto forged = kv_.Put("rayx.py.fn", "detached/" + Sha256Hex("x").substr(0, 40), "y", true,
+                        JobId());
+  EXPECT_EQ(forged.status().code(), StatusCode::kInvalidArgument) << forged.status();
+  auto job_key = kv_.Put("rayx.py.fn", "0123456789abcdef/" + std::string(40, 'a'), "y", true,
+                         JobId::FromWire("0123456789abcdef"));
+  EXPECT_EQ(job_key.status().code(), StatusCode::kInvalidArgument) << job_key.status();
+  // Other keys and namespaces are plain.
+  EXPECT_TRUE(kv_.Put("rayx.py.fn", "notes", "anything", true, JobId()).ok());
+  EXPECT_TRUE(kv_.Put("other", "detached/" + std::string(40, 'a'), "y", true, JobId()).ok());
 }
 
 }  // namespace

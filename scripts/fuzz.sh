@@ -15,7 +15,6 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 seconds="${FUZZ_SECONDS:-20}"
-targets=(envelope messages push_tasks call_args python_values user_input archive)
 
 # clang 14 and its libFuzzer runtime, from Debian, when missing.
 need=()
@@ -32,7 +31,7 @@ fi
 
 generator=()
 if command -v ninja >/dev/null; then generator=(-G Ninja); fi
-if [ ! -f build-fuzz/CMakeCache.txt ]; then
+if [ ! -f build-fuzz/CMakeCache.txt ] || [ ! -f build-fuzz/fuzz_targets.txt ]; then
   cmake -S . -B build-fuzz "${generator[@]}" -DRAYX_FUZZ=ON -DCMAKE_BUILD_TYPE=Debug \
     -DCMAKE_CXX_COMPILER=clang++
 fi
@@ -43,6 +42,9 @@ if [ "${1:-}" = "--seeds" ]; then
   ./build-fuzz/tests/fuzz/rayx_fuzz_seeds tests/fuzz/corpus
   exit 0
 fi
+# Every target CMake could build (fuzz_python_values needs python3-dev and
+# pybind11-dev), or those named.
+mapfile -t targets < build-fuzz/fuzz_targets.txt
 if [ $# -gt 0 ]; then targets=("$@"); fi
 
 build_targets=()

@@ -11,11 +11,14 @@
 
 #include <charconv>
 
+#include "common/text.h"
+
 namespace rayx {
 
 Result<HostPort> ParseHostPort(std::string_view text, uint16_t default_port) {
   auto bad = [&](const std::string& why) {
-    return Status::InvalidArgument("invalid address '" + std::string(text) + "': " + why +
+    return Status::InvalidArgument("invalid address '" + Utf8Prefix(text, 200) +
+                                   (text.size() > 200 ? "...'" : "'") + ": " + why +
                                    " (expected HOST:PORT, e.g. 10.0.0.1:6380)");
   };
   if (text.empty()) return bad("empty");

@@ -1,11 +1,24 @@
 // Command-line flag parsing.
 #include "common/flags.h"
 
+#include <cctype>
 #include <charconv>
 #include <cmath>
 #include <cstdlib>
 
+#include "common/text.h"
+
 namespace rayx {
+namespace {
+
+// A value the user typed, quoted and cut short enough for an error message.
+std::string Quoted(const std::string& v) {
+  constexpr size_t kMaxQuoted = 100;
+  if (v.size() <= kMaxQuoted) return "'" + v + "'";
+  return "'" + Utf8Prefix(v, kMaxQuoted) + "...'";
+}
+
+}  // namespace
 
 FlagsAndCommand SplitAtDoubleDash(const std::vector<std::string>& args) {
   FlagsAndCommand out;
@@ -45,7 +58,7 @@ void FlagParser::AddInt(const std::string& name, int64_t* out, int64_t min, int6
                     auto [ptr, ec] = std::from_chars(v.data(), v.data() + v.size(), value);
                     if (ec != std::errc() || ptr != v.data() + v.size()) {
                       return Status::InvalidArgument(command_ + ": --" + name +
-                                                     " expects an integer, got '" + v + "'");
+                                                     " expects an integer, got " + Quoted(v));
                     }
                     if (value < min || value > max) {
                       return Status::InvalidArgument(
@@ -62,13 +75,15 @@ void FlagParser::AddDouble(const std::string& name, double* out, const std::stri
   flags_[name] = {true, help, [=, this](const std::string& v) {
                     char* end = nullptr;
                     double value = std::strtod(v.c_str(), &end);
-                    if (v.empty() || end != v.c_str() + v.size() || !std::isfinite(value)) {
+                    // strtod would also skip leading spaces.
+                    if (v.empty() || std::isspace(static_cast<unsigned char>(v[0])) ||
+                        end != v.c_str() + v.size() || !std::isfinite(value)) {
                       return Status::InvalidArgument(command_ + ": --" + name +
-                                                     " expects a number, got '" + v + "'");
+                                                     " expects a number, got " + Quoted(v));
                     }
                     if (value < 0) {
                       return Status::InvalidArgument(command_ + ": --" + name +
-                                                     " cannot be negative, got " + v);
+                                                     " cannot be negative, got " + Quoted(v));
                     }
                     *out = value;
                     return Status::OK();
@@ -92,7 +107,7 @@ Status FlagParser::Parse(const std::vector<std::string>& args,
     if (arg == "--") {
       for (size_t j = i + 1; j < args.size(); ++j) {
         if (!positional) {
-          return Status::InvalidArgument(command_ + ": unexpected argument '" + args[j] + "'");
+          return Status::InvalidArgument(command_ + ": unexpected argument " + Quoted(args[j]));
         }
         positional->push_back(args[j]);
       }
@@ -100,8 +115,8 @@ Status FlagParser::Parse(const std::vector<std::string>& args,
     }
     if (arg.rfind("--", 0) != 0 || arg.size() == 2) {
       if (!positional) {
-        return Status::InvalidArgument(command_ + ": unexpected argument '" + arg +
-                                       "' (see --help)");
+        return Status::InvalidArgument(command_ + ": unexpected argument " + Quoted(arg) +
+                                       " (see --help)");
       }
       positional->push_back(arg);
       continue;
@@ -116,8 +131,8 @@ Status FlagParser::Parse(const std::vector<std::string>& args,
     }
     auto it = flags_.find(name);
     if (it == flags_.end()) {
-      return Status::InvalidArgument(command_ + ": unknown flag --" + name + " (see " + command_ +
-                                     " --help)");
+      return Status::InvalidArgument(command_ + ": unknown flag --" + Utf8Prefix(name, 100) +
+                                     " (see " + command_ + " --help)");
     }
     if (it->second.takes_value && !has_inline) {
       if (i + 1 >= args.size()) {

@@ -1,6 +1,8 @@
 // Parsing and printing of resource amounts and node labels.
 #include "rayx/resources.h"
 
+#include "common/text.h"
+
 #include <cctype>
 #include <cmath>
 #include <cstdio>
@@ -8,6 +10,13 @@
 
 namespace rayx {
 namespace {
+
+// The user's text, cut short enough to quote in an error.
+std::string Quote(std::string_view text) {
+  constexpr size_t kMaxQuoted = 200;
+  if (text.size() <= kMaxQuoted) return "'" + std::string(text) + "'";
+  return "'" + Utf8Prefix(text, kMaxQuoted) + "...' (" + std::to_string(text.size()) + " bytes)";
+}
 
 // A strict reader for one flat JSON object whose values are numbers. Hand-written
 // because the grammar needed is ten lines and a JSON library would be a new
@@ -18,6 +27,9 @@ class FlatJsonReader {
 
   Result<ResourceMap> Read() {
     ResourceMap out;
+    if (s_.size() > kMaxResourceTextBytes) {
+      return Error("the text is longer than " + std::to_string(kMaxResourceTextBytes) + " bytes");
+    }
     SkipSpace();
     if (!Consume('{')) return Error("expected '{'");
     SkipSpace();
@@ -32,6 +44,9 @@ class FlatJsonReader {
       auto amount = ReadNumber(*name);
       if (!amount.ok()) return amount.status();
       if (out.count(*name)) return Error("resource \"" + *name + "\" is given twice");
+      if (out.size() == kMaxResourceEntries) {
+        return Error("more than " + std::to_string(kMaxResourceEntries) + " resources");
+      }
       out[*name] = *amount;
       SkipSpace();
       if (Consume(',')) continue;
@@ -49,8 +64,8 @@ class FlatJsonReader {
   }
 
   Status Error(const std::string& what) const {
-    return Status::InvalidArgument("invalid resources JSON '" + std::string(s_) +
-                                   "' at offset " + std::to_string(pos_) + ": " + what +
+    return Status::InvalidArgument("invalid resources JSON " + Quote(s_) +
+                                   " at offset " + std::to_string(pos_) + ": " + what +
                                    " (expected e.g. '{\"tpu\": 4, \"ssd\": 1}')");
   }
 
@@ -74,6 +89,10 @@ class FlatJsonReader {
         return Error("resource names may not contain escapes or control characters");
       }
       out += c;
+      if (out.size() > kMaxResourceNameBytes) {
+        return Error("a resource name is longer than " + std::to_string(kMaxResourceNameBytes) +
+                     " bytes");
+      }
     }
     if (!Consume('"')) return Error("unterminated string");
     if (out.empty()) return Error("empty resource name");
@@ -89,12 +108,17 @@ class FlatJsonReader {
     }
     std::string token(s_.substr(start, pos_ - start));
     if (token.empty()) return Error("the amount of \"" + name + "\" must be a number");
+    if (token.size() > 64) return Error("the amount of \"" + name + "\" is not a number");
     char* end = nullptr;
     double value = std::strtod(token.c_str(), &end);
     if (end != token.c_str() + token.size() || !std::isfinite(value)) {
       return Error("the amount of \"" + name + "\" is not a number: " + token);
     }
     if (value < 0) return Error("the amount of \"" + name + "\" is negative: " + token);
+    if (value > kMaxResourceAmount) {
+      return Error("the amount of \"" + name + "\" is " + token + ", over the limit of " +
+                   FormatAmount(kMaxResourceAmount));
+    }
     return value;
   }
 
@@ -124,6 +148,10 @@ Result<ResourceMap> ParseResourcesJson(std::string_view json) {
 
 Result<LabelMap> ParseLabels(std::string_view text) {
   LabelMap out;
+  if (text.size() > kMaxResourceTextBytes) {
+    return Status::InvalidArgument("labels " + Quote(text) + " are longer than " +
+                                   std::to_string(kMaxResourceTextBytes) + " bytes");
+  }
   size_t pos = 0;
   while (pos < text.size()) {
     size_t comma = text.find(',', pos);
@@ -131,18 +159,25 @@ Result<LabelMap> ParseLabels(std::string_view text) {
     std::string_view pair = text.substr(pos, comma - pos);
     size_t eq = pair.find('=');
     auto bad = [&](const std::string& why) {
-      return Status::InvalidArgument("invalid label '" + std::string(pair) + "' in '" +
-                                     std::string(text) + "': " + why +
+      return Status::InvalidArgument("invalid label " + Quote(pair) + " in " + Quote(text) +
+                                     ": " + why +
                                      " (expected key=value,key2=value2)");
     };
     if (eq == std::string_view::npos) return bad("missing '='");
     std::string key(pair.substr(0, eq));
     std::string value(pair.substr(eq + 1));
     if (key.empty() || value.empty()) return bad("empty key or value");
+    if (key.size() > kMaxResourceNameBytes || value.size() > kMaxResourceNameBytes) {
+      return bad("a key or value is longer than " + std::to_string(kMaxResourceNameBytes) +
+                 " bytes");
+    }
     for (char c : key + value) {
       if (!IsLabelChar(c)) return bad("only letters, digits and _ - . / are allowed");
     }
     if (out.count(key)) return bad("key given twice");
+    if (out.size() == kMaxResourceEntries) {
+      return bad("more than " + std::to_string(kMaxResourceEntries) + " labels");
+    }
     out[key] = value;
     pos = comma + 1;
     if (comma == text.size() - 1) return bad("trailing ','");

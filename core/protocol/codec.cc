@@ -1,6 +1,8 @@
 // Decoding with limits, message names and protocol checks.
 #include "protocol/codec.h"
 
+#include "rayx/detail/bounded_unpack.h"
+
 namespace rayx::protocol {
 
 std::string MessageTypeName(uint16_t type) {
@@ -111,23 +113,17 @@ Status ParseOne(const char* data, size_t size, const DecodeLimits& limits,
                                    " bytes exceeds the limit of " +
                                    std::to_string(kMaxControlFrameBytes));
   }
-  std::size_t offset = 0;
+  rayx::detail::UnpackLimits bounds;
+  bounds.max_array = limits.max_array;
+  bounds.max_map = limits.max_map;
+  bounds.max_str = limits.max_str;
+  bounds.max_bin = limits.max_bin;
+  bounds.max_ext = 0;  // no message uses ext values
+  bounds.max_depth = limits.max_depth;
   try {
-    *out = msgpack::unpack(data, size, offset, nullptr, nullptr,
-                           msgpack::unpack_limit(limits.max_array, limits.max_map,
-                                                 limits.max_str, limits.max_bin, 0,
-                                                 limits.max_depth));
-  } catch (const msgpack::insufficient_bytes&) {
-    return Status::InvalidArgument("truncated msgpack value (" + std::to_string(size) +
-                                   " bytes)");
-  } catch (const msgpack::unpack_error& e) {
-    return Status::InvalidArgument(std::string("malformed or over-limit msgpack: ") + e.what());
+    *out = rayx::detail::UnpackBounded(std::string_view(data, size), bounds);
   } catch (const std::exception& e) {
-    return Status::InvalidArgument(std::string("undecodable msgpack: ") + e.what());
-  }
-  if (offset != size) {
-    return Status::InvalidArgument(std::to_string(size - offset) +
-                                   " unexpected bytes after the msgpack value");
+    return Status::InvalidArgument(e.what());
   }
   return Status::OK();
 }

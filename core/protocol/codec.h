@@ -18,7 +18,9 @@ inline constexpr size_t kMaxControlFrameBytes = 16 << 20;
 
 // Limits applied while parsing untrusted msgpack, so a few bytes claiming a huge
 // array or a deeply nested value cannot make us allocate or recurse without
-// bound.
+// bound. Besides these, the elements a value's headers declare add up to at
+// most its size in bytes (rayx/detail/bounded_unpack.h), and ext values are
+// refused.
 struct DecodeLimits {
   size_t max_array = 1 << 17;
   size_t max_map = 1 << 17;
@@ -58,8 +60,9 @@ Result<T> Decode(std::string_view bytes, const DecodeLimits& limits = {}) {
     handle.get().convert(out);
     return out;
   } catch (const std::exception& e) {
-    return Status::InvalidArgument(std::string("message does not have the expected fields: ") +
-                                   e.what());
+    std::string what = "message";
+    if constexpr (requires { T::kType; }) what = MessageTypeName(static_cast<uint16_t>(T::kType));
+    return Status::InvalidArgument(what + " does not have the expected fields: " + e.what());
   }
 }
 

@@ -35,6 +35,8 @@ class Reader {
   }
   size_t left() const { return in_.size() - pos_; }
   bool done() const { return pos_ == in_.size(); }
+  size_t pos() const { return pos_; }
+  size_t size() const { return in_.size(); }
 
  private:
   bool Fixed(void* v, size_t n) {
@@ -47,8 +49,14 @@ class Reader {
   size_t pos_ = 0;
 };
 
-Status Malformed(const char* what) {
-  return Status::InvalidArgument(std::string("malformed ") + what);
+// "malformed PushTasksRequest: call 2 (of 5) is cut short at byte 40 of 120".
+Status Malformed(const char* message, const Reader& r, const std::string& what) {
+  return Status::InvalidArgument(std::string("malformed ") + message + ": " + what + " at byte " +
+                                 std::to_string(r.pos()) + " of " + std::to_string(r.size()));
+}
+
+std::string Nth(const char* what, uint32_t i, uint32_t count) {
+  return std::string(what) + " " + std::to_string(i) + " (of " + std::to_string(count) + ")";
 }
 
 // Reads a value of kind `kind` (already read) into `out`.
@@ -179,64 +187,82 @@ void PushTasksWriter::Finish() { std::memcpy(out_->data() + count_offset_, &coun
 
 Status ParsePushTasksRequest(std::string_view body, const std::vector<std::string_view>& payload,
                              PushTasksView* out) {
+  constexpr const char* kWhat = "PushTasksRequest";
   out->calls.clear();
   out->args.clear();
   Reader r(body);
   uint32_t count = 0;
-  if (!r.Str(&out->job_id) || !r.U32(&count)) return Malformed("PushTasksRequest header");
+  if (!r.Str(&out->job_id) || !r.U32(&count)) return Malformed(kWhat, r, "the header is cut short");
   // A call takes at least 25 bytes: never reserve more than the body can hold.
-  if (count > r.left() / 25) return Malformed("PushTasksRequest: call count exceeds the body");
+  if (count > r.left() / 25) {
+    return Malformed(kWhat, r, "the call count " + std::to_string(count) + " exceeds the body");
+  }
   out->calls.reserve(count);
   for (uint32_t i = 0; i < count; ++i) {
     TaskCallView call;
     uint8_t flags = 0;
     if (!r.U64(&call.call_id) || !r.U8(&flags) || !r.Str(&call.function) ||
         !r.Str(&call.actor_id) || !r.Str(&call.return_id) || !r.U32(&call.arg_count)) {
-      return Malformed("PushTasksRequest call");
+      return Malformed(kWhat, r, Nth("call", i, count) + " is cut short");
     }
     call.actor_creation = (flags & 1) != 0;
-    if (call.arg_count > r.left() / 5) return Malformed("PushTasksRequest: argument count");
+    // An argument takes at least 5 bytes.
+    if (call.arg_count > r.left() / 5) {
+      return Malformed(kWhat, r,
+                       "the argument count " + std::to_string(call.arg_count) + " of " +
+                           Nth("call", i, count) + " exceeds the body");
+    }
     call.first_arg = static_cast<uint32_t>(out->args.size());
     for (uint32_t a = 0; a < call.arg_count; ++a) {
       uint8_t kind = 0;
       WireValueView arg;
       if (!r.U8(&kind) || kind == static_cast<uint8_t>(WireValue::kError) ||
           !ReadValue(r, kind, payload, &arg)) {
-        return Malformed("PushTasksRequest argument");
+        return Malformed(kWhat, r,
+                         Nth("argument", a, call.arg_count) + " of " + Nth("call", i, count) +
+                             " is cut short, of unknown kind " + std::to_string(kind) +
+                             ", or names a missing frame");
       }
       out->args.push_back(std::move(arg));
     }
     out->calls.push_back(call);
   }
-  if (!r.done()) return Malformed("PushTasksRequest: bytes after the last call");
+  if (!r.done()) return Malformed(kWhat, r, "bytes after the last call");
   return Status::OK();
 }
 
 Status ParsePushTasksReply(std::string_view body, const std::vector<std::string_view>& payload,
                            std::vector<TaskResultView>* out) {
+  constexpr const char* kWhat = "PushTasksReply";
   out->clear();
   Reader r(body);
   uint32_t count = 0;
-  if (!r.U32(&count)) return Malformed("PushTasksReply header");
+  if (!r.U32(&count)) return Malformed(kWhat, r, "the header is cut short");
   // A result takes at least 13 bytes.
-  if (count > r.left() / 13) return Malformed("PushTasksReply: result count exceeds the body");
+  if (count > r.left() / 13) {
+    return Malformed(kWhat, r, "the result count " + std::to_string(count) + " exceeds the body");
+  }
   out->reserve(count);
   for (uint32_t i = 0; i < count; ++i) {
     TaskResultView result;
     uint8_t kind = 0;
-    if (!r.U64(&result.call_id) || !r.U8(&kind)) return Malformed("PushTasksReply result");
+    if (!r.U64(&result.call_id) || !r.U8(&kind)) {
+      return Malformed(kWhat, r, Nth("result", i, count) + " is cut short");
+    }
     if (kind == static_cast<uint8_t>(WireValue::kError)) {
       result.value.kind = WireValue::kError;
       if (!r.Str(&result.error_type) || !r.Str(&result.error_message) ||
           !r.Str(&result.error_node)) {
-        return Malformed("PushTasksReply error");
+        return Malformed(kWhat, r, "the error of " + Nth("result", i, count) + " is cut short");
       }
     } else if (!ReadValue(r, kind, payload, &result.value)) {
-      return Malformed("PushTasksReply value");
+      return Malformed(kWhat, r,
+                       "the value of " + Nth("result", i, count) + " is cut short, of unknown kind " +
+                           std::to_string(kind) + ", or names a missing frame");
     }
     out->push_back(std::move(result));
   }
-  if (!r.done()) return Malformed("PushTasksReply: bytes after the last result");
+  if (!r.done()) return Malformed(kWhat, r, "bytes after the last result");
   return Status::OK();
 }
 

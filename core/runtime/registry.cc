@@ -58,6 +58,20 @@ std::string DescribePointer(const void* address) {
   return buf;
 }
 
+std::string TypeName(const std::type_info& type) {
+  int status = 0;
+  char* demangled = abi::__cxa_demangle(type.name(), nullptr, nullptr, &status);
+  std::string name = status == 0 && demangled ? demangled : type.name();
+  std::free(demangled);
+  // libstdc++'s spelling of std::string, which says nothing to a reader.
+  const std::string kString =
+      "std::__cxx11::basic_string<char, std::char_traits<char>, std::allocator<char> >";
+  for (size_t at = name.find(kString); at != std::string::npos; at = name.find(kString, at)) {
+    name.replace(at, kString.size(), "std::string");
+  }
+  return name;
+}
+
 std::vector<std::string> SplitNames(const char* names) {
   std::vector<std::string> out;
   std::string current;

@@ -5,6 +5,7 @@
 
 #include <memory>
 #include <string>
+#include <string_view>
 
 #include "rayx/detail/runtime_api.h"
 
@@ -47,6 +48,30 @@ struct PyPlacementGroup {
   detail::PlacementGroupPtr group;
 };
 
+
+// A read-only view of a bytes-like object's memory as one run of bytes.
+// Construct and destroy it with the GIL held; the view may be read without.
+// Throws error_already_set (BufferError) for an object whose memory is not
+// contiguous, such as a strided memoryview (memoryview(b)[::2]): its length
+// counts items that are not one after another.
+class ContiguousBytes {
+ public:
+  explicit ContiguousBytes(pybind11::handle o) {
+    if (PyObject_GetBuffer(o.ptr(), &buffer_, PyBUF_SIMPLE) != 0) {
+      throw pybind11::error_already_set();
+    }
+  }
+  ~ContiguousBytes() { PyBuffer_Release(&buffer_); }
+  ContiguousBytes(const ContiguousBytes&) = delete;
+  ContiguousBytes& operator=(const ContiguousBytes&) = delete;
+
+  std::string_view view() const {
+    return {static_cast<const char*>(buffer_.buf), static_cast<size_t>(buffer_.len)};
+  }
+
+ private:
+  Py_buffer buffer_{};
+};
 
 // The user's names of strategies, converted at this edge. Each throws
 // ValueError naming the valid names for any other.

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "bindings.h"
+#include "msgpack_values.h"
 #include "rayx/cluster_status.h"
 #include "rayx/detail/registry.h"
 #include "rayx/detail/runtime_api.h"
@@ -26,6 +27,7 @@
 namespace py = pybind11;
 using namespace rayx::detail;  // NOLINT: this file is the binding of that namespace
 using rayx::ResourceMap;
+using rayx::python::ContiguousBytes;
 using rayx::python::ExceptionType;
 using rayx::python::ObjectBuffer;
 using rayx::python::ActorClaim;
@@ -130,8 +132,7 @@ std::vector<Arg> ToArgs(const py::list& args) {
     } else if (py::isinstance<PyObjectRef>(a)) {
       arg.ref = py::cast<PyObjectRef&>(a).handle;
     } else {
-      py::buffer_info info = py::cast<py::buffer>(a).request();
-      arg.bytes.assign(static_cast<const char*>(info.ptr), static_cast<size_t>(info.size * info.itemsize));
+      arg.bytes = ContiguousBytes(a).view();
     }
     out.push_back(std::move(arg));
   }
@@ -182,19 +183,21 @@ std::vector<bool> Wait(const std::vector<PyObjectRef*>& refs, size_t num_returns
 // Writes `parts` (offset, buffer) into a new object of `size` bytes: for a large
 // one straight into the node's store. The GIL is released while copying.
 PyObjectRef PutParts(size_t size, const std::vector<std::pair<size_t, py::buffer>>& parts) {
-  std::vector<std::pair<size_t, py::buffer_info>> infos;
-  infos.reserve(parts.size());
+  // Released with the GIL held: declared before the release below.
+  std::vector<std::pair<size_t, std::unique_ptr<ContiguousBytes>>> views;
+  views.reserve(parts.size());
   for (const auto& [offset, buffer] : parts) {
-    py::buffer_info info = buffer.request();
-    size_t n = static_cast<size_t>(info.size * info.itemsize);
-    if (offset + n > size) throw std::invalid_argument("put: a part ends past the object's size");
-    infos.emplace_back(offset, std::move(info));
+    auto view = std::make_unique<ContiguousBytes>(buffer);
+    if (offset > size || view->view().size() > size - offset) {
+      throw std::invalid_argument("put: a part ends past the object's size");
+    }
+    views.emplace_back(offset, std::move(view));
   }
   py::gil_scoped_release release;
   return PyObjectRef{PutEncoded(size, [&](char* out) {
     std::memset(out, 0, size);
-    for (const auto& [offset, info] : infos) {
-      std::memcpy(out + offset, info.ptr, static_cast<size_t>(info.size * info.itemsize));
+    for (const auto& [offset, view] : views) {
+      std::memcpy(out + offset, view->view().data(), view->view().size());
     }
   })};
 }
@@ -253,109 +256,6 @@ py::list Nodes() {
   return out;
 }
 
-// --- Values that cross between Python and C++ (msgpack) ------------------------
-
-constexpr int kMaxDepth = 64;
-
-void PackValue(msgpack::packer<msgpack::sbuffer>& pk, py::handle o, const std::string& path,
-               int depth) {
-  if (depth > kMaxDepth) throw py::value_error("a value crossing to C++ nests deeper than 64 at " + path);
-  if (o.is_none()) {
-    pk.pack_nil();
-  } else if (PyBool_Check(o.ptr())) {
-    pk.pack(o.ptr() == Py_True);
-  } else if (PyLong_Check(o.ptr())) {
-    int overflow = 0;
-    long long v = PyLong_AsLongLongAndOverflow(o.ptr(), &overflow);
-    if (overflow == 0) {
-      pk.pack(static_cast<int64_t>(v));
-    } else {
-      unsigned long long u = PyLong_AsUnsignedLongLong(o.ptr());
-      if (PyErr_Occurred()) {
-        PyErr_Clear();
-        throw py::value_error("the int at " + path + " does not fit in 64 bits for C++");
-      }
-      pk.pack(static_cast<uint64_t>(u));
-    }
-  } else if (PyFloat_Check(o.ptr())) {
-    pk.pack(PyFloat_AsDouble(o.ptr()));
-  } else if (PyUnicode_Check(o.ptr())) {
-    pk.pack(py::cast<std::string>(o));
-  } else if (PyBytes_Check(o.ptr()) || PyByteArray_Check(o.ptr())) {
-    std::string b = PyBytes_Check(o.ptr()) ? py::cast<std::string>(o)
-                                            : std::string(PyByteArray_AsString(o.ptr()),
-                                                          PyByteArray_Size(o.ptr()));
-    pk.pack_bin(static_cast<uint32_t>(b.size()));
-    pk.pack_bin_body(b.data(), static_cast<uint32_t>(b.size()));
-  } else if (PyList_Check(o.ptr()) || PyTuple_Check(o.ptr())) {
-    py::sequence seq = py::reinterpret_borrow<py::sequence>(o);
-    pk.pack_array(static_cast<uint32_t>(seq.size()));
-    for (size_t i = 0; i < seq.size(); ++i) {
-      PackValue(pk, seq[i], path + "[" + std::to_string(i) + "]", depth + 1);
-    }
-  } else if (PyDict_Check(o.ptr())) {
-    py::dict d = py::reinterpret_borrow<py::dict>(o);
-    pk.pack_map(static_cast<uint32_t>(d.size()));
-    for (auto item : d) {
-      std::string key = py::cast<std::string>(py::repr(item.first));
-      PackValue(pk, item.first, path + " key " + key, depth + 1);
-      PackValue(pk, item.second, path + "[" + key + "]", depth + 1);
-    }
-  } else {
-    throw py::type_error("cannot pass a " + std::string(Py_TYPE(o.ptr())->tp_name) + " (at " +
-                         path + ") between Python and C++: values that cross languages are "
-                         "None, bool, int, float, str, bytes, list, tuple and dict");
-  }
-}
-
-py::bytes MsgpackDumps(py::handle o, const std::string& what) {
-  msgpack::sbuffer buffer;
-  msgpack::packer<msgpack::sbuffer> pk(buffer);
-  PackValue(pk, o, what, 0);
-  return py::bytes(buffer.data(), buffer.size());
-}
-
-py::object ToPython(const msgpack::object& o) {
-  switch (o.type) {
-    case msgpack::type::NIL: return py::none();
-    case msgpack::type::BOOLEAN: return py::bool_(o.via.boolean);
-    case msgpack::type::POSITIVE_INTEGER: return py::int_(o.via.u64);
-    case msgpack::type::NEGATIVE_INTEGER: return py::int_(o.via.i64);
-    case msgpack::type::FLOAT32:
-    case msgpack::type::FLOAT64: return py::float_(o.via.f64);
-    case msgpack::type::STR: return py::str(o.via.str.ptr, o.via.str.size);
-    case msgpack::type::BIN: return py::bytes(o.via.bin.ptr, o.via.bin.size);
-    case msgpack::type::ARRAY: {
-      py::list out;
-      for (uint32_t i = 0; i < o.via.array.size; ++i) out.append(ToPython(o.via.array.ptr[i]));
-      return out;
-    }
-    case msgpack::type::MAP: {
-      py::dict out;
-      for (uint32_t i = 0; i < o.via.map.size; ++i) {
-        py::object key = ToPython(o.via.map.ptr[i].key);
-        if (PyList_Check(key.ptr())) key = py::tuple(key);  // lists cannot be dict keys
-        out[key] = ToPython(o.via.map.ptr[i].val);
-      }
-      return out;
-    }
-    default:
-      throw py::type_error("a C++ value of msgpack type " + std::to_string(static_cast<int>(o.type)) +
-                           " has no Python equivalent");
-  }
-}
-
-py::object MsgpackLoads(const py::buffer& b) {
-  py::buffer_info info = b.request();
-  try {
-    msgpack::object_handle h = msgpack::unpack(static_cast<const char*>(info.ptr),
-                                               static_cast<size_t>(info.size * info.itemsize));
-    return ToPython(h.get());
-  } catch (const msgpack::unpack_error& e) {
-    throw py::value_error(std::string("not a msgpack value (a C++ result?): ") + e.what());
-  }
-}
-
 // --- Python workers ---------------------------------------------------------
 
 // The Python function that runs calls in a worker: dispatch(kind, instance,
@@ -390,8 +290,7 @@ std::string Dispatch(const char* kind, const py::object* instance, const ArgView
   py::gil_scoped_acquire gil;
   try {
     py::object result = (*g_dispatch)(kind, instance ? *instance : py::none(), ArgViewsToList(args));
-    py::buffer_info info = py::cast<py::buffer>(result).request();
-    return std::string(static_cast<const char*>(info.ptr), static_cast<size_t>(info.size * info.itemsize));
+    return std::string(ContiguousBytes(result).view());
   } catch (py::error_already_set& e) {
     throw std::runtime_error(Describe(e));
   }
@@ -559,8 +458,8 @@ PYBIND11_MODULE(_core, m) {
     return PyActor{DeserializeActor(bytes)};
   });
 
-  m.def("msgpack_dumps", &MsgpackDumps, py::arg("value"), py::arg("what") = "value");
-  m.def("msgpack_loads", &MsgpackLoads);
+  m.def("msgpack_dumps", &rayx::python::MsgpackDumps, py::arg("value"), py::arg("what") = "value");
+  m.def("msgpack_loads", &rayx::python::MsgpackLoads, py::arg("data"));
   m.def("put_parts", &PutParts);
   m.def("get", &Get, py::arg("ref"), py::arg("timeout_s"));
   m.def("wait", &Wait);

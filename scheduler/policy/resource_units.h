@@ -4,6 +4,8 @@
 #include <cstdint>
 #include <optional>
 
+#include "rayx/resources.h"
+
 namespace rayx::scheduler::policy {
 
 // Amounts are kept as integers in units of 1/10,000 (Ray's FixedPoint does the
@@ -12,8 +14,9 @@ namespace rayx::scheduler::policy {
 inline constexpr int64_t kUnitsPerWhole = 10'000;
 
 // The largest amount of one resource accepted: 1e14 (100 TB of memory in
-// bytes), so that eight such amounts still add up inside an int64.
-inline constexpr double kMaxAmount = 1e14;
+// bytes), so that eight such amounts still add up inside an int64. The same
+// bound ParseResourcesJson applies to what users type.
+inline constexpr double kMaxAmount = rayx::kMaxResourceAmount;
 
 // `amount` in units, or nullopt when it is negative, not finite or above kMaxAmount.
 std::optional<int64_t> ToUnits(double amount);

@@ -75,6 +75,14 @@ TEST(ParseHostPort, RejectsEmptyText) {
 
 TEST(ParseHostPort, ErrorQuotesTheInput) { ExpectBad("oops:99999", "'oops:99999'"); }
 
+TEST(ParseHostPort, ErrorQuotesLongInputCutShort) {
+  auto r = ParseHostPort(std::string(100'000, 'h') + ":0");
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("'hhhh"), std::string::npos) << r.status();
+  EXPECT_NE(r.status().message().find("...'"), std::string::npos) << r.status();
+  EXPECT_LT(r.status().message().size(), 400u);
+}
+
 TEST(ResolveIpv4, ReturnsDottedAddressUnchanged) {
   auto r = ResolveIpv4("127.0.0.1");
   ASSERT_TRUE(r.ok()) << r.status();

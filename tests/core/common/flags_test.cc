@@ -108,6 +108,26 @@ TEST_F(FlagParserTest, NonFiniteOrMalformedDoubleIsRejected) {
   ExpectError({"--num-cpus="}, "expects a number");
 }
 
+TEST_F(FlagParserTest, LeadingSpacesAreNotNumbers) {
+  ExpectError({"--num-cpus", " 2"}, "expects a number");
+  ExpectError({"--port", " 80"}, "expects an integer");
+}
+
+TEST_F(FlagParserTest, ErrorsQuoteLongValuesCutShort) {
+  const std::string huge(100'000, '7');
+  Status s = Parse({"--num-cpus", huge + "x"});
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("--num-cpus expects a number, got '7777"), std::string::npos) << s;
+  EXPECT_LT(s.message().size(), 300u) << "the message quotes all of a 100 kB value";
+  s = Parse({huge});
+  ASSERT_FALSE(s.ok());
+  EXPECT_LT(s.message().size(), 300u);
+  s = Parse({"--" + huge});
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("unknown flag --777"), std::string::npos) << s;
+  EXPECT_LT(s.message().size(), 300u);
+}
+
 TEST_F(FlagParserTest, ArgumentsAfterDoubleDashArePositional) {
   std::vector<std::string> positional;
   ASSERT_TRUE(Parse({"--head", "--", "--port", "x"}, &positional).ok());

@@ -17,6 +17,14 @@ void ExpectRejected(const std::string& json, const std::string& what) {
       << "for " << json << ": " << r.status().message();
 }
 
+void ExpectBadLabels(const std::string& text, const std::string& what) {
+  auto r = ParseLabels(text);
+  ASSERT_FALSE(r.ok()) << "accepted: " << text;
+  EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(r.status().message().find(what), std::string::npos)
+      << "for " << text << ": " << r.status().message();
+}
+
 TEST(ParseResourcesJson, AcceptsIntegerAndFractionalAmounts) {
   auto r = ParseResourcesJson(R"({"tpu": 4, "ssd": 1.5})");
   ASSERT_TRUE(r.ok()) << r.status();
@@ -120,6 +128,43 @@ TEST(ParseResourcesJson, ErrorQuotesInputAndOffset) {
       << r.status().message();
 }
 
+TEST(ParseResourcesJson, RejectsAmountsOverTheSchedulersLimit) {
+  ExpectRejected(R"({"tpu": 1e15})", "\"tpu\" is 1e15, over the limit of 100000000000000");
+  auto at_limit = ParseResourcesJson(R"({"bytes": 1e14})");
+  ASSERT_TRUE(at_limit.ok()) << at_limit.status();
+  EXPECT_DOUBLE_EQ(at_limit->at("bytes"), kMaxResourceAmount);
+}
+
+TEST(ParseResourcesJson, RejectsTextNamesAndCountsOverTheBounds) {
+  ExpectRejected("{" + std::string(kMaxResourceTextBytes, ' ') + "}", "longer than 65536 bytes");
+  ExpectRejected("{\"" + std::string(kMaxResourceNameBytes + 1, 'n') + "\": 1}",
+                 "a resource name is longer than 256 bytes");
+  std::string many = "{";
+  for (size_t i = 0; i <= kMaxResourceEntries; ++i) {
+    many += (i ? ",\"r" : "\"r") + std::to_string(i) + "\":1";
+  }
+  ExpectRejected(many + "}", "more than 1024 resources");
+  ExpectRejected(R"({"tpu": )" + std::string(100, '1') + "}", "\"tpu\" is not a number");
+}
+
+TEST(ParseResourcesJson, ErrorsQuoteLongInputCutShort) {
+  auto r = ParseResourcesJson("{\"tpu\": -1" + std::string(10'000, ' ') + "}");
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("...' (10011 bytes)"), std::string::npos) << r.status();
+  EXPECT_LT(r.status().message().size(), 500u);
+}
+
+TEST(ParseLabels, RejectsTextKeysValuesAndCountsOverTheBounds) {
+  ExpectBadLabels("a=" + std::string(kMaxResourceTextBytes, 'v'), "longer than 65536 bytes");
+  ExpectBadLabels("a=" + std::string(kMaxResourceNameBytes + 1, 'v'),
+                  "a key or value is longer than 256 bytes");
+  std::string many;
+  for (size_t i = 0; i <= kMaxResourceEntries; ++i) {
+    many += (i ? ",k" : "k") + std::to_string(i) + "=v";
+  }
+  ExpectBadLabels(many, "more than 1024 labels");
+}
+
 TEST(ParseLabels, ParsesPairs) {
   auto r = ParseLabels("accelerator=H100,zone=us-east/1a,v=1.2_x");
   ASSERT_TRUE(r.ok()) << r.status();
@@ -130,14 +175,6 @@ TEST(ParseLabels, EmptyTextGivesNoLabels) {
   auto r = ParseLabels("");
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_TRUE(r->empty());
-}
-
-void ExpectBadLabels(const std::string& text, const std::string& what) {
-  auto r = ParseLabels(text);
-  ASSERT_FALSE(r.ok()) << "accepted: " << text;
-  EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
-  EXPECT_NE(r.status().message().find(what), std::string::npos)
-      << "for " << text << ": " << r.status().message();
 }
 
 TEST(ParseLabels, RejectsMissingEquals) { ExpectBadLabels("zone", "missing '='"); }

@@ -279,7 +279,21 @@ TEST(Decode, RejectsTrailingGarbage) {
 TEST(Decode, RejectsDeepNesting) {
   std::string bytes(10000, static_cast<char>(0x91));  // fixarray of one element
   bytes += static_cast<char>(0xc0);                   // nil
-  ExpectInvalid<Envelope>(bytes, "over-limit");
+  ExpectInvalid<Envelope>(bytes, "nested deeper than 16 arrays and maps");
+}
+
+TEST(Decode, RejectsNestedHeadersClaimingMoreThanTheFrameHolds) {
+  // Ten arrays of 100,000 elements each (under max_array), nested, in 30
+  // bytes: msgpack-c alone would allocate 2.4 MB per header.
+  std::string bytes;
+  for (int i = 0; i < 10; ++i) bytes += std::string("\xdc\x86\xa0", 3);
+  ExpectInvalid<RegisterNodeRequest>(bytes, "more than its bytes can hold");
+}
+
+TEST(Decode, ShapeErrorsNameTheMessage) {
+  ExpectInvalid<RegisterNodeRequest>(Encode(std::map<std::string, int>{{"labels", 3}}),
+                                     "RegisterNodeRequest does not have the expected fields");
+  ExpectInvalid<NodeInfo>(Encode(7), "message does not have the expected fields");
 }
 
 TEST(Decode, AcceptsNestingWithinTheDepthLimit) {
@@ -291,15 +305,17 @@ TEST(Decode, AcceptsNestingWithinTheDepthLimit) {
 
 TEST(Decode, RejectsHugeArrayHeaderWithFewBytes) {
   const char array32[] = {static_cast<char>(0xdd), '\xff', '\xff', '\xff', '\xff', 1, 2, 3};
-  ExpectInvalid<Envelope>(std::string_view(array32, sizeof array32), "array size overflow");
+  ExpectInvalid<Envelope>(std::string_view(array32, sizeof array32),
+                          "an array of 4294967295 elements is over the limit of 131072");
   const char map32[] = {static_cast<char>(0xdf), '\xff', '\xff', '\xff', '\xff', 1, 2};
-  ExpectInvalid<Envelope>(std::string_view(map32, sizeof map32), "map size overflow");
+  ExpectInvalid<Envelope>(std::string_view(map32, sizeof map32),
+                          "a map of 4294967295 entries is over the limit of 131072");
   const char str32[] = {static_cast<char>(0xdb), '\xff', '\xff', '\xff', '\xff', 'a'};
   ExpectInvalid<Envelope>(std::string_view(str32, sizeof str32));
   const char bin32[] = {static_cast<char>(0xc6), '\x7f', '\xff', '\xff', '\xff', 'a'};
   ExpectInvalid<Envelope>(std::string_view(bin32, sizeof bin32));
   const char fixext1[] = {static_cast<char>(0xd4), 1, 2};  // ext types are not accepted
-  ExpectInvalid<Envelope>(std::string_view(fixext1, sizeof fixext1), "ext size overflow");
+  ExpectInvalid<Envelope>(std::string_view(fixext1, sizeof fixext1), "ext values are not accepted");
 }
 
 TEST(Decode, RejectsWrongShapedValues) {

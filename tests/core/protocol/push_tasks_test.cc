@@ -157,6 +157,43 @@ TEST(PushTasks, RejectsTrailingBytesAndMissingFrames) {
   EXPECT_FALSE(ParsePushTasksReply(MakeReply(), {}, &results).ok());
 }
 
+TEST(PushTasks, ErrorsSayWhichCallOrResultAndWhere) {
+  PushTasksView view;
+  Status missing = ParsePushTasksRequest(MakeRequest(), {}, &view);
+  EXPECT_NE(missing.message().find("malformed PushTasksRequest: argument 1 (of 3) of call 0 (of "
+                                   "2) is cut short, of unknown kind 1, or names a missing frame"),
+            std::string::npos)
+      << missing;
+  EXPECT_NE(missing.message().find(" at byte "), std::string::npos) << missing;
+  std::string request = MakeRequest();
+  // Cut inside the stored argument of the first call.
+  Status cut = ParsePushTasksRequest(std::string_view(request).substr(0, 73), {"x"}, &view);
+  EXPECT_NE(cut.message().find("argument 2 (of 3) of call 0 (of 2) is cut short"),
+            std::string::npos)
+      << cut;
+  std::string reply = MakeReply();
+  std::vector<TaskResultView> results;
+  Status extra = ParsePushTasksReply(reply + "zz", {"x"}, &results);
+  EXPECT_NE(extra.message().find("bytes after the last result at byte " +
+                                 std::to_string(reply.size()) + " of " +
+                                 std::to_string(reply.size() + 2)),
+            std::string::npos)
+      << extra;
+}
+
+TEST(PushTasks, RejectsHugeArgumentCountsWithFewBytes) {
+  std::string body;
+  PushTasksWriter w;
+  w.BeginRequest(&body, "j");
+  w.Call(1, false, "f", "", "", 0xffffffffu);  // and no arguments follow
+  w.Finish();
+  PushTasksView view;
+  Status s = ParsePushTasksRequest(body, {}, &view);
+  EXPECT_NE(s.message().find("the argument count 4294967295 of call 0 (of 1) exceeds the body"),
+            std::string::npos)
+      << s;
+}
+
 TEST(PushTasks, RejectsHugeCountsWithFewBytes) {
   std::string body;
   PushTasksWriter w;

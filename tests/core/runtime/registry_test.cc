@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <memory>
 #include <stdexcept>
 #include <string>
@@ -48,6 +49,19 @@ class Counter {
 RAYX_REMOTE(Plus, Greet,
             Twice, Touch);
 RAYX_REMOTE(Answer, Sum<int, long>);
+
+// A user type whose decoding recurses once per level of its value.
+struct Tree {
+  int value = 0;
+  std::vector<Tree> children;
+  MSGPACK_DEFINE(value, children)
+};
+int TreeDepth(const Tree& t) {
+  int deepest = 0;
+  for (const auto& c : t.children) deepest = std::max(deepest, TreeDepth(c));
+  return deepest + 1;
+}
+RAYX_REMOTE(TreeDepth);
 RAYX_REMOTE(Counter::Create, &Counter::Add, &Counter::Get, &Counter::Reset,
             &Counter::Describe);
 
@@ -285,6 +299,99 @@ TEST(FunctionRegistryTest, PackAndUnpackRoundTrip) {
   EXPECT_EQ(Unpack<std::string>(Pack(std::string("a\0b", 3))), std::string("a\0b", 3));
   EXPECT_EQ(Unpack<std::vector<std::string>>(Pack(std::vector<std::string>{"x", "y"})),
             (std::vector<std::string>{"x", "y"}));
+}
+
+// ---- Hostile argument bytes ---------------------------------------------------------------
+
+// Calls `fn` with raw argument bytes; returns what it threw, or "" when it did not.
+template <typename Exception>
+std::string Thrown(const std::string& fn, const std::vector<std::string>& raw) {
+  ArgViews views(raw.begin(), raw.end());
+  try {
+    Find(fn).invoke(nullptr, views);
+  } catch (const Exception& e) {
+    return e.what();
+  }
+  return "";
+}
+
+// `depth` one-element arrays around a nil.
+std::string Nested(size_t depth) {
+  return std::string(depth, static_cast<char>(0x91)) + static_cast<char>(0xc0);
+}
+
+// A Tree `levels` deep, as Pack writes it: [value, [children...]] per level,
+// two arrays per level.
+std::string TreeBytes(size_t levels) {
+  std::string out;
+  for (size_t i = 1; i < levels; ++i) out += std::string("\x92\x01\x91", 3);
+  return out + Pack(registry_test::Tree{});
+}
+
+TEST(ArgumentBoundsTest, AMillionNestedArraysFailCleanlyNamingFunctionAndArgument) {
+  // The 1 MB argument that killed a worker: now refused at the depth bound.
+  std::string what = Thrown<std::invalid_argument>("Twice", {Nested(1'000'000)});
+  EXPECT_NE(what.find("argument 0 of Twice"), std::string::npos) << what;
+  EXPECT_NE(what.find("nested deeper than 128"), std::string::npos) << what;
+}
+
+TEST(ArgumentBoundsTest, RecursiveUserTypesDecodeUpToTheDepthBoundAndFailPastIt) {
+  ArgViews args;
+  std::string at_limit = TreeBytes(kMaxValueDepth / 2);  // 128 arrays deep
+  args = {at_limit};
+  EXPECT_EQ(Unpack<int>(Find("TreeDepth").invoke(nullptr, args)),
+            static_cast<int>(kMaxValueDepth / 2));
+  std::string what =
+      Thrown<std::invalid_argument>("TreeDepth", {TreeBytes(kMaxValueDepth / 2 + 1)});
+  EXPECT_NE(what.find("argument 0 of TreeDepth"), std::string::npos) << what;
+  EXPECT_NE(what.find("nested deeper"), std::string::npos) << what;
+}
+
+// With plain msgpack::unpack, this 300 kB Tree nested 100,000 levels
+// overflowed the stack while converting, one frame per level (run through
+// fuzz_call_args' harness under AddressSanitizer).
+TEST(ArgumentBoundsTest, ARecursiveTypeNestedAHundredThousandLevelsFailsCleanly) {
+  std::string what = Thrown<std::invalid_argument>("TreeDepth", {TreeBytes(100'000)});
+  EXPECT_NE(what.find("argument 0 of TreeDepth"), std::string::npos) << what;
+  EXPECT_NE(what.find("nested deeper than 128"), std::string::npos) << what;
+}
+
+TEST(ArgumentBoundsTest, HugeDeclaredCountsWithFewBytesAreRefused) {
+  // An array32 header declaring 2^31 - 1 ints, followed by one.
+  std::string what =
+      Thrown<std::invalid_argument>("Twice", {std::string("\xdd\x7f\xff\xff\xff\x01", 6)});
+  EXPECT_NE(what.find("argument 0 of Twice"), std::string::npos) << what;
+  EXPECT_NE(what.find("more than its bytes can hold"), std::string::npos) << what;
+  // A str header declaring 4 GiB.
+  what = Thrown<std::invalid_argument>("Greet", {std::string("\xdb\xff\xff\xff\xff" "ab", 7)});
+  EXPECT_NE(what.find("argument 0 of Greet"), std::string::npos) << what;
+  EXPECT_NE(what.find("truncated"), std::string::npos) << what;
+}
+
+TEST(ArgumentBoundsTest, TruncatedEmptyAndTrailingBytesAreRefusedNamingTheArgument) {
+  std::string two = Pack(2);
+  std::string hello = Pack(std::string("hello"));
+  EXPECT_NE(Thrown<std::invalid_argument>("Plus", {two, hello.substr(0, 3)})
+                .find("argument 1 of Plus is not a msgpack value rayx accepts: truncated"),
+            std::string::npos);
+  EXPECT_NE(Thrown<std::invalid_argument>("Plus", {"", two}).find("argument 0 of Plus"),
+            std::string::npos);
+  EXPECT_NE(Thrown<std::invalid_argument>("Plus", {two, two + "x"})
+                .find("1 unexpected byte after the msgpack value"),
+            std::string::npos);
+}
+
+TEST(ArgumentBoundsTest, AWrongTypeNamesFunctionArgumentAndType) {
+  std::string what = Thrown<ArgumentTypeError>("Plus", {Pack(1), Pack(std::string("two"))});
+  EXPECT_EQ(what, "argument 1 of Plus does not convert to int");
+  what = Thrown<msgpack::type_error>("Greet", {Pack(5)});
+  EXPECT_EQ(what, "argument 0 of Greet does not convert to std::string");
+}
+
+TEST(ArgumentBoundsTest, UnpackOfAResultIsBoundedToo) {
+  EXPECT_THROW(Unpack<std::vector<int>>(Nested(kMaxValueDepth + 1)), UnpackError);
+  EXPECT_THROW(Unpack<int>(Pack(1) + "x"), UnpackError);
+  EXPECT_THROW(Unpack<int>(""), UnpackError);
 }
 
 // ---- DescribePointer --------------------------------------------------------------------

@@ -16,6 +16,8 @@
 
 #include <msgpack.hpp>
 
+#include "rayx/detail/bounded_unpack.h"
+
 namespace rayx {
 
 // Raw bytes. As an argument, a result or a Put value, its content is the whole
@@ -150,19 +152,62 @@ std::string Pack(const T& value) {
   }
 }
 
+// The value Pack wrote. Throws UnpackError when `bytes` are not one msgpack
+// value within UnpackLimits{} (nesting at most kMaxValueDepth), and
+// msgpack::type_error when the value is not a T.
 template <typename T>
 T Unpack(std::string_view bytes) {
   if constexpr (std::is_same_v<T, Bytes>) {
     return Bytes{std::string(bytes)};
   } else {
-    msgpack::object_handle handle = msgpack::unpack(bytes.data(), bytes.size());
+    msgpack::object_handle handle = UnpackBounded(bytes);
     return handle.get().as<T>();
   }
 }
 
+// A readable C++ type name ("std::string", "std::vector<int, ...>").
+std::string TypeName(const std::type_info& type);
+
+// A call's argument that does not convert to its parameter's type. A
+// msgpack::type_error, like msgpack's own mismatches, whose message names the
+// function, the argument and the type.
+class ArgumentTypeError : public msgpack::type_error {
+ public:
+  explicit ArgumentTypeError(std::string what) : what_(std::move(what)) {}
+  const char* what() const noexcept override { return what_.c_str(); }
+
+ private:
+  std::string what_;
+};
+
+// Argument `index` of `function`. Throws std::invalid_argument when its bytes
+// are not one msgpack value within the limits (too deep, truncated, ...) and
+// ArgumentTypeError when the value is not a T; both name the function and
+// the argument.
+template <typename T>
+T UnpackArg(std::string_view bytes, size_t index, const std::string& function) {
+  if constexpr (std::is_same_v<T, Bytes>) {
+    return Bytes{std::string(bytes)};
+  } else {
+    msgpack::object_handle handle;
+    try {
+      handle = UnpackBounded(bytes);
+    } catch (const UnpackError& e) {
+      throw std::invalid_argument("argument " + std::to_string(index) + " of " + function +
+                                  " is not a msgpack value rayx accepts: " + e.what());
+    }
+    try {
+      return handle.get().as<T>();
+    } catch (const msgpack::type_error&) {
+      throw ArgumentTypeError("argument " + std::to_string(index) + " of " + function +
+                              " does not convert to " + TypeName(typeid(T)));
+    }
+  }
+}
+
 template <typename Tuple, size_t... I>
-Tuple UnpackArgs(const ArgViews& args, std::index_sequence<I...>) {
-  return Tuple(Unpack<std::tuple_element_t<I, Tuple>>(args[I])...);
+Tuple UnpackArgs(const ArgViews& args, const std::string& function, std::index_sequence<I...>) {
+  return Tuple(UnpackArg<std::tuple_element_t<I, Tuple>>(args[I], I, function)...);
 }
 
 template <typename R, typename Call>
@@ -193,14 +238,14 @@ RemoteFunction MakeRemote(const std::string& name, R (*fn)(Args...)) {
     using Class = std::remove_pointer_t<R>;
     out.create = [fn, name](const ArgViews& args) {
       CheckArity(args, sizeof...(Args), name);
-      Tuple tuple = UnpackArgs<Tuple>(args, std::index_sequence_for<Args...>());
+      Tuple tuple = UnpackArgs<Tuple>(args, name, std::index_sequence_for<Args...>());
       Class* instance = std::apply(fn, std::move(tuple));
       return std::shared_ptr<void>(instance, [](void* p) { delete static_cast<Class*>(p); });
     };
   } else {
     out.invoke = [fn, name](void*, const ArgViews& args) {
       CheckArity(args, sizeof...(Args), name);
-      Tuple tuple = UnpackArgs<Tuple>(args, std::index_sequence_for<Args...>());
+      Tuple tuple = UnpackArgs<Tuple>(args, name, std::index_sequence_for<Args...>());
       return CallAndPack<R>([&] { return std::apply(fn, std::move(tuple)); });
     };
   }
@@ -216,7 +261,7 @@ RemoteFunction MakeMethodImpl(const std::string& name, Method fn) {
   out.arity = sizeof...(Args);
   out.invoke = [fn, name](void* self, const ArgViews& args) {
     CheckArity(args, sizeof...(Args), name);
-    Tuple tuple = UnpackArgs<Tuple>(args, std::index_sequence_for<Args...>());
+    Tuple tuple = UnpackArgs<Tuple>(args, name, std::index_sequence_for<Args...>());
     Object* object = static_cast<Object*>(self);
     return CallAndPack<R>([&] {
       return std::apply([&](auto&&... a) { return (object->*fn)(std::forward<decltype(a)>(a)...); },

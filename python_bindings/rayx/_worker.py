@@ -12,11 +12,24 @@ import sys
 import traceback
 
 from rayx import _api, _core
+from rayx import _remote
 from rayx import _serialization as ser
 from rayx import exceptions
-from rayx._remote import KV_NAMESPACE, READY_METHOD, _Slot
+from rayx._remote import EXIT_METHOD, KV_NAMESPACE, READY_METHOD, _Slot
 
 _code = {}  # KV key -> function or class
+
+# The runtime_env this worker was started with (its --runtime-env argument),
+# until the first call applies it; then the error applying it raised, if any
+# (every call answers with it).
+_env_pending = None
+_env_error = None
+# Where an actor that can restart records its incarnation (its first
+# construction), so that a restart knows it is one.
+_INCARNATION_NAMESPACE = "rayx.py.incarnation"
+_EXIT_NAMESPACE = "rayx.py.exit"
+# rayx._runtime_env.ARG (not imported unless a worker has a runtime_env).
+_RUNTIME_ENV_ARG = "--runtime-env"
 
 
 def _load(key, name):
@@ -124,27 +137,86 @@ def _call_from_cpp(views):
     return _core.msgpack_dumps(fn(*args), f"the result of {module}.{function}")
 
 
+def _setup_env():
+    """Applies the runtime_env this worker was started with (once)."""
+    global _env_pending, _env_error
+    env, _env_pending = _env_pending, None
+    from rayx import _runtime_env
+    try:
+        _runtime_env.apply(env)
+    except exceptions.RuntimeEnvSetupError as e:
+        _env_error = e
+
+
+def _create(header, views):
+    """Constructs the actor this worker hosts (a failure marks it dead, with
+    the traceback)."""
+    key, name, _, *rest = header
+    ctx = rest[0] if rest else None
+    _remote._is_actor = True
+    if ctx:
+        _remote._call_ctx = ctx
+        if ctx.get("cap"):
+            _remote._capture = ctx["pg"]
+        if ctx.get("env"):
+            from rayx import _runtime_env
+            _runtime_env.apply(ctx["env"])  # before the class (and what it imports) loads
+        if ctx.get("incarnation"):
+            # The first construction records the incarnation; a restart finds it.
+            first = _core.kv_put(_INCARNATION_NAMESPACE, ctx["incarnation"], b"1", False,
+                                 not ctx.get("detached"))
+            _remote._actor_reconstructed = not first
+    cls = _load(key, name)
+    args, kwargs = _decode_args(views[1], views[2:])
+    return cls(*args, **kwargs)
+
+
+def _exit_once(views):
+    """rayx.kill(no_restart=False): exits as a crash would, once per kill (a
+    call the runtime sends again to the restarted actor finds its token used)."""
+    (token,), _ = _decode_args(views[1], views[2:])
+    if not _core.kv_put(_EXIT_NAMESPACE, token, b"1", False, True):
+        return ser.to_bytes(None)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(1)
+
+
 def dispatch(kind, instance, views):
     if kind == "xlang":
         return _call_from_cpp(views)
+    if _env_pending is not None:
+        _setup_env()
     header = pickle.loads(views[0])
     if kind == "create":
-        key, name, _ = header
-        cls = _load(key, name)
-        args, kwargs = _decode_args(views[1], views[2:])
-        return cls(*args, **kwargs)  # a failure here marks the actor dead, with the traceback
+        if _env_error is not None:
+            raise _env_error
+        return _create(header, views)
+    _remote._calls += 1
     retry = False  # the task's retry_exceptions: False, True or qualified class names
     if kind == "task":
         key, name, num_returns, *rest = header
-        retry = rest[0] if rest else False
+        if rest:
+            retry = rest[0]
+            ctx = rest[1] if len(rest) > 1 else None
+            _remote._call_ctx = ctx
+            _remote._capture = ctx["pg"] if ctx and ctx.get("cap") else None
+        else:
+            _remote._call_ctx = _remote._capture = None
     else:
-        name, num_returns = header
+        name, num_returns, *rest = header
+        if _remote._actor_id is None and rest:
+            _remote._actor_id = rest[0]
     running = False  # exceptions before the function runs (a failed argument) never retry
     try:
+        if _env_error is not None:
+            raise _env_error
         if kind == "task":
             fn = _load(key, name)
         elif name == READY_METHOD:
             return ser.to_bytes(None)
+        elif name == EXIT_METHOD:
+            return _exit_once(views)
         else:
             fn = getattr(instance, name, None)
             if fn is None:
@@ -158,10 +230,20 @@ def dispatch(kind, instance, views):
 
 
 def main():
+    global _env_pending
     _api._mode = "worker"
-    # Tasks this worker submits start workers the way its own was started.
-    _core.set_worker_command(sys.executable, ["-m", "rayx._worker"],
-                             {"PYTHONPATH": os.environ.get("PYTHONPATH", "")})
+    # Tasks this worker submits start workers the way its own was started
+    # (with its runtime_env, which the first call applies).
+    args = sys.argv[1:]
+    if "--namespace" in args[:-1]:
+        _api._namespace = args[args.index("--namespace") + 1]
+    if _RUNTIME_ENV_ARG in args[:-1]:
+        import json
+        from rayx import _runtime_env
+        _env_pending = json.loads(args[args.index(_RUNTIME_ENV_ARG) + 1])
+        _runtime_env.install_worker_command(_env_pending)
+    else:
+        _core.set_worker_command(*_api._worker_command())
     sys.stdout.reconfigure(line_buffering=True)
     _core.serve_worker(dispatch)
 

@@ -322,7 +322,10 @@ class ObjectRef:
     ref.future() is a concurrent.futures.Future of the value."""
 
     _rayx_object_ref = True
-    __slots__ = ("_core", "_index", "_resolved", "_value", "_name", "_msgpack", "__weakref__")
+    # _afuture (never set in __init__, so the call path does not pay for it):
+    # the asyncio future asyncio.wait's callbacks hang on.
+    __slots__ = ("_core", "_index", "_resolved", "_value", "_name", "_msgpack", "_afuture",
+                 "__weakref__")
 
     def __init__(self, core, index=None, name=None):
         self._core = core
@@ -373,6 +376,29 @@ class ObjectRef:
 
     def __await__(self):
         return self.as_future().__await__()
+
+    # asyncio.wait(refs) treats its arguments as futures (Python 3.11 no
+    # longer wraps awaitables): these delegate to one asyncio future per ref
+    # and event loop.
+    def _loop_future(self):
+        import asyncio
+        loop = asyncio.get_running_loop()
+        try:
+            fut = self._afuture
+        except AttributeError:
+            fut = None
+        if fut is None or fut.get_loop() is not loop:
+            fut = self._afuture = asyncio.wrap_future(self.future(), loop=loop)
+        return fut
+
+    def add_done_callback(self, fn, *, context=None):
+        self._loop_future().add_done_callback(fn, context=context)
+
+    def remove_done_callback(self, fn):
+        return self._loop_future().remove_done_callback(fn)
+
+    def done(self):
+        return self._loop_future().done()
 
     def _on_completed(self, callback):
         """Calls callback(value) on the waiter thread once the value is ready."""
@@ -431,14 +457,25 @@ def _error_from(payload):
     return exceptions.RayTaskError(function, tb, cause, pid=pid, ip=node).as_instanceof_cause()
 
 
-# ObjectRefs that rayx.cancel marked (held weakly: an entry goes with the refs).
+# ObjectRefs that rayx.cancel marked -> whether with force (held weakly: an
+# entry goes with its refs).
 _cancelled = None
 
 
+class _ForceCancelledError(exceptions.TaskCancelledError, exceptions.WorkerCrashedError):
+    """A task cancelled with force=True: Ray documents WorkerCrashedError for
+    it; also a TaskCancelledError."""
+
+
 def _raise_cancelled(ref):
-    raise exceptions.TaskCancelledError._with_message(
-        f"{ref._name or 'the task'} making {ref.hex()} was cancelled (rayx.cancel)",
-        task_id=ref.hex())
+    message = f"{ref._name or 'the task'} making {ref.hex()} was cancelled (rayx.cancel)"
+    if ref._name is not None and not ref._msgpack:
+        # An actor call: a RayTaskError that is also a TaskCancelledError,
+        # as Ray's cancelled actor calls are caught either way.
+        cause = exceptions.TaskCancelledError._with_message(message, task_id=ref.hex())
+        raise exceptions.RayTaskError(ref._name, message, cause).as_instanceof_cause()
+    cls = _ForceCancelledError if _cancelled.get(ref) else exceptions.TaskCancelledError
+    raise cls._with_message(message, task_id=ref.hex())
 
 
 def _get_one(ref, timeout):
@@ -482,12 +519,13 @@ def get(refs, *, timeout=None):
 
 def cancel(ref, *, force=False, recursive=True):
     """Cancels the task that makes `ref`, as far as rayx can: from now on
-    get, wait and await on `ref` raise TaskCancelledError at once (Ray's
-    documented outcome). rayx cannot stop the task itself: a queued task still
-    runs and a running one runs to its end (its result is dropped), with or
-    without force=True. recursive has nothing to act on (tasks the cancelled
-    one submitted are not tracked). force=True on an actor call is refused,
-    as in Ray."""
+    get, wait and await on `ref` raise at once what Ray documents:
+    TaskCancelledError (with force=True, also a WorkerCrashedError; for an
+    actor call, also a RayTaskError). rayx cannot stop the task itself: a
+    queued task still runs and a running one runs to its end (its result is
+    dropped), with or without force=True. recursive has nothing to act on
+    (tasks the cancelled one submitted are not tracked). force=True on an
+    actor call is refused, as in Ray."""
     global _cancelled
     if not isinstance(ref, ObjectRef):
         raise TypeError(f"rayx.cancel takes an ObjectRef, not {type(ref).__name__}")
@@ -500,8 +538,8 @@ def cancel(ref, *, force=False, recursive=True):
         return
     if _cancelled is None:
         import weakref
-        _cancelled = weakref.WeakSet()
-    _cancelled.add(ref)
+        _cancelled = weakref.WeakKeyDictionary()
+    _cancelled[ref] = bool(force)
     _futures = sys.modules.get("rayx._futures")
     if _futures is not None:
         _futures.cancelled(ref)

@@ -453,6 +453,13 @@ class ActorClass:
             return _get_actor_by_full_name(name)
         return ActorHandle(core, self.__name__, returns)
 
+    def get_or_create(self, *args, **kwargs):
+        """The actor named by options(name=...) if it exists, else a new one
+        made with these arguments (which an existing actor ignores)."""
+        if not self._options.get("name"):
+            raise ValueError("get_or_create needs a name: Cls.options(name=...).get_or_create()")
+        return self.options(get_if_exists=True).remote(*args, **kwargs)
+
     def bind(self, *args, **kwargs):
         raise NotImplementedError("Ray DAGs (.bind) are not supported by rayx: use .remote()")
 
@@ -572,6 +579,18 @@ class ActorHandle:
         return _HexId(self._core.id)
 
     @property
+    def __ray_ready__(self):
+        """Ray's built-in method: its ObjectRef is ready once the actor runs."""
+        return ActorMethod(self._core, self._class_name, READY_METHOD, 1)
+
+    @property
+    def __ray_terminate__(self):
+        """Ray's built-in method: the actor exits once the calls before this one
+        have run (rayx restarts it when max_restarts allows: use rayx.kill to
+        stop one for good)."""
+        return _TerminateMethod(self)
+
+    @property
     def _ray_actor_id(self):
         return self._actor_id
 
@@ -594,6 +613,16 @@ class ActorHandle:
                      timeout=_HANDLE_WAIT_S)
             data = _core.serialize_actor(self._core)
         return (_rebuild_handle, (data, self._class_name, self._returns))
+
+
+class _TerminateMethod:
+    def __init__(self, handle):
+        self._handle = handle
+
+    def remote(self):
+        import uuid
+        return ActorMethod(self._handle._core, self._handle._class_name, EXIT_METHOD,
+                           1).remote(uuid.uuid4().hex)
 
 
 class _HexId(str):

@@ -9,6 +9,9 @@ Supported fields:
     py_modules   local package directories, .py files or imported modules,
                  uploaded the same way and put on the worker's sys.path.
     excludes     gitignore-style patterns left out of working_dir and py_modules.
+    worker_process_setup_hook
+                 a function (or "module.function") each worker process runs once,
+                 before its first call (after the directories are in place).
     config       accepted (RuntimeEnvConfig); nothing to configure here.
 Fields that install packages (pip, conda, uv, container, image_uri, ...) are
 refused: a rayx worker uses the Python environment of its node.
@@ -35,10 +38,12 @@ import tempfile
 
 from rayx import _core
 
-SUPPORTED = ("env_vars", "working_dir", "py_modules", "excludes", "config")
+SUPPORTED = ("env_vars", "working_dir", "py_modules", "excludes", "worker_process_setup_hook",
+             "config")
 _PACKAGE_FIELDS = ("pip", "conda", "uv", "container", "image_uri", "java_jars",
-                   "py_executable", "nsight", "rocprof_sys", "mpi", "worker_process_setup_hook",
-                   "_inject_current_ray")
+                   "py_executable", "nsight", "rocprof_sys", "mpi", "_inject_current_ray")
+# Where a setup hook given as a function is kept (by content hash) for workers.
+HOOK_NAMESPACE = "rayx.py.setup_hook"
 # Left out of every upload, as `rayx job submit` does.
 DEFAULT_EXCLUDES = (".git", "__pycache__", "*.pyc")
 # The largest directory uploaded (packed); the head has its own limit too.
@@ -99,6 +104,11 @@ def validate(env, where):
             raise TypeError(f"{where}: runtime_env['py_modules'] must be a list")
         for m in mods:
             _module_path(m, where)
+    hook = env.get("worker_process_setup_hook")
+    if hook is not None and not callable(hook) and not (
+            isinstance(hook, str) and "." in hook.strip(".")):
+        raise TypeError(f"{where}: runtime_env['worker_process_setup_hook'] must be a function "
+                        "or a 'module.function' string")
     excludes = env.get("excludes")
     if excludes is not None and (not isinstance(excludes, (list, tuple)) or
                                  not all(isinstance(e, str) for e in excludes)):
@@ -158,15 +168,46 @@ def resolve(env, parent):
         if env.get("py_modules"):
             own["py_modules"] = [_upload_module(_module_path(m, "runtime_env"), excludes)
                                  for m in env["py_modules"]]
+        hook = env.get("worker_process_setup_hook")
+        if hook is not None:
+            own["worker_process_setup_hook"] = hook if isinstance(hook, str) else _export_hook(hook)
         _resolved_cache[key] = own
     merged = merge(parent, own)
     return merged or None
 
 
+def _export_hook(fn):
+    """'kv:<key>': the function, kept in the head's KV for the job's workers."""
+    import cloudpickle
+    import hashlib
+    blob = cloudpickle.dumps(fn)
+    key = hashlib.sha256(blob).hexdigest()[:40]
+    _core.kv_put(HOOK_NAMESPACE, key, blob, True, True)
+    return "kv:" + key
+
+
+def _run_hook(hook):
+    if hook.startswith("kv:"):
+        blob = _core.kv_get(HOOK_NAMESPACE, hook[3:])
+        if blob is None:
+            raise RuntimeError("the worker_process_setup_hook is not in the cluster's KV (its "
+                               "job ended)")
+        import pickle
+        pickle.loads(blob)()
+        return
+    import importlib
+    module, _, name = hook.rpartition(".")
+    getattr(importlib.import_module(module), name)()
+
+
 def _jsonable(env):
     out = {}
     for k, v in env.items():
-        if k == "py_modules":
+        if k == "worker_process_setup_hook" and callable(v):
+            import cloudpickle
+            import hashlib
+            v = hashlib.sha256(cloudpickle.dumps(v)).hexdigest()
+        elif k == "py_modules":
             v = [_module_path(m, "runtime_env") for m in v]
         elif isinstance(v, os.PathLike):
             v = os.fspath(v)
@@ -349,6 +390,10 @@ def install_worker_command(env):
     _core.set_worker_command(exe, args, worker_env)
 
 
+# The setup hooks this process ran (an actor's env repeats its job's).
+_hooks_run = set()
+
+
 def _cache_root():
     return os.path.join(tempfile.gettempdir(), "rayx-runtime-env")
 
@@ -377,6 +422,10 @@ def apply(env):
             os.chdir(dest)
             if dest not in sys.path:
                 sys.path.insert(0, dest)
+        hook = env.get("worker_process_setup_hook")
+        if hook and hook not in _hooks_run:
+            _hooks_run.add(hook)
+            _run_hook(hook)
     except Exception as e:  # noqa: BLE001 - reported to the caller
         raise exceptions.RuntimeEnvSetupError._with_message(
             f"Failed to set up runtime environment on node "

@@ -227,6 +227,12 @@ def dispatch(kind, instance, views):
         return _result(fn(*args, **kwargs), num_returns, name)
     except Exception as e:  # noqa: BLE001 - user errors travel back to the caller
         return _error(e, name, running and _retriable(e, retry))
+    except SystemExit as e:
+        # sys.exit() in a call ends this worker, as in Ray: the caller gets
+        # ActorDiedError (an actor) or WorkerCrashedError (a task).
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(e.code if isinstance(e.code, int) else (0 if e.code is None else 1))
 
 
 def main():

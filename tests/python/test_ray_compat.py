@@ -429,6 +429,52 @@ def test_kill_without_no_restart_restarts_the_actor(rayx_mod):
         ray.get(p.state.remote(), timeout=30)
 
 
+def test_get_or_create_ready_and_sys_exit(rayx_mod):
+    ray = rayx_mod
+
+    @ray.remote
+    class Greeter:
+        def __init__(self, text):
+            self.text = text
+
+        def hello(self):
+            return self.text
+
+        def leave(self):
+            import sys
+            sys.exit(0)
+
+    a = Greeter.options(name="compat-g1").get_or_create("Hi Alice")
+    assert ray.get(a.__ray_ready__.remote()) is None
+    b = Greeter.options(name="compat-g1").get_or_create("Hi Dave")  # exists: args ignored
+    assert ray.get(b.hello.remote()) == "Hi Alice"
+    with pytest.raises(ValueError, match="needs a name"):
+        Greeter.get_or_create("x")
+    # sys.exit() in a method ends the actor (Ray's intentional exit).
+    with pytest.raises(ray.exceptions.RayActorError):
+        ray.get(a.leave.remote(), timeout=30)
+    with pytest.raises(ray.exceptions.ActorDiedError):
+        ray.get(a.hello.remote(), timeout=30)
+
+
+def test_util_metrics_keep_values_in_process():
+    from rayx.util.metrics import Counter, Gauge, Histogram
+    with pytest.warns(UserWarning, match="does not export"):
+        c = Counter("requests", description="d", tag_keys=("actor",))
+    c.set_default_tags({"actor": "a"})
+    c.inc()
+    c.inc(2)
+    assert c.value() == 3.0
+    g = Gauge("size")
+    g.set(7)
+    assert g.value() == 7
+    h = Histogram("latency", boundaries=[0.1, 1])
+    h.observe(0.5)
+    assert h.value() == [0.5]
+    with pytest.raises(ValueError):
+        Counter("bad", tag_keys=("k",)).inc()  # the tag's value is missing
+
+
 def test_method_options_and_exit_actor(rayx_mod):
     ray = rayx_mod
     from rayx.actor import exit_actor
@@ -481,6 +527,11 @@ def test_cancel_makes_get_and_wait_raise_task_cancelled(rayx_mod, tmp_path):
     assert time.monotonic() - start < 5
     gate.touch()  # lets the task, which rayx does not stop, finish
 
+    forced = blocked.remote(str(gate))
+    ray.cancel(forced, force=True)
+    with pytest.raises(ray.exceptions.WorkerCrashedError):  # Ray's documented outcome
+        ray.get(forced)
+
     @ray.remote
     class A:
         def f(self):
@@ -489,6 +540,12 @@ def test_cancel_makes_get_and_wait_raise_task_cancelled(rayx_mod, tmp_path):
     a = A.remote()
     with pytest.raises(ValueError, match="actor"):
         ray.cancel(a.f.remote(), force=True)
+    call = a.f.remote()
+    ray.cancel(call)
+    with pytest.raises(ray.exceptions.TaskCancelledError):
+        ray.get(call)
+    with pytest.raises(ray.exceptions.RayTaskError):  # as Ray's cancelled actor calls
+        ray.get(call)
     ray.kill(a)
 
 

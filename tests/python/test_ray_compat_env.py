@@ -52,6 +52,13 @@ def test_await_gather_and_wait_on_refs_without_blocking_the_loop(rayx_mod, tmp_p
         assert value == "opened" and ticks == 5
         done, pending = await asyncio.wait([asyncio.ensure_future(square.remote(3))], timeout=30)
         assert len(done) == 1 and not pending and done.pop().result() == 9
+        # Refs themselves, as Ray's docs pass them (Python 3.11's asyncio.wait
+        # takes futures only).
+        slow_ref, fast_ref = gated.remote(str(tmp_path / "never")), square.remote(4)
+        done, pending = await asyncio.wait([slow_ref, fast_ref], timeout=30,
+                                           return_when=asyncio.FIRST_COMPLETED)
+        assert done == {fast_ref} and pending == {slow_ref} and await fast_ref == 16
+        (tmp_path / "never").touch()
         with pytest.raises(KeyError):
             await fails.remote()
         with pytest.raises(ray.exceptions.RayTaskError):
@@ -178,6 +185,40 @@ def test_working_dir_with_excludes_and_py_modules(rayx_mod, tmp_path):
     a = InDir.options(runtime_env={"working_dir": str(wd), "excludes": ["*.log"]}).remote()
     assert ray.get(a.cwd_files.remote(), timeout=120) == (42, ["input.txt"])
     ray.kill(a)
+
+
+def test_worker_process_setup_hook_runs_once_per_worker(cluster, tmp_path):
+    (tmp_path / "hookmod.py").write_text(
+        "import os\n\ndef setup():\n    os.environ['SET_BY_HOOK'] = 'hooked'\n")
+    r = run_driver(cluster, textwrap.dedent("""
+        import os
+        import rayx as ray
+
+        def setup():
+            os.environ["HOOK_RUNS"] = str(int(os.environ.get("HOOK_RUNS", "0")) + 1)
+
+        ray.init(runtime_env={"worker_process_setup_hook": setup})
+
+        @ray.remote
+        def read():
+            return os.environ.get("HOOK_RUNS"), os.environ.get("SET_BY_HOOK")
+
+        @ray.remote
+        class A:
+            def read(self):
+                return os.environ.get("HOOK_RUNS")
+
+        print("TASKS", set(ray.get([read.remote() for _ in range(10)])))
+        print("ACTOR", ray.get(A.remote().read.remote()))
+        # By name, from a module the same env ships: it runs after py_modules
+        # are on sys.path, and replaces the job's hook (a field of the child's env).
+        by_name = read.options(runtime_env={"py_modules": [MODULE],
+                                            "worker_process_setup_hook": "hookmod.setup"})
+        print("BY_NAME", ray.get(by_name.remote()))
+    """).replace("MODULE", repr(str(tmp_path / "hookmod.py"))), timeout=120)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "TASKS {('1', None)}" in r.stdout and "ACTOR 1" in r.stdout
+    assert "BY_NAME (None, 'hooked')" in r.stdout
 
 
 def test_unsupported_runtime_env_fields_fail_at_submission(rayx_mod, tmp_path):

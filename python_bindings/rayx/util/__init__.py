@@ -11,7 +11,7 @@ from rayx.util.placement_group import (PlacementGroup, get_current_placement_gro
 
 def __getattr__(name):
     # Submodules that load on first use.
-    if name in ("collective", "queue"):
+    if name in ("collective", "queue", "metrics", "accelerators"):
         import importlib
         return importlib.import_module(f"rayx.util.{name}")
     raise AttributeError(f"module 'rayx.util' has no attribute {name!r}")

@@ -58,12 +58,13 @@ _call_ctx = None
 # (placement_group_capture_child_tasks), or None: part of a RemoteFunction's
 # prepared call, checked on every .remote().
 _capture = None
-# Of this worker process (rayx._worker keeps them): calls run so far (names
-# the running one for get_task_id), the hosted actor's id (its methods' calls
-# carry it) and whether its construction was a restart.
-_calls = 0
+# Of this worker process (rayx._worker sets them): how many calls it has run
+# (names the running one for get_task_id), whether it hosts an actor, that
+# actor's id (its methods' calls carry it) and whether its construction was a
+# restart.
+_call_count = lambda: 0  # noqa: E731 - replaced by rayx._worker
+_hosted_actor_id = lambda: None  # noqa: E731 - replaced by rayx._worker
 _is_actor = False
-_actor_id = None
 _actor_reconstructed = False
 
 # The method every Python actor answers (with None) once it runs.

@@ -20,10 +20,17 @@ from rayx._remote import EXIT_METHOD, KV_NAMESPACE, READY_METHOD, _Slot
 _code = {}  # KV key -> function or class
 
 # The runtime_env this worker was started with (its --runtime-env argument),
-# until the first call applies it; then the error applying it raised, if any
-# (every call answers with it).
+# until the first call applies it (then None); _ENV_FAILED when that failed,
+# with the error in _env_error (every call answers with it).
+_ENV_FAILED = object()
 _env_pending = None
 _env_error = None
+# Calls this process has run (get_runtime_context().get_task_id() names the
+# running one by it), and whether the last task set a call context.
+_calls = 0
+_ctx_set = False
+# The id of the actor this process hosts, from its methods' calls.
+_actor_id = None
 # Where an actor that can restart records its incarnation (its first
 # construction), so that a restart knows it is one.
 _INCARNATION_NAMESPACE = "rayx.py.incarnation"
@@ -137,15 +144,21 @@ def _call_from_cpp(views):
     return _core.msgpack_dumps(fn(*args), f"the result of {module}.{function}")
 
 
-def _setup_env():
-    """Applies the runtime_env this worker was started with (once)."""
+def _env_failure():
+    """Applies the runtime_env this worker was started with, once; returns
+    the error that setting it up raised (every call answers with it), or None."""
     global _env_pending, _env_error
-    env, _env_pending = _env_pending, None
+    if _env_pending is _ENV_FAILED:
+        return _env_error
+    env = _env_pending
     from rayx import _runtime_env
     try:
         _runtime_env.apply(env)
     except exceptions.RuntimeEnvSetupError as e:
-        _env_error = e
+        _env_pending, _env_error = _ENV_FAILED, e
+        return e
+    _env_pending = None
+    return None
 
 
 def _create(header, views):
@@ -183,34 +196,34 @@ def _exit_once(views):
 
 
 def dispatch(kind, instance, views):
+    global _calls, _ctx_set, _actor_id
     if kind == "xlang":
         return _call_from_cpp(views)
     if _env_pending is not None:
-        _setup_env()
+        failure = _env_failure()
+        if failure is not None:
+            if kind == "create":
+                raise failure
+            return _error(failure, "runtime_env setup")
     header = pickle.loads(views[0])
     if kind == "create":
-        if _env_error is not None:
-            raise _env_error
         return _create(header, views)
-    _remote._calls += 1
-    retry = False  # the task's retry_exceptions: False, True or qualified class names
+    _calls += 1
     if kind == "task":
-        key, name, num_returns, *rest = header
-        if rest:
-            retry = rest[0]
-            ctx = rest[1] if len(rest) > 1 else None
+        # retry: the task's retry_exceptions (False, True or qualified class
+        # names); ctx: its call context (rayx._remote._call_ctx), mostly None.
+        key, name, num_returns, retry, ctx = header
+        if ctx is not None or _ctx_set:
+            _ctx_set = ctx is not None
             _remote._call_ctx = ctx
-            _remote._capture = ctx["pg"] if ctx and ctx.get("cap") else None
-        else:
-            _remote._call_ctx = _remote._capture = None
+            _remote._capture = ctx["pg"] if ctx is not None and ctx.get("cap") else None
     else:
-        name, num_returns, *rest = header
-        if _remote._actor_id is None and rest:
-            _remote._actor_id = rest[0]
+        name, num_returns, actor = header
+        retry = False
+        if _actor_id is None:
+            _actor_id = actor
     running = False  # exceptions before the function runs (a failed argument) never retry
     try:
-        if _env_error is not None:
-            raise _env_error
         if kind == "task":
             fn = _load(key, name)
         elif name == READY_METHOD:
@@ -240,6 +253,8 @@ def main():
     _api._mode = "worker"
     # Tasks this worker submits start workers the way its own was started
     # (with its runtime_env, which the first call applies).
+    _remote._call_count = lambda: _calls
+    _remote._hosted_actor_id = lambda: _actor_id
     args = sys.argv[1:]
     if "--namespace" in args[:-1]:
         _api._namespace = args[args.index("--namespace") + 1]

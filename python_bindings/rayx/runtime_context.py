@@ -83,7 +83,7 @@ class RuntimeContext:
     def get_task_id(self):
         if not _in_worker():
             return None
-        return f"{self.get_worker_id()}{_remote._calls:08x}"
+        return f"{self.get_worker_id()}{_remote._call_count():08x}"
 
     @property
     def task_id(self):
@@ -93,7 +93,7 @@ class RuntimeContext:
     def get_actor_id(self):
         if not _in_worker():
             return None
-        return _remote._actor_id
+        return _remote._hosted_actor_id()
 
     @property
     def actor_id(self):

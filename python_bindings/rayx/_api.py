@@ -518,7 +518,8 @@ def get(refs, *, timeout=None):
 
 
 def cancel(ref, *, force=False, recursive=True):
-    """Cancels the task that makes `ref`, as far as rayx can: from now on
+    """Cancels the task that makes `ref` (nothing happens when it finished
+    already), as far as rayx can: from now on
     get, wait and await on `ref` raise at once what Ray documents:
     TaskCancelledError (with force=True, also a WorkerCrashedError; for an
     actor call, also a RayTaskError). rayx cannot stop the task itself: a
@@ -534,8 +535,8 @@ def cancel(ref, *, force=False, recursive=True):
     if force and ref._name is not None and not ref._msgpack:
         raise ValueError("force=True is not supported for actor tasks (as in Ray): use "
                          "rayx.kill(actor) to stop the actor")
-    if ref._resolved:
-        return
+    if ref._resolved or _core.wait([ref._core], 1, 0.0)[0]:
+        return  # finished already: nothing happens (Ray's rule)
     if _cancelled is None:
         import weakref
         _cancelled = weakref.WeakKeyDictionary()

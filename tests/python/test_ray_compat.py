@@ -526,26 +526,36 @@ def test_cancel_makes_get_and_wait_raise_task_cancelled(rayx_mod, tmp_path):
         ray.get(ref)
     assert time.monotonic() - start < 5
     gate.touch()  # lets the task, which rayx does not stop, finish
+    finished = blocked.remote(str(gate))
+    assert ray.get(finished, timeout=30) == "ran"
+    ray.cancel(finished)  # already finished: nothing happens (Ray's rule)
+    assert ray.get(finished) == "ran"
 
-    forced = blocked.remote(str(gate))
+    gate2 = tmp_path / "gate2"
+    forced = blocked.remote(str(gate2))
     ray.cancel(forced, force=True)
     with pytest.raises(ray.exceptions.WorkerCrashedError):  # Ray's documented outcome
         ray.get(forced)
+    gate2.touch()
 
     @ray.remote
     class A:
-        def f(self):
+        def f(self, path):
+            while not os.path.exists(path):
+                time.sleep(0.01)
             return 1
 
     a = A.remote()
+    gate3 = str(tmp_path / "gate3")
     with pytest.raises(ValueError, match="actor"):
-        ray.cancel(a.f.remote(), force=True)
-    call = a.f.remote()
+        ray.cancel(a.f.remote(gate3), force=True)
+    call = a.f.remote(gate3)
     ray.cancel(call)
     with pytest.raises(ray.exceptions.TaskCancelledError):
         ray.get(call)
     with pytest.raises(ray.exceptions.RayTaskError):  # as Ray's cancelled actor calls
         ray.get(call)
+    open(gate3, "w").close()
     ray.kill(a)
 
 

@@ -609,6 +609,10 @@ def test_placement_group_capture_table_and_current_group(rayx_mod):
     assert ray.get(parent.options(scheduling_strategy=plain).remote(False), timeout=60) == \
         (pg.id, None)
     remove_placement_group(pg)
+    from rayx.util import get_placement_group_state
+    wait_until(lambda: get_placement_group_state(pg)[0] == "REMOVED", 10,
+               "the removed group's state")
+    assert placement_group_table(pg).get("state", "REMOVED") == "REMOVED"
 
 
 def test_node_affinity_and_label_selector(rayx_mod):

@@ -95,7 +95,15 @@ def placement_group(bundles, strategy="PACK", name="", lifetime=None, _soft_targ
 
 
 def get_placement_group_state(pg):
+    """(state, reason): PENDING, CREATED, INFEASIBLE or REMOVED. A group this
+    process saw placed is looked up in the head's table, which knows when it
+    was removed since."""
     state, reason = _core.wait_placement_group(pg._core, 0)
+    if state == "CREATED":
+        for g in _core.list_state()["placement_groups"]:
+            if g["placement_group_id"] == pg.id:
+                return g["state"], g["reason"]
+        return "REMOVED", "the head has no placement group by this id"
     return state, reason
 
 

@@ -22,74 +22,260 @@ _atexit_registered = False
 # (maybe on another cluster), so what was exported for an earlier one is gone:
 # caches of exported code hold the generation they were made in.
 generation = 0
+# init(namespace=): the namespace of this job's actor names (None: shared names).
+_namespace = None
+# init(runtime_env=), resolved (directories uploaded): what every worker of the
+# job applies. None when the job has none.
+_job_runtime_env = None
 
 
 def _worker_command():
     """How the node agents start this program's workers: this interpreter (the
-    same venv) running rayx._worker, with this program's import path."""
+    same venv) running rayx._worker, with this program's import path (in a
+    worker: the one it was started with)."""
+    args = ["-m", "rayx._worker"]
+    if _namespace:
+        args += ["--namespace", _namespace]  # the job's, for get_actor in its workers
+    if _mode == "worker":
+        return sys.executable, args, {"PYTHONPATH": os.environ.get("PYTHONPATH", "")}
     package_parent = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     paths = [package_parent]
     for p in sys.path:
         if p and os.path.isdir(p) and p not in paths:
             paths.append(p)
     env = {"PYTHONPATH": os.pathsep.join(paths)}
-    return sys.executable, ["-m", "rayx._worker"], env
+    return sys.executable, args, env
 
 
-def init(address=None, *, num_cpus=None, num_gpus=None, resources=None,
-         ignore_reinit_error=False, **unsupported):
-    """Connects this program to a cluster: `address` ("host:port"), else
-    $RAYX_ADDRESS, else the cluster `rayx start` runs on this machine, else a
-    private one-machine cluster (with num_cpus/num_gpus/resources) that ends
-    with shutdown()."""
-    global _mode, _atexit_registered, generation
-    if unsupported:
-        raise TypeError(f"rayx.init got unsupported arguments: {', '.join(sorted(unsupported))}")
+# Ray's init() arguments that have no meaning in rayx: accepted (a Ray program
+# runs unchanged) and named in one warning when given a value other than Ray's
+# default. Name -> (default, why it has no effect).
+_IGNORED_INIT_ARGS = {
+    "object_store_memory": (None, "each node's store is sized by `rayx start`"),
+    "local_mode": (False, "tasks always run in worker processes"),
+    "include_dashboard": (None, "rayx has no dashboard"),
+    "dashboard_host": (None, "rayx has no dashboard"),
+    "dashboard_port": (None, "rayx has no dashboard"),
+    "logging_format": (None, "configure the 'rayx' logger with the logging module"),
+    "logging_config": (None, "configure the 'rayx' logger with the logging module"),
+    "log_to_driver": (None, "worker output goes to the worker logs on each node "
+                            "(session_*/logs), not to the driver"),
+    "storage": (None, "rayx has no cluster storage (Train: RunConfig.storage_path)"),
+    "labels": (None, "node labels are set by `rayx start --labels`"),
+    "_system_config": (None, "rayx has no such settings"),
+    "_node_ip_address": (None, "the driver's address is found from the head's"),
+    "_metrics_export_port": (None, "rayx has no metrics endpoint per node"),
+    "_memory": (None, "memory is not a resource of a private cluster"),
+    "_redis_password": (None, "rayx has no Redis"),
+    "_redis_max_memory": (None, "rayx has no Redis"),
+    "_plasma_directory": (None, "each node's store lives where `rayx start` puts it"),
+    "_enable_object_reconstruction": (None, "tasks of lost objects run again as rayx decides"),
+    "_driver_object_store_memory": (None, "each node's store is sized by `rayx start`"),
+    "_tracing_startup_hook": (None, "rayx has no tracing"),
+    "_node_name": (None, "node names come from `rayx start`"),
+    "_skip_env_hook": (None, "rayx has no runtime_env hooks"),
+    "_cgroup_path": (None, "rayx has no cgroup settings"),
+    "enable_resource_isolation": (None, "rayx has no cgroup settings"),
+    "system_reserved_cpu": (None, "rayx has no cgroup settings"),
+    "system_reserved_memory": (None, "rayx has no cgroup settings"),
+}
+
+
+class _UnknownArgumentError(RuntimeError, TypeError):
+    """An init() argument Ray does not know either. Ray raises RuntimeError;
+    it is also a TypeError, as for any Python function."""
+
+
+def init(address=None, *, num_cpus=None, num_gpus=None, resources=None, namespace=None,
+         runtime_env=None, ignore_reinit_error=False, configure_logging=True,
+         logging_level=None, job_config=None, _temp_dir=None, **kwargs):
+    """Connects this program to a cluster and returns a RayContext.
+
+    address: "host:port" of a head (a "ray://" or "rayx://" prefix is
+        dropped); None: $RAYX_ADDRESS, else the cluster `rayx start` runs on
+        this machine, else a private one-machine cluster (sized by num_cpus,
+        num_gpus, resources) that ends with shutdown(); "auto": the same
+        without the private cluster (ConnectionError when none runs); "local":
+        always a private cluster.
+    namespace: the namespace of the actor names this job makes and looks up
+        (default: none, the names every job shares).
+    runtime_env: this job's runtime environment (env_vars, working_dir,
+        py_modules, excludes), inherited by every task and actor.
+    logging_level: the level of the 'rayx' logger (configure_logging=False
+        leaves it alone).
+    job_config: a rayx.job_config.JobConfig; its runtime_env and
+        ray_namespace apply when not given here.
+    Ray's other arguments are accepted; those with no meaning here are named
+    in one warning. Unknown ones raise (RuntimeError, as Ray's; also a TypeError).
+
+    Calls that need a cluster (.remote(), get, put, ...) call init() first
+    when it was not called.
+    """
+    global _mode, _atexit_registered, generation, _namespace, _job_runtime_env
+    ignored = []
+    for name, value in kwargs.items():
+        if name not in _IGNORED_INIT_ARGS:
+            if name == "allow_multiple":
+                raise RuntimeError("rayx.init: allow_multiple is for Ray Client connections, "
+                                   "which rayx does not have: call init() once per process")
+            raise _UnknownArgumentError(f"Unknown keyword argument(s): {name} (rayx.init)")
+        default, why = _IGNORED_INIT_ARGS[name]
+        # Values that ask for what rayx does anyway (no dashboard, no local
+        # mode, no forwarding, nothing set) need no warning.
+        if value is None or value is False or value == default or \
+                (isinstance(value, dict) and not value):
+            continue
+        ignored.append(f"{name} ({why})")
+    if ignored:
+        import warnings
+        warnings.warn("rayx.init ignores " + "; ".join(ignored), stacklevel=2)
     if _mode == "worker":
         return _context()
-    if address == "auto":
-        address = None
+    if job_config is not None:
+        runtime_env = runtime_env if runtime_env is not None else job_config.runtime_env
+        namespace = namespace if namespace is not None else job_config.ray_namespace
     if address is not None and not isinstance(address, str):
         raise TypeError(f"rayx.init: address must be a 'host:port' string, not {type(address).__name__}")
     for name, value in (("num_cpus", num_cpus), ("num_gpus", num_gpus)):
         if value is not None and (not isinstance(value, (int, float)) or value < 0):
             raise ValueError(f"rayx.init: {name} must be a number >= 0, not {value!r}")
+    if namespace is not None and (not isinstance(namespace, str) or not namespace):
+        raise ValueError(f"rayx.init: namespace must be a non-empty string, not {namespace!r}")
     resources = _check_resources(resources or {}, "rayx.init")
+    if runtime_env is not None:
+        from rayx import _runtime_env
+        _runtime_env.validate(runtime_env, "rayx.init")
+    if configure_logging and logging_level is not None:
+        import logging
+        logging.getLogger("rayx").setLevel(logging_level)
+    temp_dir = _temp_dir or ""
     with _lock:
         if _core.is_initialized():
             if ignore_reinit_error:
                 return _context()
             raise RuntimeError("rayx.init was called twice: call rayx.shutdown() first, or pass "
                                "ignore_reinit_error=True")
+        address, temp_dir, private = _resolve_address(address, temp_dir)
+        _namespace = namespace
         exe, args, env = _worker_command()
         _core.set_worker_command(exe, args, env)
+        saved = {k: os.environ.pop(k) for k in ("RAYX_ADDRESS", "RAYX_TOKEN")
+                 if private and k in os.environ}
         try:
             _core.init(address or "", "", float(num_cpus or 0),
-                       -1.0 if num_gpus is None else float(num_gpus), resources)
+                       -1.0 if num_gpus is None else float(num_gpus), resources, temp_dir)
         except RuntimeError as e:
+            _namespace = None
             raise ConnectionError(str(e)) from None
+        finally:
+            os.environ.update(saved)
         generation += 1
         _mode = "driver"
+        _job_runtime_env = None
         if not _atexit_registered:
             atexit.register(shutdown)
             _atexit_registered = True
+        if runtime_env:
+            from rayx import _runtime_env
+            try:
+                # Uploaded once for the job; every worker it starts applies it.
+                _job_runtime_env = _runtime_env.resolve(runtime_env, None)
+                _runtime_env.install_worker_command(_job_runtime_env)
+            except BaseException:
+                _core.shutdown()
+                _mode = None
+                _namespace = None
+                raise
     return _context()
 
 
+def _resolve_address(address, temp_dir):
+    """(address for the runtime, temp dir, whether a private cluster is wanted)."""
+    if address is None:
+        return None, temp_dir, False
+    for prefix in ("ray://", "rayx://"):
+        if address.startswith(prefix):
+            address = address[len(prefix):]
+    if address == "local":
+        import tempfile
+        # A temp dir with no session: Init finds no cluster and starts its own.
+        return None, tempfile.mkdtemp(prefix="rayx-local-"), True
+    if address == "auto":
+        found = os.environ.get("RAYX_ADDRESS") or _core.local_cluster_address(temp_dir)
+        if not found:
+            raise ConnectionError("rayx.init(address='auto'): no cluster runs on this machine "
+                                  "and RAYX_ADDRESS is not set: start one with `rayx start "
+                                  "--head`, or call rayx.init() to start a private one")
+        return found, temp_dir, False
+    return address, temp_dir, False
+
+
+class RayContext(dict):
+    """What init() returns: a dict of the connection (Ray's address_info keys
+    that rayx has: address, gcs_address, node_ip_address, node_id, job_id,
+    webui_url), also used as `with rayx.init(): ...` (shutdown at the end)."""
+
+    @property
+    def address_info(self):
+        return dict(self)
+
+    @property
+    def dashboard_url(self):
+        return None  # rayx has no dashboard
+
+    @property
+    def python_version(self):
+        return "{}.{}.{}".format(*sys.version_info[:3])
+
+    @property
+    def ray_version(self):
+        import rayx
+        return rayx.__version__
+
+    @property
+    def ray_commit(self):
+        return ""
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        shutdown()
+
+    def disconnect(self):
+        shutdown()
+
+
 def _context():
-    return {"address": _core.head_address(), "node_ip_address": _core.node_ip(),
-            "job_id": _core.job_id()}
+    address = _core.head_address()
+    ctx = RayContext(address=address, gcs_address=address, node_ip_address=_core.node_ip(),
+                     raylet_ip_address=_core.node_ip(), job_id=_core.job_id(), webui_url=None,
+                     namespace=_namespace)
+    try:
+        from rayx.runtime_context import _node_id_of
+        ctx["node_id"] = _node_id_of(_core.node_ip())
+    except Exception:  # noqa: BLE001 - the head's node list is a nicety here
+        ctx["node_id"] = None
+    return ctx
 
 
-def shutdown():
+def shutdown(_exiting_interpreter=False):
     """Ends this program's job: its workers and non-detached actors stop, its
     objects are freed, a private cluster stops. Safe to call twice."""
-    global _mode
+    global _mode, _job_runtime_env, _namespace
     if _mode == "worker":
         return
     with _lock:
         _core.shutdown()
         _mode = None
+        _job_runtime_env = None
+        _namespace = None
+    runtime_env = sys.modules.get("rayx._runtime_env")
+    if runtime_env is not None:
+        runtime_env.current = None
+    _futures = sys.modules.get("rayx._futures")
+    if _futures is not None:
+        _futures.fail_pending()
 
 
 def is_initialized():
@@ -97,8 +283,19 @@ def is_initialized():
 
 
 def _require():
-    if _mode is None and not _core.is_initialized():
-        raise RuntimeError("rayx is not initialized: call rayx.init() first")
+    """Connects on first use, as Ray does: the cost on the call path is this
+    one test of a global."""
+    if _mode is None:
+        _auto_init()
+
+
+def _auto_init():
+    if _core.is_initialized():
+        return
+    import logging
+    logging.getLogger("rayx").info("rayx.init() called on first use (connects to this machine's "
+                                   "cluster, or starts a private one)")
+    init(ignore_reinit_error=True)
 
 
 def _check_resources(resources, where):
@@ -120,10 +317,15 @@ def _check_resources(resources, where):
 
 class ObjectRef:
     """A future for a value in the cluster: a task's result or a put value.
-    rayx.get(ref) returns the value. Passed to a task, it is resolved first."""
+    rayx.get(ref) returns the value. Passed to a task, it is resolved first.
+    In asyncio code, `await ref` waits without blocking the event loop;
+    ref.future() is a concurrent.futures.Future of the value."""
 
     _rayx_object_ref = True
-    __slots__ = ("_core", "_index", "_resolved", "_value", "_name", "_msgpack", "__weakref__")
+    # _afuture (never set in __init__, so the call path does not pay for it):
+    # the asyncio future asyncio.wait's callbacks hang on.
+    __slots__ = ("_core", "_index", "_resolved", "_value", "_name", "_msgpack", "_afuture",
+                 "__weakref__")
 
     def __init__(self, core, index=None, name=None):
         self._core = core
@@ -137,6 +339,9 @@ class ObjectRef:
         if self._core is None:
             return "resolved"
         return self._core.id if self._index is None else f"{self._core.id}.{self._index}"
+
+    def binary(self):
+        return self.hex().encode()
 
     def __repr__(self):
         return f"ObjectRef({self.hex()})"
@@ -155,6 +360,63 @@ class ObjectRef:
             return (_resolved_ref, (self._value,))
         raise TypeError("an ObjectRef can be passed to tasks and actors (as an argument, or "
                         "inside one), not pickled by other means or returned")
+
+    # --- futures (rayx._futures: one waiter thread for all of them) -------------
+
+    def future(self):
+        """A concurrent.futures.Future that gets the value (or the exception
+        rayx.get would raise) once the object is ready."""
+        from rayx import _futures
+        return _futures.future_of(self)
+
+    def as_future(self):
+        """An asyncio future of the value, on the running event loop."""
+        import asyncio
+        return asyncio.wrap_future(self.future())
+
+    def __await__(self):
+        return self.as_future().__await__()
+
+    # asyncio.wait(refs) treats its arguments as futures (Python 3.11 no
+    # longer wraps awaitables): these delegate to one asyncio future per ref
+    # and event loop.
+    def _loop_future(self):
+        import asyncio
+        loop = asyncio.get_running_loop()
+        try:
+            fut = self._afuture
+        except AttributeError:
+            fut = None
+        if fut is None or fut.get_loop() is not loop:
+            fut = self._afuture = asyncio.wrap_future(self.future(), loop=loop)
+        return fut
+
+    def add_done_callback(self, fn, *, context=None):
+        self._loop_future().add_done_callback(fn, context=context)
+
+    def remove_done_callback(self, fn):
+        return self._loop_future().remove_done_callback(fn)
+
+    def done(self):
+        return self._loop_future().done()
+
+    def _on_completed(self, callback):
+        """Calls callback(value) on the waiter thread once the value is ready."""
+        self.future().add_done_callback(lambda f: callback(f.result()))
+
+
+class ObjectRefGenerator:
+    """Ray's generator of ObjectRefs (num_returns="streaming"): the name
+    exists so that imports and isinstance checks work; rayx does not make
+    generators yet."""
+
+    def __init__(self, *args, **kwargs):
+        raise NotImplementedError("ObjectRefGenerator: generator tasks (num_returns='streaming' "
+                                  "or 'dynamic') are not supported by rayx yet")
+
+
+class DynamicObjectRefGenerator(ObjectRefGenerator):
+    """Ray's num_returns="dynamic" result: not made by rayx yet."""
 
 
 def _resolved_ref(value):
@@ -192,7 +454,28 @@ def _error_from(payload):
                    f"({type(e).__name__}: {e}): raised as a RayxTaskError)\n")
     if isinstance(cause, exceptions.RayxError) and not isinstance(cause, exceptions.RayxTaskError):
         return cause  # a rayx error (e.g. ActorDiedError) from inside the task
-    return exceptions.RayxTaskError(function, tb, cause, node, pid).as_instanceof_cause()
+    return exceptions.RayTaskError(function, tb, cause, pid=pid, ip=node).as_instanceof_cause()
+
+
+# ObjectRefs that rayx.cancel marked -> whether with force (held weakly: an
+# entry goes with its refs).
+_cancelled = None
+
+
+class _ForceCancelledError(exceptions.TaskCancelledError, exceptions.WorkerCrashedError):
+    """A task cancelled with force=True: Ray documents WorkerCrashedError for
+    it; also a TaskCancelledError."""
+
+
+def _raise_cancelled(ref):
+    message = f"{ref._name or 'the task'} making {ref.hex()} was cancelled (rayx.cancel)"
+    if ref._name is not None and not ref._msgpack:
+        # An actor call: a RayTaskError that is also a TaskCancelledError,
+        # as Ray's cancelled actor calls are caught either way.
+        cause = exceptions.TaskCancelledError._with_message(message, task_id=ref.hex())
+        raise exceptions.RayTaskError(ref._name, message, cause).as_instanceof_cause()
+    cls = _ForceCancelledError if _cancelled.get(ref) else exceptions.TaskCancelledError
+    raise cls._with_message(message, task_id=ref.hex())
 
 
 def _get_one(ref, timeout):
@@ -200,6 +483,8 @@ def _get_one(ref, timeout):
         raise TypeError(f"rayx.get takes ObjectRefs (or a list of them), not {type(ref).__name__}")
     if ref._resolved:
         return ref._value
+    if _cancelled and ref in _cancelled:
+        _raise_cancelled(ref)
     try:
         buffer = _core.get(ref._core, -1.0 if timeout is None else float(timeout))
     except _core.GetTimeout as e:
@@ -217,7 +502,7 @@ def _get_one(ref, timeout):
 def get(refs, *, timeout=None):
     """The value(s) of `refs` (one ObjectRef or a list), waiting at most
     `timeout` seconds in all (GetTimeoutError). A failed task's exception is
-    raised here (RayxTaskError, also an instance of the original class)."""
+    raised here (RayTaskError, also an instance of the original class)."""
     _require()
     if timeout is not None and timeout < 0:
         raise ValueError("rayx.get: timeout must be >= 0 or None")
@@ -230,6 +515,35 @@ def get(refs, *, timeout=None):
     import time
     deadline = time.monotonic() + timeout
     return [_get_one(r, max(0.0, deadline - time.monotonic())) for r in refs]
+
+
+def cancel(ref, *, force=False, recursive=True):
+    """Cancels the task that makes `ref` (nothing happens when it finished
+    already), as far as rayx can: from now on
+    get, wait and await on `ref` raise at once what Ray documents:
+    TaskCancelledError (with force=True, also a WorkerCrashedError; for an
+    actor call, also a RayTaskError). rayx cannot stop the task itself: a
+    queued task still runs and a running one runs to its end (its result is
+    dropped), with or without force=True. recursive has nothing to act on
+    (tasks the cancelled one submitted are not tracked). force=True on an
+    actor call is refused, as in Ray."""
+    global _cancelled
+    if not isinstance(ref, ObjectRef):
+        raise TypeError(f"rayx.cancel takes an ObjectRef, not {type(ref).__name__}")
+    del recursive
+    # Only actor calls' refs carry a name ("Class.method") among Python calls.
+    if force and ref._name is not None and not ref._msgpack:
+        raise ValueError("force=True is not supported for actor tasks (as in Ray): use "
+                         "rayx.kill(actor) to stop the actor")
+    if ref._resolved or _core.wait([ref._core], 1, 0.0)[0]:
+        return  # finished already: nothing happens (Ray's rule)
+    if _cancelled is None:
+        import weakref
+        _cancelled = weakref.WeakKeyDictionary()
+    _cancelled[ref] = bool(force)
+    _futures = sys.modules.get("rayx._futures")
+    if _futures is not None:
+        _futures.cancelled(ref)
 
 
 def put(value):
@@ -260,8 +574,8 @@ def wait(refs, *, num_returns=1, timeout=None, fetch_local=True):
     for i, r in enumerate(refs):
         if not isinstance(r, ObjectRef):
             raise TypeError(f"rayx.wait: refs[{i}] is a {type(r).__name__}, not an ObjectRef")
-        if r._resolved:
-            ready_flags[i] = True
+        if r._resolved or (_cancelled and r in _cancelled):
+            ready_flags[i] = True  # a cancelled ref is ready: get raises at once
         else:
             cores.append(r._core)
             positions.append(i)
@@ -309,3 +623,16 @@ def get_gpu_ids():
     """Inside a task or actor: the node's GPU devices it holds (what
     CUDA_VISIBLE_DEVICES lists). Empty in a driver."""
     return list(_core.gpu_ids())
+
+
+def timeline(filename=None):
+    """Ray's task timeline: rayx records none. Returns an empty list (and
+    writes "[]" to `filename` when given), with a warning."""
+    import warnings
+    warnings.warn("rayx.timeline: rayx records no task timeline; the trace is empty",
+                  stacklevel=2)
+    if filename is not None:
+        with open(filename, "w") as f:
+            f.write("[]")
+        return None
+    return []

@@ -33,11 +33,39 @@ MAX_CODE_BYTES = 1 << 20
 
 _TASK_OPTIONS = {"num_cpus", "num_gpus", "resources", "name", "num_returns", "max_retries",
                  "retry_exceptions", "scheduling_strategy", "placement_group",
-                 "placement_group_bundle_index", "memory", "runtime_env"}
+                 "placement_group_bundle_index", "placement_group_capture_child_tasks",
+                 "memory", "runtime_env", "label_selector", "max_calls", "enable_task_events",
+                 "accelerator_type", "_metadata"}
 _ACTOR_OPTIONS = {"num_cpus", "num_gpus", "resources", "name", "lifetime", "max_restarts",
                   "max_task_retries", "scheduling_strategy", "placement_group",
-                  "placement_group_bundle_index", "namespace", "get_if_exists",
-                  "max_concurrency", "memory", "runtime_env"}
+                  "placement_group_bundle_index", "placement_group_capture_child_tasks",
+                  "namespace", "get_if_exists", "max_concurrency", "memory", "runtime_env",
+                  "label_selector", "concurrency_groups", "max_pending_calls",
+                  "enable_task_events", "accelerator_type", "_metadata"}
+# Accepted with no effect here: max_calls (a task worker is kept for the next
+# task), max_pending_calls (calls queue without a limit), enable_task_events
+# (rayx records no task events), memory (not a resource rayx schedules),
+# _metadata. concurrency_groups and max_concurrency: an actor runs its calls
+# one at a time (threaded and async actors are not supported yet).
+
+# The context of the call running in this worker process, set by
+# rayx._worker: the task's (per call) or the actor's (at creation). A dict with
+# "res" (resources held, when not a task's default {CPU: 1}), "pg" and
+# "bundle" (its placement group), "cap" (children go to that group too),
+# "actor" (the actor's id), or None.
+_call_ctx = None
+# The placement group children of the running call go to by default
+# (placement_group_capture_child_tasks), or None: part of a RemoteFunction's
+# prepared call, checked on every .remote().
+_capture = None
+# Of this worker process (rayx._worker sets them): how many calls it has run
+# (names the running one for get_task_id), whether it hosts an actor, that
+# actor's id (its methods' calls carry it) and whether its construction was a
+# restart.
+_call_count = lambda: 0  # noqa: E731 - replaced by rayx._worker
+_hosted_actor_id = lambda: None  # noqa: E731 - replaced by rayx._worker
+_is_actor = False
+_actor_reconstructed = False
 
 # The method every Python actor answers (with None) once it runs.
 READY_METHOD = "__rayx_ready__"
@@ -143,38 +171,77 @@ def _resources(opts, default_cpu):
     return res, explicit
 
 
-def _placement(opts):
+def _placement(opts, capture=None):
+    """The Placement dict of `opts`, and the call context's placement group
+    fields (pg, bundle, cap) for its header."""
+    if capture is None and not _has_placement(opts):
+        return {}, {}
     from rayx.util import scheduling_strategies as ss
     from rayx.util.placement_group import PlacementGroup
     p = {}
     strategy = opts.get("scheduling_strategy")
     pg = opts.get("placement_group")
     bundle = opts.get("placement_group_bundle_index", -1)
+    cap = opts.get("placement_group_capture_child_tasks")
     if isinstance(strategy, ss.PlacementGroupSchedulingStrategy):
         pg = strategy.placement_group
         bundle = strategy.placement_group_bundle_index
+        cap = strategy.placement_group_capture_child_tasks
+        if pg is None:
+            pg = "none"  # explicitly outside any group, a captured parent's included
     elif isinstance(strategy, ss.NodeAffinitySchedulingStrategy):
         p["strategy"] = "NODE_AFFINITY"
         p["node_id"] = strategy.node_id
         p["soft"] = bool(strategy.soft)
+    elif isinstance(strategy, ss.NodeLabelSchedulingStrategy):
+        p["label_selector"] = strategy.label_selector()
     elif strategy in (None, "DEFAULT"):
         pass
     elif strategy == "SPREAD":
         p["strategy"] = "SPREAD"
     else:
         raise ValueError(f"scheduling_strategy {strategy!r}: use 'DEFAULT', 'SPREAD', "
-                         "NodeAffinitySchedulingStrategy or PlacementGroupSchedulingStrategy")
-    if pg is not None and pg != "default":
-        if not isinstance(pg, PlacementGroup):
+                         "NodeAffinitySchedulingStrategy, NodeLabelSchedulingStrategy or "
+                         "PlacementGroupSchedulingStrategy")
+    selector = opts.get("label_selector")
+    if selector is not None:
+        if not isinstance(selector, dict) or not all(
+                isinstance(k, str) and isinstance(v, str) for k, v in selector.items()):
+            raise TypeError("label_selector must be a dict of label name to value (str to str)")
+        for k, v in selector.items():
+            if v.startswith("!") or v.startswith("in(") or v.startswith("!in("):
+                raise ValueError(f"label_selector[{k!r}] = {v!r}: rayx matches labels by "
+                                 "equality only: give the one value the node must have")
+        p.setdefault("label_selector", {}).update(selector)
+    accelerator = opts.get("accelerator_type")
+    if accelerator is not None:
+        # A node started with --labels accelerator_type=<name> (rayx.util.accelerators).
+        if not isinstance(accelerator, str) or not accelerator:
+            raise TypeError("accelerator_type must be a name such as 'V100' "
+                            "(rayx.util.accelerators)")
+        p.setdefault("label_selector", {})["accelerator_type"] = accelerator
+    ctx = {}
+    if pg is None and strategy is None and capture is not None:
+        pg, bundle, cap = capture, -1, True  # a child of a capturing group's call
+    if pg is not None and pg != "default" and pg != "none":
+        if isinstance(pg, PlacementGroup):
+            pg_id = pg.id
+            count = None if pg._bundles is None else len(pg._bundles)
+        elif isinstance(pg, str):
+            pg_id, count = pg, None
+        else:
             raise TypeError("placement_group must be a rayx.util.placement_group(...) result")
         if bundle is None:
             bundle = -1
-        if not -1 <= bundle < pg.bundle_count:
+        if count is not None and not -1 <= bundle < count:
             raise ValueError(f"placement_group_bundle_index {bundle} is out of range: the group "
-                             f"has {pg.bundle_count} bundles")
-        p["placement_group_id"] = pg.id
+                             f"has {count} bundles")
+        p["placement_group_id"] = pg_id
         p["bundle_index"] = int(bundle)
-    return p
+        ctx = {"pg": pg_id, "bundle": int(bundle)}
+        if cap:
+            ctx["cap"] = True
+    return p, ctx
 
 
 def _retry_spec(retry, what="retry_exceptions"):
@@ -199,6 +266,9 @@ def _check_options(opts, allowed, what):
         if v is not None and (not isinstance(v, (int, float)) or v < 0):
             raise ValueError(f"{what}: {k} must be a number >= 0, not {v!r}")
     n = opts.get("num_returns", 1)
+    if n in ("dynamic", "streaming"):
+        raise NotImplementedError(f"{what}: num_returns={n!r} (generators) is not supported by "
+                                  "rayx yet: return a list, or use num_returns=<int>")
     if not isinstance(n, int) or n < 1:
         raise ValueError(f"{what}: num_returns must be an int >= 1, not {n!r}")
     retries = opts.get("max_retries")
@@ -222,17 +292,28 @@ class RemoteFunction:
 
     def __init__(self, function, options):
         _check_options(options, _TASK_OPTIONS, f"@rayx.remote({_name(function)})")
+        if options.get("runtime_env") is not None:
+            from rayx import _runtime_env
+            _runtime_env.validate(options["runtime_env"], f"@rayx.remote({_name(function)})")
         self._function = function
         self._options = options
-        self._headers = {}  # num_returns -> header, for the job of _headers_generation
-        self._headers_generation = None
-        self._call = None
+        # (generation, capture, num_returns, header, submit_task's other
+        # arguments): the call worked out once per job and call context.
+        self._prepared = None
         self.__name__ = getattr(function, "__name__", "remote_function")
+        self.__qualname__ = getattr(function, "__qualname__", self.__name__)
         self.__doc__ = getattr(function, "__doc__", None)
+        self.__wrapped__ = function
 
     def __call__(self, *args, **kwargs):
         raise TypeError(f"remote function {self.__name__} cannot be called directly: use "
                         f"{self.__name__}.remote(...)")
+
+    def __getstate__(self):
+        # A copy in another process (captured by a task) works its call out again.
+        state = dict(self.__dict__)
+        state["_prepared"] = None
+        return state
 
     def options(self, **options):
         merged = dict(self._options)
@@ -240,34 +321,52 @@ class RemoteFunction:
         return RemoteFunction(self._function, merged)
 
     def remote(self, *args, **kwargs):
-        _api._require()
+        if _api._mode is None:
+            _api._auto_init()
+        p = self._prepared
+        if p is None or p[0] != _api.generation or p[1] != _capture:
+            p = self._prepare()
+        core = _core.submit_task("rayx.py.task", [p[3]] + encode_args(args, kwargs), *p[4])
+        return _refs(core, p[2])
+
+    def _prepare(self):
+        """Works out the options' meaning for this job and call context: the
+        code exported, the header, resources, placement and runtime_env."""
         opts = self._options
+        capture = _capture
         n = opts.get("num_returns", 1)
-        if self._headers_generation != _api.generation:  # a new job: export again
-            self._headers = {}
-            self._headers_generation = _api.generation
-        header = self._headers.get(n)
-        if header is None:
-            key = _export(self._function, False)
-            header = self._headers[n] = pickle.dumps(
-                (key, _name(self._function), n, _retry_spec(opts.get("retry_exceptions"))))
-        if self._call is None:  # the options' meaning, worked out once
-            res, explicit = _resources(opts, 1)
-            placement = _placement(opts) if _has_placement(opts) else {}
-            retries = opts.get("max_retries")
-            if retries is None:
-                retries = DEFAULT_MAX_RETRIES
-            elif retries == -1:
-                retries = 2**31 - 1  # Ray's "retry forever"
-            self._call = (opts.get("name") or self.__name__, res, explicit, placement, retries,
-                          bool(opts.get("retry_exceptions")))
-        core = _core.submit_task("rayx.py.task", [header] + encode_args(args, kwargs), *self._call)
-        return _refs(core, n)
+        key = _export(self._function, False)
+        res, explicit = _resources(opts, 1)
+        placement, ctx = _placement(opts, capture)
+        if explicit and res != {"CPU": 1.0}:
+            ctx["res"] = res
+        env = opts.get("runtime_env")
+        if env is not None:
+            from rayx import _runtime_env
+            resolved = _runtime_env.resolve(env, _runtime_env.current)
+            if resolved:
+                placement.update(_runtime_env.worker_placement(resolved, _worker_base_env()))
+        header = pickle.dumps((key, _name(self._function), n,
+                               _retry_spec(opts.get("retry_exceptions")), ctx or None))
+        retries = opts.get("max_retries")
+        if retries is None:
+            retries = DEFAULT_MAX_RETRIES
+        elif retries == -1:
+            retries = 2**31 - 1  # Ray's "retry forever"
+        submit = (opts.get("name") or self.__name__, res, explicit, placement, retries,
+                  bool(opts.get("retry_exceptions")))
+        self._prepared = (_api.generation, capture, n, header, submit)
+        return self._prepared
 
 
 def _has_placement(opts):
     return any(opts.get(k) is not None for k in
-               ("scheduling_strategy", "placement_group"))
+               ("scheduling_strategy", "placement_group", "label_selector", "accelerator_type"))
+
+
+def _worker_base_env():
+    """The environment every Python worker of this process's calls gets."""
+    return _api._worker_command()[2]
 
 
 class ActorClass:
@@ -276,9 +375,14 @@ class ActorClass:
 
     def __init__(self, cls, options):
         _check_options(options, _ACTOR_OPTIONS, f"@rayx.remote({_name(cls)})")
+        if options.get("runtime_env") is not None:
+            from rayx import _runtime_env
+            _runtime_env.validate(options["runtime_env"], f"@rayx.remote({_name(cls)})")
         self._cls = cls
         self._options = options
         self.__name__ = cls.__name__
+        self.__qualname__ = getattr(cls, "__qualname__", cls.__name__)
+        self.__doc__ = getattr(cls, "__doc__", None)
 
     def __call__(self, *args, **kwargs):
         raise TypeError(f"actor class {self.__name__} cannot be instantiated directly: use "
@@ -290,39 +394,82 @@ class ActorClass:
         return ActorClass(self._cls, merged)
 
     def remote(self, *args, **kwargs):
-        _api._require()
+        if _api._mode is None:
+            _api._auto_init()
         opts = self._options
         lifetime = opts.get("lifetime")
         if lifetime not in (None, "detached", "non_detached"):
             raise ValueError(f"lifetime must be 'detached' or None, not {lifetime!r}")
         detached = lifetime == "detached"
-        name = opts.get("name") or ""
+        namespace = opts.get("namespace")
+        if namespace is not None and (not isinstance(namespace, str) or not namespace):
+            raise ValueError(f"namespace must be a non-empty string, not {namespace!r}")
+        user_name = opts.get("name") or ""
+        if user_name and not isinstance(user_name, str):
+            raise TypeError(f"an actor's name must be a string, not {type(user_name).__name__}")
+        name = _full_name(user_name, namespace) if user_name else ""
         if detached and not name:
             raise ValueError("a detached actor needs a name (options(name=...)), so that it can "
                              "be found with rayx.get_actor after this job ends")
         get_if_exists = bool(name and opts.get("get_if_exists"))
         if get_if_exists:
             try:
-                return get_actor(name)
+                return _get_actor_by_full_name(name)
             except ValueError:
                 pass
         key = _export(self._cls, detached)
-        header = pickle.dumps((key, _name(self._cls), 1))
         res, _ = _resources(opts, 0)
-        placement = _placement(opts) if _has_placement(opts) else {}
+        placement, ctx = _placement(opts, _capture)
+        if res:
+            ctx["res"] = res
+        env = opts.get("runtime_env")
+        if env is not None:
+            from rayx import _runtime_env
+            resolved = _runtime_env.resolve(env, _runtime_env.current)
+            if resolved:
+                ctx["env"] = resolved  # applied by the actor's worker before the class loads
+        max_restarts = opts.get("max_restarts") or 0
+        if max_restarts:
+            import uuid
+            # Names this actor across its restarts: its worker tells a first
+            # construction from a restart by it.
+            ctx["incarnation"] = uuid.uuid4().hex
+            ctx["detached"] = detached
+        if user_name:
+            ctx["name"] = user_name
+            if namespace or _api._namespace:
+                ctx["namespace"] = namespace or _api._namespace
+        header = pickle.dumps((key, _name(self._cls), 1, ctx or None))
         returns = _method_returns(self._cls)
         # Kept with the name at the head, for rayx.get_actor in any process.
         metadata = json.dumps([self.__name__, returns]).encode() if name else b""
         try:
             core = _core.create_actor([header] + encode_args(args, kwargs), name, detached, res,
-                                      placement, opts.get("max_restarts") or 0,
+                                      placement, max_restarts,
                                       opts.get("max_task_retries") or 0, metadata)
         except ValueError as e:
             # Another process took the name between our lookup and our creation.
             if not get_if_exists or "already exists" not in str(e):
                 raise
-            return get_actor(name)
+            return _get_actor_by_full_name(name)
         return ActorHandle(core, self.__name__, returns)
+
+    def get_or_create(self, *args, **kwargs):
+        """The actor named by options(name=...) if it exists, else a new one
+        made with these arguments (which an existing actor ignores)."""
+        if not self._options.get("name"):
+            raise ValueError("get_or_create needs a name: Cls.options(name=...).get_or_create()")
+        return self.options(get_if_exists=True).remote(*args, **kwargs)
+
+    def bind(self, *args, **kwargs):
+        raise NotImplementedError("Ray DAGs (.bind) are not supported by rayx: use .remote()")
+
+
+def _full_name(name, namespace=None):
+    """The name an actor has at the head: scoped by its namespace (the
+    options', else the job's) when there is one."""
+    namespace = namespace or _api._namespace
+    return f"{namespace}/{name}" if namespace else name
 
 
 def _method_returns(cls):
@@ -335,10 +482,27 @@ def _method_returns(cls):
     return out
 
 
-def method(*, num_returns=1):
-    """@rayx.method(num_returns=n) on an actor method."""
+def method(*args, num_returns=None, concurrency_group=None, max_task_retries=None,
+           retry_exceptions=None, enable_task_events=None, **unknown):
+    """@rayx.method(num_returns=n) on an actor method. concurrency_group is
+    recorded (an actor runs its calls one at a time in rayx for now);
+    max_task_retries, retry_exceptions and enable_task_events are accepted
+    with no effect per method (set max_task_retries on the actor)."""
+    del max_task_retries, retry_exceptions, enable_task_events
+    if unknown:
+        raise TypeError(f"rayx.method: unknown option(s) {', '.join(sorted(unknown))}; valid: "
+                        "num_returns, concurrency_group, max_task_retries, retry_exceptions, "
+                        "enable_task_events")
+    if args:
+        raise TypeError("@rayx.method takes keyword options, e.g. @rayx.method(num_returns=2)")
+    if num_returns is not None:
+        _check_options({"num_returns": num_returns}, {"num_returns"}, "rayx.method")
+
     def wrap(fn):
-        fn.__rayx_num_returns__ = num_returns
+        if num_returns is not None:
+            fn.__rayx_num_returns__ = num_returns
+        if concurrency_group is not None:
+            fn.__rayx_concurrency_group__ = concurrency_group
         return fn
     return wrap
 
@@ -357,18 +521,27 @@ class ActorMethod:
         self._num_returns = num_returns
         self._header = None
 
-    def options(self, *, num_returns=None, **unused):
+    def options(self, *, num_returns=None, concurrency_group=None, name=None,
+                enable_task_events=None, **unused):
+        """num_returns for this call; concurrency_group, name and
+        enable_task_events are accepted with no effect here."""
+        del concurrency_group, name, enable_task_events
         if unused:
-            raise TypeError(f"actor method options: unsupported {', '.join(sorted(unused))}")
+            raise TypeError(f"actor method options: unsupported {', '.join(sorted(unused))}; "
+                            "valid: num_returns, concurrency_group, name, enable_task_events")
+        if num_returns is not None:
+            _check_options({"num_returns": num_returns}, {"num_returns"}, "actor method options")
         return ActorMethod(self._core, self._class_name, self._name,
                            num_returns or self._num_returns)
 
     def remote(self, *args, **kwargs):
-        _api._require()
+        if _api._mode is None:
+            _api._auto_init()
         n = self._num_returns
         header = self._header
         if header is None:
-            header = self._header = pickle.dumps((self._name, n))
+            # The actor's id rides along: get_runtime_context().get_actor_id().
+            header = self._header = pickle.dumps((self._name, n, self._core.id))
         core = _core.submit_actor_task(self._core, [header] + encode_args(args, kwargs))
         return _refs(core, n, f"{self._class_name}.{self._name}")
 
@@ -401,6 +574,26 @@ class ActorHandle:
         d[name] = method  # later lookups skip __getattr__
         return method
 
+    @property
+    def _actor_id(self):
+        """The actor's id (Ray's handle._actor_id; .hex() gives the string)."""
+        return _HexId(self._core.id)
+
+    @property
+    def __ray_ready__(self):
+        """Ray's built-in method: its ObjectRef is ready once the actor runs."""
+        return ActorMethod(self._core, self._class_name, READY_METHOD, 1)
+
+    @property
+    def __ray_terminate__(self):
+        """Ray's built-in method: the actor exits once the calls before this one
+        have run (rayx restarts it when max_restarts allows: use rayx.kill to
+        stop one for good)."""
+        return _TerminateMethod(self)
+
+    @property
+    def _ray_actor_id(self):
+        return self._actor_id
 
     def __repr__(self):
         return f"Actor({self._class_name}, {self._core.id})"
@@ -423,15 +616,40 @@ class ActorHandle:
         return (_rebuild_handle, (data, self._class_name, self._returns))
 
 
+class _TerminateMethod:
+    def __init__(self, handle):
+        self._handle = handle
+
+    def remote(self):
+        import uuid
+        return ActorMethod(self._handle._core, self._handle._class_name, EXIT_METHOD,
+                           1).remote(uuid.uuid4().hex)
+
+
+class _HexId(str):
+    """An id as Ray's ID objects show it: hex() and binary()."""
+
+    def hex(self):
+        return str(self)
+
+    def binary(self):
+        return str(self).encode()
+
+
 def _rebuild_handle(data, class_name, returns):
     return ActorHandle(_core.deserialize_actor(data), class_name, returns)
 
 
-def get_actor(name):
-    """The named actor `name` (of any job, detached ones included)."""
+def get_actor(name, namespace=None):
+    """The named actor `name` (of any job, detached ones included), in
+    `namespace` (default: the job's). ValueError when there is none."""
     _api._require()
     if not isinstance(name, str) or not name:
         raise ValueError("rayx.get_actor: name must be a non-empty string")
+    return _get_actor_by_full_name(_full_name(name, namespace))
+
+
+def _get_actor_by_full_name(name):
     try:
         core = _core.get_named_actor(name)
     except RuntimeError as e:
@@ -447,12 +665,25 @@ def get_actor(name):
     return ActorHandle(core, class_name, returns)
 
 
+# The method a Python actor answers by exiting its process at once (a crash to
+# the runtime, which restarts the actor when max_restarts allows).
+EXIT_METHOD = "__rayx_exit__"
+
+
 def kill(actor, *, no_restart=True):
-    """Stops the actor's process at once; its pending calls fail with ActorDiedError."""
-    del no_restart
+    """Stops the actor's process; its pending calls fail with ActorDiedError.
+
+    no_restart=True (the default): at once, and for good. no_restart=False:
+    the actor's process exits as if it crashed, so the runtime restarts it
+    when its max_restarts allows; rayx has no out-of-band way to do that, so
+    the exit happens once the calls sent before it have run."""
     if not isinstance(actor, ActorHandle):
         raise TypeError(f"rayx.kill takes an actor handle, not {type(actor).__name__}")
-    _core.kill_actor(actor._core)
+    if no_restart:
+        _core.kill_actor(actor._core)
+        return
+    import uuid
+    ActorMethod(actor._core, actor._class_name, EXIT_METHOD, 1).remote(uuid.uuid4().hex)
 
 
 def remote(*args, **options):
@@ -461,6 +692,11 @@ def remote(*args, **options):
         if isinstance(obj, type):
             return ActorClass(obj, options)
         if callable(obj):
+            import inspect
+            if inspect.iscoroutinefunction(obj) or inspect.isasyncgenfunction(obj):
+                raise NotImplementedError(
+                    f"@rayx.remote on the async function {_name(obj)}: async remote functions "
+                    "are not supported by rayx yet; make it a plain function")
             return RemoteFunction(obj, options)
         raise TypeError("@rayx.remote applies to functions and classes")
     if len(args) == 1 and not options and callable(args[0]):
@@ -493,7 +729,7 @@ class CppFunction:
         _api._require()
         values = [_core.msgpack_dumps(a, f"argument {i} of {self._name}") for i, a in enumerate(args)]
         res, explicit = _resources(self._options, 1)
-        placement = _placement(self._options) if _has_placement(self._options) else {}
+        placement, _ = _placement(self._options)
         placement["worker_executable"] = self._executable
         core = _core.submit_task(self._name, values, self._options.get("name") or self._name, res,
                                  explicit, placement, DEFAULT_MAX_RETRIES, False)

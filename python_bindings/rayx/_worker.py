@@ -12,11 +12,31 @@ import sys
 import traceback
 
 from rayx import _api, _core
+from rayx import _remote
 from rayx import _serialization as ser
 from rayx import exceptions
-from rayx._remote import KV_NAMESPACE, READY_METHOD, _Slot
+from rayx._remote import EXIT_METHOD, KV_NAMESPACE, READY_METHOD, _Slot
 
 _code = {}  # KV key -> function or class
+
+# The runtime_env this worker was started with (its --runtime-env argument),
+# until the first call applies it (then None); _ENV_FAILED when that failed,
+# with the error in _env_error (every call answers with it).
+_ENV_FAILED = object()
+_env_pending = None
+_env_error = None
+# Calls this process has run (get_runtime_context().get_task_id() names the
+# running one by it), and whether the last task set a call context.
+_calls = 0
+_ctx_set = False
+# The id of the actor this process hosts, from its methods' calls.
+_actor_id = None
+# Where an actor that can restart records its incarnation (its first
+# construction), so that a restart knows it is one.
+_INCARNATION_NAMESPACE = "rayx.py.incarnation"
+_EXIT_NAMESPACE = "rayx.py.exit"
+# rayx._runtime_env.ARG (not imported unless a worker has a runtime_env).
+_RUNTIME_ENV_ARG = "--runtime-env"
 
 
 def _load(key, name):
@@ -124,27 +144,92 @@ def _call_from_cpp(views):
     return _core.msgpack_dumps(fn(*args), f"the result of {module}.{function}")
 
 
+def _env_failure():
+    """Applies the runtime_env this worker was started with, once; returns
+    the error that setting it up raised (every call answers with it), or None."""
+    global _env_pending, _env_error
+    if _env_pending is _ENV_FAILED:
+        return _env_error
+    env = _env_pending
+    from rayx import _runtime_env
+    try:
+        _runtime_env.apply(env)
+    except exceptions.RuntimeEnvSetupError as e:
+        _env_pending, _env_error = _ENV_FAILED, e
+        return e
+    _env_pending = None
+    return None
+
+
+def _create(header, views):
+    """Constructs the actor this worker hosts (a failure marks it dead, with
+    the traceback)."""
+    key, name, _, *rest = header
+    ctx = rest[0] if rest else None
+    _remote._is_actor = True
+    if ctx:
+        _remote._call_ctx = ctx
+        if ctx.get("cap"):
+            _remote._capture = ctx["pg"]
+        if ctx.get("env"):
+            from rayx import _runtime_env
+            _runtime_env.apply(ctx["env"])  # before the class (and what it imports) loads
+        if ctx.get("incarnation"):
+            # The first construction records the incarnation; a restart finds it.
+            first = _core.kv_put(_INCARNATION_NAMESPACE, ctx["incarnation"], b"1", False,
+                                 not ctx.get("detached"))
+            _remote._actor_reconstructed = not first
+    cls = _load(key, name)
+    args, kwargs = _decode_args(views[1], views[2:])
+    return cls(*args, **kwargs)
+
+
+def _exit_once(views):
+    """rayx.kill(no_restart=False): exits as a crash would, once per kill (a
+    call the runtime sends again to the restarted actor finds its token used)."""
+    (token,), _ = _decode_args(views[1], views[2:])
+    if not _core.kv_put(_EXIT_NAMESPACE, token, b"1", False, True):
+        return ser.to_bytes(None)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(1)
+
+
 def dispatch(kind, instance, views):
+    global _calls, _ctx_set, _actor_id
     if kind == "xlang":
         return _call_from_cpp(views)
+    if _env_pending is not None:
+        failure = _env_failure()
+        if failure is not None:
+            if kind == "create":
+                raise failure
+            return _error(failure, "runtime_env setup")
     header = pickle.loads(views[0])
     if kind == "create":
-        key, name, _ = header
-        cls = _load(key, name)
-        args, kwargs = _decode_args(views[1], views[2:])
-        return cls(*args, **kwargs)  # a failure here marks the actor dead, with the traceback
-    retry = False  # the task's retry_exceptions: False, True or qualified class names
+        return _create(header, views)
+    _calls += 1
     if kind == "task":
-        key, name, num_returns, *rest = header
-        retry = rest[0] if rest else False
+        # retry: the task's retry_exceptions (False, True or qualified class
+        # names); ctx: its call context (rayx._remote._call_ctx), mostly None.
+        key, name, num_returns, retry, ctx = header
+        if ctx is not None or _ctx_set:
+            _ctx_set = ctx is not None
+            _remote._call_ctx = ctx
+            _remote._capture = ctx["pg"] if ctx is not None and ctx.get("cap") else None
     else:
-        name, num_returns = header
+        name, num_returns, actor = header
+        retry = False
+        if _actor_id is None:
+            _actor_id = actor
     running = False  # exceptions before the function runs (a failed argument) never retry
     try:
         if kind == "task":
             fn = _load(key, name)
         elif name == READY_METHOD:
             return ser.to_bytes(None)
+        elif name == EXIT_METHOD:
+            return _exit_once(views)
         else:
             fn = getattr(instance, name, None)
             if fn is None:
@@ -155,13 +240,31 @@ def dispatch(kind, instance, views):
         return _result(fn(*args, **kwargs), num_returns, name)
     except Exception as e:  # noqa: BLE001 - user errors travel back to the caller
         return _error(e, name, running and _retriable(e, retry))
+    except SystemExit as e:
+        # sys.exit() in a call ends this worker, as in Ray: the caller gets
+        # ActorDiedError (an actor) or WorkerCrashedError (a task).
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(e.code if isinstance(e.code, int) else (0 if e.code is None else 1))
 
 
 def main():
+    global _env_pending
     _api._mode = "worker"
-    # Tasks this worker submits start workers the way its own was started.
-    _core.set_worker_command(sys.executable, ["-m", "rayx._worker"],
-                             {"PYTHONPATH": os.environ.get("PYTHONPATH", "")})
+    # Tasks this worker submits start workers the way its own was started
+    # (with its runtime_env, which the first call applies).
+    _remote._call_count = lambda: _calls
+    _remote._hosted_actor_id = lambda: _actor_id
+    args = sys.argv[1:]
+    if "--namespace" in args[:-1]:
+        _api._namespace = args[args.index("--namespace") + 1]
+    if _RUNTIME_ENV_ARG in args[:-1]:
+        import json
+        from rayx import _runtime_env
+        _env_pending = json.loads(args[args.index(_RUNTIME_ENV_ARG) + 1])
+        _runtime_env.install_worker_command(_env_pending)
+    else:
+        _core.set_worker_command(*_api._worker_command())
     sys.stdout.reconfigure(line_buffering=True)
     _core.serve_worker(dispatch)
 

@@ -10,19 +10,26 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <filesystem>
 #include <map>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "bindings.h"
+#include "common/address.h"
+#include "common/directory_archive.h"
+#include "common/session_dir.h"
 #include "msgpack_values.h"
+#include "protocol/placement_messages.h"
 #include "rayx/cluster_status.h"
 #include "rayx/detail/registry.h"
 #include "rayx/detail/runtime_api.h"
 #include "rayx/errors.h"
 #include "rayx/rayx.h"
 #include "runtime/kv_client.h"
+#include "runtime/runtime.h"
+#include "transport/sync_client.h"
 
 namespace py = pybind11;
 using namespace rayx::detail;  // NOLINT: this file is the binding of that namespace
@@ -112,6 +119,14 @@ Placement ToPlacement(const py::dict& o) {
   if (o.contains("group_devices")) p.group_visible_devices = py::cast<bool>(o["group_devices"]);
   if (o.contains("worker_executable")) {
     p.worker_executable = py::cast<std::string>(o["worker_executable"]);
+  }
+  // A Python call with its own runtime_env: its workers' arguments (which also
+  // keep their pool apart, Placement::Key) and environment additions.
+  if (o.contains("worker_args")) {
+    p.worker_args = py::cast<std::vector<std::string>>(o["worker_args"]);
+  }
+  if (o.contains("worker_env")) {
+    p.worker_env = py::cast<std::map<std::string, std::string>>(o["worker_env"]);
   }
   if (o.contains("label_selector")) {
     for (auto item : py::cast<py::dict>(o["label_selector"])) {
@@ -256,6 +271,124 @@ py::list Nodes() {
   return out;
 }
 
+// --- The head's package store and state, for rayx's Ray-compatible layer -------
+
+// A connection to this runtime's head, for the calls that have no runtime
+// method (packages, the state listing).
+std::unique_ptr<rayx::transport::SyncClient> ConnectHead() {
+  auto where = rayx::ParseHostPort(CurrentHeadAddress());
+  if (!where.ok()) throw std::runtime_error("bad head address: " + where.status().message());
+  auto client = rayx::transport::SyncClient::Connect(*where);
+  if (!client.ok()) throw std::runtime_error("cannot reach the head: " + client.status().message());
+  return std::move(*client);
+}
+
+constexpr int64_t kPackageTimeoutMs = 60000;
+
+// Packs `dir` (leaving out the tar patterns `excludes`) and uploads it to the
+// head's package store unless it is there; returns its content hash.
+// ValueError when it is over `limit` bytes or the head's own limit.
+std::string UploadPackageOf(const std::string& dir, const std::vector<std::string>& excludes,
+                            uint64_t limit) {
+  py::gil_scoped_release release;
+  auto archive = rayx::PackDirectory(dir, excludes, limit);
+  if (!archive.ok()) {
+    if (archive.status().code() == rayx::StatusCode::kInvalidArgument) {
+      throw std::invalid_argument(archive.status().message());
+    }
+    throw std::runtime_error(archive.status().message());
+  }
+  auto head = ConnectHead();
+  auto hash = rayx::UploadPackage(*head, CurrentClusterToken(), *archive, kPackageTimeoutMs);
+  if (!hash.ok()) {
+    if (hash.status().code() == rayx::StatusCode::kInvalidArgument) {
+      throw std::invalid_argument(dir + ": " + hash.status().message());
+    }
+    throw std::runtime_error("uploading " + dir + ": " + hash.status().message());
+  }
+  return *hash;
+}
+
+// Package `hash` unpacked at `dest` (done once: a non-empty `dest` is kept).
+std::string FetchPackageTo(const std::string& hash, const std::string& dest) {
+  py::gil_scoped_release release;
+  std::error_code ec;
+  if (std::filesystem::is_directory(dest, ec) && !std::filesystem::is_empty(dest, ec)) return dest;
+  auto head = ConnectHead();
+  auto archive = rayx::DownloadPackage(*head, CurrentClusterToken(), hash, kPackageTimeoutMs);
+  if (!archive.ok()) {
+    throw std::runtime_error("cannot fetch package " + hash.substr(0, 12) + ": " +
+                             archive.status().message());
+  }
+  rayx::Status unpacked = rayx::UnpackArchive(*archive, dest);
+  if (!unpacked.ok()) throw std::runtime_error(unpacked.message());
+  return dest;
+}
+
+// The head's leases and placement groups (what `rayx list` shows), as dicts.
+py::dict ListState() {
+  rayx::Result<rayx::protocol::ListStateReply> reply = rayx::Status::Unavailable("");
+  {
+    py::gil_scoped_release release;
+    auto head = ConnectHead();
+    rayx::protocol::ListStateRequest req;
+    req.token = CurrentClusterToken();
+    reply = head->Call<rayx::protocol::ListStateReply>(req, 5000);
+  }
+  if (!reply.ok()) throw std::runtime_error("the head did not list its state: " +
+                                            reply.status().message());
+  py::list leases;
+  for (const auto& l : reply->leases) {
+    py::dict d;
+    d["lease_id"] = l.lease_id.Hex();
+    d["job_id"] = l.job_id.Hex();
+    d["kind"] = l.kind;
+    d["state"] = l.state;
+    d["node_id"] = l.node_id;
+    d["node_address"] = l.node_address;
+    d["pid"] = l.pid;
+    d["resources"] = l.resources;
+    d["gpu_ids"] = l.gpu_ids;
+    d["placement_group_id"] = l.placement_group_id.Hex();
+    d["bundle_index"] = l.bundle_index;
+    d["actor_name"] = l.actor_name;
+    d["class_name"] = l.class_name;
+    d["detached"] = l.detached;
+    leases.append(d);
+  }
+  py::list groups;
+  for (const auto& g : reply->placement_groups) {
+    py::dict d;
+    d["placement_group_id"] = g.placement_group_id.Hex();
+    d["name"] = g.name;
+    d["job_id"] = g.job_id.Hex();
+    d["strategy"] = std::string(rayx::protocol::Name(g.strategy));
+    d["bundles"] = g.bundles;
+    d["state"] = std::string(rayx::protocol::Name(g.state));
+    d["reason"] = g.reason;
+    py::list nodes;
+    for (const auto& where : g.locations) nodes.append(where.node_id);
+    d["bundle_nodes"] = nodes;
+    d["detached"] = g.detached;
+    groups.append(d);
+  }
+  py::dict out;
+  out["leases"] = leases;
+  out["placement_groups"] = groups;
+  return out;
+}
+
+// A handle to the existing placement group `id` (made by another process):
+// waits and ready() ask the head about it.
+PyPlacementGroup PlacementGroupFromId(const std::string& id) {
+  auto core = std::make_shared<PlacementGroupCore>();
+  core->id = rayx::PlacementGroupId::FromWire(id);
+  core->answered = true;
+  core->state.id = id;
+  core->state.state = "PENDING";
+  return PyPlacementGroup{std::move(core)};
+}
+
 // --- Python workers ---------------------------------------------------------
 
 // The Python function that runs calls in a worker: dispatch(kind, instance,
@@ -375,16 +508,18 @@ PYBIND11_MODULE(_core, m) {
       .def_property_readonly("id", [](const PyPlacementGroup& p) { return PlacementGroupIdOf(p.group); });
 
   m.def("init", [](const std::string& address, const std::string& token, double num_cpus,
-                   double num_gpus, const py::dict& resources) {
+                   double num_gpus, const py::dict& resources, const std::string& temp_dir) {
     rayx::Options options;
     options.address = address;
     options.token = token;
+    options.temp_dir = temp_dir;
     options.num_cpus = num_cpus;
     options.num_gpus = num_gpus;
     options.resources = ToResources(resources);
     py::gil_scoped_release release;
     rayx::Init(options);
-  });
+  }, py::arg("address"), py::arg("token"), py::arg("num_cpus"), py::arg("num_gpus"),
+        py::arg("resources"), py::arg("temp_dir") = "");
   m.def("shutdown", []() {
     py::gil_scoped_release release;
     rayx::Shutdown();
@@ -481,6 +616,15 @@ PYBIND11_MODULE(_core, m) {
   });
 
   m.def("nodes", &Nodes);
+  m.def("upload_package", &UploadPackageOf, py::arg("dir"), py::arg("excludes"), py::arg("limit"));
+  m.def("fetch_package", &FetchPackageTo, py::arg("hash"), py::arg("dest"));
+  m.def("list_state", &ListState);
+  m.def("placement_group_from_id", &PlacementGroupFromId);
+  // The head address of the cluster `rayx start` runs on this machine ("" when none).
+  m.def("local_cluster_address", [](const std::string& temp_dir) {
+    auto local = FindLocalCluster(temp_dir.empty() ? DefaultTempDir() : temp_dir);
+    return local.ok() ? local->address : std::string();
+  });
 
   m.def("create_placement_group", [](const std::string& name, const std::vector<py::dict>& bundles,
                                      const std::string& strategy, bool detached) {

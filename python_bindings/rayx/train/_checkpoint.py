@@ -56,5 +56,39 @@ class Checkpoint:
         """A local directory with the files, for reading (do not modify it)."""
         yield self.path
 
+    @property
+    def filesystem(self):
+        return None  # a local directory (rayx has no pyarrow filesystems)
+
+    # Metadata: a small JSON dict kept in the checkpoint's directory.
+    _METADATA_FILE = ".metadata.json"
+
+    def get_metadata(self):
+        import json
+        try:
+            with open(os.path.join(self.path, self._METADATA_FILE)) as f:
+                return json.load(f)
+        except FileNotFoundError:
+            return {}
+
+    def set_metadata(self, metadata):
+        import json
+        if not isinstance(metadata, dict):
+            raise TypeError("Checkpoint.set_metadata takes a dict")
+        with open(os.path.join(self.path, self._METADATA_FILE), "w") as f:
+            json.dump(metadata, f)
+
+    def update_metadata(self, metadata):
+        merged = self.get_metadata()
+        merged.update(metadata)
+        self.set_metadata(merged)
+
+    def __eq__(self, other):
+        return isinstance(other, Checkpoint) and (self._id or self._path) == (
+            other._id or other._path)
+
+    def __hash__(self):
+        return hash(self._id or self._path)
+
     def __repr__(self):
         return f"Checkpoint({self._path or self._id})"

@@ -45,6 +45,9 @@ class TrainContext:
     def get_experiment_name(self):
         return self._run_name
 
+    def get_trial_name(self):
+        return self._run_name
+
     def get_attempt(self):
         """0 for the first attempt, then one more per restart."""
         return self._attempt
@@ -59,7 +62,12 @@ class _Session:
         self.run_name = run_name
         self.group = group
         self.storage_path = storage_path
-        self.num_to_keep = num_to_keep  # 0: all
+        # How many checkpoints to keep (0: all), and the metric that ranks
+        # them (None: the latest are kept) and its order ("max" or "min").
+        if isinstance(num_to_keep, (tuple, list)):
+            self.num_to_keep, self.score_attribute, self.score_order = num_to_keep
+        else:
+            self.num_to_keep, self.score_attribute, self.score_order = num_to_keep, None, "max"
         self.checkpoint = None
         if checkpoint_id:
             self.checkpoint = Checkpoint(_id=checkpoint_id, _run=run_name, _storage=storage_path)
@@ -94,12 +102,35 @@ def get_checkpoint():
     return _require("get_checkpoint").checkpoint
 
 
-def report(metrics, checkpoint=None):
-    """Reports `metrics` (a dict) and, optionally, a checkpoint. A barrier:
+def _keep(kept, new_id, scores, num_to_keep, attribute, order):
+    """(kept, dropped): `new_id` added to the run's `kept` ids (oldest first),
+    and the ones beyond `num_to_keep` (0: none) taken out: the oldest, or with
+    a score `attribute` the worst by `scores` (the latest always stays, for a
+    restart resumes from it; a checkpoint without the metric ranks last)."""
+    kept = [k for k in kept if k != new_id] + [new_id]
+    if not num_to_keep or len(kept) <= num_to_keep:
+        return kept, []
+    if attribute is None:
+        return kept[-num_to_keep:], kept[:-num_to_keep]
+    sign = 1 if order == "max" else -1
+
+    def rank(ckpt_id):
+        value = scores.get(ckpt_id, {}).get(attribute)
+        return (0, 0.0) if not isinstance(value, (int, float)) else (1, sign * value)
+    best = set(sorted(kept, key=rank, reverse=True)[:num_to_keep])
+    best.add(new_id)
+    return [k for k in kept if k in best], [k for k in kept if k not in best]
+
+
+def report(metrics, checkpoint=None, checkpoint_dir_name=None, **unused):
+    """Reports `metrics` (a dict) and, optionally, a checkpoint
+    (checkpoint_dir_name and Ray's newer upload options are accepted with no
+    effect: the cluster keeps checkpoints by content). A barrier:
     every rank calls it the same number of times, and it returns once all have
     (CollectiveError, naming the rank, when one died or did not arrive within
     RunConfig.report_timeout_s). Rank 0's metrics are kept, and its checkpoint
     becomes the run's latest; other ranks' checkpoints are ignored."""
+    del checkpoint_dir_name, unused
     s = _require("report")
     if not isinstance(metrics, dict):
         raise TypeError(f"rayx.train.report: metrics must be a dict, not {type(metrics).__name__}")
@@ -123,11 +154,21 @@ def report(metrics, checkpoint=None):
     if checkpoint is not None:
         record["checkpoint_id"] = _core.train.store_checkpoint(checkpoint.path,
                                                                s.storage_path or "", s.run_name)
-        record["kept"], dropped = _core.train.keep_latest(
-            record.get("kept", []), record["checkpoint_id"], s.num_to_keep or 0)
+        scores = record.setdefault("kept_metrics", {})
+        scores[record["checkpoint_id"]] = dict(metrics)
+        record["kept"], dropped = _keep(record.get("kept", []), record["checkpoint_id"], scores,
+                                        s.num_to_keep or 0, s.score_attribute, s.score_order)
+        for old in dropped:
+            scores.pop(old, None)
     blob = pickle.dumps(record)
     while len(blob) > _KV_VALUE_LIMIT and len(record["history"]) > 1:
         del record["history"][:max(1, len(record["history"]) // 4)]
+        blob = pickle.dumps(record)
+    # Then the metrics of the oldest kept checkpoints (the checkpoints stay).
+    scores = record.get("kept_metrics", {})
+    while len(blob) > _KV_VALUE_LIMIT and len(scores) > 1:
+        for old in [k for k in record["kept"] if k in scores][:max(1, len(scores) // 4)]:
+            del scores[old]
         blob = pickle.dumps(record)
     if len(blob) > _KV_VALUE_LIMIT:
         raise ValueError(f"rayx.train.report: the metrics pickle to {len(blob)} bytes, over the "

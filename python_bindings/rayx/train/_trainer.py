@@ -48,11 +48,25 @@ class TrainingFailedError(exceptions.RayxError):
 
 
 class Result:
-    """What a run produced: rank 0's last metrics and their history, the
-    latest checkpoint, and the error (None on success)."""
+    """What a run produced (Ray Train's Result).
+
+    metrics: rank 0's last reported metrics. (Ray Train V2 documents the
+        metrics of the last checkpoint; they are the same when every report
+        carries a checkpoint.)
+    checkpoint: the latest checkpoint (None before any).
+    best_checkpoints: [(Checkpoint, metrics)] of the checkpoints the run
+        keeps (CheckpointConfig), oldest first.
+    error: None on success (a failed fit() raises TrainingFailedError, whose
+        .result is this with the error).
+    path: the run's directory under RunConfig.storage_path (None without one).
+    metrics_history (rayx): every report's metrics, oldest first
+        (metrics_dataframe: the same as a pandas DataFrame).
+    return_value: what rank 0's loop returned.
+    num_restarts, num_workers (rayx): restarts taken; ranks of the last attempt.
+    """
 
     def __init__(self, metrics, checkpoint, metrics_history, error, num_restarts, num_workers,
-                 path=None):
+                 path=None, best_checkpoints=None, return_value=None):
         self.metrics = metrics
         self.checkpoint = checkpoint
         self.metrics_history = metrics_history
@@ -60,6 +74,24 @@ class Result:
         self.num_restarts = num_restarts
         self.num_workers = num_workers
         self.path = path
+        self.best_checkpoints = best_checkpoints or []
+        self.return_value = return_value
+
+    @property
+    def metrics_dataframe(self):
+        import pandas
+        return pandas.DataFrame(self.metrics_history)
+
+    def get_best_checkpoint(self, metric, mode):
+        """The kept checkpoint whose metrics have the best `metric` ("max" or
+        "min"), or None."""
+        if mode not in ("max", "min"):
+            raise ValueError(f"get_best_checkpoint: mode must be 'max' or 'min', not {mode!r}")
+        scored = [(m[metric], c) for c, m in self.best_checkpoints if metric in m]
+        if not scored:
+            return None
+        pick = max if mode == "max" else min
+        return pick(scored, key=lambda sc: sc[0])[1]
 
     def __repr__(self):
         return (f"Result(metrics={self.metrics}, checkpoint={self.checkpoint}, "
@@ -71,6 +103,8 @@ class TrainWorker:
 
     def run(self, loop, config, pass_config, backend, run_name, attempt, group, checkpoint_id,
             storage_path, timeout_s, num_to_keep=0):
+        """Runs the loop as this rank; returns what it returned. num_to_keep:
+        an int, or (n, score attribute, score order)."""
         setup = _core.train.rank_setup()
         if setup is None:
             raise RuntimeError("this TrainWorker is not a rank of an actor group")
@@ -88,14 +122,14 @@ class TrainWorker:
             if backend is not None:
                 teardown = backend.on_start(setup, timeout_s)
             if pass_config:
-                loop(config)
+                value = loop(config)
             else:
-                loop()
+                value = loop()
         finally:
             _session.end()
             if teardown is not None:
                 teardown()
-        return None
+        return value
 
 
 def _takes_config(loop):
@@ -176,22 +210,47 @@ class DataParallelTrainer:
     _backend = None  # set by framework trainers (TorchTrainer)
 
     def __init__(self, train_loop_per_worker, *, train_loop_config=None, scaling_config=None,
-                 run_config=None, failure_config=None):
+                 run_config=None, failure_config=None, datasets=None, dataset_config=None,
+                 backend_config=None, metadata=None, resume_from_checkpoint=None):
+        """failure_config: Ray Train V1's place (V2's is RunConfig.failure_config;
+        either works, this one wins). datasets (Ray Data) are not supported.
+        resume_from_checkpoint: the checkpoint get_checkpoint() gives the
+        first attempt (before the run reports its own)."""
+        del dataset_config, backend_config, metadata
         if not callable(train_loop_per_worker):
             raise TypeError("train_loop_per_worker must be a function")
+        if datasets:
+            raise NotImplementedError("datasets: Ray Data is not supported by rayx; load the "
+                                      "data inside the training loop (each rank its own shard)")
+        if resume_from_checkpoint is not None and not isinstance(resume_from_checkpoint,
+                                                                 Checkpoint):
+            raise TypeError("resume_from_checkpoint must be a rayx.train.Checkpoint")
         self._loop = train_loop_per_worker
         self._config = train_loop_config
         self._scaling = scaling_config or ScalingConfig()
         self._run = run_config or RunConfig()
-        self._failure = failure_config or FailureConfig()
+        self._failure = failure_config or self._run.failure_config or FailureConfig()
+        self._resume_from = resume_from_checkpoint
         self._bounds = self._scaling.validate()
         self._run_bounds = self._bounds
-        if not isinstance(self._failure.max_failures, int) or self._failure.max_failures < 0:
-            raise ValueError(f"FailureConfig: max_failures is {self._failure.max_failures!r}: "
-                             "it must be an int >= 0 (-1, Ray's 'forever', is not supported)")
+        max_failures = self._failure.max_failures
+        if not isinstance(max_failures, int) or isinstance(max_failures, bool) or \
+                max_failures < -1:
+            raise ValueError(f"FailureConfig: max_failures is {max_failures!r}: it must be an "
+                             "int >= 0, or -1 for no limit")
         if not self._run.report_timeout_s or self._run.report_timeout_s <= 0:
             raise ValueError("RunConfig: report_timeout_s must be positive")
-        self._num_to_keep = (self._run.checkpoint_config or CheckpointConfig()).validate()
+        checkpoint_config = self._run.checkpoint_config or CheckpointConfig()
+        self._num_to_keep = checkpoint_config.validate()
+        self._keep = (self._num_to_keep, checkpoint_config.checkpoint_score_attribute,
+                      checkpoint_config.checkpoint_score_order)
+        if self._run.worker_runtime_env is not None:
+            from rayx import _runtime_env
+            _runtime_env.validate(self._run.worker_runtime_env, "RunConfig.worker_runtime_env")
+
+    def _failures_left(self, failures):
+        """Whether `failures` failures so far still allow a restart."""
+        return self._failure.max_failures == -1 or failures <= self._failure.max_failures
 
     def _size(self):
         lo, hi = self._run_bounds
@@ -209,8 +268,17 @@ class DataParallelTrainer:
         self._run_bounds = self._bounds
         run_name = self._run.name or f"train-{uuid.uuid4().hex[:12]}"
         _session.clear_latest(run_name)
+        self._resume_id = None
+        if self._resume_from is not None:
+            self._resume_id = self._resume_from.id or _core.train.store_checkpoint(
+                self._resume_from.path, self._run.storage_path or "", run_name)
         actor_key = _remote._export(TrainWorker, False)
-        actor_args = [pickle.dumps((actor_key, "TrainWorker", 1)),
+        ctx = None
+        if self._run.worker_runtime_env:
+            from rayx import _runtime_env
+            env = _runtime_env.resolve(self._run.worker_runtime_env, _runtime_env.current)
+            ctx = {"env": env} if env else None  # applied by each rank's worker
+        actor_args = [pickle.dumps((actor_key, "TrainWorker", 1, ctx)),
                       bytes(ser.to_bytes(((), {})))]
         per_worker = self._scaling.per_worker()
         pass_config = _takes_config(self._loop)
@@ -244,7 +312,7 @@ class DataParallelTrainer:
                 # A rank died while the group started: a failure like any other.
                 error = f"run {run_name}: attempt {attempt} could not start: {e}"
                 failures += 1
-                if failures > self._failure.max_failures:
+                if not self._failures_left(failures):
                     raise TrainingFailedError(error, self._result(run_name, error, restarts, size)) \
                         from e
                 restarts += 1
@@ -269,9 +337,9 @@ class DataParallelTrainer:
                 restarts += 1
                 continue
             if error is None:
-                return self._result(run_name, None, restarts, size)
+                return self._result(run_name, None, restarts, size, self._return_value)
             failures += 1
-            if failures > self._failure.max_failures:
+            if not self._failures_left(failures):
                 if self._failure.max_failures:
                     error += f" (after {self._failure.max_failures} restart(s))"
                 raise TrainingFailedError(error, self._result(run_name, cause, restarts, size)) \
@@ -286,6 +354,8 @@ class DataParallelTrainer:
         an elastic run has room for n > size ranks (looked for once a second)."""
         latest = _session.read_latest(run_name)
         checkpoint_id = latest["checkpoint_id"] if latest else None
+        checkpoint_id = checkpoint_id or self._resume_id
+        self._return_value = None
         ranks = group.ranks
         refs = []
         for core in group.actors:
@@ -293,7 +363,7 @@ class DataParallelTrainer:
             refs.append(handle.run.remote(
                 self._loop, self._config, pass_config, self._backend, run_name, attempt,
                 group.collective_group, checkpoint_id, self._run.storage_path or "",
-                self._run.report_timeout_s, self._num_to_keep))
+                self._run.report_timeout_s, self._keep if self._keep[1] else self._num_to_keep))
         rank_of = {ref: r for r, ref in enumerate(refs)}
         pending = list(refs)
         failure = None  # (primary, rank, exception)
@@ -303,7 +373,9 @@ class DataParallelTrainer:
             ready, pending = rayx.wait(pending, num_returns=1, timeout=timeout)
             for ref in ready:
                 try:
-                    rayx.get(ref)
+                    value = rayx.get(ref)
+                    if rank_of[ref] == 0:
+                        self._return_value = value
                 except Exception as e:  # noqa: BLE001 - every rank failure is reported
                     from rayx.util.collective import CollectiveError
                     primary = not isinstance(e, CollectiveError)
@@ -333,12 +405,17 @@ class DataParallelTrainer:
         return (f"run {run_name}: rank {r} (node {info['node_ip']}, pid {info['pid']}) failed "
                 f"in attempt {attempt}: {kind}: {e}"), e, None
 
-    def _result(self, run_name, error, restarts, size):
+    def _result(self, run_name, error, restarts, size, return_value=None):
         latest = _session.read_latest(run_name) or {}
+        storage = self._run.storage_path or ""
+
+        def checkpoint_of(ckpt_id):
+            return Checkpoint(_id=ckpt_id, _run=run_name, _storage=storage)
         ckpt_id = latest.get("checkpoint_id")
-        checkpoint = None
-        if ckpt_id:
-            checkpoint = Checkpoint(_id=ckpt_id, _run=run_name,
-                                    _storage=self._run.storage_path or "")
+        checkpoint = checkpoint_of(ckpt_id) if ckpt_id else None
+        scores = latest.get("kept_metrics", {})
+        best = [(checkpoint_of(i), scores.get(i, {})) for i in latest.get("kept", [])]
+        path = os.path.join(storage, run_name) if storage else None
         return Result(latest.get("metrics", {}), checkpoint, latest.get("history", []), error,
-                      restarts, size, path=self._run.storage_path)
+                      restarts, size, path=path, best_checkpoints=best,
+                      return_value=return_value)

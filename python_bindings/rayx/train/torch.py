@@ -36,16 +36,31 @@ class _TorchBackend:
         return teardown
 
 
+class TorchConfig:
+    """Ray's torch settings: accepted; rayx picks gloo on CPU and nccl with
+    use_gpu, initialised from the group's environment (env://)."""
+
+    def __init__(self, backend=None, init_method="env", timeout_s=1800):
+        if backend not in (None, "gloo", "nccl"):
+            raise ValueError(f"TorchConfig: backend {backend!r}: use 'gloo' or 'nccl'")
+        self.backend = backend
+        self.init_method = init_method
+        self.timeout_s = timeout_s
+
+
 class TorchTrainer(DataParallelTrainer):
     """Runs `train_loop_per_worker` on every rank with torch.distributed
     initialised (gloo on CPU, nccl with ScalingConfig(use_gpu=True))."""
 
     def __init__(self, train_loop_per_worker, *, train_loop_config=None, scaling_config=None,
-                 run_config=None, failure_config=None, torch_config=None):
+                 run_config=None, failure_config=None, torch_config=None, datasets=None,
+                 dataset_config=None, metadata=None, resume_from_checkpoint=None):
         del torch_config
         super().__init__(train_loop_per_worker, train_loop_config=train_loop_config,
                          scaling_config=scaling_config, run_config=run_config,
-                         failure_config=failure_config)
+                         failure_config=failure_config, datasets=datasets,
+                         dataset_config=dataset_config, metadata=metadata,
+                         resume_from_checkpoint=resume_from_checkpoint)
         self._backend = _TorchBackend(self._scaling.use_gpu)
 
 
@@ -67,17 +82,85 @@ def get_device():
     return torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0")))
 
 
-def prepare_model(model, move_to_device=True):
+def get_devices():
+    """[get_device()]: a rank holds one device here."""
+    return [get_device()]
+
+
+def prepare_model(model, move_to_device=True, parallel_strategy="ddp",
+                  parallel_strategy_kwargs=None):
     """Moves `model` to the rank's device and wraps it in
     DistributedDataParallel (on CPU without device_ids) when there is more
-    than one rank."""
+    than one rank. parallel_strategy: "ddp" or None (no wrapping); FSDP is
+    not supported here."""
     import torch.distributed as dist
     from torch.nn.parallel import DistributedDataParallel
+    if parallel_strategy not in ("ddp", None):
+        raise ValueError(f"prepare_model: parallel_strategy {parallel_strategy!r}: rayx supports "
+                         "'ddp' or None")
     device = get_device()
     if move_to_device:
         model = model.to(device)
-    if not dist.is_initialized() or dist.get_world_size() < 2:
+    if parallel_strategy is None or not dist.is_initialized() or dist.get_world_size() < 2:
         return model
+    kwargs = dict(parallel_strategy_kwargs or {})
     if device.type == "cuda":
-        return DistributedDataParallel(model, device_ids=[device.index], output_device=device.index)
-    return DistributedDataParallel(model)
+        kwargs.setdefault("device_ids", [device.index])
+        kwargs.setdefault("output_device", device.index)
+    return DistributedDataParallel(model, **kwargs)
+
+
+class _DeviceLoader:
+    """Iterates a DataLoader, moving each batch's tensors to `device`."""
+
+    def __init__(self, loader, device):
+        self._loader = loader
+        self._device = device
+        self.dataset = loader.dataset
+        self.batch_size = loader.batch_size
+        self.sampler = loader.sampler
+
+    def __len__(self):
+        return len(self._loader)
+
+    def _move(self, item):
+        import torch
+        if isinstance(item, torch.Tensor):
+            return item.to(self._device, non_blocking=True)
+        if isinstance(item, (list, tuple)):
+            return type(item)(self._move(i) for i in item)
+        if isinstance(item, dict):
+            return {k: self._move(v) for k, v in item.items()}
+        return item
+
+    def __iter__(self):
+        for batch in self._loader:
+            yield self._move(batch)
+
+    def __getattr__(self, name):
+        return getattr(self._loader, name)
+
+
+def prepare_data_loader(data_loader, add_dist_sampler=True, move_to_device=True,
+                        auto_transfer=True):
+    """`data_loader` for this rank: with more than one rank (and
+    add_dist_sampler), a copy that reads only this rank's share of the
+    dataset (a DistributedSampler, shuffling when the original shuffled; call
+    loader.sampler.set_epoch(epoch) each epoch to reshuffle); with
+    move_to_device, its batches arrive on the rank's device."""
+    del auto_transfer
+    import torch.distributed as dist
+    from torch.utils.data import DataLoader, DistributedSampler, RandomSampler
+    loader = data_loader
+    if add_dist_sampler and dist.is_initialized() and dist.get_world_size() > 1 and \
+            not isinstance(loader.sampler, DistributedSampler):
+        shuffle = isinstance(loader.sampler, RandomSampler)
+        sampler = DistributedSampler(loader.dataset, shuffle=shuffle)
+        loader = DataLoader(loader.dataset, batch_size=loader.batch_size, sampler=sampler,
+                            num_workers=loader.num_workers, collate_fn=loader.collate_fn,
+                            pin_memory=loader.pin_memory, drop_last=loader.drop_last,
+                            timeout=loader.timeout, worker_init_fn=loader.worker_init_fn)
+    device = get_device()
+    if move_to_device and device.type != "cpu":
+        return _DeviceLoader(loader, device)
+    return loader

@@ -1,0 +1,31 @@
+"""Ray's accelerator type names, for options(accelerator_type=...). rayx
+schedules such a call on a node started with the label
+accelerator_type=<name> (`rayx start --labels accelerator_type=V100`)."""
+
+NVIDIA_TESLA_V100 = "V100"
+NVIDIA_TESLA_P100 = "P100"
+NVIDIA_TESLA_T4 = "T4"
+NVIDIA_TESLA_P4 = "P4"
+NVIDIA_TESLA_K80 = "K80"
+NVIDIA_TESLA_A10G = "A10G"
+NVIDIA_L4 = "L4"
+NVIDIA_L40S = "L40S"
+NVIDIA_A100 = "A100"
+NVIDIA_H100 = "H100"
+NVIDIA_H200 = "H200"
+NVIDIA_H20 = "H20"
+NVIDIA_B200 = "B200"
+NVIDIA_A100_40G = "A100-40G"
+NVIDIA_A100_80G = "A100-80G"
+AMD_INSTINCT_MI100 = "AMD-Instinct-MI100"
+AMD_INSTINCT_MI210 = "AMD-Instinct-MI210"
+AMD_INSTINCT_MI250 = "AMD-Instinct-MI250X"
+AMD_INSTINCT_MI300x = "AMD-Instinct-MI300X-OAM"
+AWS_NEURON_CORE = "aws-neuron-core"
+GOOGLE_TPU_V4 = "TPU-V4"
+GOOGLE_TPU_V5P = "TPU-V5P"
+GOOGLE_TPU_V5LITEPOD = "TPU-V5LITEPOD"
+GOOGLE_TPU_V6E = "TPU-V6E"
+
+# The node label an accelerator_type option selects on.
+LABEL = "accelerator_type"

@@ -8,6 +8,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
@@ -53,11 +54,14 @@ Status ProbeServer(const std::string& endpoint, int timeout_ms) {
 }
 }  // namespace
 
-Result<std::string> PullObject(zmq::context_t& context, const protocol::ObjectLocation& location,
-                               int64_t timeout_ms, uint64_t chunk, int window) {
+Result<std::string> PullObject(zmq::context_t& context, const transport::ClientSecurity& security,
+                               const protocol::ObjectLocation& location, int64_t timeout_ms,
+                               uint64_t chunk, int window) {
   RAYX_RETURN_IF_ERROR(ProbeServer(location.object_address, 1000));
   zmq::socket_t socket(context, zmq::socket_type::dealer);
   socket.set(zmq::sockopt::linger, 0);
+  transport::MakeClient(socket, security);
+  transport::HandshakeWatch handshakes(context, socket);
   socket.connect(location.object_address);
   std::string out(location.size, '\0');
   uint64_t next_offset = 0;
@@ -88,8 +92,15 @@ Result<std::string> PullObject(zmq::context_t& context, const protocol::ObjectLo
                                    " s (is its node alive?)");
       }
       zmq::pollitem_t item{socket.handle(), 0, ZMQ_POLLIN, 0};
-      zmq::poll(&item, 1, left);
-      if (!(item.revents & ZMQ_POLLIN)) continue;
+      zmq::poll(&item, 1, std::min(left, std::chrono::milliseconds(100)));
+      if (!(item.revents & ZMQ_POLLIN)) {
+        if (std::string why = handshakes.Failure(); !why.empty()) {
+          return Status::Unauthenticated("pulling " + location.path + ": the object server at " +
+                                         location.object_address + " did not let this process in: " +
+                                         why);
+        }
+        continue;
+      }
       transport::Frames reply = transport::ReceiveFrames(socket);
       if (reply.size() < 2) continue;
       auto env = protocol::Decode<protocol::Envelope>(transport::FrameView(reply[0]));
@@ -123,6 +134,7 @@ void ObjectDeleter::Delete(const std::string& object_address, const std::string&
   if (!socket) {
     socket = std::make_unique<zmq::socket_t>(context_, zmq::socket_type::dealer);
     socket->set(zmq::sockopt::linger, 1000);
+    transport::MakeClient(*socket, security_);
     socket->connect(object_address);
   }
   protocol::DeleteObjectsRequest req;

@@ -8,16 +8,19 @@
 
 #include "protocol/messages.h"
 #include "rayx/status.h"
+#include "transport/security.h"
 #include "transport/zmq_fwd.h"
 
 namespace rayx {
 
 // Pulls the object at `location` from its node's object server in chunks of
 // `chunk` bytes, keeping up to `window` requests in flight, into one buffer.
-// Blocking; uses its own socket on `context`. Returns NotFound when the object
-// is gone, Unavailable when the server sends nothing for `timeout_ms` (an idle
-// timeout: a long transfer takes as long as its chunks keep coming).
-Result<std::string> PullObject(zmq::context_t& context, const protocol::ObjectLocation& location,
+// Blocking; uses its own socket on `context`, proving `security`'s credential.
+// Returns NotFound when the object is gone, Unavailable when the server sends
+// nothing for `timeout_ms` (an idle timeout: a long transfer takes as long as
+// its chunks keep coming), Unauthenticated when the server refuses the credential.
+Result<std::string> PullObject(zmq::context_t& context, const transport::ClientSecurity& security,
+                               const protocol::ObjectLocation& location,
                                int64_t timeout_ms = 60000, uint64_t chunk = 4 << 20,
                                int window = 4);
 
@@ -27,6 +30,8 @@ Result<std::string> PullObject(zmq::context_t& context, const protocol::ObjectLo
 class ObjectDeleter {
  public:
   explicit ObjectDeleter(zmq::context_t& context);
+  // The credential later sockets prove (set before the first Delete).
+  void SetSecurity(transport::ClientSecurity security) { security_ = std::move(security); }
   ~ObjectDeleter();
   ObjectDeleter(const ObjectDeleter&) = delete;
   ObjectDeleter& operator=(const ObjectDeleter&) = delete;
@@ -38,6 +43,7 @@ class ObjectDeleter {
 
  private:
   zmq::context_t& context_;
+  transport::ClientSecurity security_;
   std::unordered_map<std::string, std::unique_ptr<zmq::socket_t>> sockets_;
 };
 

@@ -51,7 +51,8 @@ WorkerLoop::WorkerLoop(zmq::context_t& context, const WorkerEnv& env, SendFn sen
       send_(std::move(send)),
       node_ip_(env.node_ip),
       store_(env.store_dir),
-      object_address_(env.object_address) {}
+      object_address_(env.object_address),
+      object_security_(env.ObjectServerSecurity()) {}
 
 void WorkerLoop::Handle(transport::Frames& frames) {
   if (frames.size() < 3) return;  // [routing][envelope][body][payload...]
@@ -168,7 +169,7 @@ WorkerLoop::CallOutcome WorkerLoop::Run(const protocol::TaskCallView& call,
           continue;
         }
       }
-      auto bytes = PullObject(context_, arg.stored);
+      auto bytes = PullObject(context_, object_security_, arg.stored);
       if (!bytes.ok()) {
         // Typed, with the lost copy's store path in the node field (a path
         // names one copy on one agent, unlike an address several agents of

@@ -245,7 +245,7 @@ py::list Nodes() {
   rayx::Result<rayx::ClusterStatus> status = rayx::Status::Unavailable("");
   {
     py::gil_scoped_release release;
-    status = rayx::QueryClusterStatus(CurrentHeadAddress(), CurrentClusterToken(), 5000);
+    status = rayx::detail::CurrentClusterStatus(5000);
   }
   if (!status.ok()) throw std::runtime_error("cannot reach the head: " + status.status().message());
   py::list out;

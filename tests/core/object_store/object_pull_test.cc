@@ -43,10 +43,39 @@ int64_t MsSince(std::chrono::steady_clock::time_point start) {
 TEST(PullObject, TheIdleTimeoutEndsAPullThatGetsNoAnswer) {
   SilentServer server;
   auto start = std::chrono::steady_clock::now();
-  auto pulled = PullObject(server.context(), server.Location(), /*timeout_ms=*/300);
+  auto pulled = PullObject(server.context(), transport::ClientSecurity{}, server.Location(),
+                           /*timeout_ms=*/300);
   ASSERT_FALSE(pulled.ok());
   EXPECT_EQ(pulled.status().code(), StatusCode::kUnavailable) << pulled.status();
   EXPECT_LT(MsSince(start), 5000);
+}
+
+// An object server that refuses this process's credential: the pull says so
+// at once (Unauthenticated), instead of waiting out its idle timeout.
+TEST(PullObject, ARefusedCredentialIsReportedNotWaitedOut) {
+  zmq::context_t context;
+  transport::ZapServer zap(context, std::make_shared<transport::ClusterVerifier>("the-token"),
+                           "object server");
+  zmq::socket_t server(context, zmq::socket_type::router);
+  server.set(zmq::sockopt::linger, 0);
+  transport::MakeServer(server, transport::WireSecurity::kAuthenticated,
+                        transport::Credential::Cluster("the-token"));
+  server.bind("tcp://127.0.0.1:*");
+  protocol::ObjectLocation location;
+  location.object_address = server.get(zmq::sockopt::last_endpoint);
+  location.path = "/store/x";
+  location.size = 10;
+  auto start = std::chrono::steady_clock::now();
+  auto pulled = PullObject(context,
+                           transport::ClientSecurity::ObjectServer(
+                               transport::WireSecurity::kAuthenticated,
+                               transport::Credential::Cluster("another-token"), ""),
+                           location, /*timeout_ms=*/60000);
+  ASSERT_FALSE(pulled.ok());
+  EXPECT_EQ(pulled.status().code(), StatusCode::kUnauthenticated) << pulled.status();
+  EXPECT_NE(pulled.status().message().find("credential"), std::string::npos) << pulled.status();
+  EXPECT_LT(MsSince(start), 30000) << "the refusal was waited out";
+  server.close();
 }
 
 }  // namespace

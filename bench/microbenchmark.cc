@@ -2,7 +2,7 @@
 // ZeroMQ request/reply round trip as the floor.
 //
 //   rayx microbenchmark                      # private 1-machine cluster (or this machine's)
-//   rayx microbenchmark --address 10.0.0.1:6380 --token T --runs 5 --duration-ms 1000
+//   RAYX_TOKEN=T rayx microbenchmark --address 10.0.0.1:6380 --runs 5 --duration-ms 1000
 //   rayx microbenchmark --only actor         # metrics whose name contains "actor"
 //
 // Each metric runs once to warm up, then --runs times for about --duration-ms
@@ -41,6 +41,11 @@
 #include <zmq.hpp>
 
 #include "common/flags.h"
+#include "common/session_dir.h"
+#include "protocol/codec.h"
+#include "protocol/messages.h"
+#include "runtime/kv_client.h"
+#include "transport/security.h"
 #include "microbenchmark_allreduce.h"
 #include "microbenchmark_nccl.h"
 
@@ -68,7 +73,16 @@ class BenchActor {
   int64_t calls_ = 0;
 };
 
-RAYX_REMOTE(BenchSmallValue, BenchActor::Create, &BenchActor::Echo, &BenchActor::Id,
+// `bytes` bytes made where the task runs (a node other than the driver's, for
+// the transfer metric): the driver's Get pulls them through an object server.
+rayx::Bytes BenchBlob(int64_t bytes, int64_t seed) {
+  rayx::Bytes out;
+  out.data.resize(static_cast<size_t>(bytes));
+  for (size_t k = 0; k < out.data.size(); k += 4096) out.data[k] = static_cast<uint8_t>(seed + k);
+  return out;
+}
+
+RAYX_REMOTE(BenchSmallValue, BenchBlob, BenchActor::Create, &BenchActor::Echo, &BenchActor::Id,
             &BenchActor::Calls);
 
 namespace {
@@ -380,6 +394,116 @@ Stats PutGigabytes(const Config& config) {
   auto back = last.Get(kCallTimeoutMs);  // not timed
   Check(*back == data, "Get of the last large Put differs from what was put");
   return s;
+}
+
+// 100 MiB objects made on the node with the `bench_remote` resource (start
+// one: `rayx start --address ... --resources '{"bench_remote": 1}'`), pulled by
+// the driver's Get from that node's object server: what the data sockets'
+// mechanism (authenticated or encrypted) costs. Only the Get is timed.
+constexpr int64_t kTransferBytes = int64_t{100} << 20;
+Stats FromSamples(std::vector<double> runs);
+Stats TransferGigabytes(const Config& config) {
+  auto remote = rayx::detail::CurrentClusterStatus(5000);
+  bool found = false;
+  if (remote.ok()) {
+    for (const auto& n : remote->nodes) found = found || (n.alive && n.total.count("bench_remote"));
+  }
+  if (!found) {
+    Fail("no node offers the bench_remote resource: start one (rayx start --address HEAD "
+         "--node-ip-address 127.0.0.2 --resources '{\"bench_remote\": 1}') so the transfer "
+         "crosses an object server");
+  }
+  auto one = [&](int64_t seed) {
+    auto ref = rayx::Task(BenchBlob).SetResources({{"bench_remote", 0.01}}).Remote(kTransferBytes,
+                                                                                    seed);
+    Check(rayx::Wait(std::vector<rayx::ObjectRef<rayx::Bytes>>{ref}, 1, kCallTimeoutMs)
+                  .ready.size() == 1,
+          "BenchBlob did not finish");
+    auto t0 = Clock::now();
+    auto value = ref.Get(kCallTimeoutMs);
+    double s = std::chrono::duration<double>(Clock::now() - t0).count();
+    Check(value->data.size() == static_cast<size_t>(kTransferBytes) &&
+              value->data[4096] == static_cast<uint8_t>(seed + 4096),
+          "a pulled object differs from what its task made");
+    return kTransferBytes / s * 1e-9;
+  };
+  one(0);  // warm-up: the remote worker starts
+  std::vector<double> runs;
+  for (int r = 0; r < config.runs; ++r) runs.push_back(one(r + 1));
+  return FromSamples(runs);
+}
+
+// Sync actor calls while threads keep opening connections that present a
+// wrong credential to the actor's worker, its node's object server and the
+// head (each thread: connect, send, give up after 5 ms, again), against the
+// same calls without them, alternating run by run.
+Stats ActorCallsSyncDuringAuthFlood(const Config& config) {
+  return WithActors(1, [&](auto& actors, auto& calls) {
+    auto info = rayx::protocol::Decode<rayx::protocol::ActorInfo>(rayx::detail::SerializeActor(actors[0].ptr()));
+    Check(info.ok(), "cannot describe the actor");
+    auto status = rayx::detail::CurrentClusterStatus(5000);
+    Check(status.ok(), "no cluster status");
+    std::vector<std::string> targets = {info->worker_address,
+                                        "tcp://" + rayx::detail::CurrentHeadAddress()};
+    for (const auto& n : status->nodes) {
+      if (n.alive) targets.push_back(n.object_address);
+    }
+    std::atomic<bool> flooding{false}, stop{false};
+    std::atomic<int64_t> connections{0};
+    std::vector<std::thread> flood;
+    for (int t = 0; t < 4; ++t) {
+      flood.emplace_back([&, t] {
+        zmq::context_t context(1);
+        auto stranger = rayx::transport::Credential::Cluster("not-the-cluster-token");
+        size_t next = static_cast<size_t>(t);
+        while (!stop.load()) {
+          if (!flooding.load()) {
+            std::this_thread::sleep_for(std::chrono::milliseconds(1));  // idle between runs
+            continue;
+          }
+          zmq::socket_t s(context, zmq::socket_type::dealer);
+          s.set(zmq::sockopt::linger, 0);
+          const std::string& target = targets[next++ % targets.size()];
+          bool head = target.find(rayx::detail::CurrentHeadAddress()) != std::string::npos;
+          rayx::transport::MakeClient(s, head ? rayx::transport::WireSecurity::kEncrypted
+                                        : rayx::transport::WireSecurity::kAuthenticated,
+                                stranger, stranger.CurvePublicKey());
+          s.connect(target);
+          s.send(zmq::str_buffer("x"), zmq::send_flags::dontwait);
+          zmq::pollitem_t item{s.handle(), 0, ZMQ_POLLIN, 0};
+          zmq::poll(&item, 1, std::chrono::milliseconds(5));
+          ++connections;
+        }
+      });
+    }
+    auto step = [&](int) {
+      ++calls[0];
+      GetChecked(actors[0].Task(&BenchActor::Echo).Remote(calls[0]), calls[0] + 1,
+                 "BenchActor::Echo");
+      return 1.0;
+    };
+    std::vector<double> with, without;
+    try {
+      TimedRun(1, std::max<int64_t>(config.duration_ms / 2, 1), step);  // warm-up
+      for (int r = 0; r < config.runs; ++r) {
+        flooding = false;
+        without.push_back(TimedRun(1, config.duration_ms, step));
+        flooding = true;
+        with.push_back(TimedRun(1, config.duration_ms, step));
+      }
+    } catch (...) {
+      stop = true;
+      for (auto& t : flood) t.join();
+      throw;
+    }
+    stop = true;
+    for (auto& t : flood) t.join();
+    Check(connections.load() > 0, "the flood opened no connection");
+    std::cout << " [" << connections.load() << " refused connections]";
+    Stats s = FromSamples(with);
+    s.baseline_runs = without;
+    return s;
+  });
 }
 
 // Ray's definition: submit 1000 small tasks, then drain them with Wait(num_returns=1)
@@ -769,14 +893,16 @@ int main(int argc, char** argv) {
   // In a worker process this serves tasks and never returns.
   if (std::getenv("RAYX_WORKER_MODE")) rayx::Init(rayx::Options());
 
-  std::string address, token, only;
+  std::string address, token_file, only;
   int64_t runs = 5, duration_ms = 1000;
   bool help = false;
   rayx::FlagParser flags("rayx microbenchmark");
   flags.AddString("address", &address,
                   "HOST:PORT of the cluster's head (default: $RAYX_ADDRESS, this machine's "
                   "cluster, else a private one)");
-  flags.AddString("token", &token, "the cluster token (default: $RAYX_TOKEN or the session's)");
+  flags.AddString("token-file", &token_file,
+                  "a file (mode 0600) holding the cluster token (default: $RAYX_TOKEN, "
+                  "$RAYX_TOKEN_FILE, or the session's)");
   flags.AddInt("runs", &runs, 1, 1000, "timed runs per metric; the median is reported (default 5)");
   flags.AddInt("duration-ms", &duration_ms, 1, 600000, "length of one run in ms (default 1000)");
   flags.AddString("only", &only, "run only the metrics whose name contains this");
@@ -794,7 +920,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   if (help) {
-    std::cout << "usage: rayx microbenchmark [--address HOST:PORT] [--token T] [--runs N] "
+    std::cout << "usage: rayx microbenchmark [--address HOST:PORT] [--token-file F] [--runs N] "
                  "[--duration-ms MS] [--only NAME]\n"
                  "Measures tasks, actor calls and objects (Ray's microbenchmark metrics) and a "
                  "raw ZeroMQ round trip as the floor.\n\n"
@@ -845,6 +971,9 @@ int main(int argc, char** argv) {
       {"placement_group_create/removal", "groups/s", Target::kRate, 5000,
        PlacementGroupCreateRemoval, 12},
       {"actor_creation", "actors/s", Target::kNone, 0, ActorCreation, 13},
+      {"transfer_100MiB_remote_GBps", "GB/s", Target::kNone, 0, TransferGigabytes, 13},
+      {"actor_calls_sync_auth_flood", "calls/s", Target::kAboveBaseline, 0.9,
+       ActorCallsSyncDuringAuthFlood, 13, false, {}, "", "no flood"},
       {"train_group_ready_ms", "ms", Target::kMaxMs, 150, TrainGroupReady, 14},
       {"train_restart_ms", "ms", Target::kMaxMs, 1000, TrainRestart, 15},
   };
@@ -935,7 +1064,12 @@ int main(int argc, char** argv) {
   int rc = 0;
   rayx::Options options;
   options.address = address;
-  options.token = token;
+  auto token = rayx::detail::TokenFromFileOrEnvironment(token_file);
+  if (!token.ok()) {
+    std::cerr << "rayx microbenchmark: " << token.status().message() << "\n";
+    return 2;
+  }
+  options.token = *token;
   try {
     rayx::Init(options);
     for (Metric* m : schedule) {

@@ -11,6 +11,7 @@
 
 namespace rayx::cli {
 
+using transport::Credential;
 using transport::Frames;
 using transport::FrameView;
 
@@ -21,6 +22,8 @@ ClusterClient::ClusterClient(std::string address, std::string token)
   // A fixed routing id: a restarted head that restored this job's leases sends
   // their notices (process exits) to the same peer once it registered again.
   head_.set(zmq::sockopt::routing_id, "rayx-" + detail::RandomHex(12));
+  transport::MakeClient(head_, transport::ClientSecurity::ClusterToHead(token_));
+  head_handshakes_ = std::make_unique<transport::HandshakeWatch>(context_, head_);
 }
 
 ClusterClient::~ClusterClient() {
@@ -57,6 +60,8 @@ Result<std::unique_ptr<ClusterClient>> ClusterClient::Connect(const std::string&
     return reply.status();
   }
   client->job_id_ = reply->job_id;
+  client->data_mode_ = reply->wire_security ? transport::WireSecurity::kEncrypted
+                                            : transport::WireSecurity::kAuthenticated;
   client->registration_ = req;
   client->registration_.job_id = reply->job_id;
   client->heartbeat_period_ms_ = std::max<int64_t>(reply->heartbeat_period_ms, 10);
@@ -146,8 +151,16 @@ Result<Frames> ClusterClient::WaitFor(uint64_t id, int64_t timeout_ms) {
     auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
                     deadline - std::chrono::steady_clock::now()).count();
     if (left <= 0) {
+      if (std::string why = head_handshakes_->Failure(); !why.empty()) {
+        return Status::Unauthenticated("the rayx head at " + address_ +
+                                       " did not let this process in: " + why);
+      }
       return Status::Unavailable("the rayx head at " + address_ + " did not answer within " +
                                  std::to_string(timeout_ms) + " ms");
+    }
+    if (std::string why = head_handshakes_->Failure(); !why.empty()) {
+      return Status::Unauthenticated("the rayx head at " + address_ +
+                                     " did not let this process in: " + why);
     }
     auto frames = Receive(std::min<int64_t>(left, heartbeat_period_ms_));
     if (!frames) continue;
@@ -179,6 +192,8 @@ Result<Frames> ClusterClient::CallAgentFrames(const std::string& object_address,
     zmq::socket_t socket(context_, zmq::socket_type::dealer);
     socket.set(zmq::sockopt::linger, 0);
     try {
+      Credential cluster = Credential::Cluster(token_);
+      transport::MakeClient(socket, data_mode_, cluster, cluster.CurvePublicKey());
       socket.connect(object_address);
     } catch (const zmq::error_t& e) {
       return Status::InvalidArgument("cannot connect to the node agent at " + object_address +
@@ -237,14 +252,15 @@ uint64_t ClusterClient::IdOf(const Frames& frames) {
   return env.ok() ? env->id : 0;
 }
 
-Result<std::pair<std::string, std::string>> ResolveCluster(std::string address, std::string token,
+Result<std::pair<std::string, std::string>> ResolveCluster(std::string address,
+                                                           const TokenFlags& token_flags,
                                                            const std::string& temp_dir) {
   if (address.empty()) {
     if (const char* a = std::getenv("RAYX_ADDRESS")) address = a;
   }
-  if (token.empty()) {
-    if (const char* t = std::getenv("RAYX_TOKEN")) token = t;
-  }
+  auto given = token_flags.Resolve();
+  if (!given.ok()) return given.status();
+  std::string token = *given;
   if (address.empty()) {
     auto local = detail::FindLocalCluster(temp_dir);
     if (!local.ok()) return local.status();
@@ -259,8 +275,8 @@ Result<std::pair<std::string, std::string>> ResolveCluster(std::string address, 
   }
   if (token.empty()) {
     return Status::InvalidArgument("no cluster token for " + address +
-                                   ": pass --token (printed by `rayx start --head`) or set "
-                                   "RAYX_TOKEN");
+                                   ": set RAYX_TOKEN or pass --token-file FILE (the token is in "
+                                   "the head machine's session: `rayx start --head` says where)");
   }
   return std::make_pair(address, token);
 }

@@ -16,6 +16,8 @@
 #include "protocol/messages.h"
 #include "rayx/status.h"
 #include "transport/message.h"
+#include "token_flags.h"
+#include "transport/security.h"
 
 namespace rayx::cli {
 
@@ -87,8 +89,11 @@ class ClusterClient {
   std::string address_;
   std::string token_;
   JobId job_id_;
+  // Node agents' object servers: the cluster's mechanism (from registration).
+  transport::WireSecurity data_mode_ = transport::WireSecurity::kAuthenticated;
   zmq::context_t context_{1};
   zmq::socket_t head_;
+  std::unique_ptr<transport::HandshakeWatch> head_handshakes_;
   std::map<std::string, zmq::socket_t> agents_;
   std::deque<transport::Frames> inbox_;
   uint64_t next_id_ = 0;
@@ -105,10 +110,11 @@ class ClusterClient {
 };
 
 // Where the cluster is and its token: --address, else $RAYX_ADDRESS, else the
-// cluster started on this machine; --token, else $RAYX_TOKEN, else this
-// machine's session files. Returns {"host:port", token} or an error that says
-// what to pass.
-Result<std::pair<std::string, std::string>> ResolveCluster(std::string address, std::string token,
+// cluster started on this machine; --token-file, else $RAYX_TOKEN, else
+// $RAYX_TOKEN_FILE, else this machine's session files. Returns
+// {"host:port", token} or an error that says what to pass.
+Result<std::pair<std::string, std::string>> ResolveCluster(std::string address,
+                                                           const TokenFlags& token_flags,
                                                            const std::string& temp_dir);
 
 }  // namespace rayx::cli

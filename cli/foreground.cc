@@ -182,7 +182,8 @@ Result<int> StopCluster(const std::string& address, const std::string& token,
   protocol::StopClusterRequest request;
   request.token = token;
   request.reason = reason;
-  auto reply = transport::CallOnce<protocol::StopClusterReply>(address, request, 5000);
+  auto reply = transport::CallOnce<protocol::StopClusterReply>(
+      address, transport::ClientSecurity::ClusterToHead(token), request, 5000);
   if (!reply.ok()) return reply.status();
   // The agents hear it in their next heartbeat reply and leave.
   int64_t deadline = NowMs() + timeout_ms;

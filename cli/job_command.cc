@@ -43,13 +43,13 @@ int Fail(const std::string& sub, const std::string& message, int code = 1) {
 }
 
 struct Common {
-  std::string address, token, temp_dir = detail::DefaultTempDir();
+  std::string address, temp_dir = detail::DefaultTempDir();
+  TokenFlags token;
   bool help = false;
   void Add(FlagParser& flags) {
     flags.AddString("address", &address, "the head, HOST:PORT (default: $RAYX_ADDRESS, else "
                                          "this machine's cluster)");
-    flags.AddString("token", &token, "the cluster token (default: $RAYX_TOKEN or this machine's "
-                                     "session)");
+    token.Add(flags);
     flags.AddString("temp-dir", &temp_dir, "session directory root (default /tmp/rayx)");
     flags.AddBool("help", &help, "show this help");
   }
@@ -114,10 +114,24 @@ Result<std::string> Pack(const std::string& dir, const std::vector<std::string>&
   return out;
 }
 
-Result<std::unique_ptr<SyncClient>> HeadClient(const std::string& address) {
+Result<std::unique_ptr<SyncClient>> HeadClient(const std::string& address,
+                                               const std::string& token) {
   auto hp = ParseHostPort(address);
   if (!hp.ok()) return hp.status();
-  return SyncClient::Connect(*hp);
+  return SyncClient::Connect(*hp, transport::ClientSecurity::ClusterToHead(token));
+}
+
+// How this CLI reaches node agents' object servers: the cluster's mechanism,
+// as the head says.
+Result<transport::ClientSecurity> AgentSecurity(SyncClient& head, const std::string& token) {
+  auto status = head.Call<protocol::GetClusterStatusReply>(protocol::GetClusterStatusRequest{},
+                                                           5000);
+  if (!status.ok()) return status.status();
+  auto mode = transport::ParseWireSecurity(status->status.wire_security);
+  if (!mode.ok()) return mode.status();
+  transport::Credential cluster = transport::Credential::Cluster(token);
+  std::string key = cluster.CurvePublicKey();
+  return transport::ClientSecurity::ObjectServer(*mode, std::move(cluster), std::move(key));
 }
 
 std::string FormatTime(int64_t ms) {
@@ -172,7 +186,9 @@ Result<protocol::JobInfo> StreamLogs(SyncClient& head, const std::string& token,
         if (hostport.rfind("tcp://", 0) == 0) hostport = hostport.substr(6);
         auto hp = ParseHostPort(hostport);
         if (!hp.ok()) return hp.status();
-        auto c = SyncClient::Connect(*hp);
+        auto security = AgentSecurity(head, token);
+        if (!security.ok()) return security.status();
+        auto c = SyncClient::Connect(*hp, *security);
         if (!c.ok()) return c.status();
         agent = std::move(*c);
         agent_address = info.object_address;
@@ -243,7 +259,7 @@ int Submit(const std::vector<std::string>& all) {
   auto cluster = ResolveCluster(c.address, c.token, c.temp_dir);
   if (!cluster.ok()) return Fail("submit", cluster.status().message());
   const std::string& token = cluster->second;
-  auto head = HeadClient(cluster->first);
+  auto head = HeadClient(cluster->first, cluster->second);
   if (!head.ok()) return Fail("submit", head.status().message());
 
   if (!working_dir.empty()) {
@@ -328,7 +344,7 @@ int Simple(const std::string& sub, const std::vector<std::string>& args) {
   auto cluster = ResolveCluster(c.address, c.token, c.temp_dir);
   if (!cluster.ok()) return Fail(sub, cluster.status().message());
   const std::string& token = cluster->second;
-  auto head = HeadClient(cluster->first);
+  auto head = HeadClient(cluster->first, cluster->second);
   if (!head.ok()) return Fail(sub, head.status().message());
   if (sub == "list") {
     protocol::ListJobsRequest req;

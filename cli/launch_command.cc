@@ -21,7 +21,8 @@ namespace rayx::cli {
 namespace {
 
 struct LaunchFlags {
-  std::string address, token, temp_dir = detail::DefaultTempDir();
+  std::string address, temp_dir = detail::DefaultTempDir();
+  TokenFlags token;
   int64_t nnodes = 1, nproc_per_node = 1, max_restarts = 0, master_port = 0;
   double gpus_per_proc = 0, cpus_per_proc = 1, wait_s = 0;
   std::string resources;
@@ -65,8 +66,7 @@ int LaunchCommand(const std::vector<std::string>& all_args) {
   flags.AddBool("dry-run", &f.dry_run, "print the placement plan and exit");
   flags.AddString("address", &f.address, "the head, HOST:PORT (default: $RAYX_ADDRESS, else "
                                          "this machine's cluster)");
-  flags.AddString("token", &f.token, "the cluster token (default: $RAYX_TOKEN or this machine's "
-                                     "session)");
+  f.token.Add(flags);
   flags.AddString("temp-dir", &f.temp_dir, "session directory root (default /tmp/rayx)");
   flags.AddBool("help", &f.help, "show this help");
   if (Status s = flags.Parse(args, nullptr); !s.ok()) {

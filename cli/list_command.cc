@@ -109,13 +109,13 @@ std::string FormatList(const protocol::ListStateReply& state, const std::string&
 }
 
 int ListCommand(const std::vector<std::string>& args) {
-  std::string address, token, temp_dir = detail::DefaultTempDir();
+  std::string address, temp_dir = detail::DefaultTempDir();
+  TokenFlags token;
   bool help = false;
   FlagParser flags("rayx list");
   flags.AddString("address", &address, "the head, HOST:PORT (default: $RAYX_ADDRESS, else this "
                                        "machine's cluster)");
-  flags.AddString("token", &token, "the cluster token (default: $RAYX_TOKEN or this machine's "
-                                   "session)");
+  token.Add(flags);
   flags.AddString("temp-dir", &temp_dir, "session directory root (default /tmp/rayx)");
   flags.AddBool("help", &help, "show this help");
   std::vector<std::string> what;
@@ -139,7 +139,8 @@ int ListCommand(const std::vector<std::string>& args) {
     return 1;
   }
   auto hp = ParseHostPort(cluster->first);
-  auto client = transport::SyncClient::Connect(*hp);
+  auto client = transport::SyncClient::Connect(
+      *hp, transport::ClientSecurity::ClusterToHead(cluster->second));
   if (!client.ok()) {
     std::cerr << "rayx list: " << client.status().message() << "\n";
     return 1;

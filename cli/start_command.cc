@@ -45,6 +45,7 @@ struct StartFlags {
   int64_t head_lost_timeout_ms = 60000;
   bool from_env = false;
   int64_t join_timeout_s = 300;
+  bool encrypt = false;
 };
 
 // Passes the resource flags the user gave on to rayx-agent.
@@ -136,9 +137,8 @@ int StartCommand(const std::vector<std::string>& args) {
   FlagParser flags("rayx start");
   flags.AddBool("head", &f.head, "start the head on this machine");
   flags.AddString("address", &f.address, "join the cluster whose head is at HOST:PORT");
-  flags.AddString("token", &f.token,
-                  "the cluster token: with --address, the one printed by `rayx start --head` "
-                  "(or $RAYX_TOKEN); with --head, use this token instead of a random one");
+  TokenFlags token_flags;
+  token_flags.Add(flags);
   flags.AddInt("port", &f.port, 0, 65535, "the head's port (default 6380; 0 picks a free one)");
   flags.AddDouble("num-cpus", &f.num_cpus, "CPUs this node offers (default: all cores)");
   flags.AddDouble("num-gpus", &f.num_gpus, "GPUs this node offers (default: detected through NVML)");
@@ -165,9 +165,20 @@ int StartCommand(const std::vector<std::string>& args) {
                 "rank 0 starts the head and runs the command after `--`, the others join");
   flags.AddInt("join-timeout-s", &f.join_timeout_s, 1, 86400,
                "--from-env: how long the nodes may take to join (default 300)");
+  flags.AddBool("encrypt", &f.encrypt,
+                "head only: encrypt workers' and object servers' connections too (CURVE; "
+                "slower transfers); every connection is authenticated either way, and the "
+                "head's own is always encrypted");
   flags.AddBool("help", &f.help, "show this help");
   auto [flag_args, command] = SplitAtDoubleDash(args);
   if (Status s = flags.Parse(flag_args, nullptr); !s.ok()) return Fail("start", s.message(), 2);
+  // The token never comes from the command line: --token-file, RAYX_TOKEN or
+  // RAYX_TOKEN_FILE (or, joining, this machine's session).
+  if (auto given = token_flags.Resolve(); !given.ok()) {
+    return Fail("start", given.status().message(), 2);
+  } else {
+    f.token = *given;
+  }
   if (f.help) {
     std::cout << "usage: rayx start (--head | --address HOST:PORT) [FLAGS]\n"
                  "       rayx start --from-env [FLAGS] [-- COMMAND ARGS...]\n"
@@ -191,14 +202,11 @@ int StartCommand(const std::vector<std::string>& args) {
     auto detected = DetectPlatformRole(ProcessEnv());
     if (!detected.ok()) return Fail("start", detected.status().message(), 2);
     if (f.token.empty()) {
-      if (const char* t = std::getenv("RAYX_TOKEN")) f.token = t;
-    }
-    if (f.token.empty()) {
       return Fail("start",
                   "--from-env needs the same cluster token on every node: set "
                   "RAYX_TOKEN to a secret in the job's environment (for example a "
                   "Kubernetes Secret, or `export RAYX_TOKEN=$(openssl rand -hex 16)` "
-                  "in the sbatch script before srun) or pass --token",
+                  "in the sbatch script before srun) or pass --token-file",
                   2);
     }
     role = *detected;
@@ -206,6 +214,11 @@ int StartCommand(const std::vector<std::string>& args) {
       return Fail("start", s.message(), 1);
     }
     f.block = true;
+  }
+  if (f.encrypt && !f.head && !f.from_env) {
+    return Fail("start", "--encrypt is the head's choice (rayx start --head --encrypt); joining "
+                         "nodes take it from the head",
+                2);
   }
   if (f.head == !f.address.empty()) {
     return Fail("start", "pass exactly one of --head (start a new cluster here) or --address "
@@ -234,26 +247,20 @@ int StartCommand(const std::vector<std::string>& args) {
       return Fail("start", "cannot resolve the head's host '" + head.host + "'", 2);
     }
     if (f.token.empty()) {
-      if (const char* t = std::getenv("RAYX_TOKEN")) f.token = t;
-    }
-    if (f.token.empty()) {
       if (auto t = detail::FindTokenFor(f.temp_dir, head.ToString())) f.token = *t;
     }
     if (f.token.empty()) {
-      return Fail("start", "no cluster token: pass --token TOKEN (printed by `rayx start --head` "
+      return Fail("start", "no cluster token: set RAYX_TOKEN or pass --token-file FILE (the "
+                           "head machine's session has the file: `rayx start --head` says where) "
                            "on the head machine) or set RAYX_TOKEN", 2);
     }
   }
 
   // A head takes $RAYX_TOKEN too (the token every node and command of the
   // cluster is then given the same way), else makes a random one below.
-  bool token_from_env = false;
-  if (f.head && f.token.empty()) {
-    if (const char* t = std::getenv("RAYX_TOKEN"); t && *t) {
-      f.token = t;
-      token_from_env = true;
-    }
-  }
+  // A head takes the given token (every node and command of the cluster is
+  // then given the same one the same way), else makes a random one below.
+  const bool token_given = f.head && !f.token.empty();
 
   // A node agent of this machine that died with its reaper (its whole process
   // group SIGKILLed) left what its leases started running, holding the devices
@@ -299,8 +306,8 @@ int StartCommand(const std::vector<std::string>& args) {
         return Fail("start",
                     "the head that ran on port " + std::to_string(f.port) + " (session " +
                         previous.path() + ") had another cluster token: " +
-                        (token_from_env ? std::string("set RAYX_TOKEN to that token")
-                                        : std::string("restart it without --token")) +
+                        (token_given ? std::string("give that token (RAYX_TOKEN, --token-file)")
+                                     : std::string("restart it without a token")) +
                         ", or run `rayx stop` first to start a new cluster",
                     2);
       }
@@ -318,6 +325,9 @@ int StartCommand(const std::vector<std::string>& args) {
   if (f.head) {
     if (resumed) {
       f.token = old_config["token"];
+      // A restarted head protects connections as it did: its agents' object
+      // servers and workers still run with that mechanism.
+      if (old_config["wire_security"] == "encrypted") f.encrypt = true;
       auto old_address = ParseHostPort(old_config["address"], static_cast<uint16_t>(f.port));
       if (node_ip.empty() && old_address.ok()) node_ip = old_address->host;
     }
@@ -329,7 +339,8 @@ int StartCommand(const std::vector<std::string>& args) {
                                      "--heartbeat-period-ms", std::to_string(f.heartbeat_ms),
                                      "--node-timeout-ms", std::to_string(f.node_timeout_ms),
                                      "--package-dir", session->path() + "/packages",
-                                     "--state-dir", session->path()};
+                                     "--state-dir", session->path(),
+                                     "--wire-security", f.encrypt ? "encrypted" : "authenticated"};
     auto daemon = detail::SpawnDaemon(argv, {{"RAYX_CLUSTER_TOKEN", f.token}},
                                       session->LogPath("head"), kStartTimeoutMs, stop_pending);
     if (!daemon.ok()) {
@@ -337,14 +348,18 @@ int StartCommand(const std::vector<std::string>& args) {
       return Fail("start", "the head did not start: " + daemon.status().message());
     }
     (void)session->RecordProcess("head", daemon->record);
-    head = {"127.0.0.1", static_cast<uint16_t>(std::stoi(daemon->ready["port"]))};
+    // The head listens on its node address only (not every interface).
+    head = {node_ip, static_cast<uint16_t>(std::stoi(daemon->ready["port"]))};
     config = old_config;
     config["role"] = "head";
     config["address"] = node_ip + ":" + std::to_string(head.port);
     config["port"] = std::to_string(head.port);
     config["cluster_id"] = daemon->ready["cluster_id"];
     config["token"] = f.token;
+    config["wire_security"] = f.encrypt ? "encrypted" : "authenticated";
     (void)session->WriteConfig(config);
+    // A copy of the token alone (0600), to carry to the other machines.
+    (void)detail::WriteTokenFile(session->path() + "/token", f.token);
     std::cout << (resumed ? "Restarted" : "Started") << " the rayx " << kRayxVersion
               << " head (pid " << daemon->record.pid << ") of cluster "
               << daemon->ready["cluster_id"] << " on " << node_ip << ":" << head.port << ".\n";
@@ -405,8 +420,11 @@ int StartCommand(const std::vector<std::string>& args) {
     std::cout << "Logs: " << session->path() << "/logs\n" << std::flush;
   } else {
     if (f.head) {
-      std::cout << "\nTo add another machine to this cluster, run on it:\n"
-                << "  rayx start --address " << config["address"] << " --token " << f.token << "\n";
+      std::cout << "\nTo add another machine to this cluster, copy the token file "
+                << session->path() << "/token to it (keep it readable by you alone: "
+                   "chmod 600) and run on it:\n"
+                << "  rayx start --address " << config["address"] << " --token-file TOKEN_FILE\n"
+                << "(or set RAYX_TOKEN to the file's content instead of --token-file)\n";
     }
     std::cout << "\nTo see the cluster:  rayx status"
               << (f.temp_dir != detail::DefaultTempDir() ? " --temp-dir " + f.temp_dir : "") << "\n"

@@ -14,13 +14,14 @@
 namespace rayx::cli {
 
 int StatusCommand(const std::vector<std::string>& args) {
-  std::string address, token, temp_dir = detail::DefaultTempDir();
+  std::string address, temp_dir = detail::DefaultTempDir();
+  TokenFlags token_flags;
   bool verbose = false, help = false;
   int64_t timeout_ms = 5000;
   FlagParser flags("rayx status");
   flags.AddString("address", &address, "the head, HOST:PORT (default: $RAYX_ADDRESS, else the "
                                        "cluster this machine belongs to)");
-  flags.AddString("token", &token, "the cluster token (default: $RAYX_TOKEN or this machine's session)");
+  token_flags.Add(flags);
   flags.AddBool("verbose", &verbose, "-v: a block per node");
   flags.AddInt("timeout-ms", &timeout_ms, 100, 600000, "how long to wait for the head (default 5000)");
   flags.AddString("temp-dir", &temp_dir, "session directory root (default /tmp/rayx)");
@@ -30,15 +31,14 @@ int StatusCommand(const std::vector<std::string>& args) {
     std::cout << "usage: rayx status [FLAGS]\n" << flags.Usage();
     return 0;
   }
-  auto cluster = ResolveCluster(address, token, temp_dir);
+  auto cluster = ResolveCluster(address, token_flags, temp_dir);
   if (!cluster.ok()) {
     // A malformed address or a missing token is a usage error; no cluster is not.
     bool usage = cluster.status().code() == StatusCode::kInvalidArgument;
     return Fail("status", cluster.status().message(), usage ? 2 : 1);
   }
   address = cluster->first;
-  token = cluster->second;
-  auto status = QueryClusterStatus(address, token, timeout_ms);
+  auto status = QueryClusterStatus(address, cluster->second, timeout_ms);
   if (!status.ok()) return Fail("status", status.status().message());
   std::cout << FormatClusterStatus(*status, address, SystemClock().WallMs(), verbose);
   return 0;

@@ -46,9 +46,13 @@ size_t ClusterStatus::AliveNodeCount() const {
 
 Result<ClusterStatus> QueryClusterStatus(const std::string& address, const std::string& token,
                                          int64_t timeout_ms) {
+  if (token.empty()) {
+    return Status::Unauthenticated("no cluster token: set RAYX_TOKEN, or run on a machine of the "
+                                   "cluster (its session holds the token)");
+  }
   protocol::GetClusterStatusRequest request;
-  request.token = token;
-  auto reply = transport::CallOnce<protocol::GetClusterStatusReply>(address, request, timeout_ms);
+  auto reply = transport::CallOnce<protocol::GetClusterStatusReply>(
+      address, transport::ClientSecurity::ClusterToHead(token), request, timeout_ms);
   if (!reply.ok()) return reply.status();
   return std::move(reply->status);
 }

@@ -7,8 +7,11 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <ctime>
 #include <filesystem>
 #include <fstream>
@@ -153,7 +156,7 @@ Result<LocalCluster> FindLocalCluster(const std::string& temp_dir) {
   }
   return Status::NotFound("no running rayx cluster found on this machine (temp dir " + temp_dir +
                           "): start one with `rayx start --head`, or pass --address HOST:PORT "
-                          "(and --token)");
+                          "(with RAYX_TOKEN or --token-file)");
 }
 
 std::optional<std::string> FindTokenFor(const std::string& temp_dir, const std::string& address) {
@@ -164,6 +167,65 @@ std::optional<std::string> FindTokenFor(const std::string& temp_dir, const std::
     }
   }
   return std::nullopt;
+}
+
+Result<std::string> ReadTokenFile(const std::string& path) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+  if (fd < 0) {
+    return Status::InvalidArgument("cannot read the token file " + path + ": " +
+                                   std::strerror(errno) +
+                                   " (a regular file, not a link, holding the cluster token)");
+  }
+  struct stat st {};
+  std::string why;
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    why = "it is not a regular file";
+  } else if (st.st_uid != ::geteuid()) {
+    why = "it belongs to another user (uid " + std::to_string(st.st_uid) + ")";
+  } else if (st.st_mode & 077) {
+    char mode[8];
+    std::snprintf(mode, sizeof mode, "%03o", static_cast<unsigned>(st.st_mode & 0777));
+    why = std::string("others may read it (mode ") + mode + "): run `chmod 600 " + path + "`";
+  } else if (st.st_size > 4096) {
+    why = "it is larger than 4 KiB: is it the token file?";
+  }
+  std::string text;
+  if (why.empty()) {
+    text.resize(static_cast<size_t>(st.st_size));
+    ssize_t n = ::read(fd, text.data(), text.size());
+    if (n < 0) why = std::string("reading it failed: ") + std::strerror(errno);
+    text.resize(n < 0 ? 0 : static_cast<size_t>(n));
+  }
+  ::close(fd);
+  if (!why.empty()) return Status::InvalidArgument("the token file " + path + " is refused: " + why);
+  size_t begin = text.find_first_not_of(" \t\r\n");
+  size_t end = text.find_last_not_of(" \t\r\n");
+  if (begin == std::string::npos) {
+    return Status::InvalidArgument("the token file " + path + " is empty");
+  }
+  return text.substr(begin, end - begin + 1);
+}
+
+Status WriteTokenFile(const std::string& path, const std::string& token) {
+  std::string tmp = path + ".tmp";
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
+  if (fd < 0) return Status::Unavailable("cannot write " + tmp + ": " + std::strerror(errno));
+  std::string text = token + "\n";
+  bool ok = ::fchmod(fd, 0600) == 0 &&
+            ::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size());
+  ::close(fd);
+  if (!ok || ::rename(tmp.c_str(), path.c_str()) != 0) {
+    ::unlink(tmp.c_str());
+    return Status::Unavailable("cannot write " + path);
+  }
+  return Status::OK();
+}
+
+Result<std::string> TokenFromFileOrEnvironment(const std::string& token_file) {
+  if (!token_file.empty()) return ReadTokenFile(token_file);
+  if (const char* t = std::getenv("RAYX_TOKEN"); t && *t) return std::string(t);
+  if (const char* f = std::getenv("RAYX_TOKEN_FILE"); f && *f) return ReadTokenFile(f);
+  return std::string();
 }
 
 bool SameHead(const std::string& a, const std::string& b) {

@@ -77,6 +77,20 @@ Result<LocalCluster> FindLocalCluster(const std::string& temp_dir);
 // The token recorded for the cluster at `address` by a session on this machine.
 std::optional<std::string> FindTokenFor(const std::string& temp_dir, const std::string& address);
 
+// Reads a cluster token from `path`: a regular file of this user that no one
+// else may read (mode 0600 or narrower), holding the token (surrounding
+// whitespace ignored; at most 4 KiB). InvalidArgument saying what is wrong and
+// how to fix it (e.g. "chmod 600 FILE") otherwise.
+Result<std::string> ReadTokenFile(const std::string& path);
+
+// Writes `token` to `path` (0600, created or replaced).
+Status WriteTokenFile(const std::string& path, const std::string& token);
+
+// The token a command was given without it appearing on a command line:
+// `token_file` (--token-file) when set, else $RAYX_TOKEN, else
+// $RAYX_TOKEN_FILE; "" when none is set.
+Result<std::string> TokenFromFileOrEnvironment(const std::string& token_file);
+
 // True when `a` and `b` ("host:port") name the same head as seen from this
 // machine: same port, and the same host or both hosts local.
 bool SameHead(const std::string& a, const std::string& b);

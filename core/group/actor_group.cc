@@ -164,7 +164,7 @@ uint32_t ReserveMasterPort(const std::string& object_address, int64_t timeout_ms
                                                        : object_address.find("//") + 2),
                              0);
   if (!where.ok()) throw std::runtime_error("bad agent address " + object_address);
-  auto client = transport::SyncClient::Connect(*where);
+  auto client = transport::SyncClient::Connect(*where, rayx::detail::CurrentObjectServerSecurity());
   if (!client.ok()) throw std::runtime_error(client.status().message());
   auto reply = (*client)->Call<protocol::ReservePortReply>(protocol::ReservePortRequest{},
                                                            std::min<int64_t>(timeout_ms, 5000));

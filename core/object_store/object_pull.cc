@@ -62,7 +62,8 @@ uint64_t DefaultMaxPullBytes() {
   return std::max<uint64_t>(half, uint64_t{1} << 30);
 }
 
-Result<std::string> PullObject(zmq::context_t& context, const protocol::ObjectLocation& location,
+Result<std::string> PullObject(zmq::context_t& context, const transport::ClientSecurity& security,
+                               const protocol::ObjectLocation& location,
                                ObjectServerDirectory& servers, const PullOptions& options) {
   const std::string& path = location.path;
   const uint64_t size = location.size;
@@ -85,6 +86,8 @@ Result<std::string> PullObject(zmq::context_t& context, const protocol::ObjectLo
   // A reply is one chunk and its header: nothing larger is taken in.
   socket.set(zmq::sockopt::maxmsgsize,
              static_cast<int64_t>(std::min<uint64_t>(chunk, uint64_t{1} << 31) + 65536));
+  transport::MakeClient(socket, security);
+  transport::HandshakeWatch handshakes(context, socket);
   // Allocated once the server confirmed the size: a declared size alone
   // sizes nothing.
   std::string out;
@@ -119,8 +122,14 @@ Result<std::string> PullObject(zmq::context_t& context, const protocol::ObjectLo
             " (is its node alive?)");
       }
       zmq::pollitem_t item{socket.handle(), 0, ZMQ_POLLIN, 0};
-      zmq::poll(&item, 1, left);
-      if (!(item.revents & ZMQ_POLLIN)) continue;
+      zmq::poll(&item, 1, std::min(left, std::chrono::milliseconds(100)));
+      if (!(item.revents & ZMQ_POLLIN)) {
+        if (std::string why = handshakes.Failure(); !why.empty()) {
+          return Status::Unauthenticated(where() + ": the object server did not let this "
+                                         "process in: " + why);
+        }
+        continue;
+      }
       transport::Frames reply = transport::ReceiveFrames(socket);
       if (reply.size() < 2) continue;
       auto env = protocol::Decode<protocol::Envelope>(transport::FrameView(reply[0]));
@@ -173,6 +182,7 @@ void ObjectDeleter::Delete(const std::string& object_address, const std::string&
   if (!socket) {
     socket = std::make_unique<zmq::socket_t>(context_, zmq::socket_type::dealer);
     socket->set(zmq::sockopt::linger, 1000);
+    transport::MakeClient(*socket, security_);
     socket->connect(object_address);
   }
   protocol::DeleteObjectsRequest req;

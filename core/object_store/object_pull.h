@@ -9,6 +9,7 @@
 #include "object_store/object_server_directory.h"
 #include "protocol/messages.h"
 #include "rayx/status.h"
+#include "transport/security.h"
 #include "transport/zmq_fwd.h"
 
 namespace rayx {
@@ -33,7 +34,7 @@ uint64_t DefaultMaxPullBytes();
 
 // Pulls the object at `location` from its node's object server in chunks,
 // keeping several requests in flight, into one buffer. Blocking; uses its own
-// socket on `context`.
+// socket on `context`, proving `security`'s credential.
 //
 // Nothing the location declares is trusted before it is checked: its object
 // server must be one `servers` knows (InvalidArgument otherwise, before any
@@ -43,8 +44,9 @@ uint64_t DefaultMaxPullBytes();
 // buffer is allocated only once the server confirmed the size. Returns
 // NotFound when the object is gone, Unavailable when the server refuses the
 // connection, does not answer within connect_timeout_ms, or goes silent for
-// idle_timeout_ms.
-Result<std::string> PullObject(zmq::context_t& context, const protocol::ObjectLocation& location,
+// idle_timeout_ms, Unauthenticated when it refuses the credential.
+Result<std::string> PullObject(zmq::context_t& context, const transport::ClientSecurity& security,
+                               const protocol::ObjectLocation& location,
                                ObjectServerDirectory& servers, const PullOptions& options = {});
 
 // Asks object servers to remove stored objects: one DEALER socket per server,
@@ -53,6 +55,8 @@ Result<std::string> PullObject(zmq::context_t& context, const protocol::ObjectLo
 class ObjectDeleter {
  public:
   explicit ObjectDeleter(zmq::context_t& context);
+  // The credential later sockets prove (set before the first Delete).
+  void SetSecurity(transport::ClientSecurity security) { security_ = std::move(security); }
   ~ObjectDeleter();
   ObjectDeleter(const ObjectDeleter&) = delete;
   ObjectDeleter& operator=(const ObjectDeleter&) = delete;
@@ -64,6 +68,7 @@ class ObjectDeleter {
 
  private:
   zmq::context_t& context_;
+  transport::ClientSecurity security_;
   std::unordered_map<std::string, std::unique_ptr<zmq::socket_t>> sockets_;
 };
 

@@ -1,5 +1,6 @@
 // The cluster's object servers, cached for pulls.
 #include "object_store/object_server_directory.h"
+#include "transport/sync_client.h"
 
 #include <utility>
 
@@ -85,12 +86,14 @@ std::vector<std::string> AliveObjectServers(const ClusterStatus& status) {
 }
 
 ObjectServerDirectory::Fetch FetchObjectServersFromHead(std::string head_address,
-                                                        std::string token, int64_t timeout_ms) {
-  return [head_address = std::move(head_address), token = std::move(token),
+                                                        transport::ClientSecurity security,
+                                                        int64_t timeout_ms) {
+  return [head_address = std::move(head_address), security = std::move(security),
           timeout_ms]() -> Result<std::vector<std::string>> {
-    auto status = QueryClusterStatus(head_address, token, timeout_ms);
-    if (!status.ok()) return status.status();
-    return AliveObjectServers(*status);
+    auto reply = transport::CallOnce<protocol::GetClusterStatusReply>(
+        head_address, security, protocol::GetClusterStatusRequest{}, timeout_ms);
+    if (!reply.ok()) return reply.status();
+    return AliveObjectServers(reply->status);
   };
 }
 

@@ -13,6 +13,7 @@
 #include "common/clock.h"
 #include "rayx/cluster_status.h"
 #include "rayx/status.h"
+#include "transport/security.h"
 
 namespace rayx {
 
@@ -77,9 +78,11 @@ class ObjectServerDirectory {
 };
 
 // A Fetch that asks the head at `head_address` (host:port) for the cluster
-// status with `token`, waiting at most `timeout_ms`.
+// status, proving `security` (a worker's job credential will do), waiting at
+// most `timeout_ms`.
 ObjectServerDirectory::Fetch FetchObjectServersFromHead(std::string head_address,
-                                                        std::string token, int64_t timeout_ms);
+                                                        transport::ClientSecurity security,
+                                                        int64_t timeout_ms);
 
 // The object servers of the alive nodes in `status`.
 std::vector<std::string> AliveObjectServers(const ClusterStatus& status);

@@ -43,6 +43,7 @@ std::string MessageTypeName(uint16_t type) {
     case MessageType::kPullObjectReply: return "PullObjectReply";
     case MessageType::kDeleteObjectsRequest: return "DeleteObjectsRequest";
     case MessageType::kJobFinishedNotice: return "JobFinishedNotice";
+    case MessageType::kJobCredentialNotice: return "JobCredentialNotice";
     case MessageType::kCreatePlacementGroupRequest: return "CreatePlacementGroupRequest";
     case MessageType::kCreatePlacementGroupReply: return "CreatePlacementGroupReply";
     case MessageType::kWaitPlacementGroupRequest: return "WaitPlacementGroupRequest";

@@ -71,6 +71,7 @@ enum class MessageType : uint16_t {
   kPullObjectReply = 61,
   kDeleteObjectsRequest = 62,  // no reply
   kJobFinishedNotice = 63,     // head -> agents, no reply
+  kJobCredentialNotice = 64,   // head -> agents, no reply
   // Placement groups and listings (driver/CLI <-> head): placement_messages.h.
   kCreatePlacementGroupRequest = 70,
   kCreatePlacementGroupReply = 71,
@@ -216,7 +217,14 @@ struct RegisterNodeReply {
   // This incarnation of the node: unique and increasing per head. Every message
   // the agent sends about its processes carries it; the head refuses other epochs.
   uint64_t epoch = 0;
-  MSGPACK_DEFINE_MAP(node_id, cluster_id, heartbeat_period_ms, node_timeout_ms, epoch)
+  // How the cluster's data sockets (workers, object servers) are protected: a
+  // transport::WireSecurity (0 authenticated, 1 encrypted).
+  uint8_t wire_security = 0;
+  // The jobs whose credentials the object server admits (JobCredentialNotice
+  // tells of later changes).
+  std::vector<JobId> admitted_jobs;
+  MSGPACK_DEFINE_MAP(node_id, cluster_id, heartbeat_period_ms, node_timeout_ms, epoch,
+                     wire_security, admitted_jobs)
 };
 
 struct HeartbeatRequest {
@@ -321,7 +329,8 @@ struct RegisterDriverReply {
   JobId job_id;
   std::string cluster_id;
   int64_t heartbeat_period_ms = 0;
-  MSGPACK_DEFINE_MAP(job_id, cluster_id, heartbeat_period_ms)
+  uint8_t wire_security = 0;  // as RegisterNodeReply's
+  MSGPACK_DEFINE_MAP(job_id, cluster_id, heartbeat_period_ms, wire_security)
 };
 
 struct DriverHeartbeatRequest {
@@ -665,6 +674,15 @@ struct JobFinishedNotice {
   static constexpr MessageType kType = MessageType::kJobFinishedNotice;
   JobId job_id;
   MSGPACK_DEFINE_MAP(job_id)
+};
+
+// head -> every agent: admit the job's credential at the object server (a job
+// started), or no longer (it ended and none of its leases is left).
+struct JobCredentialNotice {
+  static constexpr MessageType kType = MessageType::kJobCredentialNotice;
+  JobId job_id;
+  bool admitted = false;
+  MSGPACK_DEFINE_MAP(job_id, admitted)
 };
 
 }  // namespace rayx::protocol

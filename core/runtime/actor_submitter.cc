@@ -28,6 +28,7 @@ int32_t Allowance(int n) { return n < 0 ? INT32_MAX : n; }
 struct ActorSubmitter::ActorState final : WorkerConnection::Owner {
   ActorSubmitter* submitter = nullptr;
   ActorId actor_id;
+  JobId job;  // the actor's job when it is another job's (a detached actor); nil: ours
   std::string name;
   std::string class_name;
   LeaseId lease_id;
@@ -92,6 +93,7 @@ ActorSubmitter::~ActorSubmitter() = default;
 
 std::shared_ptr<WorkerConnection> ActorSubmitter::Connect(ActorState& actor,
                                                           WorkerConnection::Info info) {
+  info.job = actor.job;
   auto conn = std::make_shared<WorkerConnection>(std::move(info), &actor, deps_.objects,
                                                  deps_.send_queue, deps_.clock);
   conn->Open(deps_.connector);
@@ -700,6 +702,7 @@ void ActorSubmitter::Attach(const protocol::ActorInfo& info) {
   auto state = std::make_unique<ActorState>();
   state->submitter = this;
   state->actor_id = info.actor_id;
+  if (info.job_id != options_.job_id) state->job = info.job_id;
   state->name = info.name;
   state->class_name = info.class_name;
   state->lease_id = info.lease_id;
@@ -707,6 +710,13 @@ void ActorSubmitter::Attach(const protocol::ActorInfo& info) {
   state->max_restarts = info.max_restarts;
   ActorState* a = state.get();
   actors_[info.actor_id] = std::move(state);
+  if (!a->job.IsNil() && !options_.reaches_other_jobs) {
+    a->dead_reason = "actor " + (info.name.empty() ? info.actor_id.Hex() : "'" + info.name + "'") +
+                     " belongs to job " + info.job_id.Hex() +
+                     ": a job's tasks and actors call only their own job's actors (their "
+                     "credential opens nothing else); call it from a driver";
+    return;
+  }
   if (info.worker_address.empty()) {
     if (info.name.empty()) {
       a->dead_reason = "the actor had no worker when its handle was made (not started yet, or "

@@ -195,7 +195,11 @@ void Init(const Options& options) {
       StartPrivateCluster(options, &address, &token);
     }
   }
-  if (token.empty()) {
+  // A program a node agent started for a job (`rayx job submit`'s driver)
+  // holds that job's credential instead of the token: it acts for its job only.
+  const std::string job_secret = Env(WorkerEnv::kJobSecret);
+  const bool job_program = token.empty() && !job_secret.empty() && !Env("RAYX_JOB_ID").empty();
+  if (token.empty() && !job_program) {
     if (auto t = detail::FindTokenFor(temp_dir, address)) token = *t;
   }
   auto head = ParseHostPort(address, kDefaultHeadPort);
@@ -205,9 +209,20 @@ void Init(const Options& options) {
   head->host = *ip;
   detail::Runtime::Config config;
   config.head = *head;
-  config.token = token;
-  // A program started by `rayx job submit` joins its submitted job.
-  if (!Env("RAYX_SUBMISSION_ID").empty()) config.job_id = JobId::FromWire(Env("RAYX_JOB_ID"));
+  if (!token.empty()) {
+    config.credential = transport::Credential::Cluster(token);
+    config.cluster_key = config.credential.CurvePublicKey();
+    // A program started by `rayx job submit` joins its submitted job.
+    if (!Env("RAYX_SUBMISSION_ID").empty()) config.job_id = JobId::FromWire(Env("RAYX_JOB_ID"));
+  } else if (job_program) {
+    config.job_id = JobId::FromWire(Env("RAYX_JOB_ID"));
+    config.credential = transport::Credential::Job(config.job_id, job_secret);
+    config.cluster_key = Env(WorkerEnv::kClusterKey);
+  } else {
+    throw std::invalid_argument(
+        "rayx::Init: no cluster token for " + head->ToString() +
+        ": set RAYX_TOKEN, or run on a machine of the cluster (its session holds the token)");
+  }
   auto local_ip = LocalAddressToward(*ip);
   config.node_ip = local_ip.ok() ? *local_ip : "127.0.0.1";
   if (std::string t = Env("RAYX_HEAD_TIMEOUT_MS"); !t.empty()) {
@@ -267,7 +282,11 @@ Runtime& RequireRuntime() {
   if (!head.ok()) throw std::runtime_error("worker: bad RAYX_ADDRESS");
   Runtime::Config config;
   config.head = *head;
-  config.token = env.cluster_token;
+  if (env.job_secret.empty() || env.job_id.IsNil()) {
+    throw std::runtime_error("worker: started without its job's credential (RAYX_JOB_SECRET)");
+  }
+  config.credential = transport::Credential::Job(env.job_id, env.job_secret);
+  config.cluster_key = env.cluster_key;
   config.job_id = env.job_id;
   config.is_worker = true;
   config.host_lease_id = env.lease_id;

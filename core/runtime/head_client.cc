@@ -47,9 +47,10 @@ struct HeadClient::Connection {
 };
 
 HeadClient::HeadClient(boost::asio::io_context& io, zmq::context_t& context, HostPort head,
-                       Options options)
+                       transport::ClientSecurity security, Options options)
     : io_(io),
       head_(std::move(head)),
+      security_(std::move(security)),
       options_(options),
       conn_(std::make_unique<Connection>(context)),
       heartbeat_timer_(io) {}
@@ -70,6 +71,7 @@ void HeadClient::Start() {
   socket.set(zmq::sockopt::routing_id, "rayx-" + RandomHex(12));
   last_heard_ms_ = NowMs();
   socket.set(zmq::sockopt::maxmsgsize, static_cast<int64_t>(protocol::kMaxControlFrameBytes));
+  transport::MakeClient(socket, security_);
   std::string monitor = "inproc://rayx-head-monitor-" + RandomHex(8);
   zmq_socket_monitor(socket.handle(), monitor.c_str(),
                      ZMQ_EVENT_CONNECTED | ZMQ_EVENT_DISCONNECTED);

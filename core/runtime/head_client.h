@@ -21,6 +21,7 @@
 #include "protocol/messages.h"
 #include "runtime/lease_client.h"
 #include "transport/frame.h"
+#include "transport/security.h"
 #include "transport/zmq_fwd.h"
 
 namespace rayx::detail {
@@ -53,10 +54,12 @@ class HeadClient final : public LeaseClient {
     // fail; only enforced while heartbeats run. Default: 60 s.
     int64_t head_timeout_ms = 60000;
   };
+  // `security`: the credential this process proves to the head (CURVE).
   HeadClient(boost::asio::io_context& io, zmq::context_t& context, HostPort head,
-             Options options);
-  HeadClient(boost::asio::io_context& io, zmq::context_t& context, HostPort head)
-      : HeadClient(io, context, std::move(head), Options()) {}
+             transport::ClientSecurity security, Options options);
+  HeadClient(boost::asio::io_context& io, zmq::context_t& context, HostPort head,
+             transport::ClientSecurity security)
+      : HeadClient(io, context, std::move(head), std::move(security), Options()) {}
   ~HeadClient() override;
   HeadClient(const HeadClient&) = delete;
   HeadClient& operator=(const HeadClient&) = delete;
@@ -164,6 +167,7 @@ class HeadClient final : public LeaseClient {
 
   boost::asio::io_context& io_;
   const HostPort head_;
+  const transport::ClientSecurity security_;
   Options options_;
   // The DEALER socket, its connection-event monitor and their watches (the
   // ZeroMQ edge, in the .cc).

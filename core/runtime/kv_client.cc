@@ -135,7 +135,18 @@ std::vector<std::string> KvList(const std::string& ns, const std::string& prefix
 }
 
 std::string CurrentHeadAddress() { return RequireRuntime().config().head.ToString(); }
-std::string CurrentClusterToken() { return RequireRuntime().config().token; }
+transport::ClientSecurity CurrentHeadSecurity() { return RequireRuntime().HeadSecurity(); }
+
+transport::ClientSecurity CurrentObjectServerSecurity() {
+  return RequireRuntime().ObjectServerSecurity();
+}
+
+Result<ClusterStatus> CurrentClusterStatus(int64_t timeout_ms) {
+  auto reply = RequireRuntime().CallHead<protocol::GetClusterStatusReply>(
+      protocol::GetClusterStatusRequest{}, timeout_ms);
+  if (!reply.ok()) return reply.status();
+  return std::move(reply->status);
+}
 std::string CurrentNodeIp() { return RequireRuntime().config().node_ip; }
 
 }  // namespace rayx::detail

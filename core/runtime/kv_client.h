@@ -7,7 +7,9 @@
 #include <string>
 #include <vector>
 
+#include "rayx/cluster_status.h"
 #include "rayx/status.h"
+#include "transport/security.h"
 
 namespace rayx::detail {
 
@@ -29,9 +31,12 @@ size_t KvDeletePrefix(const std::string& ns, const std::string& prefix);
 std::vector<std::string> KvList(const std::string& ns, const std::string& prefix,
                                 size_t limit = 10000);
 
-// The cluster this process's runtime belongs to: "host:port" and its token.
+// The cluster this process's runtime belongs to: "host:port", how this process
+// proves itself to the head and to object servers, and the cluster's state.
 std::string CurrentHeadAddress();
-std::string CurrentClusterToken();
+transport::ClientSecurity CurrentHeadSecurity();
+transport::ClientSecurity CurrentObjectServerSecurity();
+Result<ClusterStatus> CurrentClusterStatus(int64_t timeout_ms);
 // This process's node address (the one its node registered with).
 std::string CurrentNodeIp();
 

@@ -138,20 +138,36 @@ Runtime::Runtime(Config config)
             // the object again (ObjectTable::Get).
             PullOptions options;
             options.idle_timeout_ms = kPullIdleTimeoutMs;
-            return PullObject(sockets_->context.get(), location, *object_servers_, options);
+            return PullObject(sockets_->context.get(), data_security_, location,
+                              *object_servers_, options);
           },
           [this](const protocol::ObjectLocation& location) { DeleteStored(location); },
           GetSpinUs()}),
-      id_prefix_(rayx::detail::RandomHex(8)),
+      // Object ids (this prefix, then a counter) name objects to other jobs: a
+      // job reads another's object only when handed its id, so the prefix is
+      // drawn from the OS's entropy source, not guessable.
+      id_prefix_(rayx::detail::SecureRandomHex(8)),
       sockets_(std::make_unique<Sockets>()),
       work_(boost::asio::make_work_guard(io_)),
-      head_(std::make_unique<HeadClient>(io_, sockets_->context.get(), config_.head,
+      head_(std::make_unique<HeadClient>(io_, sockets_->context.get(), config_.head, HeadSecurity(),
                                          HeadClient::Options{config_.head_timeout_ms})),
       tick_timer_(io_),
-      connector_(std::make_unique<ZmqWorkerConnector>(io_, sockets_->context.get())),
+      connector_(std::make_unique<ZmqWorkerConnector>(
+          io_, sockets_->context.get(),
+          [this](const JobId& job) { return WorkerSecurity(job.IsNil() ? config_.job_id : job); })),
       object_servers_(std::make_unique<ObjectServerDirectory>(
-          FetchObjectServersFromHead(config_.head.ToString(), config_.token, 5000), clock_,
+          FetchObjectServersFromHead(config_.head.ToString(), HeadSecurity(), 5000), clock_,
           ObjectServerDirectory::Options{})) {}
+
+Result<transport::ClientSecurity> Runtime::WorkerSecurity(const JobId& job) const {
+  auto credential = config_.credential.ForJob(job);
+  if (!credential.ok()) return credential.status();
+  transport::ClientSecurity security;
+  security.mode = data_security_.mode;
+  security.server_key = credential->CurvePublicKey();  // a worker presents its job's key
+  security.credential = std::move(*credential);
+  return security;
+}
 
 Result<std::unique_ptr<Runtime>> Runtime::Start(const Config& config) {
   std::unique_ptr<Runtime> runtime(new Runtime(config));
@@ -164,7 +180,6 @@ Status Runtime::Connect() {
   thread_ = std::thread([this] { io_.run(); });
 
   protocol::RegisterDriverRequest req;
-  req.token = config_.token;
   req.rayx_version = kRayxVersion;
   req.job_id = config_.job_id;
   req.node_ip = config_.node_ip;
@@ -174,11 +189,18 @@ Status Runtime::Connect() {
   if (!reply.ok()) return reply.status();
   config_.job_id = reply->job_id;
   int64_t heartbeat_period_ms = reply->heartbeat_period_ms;
+  data_security_ = transport::ClientSecurity::ObjectServer(
+      reply->wire_security ? transport::WireSecurity::kEncrypted
+                           : transport::WireSecurity::kAuthenticated,
+      config_.credential,
+      config_.cluster_key);
+  sockets_->deleter.SetSecurity(data_security_);
   // A node of the cluster on this machine lends its object store to large Puts.
-  auto status = QueryClusterStatus(config_.head.ToString(), config_.token, 5000);
+  auto status = head_->CallSync<protocol::GetClusterStatusReply>(protocol::GetClusterStatusRequest{},
+                                                                 5000);
   if (status.ok()) {
-    object_servers_->Set(AliveObjectServers(*status));  // where pulls may go
-    for (const auto& node : status->nodes) {
+    object_servers_->Set(AliveObjectServers(status->status));  // where pulls may go
+    for (const auto& node : status->status.nodes) {
       if (node.alive && node.address == config_.node_ip && !node.store_dir.empty()) {
         local_store_dir_ = node.store_dir;
         local_object_address_ = node.object_address;
@@ -199,7 +221,8 @@ Status Runtime::Connect() {
         TaskSubmitter::Options{config_.job_id, SetWorkerProgram});
     actors_ = std::make_unique<ActorSubmitter>(
         ActorSubmitter::Deps{objects_, *head_, *connector_, *send_queue_, *resolver_, clock_, io_},
-        ActorSubmitter::Options{config_.job_id, SetWorkerProgram});
+        ActorSubmitter::Options{config_.job_id, SetWorkerProgram,
+                                config_.credential.principal().is_cluster()});
     // A node declared dead: its workers are lost to us even where their
     // connections still stand (a stopped node); retries and restarts begin.
     head_->OnLeasesLost([this](const protocol::LeasesLostNotice& notice) {

@@ -30,6 +30,7 @@
 #include "rayx/errors.h"
 #include "runtime/object_table.h"
 #include "runtime/task.h"
+#include "transport/security.h"
 
 namespace rayx::detail {
 
@@ -69,7 +70,11 @@ class Runtime {
  public:
   struct Config {
     HostPort head;
-    std::string token;
+    // What this process proves at every connection: the cluster's (a driver
+    // holding the token) or its job's (a worker). REQUIRES: not empty.
+    transport::Credential credential;
+    // The head's and object servers' public CURVE key (the cluster's).
+    std::string cluster_key;
     JobId job_id;  // empty: a new job (a driver); set: a worker of that job
     bool is_worker = false;
     LeaseId host_lease_id;  // in a worker: the lease it runs in
@@ -117,6 +122,15 @@ class Runtime {
 
   const JobId& job_id() const { return config_.job_id; }
   const Config& config() const { return config_; }
+  // How this process connects to the head, and to object servers (their
+  // mechanism is the cluster's, learned at registration).
+  transport::ClientSecurity HeadSecurity() const {
+    return transport::ClientSecurity::Head(config_.credential, config_.cluster_key);
+  }
+  const transport::ClientSecurity& ObjectServerSecurity() const { return data_security_; }
+  // How this process connects to a worker of `job`: Unauthenticated when this
+  // process may not (a job's workers reach only their own job's).
+  Result<transport::ClientSecurity> WorkerSecurity(const JobId& job) const;
   // Calls the head and waits up to `timeout_ms` for its answer.
   // REQUIRES: a user thread (not the I/O thread).
   template <typename Reply, typename Request>
@@ -207,6 +221,9 @@ class Runtime {
   // This node's object store (from the head's node table), for large Puts.
   std::string local_store_dir_;
   std::string local_object_address_;
+  // Object servers: the cluster's mechanism (set at registration) with this
+  // process's credential. Read by pulls on user threads after Connect.
+  transport::ClientSecurity data_security_;
   std::unique_ptr<StoreWriter> store_writer_;  // set when there is a local store
   // The object servers pulls may connect to (the cluster's, from the head).
   std::unique_ptr<ObjectServerDirectory> object_servers_;

@@ -32,6 +32,9 @@ struct SubmitterOptions {
   JobId job_id;
   // Fills in the program workers run (executable, directory, package).
   std::function<void(protocol::RequestLeaseRequest*)> describe_program;
+  // Whether this process may call other jobs' actors (it holds the cluster's
+  // credential: a driver); a job's workers hold their job's only.
+  bool reaches_other_jobs = true;
 };
 
 }  // namespace rayx::detail

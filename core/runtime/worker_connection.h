@@ -68,6 +68,7 @@ class WorkerConnection : public std::enable_shared_from_this<WorkerConnection> {
     std::string address;
     std::string node;
     int32_t pid = 0;
+    JobId job;  // the worker's job; nil: this process's own
   };
 
   WorkerConnection(Info info, Owner* owner, ObjectTable& objects, WorkerSendQueue& send_queue,

@@ -5,6 +5,7 @@
 #include <memory>
 #include <string>
 
+#include "rayx/ids.h"
 #include "transport/frame.h"
 
 namespace rayx::detail {
@@ -26,10 +27,11 @@ class WorkerConnector {
   using MessageHandler = std::function<void(transport::Frames& frames)>;
   using LostHandler = std::function<void()>;
   virtual ~WorkerConnector() = default;
-  // Connects to the worker at `address`. `on_message` receives each reply and
-  // `on_lost` the worker's loss (disconnected, or never reachable), on the I/O
-  // thread, while the link lives.
-  virtual std::unique_ptr<WorkerLink> Connect(const std::string& address,
+  // Connects to the worker at `address`, a worker of `job` (nil: this
+  // process's own job). `on_message` receives each reply and `on_lost` the
+  // worker's loss (disconnected, never reachable, or not ours to reach), on the
+  // I/O thread, while the link lives.
+  virtual std::unique_ptr<WorkerLink> Connect(const std::string& address, const JobId& job,
                                               MessageHandler on_message,
                                               LostHandler on_lost) = 0;
 };

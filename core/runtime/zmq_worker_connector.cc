@@ -1,8 +1,10 @@
 // ZeroMQ links to workers.
 #include "runtime/zmq_worker_connector.h"
 
+#include <boost/asio/post.hpp>
 #include <zmq.hpp>
 
+#include "common/logging.h"
 #include "transport/zmq_socket_loop.h"
 
 namespace rayx::detail {
@@ -31,20 +33,35 @@ class ZmqWorkerLink final : public WorkerLink {
     }
     monitor.close();
   }
-  bool Send(transport::Frames& frames) override { return loop->Send(frames); }
+  bool Send(transport::Frames& frames) override { return loop && loop->Send(frames); }
 
   zmq::socket_t socket;
   zmq::socket_t monitor;
   std::unique_ptr<transport::ZmqSocketLoop> loop;
   std::unique_ptr<transport::ZmqSocketLoop> monitor_loop;
+  std::shared_ptr<bool> alive = std::make_shared<bool>(true);
 };
 }  // namespace
 
 std::unique_ptr<WorkerLink> ZmqWorkerConnector::Connect(const std::string& address,
+                                                        const JobId& job,
                                                         MessageHandler on_message,
                                                         LostHandler on_lost) {
   auto link = std::make_unique<ZmqWorkerLink>(context_);
+  auto security = security_(job);
+  if (!security.ok()) {
+    // Not ours to reach: the link is lost before it begins.
+    RAYX_LOG(Warning) << "not connecting to the worker at " << address << ": "
+                      << security.status().message();
+    link->socket.close();
+    boost::asio::post(io_, [alive = std::weak_ptr<bool>(link->alive),
+                            on_lost = std::move(on_lost)] {
+      if (alive.lock()) on_lost();  // only while the link lives
+    });
+    return link;
+  }
   link->socket.set(zmq::sockopt::linger, 0);
+  transport::MakeClient(link->socket, *security);
   link->socket.set(zmq::sockopt::maxmsgsize, kMaxDataFrameBytes);
   link->socket.set(zmq::sockopt::sndhwm, 0);
   link->socket.set(zmq::sockopt::rcvhwm, 0);

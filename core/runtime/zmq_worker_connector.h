@@ -2,12 +2,14 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 
 #include <boost/asio/io_context.hpp>
 
 #include "runtime/worker_link.h"
+#include "transport/security.h"
 #include "transport/zmq_fwd.h"
 
 namespace rayx::detail {
@@ -19,15 +21,18 @@ namespace rayx::detail {
 // only; `io` and `context` must outlive it and every link it made.
 class ZmqWorkerConnector final : public WorkerConnector {
  public:
-  ZmqWorkerConnector(boost::asio::io_context& io, zmq::context_t& context)
-      : io_(io), context_(context) {}
+  // How to prove who this process is to a worker of a job (or why it may not).
+  using SecurityFor = std::function<Result<transport::ClientSecurity>(const JobId& job)>;
+  ZmqWorkerConnector(boost::asio::io_context& io, zmq::context_t& context, SecurityFor security)
+      : io_(io), context_(context), security_(std::move(security)) {}
 
-  std::unique_ptr<WorkerLink> Connect(const std::string& address, MessageHandler on_message,
-                                      LostHandler on_lost) override;
+  std::unique_ptr<WorkerLink> Connect(const std::string& address, const JobId& job,
+                                      MessageHandler on_message, LostHandler on_lost) override;
 
  private:
   boost::asio::io_context& io_;
   zmq::context_t& context_;
+  SecurityFor security_;
   uint64_t next_monitor_ = 0;
 };
 

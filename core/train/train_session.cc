@@ -91,7 +91,7 @@ std::string CheckpointKeeper(const std::string& run_name) {
 std::unique_ptr<transport::SyncClient> HeadConnection() {
   auto where = ParseHostPort(rayx::detail::CurrentHeadAddress());
   if (!where.ok()) throw std::runtime_error("train: bad head address: " + where.status().message());
-  auto client = transport::SyncClient::Connect(*where);
+  auto client = transport::SyncClient::Connect(*where, rayx::detail::CurrentHeadSecurity());
   if (!client.ok()) throw std::runtime_error("train: " + client.status().message());
   return std::move(*client);
 }
@@ -180,7 +180,8 @@ std::string StoreCheckpoint(const std::string& dir, const std::string& storage_p
     return kPathPrefix + target.string();
   }
   auto head = HeadConnection();
-  const std::string token = rayx::detail::CurrentClusterToken();
+  // The connection proves who this rank is: packages need no token.
+  const std::string token;
   rayx::Result<std::string> stored = Status::Internal("not uploaded");
   // Identical contents share one package: another run's drop may delete it
   // between the upload and the keep (NotFound). Upload it again then.
@@ -229,7 +230,7 @@ void DropCheckpoint(const std::string& id, const std::string& run_name,
     if (id.rfind(kPackagePrefix, 0) != 0) return;
     const std::string hash = id.substr(std::strlen(kPackagePrefix));
     auto head = HeadConnection();
-    auto released = KeepPackage(*head, rayx::detail::CurrentClusterToken(), hash,
+    auto released = KeepPackage(*head, "", hash,
                                 CheckpointKeeper(run_name), false, 60000);
     if (!released.ok()) {
       RAYX_LOG(Warning) << "run " << run_name << ": the head did not let go of checkpoint "
@@ -252,7 +253,7 @@ std::string FetchCheckpoint(const std::string& id, const std::string& run_name,
   std::error_code ec;
   if (fs::is_directory(dest, ec) && !fs::is_empty(dest, ec)) return dest.string();
   auto head = HeadConnection();
-  auto archive = DownloadPackage(*head, rayx::detail::CurrentClusterToken(), hash, 60000);
+  auto archive = DownloadPackage(*head, "", hash, 60000);
   if (!archive.ok()) {
     throw std::runtime_error("cannot fetch checkpoint " + hash.substr(0, 12) + " of run " +
                              run_name + ": " + archive.status().message());

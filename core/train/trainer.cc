@@ -91,8 +91,7 @@ Plan Validate(const FitSpec& spec) {
 // infeasible group, which Fit answers by trying smaller.
 int RanksThatFit(const ResourceMap& per_worker, PlacementStrategy strategy, int held = 0,
                  const std::set<std::string>& hosting = {}) {
-  auto status = QueryClusterStatus(rayx::detail::CurrentHeadAddress(),
-                                   rayx::detail::CurrentClusterToken(), 2000);
+  auto status = rayx::detail::CurrentClusterStatus(2000);
   if (!status.ok()) return held;
   int sum = held, most_on_one = held, spread = held;
   for (const auto& node : status->nodes) {

@@ -1,6 +1,8 @@
 // Blocking request/reply over ZeroMQ.
 #include "transport/sync_client.h"
 
+#include <algorithm>
+
 namespace rayx::transport {
 
 SyncClient::SyncClient(const HostPort& address)
@@ -9,9 +11,12 @@ SyncClient::SyncClient(const HostPort& address)
   socket_.set(zmq::sockopt::maxmsgsize, static_cast<int64_t>(protocol::kMaxControlFrameBytes));
 }
 
-Result<std::unique_ptr<SyncClient>> SyncClient::Connect(const HostPort& address) {
+Result<std::unique_ptr<SyncClient>> SyncClient::Connect(const HostPort& address,
+                                                        const ClientSecurity& security) {
   std::unique_ptr<SyncClient> client(new SyncClient(address));
   try {
+    MakeClient(client->socket_, security);
+    client->handshakes_ = std::make_unique<HandshakeWatch>(client->context_, client->socket_);
     client->socket_.connect(address.ZmqEndpoint());
   } catch (const zmq::error_t& e) {
     return Status::InvalidArgument("cannot connect to " + address.ToString() + ": " + e.what());
@@ -22,6 +27,9 @@ Result<std::unique_ptr<SyncClient>> SyncClient::Connect(const HostPort& address)
 Result<std::string> SyncClient::RoundTrip(Frames& frames, uint64_t id, uint16_t want_type,
                                           int64_t timeout_ms, std::string* payload) {
   auto unavailable = [&] {
+    if (std::string why = handshakes_ ? handshakes_->Failure() : ""; !why.empty()) {
+      return Status::Unauthenticated(address_.ToString() + " did not let this process in: " + why);
+    }
     return Status::Unavailable("no reply from " + address_.ToString() + " within " +
                                std::to_string(timeout_ms) +
                                " ms: is a rayx head running there (rayx start --head), and is "
@@ -36,8 +44,16 @@ Result<std::string> SyncClient::RoundTrip(Frames& frames, uint64_t id, uint16_t 
           deadline - std::chrono::steady_clock::now());
       if (left.count() <= 0) return unavailable();
       zmq::pollitem_t item{socket_.handle(), 0, ZMQ_POLLIN, 0};
-      zmq::poll(&item, 1, left);
-      if (!(item.revents & ZMQ_POLLIN)) continue;
+      // A refused handshake is final (the credential will not change): it
+      // ends the wait within a poll slice.
+      zmq::poll(&item, 1, std::min(left, std::chrono::milliseconds(100)));
+      if (!(item.revents & ZMQ_POLLIN)) {
+        if (std::string why = handshakes_ ? handshakes_->Failure() : ""; !why.empty()) {
+          return Status::Unauthenticated(address_.ToString() + " did not let this process in: " +
+                                         why);
+        }
+        continue;
+      }
       Frames reply = ReceiveFrames(socket_);
       if (reply.size() < 2) continue;
       auto env = protocol::Decode<protocol::Envelope>(FrameView(reply[0]));

@@ -13,6 +13,7 @@
 #include "protocol/codec.h"
 #include "rayx/status.h"
 #include "transport/message.h"
+#include "transport/security.h"
 #include "transport/zmq_frame.h"
 
 namespace rayx::transport {
@@ -20,8 +21,11 @@ namespace rayx::transport {
 // Not thread-safe; one outstanding call at a time.
 class SyncClient {
  public:
-  // Connects lazily (ZeroMQ); fails only on a malformed endpoint.
-  static Result<std::unique_ptr<SyncClient>> Connect(const HostPort& address);
+  // Connects lazily (ZeroMQ) proving `security`'s credential; fails only on a
+  // malformed endpoint. A server that refuses the credential makes calls fail
+  // with Unauthenticated (not a timeout).
+  static Result<std::unique_ptr<SyncClient>> Connect(const HostPort& address,
+                                                      const ClientSecurity& security);
 
   // Sends `request` and waits up to `timeout_ms` for the matching reply.
   // Returns the remote error as a Status when the peer answered ErrorReply,
@@ -54,7 +58,7 @@ class SyncClient {
   }
 
  private:
-  SyncClient(const HostPort& address);
+  explicit SyncClient(const HostPort& address);
   // Returns the reply body bytes of type `want_type`.
   Result<std::string> RoundTrip(Frames& frames, uint64_t id, uint16_t want_type,
                                 int64_t timeout_ms, std::string* payload = nullptr);
@@ -62,16 +66,18 @@ class SyncClient {
   HostPort address_;
   zmq::context_t context_{1};
   zmq::socket_t socket_;
+  std::unique_ptr<HandshakeWatch> handshakes_;
   uint64_t next_id_ = 0;
 };
 
 // One request to `address` ("host:port") and its reply, on a fresh client:
 // InvalidArgument for a malformed address, else what SyncClient::Call returns.
 template <typename Reply, typename Request>
-Result<Reply> CallOnce(const std::string& address, const Request& request, int64_t timeout_ms) {
+Result<Reply> CallOnce(const std::string& address, const ClientSecurity& security,
+                       const Request& request, int64_t timeout_ms) {
   auto hp = ParseHostPort(address);
   if (!hp.ok()) return hp.status();
-  auto client = SyncClient::Connect(*hp);
+  auto client = SyncClient::Connect(*hp, security);
   if (!client.ok()) return client.status();
   return (*client)->template Call<Reply>(request, timeout_ms);
 }

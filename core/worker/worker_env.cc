@@ -33,6 +33,24 @@ Status Missing(const char* name) {
 
 }  // namespace
 
+transport::WireSecurity WorkerEnv::Mechanism() const {
+  return wire_security == transport::WireSecurityName(transport::WireSecurity::kEncrypted)
+             ? transport::WireSecurity::kEncrypted
+             : transport::WireSecurity::kAuthenticated;
+}
+
+transport::ClientSecurity WorkerEnv::ObjectServerSecurity() const {
+  transport::Credential credential;
+  if (!job_secret.empty() && !job_id.IsNil()) credential = transport::Credential::Job(job_id, job_secret);
+  return transport::ClientSecurity::ObjectServer(Mechanism(), std::move(credential), cluster_key);
+}
+
+transport::ClientSecurity WorkerEnv::HeadSecurity() const {
+  transport::Credential credential;
+  if (!job_secret.empty() && !job_id.IsNil()) credential = transport::Credential::Job(job_id, job_secret);
+  return transport::ClientSecurity::Head(std::move(credential), cluster_key);
+}
+
 std::map<std::string, std::string> WorkerEnv::Encode() const {
   std::map<std::string, std::string> vars = {
       {kWorkerMode, "1"},
@@ -41,7 +59,9 @@ std::map<std::string, std::string> WorkerEnv::Encode() const {
       {kHeadAddress, head_address},
       {kJobId, job_id.Hex()},
       {kLeaseId, lease_id.Hex()},
-      {kClusterToken, cluster_token},
+      {kJobSecret, job_secret},
+      {kClusterKey, cluster_key},
+      {kWireSecurity, wire_security},
       {kStoreDir, store_dir},
       {kObjectAddress, object_address},
       {kGpuIds, JoinIdList(gpu_ids)},
@@ -92,7 +112,9 @@ Result<WorkerEnv> WorkerEnv::Decode(const std::map<std::string, std::string>& va
   };
   if (const std::string* v = get(kJobId)) env.job_id = JobId::FromWire(*v);
   if (const std::string* v = get(kLeaseId)) env.lease_id = LeaseId::FromWire(*v);
-  optional(kClusterToken, &env.cluster_token);
+  optional(kJobSecret, &env.job_secret);
+  optional(kClusterKey, &env.cluster_key);
+  optional(kWireSecurity, &env.wire_security);
   optional(kStoreDir, &env.store_dir);
   optional(kObjectAddress, &env.object_address);
   optional(kPackageHash, &env.package_hash);
@@ -126,7 +148,8 @@ Result<WorkerEnv> WorkerEnv::Decode(const std::map<std::string, std::string>& va
 Result<WorkerEnv> WorkerEnv::FromEnvironment() {
   std::map<std::string, std::string> vars;
   for (const char* name :
-       {kWorkerMode, kReadyFd, kNodeIp, kHeadAddress, kJobId, kLeaseId, kClusterToken, kStoreDir,
+       {kWorkerMode, kReadyFd, kNodeIp, kHeadAddress, kJobId, kLeaseId, kJobSecret, kClusterKey,
+        kWireSecurity, kStoreDir,
         kObjectAddress, kGpuIds, kLocalRank, kPackageHash, kPackageDir, kActorInit,
         kReportConstruction, kCudaVisibleDevices}) {
     if (const char* v = std::getenv(name)) vars[name] = v;

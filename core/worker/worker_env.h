@@ -9,6 +9,7 @@
 
 #include "rayx/ids.h"
 #include "rayx/status.h"
+#include "transport/security.h"
 
 namespace rayx {
 
@@ -29,7 +30,11 @@ struct WorkerEnv {
   static constexpr const char* kHeadAddress = "RAYX_ADDRESS";
   static constexpr const char* kJobId = "RAYX_JOB_ID";
   static constexpr const char* kLeaseId = "RAYX_LEASE_ID";
-  static constexpr const char* kClusterToken = "RAYX_CLUSTER_TOKEN";
+  // Workers hold their job's secret (transport::Credential), never the cluster
+  // token; and the head's public CURVE key, to connect to it.
+  static constexpr const char* kJobSecret = "RAYX_JOB_SECRET";
+  static constexpr const char* kClusterKey = "RAYX_CLUSTER_KEY";
+  static constexpr const char* kWireSecurity = "RAYX_WIRE_SECURITY";
   static constexpr const char* kStoreDir = "RAYX_STORE_DIR";
   static constexpr const char* kObjectAddress = "RAYX_OBJECT_ADDRESS";
   static constexpr const char* kGpuIds = "RAYX_GPU_IDS";
@@ -51,7 +56,9 @@ struct WorkerEnv {
   std::string head_address;  // "host:port" of the head
   JobId job_id;              // the job the lease belongs to
   LeaseId lease_id;
-  std::string cluster_token;   // for tasks that submit work themselves
+  std::string job_secret;      // the job's credential (transport::Credential::Job)
+  std::string cluster_key;     // the head's and object servers' CURVE public key
+  std::string wire_security = "authenticated";  // transport::WireSecurityName
   std::string store_dir;       // the node's object store ("" = results go inline)
   std::string object_address;  // the node's object server
   std::vector<int> gpu_ids;    // the lease's GPUs
@@ -68,6 +75,15 @@ struct WorkerEnv {
   // constructor (sent by its owner) begins and how it ends (ReadyPipe's
   // CONSTRUCTOR lines): a detached actor, which the head may take over.
   bool report_construction = false;
+
+  // How this worker connects to object servers (its job's credential, the
+  // cluster's mechanism and key). An empty credential when the agent gave no
+  // secret (tests of the loop alone).
+  transport::ClientSecurity ObjectServerSecurity() const;
+  // How this worker connects to the head (its job's credential, CURVE).
+  transport::ClientSecurity HeadSecurity() const;
+  // The mechanism of this worker's own socket.
+  transport::WireSecurity Mechanism() const;
 
   // The variables to set in the worker's environment (CUDA_VISIBLE_DEVICES
   // included), by name.

@@ -56,11 +56,12 @@ WorkerLoop::WorkerLoop(zmq::context_t& context, const WorkerEnv& env, SendFn sen
       store_(env.store_dir),
       servers_(std::move(servers)),
       pull_options_(pull_options),
-      object_address_(env.object_address) {
+      object_address_(env.object_address),
+      object_security_(env.ObjectServerSecurity()) {
   if (!servers_) {
     static const SystemClock* clock = new SystemClock();  // never destroyed: outlives every loop
     servers_ = std::make_shared<ObjectServerDirectory>(
-        FetchObjectServersFromHead(env.head_address, env.cluster_token, kServerListTimeoutMs),
+        FetchObjectServersFromHead(env.head_address, env.HeadSecurity(), kServerListTimeoutMs),
         *clock, ObjectServerDirectory::Options{}, std::vector<std::string>{env.object_address});
   }
 }
@@ -211,7 +212,7 @@ WorkerLoop::CallOutcome WorkerLoop::Run(const protocol::TaskCallView& call,
         }
         // Gone here: its object server says so, or has a copy after all.
       }
-      auto bytes = PullObject(context_, arg.stored, *servers_, pull_options_);
+      auto bytes = PullObject(context_, object_security_, arg.stored, *servers_, pull_options_);
       if (!bytes.ok() && bytes.status().code() == StatusCode::kInvalidArgument) {
         // Not an object anyone may pull: refused, not lost (no recovery).
         out.ok = false;

@@ -14,6 +14,7 @@
 #include "object_store/shared_memory_store.h"
 #include "protocol/push_tasks.h"
 #include "transport/frame.h"
+#include "transport/security.h"
 #include "transport/zmq_fwd.h"
 #include "worker/worker_env.h"
 
@@ -105,6 +106,7 @@ class WorkerLoop {
   std::shared_ptr<ObjectServerDirectory> servers_;
   PullOptions pull_options_;
   std::string object_address_;
+  transport::ClientSecurity object_security_;  // pulls of arguments from other nodes
   std::shared_ptr<void> actor_;
   std::string actor_error_;  // why the actor could not be created
 

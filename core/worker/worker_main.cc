@@ -6,6 +6,7 @@
 #include "common/logging.h"
 #include "common/ready_pipe.h"
 #include "protocol/messages.h"
+#include "transport/security.h"
 #include "transport/zmq_frame.h"
 #include "worker/worker_loop.h"
 
@@ -21,11 +22,24 @@ void RunWorker(const WorkerEnv& env) {
   const std::string& node_ip = env.node_ip;
 
   zmq::context_t context(1);
+  if (env.job_secret.empty() || env.job_id.IsNil()) {
+    ready.Fail("worker started without its job's credential (RAYX_JOB_SECRET, RAYX_JOB_ID): "
+               "only a node agent starts workers");
+    std::_Exit(1);
+  }
+  const transport::Credential credential = transport::Credential::Job(env.job_id, env.job_secret);
+  // Only members of this worker's job reach it (its workers, and drivers that
+  // derive the job's credential from the cluster token); nobody else's
+  // connection ever delivers a message.
+  transport::ZapServer zap(context, std::make_shared<transport::JobVerifier>(credential),
+                           "worker of job " + env.job_id.Hex());
   zmq::socket_t router(context, zmq::socket_type::router);
   router.set(zmq::sockopt::linger, 0);
-  router.set(zmq::sockopt::sndhwm, 0);
-  router.set(zmq::sockopt::rcvhwm, 0);
+  // Bounded queues: a caller that floods is held back by its own socket.
+  router.set(zmq::sockopt::sndhwm, 1000000);
+  router.set(zmq::sockopt::rcvhwm, 100000);
   router.set(zmq::sockopt::maxmsgsize, int64_t{1} << 31);
+  transport::MakeServer(router, env.Mechanism(), credential);
   try {
     router.bind("tcp://" + node_ip + ":*");
   } catch (const zmq::error_t& e) {

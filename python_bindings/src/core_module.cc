@@ -263,7 +263,7 @@ py::list Nodes() {
   rayx::Result<rayx::ClusterStatus> status = rayx::Status::Unavailable("");
   {
     py::gil_scoped_release release;
-    status = rayx::QueryClusterStatus(CurrentHeadAddress(), CurrentClusterToken(), 5000);
+    status = rayx::detail::CurrentClusterStatus(5000);
   }
   if (!status.ok()) throw std::runtime_error("cannot reach the head: " + status.status().message());
   py::list out;
@@ -278,7 +278,7 @@ py::list Nodes() {
 std::unique_ptr<rayx::transport::SyncClient> ConnectHead() {
   auto where = rayx::ParseHostPort(CurrentHeadAddress());
   if (!where.ok()) throw std::runtime_error("bad head address: " + where.status().message());
-  auto client = rayx::transport::SyncClient::Connect(*where);
+  auto client = rayx::transport::SyncClient::Connect(*where, rayx::detail::CurrentHeadSecurity());
   if (!client.ok()) throw std::runtime_error("cannot reach the head: " + client.status().message());
   return std::move(*client);
 }
@@ -299,7 +299,8 @@ std::string UploadPackageOf(const std::string& dir, const std::vector<std::strin
     throw std::runtime_error(archive.status().message());
   }
   auto head = ConnectHead();
-  auto hash = rayx::UploadPackage(*head, CurrentClusterToken(), *archive, kPackageTimeoutMs);
+  // The connection proves this process's credential: no token in the body.
+  auto hash = rayx::UploadPackage(*head, "", *archive, kPackageTimeoutMs);
   if (!hash.ok()) {
     if (hash.status().code() == rayx::StatusCode::kInvalidArgument) {
       throw std::invalid_argument(dir + ": " + hash.status().message());
@@ -315,7 +316,7 @@ std::string FetchPackageTo(const std::string& hash, const std::string& dest) {
   std::error_code ec;
   if (std::filesystem::is_directory(dest, ec) && !std::filesystem::is_empty(dest, ec)) return dest;
   auto head = ConnectHead();
-  auto archive = rayx::DownloadPackage(*head, CurrentClusterToken(), hash, kPackageTimeoutMs);
+  auto archive = rayx::DownloadPackage(*head, "", hash, kPackageTimeoutMs);
   if (!archive.ok()) {
     throw std::runtime_error("cannot fetch package " + hash.substr(0, 12) + ": " +
                              archive.status().message());
@@ -332,7 +333,6 @@ py::dict ListState() {
     py::gil_scoped_release release;
     auto head = ConnectHead();
     rayx::protocol::ListStateRequest req;
-    req.token = CurrentClusterToken();
     reply = head->Call<rayx::protocol::ListStateReply>(req, 5000);
   }
   if (!reply.ok()) throw std::runtime_error("the head did not list its state: " +

@@ -66,4 +66,9 @@ void FrameOutbox::JobFinished(const std::string& agent_peer, uint64_t request_id
   send_(agent_peer, transport::MakeMessage(notice, request_id));
 }
 
+void FrameOutbox::JobCredential(const std::string& agent_peer,
+                                const protocol::JobCredentialNotice& notice) {
+  send_(agent_peer, transport::MakeMessage(notice, 0));
+}
+
 }  // namespace rayx::scheduler

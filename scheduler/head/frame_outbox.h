@@ -42,6 +42,8 @@ class FrameOutbox final : public HeadOutbox {
                    const protocol::KillWorkersRequest& request) override;
   void JobFinished(const std::string& agent_peer, uint64_t request_id,
                    const protocol::JobFinishedNotice& notice) override;
+  // Tells an agent to admit (or stop admitting) a job's credential.
+  void JobCredential(const std::string& agent_peer, const protocol::JobCredentialNotice& notice);
   void WatchDriver(const std::string& agent_peer, uint64_t request_id,
                    const protocol::WatchDriverRequest& request) override;
 

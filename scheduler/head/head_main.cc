@@ -25,8 +25,9 @@ int main(int argc, char** argv) {
   detail::SetLogProgramName("rayx-head");
   std::signal(SIGPIPE, SIG_IGN);
 
-  std::string bind_host = "0.0.0.0";
+  std::string bind_host;
   std::string node_ip = "127.0.0.1";
+  std::string wire_security = "authenticated";
   int64_t port = kDefaultHeadPort;
   int64_t heartbeat_ms = 250;
   int64_t timeout_ms = 1500;
@@ -39,7 +40,11 @@ int main(int argc, char** argv) {
                   "when it exists (default: in memory only)");
   flags.AddString("package-dir", &package_dir,
                   "where uploaded working directories are kept (default ./packages)");
-  flags.AddString("bind-host", &bind_host, "interface to listen on (default 0.0.0.0)");
+  flags.AddString("bind-host", &bind_host,
+                  "address to listen on (default: --node-ip-address; 0.0.0.0 for all)");
+  flags.AddString("wire-security", &wire_security,
+                  "how workers' and object servers' connections are protected: authenticated "
+                  "(default) or encrypted (CURVE; the head's own socket is always encrypted)");
   flags.AddString("node-ip-address", &node_ip, "this head's address, for messages");
   flags.AddInt("port", &port, 0, 65535, "port to listen on; 0 picks a free one (default 6380)");
   flags.AddInt("heartbeat-period-ms", &heartbeat_ms, 10, 60000,
@@ -102,7 +107,15 @@ int main(int argc, char** argv) {
   boost::asio::io_context io(1);
   SystemClock clock;
   scheduler::HeadServerOptions options;
-  options.bind_host = bind_host;
+  options.bind_host = bind_host.empty() ? node_ip : bind_host;
+  auto mode = transport::ParseWireSecurity(wire_security);
+  if (!mode.ok()) {
+    std::string msg = "rayx-head: --wire-security: " + mode.status().message();
+    std::cerr << msg << "\n";
+    ready.Fail(msg);
+    return 2;
+  }
+  options.service.wire_security = *mode;
   options.port = static_cast<uint16_t>(port);
   options.service.token = token;
   options.service.cluster_id = NodeId::FromRandom().Short();

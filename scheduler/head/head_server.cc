@@ -12,16 +12,32 @@ HeadServer::HeadServer(boost::asio::io_context& io, HeadServerOptions options, c
     : io_(io),
       options_(std::move(options)),
       service_(options_.service, clock),
+      verifier_(std::make_shared<transport::ClusterVerifier>(options_.service.token)),
       router_(context_, zmq::socket_type::router),
       expiry_timer_(io) {}
 
 HeadServer::~HeadServer() {
   loop_.reset();
   router_.close();
+  zap_.reset();
 }
 
 Status HeadServer::Start() {
+  // Before the socket accepts anyone: who may connect.
+  for (const JobId& job : service_.admitted_jobs()) verifier_->AllowJob(job);
+  service_.SetCredentialObserver([this](const JobId& job, bool admitted) {
+    if (admitted) {
+      verifier_->AllowJob(job);
+    } else {
+      verifier_->ForgetJob(job);
+    }
+  });
+  zap_ = std::make_unique<transport::ZapServer>(context_, verifier_, "head");
   router_.set(zmq::sockopt::linger, 0);
+  // The head carries only control messages: always encrypted (CURVE), so
+  // agents and drivers also know they talk to the cluster's head.
+  transport::MakeServer(router_, transport::WireSecurity::kEncrypted,
+                        transport::Credential::Cluster(options_.service.token));
   // libzmq drops (and disconnects) a peer sending a frame over this size, before
   // buffering it: an oversized frame costs us nothing.
   router_.set(zmq::sockopt::maxmsgsize,
@@ -30,7 +46,8 @@ Status HeadServer::Start() {
   router_.set(zmq::sockopt::rcvhwm, 100000);
   // Drivers connect with a fixed routing id (it survives a head restart): one
   // that reconnects before its old connection is seen closed takes its id over
-  // instead of being ignored.
+  // instead of being ignored. Only a connection that proved the same principal
+  // can use the session (RequestRouter), so a taken-over id gains nothing.
   router_.set(zmq::sockopt::router_handover, true);
   std::string endpoint = "tcp://" + options_.bind_host + ":" +
                          (options_.port == 0 ? std::string("*") : std::to_string(options_.port));
@@ -74,7 +91,9 @@ void HeadServer::OnMessage(transport::Frames& frames) {
   transport::Frames request(std::make_move_iterator(frames.begin() + 1),
                             std::make_move_iterator(frames.end()));
   std::string peer(transport::FrameView(frames[0]));
-  auto reply = service_.Handle(request, peer);
+  // Who the connection proved to be (ZAP); every message of it says so.
+  transport::Principal principal = transport::PeerPrincipal(request[0]);
+  auto reply = service_.Handle(request, peer, principal);
   if (reply) SendTo(peer, std::move(*reply));
 }
 

@@ -11,12 +11,13 @@
 #include <zmq.hpp>
 
 #include "head/head_service.h"
+#include "transport/security.h"
 #include "transport/zmq_socket_loop.h"
 
 namespace rayx::scheduler {
 
 struct HeadServerOptions {
-  // Interface to bind. Default: all.
+  // Interface to bind. Default: all (rayx-head binds its --node-ip-address).
   std::string bind_host = "0.0.0.0";
   // 0 picks a free port (tests); see port() after Start().
   uint16_t port = kDefaultHeadPort;
@@ -36,10 +37,13 @@ class HeadServer {
   // The cluster's id (a restored one after a restart).
   const std::string& cluster_id() const { return service_.cluster_id(); }
   void SetHeadAddress(const std::string& address) { service_.SetHeadAddress(address); }
+  // Connections refused because they proved no credential (for tests).
+  uint64_t refused_connections() const { return zap_ ? zap_->refused_count() : 0; }
 
  private:
   void OnMessage(transport::Frames& frames);
   void ScheduleExpiry();
+
   void SendTo(const std::string& peer, transport::Frames frames);
   // Ends a pass of the socket loop: commits the pass's writes (HeadStore's
   // group commit), then sends what the pass held back.
@@ -49,6 +53,9 @@ class HeadServer {
   HeadServerOptions options_;
   HeadService service_;
   zmq::context_t context_{1};
+  // Who may connect: the cluster, and jobs that run or hold leases.
+  std::shared_ptr<transport::ClusterVerifier> verifier_;
+  std::unique_ptr<transport::ZapServer> zap_;
   zmq::socket_t router_;
   std::unique_ptr<transport::ZmqSocketLoop> loop_;
   boost::asio::steady_timer expiry_timer_;

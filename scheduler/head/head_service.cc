@@ -33,9 +33,6 @@ using transport::Frames;
 namespace {
 
 constexpr const char* kRegisterFirst = protocol::kRegisterFirstMessage;
-constexpr char kJobTokenRefusal[] =
-    "wrong cluster token: run rayx job on a machine of the cluster, or pass --token (printed "
-    "by `rayx start --head`)";
 
 }  // namespace
 
@@ -50,10 +47,14 @@ HeadService::HeadService(HeadServiceOptions options, const Clock& clock)
           options_.store ? std::unique_ptr<KvStorage>(std::make_unique<PersistentKvStorage>(
                                *options_.store, options_.restored.kv))
                          : std::make_unique<InMemoryKvStorage>()),
-      router_({options_.token, options_.where},
-              [this](const std::string& peer_id) { return authenticated_peers_.count(peer_id) > 0; }),
+      router_({options_.where},
+              [this](const std::string& peer_id, const transport::Principal& principal) {
+                auto it = sessions_.find(peer_id);
+                return it != sessions_.end() && it->second.principal == principal;
+              }),
       started_ms_(clock.NowMs()) {
   RegisterRoutes();
+  leases_.SetJobStartObserver([this](const JobId& job) { AdmitJob(job); });
   outbox_.SetAnswerObserver([this](const Requester& to, const transport::Frames& frames) {
     dedup_.AnsweredLater(to.peer, to.request_id, frames);
   });
@@ -61,7 +62,7 @@ HeadService::HeadService(HeadServiceOptions options, const Clock& clock)
   leases_.SetJobEndObserver([this](const JobId& job_id) {
     if (auto peers = peers_of_job_.find(job_id); peers != peers_of_job_.end()) {
       for (const auto& peer : peers->second) {
-        authenticated_peers_.erase(peer);
+        sessions_.erase(peer);
         // A detached actor's runtime outlives the job, with its queued lease
         // requests (FinishJob keeps them): its record goes with its worker
         // (SetHostedPeerEndObserver), so a repeat after it registers again is
@@ -127,69 +128,90 @@ HeadService::HeadService(HeadServiceOptions options, const Clock& clock)
     }
     options_.restored = HeadState();  // loaded; not needed again
   }
+  // A restarted head admits what its previous life admitted and still lives.
+  leases_.ForEachLiveJob([this](const JobId& job) { admitted_jobs_.insert(job); });
+}
+
+void HeadService::AdmitJob(const JobId& job) {
+  if (!admitted_jobs_.insert(job).second) return;
+  if (credential_observer_) credential_observer_(job, true);
+  protocol::JobCredentialNotice notice;
+  notice.job_id = job;
+  notice.admitted = true;
+  // O(nodes) once per job, as JobFinishedNotice: agents' object servers admit
+  // the job's workers from any node.
+  leases_.ForEachAgentPeer([&](const std::string& peer) { outbox_.JobCredential(peer, notice); });
+}
+
+void HeadService::RetireEndedJobs(int64_t now_ms) {
+  if (now_ms - last_retire_ms_ < 10000) return;
+  last_retire_ms_ = now_ms;
+  std::unordered_set<JobId> live;
+  leases_.ForEachLiveJob([&live](const JobId& job) { live.insert(job); });
+  std::vector<JobId> retired;
+  for (const JobId& job : admitted_jobs_) {
+    if (!live.count(job)) retired.push_back(job);
+  }
+  for (const JobId& job : retired) {
+    admitted_jobs_.erase(job);
+    if (credential_observer_) credential_observer_(job, false);
+    protocol::JobCredentialNotice notice;
+    notice.job_id = job;
+    leases_.ForEachAgentPeer([&](const std::string& peer) { outbox_.JobCredential(peer, notice); });
+  }
 }
 
 void HeadService::RegisterRoutes() {
+  // Who may send what (Auth): the sender's connection proved the cluster's or
+  // a job's credential before any message reached the router (ZAP).
+  constexpr char kClusterOnly[] =
+      "only holders of the cluster token (node agents, the CLI, drivers) may send this; a job's "
+      "workers may not";
+  constexpr char kNodesOnly[] = "only node agents send this: register the node first";
   // Nodes.
-  On(Auth::kToken,
-     "wrong cluster token: pass the token printed by `rayx start --head` (rayx start --address "
-     "HOST:PORT --token TOKEN)",
-     &HeadService::OnRegisterNode);
-  On(Auth::kNone, "", &HeadService::OnHeartbeat);
-  On(Auth::kNone, "", &HeadService::OnUnregister);
-  On(Auth::kToken,
-     "wrong cluster token: run `rayx status` on a machine of the cluster, or pass --token "
-     "(printed by `rayx start --head`)",
-     &HeadService::OnGetClusterStatus);
-  On(Auth::kToken, "wrong cluster token: only a holder of the cluster token may stop the cluster",
-     &HeadService::OnStopCluster);
-  On(Auth::kToken,
-     "wrong cluster token: run `rayx list` on a machine of the cluster, or pass --token "
-     "(printed by `rayx start --head`)",
-     &HeadService::OnListState);
-  On(Auth::kAuthenticatedPeer, "only node agents report process exits",
-     &HeadService::OnProcessExited);
-  On(Auth::kAuthenticatedPeer, "only node agents report driver exits",
-     &HeadService::OnDriverExited);
-  On(Auth::kAuthenticatedPeer, "only node agents report actor constructors",
-     &HeadService::OnActorConstruction);
-  On(MessageType::kErrorReply, Auth::kAuthenticatedPeer, "", &HeadService::OnAgentError);
+  On(Auth::kCluster, kClusterOnly, &HeadService::OnRegisterNode);
+  On(Auth::kCluster, kClusterOnly, &HeadService::OnHeartbeat);
+  On(Auth::kCluster, kClusterOnly, &HeadService::OnUnregister);
+  On(Auth::kMember, kClusterOnly, &HeadService::OnGetClusterStatus);
+  On(Auth::kCluster, kClusterOnly, &HeadService::OnStopCluster);
+  On(Auth::kMember, kClusterOnly, &HeadService::OnListState);
+  On(Auth::kSession, kNodesOnly, &HeadService::OnProcessExited);
+  On(Auth::kSession, kNodesOnly, &HeadService::OnDriverExited);
+  On(Auth::kSession, kNodesOnly, &HeadService::OnActorConstruction);
+  On(MessageType::kErrorReply, Auth::kSession, "", &HeadService::OnAgentError);
   router_.SetSilent(MessageType::kErrorReply);
-  On(Auth::kAuthenticatedPeer, kRegisterFirst, &HeadService::OnStartWorkerReply);
-  // Submitted jobs and packages.
-  On(Auth::kToken, kJobTokenRefusal, &HeadService::OnSubmitJob);
-  On(Auth::kToken, kJobTokenRefusal, &HeadService::OnGetJob);
-  On(Auth::kToken, kJobTokenRefusal, &HeadService::OnListJobs);
-  On(Auth::kToken, kJobTokenRefusal, &HeadService::OnStopJob);
-  On(Auth::kToken, kJobTokenRefusal, &HeadService::OnHasPackage);
-  On(Auth::kToken, kJobTokenRefusal, &HeadService::OnPutPackage);
-  On(Auth::kToken, kJobTokenRefusal, &HeadService::OnKeepPackage);
-  On(Auth::kPeerOrToken, "fetching a package needs the cluster token",
-     &HeadService::OnGetPackage);
+  On(Auth::kSession, kRegisterFirst, &HeadService::OnStartWorkerReply);
+  // Submitted jobs and packages. A job's ranks write and read checkpoints
+  // (packages) with their job's credential.
+  On(Auth::kCluster, kClusterOnly, &HeadService::OnSubmitJob);
+  On(Auth::kCluster, kClusterOnly, &HeadService::OnGetJob);
+  On(Auth::kCluster, kClusterOnly, &HeadService::OnListJobs);
+  On(Auth::kCluster, kClusterOnly, &HeadService::OnStopJob);
+  On(Auth::kMember, kClusterOnly, &HeadService::OnHasPackage);
+  On(Auth::kMember, kClusterOnly, &HeadService::OnPutPackage);
+  On(Auth::kMember, kClusterOnly, &HeadService::OnKeepPackage);
+  On(Auth::kMember, kClusterOnly, &HeadService::OnGetPackage);
   // Drivers, leases, actors and placement groups.
-  On(Auth::kToken,
-     "wrong cluster token: set RAYX_TOKEN (printed by `rayx start --head`) or run on a machine "
-     "of the cluster",
-     &HeadService::OnRegisterDriver);
-  On(Auth::kAuthenticatedPeer, kRegisterFirst, &HeadService::OnDriverHeartbeat);
-  On(Auth::kAuthenticatedPeer, kRegisterFirst, &HeadService::OnFinishJob);
-  On(Auth::kAuthenticatedPeer, kRegisterFirst, &HeadService::OnRequestLease);
-  On(Auth::kAuthenticatedPeer, kRegisterFirst, &HeadService::OnReturnLease);
-  On(Auth::kAuthenticatedPeer, kRegisterFirst, &HeadService::OnRegisterActor);
-  On(Auth::kAuthenticatedPeer, kRegisterFirst, &HeadService::OnGetActor);
-  On(Auth::kAuthenticatedPeer, kRegisterFirst, &HeadService::OnDropActorName);
-  On(Auth::kAuthenticatedPeer, kRegisterFirst, &HeadService::OnCreatePlacementGroup);
-  On(Auth::kAuthenticatedPeer, kRegisterFirst, &HeadService::OnWaitPlacementGroup);
-  On(Auth::kAuthenticatedPeer, kRegisterFirst, &HeadService::OnRemovePlacementGroup);
+  On(Auth::kMember, kClusterOnly, &HeadService::OnRegisterDriver);
+  On(Auth::kSession, kRegisterFirst, &HeadService::OnDriverHeartbeat);
+  On(Auth::kSession, kRegisterFirst, &HeadService::OnFinishJob);
+  On(Auth::kSession, kRegisterFirst, &HeadService::OnRequestLease);
+  On(Auth::kSession, kRegisterFirst, &HeadService::OnReturnLease);
+  On(Auth::kSession, kRegisterFirst, &HeadService::OnRegisterActor);
+  On(Auth::kSession, kRegisterFirst, &HeadService::OnGetActor);
+  On(Auth::kSession, kRegisterFirst, &HeadService::OnDropActorName);
+  On(Auth::kSession, kRegisterFirst, &HeadService::OnCreatePlacementGroup);
+  On(Auth::kSession, kRegisterFirst, &HeadService::OnWaitPlacementGroup);
+  On(Auth::kSession, kRegisterFirst, &HeadService::OnRemovePlacementGroup);
   // The key-value store.
-  On(Auth::kAuthenticatedPeer, kRegisterFirst, &HeadService::OnKvPut);
-  On(Auth::kAuthenticatedPeer, kRegisterFirst, &HeadService::OnKvGet);
-  On(Auth::kAuthenticatedPeer, kRegisterFirst, &HeadService::OnKvWait);
-  On(Auth::kAuthenticatedPeer, kRegisterFirst, &HeadService::OnKvDelete);
-  On(Auth::kAuthenticatedPeer, kRegisterFirst, &HeadService::OnKvList);
+  On(Auth::kSession, kRegisterFirst, &HeadService::OnKvPut);
+  On(Auth::kSession, kRegisterFirst, &HeadService::OnKvGet);
+  On(Auth::kSession, kRegisterFirst, &HeadService::OnKvWait);
+  On(Auth::kSession, kRegisterFirst, &HeadService::OnKvDelete);
+  On(Auth::kSession, kRegisterFirst, &HeadService::OnKvList);
   // Collective groups' members.
-  On(Auth::kAuthenticatedPeer, kRegisterFirst, &HeadService::OnWatchGroup);
-  On(Auth::kAuthenticatedPeer, kRegisterFirst, &HeadService::OnUnwatchGroup);
+  On(Auth::kSession, kRegisterFirst, &HeadService::OnWatchGroup);
+  On(Auth::kSession, kRegisterFirst, &HeadService::OnUnwatchGroup);
   // An oversized key or value gets the store's error naming the limit, not a
   // decoding error: the frame size limit bounds it.
   protocol::DecodeLimits kv_limits;
@@ -202,11 +224,12 @@ void HeadService::RegisterRoutes() {
 }
 
 std::optional<transport::Frames> HeadService::Handle(transport::Frames& frames,
-                                                     const std::string& peer) {
-  if (!dedup_.Tracks(peer)) return router_.Dispatch(frames, peer);
+                                                     const std::string& peer,
+                                                     const transport::Principal& principal) {
+  if (!dedup_.Tracks(peer)) return router_.Dispatch(frames, peer, principal);
   // A registered runtime's message: its envelope is decoded once, here.
   auto env = RequestRouter::DecodeEnvelope(frames, peer);
-  if (!env.ok()) return router_.Dispatch(frames, peer);  // dropped and logged there
+  if (!env.ok()) return router_.Dispatch(frames, peer, principal);  // dropped and logged there
   uint64_t id = 0;  // set when this request is remembered (RequestDedup)
   if (env->id != 0 && RequestDedup::Remembers(env->t)) {
     transport::Frames again;
@@ -222,7 +245,7 @@ std::optional<transport::Frames> HeadService::Handle(transport::Frames& frames,
         break;
     }
   }
-  auto reply = router_.Dispatch(*env, frames, peer);
+  auto reply = router_.Dispatch(*env, frames, peer, principal);
   if (id != 0) dedup_.Handled(peer, id, reply ? &*reply : nullptr);
   return reply;
 }
@@ -235,6 +258,7 @@ void HeadService::ExpireSilentNodes() {
   }
   leases_.ExpireSilentJobs(now);
   leases_.Tick(now);
+  RetireEndedJobs(now);
   AnswerKvWaits(kv_.ExpireWaits(now));
   for (const NodeId& id : nodes_.ExpireSilentNodes(now)) {
     NodeDied(id, "no heartbeat within " + std::to_string(options_.nodes.node_timeout_ms) + " ms");
@@ -322,7 +346,7 @@ Result<protocol::RegisterNodeReply> HeadService::OnRegisterNode(
   RAYX_LOG(Info) << "node " << node.Short() << " joined from " << req.address << " ("
                  << req.hostname << ", agent pid " << req.agent_pid << "); "
                  << nodes_.alive_count() << " alive";
-  authenticated_peers_.insert(call.peer_id);
+  sessions_[call.peer_id] = Session{call.principal, true};
   leases_.OnNodeRegistered(node, call.peer_id);
   return NodeReply(node);
 }
@@ -334,6 +358,8 @@ protocol::RegisterNodeReply HeadService::NodeReply(const NodeId& node) const {
   reply.heartbeat_period_ms = options_.heartbeat_period_ms;
   reply.node_timeout_ms = options_.nodes.node_timeout_ms;
   reply.epoch = nodes_.EpochOf(node);
+  reply.wire_security = static_cast<uint8_t>(options_.wire_security);
+  reply.admitted_jobs.assign(admitted_jobs_.begin(), admitted_jobs_.end());
   return reply;
 }
 
@@ -374,7 +400,7 @@ Result<protocol::RegisterNodeReply> HeadService::Rejoin(const protocol::Register
     }
   }
   nodes_.Rejoin(node, NodeInfoFrom(req), clock_.NowMs(), clock_.WallMs());
-  authenticated_peers_.insert(call.peer_id);
+  sessions_[call.peer_id] = Session{call.principal, true};
   RAYX_LOG(Info) << "node " << node.Short() << " rejoined from " << req.address << " (agent pid "
                  << req.agent_pid << ", epoch " << epoch << ", " << req.live_leases.size()
                  << " live leases); " << nodes_.alive_count() << " alive, "
@@ -434,15 +460,22 @@ Result<protocol::GetClusterStatusReply> HeadService::OnGetClusterStatus(
   reply.status.pending_demands = leases_.PendingShapes();
   reply.status.infeasible_demands = leases_.InfeasibleShapes();
   reply.status.head_messages = router_.handled_count();
+  reply.status.wire_security = std::string(transport::WireSecurityName(options_.wire_security));
   return reply;
 }
 
 Result<protocol::ListStateReply> HeadService::OnListState(const protocol::ListStateRequest&,
-                                                          Call&) {
+                                                          Call& call) {
   protocol::ListStateReply reply;
   reply.nodes = nodes_.Snapshot(clock_.NowMs());
   reply.leases = leases_.ListLeases();
   reply.placement_groups = leases_.ListPlacementGroups();
+  // A job (its workers) sees its own leases and groups only.
+  if (call.principal.is_job()) {
+    std::erase_if(reply.leases, [&](const auto& l) { return l.job_id != call.principal.job; });
+    std::erase_if(reply.placement_groups,
+                  [&](const auto& g) { return g.job_id != call.principal.job; });
+  }
   return reply;
 }
 
@@ -577,7 +610,14 @@ Result<protocol::RegisterDriverReply> HeadService::OnRegisterDriver(
                                 ": rebuild it against rayx " + kRayxVersion),
         "driver registration");
   }
-  // A worker joins its running job; only a driver starts a new one.
+  // A job's workers join their own running job; only the cluster starts a new one.
+  if (call.principal.is_job() && req.job_id != call.principal.job) {
+    return call.Reject(Status::Unauthenticated(
+                           "a job's credential registers only with its own job (" +
+                           call.principal.job.Hex() + "), not " +
+                           (req.job_id.IsNil() ? std::string("a new job") : "job " + req.job_id.Hex())),
+                       "driver registration");
+  }
   if (!req.job_id.IsNil() && !leases_.DriverHeartbeat(req.job_id, clock_.NowMs())) {
     // A detached actor's worker outlives its job and may still use the head
     // (a Python actor the head restarted loads its class from the KV); the
@@ -585,13 +625,16 @@ Result<protocol::RegisterDriverReply> HeadService::OnRegisterDriver(
     if (req.host_lease_id.IsNil() || !leases_.IsDetachedLeaseOf(req.host_lease_id, req.job_id)) {
       return Status::NotFound("job " + req.job_id.Hex() + " is not running (it ended)");
     }
-    authenticated_peers_.insert(call.peer_id);
+    sessions_[call.peer_id] = Session{call.principal, false};
     dedup_.AddPeer(call.peer_id);
-    return leases_.RegisterDetachedWorker(req, options_.cluster_id, call.peer_id);
+    auto reply = leases_.RegisterDetachedWorker(req, options_.cluster_id, call.peer_id);
+    reply.wire_security = static_cast<uint8_t>(options_.wire_security);
+    return reply;
   }
-  bool fresh = authenticated_peers_.insert(call.peer_id).second;
+  bool fresh = sessions_.emplace(call.peer_id, Session{call.principal, false}).second;
   dedup_.AddPeer(call.peer_id);
   auto reply = leases_.RegisterDriver(req, clock_.NowMs(), options_.cluster_id, call.peer_id);
+  reply.wire_security = static_cast<uint8_t>(options_.wire_security);
   if (fresh) peers_of_job_[reply.job_id].push_back(call.peer_id);
   // A new driver on a machine of the cluster: its agent reports the driver's
   // exit, so the job ends within a heartbeat of it (not after the silence timeout).
@@ -603,7 +646,10 @@ Result<protocol::RegisterDriverReply> HeadService::OnRegisterDriver(
   return reply;
 }
 
-Result<NoReply> HeadService::OnDriverExited(const protocol::DriverExitedNotice& req, Call&) {
+Result<NoReply> HeadService::OnDriverExited(const protocol::DriverExitedNotice& req, Call& call) {
+  if (!IsNodeSession(call.peer_id)) {
+    return call.Reject(Status::Unauthenticated("only node agents report driver exits"));
+  }
   uint32_t killed = leases_.FinishJob(
       req.job_id, "its driver (pid " + std::to_string(req.pid) + ") exited");
   RAYX_LOG(Info) << "job " << req.job_id << ": its driver (pid " << req.pid << ") exited; "
@@ -611,21 +657,30 @@ Result<NoReply> HeadService::OnDriverExited(const protocol::DriverExitedNotice& 
   return NoReply{};
 }
 
+Status HeadService::CheckJob(const JobId& job, const Call& call, const char* what) {
+  if (call.principal.MayActFor(job)) return Status::OK();
+  return Status::Unauthenticated(call.principal.ToString() + " may not " + what + " of job " +
+                                 job.Hex() + ": a job's credential acts for its own job only");
+}
+
 Result<protocol::DriverHeartbeatReply> HeadService::OnDriverHeartbeat(
-    const protocol::DriverHeartbeatRequest& req, Call&) {
+    const protocol::DriverHeartbeatRequest& req, Call& call) {
+  RAYX_RETURN_IF_ERROR(CheckJob(req.job_id, call, "keep up"));
   protocol::DriverHeartbeatReply reply;
   reply.known = leases_.DriverHeartbeat(req.job_id, clock_.NowMs());
   return reply;
 }
 
 Result<protocol::FinishJobReply> HeadService::OnFinishJob(const protocol::FinishJobRequest& req,
-                                                          Call&) {
+                                                          Call& call) {
+  RAYX_RETURN_IF_ERROR(CheckJob(req.job_id, call, "finish"));
   protocol::FinishJobReply reply;
   reply.workers_killed = leases_.FinishJob(req.job_id, "its driver finished", req.hand_over);
   return reply;
 }
 
 Result<NoReply> HeadService::OnRequestLease(const protocol::RequestLeaseRequest& req, Call& call) {
+  RAYX_RETURN_IF_ERROR(CheckJob(req.job_id, call, "request leases"));
   if (!leases_.DriverHeartbeat(req.job_id, clock_.NowMs()) &&
       !leases_.HostedByDetachedActor(call.peer_id)) {
     return Status::NotFound("job " + req.job_id.Hex() +
@@ -636,7 +691,10 @@ Result<NoReply> HeadService::OnRequestLease(const protocol::RequestLeaseRequest&
 }
 
 Result<protocol::ReturnLeaseReply> HeadService::OnReturnLease(
-    const protocol::ReturnLeaseRequest& req, Call&) {
+    const protocol::ReturnLeaseRequest& req, Call& call) {
+  if (auto job = leases_.JobOfLease(req.lease_id)) {
+    RAYX_RETURN_IF_ERROR(CheckJob(*job, call, "return leases"));
+  }
   protocol::ReturnLeaseReply reply;
   reply.ok = leases_.ReturnLease(req.lease_id).ok();
   return reply;
@@ -644,6 +702,7 @@ Result<protocol::ReturnLeaseReply> HeadService::OnReturnLease(
 
 Result<protocol::RegisterActorReply> HeadService::OnRegisterActor(
     const protocol::RegisterActorRequest& req, Call& call) {
+  RAYX_RETURN_IF_ERROR(CheckJob(req.actor.job_id, call, "register actors"));
   RAYX_RETURN_IF_ERROR(leases_.RegisterActor(req.actor, call.peer_id));
   return protocol::RegisterActorReply{};
 }
@@ -654,14 +713,18 @@ Result<NoReply> HeadService::OnGetActor(const protocol::GetActorRequest& req, Ca
 }
 
 Result<protocol::DropActorNameReply> HeadService::OnDropActorName(
-    const protocol::DropActorNameRequest& req, Call&) {
+    const protocol::DropActorNameRequest& req, Call& call) {
+  if (auto actor = leases_.GetActor(req.name); actor.ok()) {
+    RAYX_RETURN_IF_ERROR(CheckJob(actor->job_id, call, "drop actor names"));
+  }
   protocol::DropActorNameReply reply;
   reply.dropped = leases_.DropActorName(req.name, req.actor_id);
   return reply;
 }
 
 Result<protocol::CreatePlacementGroupReply> HeadService::OnCreatePlacementGroup(
-    const protocol::CreatePlacementGroupRequest& req, Call&) {
+    const protocol::CreatePlacementGroupRequest& req, Call& call) {
+  RAYX_RETURN_IF_ERROR(CheckJob(req.job_id, call, "create placement groups"));
   auto group = leases_.CreatePlacementGroup(req);
   if (!group.ok()) return group.status();
   protocol::CreatePlacementGroupReply reply;
@@ -676,7 +739,10 @@ Result<NoReply> HeadService::OnWaitPlacementGroup(const protocol::WaitPlacementG
 }
 
 Result<protocol::RemovePlacementGroupReply> HeadService::OnRemovePlacementGroup(
-    const protocol::RemovePlacementGroupRequest& req, Call&) {
+    const protocol::RemovePlacementGroupRequest& req, Call& call) {
+  if (const auto* group = leases_.FindPlacementGroup(req.placement_group_id)) {
+    RAYX_RETURN_IF_ERROR(CheckJob(group->job_id, call, "remove placement groups"));
+  }
   protocol::RemovePlacementGroupReply reply;
   reply.removed = leases_.RemovePlacementGroup(req.placement_group_id);
   return reply;

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <unordered_map>
@@ -27,8 +28,13 @@
 namespace rayx::scheduler {
 
 struct HeadServiceOptions {
-  // The cluster token every hello must carry. REQUIRES: non-empty.
+  // The cluster token: the head's socket admits its holders and the jobs
+  // derived from it (transport/security.h). REQUIRES: non-empty.
   std::string token;
+  // How workers and object servers protect their sockets, as nodes and
+  // drivers are told (the head's own socket is always encrypted).
+  // Default: authenticated (PLAIN).
+  transport::WireSecurity wire_security = transport::WireSecurity::kAuthenticated;
   // Random id of this cluster, shown by `rayx status`.
   std::string cluster_id;
   // How often agents heartbeat. Default 250 ms.
@@ -72,7 +78,20 @@ class HeadService {
   // through the outbox). `peer` is the sender's routing id.
   // A registered runtime's repeat of a request (sent again after its
   // connection dropped) is answered from RequestDedup instead.
-  std::optional<transport::Frames> Handle(transport::Frames& frames, const std::string& peer);
+  // `principal` is who the sender's connection proved to be (ZAP).
+  std::optional<transport::Frames> Handle(
+      transport::Frames& frames, const std::string& peer,
+      const transport::Principal& principal = transport::Principal::Cluster());
+
+  // Jobs whose credential the cluster admits: from a job's start until it has
+  // ended and none of its leases (detached actors) is left. `observer` hears
+  // each change (the head's socket admits exactly these jobs); node agents are
+  // told through JobCredentialNotice and RegisterNodeReply::admitted_jobs.
+  using CredentialObserver = std::function<void(const JobId& job, bool admitted)>;
+  void SetCredentialObserver(CredentialObserver observer) {
+    credential_observer_ = std::move(observer);
+  }
+  const std::unordered_set<JobId>& admitted_jobs() const { return admitted_jobs_; }
 
   // Declares silent nodes dead and ends KV and placement group waits whose
   // deadline passed; called once per heartbeat period. Also writes the summary
@@ -97,7 +116,7 @@ class HeadService {
   uint64_t repeated_request_count() const { return repeated_requests_; }
   const RequestDedup& dedup() const { return dedup_; }
   // Routing ids that registered (agents, drivers, workers' runtimes).
-  size_t authenticated_peer_count() const { return authenticated_peers_.size(); }
+  size_t authenticated_peer_count() const { return sessions_.size(); }
 
  private:
   // Registers `handler` for its request type: one line per message.
@@ -112,6 +131,9 @@ class HeadService {
                      [this, handler](const Req& req, Call& call) { return (this->*handler)(req, call); });
   }
   void RegisterRoutes();
+  // OK when the sender may act for `job` (the cluster, or that job's own
+  // credential); else Unauthenticated naming `what` it tried.
+  static Status CheckJob(const JobId& job, const Call& call, const char* what);
   // OK when `peer` is the agent of alive node `node` and `epoch` is its current
   // epoch; otherwise logs and counts the refusal of `what` and returns why.
   Status CheckIncarnation(const std::string& peer, const NodeId& node, uint64_t epoch,
@@ -196,7 +218,24 @@ class HeadService {
   GroupWatch group_watch_;
   // Routing ids that presented the token (agents and drivers). Job and lease
   // messages from any other peer are refused.
-  std::unordered_set<std::string> authenticated_peers_;
+  // A registered connection (routing id): who it proved to be, and whether it
+  // is a node agent's.
+  struct Session {
+    transport::Principal principal;
+    bool node = false;
+  };
+  bool IsNodeSession(const std::string& peer) const {
+    auto it = sessions_.find(peer);
+    return it != sessions_.end() && it->second.node;
+  }
+  std::unordered_map<std::string, Session> sessions_;
+  // Admits `job`'s credential (a new job) and tells the nodes.
+  void AdmitJob(const JobId& job);
+  // Stops admitting jobs that ended and hold no lease; at most every 10 s.
+  void RetireEndedJobs(int64_t now_ms);
+  std::unordered_set<JobId> admitted_jobs_;
+  CredentialObserver credential_observer_;
+  int64_t last_retire_ms_ = 0;
   // The driver and worker runtimes registered for each running job: they are
   // forgotten when it ends (one that goes on must register again), so the set
   // holds live runtimes only.

@@ -22,7 +22,10 @@ void HeadService::AnswerKvWaits(std::vector<KvWaitAnswer> answers) {
   }
 }
 
-Result<protocol::KvPutReply> HeadService::OnKvPut(const protocol::KvPutRequest& req, Call&) {
+Result<protocol::KvPutReply> HeadService::OnKvPut(const protocol::KvPutRequest& req, Call& call) {
+  // A job writes its own keys (they go with it) and unscoped ones (code of
+  // detached actors, which outlives the job); never another job's.
+  if (!req.job_id.IsNil()) RAYX_RETURN_IF_ERROR(CheckJob(req.job_id, call, "write KV keys"));
   // The value is copied once: the request is not ours to move from.
   auto put = kv_.Put(req.ns, req.key, req.value, req.overwrite, req.job_id);
   if (!put.ok()) return put.status();
@@ -93,6 +96,9 @@ Result<protocol::KvListReply> HeadService::OnKvList(const protocol::KvListReques
 
 Result<protocol::WatchGroupReply> HeadService::OnWatchGroup(const protocol::WatchGroupRequest& req,
                                                             Call& call) {
+  if (auto job = leases_.JobOfLease(req.lease_id)) {
+    RAYX_RETURN_IF_ERROR(CheckJob(*job, call, "watch collective groups"));
+  }
   // A lease that already ended would never be reported: refuse it.
   if (!leases_.IsLeaseLive(req.lease_id)) {
     return Status::NotFound("collective group '" + req.group + "' rank " +

@@ -1,6 +1,10 @@
 // The head's durable state in SQLite.
 #include "head/head_store.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <sqlite3.h>
 
 #include <algorithm>
@@ -79,8 +83,19 @@ std::string Column(sqlite3_stmt* stmt, int i) {
 }  // namespace
 
 Result<std::unique_ptr<HeadStore>> HeadStore::Open(const std::string& path) {
+  // The file (and SQLite's journal beside it) holds the cluster's state: its
+  // owner alone reads it. Created 0600; an older file is narrowed too.
+  {
+    int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+    if (fd >= 0) {
+      (void)::fchmod(fd, 0600);
+      ::close(fd);
+    }
+  }
+  mode_t old_mask = ::umask(0077);  // the journal SQLite creates next to it
   sqlite3* db = nullptr;
   int rc = sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, nullptr);
+  ::umask(old_mask);
   if (rc != SQLITE_OK) {
     std::string why = db ? sqlite3_errmsg(db) : sqlite3_errstr(rc);
     sqlite3_close(db);

@@ -35,6 +35,7 @@ protocol::RegisterDriverReply LeaseManager::RegisterDriver(
   Job& job = jobs_[reply.job_id];
   job.last_heartbeat_ms = now_ms;
   if (added && store_) store_->PutJob({reply.job_id, job.supervised});
+  if (added && job_start_observer_) job_start_observer_(reply.job_id);
   reply.cluster_id = cluster_id;
   reply.heartbeat_period_ms = std::max<int64_t>(options_.job_timeout_ms / 5, 10);
   return reply;
@@ -144,10 +145,19 @@ uint32_t LeaseManager::FinishJob(const JobId& job_id, const std::string& why,
 }
 
 void LeaseManager::AddSupervisedJob(const JobId& job_id, int64_t now_ms) {
+  if (job_start_observer_ && !jobs_.count(job_id)) job_start_observer_(job_id);
   Job& job = jobs_[job_id];
   job.last_heartbeat_ms = now_ms;
   job.supervised = true;
   if (store_) store_->PutJob({job_id, true});
+}
+
+void LeaseManager::ForEachLiveJob(const std::function<void(const JobId& job_id)>& fn) const {
+  for (const auto& [id, job] : jobs_) fn(id);
+  for (const auto& [id, lease] : leases_) fn(lease.job_id);
+  for (const auto& [node, stored] : unconfirmed_) {
+    for (const auto& lease : stored) fn(lease.job_id);
+  }
 }
 
 void LeaseManager::ExpireSilentJobs(int64_t now_ms) {
@@ -690,6 +700,12 @@ std::optional<NodeId> LeaseManager::NodeOfLease(const LeaseId& lease_id) const {
   auto it = leases_.find(lease_id);
   if (it == leases_.end()) return std::nullopt;
   return it->second.node;
+}
+
+std::optional<JobId> LeaseManager::JobOfLease(const LeaseId& lease_id) const {
+  auto it = leases_.find(lease_id);
+  if (it == leases_.end()) return std::nullopt;
+  return it->second.job_id;
 }
 
 const std::string* LeaseManager::AgentPeerOf(const NodeId& node) const {

@@ -74,6 +74,13 @@ class LeaseManager {
 
   void SetHeadAddress(const std::string& address) { options_.head_address = address; }
   // Called with a job's id when the job ends (after its leases are ended).
+  // Called when a job starts (a driver's new job, a submitted job).
+  void SetJobStartObserver(std::function<void(const JobId& job_id)> observer) {
+    job_start_observer_ = std::move(observer);
+  }
+  // Calls `fn` with each job that runs or still holds a lease (a detached
+  // actor outlives its job), possibly more than once. O(jobs + leases).
+  void ForEachLiveJob(const std::function<void(const JobId& job_id)>& fn) const;
   void SetJobEndObserver(std::function<void(const JobId& job_id)> observer) {
     job_end_observer_ = std::move(observer);
   }
@@ -177,9 +184,17 @@ class LeaseManager {
   // that an agent's answer comes from that node's current incarnation.
   std::optional<NodeId> NodeOfStart(uint64_t request_id) const;
   std::optional<NodeId> NodeOfLease(const LeaseId& lease_id) const;
+  std::optional<JobId> JobOfLease(const LeaseId& lease_id) const;
   // The routing id of the alive node's agent, or nullptr.
   const std::string* AgentPeerOf(const NodeId& node) const;
+  // Calls `fn` with each registered node agent's routing id.
+  void ForEachAgentPeer(const std::function<void(const std::string& peer)>& fn) const {
+    for (const auto& [node, peer] : agent_peers_) fn(peer);
+  }
   std::vector<protocol::PlacementGroupInfo> ListPlacementGroups() const { return groups_.List(); }
+  const protocol::PlacementGroupInfo* FindPlacementGroup(const PlacementGroupId& id) const {
+    return groups_.Find(id);
+  }
 
   // Named actors (lease_manager_actors.cc). With `actor.starting`: reserves
   // the name for an actor being created by the runtime at `peer` (until it
@@ -360,6 +375,7 @@ class LeaseManager {
   HeadLeaseOwner* head_owner_ = nullptr;
   std::unordered_map<NodeId, std::string> agent_peers_;
   std::unordered_map<JobId, Job> jobs_;
+  std::function<void(const JobId& job_id)> job_start_observer_;
   std::unordered_map<LeaseId, Lease> leases_;
   // A StartWorkerRequest sent to a node's agent, until the agent answers (or
   // the node dies). Kept when its lease ends first, so that a worker that

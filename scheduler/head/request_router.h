@@ -16,15 +16,17 @@
 #include "protocol/messages.h"
 #include "rayx/status.h"
 #include "transport/message.h"
+#include "transport/security.h"
 
 namespace rayx::scheduler {
 
-// Who may send a message type. Checked before the body is decoded.
+// Who may send a message type. Checked before the body is decoded, against
+// the principal the sender's connection proved (ZAP, transport/security.h):
+// nothing reaches the router from a connection that proved nothing.
 enum class Auth {
-  kNone,               // anyone (heartbeats, which name their node)
-  kToken,              // the body's "token" field must be the cluster token
-  kAuthenticatedPeer,  // the sender presented the token before (a node or driver)
-  kPeerOrToken,        // either of the two (package reads: agents, and ranks fetching checkpoints)
+  kCluster,  // holders of the cluster token: daemons, the CLI, drivers
+  kMember,   // the cluster or a job (a job's workers); handlers scope a job to itself
+  kSession,  // a connection that registered (a node or a runtime) as the same principal
 };
 
 // A handler's answer when there is no reply now: the request is parked and
@@ -46,6 +48,7 @@ struct IsReplyWithPayload<ReplyWithPayload<Reply>> : std::true_type {};
 // One request being handled: who sent it and which frames it came in.
 struct Call {
   const std::string& peer_id;  // routing id: the key for later answers
+  const transport::Principal& principal;  // who the sender's connection proved to be
   std::string peer;            // printable name of the sender, for logs
   uint64_t id = 0;             // request id, echoed in the reply
   std::string type_name;
@@ -70,10 +73,11 @@ struct Call {
 // Design: the envelope, the protocol version, the authentication rule, the body's
 // decoding and the ErrorReply are handled here once for every message type; a
 // handler sees a decoded request and returns its reply (or an error Status, or
-// NoReply). The token of a kToken message is read with a non-allocating scan of
-// the body before the body is decoded, and the peer of a kAuthenticatedPeer
-// message is checked before anything is parsed, so a stranger's large body costs
-// one pass over its bytes.
+// NoReply). The rule is checked against the connection's principal before the
+// body is parsed. Sessions (kSession) are bound to the connection's principal:
+// a routing id that registered as one principal is not that session for a
+// connection that proved another (a job cannot take over a driver's session by
+// presenting its routing id).
 //
 // Hostile input never throws: a message whose envelope does not decode is
 // dropped (there is no request id to answer), any other bad request gets an
@@ -82,13 +86,13 @@ struct Call {
 class RequestRouter {
  public:
   struct Options {
-    std::string token;  // the cluster token. REQUIRES: non-empty
     std::string where;  // names the head in error replies
   };
-  // True when the routing id presented the cluster token before.
-  using PeerCheck = std::function<bool(const std::string& peer_id)>;
+  // True when the routing id registered before as `principal`.
+  using SessionCheck =
+      std::function<bool(const std::string& peer_id, const transport::Principal& principal)>;
 
-  RequestRouter(Options options, PeerCheck authenticated);
+  RequestRouter(Options options, SessionCheck registered);
 
   // Registers the handler of Req (a protocol struct with kType). `refusal` is the
   // Unauthenticated message for a sender that fails `auth`. `Fn` is called as
@@ -112,18 +116,19 @@ class RequestRouter {
 
   // Handles one message (routing frame already removed). Returns the reply to
   // send now, or nullopt (dropped, a notice, or answered later).
-  std::optional<transport::Frames> Dispatch(transport::Frames& frames, const std::string& peer_id);
+  // `principal` is who the sender's connection proved to be.
+  std::optional<transport::Frames> Dispatch(transport::Frames& frames, const std::string& peer_id,
+                                            const transport::Principal& principal);
   // The same with the envelope already decoded by a caller that looked at it
   // first. REQUIRES: `envelope` is DecodeEnvelope(frames, peer_id).
   std::optional<transport::Frames> Dispatch(const protocol::Envelope& envelope,
-                                            transport::Frames& frames, const std::string& peer_id);
+                                            transport::Frames& frames, const std::string& peer_id,
+                                            const transport::Principal& principal);
   // The message's envelope, or InvalidArgument saying why the message is
   // dropped (too few frames, an undecodable envelope).
   static Result<protocol::Envelope> DecodeEnvelope(const transport::Frames& frames,
                                                    const std::string& peer_id);
 
-  // Constant-time comparison with the cluster token.
-  bool TokenMatches(std::string_view presented) const;
   static std::string PeerName(const std::string& peer_id);
 
   // Logs a refused or dropped message (rate-limited) and counts it.
@@ -138,7 +143,7 @@ class RequestRouter {
   using Run = std::function<Result<std::optional<transport::Frames>>(
       std::string_view body, const protocol::DecodeLimits& limits, Call& call)>;
   struct Route {
-    Auth auth = Auth::kNone;
+    Auth auth = Auth::kCluster;
     std::string refusal;
     bool silent = false;
     protocol::DecodeLimits limits;
@@ -151,7 +156,7 @@ class RequestRouter {
   transport::Frames Refuse(const Status& status, const Call& call);
 
   Options options_;
-  PeerCheck authenticated_;
+  SessionCheck registered_;
   std::unordered_map<uint16_t, Route> routes_;
   uint64_t rejected_ = 0;
   uint64_t handled_ = 0;
@@ -159,11 +164,6 @@ class RequestRouter {
   uint64_t suppressed_since_flush_ = 0;
   std::string last_suppressed_;
 };
-
-// Reads the top-level "token" string of a msgpack map without building it.
-// Returns InvalidArgument when `body` is not one msgpack map within the decode
-// limits, "" when the map has no string "token".
-Result<std::string_view> PeekToken(std::string_view body);
 
 template <typename R>
 std::optional<transport::Frames> RequestRouter::Encode(R reply, uint64_t id) {

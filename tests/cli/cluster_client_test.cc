@@ -13,6 +13,7 @@
 #include "protocol/messages.h"
 #include "protocol/process_messages.h"
 #include "transport/message.h"
+#include "transport/security.h"
 #include "transport/zmq_frame.h"
 
 namespace rayx::cli {
@@ -23,11 +24,16 @@ using transport::FrameView;
 using transport::Frames;
 
 // A head that registers one driver (heartbeat period 50 ms) and counts its
-// heartbeats, on its own thread.
+// heartbeats, on its own thread. It admits the cluster "token" (CURVE, as the
+// real head).
 class FakeHead {
  public:
-  FakeHead() : router_(context_, zmq::socket_type::router) {
+  FakeHead()
+      : zap_(context_, std::make_shared<transport::ClusterVerifier>("token"), "fake head"),
+        router_(context_, zmq::socket_type::router) {
     router_.set(zmq::sockopt::linger, 0);
+    transport::MakeServer(router_, transport::WireSecurity::kEncrypted,
+                          transport::Credential::Cluster("token"));
     router_.bind("tcp://127.0.0.1:0");
     endpoint_ = router_.get(zmq::sockopt::last_endpoint);
     thread_ = std::thread([this] { Run(); });
@@ -67,6 +73,7 @@ class FakeHead {
   }
 
   zmq::context_t context_{1};
+  transport::ZapServer zap_;
   zmq::socket_t router_;
   std::string endpoint_;
   std::thread thread_;

@@ -36,7 +36,7 @@ using MessageTypes = TypeList<
     RegisterActorReply, LeasesLostNotice, WatchDriverRequest, DriverExitedNotice,
     ActorConstructionNotice, GetActorRequest, GetActorReply, DropActorNameRequest,
     DropActorNameReply, PullObjectRequest, PullObjectReply, DeleteObjectsRequest,
-    JobFinishedNotice,
+    JobFinishedNotice, JobCredentialNotice,
     // placement_messages.h
     CreatePlacementGroupRequest, CreatePlacementGroupReply, WaitPlacementGroupRequest,
     WaitPlacementGroupReply, RemovePlacementGroupRequest, RemovePlacementGroupReply,

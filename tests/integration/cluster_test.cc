@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -76,21 +77,35 @@ TEST(Cluster, StatusShowsBothNodesWithTheirTotals) {
   EXPECT_TRUE(Contains(verbose.out, "Node: node_" + worker->node_id)) << verbose.out;
   EXPECT_TRUE(Contains(verbose.out, "accelerator=H100")) << verbose.out;
 
-  // From another machine's point of view: explicit address and token.
+  // From another machine's point of view: explicit address, the token in a
+  // file only its owner reads.
+  std::string token_file = cluster->temp_dir() + "/copied-token";
+  ASSERT_TRUE(detail::WriteTokenFile(token_file, cluster->token()).ok());
   CommandResult remote = cluster->RunCli(
-      {"status", "--address", cluster->address(), "--token", cluster->token()}, false);
+      {"status", "--address", cluster->address(), "--token-file", token_file}, false);
   ASSERT_EQ(remote.exit_code, 0) << remote.Describe();
   EXPECT_TRUE(Contains(remote.out, "0/5 CPU")) << remote.out;
+  // A token file others may read is refused, saying how to fix it; so is a
+  // token on the command line.
+  ASSERT_EQ(::chmod(token_file.c_str(), 0644), 0);
+  CommandResult open_file = cluster->RunCli(
+      {"status", "--address", cluster->address(), "--token-file", token_file}, false);
+  EXPECT_NE(open_file.exit_code, 0);
+  EXPECT_TRUE(Contains(open_file.err, "chmod 600 " + token_file)) << open_file.err;
+  CommandResult on_command_line = cluster->RunCli(
+      {"status", "--address", cluster->address(), "--token", cluster->token()}, false);
+  EXPECT_NE(on_command_line.exit_code, 0);
+  EXPECT_TRUE(Contains(on_command_line.err, "set RAYX_TOKEN")) << on_command_line.err;
 }
 
 TEST(Cluster, WrongTokenIsRefusedAndLeavesNothingRunning) {
   auto cluster = StartCluster();
   ASSERT_TRUE(cluster);
   size_t before = cluster->RecordedProcesses().size();
-  CommandResult r = cluster->RunCli(
-      {"start", "--address", cluster->address(), "--token", "0000not-the-token"});
+  CommandResult r = cluster->RunCli({"start", "--address", cluster->address()}, true,
+                                    {{"RAYX_TOKEN", "0000not-the-token"}});
   EXPECT_NE(r.exit_code, 0) << r.Describe();
-  EXPECT_TRUE(Contains(r.err, "wrong cluster token")) << r.err;
+  EXPECT_TRUE(Contains(r.err, "is the cluster token right")) << r.err;
   EXPECT_EQ(cluster->RecordedProcesses().size(), before);
   auto status = cluster->GetStatus();
   ASSERT_TRUE(status.ok());
@@ -104,15 +119,15 @@ TEST(Cluster, VersionMismatchIsRefusedNamingBothVersions) {
   auto cluster = StartCluster();
   ASSERT_TRUE(cluster);
   CommandResult release = cluster->RunCli(
-      {"start", "--address", cluster->address(), "--token", cluster->token()}, true,
-      {{"RAYX_TESTING_ANNOUNCE_VERSION", "9.9.9"}});
+      {"start", "--address", cluster->address()}, true,
+      {{"RAYX_TESTING_ANNOUNCE_VERSION", "9.9.9"}, {"RAYX_TOKEN", cluster->token()}});
   EXPECT_NE(release.exit_code, 0) << release.Describe();
   EXPECT_TRUE(Contains(release.err, "rayx 9.9.9")) << release.err;
   EXPECT_TRUE(Contains(release.err, std::string("rayx ") + kRayxVersion)) << release.err;
 
   CommandResult protocol = cluster->RunCli(
-      {"start", "--address", cluster->address(), "--token", cluster->token()}, true,
-      {{"RAYX_TESTING_ANNOUNCE_PROTOCOL", "999"}});
+      {"start", "--address", cluster->address()}, true,
+      {{"RAYX_TESTING_ANNOUNCE_PROTOCOL", "999"}, {"RAYX_TOKEN", cluster->token()}});
   EXPECT_NE(protocol.exit_code, 0) << protocol.Describe();
   EXPECT_TRUE(Contains(protocol.err, "protocol 999")) << protocol.err;
   EXPECT_TRUE(Contains(protocol.err, "protocol " + std::to_string(kProtocolVersion)))
@@ -183,7 +198,8 @@ TEST(Cluster, TwoClustersOnOneMachineDoNotSeeEachOther) {
   EXPECT_EQ(sb->AliveNodeCount(), 1u);
   EXPECT_NE(sa->cluster_id, sb->cluster_id);
   // A's token does not open B.
-  CommandResult r = b->RunCli({"start", "--address", b->address(), "--token", a->token()});
+  CommandResult r = b->RunCli({"start", "--address", b->address()}, true,
+                              {{"RAYX_TOKEN", a->token()}});
   EXPECT_NE(r.exit_code, 0);
   EXPECT_EQ(QueryClusterStatus(b->address(), a->token(), 2000).status().code(),
             StatusCode::kUnauthenticated);
@@ -275,9 +291,9 @@ TEST(Cluster, StartAndStopKillWhatALeaseLeftBehindWhenAgentAndReaperWereKilled) 
     ASSERT_TRUE(detail::WaitForExit({agent}, 10000).empty());
     EXPECT_TRUE(detail::IsRunning(*orphan)) << "nothing should have stopped it yet";
     CommandResult r =
-        restart ? cluster->RunCli({"start", "--address", cluster->address(), "--token",
-                                   cluster->token(), "--node-ip-address", "127.0.0.1",
-                                   "--num-cpus", "1"})
+        restart ? cluster->RunCli({"start", "--address", cluster->address(),
+                                   "--node-ip-address", "127.0.0.1", "--num-cpus", "1"},
+                                  true, {{"RAYX_TOKEN", cluster->token()}})
                 : cluster->RunCli({"stop"});
     ASSERT_EQ(r.exit_code, 0) << r.Describe();
     EXPECT_TRUE(Contains(r.out, "Killed what was left of 1 lease process group")) << r.out;
@@ -321,12 +337,13 @@ TEST(Cluster, BadFlagsFailWithOneLineAndStartNothing) {
       {{"start", "--head", "--port", port, "--node-ip-address", "127.0.0.1"}, "already in use"},
       {{"start", "--head", "--bogus"}, "unknown flag --bogus"},
       {{"start"}, "exactly one of --head"},
-      {{"start", "--address", "127.0.0.1:notaport", "--token", "x"}, "port must be a number"},
-      {{"start", "--address", "127.0.0.1:1", "--token", "x", "--connect-timeout-ms", "500"},
+      {{"start", "--address", "127.0.0.1:notaport"}, "port must be a number"},
+      {{"start", "--address", "127.0.0.1:1", "--connect-timeout-ms", "500"},
        "no answer from the head"},
+      {{"start", "--address", "127.0.0.1:1", "--token", "x"}, "set RAYX_TOKEN"},
   };
   for (const auto& c : cases) {
-    CommandResult r = cluster->RunCli(c.args);
+    CommandResult r = cluster->RunCli(c.args, true, {{"RAYX_TOKEN", "x"}});
     EXPECT_NE(r.exit_code, 0) << r.Describe();
     EXPECT_TRUE(Contains(r.err, c.expect)) << "expected '" << c.expect << "' in: " << r.err;
     EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
@@ -396,7 +413,9 @@ TEST(Cluster, AHeadTakesItsTokenFromRayxToken) {
                              "127.0.0.1", "--num-cpus", "1", "--temp-dir", temp},
                             env, 60000);
   ASSERT_EQ(started.exit_code, 0) << started.Describe();
-  EXPECT_TRUE(Contains(started.out, "--token token-from-the-environment")) << started.out;
+  // The join line names a token file, never the token.
+  EXPECT_TRUE(Contains(started.out, "--token-file")) << started.out;
+  EXPECT_FALSE(Contains(started.out, "token-from-the-environment")) << started.out;
   auto conf = detail::FindLocalCluster(temp);
   ASSERT_TRUE(conf.ok()) << conf.status();
   EXPECT_EQ(conf->token, "token-from-the-environment");

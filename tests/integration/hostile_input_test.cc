@@ -1,4 +1,5 @@
-// Garbage sent to the head's port: dropped with a log line, the head keeps
+// Garbage sent to the head's port by an authenticated peer (strangers do not
+// even reach it: attacker_test): dropped with a log line, the head keeps
 // serving real nodes.
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
@@ -18,6 +19,7 @@
 #include "protocol/placement_messages.h"
 #include "protocol/process_messages.h"
 #include "transport/message.h"
+#include "transport/security.h"
 #include "util/local_cluster.h"
 
 namespace rayx::testing {
@@ -30,12 +32,14 @@ std::string ReadFile(const std::string& path) {
   return s.str();
 }
 
-// Sends multipart messages to the head on a raw DEALER socket.
+// Sends multipart messages on a raw DEALER socket that proves `security`.
 class RawPeer {
  public:
-  explicit RawPeer(const std::string& address) : socket_(context_, zmq::socket_type::dealer) {
+  RawPeer(const std::string& address, const transport::ClientSecurity& security)
+      : socket_(context_, zmq::socket_type::dealer) {
     socket_.set(zmq::sockopt::linger, 0);
-    socket_.connect("tcp://" + address);
+    transport::MakeClient(socket_, security);
+    socket_.connect(address.rfind("tcp://", 0) == 0 ? address : "tcp://" + address);
   }
   void Send(const std::vector<std::string>& frames) {
     for (size_t i = 0; i < frames.size(); ++i) {
@@ -105,6 +109,26 @@ class HostileInput : public ::testing::Test {
     ASSERT_TRUE(started.ok()) << started.status();
     cluster_ = std::move(*started);
   }
+  // A holder of the cluster token, at the head.
+  transport::ClientSecurity AsCluster() const {
+    return transport::ClientSecurity::ClusterToHead(cluster_->token());
+  }
+  // A member of a new job (its workers' credential), at the head.
+  transport::ClientSecurity AsNewJob() const {
+    RawPeer driver(cluster_->address(), AsCluster());
+    protocol::RegisterDriverRequest hello;
+    hello.rayx_version = kRayxVersion;
+    protocol::Envelope env;
+    env.t = static_cast<uint16_t>(hello.kType);
+    env.id = 1;
+    driver.Send({protocol::Encode(env), protocol::Encode(hello)});
+    auto reply = driver.Receive(5000);
+    EXPECT_EQ(reply.size(), 2u);
+    auto job = protocol::Decode<protocol::RegisterDriverReply>(reply.at(1));
+    EXPECT_TRUE(job.ok());
+    transport::Credential cluster = transport::Credential::Cluster(cluster_->token());
+    return transport::ClientSecurity::Head(*cluster.ForJob(job->job_id), cluster.CurvePublicKey());
+  }
   std::unique_ptr<LocalCluster> cluster_;
 };
 
@@ -119,7 +143,7 @@ TEST_F(HostileInput, HeadSurvivesGarbageAndKeepsServing) {
   };
 
   {
-    RawPeer peer(cluster.address());
+    RawPeer peer(cluster.address(), AsCluster());
     // Random frames in random numbers.
     for (int i = 0; i < 200; ++i) {
       std::vector<std::string> frames;
@@ -143,19 +167,14 @@ TEST_F(HostileInput, HeadSurvivesGarbageAndKeepsServing) {
     ExpectErrorReply(peer, {Envelope(2, 7), nested}, StatusCode::kInvalidArgument);
     ExpectErrorReply(peer, {Envelope(999, 8), "\x80"}, StatusCode::kInvalidArgument);
     ExpectErrorReply(peer, {Envelope(2, 9, 77), "\x80"}, StatusCode::kInvalidArgument);
-    // A flood of hellos with bad tokens.
-    protocol::RegisterNodeRequest hello;
-    hello.token = "not-the-token";
-    hello.rayx_version = kRayxVersion;
-    hello.resources = {{"CPU", 1}};
-    std::string body = protocol::Encode(hello);
-    for (int i = 0; i < 2000; ++i) peer.Send({Envelope(2, 100 + i), body});
-    ExpectErrorReply(peer, {Envelope(2, 5000), body}, StatusCode::kUnauthenticated);
+    // A flood of requests of unknown types.
+    for (int i = 0; i < 2000; ++i) peer.Send({Envelope(999, 100 + i), "\x80"});
+    ExpectErrorReply(peer, {Envelope(999, 5000), "\x80"}, StatusCode::kInvalidArgument);
   }
   {
-    // With the token: a node claiming more GPUs than a node can have (the head
-    // tracks each device; an allocation that size once ended the head).
-    RawPeer peer(cluster.address());
+    // A node claiming more GPUs than a node can have (the head tracks each
+    // device; an allocation that size once ended the head).
+    RawPeer peer(cluster.address(), AsCluster());
     protocol::RegisterNodeRequest greedy;
     greedy.token = cluster.token();
     greedy.rayx_version = kRayxVersion;
@@ -166,7 +185,7 @@ TEST_F(HostileInput, HeadSurvivesGarbageAndKeepsServing) {
   }
   {
     // An oversized frame: libzmq drops the connection before buffering it.
-    RawPeer big(cluster.address());
+    RawPeer big(cluster.address(), AsCluster());
     big.Send({Envelope(2, 1), std::string(protocol::kMaxControlFrameBytes + 1024, 'a')});
   }
   // Raw TCP bytes that are not even ZMTP.
@@ -215,13 +234,14 @@ TEST_F(HostileInput, HeadSurvivesGarbageAndKeepsServing) {
 // object server serves only logs it knows.
 TEST_F(HostileInput, JobPackageGroupAndLogRequestsAreChecked) {
   auto& cluster = *cluster_;
-  RawPeer peer(cluster.address());
+  RawPeer peer(cluster.address(), AsCluster());
+  RawPeer job(cluster.address(), AsNewJob());
+  // A job's credential submits no job.
   protocol::SubmitJobRequest submit;
-  submit.token = "wrong";
   submit.entrypoint = {"true"};
-  ExpectErrorReply(peer, Request(submit, 1), StatusCode::kUnauthenticated);
+  ExpectErrorReply(job, Request(submit, 1), StatusCode::kUnauthenticated);
+
   protocol::PutPackageRequest put;
-  put.token = cluster.token();
   put.hash = "../../etc/passwd";
   put.total_size = 4;
   ExpectErrorReply(peer, Request(put, 2, {"data"}), StatusCode::kInvalidArgument);
@@ -231,36 +251,29 @@ TEST_F(HostileInput, JobPackageGroupAndLogRequestsAreChecked) {
   put.total_size = 8;
   put.offset = 4;  // does not follow what was received
   ExpectErrorReply(peer, Request(put, 4, {"data"}), StatusCode::kInvalidArgument);
-  protocol::GetPackageRequest get;
-  get.hash = std::string(64, 'a');
-  ExpectErrorReply(peer, Request(get, 5), StatusCode::kUnauthenticated);
-  // Keeping packages: the token, a content hash and a package the head has.
+  // Keeping packages: a content hash and a package the head has.
   protocol::KeepPackageRequest keep;
-  keep.token = "wrong";
-  keep.hash = std::string(64, 'a');
   keep.owner = "train:run";
-  ExpectErrorReply(peer, Request(keep, 6), StatusCode::kUnauthenticated);
-  keep.token = cluster.token();
   keep.hash = "../../etc/passwd";
   ExpectErrorReply(peer, Request(keep, 7), StatusCode::kInvalidArgument);
   keep.hash = std::string(64, 'a');
   ExpectErrorReply(peer, Request(keep, 8), StatusCode::kNotFound);
+  // Sessions: a connection that did not register has none.
   protocol::CreatePlacementGroupRequest group;
   group.bundles = {{{"CPU", 1}}};
   ExpectErrorReply(peer, Request(group, 6), StatusCode::kUnauthenticated);
   protocol::ProcessExitedNotice exited;
   exited.lease_id = LeaseId::FromWire("x");
   ExpectErrorReply(peer, Request(exited, 7), StatusCode::kUnauthenticated);
-  protocol::ListStateRequest list;
-  list.token = "wrong";
-  ExpectErrorReply(peer, Request(list, 8), StatusCode::kUnauthenticated);
 
   // The agent's object server: unknown logs are refused, garbage is dropped.
   auto status = cluster.GetStatus();
   ASSERT_TRUE(status.ok()) << status.status();
   std::string objects = status->nodes.at(0).object_address;
   ASSERT_EQ(objects.rfind("tcp://", 0), 0u) << objects;
-  RawPeer agent(objects.substr(6));
+  transport::Credential token = transport::Credential::Cluster(cluster.token());
+  RawPeer agent(objects, transport::ClientSecurity::ObjectServer(
+                             transport::WireSecurity::kAuthenticated, token, ""));
   for (int i = 0; i < 50; ++i) agent.Send({"\xc1garbage", "\xff"});
   protocol::ReadLogRequest read;
   read.lease_id = LeaseId::FromWire("../../etc/passwd");
@@ -278,9 +291,8 @@ TEST_F(HostileInput, JobPackageGroupAndLogRequestsAreChecked) {
 
 TEST_F(HostileInput, OutOfRangeEnumsAreRefusedAndTheHeadKeepsServing) {
   auto& cluster = *cluster_;
-  RawPeer peer(cluster.address());
+  RawPeer peer(cluster.address(), AsCluster());
   protocol::RegisterDriverRequest hello;
-  hello.token = cluster.token();
   hello.rayx_version = kRayxVersion;
   peer.Send(Request(hello, 1));
   auto registered = peer.Receive(5000);

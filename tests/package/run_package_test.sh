@@ -28,9 +28,11 @@ echo "== a three-node cluster started with rayx start"
 out=$("$rayx" start --head --port 0 --node-ip-address 127.0.0.1 --num-cpus 1 --temp-dir "$work/tmp")
 join=$(echo "$out" | grep -- "rayx start --address")
 address=$(echo "$join" | awk '{print $4}')
-token=$(echo "$join" | awk '{print $6}')
-"$rayx" start --address "$address" --token "$token" --num-cpus 1 --temp-dir "$work/tmp" >/dev/null
-"$rayx" start --address "$address" --token "$token" --num-cpus 1 --temp-dir "$work/tmp" >/dev/null
+# The join line names a token file (the token never goes on a command line).
+token_file=$(echo "$out" | grep -o '[^ ]*/token ' | head -n 1 | tr -d ' ')
+token=$(cat "$token_file")
+"$rayx" start --address "$address" --token-file "$token_file" --num-cpus 1 --temp-dir "$work/tmp" >/dev/null
+RAYX_TOKEN="$token" "$rayx" start --address "$address" --num-cpus 1 --temp-dir "$work/tmp" >/dev/null
 result=$(RAYX_ADDRESS="$address" RAYX_TOKEN="$token" "$work/build/consumer")
 echo "$result"
 echo "$result" | grep -q "agents 3" || { echo "SPREAD actors did not land on the three nodes"; exit 1; }
@@ -40,8 +42,9 @@ echo "== Train on a two-node cluster: a killed rank, growth from 2 to 4 ranks, a
 out=$("$rayx" start --head --port 0 --node-ip-address 127.0.0.1 --num-cpus 1 --temp-dir "$work/train")
 join=$(echo "$out" | grep -- "rayx start --address")
 export RAYX_ADDRESS=$(echo "$join" | awk '{print $4}')
-export RAYX_TOKEN=$(echo "$join" | awk '{print $6}')
-"$rayx" start --address "$RAYX_ADDRESS" --token "$RAYX_TOKEN" --num-cpus 1 --temp-dir "$work/train" >/dev/null
+RAYX_TOKEN=$(cat "$(echo "$out" | grep -o '[^ ]*/token ' | head -n 1 | tr -d ' ')")
+export RAYX_TOKEN
+"$rayx" start --address "$RAYX_ADDRESS" --num-cpus 1 --temp-dir "$work/train" >/dev/null
 "$work/build/train_consumer" train
 "$work/build/train_consumer" elastic "$work/elastic-started" &
 elastic_pid=$!
@@ -52,8 +55,8 @@ for _ in $(seq 600); do
   sleep 0.1
 done
 [ -f "$work/elastic-started" ] || { echo "the elastic run never entered its loop"; exit 1; }
-"$rayx" start --address "$RAYX_ADDRESS" --token "$RAYX_TOKEN" --num-cpus 1 --temp-dir "$work/train" >/dev/null
-"$rayx" start --address "$RAYX_ADDRESS" --token "$RAYX_TOKEN" --num-cpus 1 --temp-dir "$work/train" >/dev/null
+"$rayx" start --address "$RAYX_ADDRESS" --num-cpus 1 --temp-dir "$work/train" >/dev/null
+"$rayx" start --address "$RAYX_ADDRESS" --num-cpus 1 --temp-dir "$work/train" >/dev/null
 wait "$elastic_pid"
 elastic_pid=
 "$work/build/train_consumer" serve-create

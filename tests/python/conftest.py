@@ -35,6 +35,12 @@ def run_cli(*args, temp_dir, check=True, env=None):
     return r
 
 
+def token_env(token):
+    """The environment with `token` as RAYX_TOKEN: the token never goes on a
+    command line."""
+    return {**os.environ, "RAYX_TOKEN": token}
+
+
 def read_session(temp_dir):
     for entry in sorted(os.listdir(temp_dir)):
         conf = os.path.join(temp_dir, entry, "session.conf")
@@ -96,11 +102,11 @@ def cluster():
             temp_dir=temp_dir)
     session = read_session(temp_dir)
     address, token = session["address"], session["token"]
-    run_cli("start", "--address", address, "--token", token, "--node-ip-address", "127.0.0.2",
-            "--num-cpus", "2", "--num-gpus", "2", temp_dir=temp_dir)
-    run_cli("start", "--address", address, "--token", token, "--node-ip-address", "127.0.0.3",
+    run_cli("start", "--address", address, "--node-ip-address", "127.0.0.2",
+            "--num-cpus", "2", "--num-gpus", "2", temp_dir=temp_dir, env=token_env(token))
+    run_cli("start", "--address", address, "--node-ip-address", "127.0.0.3",
             "--num-cpus", "2", "--num-gpus", "0", "--resources", '{"special": 1}',
-            temp_dir=temp_dir)
+            temp_dir=temp_dir, env=token_env(token))
     os.environ["RAYX_TEMP_DIR"] = temp_dir
     os.environ["RAYX_ADDRESS"] = address
     os.environ["RAYX_TOKEN"] = token

@@ -7,7 +7,7 @@ import os
 import subprocess
 import sys
 
-from conftest import read_session, run_cli, wait_until, cluster_processes
+from conftest import cluster_processes, read_session, run_cli, token_env, wait_until
 
 DRIVER = r'''
 import os, sys, tempfile, time
@@ -63,13 +63,13 @@ def test_an_elastic_run_grows_when_a_node_joins(tmp_path):
         # Its missing rank is the cluster's pending demand.
         # (This cluster's address: the suite's own cluster is in RAYX_ADDRESS.)
         wait_until(lambda: "placement group PACK [{CPU: 1} x 1]: 1 pending" in
-                   run_cli("status", "--address", session["address"], "--token",
-                           session["token"], temp_dir=temp_dir).stdout, 10,
+                   run_cli("status", "--address", session["address"], temp_dir=temp_dir,
+                           env=token_env(session["token"])).stdout, 10,
                    "`rayx status` to show the run's missing worker under Demands")
         # A node joins: the run has room for its second rank.
-        run_cli("start", "--address", session["address"], "--token", session["token"],
+        run_cli("start", "--address", session["address"],
                 "--node-ip-address", "127.0.0.4", "--num-cpus", "1", "--num-gpus", "0",
-                temp_dir=temp_dir)
+                temp_dir=temp_dir, env=token_env(session["token"]))
         out, err = driver.communicate(timeout=120)
         assert driver.returncode == 0, out + err
         assert "WORLDS [1, 2]" in out, out + err

@@ -19,7 +19,8 @@ Result<std::unique_ptr<AuthenticatedPeer>> AuthenticatedPeer::Connect(
     const std::string& head_address, const std::string& token) {
   auto hp = ParseHostPort(head_address);
   if (!hp.ok()) return hp.status();
-  auto client = transport::SyncClient::Connect(*hp);
+  auto client =
+      transport::SyncClient::Connect(*hp, transport::ClientSecurity::ClusterToHead(token));
   if (!client.ok()) return client.status();
   std::unique_ptr<AuthenticatedPeer> peer(new AuthenticatedPeer());
   peer->token_ = token;

@@ -90,9 +90,12 @@ Result<NodeHandle> LocalCluster::NewestSessionNode(const std::vector<std::string
 
 Result<NodeHandle> LocalCluster::AddNode(const NodeOptions& options) {
   std::vector<std::string> before = SessionPaths(temp_dir_);
-  std::vector<std::string> args = {"start", "--address", address_, "--token", token_};
+  std::vector<std::string> args = {"start", "--address", address_};
   AppendNodeFlags(options, &args);
-  CommandResult r = RunCli(args, /*with_temp_dir=*/true, options.env);
+  // The token by the environment: never on a command line.
+  std::map<std::string, std::string> env = options.env;
+  env.emplace("RAYX_TOKEN", token_);
+  CommandResult r = RunCli(args, /*with_temp_dir=*/true, env);
   if (r.exit_code != 0) return Status::Unavailable("rayx start --address failed: " + r.Describe());
   auto node = NewestSessionNode(before);
   if (!node.ok()) return node.status();

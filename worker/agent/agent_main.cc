@@ -17,7 +17,9 @@
 #include "common/parent_watch.h"
 #include "common/process_control.h"
 #include "common/ready_pipe.h"
+#include "rayx/cluster_status.h"
 #include "rayx/ids.h"
+#include "transport/security.h"
 
 int main(int argc, char** argv) {
   using namespace rayx;
@@ -100,10 +102,35 @@ int main(int argc, char** argv) {
   const char* token = std::getenv("RAYX_CLUSTER_TOKEN");
   if (token == nullptr || *token == '\0') {
     return fail("RAYX_CLUSTER_TOKEN is not set: start the agent with `rayx start --address "
-                "HOST:PORT --token TOKEN`",
+                "HOST:PORT` (with RAYX_TOKEN or --token-file)",
                 2);
   }
   options.token = token;
+  // The cluster's data sockets are protected as the head says: asked before
+  // the object server binds (and checked again at registration).
+  {
+    auto status = QueryClusterStatus(options.head.ToString(), options.token, connect_timeout_ms);
+    if (!status.ok()) {
+      if (status.status().code() == StatusCode::kUnavailable) {
+        return fail("no answer from the head at " + options.head.ToString() + " within " +
+                        std::to_string(connect_timeout_ms / 1000) +
+                        " s: check the address, that `rayx start --head` runs there, and that "
+                        "port " + std::to_string(options.head.port) +
+                        " is reachable from this machine (firewall?)",
+                    1);
+      }
+      return fail("the head at " + options.head.ToString() + " refused this node: " +
+                      status.status().message(),
+                  1);
+    }
+    auto mode = transport::ParseWireSecurity(status->wire_security);
+    if (!mode.ok()) {
+      return fail("the head at " + options.head.ToString() + " runs another rayx version (" +
+                      status->rayx_version + "): install the same version on every node",
+                  1);
+    }
+    options.wire_security = *mode;
+  }
   worker::ResourceOverrides overrides;
   if (flags.WasSet("num-cpus")) overrides.num_cpus = num_cpus;
   if (flags.WasSet("num-gpus")) overrides.num_gpus = num_gpus;

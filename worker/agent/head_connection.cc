@@ -6,8 +6,12 @@
 
 namespace rayx::worker {
 
-ZmqHeadConnection::ZmqHeadConnection(boost::asio::io_context& io, HostPort head)
-    : io_(io), head_(std::move(head)), dealer_(context_, zmq::socket_type::dealer) {}
+ZmqHeadConnection::ZmqHeadConnection(boost::asio::io_context& io, HostPort head,
+                                     transport::ClientSecurity security)
+    : io_(io),
+      head_(std::move(head)),
+      security_(std::move(security)),
+      dealer_(context_, zmq::socket_type::dealer) {}
 
 ZmqHeadConnection::~ZmqHeadConnection() {
   loop_.reset();
@@ -24,6 +28,7 @@ void ZmqHeadConnection::Start(MessageHandler on_message) {
   // head) must not give the agent a new one (the head's ROUTER hands the id
   // over to the new connection).
   dealer_.set(zmq::sockopt::routing_id, "rayx-agent-" + detail::RandomHex(12));
+  transport::MakeClient(dealer_, security_);
   dealer_.connect(head_.ZmqEndpoint());
   loop_ = std::make_unique<transport::ZmqSocketLoop>(io_, dealer_, std::move(on_message));
   loop_->Start();

@@ -7,6 +7,7 @@
 #include <zmq.hpp>
 
 #include "common/address.h"
+#include "transport/security.h"
 #include "transport/zmq_socket_loop.h"
 
 namespace rayx::worker {
@@ -27,10 +28,13 @@ class HeadConnection {
   virtual bool Send(transport::Frames& frames) = 0;
 };
 
-// The ZeroMQ DEALER connection to the head's ROUTER. Owns its socket.
+// The ZeroMQ DEALER connection to the head's ROUTER (CURVE: the agent proves
+// the cluster's credential and checks that the head holds the cluster's key).
+// Owns its socket.
 class ZmqHeadConnection final : public HeadConnection {
  public:
-  ZmqHeadConnection(boost::asio::io_context& io, HostPort head);
+  ZmqHeadConnection(boost::asio::io_context& io, HostPort head,
+                    transport::ClientSecurity security);
   ~ZmqHeadConnection() override;
 
   void Start(MessageHandler on_message) override;
@@ -39,6 +43,7 @@ class ZmqHeadConnection final : public HeadConnection {
  private:
   boost::asio::io_context& io_;
   HostPort head_;
+  transport::ClientSecurity security_;
   zmq::context_t context_{1};
   zmq::socket_t dealer_;
   std::unique_ptr<transport::ZmqSocketLoop> loop_;

@@ -64,7 +64,8 @@ class LocalLeaseProcesses final : public LeaseProcesses {
     std::string node_ip;
     std::string log_dir;
     std::string group_dir;  // RecordGroup's directory, or "" for none
-    std::string token;
+    std::string token;      // the cluster token (workers get job credentials from it)
+    std::string wire_security = "authenticated";
     std::string store_dir;
     int64_t worker_start_timeout_ms = 30000;  // WorkerPool::Options::start_timeout_ms
     std::vector<int> gpu_devices;             // NodeAgentOptions::gpu_devices

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <unordered_set>
 
 #include "common/logging.h"
 #include "transport/message.h"
@@ -21,13 +22,17 @@ NodeAgent::NodeAgent(boost::asio::io_context& io, NodeAgentOptions options, cons
       callbacks_(std::move(callbacks)),
       head_(std::move(deps.head)),
       wake_timer_(io),
+      verifier_(std::make_shared<transport::ClusterVerifier>(options_.token)),
       objects_(io, SharedMemoryStore(options_.store_dir)),
       processes_(std::move(deps.processes)),
       packages_(io, options_.package_dir, [this](const protocol::GetPackageRequest& req) {
         Send(req);
         return next_id_;
       }, clock, options_.package_limits) {
-  if (!head_) head_ = std::make_unique<ZmqHeadConnection>(io, options_.head);
+  if (!head_) {
+    head_ = std::make_unique<ZmqHeadConnection>(
+        io, options_.head, transport::ClientSecurity::ClusterToHead(options_.token));
+  }
   if (!processes_) {
     processes_ = std::make_unique<LocalLeaseProcesses>(
         io,
@@ -35,6 +40,8 @@ NodeAgent::NodeAgent(boost::asio::io_context& io, NodeAgentOptions options, cons
                                      .log_dir = options_.log_dir,
                                      .group_dir = options_.group_dir,
                                      .token = options_.token,
+                                     .wire_security = std::string(transport::WireSecurityName(
+                                         options_.wire_security)),
                                      .store_dir = options_.store_dir,
                                      .worker_start_timeout_ms = options_.worker_start_timeout_ms,
                                      .gpu_devices = options_.gpu_devices},
@@ -55,7 +62,8 @@ NodeAgent::~NodeAgent() {
 Status NodeAgent::Start() {
   auto store = SharedMemoryStore::Create(options_.store_dir);
   if (!store.ok()) return store.status();
-  auto address = objects_.Start(options_.node_ip);
+  auto address = objects_.Start(options_.node_ip, options_.wire_security,
+                                transport::Credential::Cluster(options_.token), verifier_);
   if (!address.ok()) return address.status();
   object_address_ = *address;
   processes_->SetObjectAddress(object_address_);
@@ -299,6 +307,26 @@ void NodeAgent::HandleMessage(transport::Frames& frames) {
         Fatal(Status::Internal("undecodable registration reply: " + reply.status().message()));
         return;
       }
+      if (reply->wire_security != static_cast<uint8_t>(options_.wire_security)) {
+        Fatal(Status::InvalidArgument(
+            std::string("the head protects data connections as '") +
+            std::string(transport::WireSecurityName(reply->wire_security
+                                                        ? transport::WireSecurity::kEncrypted
+                                                        : transport::WireSecurity::kAuthenticated)) +
+            "', this agent's object server as '" +
+            std::string(transport::WireSecurityName(options_.wire_security)) +
+            "': restart this node with `rayx start --address ...` so it asks the head again"));
+        return;
+      }
+      // Exactly the jobs the head admits (a restarted head may have forgotten some).
+      {
+        std::unordered_set<JobId> admitted(reply->admitted_jobs.begin(),
+                                           reply->admitted_jobs.end());
+        for (const JobId& job : verifier_->AllowedJobs()) {
+          if (!admitted.count(job)) verifier_->ForgetJob(job);
+        }
+        for (const JobId& job : admitted) verifier_->AllowJob(job);
+      }
       registering_ = false;
       bool rejoined = rejoining_;
       rejoining_ = false;
@@ -363,6 +391,16 @@ void NodeAgent::HandleMessage(transport::Frames& frames) {
       if (!reply.ok()) return;
       std::string_view bytes = frames.size() > 2 ? transport::FrameView(frames[2]) : "";
       packages_.OnReply(env->id, *reply, bytes);
+      return;
+    }
+    case MessageType::kJobCredentialNotice: {
+      auto req = protocol::Decode<protocol::JobCredentialNotice>(body);
+      if (!req.ok() || req->job_id.IsNil()) return;
+      if (req->admitted) {
+        verifier_->AllowJob(req->job_id);
+      } else {
+        verifier_->ForgetJob(req->job_id);
+      }
       return;
     }
     case MessageType::kJobFinishedNotice: {
@@ -513,6 +551,8 @@ void NodeAgent::OnStartWorker(const protocol::StartWorkerRequest& req, uint64_t 
                                                    : "epoch " + std::to_string(epoch_));
     return;
   }
+  // This node's object server admits the job's workers it starts.
+  verifier_->AllowJob(req.job_id);
   std::string hash = req.package_hash;
   for (const auto& spec : req.processes) {
     if (!spec.package_hash.empty()) hash = spec.package_hash;

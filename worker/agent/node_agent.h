@@ -22,12 +22,16 @@
 #include "common/clock.h"
 #include "common/process_control.h"
 #include "protocol/messages.h"
+#include "transport/security.h"
 
 namespace rayx::worker {
 
 struct NodeAgentOptions {
   HostPort head;        // where the head listens
   std::string token;    // the cluster token
+  // How the cluster's data sockets are protected (the head says which; agents
+  // learn it before they start: agent_main asks the head). Default: authenticated.
+  transport::WireSecurity wire_security = transport::WireSecurity::kAuthenticated;
   std::string node_ip;  // the address this node is reached at
   std::string hostname;
   bool is_head_node = false;
@@ -223,6 +227,9 @@ class NodeAgent {
   uint64_t unregister_id_ = 0;
   uint64_t heartbeat_seq_ = 0;
   std::function<void()> leave_done_;
+  // Who may connect to the object server: the cluster, and jobs the head
+  // admits (RegisterNodeReply::admitted_jobs, JobCredentialNotice).
+  std::shared_ptr<transport::ClusterVerifier> verifier_;
   ObjectServer objects_;
   std::string object_address_;
   std::unique_ptr<LeaseProcesses> processes_;

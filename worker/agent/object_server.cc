@@ -17,10 +17,16 @@ ObjectServer::ObjectServer(boost::asio::io_context& io, SharedMemoryStore store)
 ObjectServer::~ObjectServer() {
   loop_.reset();
   router_.close();
+  zap_.reset();
 }
 
-Result<std::string> ObjectServer::Start(const std::string& ip) {
+Result<std::string> ObjectServer::Start(const std::string& ip, transport::WireSecurity mode,
+                                        const transport::Credential& server,
+                                        std::shared_ptr<const transport::Verifier> verifier) {
   ip_ = ip;
+  zap_ = std::make_unique<transport::ZapServer>(context_, std::move(verifier),
+                                                "object server " + ip);
+  transport::MakeServer(router_, mode, server);
   ports_ = std::make_unique<PortReserver>(PortReserver::FromKernel(), clock_,
                                           PortReserver::BindProbe(ip),
                                           static_cast<uint32_t>(::getpid()) * 2654435761u);
@@ -42,6 +48,9 @@ void ObjectServer::OnMessage(transport::Frames& frames) {
   if (frames.size() < 3) return;  // [routing][envelope][body]
   auto env = protocol::Decode<protocol::Envelope>(transport::FrameView(frames[1]));
   if (!env.ok()) return;
+  // Who the connection proved to be (ZAP): nobody else gets here.
+  const transport::Principal who = transport::PeerPrincipal(frames[1]);
+  if (!who.valid()) return;
   std::string_view body = transport::FrameView(frames[2]);
   transport::Frames reply;
   reply.push_back(std::move(frames[0]));
@@ -76,10 +85,23 @@ void ObjectServer::OnMessage(transport::Frames& frames) {
     case protocol::MessageType::kDeleteObjectsRequest: {
       auto req = protocol::Decode<protocol::DeleteObjectsRequest>(body);
       if (!req.ok()) return;
-      for (const auto& path : req->paths) store_.Remove(path);
+      for (const auto& path : req->paths) {
+        // A job frees its own job's objects only (they are named <job>-<id>).
+        if (who.is_job()) {
+          std::string_view name = path;
+          name = name.substr(name.rfind('/') == std::string_view::npos ? 0 : name.rfind('/') + 1);
+          if (name.rfind(who.job.Hex() + "-", 0) != 0) continue;
+        }
+        store_.Remove(path);
+      }
       return;
     }
     case protocol::MessageType::kReadLogRequest: {
+      if (!who.is_cluster()) {
+        return answer(transport::MakeErrorMessage(
+            Status::Unauthenticated("only holders of the cluster token read process output"),
+            "object server", env->id));
+      }
       auto req = protocol::Decode<protocol::ReadLogRequest>(body);
       if (!req.ok()) return answer(transport::MakeErrorMessage(req.status(), "object server", env->id));
       auto log = log_lookup_ ? log_lookup_(req->lease_id, req->index) : std::nullopt;

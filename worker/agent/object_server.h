@@ -15,18 +15,21 @@
 #include "common/clock.h"
 #include "object_store/shared_memory_store.h"
 #include "rayx/status.h"
+#include "transport/security.h"
 #include "transport/zmq_socket_loop.h"
 
 namespace rayx::worker {
 
 // A ROUTER socket on the node's address, run by the agent's event loop.
-// Requests name objects by path; a path outside this node's store is refused,
-// so a peer can never read or delete another file. Pulls are answered with at
-// most kMaxChunk bytes each: the puller asks for chunks and keeps several in
-// flight. It also serves the output of process leases (ReadLog: only logs the
-// lookup knows, never an arbitrary path) and hands out rendezvous ports
-// (ReservePort, through a PortReserver).
-// Not thread-safe.
+// Only the cluster and admitted jobs connect (ZAP, `verifier`): the cluster
+// may do everything; a job reads stored objects, deletes its own job's and
+// reserves ports, and reads no logs. Requests name objects by path; a path
+// outside this node's store is refused, so a peer can never read or delete
+// another file. Pulls are answered with at most kMaxChunk bytes each: the
+// puller asks for chunks and keeps several in flight. It also serves the
+// output of process leases (ReadLog: only logs the lookup knows, never an
+// arbitrary path) and hands out rendezvous ports (ReservePort, through a
+// PortReserver). Not thread-safe.
 class ObjectServer {
  public:
   static constexpr uint64_t kMaxChunk = 8 << 20;
@@ -34,8 +37,12 @@ class ObjectServer {
   ObjectServer(boost::asio::io_context& io, SharedMemoryStore store);
   ~ObjectServer();
 
-  // Binds on `ip` (a free port). Returns the "tcp://ip:port" address.
-  Result<std::string> Start(const std::string& ip);
+  // Binds on `ip` (a free port), admitting whom `verifier` admits over `mode`
+  // (presenting `server`'s CURVE key when encrypted). Returns the
+  // "tcp://ip:port" address.
+  Result<std::string> Start(const std::string& ip, transport::WireSecurity mode,
+                            const transport::Credential& server,
+                            std::shared_ptr<const transport::Verifier> verifier);
   const SharedMemoryStore& store() const { return store_; }
   using LogLookup = std::function<std::optional<ProcessRunner::LogInfo>(const LeaseId&, uint32_t)>;
   void SetLogLookup(LogLookup lookup) { log_lookup_ = std::move(lookup); }
@@ -46,6 +53,7 @@ class ObjectServer {
   boost::asio::io_context& io_;
   SharedMemoryStore store_;
   zmq::context_t context_{1};
+  std::unique_ptr<transport::ZapServer> zap_;
   zmq::socket_t router_;
   std::unique_ptr<transport::ZmqSocketLoop> loop_;
   LogLookup log_lookup_;

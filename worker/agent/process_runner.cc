@@ -15,6 +15,7 @@
 #include "common/logging.h"
 #include "rayx/cluster_status.h"
 #include "worker/worker_env.h"
+#include "transport/security.h"
 
 extern char** environ;
 
@@ -96,8 +97,16 @@ Result<protocol::StartWorkerReply> ProcessRunner::Start(
     overrides["RAYX_JOB_ID"] = request.job_id.Hex();
     overrides["RAYX_LEASE_ID"] = request.lease_id.Hex();
     overrides["RAYX_NODE_IP"] = options_.node_ip;
-    overrides["RAYX_CLUSTER_TOKEN"] = options_.token;
-    overrides["RAYX_TOKEN"] = options_.token;  // what rayx::Init and the CLI read
+    // A rayx program started here (a submitted job's driver) acts for its
+    // job only: it holds the job's credential, never the cluster token.
+    overrides.erase("RAYX_TOKEN");
+    overrides.erase("RAYX_CLUSTER_TOKEN");
+    if (!options_.token.empty()) {
+      transport::Credential cluster = transport::Credential::Cluster(options_.token);
+      overrides[WorkerEnv::kJobSecret] = transport::Credential::JobSecret(options_.token, request.job_id);
+      overrides[WorkerEnv::kClusterKey] = cluster.CurvePublicKey();
+    }
+    overrides[WorkerEnv::kWireSecurity] = options_.wire_security;
     overrides["RAYX_STORE_DIR"] = options_.store_dir;
     overrides["RAYX_GPU_IDS"] = devices;
     overrides[WorkerEnv::kCudaVisibleDevices] = devices;

@@ -33,7 +33,10 @@ class ProcessRunner {
   struct Options {
     std::string node_ip;
     std::string log_dir;
-    std::string token;      // RAYX_CLUSTER_TOKEN for processes that are rayx drivers
+    // The cluster token: a process gets its job's credential derived from it
+    // (RAYX_JOB_SECRET), never the token itself.
+    std::string token;
+    std::string wire_security = "authenticated";  // RAYX_WIRE_SECURITY
     std::string store_dir;
     size_t max_finished_logs = 4096;
     std::vector<int> gpu_devices;  // WorkerPool::Options::gpu_devices

@@ -22,6 +22,7 @@
 #include "protocol/codec.h"
 #include "rayx/cluster_status.h"
 #include "worker/worker_env.h"
+#include "transport/security.h"
 
 namespace rayx::worker {
 
@@ -90,7 +91,11 @@ void WorkerPool::StartNow(const protocol::StartWorkerRequest& request, StartCall
   worker_env.head_address = request.head_address;
   worker_env.job_id = request.job_id;
   worker_env.lease_id = request.lease_id;
-  worker_env.cluster_token = options_.token;
+  if (!options_.token.empty()) {
+    worker_env.job_secret = transport::Credential::JobSecret(options_.token, request.job_id);
+    worker_env.cluster_key = transport::Credential::Cluster(options_.token).CurvePublicKey();
+  }
+  worker_env.wire_security = options_.wire_security;
   worker_env.store_dir = options_.store_dir;
   worker_env.object_address = object_address_;
   worker_env.gpu_ids = GpuDevicesOf(request.gpu_ids, options_.gpu_devices);

@@ -36,7 +36,10 @@ class WorkerPool {
   struct Options {
     std::string node_ip;
     std::string log_dir;   // worker-<lease>.log files go here
-    std::string token;     // for workers that submit work themselves
+    // The cluster token: each worker gets its job's credential derived from it
+    // (WorkerEnv::job_secret), never the token itself.
+    std::string token;
+    std::string wire_security = "authenticated";  // WorkerEnv::wire_security
     std::string store_dir; // the node's object store, for large results
     int64_t start_timeout_ms = 30000;
     // Workers starting at once (forked, not READY yet); more wait in FIFO

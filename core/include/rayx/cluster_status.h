@@ -63,6 +63,9 @@ struct ClusterStatus {
   std::map<std::string, std::string> infeasible_demands;
   // Messages the head has handled since it started (the data path bypasses it).
   uint64_t head_messages = 0;
+  // How workers' and object servers' connections are protected:
+  // "authenticated" (every connection proves a credential) or "encrypted".
+  std::string wire_security;
 
   // Sum of `total` (or `available`) over alive nodes.
   ResourceMap TotalResources() const;
@@ -71,7 +74,7 @@ struct ClusterStatus {
 
   MSGPACK_DEFINE_MAP(rayx_version, cluster_id, head_uptime_ms, heartbeat_period_ms,
                      node_timeout_ms, nodes, pending_demands, infeasible_demands,
-                     head_messages)
+                     head_messages, wire_security)
 };
 
 // Asks the head at `address` ("host:port") for the cluster's state.

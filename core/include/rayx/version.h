@@ -15,7 +15,9 @@ inline constexpr const char* kRayxVersion = "0.1.0";
 //    restarts (StartWorkerRequest::init); collective group watches (120-124).
 // 4: scheduling strategies and placement group states travel as numbers
 //    (protocol/enums.h) instead of names.
-inline constexpr uint32_t kProtocolVersion = 4;
+// 5: every connection proves a credential (ZAP: PLAIN or CURVE); the head is
+//    CURVE-encrypted; workers hold a job credential, not the token.
+inline constexpr uint32_t kProtocolVersion = 5;
 
 // The head's default port, as in `rayx start --head`.
 inline constexpr uint16_t kDefaultHeadPort = 6380;

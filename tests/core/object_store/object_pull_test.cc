@@ -140,7 +140,7 @@ TEST(PullObject, TheIdleTimeoutEndsAPullThatGetsNoAnswer) {
   PullOptions options;
   options.idle_timeout_ms = 300;
   auto start = std::chrono::steady_clock::now();
-  auto pulled = PullObject(server.context(), server.Location(), servers.get(), options);
+  auto pulled = PullObject(server.context(), transport::ClientSecurity{}, server.Location(), servers.get(), options);
   ASSERT_FALSE(pulled.ok());
   EXPECT_EQ(pulled.status().code(), StatusCode::kUnavailable) << pulled.status();
   EXPECT_LT(MsSince(start), 5000);
@@ -155,7 +155,7 @@ TEST(PullObject, TheFirstAnswerMustComeWithinTheConnectDeadline) {
   options.idle_timeout_ms = 60000;
   options.connect_timeout_ms = 300;
   auto start = std::chrono::steady_clock::now();
-  auto pulled = PullObject(server.context(), server.Location(), servers.get(), options);
+  auto pulled = PullObject(server.context(), transport::ClientSecurity{}, server.Location(), servers.get(), options);
   ASSERT_FALSE(pulled.ok());
   EXPECT_EQ(pulled.status().code(), StatusCode::kUnavailable) << pulled.status();
   EXPECT_NE(pulled.status().message().find("within 300 ms"), std::string::npos) << pulled.status();
@@ -170,7 +170,7 @@ TEST(PullObject, ChunksArePlacedByTheirIds) {
   zmq::context_t context;
   PullOptions options;
   options.chunk = 64;  // 16 chunks, 4 in flight
-  auto pulled = PullObject(context, At(server.endpoint(), content.size()), servers.get(), options);
+  auto pulled = PullObject(context, transport::ClientSecurity{}, At(server.endpoint(), content.size()), servers.get(), options);
   ASSERT_TRUE(pulled.ok()) << pulled.status();
   EXPECT_EQ(*pulled, content);
 }
@@ -180,7 +180,7 @@ TEST(PullObject, ADeclaredSizeTheServerDoesNotConfirmIsRefused) {
   FakeObjectServer server(std::string(100, 'x'), 100);
   Directory servers({server.endpoint()});
   zmq::context_t context;
-  auto pulled = PullObject(context, At(server.endpoint(), uint64_t{1} << 30), servers.get());
+  auto pulled = PullObject(context, transport::ClientSecurity{}, At(server.endpoint(), uint64_t{1} << 30), servers.get());
   ASSERT_FALSE(pulled.ok());
   EXPECT_EQ(pulled.status().code(), StatusCode::kInvalidArgument) << pulled.status();
   EXPECT_NE(pulled.status().message().find("is 100 bytes"), std::string::npos) << pulled.status();
@@ -195,7 +195,7 @@ TEST(PullObject, AChunkThatComesTwiceFailsThePull) {
   PullOptions options;
   options.chunk = 100;
   options.window = 1;  // the repeat arrives before chunk 2 is asked for
-  auto pulled = PullObject(context, At(server.endpoint(), 200), servers.get(), options);
+  auto pulled = PullObject(context, transport::ClientSecurity{}, At(server.endpoint(), 200), servers.get(), options);
   ASSERT_FALSE(pulled.ok());
   EXPECT_NE(pulled.status().message().find("came twice"), std::string::npos) << pulled.status();
 }
@@ -204,7 +204,7 @@ TEST(PullObject, AnUnknownServerOrAnOversizedObjectIsRefusedBeforeConnecting) {
   FakeObjectServer server(std::string(100, 'x'), 100);
   zmq::context_t context;
   Directory nobody({});
-  auto unknown = PullObject(context, At(server.endpoint(), 100), nobody.get());
+  auto unknown = PullObject(context, transport::ClientSecurity{}, At(server.endpoint(), 100), nobody.get());
   ASSERT_FALSE(unknown.ok());
   EXPECT_EQ(unknown.status().code(), StatusCode::kInvalidArgument) << unknown.status();
   EXPECT_NE(unknown.status().message().find(server.endpoint()), std::string::npos);
@@ -212,7 +212,7 @@ TEST(PullObject, AnUnknownServerOrAnOversizedObjectIsRefusedBeforeConnecting) {
   Directory servers({server.endpoint()});
   PullOptions options;
   options.max_object_bytes = 50;
-  auto big = PullObject(context, At(server.endpoint(), 100), servers.get(), options);
+  auto big = PullObject(context, transport::ClientSecurity{}, At(server.endpoint(), 100), servers.get(), options);
   ASSERT_FALSE(big.ok());
   EXPECT_EQ(big.status().code(), StatusCode::kInvalidArgument) << big.status();
   EXPECT_NE(big.status().message().find("over the limit of 50 bytes"), std::string::npos)
@@ -224,6 +224,35 @@ TEST(PullObject, TheDefaultBoundIsHalfThePhysicalMemoryAndAtLeastOneGiB) {
   uint64_t memory = static_cast<uint64_t>(::sysconf(_SC_PHYS_PAGES)) *
                     static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
   EXPECT_EQ(DefaultMaxPullBytes(), std::max<uint64_t>(memory / 2, uint64_t{1} << 30));
+}
+
+// An object server that refuses this process's credential: the pull says so
+// at once (Unauthenticated), instead of waiting out its timeouts.
+TEST(PullObject, ARefusedCredentialIsReportedNotWaitedOut) {
+  zmq::context_t context;
+  transport::ZapServer zap(context, std::make_shared<transport::ClusterVerifier>("the-token"),
+                           "object server");
+  zmq::socket_t server(context, zmq::socket_type::router);
+  server.set(zmq::sockopt::linger, 0);
+  transport::MakeServer(server, transport::WireSecurity::kAuthenticated,
+                        transport::Credential::Cluster("the-token"));
+  server.bind("tcp://127.0.0.1:*");
+  std::string endpoint = server.get(zmq::sockopt::last_endpoint);
+  Directory servers({endpoint});
+  PullOptions options;
+  options.idle_timeout_ms = 60000;
+  options.connect_timeout_ms = 60000;
+  auto start = std::chrono::steady_clock::now();
+  auto pulled = PullObject(context,
+                           transport::ClientSecurity::ObjectServer(
+                               transport::WireSecurity::kAuthenticated,
+                               transport::Credential::Cluster("another-token"), ""),
+                           At(endpoint, 10), servers.get(), options);
+  ASSERT_FALSE(pulled.ok());
+  EXPECT_EQ(pulled.status().code(), StatusCode::kUnauthenticated) << pulled.status();
+  EXPECT_NE(pulled.status().message().find("credential"), std::string::npos) << pulled.status();
+  EXPECT_LT(MsSince(start), 30000) << "the refusal was waited out";
+  server.close();
 }
 
 }  // namespace

@@ -14,6 +14,7 @@
 
 #include "protocol/kv_messages.h"
 #include "transport/message.h"
+#include "transport/security.h"
 #include "transport/zmq_frame.h"
 
 namespace rayx::detail {
@@ -23,11 +24,18 @@ using namespace std::chrono_literals;
 using transport::FrameView;
 using transport::Frames;
 
-// A head that receives requests and answers only when told to.
+constexpr char kToken[] = "head-client-test";
+
+// A head that receives requests and answers only when told to. It admits the
+// cluster's credential (CURVE, as the real head).
 class FakeHead {
  public:
-  explicit FakeHead(zmq::context_t& context) : socket_(context, zmq::socket_type::router) {
+  explicit FakeHead(zmq::context_t& context)
+      : zap_(context, std::make_shared<transport::ClusterVerifier>(kToken), "fake head"),
+        socket_(context, zmq::socket_type::router) {
     socket_.set(zmq::sockopt::linger, 0);
+    transport::MakeServer(socket_, transport::WireSecurity::kEncrypted,
+                          transport::Credential::Cluster(kToken));
     socket_.bind("tcp://127.0.0.1:*");
     std::string endpoint = socket_.get(zmq::sockopt::last_endpoint);
     address_.host = "127.0.0.1";
@@ -56,13 +64,18 @@ class FakeHead {
   }
 
  private:
+  transport::ZapServer zap_;
   zmq::socket_t socket_;
   HostPort address_;
 };
 
 class HeadClientTest : public ::testing::Test {
  protected:
-  HeadClientTest() : head_(context_), client_(io_, context_, head_.address()) { client_.Start(); }
+  HeadClientTest()
+      : head_(context_),
+        client_(io_, context_, head_.address(), transport::ClientSecurity::ClusterToHead(kToken)) {
+    client_.Start();
+  }
   ~HeadClientTest() override { client_.Stop(); }
 
   // Runs the io_context until `done` holds or 10 s pass.
@@ -266,7 +279,8 @@ TEST_F(HeadClientTest, AnEndingProgramDoesNotRegisterAgainWhenRefused) {
 
 // While the head is down, calls wait; past the timeout they fail saying so.
 TEST_F(HeadClientTest, CallsFailWithAClearMessageWhenTheHeadStaysSilent) {
-  HeadClient quick(io_, context_, head_.address(), HeadClient::Options{300});
+  HeadClient quick(io_, context_, head_.address(), transport::ClientSecurity::ClusterToHead(kToken),
+                   HeadClient::Options{300});
   quick.Start();
   quick.StartHeartbeats(JobId::FromWire("job-1"), 50);
   std::optional<Result<protocol::RequestLeaseReply>> got;

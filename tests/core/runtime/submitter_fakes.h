@@ -149,13 +149,16 @@ class FakeWorkerConnector final : public WorkerConnector {
     LostHandler on_lost_;
   };
 
-  std::unique_ptr<WorkerLink> Connect(const std::string& address, MessageHandler on_message,
-                                      LostHandler on_lost) override {
+  std::unique_ptr<WorkerLink> Connect(const std::string& address, const JobId& job,
+                                      MessageHandler on_message, LostHandler on_lost) override {
+    jobs_connected[address] = job;
     auto worker = std::make_unique<Worker>(this, address, std::move(on_message), std::move(on_lost));
     workers_[address] = worker.get();
     if (gone_addresses.count(address)) worker->gone = true;
     return worker;
   }
+  // The job each address was connected as (nil: the caller's own).
+  std::map<std::string, JobId> jobs_connected;
   // The live link to `address`, or nullptr.
   Worker* At(const std::string& address) {
     auto it = workers_.find(address);

@@ -11,10 +11,15 @@
 #include <string>
 #include <zmq.hpp>
 
+#include "transport/security.h"
 #include "transport/zmq_frame.h"
 
 namespace rayx::detail {
 namespace {
+
+const JobId kJob = JobId::FromHex("0000000000000001").value();
+const JobId kOtherJob = JobId::FromHex("0000000000000002").value();
+const transport::Credential kCluster = transport::Credential::Cluster("connector-test-token");
 
 class ZmqWorkerConnectorTest : public ::testing::Test {
  protected:
@@ -28,18 +33,32 @@ class ZmqWorkerConnectorTest : public ::testing::Test {
     return done();
   }
 
-  // A ROUTER bound to a free loopback port, standing in for a worker.
+  // A ROUTER bound to a free loopback port, standing in for a worker of kJob:
+  // it admits kJob's credential only, as a worker does.
   std::string BindWorker() {
     worker_ = std::make_unique<zmq::socket_t>(context_, zmq::socket_type::router);
     worker_->set(zmq::sockopt::linger, 0);
+    transport::MakeServer(*worker_, transport::WireSecurity::kAuthenticated, *kCluster.ForJob(kJob));
     worker_->bind("tcp://127.0.0.1:*");
     return worker_->get(zmq::sockopt::last_endpoint);
   }
 
+  // A driver's view: it may reach any job's workers (it holds the token), a
+  // job's worker only its own (here: kJob's).
+  static Result<transport::ClientSecurity> SecurityFor(const JobId& job, bool driver) {
+    auto credential = (driver ? kCluster : *kCluster.ForJob(kJob)).ForJob(job);
+    if (!credential.ok()) return credential.status();
+    return transport::ClientSecurity{transport::WireSecurity::kAuthenticated, *credential, ""};
+  }
+
   boost::asio::io_context io_;
   zmq::context_t context_{1};
+  transport::ZapServer zap_{context_,
+                            std::make_shared<transport::JobVerifier>(*kCluster.ForJob(kJob)),
+                            "worker"};
   std::unique_ptr<zmq::socket_t> worker_;
-  ZmqWorkerConnector connector_{io_, context_};
+  ZmqWorkerConnector connector_{io_, context_,
+                                [](const JobId& job) { return SecurityFor(job, true); }};
 };
 
 TEST_F(ZmqWorkerConnectorTest, AMessageReachesTheWorkerAndItsReplyComesBack) {
@@ -47,7 +66,7 @@ TEST_F(ZmqWorkerConnectorTest, AMessageReachesTheWorkerAndItsReplyComesBack) {
   std::string reply;
   bool lost = false;
   auto link = connector_.Connect(
-      address, [&](transport::Frames& frames) { reply = std::string(frames.back().View()); },
+      address, kJob, [&](transport::Frames& frames) { reply = std::string(frames.back().View()); },
       [&] { lost = true; });
   transport::Frames out;
   out.emplace_back("ping");
@@ -67,7 +86,7 @@ TEST_F(ZmqWorkerConnectorTest, AWorkerThatDiesAfterConnectingIsReportedLost) {
   std::string address = BindWorker();
   bool lost = false;
   auto link = connector_.Connect(
-      address, [](transport::Frames&) {}, [&] { lost = true; });
+      address, kJob, [](transport::Frames&) {}, [&] { lost = true; });
   transport::Frames out;
   out.emplace_back("hello");
   ASSERT_TRUE(link->Send(out));
@@ -85,11 +104,42 @@ TEST_F(ZmqWorkerConnectorTest, AnAddressNobodyListensOnIsReportedLost) {
   worker_.reset();  // the port is free again: nobody listens
   bool lost = false;
   auto link = connector_.Connect(
-      address, [](transport::Frames&) {}, [&] { lost = true; });
+      address, kJob, [](transport::Frames&) {}, [&] { lost = true; });
   transport::Frames out;
   out.emplace_back("call");
   link->Send(out);
   EXPECT_TRUE(RunUntil([&] { return lost; })) << "a refused connection was not reported";
+}
+
+// A job's worker may not reach another job's: the link is lost at once, and
+// nothing reaches the other job's worker.
+TEST_F(ZmqWorkerConnectorTest, AnotherJobsWorkerIsNotReachedFromAJobsWorker) {
+  std::string address = BindWorker();
+  ZmqWorkerConnector as_job_worker{io_, context_,
+                                   [](const JobId& job) { return SecurityFor(job, false); }};
+  bool lost = false;
+  auto link = as_job_worker.Connect(address, kOtherJob, [](transport::Frames&) {}, [&] { lost = true; });
+  transport::Frames out;
+  out.emplace_back("call");
+  EXPECT_FALSE(link->Send(out));
+  EXPECT_TRUE(RunUntil([&] { return lost; }));
+  zmq::pollitem_t item{worker_->handle(), 0, ZMQ_POLLIN, 0};
+  EXPECT_EQ(zmq::poll(&item, 1, std::chrono::milliseconds(200)), 0);
+}
+
+// A driver of another job proves kJob's credential (derived from the token)
+// and reaches kJob's worker; the worker sees it as kJob.
+TEST_F(ZmqWorkerConnectorTest, ADriverReachesAnyJobsWorkerWithThatJobsCredential) {
+  std::string address = BindWorker();
+  auto link = connector_.Connect(address, kJob, [](transport::Frames&) {}, [] {});
+  transport::Frames out;
+  out.emplace_back("call");
+  ASSERT_TRUE(link->Send(out));
+  zmq::pollitem_t item{worker_->handle(), 0, ZMQ_POLLIN, 0};
+  ASSERT_EQ(zmq::poll(&item, 1, std::chrono::milliseconds(5000)), 1);
+  transport::Frames got = transport::ReceiveFrames(*worker_);
+  ASSERT_EQ(got.size(), 2u);
+  EXPECT_EQ(transport::PeerPrincipal(got[1]), transport::Principal::Job(kJob));
 }
 
 }  // namespace

@@ -17,7 +17,9 @@ WorkerEnv MakeEnv() {
   env.head_address = "10.0.0.1:6380";
   env.job_id = JobId::FromWire("job-1");
   env.lease_id = LeaseId::FromWire("lease-1");
-  env.cluster_token = "secret";
+  env.job_secret = "secret";
+  env.cluster_key = "key";
+  env.wire_security = "encrypted";
   env.store_dir = "/dev/shm/rayx-store-x";
   env.object_address = "tcp://10.0.0.7:4000";
   env.gpu_ids = {1, 3};
@@ -32,7 +34,9 @@ void ExpectSame(const WorkerEnv& a, const WorkerEnv& b) {
   EXPECT_EQ(a.head_address, b.head_address);
   EXPECT_EQ(a.job_id, b.job_id);
   EXPECT_EQ(a.lease_id, b.lease_id);
-  EXPECT_EQ(a.cluster_token, b.cluster_token);
+  EXPECT_EQ(a.job_secret, b.job_secret);
+  EXPECT_EQ(a.cluster_key, b.cluster_key);
+  EXPECT_EQ(a.wire_security, b.wire_security);
   EXPECT_EQ(a.store_dir, b.store_dir);
   EXPECT_EQ(a.object_address, b.object_address);
   EXPECT_EQ(a.gpu_ids, b.gpu_ids);
@@ -76,7 +80,11 @@ TEST(WorkerEnv, EncodesTheVariablesWorkersAndUserCodeRead) {
   EXPECT_EQ(vars["RAYX_WORKER_READY_FD"], "3");
   EXPECT_EQ(vars["RAYX_NODE_IP"], "10.0.0.7");
   EXPECT_EQ(vars["RAYX_ADDRESS"], "10.0.0.1:6380");
-  EXPECT_EQ(vars["RAYX_CLUSTER_TOKEN"], "secret");
+  // The job's credential, never the cluster token.
+  EXPECT_EQ(vars["RAYX_JOB_SECRET"], "secret");
+  EXPECT_EQ(vars.count("RAYX_CLUSTER_TOKEN"), 0u);
+  EXPECT_EQ(vars["RAYX_CLUSTER_KEY"], "key");
+  EXPECT_EQ(vars["RAYX_WIRE_SECURITY"], "encrypted");
   EXPECT_EQ(vars["RAYX_GPU_IDS"], "1,3");
   // A worker sees exactly its GPUs, numbered as NVML (which gave the ids) does.
   EXPECT_EQ(vars["CUDA_VISIBLE_DEVICES"], "1,3");

@@ -132,11 +132,15 @@ TEST_F(HeadKvTest, PeerWithoutTokenIsRefused) {
     EXPECT_EQ(err->code, static_cast<uint8_t>(StatusCode::kUnauthenticated))
         << protocol::MessageTypeName(type);
   }
-  // A driver that presented the wrong token is not registered either.
+  // A connection that proved nothing is not registered either.
   protocol::RegisterDriverRequest bad;
-  bad.token = "wrong";
   bad.rayx_version = kRayxVersion;
-  EXPECT_EQ(CallError(kPeerA, bad).code, static_cast<uint8_t>(StatusCode::kUnauthenticated));
+  Frames hello = transport::MakeMessage(bad, 7);
+  auto refused = service_.Handle(hello, kPeerA, transport::Principal());
+  ASSERT_TRUE(refused.has_value());
+  auto err = protocol::Decode<protocol::ErrorReply>(FrameView((*refused)[1]));
+  ASSERT_TRUE(err.ok());
+  EXPECT_EQ(err->code, static_cast<uint8_t>(StatusCode::kUnauthenticated));
   EXPECT_EQ(CallError(kPeerA, Put("k", "v")).code,
             static_cast<uint8_t>(StatusCode::kUnauthenticated));
   EXPECT_EQ(service_.kv().size(), 0u);

@@ -47,8 +47,9 @@ class HeadServiceTest : public ::testing::Test {
 
   // Sends `frames` and expects a reply envelope of `type` answering `id`.
   template <typename Reply>
-  Reply Call(Frames frames, uint64_t id, MessageType type = Reply::kType) {
-    auto reply = service_.Handle(frames, "tcp://peer");
+  Reply Call(Frames frames, uint64_t id, MessageType type = Reply::kType,
+             const transport::Principal& principal = transport::Principal::Cluster()) {
+    auto reply = service_.Handle(frames, "tcp://peer", principal);
     EXPECT_TRUE(reply.has_value());
     if (!reply) return Reply{};
     EXPECT_EQ(reply->size(), 2u);
@@ -63,8 +64,10 @@ class HeadServiceTest : public ::testing::Test {
     return body.ok() ? *body : Reply{};
   }
 
-  protocol::ErrorReply CallError(Frames frames, uint64_t id) {
-    return Call<protocol::ErrorReply>(std::move(frames), id, MessageType::kErrorReply);
+  protocol::ErrorReply CallError(Frames frames, uint64_t id,
+                                 const transport::Principal& principal =
+                                     transport::Principal::Cluster()) {
+    return Call<protocol::ErrorReply>(std::move(frames), id, MessageType::kErrorReply, principal);
   }
 
   NodeId Register(uint64_t id = 1) {
@@ -107,15 +110,19 @@ TEST_F(HeadServiceTest, RegisterWithRightTokenGetsIdAndTimings) {
   EXPECT_EQ(service_.rejected_count(), 0u);
 }
 
-TEST_F(HeadServiceTest, RegisterWithWrongTokenIsUnauthenticated) {
-  for (const std::string token : {"wrong", "", "s3cret-toke", "s3cret-token!"}) {
-    auto err = CallError(transport::MakeMessage(Hello(token), 5), 5);
-    EXPECT_EQ(err.code, static_cast<uint8_t>(StatusCode::kUnauthenticated)) << token;
-    EXPECT_NE(err.message.find("wrong cluster token"), std::string::npos) << err.message;
+// Only the cluster's credential registers a node: a job's (its workers') and a
+// connection that proved nothing are refused, whatever token the body names.
+TEST_F(HeadServiceTest, RegisterFromAJobOrNobodyIsUnauthenticated) {
+  for (const transport::Principal& who :
+       {transport::Principal::Job(JobId::FromWire("0123456789abcdef")), transport::Principal()}) {
+    auto err = CallError(transport::MakeMessage(Hello(kToken), 5), 5, who);
+    EXPECT_EQ(err.code, static_cast<uint8_t>(StatusCode::kUnauthenticated)) << who.ToString();
+    EXPECT_NE(err.message.find("only holders of the cluster token"), std::string::npos)
+        << err.message;
     EXPECT_EQ(err.where, "head 127.0.0.1:6380");
   }
   EXPECT_EQ(service_.nodes().alive_count(), 0u);
-  EXPECT_EQ(service_.rejected_count(), 4u);
+  EXPECT_EQ(service_.rejected_count(), 2u);
 }
 
 TEST_F(HeadServiceTest, RegisterWithOtherRayxVersionNamesBothVersions) {
@@ -249,9 +256,12 @@ TEST_F(HeadServiceTest, ExtraPayloadFramesAreIgnored) {
   EXPECT_NE(service_.nodes().FindAlive(reply.node_id), nullptr);
 }
 
-TEST_F(HeadServiceTest, StatusRequestWithWrongTokenIsRefused) {
+// A connection that proved nothing gets no status (ZAP keeps such peers out;
+// the router refuses them too).
+TEST_F(HeadServiceTest, StatusRequestFromNobodyIsRefused) {
   Register();
-  auto err = CallError(transport::MakeMessage(protocol::GetClusterStatusRequest{"nope"}, 21), 21);
+  auto err = CallError(transport::MakeMessage(protocol::GetClusterStatusRequest{}, 21), 21,
+                       transport::Principal());
   EXPECT_EQ(err.code, static_cast<uint8_t>(StatusCode::kUnauthenticated));
   EXPECT_EQ(service_.rejected_count(), 1u);
 }
@@ -285,8 +295,9 @@ TEST_F(HeadServiceTest, StoppingTheClusterTellsEveryAgentAndRefusesNewNodes) {
         seq);
   };
   EXPECT_EQ(beat(a, 10).stop, "") << "a running cluster asks nobody to leave";
-  auto refused =
-      CallError(transport::MakeMessage(protocol::StopClusterRequest{"wrong", "done"}, 11), 11);
+  // A job's credential (its workers') does not stop the cluster.
+  auto refused = CallError(transport::MakeMessage(protocol::StopClusterRequest{"", "done"}, 11), 11,
+                           transport::Principal::Job(JobId::FromWire("0123456789abcdef")));
   EXPECT_EQ(refused.code, static_cast<uint8_t>(StatusCode::kUnauthenticated));
   EXPECT_EQ(beat(a, 12).stop, "") << "a refused stop stops nothing";
 
@@ -400,6 +411,21 @@ TEST_F(HeadServiceTest, AgentMessagesOfAnotherIncarnationAreRefused) {
   ASSERT_TRUE(job_reply.has_value());
   auto job = protocol::Decode<protocol::RegisterDriverReply>(transport::FrameView((*job_reply)[1]));
   ASSERT_TRUE(job.ok());
+  // The new job's credential is announced to both agents (their object servers
+  // admit its workers).
+  ASSERT_EQ(sent.size(), 2u);
+  for (const auto& [peer, frames] : sent) {
+    auto notice_env = protocol::Decode<protocol::Envelope>(transport::FrameView(frames[0]));
+    ASSERT_TRUE(notice_env.ok());
+    EXPECT_EQ(notice_env->t, static_cast<uint16_t>(MessageType::kJobCredentialNotice));
+    auto notice =
+        protocol::Decode<protocol::JobCredentialNotice>(transport::FrameView(frames[1]));
+    ASSERT_TRUE(notice.ok());
+    EXPECT_EQ(notice->job_id, job->job_id);
+    EXPECT_TRUE(notice->admitted);
+  }
+  EXPECT_TRUE(service_.admitted_jobs().count(job->job_id));
+  sent.clear();
   protocol::RequestLeaseRequest lease;
   lease.job_id = job->job_id;
   lease.resources = {{"CPU", 1}};
@@ -469,9 +495,11 @@ TEST_F(HeadServiceTest, UnregisterWithoutReasonSaysStopped) {
 }
 
 TEST_F(HeadServiceTest, FloodOfBadHellosLeavesGoodRegistrationWorking) {
+  // Hellos over a connection that proved only a job's credential.
+  const transport::Principal job = transport::Principal::Job(JobId::FromWire("0123456789abcdef"));
   for (uint64_t i = 0; i < 10000; ++i) {
-    Frames frames = transport::MakeMessage(Hello("bad"), i);
-    auto reply = service_.Handle(frames, "tcp://attacker");
+    Frames frames = transport::MakeMessage(Hello(), i);
+    auto reply = service_.Handle(frames, "tcp://attacker", job);
     ASSERT_TRUE(reply.has_value());
   }
   EXPECT_EQ(service_.rejected_count(), 10000u);

@@ -13,10 +13,13 @@
 #include <thread>
 #include <zmq.hpp>
 
+#include "transport/security.h"
 #include "transport/zmq_frame.h"
 
 namespace rayx::worker {
 namespace {
+
+constexpr char kToken[] = "head-connection-test";
 
 class ZmqHeadConnectionTest : public ::testing::Test {
  protected:
@@ -25,6 +28,8 @@ class ZmqHeadConnectionTest : public ::testing::Test {
     head_ = std::make_unique<zmq::socket_t>(context_, zmq::socket_type::router);
     head_->set(zmq::sockopt::linger, 0);
     head_->set(zmq::sockopt::rcvtimeo, 10);
+    transport::MakeServer(*head_, transport::WireSecurity::kEncrypted,
+                          transport::Credential::Cluster(kToken));
     std::string endpoint = "tcp://127.0.0.1:" + (port ? std::to_string(port) : std::string("*"));
     // The old socket's port is released by ZeroMQ's I/O thread, soon after close.
     auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
@@ -62,8 +67,13 @@ class ZmqHeadConnectionTest : public ::testing::Test {
     return "";
   }
 
+  static transport::ClientSecurity Security() {
+    return transport::ClientSecurity::ClusterToHead(kToken);
+  }
+
   boost::asio::io_context io_;
   zmq::context_t context_{1};
+  transport::ZapServer zap_{context_, std::make_shared<transport::ClusterVerifier>(kToken), "head"};
   std::unique_ptr<zmq::socket_t> head_;
   uint16_t port_ = 0;
   std::unique_ptr<ZmqHeadConnection> connection_;
@@ -71,7 +81,8 @@ class ZmqHeadConnectionTest : public ::testing::Test {
 
 TEST_F(ZmqHeadConnectionTest, TheAgentKeepsItsRoutingIdAcrossAReconnect) {
   BindHead(0);
-  connection_ = std::make_unique<ZmqHeadConnection>(io_, HostPort{"127.0.0.1", port_});
+  connection_ = std::make_unique<ZmqHeadConnection>(io_, HostPort{"127.0.0.1", port_},
+                                                    Security());
   connection_->Start([](transport::Frames&) {});
   std::string first = SeenByHead(*connection_, "first");
   ASSERT_FALSE(first.empty());
@@ -84,11 +95,27 @@ TEST_F(ZmqHeadConnectionTest, TheAgentKeepsItsRoutingIdAcrossAReconnect) {
   ASSERT_FALSE(second.empty());
   EXPECT_EQ(second, first);
   // Another agent is another peer.
-  ZmqHeadConnection other(io_, HostPort{"127.0.0.1", port_});
+  ZmqHeadConnection other(io_, HostPort{"127.0.0.1", port_}, Security());
   other.Start([](transport::Frames&) {});
   std::string third = SeenByHead(other, "third");
   ASSERT_FALSE(third.empty());
   EXPECT_NE(third, first);
+}
+
+// An agent with another cluster's token never reaches the head: nothing it
+// sends arrives (the head also proves it holds the cluster's key).
+TEST_F(ZmqHeadConnectionTest, AnAgentWithAnotherTokenReachesNothing) {
+  BindHead(0);
+  ZmqHeadConnection stranger(io_, HostPort{"127.0.0.1", port_},
+                             transport::ClientSecurity::ClusterToHead("another-token"));
+  stranger.Start([](transport::Frames&) {});
+  transport::Frames hello;
+  hello.emplace_back("let me in");
+  (void)stranger.Send(hello);
+  io_.restart();
+  io_.run_for(std::chrono::milliseconds(300));
+  zmq::message_t identity;
+  EXPECT_FALSE(head_->recv(identity));
 }
 
 }  // namespace

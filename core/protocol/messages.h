@@ -369,8 +369,14 @@ struct ActorInfo {
   // Opaque bytes its creator attached (the Python package: the class's name
   // and its methods' return counts), given to whoever looks the name up.
   std::string metadata;
+  // The key to call this actor from another job (transport::ActorKey): set by
+  // the head in GetActorReply, and carried by handles passed on, so a job's
+  // tasks reach a shared actor of another job, its methods only.
+  std::string call_secret;
+  std::string worker_key;  // the CURVE public key its worker presents
   MSGPACK_DEFINE_MAP(actor_id, name, job_id, class_name, worker_address, lease_id, detached,
-                     max_restarts, restart_request, restarts_done, starting, metadata)
+                     max_restarts, restart_request, restarts_done, starting, metadata,
+                     call_secret, worker_key)
 };
 
 // The job's driver is done: the head kills every worker of the job except

@@ -29,6 +29,9 @@ struct ActorSubmitter::ActorState final : WorkerConnection::Owner {
   ActorSubmitter* submitter = nullptr;
   ActorId actor_id;
   JobId job;  // the actor's job when it is another job's (a detached actor); nil: ours
+  // The key to call it when it is another job's (ActorInfo::call_secret):
+  // what opens its worker to a process that holds only its own job's credential.
+  std::optional<transport::ActorKey> key;
   std::string name;
   std::string class_name;
   LeaseId lease_id;
@@ -94,6 +97,7 @@ ActorSubmitter::~ActorSubmitter() = default;
 std::shared_ptr<WorkerConnection> ActorSubmitter::Connect(ActorState& actor,
                                                           WorkerConnection::Info info) {
   info.job = actor.job;
+  info.actor_key = actor.key;
   auto conn = std::make_shared<WorkerConnection>(std::move(info), &actor, deps_.objects,
                                                  deps_.send_queue, deps_.clock);
   conn->Open(deps_.connector);
@@ -606,7 +610,11 @@ protocol::ActorInfo ActorSubmitter::InfoOf(const ActorState& a) const {
   protocol::ActorInfo info;
   info.actor_id = a.actor_id;
   info.name = a.name;
-  info.job_id = a.owner ? options_.job_id : JobId();  // a handle's job is not known here
+  info.job_id = a.job.IsNil() ? options_.job_id : a.job;
+  if (a.key) {  // passed on with the handle (Runtime::SerializeActor adds ours)
+    info.call_secret = a.key->secret;
+    info.worker_key = a.key->worker_key;
+  }
   info.class_name = a.class_name;
   info.worker_address = a.conn ? a.conn->info().address : "";
   info.lease_id = a.lease_id;
@@ -703,6 +711,9 @@ void ActorSubmitter::Attach(const protocol::ActorInfo& info) {
   state->submitter = this;
   state->actor_id = info.actor_id;
   if (info.job_id != options_.job_id) state->job = info.job_id;
+  if (!state->job.IsNil() && !info.call_secret.empty()) {
+    state->key = transport::ActorKey{info.actor_id, info.call_secret, info.worker_key};
+  }
   state->name = info.name;
   state->class_name = info.class_name;
   state->lease_id = info.lease_id;
@@ -710,11 +721,11 @@ void ActorSubmitter::Attach(const protocol::ActorInfo& info) {
   state->max_restarts = info.max_restarts;
   ActorState* a = state.get();
   actors_[info.actor_id] = std::move(state);
-  if (!a->job.IsNil() && !options_.reaches_other_jobs) {
+  if (!a->job.IsNil() && !options_.reaches_other_jobs && !a->key) {
     a->dead_reason = "actor " + (info.name.empty() ? info.actor_id.Hex() : "'" + info.name + "'") +
                      " belongs to job " + info.job_id.Hex() +
-                     ": a job's tasks and actors call only their own job's actors (their "
-                     "credential opens nothing else); call it from a driver";
+                     " and its handle carries no key to call it (a handle made by hand?): "
+                     "look it up by name (get_actor), or pass the handle its driver made";
     return;
   }
   if (info.worker_address.empty()) {

@@ -154,13 +154,23 @@ Runtime::Runtime(Config config)
       tick_timer_(io_),
       connector_(std::make_unique<ZmqWorkerConnector>(
           io_, sockets_->context.get(),
-          [this](const JobId& job) { return WorkerSecurity(job.IsNil() ? config_.job_id : job); })),
+          [this](const JobId& job, const std::optional<transport::ActorKey>& actor_key) {
+            return WorkerSecurity(job.IsNil() ? config_.job_id : job, actor_key);
+          })),
       object_servers_(std::make_unique<ObjectServerDirectory>(
           FetchObjectServersFromHead(config_.head.ToString(), HeadSecurity(), 5000), clock_,
           ObjectServerDirectory::Options{})) {}
 
-Result<transport::ClientSecurity> Runtime::WorkerSecurity(const JobId& job) const {
+Result<transport::ClientSecurity> Runtime::WorkerSecurity(
+    const JobId& job, const std::optional<transport::ActorKey>& actor_key) const {
   auto credential = config_.credential.ForJob(job);
+  if (!credential.ok() && actor_key && !actor_key->secret.empty()) {
+    transport::ClientSecurity security;
+    security.mode = data_security_.mode;
+    security.credential = transport::Credential::ActorCaller(*actor_key);
+    security.server_key = actor_key->worker_key;
+    return security;
+  }
   if (!credential.ok()) return credential.status();
   transport::ClientSecurity security;
   security.mode = data_security_.mode;
@@ -565,6 +575,13 @@ std::string Runtime::SerializeActor(const ActorPtr& actor) {
   auto future = reply->get_future();
   PostOrdered([this, actor, reply] { reply->set_value(actors_->Describe(actor->actor_id)); });
   protocol::ActorInfo info = future.get();
+  if (info.call_secret.empty() && !info.job_id.IsNil()) {
+    // Whoever gets the handle (a task of another job, say) may call the actor.
+    if (auto key = config_.credential.KeyFor(info.job_id, info.actor_id); key.ok()) {
+      info.call_secret = std::move(key->secret);
+      info.worker_key = std::move(key->worker_key);
+    }
+  }
   if (info.worker_address.empty() && !info.starting) {
     throw std::runtime_error(info.name.empty()
                                  ? "the actor is not running yet or has died; wait for a call "

@@ -130,7 +130,10 @@ class Runtime {
   const transport::ClientSecurity& ObjectServerSecurity() const { return data_security_; }
   // How this process connects to a worker of `job`: Unauthenticated when this
   // process may not (a job's workers reach only their own job's).
-  Result<transport::ClientSecurity> WorkerSecurity(const JobId& job) const;
+  // How to reach a worker of `job`: with the credential of that job this
+  // process derives, or, for another job's actor, with the actor's key.
+  Result<transport::ClientSecurity> WorkerSecurity(
+      const JobId& job, const std::optional<transport::ActorKey>& actor_key = std::nullopt) const;
   // Calls the head and waits up to `timeout_ms` for its answer.
   // REQUIRES: a user thread (not the I/O thread).
   template <typename Reply, typename Request>

@@ -59,7 +59,7 @@ WorkerConnection::WorkerConnection(Info info, Owner* owner, ObjectTable& objects
 
 void WorkerConnection::Open(WorkerConnector& connector) {
   link_ = connector.Connect(
-      info_.address, info_.job, [this](Frames& frames) { OnMessage(frames); }, [this] { Lose(); });
+      info_.address, info_.job, info_.actor_key, [this](Frames& frames) { OnMessage(frames); }, [this] { Lose(); });
 }
 
 void WorkerConnection::Queue(Task task) {

@@ -69,6 +69,8 @@ class WorkerConnection : public std::enable_shared_from_this<WorkerConnection> {
     std::string node;
     int32_t pid = 0;
     JobId job;  // the worker's job; nil: this process's own
+    // Set for another job's actor: the key that opens its worker to us.
+    std::optional<transport::ActorKey> actor_key;
   };
 
   WorkerConnection(Info info, Owner* owner, ObjectTable& objects, WorkerSendQueue& send_queue,

@@ -3,10 +3,12 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "rayx/ids.h"
 #include "transport/frame.h"
+#include "transport/security.h"
 
 namespace rayx::detail {
 
@@ -28,10 +30,12 @@ class WorkerConnector {
   using LostHandler = std::function<void()>;
   virtual ~WorkerConnector() = default;
   // Connects to the worker at `address`, a worker of `job` (nil: this
-  // process's own job). `on_message` receives each reply and `on_lost` the
+  // process's own job); `actor_key`, when set, is the key of the actor it
+  // hosts, for a job this process holds no credential of. `on_message` receives each reply and `on_lost` the
   // worker's loss (disconnected, never reachable, or not ours to reach), on the
   // I/O thread, while the link lives.
   virtual std::unique_ptr<WorkerLink> Connect(const std::string& address, const JobId& job,
+                                              const std::optional<transport::ActorKey>& actor_key,
                                               MessageHandler on_message,
                                               LostHandler on_lost) = 0;
 };

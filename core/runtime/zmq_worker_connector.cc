@@ -45,10 +45,11 @@ class ZmqWorkerLink final : public WorkerLink {
 
 std::unique_ptr<WorkerLink> ZmqWorkerConnector::Connect(const std::string& address,
                                                         const JobId& job,
+                                                        const std::optional<transport::ActorKey>& actor_key,
                                                         MessageHandler on_message,
                                                         LostHandler on_lost) {
   auto link = std::make_unique<ZmqWorkerLink>(context_);
-  auto security = security_(job);
+  auto security = security_(job, actor_key);
   if (!security.ok()) {
     // Not ours to reach: the link is lost before it begins.
     RAYX_LOG(Warning) << "not connecting to the worker at " << address << ": "

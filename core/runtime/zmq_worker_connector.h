@@ -22,11 +22,14 @@ namespace rayx::detail {
 class ZmqWorkerConnector final : public WorkerConnector {
  public:
   // How to prove who this process is to a worker of a job (or why it may not).
-  using SecurityFor = std::function<Result<transport::ClientSecurity>(const JobId& job)>;
+  // `actor_key`: as Connect's.
+  using SecurityFor = std::function<Result<transport::ClientSecurity>(
+      const JobId& job, const std::optional<transport::ActorKey>& actor_key)>;
   ZmqWorkerConnector(boost::asio::io_context& io, zmq::context_t& context, SecurityFor security)
       : io_(io), context_(context), security_(std::move(security)) {}
 
   std::unique_ptr<WorkerLink> Connect(const std::string& address, const JobId& job,
+                                      const std::optional<transport::ActorKey>& actor_key,
                                       MessageHandler on_message, LostHandler on_lost) override;
 
  private:

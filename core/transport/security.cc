@@ -18,6 +18,7 @@ namespace rayx::transport {
 namespace {
 
 constexpr char kJobUserPrefix[] = "job:";
+constexpr char kActorUserPrefix[] = "actor:";
 constexpr char kClusterUserId[] = "cluster";
 constexpr char kZapEndpoint[] = "inproc://zeromq.zap.01";
 
@@ -68,6 +69,7 @@ std::string Principal::UserId() const {
   switch (kind) {
     case Kind::kCluster: return kClusterUserId;
     case Kind::kJob: return kJobUserPrefix + job.Hex();
+    case Kind::kActorCaller: return kActorUserPrefix + actor.Hex();
     case Kind::kNone: break;
   }
   return "";
@@ -80,6 +82,11 @@ Principal Principal::FromUserId(std::string_view user_id) {
     auto job = JobId::FromHex(user_id.substr(prefix.size()));
     if (job.ok()) return Job(*job);
   }
+  std::string_view actor_prefix = kActorUserPrefix;
+  if (user_id.substr(0, actor_prefix.size()) == actor_prefix) {
+    auto actor = ActorId::FromHex(user_id.substr(actor_prefix.size()));
+    if (actor.ok() && !actor->IsNil()) return ActorCaller(*actor);
+  }
   return Principal();
 }
 
@@ -87,6 +94,7 @@ std::string Principal::ToString() const {
   switch (kind) {
     case Kind::kCluster: return "the cluster";
     case Kind::kJob: return "job " + job.Hex();
+    case Kind::kActorCaller: return "a caller of actor " + actor.Hex();
     case Kind::kNone: break;
   }
   return "nobody";
@@ -123,6 +131,21 @@ Credential Credential::Job(const JobId& job, std::string job_secret) {
 
 std::string Credential::JobSecret(std::string_view token, const JobId& job) {
   return HmacHex(token, "rayx job secret v1:" + job.Hex());
+}
+
+Credential Credential::ActorCaller(const ActorKey& key) {
+  RAYX_CHECK(!key.actor.IsNil() && !key.secret.empty()) << "an actor's caller needs its key";
+  return Credential(Principal::ActorCaller(key.actor), key.secret);
+}
+
+std::string Credential::ActorSecret(std::string_view job_secret, const ActorId& actor) {
+  return HmacHex(job_secret, "rayx actor secret v1:" + actor.Hex());
+}
+
+Result<ActorKey> Credential::KeyFor(const JobId& job, const ActorId& actor) const {
+  auto member = ForJob(job);
+  if (!member.ok()) return member.status();
+  return ActorKey{actor, ActorSecret(member->secret(), actor), member->CurvePublicKey()};
 }
 
 Result<Credential> Credential::ForJob(const JobId& job) const {
@@ -198,14 +221,29 @@ JobVerifier::JobVerifier(Credential job) : job_(std::move(job)) {
   RAYX_CHECK(job_.principal().is_job()) << "a JobVerifier needs a job credential";
 }
 
+void JobVerifier::AllowActorCallers(const ActorId& actor) {
+  Credential callers = Credential::ActorCaller(
+      ActorKey{actor, Credential::ActorSecret(job_.secret(), actor), job_.CurvePublicKey()});
+  std::lock_guard<std::mutex> lock(mu_);
+  actor_callers_ = std::move(callers);
+}
+
 std::optional<Principal> JobVerifier::Verify(const ZapRequest& request) const {
-  if (request.mechanism == "CURVE") {
-    if (SameSecret(request.client_key, job_.CurvePublicKey())) return job_.principal();
-    return std::nullopt;
+  std::optional<Credential> callers;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    callers = actor_callers_;
   }
-  if (request.mechanism == "PLAIN" && request.username == job_.PlainUsername() &&
-      SameSecret(request.password, job_.PlainPassword())) {
-    return job_.principal();
+  const Credential* admitted[] = {&job_, callers ? &*callers : nullptr};
+  for (const Credential* c : admitted) {
+    if (c == nullptr) continue;
+    if (request.mechanism == "CURVE" && SameSecret(request.client_key, c->CurvePublicKey())) {
+      return c->principal();
+    }
+    if (request.mechanism == "PLAIN" && request.username == c->PlainUsername() &&
+        SameSecret(request.password, c->PlainPassword())) {
+      return c->principal();
+    }
   }
   return std::nullopt;
 }

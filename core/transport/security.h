@@ -40,31 +40,51 @@ namespace rayx::transport {
 
 // Who a connection proved to be. A plain value.
 struct Principal {
-  enum class Kind : uint8_t { kNone, kCluster, kJob };
+  enum class Kind : uint8_t { kNone, kCluster, kJob, kActorCaller };
   Kind kind = Kind::kNone;
-  JobId job;  // kJob only
+  JobId job;      // kJob only
+  ActorId actor;  // kActorCaller only: the one actor it may call
 
-  static Principal Cluster() { return {Kind::kCluster, JobId()}; }
-  static Principal Job(const JobId& job) { return {Kind::kJob, job}; }
+  static Principal Cluster() { return {Kind::kCluster, JobId(), ActorId()}; }
+  static Principal Job(const JobId& job) { return {Kind::kJob, job, ActorId()}; }
+  static Principal ActorCaller(const ActorId& actor) {
+    return {Kind::kActorCaller, JobId(), actor};
+  }
 
   bool valid() const { return kind != Kind::kNone; }
   bool is_cluster() const { return kind == Kind::kCluster; }
   bool is_job() const { return kind == Kind::kJob; }
+  bool is_actor_caller() const { return kind == Kind::kActorCaller; }
   // Whether this principal may act for `job`: the cluster for any job, a job
-  // for itself only.
+  // for itself only, an actor's caller for none.
   bool MayActFor(const JobId& other) const {
     return is_cluster() || (is_job() && job == other);
   }
 
-  // ZAP's User-Id: "cluster" or "job:<hex>". The inverse gives kNone for
-  // anything else.
+  // ZAP's User-Id: "cluster", "job:<hex>" or "actor:<hex>". The inverse gives
+  // kNone for anything else.
   std::string UserId() const;
   static Principal FromUserId(std::string_view user_id);
-  // For messages: "the cluster", "job <hex>", "nobody".
+  // For messages: "the cluster", "job <hex>", "a caller of actor <hex>", "nobody".
   std::string ToString() const;
 
-  bool operator==(const Principal& o) const { return kind == o.kind && job == o.job; }
+  bool operator==(const Principal& o) const {
+    return kind == o.kind && job == o.job && actor == o.actor;
+  }
   bool operator!=(const Principal& o) const { return !(*this == o); }
+};
+
+// What a member of one job holds to call one actor of another job (a named
+// or detached actor, or one whose handle it was given), as Ray lets any
+// driver of the cluster do. The head hands it out with the actor's handle to
+// any admitted job; it opens that actor's method calls on its worker and
+// nothing else (no tasks, no creations, no other worker). A plain value.
+//   actor secret = hex(HMAC-SHA256(key = the actor's job secret,
+//                                  "rayx actor secret v1:" + actor))
+struct ActorKey {
+  ActorId actor;
+  std::string secret;
+  std::string worker_key;  // the CURVE public key the actor's worker presents (its job's)
 };
 
 // How rayx protects the sockets that carry data (workers, object servers). The
@@ -85,6 +105,11 @@ class Credential {
   static Credential Job(const JobId& job, std::string job_secret);
   // The secret of `job`, derived from the cluster token (64 hex digits).
   static std::string JobSecret(std::string_view token, const JobId& job);
+  // A caller of one actor of another job, from the key the head gave out.
+  // REQUIRES: `key.secret` non-empty.
+  static Credential ActorCaller(const ActorKey& key);
+  // The secret of `actor`, derived from its job's secret (64 hex digits).
+  static std::string ActorSecret(std::string_view job_secret, const ActorId& actor);
 
   bool empty() const { return !principal_.valid(); }
   const Principal& principal() const { return principal_; }
@@ -95,6 +120,9 @@ class Credential {
   // the token by the cluster; a job credential gives itself for its own job.
   // Unauthenticated for a job credential asked for another job.
   Result<Credential> ForJob(const JobId& job) const;
+  // The key to call `actor`, an actor of `job`: the cluster derives any; a
+  // job, its own actors'. Unauthenticated otherwise.
+  Result<ActorKey> KeyFor(const JobId& job, const ActorId& actor) const;
 
   std::string PlainUsername() const { return principal_.UserId(); }
   const std::string& PlainPassword() const { return plain_password_; }
@@ -155,14 +183,21 @@ class ClusterVerifier : public Verifier {
   std::unordered_map<std::string, JobId> jobs_by_public_key_;  // CURVE key -> job
 };
 
-// Verifies one job's members only (a worker of that job). Thread-safe.
+// Verifies one job's members only (a worker of that job), and, once the
+// worker hosts an actor (AllowActorCallers), the callers of that actor that
+// hold its key. Thread-safe.
 class JobVerifier : public Verifier {
  public:
   explicit JobVerifier(Credential job);
+  // From now on, callers presenting `actor`'s key are admitted too (as
+  // kActorCaller principals: the worker lets them call that actor only).
+  void AllowActorCallers(const ActorId& actor);
   std::optional<Principal> Verify(const ZapRequest& request) const override;
 
  private:
   const Credential job_;
+  mutable std::mutex mu_;
+  std::optional<Credential> actor_callers_;  // guarded by mu_
 };
 
 // Serves ZeroMQ's authentication protocol (ZAP) for one context, on a thread

@@ -66,7 +66,20 @@ WorkerLoop::WorkerLoop(zmq::context_t& context, const WorkerEnv& env, SendFn sen
   }
 }
 
-std::string WorkerLoop::Refusal(const protocol::TaskCallView& call) const {
+std::string WorkerLoop::Refusal(const protocol::TaskCallView& call,
+                                const transport::Principal& peer) const {
+  if (peer.is_actor_caller()) {
+    // Its key opens this worker's actor's methods, nothing else.
+    if (!call.actor_creation && !hosted_actor_.empty() && call.actor_id == hosted_actor_ &&
+        peer.actor.Hex() == hosted_actor_) {
+      return "";
+    }
+    return std::string(peer.ToString()) + " may call that actor's methods only, and this call " +
+           (call.actor_creation ? "creates an actor"
+            : call.actor_id.empty()
+                ? "is a task"
+                : "is for actor " + std::string(call.actor_id).substr(0, 64));
+  }
   if (batch_.job_id == job_) return "";
   // A named actor is shared: its calls may come from other jobs.
   if (!call.actor_id.empty() && !call.actor_creation) return "";
@@ -96,6 +109,7 @@ void WorkerLoop::Handle(transport::Frames& frames) {
     send_(out);
     return;
   }
+  const transport::Principal peer = transport::PeerPrincipal(frames[1]);
   routing_ = std::move(frames[0]);
   writer_.BeginReply(&body_);
   for (size_t i = 0; i < batch_.calls.size(); ++i) {
@@ -113,7 +127,7 @@ void WorkerLoop::Handle(transport::Frames& frames) {
       observer(/*began=*/true, "");
     }
     CallOutcome outcome;
-    if (std::string refusal = Refusal(call); !refusal.empty()) {
+    if (std::string refusal = Refusal(call, peer); !refusal.empty()) {
       outcome.ok = false;
       outcome.error_type = "WrongJob";
       outcome.error_message = std::move(refusal);
@@ -156,7 +170,15 @@ Status WorkerLoop::ConstructFromFile(const std::string& path) {
     return Status::Internal("the actor's constructor " + init->function + " threw " +
                             Demangle(typeid(e).name()) + ": " + e.what());
   }
+  Hosting(init->actor_id.Hex());
   return Status::OK();
+}
+
+void WorkerLoop::Hosting(std::string_view actor) {
+  hosted_actor_ = std::string(actor);
+  if (!host_observer_) return;
+  auto id = ActorId::FromHex(hosted_actor_);
+  if (id.ok() && !id->IsNil()) host_observer_(*id);
 }
 
 WorkerLoop::KnownFunction& WorkerLoop::Lookup(std::string_view name) {
@@ -254,6 +276,7 @@ WorkerLoop::CallOutcome WorkerLoop::Run(const protocol::TaskCallView& call,
             std::string(call.function) + " threw " + Demangle(typeid(e).name()) + ": " + e.what();
         throw;
       }
+      Hosting(call.actor_id);
       out.value = Pack(msgpack::type::nil_t());
     } else if (!call.actor_id.empty()) {
       if (!actor_ && !actor_error_.empty()) {

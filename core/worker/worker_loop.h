@@ -68,6 +68,11 @@ class WorkerLoop {
   void SetConstructionObserver(ConstructionObserver observer) {
     construction_observer_ = std::move(observer);
   }
+  // Hears which actor this worker hosts, once its constructor ran: callers
+  // holding that actor's key (another job's members) may reach it from then
+  // on (worker_main tells its JobVerifier).
+  using HostObserver = std::function<void(const ActorId& actor)>;
+  void SetHostObserver(HostObserver observer) { host_observer_ = std::move(observer); }
 
  private:
   // What one call produced: a value (msgpack bytes, or raw for rayx::Bytes) or
@@ -90,8 +95,11 @@ class WorkerLoop {
   };
 
   KnownFunction& Lookup(std::string_view name);
-  // Why `call` (of the batch in batch_) is not run here; "" when it is.
-  std::string Refusal(const protocol::TaskCallView& call) const;
+  // Why `call` (of the batch in batch_, sent by `peer`) is not run here; ""
+  // when it is.
+  std::string Refusal(const protocol::TaskCallView& call, const transport::Principal& peer) const;
+  // This worker now hosts `actor` (hex).
+  void Hosting(std::string_view actor);
   CallOutcome Run(const protocol::TaskCallView& call, const RemoteFunction* fn);
   void AddResult(const protocol::TaskCallView& call, CallOutcome outcome);
   // Sends the results written so far as one reply.
@@ -100,6 +108,8 @@ class WorkerLoop {
   zmq::context_t& context_;
   SendFn send_;
   ConstructionObserver construction_observer_;
+  HostObserver host_observer_;
+  std::string hosted_actor_;  // hex; empty until an actor was constructed here
   std::string node_ip_;
   std::string job_;  // this worker's job id (hex)
   SharedMemoryStore store_{""};

@@ -31,8 +31,10 @@ void RunWorker(const WorkerEnv& env) {
   // Only members of this worker's job reach it (its workers, and drivers that
   // derive the job's credential from the cluster token); nobody else's
   // connection ever delivers a message.
-  transport::ZapServer zap(context, std::make_shared<transport::JobVerifier>(credential),
-                           "worker of job " + env.job_id.Hex());
+  // Once it hosts an actor, that actor's callers of other jobs (who hold its
+  // key, from the head) reach it too, for that actor's methods only.
+  auto verifier = std::make_shared<transport::JobVerifier>(credential);
+  transport::ZapServer zap(context, verifier, "worker of job " + env.job_id.Hex());
   zmq::socket_t router(context, zmq::socket_type::router);
   router.set(zmq::sockopt::linger, 0);
   // Bounded queues: a caller that floods is held back by its own socket.
@@ -53,6 +55,7 @@ void RunWorker(const WorkerEnv& env) {
       RAYX_LOG(Warning) << "reply failed: " << e.what();
     }
   });
+  loop.SetHostObserver([verifier](const ActorId& actor) { verifier->AllowActorCallers(actor); });
   if (!env.actor_init.empty()) {
     // A detached actor the head creates (a restart, or one its driver handed
     // over): constructed before this worker is ready, so a failed constructor

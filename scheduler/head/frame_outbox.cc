@@ -28,17 +28,27 @@ void FrameOutbox::KvWaitDone(const Requester& to, const protocol::KvWaitReply& r
 }
 
 void FrameOutbox::ActorFound(const Requester& to, const protocol::GetActorReply& reply) {
-  Answer(to, transport::MakeMessage(reply, to.request_id));
+  if (!actor_keys_ || reply.actor.job_id.IsNil()) {
+    Answer(to, transport::MakeMessage(reply, to.request_id));
+    return;
+  }
+  protocol::GetActorReply keyed = reply;
+  actor_keys_(keyed.actor);
+  Answer(to, transport::MakeMessage(keyed, to.request_id));
 }
 
 void FrameOutbox::ProcessExited(const std::string& owner_peer,
                                 const protocol::ProcessExitedNotice& notice) {
-  send_(owner_peer, transport::MakeMessage(notice, 0));
+  transport::Frames frames = transport::MakeMessage(notice, 0);
+  if (hold_ && hold_(owner_peer, frames)) return;
+  send_(owner_peer, std::move(frames));
 }
 
 void FrameOutbox::LeasesLost(const std::string& owner_peer,
                              const protocol::LeasesLostNotice& notice) {
-  send_(owner_peer, transport::MakeMessage(notice, 0));
+  transport::Frames frames = transport::MakeMessage(notice, 0);
+  if (hold_ && hold_(owner_peer, frames)) return;
+  send_(owner_peer, std::move(frames));
 }
 
 void FrameOutbox::GroupMemberDied(const std::string& member_peer,

@@ -23,6 +23,14 @@ class FrameOutbox final : public HeadOutbox {
   // before it is sent: RequestDedup keeps it for a repeat of that request.
   using AnswerFn = std::function<void(const Requester& to, const transport::Frames& frames)>;
   void SetAnswerObserver(AnswerFn observer) { on_answer_ = std::move(observer); }
+  // Adds the key to call the actor (ActorInfo::call_secret, worker_key) to
+  // each GetActorReply; the head derives it from the cluster token.
+  using ActorKeyFn = std::function<void(protocol::ActorInfo& actor)>;
+  void SetActorKeys(ActorKeyFn keys) { actor_keys_ = std::move(keys); }
+  // May keep a notice to a lease's owner (ProcessExited, LeasesLost) for
+  // later instead of sending it: returns true when it took `frames`.
+  using HoldFn = std::function<bool(const std::string& peer, transport::Frames& frames)>;
+  void SetOwnerNoticeHold(HoldFn hold) { hold_ = std::move(hold); }
 
   void GrantLease(const Requester& to, const protocol::RequestLeaseReply& grant) override;
   void Fail(const Requester& to, const Status& status) override;
@@ -52,6 +60,8 @@ class FrameOutbox final : public HeadOutbox {
 
   std::string where_;
   AnswerFn on_answer_;
+  ActorKeyFn actor_keys_;
+  HoldFn hold_;
   SendFn send_ = [](const std::string&, transport::Frames) {};
 };
 

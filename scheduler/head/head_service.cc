@@ -6,6 +6,7 @@
 #include <cstdlib>
 
 #include "common/text.h"
+#include "transport/security.h"
 
 namespace rayx::scheduler {
 
@@ -58,6 +59,20 @@ HeadService::HeadService(HeadServiceOptions options, const Clock& clock)
   outbox_.SetAnswerObserver([this](const Requester& to, const transport::Frames& frames) {
     dedup_.AnsweredLater(to.peer, to.request_id, frames);
   });
+  outbox_.SetOwnerNoticeHold([this](const std::string& peer, transport::Frames& frames) {
+    return HoldOwnerNotice(peer, frames);
+  });
+  if (!options_.token.empty()) {
+    // Whoever may look an actor up (any admitted job, over the encrypted head
+    // socket) may call it, as in Ray: the reply carries that actor's key.
+    outbox_.SetActorKeys([cluster = transport::Credential::Cluster(options_.token)](
+                             protocol::ActorInfo& actor) {
+      auto key = cluster.KeyFor(actor.job_id, actor.actor_id);
+      if (!key.ok()) return;
+      actor.call_secret = std::move(key->secret);
+      actor.worker_key = std::move(key->worker_key);
+    });
+  }
   leases_.SetHostedPeerEndObserver([this](const std::string& peer) { dedup_.RemovePeer(peer); });
   leases_.SetJobEndObserver([this](const JobId& job_id) {
     if (auto peers = peers_of_job_.find(job_id); peers != peers_of_job_.end()) {
@@ -121,6 +136,7 @@ HeadService::HeadService(HeadServiceOptions options, const Clock& clock)
     jobs_.Restore(state.submitted_jobs);
     jobs_.RestoreKeepers(state.package_keepers);
     leases_.EndWhatLostNodesHeld();
+    restored_from_state_ = !state.leases.empty();
     if (!state.empty()) {
       RAYX_LOG(Info) << "restored cluster " << options_.cluster_id << " from " << store->path()
                      << ": " << state.nodes.size() << " nodes to rejoin, " << state.kv.size()
@@ -250,8 +266,42 @@ std::optional<transport::Frames> HeadService::Handle(transport::Frames& frames,
   return reply;
 }
 
+namespace {
+// How long a restored head keeps notices for owners that have not registered
+// again, and how many.
+constexpr int64_t kHoldOwnerNoticesMs = 120000;
+constexpr size_t kMaxHeldOwners = 1024;
+constexpr size_t kMaxHeldPerOwner = 4096;
+}  // namespace
+
+bool HeadService::HoldOwnerNotice(const std::string& peer, transport::Frames& frames) {
+  if (!restored_from_state_ || sessions_.count(peer)) return false;
+  if (clock_.NowMs() - started_ms_ > kHoldOwnerNoticesMs) return false;
+  auto it = held_notices_.find(peer);
+  if (it == held_notices_.end()) {
+    if (held_notices_.size() >= kMaxHeldOwners) return false;
+    it = held_notices_.emplace(peer, std::vector<transport::Frames>()).first;
+  }
+  if (it->second.size() >= kMaxHeldPerOwner) return false;
+  it->second.push_back(std::move(frames));
+  return true;
+}
+
+void HeadService::ReleaseOwnerNotices(const std::string& peer) {
+  auto it = held_notices_.find(peer);
+  if (it == held_notices_.end()) return;
+  std::vector<transport::Frames> held = std::move(it->second);
+  held_notices_.erase(it);
+  RAYX_LOG(Info) << "sending " << held.size() << " notices kept for " << RequestRouter::PeerName(peer)
+                 << " while it registered again";
+  for (auto& frames : held) {
+    if (send_) send_(peer, std::move(frames));
+  }
+}
+
 void HeadService::ExpireSilentNodes() {
   int64_t now = clock_.NowMs();
+  if (!held_notices_.empty() && now - started_ms_ > kHoldOwnerNoticesMs) held_notices_.clear();
   if (now - last_flush_ms_ >= 10000) {
     last_flush_ms_ = now;
     router_.FlushRejectionLog();
@@ -633,6 +683,7 @@ Result<protocol::RegisterDriverReply> HeadService::OnRegisterDriver(
   }
   bool fresh = sessions_.emplace(call.peer_id, Session{call.principal, false}).second;
   dedup_.AddPeer(call.peer_id);
+  if (call.principal.is_cluster()) ReleaseOwnerNotices(call.peer_id);
   auto reply = leases_.RegisterDriver(req, clock_.NowMs(), options_.cluster_id, call.peer_id);
   reply.wire_security = static_cast<uint8_t>(options_.wire_security);
   if (fresh) peers_of_job_[reply.job_id].push_back(call.peer_id);

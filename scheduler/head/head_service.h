@@ -69,7 +69,10 @@ class HeadService {
   // Where messages that are not the immediate reply go (deferred lease grants,
   // requests to agents). `peer` is a routing id as passed to Handle. Default:
   // dropped.
-  void SetOutbox(FrameOutbox::SendFn send) { outbox_.SetSend(std::move(send)); }
+  void SetOutbox(FrameOutbox::SendFn send) {
+    send_ = send;
+    outbox_.SetSend(std::move(send));
+  }
   // The "host:port" workers use to reach the head.
   void SetHeadAddress(const std::string& address) { leases_.SetHeadAddress(address); }
 
@@ -229,6 +232,15 @@ class HeadService {
     return it != sessions_.end() && it->second.node;
   }
   std::unordered_map<std::string, Session> sessions_;
+  // A head restored from its state ends leases whose owners have not
+  // registered again yet (a rank that exits while `rayx launch` reconnects):
+  // their notices wait here, per owner, until it registers again (as the
+  // cluster), for kHoldOwnerNoticesMs after the start at most. Bounded.
+  bool HoldOwnerNotice(const std::string& peer, transport::Frames& frames);
+  void ReleaseOwnerNotices(const std::string& peer);
+  std::unordered_map<std::string, std::vector<transport::Frames>> held_notices_;
+  bool restored_from_state_ = false;
+  FrameOutbox::SendFn send_;
   // Admits `job`'s credential (a new job) and tells the nodes.
   void AdmitJob(const JobId& job);
   // Stops admitting jobs that ended and hold no lease; at most every 10 s.

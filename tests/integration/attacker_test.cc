@@ -489,6 +489,93 @@ TEST_F(Attacker, AnotherJobsMemberIsConfinedToItsJob) {
   ExpectServing();
 }
 
+// Another job's member may call a shared actor, as in Ray: the head gives it
+// the actor's key with the handle. The key opens that actor's methods on its
+// worker and nothing else: no task or creation there, no other worker, not
+// the head, not the object server.
+TEST_F(Attacker, AnActorsKeyOpensItsMethodsAndNothingElse) {
+  auto as_cluster = transport::SyncClient::Connect(
+      *ParseHostPort(cluster_->address()), ClientSecurity::ClusterToHead(cluster_->token()));
+  ASSERT_TRUE(as_cluster.ok());
+  protocol::RegisterDriverRequest new_job;
+  new_job.rayx_version = kRayxVersion;
+  auto b = (*as_cluster)->Call<protocol::RegisterDriverReply>(new_job, 5000);
+  ASSERT_TRUE(b.ok()) << b.status();
+  Credential job_b = *Credential::Cluster(cluster_->token()).ForJob(b->job_id);
+  auto mode = b->wire_security ? WireSecurity::kEncrypted : WireSecurity::kAuthenticated;
+  std::string cluster_key = Credential::Cluster(cluster_->token()).CurvePublicKey();
+  // Job B looks the actor up at the head, as its tasks do (get_actor).
+  Peer head(cluster_->address(), ClientSecurity::Head(job_b, cluster_key));
+  protocol::RegisterDriverRequest join_b;
+  join_b.rayx_version = kRayxVersion;
+  join_b.job_id = b->job_id;
+  head.Send(Request(join_b, 1));
+  ASSERT_TRUE(head.Receive(5000ms));
+  protocol::GetActorRequest get;
+  get.name = "victim";
+  head.Send(Request(get, 2));
+  auto found = head.Receive(5000ms);
+  ASSERT_TRUE(found && found->size() == 2);
+  auto actor = protocol::Decode<protocol::GetActorReply>((*found)[1]);
+  ASSERT_TRUE(actor.ok()) << actor.status();
+  ASSERT_FALSE(actor->actor.call_secret.empty()) << "the head gave no key with the handle";
+  transport::ActorKey key{actor->actor.actor_id, actor->actor.call_secret,
+                          actor->actor.worker_key};
+  Credential caller = Credential::ActorCaller(key);
+  ClientSecurity with_key{mode, caller, key.worker_key};
+
+  // Calls on one connection to the actor's worker; each call's result.
+  Peer worker(worker_, with_key);
+  auto push = [&](bool creation, const std::string& function, const std::string& actor_id,
+                  const std::string& arg) {
+    protocol::Envelope env;
+    env.t = static_cast<uint16_t>(protocol::MessageType::kPushTasksRequest);
+    env.id = 1;
+    std::string body;
+    protocol::PushTasksWriter writer;
+    writer.BeginRequest(&body, b->job_id.Hex());
+    writer.Call(1, creation, function, actor_id, ObjectId::FromRandom().Hex(), arg.empty() ? 0 : 1);
+    if (!arg.empty()) writer.InlineArg(arg);
+    writer.Finish();
+    worker.Send({protocol::Encode(env), body});
+    auto reply = worker.Receive(10000ms);
+    std::pair<std::string, std::string> out{"no reply", ""};
+    if (!reply || reply->size() < 2) return out;
+    std::vector<std::string_view> payload(reply->begin() + 2, reply->end());
+    std::vector<protocol::TaskResultView> results;
+    if (!protocol::ParsePushTasksReply((*reply)[1], payload, &results).ok() ||
+        results.size() != 1) {
+      return std::pair<std::string, std::string>{"bad reply", ""};
+    }
+    return std::pair<std::string, std::string>{std::string(results[0].error_type),
+                                               std::string(results[0].value.bytes)};
+  };
+  const std::string actor_hex = key.actor.Hex();
+  // Its methods: they run.
+  auto added = push(false, "Counter::Add", actor_hex, protocol::Encode(0));
+  EXPECT_EQ(added.first, "");
+  EXPECT_GT(rayx::detail::Unpack<int>(added.second), 0);
+  // A task, a creation, another actor's call: refused, nothing runs.
+  std::string marker = Marker("actor-key");
+  EXPECT_EQ(push(false, "Touch", "", protocol::Encode(marker)).first, "WrongJob");
+  EXPECT_EQ(push(true, "Counter::Create", ActorId::FromRandom().Hex(), "").first, "WrongJob");
+  EXPECT_EQ(push(false, "Counter::Add", ActorId::FromRandom().Hex(), protocol::Encode(1)).first,
+            "WrongJob");
+  EXPECT_FALSE(fs::exists(marker)) << "a task ran with an actor's key";
+  // Nowhere else: the Python worker (another actor's), the head, the object server.
+  Peer python(python_worker_, with_key);
+  python.Send(XlangCall(b->job_id.Hex(), "touch " + marker));
+  EXPECT_FALSE(python.Receive(500ms)) << "an actor's key opened another worker";
+  Peer head_with_key(cluster_->address(), ClientSecurity::Head(caller, cluster_key));
+  head_with_key.Send(Request(protocol::ListStateRequest{}, 3));
+  EXPECT_FALSE(head_with_key.Receive(500ms)) << "an actor's key opened the head";
+  Peer objects(objects_, ClientSecurity::ObjectServer(mode, caller, cluster_key));
+  objects.Send(Request(protocol::ReservePortRequest{}, 4));
+  EXPECT_FALSE(objects.Receive(500ms)) << "an actor's key opened the object server";
+  EXPECT_FALSE(fs::exists(marker));
+  ExpectServing();
+}
+
 // A session is bound to the credential its connection proved: another
 // principal presenting the same routing id (ZeroMQ hands the id over) is not
 // that session.

@@ -11,6 +11,7 @@
 #include "protocol/codec.h"
 #include "rayx/version.h"
 #include "transport/message.h"
+#include "transport/security.h"
 #include "transport/zmq_frame.h"
 
 namespace rayx::testing {
@@ -33,6 +34,8 @@ Result<std::unique_ptr<AuthenticatedPeer>> AuthenticatedPeer::Connect(
   auto registered = peer->head_->Call<protocol::RegisterDriverReply>(hello, 15000);
   if (!registered.ok()) return registered.status();
   peer->job_id_ = registered->job_id;
+  peer->wire_security_ = registered->wire_security ? transport::WireSecurity::kEncrypted
+                                                    : transport::WireSecurity::kAuthenticated;
   return peer;
 }
 
@@ -82,6 +85,12 @@ Result<std::vector<PushedResult>> AuthenticatedPeer::Push(const std::string& wor
   zmq::context_t context(1);
   zmq::socket_t socket(context, zmq::socket_type::dealer);
   socket.set(zmq::sockopt::linger, 0);
+  // The worker admits its own job's credential (whatever job the request's
+  // body then names) and presents its job's key.
+  auto credential = transport::Credential::Cluster(token_).ForJob(job_id_);
+  if (!credential.ok()) return credential.status();
+  std::string worker_key = credential->CurvePublicKey();
+  transport::MakeClient(socket, wire_security_, *credential, worker_key);
   std::vector<PushedResult> out;
   try {
     socket.connect(worker_address);

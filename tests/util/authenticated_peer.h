@@ -14,6 +14,7 @@
 #include "protocol/messages.h"
 #include "protocol/push_tasks.h"
 #include "rayx/status.h"
+#include "transport/security.h"
 #include "transport/sync_client.h"
 
 namespace rayx::testing {
@@ -89,6 +90,7 @@ class AuthenticatedPeer {
   std::string token_;
   JobId job_id_;
   std::unique_ptr<transport::SyncClient> head_;
+  transport::WireSecurity wire_security_ = transport::WireSecurity::kEncrypted;
   uint64_t next_object_ = 1;
 };
 

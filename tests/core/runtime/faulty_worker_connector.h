@@ -48,9 +48,11 @@ class FaultyWorkerConnector final : public WorkerConnector {
   int dropped(const std::string& address) { return faults_[address].dropped; }
 
   std::unique_ptr<WorkerLink> Connect(const std::string& address, const JobId& job,
+                                      const std::optional<transport::ActorKey>& actor_key,
                                       MessageHandler on_message, LostHandler on_lost) override {
     auto link = std::make_unique<Link>(this, address, std::move(on_lost));
-    link->inner = inner_.Connect(address, job, std::move(on_message), link->LossReporter());
+    link->inner =
+        inner_.Connect(address, job, actor_key, std::move(on_message), link->LossReporter());
     links_[address] = link.get();
     return link;
   }

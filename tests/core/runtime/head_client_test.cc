@@ -110,8 +110,8 @@ TEST_F(HeadClientTest, ACallGetsTheReplyWithItsRequestId) {
   protocol::GetActorRequest a, b;
   a.name = "a";
   b.name = "b";
-  client_.Call<protocol::GetActorReply>(a, [&](Result<protocol::GetActorReply> r) { first = r; });
-  client_.Call<protocol::GetActorReply>(b, [&](Result<protocol::GetActorReply> r) { second = r; });
+  client_.Call<protocol::GetActorReply>(a, [&](Result<protocol::GetActorReply> r) { first = std::move(r); });
+  client_.Call<protocol::GetActorReply>(b, [&](Result<protocol::GetActorReply> r) { second = std::move(r); });
   FakeHead::Request ra = NextRequest();
   FakeHead::Request rb = NextRequest();
   ASSERT_EQ(ra.envelope.t, static_cast<uint16_t>(protocol::MessageType::kGetActorRequest));
@@ -131,7 +131,7 @@ TEST_F(HeadClientTest, ACallGetsTheReplyWithItsRequestId) {
 TEST_F(HeadClientTest, AnErrorReplyBecomesItsStatus) {
   std::optional<Result<protocol::GetActorReply>> got;
   client_.Call<protocol::GetActorReply>(protocol::GetActorRequest{},
-                                        [&](Result<protocol::GetActorReply> r) { got = r; });
+                                        [&](Result<protocol::GetActorReply> r) { got = std::move(r); });
   FakeHead::Request request = NextRequest();
   head_.Reply(request, transport::MakeErrorMessage(Status::NotFound("no actor named x"), "head",
                                                    request.envelope.id));
@@ -143,7 +143,7 @@ TEST_F(HeadClientTest, AnErrorReplyBecomesItsStatus) {
 TEST_F(HeadClientTest, AReplyOfAnotherTypeIsAnInternalError) {
   std::optional<Result<protocol::GetActorReply>> got;
   client_.Call<protocol::GetActorReply>(protocol::GetActorRequest{},
-                                        [&](Result<protocol::GetActorReply> r) { got = r; });
+                                        [&](Result<protocol::GetActorReply> r) { got = std::move(r); });
   FakeHead::Request request = NextRequest();
   head_.Reply(request, transport::MakeMessage(protocol::ReturnLeaseReply{}, request.envelope.id));
   ASSERT_TRUE(StepUntil([&] { return got.has_value(); }));

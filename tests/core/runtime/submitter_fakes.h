@@ -150,8 +150,10 @@ class FakeWorkerConnector final : public WorkerConnector {
   };
 
   std::unique_ptr<WorkerLink> Connect(const std::string& address, const JobId& job,
+                                      const std::optional<transport::ActorKey>& actor_key,
                                       MessageHandler on_message, LostHandler on_lost) override {
     jobs_connected[address] = job;
+    if (actor_key) keys_connected[address] = *actor_key;
     auto worker = std::make_unique<Worker>(this, address, std::move(on_message), std::move(on_lost));
     workers_[address] = worker.get();
     if (gone_addresses.count(address)) worker->gone = true;
@@ -159,6 +161,7 @@ class FakeWorkerConnector final : public WorkerConnector {
   }
   // The job each address was connected as (nil: the caller's own).
   std::map<std::string, JobId> jobs_connected;
+  std::map<std::string, transport::ActorKey> keys_connected;  // another job's actors
   // The live link to `address`, or nullptr.
   Worker* At(const std::string& address) {
     auto it = workers_.find(address);

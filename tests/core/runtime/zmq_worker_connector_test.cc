@@ -45,20 +45,32 @@ class ZmqWorkerConnectorTest : public ::testing::Test {
 
   // A driver's view: it may reach any job's workers (it holds the token), a
   // job's worker only its own (here: kJob's).
-  static Result<transport::ClientSecurity> SecurityFor(const JobId& job, bool driver) {
-    auto credential = (driver ? kCluster : *kCluster.ForJob(kJob)).ForJob(job);
+  static Result<transport::ClientSecurity> SecurityFor(
+      const JobId& job, bool driver, const std::optional<transport::ActorKey>& key = std::nullopt) {
+    auto credential = (driver ? kCluster : *kCluster.ForJob(kOtherJob)).ForJob(job);
+    if (!credential.ok() && key) {
+      return transport::ClientSecurity{transport::WireSecurity::kAuthenticated,
+                                       transport::Credential::ActorCaller(*key), ""};
+    }
     if (!credential.ok()) return credential.status();
     return transport::ClientSecurity{transport::WireSecurity::kAuthenticated, *credential, ""};
   }
 
   boost::asio::io_context io_;
   zmq::context_t context_{1};
-  transport::ZapServer zap_{context_,
-                            std::make_shared<transport::JobVerifier>(*kCluster.ForJob(kJob)),
-                            "worker"};
+  std::shared_ptr<transport::JobVerifier> verifier_ =
+      std::make_shared<transport::JobVerifier>(*kCluster.ForJob(kJob));
+  transport::ZapServer zap_{context_, verifier_, "worker"};
   std::unique_ptr<zmq::socket_t> worker_;
-  ZmqWorkerConnector connector_{io_, context_,
-                                [](const JobId& job) { return SecurityFor(job, true); }};
+  ZmqWorkerConnector connector_{
+      io_, context_, [](const JobId& job, const std::optional<transport::ActorKey>&) {
+        return SecurityFor(job, true);
+      }};
+  // A worker of kOtherJob: it holds that job's credential only.
+  ZmqWorkerConnector as_job_worker_{
+      io_, context_, [](const JobId& job, const std::optional<transport::ActorKey>& key) {
+        return SecurityFor(job, false, key);
+      }};
 };
 
 TEST_F(ZmqWorkerConnectorTest, AMessageReachesTheWorkerAndItsReplyComesBack) {
@@ -66,7 +78,7 @@ TEST_F(ZmqWorkerConnectorTest, AMessageReachesTheWorkerAndItsReplyComesBack) {
   std::string reply;
   bool lost = false;
   auto link = connector_.Connect(
-      address, kJob, [&](transport::Frames& frames) { reply = std::string(frames.back().View()); },
+      address, kJob, std::nullopt, [&](transport::Frames& frames) { reply = std::string(frames.back().View()); },
       [&] { lost = true; });
   transport::Frames out;
   out.emplace_back("ping");
@@ -86,7 +98,7 @@ TEST_F(ZmqWorkerConnectorTest, AWorkerThatDiesAfterConnectingIsReportedLost) {
   std::string address = BindWorker();
   bool lost = false;
   auto link = connector_.Connect(
-      address, kJob, [](transport::Frames&) {}, [&] { lost = true; });
+      address, kJob, std::nullopt, [](transport::Frames&) {}, [&] { lost = true; });
   transport::Frames out;
   out.emplace_back("hello");
   ASSERT_TRUE(link->Send(out));
@@ -104,7 +116,7 @@ TEST_F(ZmqWorkerConnectorTest, AnAddressNobodyListensOnIsReportedLost) {
   worker_.reset();  // the port is free again: nobody listens
   bool lost = false;
   auto link = connector_.Connect(
-      address, kJob, [](transport::Frames&) {}, [&] { lost = true; });
+      address, kJob, std::nullopt, [](transport::Frames&) {}, [&] { lost = true; });
   transport::Frames out;
   out.emplace_back("call");
   link->Send(out);
@@ -115,10 +127,9 @@ TEST_F(ZmqWorkerConnectorTest, AnAddressNobodyListensOnIsReportedLost) {
 // nothing reaches the other job's worker.
 TEST_F(ZmqWorkerConnectorTest, AnotherJobsWorkerIsNotReachedFromAJobsWorker) {
   std::string address = BindWorker();
-  ZmqWorkerConnector as_job_worker{io_, context_,
-                                   [](const JobId& job) { return SecurityFor(job, false); }};
   bool lost = false;
-  auto link = as_job_worker.Connect(address, kOtherJob, [](transport::Frames&) {}, [&] { lost = true; });
+  auto link = as_job_worker_.Connect(address, kJob, std::nullopt, [](transport::Frames&) {},
+                                     [&] { lost = true; });
   transport::Frames out;
   out.emplace_back("call");
   EXPECT_FALSE(link->Send(out));
@@ -131,7 +142,7 @@ TEST_F(ZmqWorkerConnectorTest, AnotherJobsWorkerIsNotReachedFromAJobsWorker) {
 // and reaches kJob's worker; the worker sees it as kJob.
 TEST_F(ZmqWorkerConnectorTest, ADriverReachesAnyJobsWorkerWithThatJobsCredential) {
   std::string address = BindWorker();
-  auto link = connector_.Connect(address, kJob, [](transport::Frames&) {}, [] {});
+  auto link = connector_.Connect(address, kJob, std::nullopt, [](transport::Frames&) {}, [] {});
   transport::Frames out;
   out.emplace_back("call");
   ASSERT_TRUE(link->Send(out));
@@ -140,6 +151,41 @@ TEST_F(ZmqWorkerConnectorTest, ADriverReachesAnyJobsWorkerWithThatJobsCredential
   transport::Frames got = transport::ReceiveFrames(*worker_);
   ASSERT_EQ(got.size(), 2u);
   EXPECT_EQ(transport::PeerPrincipal(got[1]), transport::Principal::Job(kJob));
+}
+
+// Another job's member holding an actor's key (from the head) reaches the
+// worker once it hosts that actor, and the worker sees a caller of that actor
+// only; a key for another actor, or before the worker hosts one, opens nothing.
+TEST_F(ZmqWorkerConnectorTest, AnActorsKeyOpensTheWorkerThatHostsIt) {
+  const ActorId actor = ActorId::FromHex("00000000000000000000000000000a11").value();
+  const ActorId other = ActorId::FromHex("00000000000000000000000000000b22").value();
+  transport::ActorKey key = *kCluster.KeyFor(kJob, actor);
+  transport::ActorKey wrong = *kCluster.KeyFor(kJob, other);
+  std::string address = BindWorker();
+  auto refused = [&](const transport::ActorKey& k) {
+    bool lost = false;
+    auto link = as_job_worker_.Connect(address, kJob, k, [](transport::Frames&) {},
+                                       [&] { lost = true; });
+    transport::Frames out;
+    out.emplace_back("call");
+    link->Send(out);
+    zmq::pollitem_t item{worker_->handle(), 0, ZMQ_POLLIN, 0};
+    io_.run_for(std::chrono::milliseconds(300));
+    io_.restart();
+    return zmq::poll(&item, 1, std::chrono::milliseconds(200)) == 0;
+  };
+  EXPECT_TRUE(refused(key)) << "reached a worker that hosts no actor yet";
+  verifier_->AllowActorCallers(actor);
+  EXPECT_TRUE(refused(wrong)) << "another actor's key opened the worker";
+  auto link = as_job_worker_.Connect(address, kJob, key, [](transport::Frames&) {}, [] {});
+  transport::Frames out;
+  out.emplace_back("call");
+  ASSERT_TRUE(link->Send(out));
+  zmq::pollitem_t item{worker_->handle(), 0, ZMQ_POLLIN, 0};
+  ASSERT_EQ(zmq::poll(&item, 1, std::chrono::milliseconds(5000)), 1);
+  transport::Frames got = transport::ReceiveFrames(*worker_);
+  ASSERT_EQ(got.size(), 2u);
+  EXPECT_EQ(transport::PeerPrincipal(got[1]), transport::Principal::ActorCaller(actor));
 }
 
 }  // namespace

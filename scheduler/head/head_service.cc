@@ -305,6 +305,7 @@ void HeadService::ExpireSilentNodes() {
   if (now - last_flush_ms_ >= 10000) {
     last_flush_ms_ = now;
     router_.FlushRejectionLog();
+    jobs_.ExpireUploads();  // abandoned parts go even when no other upload comes
   }
   leases_.ExpireSilentJobs(now);
   leases_.Tick(now);

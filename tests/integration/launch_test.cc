@@ -279,6 +279,11 @@ TEST_F(Launch, ANodeDeathFailsTheLaunchNamingTheNode) {
   std::string pids = work_dir_ + "/pids";
   auto bg = BackgroundCommand::Start(SleepingRanks(pids), work_dir_);
   ASSERT_TRUE(RanksStarted(pids, 2)) << bg.Err();
+  // Once the launch has every grant (it says so): a node dying before that
+  // fails the start instead ("could not start the ranks"), another test's case.
+  ASSERT_TRUE(rayx::testing::WaitUntil([&] { return Contains(bg.Out(), "2 ranks on 2 node(s)"); },
+                                       30000))
+      << bg.Out() << bg.Err();
   ASSERT_TRUE(cluster_->KillNode(second_).ok());
   EXPECT_EQ(bg.Wait(30000), 1) << bg.Out() << bg.Err();
   EXPECT_TRUE(Contains(bg.Err(), "was lost: node 127.0.0.2")) << bg.Err();

@@ -2,12 +2,15 @@
 #include "head/head_service.h"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cmath>
+#include <filesystem>
 #include <optional>
 #include <string>
 
 #include "common/clock.h"
+#include "common/content_hash.h"
 #include "protocol/codec.h"
 #include "transport/message.h"
 
@@ -92,6 +95,42 @@ class HeadServiceTest : public ::testing::Test {
   ManualClock clock_;
   HeadService service_;
 };
+
+// An upload that stops is dropped by the head's own tick (every 10 s), not only
+// when another upload or a submission comes: its part file goes.
+TEST(HeadServiceUploads, AnAbandonedUploadIsDroppedByTheTick) {
+  ManualClock clock;
+  std::string dir = ::testing::TempDir() + "rayx-head-uploads-" + std::to_string(::getpid());
+  std::filesystem::create_directories(dir);
+  HeadServiceOptions o;
+  o.token = kToken;
+  o.cluster_id = "cluster-1";
+  o.where = "head";
+  o.jobs.package_dir = dir;
+  o.jobs.upload_expiry_ms = 60000;
+  HeadService service(o, clock);
+  const std::string bytes(1000, 'x');
+  protocol::PutPackageRequest put;
+  put.hash = ContentHashHex(bytes);
+  put.total_size = bytes.size();
+  Frames frames = transport::MakeMessage(put, 1);
+  frames.push_back(transport::MakeFrame(bytes.substr(0, 100)));
+  auto reply = service.Handle(frames, "tcp://peer", transport::Principal::Cluster());
+  ASSERT_TRUE(reply.has_value());
+  auto parts = [&] {
+    size_t n = 0;
+    for (const auto& e : std::filesystem::directory_iterator(dir)) n += e.is_regular_file();
+    return n;
+  };
+  ASSERT_EQ(parts(), 1u) << "the first chunk left no part";
+  clock.Advance(30000);
+  service.ExpireSilentNodes();
+  EXPECT_EQ(parts(), 1u) << "an upload in progress was dropped";
+  clock.Advance(40000);
+  service.ExpireSilentNodes();
+  EXPECT_EQ(parts(), 0u) << "an abandoned upload's part outlived its expiry";
+  std::filesystem::remove_all(dir);
+}
 
 TEST_F(HeadServiceTest, RegisterWithRightTokenGetsIdAndTimings) {
   auto reply = Call<protocol::RegisterNodeReply>(transport::MakeMessage(Hello(), 42), 42);

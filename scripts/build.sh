@@ -12,7 +12,9 @@ if [ "${RAYX_DEBUG_INFO:-0}" = 1 ]; then
   type=(-DCMAKE_BUILD_TYPE=RelWithDebInfo)
   want="RelWithDebInfo"
 else
-  type=(-DCMAKE_BUILD_TYPE=Release "-DCMAKE_CXX_FLAGS_RELEASE=-O2 -DNDEBUG")
+  # No LTO either (pybind11 adds it to Release builds of the module; RelWithDebInfo has none).
+  type=(-DCMAKE_BUILD_TYPE=Release "-DCMAKE_CXX_FLAGS_RELEASE=-O2 -DNDEBUG"
+        -DCMAKE_INTERPROCEDURAL_OPTIMIZATION=OFF)
   want="Release"
 fi
 if [ ! -f build/CMakeCache.txt ]; then

@@ -26,7 +26,10 @@ step "rayx start --head (port 0 picks a free one; the demo keeps its own temp di
 out=$("$rayx" start --head --port 0 --node-ip-address 127.0.0.1 --num-cpus 2 \
       --resources '{"tpu": 4}' --temp-dir "$tmp")
 echo "$out"
-join=$(echo "$out" | grep -- "rayx start --address" | sed 's/^ *//')
+# The join line names TOKEN_FILE: a copy of the head's token file on the other
+# machine. Here the other "machines" are this one, so the head's own file serves.
+token_file=$(echo "$out" | sed -n 's/.*copy the token file \([^ ]*\) to it.*/\1/p')
+join=$(echo "$out" | grep -- "rayx start --address" | sed 's/^ *//; s#TOKEN_FILE#'"$token_file"'#')
 
 step "two more nodes join, as on two other machines"
 "$rayx" ${join#rayx } --num-cpus 3 --num-gpus 2 --labels accelerator=H100 --temp-dir "$tmp" | head -1

@@ -229,6 +229,19 @@ class Attacker : public ::testing::Test {
     delete cluster_;
   }
 
+  // A new job the cluster registers (its members would hold only its
+  // credential); its driver's connection stays open until the test ends.
+  Result<protocol::RegisterDriverReply> NewJob() {
+    auto as_cluster = transport::SyncClient::Connect(
+        *ParseHostPort(cluster_->address()), ClientSecurity::ClusterToHead(cluster_->token()));
+    if (!as_cluster.ok()) return as_cluster.status();
+    protocol::RegisterDriverRequest new_job;
+    new_job.rayx_version = kRayxVersion;
+    auto reply = (*as_cluster)->Call<protocol::RegisterDriverReply>(new_job, 5000);
+    drivers_.push_back(std::move(*as_cluster));
+    return reply;
+  }
+  std::vector<std::unique_ptr<transport::SyncClient>> drivers_;
   // A path that a call that ran would create.
   std::string Marker(const std::string& name) {
     return cluster_->temp_dir() + "/attack-" + name + "-" + std::to_string(getpid());
@@ -394,12 +407,7 @@ TEST_F(Attacker, AHandWrittenNullMechanismClientGetsNothing) {
 // or sessions, and nothing of the cluster's.
 TEST_F(Attacker, AnotherJobsMemberIsConfinedToItsJob) {
   // Job B: registered by the cluster, whose members hold only B's credential.
-  auto as_cluster = transport::SyncClient::Connect(
-      *ParseHostPort(cluster_->address()), ClientSecurity::ClusterToHead(cluster_->token()));
-  ASSERT_TRUE(as_cluster.ok());
-  protocol::RegisterDriverRequest new_job;
-  new_job.rayx_version = kRayxVersion;
-  auto b = (*as_cluster)->Call<protocol::RegisterDriverReply>(new_job, 5000);
+  auto b = NewJob();
   ASSERT_TRUE(b.ok()) << b.status();
   Credential job_b = *Credential::Cluster(cluster_->token()).ForJob(b->job_id);
   const JobId job_a = JobId::FromWire(job_);
@@ -494,12 +502,7 @@ TEST_F(Attacker, AnotherJobsMemberIsConfinedToItsJob) {
 // worker and nothing else: no task or creation there, no other worker, not
 // the head, not the object server.
 TEST_F(Attacker, AnActorsKeyOpensItsMethodsAndNothingElse) {
-  auto as_cluster = transport::SyncClient::Connect(
-      *ParseHostPort(cluster_->address()), ClientSecurity::ClusterToHead(cluster_->token()));
-  ASSERT_TRUE(as_cluster.ok());
-  protocol::RegisterDriverRequest new_job;
-  new_job.rayx_version = kRayxVersion;
-  auto b = (*as_cluster)->Call<protocol::RegisterDriverReply>(new_job, 5000);
+  auto b = NewJob();
   ASSERT_TRUE(b.ok()) << b.status();
   Credential job_b = *Credential::Cluster(cluster_->token()).ForJob(b->job_id);
   auto mode = b->wire_security ? WireSecurity::kEncrypted : WireSecurity::kAuthenticated;
@@ -600,11 +603,7 @@ TEST_F(Attacker, ASessionIsNotTakenOverByAnotherCredential) {
   // is not the session.
   thief.Send(Request(lease, 2));
   EXPECT_FALSE(thief.Receive(500ms));
-  auto as_cluster = transport::SyncClient::Connect(
-      *ParseHostPort(cluster_->address()), ClientSecurity::ClusterToHead(cluster_->token()));
-  protocol::RegisterDriverRequest new_job;
-  new_job.rayx_version = kRayxVersion;
-  auto b = (*as_cluster)->Call<protocol::RegisterDriverReply>(new_job, 5000);
+  auto b = NewJob();
   ASSERT_TRUE(b.ok());
   Credential known_b = *Credential::Cluster(cluster_->token()).ForJob(b->job_id);
   Peer known_thief(cluster_->address(), ClientSecurity::Head(known_b, cluster_key), id);

@@ -37,7 +37,7 @@ const std::vector<std::string> kDefaultExcludes = {
     ".git", "__pycache__", "*.pyc", ".venv", "CMakeFiles", "CMakeCache.txt", "*.o", "*.obj",
     ".ninja_deps", ".ninja_log"};
 
-int Fail(const std::string& sub, const std::string& message, int code = 1) {
+int JobFail(const std::string& sub, const std::string& message, int code = 1) {
   std::cerr << "rayx job " << sub << ": " << message << "\n";
   return code;
 }
@@ -238,43 +238,43 @@ int Submit(const std::vector<std::string>& all) {
   flags.AddString("submission-id", &submission_id, "the job's id (default: generated)");
   flags.AddBool("no-wait", &no_wait, "print the job's id and return without following it");
   if (Status s = flags.Parse(args, nullptr); !s.ok()) {
-    return Fail("submit", s.message() + " (the command goes after `--`)", 2);
+    return JobFail("submit", s.message() + " (the command goes after `--`)", 2);
   }
   if (c.help) {
     std::cout << "usage: rayx job submit [FLAGS] -- COMMAND [ARGS...]\n" << flags.Usage();
     return 0;
   }
   if (command.empty()) {
-    return Fail("submit", "no entrypoint: rayx job submit --working-dir . -- ./build/my_job", 2);
+    return JobFail("submit", "no entrypoint: rayx job submit --working-dir . -- ./build/my_job", 2);
   }
   protocol::SubmitJobRequest req;
   for (const auto& kv : env) {
     size_t eq = kv.find('=');
-    if (eq == std::string::npos || eq == 0) return Fail("submit", "--env '" + kv + "': expected K=V", 2);
+    if (eq == std::string::npos || eq == 0) return JobFail("submit", "--env '" + kv + "': expected K=V", 2);
     req.env[kv.substr(0, eq)] = kv.substr(eq + 1);
   }
   if (!working_dir.empty() && !fs::is_directory(working_dir)) {
-    return Fail("submit", "--working-dir " + working_dir + " is not a directory", 2);
+    return JobFail("submit", "--working-dir " + working_dir + " is not a directory", 2);
   }
   auto cluster = ResolveCluster(c.address, c.token, c.temp_dir);
-  if (!cluster.ok()) return Fail("submit", cluster.status().message());
+  if (!cluster.ok()) return JobFail("submit", cluster.status().message());
   const std::string& token = cluster->second;
   auto head = HeadClient(cluster->first, cluster->second);
-  if (!head.ok()) return Fail("submit", head.status().message());
+  if (!head.ok()) return JobFail("submit", head.status().message());
 
   if (!working_dir.empty()) {
     protocol::HasPackageRequest has;
     has.token = token;
     auto limits = (*head)->Call<protocol::HasPackageReply>(has, 5000);
-    if (!limits.ok()) return Fail("submit", limits.status().message());
+    if (!limits.ok()) return JobFail("submit", limits.status().message());
     std::vector<std::string> all_excludes = kDefaultExcludes;
     all_excludes.insert(all_excludes.end(), excludes.begin(), excludes.end());
     auto package = Pack(working_dir, all_excludes, limits->max_bytes);
-    if (!package.ok()) return Fail("submit", package.status().message());
+    if (!package.ok()) return JobFail("submit", package.status().message());
     std::string hash = ContentHashHex(*package);
     has.hash = hash;
     auto present = (*head)->Call<protocol::HasPackageReply>(has, 5000);
-    if (!present.ok()) return Fail("submit", present.status().message());
+    if (!present.ok()) return JobFail("submit", present.status().message());
     if (!present->present) {
       for (uint64_t off = 0; off < package->size() || off == 0;) {
         uint64_t len = std::min<uint64_t>(4 << 20, package->size() - off);
@@ -285,7 +285,7 @@ int Submit(const std::vector<std::string>& all) {
         put.total_size = package->size();
         auto sent = (*head)->CallWithPayload<protocol::PutPackageReply>(
             put, std::string_view(*package).substr(off, len), 30000);
-        if (!sent.ok()) return Fail("submit", "uploading the working directory: " + sent.status().message());
+        if (!sent.ok()) return JobFail("submit", "uploading the working directory: " + sent.status().message());
         off += len;
         if (sent->first.complete) break;
       }
@@ -302,7 +302,7 @@ int Submit(const std::vector<std::string>& all) {
   req.submission_id = submission_id;
   req.entrypoint = command;
   auto submitted = (*head)->Call<protocol::SubmitJobReply>(req, 10000);
-  if (!submitted.ok()) return Fail("submit", submitted.status().message());
+  if (!submitted.ok()) return JobFail("submit", submitted.status().message());
   const std::string id = submitted->job.submission_id;
   std::cout << "Job '" << id << "' submitted.\n" << std::flush;
   if (no_wait) {
@@ -314,7 +314,7 @@ int Submit(const std::vector<std::string>& all) {
   sa.sa_handler = OnInterrupt;
   sigaction(SIGINT, &sa, nullptr);
   auto final_info = StreamLogs(**head, token, id, /*follow=*/true);
-  if (!final_info.ok()) return Fail("submit", final_info.status().message());
+  if (!final_info.ok()) return JobFail("submit", final_info.status().message());
   if (g_interrupted && !Terminal(final_info->state)) {
     std::cerr << "\nStopped following; job '" << id << "' still runs. `rayx job stop " << id
               << "` stops it.\n";
@@ -332,25 +332,25 @@ int Simple(const std::string& sub, const std::vector<std::string>& args) {
   c.Add(flags);
   if (sub == "logs") flags.AddBool("follow", &follow, "keep printing until the job ends");
   std::vector<std::string> positional;
-  if (Status s = flags.Parse(args, &positional); !s.ok()) return Fail(sub, s.message(), 2);
+  if (Status s = flags.Parse(args, &positional); !s.ok()) return JobFail(sub, s.message(), 2);
   if (c.help) {
     std::cout << "usage: rayx job " << sub << (sub == "list" ? "" : " ID") << " [FLAGS]\n"
               << flags.Usage();
     return 0;
   }
   if (sub == "list" ? !positional.empty() : positional.size() != 1) {
-    return Fail(sub, sub == "list" ? "takes no arguments" : "name one job: rayx job " + sub + " ID", 2);
+    return JobFail(sub, sub == "list" ? "takes no arguments" : "name one job: rayx job " + sub + " ID", 2);
   }
   auto cluster = ResolveCluster(c.address, c.token, c.temp_dir);
-  if (!cluster.ok()) return Fail(sub, cluster.status().message());
+  if (!cluster.ok()) return JobFail(sub, cluster.status().message());
   const std::string& token = cluster->second;
   auto head = HeadClient(cluster->first, cluster->second);
-  if (!head.ok()) return Fail(sub, head.status().message());
+  if (!head.ok()) return JobFail(sub, head.status().message());
   if (sub == "list") {
     protocol::ListJobsRequest req;
     req.token = token;
     auto reply = (*head)->Call<protocol::ListJobsReply>(req, 5000);
-    if (!reply.ok()) return Fail(sub, reply.status().message());
+    if (!reply.ok()) return JobFail(sub, reply.status().message());
     std::cout << "SUBMISSION_ID  STATE  SUBMITTED  ENTRYPOINT\n";
     for (const auto& j : reply->jobs) {
       std::string cmd;
@@ -366,7 +366,7 @@ int Simple(const std::string& sub, const std::vector<std::string>& args) {
     req.token = token;
     req.submission_id = id;
     auto reply = (*head)->Call<protocol::GetJobReply>(req, 5000);
-    if (!reply.ok()) return Fail(sub, reply.status().message());
+    if (!reply.ok()) return JobFail(sub, reply.status().message());
     const auto& j = reply->job;
     std::string cmd;
     for (const auto& a : j.entrypoint) cmd += (cmd.empty() ? "" : " ") + a;
@@ -387,7 +387,7 @@ int Simple(const std::string& sub, const std::vector<std::string>& args) {
     req.token = token;
     req.submission_id = id;
     auto reply = (*head)->Call<protocol::StopJobReply>(req, 10000);
-    if (!reply.ok()) return Fail(sub, reply.status().message());
+    if (!reply.ok()) return JobFail(sub, reply.status().message());
     std::cout << "Job '" << id << "': " << reply->job.state << "\n";
     return 0;
   }
@@ -396,7 +396,7 @@ int Simple(const std::string& sub, const std::vector<std::string>& args) {
   sa.sa_handler = OnInterrupt;
   sigaction(SIGINT, &sa, nullptr);
   auto info = StreamLogs(**head, token, id, follow);
-  if (!info.ok()) return Fail(sub, info.status().message());
+  if (!info.ok()) return JobFail(sub, info.status().message());
   return 0;
 }
 

@@ -30,7 +30,7 @@ struct LaunchFlags {
   bool dry_run = false, help = false;
 };
 
-int Fail(const std::string& message, int code = 1) { return cli::Fail("launch", message, code); }
+int LaunchFail(const std::string& message, int code = 1) { return cli::Fail("launch", message, code); }
 
 const char* kHelp = R"(usage: rayx launch [FLAGS] -- COMMAND [ARGS...]
 
@@ -70,7 +70,7 @@ int LaunchCommand(const std::vector<std::string>& all_args) {
   flags.AddString("temp-dir", &f.temp_dir, "session directory root (default /tmp/rayx)");
   flags.AddBool("help", &f.help, "show this help");
   if (Status s = flags.Parse(args, nullptr); !s.ok()) {
-    return Fail(s.message() + " (the command goes after `--`: rayx launch --nnodes 2 -- python "
+    return LaunchFail(s.message() + " (the command goes after `--`: rayx launch --nnodes 2 -- python "
                               "train.py)", 2);
   }
   if (f.help) {
@@ -78,23 +78,23 @@ int LaunchCommand(const std::vector<std::string>& all_args) {
     return 0;
   }
   if (command.empty()) {
-    return Fail("no command: put it after `--`, e.g. rayx launch --nnodes 2 --nproc-per-node 4 "
+    return LaunchFail("no command: put it after `--`, e.g. rayx launch --nnodes 2 --nproc-per-node 4 "
                 "-- python train.py", 2);
   }
   if (f.gpus_per_proc > 1 && f.gpus_per_proc != std::floor(f.gpus_per_proc)) {
-    return Fail("--gpus-per-proc " + FormatAmount(f.gpus_per_proc) +
+    return LaunchFail("--gpus-per-proc " + FormatAmount(f.gpus_per_proc) +
                 ": more than one GPU must be a whole number", 2);
   }
   if (f.gpus_per_proc > 0 && f.gpus_per_proc < 1 && f.nproc_per_node > 1) {
     // M fractional shares of one node's bundle would pack onto fewer devices
     // than ranks; torchrun ranks use device LOCAL_RANK, so refuse.
-    return Fail("--gpus-per-proc below 1 with several processes per node is not supported: "
+    return LaunchFail("--gpus-per-proc below 1 with several processes per node is not supported: "
                 "each local rank uses device LOCAL_RANK", 2);
   }
   ResourceMap per_proc;
   if (!f.resources.empty()) {
     auto r = ParseResourcesJson(f.resources);
-    if (!r.ok()) return Fail("--resources: " + r.status().message(), 2);
+    if (!r.ok()) return LaunchFail("--resources: " + r.status().message(), 2);
     per_proc = *r;
   }
   per_proc[kCpu] = f.cpus_per_proc;
@@ -103,7 +103,7 @@ int LaunchCommand(const std::vector<std::string>& all_args) {
   for (const auto& kv : f.env) {
     size_t eq = kv.find('=');
     if (eq == std::string::npos || eq == 0) {
-      return Fail("--env '" + kv + "': expected KEY=VALUE", 2);
+      return LaunchFail("--env '" + kv + "': expected KEY=VALUE", 2);
     }
     user_env[kv.substr(0, eq)] = kv.substr(eq + 1);
   }
@@ -114,9 +114,9 @@ int LaunchCommand(const std::vector<std::string>& all_args) {
   if (per_node.empty()) per_node[kCpu] = 0.001;  // a bundle must reserve something
 
   auto cluster = ResolveCluster(f.address, f.token, f.temp_dir);
-  if (!cluster.ok()) return Fail(cluster.status().message());
+  if (!cluster.ok()) return LaunchFail(cluster.status().message());
   auto connected = ClusterClient::Connect(cluster->first, cluster->second, 10000);
-  if (!connected.ok()) return Fail(connected.status().message());
+  if (!connected.ok()) return LaunchFail(connected.status().message());
   ClusterClient& client = **connected;
 
   LaunchSupervisor::CatchStopSignals();
@@ -138,7 +138,7 @@ int LaunchCommand(const std::vector<std::string>& all_args) {
   create.strategy = protocol::PlacementStrategy::kStrictSpread;
   create.bundles.assign(static_cast<size_t>(nnodes), per_node);
   auto created = client.Call<protocol::CreatePlacementGroupReply>(create, 10000);
-  if (!created.ok()) return Fail("cannot reserve the nodes: " + created.status().message());
+  if (!created.ok()) return LaunchFail("cannot reserve the nodes: " + created.status().message());
   PlacementGroupId group_id = created->group.placement_group_id;
   protocol::PlacementGroupInfo group = created->group;
   if (group.state == protocol::PlacementGroupState::kPending && f.wait_s > 0) {
@@ -149,14 +149,14 @@ int LaunchCommand(const std::vector<std::string>& all_args) {
               << " node(s) with " << FormatResourceShape(per_node) << " free each...\n"
               << std::flush;
     auto waited = client.Call<protocol::WaitPlacementGroupReply>(wait, wait.timeout_ms + 10000);
-    if (!waited.ok()) return Fail(waited.status().message());
+    if (!waited.ok()) return LaunchFail(waited.status().message());
     group = waited->group;
   }
   if (group.state != protocol::PlacementGroupState::kCreated) {
     std::string what = std::to_string(world) + " processes (" + std::to_string(nnodes) +
                        " node(s) x " + std::to_string(nproc) + ", each node " +
                        FormatResourceShape(per_node) + ")";
-    return Fail("cannot place " + what + ": " + group.reason +
+    return LaunchFail("cannot place " + what + ": " + group.reason +
                 (group.state == protocol::PlacementGroupState::kPending && f.wait_s <= 0
                      ? ". Pass --wait SECONDS to wait for them to free up."
                      : ""));
@@ -178,7 +178,7 @@ int LaunchCommand(const std::vector<std::string>& all_args) {
   plan.node_bundle = NodeOrderByRankLabel(group.locations, labels_of);
   const std::string master_addr = plan.NodeLocation(0).node_address;
   auto port = ReserveMasterPort(client, plan);
-  if (!port.ok()) return Fail("cannot reserve MASTER_PORT on " + master_addr + ": " +
+  if (!port.ok()) return LaunchFail("cannot reserve MASTER_PORT on " + master_addr + ": " +
                               port.status().message());
   if (f.dry_run) {
     // The devices as the ranks will see them (a node's agent may be limited to

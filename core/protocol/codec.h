@@ -8,7 +8,13 @@
 
 #include <msgpack.hpp>
 
+#include "protocol/group_messages.h"
+#include "protocol/job_messages.h"
+#include "protocol/kv_messages.h"
+#include "protocol/message_list.h"
 #include "protocol/messages.h"
+#include "protocol/placement_messages.h"
+#include "protocol/process_messages.h"
 #include "rayx/status.h"
 
 namespace rayx::protocol {
@@ -71,6 +77,17 @@ Result<T> Decode(std::string_view bytes, const DecodeLimits& limits = {}) {
 // same fields as the generic decoder; anything else goes the generic way.
 template <>
 Result<Envelope> Decode<Envelope>(std::string_view bytes, const DecodeLimits& limits);
+
+// The protocol's types are encoded and decoded by code compiled once, in
+// codec_instances_*.cc (message_list.h): a file that sends a message does not
+// compile msgpack's code for it again (that was most of the build's time).
+#define RAYX_CODEC_EXTERN(T)                               \
+  extern template std::string Encode<T>(const T& value); \
+  extern template Result<T> Decode<T>(std::string_view bytes, const DecodeLimits& limits);
+RAYX_PROTOCOL_CORE_TYPES(RAYX_CODEC_EXTERN)
+RAYX_PROTOCOL_MORE_TYPES(RAYX_CODEC_EXTERN)
+#undef RAYX_CODEC_EXTERN
+extern template std::string Encode<Envelope>(const Envelope& value);
 
 // Checks the envelope's protocol version. Returns InvalidArgument naming both
 // sides' versions, e.g. "peer speaks rayx protocol 2, this head speaks 1".

@@ -44,7 +44,6 @@ struct ContextAccess {
 namespace detail {
 namespace {
 
-constexpr const char* kKvNamespace = "rayx";
 constexpr const char* kPackagePrefix = "package:";
 constexpr const char* kPathPrefix = "path:";
 // Checkpoints go through the head's package store; its own limit applies too.

@@ -51,6 +51,9 @@ inline constexpr size_t kMaxLatestReportBytes = kv::kMaxValueBytes / 2;
 // the latest metrics alone (the user's) can still make it larger.
 std::string PackLatestReport(LatestReport& latest, size_t max_bytes = kMaxLatestReportBytes);
 
+// The KV namespace of Train's records (latest reports).
+inline constexpr const char* kKvNamespace = "rayx";
+
 // The KV key (namespace "rayx") of a run's latest report.
 std::string LatestReportKey(const std::string& run_name);
 

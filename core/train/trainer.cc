@@ -29,7 +29,6 @@
 namespace rayx::train::detail {
 namespace {
 
-constexpr const char* kKvNamespace = "rayx";
 // How long an attempt waits for its ranks to be placed and connected.
 constexpr int64_t kGroupTimeoutMs = 120000;
 // The deadline of each collective operation of a run (Report's barrier among

@@ -17,7 +17,7 @@
 #include "transport/zmq_frame.h"
 
 namespace rayx::cli {
-namespace {
+namespace cluster_client_test {  // this file's own (unit tests compile in batches)
 
 using protocol::MessageType;
 using transport::FrameView;

@@ -8,7 +8,7 @@
 #include "launch_supervisor.h"
 
 namespace rayx::cli {
-namespace {
+namespace platform_env_test {  // this file's own (unit tests compile in batches)
 
 EnvLookup Env(std::map<std::string, std::string> vars) {
   return [vars = std::move(vars)](const std::string& name) -> std::optional<std::string> {

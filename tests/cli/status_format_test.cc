@@ -8,7 +8,7 @@
 #include "util/test_helpers.h"
 
 namespace rayx::cli {
-namespace {
+namespace status_format_test {  // this file's own (unit tests compile in batches)
 
 constexpr double kGiB = 1024.0 * 1024 * 1024;
 
@@ -133,7 +133,7 @@ TEST(FormatResourceList, OrdersWellKnownFirstAndFormatsMemory) {
 }  // namespace rayx::cli
 
 namespace rayx::cli {
-namespace {
+namespace status_format_test {  // this file's own (unit tests compile in batches)
 
 TEST(FormatClusterStatus, VerboseShowsEachNodesObjectStore) {
   ClusterStatus s;

@@ -8,7 +8,7 @@
 #include <string>
 
 namespace rayx::testing {
-namespace {
+namespace status_matchers_test {  // this file's own (unit tests compile in batches)
 
 Result<int> Answer(bool ok) {
   if (!ok) return Status::NotFound("no answer here");

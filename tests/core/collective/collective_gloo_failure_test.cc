@@ -16,7 +16,7 @@
 #include "util/test_helpers.h"
 
 namespace rayx::collective {
-namespace {
+namespace collective_gloo_failure_test {  // this file's own (unit tests compile in batches)
 
 using Clock = std::chrono::steady_clock;
 using testing::AllEmpty;

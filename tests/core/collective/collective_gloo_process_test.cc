@@ -18,7 +18,7 @@
 #include "collective/rendezvous_store.h"
 
 namespace rayx::collective {
-namespace {
+namespace collective_gloo_process_test {  // this file's own (unit tests compile in batches)
 
 namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;

@@ -11,7 +11,7 @@
 #include "collective_test_util.h"
 
 namespace rayx::collective {
-namespace {
+namespace collective_gloo_test {  // this file's own (unit tests compile in batches)
 
 using testing::AllEmpty;
 using testing::ConnectGloo;

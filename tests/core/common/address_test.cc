@@ -6,7 +6,7 @@
 #include <string>
 
 namespace rayx {
-namespace {
+namespace address_test {  // this file's own (unit tests compile in batches)
 
 TEST(ParseHostPort, ParsesHostAndPort) {
   auto r = ParseHostPort("10.0.0.1:6380");

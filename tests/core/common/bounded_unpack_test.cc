@@ -8,7 +8,7 @@
 #include <vector>
 
 namespace rayx::detail {
-namespace {
+namespace bounded_unpack_test {  // this file's own (unit tests compile in batches)
 
 std::string Pack(const auto& value) {
   msgpack::sbuffer buffer;

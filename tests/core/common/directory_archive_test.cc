@@ -14,7 +14,7 @@
 #include <string>
 
 namespace rayx {
-namespace {
+namespace directory_archive_test {  // this file's own (unit tests compile in batches)
 
 namespace fs = std::filesystem;
 

@@ -7,7 +7,7 @@
 #include <vector>
 
 namespace rayx {
-namespace {
+namespace flags_test {  // this file's own (unit tests compile in batches)
 
 class FlagParserTest : public ::testing::Test {
  protected:

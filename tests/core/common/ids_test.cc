@@ -9,7 +9,7 @@
 #include "protocol/codec.h"
 
 namespace rayx {
-namespace {
+namespace ids_test {  // this file's own (unit tests compile in batches)
 
 TEST(UniqueId, RandomIdsAre32LowercaseHexDigitsAndDistinct) {
   for (const LeaseId& id : {LeaseId::FromSecureRandom(), LeaseId::FromRandom()}) {

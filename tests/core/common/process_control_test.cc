@@ -17,7 +17,7 @@
 #include "util/status_matchers.h"
 
 namespace rayx::detail {
-namespace {
+namespace process_control_test {  // this file's own (unit tests compile in batches)
 
 TEST(ProcessRecord, RoundTripsThroughText) {
   ProcessRecord in{12345, 987654321};
@@ -179,7 +179,7 @@ TEST(SelfDirectory, ContainsThisTestBinary) {
 }  // namespace rayx::detail
 
 namespace rayx::detail {
-namespace {
+namespace process_control_test {  // this file's own (unit tests compile in batches)
 TEST(ProcessRecord, ParseRejectsPidsOutsidePidTRange) {
   for (const std::string text : {"4294967297 5", "4294967296 5", "4294967295 5", "9999999999 1"}) {
     auto r = ProcessRecord::Parse(text);

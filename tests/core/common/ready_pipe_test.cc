@@ -11,7 +11,7 @@
 #include <string>
 
 namespace rayx {
-namespace {
+namespace ready_pipe_test {  // this file's own (unit tests compile in batches)
 
 // Reads the pipe until EOF, which comes only once every write end is closed.
 std::string ReadAll(int fd) {

@@ -6,7 +6,7 @@
 #include <string>
 
 namespace rayx {
-namespace {
+namespace resources_test {  // this file's own (unit tests compile in batches)
 
 // Expects `json` to be refused with InvalidArgument whose message contains `what`.
 void ExpectRejected(const std::string& json, const std::string& what) {

@@ -14,7 +14,7 @@
 #include "util/status_matchers.h"
 
 namespace rayx::detail {
-namespace {
+namespace session_dir_test {  // this file's own (unit tests compile in batches)
 
 namespace fs = std::filesystem;
 

@@ -8,7 +8,7 @@
 #include <string>
 
 namespace rayx {
-namespace {
+namespace status_test {  // this file's own (unit tests compile in batches)
 
 TEST(Status, DefaultIsOkWithEmptyMessage) {
   Status s;

@@ -10,7 +10,7 @@
 #include <string>
 
 namespace rayx {
-namespace {
+namespace tar_check_test {  // this file's own (unit tests compile in batches)
 
 // Writes ustar (GNU or POSIX) headers with valid checksums.
 class TarBuilder {

@@ -5,7 +5,7 @@
 #include <string>
 
 namespace rayx {
-namespace {
+namespace text_test {  // this file's own (unit tests compile in batches)
 
 TEST(Utf8Prefix, KeepsShortTextAndCutsLongAsciiAtTheLimit) {
   EXPECT_EQ(Utf8Prefix("stopped", 200), "stopped");

@@ -23,7 +23,7 @@
 #include "transport/zmq_frame.h"
 
 namespace rayx {
-namespace {
+namespace object_pull_test {  // this file's own (unit tests compile in batches)
 
 class SilentServer {
  public:

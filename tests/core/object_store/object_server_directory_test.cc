@@ -10,7 +10,7 @@
 #include "common/clock.h"
 
 namespace rayx {
-namespace {
+namespace object_server_directory_test {  // this file's own (unit tests compile in batches)
 
 class ObjectServerDirectoryTest : public ::testing::Test {
  protected:

@@ -12,7 +12,7 @@
 #include <string>
 
 namespace rayx {
-namespace {
+namespace shared_memory_store_test {  // this file's own (unit tests compile in batches)
 
 constexpr char kJob[] = "0123456789abcdef";
 const std::string kObject = "0123456789abcdef0123456789abcdef";

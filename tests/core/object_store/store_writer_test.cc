@@ -13,7 +13,7 @@
 #include <iterator>
 
 namespace rayx {
-namespace {
+namespace store_writer_test {  // this file's own (unit tests compile in batches)
 
 constexpr size_t kSize = 256 * 1024;
 

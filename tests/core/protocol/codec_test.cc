@@ -10,7 +10,7 @@
 #include "protocol/placement_messages.h"
 
 namespace rayx::protocol {
-namespace {
+namespace codec_test {  // this file's own (unit tests compile in batches)
 
 NodeId Id(char c) { return *NodeId::FromHex(std::string(32, c)); }
 

@@ -9,7 +9,7 @@
 #include <vector>
 
 namespace rayx::protocol {
-namespace {
+namespace push_tasks_test {  // this file's own (unit tests compile in batches)
 
 ObjectLocation MakeLocation() {
   ObjectLocation loc;

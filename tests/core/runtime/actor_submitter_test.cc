@@ -8,7 +8,7 @@
 #include "submitter_fixture.h"
 
 namespace rayx::detail {
-namespace {
+namespace actor_submitter_test {  // this file's own (unit tests compile in batches)
 
 using testing::FakeWorkerConnector;
 using testing::operator""_id;

@@ -18,7 +18,7 @@
 #include "transport/zmq_frame.h"
 
 namespace rayx::detail {
-namespace {
+namespace head_client_test {  // this file's own (unit tests compile in batches)
 
 using namespace std::chrono_literals;
 using transport::FrameView;

@@ -12,7 +12,7 @@
 #include "rayx/errors.h"
 
 namespace rayx::detail {
-namespace {
+namespace object_table_test {  // this file's own (unit tests compile in batches)
 
 using namespace std::chrono_literals;
 

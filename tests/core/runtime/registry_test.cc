@@ -30,11 +30,11 @@ double Sum(A a, B b) {
 
 int live_counters = 0;
 
-class Counter {
+class Tally {
  public:
-  explicit Counter(int start) : value_(start) { ++live_counters; }
-  ~Counter() { --live_counters; }
-  static Counter* Create(int start) { return new Counter(start); }
+  explicit Tally(int start) : value_(start) { ++live_counters; }
+  ~Tally() { --live_counters; }
+  static Tally* Create(int start) { return new Tally(start); }
   int Add(int by) { return value_ += by; }
   int Get() const { return value_; }
   void Reset() { value_ = 0; }
@@ -62,15 +62,15 @@ int TreeDepth(const Tree& t) {
   return deepest + 1;
 }
 RAYX_REMOTE(TreeDepth);
-RAYX_REMOTE(Counter::Create, &Counter::Add, &Counter::Get, &Counter::Reset,
-            &Counter::Describe);
+RAYX_REMOTE(Tally::Create, &Tally::Add, &Tally::Get, &Tally::Reset,
+            &Tally::Describe);
 
 }  // namespace registry_test
 
 namespace rayx::detail {
-namespace {
+namespace registry_unit {  // this file's own (unit tests compile in batches)
 
-using registry_test::Counter;
+using registry_test::Tally;
 
 // Encoded arguments and views of them, as a worker holds them.
 class Args {
@@ -97,12 +97,12 @@ const RemoteFunction& Find(const std::string& name) {
 TEST(SplitNamesTest, DropsSpacesAndAmpersands) {
   EXPECT_EQ(SplitNames("a, &B::c ,D::e"), (std::vector<std::string>{"a", "B::c", "D::e"}));
   EXPECT_EQ(SplitNames("Plus"), std::vector<std::string>{"Plus"});
-  EXPECT_EQ(SplitNames("  & Counter :: Add  "), std::vector<std::string>{"Counter::Add"});
+  EXPECT_EQ(SplitNames("  & Tally :: Add  "), std::vector<std::string>{"Tally::Add"});
 }
 
 TEST(SplitNamesTest, DropsNewlinesAndTabsOfMultiLineMacros) {
-  EXPECT_EQ(SplitNames("Plus,\n            Counter::Create,\n\t&Counter::Add"),
-            (std::vector<std::string>{"Plus", "Counter::Create", "Counter::Add"}));
+  EXPECT_EQ(SplitNames("Plus,\n            Tally::Create,\n\t&Tally::Add"),
+            (std::vector<std::string>{"Plus", "Tally::Create", "Tally::Add"}));
 }
 
 TEST(SplitNamesTest, CommasInsideTemplateBracketsDoNotSplit) {
@@ -124,8 +124,8 @@ TEST(SplitNamesTest, RegisteredNamesAreTheSplitNames) {
   EXPECT_NE(FunctionRegistry::Instance().FindByName("Twice"), nullptr);
   EXPECT_NE(FunctionRegistry::Instance().FindByName("Touch"), nullptr);
   EXPECT_NE(FunctionRegistry::Instance().FindByName("Sum<int,long>"), nullptr);
-  EXPECT_NE(FunctionRegistry::Instance().FindByName("Counter::Describe"), nullptr);
-  EXPECT_EQ(FunctionRegistry::Instance().FindByName("&Counter::Add"), nullptr);
+  EXPECT_NE(FunctionRegistry::Instance().FindByName("Tally::Describe"), nullptr);
+  EXPECT_EQ(FunctionRegistry::Instance().FindByName("&Tally::Add"), nullptr);
   EXPECT_EQ(FunctionRegistry::Instance().FindByName(" Greet"), nullptr);
 }
 
@@ -147,15 +147,15 @@ TEST(FunctionRegistryTest, FunctionsAndMethodsHaveDistinctKeys) {
   auto& registry = FunctionRegistry::Instance();
   const RemoteFunction* plus = registry.FindByKey(PointerKey(&registry_test::Plus));
   const RemoteFunction* greet = registry.FindByKey(PointerKey(&registry_test::Greet));
-  const RemoteFunction* add = registry.FindByKey(PointerKey(&Counter::Add));
-  const RemoteFunction* get = registry.FindByKey(PointerKey(&Counter::Get));
+  const RemoteFunction* add = registry.FindByKey(PointerKey(&Tally::Add));
+  const RemoteFunction* get = registry.FindByKey(PointerKey(&Tally::Get));
   ASSERT_NE(plus, nullptr);
   ASSERT_NE(greet, nullptr);
   ASSERT_NE(add, nullptr);
   ASSERT_NE(get, nullptr);
   EXPECT_EQ(greet->name, "Greet");
-  EXPECT_EQ(add->name, "Counter::Add");
-  EXPECT_EQ(get->name, "Counter::Get");
+  EXPECT_EQ(add->name, "Tally::Add");
+  EXPECT_EQ(get->name, "Tally::Get");
   EXPECT_NE(add, get);
 }
 
@@ -169,8 +169,8 @@ TEST(FunctionRegistryTest, UnknownNameOrPointerIsNull) {
 }
 
 TEST(FunctionRegistryTest, FactoryCreatesAnInstanceAndCannotBeInvoked) {
-  const RemoteFunction& factory = Find("Counter::Create");
-  EXPECT_EQ(FunctionRegistry::Instance().FindByKey(PointerKey(&Counter::Create)), &factory);
+  const RemoteFunction& factory = Find("Tally::Create");
+  EXPECT_EQ(FunctionRegistry::Instance().FindByKey(PointerKey(&Tally::Create)), &factory);
   EXPECT_EQ(factory.arity, 1u);
   EXPECT_FALSE(static_cast<bool>(factory.invoke));
   ASSERT_TRUE(static_cast<bool>(factory.create));
@@ -180,20 +180,20 @@ TEST(FunctionRegistryTest, FactoryCreatesAnInstanceAndCannotBeInvoked) {
     std::shared_ptr<void> instance = factory.create(Args(10).views());
     ASSERT_NE(instance, nullptr);
     EXPECT_EQ(registry_test::live_counters, before + 1);
-    EXPECT_EQ(static_cast<Counter*>(instance.get())->Get(), 10);
+    EXPECT_EQ(static_cast<Tally*>(instance.get())->Get(), 10);
   }
   // The instance is owned: releasing it destroys the object.
   EXPECT_EQ(registry_test::live_counters, before);
 }
 
 TEST(FunctionRegistryTest, FactoryWithWrongArgumentCountThrowsNamingIt) {
-  const RemoteFunction& factory = Find("Counter::Create");
+  const RemoteFunction& factory = Find("Tally::Create");
   int before = registry_test::live_counters;
   try {
     factory.create(Args().views());
     FAIL() << "expected std::invalid_argument";
   } catch (const std::invalid_argument& e) {
-    EXPECT_NE(std::string(e.what()).find("Counter::Create"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("Tally::Create"), std::string::npos) << e.what();
   }
   EXPECT_EQ(registry_test::live_counters, before);
 }
@@ -250,32 +250,32 @@ TEST(FunctionRegistryTest, WronglyTypedArgumentThrowsTypeError) {
 }
 
 TEST(FunctionRegistryTest, MethodsRunOnTheGivenInstance) {
-  Counter counter(5);
-  const RemoteFunction& add = Find("Counter::Add");
+  Tally counter(5);
+  const RemoteFunction& add = Find("Tally::Add");
   EXPECT_EQ(add.arity, 1u);
   EXPECT_FALSE(static_cast<bool>(add.create));
   EXPECT_EQ(Unpack<int>(add.invoke(&counter, Args(3).views())), 8);
   EXPECT_EQ(Unpack<int>(add.invoke(&counter, Args(2).views())), 10);
   EXPECT_EQ(counter.Get(), 10);
 
-  const RemoteFunction& get = Find("Counter::Get");  // const method
+  const RemoteFunction& get = Find("Tally::Get");  // const method
   EXPECT_EQ(get.arity, 0u);
   EXPECT_EQ(Unpack<int>(get.invoke(&counter, Args().views())), 10);
 
-  const RemoteFunction& describe = Find("Counter::Describe");  // const, with an argument
+  const RemoteFunction& describe = Find("Tally::Describe");  // const, with an argument
   EXPECT_EQ(Unpack<std::string>(describe.invoke(&counter, Args(std::string("n=")).views())),
             "n=10");
 
-  const RemoteFunction& reset = Find("Counter::Reset");  // void method
+  const RemoteFunction& reset = Find("Tally::Reset");  // void method
   EXPECT_EQ(reset.invoke(&counter, Args().views()), Pack(msgpack::type::nil_t()));
   EXPECT_EQ(counter.Get(), 0);
 }
 
 TEST(FunctionRegistryTest, MethodsFoundByPointerRunOnAFactoryInstance) {
   std::shared_ptr<void> instance =
-      FunctionRegistry::Instance().FindByKey(PointerKey(&Counter::Create))->create(Args(1).views());
-  const RemoteFunction* add = FunctionRegistry::Instance().FindByKey(PointerKey(&Counter::Add));
-  const RemoteFunction* get = FunctionRegistry::Instance().FindByKey(PointerKey(&Counter::Get));
+      FunctionRegistry::Instance().FindByKey(PointerKey(&Tally::Create))->create(Args(1).views());
+  const RemoteFunction* add = FunctionRegistry::Instance().FindByKey(PointerKey(&Tally::Add));
+  const RemoteFunction* get = FunctionRegistry::Instance().FindByKey(PointerKey(&Tally::Get));
   ASSERT_NE(add, nullptr);
   ASSERT_NE(get, nullptr);
   add->invoke(instance.get(), Args(41).views());
@@ -283,14 +283,14 @@ TEST(FunctionRegistryTest, MethodsFoundByPointerRunOnAFactoryInstance) {
 }
 
 TEST(FunctionRegistryTest, MethodWithWrongArgumentsThrows) {
-  Counter counter(1);
+  Tally counter(1);
   try {
-    Find("Counter::Add").invoke(&counter, Args(1, 2).views());
+    Find("Tally::Add").invoke(&counter, Args(1, 2).views());
     FAIL() << "expected std::invalid_argument";
   } catch (const std::invalid_argument& e) {
-    EXPECT_NE(std::string(e.what()).find("Counter::Add"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("Tally::Add"), std::string::npos) << e.what();
   }
-  EXPECT_THROW(Find("Counter::Describe").invoke(&counter, Args(3).views()), msgpack::type_error);
+  EXPECT_THROW(Find("Tally::Describe").invoke(&counter, Args(3).views()), msgpack::type_error);
   EXPECT_EQ(counter.Get(), 1);
 }
 

@@ -15,7 +15,7 @@
 #include "transport/zmq_frame.h"
 
 namespace rayx::detail {
-namespace {
+namespace zmq_worker_connector_test {  // this file's own (unit tests compile in batches)
 
 const JobId kJob = JobId::FromHex("0000000000000001").value();
 const JobId kOtherJob = JobId::FromHex("0000000000000002").value();

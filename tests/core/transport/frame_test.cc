@@ -11,7 +11,7 @@
 #include "transport/zmq_frame.h"
 
 namespace rayx::transport {
-namespace {
+namespace frame_test {  // this file's own (unit tests compile in batches)
 
 TEST(FrameTest, AnEmptyFrameHasNoBytes) {
   Frame frame;

@@ -12,7 +12,7 @@
 #include "util/subprocess.h"
 
 namespace rayx::transport {
-namespace {
+namespace security_test {  // this file's own (unit tests compile in batches)
 
 using namespace std::chrono_literals;
 using rayx::testing::WaitUntil;

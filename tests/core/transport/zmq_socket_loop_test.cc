@@ -13,7 +13,7 @@
 #include <zmq.hpp>
 
 namespace rayx::transport {
-namespace {
+namespace zmq_socket_loop_test {  // this file's own (unit tests compile in batches)
 
 TEST(ZmqSocketLoop, AHandlerThatThrowsLosesOnlyItsMessage) {
   zmq::context_t context;

@@ -8,7 +8,7 @@
 #include <string>
 
 namespace rayx {
-namespace {
+namespace worker_env_test {  // this file's own (unit tests compile in batches)
 
 WorkerEnv MakeEnv() {
   WorkerEnv env;

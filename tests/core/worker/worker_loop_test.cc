@@ -47,7 +47,7 @@ RAYX_REMOTE(Add, Echo, Fails, Big, Counter::Create, &Counter::Add, &Counter::Big
 }  // namespace worker_loop_test
 
 namespace rayx::detail {
-namespace {
+namespace worker_loop_test {  // this file's own (unit tests compile in batches)
 
 using protocol::MessageType;
 

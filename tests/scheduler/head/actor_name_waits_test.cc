@@ -4,7 +4,7 @@
 #include <gtest/gtest.h>
 
 namespace rayx::scheduler {
-namespace {
+namespace actor_name_waits_test {  // this file's own (unit tests compile in batches)
 
 ActorWaiter From(const std::string& peer, uint64_t id) { return ActorWaiter{{peer, id}, ""}; }
 

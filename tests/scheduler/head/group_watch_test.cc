@@ -10,7 +10,7 @@
 #include "head_fixture.h"
 
 namespace rayx::scheduler {
-namespace {
+namespace group_watch_test {  // this file's own (unit tests compile in batches)
 
 protocol::WatchGroupRequest Watch(const std::string& group, int rank, const std::string& lease,
                                   int world_size = 3, const std::string& attempt = "a1") {

@@ -8,7 +8,7 @@
 #include "head_fixture.h"
 
 namespace rayx::scheduler {
-namespace {
+namespace head_detached_worker_test {  // this file's own (unit tests compile in batches)
 
 using namespace testing_fixture;  // NOLINT: the fixture's names and constants
 

@@ -12,7 +12,7 @@
 #include "transport/message.h"
 
 namespace rayx::scheduler {
-namespace {
+namespace head_kv_test {  // this file's own (unit tests compile in batches)
 
 using protocol::MessageType;
 using transport::Frames;

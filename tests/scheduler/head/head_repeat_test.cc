@@ -10,7 +10,7 @@
 #include "head_fixture.h"
 
 namespace rayx::scheduler {
-namespace {
+namespace head_repeat_test {  // this file's own (unit tests compile in batches)
 
 using namespace testing_fixture;  // NOLINT: the fixture's names and constants
 

@@ -15,7 +15,7 @@
 #include "transport/message.h"
 
 namespace rayx::scheduler {
-namespace {
+namespace head_service_test {  // this file's own (unit tests compile in batches)
 
 using protocol::MessageType;
 using transport::Frames;

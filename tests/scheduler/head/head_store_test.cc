@@ -14,7 +14,7 @@
 #include "protocol/codec.h"
 
 namespace rayx::scheduler {
-namespace {
+namespace head_store_test {  // this file's own (unit tests compile in batches)
 
 namespace fs = std::filesystem;
 

@@ -15,7 +15,7 @@
 #include "recording_outbox.h"
 
 namespace rayx::scheduler {
-namespace {
+namespace job_manager_test {  // this file's own (unit tests compile in batches)
 
 using Kind = RecordingOutbox::Kind;
 constexpr char kAgent[] = "agent-head";

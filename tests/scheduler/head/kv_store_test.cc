@@ -10,7 +10,7 @@
 #include "common/content_hash.h"
 
 namespace rayx::scheduler {
-namespace {
+namespace kv_store_test {  // this file's own (unit tests compile in batches)
 
 class KvStoreTest : public ::testing::Test {
  protected:

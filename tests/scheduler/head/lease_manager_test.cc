@@ -14,7 +14,7 @@
 #include "transport/message.h"
 
 namespace rayx::scheduler {
-namespace {
+namespace lease_manager_test {  // this file's own (unit tests compile in batches)
 
 using protocol::MessageType;
 

@@ -8,7 +8,7 @@
 #include <string>
 
 namespace rayx::scheduler {
-namespace {
+namespace node_table_test {  // this file's own (unit tests compile in batches)
 
 constexpr int64_t kTimeout = 1500;
 constexpr int64_t kT0 = 10'000;
@@ -224,7 +224,7 @@ TEST_F(NodeTableTest, HeartbeatRefreshesLiveness) {
 }  // namespace rayx::scheduler
 
 namespace rayx::scheduler {
-namespace {
+namespace node_table_test {  // this file's own (unit tests compile in batches)
 
 NodeId AddGpuNode(NodeTable& table, double gpus) {
   NodeInfo info;

@@ -14,7 +14,7 @@
 #include "recording_outbox.h"
 
 namespace rayx::scheduler {
-namespace {
+namespace placement_group_manager_test {  // this file's own (unit tests compile in batches)
 
 using Kind = RecordingOutbox::Kind;
 using State = protocol::PlacementGroupState;

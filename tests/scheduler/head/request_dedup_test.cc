@@ -9,7 +9,7 @@
 #include <vector>
 
 namespace rayx::scheduler {
-namespace {
+namespace request_dedup_test {  // this file's own (unit tests compile in batches)
 
 transport::Frames Reply(const std::string& envelope, const std::string& body) {
   transport::Frames frames;

@@ -9,7 +9,7 @@
 #include "policy_fixture.h"
 
 namespace rayx::scheduler::policy {
-namespace {
+namespace policy_cluster_resource_view_test {  // this file's own (unit tests compile in batches)
 
 using testing::PolicyTest;
 using testing::ScheduledOf;

@@ -16,7 +16,7 @@
 #include "policy_fixture.h"
 
 namespace rayx::scheduler::policy {
-namespace {
+namespace policy_index_test {  // this file's own (unit tests compile in batches)
 
 using testing::TestNodeId;
 

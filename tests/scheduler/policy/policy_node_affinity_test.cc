@@ -6,7 +6,7 @@
 #include "policy_fixture.h"
 
 namespace rayx::scheduler::policy {
-namespace {
+namespace policy_node_affinity_test {  // this file's own (unit tests compile in batches)
 
 using testing::InfeasibleReason;
 using testing::PendingReason;

@@ -9,7 +9,7 @@
 #include "policy_fixture.h"
 
 namespace rayx::scheduler::policy {
-namespace {
+namespace policy_placement_group_test {  // this file's own (unit tests compile in batches)
 
 using testing::InfeasibleReason;
 using testing::PendingReason;

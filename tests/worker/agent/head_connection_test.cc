@@ -17,7 +17,7 @@
 #include "transport/zmq_frame.h"
 
 namespace rayx::worker {
-namespace {
+namespace head_connection_test {  // this file's own (unit tests compile in batches)
 
 constexpr char kToken[] = "head-connection-test";
 

@@ -22,7 +22,7 @@
 #include "transport/message.h"
 
 namespace rayx::worker {
-namespace {
+namespace node_agent_test {  // this file's own (unit tests compile in batches)
 
 using protocol::MessageType;
 

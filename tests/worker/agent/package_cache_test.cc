@@ -17,7 +17,7 @@
 #include "common/directory_archive.h"
 
 namespace rayx::worker {
-namespace {
+namespace package_cache_test {  // this file's own (unit tests compile in batches)
 
 namespace fs = std::filesystem;
 

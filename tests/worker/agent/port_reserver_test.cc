@@ -11,7 +11,7 @@
 #include <gtest/gtest.h>
 
 namespace rayx::worker {
-namespace {
+namespace port_reserver_test {  // this file's own (unit tests compile in batches)
 
 PortReserver::Options SmallRange() {
   PortReserver::Options o;

@@ -15,7 +15,7 @@
 #include <vector>
 
 namespace rayx::worker {
-namespace {
+namespace worker_pool_test {  // this file's own (unit tests compile in batches)
 
 class WorkerPoolTest : public ::testing::Test {
  protected:

@@ -81,6 +81,9 @@ Result<Envelope> Decode<Envelope>(std::string_view bytes, const DecodeLimits& li
 // The protocol's types are encoded and decoded by code compiled once, in
 // codec_instances_*.cc (message_list.h): a file that sends a message does not
 // compile msgpack's code for it again (that was most of the build's time).
+// RAYX_CODEC_NO_EXTERN_TEMPLATES: every file instantiates what it uses (the
+// fuzz build, where most targets use few types).
+#ifndef RAYX_CODEC_NO_EXTERN_TEMPLATES
 #define RAYX_CODEC_EXTERN(T)                               \
   extern template std::string Encode<T>(const T& value); \
   extern template Result<T> Decode<T>(std::string_view bytes, const DecodeLimits& limits);
@@ -88,6 +91,7 @@ RAYX_PROTOCOL_CORE_TYPES(RAYX_CODEC_EXTERN)
 RAYX_PROTOCOL_MORE_TYPES(RAYX_CODEC_EXTERN)
 #undef RAYX_CODEC_EXTERN
 extern template std::string Encode<Envelope>(const Envelope& value);
+#endif
 
 // Checks the envelope's protocol version. Returns InvalidArgument naming both
 // sides' versions, e.g. "peer speaks rayx protocol 2, this head speaks 1".

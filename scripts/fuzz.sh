@@ -5,6 +5,7 @@
 # report; the input that caused it is left in build-fuzz/artifacts/.
 #
 #   scripts/fuzz.sh                 every target, FUZZ_SECONDS (default 20) each
+#                                   (FUZZ_OPT=-O0: a quicker build, slower fuzzing)
 #   scripts/fuzz.sh messages        only fuzz_messages
 #   scripts/fuzz.sh --seeds         rewrites tests/fuzz/corpus/ with rayx's encoders
 #
@@ -31,9 +32,14 @@ fi
 
 generator=()
 if command -v ninja >/dev/null; then generator=(-G Ninja); fi
+# FUZZ_OPT: the targets' optimization. -O1 (the default) fuzzes fastest; CI's
+# few seconds per target (scripts/test.sh) use -O0, which halves the build.
+opt="${FUZZ_OPT:--O1}"
 if [ ! -f build-fuzz/CMakeCache.txt ] || [ ! -f build-fuzz/fuzz_targets.txt ]; then
   cmake -S . -B build-fuzz "${generator[@]}" -DRAYX_FUZZ=ON -DCMAKE_BUILD_TYPE=Debug \
-    -DCMAKE_CXX_COMPILER=clang++
+    -DCMAKE_CXX_COMPILER=clang++ "-DRAYX_FUZZ_OPT=$opt"
+elif ! grep -q "^RAYX_FUZZ_OPT:STRING=$opt\$" build-fuzz/CMakeCache.txt; then
+  cmake -S . -B build-fuzz "-DRAYX_FUZZ_OPT=$opt"
 fi
 start=$SECONDS
 

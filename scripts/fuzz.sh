@@ -7,6 +7,7 @@
 #   scripts/fuzz.sh                 every target, FUZZ_SECONDS (default 20) each
 #                                   (FUZZ_OPT=-O0: a quicker build, slower fuzzing)
 #   scripts/fuzz.sh messages        only fuzz_messages
+#   scripts/fuzz.sh --build-only    builds the targets and runs none
 #   scripts/fuzz.sh --seeds         rewrites tests/fuzz/corpus/ with rayx's encoders
 #
 # New inputs the fuzzer finds go to build-fuzz/corpus/, never into the
@@ -48,6 +49,11 @@ if [ "${1:-}" = "--seeds" ]; then
   ./build-fuzz/tests/fuzz/rayx_fuzz_seeds tests/fuzz/corpus
   exit 0
 fi
+build_only=0
+if [ "${1:-}" = "--build-only" ]; then
+  build_only=1
+  shift
+fi
 # Every target CMake could build (fuzz_python_values needs python3-dev and
 # pybind11-dev), or those named.
 mapfile -t targets < build-fuzz/fuzz_targets.txt
@@ -57,6 +63,7 @@ build_targets=()
 for t in "${targets[@]}"; do build_targets+=("fuzz_$t"); done
 cmake --build build-fuzz -j "$(nproc)" --target "${build_targets[@]}"
 echo "fuzz: built in $((SECONDS - start)) s"
+if [ "$build_only" = 1 ]; then exit 0; fi
 
 mkdir -p build-fuzz/artifacts
 failed=()

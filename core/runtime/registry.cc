@@ -15,6 +15,9 @@ struct FunctionRegistry::Impl {
   std::mutex mu;
   std::map<std::string, RemoteFunction> by_key;
   std::map<std::string, std::string> key_by_name;
+  // Set by RAYX_ACTOR_CONCURRENCY, maybe before the factory is added (static
+  // initialization runs in no set order across files).
+  std::map<std::string, int> max_concurrency_by_key;
 };
 
 FunctionRegistry::FunctionRegistry() : impl_(std::make_unique<Impl>()) {}
@@ -27,7 +30,16 @@ FunctionRegistry& FunctionRegistry::Instance() {
 void FunctionRegistry::Add(const std::string& key, RemoteFunction fn) {
   std::lock_guard<std::mutex> lock(impl_->mu);
   impl_->key_by_name[fn.name] = key;
+  auto concurrency = impl_->max_concurrency_by_key.find(key);
+  if (concurrency != impl_->max_concurrency_by_key.end()) fn.max_concurrency = concurrency->second;
   impl_->by_key[key] = std::move(fn);
+}
+
+void FunctionRegistry::SetMaxConcurrency(const std::string& key, int n) {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  impl_->max_concurrency_by_key[key] = n;
+  auto it = impl_->by_key.find(key);
+  if (it != impl_->by_key.end()) it->second.max_concurrency = n;
 }
 
 const RemoteFunction* FunctionRegistry::FindByName(const std::string& name) const {

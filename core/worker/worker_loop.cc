@@ -11,6 +11,8 @@
 #include <iterator>
 #include <typeinfo>
 
+#include <boost/asio/post.hpp>
+
 #include "common/logging.h"
 #include "protocol/codec.h"
 #include "rayx/detail/registry.h"
@@ -26,6 +28,23 @@ std::string Demangle(const char* name) {
   std::string result = status == 0 && out ? out : name;
   std::free(out);
   return result;
+}
+
+// The error outcome of the exception being handled (call inside a catch).
+void SetErrorFromCurrentException(bool* ok, std::string* type, std::string* message) {
+  *ok = false;
+  try {
+    throw;
+  } catch (const msgpack::type_error& e) {
+    *type = "ArgumentTypeError";
+    *message = "an argument does not have the parameter's type (" + std::string(e.what()) + ")";
+  } catch (const std::exception& e) {
+    *type = Demangle(typeid(e).name());
+    *message = e.what();
+  } catch (...) {
+    *type = "unknown";
+    *message = "a non-standard exception was thrown";
+  }
 }
 
 std::string ExecutableName() {
@@ -141,7 +160,37 @@ void WorkerLoop::Handle(transport::Frames& frames) {
     double us =
         std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count();
     known.average_us = known.average_us < 0 ? us : 0.8 * known.average_us + 0.2 * us;
-    AddResult(call, std::move(outcome));
+    if (outcome.deferred) continue;  // answered later: CompleteDeferred
+    AddResult(call.call_id, call.return_id, batch_.job_id, std::move(outcome));
+    if (writer_.count() >= kMaxResultsPerReply || body_.size() >= kMaxReplyBodyBytes) Flush();
+  }
+  Flush();
+}
+
+void WorkerLoop::CompleteDeferred() {
+  std::vector<DeferredCalls::Answer> answers = deferred_.Take();
+  if (answers.empty()) return;
+  writer_.BeginReply(&body_);
+  for (DeferredCalls::Answer& answer : answers) {
+    auto it = pending_.find(answer.token);
+    if (it == pending_.end()) continue;  // its call failed when it ran, or answered already
+    PendingCall call = std::move(it->second);
+    pending_.erase(it);
+    // One reply per caller: a different caller's result sends what is written.
+    if (writer_.count() > 0 &&
+        transport::FrameView(routing_) != transport::FrameView(call.routing)) {
+      Flush();
+    }
+    routing_ = std::move(call.routing);
+    CallOutcome outcome;
+    outcome.ok = answer.ok;
+    if (answer.ok) {
+      outcome.value = std::move(answer.value);
+    } else {
+      outcome.error_type = std::move(answer.error_type);
+      outcome.error_message = std::move(answer.value);
+    }
+    AddResult(call.call_id, call.return_id, call.job, std::move(outcome));
     if (writer_.count() >= kMaxResultsPerReply || body_.size() >= kMaxReplyBodyBytes) Flush();
   }
   Flush();
@@ -171,6 +220,7 @@ Status WorkerLoop::ConstructFromFile(const std::string& path) {
                             Demangle(typeid(e).name()) + ": " + e.what());
   }
   Hosting(init->actor_id.Hex());
+  StartActorPool(*fn);
   return Status::OK();
 }
 
@@ -179,6 +229,51 @@ void WorkerLoop::Hosting(std::string_view actor) {
   if (!host_observer_) return;
   auto id = ActorId::FromHex(hosted_actor_);
   if (id.ok() && !id->IsNil()) host_observer_(*id);
+}
+
+void WorkerLoop::StartActorPool(const RemoteFunction& factory) {
+  if (factory.max_concurrency > 1 && !actor_pool_) {
+    actor_pool_ = std::make_unique<boost::asio::thread_pool>(factory.max_concurrency);
+  }
+}
+
+// The call's arguments that point into the message are copied; mapped and
+// pulled ones are kept with the call (moving the vectors keeps their
+// elements where the views point).
+void WorkerLoop::RunOnPool(const protocol::TaskCallView& call, const RemoteFunction* fn,
+                           const ArgViews& args,
+                           std::vector<std::shared_ptr<MappedObject>> mappings,
+                           std::vector<std::string> pulled, CallControl& control) {
+  struct Owned {
+    std::vector<std::shared_ptr<MappedObject>> mappings;
+    std::vector<std::string> pulled, copies;
+    ArgViews args;
+  };
+  auto owned = std::make_shared<Owned>();
+  owned->mappings = std::move(mappings);
+  owned->pulled = std::move(pulled);
+  owned->copies.reserve(args.size());
+  for (size_t a = 0; a < args.size(); ++a) {
+    if (batch_.args[call.first_arg + a].kind == protocol::WireValue::kStored) {
+      owned->args.push_back(args[a]);
+    } else {
+      owned->args.push_back(owned->copies.emplace_back(args[a]));
+    }
+  }
+  boost::asio::post(*actor_pool_, [fn, actor = actor_, owned, done = control.Defer()] {
+    bool ok = true;
+    std::string value, type;
+    try {
+      value = fn->invoke(actor.get(), owned->args);
+    } catch (...) {
+      SetErrorFromCurrentException(&ok, &type, &value);
+    }
+    if (ok) {
+      done.Succeed(std::move(value));
+    } else {
+      done.Fail(std::move(type), std::move(value));
+    }
+  });
 }
 
 WorkerLoop::KnownFunction& WorkerLoop::Lookup(std::string_view name) {
@@ -195,9 +290,31 @@ WorkerLoop::KnownFunction& WorkerLoop::Lookup(std::string_view name) {
   return functions_.emplace(std::string(name), known).first->second;
 }
 
+// The CallControl of one call: Defer remembers where its result goes.
+class WorkerLoop::Control : public CallControl {
+ public:
+  Control(WorkerLoop& loop, const protocol::TaskCallView& call) : loop_(loop), call_(call) {}
+  DeferredCall Defer() override {
+    if (token_ == 0) {
+      token_ = loop_.next_token_++;
+      loop_.pending_.emplace(token_, PendingCall{loop_.routing_.Copy(), call_.call_id,
+                                                 std::string(call_.return_id),
+                                                 std::string(loop_.batch_.job_id)});
+    }
+    return loop_.deferred_.MakeCall(token_);
+  }
+  uint64_t token() const { return token_; }
+
+ private:
+  WorkerLoop& loop_;
+  const protocol::TaskCallView& call_;
+  uint64_t token_ = 0;  // 0: not deferred
+};
+
 WorkerLoop::CallOutcome WorkerLoop::Run(const protocol::TaskCallView& call,
                                         const RemoteFunction* fn) {
   CallOutcome out;
+  Control control(*this, call);
   try {
     // Stored arguments: mapped in place on this node, pulled from another.
     std::vector<std::shared_ptr<MappedObject>> mappings;
@@ -277,6 +394,7 @@ WorkerLoop::CallOutcome WorkerLoop::Run(const protocol::TaskCallView& call,
         throw;
       }
       Hosting(call.actor_id);
+      StartActorPool(*fn);
       out.value = Pack(msgpack::type::nil_t());
     } else if (!call.actor_id.empty()) {
       if (!actor_ && !actor_error_.empty()) {
@@ -285,11 +403,20 @@ WorkerLoop::CallOutcome WorkerLoop::Run(const protocol::TaskCallView& call,
         out.error_message = "the actor's constructor failed: " + actor_error_;
       } else if (!actor_) {
         throw std::logic_error("this worker hosts no actor");
+      } else if (fn->invoke_deferrable) {
+        out.value = fn->invoke_deferrable(actor_.get(), args, control);
+        out.deferred = control.token() != 0;
+      } else if (actor_pool_ && fn->invoke) {
+        RunOnPool(call, fn, args, std::move(mappings), std::move(pulled), control);
+        out.deferred = true;
       } else {
         if (!fn->invoke)
           throw std::invalid_argument(std::string(call.function) + " cannot be called");
         out.value = fn->invoke(actor_.get(), args);
       }
+    } else if (fn->invoke_deferrable) {
+      out.value = fn->invoke_deferrable(nullptr, args, control);
+      out.deferred = control.token() != 0;
     } else {
       if (!fn->invoke) {
         throw std::invalid_argument(std::string(call.function) +
@@ -297,26 +424,19 @@ WorkerLoop::CallOutcome WorkerLoop::Run(const protocol::TaskCallView& call,
       }
       out.value = fn->invoke(nullptr, args);
     }
-  } catch (const msgpack::type_error& e) {
-    out.ok = false;
-    out.error_type = "ArgumentTypeError";
-    out.error_message =
-        "an argument does not have the parameter's type (" + std::string(e.what()) + ")";
-  } catch (const std::exception& e) {
-    out.ok = false;
-    out.error_type = Demangle(typeid(e).name());
-    out.error_message = e.what();
   } catch (...) {
-    out.ok = false;
-    out.error_type = "unknown";
-    out.error_message = "a non-standard exception was thrown";
+    out.deferred = false;
+    SetErrorFromCurrentException(&out.ok, &out.error_type, &out.error_message);
   }
+  // Deferred, then threw: the error is the answer; a later one is dropped.
+  if (!out.deferred && control.token() != 0) pending_.erase(control.token());
   return out;
 }
 
-void WorkerLoop::AddResult(const protocol::TaskCallView& call, CallOutcome outcome) {
+void WorkerLoop::AddResult(uint64_t call_id, std::string_view return_id,
+                           std::string_view call_job, CallOutcome outcome) {
   if (!outcome.ok) {
-    writer_.ErrorResult(call.call_id, outcome.error_type, outcome.error_message,
+    writer_.ErrorResult(call_id, outcome.error_type, outcome.error_message,
                         outcome.error_node.empty() ? node_ip_ : outcome.error_node);
     return;
   }
@@ -324,25 +444,25 @@ void WorkerLoop::AddResult(const protocol::TaskCallView& call, CallOutcome outco
   // (removed when it ends); the reply says where. Another job's call (to a
   // shared actor) gets its results inline.
   if (outcome.value.size() >= kInlineObjectLimit && !store_.dir().empty() &&
-      !call.return_id.empty() && batch_.job_id == job_) {
-    auto path = store_.Write(SharedMemoryStore::ObjectName(job_, call.return_id), outcome.value);
+      !return_id.empty() && call_job == job_) {
+    auto path = store_.Write(SharedMemoryStore::ObjectName(job_, return_id), outcome.value);
     if (path.ok()) {
       protocol::ObjectLocation stored;
       stored.node_address = node_ip_;
       stored.object_address = object_address_;
       stored.path = *path;
       stored.size = outcome.value.size();
-      writer_.StoredResult(call.call_id, stored);
+      writer_.StoredResult(call_id, stored);
       return;
     }
     RAYX_LOG(Warning) << "result sent inline: " << path.status();
   }
   if (outcome.value.size() >= protocol::kMaxInlineWireValue) {
-    writer_.FrameResult(call.call_id, static_cast<uint32_t>(result_frames_.size()));
+    writer_.FrameResult(call_id, static_cast<uint32_t>(result_frames_.size()));
     result_frames_.push_back(transport::Frame::Adopt(std::move(outcome.value)));
     return;
   }
-  writer_.InlineResult(call.call_id, outcome.value);
+  writer_.InlineResult(call_id, outcome.value);
 }
 
 void WorkerLoop::Flush() {

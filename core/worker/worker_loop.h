@@ -9,6 +9,8 @@
 #include <unordered_map>
 #include <vector>
 
+#include <boost/asio/thread_pool.hpp>
+
 #include "object_store/object_pull.h"
 #include "object_store/object_server_directory.h"
 #include "object_store/shared_memory_store.h"
@@ -16,6 +18,7 @@
 #include "transport/frame.h"
 #include "transport/security.h"
 #include "transport/zmq_fwd.h"
+#include "worker/deferred_calls.h"
 #include "worker/worker_env.h"
 
 namespace rayx::detail {
@@ -31,6 +34,20 @@ struct RemoteFunction;
 // quick; exceptions become error data. The loop does not own the connection:
 // RunWorker feeds it from a ROUTER socket, tests from a fake.
 //
+// Deferred calls: a function with invoke_deferrable may take its call over
+// (CallControl::Defer), e.g. a Python actor that runs calls concurrently on
+// threads or an event loop. The loop then remembers where the result goes
+// (caller, call id, return id) and moves on; the answer, given on any thread,
+// waits in DeferredCalls until the loop's thread calls CompleteDeferred, which
+// sends it like any other result (so results may leave out of order). RunWorker
+// polls completion_fd() beside its socket while deferred_count() > 0. A call
+// that throws after deferring answers with its error at once (a later answer
+// is dropped); a deferred call is only lost with its process, which callers
+// notice as a lost connection. The loop defers calls itself for a C++ actor
+// whose factory allows more than one call at once (RAYX_ACTOR_CONCURRENCY):
+// their arguments are copied (stored ones stay mapped) and the calls run on a
+// pool of that many threads.
+//
 // Containment: a worker serves its own job (env.job_id). A task or an actor's
 // creation sent under another job id is refused with an error result naming
 // both ids; a call to this worker's actor from another job (a named actor is
@@ -40,7 +57,8 @@ struct RemoteFunction;
 // (SharedMemoryStore::Open) of the size the call declares; any other is pulled
 // from a known object server, within the pull's bounds (PullObject).
 //
-// Not thread-safe: Handle and `send` run on the caller's one thread. `context`
+// Not thread-safe: Handle, CompleteDeferred and `send` run on the caller's one
+// thread (a DeferredCall answers from any thread). `context`
 // (used to pull arguments stored on other nodes) must outlive the loop.
 class WorkerLoop {
  public:
@@ -57,6 +75,12 @@ class WorkerLoop {
   // a PushTasksRequest runs; one that cannot be parsed (or has another protocol
   // version) is answered with an ErrorReply; anything else is ignored.
   void Handle(transport::Frames& frames);
+  // Sends the answers of deferred calls given so far (batched per caller).
+  void CompleteDeferred();
+  // Calls deferred and not answered yet.
+  size_t deferred_count() const { return pending_.size(); }
+  // Readable when CompleteDeferred has answers to send.
+  int completion_fd() const { return deferred_.fd(); }
   // Constructs this worker's actor from the protocol::ActorInit in file
   // `path` (which is removed): a detached actor the head restarts. An error
   // names the factory or the constructor's exception.
@@ -82,7 +106,16 @@ class WorkerLoop {
     std::string value;
     std::string error_type, error_message;
     std::string error_node;  // where it failed (empty: this node); see Run's ObjectLost
+    bool deferred = false;   // answered later (CompleteDeferred); nothing else is set
   };
+  // Where a deferred call's result goes.
+  struct PendingCall {
+    transport::Frame routing;
+    uint64_t call_id = 0;
+    std::string return_id;
+    std::string job;  // the job the call came from
+  };
+  class Control;
   // A registered function as this worker knows it, with how long its calls
   // take.
   struct KnownFunction {
@@ -100,8 +133,18 @@ class WorkerLoop {
   std::string Refusal(const protocol::TaskCallView& call, const transport::Principal& peer) const;
   // This worker now hosts `actor` (hex).
   void Hosting(std::string_view actor);
+  // The actor was made by `factory`: a pool runs its calls when it allows
+  // several at once.
+  void StartActorPool(const RemoteFunction& factory);
+  // Runs a method call of the actor on actor_pool_ (deferred through
+  // `control`); `mappings` and `pulled` hold its stored arguments.
+  void RunOnPool(const protocol::TaskCallView& call, const RemoteFunction* fn, const ArgViews& args,
+                 std::vector<std::shared_ptr<MappedObject>> mappings,
+                 std::vector<std::string> pulled, CallControl& control);
   CallOutcome Run(const protocol::TaskCallView& call, const RemoteFunction* fn);
-  void AddResult(const protocol::TaskCallView& call, CallOutcome outcome);
+  // Writes the result of call `call_id` (of job `call_job`) into the reply.
+  void AddResult(uint64_t call_id, std::string_view return_id, std::string_view call_job,
+                 CallOutcome outcome);
   // Sends the results written so far as one reply.
   void Flush();
 
@@ -119,6 +162,12 @@ class WorkerLoop {
   transport::ClientSecurity object_security_;  // pulls of arguments from other nodes
   std::shared_ptr<void> actor_;
   std::string actor_error_;  // why the actor could not be created
+  DeferredCalls deferred_;
+  std::unordered_map<uint64_t, PendingCall> pending_;  // by token
+  uint64_t next_token_ = 1;
+  // Runs the actor's method calls when its factory allows several at once.
+  // Declared last: destroyed (joined) first, while what its calls use lives.
+  std::unique_ptr<boost::asio::thread_pool> actor_pool_;
 
   // Registered functions by name (the registry does not change after start-up).
   std::unordered_map<std::string, KnownFunction, StringHash, std::equal_to<>> functions_;
@@ -135,7 +184,8 @@ class WorkerLoop {
 // Serves tasks in a worker process described by `env` (worker_main.cc, the
 // loop's ZeroMQ edge): removes the
 // worker-only variables from the environment, listens on env.node_ip, reports
-// READY on env.ready_fd and runs a WorkerLoop on one ROUTER socket. Never
+// READY on env.ready_fd and runs a WorkerLoop on one ROUTER socket (and its
+// completion_fd while calls are deferred). Never
 // returns; a crash ends the process, which callers notice as a lost connection.
 [[noreturn]] void RunWorker(const WorkerEnv& env);
 

@@ -1,4 +1,5 @@
 // The worker process's ZeroMQ edge: one ROUTER socket feeding a WorkerLoop.
+#include <chrono>
 #include <cstdlib>
 
 #include <zmq.hpp>
@@ -13,7 +14,10 @@
 namespace rayx::detail {
 
 // One thread, one ROUTER socket: a blocking receive feeds the loop, replies
-// go out on the same socket.
+// go out on the same socket. While calls are deferred (answered on other
+// threads), the thread polls the loop's completion fd beside the socket and
+// sends their answers itself; with none deferred it blocks in receive as
+// before, so a worker that never defers pays nothing for it.
 void RunWorker(const WorkerEnv& env) {
   // Before any user code: a rayx program a task starts is a driver.
   WorkerEnv::ClearWorkerOnlyVariables();
@@ -82,6 +86,19 @@ void RunWorker(const WorkerEnv& env) {
   }
   ready.Ready({{"address", router.get(zmq::sockopt::last_endpoint)}}, env.report_construction);
   while (true) {
+    if (loop.deferred_count() > 0) {
+      zmq::pollitem_t items[] = {{router.handle(), 0, ZMQ_POLLIN, 0},
+                                 {nullptr, loop.completion_fd(), ZMQ_POLLIN, 0}};
+      try {
+        zmq::poll(items, 2, std::chrono::milliseconds(-1));
+      } catch (const zmq::error_t& e) {
+        if (e.num() == EINTR) continue;
+        RAYX_LOG(Error) << "poll failed: " << e.what();
+        std::_Exit(1);
+      }
+      if (items[1].revents & ZMQ_POLLIN) loop.CompleteDeferred();
+      if (!(items[0].revents & ZMQ_POLLIN)) continue;
+    }
     transport::Frames frames;
     try {
       frames = transport::ReceiveFrames(router);

@@ -3,7 +3,8 @@
 A call travels as C++ call arguments:
     [header, arguments, ref values...]
 header is pickle((code key, name, num_returns)) for tasks and actor creation,
-pickle((method, num_returns)) for actor methods; arguments is the
+pickle((method, num_returns, actor id[, concurrency group])) for actor
+methods; arguments is the
 serialized (args, kwargs) with each ObjectRef replaced by a slot number; the
 ObjectRefs themselves follow as C++ object arguments, which the runtime
 resolves before the call runs (a ref nested inside a value arrives resolved).
@@ -45,8 +46,8 @@ _ACTOR_OPTIONS = {"num_cpus", "num_gpus", "resources", "name", "lifetime", "max_
 # Accepted with no effect here: max_calls (a task worker is kept for the next
 # task), max_pending_calls (calls queue without a limit), enable_task_events
 # (rayx records no task events), memory (not a resource rayx schedules),
-# _metadata. concurrency_groups and max_concurrency: an actor runs its calls
-# one at a time (threaded and async actors are not supported yet).
+# _metadata. max_concurrency and concurrency_groups travel to the actor's
+# worker (rayx._concurrency).
 
 # The context of the call running in this worker process, set by
 # rayx._worker: the task's (per call) or the actor's (at creation). A dict with
@@ -271,6 +272,10 @@ def _check_options(opts, allowed, what):
                                   "rayx yet: return a list, or use num_returns=<int>")
     if not isinstance(n, int) or n < 1:
         raise ValueError(f"{what}: num_returns must be an int >= 1, not {n!r}")
+    if "max_concurrency" in opts or "concurrency_groups" in opts:
+        from rayx import _concurrency
+        _concurrency.check_options(opts.get("max_concurrency"), opts.get("concurrency_groups"),
+                                   what)
     retries = opts.get("max_retries")
     if retries is not None and (not isinstance(retries, int) or retries < -1):
         raise ValueError(f"{what}: max_retries must be an int >= 0 (or -1), not {retries!r}")
@@ -279,6 +284,12 @@ def _check_options(opts, allowed, what):
         v = opts.get(k)
         if v is not None and (not isinstance(v, int) or isinstance(v, bool) or v < -1):
             raise ValueError(f"{what}: {k} must be an int >= 0 (or -1: no limit), not {v!r}")
+
+
+def _check_group(group, what):
+    if group is not None and (not isinstance(group, str) or not group):
+        raise TypeError(f"{what}: concurrency_group must be a group's name (a non-empty "
+                        f"string), not {group!r}")
 
 
 def _refs(core, n, name=None):
@@ -435,6 +446,13 @@ class ActorClass:
             # construction from a restart by it.
             ctx["incarnation"] = uuid.uuid4().hex
             ctx["detached"] = detached
+        conc = {}
+        if opts.get("max_concurrency") is not None:
+            conc["max"] = opts["max_concurrency"]
+        if opts.get("concurrency_groups"):
+            conc["groups"] = dict(opts["concurrency_groups"])
+        if conc:
+            ctx["conc"] = conc  # the worker runs the calls concurrently (rayx._concurrency)
         if user_name:
             ctx["name"] = user_name
             if namespace or _api._namespace:
@@ -484,8 +502,8 @@ def _method_returns(cls):
 
 def method(*args, num_returns=None, concurrency_group=None, max_task_retries=None,
            retry_exceptions=None, enable_task_events=None, **unknown):
-    """@rayx.method(num_returns=n) on an actor method. concurrency_group is
-    recorded (an actor runs its calls one at a time in rayx for now);
+    """@rayx.method(num_returns=n) on an actor method. concurrency_group names
+    the group its calls run in (one of the actor's concurrency_groups);
     max_task_retries, retry_exceptions and enable_task_events are accepted
     with no effect per method (set max_task_retries on the actor)."""
     del max_task_retries, retry_exceptions, enable_task_events
@@ -497,6 +515,7 @@ def method(*args, num_returns=None, concurrency_group=None, max_task_retries=Non
         raise TypeError("@rayx.method takes keyword options, e.g. @rayx.method(num_returns=2)")
     if num_returns is not None:
         _check_options({"num_returns": num_returns}, {"num_returns"}, "rayx.method")
+    _check_group(concurrency_group, "rayx.method")
 
     def wrap(fn):
         if num_returns is not None:
@@ -512,27 +531,30 @@ class ActorMethod:
     # its methods without a reference cycle. The core is what keeps an unnamed
     # actor alive (rayx._core releases it when the last core object of its
     # creator's handle goes), so a method keeps its actor too.
-    __slots__ = ("_core", "_class_name", "_name", "_num_returns", "_header")
+    __slots__ = ("_core", "_class_name", "_name", "_num_returns", "_header", "_group")
 
-    def __init__(self, core, class_name, name, num_returns):
+    def __init__(self, core, class_name, name, num_returns, group=None):
         self._core = core
         self._class_name = class_name
         self._name = name
         self._num_returns = num_returns
         self._header = None
+        self._group = group
 
     def options(self, *, num_returns=None, concurrency_group=None, name=None,
                 enable_task_events=None, **unused):
-        """num_returns for this call; concurrency_group, name and
-        enable_task_events are accepted with no effect here."""
-        del concurrency_group, name, enable_task_events
+        """num_returns and concurrency_group (one of the actor's groups, for
+        this call) for this call; name and enable_task_events are accepted
+        with no effect here."""
+        del name, enable_task_events
         if unused:
             raise TypeError(f"actor method options: unsupported {', '.join(sorted(unused))}; "
                             "valid: num_returns, concurrency_group, name, enable_task_events")
         if num_returns is not None:
             _check_options({"num_returns": num_returns}, {"num_returns"}, "actor method options")
+        _check_group(concurrency_group, "actor method options")
         return ActorMethod(self._core, self._class_name, self._name,
-                           num_returns or self._num_returns)
+                           num_returns or self._num_returns, concurrency_group or self._group)
 
     def remote(self, *args, **kwargs):
         if _api._mode is None:
@@ -541,7 +563,10 @@ class ActorMethod:
         header = self._header
         if header is None:
             # The actor's id rides along: get_runtime_context().get_actor_id().
-            header = self._header = pickle.dumps((self._name, n, self._core.id))
+            fields = (self._name, n, self._core.id)
+            if self._group is not None:
+                fields += (self._group,)  # the worker runs it in that group
+            header = self._header = pickle.dumps(fields)
         core = _core.submit_actor_task(self._core, [header] + encode_args(args, kwargs))
         return _refs(core, n, f"{self._class_name}.{self._name}")
 

@@ -4,8 +4,15 @@ interpreter (`python -m rayx._worker`), it serves the calls of one lease.
 rayx._core runs librayx's worker loop on this thread with the GIL released and
 calls `dispatch` (with the GIL) for each call. Functions and classes are read
 from the head's KV by their content key once and cached.
+
+An actor that runs its calls concurrently (an async or threaded actor,
+rayx._concurrency) gets each method call with a `done` handle instead: dispatch
+decodes the arguments here (their memory is the call's only), hands the call
+to the actor's executor and returns; the call answers through `done` from the
+thread that ran it, and the worker loop sends that answer.
 """
 
+import contextvars
 import os
 import pickle
 import sys
@@ -31,6 +38,11 @@ _calls = 0
 _ctx_set = False
 # The id of the actor this process hosts, from its methods' calls.
 _actor_id = None
+# The executor of an actor that runs its calls concurrently (rayx._concurrency),
+# else None; and the number of the call running in this thread or asyncio task
+# (None: the last call dispatched, which runs on this thread).
+_executor = None
+_running_call = contextvars.ContextVar("rayx_running_call", default=None)
 # Where an actor that can restart records its incarnation (its first
 # construction), so that a restart knows it is one.
 _INCARNATION_NAMESPACE = "rayx.py.incarnation"
@@ -181,22 +193,135 @@ def _create(header, views):
             _remote._actor_reconstructed = not first
     cls = _load(key, name)
     args, kwargs = _decode_args(views[1], views[2:])
-    return cls(*args, **kwargs)
+    instance = cls(*args, **kwargs)
+    _start_executor(cls, (ctx or {}).get("conc") or {})
+    return instance
+
+
+def _start_executor(cls, conc):
+    """Makes the actor run its calls concurrently when its class or options
+    (conc: {"max": max_concurrency, "groups": concurrency_groups}) ask for it."""
+    global _executor
+    from rayx import _concurrency
+    executor = _concurrency.for_actor(cls, conc.get("max"), conc.get("groups"))
+    if executor is not None:
+        _executor = executor
+        _core.defer_method_calls()
 
 
 def _exit_once(views):
     """rayx.kill(no_restart=False): exits as a crash would, once per kill (a
     call the runtime sends again to the restarted actor finds its token used)."""
     (token,), _ = _decode_args(views[1], views[2:])
+    return _exit_with(token)
+
+
+def _exit_with(token):
     if not _core.kv_put(_EXIT_NAMESPACE, token, b"1", False, True):
         return ser.to_bytes(None)
+    _exit_process(1)
+
+
+def _exit_process(code):
     sys.stdout.flush()
     sys.stderr.flush()
-    os._exit(1)
+    os._exit(code)
 
 
-def dispatch(kind, instance, views):
+def _exit_code(e):
+    """The exit status sys.exit(e.code) asks for."""
+    return e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+
+
+def _current_call():
+    """The number of the call running here (get_runtime_context().get_task_id())."""
+    n = _running_call.get()
+    return _calls if n is None else n
+
+
+def _no_groups(instance, header):
+    """The error of a call that names a concurrency group (header[3]) of an
+    actor that has none."""
+    return ValueError(f"{type(instance).__name__}.{header[0]}: concurrency group {header[3]!r} is "
+                      "not one of the actor's groups (it has none): declare it with "
+                      "@rayx.remote(concurrency_groups={...: max concurrency})")
+
+
+def _dispatch_deferred(instance, views, done):
+    """A method call of an actor with an executor: answered through `done`."""
+    global _calls, _actor_id
+    name, num_returns, actor, *rest = pickle.loads(views[0])
+    if _actor_id is None:
+        _actor_id = actor
+    _calls += 1
+    if name == READY_METHOD:
+        done.succeed(ser.to_bytes(None))
+        return
+    if name == EXIT_METHOD:
+        # Once the calls sent before it have run, as for an actor without one.
+        (token,), _ = _decode_args(views[1], views[2:])
+        _executor.after_running(lambda: _answer(done, lambda: _exit_with(token), name))
+        return
+    qualified = f"{type(instance).__name__}.{name}"
+    try:
+        fn = getattr(instance, name, None)
+        if fn is None:
+            raise AttributeError(f"{type(instance).__name__} has no method {name!r}")
+        group = _executor.group_of(name, fn, rest[0] if rest else None)
+        args, kwargs = _decode_args(views[1], views[2:])
+    except Exception as e:  # noqa: BLE001 - the caller gets it
+        done.succeed(_error(e, qualified))
+        return
+    job = _run_async if hasattr(_executor, "loop") else _run_threaded
+    _executor.submit(group, job, fn, args, kwargs, num_returns, qualified, done, _calls)
+
+
+async def _run_async(fn, args, kwargs, num_returns, name, done, call):
+    """One call of an async actor, as a task on its event loop."""
+    import asyncio
+    import inspect
+    _running_call.set(call)
+    try:
+        value = fn(*args, **kwargs)
+        if inspect.isawaitable(value):
+            value = await value
+        out = _result(value, num_returns, name)
+    except Exception as e:  # noqa: BLE001 - user errors travel back to the caller
+        out = _error(e, name)
+    except asyncio.CancelledError:
+        out = _error(exceptions.TaskCancelledError._with_message(
+            f"{name} was cancelled inside the actor (its asyncio task was cancelled)"), name)
+    except SystemExit as e:
+        _exit_process(_exit_code(e))  # sys.exit() ends the actor, as in a sync method
+    _answer(done, lambda: out, name)
+
+
+def _run_threaded(fn, args, kwargs, num_returns, name, done, call):
+    """One call of a threaded actor, on a thread of its group's pool."""
+    _running_call.set(call)
+    try:
+        out = _result(fn(*args, **kwargs), num_returns, name)
+    except Exception as e:  # noqa: BLE001 - user errors travel back to the caller
+        out = _error(e, name)
+    except SystemExit as e:
+        _exit_process(_exit_code(e))
+    _answer(done, lambda: out, name)
+
+
+def _answer(done, make, name):
+    """Answers `done` with make()'s bytes; a failure to make or give them
+    fails the call with the traceback (never leaves it unanswered)."""
+    try:
+        done.succeed(make())
+    except Exception as e:  # noqa: BLE001 - reported to the caller
+        tb = "".join(traceback.format_exception(type(e), e, e.__traceback__))
+        done.fail("RayxError", f"{name}: its result could not be sent:\n{tb}")
+
+
+def dispatch(kind, instance, views, done=None):
     global _calls, _ctx_set, _actor_id
+    if done is not None:
+        return _dispatch_deferred(instance, views, done)
     if kind == "xlang":
         return _call_from_cpp(views)
     if _env_pending is not None:
@@ -218,6 +343,8 @@ def dispatch(kind, instance, views):
             _remote._call_ctx = ctx
             _remote._capture = ctx["pg"] if ctx is not None and ctx.get("cap") else None
     else:
+        if len(header) != 3:
+            return _error(_no_groups(instance, header), f"{type(instance).__name__}.{header[0]}")
         name, num_returns, actor = header
         retry = False
         if _actor_id is None:
@@ -243,9 +370,7 @@ def dispatch(kind, instance, views):
     except SystemExit as e:
         # sys.exit() in a call ends this worker, as in Ray: the caller gets
         # ActorDiedError (an actor) or WorkerCrashedError (a task).
-        sys.stdout.flush()
-        sys.stderr.flush()
-        os._exit(e.code if isinstance(e.code, int) else (0 if e.code is None else 1))
+        _exit_process(_exit_code(e))
 
 
 def main():
@@ -253,7 +378,7 @@ def main():
     _api._mode = "worker"
     # Tasks this worker submits start workers the way its own was started
     # (with its runtime_env, which the first call applies).
-    _remote._call_count = lambda: _calls
+    _remote._call_count = _current_call
     _remote._hosted_actor_id = lambda: _actor_id
     args = sys.argv[1:]
     if "--namespace" in args[:-1]:

@@ -394,8 +394,18 @@ PyPlacementGroup PlacementGroupFromId(const std::string& id) {
 // The Python function that runs calls in a worker: dispatch(kind, instance,
 // args) with kind "task", "create" or "method" and args a list of read-only
 // memoryviews valid during the call only. It returns the result's bytes
-// ("create": the instance).
+// ("create": the instance). Once the actor runs its calls concurrently
+// (defer_method_calls), methods are dispatch("method", instance, args, done):
+// it returns nothing and answers later through `done` (a DeferredCallHandle).
 py::object* g_dispatch = nullptr;
+// Set once, by the Python actor's creation, on the loop's thread.
+bool g_defer_methods = false;
+
+// A deferred call as Python sees it: succeed(bytes) or fail(type, message),
+// once, from any thread.
+struct DeferredCallHandle {
+  DeferredCall call;
+};
 
 py::list ArgViewsToList(const ArgViews& args) {
   py::list views;
@@ -461,8 +471,18 @@ void RegisterPythonFunctions() {
 
   RemoteFunction method;
   method.name = "rayx.py.method";
-  method.invoke = [](void* self, const ArgViews& args) {
-    return Dispatch("method", static_cast<const py::object*>(self), args);
+  method.invoke_deferrable = [](void* self, const ArgViews& args, CallControl& control) {
+    const auto* instance = static_cast<const py::object*>(self);
+    if (!g_defer_methods) return Dispatch("method", instance, args);
+    py::gil_scoped_acquire gil;
+    try {
+      DeferredCallHandle done{control.Defer()};
+      (*g_dispatch)("method", instance ? *instance : py::none(), ArgViewsToList(args),
+                    std::move(done));
+    } catch (py::error_already_set& e) {
+      throw std::runtime_error(Describe(e));
+    }
+    return std::string();
   };
   registry.Add(method.name, method);
 }
@@ -527,6 +547,16 @@ PYBIND11_MODULE(_core, m) {
   m.def("is_initialized", &rayx::IsInitialized);
   m.def("set_worker_command", &SetWorkerCommand);
   m.def("serve_worker", &ServeWorker);
+  // The actor this worker hosts runs its calls concurrently: from now on each
+  // method call is handed to dispatch with a DeferredCallHandle.
+  m.def("defer_method_calls", []() { g_defer_methods = true; });
+  py::class_<DeferredCallHandle>(m, "DeferredCallHandle")
+      .def("succeed", [](const DeferredCallHandle& h, const py::buffer& value) {
+        std::string bytes(ContiguousBytes(value).view());
+        h.call.Succeed(std::move(bytes));
+      })
+      .def("fail", [](const DeferredCallHandle& h, const std::string& type,
+                      const std::string& message) { h.call.Fail(type, message); });
   m.def("job_id", []() { return CurrentJobId(); });
   m.def("node_ip", []() { return CurrentNodeIp(); });
   m.def("head_address", []() { return CurrentHeadAddress(); });

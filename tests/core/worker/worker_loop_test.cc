@@ -9,13 +9,18 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <condition_variable>
 #include <filesystem>
 #include <fstream>
+#include <mutex>
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <thread>
+#include <utility>
 #include <vector>
 
+#include <poll.h>
 #include <zmq.hpp>
 
 #include "common/clock.h"
@@ -44,10 +49,81 @@ class Counter {
 
 RAYX_REMOTE(Add, Echo, Fails, Big, Counter::Create, &Counter::Add, &Counter::Big);
 
+// An actor whose calls wait for each other: Meet returns how many calls had
+// arrived when it left, waiting up to 5 s for `n` of them (so calls that run
+// one at a time return 1, 2, ... instead of n each).
+class Meeting {
+ public:
+  static Meeting* Create(int n) { return new Meeting(n); }
+  explicit Meeting(int n) : n_(n) {}
+  int Meet() {
+    std::unique_lock<std::mutex> lock(mu_);
+    ++here_;
+    cv_.notify_all();
+    cv_.wait_for(lock, std::chrono::seconds(5), [&] { return here_ >= n_; });
+    return here_;
+  }
+  int Fail(int x) { throw std::out_of_range("meeting " + std::to_string(x)); }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  int n_, here_ = 0;
+};
+
+RAYX_REMOTE(Meeting::Create, &Meeting::Meet, &Meeting::Fail);
+RAYX_ACTOR_CONCURRENCY(Meeting::Create, 3);
+
+// Deferrable functions, as a concurrent Python actor's method is: "Later"
+// hands its call to the test (in `later`, with its argument), "LaterOrNow"
+// answers at once when its argument is "now", "DeferThenThrow" defers and
+// then throws, "DeferAndDrop" defers and drops its DeferredCall.
+std::mutex later_mu;
+std::vector<std::pair<rayx::detail::DeferredCall, std::string>> later;
+
+std::vector<std::pair<rayx::detail::DeferredCall, std::string>> TakeLater() {
+  std::lock_guard<std::mutex> lock(later_mu);
+  return std::exchange(later, {});
+}
+
+bool RegisterDeferrable() {
+  using rayx::detail::ArgViews;
+  using rayx::detail::CallControl;
+  auto add = [](const std::string& name,
+                std::function<std::string(void*, const ArgViews&, CallControl&)> fn) {
+    rayx::detail::RemoteFunction f;
+    f.name = name;
+    f.invoke_deferrable = std::move(fn);
+    rayx::detail::FunctionRegistry::Instance().Add("worker-loop-test:" + name, std::move(f));
+  };
+  add("Later", [](void*, const ArgViews& args, CallControl& call) {
+    std::lock_guard<std::mutex> lock(later_mu);
+    later.emplace_back(call.Defer(), std::string(args.at(0)));  // the view dies with the call
+    return std::string();
+  });
+  add("LaterOrNow", [](void*, const ArgViews& args, CallControl& call) {
+    if (args.at(0) == rayx::detail::Pack(std::string("now"))) return std::string(args.at(0));
+    std::lock_guard<std::mutex> lock(later_mu);
+    later.emplace_back(call.Defer(), std::string(args.at(0)));
+    return std::string();
+  });
+  add("DeferThenThrow", [](void*, const ArgViews&, CallControl& call) -> std::string {
+    std::lock_guard<std::mutex> lock(later_mu);
+    later.emplace_back(call.Defer(), "");
+    throw std::runtime_error("failed after deferring");
+  });
+  add("DeferAndDrop", [](void*, const ArgViews&, CallControl& call) {
+    call.Defer();
+    return std::string();
+  });
+  return true;
+}
+[[maybe_unused]] const bool deferrable_registered = RegisterDeferrable();
+
 }  // namespace worker_loop_test
 
 namespace rayx::detail {
-namespace worker_loop_test {  // this file's own (unit tests compile in batches)
+namespace worker_loop_unit {  // this file's own (unit tests compile in batches)
 
 using protocol::MessageType;
 
@@ -81,7 +157,8 @@ class WorkerLoopTest : public ::testing::Test {
   // [routing][envelope][body] of a PushTasksRequest with `calls`.
   static transport::Frames Request(
       const std::vector<CallSpec>& calls,
-      uint16_t type = static_cast<uint16_t>(MessageType::kPushTasksRequest)) {
+      uint16_t type = static_cast<uint16_t>(MessageType::kPushTasksRequest),
+      const std::string& caller = "caller-1") {
     std::string body;
     protocol::PushTasksWriter writer;
     writer.BeginRequest(&body, "job-1");
@@ -95,18 +172,21 @@ class WorkerLoopTest : public ::testing::Test {
     env.t = type;
     env.id = calls.empty() ? 1 : calls.front().call_id;
     transport::Frames frames;
-    frames.push_back(transport::MakeFrame("caller-1"));
+    frames.push_back(transport::MakeFrame(caller));
     frames.push_back(transport::MakeFrame(protocol::Encode(env)));
     frames.push_back(transport::MakeFrame(body));
     return frames;
   }
 
-  // Every result of every reply sent so far, in order.
-  std::vector<protocol::TaskResultView> Results() {
+  // Every result of every reply sent so far, in order; `callers` (when given)
+  // gets each result's caller (the reply's routing frame).
+  std::vector<protocol::TaskResultView> Results(std::vector<std::string>* callers = nullptr) {
     std::vector<protocol::TaskResultView> all;
     for (auto& reply : sent_) {
       EXPECT_GE(reply.size(), 3u);
-      EXPECT_EQ(transport::FrameView(reply[0]), "caller-1");  // back to the sender
+      if (!callers) {
+        EXPECT_EQ(transport::FrameView(reply[0]), "caller-1");  // back to the sender
+      }
       auto env = protocol::Decode<protocol::Envelope>(transport::FrameView(reply[1]));
       EXPECT_TRUE(env.ok());
       EXPECT_EQ(env->t, static_cast<uint16_t>(MessageType::kPushTasksReply));
@@ -117,6 +197,7 @@ class WorkerLoopTest : public ::testing::Test {
           protocol::ParsePushTasksReply(transport::FrameView(reply[2]), payload, &results);
       EXPECT_TRUE(parsed.ok()) << parsed;
       all.insert(all.end(), results.begin(), results.end());
+      if (callers) callers->resize(all.size(), std::string(transport::FrameView(reply[0])));
     }
     return all;
   }
@@ -273,6 +354,203 @@ TEST_F(WorkerLoopTest, ALargeResultTravelsInItsOwnFrame) {
   ASSERT_EQ(results.size(), 1u);
   EXPECT_EQ(results[0].value.kind, protocol::WireValue::kFrame);
   EXPECT_EQ(std::string(results[0].value.bytes), Pack(std::string(size, 'b')));
+}
+
+// --- Deferred calls: answered later, from another thread ---------------------
+
+// Whether `fd` becomes readable within `timeout_ms`.
+bool Readable(int fd, int timeout_ms) {
+  pollfd p{fd, POLLIN, 0};
+  return ::poll(&p, 1, timeout_ms) == 1 && (p.revents & POLLIN);
+}
+
+TEST_F(WorkerLoopTest, ADeferredCallIsAnsweredWhenItsThreadCompletesIt) {
+  auto frames = Request({{1, "Later", {Pack(std::string("x"))}}, {2, "Add", {Pack(1), Pack(2)}}});
+  loop_.Handle(frames);
+  auto results = Results();
+  ASSERT_EQ(results.size(), 1u) << "the call behind the deferred one is answered at once";
+  EXPECT_EQ(results[0].call_id, 2u);
+  EXPECT_EQ(loop_.deferred_count(), 1u);
+  EXPECT_FALSE(Readable(loop_.completion_fd(), 0)) << "nothing answered yet";
+
+  auto calls = worker_loop_test::TakeLater();
+  ASSERT_EQ(calls.size(), 1u);
+  EXPECT_EQ(calls[0].second, Pack(std::string("x"))) << "the argument, copied during the call";
+  std::thread answer([call = calls[0].first] { call.Succeed(Pack(std::string("done"))); });
+  answer.join();
+  ASSERT_TRUE(Readable(loop_.completion_fd(), 5000)) << "the answer wakes the loop";
+  loop_.CompleteDeferred();
+  EXPECT_FALSE(Readable(loop_.completion_fd(), 0)) << "the fd is cleared once answers are taken";
+  results = Results();
+  ASSERT_EQ(results.size(), 2u);
+  EXPECT_EQ(results[1].call_id, 1u);
+  EXPECT_EQ(results[1].value.kind, protocol::WireValue::kInline);
+  EXPECT_EQ(std::string(results[1].value.bytes), Pack(std::string("done")));
+  EXPECT_EQ(loop_.deferred_count(), 0u);
+}
+
+TEST_F(WorkerLoopTest, DeferredResultsLeaveInTheOrderAnsweredToTheirOwnCallers) {
+  auto first = Request({{1, "Later", {Pack(1)}}, {2, "Later", {Pack(2)}}},
+                       static_cast<uint16_t>(MessageType::kPushTasksRequest), "caller-1");
+  loop_.Handle(first);
+  auto second = Request({{1, "Later", {Pack(3)}}},
+                        static_cast<uint16_t>(MessageType::kPushTasksRequest), "caller-2");
+  loop_.Handle(second);
+  EXPECT_TRUE(sent_.empty());
+  EXPECT_EQ(loop_.deferred_count(), 3u);
+  auto calls = worker_loop_test::TakeLater();
+  ASSERT_EQ(calls.size(), 3u);
+  // Answered backwards, from three threads at once.
+  std::vector<std::thread> threads;
+  for (int i = 2; i >= 0; --i) {
+    threads.emplace_back([call = calls[i].first, i] { call.Succeed(Pack(i * 10)); });
+  }
+  for (auto& t : threads) t.join();
+  ASSERT_TRUE(Readable(loop_.completion_fd(), 5000));
+  loop_.CompleteDeferred();
+  std::vector<std::string> callers;
+  auto results = Results(&callers);
+  ASSERT_EQ(results.size(), 3u);
+  for (size_t i = 0; i < results.size(); ++i) {
+    // Caller 2's call 1 answered 20, caller 1's calls 1 and 2 answered 0 and 10.
+    int value = Unpack<int>(results[i].value.bytes);
+    if (callers[i] == "caller-2") {
+      EXPECT_EQ(results[i].call_id, 1u);
+      EXPECT_EQ(value, 20);
+    } else {
+      EXPECT_EQ(callers[i], "caller-1");
+      EXPECT_EQ(value, results[i].call_id == 1 ? 0 : 10);
+    }
+  }
+  EXPECT_EQ(loop_.deferred_count(), 0u);
+}
+
+TEST_F(WorkerLoopTest, ADeferrableFunctionThatAnswersAtOnceIsNotDeferred) {
+  auto frames = Request({{1, "LaterOrNow", {Pack(std::string("now"))}}});
+  loop_.Handle(frames);
+  auto results = Results();
+  ASSERT_EQ(results.size(), 1u);
+  EXPECT_EQ(std::string(results[0].value.bytes), Pack(std::string("now")));
+  EXPECT_EQ(loop_.deferred_count(), 0u);
+  EXPECT_TRUE(worker_loop_test::TakeLater().empty());
+}
+
+TEST_F(WorkerLoopTest, ACallThatThrowsAfterDeferringAnswersWithItsErrorOnce) {
+  auto frames = Request({{4, "DeferThenThrow", {}}});
+  loop_.Handle(frames);
+  auto results = Results();
+  ASSERT_EQ(results.size(), 1u);
+  EXPECT_EQ(results[0].error_type, "std::runtime_error");
+  EXPECT_EQ(loop_.deferred_count(), 0u);
+  auto calls = worker_loop_test::TakeLater();
+  ASSERT_EQ(calls.size(), 1u);
+  calls[0].first.Succeed(Pack(1));  // too late: the caller has its answer
+  ASSERT_TRUE(Readable(loop_.completion_fd(), 5000));
+  loop_.CompleteDeferred();
+  EXPECT_EQ(sent_.size(), 1u) << "no second answer";
+}
+
+TEST_F(WorkerLoopTest, ADeferredCallNobodyAnswersFailsInsteadOfBeingLost) {
+  auto frames = Request({{6, "DeferAndDrop", {}}});
+  loop_.Handle(frames);
+  ASSERT_TRUE(Readable(loop_.completion_fd(), 5000));
+  loop_.CompleteDeferred();
+  auto results = Results();
+  ASSERT_EQ(results.size(), 1u);
+  EXPECT_EQ(results[0].call_id, 6u);
+  EXPECT_EQ(results[0].error_type, "CallDropped");
+  EXPECT_EQ(loop_.deferred_count(), 0u);
+}
+
+TEST_F(WorkerLoopTest, OnlyTheFirstAnswerOfADeferredCallCounts) {
+  auto frames = Request({{1, "Later", {Pack(0)}}});
+  loop_.Handle(frames);
+  auto calls = worker_loop_test::TakeLater();
+  ASSERT_EQ(calls.size(), 1u);
+  calls[0].first.Fail("ValueError", "bad value");
+  calls[0].first.Succeed(Pack(1));
+  ASSERT_TRUE(Readable(loop_.completion_fd(), 5000));
+  loop_.CompleteDeferred();
+  auto results = Results();
+  ASSERT_EQ(results.size(), 1u);
+  EXPECT_EQ(results[0].error_type, "ValueError");
+  EXPECT_EQ(results[0].error_message, "bad value");
+}
+
+TEST_F(WorkerLoopTest, ALargeDeferredResultTravelsInItsOwnFrame) {
+  auto frames = Request({{1, "Later", {Pack(0)}}});
+  loop_.Handle(frames);
+  auto calls = worker_loop_test::TakeLater();
+  ASSERT_EQ(calls.size(), 1u);
+  std::string big(protocol::kMaxInlineWireValue + 10, 'd');
+  calls[0].first.Succeed(big);
+  ASSERT_TRUE(Readable(loop_.completion_fd(), 5000));
+  loop_.CompleteDeferred();
+  auto results = Results();
+  ASSERT_EQ(results.size(), 1u);
+  EXPECT_EQ(results[0].value.kind, protocol::WireValue::kFrame);
+  EXPECT_EQ(std::string(results[0].value.bytes), big);
+}
+
+// Many answers from many threads: each is sent once, none is lost.
+TEST_F(WorkerLoopTest, EveryDeferredCallIsAnsweredOnceUnderConcurrentAnswers) {
+  constexpr int kCalls = 600;  // past one reply's 256 results
+  std::vector<CallSpec> specs;
+  for (int i = 1; i <= kCalls; ++i) specs.push_back({uint64_t(i), "Later", {Pack(i)}});
+  auto frames = Request(specs);
+  loop_.Handle(frames);
+  auto calls = worker_loop_test::TakeLater();
+  ASSERT_EQ(calls.size(), size_t(kCalls));
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&calls, t] {
+      for (size_t i = t; i < calls.size(); i += 4) calls[i].first.Succeed(calls[i].second);
+    });
+  }
+  // The loop drains while the threads answer, as RunWorker would.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (loop_.deferred_count() > 0 && std::chrono::steady_clock::now() < deadline) {
+    if (Readable(loop_.completion_fd(), 100)) loop_.CompleteDeferred();
+  }
+  for (auto& t : threads) t.join();
+  ASSERT_EQ(loop_.deferred_count(), 0u);
+  auto results = Results();
+  ASSERT_EQ(results.size(), size_t(kCalls));
+  std::vector<int> seen(kCalls + 1, 0);
+  for (const auto& r : results) {
+    ASSERT_GE(r.call_id, 1u);
+    ASSERT_LE(r.call_id, uint64_t(kCalls));
+    ++seen[r.call_id];
+    EXPECT_EQ(Unpack<int>(r.value.bytes), int(r.call_id)) << "each call got its own answer";
+  }
+  for (int i = 1; i <= kCalls; ++i) EXPECT_EQ(seen[i], 1) << "call " << i;
+}
+
+// RAYX_ACTOR_CONCURRENCY: the calls of a C++ actor run on a pool of threads.
+TEST_F(WorkerLoopTest, ACppActorWithMaxConcurrencyRunsItsCallsAtOnce) {
+  auto create = Request({{1, "Meeting::Create", {Pack(3)}, "actor-1", true}});
+  loop_.Handle(create);
+  auto calls = Request({{2, "Meeting::Meet", {}, "actor-1"},
+                        {3, "Meeting::Meet", {}, "actor-1"},
+                        {4, "Meeting::Fail", {Pack(7)}, "actor-1"},
+                        {5, "Meeting::Meet", {}, "actor-1"}});
+  loop_.Handle(calls);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (loop_.deferred_count() > 0 && std::chrono::steady_clock::now() < deadline) {
+    if (Readable(loop_.completion_fd(), 100)) loop_.CompleteDeferred();
+  }
+  ASSERT_EQ(loop_.deferred_count(), 0u);
+  auto results = Results();
+  ASSERT_EQ(results.size(), 5u);
+  EXPECT_EQ(results[0].call_id, 1u);  // created
+  for (size_t i = 1; i < results.size(); ++i) {
+    if (results[i].call_id == 4) {
+      EXPECT_EQ(results[i].error_type, "std::out_of_range");
+      EXPECT_EQ(results[i].error_message, "meeting 7");
+    } else {
+      EXPECT_EQ(Unpack<int>(results[i].value.bytes), 3) << "all three met: they ran at once";
+    }
+  }
 }
 
 // A stored argument whose node's object server is gone (the connection is

@@ -44,19 +44,72 @@ namespace rayx::detail {
 
 using ArgViews = std::vector<std::string_view>;
 
+// A worker's call that answers after its function returned (see
+// RemoteFunction::invoke_deferrable). Copies name the same call. The first
+// Succeed or Fail, from any thread, is its answer; later ones are ignored.
+// When the last copy goes unanswered, the call fails (type "CallDropped"), so
+// its caller always hears. An empty DeferredCall answers nothing.
+class DeferredCall {
+ public:
+  // Where the answer goes (the worker loop's queue). Thread-safe.
+  class Sink {
+   public:
+    virtual ~Sink() = default;
+    // `ok`: `value` is the result (bytes as invoke returns them); otherwise
+    // the call failed with {error_type, value (the message)}.
+    virtual void Answer(bool ok, std::string value, std::string error_type) = 0;
+  };
+
+  DeferredCall() = default;
+  explicit DeferredCall(std::shared_ptr<Sink> sink) : sink_(std::move(sink)) {}
+
+  void Succeed(std::string value) const {
+    if (sink_) sink_->Answer(true, std::move(value), "");
+  }
+  void Fail(std::string type, std::string message) const {
+    if (sink_) sink_->Answer(false, std::move(message), std::move(type));
+  }
+  bool valid() const { return sink_ != nullptr; }
+
+ private:
+  std::shared_ptr<Sink> sink_;
+};
+
+// What a deferrable function is given beside its arguments. Valid during the
+// call only; not thread-safe (the worker loop's thread).
+class CallControl {
+ public:
+  virtual ~CallControl() = default;
+  // Takes the call over: its result is what the returned DeferredCall is
+  // answered with, later, and the function's return value is ignored. The
+  // arguments' views are valid until the function returns only: copy what
+  // is needed later.
+  virtual DeferredCall Defer() = 0;
+};
+
 struct RemoteFunction {
   std::string name;
   // Free functions and methods: decode args, call, encode the result.
   std::function<std::string(void* self, const ArgViews& args)> invoke;
+  // Instead of invoke when set: a function that may answer later
+  // (call.Defer()), e.g. a Python actor that runs its calls concurrently.
+  std::function<std::string(void* self, const ArgViews& args, CallControl& call)>
+      invoke_deferrable;
   // Functions returning T* can also create actors: the instance, owned.
   std::function<std::shared_ptr<void>(const ArgViews& args)> create;
   size_t arity = 0;
+  // An actor factory's: how many method calls of its actor may run at once
+  // (RAYX_ACTOR_CONCURRENCY). 1: one at a time, in order.
+  int max_concurrency = 1;
 };
 
 class FunctionRegistry {
  public:
   static FunctionRegistry& Instance();
   void Add(const std::string& key, RemoteFunction fn);
+  // The factory registered under `key` (now or later) lets `n` calls of its
+  // actors run at once.
+  void SetMaxConcurrency(const std::string& key, int n);
   // nullptr when absent.
   const RemoteFunction* FindByName(const std::string& name) const;
   const RemoteFunction* FindByKey(const std::string& key) const;
@@ -301,6 +354,16 @@ bool RegisterRemote(const char* names, Fs... fs) {
   return true;
 }
 
+template <typename F>
+bool RegisterActorConcurrency(const char* name, F factory, int n) {
+  if (n < 1) {
+    throw std::invalid_argument(std::string("RAYX_ACTOR_CONCURRENCY(") + name + ", " +
+                                std::to_string(n) + "): the count must be at least 1");
+  }
+  FunctionRegistry::Instance().SetMaxConcurrency(PointerKey(factory), n);
+  return true;
+}
+
 }  // namespace rayx::detail
 
 #define RAYX_REMOTE_CONCAT_INNER(a, b) a##b
@@ -312,3 +375,13 @@ bool RegisterRemote(const char* names, Fs... fs) {
 #define RAYX_REMOTE(...)                                                             \
   [[maybe_unused]] static const bool RAYX_REMOTE_CONCAT(rayx_remote_, __LINE__) = \
       ::rayx::detail::RegisterRemote(#__VA_ARGS__, __VA_ARGS__)
+
+// Lets up to `n` method calls of each actor that `factory` (registered with
+// RAYX_REMOTE) makes run at once, on a pool of `n` threads in the actor's
+// worker, like Ray's max_concurrency: the methods must be thread-safe, and
+// calls may finish out of order. Without it an actor runs its calls one at a
+// time, in order, on the worker's thread.
+//   RAYX_ACTOR_CONCURRENCY(Counter::Create, 4);
+#define RAYX_ACTOR_CONCURRENCY(factory, n)                                                 \
+  [[maybe_unused]] static const bool RAYX_REMOTE_CONCAT(rayx_actor_concurrency_, __LINE__) = \
+      ::rayx::detail::RegisterActorConcurrency(#factory, factory, n)

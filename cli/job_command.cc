@@ -250,7 +250,9 @@ int Submit(const std::vector<std::string>& all) {
   protocol::SubmitJobRequest req;
   for (const auto& kv : env) {
     size_t eq = kv.find('=');
-    if (eq == std::string::npos || eq == 0) return JobFail("submit", "--env '" + kv + "': expected K=V", 2);
+    if (eq == std::string::npos || eq == 0) {
+      return JobFail("submit", "--env '" + kv + "': expected K=V", 2);
+    }
     req.env[kv.substr(0, eq)] = kv.substr(eq + 1);
   }
   if (!working_dir.empty() && !fs::is_directory(working_dir)) {
@@ -285,7 +287,9 @@ int Submit(const std::vector<std::string>& all) {
         put.total_size = package->size();
         auto sent = (*head)->CallWithPayload<protocol::PutPackageReply>(
             put, std::string_view(*package).substr(off, len), 30000);
-        if (!sent.ok()) return JobFail("submit", "uploading the working directory: " + sent.status().message());
+        if (!sent.ok()) {
+          return JobFail("submit", "uploading the working directory: " + sent.status().message());
+        }
         off += len;
         if (sent->first.complete) break;
       }
@@ -339,7 +343,8 @@ int Simple(const std::string& sub, const std::vector<std::string>& args) {
     return 0;
   }
   if (sub == "list" ? !positional.empty() : positional.size() != 1) {
-    return JobFail(sub, sub == "list" ? "takes no arguments" : "name one job: rayx job " + sub + " ID", 2);
+    return JobFail(sub,
+                   sub == "list" ? "takes no arguments" : "name one job: rayx job " + sub + " ID", 2);
   }
   auto cluster = ResolveCluster(c.address, c.token, c.temp_dir);
   if (!cluster.ok()) return JobFail(sub, cluster.status().message());

@@ -30,7 +30,9 @@ struct LaunchFlags {
   bool dry_run = false, help = false;
 };
 
-int LaunchFail(const std::string& message, int code = 1) { return cli::Fail("launch", message, code); }
+int LaunchFail(const std::string& message, int code = 1) {
+  return cli::Fail("launch", message, code);
+}
 
 const char* kHelp = R"(usage: rayx launch [FLAGS] -- COMMAND [ARGS...]
 
@@ -71,7 +73,7 @@ int LaunchCommand(const std::vector<std::string>& all_args) {
   flags.AddBool("help", &f.help, "show this help");
   if (Status s = flags.Parse(args, nullptr); !s.ok()) {
     return LaunchFail(s.message() + " (the command goes after `--`: rayx launch --nnodes 2 -- python "
-                              "train.py)", 2);
+                      "train.py)", 2);
   }
   if (f.help) {
     std::cout << kHelp << flags.Usage();
@@ -79,17 +81,17 @@ int LaunchCommand(const std::vector<std::string>& all_args) {
   }
   if (command.empty()) {
     return LaunchFail("no command: put it after `--`, e.g. rayx launch --nnodes 2 --nproc-per-node 4 "
-                "-- python train.py", 2);
+                      "-- python train.py", 2);
   }
   if (f.gpus_per_proc > 1 && f.gpus_per_proc != std::floor(f.gpus_per_proc)) {
     return LaunchFail("--gpus-per-proc " + FormatAmount(f.gpus_per_proc) +
-                ": more than one GPU must be a whole number", 2);
+                      ": more than one GPU must be a whole number", 2);
   }
   if (f.gpus_per_proc > 0 && f.gpus_per_proc < 1 && f.nproc_per_node > 1) {
     // M fractional shares of one node's bundle would pack onto fewer devices
     // than ranks; torchrun ranks use device LOCAL_RANK, so refuse.
     return LaunchFail("--gpus-per-proc below 1 with several processes per node is not supported: "
-                "each local rank uses device LOCAL_RANK", 2);
+                      "each local rank uses device LOCAL_RANK", 2);
   }
   ResourceMap per_proc;
   if (!f.resources.empty()) {
@@ -157,9 +159,9 @@ int LaunchCommand(const std::vector<std::string>& all_args) {
                        " node(s) x " + std::to_string(nproc) + ", each node " +
                        FormatResourceShape(per_node) + ")";
     return LaunchFail("cannot place " + what + ": " + group.reason +
-                (group.state == protocol::PlacementGroupState::kPending && f.wait_s <= 0
-                     ? ". Pass --wait SECONDS to wait for them to free up."
-                     : ""));
+                      (group.state == protocol::PlacementGroupState::kPending && f.wait_s <= 0
+                      ? ". Pass --wait SECONDS to wait for them to free up."
+                      : ""));
   }
   plan.group = group;
 
@@ -179,7 +181,7 @@ int LaunchCommand(const std::vector<std::string>& all_args) {
   const std::string master_addr = plan.NodeLocation(0).node_address;
   auto port = ReserveMasterPort(client, plan);
   if (!port.ok()) return LaunchFail("cannot reserve MASTER_PORT on " + master_addr + ": " +
-                              port.status().message());
+                                    port.status().message());
   if (f.dry_run) {
     // The devices as the ranks will see them (a node's agent may be limited to
     // some of its machine's devices: NodeInfo::gpu_devices).

@@ -30,13 +30,16 @@ std::vector<std::string> ResourceOrder(const ResourceMap& resources) {
   return order;
 }
 
+// `cpu_over`: CPU leased beyond the total (blocked workers that resumed).
 std::string UsageLines(const ResourceMap& total, const ResourceMap& available,
-                       const std::string& indent) {
+                       const std::string& indent, double cpu_over = 0) {
   std::ostringstream out;
   for (const auto& name : ResourceOrder(total)) {
     double t = total.count(name) ? total.at(name) : 0;
     double a = available.count(name) ? available.at(name) : t;
-    out << indent << FormatQuantity(name, t - a) << "/" << FormatQuantity(name, t) << " " << name
+    double over = name == kCpu ? cpu_over : 0;
+    out << indent << FormatQuantity(name, t - a + over) << "/" << FormatQuantity(name, t) << " "
+        << name << (over > 0 ? " (over-committed by workers that resumed from get)" : "")
         << "\n";
   }
   return out.str();
@@ -93,7 +96,14 @@ std::string FormatClusterStatus(const ClusterStatus& status, const std::string& 
   if (dead == 0) out << " (no dead nodes)\n";
   out << "\nResources\n" << rule << "\n";
   out << "Total Usage:\n";
-  out << UsageLines(status.TotalResources(), status.AvailableResources(), " ");
+  double cpu_over = 0;
+  for (const auto& node : status.nodes) cpu_over += node.alive ? node.cpu_overcommitted : 0;
+  out << UsageLines(status.TotalResources(), status.AvailableResources(), " ", cpu_over);
+  if (status.blocked_workers > 0) {
+    out << " (" << status.blocked_workers << " worker" << (status.blocked_workers == 1 ? "" : "s")
+        << " blocked in get/wait, lending " << FormatAmount(status.lent_cpu)
+        << " CPU to other work)\n";
+  }
   out << "\nDemands:\n";
   if (status.pending_demands.empty() && status.infeasible_demands.empty()) {
     out << " (no resource demands)\n";
@@ -114,7 +124,8 @@ std::string FormatClusterStatus(const ClusterStatus& status, const std::string& 
         out << "  last heartbeat: " << node.last_heartbeat_age_ms << " ms ago\n";
         out << "  object store: " << FormatBytes(static_cast<double>(node.object_store_bytes))
             << " in " << (node.store_dir.empty() ? "(none)" : node.store_dir) << "\n";
-        out << "  Usage:\n" << UsageLines(node.total, node.available, "   ");
+        out << "  Usage:\n"
+            << UsageLines(node.total, node.available, "   ", node.cpu_overcommitted);
       } else {
         out << "  died: " << node.death_reason << "\n";
         out << "  Resources: " << FormatResourceList(node.total) << "\n";

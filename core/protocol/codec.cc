@@ -28,6 +28,7 @@ std::string MessageTypeName(uint16_t type) {
     case MessageType::kRequestLeaseReply: return "RequestLeaseReply";
     case MessageType::kReturnLeaseRequest: return "ReturnLeaseRequest";
     case MessageType::kReturnLeaseReply: return "ReturnLeaseReply";
+    case MessageType::kLeaseBlockedNotice: return "LeaseBlockedNotice";
     case MessageType::kStartWorkerRequest: return "StartWorkerRequest";
     case MessageType::kStartWorkerReply: return "StartWorkerReply";
     case MessageType::kKillWorkersRequest: return "KillWorkersRequest";

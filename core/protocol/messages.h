@@ -54,6 +54,7 @@ enum class MessageType : uint16_t {
   kStartWorkerRequest = 34,   // head -> agent
   kStartWorkerReply = 35,     // agent -> head
   kKillWorkersRequest = 36,   // head -> agent, no reply
+  kLeaseBlockedNotice = 37,   // a worker's runtime -> head, no reply
   // Named actors (driver <-> head).
   kRegisterActorRequest = 40,
   kRegisterActorReply = 41,
@@ -490,6 +491,20 @@ struct ReturnLeaseReply {
   static constexpr MessageType kType = MessageType::kReturnLeaseReply;
   bool ok = true;
   MSGPACK_DEFINE_MAP(ok)
+};
+
+// A worker's runtime -> head: the calls running in lease `lease_id`'s worker
+// started waiting in get/wait for objects that are not ready (`blocked`), or
+// none waits any more. While blocked, the lease lends its CPU back to its node
+// (or its placement group bundle) for other work; GPUs and every other
+// resource stay held. A state, not an event: sending it twice changes nothing,
+// so the runtime sends its current state again whenever the head may have
+// missed it (a dropped connection, a restarted head).
+struct LeaseBlockedNotice {
+  static constexpr MessageType kType = MessageType::kLeaseBlockedNotice;
+  LeaseId lease_id;
+  bool blocked = false;
+  MSGPACK_DEFINE_MAP(lease_id, blocked)
 };
 
 // head -> agent: start a worker for a lease.

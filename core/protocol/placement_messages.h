@@ -87,7 +87,7 @@ struct LeaseListEntry {
   LeaseId lease_id;
   JobId job_id;
   std::string kind;          // "actor", "worker" or "process"
-  std::string state;         // STARTING or RUNNING
+  std::string state;         // STARTING, RUNNING or "RUNNING (blocked in get)" (lends its CPU)
   std::string node_id;
   std::string node_address;
   int32_t pid = 0;

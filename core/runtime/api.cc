@@ -18,6 +18,7 @@
 #include "common/session_dir.h"
 #include "rayx/rayx.h"
 #include "collective/collective_driver.h"
+#include "runtime/blocked_calls.h"
 #include "runtime/runtime.h"
 #include "worker/worker_env.h"
 #include "worker/worker_loop.h"
@@ -367,9 +368,30 @@ void CheckInterrupt() {
 }
 bool HasInterruptCheck() { return tl_interrupt_check != nullptr; }
 
+namespace {
+thread_local BlockedScope* tl_blocked_scope = nullptr;
+}  // namespace
+
+BlockedScope::BlockedScope(bool counts) : outer_(tl_blocked_scope), counts_(counts) {
+  tl_blocked_scope = this;
+}
+
+BlockedScope::~BlockedScope() {
+  if (calls_) calls_->Leave();
+  tl_blocked_scope = outer_;
+}
+
+void BlockedScope::Blocking(const std::shared_ptr<BlockedCalls>& calls) {
+  if (outer_ != nullptr) return outer_->Blocking(calls);
+  if (!counts_ || calls_ || !calls) return;
+  calls_ = calls;
+  calls_->Enter();
+}
+
 ObjectBytes GetBytes(const ObjectHandle& object, int64_t timeout_ms) {
   Runtime& runtime = RequireRuntime();
   if (tl_interrupt_check == nullptr) return runtime.Get(object, timeout_ms);
+  BlockedScope blocked;  // the slices are one wait
   const auto start = std::chrono::steady_clock::now();
   for (;;) {
     int64_t slice = kInterruptSliceMs;

@@ -115,7 +115,9 @@ void HeadClient::OnConnectionEvent(Frames& frames) {
       probe, [this, sent_before](Result<protocol::DriverHeartbeatReply> r) {
         // "register first" (a restarted head) is handled by OnMessage, which
         // sends the waiting calls again after registering.
-        if (r.ok()) ResendAfterReconnect(sent_before);
+        if (!r.ok()) return;
+        ResendAfterReconnect(sent_before);
+        if (on_restored_) on_restored_();
       });
 }
 
@@ -175,6 +177,16 @@ void HeadClient::CallEncoded(uint16_t type, std::string body, uint16_t reply_typ
         done(std::move(raw->second));
       },
       resend);
+}
+
+bool HeadClient::NotifyEncoded(uint16_t type, const std::string& body) {
+  protocol::Envelope env;
+  env.t = type;
+  env.id = 0;  // no answer is expected, so none is matched
+  Frames frames;
+  frames.push_back(transport::MakeFrame(protocol::Encode(env)));
+  frames.push_back(transport::MakeFrame(body));
+  return SendOnSocket(frames);
 }
 
 Result<std::string> HeadClient::CallSyncEncoded(uint16_t type, std::string body,
@@ -284,6 +296,7 @@ void HeadClient::Reregister() {
           return;
         }
         if (on_reregistered_) on_reregistered_();
+        if (on_restored_) on_restored_();
         // Everything sent before the registration and still unanswered was
         // refused by the new head or lost with the old one: send it again,
         // under its own id, in the order it was first sent.

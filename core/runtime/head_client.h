@@ -86,6 +86,15 @@ class HeadClient final : public LeaseClient {
                    std::function<void(Result<std::string>)> done);
   Result<std::string> CallSyncEncoded(uint16_t type, std::string body, uint16_t reply_type,
                                       int64_t timeout_ms);
+  // Sends a notice, a message the head does not answer (request id 0); false
+  // when it cannot be sent now. A notice sent on a connection that drops may
+  // be lost, and a restarted head refuses it until this client registered
+  // again: what it says must be a state that OnRestored sends again.
+  template <typename Notice>
+  bool Notify(const Notice& notice) {
+    return NotifyEncoded(static_cast<uint16_t>(Notice::kType), protocol::Encode(notice));
+  }
+  bool NotifyEncoded(uint16_t type, const std::string& body);
 
   // Runs `handler` (on the I/O thread) for each LeasesLostNotice: the head
   // declared the node of some of this process's leases dead.
@@ -102,6 +111,11 @@ class HeadClient final : public LeaseClient {
   // with a restarted head, before the calls still waiting are sent again:
   // what the new head must learn from us (name reservations) goes first.
   void OnReregistered(std::function<void()> handler) { on_reregistered_ = std::move(handler); }
+  // Runs `handler` (on the I/O thread) whenever notices sent before may not
+  // have reached the head: after this process registered again with a
+  // restarted head (after the OnReregistered handler), and after a dropped
+  // connection to the same head came back.
+  void OnRestored(std::function<void()> handler) { on_restored_ = std::move(handler); }
 
   // What to send to register again with a restarted head (the registration
   // that succeeded, with its job id). I/O thread.
@@ -187,6 +201,7 @@ class HeadClient final : public LeaseClient {
   std::function<void(const protocol::LeasesLostNotice&)> on_leases_lost_;
   std::function<void(const protocol::GroupMemberDiedNotice&)> on_group_member_died_;
   std::function<void()> on_reregistered_;
+  std::function<void()> on_restored_;
 };
 
 template <typename Reply, typename Request>

@@ -151,7 +151,8 @@ bool ObjectTable::Spin(std::unique_lock<std::mutex>& lock, Done& done,
   return ready;
 }
 
-ObjectBytes ObjectTable::Get(const ObjectId& id, int64_t timeout_ms) {
+ObjectBytes ObjectTable::Get(const ObjectId& id, int64_t timeout_ms,
+                             const std::function<void()>* on_block) {
   timeout_ms = Unbounded(timeout_ms);
   auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
   std::unique_lock<std::mutex> lock(mu_);
@@ -165,6 +166,12 @@ ObjectBytes ObjectTable::Get(const ObjectId& id, int64_t timeout_ms) {
       };
       bool ready =
           options_.spin_us > 0 && timeout_ms != 0 && Spin(lock, done, deadline, timeout_ms);
+      if (!ready && on_block != nullptr && timeout_ms != 0) {
+        lock.unlock();
+        (*on_block)();
+        lock.lock();
+        ready = done();
+      }
       if (!ready) {
         ++waiting_;
         ready = true;
@@ -204,6 +211,7 @@ ObjectBytes ObjectTable::Get(const ObjectId& id, int64_t timeout_ms) {
         return {(*mapped)->view(), *mapped};
       }
     }
+    if (on_block != nullptr) (*on_block)();  // a pull may take long (a large object)
     Result<std::string> pulled =
         options_.pull ? options_.pull(*location)
                       : Result<std::string>(Status::Unavailable("no object transfer configured"));
@@ -240,7 +248,8 @@ ObjectBytes ObjectTable::Get(const ObjectId& id, int64_t timeout_ms) {
 }
 
 std::vector<bool> ObjectTable::Wait(const std::vector<ObjectHandle>& objects,
-                                    size_t num_returns, int64_t timeout_ms) {
+                                    size_t num_returns, int64_t timeout_ms,
+                                    const std::function<void()>* on_block) {
   timeout_ms = Unbounded(timeout_ms);
   std::vector<bool> ready(objects.size(), false);
   std::unique_lock<std::mutex> lock(mu_);
@@ -253,7 +262,14 @@ std::vector<bool> ObjectTable::Wait(const std::vector<ObjectHandle>& objects,
     }
     return n >= num_returns;
   };
-  if (!count()) {
+  bool enough = count();
+  if (!enough && on_block != nullptr && timeout_ms != 0) {
+    lock.unlock();
+    (*on_block)();
+    lock.lock();
+    enough = count();
+  }
+  if (!enough) {
     ++waiting_;
     if (timeout_ms < 0) {
       cv_.wait(lock, count);

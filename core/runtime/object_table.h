@@ -119,11 +119,16 @@ class ObjectTable {
   // bytes: in memory, mapped from this node's store, or pulled (then kept).
   // Throws GetTimeoutError on timeout, TaskError for a failed object (or a
   // lost stored one), std::runtime_error when the entry is unknown (freed).
-  ObjectBytes Get(const ObjectId& id, int64_t timeout_ms);
+  // `on_block` (may be null) runs, outside the table's lock, when the call
+  // has to block: before it sleeps (the object still pending after the spin;
+  // never with timeout_ms 0) and before it pulls the object from another node.
+  ObjectBytes Get(const ObjectId& id, int64_t timeout_ms,
+                  const std::function<void()>* on_block = nullptr);
   // Waits up to `timeout_ms` (< 0: forever) until `num_returns` of `objects`
   // are no longer pending; returns which are (unknown ones count as ready).
+  // `on_block` as for Get: before it sleeps.
   std::vector<bool> Wait(const std::vector<ObjectHandle>& objects, size_t num_returns,
-                         int64_t timeout_ms);
+                         int64_t timeout_ms, const std::function<void()>* on_block = nullptr);
 
   // Looks up a task argument. kValue: `*bytes` holds a copy of the value.
   // kStored: `*location` is set and the entry is marked as shared with another

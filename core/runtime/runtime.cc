@@ -19,6 +19,7 @@
 #include "rayx/version.h"
 #include "runtime/actor_submitter.h"
 #include "runtime/argument_resolver.h"
+#include "runtime/blocked_calls.h"
 #include "runtime/group_watch_client.h"
 #include "runtime/head_client.h"
 #include "runtime/task_submitter.h"
@@ -152,6 +153,7 @@ Runtime::Runtime(Config config)
       head_(std::make_unique<HeadClient>(io_, sockets_->context.get(), config_.head, HeadSecurity(),
                                          HeadClient::Options{config_.head_timeout_ms})),
       tick_timer_(io_),
+      blocked_timer_(io_),
       connector_(std::make_unique<ZmqWorkerConnector>(
           io_, sockets_->context.get(),
           [this](const JobId& job, const std::optional<transport::ActorKey>& actor_key) {
@@ -181,6 +183,28 @@ Result<transport::ClientSecurity> Runtime::WorkerSecurity(
 
 Result<std::unique_ptr<Runtime>> Runtime::Start(const Config& config) {
   std::unique_ptr<Runtime> runtime(new Runtime(config));
+  // A worker's calls that block lend its lease's CPU; a driver holds none.
+  if (config.is_worker && !config.host_lease_id.IsNil()) {
+    Runtime* self = runtime.get();
+    BlockedCalls::Deps deps;
+    deps.post = [self](std::function<void()> fn) { boost::asio::post(self->io_, std::move(fn)); };
+    deps.after = [self](int64_t delay_ms, std::function<void()> fn) {
+      self->blocked_timer_.expires_after(std::chrono::milliseconds(delay_ms));
+      self->blocked_timer_.async_wait([fn = std::move(fn)](const boost::system::error_code& ec) {
+        if (!ec) fn();
+      });
+    };
+    deps.notify = [self](bool blocked) {
+      protocol::LeaseBlockedNotice notice;
+      notice.lease_id = self->config_.host_lease_id;
+      notice.blocked = blocked;
+      if (!self->head_->Notify(notice)) {
+        RAYX_LOG(Warning) << "could not tell the head that lease " << notice.lease_id.Short()
+                          << (blocked ? " is blocked" : " resumed");
+      }
+    };
+    runtime->blocked_calls_ = std::make_shared<BlockedCalls>(std::move(deps));
+  }
   RAYX_RETURN_IF_ERROR(runtime->Connect());
   return runtime;
 }
@@ -242,6 +266,9 @@ Status Runtime::Connect() {
     });
     // A restarted head keeps no name reservations: ours are made again.
     head_->OnReregistered([this] { actors_->ReReserveNames(); });
+    // Nor does it know this worker's calls are blocked; a notice may also be
+    // lost with a dropped connection.
+    if (blocked_calls_) head_->OnRestored([this] { blocked_calls_->Resync(); });
     // A rank of a collective group this process watches died.
     head_->OnGroupMemberDied(
         [](const protocol::GroupMemberDiedNotice& notice) { DispatchGroupMemberDied(notice); });
@@ -263,6 +290,7 @@ Result<std::string> Runtime::CallHeadEncoded(uint16_t type, std::string body,
 void Runtime::Stop() {
   if (stopped_) return;
   stopped_ = true;
+  if (blocked_calls_) blocked_calls_->Stop();
   head_->StopHeartbeats();
   if (!config_.is_worker && !config_.job_id.IsNil()) {  // empty: never registered
     protocol::FinishJobRequest req;
@@ -459,12 +487,18 @@ size_t Runtime::ObjectCount() { return objects_.size(); }
 
 ObjectBytes Runtime::Get(const ObjectHandle& object, int64_t timeout_ms) {
   if (!object) throw std::invalid_argument("Get on an empty ObjectRef");
-  return objects_.Get(object->id, timeout_ms);
+  if (!blocked_calls_) return objects_.Get(object->id, timeout_ms);
+  BlockedScope blocked;  // joins the caller's, if it holds one
+  const std::function<void()> on_block = [&] { blocked.Blocking(blocked_calls_); };
+  return objects_.Get(object->id, timeout_ms, &on_block);
 }
 
 std::vector<bool> Runtime::Wait(const std::vector<ObjectHandle>& objects, size_t num_returns,
                                 int64_t timeout_ms) {
-  return objects_.Wait(objects, num_returns, timeout_ms);
+  if (!blocked_calls_) return objects_.Wait(objects, num_returns, timeout_ms);
+  BlockedScope blocked;
+  const std::function<void()> on_block = [&] { blocked.Blocking(blocked_calls_); };
+  return objects_.Wait(objects, num_returns, timeout_ms, &on_block);
 }
 ObjectHandle Runtime::SubmitTask(const std::string& function, std::vector<Arg> args,
                                  const CallOptions& options) {

@@ -39,6 +39,7 @@ namespace rayx::detail {
 // runtime.cc) and of the submitters' internals.
 class ActorSubmitter;
 class ArgumentResolver;
+class BlockedCalls;
 class HeadClient;
 class TaskSubmitter;
 class WorkerConnector;
@@ -115,9 +116,14 @@ class Runtime {
 
   ObjectHandle Put(std::string bytes);
   ObjectHandle PutEncoded(size_t size, const std::function<void(char*)>& fill);
+  // In a worker, a Get or Wait that has to block counts its call as blocked
+  // (BlockedScope, BlockedCalls): the head lends the lease's CPU meanwhile.
   ObjectBytes Get(const ObjectHandle& object, int64_t timeout_ms);
   std::vector<bool> Wait(const std::vector<ObjectHandle>& objects, size_t num_returns,
                          int64_t timeout_ms);
+  // The calls of this worker's lease that wait (nullptr in a driver, which
+  // holds no lease).
+  const std::shared_ptr<BlockedCalls>& blocked_calls() const { return blocked_calls_; }
   void Release(const ObjectId& object_id);
 
   const JobId& job_id() const { return config_.job_id; }
@@ -211,6 +217,9 @@ class Runtime {
   std::thread thread_;
   std::unique_ptr<HeadClient> head_;
   boost::asio::steady_timer tick_timer_;
+  // A worker's: its blocked calls and the delay before the head hears of them.
+  std::shared_ptr<BlockedCalls> blocked_calls_;
+  boost::asio::steady_timer blocked_timer_;
 
   std::unique_ptr<WorkerConnector> connector_;  // a ZmqWorkerConnector
   SystemClock clock_;

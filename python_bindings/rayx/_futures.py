@@ -73,7 +73,9 @@ def _run():
                 _lock.wait()
             refs = [ref for ref, _ in _pending.values()]
         try:
-            flags = _core.wait([r._core for r in refs], 1, _SLICE_S)
+            # Not a call blocking: the awaiting coroutines' loop runs on, so
+            # the worker's lease does not lend its CPU for this wait.
+            flags = _core.wait([r._core for r in refs], 1, _SLICE_S, counts_as_blocked=False)
         except Exception as e:  # noqa: BLE001 - e.g. the runtime stopped: fail them
             _fail([r._key() for r in refs], e)
             continue

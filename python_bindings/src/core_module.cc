@@ -156,6 +156,9 @@ std::vector<Arg> ToArgs(const py::list& args) {
 
 ObjectBuffer Get(const PyObjectRef& ref, double timeout_s) {
   const Deadline deadline(timeout_s);
+  // The slices are one wait: a worker's call that blocks is counted once, not
+  // once per slice (the head hears of it once).
+  BlockedScope blocked;
   while (true) {
     int64_t slice = deadline.Slice();
     try {
@@ -176,12 +179,15 @@ ObjectBuffer Get(const PyObjectRef& ref, double timeout_s) {
   }
 }
 
+// `counts_as_blocked` false: the waiting thread runs no call (the futures
+// thread of `await ref`): a worker's lease does not lend its CPU for it.
 std::vector<bool> Wait(const std::vector<PyObjectRef*>& refs, size_t num_returns,
-                       double timeout_s) {
+                       double timeout_s, bool counts_as_blocked) {
   std::vector<ObjectHandle> handles;
   handles.reserve(refs.size());
   for (auto* r : refs) handles.push_back(r->handle);
   const Deadline deadline(timeout_s);
+  BlockedScope blocked(counts_as_blocked);  // as in Get
   while (true) {
     int64_t slice = deadline.Slice();
     std::vector<bool> ready;
@@ -627,7 +633,8 @@ PYBIND11_MODULE(_core, m) {
   m.def("msgpack_loads", &rayx::python::MsgpackLoads, py::arg("data"));
   m.def("put_parts", &PutParts);
   m.def("get", &Get, py::arg("ref"), py::arg("timeout_s"));
-  m.def("wait", &Wait);
+  m.def("wait", &Wait, py::arg("refs"), py::arg("num_returns"), py::arg("timeout_s"),
+        py::arg("counts_as_blocked") = true);
 
   m.def("kv_put", [](const std::string& ns, const std::string& key, const py::bytes& value,
                      bool overwrite, bool job_scoped) {

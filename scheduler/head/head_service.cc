@@ -213,6 +213,7 @@ void HeadService::RegisterRoutes() {
   On(Auth::kSession, kRegisterFirst, &HeadService::OnFinishJob);
   On(Auth::kSession, kRegisterFirst, &HeadService::OnRequestLease);
   On(Auth::kSession, kRegisterFirst, &HeadService::OnReturnLease);
+  On(Auth::kSession, kRegisterFirst, &HeadService::OnLeaseBlocked);
   On(Auth::kSession, kRegisterFirst, &HeadService::OnRegisterActor);
   On(Auth::kSession, kRegisterFirst, &HeadService::OnGetActor);
   On(Auth::kSession, kRegisterFirst, &HeadService::OnDropActorName);
@@ -510,6 +511,8 @@ Result<protocol::GetClusterStatusReply> HeadService::OnGetClusterStatus(
   reply.status.nodes = nodes_.Snapshot(now);
   reply.status.pending_demands = leases_.PendingShapes();
   reply.status.infeasible_demands = leases_.InfeasibleShapes();
+  reply.status.blocked_workers = static_cast<uint32_t>(leases_.blocked_count());
+  reply.status.lent_cpu = leases_.lent_cpu();
   reply.status.head_messages = router_.handled_count();
   reply.status.wire_security = std::string(transport::WireSecurityName(options_.wire_security));
   return reply;
@@ -750,6 +753,20 @@ Result<protocol::ReturnLeaseReply> HeadService::OnReturnLease(
   protocol::ReturnLeaseReply reply;
   reply.ok = leases_.ReturnLease(req.lease_id).ok();
   return reply;
+}
+
+Result<NoReply> HeadService::OnLeaseBlocked(const protocol::LeaseBlockedNotice& req,
+                                            Call& call) {
+  auto job = leases_.JobOfLease(req.lease_id, /*with_unconfirmed=*/true);
+  if (!job) return NoReply{};  // it ended meanwhile: nothing to lend
+  if (Status allowed = CheckJob(*job, call, "lend the CPU of leases"); !allowed.ok()) {
+    return call.Reject(allowed, "lease blocked notice");
+  }
+  Status status = leases_.SetLeaseBlocked(call.peer_id, req.lease_id, req.blocked);
+  if (status.code() == StatusCode::kUnauthenticated) {
+    return call.Reject(status, "lease blocked notice");
+  }
+  return NoReply{};
 }
 
 Result<protocol::RegisterActorReply> HeadService::OnRegisterActor(

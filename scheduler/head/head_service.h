@@ -185,6 +185,7 @@ class HeadService {
   Result<NoReply> OnRequestLease(const protocol::RequestLeaseRequest& req, Call& call);
   Result<protocol::ReturnLeaseReply> OnReturnLease(const protocol::ReturnLeaseRequest& req,
                                                    Call& call);
+  Result<NoReply> OnLeaseBlocked(const protocol::LeaseBlockedNotice& req, Call& call);
   Result<protocol::RegisterActorReply> OnRegisterActor(const protocol::RegisterActorRequest& req,
                                                        Call& call);
   Result<NoReply> OnGetActor(const protocol::GetActorRequest& req, Call& call);

@@ -521,10 +521,13 @@ void LeaseManager::EndLease(const LeaseId& lease_id, bool kill_worker, const std
                  Status::Unavailable("the lease ended before its worker started: " + cause));
   }
   BookDevices(lease, -1);
+  // What it holds now: a blocked lease's lent CPU is not its to give back.
+  ResourceMap held = Held(lease);
+  ForgetBlocked(lease);
   if (lease.group_id.IsNil()) {
-    nodes_.Release(lease.node, lease.resources, lease.gpu_ids);
+    nodes_.Release(lease.node, held, lease.gpu_ids);
   } else {
-    groups_.Release(lease.group_id, lease.bundle_index, lease.resources, lease.gpu_ids);
+    groups_.Release(lease.group_id, lease.bundle_index, held, lease.gpu_ids);
   }
   if (kill_worker) {
     auto agent = agent_peers_.find(lease.node);
@@ -663,7 +666,7 @@ std::vector<protocol::LeaseListEntry> LeaseManager::ListLeases() const {
     e.lease_id = id;
     e.job_id = lease.job_id;
     e.kind = lease.process ? "process" : lease.for_actor ? "actor" : "worker";
-    e.state = lease.running ? "RUNNING" : "STARTING";
+    e.state = !lease.running ? "STARTING" : lease.blocked ? "RUNNING (blocked in get)" : "RUNNING";
     e.node_id = lease.node.Hex();
     if (const NodeInfo* node = nodes_.FindAlive(lease.node)) e.node_address = node->address;
     e.pid = lease.pid;
@@ -702,10 +705,17 @@ std::optional<NodeId> LeaseManager::NodeOfLease(const LeaseId& lease_id) const {
   return it->second.node;
 }
 
-std::optional<JobId> LeaseManager::JobOfLease(const LeaseId& lease_id) const {
+std::optional<JobId> LeaseManager::JobOfLease(const LeaseId& lease_id,
+                                              bool with_unconfirmed) const {
   auto it = leases_.find(lease_id);
-  if (it == leases_.end()) return std::nullopt;
-  return it->second.job_id;
+  if (it != leases_.end()) return it->second.job_id;
+  if (!with_unconfirmed) return std::nullopt;
+  for (const auto& [node, stored] : unconfirmed_) {
+    for (const auto& lease : stored) {
+      if (lease.lease_id == lease_id) return lease.job_id;
+    }
+  }
+  return std::nullopt;
 }
 
 const std::string* LeaseManager::AgentPeerOf(const NodeId& node) const {

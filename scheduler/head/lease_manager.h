@@ -8,6 +8,7 @@
 #include <optional>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "head/actor_name_waits.h"
@@ -58,6 +59,26 @@ class HeadLeaseOwner {
 // again (the same devices, the same bundle), the rest ended; or until the node
 // is declared dead (OnNodeDead). Owners keep their leases: drivers connect
 // with a fixed routing id, so the owner of a lease is still its owner.
+//
+// Blocked leases lend their CPU (Ray's rule; lease_manager_lending.cc): while
+// the calls in a lease's worker wait in get/wait for objects that are not
+// ready (LeaseBlockedNotice from the runtime inside that worker), its CPU
+// goes back to its node, or to its placement group bundle, so that the work
+// it waits for can be granted; its GPUs, memory and custom resources stay
+// held. When it resumes it takes the CPU back at once, overdrawing the node
+// (or bundle) if that CPU was granted meanwhile: CPU may be over-committed
+// for a while, GPUs and memory never are. The node table (and, inside
+// groups, the bundle) is the one book of what is taken; a lease records only
+// what it lends (`lent_cpu`). Invariant, checked by CheckAccounting: for
+// every alive node and resource, total - available + overdrawn CPU equals the
+// bundles reserved there plus each lease outside groups' resources less what
+// it lends; within each bundle likewise with its leases. Every path that ends
+// a lease (returned, its worker exited or was killed, its node died, its job
+// or group ended, its start failed) gives back what it holds now, never the
+// CPU it lent, so no CPU is freed twice or lost. A restarted head knows no
+// lease as blocked: rejoining nodes account their live leases whole (CPU may
+// be overdrawn), and the runtimes tell the new head again after they register
+// (a notice that comes before the lease's node rejoined is kept until then).
 //
 // Owned by the head's event loop; not thread-safe.
 class LeaseManager {
@@ -151,6 +172,21 @@ class LeaseManager {
   // HeadLeaseOwner. REQUIRES: SetHeadOwner was called.
   void RequestLeaseForHead(uint64_t request_id, const protocol::RequestLeaseRequest& req);
   Status ReturnLease(const LeaseId& lease_id);
+  // The runtime at `peer`, inside lease `lease_id`'s worker, says its calls
+  // wait in get/wait (`blocked`) or no longer do (LeaseBlockedNotice): the
+  // lease lends its CPU or takes it back (see the class comment). Idempotent.
+  // NotFound for a lease that is not granted (it ended: nothing to do);
+  // Unauthenticated when `peer` is not the runtime inside that lease's worker.
+  // For a lease restored after a head restart whose node has not rejoined
+  // yet, the state is kept and applied when it rejoins.
+  Status SetLeaseBlocked(const std::string& peer, const LeaseId& lease_id, bool blocked);
+  // Leases whose worker is blocked, and the CPU they lend.
+  size_t blocked_count() const { return blocked_leases_; }
+  double lent_cpu() const { return lent_cpu_; }
+  // Checks the class comment's invariant over every alive node, bundle and
+  // lease, and the blocked counts. Internal naming the first disagreement.
+  // O(leases + bundles + nodes): for tests, not the head's loop.
+  Status CheckAccounting() const;
   // Withdraws a request of the head's own (RequestLeaseForHead) that has not
   // been granted yet: queued, it is dropped; starting, its lease ends and its
   // worker is stopped. The owner hears nothing more of it. False when there
@@ -184,7 +220,8 @@ class LeaseManager {
   // that an agent's answer comes from that node's current incarnation.
   std::optional<NodeId> NodeOfStart(uint64_t request_id) const;
   std::optional<NodeId> NodeOfLease(const LeaseId& lease_id) const;
-  std::optional<JobId> JobOfLease(const LeaseId& lease_id) const;
+  // `with_unconfirmed`: also a stored lease waiting for its node to rejoin.
+  std::optional<JobId> JobOfLease(const LeaseId& lease_id, bool with_unconfirmed = false) const;
   // The routing id of the alive node's agent, or nullptr.
   const std::string* AgentPeerOf(const NodeId& node) const;
   // Calls `fn` with each registered node agent's routing id.
@@ -275,6 +312,8 @@ class LeaseManager {
     int32_t bundle_index = -1;
     int32_t pid = 0;
     std::string worker_address;  // for_actor, once running
+    bool blocked = false;        // its worker waits in get/wait (SetLeaseBlocked)
+    double lent_cpu = 0;         // while blocked: the CPU it lends, else 0
     // A detached actor's constructor call as its worker reports it
     // (ActorConstructionNotice; only leases started with report_construction).
     enum class Construction { kUnknown, kBegan, kSucceeded, kFailed };
@@ -305,6 +344,16 @@ class LeaseManager {
   // The policy's decision for a request outside placement groups: where it
   // goes now, or why it must wait, or why it can never run.
   policy::SchedulingDecision Decide(const protocol::RequestLeaseRequest& req);
+  // What `lease` holds now: its resources, less the CPU it lends.
+  static ResourceMap Held(const Lease& lease);
+  // `lease`'s worker blocked: its CPU goes back to its node or bundle (the
+  // caller runs the queue). REQUIRES: !lease.blocked.
+  void Lend(Lease& lease);
+  // It resumed: the lent CPU is taken back, overdrawing if it must.
+  // REQUIRES: lease.blocked.
+  void Reclaim(Lease& lease);
+  // `lease` ends: it is blocked no more (its lent CPU was never its own).
+  void ForgetBlocked(const Lease& lease);
   // `cause` completes "the lease ended: ..." for the lease end observer.
   void EndLease(const LeaseId& lease_id, bool kill_worker, const std::string& cause);
   void OnWorkerExited(const Lease& lease, const protocol::ProcessExitedNotice& notice);
@@ -427,6 +476,11 @@ class LeaseManager {
   std::unordered_map<NodeId, std::vector<StoredLease>> unconfirmed_;
   // After a restart, until every restored node rejoined or died.
   bool rejoin_window_open_ = false;
+  // Stored leases said to be blocked before their node rejoined (bounded by
+  // unconfirmed_): lent once they are accounted again.
+  std::unordered_set<LeaseId> blocked_unconfirmed_;
+  size_t blocked_leases_ = 0;  // granted leases with `blocked`
+  double lent_cpu_ = 0;        // the sum of their `lent_cpu`
 };
 
 }  // namespace rayx::scheduler

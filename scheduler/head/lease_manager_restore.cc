@@ -95,6 +95,7 @@ bool LeaseManager::IsUnconfirmed(const LeaseId& lease_id) const {
 void LeaseManager::DropUnconfirmed(const StoredLease& lease, const std::string& why,
                                    const std::vector<protocol::ExitedProcess>& exits) {
   if (store_) store_->DeleteLease(lease.lease_id);
+  blocked_unconfirmed_.erase(lease.lease_id);
   auto job = jobs_.find(lease.job_id);
   bool owner_gone = lease.owner_head || job == jobs_.end() || job->second.finished;
   auto restart = lease.running ? TakeRestartable(lease.lease_id, owner_gone)
@@ -175,9 +176,12 @@ void LeaseManager::OnNodeRejoined(const NodeId& node, const std::string& agent_p
       stop = "its job ended";
       cause = "its job ended while the head was down";
     } else if (!(s.group_id.IsNil()
-                     ? nodes_.AcquireExact(node, report.resources, report.gpu_ids)
+                     ? nodes_.AcquireExact(node, report.resources, report.gpu_ids,
+                                           /*overdraw_cpu=*/true)
                      : groups_.AcquireExact(s.group_id, s.bundle_index, report.resources,
-                                            report.gpu_ids))) {
+                                            report.gpu_ids, /*overdraw_cpu=*/true))) {
+      // CPU may be overdrawn: before the restart a blocked lease may have
+      // lent its CPU to one of the others, and taken it back since.
       // What the live worker holds, as its agent says, is not free.
       stop = "its resources are not free in the head's books";
       cause = "its node rejoined the restarted head, which stopped it";
@@ -211,9 +215,13 @@ void LeaseManager::OnNodeRejoined(const NodeId& node, const std::string& agent_p
     lease.pid = report.worker_pid ? report.worker_pid : s.pid;
     SaveLease(lease);
     BookDevices(lease, +1);
-    leases_[lease.lease_id] = std::move(lease);
+    LeaseId id = lease.lease_id;
+    Lease& kept = leases_[id] = std::move(lease);
+    // Its runtime told this head it is blocked before the node came back.
+    if (blocked_unconfirmed_.erase(id) > 0) Lend(kept);
     ++restored;
   }
+  for (const auto& lease : stored) blocked_unconfirmed_.erase(lease.lease_id);
   // Stored leases the agent no longer runs: their workers exited meanwhile.
   size_t gone = 0;
   for (const auto& lease : stored) {

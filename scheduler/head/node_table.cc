@@ -12,6 +12,7 @@ NodeId NodeTable::Register(NodeInfo info, int64_t now_ms, int64_t wall_ms) {
   info.alive = true;
   info.death_reason.clear();
   info.registered_at_ms = wall_ms;
+  info.cpu_overcommitted = 0;
   if (info.available.empty()) info.available = info.total;
   size_t devices = info.total.count(kGpu) ? static_cast<size_t>(info.total.at(kGpu)) : 0;
   view_.AddNode(id, info.total, info.labels, info.address);
@@ -51,6 +52,7 @@ bool NodeTable::Rejoin(const NodeId& id, NodeInfo info, int64_t now_ms, int64_t 
   info.death_reason.clear();
   info.registered_at_ms = registered ? registered : wall_ms;
   info.available = info.total;
+  info.cpu_overcommitted = 0;
   size_t devices = info.total.count(kGpu) ? static_cast<size_t>(info.total.at(kGpu)) : 0;
   view_.AddNode(id, info.total, info.labels, info.address);
   if (store_) store_->PutNode(info, epoch);
@@ -60,7 +62,15 @@ bool NodeTable::Rejoin(const NodeId& id, NodeInfo info, int64_t now_ms, int64_t 
 }
 
 bool NodeTable::AcquireExact(const NodeId& id, const ResourceMap& demand,
-                             const std::vector<int>& gpu_ids) {
+                             const std::vector<int>& gpu_ids, bool overdraw_cpu) {
+  if (overdraw_cpu && demand.count(kCpu) && demand.at(kCpu) > 0) {
+    ResourceMap rest = demand;
+    double cpu = rest[kCpu];
+    rest.erase(kCpu);
+    if (!AcquireExact(id, rest, gpu_ids)) return false;
+    ReclaimCpu(id, cpu);
+    return true;
+  }
   auto it = alive_.find(id);
   if (it == alive_.end() || !Fits(it->second.info.available, demand)) return false;
   double gpus = demand.count(kGpu) ? demand.at(kGpu) : 0;
@@ -233,6 +243,17 @@ void NodeTable::Release(const NodeId& id, const ResourceMap& demand,
                         const std::vector<int>& gpu_ids) {
   auto it = alive_.find(id);
   if (it == alive_.end()) return;
+  double& overdrawn = it->second.info.cpu_overcommitted;
+  auto cpu = demand.find(kCpu);
+  if (overdrawn > 0 && cpu != demand.end() && cpu->second > 0) {
+    // CPU leased beyond the total is paid back first: none of it was free.
+    double paid = std::min(overdrawn, cpu->second);
+    overdrawn = overdrawn - paid < 1e-9 ? 0 : overdrawn - paid;
+    ResourceMap rest = demand;
+    rest[kCpu] = cpu->second - paid;
+    Release(id, rest, gpu_ids);
+    return;
+  }
   view_.Release(id, demand, gpu_ids);
   double gpus = demand.count(kGpu) ? demand.at(kGpu) : 0;
   double share = gpus < 1 ? gpus : 1.0;
@@ -248,6 +269,19 @@ void NodeTable::Release(const NodeId& id, const ResourceMap& demand,
     double& avail = it->second.info.available[name];
     avail = std::min(total, avail + amount);
   }
+}
+
+void NodeTable::ReclaimCpu(const NodeId& id, double cpu) {
+  auto it = alive_.find(id);
+  if (it == alive_.end() || !(cpu > 0)) return;
+  double& available = it->second.info.available[kCpu];
+  double take = std::min(available, cpu);
+  // Both books take the same amount: what the policy view cannot take (a
+  // rounding difference) is overdrawn instead.
+  if (take > 0 && !view_.Acquire(id, {{kCpu, take}}, {})) take = 0;
+  available -= take;
+  if (available < 1e-9) available = 0;
+  if (cpu - take > 1e-9) it->second.info.cpu_overcommitted += cpu - take;
 }
 
 std::optional<NodeId> NodeTable::FindNodeWithAvailable(const ResourceMap& demand) const {

@@ -91,10 +91,24 @@ class NodeTable {
                   std::vector<int>* gpu_ids = nullptr);
   // Takes exactly `gpu_ids` and `demand` (what a live worker holds, as its
   // agent reported on rejoin). False, taking nothing, when they are not free.
-  bool AcquireExact(const NodeId& id, const ResourceMap& demand, const std::vector<int>& gpu_ids);
-  // Gives back what TryAcquire took; a no-op for a node no longer alive.
+  // `overdraw_cpu`: CPU that is not free is overdrawn (ReclaimCpu) instead:
+  // a live worker keeps running, as it did before the head restarted.
+  bool AcquireExact(const NodeId& id, const ResourceMap& demand, const std::vector<int>& gpu_ids,
+                    bool overdraw_cpu = false);
+  // Gives back what TryAcquire took; a no-op for a node no longer alive. CPU
+  // pays back what the node is overdrawn first.
   void Release(const NodeId& id, const ResourceMap& demand,
                const std::vector<int>& gpu_ids = {});
+
+  // Blocked leases (Ray's rule): a lease whose worker waits in get/wait lends
+  // its `cpu` back to the node (as Release does) and takes it back when the
+  // worker resumes (ReclaimCpu). Taking it back never waits and never fails:
+  // what is not free is overdrawn, so the node runs more CPU work than it has
+  // for a while (NodeInfo::cpu_overcommitted), and leases that end pay the
+  // overdraft back before anything becomes free again. Only CPU is ever
+  // overdrawn: GPUs and memory are never lent. No-ops for a node no longer alive.
+  void LendCpu(const NodeId& id, double cpu) { Release(id, {{kCpu, cpu}}); }
+  void ReclaimCpu(const NodeId& id, double cpu);
   // The earliest-registered alive node with `demand`
   // available now. O(alive nodes): the scheduler issue replaces this.
   std::optional<NodeId> FindNodeWithAvailable(const ResourceMap& demand) const;

@@ -140,7 +140,15 @@ bool PlacementGroupManager::Reserve(const NodeId& node, const ResourceMap& bundl
 
 bool PlacementGroupManager::AcquireExact(const PlacementGroupId& group_id, int32_t bundle_index,
                                          const ResourceMap& demand,
-                                         const std::vector<int>& gpu_ids) {
+                                         const std::vector<int>& gpu_ids, bool overdraw_cpu) {
+  if (overdraw_cpu && demand.count(kCpu) && demand.at(kCpu) > 0) {
+    ResourceMap rest = demand;
+    double cpu = rest[kCpu];
+    rest.erase(kCpu);
+    if (!AcquireExact(group_id, bundle_index, rest, gpu_ids)) return false;
+    ReclaimCpu(group_id, bundle_index, cpu);
+    return true;
+  }
   auto it = groups_.find(group_id);
   if (it == groups_.end() || bundle_index < 0 ||
       static_cast<size_t>(bundle_index) >= it->second.bundles.size()) {
@@ -473,6 +481,16 @@ void PlacementGroupManager::Release(const PlacementGroupId& group_id, int32_t bu
   if (bundle_index < 0 || static_cast<size_t>(bundle_index) >= it->second.bundles.size()) return;
   Bundle& b = it->second.bundles[static_cast<size_t>(bundle_index)];
   if (b.node.IsNil()) return;  // lost with its node
+  auto cpu = demand.find(kCpu);
+  if (b.cpu_overdrawn > 0 && cpu != demand.end() && cpu->second > 0) {
+    // CPU leased beyond the bundle's total is paid back first.
+    double paid = std::min(b.cpu_overdrawn, cpu->second);
+    b.cpu_overdrawn = b.cpu_overdrawn - paid < 1e-9 ? 0 : b.cpu_overdrawn - paid;
+    ResourceMap rest = demand;
+    rest[kCpu] = cpu->second - paid;
+    Release(group_id, bundle_index, rest, gpu_ids);
+    return;
+  }
   double gpus = demand.count(kGpu) ? demand.at(kGpu) : 0;
   double share = gpus < 1 ? gpus : 1.0;
   for (int id : gpu_ids) {
@@ -484,6 +502,34 @@ void PlacementGroupManager::Release(const PlacementGroupId& group_id, int32_t bu
     if (amount <= 0) continue;
     double total = b.total.count(name) ? b.total.at(name) : 0;
     b.available[name] = std::min(total, b.available[name] + amount);
+  }
+}
+
+void PlacementGroupManager::ReclaimCpu(const PlacementGroupId& group_id, int32_t bundle_index,
+                                       double cpu) {
+  auto it = groups_.find(group_id);
+  if (it == groups_.end() || bundle_index < 0 ||
+      static_cast<size_t>(bundle_index) >= it->second.bundles.size() || !(cpu > 0)) {
+    return;
+  }
+  Bundle& b = it->second.bundles[static_cast<size_t>(bundle_index)];
+  if (b.node.IsNil()) return;  // lost with its node
+  double& available = b.available[kCpu];
+  double take = std::min(available, cpu);
+  available = available - take < 1e-9 ? 0 : available - take;
+  if (cpu - take > 1e-9) b.cpu_overdrawn += cpu - take;
+}
+
+void PlacementGroupManager::ForEachBundle(
+    const std::function<void(const PlacementGroupId& group, int32_t index, const NodeId& node,
+                             const ResourceMap& total, const ResourceMap& available,
+                             double cpu_overdrawn)>& fn) const {
+  for (const auto& [id, group] : groups_) {
+    for (size_t i = 0; i < group.bundles.size(); ++i) {
+      const Bundle& b = group.bundles[i];
+      if (b.node.IsNil() || b.restoring) continue;
+      fn(id, static_cast<int32_t>(i), b.node, b.total, b.available, b.cpu_overdrawn);
+    }
   }
 }
 

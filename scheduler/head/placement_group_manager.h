@@ -83,8 +83,10 @@ class PlacementGroupManager {
   // Takes exactly `gpu_ids` and `demand` from bundle `bundle_index` of the
   // group (a live lease reported on rejoin). False, taking nothing, when the
   // group, the bundle or the room is not there.
+  // `overdraw_cpu`: as NodeTable::AcquireExact, within the bundle.
   bool AcquireExact(const PlacementGroupId& group_id, int32_t bundle_index,
-                    const ResourceMap& demand, const std::vector<int>& gpu_ids);
+                    const ResourceMap& demand, const std::vector<int>& gpu_ids,
+                    bool overdraw_cpu = false);
 
   // Leases in a group. Takes `demand` from bundle `bundle_index` (-1: the first
   // bundle it fits). Returns NotFound for no such group, InvalidArgument for no
@@ -97,8 +99,24 @@ class PlacementGroupManager {
   };
   Result<std::optional<BundleGrant>> TryAcquire(const PlacementGroupId& group_id,
                                                 int32_t bundle_index, const ResourceMap& demand);
+  // CPU pays back what the bundle is overdrawn first (ReclaimCpu).
   void Release(const PlacementGroupId& group_id, int32_t bundle_index, const ResourceMap& demand,
                const std::vector<int>& gpu_ids);
+  // A blocked lease in bundle `bundle_index` lends its CPU to the bundle and
+  // takes it back, as NodeTable::LendCpu and ReclaimCpu do for a node: the
+  // CPU stays the group's (its other leases may use it meanwhile), and taking
+  // it back overdraws the bundle, never the node. No-ops for a lost bundle.
+  void LendCpu(const PlacementGroupId& group_id, int32_t bundle_index, double cpu) {
+    Release(group_id, bundle_index, {{kCpu, cpu}}, {});
+  }
+  void ReclaimCpu(const PlacementGroupId& group_id, int32_t bundle_index, double cpu);
+  // Calls `fn` with each reserved bundle (restored ones whose node has not
+  // rejoined are skipped): its group, index, node, total, what is free and
+  // the CPU it is overdrawn. For the head's accounting checks.
+  void ForEachBundle(const std::function<void(const PlacementGroupId& group, int32_t index,
+                                              const NodeId& node, const ResourceMap& total,
+                                              const ResourceMap& available,
+                                              double cpu_overdrawn)>& fn) const;
   // Every device the group holds on `node`, ascending.
   std::vector<int> DevicesOn(const PlacementGroupId& group_id, const NodeId& node) const;
 
@@ -120,6 +138,7 @@ class PlacementGroupManager {
     std::vector<int> devices;        // the node's device ids this bundle holds
     std::vector<double> device_free; // free share of each, <= the bundle's share
     bool restoring = false;          // restored; its node has not rejoined yet
+    double cpu_overdrawn = 0;        // CPU leased beyond `total` (ReclaimCpu)
   };
   struct Group {
     protocol::PlacementGroupInfo info;

@@ -130,7 +130,18 @@ class Relay {
   rayx::ActorHandle<Recorder> target_;
 };
 
+// A binary tree of tasks of `depth` levels, each getting its children's
+// results: its size. On a small node it finishes only because a task blocked
+// in Get lends its CPU to its children (Ray's rule).
+int TreeSize(int depth) {
+  if (depth == 0) return 1;
+  auto left = rayx::Task(TreeSize).Remote(depth - 1);
+  auto right = rayx::Task(TreeSize).Remote(depth - 1);
+  return 1 + *left.Get(120000) + *right.Get(120000);
+}
+
 rayx::Bytes MakeBlob(int size);
+RAYX_REMOTE(TreeSize);
 RAYX_REMOTE(Recorder::CreateSlowly, Recorder::CreateOrThrow, TotalOfNamed);
 RAYX_REMOTE(Relay::Create, &Relay::TargetPid, FlakyUntil, WorkerVariables, MakeBlob, Reverse, CountBytes, Square, Add, SumBytes, AgentPid, SlowSquare, Throws, Crashes, Recorder::Create,
             &Recorder::Record, &Recorder::Seen, &Recorder::Total, &Recorder::Pid, &Recorder::Sleep,
@@ -904,6 +915,31 @@ TEST(HandOver, ADeployedDetachedActorIsCreatedByTheHeadPastTheWorkerStartLimit) 
   auto status = cluster->WaitFor(
       [](const rayx::ClusterStatus& s) { return s.AvailableResources()["CPU"] == 2; }, 10000);
   EXPECT_TRUE(status.ok()) << "the killed actor's resources were not freed";
+}
+
+// Every task of the tree holds a CPU until it blocks; 15 tasks on 2 CPUs
+// finish because blocked ones lend theirs (without lending this hangs with
+// both CPUs held by tasks waiting for children that cannot start).
+TEST(Lending, ARecursiveTreeOfTasksFinishesOnTwoCpus) {
+  LocalCluster::Options options;
+  options.head_node.num_cpus = 2;
+  auto started = LocalCluster::Start(options);
+  ASSERT_TRUE(started.ok()) << started.status();
+  std::unique_ptr<LocalCluster> cluster = std::move(*started);
+  rayx::Options init;
+  init.address = cluster->address();
+  init.token = cluster->token();
+  rayx::Init(init);
+  EXPECT_EQ(*rayx::Task(TreeSize).Remote(3).Get(120000), 15);
+  rayx::Shutdown();
+  // Every CPU is free again, none overcommitted, nobody blocked.
+  auto settled = cluster->WaitFor(
+      [](const rayx::ClusterStatus& s) {
+        return s.AvailableResources()["CPU"] == 2 && s.blocked_workers == 0 &&
+               s.nodes.at(0).cpu_overcommitted == 0;
+      },
+      10000);
+  EXPECT_TRUE(settled.ok()) << settled;
 }
 
 int main(int argc, char** argv) {

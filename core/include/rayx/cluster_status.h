@@ -36,6 +36,10 @@ struct NodeInfo {
   // GPU i, as leases and bundles number them, is device gpu_devices[i]. Empty:
   // GPU i is device i.
   std::vector<int> gpu_devices;
+  // CPU leased beyond `total`: workers that were blocked in get/wait lent
+  // their CPU to other work and took it back when they resumed (Ray's rule:
+  // they do not wait for it). Paid back first as leases end; 0 mostly.
+  double cpu_overcommitted = 0;
 
   // The devices of the node's GPUs `gpu_ids`, as its processes see them.
   std::vector<int> DevicesOf(const std::vector<int>& gpu_ids) const;
@@ -43,7 +47,7 @@ struct NodeInfo {
   MSGPACK_DEFINE_MAP(node_id, address, hostname, agent_pid, is_head_node, alive, death_reason,
                      total, available, labels, rayx_version, registered_at_ms,
                      last_heartbeat_age_ms, store_dir, object_address, object_store_bytes,
-                     gpu_devices)
+                     gpu_devices, cpu_overcommitted)
 };
 
 // The devices of a node's GPUs `gpu_ids` given its NodeInfo::gpu_devices:
@@ -63,6 +67,10 @@ struct ClusterStatus {
   std::map<std::string, std::string> infeasible_demands;
   // Messages the head has handled since it started (the data path bypasses it).
   uint64_t head_messages = 0;
+  // Workers blocked in get/wait for objects, and the CPU they lend to other
+  // work meanwhile.
+  uint32_t blocked_workers = 0;
+  double lent_cpu = 0;
   // How workers' and object servers' connections are protected:
   // "authenticated" (every connection proves a credential) or "encrypted".
   std::string wire_security;
@@ -74,7 +82,7 @@ struct ClusterStatus {
 
   MSGPACK_DEFINE_MAP(rayx_version, cluster_id, head_uptime_ms, heartbeat_period_ms,
                      node_timeout_ms, nodes, pending_demands, infeasible_demands,
-                     head_messages, wire_security)
+                     head_messages, wire_security, blocked_workers, lent_cpu)
 };
 
 // Asks the head at `address` ("host:port") for the cluster's state.

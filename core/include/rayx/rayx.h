@@ -113,6 +113,7 @@ template <typename T>
 std::vector<std::shared_ptr<T>> Get(const std::vector<ObjectRef<T>>& refs) {
   std::vector<std::shared_ptr<T>> out;
   out.reserve(refs.size());
+  detail::BlockedScope blocked;  // one blocked stretch for the whole list
   for (const auto& ref : refs) out.push_back(ref.Get());
   return out;
 }

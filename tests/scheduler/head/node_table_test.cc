@@ -220,7 +220,7 @@ TEST_F(NodeTableTest, HeartbeatRefreshesLiveness) {
   EXPECT_NE(table_.FindAlive(id), nullptr);
 }
 
-}  // namespace
+}  // namespace node_table_test
 }  // namespace rayx::scheduler
 
 namespace rayx::scheduler {
@@ -268,5 +268,70 @@ TEST(NodeTableGpus, AGpuAmountAboveOneMustBeWhole) {
   EXPECT_FALSE(table.TryAcquire(node, {{"GPU", 1.5}}, &ids));
 }
 
-}  // namespace
+
+// Blocked leases: CPU lent and taken back, overdrawn rather than waited for.
+// The policy view sees the same free CPU as the table at every step.
+class NodeTableLending : public NodeTableTest {
+ protected:
+  double FreeCpu(const NodeId& id) { return table_.FindAlive(id)->available.at("CPU"); }
+  double Overdrawn(const NodeId& id) { return table_.FindAlive(id)->cpu_overcommitted; }
+  void ExpectViewAgrees(const NodeId& id) {
+    auto view = table_.view().Find(id);
+    ASSERT_TRUE(view.has_value());
+    EXPECT_NEAR(view->available.at("CPU"), FreeCpu(id), 1e-3);
+    EXPECT_TRUE(table_.view().TEST_CheckInvariants().ok());
+  }
+};
+
+TEST_F(NodeTableLending, ReclaimBeyondWhatIsFreeOverdrawsAndReleasesPayItBackFirst) {
+  NodeId id = table_.Register(MakeNode("10.0.0.1", 2), kT0, 0);
+  ASSERT_TRUE(table_.TryAcquire(id, {{"CPU", 2}}));  // a lease holds both CPUs
+  table_.LendCpu(id, 2);                             // it blocks
+  EXPECT_EQ(FreeCpu(id), 2);
+  ASSERT_TRUE(table_.TryAcquire(id, {{"CPU", 1.5}}));  // its children use them
+  ExpectViewAgrees(id);
+  table_.ReclaimCpu(id, 2);  // it resumes: 0.5 free, 1.5 overdrawn
+  EXPECT_EQ(FreeCpu(id), 0);
+  EXPECT_DOUBLE_EQ(Overdrawn(id), 1.5);
+  ExpectViewAgrees(id);
+  EXPECT_FALSE(table_.TryAcquire(id, {{"CPU", 0.5}}));
+  table_.Release(id, {{"CPU", 1}});  // a child ends: pays back 1 of 1.5
+  EXPECT_EQ(FreeCpu(id), 0);
+  EXPECT_DOUBLE_EQ(Overdrawn(id), 0.5);
+  table_.Release(id, {{"CPU", 0.5}});
+  EXPECT_EQ(FreeCpu(id), 0);
+  EXPECT_EQ(Overdrawn(id), 0);
+  table_.Release(id, {{"CPU", 2}});
+  EXPECT_EQ(FreeCpu(id), 2);
+  ExpectViewAgrees(id);
+  EXPECT_EQ(table_.Snapshot(kT0)[0].cpu_overcommitted, 0);
+}
+
+TEST_F(NodeTableLending, OnlyCpuIsEverOverdrawn) {
+  NodeInfo info = MakeNode("10.0.0.1", 1);
+  info.total["GPU"] = 1;
+  NodeId id = table_.Register(info, kT0, 0);
+  ASSERT_TRUE(table_.TryAcquire(id, {{"CPU", 1}, {"GPU", 1}}));
+  // A rejoining node's live worker: its CPU may be overdrawn, its GPU never.
+  EXPECT_FALSE(table_.AcquireExact(id, {{"CPU", 1}, {"GPU", 1}}, {0}, /*overdraw_cpu=*/true));
+  EXPECT_EQ(Overdrawn(id), 0) << "a refused acquisition takes nothing";
+  EXPECT_TRUE(table_.AcquireExact(id, {{"CPU", 1}}, {}, /*overdraw_cpu=*/true));
+  EXPECT_EQ(Overdrawn(id), 1);
+  EXPECT_FALSE(table_.AcquireExact(id, {{"CPU", 1}}, {}));
+  ExpectViewAgrees(id);
+}
+
+TEST_F(NodeTableLending, ADeadNodesBooksGoWithIt) {
+  NodeId id = table_.Register(MakeNode("10.0.0.1", 1), kT0, 0);
+  ASSERT_TRUE(table_.TryAcquire(id, {{"CPU", 1}}));
+  table_.ReclaimCpu(id, 1);
+  ASSERT_TRUE(table_.MarkDead(id, "gone"));
+  table_.Release(id, {{"CPU", 1}});  // no-ops now
+  table_.LendCpu(id, 1);
+  table_.ReclaimCpu(id, 1);
+  EXPECT_EQ(table_.FindAlive(id), nullptr);
+  EXPECT_TRUE(table_.view().TEST_CheckInvariants().ok());
+}
+
+}  // namespace node_table_test
 }  // namespace rayx::scheduler

@@ -178,6 +178,35 @@ class InterruptScope {
 // Runs this thread's innermost InterruptScope check, if any.
 void CheckInterrupt();
 bool HasInterruptCheck();
+class BlockedCalls;  // runtime/blocked_calls.h
+// This thread waits in a get or wait. In a worker whose wait has to block
+// (what it waits for is not ready), the runtime counts the call as blocked
+// from Blocking until the scope ends, and the head lets the lease's CPU serve
+// other work meanwhile (Ray's rule; BlockedCalls). Scopes nest: one made
+// while another lives on this thread counts through the outermost, so a wait
+// cut into slices (Ctrl-C checks) or a list of gets is one blocked stretch,
+// not one per slice or element. Cheap: no lock or allocation until a wait
+// blocks; nothing at all in a driver. Not copyable; ends on the thread that
+// made it.
+//
+// `counts` false: this thread's waits inside the scope are not a call's (a
+// helper thread that waits on behalf of coroutines, which the event loop
+// keeps running meanwhile): nothing is counted.
+class BlockedScope {
+ public:
+  explicit BlockedScope(bool counts = true);
+  ~BlockedScope();
+  BlockedScope(const BlockedScope&) = delete;
+  BlockedScope& operator=(const BlockedScope&) = delete;
+  // The wait has to block: counted in `calls` (the runtime's; nullptr in a
+  // driver) until the outermost scope ends. Idempotent.
+  void Blocking(const std::shared_ptr<BlockedCalls>& calls);
+
+ private:
+  BlockedScope* outer_;                  // the thread's enclosing scope, or nullptr
+  bool counts_;
+  std::shared_ptr<BlockedCalls> calls_;  // set once counted
+};
 // Marks ready objects; returns once `num_returns` are ready or the timeout passes.
 std::vector<bool> WaitObjects(const std::vector<ObjectHandle>& objects, size_t num_returns,
                               int64_t timeout_ms);

@@ -84,6 +84,25 @@ bool ReadValue(Reader& r, uint8_t kind, const std::vector<std::string_view>& pay
 
 }  // namespace
 
+std::string GeneratorItemId(std::string_view return_id, uint32_t index) {
+  constexpr size_t kTail = 16;
+  if (return_id.size() < kTail || index > kMaxGeneratorItems) return "";
+  std::string id(return_id);
+  uint64_t tail = 0;
+  for (size_t i = id.size() - kTail; i < id.size(); ++i) {
+    char c = id[i];
+    uint64_t digit = c >= '0' && c <= '9' ? static_cast<uint64_t>(c - '0')
+                     : c >= 'a' && c <= 'f' ? static_cast<uint64_t>(c - 'a' + 10)
+                                            : 16;
+    if (digit == 16) return "";
+    tail = tail << 4 | digit;
+  }
+  tail ^= (static_cast<uint64_t>(index) + 1) << 40;
+  static constexpr char kHex[] = "0123456789abcdef";
+  for (size_t i = id.size(); i-- > id.size() - kTail; tail >>= 4) id[i] = kHex[tail & 15];
+  return id;
+}
+
 void PushTasksWriter::U32(uint32_t v) {
   char b[4];
   std::memcpy(b, &v, 4);
@@ -152,24 +171,30 @@ void PushTasksWriter::StoredArg(const ObjectLocation& location) {
   Location(location);
 }
 
-void PushTasksWriter::InlineResult(uint64_t call_id, std::string_view bytes) {
+void PushTasksWriter::ResultHead(uint64_t call_id, WireValue kind, const uint32_t* item) {
   ++count_;
   U64(call_id);
-  U8(static_cast<uint8_t>(WireValue::kInline));
+  if (item != nullptr) {
+    U8(static_cast<uint8_t>(WireValue::kItem));
+    U32(*item);
+  }
+  U8(static_cast<uint8_t>(kind));
+}
+
+void PushTasksWriter::InlineResult(uint64_t call_id, std::string_view bytes,
+                                   const uint32_t* item) {
+  ResultHead(call_id, WireValue::kInline, item);
   Str(bytes);
 }
 
-void PushTasksWriter::FrameResult(uint64_t call_id, uint32_t frame_index) {
-  ++count_;
-  U64(call_id);
-  U8(static_cast<uint8_t>(WireValue::kFrame));
+void PushTasksWriter::FrameResult(uint64_t call_id, uint32_t frame_index, const uint32_t* item) {
+  ResultHead(call_id, WireValue::kFrame, item);
   U32(frame_index);
 }
 
-void PushTasksWriter::StoredResult(uint64_t call_id, const ObjectLocation& location) {
-  ++count_;
-  U64(call_id);
-  U8(static_cast<uint8_t>(WireValue::kStored));
+void PushTasksWriter::StoredResult(uint64_t call_id, const ObjectLocation& location,
+                                   const uint32_t* item) {
+  ResultHead(call_id, WireValue::kStored, item);
   Location(location);
 }
 
@@ -248,6 +273,16 @@ Status ParsePushTasksReply(std::string_view body, const std::vector<std::string_
     uint8_t kind = 0;
     if (!r.U64(&result.call_id) || !r.U8(&kind)) {
       return Malformed(kWhat, r, Nth("result", i, count) + " is cut short");
+    }
+    if (kind == static_cast<uint8_t>(WireValue::kItem)) {
+      result.item = true;
+      if (!r.U32(&result.item_index) || result.item_index > kMaxGeneratorItems ||
+          !r.U8(&kind) || kind == static_cast<uint8_t>(WireValue::kError) ||
+          kind == static_cast<uint8_t>(WireValue::kItem)) {
+        return Malformed(kWhat, r,
+                         "the item of " + Nth("result", i, count) +
+                             " is cut short, beyond the item limit or of an item's wrong kind");
+      }
     }
     if (kind == static_cast<uint8_t>(WireValue::kError)) {
       result.value.kind = WireValue::kError;

@@ -19,7 +19,10 @@
 //       kInline: str bytes | kFrame: u32 payload frame index | kStored: location |
 //       kError: str type, str message, str node (for a call that did not run
 //       because a stored argument could not be read, type "ObjectLost" and, in
-//       place of the node, that copy's store path)
+//       place of the node, that copy's store path) |
+//       kItem: u32 index, u8 kind (kInline, kFrame or kStored) and that value:
+//         one value a generator call yielded, before its result (the call
+//         stays in flight; its result, sent after its last item, ends it)
 //   location = str node_address, str object_address, str path, u64 size
 //
 // Payload frames carry values too large to copy into the body. Parsing never
@@ -38,7 +41,17 @@
 namespace rayx::protocol {
 
 // How one argument or result travels.
-enum class WireValue : uint8_t { kInline = 0, kFrame = 1, kStored = 2, kError = 3 };
+enum class WireValue : uint8_t { kInline = 0, kFrame = 1, kStored = 2, kError = 3, kItem = 4 };
+
+// Items one generator call may yield (GeneratorItemId keeps them apart).
+inline constexpr uint32_t kMaxGeneratorItems = (1u << 24) - 1;
+
+// The object id of item `index` of the generator call whose result is
+// `return_id` (an object id ending in 16 hex digits, as every call's is):
+// those digits XOR (index + 1) << 40, so items never meet the ids a process
+// makes (a counter in those digits) before 2^40 of them. Empty when
+// `return_id` is not of that form or `index` is beyond kMaxGeneratorItems.
+std::string GeneratorItemId(std::string_view return_id, uint32_t index);
 
 // Values at least this large travel in their own payload frame rather than in
 // the body (copying them into the body would cost a copy and a large buffer).
@@ -59,10 +72,12 @@ class PushTasksWriter {
   void FrameArg(uint32_t frame_index);
   void StoredArg(const ObjectLocation& location);
 
-  // Reply: one result each.
-  void InlineResult(uint64_t call_id, std::string_view bytes);
-  void FrameResult(uint64_t call_id, uint32_t frame_index);
-  void StoredResult(uint64_t call_id, const ObjectLocation& location);
+  // Reply: one result each. With `item`: item *item of a generator call
+  // (kItem), which does not end the call.
+  void InlineResult(uint64_t call_id, std::string_view bytes, const uint32_t* item = nullptr);
+  void FrameResult(uint64_t call_id, uint32_t frame_index, const uint32_t* item = nullptr);
+  void StoredResult(uint64_t call_id, const ObjectLocation& location,
+                    const uint32_t* item = nullptr);
   void ErrorResult(uint64_t call_id, std::string_view type, std::string_view message,
                    std::string_view node);
 
@@ -77,6 +92,7 @@ class PushTasksWriter {
   void U64(uint64_t v);
   void Str(std::string_view s);
   void Location(const ObjectLocation& location);
+  void ResultHead(uint64_t call_id, WireValue kind, const uint32_t* item);
 
   std::string* out_ = nullptr;
   size_t count_offset_ = 0;
@@ -109,6 +125,8 @@ struct PushTasksView {
 struct TaskResultView {
   uint64_t call_id = 0;
   WireValueView value;  // kInline, kFrame (bytes filled in), kStored or kError
+  bool item = false;    // an item a generator call yielded (value is not kError)
+  uint32_t item_index = 0;
   std::string_view error_type, error_message, error_node;
 };
 

@@ -422,5 +422,11 @@ const std::string& ObjectIdOf(const ObjectHandle& object) {
   return object ? object->id.Hex() : kEmpty;
 }
 
+ObjectHandle GeneratorItem(const ObjectHandle& generator, uint32_t index) {
+  return RequireRuntime().GeneratorItem(generator, index);
+}
+
+size_t ObjectCount() { return RequireRuntime().ObjectCount(); }
+
 }  // namespace detail
 }  // namespace rayx

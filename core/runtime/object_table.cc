@@ -40,20 +40,117 @@ ObjectTable::Released ObjectTable::Release(const ObjectId& id) {
   // Destroyed after the lock: a closure may hold the last handle of another
   // object, whose release takes the lock again.
   std::function<void()> recompute;
-  std::lock_guard<std::mutex> lock(mu_);
-  auto it = objects_.find(id.Hex());
-  if (it == objects_.end()) return released;
-  if (it->second.state == Entry::State::kPending) {
-    // Dropped when its result arrives.
-    it->second.waiters.push_back(nullptr);
-    return released;
+  std::vector<std::function<void()>> failed_items;  // continuations, run after the lock
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!streams_.empty()) ReleaseStream(id.Hex(), &released, &failed_items);
+    auto it = objects_.find(id.Hex());
+    if (it == objects_.end()) {
+      // nothing of its own to release
+    } else if (it->second.state == Entry::State::kPending) {
+      // Dropped when its result arrives.
+      it->second.waiters.push_back(nullptr);
+    } else {
+      released.location = it->second.location;
+      released.written = std::move(it->second.written);
+      released.shared_out = it->second.shared_out;
+      recompute = std::move(it->second.recompute);
+      objects_.erase(it);
+    }
+    if (!failed_items.empty()) ends_.fetch_add(1, std::memory_order_release);
   }
-  released.location = it->second.location;
-  released.written = std::move(it->second.written);
-  released.shared_out = it->second.shared_out;
-  recompute = std::move(it->second.recompute);
-  objects_.erase(it);
+  if (!failed_items.empty()) cv_.notify_all();
+  for (auto& w : failed_items) w();
   return released;
+}
+
+void ObjectTable::FailItem(std::unordered_map<std::string, Entry>::iterator it,
+                           const std::string& why, std::vector<std::function<void()>>* out) {
+  Entry& entry = it->second;
+  if (entry.state != Entry::State::kPending) return;
+  entry.state = Entry::State::kFailed;
+  entry.error = std::make_shared<ErrorInfo>(ErrorInfo{"GeneratorEnded", why, "", ""});
+  bool released = false;
+  for (auto& w : entry.waiters) {
+    if (w) {
+      out->push_back(std::move(w));
+    } else {
+      released = true;
+    }
+  }
+  entry.waiters.clear();
+  if (released) objects_.erase(it);
+}
+
+void ObjectTable::ReleaseStream(const std::string& stream, Released* released,
+                                std::vector<std::function<void()>>* out) {
+  auto s = streams_.find(stream);
+  if (s == streams_.end()) return;
+  for (const std::string& item : s->second.unclaimed) {
+    auto it = objects_.find(item);
+    if (it == objects_.end()) continue;
+    if (it->second.location) released->unclaimed_items.push_back(it->second.location);
+    objects_.erase(it);
+  }
+  for (const std::string& item : s->second.claimed) {
+    auto it = objects_.find(item);
+    if (it != objects_.end()) FailItem(it, "its generator was released before it yielded it", out);
+  }
+  streams_.erase(s);
+}
+
+void ObjectTable::EndStream(const std::string& stream, const std::string& why,
+                            std::vector<std::function<void()>>* out) {
+  auto s = streams_.find(stream);
+  if (s == streams_.end()) return;
+  for (const std::string& item : s->second.claimed) {
+    auto it = objects_.find(item);
+    if (it != objects_.end()) FailItem(it, why, out);
+  }
+  s->second.claimed.clear();
+  if (s->second.unclaimed.empty()) streams_.erase(s);
+}
+
+void ObjectTable::ClaimStreamItem(const ObjectId& stream, const ObjectId& item) {
+  std::lock_guard<std::mutex> lock(mu_);
+  Stream& s = streams_[stream.Hex()];
+  if (s.unclaimed.erase(item.Hex()) > 0) {
+    if (s.unclaimed.empty() && s.claimed.empty()) streams_.erase(stream.Hex());
+    return;  // it arrived: the claimer's handle holds it now
+  }
+  auto [it, added] = objects_.try_emplace(item.Hex());  // pending until it arrives
+  auto owner = objects_.find(stream.Hex());
+  if (added && owner != objects_.end() && owner->second.state != Entry::State::kPending) {
+    // Its generator ended: the item will not come.
+    std::vector<std::function<void()>> none;
+    FailItem(it, "its generator ended without yielding it", &none);
+  } else if (added) {
+    s.claimed.push_back(item.Hex());
+  }
+  if (s.unclaimed.empty() && s.claimed.empty()) streams_.erase(stream.Hex());
+}
+
+size_t ObjectTable::TEST_unclaimed_items() {
+  std::lock_guard<std::mutex> lock(mu_);
+  size_t n = 0;
+  for (const auto& [stream, items] : streams_) n += items.unclaimed.size() + items.claimed.size();
+  return n;
+}
+
+bool ObjectTable::AddStreamItem(Completion& c) {
+  auto owner = objects_.find(c.stream.Hex());
+  bool wanted = owner != objects_.end();
+  if (wanted) {
+    for (const auto& w : owner->second.waiters) wanted = wanted && w != nullptr;
+  }
+  if (!wanted) return false;  // its stream was released: nobody can claim it
+  Entry& entry = objects_[c.id.Hex()];
+  entry.state = c.error ? Entry::State::kFailed : Entry::State::kReady;
+  entry.value = std::move(c.value);
+  entry.error = std::move(c.error);
+  entry.location = c.location;
+  streams_[c.stream.Hex()].unclaimed.insert(c.id.Hex());
+  return true;
 }
 
 void ObjectTable::Complete(Completion completion) {
@@ -72,12 +169,24 @@ void ObjectTable::CompleteAll(std::vector<Completion>& batch) {
     std::lock_guard<std::mutex> lock(mu_);
     for (Completion& c : batch) {
       auto it = objects_.find(c.id.Hex());
-      if (it == objects_.end()) continue;
+      if (it == objects_.end()) {
+        if (!c.stream.IsNil() && !AddStreamItem(c) && c.location) unwanted.push_back(c.location);
+        continue;
+      }
       Entry& entry = it->second;
       entry.state = c.error ? Entry::State::kFailed : Entry::State::kReady;
       entry.value = std::move(c.value);
       entry.error = std::move(c.error);
       entry.location = c.location;
+      if (!streams_.empty()) {
+        if (!c.stream.IsNil()) {
+          // A claimed item arrived: its stream no longer waits for it.
+          auto s = streams_.find(c.stream.Hex());
+          if (s != streams_.end()) std::erase(s->second.claimed, c.id.Hex());
+        } else {
+          EndStream(c.id.Hex(), "its generator ended without yielding it", &continuations);
+        }
+      }
       if (entry.recompute) dropped.push_back(std::move(entry.recompute));
       entry.recompute = std::move(c.recompute);
       if (entry.waiters.empty()) continue;

@@ -10,6 +10,7 @@
 #include <mutex>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "object_store/shared_memory_store.h"
@@ -59,6 +60,9 @@ class ObjectTable {
     // task again (its owner posts it to the I/O thread), which completes the
     // object anew. Get calls it when the stored copy cannot be read any more.
     std::function<void()> recompute;
+    // Not nil: item `id` of the generator call whose result is `stream`
+    // (see ClaimStreamItem).
+    ObjectId stream;
   };
   struct Options {
     // Objects stored on this address are mapped in place (map_local) instead
@@ -90,6 +94,8 @@ class ObjectTable {
     std::shared_ptr<const protocol::ObjectLocation> location;
     std::shared_ptr<StoreWriter::Buffer> written;
     bool shared_out = false;  // `location` was handed to another process
+    // A generator's result released: its items nobody claimed, stored.
+    std::vector<std::shared_ptr<const protocol::ObjectLocation>> unclaimed_items;
   };
 
   explicit ObjectTable(Options options);
@@ -108,6 +114,17 @@ class ObjectTable {
   // arrives (then the result's location goes to `on_unwanted`); nothing is
   // returned for it, nor for an unknown id.
   Released Release(const ObjectId& id);
+
+  // Generator items (Completion::stream). An item that arrives before
+  // anyone asked for it gets an entry held by its stream (the generator
+  // call's result entry) until claimed; one that arrives after its stream's
+  // entry was released is unwanted. ClaimStreamItem hands the item's entry
+  // to the caller, who then holds a handle to it: the entry of an item that
+  // arrived, or a pending one its arrival completes. Releasing the stream's
+  // entry releases the items it still holds.
+  void ClaimStreamItem(const ObjectId& stream, const ObjectId& item);
+  // Items held by streams, unclaimed (tests).
+  size_t TEST_unclaimed_items();
 
   // Records every completion of `batch` under one lock, wakes waiting Gets
   // once, hands released stored results to `on_unwanted`, then runs the
@@ -176,6 +193,21 @@ class ObjectTable {
   bool Spin(std::unique_lock<std::mutex>& lock, Done& done,
             std::chrono::steady_clock::time_point deadline, int64_t timeout_ms);
 
+  // Under mu_: releases stream `stream`'s unclaimed items into `released`;
+  // items claimed but not arrived fail (their continuations go to `out`).
+  void ReleaseStream(const std::string& stream, Released* released,
+                     std::vector<std::function<void()>>* out);
+  // Under mu_: the stream `stream` ended (its entry completed): items
+  // claimed that never arrived will not, and fail with `why`.
+  void EndStream(const std::string& stream, const std::string& why,
+                 std::vector<std::function<void()>>* out);
+  // Under mu_: fails the pending entry `it` (a generator item) with `why`.
+  void FailItem(std::unordered_map<std::string, Entry>::iterator it, const std::string& why,
+                std::vector<std::function<void()>>* out);
+  // Under mu_: an unclaimed item arrived (`c.stream` set, `c.id` unknown):
+  // false when its stream's entry is gone or released.
+  bool AddStreamItem(Completion& c);
+
   const Options options_;
   std::mutex mu_;
   std::condition_variable cv_;
@@ -183,6 +215,13 @@ class ObjectTable {
   // up a small table (up to 20 entries) by comparing keys, without hashing;
   // an ObjectId key made Get and Put measurably slower (docs/performance.md).
   std::unordered_map<std::string, Entry> objects_;
+  // Generator items that arrived unclaimed, by their stream's id (hex); an
+  // item's entry is in objects_. Under mu_.
+  struct Stream {
+    std::unordered_set<std::string> unclaimed;  // arrived, held by the stream
+    std::vector<std::string> claimed;           // claimed before they arrived
+  };
+  std::unordered_map<std::string, Stream> streams_;
   size_t waiting_ = 0;  // threads in Get/Wait, under mu_
   // Bumped (under mu_) whenever pending objects may have ended: what a
   // spinning Get watches without the lock.

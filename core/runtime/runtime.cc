@@ -19,6 +19,7 @@
 #include "rayx/version.h"
 #include "runtime/actor_submitter.h"
 #include "runtime/argument_resolver.h"
+#include "protocol/push_tasks.h"
 #include "runtime/blocked_calls.h"
 #include "runtime/group_watch_client.h"
 #include "runtime/head_client.h"
@@ -462,6 +463,11 @@ void Runtime::DeleteStored(const protocol::ObjectLocation& location) {
 
 void Runtime::Release(const ObjectId& object_id) {
   ObjectTable::Released released = objects_.Release(object_id);
+  if (!released.unclaimed_items.empty() && !stopped_) {
+    boost::asio::post(io_, [this, items = std::move(released.unclaimed_items)] {
+      for (const auto& location : items) DeleteStored(*location);
+    });
+  }
   std::shared_ptr<const protocol::ObjectLocation> location = std::move(released.location);
   std::shared_ptr<StoreWriter::Buffer> written = std::move(released.written);
   bool shared_out = released.shared_out;
@@ -484,6 +490,19 @@ void Runtime::Release(const ObjectId& object_id) {
 }
 
 size_t Runtime::ObjectCount() { return objects_.size(); }
+
+ObjectHandle Runtime::GeneratorItem(const ObjectHandle& generator, uint32_t index) {
+  if (!generator) throw std::invalid_argument("GeneratorItem of an empty ObjectRef");
+  std::string id = protocol::GeneratorItemId(generator->id.Hex(), index);
+  if (id.empty()) {
+    throw std::out_of_range("generator item " + std::to_string(index) + ": a generator yields " +
+                            "at most " + std::to_string(protocol::kMaxGeneratorItems + 1) +
+                            " items");
+  }
+  ObjectId item = ObjectId::FromWire(std::move(id));
+  objects_.ClaimStreamItem(generator->id, item);
+  return NewEntry(std::move(item));
+}
 
 ObjectBytes Runtime::Get(const ObjectHandle& object, int64_t timeout_ms) {
   if (!object) throw std::invalid_argument("Get on an empty ObjectRef");

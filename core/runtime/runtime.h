@@ -152,6 +152,8 @@ class Runtime {
   }
   // Objects currently held (for tests of reference counting).
   size_t ObjectCount();
+  // See detail::GeneratorItem (runtime_api.h).
+  ObjectHandle GeneratorItem(const ObjectHandle& generator, uint32_t index);
 
  private:
   // Work a user thread hands to the I/O thread; run in submission order.

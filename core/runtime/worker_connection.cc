@@ -141,6 +141,11 @@ void WorkerConnection::OnMessage(Frames& frames) {
   for (const protocol::TaskResultView& result : results_) {
     auto it = in_flight_.find(result.call_id);
     if (it == in_flight_.end()) continue;
+    if (result.item) {
+      // A generator call's item: the call runs on.
+      AddItem(it->second, result);
+      continue;
+    }
     Task task = std::move(it->second);
     in_flight_.erase(it);
     if (const protocol::ObjectLocation* lost = UnreadArgument(task, result)) {
@@ -195,6 +200,20 @@ void WorkerConnection::OnMessage(Frames& frames) {
   }
   lost_arguments_.clear();
   owner_->OnReplies(*this);
+}
+
+void WorkerConnection::AddItem(const Task& task, const protocol::TaskResultView& result) {
+  std::string id = protocol::GeneratorItemId(task.object_id.Hex(), result.item_index);
+  if (id.empty()) return;  // not a generator's result id: nobody could claim it
+  ObjectTable::Completion item;
+  item.id = ObjectId::FromWire(std::move(id));
+  item.stream = task.object_id;
+  if (result.value.kind == protocol::WireValue::kStored) {
+    item.location = std::make_shared<const protocol::ObjectLocation>(result.value.stored);
+  } else {
+    item.value = std::make_shared<const std::string>(result.value.bytes);
+  }
+  completions_.push_back(std::move(item));
 }
 
 void WorkerConnection::Refuse(const std::string& why) {

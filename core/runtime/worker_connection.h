@@ -93,6 +93,9 @@ class WorkerConnection : public std::enable_shared_from_this<WorkerConnection> {
   // The worker refused the protocol: every call fails with ProtocolError and
   // the connection is lost.
   void Refuse(const std::string& why);
+  // `result` is an item the generator call `task` yielded: queued in
+  // completions_ as item result.item_index of the task's result (its stream).
+  void AddItem(const Task& task, const protocol::TaskResultView& result);
   // The worker is gone: marks the connection lost and tells the owner (once).
   // `why`, when known (the head declared its node dead), is in loss_reason().
   void Lose(std::string why = "");

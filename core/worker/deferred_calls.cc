@@ -56,6 +56,10 @@ class DeferredCalls::Sink : public DeferredCall::Sink {
     if (answered_.exchange(true)) return;
     queue_->Push({token_, ok, std::move(value), std::move(error_type)});
   }
+  void Item(std::string value) override {
+    if (answered_.load()) return;
+    queue_->Push({token_, true, std::move(value), "", /*item=*/true});
+  }
 
  private:
   std::shared_ptr<Queue> queue_;

@@ -31,6 +31,7 @@ class DeferredCalls {
     bool ok = true;
     std::string value;  // the result, or the error's message
     std::string error_type;
+    bool item = false;  // a generator's item (`value`), not the answer
   };
 
   // Throws std::system_error when no eventfd can be made.

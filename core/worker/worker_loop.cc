@@ -174,13 +174,35 @@ void WorkerLoop::CompleteDeferred() {
   for (DeferredCalls::Answer& answer : answers) {
     auto it = pending_.find(answer.token);
     if (it == pending_.end()) continue;  // its call failed when it ran, or answered already
-    PendingCall call = std::move(it->second);
-    pending_.erase(it);
     // One reply per caller: a different caller's result sends what is written.
     if (writer_.count() > 0 &&
-        transport::FrameView(routing_) != transport::FrameView(call.routing)) {
+        transport::FrameView(routing_) != transport::FrameView(it->second.routing)) {
       Flush();
     }
+    if (answer.item) {
+      PendingCall& call = it->second;
+      routing_ = call.routing.Copy();
+      CallOutcome outcome;
+      uint32_t index = call.items;
+      if (index > protocol::kMaxGeneratorItems) {
+        // Past the limit: the call fails with it, and yields no more.
+        outcome.ok = false;
+        outcome.error_type = "GeneratorTooLong";
+        outcome.error_message = "a generator call yielded more than " +
+                                std::to_string(protocol::kMaxGeneratorItems) + " items";
+        PendingCall ended = std::move(call);
+        pending_.erase(it);
+        AddResult(ended.call_id, ended.return_id, ended.job, std::move(outcome));
+        continue;
+      }
+      ++call.items;
+      outcome.value = std::move(answer.value);
+      AddResult(call.call_id, call.return_id, call.job, std::move(outcome), &index);
+      if (writer_.count() >= kMaxResultsPerReply || body_.size() >= kMaxReplyBodyBytes) Flush();
+      continue;
+    }
+    PendingCall call = std::move(it->second);
+    pending_.erase(it);
     routing_ = std::move(call.routing);
     CallOutcome outcome;
     outcome.ok = answer.ok;
@@ -303,12 +325,26 @@ class WorkerLoop::Control : public CallControl {
     }
     return loop_.deferred_.MakeCall(token_);
   }
+  void Yield(std::string value) override {
+    if (items_ > protocol::kMaxGeneratorItems) {
+      throw std::length_error("a generator call yielded more than " +
+                              std::to_string(protocol::kMaxGeneratorItems) + " items");
+    }
+    uint32_t index = items_++;
+    CallOutcome item;
+    item.value = std::move(value);
+    // Sent now, with any results of the batch written before it: the caller
+    // may use the item while the call runs on.
+    loop_.AddResult(call_.call_id, call_.return_id, loop_.batch_.job_id, std::move(item), &index);
+    loop_.Flush();
+  }
   uint64_t token() const { return token_; }
 
  private:
   WorkerLoop& loop_;
   const protocol::TaskCallView& call_;
   uint64_t token_ = 0;  // 0: not deferred
+  uint32_t items_ = 0;  // yielded so far
 };
 
 WorkerLoop::CallOutcome WorkerLoop::Run(const protocol::TaskCallView& call,
@@ -434,7 +470,7 @@ WorkerLoop::CallOutcome WorkerLoop::Run(const protocol::TaskCallView& call,
 }
 
 void WorkerLoop::AddResult(uint64_t call_id, std::string_view return_id,
-                           std::string_view call_job, CallOutcome outcome) {
+                           std::string_view call_job, CallOutcome outcome, const uint32_t* item) {
   if (!outcome.ok) {
     writer_.ErrorResult(call_id, outcome.error_type, outcome.error_message,
                         outcome.error_node.empty() ? node_ip_ : outcome.error_node);
@@ -443,26 +479,29 @@ void WorkerLoop::AddResult(uint64_t call_id, std::string_view return_id,
   // A large result goes to this node's store, under this worker's own job
   // (removed when it ends); the reply says where. Another job's call (to a
   // shared actor) gets its results inline.
+  std::string item_id;
+  if (item != nullptr) item_id = protocol::GeneratorItemId(return_id, *item);
+  std::string_view object_id = item != nullptr ? std::string_view(item_id) : return_id;
   if (outcome.value.size() >= kInlineObjectLimit && !store_.dir().empty() &&
-      !return_id.empty() && call_job == job_) {
-    auto path = store_.Write(SharedMemoryStore::ObjectName(job_, return_id), outcome.value);
+      !object_id.empty() && call_job == job_) {
+    auto path = store_.Write(SharedMemoryStore::ObjectName(job_, object_id), outcome.value);
     if (path.ok()) {
       protocol::ObjectLocation stored;
       stored.node_address = node_ip_;
       stored.object_address = object_address_;
       stored.path = *path;
       stored.size = outcome.value.size();
-      writer_.StoredResult(call_id, stored);
+      writer_.StoredResult(call_id, stored, item);
       return;
     }
     RAYX_LOG(Warning) << "result sent inline: " << path.status();
   }
   if (outcome.value.size() >= protocol::kMaxInlineWireValue) {
-    writer_.FrameResult(call_id, static_cast<uint32_t>(result_frames_.size()));
+    writer_.FrameResult(call_id, static_cast<uint32_t>(result_frames_.size()), item);
     result_frames_.push_back(transport::Frame::Adopt(std::move(outcome.value)));
     return;
   }
-  writer_.InlineResult(call_id, outcome.value);
+  writer_.InlineResult(call_id, outcome.value, item);
 }
 
 void WorkerLoop::Flush() {

@@ -48,6 +48,13 @@ struct RemoteFunction;
 // their arguments are copied (stored ones stay mapped) and the calls run on a
 // pool of that many threads.
 //
+// Generators: a call may yield values before its result (CallControl::Yield
+// on the loop's thread, DeferredCall::Item from a deferred call's): each goes
+// to the caller at once as the call's next item (PushTasksReply kItem, a
+// large one stored under protocol::GeneratorItemId), in order and ahead of
+// the call's result, which ends the call. Nothing bounds how far a generator
+// runs ahead of its consumer (Ray's default too).
+//
 // Containment: a worker serves its own job (env.job_id). A task or an actor's
 // creation sent under another job id is refused with an error result naming
 // both ids; a call to this worker's actor from another job (a named actor is
@@ -114,6 +121,7 @@ class WorkerLoop {
     uint64_t call_id = 0;
     std::string return_id;
     std::string job;  // the job the call came from
+    uint32_t items = 0;  // items a generator call yielded so far
   };
   class Control;
   // A registered function as this worker knows it, with how long its calls
@@ -142,9 +150,10 @@ class WorkerLoop {
                  std::vector<std::shared_ptr<MappedObject>> mappings,
                  std::vector<std::string> pulled, CallControl& control);
   CallOutcome Run(const protocol::TaskCallView& call, const RemoteFunction* fn);
-  // Writes the result of call `call_id` (of job `call_job`) into the reply.
+  // Writes the result of call `call_id` (of job `call_job`) into the reply;
+  // with `item`, the generator call's item *item instead (not an error).
   void AddResult(uint64_t call_id, std::string_view return_id, std::string_view call_job,
-                 CallOutcome outcome);
+                 CallOutcome outcome, const uint32_t* item = nullptr);
   // Sends the results written so far as one reply.
   void Flush();
 

@@ -405,18 +405,138 @@ class ObjectRef:
         self.future().add_done_callback(lambda f: callback(f.result()))
 
 
+# num_returns of a generator call: "streaming" (ObjectRefGenerator, Ray's
+# default for generator functions) and "dynamic" (one ObjectRef whose value is
+# a DynamicObjectRefGenerator).
+GENERATOR_RETURNS = ("streaming", "dynamic")
+_DYNAMIC = "dynamic"  # ObjectRef._index of a dynamic generator's ref
+# The error kind of a generator item the call ended without (object_table.cc).
+_ITEM_NEVER_CAME = "GeneratorEnded"
+
+
 class ObjectRefGenerator:
-    """Ray's generator of ObjectRefs (num_returns="streaming"): the name
-    exists so that imports and isinstance checks work; rayx does not make
-    generators yet."""
+    """The ObjectRefs a generator task or actor method yields, as they come
+    (Ray's streaming generator): next(gen) waits for the next item and returns
+    its ref, `for ref in gen` and `async for ref in gen` go through all of
+    them. When the generator raised, the ref after its last item raises that
+    error in get; then iteration stops. The items are this process's objects:
+    one that is never taken from the generator goes when the generator does."""
 
-    def __init__(self, *args, **kwargs):
-        raise NotImplementedError("ObjectRefGenerator: generator tasks (num_returns='streaming' "
-                                  "or 'dynamic') are not supported by rayx yet")
+    def __init__(self, core, name=None):
+        self._core = core  # the call's result: the item count, or its error
+        self._name = name
+        self._next = 0
+        self._claimed = None  # the next item's core, claimed and not yet returned
+        self._ended = False
+        self._lock = threading.Lock()
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        ref = self._next_ref(None)
+        if ref is None:
+            raise StopIteration
+        return ref
+
+    def __aiter__(self):
+        return self
+
+    async def __anext__(self):
+        import asyncio
+        # The wait runs on a helper thread: the event loop goes on meanwhile.
+        ref = await asyncio.get_running_loop().run_in_executor(None, self._next_ref, None)
+        if ref is None:
+            raise StopAsyncIteration
+        return ref
+
+    def _item_core(self):
+        """The next item's core, claimed once (wait may ask again)."""
+        if self._claimed is None:
+            self._claimed = _core.generator_item(self._core, self._next)
+        return self._claimed
+
+    def _next_ref(self, timeout):
+        """The next item's ref; None at the end; raises GetTimeoutError when
+        `timeout` passes first (the item is still next)."""
+        _require()
+        with self._lock:
+            if self._ended:
+                return None
+            item = self._item_core()
+            if not _core.wait([item], 1, -1.0 if timeout is None else float(timeout))[0]:
+                raise exceptions.GetTimeoutError(
+                    f"item {self._next} of {self._name or 'a generator'} did not come within "
+                    f"{timeout} s")
+            self._claimed = None
+            if _core.wait([self._core], 1, 0.0)[0]:
+                # The call ended: with n items, or an error after some.
+                try:
+                    count = _decode(_core.get(self._core, 0.0), None)
+                except Exception:  # noqa: BLE001 - its error, raised where it belongs
+                    count = None
+                if count is not None and self._next >= count:
+                    self._ended = True
+                    return None
+                if count is None and not self._arrived(item):
+                    # The error it raised comes once, as the ref after its
+                    # last item; then the end.
+                    self._ended = True
+                    return ObjectRef(self._core, None, self._name)
+            self._next += 1
+            return ObjectRef(item, None, self._name)
+
+    @staticmethod
+    def _arrived(item):
+        """Whether a ready item came (rather than failed for want of it)."""
+        try:
+            _core.get(item, 0.0)
+        except _core.TaskError as e:
+            return e.args[0] != _ITEM_NEVER_CAME
+        return True
+
+    def _ready_core(self):
+        """What rayx.wait watches: the next item (ready when it came or the
+        stream ended)."""
+        with self._lock:
+            return None if self._ended else self._item_core()
+
+    def completed(self):
+        """The ref of the call itself: ready when the generator finished
+        (its value is the number of items; its error, the generator's)."""
+        return ObjectRef(self._core, None, self._name)
+
+    def __repr__(self):
+        return f"ObjectRefGenerator({self._core.id})"
+
+    def __reduce__(self):
+        raise TypeError("an ObjectRefGenerator stays in the process that made the call: "
+                        "pass its items (ObjectRefs) to tasks instead")
 
 
-class DynamicObjectRefGenerator(ObjectRefGenerator):
-    """Ray's num_returns="dynamic" result: not made by rayx yet."""
+class DynamicObjectRefGenerator:
+    """Ray's num_returns="dynamic" result: get(ref) of such a call gives one,
+    whose iteration yields the ObjectRef of each item the generator yielded."""
+
+    def __init__(self, refs):
+        self._refs = refs
+
+    def __iter__(self):
+        return iter(self._refs)
+
+    def __len__(self):
+        return len(self._refs)
+
+    def __repr__(self):
+        return f"DynamicObjectRefGenerator({len(self._refs)} refs)"
+
+
+def _dynamic_items(ref, count):
+    """ray.get of a dynamic generator's ref: its items' refs, claimed once."""
+    gen = DynamicObjectRefGenerator(
+        [ObjectRef(_core.generator_item(ref._core, i), None, ref._name) for i in range(count)])
+    ref._resolved, ref._value = True, gen  # a second get returns the same refs
+    return gen
 
 
 def _resolved_ref(value):
@@ -432,11 +552,29 @@ def _refuse_ref(ref):
                     "pass them as task arguments instead")
 
 
+class FailedReturn:
+    """One of a generator function's num_returns=n returns that it never made
+    because it raised first: get raises that error (payload: rayx._worker._error's)."""
+
+    __slots__ = ("payload",)
+
+    def __init__(self, payload):
+        self.payload = payload
+
+    def __reduce__(self):
+        return (FailedReturn, (self.payload,))
+
+
 def _decode(buffer, index):
     flags, value = ser.loads(buffer)
     if flags & ser.FLAG_ERROR:
         raise _error_from(value)
-    return value if index is None else value[index]
+    if index is None:
+        return value
+    value = value[index]
+    if type(value) is FailedReturn:
+        raise _error_from(value.payload)
+    return value
 
 
 def _error_from(payload):
@@ -496,6 +634,8 @@ def _get_one(ref, timeout):
         raise exceptions.from_core(kind, message, function, node) from None
     if ref._msgpack:
         return _core.msgpack_loads(buffer)
+    if ref._index is _DYNAMIC:
+        return _dynamic_items(ref, _decode(buffer, None))
     return _decode(buffer, ref._index)
 
 
@@ -572,6 +712,15 @@ def wait(refs, *, num_returns=1, timeout=None, fetch_local=True):
     cores, positions = [], []
     ready_flags = [False] * len(refs)
     for i, r in enumerate(refs):
+        if isinstance(r, ObjectRefGenerator):
+            # Ready when next(r) would not wait: its next item came, or it ended.
+            item = r._ready_core()
+            if item is None:
+                ready_flags[i] = True
+            else:
+                cores.append(item)
+                positions.append(i)
+            continue
         if not isinstance(r, ObjectRef):
             raise TypeError(f"rayx.wait: refs[{i}] is a {type(r).__name__}, not an ObjectRef")
         if r._resolved or (_cancelled and r in _cancelled):

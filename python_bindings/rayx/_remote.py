@@ -144,10 +144,14 @@ def encode_args(args, kwargs):
 
     def top(a):
         if isinstance(a, _api.ObjectRef) and not a._resolved:
+            if a._index is _api._DYNAMIC:
+                return _api._get_one(a, None)  # its items' refs, below
             return _Slot(slot(a), a._index)
         return a
 
     def nested(ref):
+        if ref._index is _api._DYNAMIC and not ref._resolved:
+            _api._get_one(ref, None)  # the generator finished: its items' refs go by value
         if ref._resolved:
             return None  # pickled by value
         return (slot(ref), ref._index)
@@ -267,11 +271,9 @@ def _check_options(opts, allowed, what):
         if v is not None and (not isinstance(v, (int, float)) or v < 0):
             raise ValueError(f"{what}: {k} must be a number >= 0, not {v!r}")
     n = opts.get("num_returns", 1)
-    if n in ("dynamic", "streaming"):
-        raise NotImplementedError(f"{what}: num_returns={n!r} (generators) is not supported by "
-                                  "rayx yet: return a list, or use num_returns=<int>")
-    if not isinstance(n, int) or n < 1:
-        raise ValueError(f"{what}: num_returns must be an int >= 1, not {n!r}")
+    if n not in _api.GENERATOR_RETURNS and (not isinstance(n, int) or n < 1):
+        raise ValueError(f"{what}: num_returns must be an int >= 1, \"streaming\" or "
+                         f"\"dynamic\", not {n!r}")
     if "max_concurrency" in opts or "concurrency_groups" in opts:
         from rayx import _concurrency
         _concurrency.check_options(opts.get("max_concurrency"), opts.get("concurrency_groups"),
@@ -295,6 +297,10 @@ def _check_group(group, what):
 def _refs(core, n, name=None):
     if n == 1:
         return _api.ObjectRef(core, None, name)
+    if n == "streaming":
+        return _api.ObjectRefGenerator(core, name)
+    if n == "dynamic":
+        return _api.ObjectRef(core, _api._DYNAMIC, name)
     return [_api.ObjectRef(core, i, name) for i in range(n)]
 
 
@@ -345,7 +351,9 @@ class RemoteFunction:
         code exported, the header, resources, placement and runtime_env."""
         opts = self._options
         capture = _capture
-        n = opts.get("num_returns", 1)
+        n = opts.get("num_returns")
+        if n is None:
+            n = "streaming" if _is_generator(self._function) else 1
         key = _export(self._function, False)
         res, explicit = _resources(opts, 1)
         placement, ctx = _placement(opts, capture)
@@ -360,7 +368,9 @@ class RemoteFunction:
         header = pickle.dumps((key, _name(self._function), n,
                                _retry_spec(opts.get("retry_exceptions")), ctx or None))
         retries = opts.get("max_retries")
-        if retries is None:
+        if n in _api.GENERATOR_RETURNS:
+            retries = 0  # items already taken could not be made again: never retried
+        elif retries is None:
             retries = DEFAULT_MAX_RETRIES
         elif retries == -1:
             retries = 2**31 - 1  # Ray's "retry forever"
@@ -490,11 +500,21 @@ def _full_name(name, namespace=None):
     return f"{namespace}/{name}" if namespace else name
 
 
+def _is_generator(fn):
+    import inspect
+    fn = inspect.unwrap(fn)
+    return inspect.isgeneratorfunction(fn) or inspect.isasyncgenfunction(fn)
+
+
 def _method_returns(cls):
+    """num_returns of each method that is not 1: @rayx.method's, else
+    "streaming" for generator methods (Ray's default)."""
     out = {}
     for attr in dir(cls):
         m = getattr(cls, attr, None)
         n = getattr(m, "__rayx_num_returns__", None)
+        if n is None and callable(m) and _is_generator(m):
+            n = "streaming"
         if n is not None:
             out[attr] = n
     return out

@@ -13,6 +13,7 @@ thread that ran it, and the worker loop sends that answer.
 """
 
 import contextvars
+import inspect
 import os
 import pickle
 import sys
@@ -89,13 +90,78 @@ def _decode_args(blob, ref_blobs):
     return [fill(a) for a in args], {k: fill(v) for k, v in kwargs.items()}
 
 
-def _result(value, num_returns, name):
+def _result(value, num_returns, name, emit=None):
+    """The bytes of a call's result. A generator call (num_returns
+    "streaming" or "dynamic") sends each item through emit(bytes) as it is
+    yielded (default: to the caller now, _core.yield_item) and its result is
+    the number of items."""
+    if isinstance(num_returns, str):
+        return _stream(value, name, emit or _core.yield_item)
+    if num_returns > 1 and inspect.isgenerator(value):
+        value = _fixed_returns(value, num_returns, name)
     if num_returns > 1:
         if not isinstance(value, (tuple, list)) or len(value) != num_returns:
             got = len(value) if isinstance(value, (tuple, list)) else f"a {type(value).__name__}"
             raise ValueError(f"{name} has num_returns={num_returns} but returned {got}")
         value = tuple(value)
     return ser.to_bytes(value, on_ref=_api._refuse_ref)
+
+
+def _stream(value, name, emit):
+    """A generator's items, each emitted as it comes; an exception it raises
+    is its last item (as in Ray: the ref after the items yielded before it
+    raises it). The result is the number of items."""
+    if not hasattr(value, "__next__"):
+        raise TypeError(f"{name} is called as a generator (num_returns=\"streaming\" or "
+                        f"\"dynamic\") but returned a {type(value).__name__}: make it a "
+                        "generator function (use yield)")
+    count = 0
+    try:
+        for item in value:
+            emit(ser.to_bytes(item, on_ref=_api._refuse_ref))
+            count += 1
+    except Exception as e:  # noqa: BLE001 - the caller gets it, in its place
+        emit(_error(e, name))
+        count += 1
+    return ser.to_bytes(count)
+
+
+async def _stream_async(value, name, emit):
+    """An async generator's items (an async actor's `async def` with yield)."""
+    count = 0
+    try:
+        async for item in value:
+            emit(ser.to_bytes(item, on_ref=_api._refuse_ref))
+            count += 1
+    except Exception as e:  # noqa: BLE001 - as in _stream
+        emit(_error(e, name))
+        count += 1
+    return ser.to_bytes(count)
+
+
+def _fixed_returns(gen, num_returns, name):
+    """A generator function with num_returns=n (an int): its first n items,
+    as Ray makes them. Once it raises, that error stands for each return it
+    did not make. As Ray documents, an error after the n-th item, or more
+    than n items, is only logged (to the worker's stderr); fewer items is an
+    error."""
+    items = []
+    try:
+        for item in gen:
+            if len(items) == num_returns:
+                print(f"{name} has num_returns={num_returns} but yields more items: the ones "
+                      "after those are dropped", file=sys.stderr)
+                break
+            items.append(item)
+    except Exception as e:  # noqa: BLE001 - the caller gets it from the returns left
+        if len(items) == num_returns:
+            traceback.print_exc()  # every return was made: Ray only logs it
+            return items
+        failed = _api.FailedReturn(ser.loads(_error(e, name))[1])
+        return items + [failed] * (num_returns - len(items))
+    if len(items) != num_returns:
+        raise ValueError(f"{name} has num_returns={num_returns} but yielded {len(items)} items")
+    return items
 
 
 def _retriable(e, retry):
@@ -283,9 +349,12 @@ async def _run_async(fn, args, kwargs, num_returns, name, done, call):
     _running_call.set(call)
     try:
         value = fn(*args, **kwargs)
-        if inspect.isawaitable(value):
-            value = await value
-        out = _result(value, num_returns, name)
+        if inspect.isasyncgen(value) and isinstance(num_returns, str):
+            out = await _stream_async(value, name, done.item)
+        else:
+            if inspect.isawaitable(value):
+                value = await value
+            out = _result(value, num_returns, name, done.item)
     except Exception as e:  # noqa: BLE001 - user errors travel back to the caller
         out = _error(e, name)
     except asyncio.CancelledError:
@@ -300,7 +369,7 @@ def _run_threaded(fn, args, kwargs, num_returns, name, done, call):
     """One call of a threaded actor, on a thread of its group's pool."""
     _running_call.set(call)
     try:
-        out = _result(fn(*args, **kwargs), num_returns, name)
+        out = _result(fn(*args, **kwargs), num_returns, name, done.item)
     except Exception as e:  # noqa: BLE001 - user errors travel back to the caller
         out = _error(e, name)
     except SystemExit as e:

@@ -407,8 +407,12 @@ py::object* g_dispatch = nullptr;
 // Set once, by the Python actor's creation, on the loop's thread.
 bool g_defer_methods = false;
 
+// The call running on this thread, not deferred (set during its dispatch on
+// the worker loop's thread): where a generator's items go (yield_item).
+thread_local CallControl* tl_control = nullptr;
+
 // A deferred call as Python sees it: succeed(bytes) or fail(type, message),
-// once, from any thread.
+// once, from any thread; item(bytes) before that for a generator's items.
 struct DeferredCallHandle {
   DeferredCall call;
 };
@@ -434,8 +438,15 @@ std::string Describe(py::error_already_set& e) {
   return text;
 }
 
-// `instance`: the actor (nullptr for a task).
-std::string Dispatch(const char* kind, const py::object* instance, const ArgViews& args) {
+// `instance`: the actor (nullptr for a task). `control`: the call's, for a
+// generator's items (nullptr: the call cannot yield any).
+std::string Dispatch(const char* kind, const py::object* instance, const ArgViews& args,
+                     CallControl* control = nullptr) {
+  struct Current {
+    CallControl* outer = tl_control;
+    explicit Current(CallControl* c) { tl_control = c; }
+    ~Current() { tl_control = outer; }
+  } current(control);
   py::gil_scoped_acquire gil;
   try {
     py::object result = (*g_dispatch)(kind, instance ? *instance : py::none(), ArgViewsToList(args));
@@ -449,7 +460,9 @@ void RegisterPythonFunctions() {
   auto& registry = FunctionRegistry::Instance();
   RemoteFunction task;
   task.name = "rayx.py.task";
-  task.invoke = [](void*, const ArgViews& args) { return Dispatch("task", nullptr, args); };
+  task.invoke_deferrable = [](void*, const ArgViews& args, CallControl& control) {
+    return Dispatch("task", nullptr, args, &control);
+  };
   registry.Add(task.name, task);
 
   // A call from C++ (rayx::PyFunction): module, function and msgpack arguments.
@@ -479,7 +492,7 @@ void RegisterPythonFunctions() {
   method.name = "rayx.py.method";
   method.invoke_deferrable = [](void* self, const ArgViews& args, CallControl& control) {
     const auto* instance = static_cast<const py::object*>(self);
-    if (!g_defer_methods) return Dispatch("method", instance, args);
+    if (!g_defer_methods) return Dispatch("method", instance, args, &control);
     py::gil_scoped_acquire gil;
     try {
       DeferredCallHandle done{control.Defer()};
@@ -562,7 +575,28 @@ PYBIND11_MODULE(_core, m) {
         h.call.Succeed(std::move(bytes));
       })
       .def("fail", [](const DeferredCallHandle& h, const std::string& type,
-                      const std::string& message) { h.call.Fail(type, message); });
+                      const std::string& message) { h.call.Fail(type, message); })
+      .def("item", [](const DeferredCallHandle& h, const py::buffer& value) {
+        std::string bytes(ContiguousBytes(value).view());
+        h.call.Item(std::move(bytes));
+      });
+  // A generator call running on this thread yields `value` (its bytes): sent
+  // to the caller now (a deferred call yields through its handle's item()).
+  m.def("yield_item", [](const py::buffer& value) {
+    if (tl_control == nullptr) {
+      throw std::runtime_error("yield_item: no generator call runs on this thread");
+    }
+    std::string bytes(ContiguousBytes(value).view());
+    CallControl* control = tl_control;
+    py::gil_scoped_release release;
+    control->Yield(std::move(bytes));
+  });
+  // Item `index` of the generator call whose result is `ref` (see
+  // rayx::detail::GeneratorItem): claim each index once.
+  m.def("generator_item", [](const PyObjectRef& ref, uint32_t index) {
+    return PyObjectRef{GeneratorItem(ref.handle, index)};
+  });
+  m.def("object_count", []() { return rayx::detail::ObjectCount(); });
   m.def("job_id", []() { return CurrentJobId(); });
   m.def("node_ip", []() { return CurrentNodeIp(); });
   m.def("head_address", []() { return CurrentHeadAddress(); });

@@ -17,7 +17,9 @@ inline constexpr const char* kRayxVersion = "0.1.0";
 //    (protocol/enums.h) instead of names.
 // 5: every connection proves a credential (ZAP: PLAIN or CURVE); the head is
 //    CURVE-encrypted; workers hold a job credential, not the token.
-inline constexpr uint32_t kProtocolVersion = 5;
+// 6: blocked workers lend their CPU (LeaseBlockedNotice); generator calls
+//    send their items before their result (PushTasksReply's kItem).
+inline constexpr uint32_t kProtocolVersion = 6;
 
 // The head's default port, as in `rayx start --head`.
 inline constexpr uint16_t kDefaultHeadPort = 6380;

@@ -130,6 +130,87 @@ TEST(PushTasks, SmallestCallsAndResultsParse) {
   EXPECT_EQ(results.size(), 3u);
 }
 
+// A generator call's items travel before its result, each with its index.
+TEST(PushTasks, GeneratorItemsRoundTripAndEveryTruncationIsRejected) {
+  std::string body;
+  PushTasksWriter w;
+  w.BeginReply(&body);
+  uint32_t first = 0, second = 1, third = 2;
+  w.InlineResult(7, "item zero", &first);
+  w.FrameResult(7, 0, &second);
+  ObjectLocation stored{"10.0.0.7", "tcp://10.0.0.7:5000", "/dev/shm/x", 99};
+  w.StoredResult(7, stored, &third);
+  w.InlineResult(7, "3 items");
+  w.Finish();
+  std::vector<std::string_view> payload = {"big item"};
+  std::vector<TaskResultView> results;
+  ASSERT_TRUE(ParsePushTasksReply(body, payload, &results).ok());
+  ASSERT_EQ(results.size(), 4u);
+  for (uint32_t i = 0; i < 3; ++i) {
+    EXPECT_TRUE(results[i].item) << i;
+    EXPECT_EQ(results[i].item_index, i);
+    EXPECT_EQ(results[i].call_id, 7u);
+  }
+  EXPECT_EQ(results[0].value.bytes, "item zero");
+  EXPECT_EQ(results[1].value.kind, WireValue::kFrame);
+  EXPECT_EQ(results[1].value.bytes, "big item");
+  EXPECT_EQ(results[2].value.kind, WireValue::kStored);
+  EXPECT_EQ(results[2].value.stored.size, 99u);
+  EXPECT_FALSE(results[3].item) << "the call's own result ends it";
+  EXPECT_EQ(results[3].value.bytes, "3 items");
+  for (size_t n = 0; n < body.size(); ++n) {
+    Status s = ParsePushTasksReply(std::string_view(body).substr(0, n), payload, &results);
+    ASSERT_EQ(s.code(), StatusCode::kInvalidArgument) << n;
+  }
+}
+
+// An item is a value: an error, another item or an index past the limit is
+// malformed (the caller refuses the connection rather than guess).
+TEST(PushTasks, AnItemOfTheWrongKindOrPastTheLimitIsRejected) {
+  auto reply_with_item = [](uint32_t index, uint8_t kind) {
+    std::string body(4, '\0');
+    uint32_t count = 1;
+    std::memcpy(body.data(), &count, 4);
+    uint64_t call = 1;
+    body.append(reinterpret_cast<const char*>(&call), 8);
+    body.push_back(static_cast<char>(WireValue::kItem));
+    body.append(reinterpret_cast<const char*>(&index), 4);
+    body.push_back(static_cast<char>(kind));
+    uint32_t len = 0;
+    body.append(reinterpret_cast<const char*>(&len), 4);  // an empty str
+    body.append(std::string(8, '\0'));                     // room for an error's strs
+    return body;
+  };
+  std::vector<TaskResultView> results;
+  std::string fine = reply_with_item(5, static_cast<uint8_t>(WireValue::kInline));
+  fine.resize(fine.size() - 8);
+  ASSERT_TRUE(ParsePushTasksReply(fine, {}, &results).ok());
+  EXPECT_EQ(results.at(0).item_index, 5u);
+  for (uint8_t kind : {static_cast<uint8_t>(WireValue::kError), static_cast<uint8_t>(WireValue::kItem)}) {
+    Status s = ParsePushTasksReply(reply_with_item(5, kind), {}, &results);
+    EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << int(kind);
+    EXPECT_NE(s.message().find("item"), std::string::npos) << s;
+  }
+  std::string past = reply_with_item(kMaxGeneratorItems + 1, 0);
+  past.resize(past.size() - 8);
+  EXPECT_EQ(ParsePushTasksReply(past, {}, &results).code(), StatusCode::kInvalidArgument);
+}
+
+TEST(PushTasks, GeneratorItemIdsAreDistinctObjectIds) {
+  const std::string call = std::string(16, 'a') + "00000000000000ff";
+  std::string zero = GeneratorItemId(call, 0), one = GeneratorItemId(call, 1);
+  EXPECT_EQ(zero.size(), call.size());
+  EXPECT_NE(zero, call);
+  EXPECT_NE(zero, one);
+  EXPECT_EQ(zero, GeneratorItemId(call, 0)) << "caller and worker derive the same id";
+  EXPECT_EQ(zero.substr(0, 16), call.substr(0, 16)) << "the process's prefix stays";
+  EXPECT_EQ(zero.substr(16), "00000100000000ff");
+  EXPECT_EQ(GeneratorItemId(call, kMaxGeneratorItems).size(), call.size());
+  EXPECT_EQ(GeneratorItemId(call, kMaxGeneratorItems + 1), "") << "past the limit";
+  EXPECT_EQ(GeneratorItemId("short", 0), "");
+  EXPECT_EQ(GeneratorItemId(std::string(16, 'a') + "not-hex-at-all!!", 0), "");
+}
+
 TEST(PushTasks, EveryTruncationIsRejected) {
   std::vector<std::string_view> payload = {"x"};
   const std::string request = MakeRequest();

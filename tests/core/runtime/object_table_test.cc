@@ -247,6 +247,91 @@ TEST_F(ObjectTableTest, ReleaseHandsBackAStoredObjectsLocation) {
   EXPECT_TRUE(unwanted_.empty());
 }
 
+// Generator items: `id` of stream `stream` (the generator call's result).
+ObjectTable::Completion Item(const std::string& stream, const std::string& id,
+                             const std::string& bytes,
+                             std::shared_ptr<const protocol::ObjectLocation> location = nullptr) {
+  ObjectTable::Completion c;
+  c.id = ObjectId::FromWire(id);
+  c.stream = ObjectId::FromWire(stream);
+  if (location) {
+    c.location = std::move(location);
+  } else {
+    c.value = std::make_shared<const std::string>(bytes);
+  }
+  return c;
+}
+
+TEST_F(ObjectTableTest, AnItemThatArrivesUnclaimedIsHeldByItsStreamUntilClaimed) {
+  ObjectTable& table = Table();
+  table.AddPending("gen"_id);
+  table.Complete(Item("gen", "i0", "zero"));
+  EXPECT_EQ(table.size(), 2u);
+  EXPECT_EQ(table.TEST_unclaimed_items(), 1u);
+  table.ClaimStreamItem("gen"_id, "i0"_id);
+  EXPECT_EQ(table.TEST_unclaimed_items(), 0u) << "the claimer holds it now";
+  EXPECT_EQ(table.Get("i0"_id, 0).view, "zero");
+  table.Release("i0"_id);
+  EXPECT_EQ(table.size(), 1u);
+}
+
+TEST_F(ObjectTableTest, AnItemClaimedBeforeItArrivesIsCompletedByItsArrival) {
+  ObjectTable& table = Table();
+  table.AddPending("gen"_id);
+  table.ClaimStreamItem("gen"_id, "i0"_id);
+  auto got = std::async(std::launch::async, [&] { return std::string(table.Get("i0"_id, 10000).view); });
+  AwaitWaiters(1);
+  table.Complete(Item("gen", "i0", "zero"));
+  EXPECT_EQ(got.get(), "zero");
+  EXPECT_EQ(table.TEST_unclaimed_items(), 0u);
+  table.Complete(Value("gen", "1 item"));
+  EXPECT_EQ(table.Get("i0"_id, 0).view, "zero") << "the stream's end leaves items that came";
+}
+
+TEST_F(ObjectTableTest, AClaimedItemThatNeverComesFailsWhenItsStreamEnds) {
+  ObjectTable& table = Table();
+  table.AddPending("gen"_id);
+  table.ClaimStreamItem("gen"_id, "i0"_id);
+  auto got = std::async(std::launch::async, [&] {
+    try {
+      table.Get("i0"_id, 10000);
+      return std::string("a value");
+    } catch (const TaskError& e) {
+      return e.type();
+    }
+  });
+  AwaitWaiters(1);
+  table.Complete(Failure("gen", "WorkerCrashed"));
+  EXPECT_EQ(got.get(), "GeneratorEnded") << "not left pending for ever";
+  EXPECT_EQ(table.TEST_unclaimed_items(), 0u);
+  // Claimed after the end: it fails at once.
+  table.ClaimStreamItem("gen"_id, "i1"_id);
+  EXPECT_THROW(table.Get("i1"_id, 0), TaskError);
+  table.Release("i0"_id);
+  table.Release("i1"_id);
+  table.Release("gen"_id);
+  EXPECT_EQ(table.size(), 0u) << "nothing of the stream is left";
+}
+
+TEST_F(ObjectTableTest, ReleasingAStreamReleasesItsUnclaimedItemsAndLaterOnesAreUnwanted) {
+  ObjectTable& table = Table();
+  table.AddPending("gen"_id);
+  table.Complete(Item("gen", "i0", "zero"));
+  table.Complete(Item("gen", "i1", "", Remote("/store/i1")));
+  table.ClaimStreamItem("gen"_id, "i2"_id);  // claimed, on its way
+  ObjectTable::Released released = table.Release("gen"_id);
+  ASSERT_EQ(released.unclaimed_items.size(), 1u) << "the stored unclaimed item's file goes";
+  EXPECT_EQ(released.unclaimed_items[0]->path, "/store/i1");
+  EXPECT_EQ(table.TEST_unclaimed_items(), 0u);
+  EXPECT_THROW(table.Get("i2"_id, 0), TaskError) << "its claimer is not left waiting";
+  table.Complete(Item("gen", "i3", "", Remote("/store/i3")));
+  ASSERT_EQ(unwanted_.size(), 1u) << "an item after its stream was released";
+  EXPECT_EQ(unwanted_[0].path, "/store/i3");
+  table.Complete(Value("gen", "4 items"));
+  table.Release("i2"_id);
+  EXPECT_EQ(table.size(), 0u);
+}
+
 TEST_F(ObjectTableTest, ResolveArgReportsEachState) {
   ObjectTable& table = Table();
   table.AddValue("value"_id, std::make_shared<const std::string>("bytes"));

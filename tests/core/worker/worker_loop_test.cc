@@ -116,6 +116,13 @@ bool RegisterDeferrable() {
     call.Defer();
     return std::string();
   });
+  // A generator call: yields its argument's count of items ("0", "1", ...)
+  // as it runs, then returns how many.
+  add("YieldN", [](void*, const ArgViews& args, CallControl& call) {
+    int n = rayx::detail::Unpack<int>(args.at(0));
+    for (int i = 0; i < n; ++i) call.Yield(rayx::detail::Pack(std::to_string(i)));
+    return rayx::detail::Pack(n);
+  });
   return true;
 }
 [[maybe_unused]] const bool deferrable_registered = RegisterDeferrable();
@@ -422,6 +429,53 @@ TEST_F(WorkerLoopTest, DeferredResultsLeaveInTheOrderAnsweredToTheirOwnCallers) 
       EXPECT_EQ(value, results[i].call_id == 1 ? 0 : 10);
     }
   }
+  EXPECT_EQ(loop_.deferred_count(), 0u);
+}
+
+// Each item leaves at once (its own reply, ahead of the call's result), in
+// order, numbered; the call behind the generator is answered after it.
+TEST_F(WorkerLoopTest, AGeneratorCallSendsEachItemAsItIsYieldedBeforeItsResult) {
+  auto frames = Request({{1, "YieldN", {Pack(3)}}, {2, "Add", {Pack(1), Pack(2)}}});
+  loop_.Handle(frames);
+  EXPECT_GE(sent_.size(), 3u) << "one reply per item, sent as it is yielded";
+  auto results = Results();
+  ASSERT_EQ(results.size(), 5u);
+  for (uint32_t i = 0; i < 3; ++i) {
+    EXPECT_EQ(results[i].call_id, 1u);
+    EXPECT_TRUE(results[i].item);
+    EXPECT_EQ(results[i].item_index, i);
+    EXPECT_EQ(std::string(results[i].value.bytes), Pack(std::to_string(i)));
+  }
+  EXPECT_EQ(results[3].call_id, 1u);
+  EXPECT_FALSE(results[3].item);
+  EXPECT_EQ(std::string(results[3].value.bytes), Pack(3)) << "its result: the item count";
+  EXPECT_EQ(results[4].call_id, 2u);
+}
+
+// A deferred call's items go through its DeferredCall, answered from
+// another thread; they leave before its result, and none after it.
+TEST_F(WorkerLoopTest, ADeferredGeneratorsItemsPrecedeItsResultAndNoneFollowIt) {
+  auto frames = Request({{4, "Later", {Pack(0)}}});
+  loop_.Handle(frames);
+  auto calls = worker_loop_test::TakeLater();
+  ASSERT_EQ(calls.size(), 1u);
+  std::thread producer([call = calls[0].first] {
+    call.Item(Pack(std::string("first")));
+    call.Item(Pack(std::string("second")));
+    call.Succeed(Pack(2));
+    call.Item(Pack(std::string("too late")));
+  });
+  producer.join();
+  ASSERT_TRUE(Readable(loop_.completion_fd(), 5000));
+  loop_.CompleteDeferred();
+  auto results = Results();
+  ASSERT_EQ(results.size(), 3u);
+  EXPECT_TRUE(results[0].item);
+  EXPECT_EQ(results[0].item_index, 0u);
+  EXPECT_EQ(std::string(results[0].value.bytes), Pack(std::string("first")));
+  EXPECT_EQ(results[1].item_index, 1u);
+  EXPECT_FALSE(results[2].item);
+  EXPECT_EQ(std::string(results[2].value.bytes), Pack(2));
   EXPECT_EQ(loop_.deferred_count(), 0u);
 }
 

@@ -58,6 +58,9 @@ class DeferredCall {
     // `ok`: `value` is the result (bytes as invoke returns them); otherwise
     // the call failed with {error_type, value (the message)}.
     virtual void Answer(bool ok, std::string value, std::string error_type) = 0;
+    // One value a generator call yielded, before its answer; ignored once
+    // the call was answered.
+    virtual void Item(std::string value) = 0;
   };
 
   DeferredCall() = default;
@@ -68,6 +71,10 @@ class DeferredCall {
   }
   void Fail(std::string type, std::string message) const {
     if (sink_) sink_->Answer(false, std::move(message), std::move(type));
+  }
+  // A generator call's next item (in order; before Succeed or Fail).
+  void Item(std::string value) const {
+    if (sink_) sink_->Item(std::move(value));
   }
   bool valid() const { return sink_ != nullptr; }
 
@@ -85,6 +92,11 @@ class CallControl {
   // arguments' views are valid until the function returns only: copy what
   // is needed later.
   virtual DeferredCall Defer() = 0;
+  // A generator call yields `value`: it goes to the caller now, as the
+  // call's next item, ahead of its result (a deferred call yields through
+  // DeferredCall::Item instead). Throws std::length_error past
+  // protocol::kMaxGeneratorItems items.
+  virtual void Yield(std::string value) = 0;
 };
 
 struct RemoteFunction {

@@ -211,5 +211,14 @@ class BlockedScope {
 std::vector<bool> WaitObjects(const std::vector<ObjectHandle>& objects, size_t num_returns,
                               int64_t timeout_ms);
 const std::string& ObjectIdOf(const ObjectHandle& object);
+// Item `index` of the generator call whose result is `generator` (made by
+// this process): an object that is ready once the item arrived, or that
+// fails when the call ended without yielding it (or `generator` was
+// released first). Claim each index once (a second claim of an item is a
+// second owner of its entry). Throws std::out_of_range past the item limit.
+ObjectHandle GeneratorItem(const ObjectHandle& generator, uint32_t index);
+// Objects this process holds (owned, and generator items not yet claimed):
+// for tests of reference counting.
+size_t ObjectCount();
 
 }  // namespace rayx::detail

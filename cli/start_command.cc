@@ -43,10 +43,43 @@ struct StartFlags {
   int64_t heartbeat_ms = 250, node_timeout_ms = 1500, connect_timeout_ms = 15000;
   int64_t worker_start_timeout_ms = 30000;
   int64_t head_lost_timeout_ms = 60000;
+  double memory_usage_threshold = 0.95;
+  int64_t memory_monitor_period_ms = 250;
   bool from_env = false;
   int64_t join_timeout_s = 300;
   bool encrypt = false;
+  std::map<std::string, int64_t> caps;  // the cap flags given (kCapFlags)
 };
+
+// Caps on what peers can make a daemon keep, passed on as given (defaults:
+// the daemon's own, in JobManager::Options, KvLimits and TarLimits).
+struct CapFlag {
+  const char* name;
+  bool head;  // the head's (only with --head); else every node agent's
+  const char* help;
+};
+constexpr CapFlag kCapFlags[] = {
+    {"max-package-bytes", true, "(head) the largest working directory package an upload may be"},
+    {"max-package-store-bytes", true, "(head) packages and uploads kept in all"},
+    {"package-upload-expiry-ms", true, "(head) drop an upload that sent no chunk for this long"},
+    {"kv-max-job-bytes", true, "(head) KV bytes one job's job-scoped keys may hold"},
+    {"kv-max-job-keys", true, "(head) KV keys one job's job-scoped keys may number"},
+    {"kv-max-namespace-bytes", true, "(head) KV bytes one namespace may hold"},
+    {"kv-max-namespace-keys", true, "(head) KV keys one namespace may hold"},
+    {"kv-max-total-bytes", true, "(head) KV bytes the whole store may hold"},
+    {"kv-max-total-keys", true, "(head) KV keys the whole store may hold"},
+    {"max-package-unpacked-bytes", false, "refuse a working directory holding more than this"},
+    {"max-package-entries", false, "refuse a working directory of more files than this"},
+};
+
+// Appends the cap flags of the head (`head`) or of the agent that were given.
+void AddCapArgs(const FlagParser& flags, const StartFlags& f, bool head,
+                std::vector<std::string>* argv) {
+  for (const CapFlag& cap : kCapFlags) {
+    if (cap.head != head || !flags.WasSet(cap.name)) continue;
+    argv->insert(argv->end(), {std::string("--") + cap.name, std::to_string(f.caps.at(cap.name))});
+  }
+}
 
 // Passes the resource flags the user gave on to rayx-agent.
 void AddResourceArgs(const FlagParser& flags, const StartFlags& f, std::vector<std::string>* argv) {
@@ -65,6 +98,13 @@ void AddResourceArgs(const FlagParser& flags, const StartFlags& f, std::vector<s
   }
   if (flags.WasSet("head-lost-timeout-ms")) {
     argv->insert(argv->end(), {"--head-lost-timeout-ms", std::to_string(f.head_lost_timeout_ms)});
+  }
+  if (flags.WasSet("memory-usage-threshold")) {
+    argv->insert(argv->end(), {"--memory-usage-threshold", num(f.memory_usage_threshold)});
+  }
+  if (flags.WasSet("memory-monitor-period-ms")) {
+    argv->insert(argv->end(),
+                 {"--memory-monitor-period-ms", std::to_string(f.memory_monitor_period_ms)});
   }
 }
 
@@ -169,6 +209,15 @@ int StartCommand(const std::vector<std::string>& args) {
                 "head only: encrypt workers' and object servers' connections too (CURVE; "
                 "slower transfers); every connection is authenticated either way, and the "
                 "head's own is always encrypted");
+  flags.AddDouble("memory-usage-threshold", &f.memory_usage_threshold,
+                  "stop a worker when this machine's memory use passes this fraction "
+                  "(default 0.95; 1 turns the memory monitor off)");
+  flags.AddInt("memory-monitor-period-ms", &f.memory_monitor_period_ms, 0, 3600000,
+               "how often the memory monitor looks (default 250; 0 turns it off)");
+  for (const CapFlag& cap : kCapFlags) {
+    flags.AddInt(cap.name, &f.caps[cap.name], 1, int64_t{1} << 60,
+                 std::string(cap.help) + " (default: the daemon's own)");
+  }
   flags.AddBool("help", &f.help, "show this help");
   auto [flag_args, command] = SplitAtDoubleDash(args);
   if (Status s = flags.Parse(flag_args, nullptr); !s.ok()) return Fail("start", s.message(), 2);
@@ -219,6 +268,17 @@ int StartCommand(const std::vector<std::string>& args) {
     return Fail("start", "--encrypt is the head's choice (rayx start --head --encrypt); joining "
                          "nodes take it from the head",
                 2);
+  }
+  if (!(f.memory_usage_threshold > 0)) {
+    return Fail("start", "--memory-usage-threshold must be a fraction above 0 (1 turns the "
+                         "memory monitor off)", 2);
+  }
+  for (const CapFlag& cap : kCapFlags) {
+    if (cap.head && flags.WasSet(cap.name) && !f.head && !f.from_env) {
+      return Fail("start", std::string("--") + cap.name +
+                               " is a cap of the head's: give it to `rayx start --head`",
+                  2);
+    }
   }
   if (f.head == !f.address.empty()) {
     return Fail("start", "pass exactly one of --head (start a new cluster here) or --address "
@@ -341,6 +401,7 @@ int StartCommand(const std::vector<std::string>& args) {
                                      "--package-dir", session->path() + "/packages",
                                      "--state-dir", session->path(),
                                      "--wire-security", f.encrypt ? "encrypted" : "authenticated"};
+    AddCapArgs(flags, f, /*head=*/true, &argv);
     auto daemon = detail::SpawnDaemon(argv, {{"RAYX_CLUSTER_TOKEN", f.token}},
                                       session->LogPath("head"), kStartTimeoutMs, stop_pending);
     if (!daemon.ok()) {
@@ -392,6 +453,7 @@ int StartCommand(const std::vector<std::string>& args) {
   argv.insert(argv.end(), {"--package-dir", session->path() + "/node-packages"});
   if (!node_ip.empty()) argv.insert(argv.end(), {"--node-ip-address", node_ip});
   AddResourceArgs(flags, f, &argv);
+  AddCapArgs(flags, f, /*head=*/false, &argv);
   auto agent =
       detail::SpawnDaemon(argv, {{"RAYX_CLUSTER_TOKEN", f.token}}, session->LogPath("agent"),
                           f.connect_timeout_ms + kStartTimeoutMs, stop_pending);

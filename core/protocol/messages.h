@@ -535,9 +535,10 @@ struct StartWorkerRequest {
   // (ActorConstructionNotice), so that the head can take over an actor whose
   // creator is gone without running its constructor again.
   bool report_construction = false;
+  bool for_actor = false;  // an actor's worker (the memory monitor stops tasks first)
   MSGPACK_DEFINE_MAP(lease_id, job_id, executable, working_dir, resources, head_address, gpu_ids,
                      processes, package_hash, package_dir, visible_gpu_ids, local_rank,
-                     worker_args, worker_env, epoch, init, report_construction)
+                     worker_args, worker_env, epoch, init, report_construction, for_actor)
 };
 
 struct StartWorkerReply {

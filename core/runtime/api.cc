@@ -123,6 +123,8 @@ void StartPrivateCluster(const Options& options, std::string* address, std::stri
     }
     args.insert(args.end(), {"--resources", json + "}"});
   }
+  args.insert(args.end(), options.private_cluster_flags.begin(),
+              options.private_cluster_flags.end());
   // The private cluster ends with this process, even when it is killed.
   setenv("RAYX_EXIT_WITH_PID", std::to_string(getpid()).c_str(), 1);
   std::string output;
@@ -381,11 +383,23 @@ BlockedScope::~BlockedScope() {
   tl_blocked_scope = outer_;
 }
 
+namespace {
+std::function<void()>* g_call_blocking_hook = nullptr;  // set once, never freed
+}  // namespace
+
+void SetCallBlockingHook(std::function<void()> hook) {
+  g_call_blocking_hook = new std::function<void()>(std::move(hook));
+}
+
 void BlockedScope::Blocking(const std::shared_ptr<BlockedCalls>& calls) {
   if (outer_ != nullptr) return outer_->Blocking(calls);
-  if (!counts_ || calls_ || !calls) return;
-  calls_ = calls;
-  calls_->Enter();
+  if (!counts_ || !calls) return;
+  if (!calls_) {
+    calls_ = calls;
+    calls_->Enter();
+  }
+  // Every slice of the wait: calls that reached the worker meanwhile go back too.
+  if (g_call_blocking_hook != nullptr) (*g_call_blocking_hook)();
 }
 
 ObjectBytes GetBytes(const ObjectHandle& object, int64_t timeout_ms) {

@@ -29,6 +29,8 @@ struct Task {
   // under it: a task's max_retries, an actor call's max_task_retries.
   int32_t retries_left = 0;
   int32_t retries_done = 0;
+  // Its arguments were dropped once sent (it cannot be sent again).
+  bool args_dropped = false;
   // Times its stored arguments were lost and resolved again (not a retry:
   // the call never ran). Bounded by TaskSubmitter::kMaxArgumentRecoveries.
   int32_t argument_recoveries = 0;

@@ -106,7 +106,7 @@ void TaskSubmitter::Pump(Shape& shape) {
   while (!shape.queue.empty()) {
     WorkerConnection* best = nullptr;
     for (auto& w : shape.workers) {
-      if (w->lost() || w->in_flight() >= depth) continue;
+      if (w->lost() || w->blocked() || w->in_flight() >= depth) continue;
       if (!best || w->in_flight() < best->in_flight()) best = w.get();
     }
     if (!best) break;

@@ -71,6 +71,10 @@ void WorkerConnection::Queue(Task task) {
 
 void WorkerConnection::SendQueued(protocol::PushTasksWriter& writer, std::string& body,
                                   const std::string& job_id) {
+  // Nothing runs on the worker before these: the first of them runs at once;
+  // any other may be handed back unstarted (Requeued) and sent again.
+  const bool idle = in_flight_.size() == unsent_.size();
+  const uint64_t runs_first = idle && !unsent_.empty() ? unsent_.front() : 0;
   size_t next = 0;
   while (next < unsent_.size()) {
     size_t first = next;
@@ -111,8 +115,11 @@ void WorkerConnection::SendQueued(protocol::PushTasksWriter& writer, std::string
       Task& task = in_flight_.at(unsent_[i]);
       // Sent: the copies in the frames went with them. A task that may run
       // again (retries left), or be sent again should a worker fail to read
-      // a stored argument, keeps its arguments until its result arrives.
+      // a stored argument, keeps its arguments until its result arrives; so
+      // does a task queued behind another (the worker may hand it back).
       if (task.retries_left > 0 || !task.stored.empty()) continue;
+      if (task.actor_id.IsNil() && unsent_[i] != runs_first) continue;
+      task.args_dropped = true;
       task.args.clear();
       task.resolved.clear();
       task.stored.clear();
@@ -148,6 +155,15 @@ void WorkerConnection::OnMessage(Frames& frames) {
     }
     Task task = std::move(it->second);
     in_flight_.erase(it);
+    if (result.value.kind == protocol::WireValue::kError && result.error_type == "Requeued" &&
+        task.actor_id.IsNil() && !task.args_dropped) {
+      // Handed back unstarted: the call ahead of it waits in a get or wait.
+      // It goes to another worker; this one gets no more until that call ends.
+      blocked_ = true;
+      retries_.push_back(std::move(task));
+      continue;
+    }
+    blocked_ = false;  // a call of this worker ended: it runs calls again
     if (const protocol::ObjectLocation* lost = UnreadArgument(task, result)) {
       protocol::ObjectLocation copy = *lost;
       lost_arguments_.push_back(

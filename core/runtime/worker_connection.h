@@ -110,6 +110,9 @@ class WorkerConnection : public std::enable_shared_from_this<WorkerConnection> {
   const Info& info() const { return info_; }
   size_t in_flight() const { return in_flight_.size(); }
   bool lost() const { return lost_; }
+  // Its worker handed calls back because the call it runs waits in a get or
+  // wait (Requeued): it takes no more until one of its calls ends.
+  bool blocked() const { return blocked_; }
   const std::string& loss_reason() const { return loss_reason_; }
   // "the worker process (pid P) on node N" and how it was lost: "died" or the reason.
   std::string DescribeLoss() const;
@@ -128,6 +131,7 @@ class WorkerConnection : public std::enable_shared_from_this<WorkerConnection> {
   std::unordered_map<uint64_t, Task> in_flight_;  // sent or queued to send
   std::vector<uint64_t> unsent_;                  // ids in in_flight_ not sent yet, in order
   uint64_t next_id_ = 1;
+  bool blocked_ = false;  // see blocked()
   int64_t idle_since_ = 0;
   bool lost_ = false;
   std::string loss_reason_;

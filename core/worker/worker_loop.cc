@@ -131,7 +131,8 @@ void WorkerLoop::Handle(transport::Frames& frames) {
   const transport::Principal peer = transport::PeerPrincipal(frames[1]);
   routing_ = std::move(frames[0]);
   writer_.BeginReply(&body_);
-  for (size_t i = 0; i < batch_.calls.size(); ++i) {
+  released_from_ = std::string::npos;
+  for (size_t i = 0; i < batch_.calls.size() && i < released_from_; ++i) {
     const protocol::TaskCallView& call = batch_.calls[i];
     KnownFunction& known = Lookup(call.function);
     // A call that may take long must not hold back results already made.
@@ -151,7 +152,9 @@ void WorkerLoop::Handle(transport::Frames& frames) {
       outcome.error_type = "WrongJob";
       outcome.error_message = std::move(refusal);
     } else {
+      running_ = i;
       outcome = Run(call, known.fn);
+      running_ = std::string::npos;
     }
     if (observer) {
       observer(/*began=*/false,
@@ -164,6 +167,61 @@ void WorkerLoop::Handle(transport::Frames& frames) {
     AddResult(call.call_id, call.return_id, batch_.job_id, std::move(outcome));
     if (writer_.count() >= kMaxResultsPerReply || body_.size() >= kMaxReplyBodyBytes) Flush();
   }
+  Flush();
+}
+
+void WorkerLoop::WriteRequeued(uint64_t call_id) {
+  writer_.ErrorResult(call_id, "Requeued",
+                      "handed back unstarted: the call ahead of it on this worker waits in a "
+                      "get or wait",
+                      node_ip_);
+}
+
+void WorkerLoop::ReleaseQueued() {
+  // Only a task worker's own batch, from inside one of its calls.
+  if (running_ == std::string::npos || actor_ || !hosted_actor_.empty()) return;
+  if (released_from_ == std::string::npos) {
+    for (size_t i = running_ + 1; i < batch_.calls.size(); ++i) {
+      if (!batch_.calls[i].actor_id.empty()) return;  // not a task: keep the order
+    }
+    released_from_ = running_ + 1;
+    for (size_t i = released_from_; i < batch_.calls.size(); ++i) {
+      WriteRequeued(batch_.calls[i].call_id);
+    }
+    Flush();
+  }
+  if (drain_) {
+    transport::Frame routing = routing_.Copy();  // the running call's caller
+    drain_([this](transport::Frames& frames) { RequeueMessage(frames); });
+    routing_ = std::move(routing);
+    writer_.BeginReply(&body_);
+  }
+}
+
+void WorkerLoop::RequeueMessage(transport::Frames& frames) {
+  if (frames.size() < 3) return;  // as Handle: ignored
+  auto env = protocol::Decode<protocol::Envelope>(transport::FrameView(frames[1]));
+  if (!env.ok()) return;
+  Status refused = protocol::CheckProtocolVersion(*env, "this worker");
+  if (refused.ok() && env->t != static_cast<uint16_t>(protocol::MessageType::kPushTasksRequest)) {
+    return;
+  }
+  std::vector<std::string_view> payload;
+  for (size_t i = 3; i < frames.size(); ++i) payload.push_back(transport::FrameView(frames[i]));
+  protocol::PushTasksView calls;
+  if (refused.ok()) {
+    refused = protocol::ParsePushTasksRequest(transport::FrameView(frames[2]), payload, &calls);
+  }
+  if (!refused.ok()) {  // answered as Handle answers it
+    transport::Frames out = transport::MakeErrorMessage(
+        refused, "worker " + node_ip_ + " pid " + std::to_string(getpid()), env->id);
+    out.insert(out.begin(), std::move(frames[0]));
+    send_(out);
+    return;
+  }
+  routing_ = std::move(frames[0]);
+  writer_.BeginReply(&body_);
+  for (const protocol::TaskCallView& call : calls.calls) WriteRequeued(call.call_id);
   Flush();
 }
 

@@ -84,6 +84,17 @@ class WorkerLoop {
   void Handle(transport::Frames& frames);
   // Sends the answers of deferred calls given so far (batched per caller).
   void CompleteDeferred();
+  // On the loop's thread, while a task of a batch runs and has to block in a
+  // get or wait (SetCallBlockingHook): the tasks queued behind it (the rest
+  // of its batch, and every message `drain` still finds on the socket) are
+  // answered "Requeued", so their callers run them elsewhere instead of
+  // waiting behind a call that may wait for them. Nothing is handed back by
+  // an actor's worker (its calls keep their order) or outside a task's run.
+  void ReleaseQueued();
+  // Hands ReleaseQueued the messages waiting on the socket: calls `take` with
+  // each, without blocking. Set by RunWorker.
+  using DrainFn = std::function<void(const std::function<void(transport::Frames&)>& take)>;
+  void SetDrain(DrainFn drain) { drain_ = std::move(drain); }
   // Calls deferred and not answered yet.
   size_t deferred_count() const { return pending_.size(); }
   // Readable when CompleteDeferred has answers to send.
@@ -156,6 +167,9 @@ class WorkerLoop {
                  CallOutcome outcome, const uint32_t* item = nullptr);
   // Sends the results written so far as one reply.
   void Flush();
+  // Answers every call of the request `frames` "Requeued" (ReleaseQueued).
+  void RequeueMessage(transport::Frames& frames);
+  void WriteRequeued(uint64_t call_id);
 
   zmq::context_t& context_;
   SendFn send_;
@@ -172,6 +186,11 @@ class WorkerLoop {
   std::shared_ptr<void> actor_;
   std::string actor_error_;  // why the actor could not be created
   DeferredCalls deferred_;
+  DrainFn drain_;
+  // The batch's call running now (Handle), and the first one handed back
+  // (ReleaseQueued); npos: none.
+  size_t running_ = std::string::npos;
+  size_t released_from_ = std::string::npos;
   std::unordered_map<uint64_t, PendingCall> pending_;  // by token
   uint64_t next_token_ = 1;
   // Runs the actor's method calls when its factory allows several at once.

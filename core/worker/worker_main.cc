@@ -1,12 +1,16 @@
 // The worker process's ZeroMQ edge: one ROUTER socket feeding a WorkerLoop.
+#include <signal.h>
+
 #include <chrono>
 #include <cstdlib>
+#include <thread>
 
 #include <zmq.hpp>
 
 #include "common/logging.h"
 #include "common/ready_pipe.h"
 #include "protocol/messages.h"
+#include "rayx/detail/runtime_api.h"
 #include "transport/security.h"
 #include "transport/zmq_frame.h"
 #include "worker/worker_loop.h"
@@ -19,6 +23,19 @@ namespace rayx::detail {
 // sends their answers itself; with none deferred it blocks in receive as
 // before, so a worker that never defers pays nothing for it.
 void RunWorker(const WorkerEnv& env) {
+  // The node's memory monitor asks a worker to give up its call with
+  // SIGUSR1 (then kills it if memory stays short): a C++ worker cannot give
+  // up a running call, so the request does nothing here (a handler rather
+  // than SIG_IGN: processes the call starts get the default back). A Python
+  // worker installed its own handler already: it stays.
+  struct sigaction current {};
+  if (::sigaction(SIGUSR1, nullptr, &current) == 0 && current.sa_handler == SIG_DFL) {
+    struct sigaction ignore {};
+    ignore.sa_handler = [](int) {};
+    sigemptyset(&ignore.sa_mask);
+    ignore.sa_flags = SA_RESTART;
+    ::sigaction(SIGUSR1, &ignore, nullptr);
+  }
   // Before any user code: a rayx program a task starts is a driver.
   WorkerEnv::ClearWorkerOnlyVariables();
   detail::SetLogProgramName("rayx-worker");
@@ -84,6 +101,34 @@ void RunWorker(const WorkerEnv& env) {
                              error.substr(0, protocol::ActorConstructionNotice::kMaxErrorBytes));
     });
   }
+  // A task that blocks in a get or wait hands back what is queued behind it
+  // (WorkerLoop::ReleaseQueued): the rest of its batch and the messages
+  // waiting here, read without blocking (this thread owns the socket; the
+  // hook runs on it only, never on a pool thread of a threaded actor).
+  loop.SetDrain([&router](const std::function<void(transport::Frames&)>& take) {
+    while (true) {
+      zmq::message_t part;
+      try {
+        if (!router.recv(part, zmq::recv_flags::dontwait)) return;  // nothing waits
+      } catch (const zmq::error_t&) {
+        return;
+      }
+      transport::Frames frames;
+      bool more = part.more();
+      frames.push_back(transport::ToFrame(std::move(part)));
+      while (more) {  // the rest of a message is there once its first part is
+        zmq::message_t next;
+        if (!router.recv(next)) break;
+        more = next.more();
+        frames.push_back(transport::ToFrame(std::move(next)));
+      }
+      take(frames);
+    }
+  });
+  const std::thread::id loop_thread = std::this_thread::get_id();
+  SetCallBlockingHook([&loop, loop_thread] {
+    if (std::this_thread::get_id() == loop_thread) loop.ReleaseQueued();
+  });
   ready.Ready({{"address", router.get(zmq::sockopt::last_endpoint)}}, env.report_construction);
   while (true) {
     if (loop.deferred_count() > 0) {

@@ -62,7 +62,8 @@ _IGNORED_INIT_ARGS = {
                             "(session_*/logs), not to the driver"),
     "storage": (None, "rayx has no cluster storage (Train: RunConfig.storage_path)"),
     "labels": (None, "node labels are set by `rayx start --labels`"),
-    "_system_config": (None, "rayx has no such settings"),
+    "_system_config": (None, "rayx has no such settings (memory_usage_threshold and "
+                             "memory_monitor_refresh_ms apply to the private cluster init starts)"),
     "_node_ip_address": (None, "the driver's address is found from the head's"),
     "_metrics_export_port": (None, "rayx has no metrics endpoint per node"),
     "_memory": (None, "memory is not a resource of a private cluster"),
@@ -113,6 +114,7 @@ def init(address=None, *, num_cpus=None, num_gpus=None, resources=None, namespac
     """
     global _mode, _atexit_registered, generation, _namespace, _job_runtime_env
     ignored = []
+    start_flags = _system_config_flags(kwargs)
     for name, value in kwargs.items():
         if name not in _IGNORED_INIT_ARGS:
             if name == "allow_multiple":
@@ -163,7 +165,8 @@ def init(address=None, *, num_cpus=None, num_gpus=None, resources=None, namespac
                  if private and k in os.environ}
         try:
             _core.init(address or "", "", float(num_cpus or 0),
-                       -1.0 if num_gpus is None else float(num_gpus), resources, temp_dir)
+                       -1.0 if num_gpus is None else float(num_gpus), resources, temp_dir,
+                       start_flags)
         except RuntimeError as e:
             _namespace = None
             raise ConnectionError(str(e)) from None
@@ -187,6 +190,35 @@ def init(address=None, *, num_cpus=None, num_gpus=None, resources=None, namespac
                 _namespace = None
                 raise
     return _context()
+
+
+# Ray's _system_config keys with a meaning here: the `rayx start` flag of the
+# private cluster init() starts (a cluster started with `rayx start` takes
+# them there).
+_SYSTEM_CONFIG_FLAGS = {
+    "memory_usage_threshold": "--memory-usage-threshold",
+    "memory_monitor_refresh_ms": "--memory-monitor-period-ms",
+}
+
+
+def _system_config_flags(kwargs):
+    """Takes the _system_config keys rayx knows out of kwargs["_system_config"]
+    (the rest stay, for init's warning) and returns their `rayx start` flags."""
+    config = kwargs.get("_system_config")
+    if not isinstance(config, dict):
+        return []
+    flags, rest = [], {}
+    for key, value in config.items():
+        flag = _SYSTEM_CONFIG_FLAGS.get(key)
+        if flag is None:
+            rest[key] = value
+            continue
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
+            raise ValueError(f"rayx.init: _system_config[{key!r}] must be a number >= 0, "
+                             f"not {value!r}")
+        flags += [flag, str(int(value)) if key.endswith("_ms") else repr(float(value))]
+    kwargs["_system_config"] = rest
+    return flags
 
 
 def _resolve_address(address, temp_dir):

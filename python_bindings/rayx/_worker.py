@@ -387,10 +387,56 @@ def _answer(done, make, name):
         done.fail("RayxError", f"{name}: its result could not be sent:\n{tb}")
 
 
+# A call runs on this worker's main thread (where signal handlers run): the
+# one a memory-pressure request (SIGUSR1 from the node's memory monitor) ends.
+_main_call = False
+
+
+def _memory_short():
+    """(short, used, threshold): whether this machine's memory use is above
+    the node's memory monitor threshold (RAYX_MEMORY_USAGE_THRESHOLD) now; None
+    when unknown. A request that arrived late (the worker was idle in C++)
+    must not end a call once memory is back."""
+    try:
+        threshold = float(os.environ.get("RAYX_MEMORY_USAGE_THRESHOLD", ""))
+        info = {}
+        with open("/proc/meminfo") as f:
+            for line in f:
+                name, _, rest = line.partition(":")
+                info[name] = int(rest.split()[0])
+        used = 1 - info["MemAvailable"] / info["MemTotal"]
+    except (ValueError, KeyError, OSError, ZeroDivisionError):
+        return None
+    return used > threshold, used, threshold
+
+
+def _on_memory_pressure(signum, frame):
+    del signum, frame
+    if not _main_call:
+        return
+    short = _memory_short()
+    if short and short[0]:
+        raise exceptions.OutOfMemoryError._with_message(
+            f"the node's memory monitor stopped this call: memory use on "
+            f"{os.environ.get('RAYX_NODE_IP', 'this node')} was {short[1]:.0%}, above its "
+            f"threshold of {short[2]:.0%} (rayx start --memory-usage-threshold; init("
+            "_system_config={'memory_usage_threshold': ...})). Use less memory per task, "
+            "or ask for more with num_cpus/memory so fewer run at once.")
+
+
 def dispatch(kind, instance, views, done=None):
-    global _calls, _ctx_set, _actor_id
+    global _main_call
     if done is not None:
         return _dispatch_deferred(instance, views, done)
+    _main_call = True
+    try:
+        return _dispatch(kind, instance, views)
+    finally:
+        _main_call = False
+
+
+def _dispatch(kind, instance, views):
+    global _calls, _ctx_set, _actor_id
     if kind == "xlang":
         return _call_from_cpp(views)
     if _env_pending is not None:
@@ -460,6 +506,8 @@ def main():
     else:
         _core.set_worker_command(*_api._worker_command())
     sys.stdout.reconfigure(line_buffering=True)
+    import signal
+    signal.signal(signal.SIGUSR1, _on_memory_pressure)
     _core.serve_worker(dispatch)
 
 

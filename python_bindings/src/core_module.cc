@@ -547,7 +547,8 @@ PYBIND11_MODULE(_core, m) {
       .def_property_readonly("id", [](const PyPlacementGroup& p) { return PlacementGroupIdOf(p.group); });
 
   m.def("init", [](const std::string& address, const std::string& token, double num_cpus,
-                   double num_gpus, const py::dict& resources, const std::string& temp_dir) {
+                   double num_gpus, const py::dict& resources, const std::string& temp_dir,
+                   const std::vector<std::string>& private_cluster_flags) {
     rayx::Options options;
     options.address = address;
     options.token = token;
@@ -555,10 +556,12 @@ PYBIND11_MODULE(_core, m) {
     options.num_cpus = num_cpus;
     options.num_gpus = num_gpus;
     options.resources = ToResources(resources);
+    options.private_cluster_flags = private_cluster_flags;
     py::gil_scoped_release release;
     rayx::Init(options);
   }, py::arg("address"), py::arg("token"), py::arg("num_cpus"), py::arg("num_gpus"),
-        py::arg("resources"), py::arg("temp_dir") = "");
+        py::arg("resources"), py::arg("temp_dir") = "",
+        py::arg("private_cluster_flags") = std::vector<std::string>{});
   m.def("shutdown", []() {
     py::gil_scoped_release release;
     rayx::Shutdown();

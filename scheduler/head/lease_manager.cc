@@ -332,6 +332,7 @@ bool LeaseManager::TryGrant(Pending& pending, std::optional<NodeId> decided) {
   start.worker_args = pending.req.worker_args;
   start.worker_env = pending.req.worker_env;
   start.init = pending.req.init;
+  start.for_actor = pending.req.for_actor;
   // A detached actor its owner constructs: the head may have to take it over.
   start.report_construction =
       pending.req.for_actor && pending.req.detached && pending.req.init.function.empty();

@@ -14,6 +14,8 @@
 #include <fstream>
 #include <sstream>
 
+#include "rayx/kv.h"
+#include "rayx/rayx.h"
 #include "rayx/version.h"
 #include "common/session_dir.h"
 #include "util/local_cluster.h"
@@ -421,6 +423,79 @@ TEST(Cluster, AHeadTakesItsTokenFromRayxToken) {
   EXPECT_EQ(conf->token, "token-from-the-environment");
   auto status = QueryClusterStatus(conf->address, "token-from-the-environment", 5000);
   EXPECT_TRUE(status.ok()) << status.status();
+  auto stopped = RunCommand({RayxCliPath(), "stop", "--temp-dir", temp}, {}, 60000);
+  EXPECT_EQ(stopped.exit_code, 0) << stopped.Describe();
+  std::filesystem::remove_all(temp);
+}
+
+}  // namespace
+}  // namespace rayx::testing
+
+namespace rayx::testing {
+namespace {
+
+// The daemon's command line, as /proc has it.
+std::vector<std::string> CommandLineOf(int pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/cmdline", std::ios::binary);
+  std::vector<std::string> args;
+  std::string arg;
+  while (std::getline(in, arg, '\0')) args.push_back(arg);
+  return args;
+}
+
+bool HasFlag(const std::vector<std::string>& args, const std::string& flag,
+             const std::string& value) {
+  for (size_t i = 0; i + 1 < args.size(); ++i) {
+    if (args[i] == flag && args[i + 1] == value) return true;
+  }
+  return false;
+}
+
+// `rayx start` takes the daemons' caps: the head's go to the head (and act
+// there), the agent's to the agent; a head's cap on a joining node is refused.
+TEST(Cluster, StartPassesTheCapsToTheDaemonsThatEnforceThem) {
+  std::string temp = (std::filesystem::temp_directory_path() / "rayx-caps-XXXXXX").string();
+  ASSERT_NE(mkdtemp(temp.data()), nullptr);
+  auto started = RunCommand({RayxCliPath(), "start", "--head", "--port", "0", "--node-ip-address",
+                             "127.0.0.1", "--num-cpus", "1", "--temp-dir", temp,
+                             "--kv-max-total-keys", "2", "--max-package-entries", "7"},
+                            {}, 60000);
+  ASSERT_EQ(started.exit_code, 0) << started.Describe();
+  auto conf = detail::FindLocalCluster(temp);
+  ASSERT_TRUE(conf.ok()) << conf.status();
+  std::map<std::string, int> pids;
+  for (const auto& session : detail::Session::List(temp)) {
+    for (const auto& [name, record] : session.Processes()) pids[name] = record.pid;
+  }
+  ASSERT_TRUE(pids.count("head") && pids.count("agent"));
+  EXPECT_TRUE(HasFlag(CommandLineOf(pids["head"]), "--kv-max-total-keys", "2"));
+  EXPECT_FALSE(HasFlag(CommandLineOf(pids["head"]), "--max-package-entries", "7"));
+  EXPECT_TRUE(HasFlag(CommandLineOf(pids["agent"]), "--max-package-entries", "7"));
+  EXPECT_FALSE(HasFlag(CommandLineOf(pids["agent"]), "--kv-max-total-keys", "2"));
+
+  // The head enforces it: at the latest the third key (the runtime may keep
+  // some of its own) is refused, naming the cap.
+  rayx::Options options;
+  options.address = conf->address;
+  options.token = conf->token;
+  rayx::Init(options);
+  std::string refusal;
+  for (int i = 0; i < 3 && refusal.empty(); ++i) {
+    try {
+      rayx::kv::Put("caps/" + std::to_string(i), "x");
+    } catch (const std::exception& e) {
+      refusal = e.what();
+    }
+  }
+  EXPECT_TRUE(Contains(refusal, "limit of 2 keys")) << "refusal: " << refusal;
+  rayx::Shutdown();
+
+  auto joined = RunCommand({RayxCliPath(), "start", "--address", conf->address,
+                            "--node-ip-address", "127.0.0.2", "--temp-dir", temp,
+                            "--kv-max-total-keys", "5"},
+                           {{"RAYX_TOKEN", conf->token}}, 60000);
+  EXPECT_EQ(joined.exit_code, 2) << joined.Describe();
+  EXPECT_TRUE(Contains(joined.err, "--kv-max-total-keys is a cap of the head's")) << joined.err;
   auto stopped = RunCommand({RayxCliPath(), "stop", "--temp-dir", temp}, {}, 60000);
   EXPECT_EQ(stopped.exit_code, 0) << stopped.Describe();
   std::filesystem::remove_all(temp);

@@ -66,6 +66,12 @@ int main(int argc, char** argv) {
   flags.AddInt("worker-start-timeout-ms", &worker_start_timeout_ms, 100, 3600000,
                "stop a worker that has not started within this (default 30000; an actor's "
                "constructor run at start is not limited)");
+  worker::MemoryMonitor::Options memory_monitor;
+  flags.AddDouble("memory-usage-threshold", &memory_monitor.threshold,
+                  "stop a worker when the machine's memory use passes this fraction "
+                  "(default 0.95; 1 turns the memory monitor off)");
+  flags.AddInt("memory-monitor-period-ms", &memory_monitor.period_ms, 0, 3600000,
+               "how often the memory monitor looks (default 250; 0 turns it off)");
   std::vector<std::string> args(argv + 1, argv + argc);
   Status parsed = flags.Parse(args, nullptr);
   ReadyPipe real_ready(static_cast<int>(ready_fd));
@@ -161,6 +167,10 @@ int main(int argc, char** argv) {
   options.package_dir = package_dir;
   options.package_limits.max_unpacked_bytes = static_cast<uint64_t>(max_unpacked);
   options.package_limits.max_entries = static_cast<uint64_t>(max_entries);
+  if (!(memory_monitor.threshold > 0)) {
+    return fail("--memory-usage-threshold must be a fraction above 0 (1 turns the monitor off)", 2);
+  }
+  options.memory_monitor = memory_monitor;
   if (::access(store_root.c_str(), W_OK) != 0) store_root = "/tmp";
   options.store_dir = store_root + "/rayx-store-" + detail::RandomHex(6);
   // Test hooks for the version check: make this agent announce another version.

@@ -49,6 +49,8 @@ class LeaseProcesses {
   // The log of process `index` of a process lease, for the object server.
   virtual std::optional<ProcessRunner::LogInfo> FindLog(const LeaseId& lease_id,
                                                         uint32_t index) const = 0;
+  // The running (ready) workers, for the memory monitor. Default: none.
+  virtual std::vector<WorkerPool::Running> RunningWorkers() const { return {}; }
 };
 
 // Real processes: a WorkerPool and a ProcessRunner, which own them. Killed
@@ -69,6 +71,7 @@ class LocalLeaseProcesses final : public LeaseProcesses {
     std::string store_dir;
     int64_t worker_start_timeout_ms = 30000;  // WorkerPool::Options::start_timeout_ms
     std::vector<int> gpu_devices;             // NodeAgentOptions::gpu_devices
+    double memory_usage_threshold = 0;        // WorkerPool::Options
   };
   // `on_exit` hears of every process of a process lease that exits, and of
   // every running worker that exits by itself (not killed through Kill): one
@@ -89,6 +92,9 @@ class LocalLeaseProcesses final : public LeaseProcesses {
   bool IsLive(const LeaseId& lease_id) const override { return lease_gpus_.count(lease_id) > 0; }
   std::optional<ProcessRunner::LogInfo> FindLog(const LeaseId& lease_id,
                                                 uint32_t index) const override;
+  std::vector<WorkerPool::Running> RunningWorkers() const override {
+    return workers_.RunningWorkers();
+  }
 
  private:
   // A process group that was killed, or whose leader exited, and may still

@@ -1,6 +1,7 @@
 // Node agent membership: registration, heartbeats, leaving.
 #include "agent/node_agent.h"
 
+#include <signal.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -44,7 +45,11 @@ NodeAgent::NodeAgent(boost::asio::io_context& io, NodeAgentOptions options, cons
                                          options_.wire_security)),
                                      .store_dir = options_.store_dir,
                                      .worker_start_timeout_ms = options_.worker_start_timeout_ms,
-                                     .gpu_devices = options_.gpu_devices},
+                                     .gpu_devices = options_.gpu_devices,
+                                     .memory_usage_threshold =
+                                         options_.memory_monitor.period_ms > 0
+                                             ? options_.memory_monitor.threshold
+                                             : 0},
         [this](const protocol::ProcessExitedNotice& notice) { SendExit(notice); },
         [this](const protocol::ActorConstructionNotice& notice) { SendConstruction(notice); });
   }
@@ -72,8 +77,34 @@ Status NodeAgent::Start() {
   connected_ = true;
   SendRegister();
   StartDeadline();
+  StartMemoryMonitor();
   ArmWakeup();
   return Status::OK();
+}
+
+void NodeAgent::StartMemoryMonitor() {
+  MemoryMonitor::Deps deps;
+  deps.read_usage = [] { return MemoryMonitor::ReadMeminfo(); };
+  deps.candidates = [this] {
+    std::vector<MemoryMonitor::Candidate> out;
+    for (const auto& w : processes_->RunningWorkers()) {
+      out.push_back({w.pid, w.lease_id, w.for_actor, w.started});
+    }
+    return out;
+  };
+  deps.alive = [](pid_t pid) { return ::kill(pid, 0) == 0; };
+  deps.ask = [](pid_t pid) { ::kill(pid, SIGUSR1); };
+  // The worker's process group (its pid, recorded when the pool started
+  // it): its exit is then reported to the head as the worker's own, which
+  // ends the lease.
+  deps.kill = [this](const LeaseId& lease) {
+    for (const auto& w : processes_->RunningWorkers()) {
+      if (w.lease_id == lease) ::kill(-w.pid, SIGKILL);
+    }
+  };
+  deps.log = [](const std::string& line) { RAYX_LOG(Warning) << line; };
+  memory_monitor_ = std::make_unique<MemoryMonitor>(options_.memory_monitor, std::move(deps));
+  if (memory_monitor_->enabled()) memory_due_ms_ = clock_.NowMs() + memory_monitor_->period_ms();
 }
 
 void NodeAgent::SendExit(const protocol::ProcessExitedNotice& notice) {
@@ -149,13 +180,17 @@ void NodeAgent::RunDueTimers() {
     if (fencing_) CheckFence();
     StartDeferred();
   }
+  if (memory_due_ms_ && *memory_due_ms_ <= now) {
+    memory_due_ms_ = now + memory_monitor_->period_ms();
+    if (!leaving_ && !fencing_) memory_monitor_->Tick(now);
+  }
   ArmWakeup();
 }
 
 void NodeAgent::ArmWakeup() {
   std::optional<int64_t> next;
   for (const auto& deadline :
-       {join_deadline_ms_, heartbeat_due_ms_, leave_deadline_ms_, poll_due_ms_}) {
+       {join_deadline_ms_, heartbeat_due_ms_, leave_deadline_ms_, poll_due_ms_, memory_due_ms_}) {
     if (deadline && (!next || *deadline < *next)) next = deadline;
   }
   if (!next) {

@@ -16,6 +16,7 @@
 
 #include "agent/head_connection.h"
 #include "agent/lease_processes.h"
+#include "agent/memory_monitor.h"
 #include "agent/object_server.h"
 #include "agent/package_cache.h"
 #include "common/address.h"
@@ -63,6 +64,8 @@ struct NodeAgentOptions {
   // What one working directory may unpack to (TarLimits' defaults: 1 GiB of
   // file data, 100,000 entries).
   TarLimits package_limits;
+  // The memory monitor (memory_monitor.h); threshold >= 1 or period 0: off.
+  MemoryMonitor::Options memory_monitor;
 };
 
 // Single-threaded: everything runs on `io`. Calls `on_joined` once after the
@@ -151,6 +154,8 @@ class NodeAgent {
   // Starts the deferred leases whose devices were released.
   void StartDeferred();
   void StartDeadline();
+  // Checks the machine's memory every period (memory_monitor.h).
+  void StartMemoryMonitor();
   void OnStartWorker(const protocol::StartWorkerRequest& req, uint64_t id);
   // Starts the lease's worker or processes once its packages are on this node.
   void StartWithPackages(protocol::StartWorkerRequest req, uint64_t id);
@@ -192,6 +197,8 @@ class NodeAgent {
   // Waiting for killed processes to go (fencing, deferred starts) is polled.
   static constexpr int64_t kPollMs = 10;
   std::optional<int64_t> poll_due_ms_;
+  std::unique_ptr<MemoryMonitor> memory_monitor_;
+  std::optional<int64_t> memory_due_ms_;  // the monitor's next check
   bool fencing_ = false;
   int64_t fence_started_ms_ = 0;
   int64_t fence_warned_ms_ = 0;

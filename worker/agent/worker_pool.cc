@@ -135,6 +135,10 @@ void WorkerPool::StartNow(const protocol::StartWorkerRequest& request, StartCall
     env.push_back(name + "=" + value);
   }
   for (const auto& [name, value] : worker_env.Encode()) env.push_back(name + "=" + value);
+  if (options_.memory_usage_threshold > 0 && options_.memory_usage_threshold < 1) {
+    env.push_back("RAYX_MEMORY_USAGE_THRESHOLD=" +
+                  std::to_string(options_.memory_usage_threshold));
+  }
   std::string exe = request.executable;
   std::vector<std::string> args = request.worker_args;
   std::string cwd = request.working_dir;
@@ -186,6 +190,8 @@ void WorkerPool::StartNow(const protocol::StartWorkerRequest& request, StartCall
   ++starting_;
   Worker& worker = workers_[request.lease_id];
   worker.pid = pid;
+  worker.for_actor = request.for_actor;
+  worker.started = ++starts_;
   worker.lease_id = request.lease_id;
   worker.reports_construction = request.report_construction;
   worker.log_path = log_path;
@@ -372,6 +378,14 @@ std::vector<pid_t> WorkerPool::Pids() const {
   std::vector<pid_t> out;
   out.reserve(workers_.size());
   for (const auto& [lease_id, worker] : workers_) out.push_back(worker.pid);
+  return out;
+}
+
+std::vector<WorkerPool::Running> WorkerPool::RunningWorkers() const {
+  std::vector<Running> out;
+  for (const auto& [lease_id, worker] : workers_) {
+    if (worker.ready) out.push_back({worker.pid, lease_id, worker.for_actor, worker.started});
+  }
   return out;
 }
 

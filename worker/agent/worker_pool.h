@@ -50,6 +50,11 @@ class WorkerPool {
     // The device of each GPU the head hands out (NodeResources::gpu_devices):
     // what CUDA_VISIBLE_DEVICES and RAYX_GPU_IDS name. Empty: GPU i is device i.
     std::vector<int> gpu_devices;
+    // The memory monitor's threshold, told to workers
+    // (RAYX_MEMORY_USAGE_THRESHOLD): a Python worker asked to give up its
+    // call raises OutOfMemoryError only while memory is still above it.
+    // 0: not told.
+    double memory_usage_threshold = 0;
   };
   using StartCallback = std::function<void(Result<protocol::StartWorkerReply>)>;
   // What a worker started with StartWorkerRequest::report_construction says
@@ -78,6 +83,15 @@ class WorkerPool {
   std::vector<pid_t> Pids() const;
   // The lease whose worker is `pid`, if any.
   std::optional<LeaseId> LeaseOf(pid_t pid) const;
+  // Running workers (ready), for the memory monitor: pid, lease, whether an
+  // actor's, and the order they were started in.
+  struct Running {
+    pid_t pid = 0;
+    LeaseId lease_id;
+    bool for_actor = false;
+    uint64_t started = 0;
+  };
+  std::vector<Running> RunningWorkers() const;
   // What OnChildExit found `pid` to be.
   enum class ChildExit { kNotOurs, kDuringStart, kRunning };
   // Forgets worker `pid`, which exited; what it left in its process group is
@@ -101,6 +115,8 @@ class WorkerPool {
     bool ready = false;
     bool constructing = false;  // said CONSTRUCTING: no start limit, no start slot
     bool reports_construction = false;  // its pipe stays open after READY
+    bool for_actor = false;             // StartWorkerRequest::for_actor
+    uint64_t started = 0;               // the pool's start counter
     StartCallback on_start;
     // The start-up pipe, shared with the read in flight on it: a read ended
     // by closing the pipe still writes to the buffer, after the entry may be
@@ -128,6 +144,7 @@ class WorkerPool {
   std::string object_address_;
   ConstructionCallback on_construction_;
   std::map<LeaseId, Worker> workers_;
+  uint64_t starts_ = 0;  // workers started so far (Worker::started)
   struct Queued {
     protocol::StartWorkerRequest request;
     StartCallback done;

@@ -41,6 +41,9 @@ struct Options {
   // GPUs of the private cluster (< 0: detected), and its custom resources.
   double num_gpus = -1;
   ResourceMap resources;
+  // More `rayx start` flags for the private cluster, e.g.
+  // {"--memory-usage-threshold", "0.8"}. Ignored when joining a cluster.
+  std::vector<std::string> private_cluster_flags;
 };
 
 // Connects this program to a cluster. In a worker process (started by a node

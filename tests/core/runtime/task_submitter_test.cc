@@ -129,6 +129,50 @@ TEST_F(TaskSubmitterTest, PipelinesOnceTheClusterIsSaturated) {
   for (const auto& id : ids) EXPECT_EQ(ErrorOf(id), "");
 }
 
+// A worker whose running call blocks hands back the calls pipelined behind
+// it (Requeued): they keep their arguments, go to another worker, and the
+// blocked one gets nothing more until its call ends.
+TEST_F(TaskSubmitterTest, CallsHandedBackByABlockedWorkerRunElsewhere) {
+  std::vector<ObjectId> ids;
+  for (int i = 0; i < 3; ++i) ids.push_back(Submit("F", "arg-" + std::to_string(i)));
+  Step();
+  head_.Grant("lease-1", "w1");
+  Step();
+  clock_.Advance(TaskSubmitter::kSaturatedAfterMs + 1);
+  submitter_.Tick();
+  Step();
+  auto* blocked = connector_.At("w1");
+  ASSERT_NE(blocked, nullptr);
+  ASSERT_EQ(blocked->calls.size(), 3u) << "pipelined";
+  blocked->ReplyError(blocked->calls[1].call_id, "Requeued", "handed back", "n1");
+  blocked->ReplyError(blocked->calls[2].call_id, "Requeued", "handed back", "n1");
+  Step();
+  EXPECT_EQ(blocked->calls.size(), 3u) << "nothing more to the blocked worker";
+  ASSERT_FALSE(head_.requests.empty()) << "another worker is asked for";
+  head_.Grant("lease-2", "w2");
+  Step();
+  auto* other = connector_.At("w2");
+  ASSERT_NE(other, nullptr);
+  ASSERT_FALSE(other->calls.empty());
+  EXPECT_EQ(other->calls[0].args, std::vector<std::string>{"arg-1"}) << "its arguments kept";
+  for (size_t i = 0; i < other->calls.size(); ++i) {  // each reply may send the next
+    other->Reply(other->calls[i].call_id, "ok");
+    Step();
+  }
+  EXPECT_EQ(other->calls.size(), 2u) << "both handed-back calls ran there";
+  // The blocked call ends: its worker takes calls again.
+  blocked->Reply(blocked->calls[0].call_id, "ok");
+  Step();
+  for (const auto& id : ids) {
+    if (ErrorOf(id).empty()) continue;
+    ADD_FAILURE() << id.Hex() << ": " << ErrorOf(id);
+  }
+  size_t before = blocked->calls.size() + other->calls.size();
+  Submit("F");
+  Step();
+  EXPECT_EQ(blocked->calls.size() + other->calls.size(), before + 1) << "a new call is sent";
+}
+
 // Workers that take long to start (a Python interpreter) raise the threshold:
 // a lease request that waits less than twice the fastest grant is a worker
 // starting, not a full cluster, so the waiting tasks are not pipelined.

@@ -12,6 +12,7 @@
 #include <condition_variable>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <mutex>
 #include <optional>
 #include <stdexcept>
@@ -86,6 +87,8 @@ std::vector<std::pair<rayx::detail::DeferredCall, std::string>> TakeLater() {
   return std::exchange(later, {});
 }
 
+std::function<void()> on_block;
+
 bool RegisterDeferrable() {
   using rayx::detail::ArgViews;
   using rayx::detail::CallControl;
@@ -115,6 +118,12 @@ bool RegisterDeferrable() {
   add("DeferAndDrop", [](void*, const ArgViews&, CallControl& call) {
     call.Defer();
     return std::string();
+  });
+  // A call that blocks in a get: runs the test's `on_block` (the worker's
+  // hook would run WorkerLoop::ReleaseQueued), then answers "done".
+  add("Blocks", [](void*, const ArgViews&, CallControl&) {
+    if (on_block) on_block();
+    return rayx::detail::Pack(std::string("done"));
   });
   // A generator call: yields its argument's count of items ("0", "1", ...)
   // as it runs, then returns how many.
@@ -477,6 +486,64 @@ TEST_F(WorkerLoopTest, ADeferredGeneratorsItemsPrecedeItsResultAndNoneFollowIt) 
   EXPECT_FALSE(results[2].item);
   EXPECT_EQ(std::string(results[2].value.bytes), Pack(2));
   EXPECT_EQ(loop_.deferred_count(), 0u);
+}
+
+// A task that blocks in a get hands back the tasks queued behind it (the
+// rest of its batch and what waits on the socket), unstarted, and answers
+// itself as usual; nothing it handed back runs here.
+TEST_F(WorkerLoopTest, ATaskThatBlocksHandsBackTheTasksQueuedBehindIt) {
+  int drained = 0;
+  loop_.SetDrain([&](const std::function<void(transport::Frames&)>& take) {
+    if (drained++ > 0) return;  // one message waits, once
+    auto waiting = Request({{7, "Add", {Pack(1), Pack(1)}}, {8, "Echo", {Pack(std::string("e"))}}},
+                           static_cast<uint16_t>(MessageType::kPushTasksRequest), "caller-2");
+    take(waiting);
+  });
+  worker_loop_test::on_block = [this] {
+    loop_.ReleaseQueued();
+    loop_.ReleaseQueued();  // a later slice of the same wait: nothing twice
+  };
+  auto frames = Request({{1, "Add", {Pack(1), Pack(2)}},
+                         {2, "Blocks", {}},
+                         {3, "Add", {Pack(3), Pack(4)}},
+                         {4, "Echo", {Pack(std::string("x"))}}});
+  loop_.Handle(frames);
+  worker_loop_test::on_block = nullptr;
+  std::vector<std::string> callers;
+  auto results = Results(&callers);
+  ASSERT_EQ(results.size(), 6u);
+  std::map<uint64_t, std::pair<std::string, std::string>> by_call;  // id -> caller, error type
+  for (size_t i = 0; i < results.size(); ++i) {
+    by_call[results[i].call_id + (callers[i] == "caller-2" ? 100 : 0)] = {
+        callers[i], std::string(results[i].error_type)};
+  }
+  EXPECT_EQ(by_call[1].second, "") << "it ran before the blocking call";
+  EXPECT_EQ(by_call[2].second, "") << "the blocked call answers itself";
+  EXPECT_EQ(by_call[3].second, "Requeued");
+  EXPECT_EQ(by_call[4].second, "Requeued");
+  EXPECT_EQ(by_call[107].second, "Requeued") << "the waiting message's calls, to their caller";
+  EXPECT_EQ(by_call[108].second, "Requeued");
+  EXPECT_EQ(results.back().call_id, 2u) << "handed back before the blocked call ends";
+}
+
+// An actor's calls keep their order: its worker hands nothing back; and no
+// call runs outside a batch's run.
+TEST_F(WorkerLoopTest, AnActorsWorkerAndAnIdleLoopHandNothingBack) {
+  bool drained = false;
+  loop_.SetDrain([&](const std::function<void(transport::Frames&)>&) { drained = true; });
+  loop_.ReleaseQueued();
+  EXPECT_FALSE(drained) << "no call runs";
+  auto create = Request({{1, "Counter::Create", {Pack(0)}, "actor-1", true}});
+  loop_.Handle(create);
+  worker_loop_test::on_block = [this] { loop_.ReleaseQueued(); };
+  auto frames = Request({{2, "Blocks", {}, "actor-1"}, {3, "Counter::Add", {Pack(5)}, "actor-1"}});
+  loop_.Handle(frames);
+  worker_loop_test::on_block = nullptr;
+  EXPECT_FALSE(drained);
+  auto results = Results();
+  ASSERT_EQ(results.size(), 3u);
+  EXPECT_EQ(results[2].call_id, 3u);
+  EXPECT_EQ(std::string(results[2].value.bytes), Pack(5)) << "it ran, in order";
 }
 
 TEST_F(WorkerLoopTest, ADeferrableFunctionThatAnswersAtOnceIsNotDeferred) {

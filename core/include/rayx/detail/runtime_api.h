@@ -207,6 +207,11 @@ class BlockedScope {
   bool counts_;
   std::shared_ptr<BlockedCalls> calls_;  // set once counted
 };
+// In a worker: runs `hook` on the thread whose call starts to block in a
+// get or wait (the first time per blocked stretch, before it sleeps). The
+// worker loop uses it to hand back the calls queued behind the blocked one
+// (WorkerLoop::ReleaseQueued). Set once, before calls run.
+void SetCallBlockingHook(std::function<void()> hook);
 // Marks ready objects; returns once `num_returns` are ready or the timeout passes.
 std::vector<bool> WaitObjects(const std::vector<ObjectHandle>& objects, size_t num_returns,
                               int64_t timeout_ms);

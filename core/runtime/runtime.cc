@@ -523,7 +523,15 @@ ObjectBytes Runtime::Get(const ObjectHandle& object, int64_t timeout_ms) {
       left = timeout_ms - std::chrono::duration_cast<std::chrono::milliseconds>(
                               std::chrono::steady_clock::now() - start)
                               .count();
-      if (left <= kBlockedSliceMs) return objects_.Get(object->id, std::max<int64_t>(left, 0), &on_block);
+      if (left <= kBlockedSliceMs) {
+        try {
+          return objects_.Get(object->id, std::max<int64_t>(left, 0), &on_block);
+        } catch (const GetTimeoutError&) {
+          // Named with the whole wait, not its last slice.
+          throw GetTimeoutError("object " + object->id.Hex() + " was not ready within " +
+                                std::to_string(timeout_ms) + " ms");
+        }
+      }
     }
     try {
       return objects_.Get(object->id, kBlockedSliceMs, &on_block);

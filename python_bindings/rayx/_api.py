@@ -158,6 +158,15 @@ def init(address=None, *, num_cpus=None, num_gpus=None, resources=None, namespac
             raise RuntimeError("rayx.init was called twice: call rayx.shutdown() first, or pass "
                                "ignore_reinit_error=True")
         address, temp_dir, private = _resolve_address(address, temp_dir)
+        if start_flags and not private:
+            joined = address or os.environ.get("RAYX_ADDRESS") or \
+                _core.local_cluster_address(temp_dir)
+            if joined:
+                import warnings
+                warnings.warn(f"rayx.init: _system_config's memory monitor settings apply to a "
+                              f"private cluster only; this program joins the cluster at "
+                              f"{joined}, where `rayx start --memory-usage-threshold` sets "
+                              "them", stacklevel=2)
         _namespace = namespace
         exe, args, env = _worker_command()
         _core.set_worker_command(exe, args, env)

@@ -59,6 +59,28 @@ def test_first_use_initializes_as_ray_does(cluster):
     assert "WAIT 1" in r.stdout
 
 
+def test_init_takes_the_memory_monitors_system_config_for_a_private_cluster_only(cluster):
+    r = _driver_ok(cluster, """
+        import warnings
+        import rayx as ray
+        try:
+            ray.init(address="auto", _system_config={"memory_usage_threshold": "high"})
+        except ValueError as e:
+            print("BAD", "memory_usage_threshold" in str(e))
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            ray.init(address="auto", _system_config={"memory_usage_threshold": 0.9,
+                                                     "memory_monitor_refresh_ms": 100})
+        said = [str(w.message) for w in caught]
+        print("JOINED", any("private cluster only" in m and "--memory-usage-threshold" in m
+                            for m in said))
+        print("NOT IGNORED", not any("rayx.init ignores" in m for m in said))
+        ray.shutdown()
+    """)
+    for line in ("BAD True", "JOINED True", "NOT IGNORED True"):
+        assert line in r.stdout, r.stdout
+
+
 def test_init_takes_rays_arguments_and_warns_once_about_the_ignored(cluster):
     r = _driver_ok(cluster, """
         import logging, warnings, os

@@ -224,6 +224,36 @@ int64_t Unbounded(int64_t timeout_ms) { return timeout_ms >= (int64_t{1} << 40) 
 
 }  // namespace
 
+template <typename Done>
+bool ObjectTable::Block(std::unique_lock<std::mutex>& lock, Done& done,
+                        std::chrono::steady_clock::time_point deadline, int64_t timeout_ms,
+                        const std::function<void()>* on_block) {
+  for (;;) {
+    if (on_block != nullptr) {
+      lock.unlock();
+      (*on_block)();
+      lock.lock();
+      if (done()) return true;
+    }
+    bool ready = true;
+    ++waiting_;
+    if (on_block == nullptr) {
+      if (timeout_ms < 0) {
+        cv_.wait(lock, done);
+      } else {
+        ready = cv_.wait_until(lock, deadline, done);
+      }
+      --waiting_;
+      return ready;
+    }
+    auto wake = std::chrono::steady_clock::now() + std::chrono::milliseconds(kOnBlockPeriodMs);
+    bool last = timeout_ms >= 0 && deadline <= wake;
+    ready = cv_.wait_until(lock, last ? deadline : wake, done);
+    --waiting_;
+    if (ready || last) return ready;
+  }
+}
+
 // Design: a sync call's result mostly comes back within ~100 us. A thread
 // that sleeps on the condition variable for it pays a futex wake-up and, on a
 // virtual machine, the exit of its halted vCPU on the way back: on the 2-core
@@ -275,22 +305,7 @@ ObjectBytes ObjectTable::Get(const ObjectId& id, int64_t timeout_ms,
       };
       bool ready =
           options_.spin_us > 0 && timeout_ms != 0 && Spin(lock, done, deadline, timeout_ms);
-      if (!ready && on_block != nullptr && timeout_ms != 0) {
-        lock.unlock();
-        (*on_block)();
-        lock.lock();
-        ready = done();
-      }
-      if (!ready) {
-        ++waiting_;
-        ready = true;
-        if (timeout_ms < 0) {
-          cv_.wait(lock, done);
-        } else {
-          ready = cv_.wait_until(lock, deadline, done);
-        }
-        --waiting_;
-      }
+      if (!ready) ready = timeout_ms == 0 ? done() : Block(lock, done, deadline, timeout_ms, on_block);
       if (!ready) {
         throw GetTimeoutError("object " + id.Hex() + " was not ready within " +
                               std::to_string(timeout_ms) + " ms");
@@ -371,22 +386,8 @@ std::vector<bool> ObjectTable::Wait(const std::vector<ObjectHandle>& objects,
     }
     return n >= num_returns;
   };
-  bool enough = count();
-  if (!enough && on_block != nullptr && timeout_ms != 0) {
-    lock.unlock();
-    (*on_block)();
-    lock.lock();
-    enough = count();
-  }
-  if (!enough) {
-    ++waiting_;
-    if (timeout_ms < 0) {
-      cv_.wait(lock, count);
-    } else {
-      cv_.wait_for(lock, std::chrono::milliseconds(timeout_ms), count);
-    }
-    --waiting_;
-  }
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+  if (!count() && timeout_ms != 0) Block(lock, count, deadline, timeout_ms, on_block);
   count();
   return ready;
 }

@@ -50,6 +50,9 @@ struct ObjectCore {
 // out by Get is shared (ObjectBytes::keepalive), so it outlives its entry.
 class ObjectTable {
  public:
+  // How often a blocked Get or Wait runs its `on_block` again (a worker hands
+  // back the calls queued behind a waiting one each time).
+  static constexpr int64_t kOnBlockPeriodMs = 100;
   // A result to record.
   struct Completion {
     ObjectId id;
@@ -138,12 +141,13 @@ class ObjectTable {
   // lost stored one), std::runtime_error when the entry is unknown (freed).
   // `on_block` (may be null) runs, outside the table's lock, when the call
   // has to block: before it sleeps (the object still pending after the spin;
-  // never with timeout_ms 0) and before it pulls the object from another node.
+  // never with timeout_ms 0), again every kOnBlockPeriodMs while it sleeps,
+  // and before it pulls the object from another node.
   ObjectBytes Get(const ObjectId& id, int64_t timeout_ms,
                   const std::function<void()>* on_block = nullptr);
   // Waits up to `timeout_ms` (< 0: forever) until `num_returns` of `objects`
   // are no longer pending; returns which are (unknown ones count as ready).
-  // `on_block` as for Get: before it sleeps.
+  // `on_block` as for Get: before it sleeps and every kOnBlockPeriodMs after.
   std::vector<bool> Wait(const std::vector<ObjectHandle>& objects, size_t num_returns,
                          int64_t timeout_ms, const std::function<void()>* on_block = nullptr);
 
@@ -187,6 +191,13 @@ class ObjectTable {
     std::function<void()> recompute;             // Completion::recompute
   };
 
+  // Get and Wait sleep: until `done` holds or the deadline passes (none when
+  // timeout_ms < 0); `on_block` (may be null) runs outside the lock before the
+  // first sleep and every kOnBlockPeriodMs after. Returns done(), with `lock` held.
+  template <typename Done>
+  bool Block(std::unique_lock<std::mutex>& lock, Done& done,
+             std::chrono::steady_clock::time_point deadline, int64_t timeout_ms,
+             const std::function<void()>* on_block);
   // Get's spin (see there): true when `done` held within options_.spin_us
   // (or the deadline); returns with `lock` held either way.
   template <typename Done>

@@ -15,7 +15,6 @@
 #include "common/logging.h"
 #include "object_store/object_pull.h"
 #include "object_store/shared_memory_store.h"
-#include "rayx/errors.h"
 #include "rayx/ids.h"
 #include "rayx/version.h"
 #include "runtime/actor_submitter.h"
@@ -505,40 +504,14 @@ ObjectHandle Runtime::GeneratorItem(const ObjectHandle& generator, uint32_t inde
   return NewEntry(std::move(item));
 }
 
-namespace {
-// A worker's call that waits does so in slices of this: between them, calls
-// queued behind it on its worker are handed back (SetCallBlockingHook).
-constexpr int64_t kBlockedSliceMs = 100;
-}  // namespace
-
 ObjectBytes Runtime::Get(const ObjectHandle& object, int64_t timeout_ms) {
   if (!object) throw std::invalid_argument("Get on an empty ObjectRef");
   if (!blocked_calls_) return objects_.Get(object->id, timeout_ms);
   BlockedScope blocked;  // joins the caller's, if it holds one
+  // Runs before the wait sleeps and every ObjectTable::kOnBlockPeriodMs after:
+  // calls queued behind this one on its worker are handed back each time.
   const std::function<void()> on_block = [&] { blocked.Blocking(blocked_calls_); };
-  const auto start = std::chrono::steady_clock::now();
-  for (;;) {
-    int64_t left = timeout_ms;
-    if (timeout_ms >= 0) {
-      left = timeout_ms - std::chrono::duration_cast<std::chrono::milliseconds>(
-                              std::chrono::steady_clock::now() - start)
-                              .count();
-      if (left <= kBlockedSliceMs) {
-        try {
-          return objects_.Get(object->id, std::max<int64_t>(left, 0), &on_block);
-        } catch (const GetTimeoutError&) {
-          // Named with the whole wait, not its last slice.
-          throw GetTimeoutError("object " + object->id.Hex() + " was not ready within " +
-                                std::to_string(timeout_ms) + " ms");
-        }
-      }
-    }
-    try {
-      return objects_.Get(object->id, kBlockedSliceMs, &on_block);
-    } catch (const GetTimeoutError&) {
-      // the slice ended: wait on (on_block runs again, before the next sleep)
-    }
-  }
+  return objects_.Get(object->id, timeout_ms, &on_block);
 }
 
 std::vector<bool> Runtime::Wait(const std::vector<ObjectHandle>& objects, size_t num_returns,
@@ -546,23 +519,9 @@ std::vector<bool> Runtime::Wait(const std::vector<ObjectHandle>& objects, size_t
   if (!blocked_calls_) return objects_.Wait(objects, num_returns, timeout_ms);
   BlockedScope blocked;
   const std::function<void()> on_block = [&] { blocked.Blocking(blocked_calls_); };
-  const auto start = std::chrono::steady_clock::now();
-  for (;;) {
-    int64_t slice = kBlockedSliceMs;
-    if (timeout_ms >= 0) {
-      int64_t left = timeout_ms - std::chrono::duration_cast<std::chrono::milliseconds>(
-                                      std::chrono::steady_clock::now() - start)
-                                      .count();
-      if (left <= kBlockedSliceMs) {
-        return objects_.Wait(objects, num_returns, std::max<int64_t>(left, 0), &on_block);
-      }
-    }
-    std::vector<bool> ready = objects_.Wait(objects, num_returns, slice, &on_block);
-    size_t count = 0;
-    for (bool r : ready) count += r ? 1 : 0;
-    if (count >= std::min(num_returns, objects.size())) return ready;
-  }
+  return objects_.Wait(objects, num_returns, timeout_ms, &on_block);
 }
+
 ObjectHandle Runtime::SubmitTask(const std::string& function, std::vector<Arg> args,
                                  const CallOptions& options) {
   Submission submission;

@@ -177,7 +177,7 @@ Result<std::string> PullObject(zmq::context_t& context, const transport::ClientS
 ObjectDeleter::ObjectDeleter(zmq::context_t& context) : context_(context) {}
 ObjectDeleter::~ObjectDeleter() = default;
 
-void ObjectDeleter::Delete(const std::string& object_address, const std::string& path) {
+zmq::socket_t& ObjectDeleter::Socket(const std::string& object_address) {
   auto& socket = sockets_[object_address];
   if (!socket) {
     socket = std::make_unique<zmq::socket_t>(context_, zmq::socket_type::dealer);
@@ -185,13 +185,87 @@ void ObjectDeleter::Delete(const std::string& object_address, const std::string&
     transport::MakeClient(*socket, security_);
     socket->connect(object_address);
   }
+  return *socket;
+}
+
+void ObjectDeleter::Delete(const std::string& object_address, const std::string& path) {
   protocol::DeleteObjectsRequest req;
   req.paths = {path};
   transport::Frames frames = transport::MakeMessage(req, 0);
   try {
-    (void)transport::SendFrames(*socket, frames, zmq::send_flags::dontwait);
+    (void)transport::SendFrames(Socket(object_address), frames, zmq::send_flags::dontwait);
   } catch (const zmq::error_t&) {
     // Best effort: the job's end removes whatever is left.
+  }
+}
+
+void ObjectDeleter::Contain(const std::string& object_address, const std::string& container,
+                            std::vector<std::string> contents) {
+  protocol::HoldObjectsRequest req;
+  req.container = container;
+  req.paths = std::move(contents);
+  transport::Frames frames = transport::MakeMessage(req, 0);
+  try {
+    (void)transport::SendFrames(Socket(object_address), frames, zmq::send_flags::dontwait);
+  } catch (const zmq::error_t&) {
+    // Best effort, as deletes: the holds stay until the job ends.
+  }
+}
+
+Status HoldObjects(zmq::context_t& context, const transport::ClientSecurity& security,
+                   ObjectServerDirectory& servers, const std::string& object_address,
+                   const std::vector<std::string>& paths, bool fresh, int64_t timeout_ms) {
+  RAYX_RETURN_IF_ERROR(servers.Check(object_address));
+  RAYX_RETURN_IF_ERROR(ProbeServer(object_address, 1000));
+  zmq::socket_t socket(context, zmq::socket_type::dealer);
+  socket.set(zmq::sockopt::linger, 0);
+  socket.set(zmq::sockopt::maxmsgsize, int64_t{1} << 20);
+  transport::MakeClient(socket, security);
+  transport::HandshakeWatch handshakes(context, socket);
+  const std::string where = "holding " + std::to_string(paths.size()) + " object(s) at " +
+                            object_address + " (" + (paths.empty() ? "" : paths[0].substr(0, 200)) +
+                            ")";
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+  try {
+    socket.connect(object_address);
+    protocol::HoldObjectsRequest req;
+    req.paths = paths;
+    req.fresh = fresh;
+    transport::Frames frames = transport::MakeMessage(req, 1);
+    transport::SendFrames(socket, frames);
+    while (true) {
+      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+          deadline - std::chrono::steady_clock::now());
+      if (left.count() <= 0) {
+        return Status::Unavailable(where + ": no answer within " + std::to_string(timeout_ms) +
+                                   " ms (is its node alive?)");
+      }
+      zmq::pollitem_t item{socket.handle(), 0, ZMQ_POLLIN, 0};
+      zmq::poll(&item, 1, std::min(left, std::chrono::milliseconds(100)));
+      if (!(item.revents & ZMQ_POLLIN)) {
+        if (std::string why = handshakes.Failure(); !why.empty()) {
+          return Status::Unauthenticated(where + ": the object server did not let this process "
+                                         "in: " + why);
+        }
+        continue;
+      }
+      transport::Frames reply = transport::ReceiveFrames(socket);
+      if (reply.size() < 2) continue;
+      auto env = protocol::Decode<protocol::Envelope>(transport::FrameView(reply[0]));
+      if (!env.ok()) return Status::Internal(where + ": " + env.status().message());
+      if (env->t == static_cast<uint16_t>(protocol::MessageType::kErrorReply)) {
+        auto error = protocol::Decode<protocol::ErrorReply>(transport::FrameView(reply[1]));
+        return error.ok() ? error->ToStatus() : error.status();
+      }
+      auto out = protocol::Decode<protocol::HoldObjectsReply>(transport::FrameView(reply[1]));
+      if (env->t != static_cast<uint16_t>(protocol::MessageType::kHoldObjectsReply) || !out.ok() ||
+          out->held != paths.size()) {
+        return Status::Internal(where + ": a malformed reply");
+      }
+      return Status::OK();
+    }
+  } catch (const zmq::error_t& e) {
+    return Status::Unavailable(where + " failed: " + e.what());
   }
 }
 

@@ -5,6 +5,7 @@
 #include <memory>
 #include <string>
 #include <unordered_map>
+#include <vector>
 
 #include "object_store/object_server_directory.h"
 #include "protocol/messages.h"
@@ -49,6 +50,15 @@ Result<std::string> PullObject(zmq::context_t& context, const transport::ClientS
                                const protocol::ObjectLocation& location,
                                ObjectServerDirectory& servers, const PullOptions& options = {});
 
+// Takes one hold on each of `paths` (objects of the store behind
+// `object_address`, which `servers` must know) for ObjectRefs inside values
+// (HoldObjectsRequest; `fresh` as there). Blocking, on its own socket; waits
+// up to `timeout_ms` for the answer. NotFound when an object is gone (then
+// none of `paths` is held), Unavailable when the server does not answer.
+Status HoldObjects(zmq::context_t& context, const transport::ClientSecurity& security,
+                   ObjectServerDirectory& servers, const std::string& object_address,
+                   const std::vector<std::string>& paths, bool fresh, int64_t timeout_ms);
+
 // Asks object servers to remove stored objects: one DEALER socket per server,
 // fire and forget (no replies; the job's end removes whatever a lost request
 // leaves). Not thread-safe: one thread uses it. `context` must outlive it.
@@ -63,11 +73,18 @@ class ObjectDeleter {
 
   // Asks the object server at `object_address` to remove `path`; never blocks.
   void Delete(const std::string& object_address, const std::string& path);
+  // Tells the object server at `object_address` that the object at
+  // `container` holds `contents` (holds this process took and hands over);
+  // never blocks. Ordered with this deleter's later Deletes to that server.
+  void Contain(const std::string& object_address, const std::string& container,
+               std::vector<std::string> contents);
   // Closes the sockets (a request still queued may be lost).
   void Clear();
 
  private:
   zmq::context_t& context_;
+  zmq::socket_t& Socket(const std::string& object_address);
+
   transport::ClientSecurity security_;
   std::unordered_map<std::string, std::unique_ptr<zmq::socket_t>> sockets_;
 };

@@ -43,6 +43,8 @@ std::string MessageTypeName(uint16_t type) {
     case MessageType::kPullObjectRequest: return "PullObjectRequest";
     case MessageType::kPullObjectReply: return "PullObjectReply";
     case MessageType::kDeleteObjectsRequest: return "DeleteObjectsRequest";
+    case MessageType::kHoldObjectsRequest: return "HoldObjectsRequest";
+    case MessageType::kHoldObjectsReply: return "HoldObjectsReply";
     case MessageType::kJobFinishedNotice: return "JobFinishedNotice";
     case MessageType::kJobCredentialNotice: return "JobCredentialNotice";
     case MessageType::kCreatePlacementGroupRequest: return "CreatePlacementGroupRequest";

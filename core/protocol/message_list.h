@@ -19,7 +19,7 @@
   X(WatchDriverRequest) X(DriverExitedNotice) X(ActorConstructionNotice) X(GetActorRequest) \
   X(GetActorReply) X(DropActorNameRequest) X(DropActorNameReply) X(ObjectLocation) \
   X(PullObjectRequest) X(PullObjectReply) X(DeleteObjectsRequest) X(JobFinishedNotice) \
-  X(JobCredentialNotice)
+  X(JobCredentialNotice) X(HoldObjectsRequest) X(HoldObjectsReply)
 
 // placement_, process_, job_, kv_ and group_messages.h (codec_instances_more.cc)
 #define RAYX_PROTOCOL_MORE_TYPES(X) \

@@ -73,6 +73,8 @@ enum class MessageType : uint16_t {
   kDeleteObjectsRequest = 62,  // no reply
   kJobFinishedNotice = 63,     // head -> agents, no reply
   kJobCredentialNotice = 64,   // head -> agents, no reply
+  kHoldObjectsRequest = 65,    // anyone -> agent's object server (refs inside values)
+  kHoldObjectsReply = 66,
   // Placement groups and listings (driver/CLI <-> head): placement_messages.h.
   kCreatePlacementGroupRequest = 70,
   kCreatePlacementGroupReply = 71,
@@ -689,6 +691,28 @@ struct DeleteObjectsRequest {
   static constexpr MessageType kType = MessageType::kDeleteObjectsRequest;
   std::vector<std::string> paths;
   MSGPACK_DEFINE_MAP(paths)
+};
+
+// Holding stored objects that ObjectRefs inside values point at (the agent's
+// ObjectPins). Without `container`: one more holder of each of `paths` (the
+// reply says when every hold took; an object that is gone fails it). With
+// `container`: that object, just written by the sender, holds `paths`, whose
+// holds the sender took and hands over (no reply: sent like deletes). A
+// holder lets go with a DeleteObjectsRequest of the path.
+struct HoldObjectsRequest {
+  static constexpr MessageType kType = MessageType::kHoldObjectsRequest;
+  std::vector<std::string> paths;
+  // The sender wrote `paths` itself and is their only holder: the first hold
+  // of each counts only it (otherwise the file's writer holds it too).
+  bool fresh = false;
+  std::string container;
+  MSGPACK_DEFINE_MAP(paths, fresh, container)
+};
+
+struct HoldObjectsReply {
+  static constexpr MessageType kType = MessageType::kHoldObjectsReply;
+  uint32_t held = 0;
+  MSGPACK_DEFINE_MAP(held)
 };
 
 // head -> every agent: the job ended; its stored objects go.

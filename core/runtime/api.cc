@@ -431,9 +431,14 @@ std::vector<bool> WaitObjects(const std::vector<ObjectHandle>& objects, size_t n
                               int64_t timeout_ms) {
   return RequireRuntime().Wait(objects, num_returns, timeout_ms);
 }
+void HoldResultContents(const std::string& container, std::vector<std::string> contents) {
+  if (Runtime* runtime = CurrentRuntime()) runtime->HoldContents(container, std::move(contents));
+}
+
 const std::string& ObjectIdOf(const ObjectHandle& object) {
   static const std::string kEmpty;
-  return object ? object->id.Hex() : kEmpty;
+  if (!object) return kEmpty;
+  return object->origin.empty() ? object->id.Hex() : object->origin;
 }
 
 ObjectHandle GeneratorItem(const ObjectHandle& generator, uint32_t index) {

@@ -35,6 +35,36 @@ void ObjectTable::AddStored(const ObjectId& id,
   entry.written = std::move(written);
 }
 
+void ObjectTable::AddBorrowed(const ObjectId& id,
+                              std::shared_ptr<const protocol::ObjectLocation> location) {
+  std::lock_guard<std::mutex> lock(mu_);
+  Entry& entry = objects_[id.Hex()];
+  entry.state = Entry::State::kReady;
+  entry.location = std::move(location);
+  entry.pinned = true;
+  entry.shared_out = true;
+}
+
+void ObjectTable::AddFailed(const ObjectId& id, ErrorInfo error) {
+  std::lock_guard<std::mutex> lock(mu_);
+  Entry& entry = objects_[id.Hex()];
+  entry.state = Entry::State::kFailed;
+  entry.error = std::make_shared<ErrorInfo>(std::move(error));
+}
+
+std::shared_ptr<const protocol::ObjectLocation> ObjectTable::PinForExport(const ObjectId& id,
+                                                                          bool* written) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = objects_.find(id.Hex());
+  if (it == objects_.end() || it->second.state != Entry::State::kReady || !it->second.location) {
+    return nullptr;
+  }
+  it->second.pinned = true;
+  it->second.shared_out = true;
+  *written = it->second.written != nullptr;
+  return it->second.location;
+}
+
 ObjectTable::Released ObjectTable::Release(const ObjectId& id) {
   Released released;
   // Destroyed after the lock: a closure may hold the last handle of another
@@ -54,6 +84,7 @@ ObjectTable::Released ObjectTable::Release(const ObjectId& id) {
       released.location = it->second.location;
       released.written = std::move(it->second.written);
       released.shared_out = it->second.shared_out;
+      released.pinned = it->second.pinned;
       recompute = std::move(it->second.recompute);
       objects_.erase(it);
     }

@@ -30,8 +30,12 @@ struct ErrorInfo {
 // A handle to an object this process owns (what an ObjectHandle points to).
 // The value lives in this process (the owner); its entry is released
 // (Runtime::Release) when the last ObjectRef to it is gone.
+// A borrowed object (a ref that came inside a value) has an entry of its own
+// here under a new local id; `origin` is the object's id (empty for this
+// process's own objects). See Runtime::ImportRef.
 struct ObjectCore {
   ObjectId id;
+  std::string origin;
   ~ObjectCore();
 };
 
@@ -97,6 +101,10 @@ class ObjectTable {
     std::shared_ptr<const protocol::ObjectLocation> location;
     std::shared_ptr<StoreWriter::Buffer> written;
     bool shared_out = false;  // `location` was handed to another process
+    // `location` is held at its node's agent (refs inside values): releasing
+    // lets go of one hold there (a delete through its object server), even
+    // for this process's own Put.
+    bool pinned = false;
     // A generator's result released: its items nobody claimed, stored.
     std::vector<std::shared_ptr<const protocol::ObjectLocation>> unclaimed_items;
   };
@@ -112,6 +120,17 @@ class ObjectTable {
   // Adds a ready entry for this process's Put into the local store.
   void AddStored(const ObjectId& id, std::shared_ptr<const protocol::ObjectLocation> location,
                  std::shared_ptr<StoreWriter::Buffer> written);
+
+  // Adds a ready entry for an object held at `location` for this process (a
+  // borrowed ref, Runtime::ImportRef): pinned, never computed again.
+  void AddBorrowed(const ObjectId& id, std::shared_ptr<const protocol::ObjectLocation> location);
+  // Adds a failed entry.
+  void AddFailed(const ObjectId& id, ErrorInfo error);
+  // The ready entry `id` is about to be held at its node's agent (a ref to
+  // it goes inside a value): marks it pinned and shared when it is stored
+  // (then returns its location, and `*written` says whether this process's
+  // Put wrote it); nullptr when its value is in memory only.
+  std::shared_ptr<const protocol::ObjectLocation> PinForExport(const ObjectId& id, bool* written);
 
   // Drops the entry. A pending one is marked and dropped when its result
   // arrives (then the result's location goes to `on_unwanted`); nothing is
@@ -186,6 +205,7 @@ class ObjectTable {
     std::shared_ptr<const void> mapped;                        // the store file, mapped
     std::shared_ptr<StoreWriter::Buffer> written;  // this process's Put, in the store
     bool shared_out = false;  // `location` was handed to another process (a task argument)
+    bool pinned = false;      // Released::pinned
     std::shared_ptr<ErrorInfo> error;
     std::vector<std::function<void()>> waiters;  // nullptr marks "released"
     std::function<void()> recompute;             // Completion::recompute

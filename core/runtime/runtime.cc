@@ -471,6 +471,16 @@ void Runtime::Release(const ObjectId& object_id) {
   std::shared_ptr<const protocol::ObjectLocation> location = std::move(released.location);
   std::shared_ptr<StoreWriter::Buffer> written = std::move(released.written);
   bool shared_out = released.shared_out;
+  if (released.pinned && location) {
+    // Held at its agent for refs inside values: this process lets go of its
+    // hold (the file goes with the last). Its own Put's file is never reused.
+    written.reset();
+    if (stopped_) return;  // the job's end removes it
+    auto held = std::make_shared<protocol::ObjectLocation>(*location);
+    if (held->object_address.empty()) held->object_address = local_object_address_;
+    boost::asio::post(io_, [this, held] { DeleteStored(*held); });
+    return;
+  }
   if (written) {
     // This process's Put: its file may serve the next Put unless another
     // process may still read it (then it goes, like any other).
@@ -487,6 +497,146 @@ void Runtime::Release(const ObjectId& object_id) {
   if (location && !stopped_) {
     boost::asio::post(io_, [this, location] { DeleteStored(*location); });
   }
+}
+
+namespace {
+// How long a hold waits for an agent's answer.
+constexpr int64_t kHoldTimeoutMs = 10000;
+}  // namespace
+
+Runtime::ExportedRef Runtime::ExportRef(const ObjectHandle& object) {
+  if (!object) throw std::invalid_argument("an empty ObjectRef cannot go inside a value");
+  if (!store_writer_ || local_object_address_.empty()) {
+    throw std::runtime_error(
+        "an ObjectRef inside a value needs this machine's object store (run the program on a "
+        "node of the cluster, or pass the ref as a task argument)");
+  }
+  ObjectBytes bytes = Get(object, -1);  // a failed object throws its TaskError
+  const std::string& id = object->origin.empty() ? object->id.Hex() : object->origin;
+  bool written = false;
+  std::shared_ptr<const protocol::ObjectLocation> stored = objects_.PinForExport(object->id, &written);
+  // This node's own copy when there is one; else a copy written here, held
+  // by this hold only.
+  const bool local = stored && (written || stored->object_address == local_object_address_);
+  SharedMemoryStore store(local_store_dir_);
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    std::string path;
+    bool fresh = !local || attempt > 0;
+    if (!fresh) {
+      path = stored->path;
+    } else {
+      auto copy = store.Write(SharedMemoryStore::ObjectName(config_.job_id.Hex(), id), bytes.view);
+      if (!copy.ok()) {
+        throw std::runtime_error("an ObjectRef inside a value: cannot store object " + id +
+                                 " on this node: " + copy.status().message());
+      }
+      path = *copy;
+    }
+    Status held = HoldObjects(sockets_->context.get(), data_security_, *object_servers_,
+                              local_object_address_, {path}, fresh, kHoldTimeoutMs);
+    if (held.ok()) {
+      ExportedRef out;
+      out.id = id;
+      out.location.node_address = config_.node_ip;
+      out.location.object_address = local_object_address_;
+      out.location.path = path;
+      out.location.size = bytes.view.size();
+      return out;
+    }
+    // The file went between the write and the hold (its last holder let
+    // go): once more, with a copy of our own.
+    if (held.code() != StatusCode::kNotFound || attempt > 0) {
+      throw std::runtime_error("an ObjectRef inside a value: " + held.message());
+    }
+  }
+  throw std::runtime_error("an ObjectRef inside a value: object " + id + " cannot be held");
+}
+
+ObjectHandle Runtime::ImportRef(const std::string& id, const protocol::ObjectLocation& location) {
+  if (id.empty() || id.size() > 64 || location.path.empty()) {
+    throw std::invalid_argument("a malformed ObjectRef inside a value (object '" +
+                                id.substr(0, 64) + "')");
+  }
+  {
+    std::lock_guard<std::mutex> lock(borrowed_mu_);
+    auto it = borrowed_.find(id);
+    if (it != borrowed_.end()) {
+      if (ObjectHandle live = it->second.lock()) return live;
+    }
+  }
+  Status checked = object_servers_->Check(location.object_address);
+  if (!checked.ok()) throw std::invalid_argument("an ObjectRef inside a value: " + checked.message());
+  Status held = HoldObjects(sockets_->context.get(), data_security_, *object_servers_,
+                            location.object_address, {location.path}, false, kHoldTimeoutMs);
+  ObjectId local = NewObjectId();
+  if (held.ok()) {
+    objects_.AddBorrowed(local, std::make_shared<protocol::ObjectLocation>(location));
+  } else {
+    objects_.AddFailed(local, ErrorInfo{"ObjectLost",
+                                        "object " + id + " is gone: " + held.message(), "",
+                                        location.node_address});
+  }
+  ObjectHandle handle = NewEntry(std::move(local));
+  handle->origin = id;
+  std::lock_guard<std::mutex> lock(borrowed_mu_);
+  auto [it, inserted] = borrowed_.try_emplace(id, handle);
+  if (!inserted) {
+    if (ObjectHandle live = it->second.lock()) return live;  // another thread's, first: ours goes
+    it->second = handle;
+  }
+  if (borrowed_.size() >= borrowed_sweep_at_) {
+    for (auto e = borrowed_.begin(); e != borrowed_.end();) {
+      e = e->second.expired() ? borrowed_.erase(e) : std::next(e);
+    }
+    borrowed_sweep_at_ = std::max<size_t>(64, borrowed_.size() * 2);
+  }
+  return handle;
+}
+
+ObjectHandle Runtime::PutContainer(size_t size, const std::function<void(char*)>& fill,
+                                   std::vector<std::string> contents) {
+  if (!store_writer_ || local_object_address_.empty()) {
+    ReleaseHolds(contents);
+    throw std::runtime_error("a value holding ObjectRefs needs this machine's object store");
+  }
+  ObjectId id = NewObjectId();
+  auto buffer = store_writer_->Create(config_.job_id.Hex() + "-" + id.Hex(), std::max<size_t>(size, 1));
+  if (!buffer.ok()) {
+    ReleaseHolds(contents);
+    throw std::runtime_error("a value holding ObjectRefs cannot be stored: " +
+                             buffer.status().message());
+  }
+  try {
+    fill((*buffer)->data());
+  } catch (...) {
+    store_writer_->Free(std::move(*buffer), /*reusable=*/false, clock_.NowMs());
+    ReleaseHolds(contents);
+    throw;
+  }
+  // Only `size` bytes are the value (a 0-byte value still needs a file).
+  auto location = std::make_shared<protocol::ObjectLocation>();
+  location->node_address = config_.node_ip;
+  location->path = (*buffer)->path();
+  location->size = size;
+  objects_.AddStored(id, location, std::move(*buffer));
+  bool written = false;
+  objects_.PinForExport(id, &written);  // released through the agent, never reused
+  HoldContents(location->path, std::move(contents));
+  return NewEntry(std::move(id));
+}
+
+void Runtime::HoldContents(const std::string& container, std::vector<std::string> contents) {
+  if (contents.empty() || stopped_) return;
+  boost::asio::post(io_, [this, container, contents = std::move(contents)]() mutable {
+    sockets_->deleter.Contain(local_object_address_, container, std::move(contents));
+  });
+}
+
+void Runtime::ReleaseHolds(const std::vector<std::string>& paths) {
+  if (paths.empty() || stopped_) return;
+  boost::asio::post(io_, [this, paths] {
+    for (const auto& path : paths) sockets_->deleter.Delete(local_object_address_, path);
+  });
 }
 
 size_t Runtime::ObjectCount() { return objects_.size(); }

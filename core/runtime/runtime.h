@@ -150,6 +150,37 @@ class Runtime {
     if (!body.ok()) return body.status();
     return protocol::Decode<Reply>(*body);
   }
+  // ObjectRefs inside values (Python's pickling of an ObjectRef). A ref
+  // travels as its object's id and the location of a copy in this node's
+  // store that its agent holds for the ref (ObjectPins).
+  struct ExportedRef {
+    std::string id;  // the object's (its origin's, for a borrowed one)
+    protocol::ObjectLocation location;
+  };
+  // Puts a ref to `object` inside a value: waits until it is ready (a failed
+  // one throws its TaskError: the caller sends the error instead), makes
+  // sure a copy is in this node's store (this process's own file, or a copy
+  // of a value in memory or on another node) and takes one hold on it at
+  // this node's agent, which the receiver of the value owns from then on
+  // (a container's, or one never let go: see HoldContents). Throws
+  // std::runtime_error when this machine has no store or the agent refuses.
+  ExportedRef ExportRef(const ObjectHandle& object);
+  // The ref inside a value that arrived: one handle per object in this
+  // process (a ref that came before and is still held is returned again).
+  // A new one takes its own hold at the location's agent and lets go of it
+  // when released; one whose object is gone gets an ObjectLost error (get
+  // raises it). Throws std::invalid_argument for a location no object server
+  // of the cluster serves.
+  ObjectHandle ImportRef(const std::string& id, const protocol::ObjectLocation& location);
+  // A Put of a value that holds `contents` (paths ExportRef held): stored
+  // whatever its size, and the agent told that it holds them (they go with it).
+  ObjectHandle PutContainer(size_t size, const std::function<void(char*)>& fill,
+                            std::vector<std::string> contents);
+  // The stored object at `container` (this node's, just written: a worker's
+  // result) holds `contents`. Never blocks.
+  void HoldContents(const std::string& container, std::vector<std::string> contents);
+  // Lets go of holds ExportRef took (a value that failed to serialize).
+  void ReleaseHolds(const std::vector<std::string>& paths);
   // Objects currently held (for tests of reference counting).
   size_t ObjectCount();
   // See detail::GeneratorItem (runtime_api.h).
@@ -241,6 +272,11 @@ class Runtime {
   std::unique_ptr<StoreWriter> store_writer_;  // set when there is a local store
   // The object servers pulls may connect to (the cluster's, from the head).
   std::unique_ptr<ObjectServerDirectory> object_servers_;
+  // Borrowed objects' handles by object id (ImportRef), so one object has
+  // one handle here; expired ones are swept as the map grows.
+  std::mutex borrowed_mu_;
+  std::unordered_map<std::string, std::weak_ptr<ObjectCore>> borrowed_;
+  size_t borrowed_sweep_at_ = 64;
 };
 
 // The process's runtime, or nullptr before Init / after Shutdown.

@@ -15,6 +15,7 @@
 
 #include "common/logging.h"
 #include "protocol/codec.h"
+#include "protocol/holding_value.h"
 #include "rayx/detail/registry.h"
 #include "rayx/detail/runtime_api.h"
 #include "transport/message.h"
@@ -540,10 +541,18 @@ void WorkerLoop::AddResult(uint64_t call_id, std::string_view return_id,
   std::string item_id;
   if (item != nullptr) item_id = protocol::GeneratorItemId(return_id, *item);
   std::string_view object_id = item != nullptr ? std::string_view(item_id) : return_id;
-  if (outcome.value.size() >= kInlineObjectLimit && !store_.dir().empty() &&
+  // A value holding ObjectRefs is stored whatever its size, and the stored
+  // object holds what they point at (protocol/holding_value.h).
+  std::vector<std::string> held;
+  std::string_view inner;
+  if (protocol::ParseHoldingValue(outcome.value, &held, &inner)) {
+    outcome.value.erase(0, outcome.value.size() - inner.size());
+  }
+  if ((outcome.value.size() >= kInlineObjectLimit || !held.empty()) && !store_.dir().empty() &&
       !object_id.empty() && call_job == job_) {
     auto path = store_.Write(SharedMemoryStore::ObjectName(job_, object_id), outcome.value);
     if (path.ok()) {
+      if (!held.empty() && hold_contents_) hold_contents_(*path, std::move(held));
       protocol::ObjectLocation stored;
       stored.node_address = node_ip_;
       stored.object_address = object_address_;

@@ -115,6 +115,13 @@ class WorkerLoop {
   // on (worker_main tells its JobVerifier).
   using HostObserver = std::function<void(const ActorId& actor)>;
   void SetHostObserver(HostObserver observer) { host_observer_ = std::move(observer); }
+  // Tells this node's agent that the stored result at `container` holds
+  // `contents` (a result holding ObjectRefs; protocol/holding_value.h). A
+  // result whose contents cannot be stored here (no store, another job's
+  // call) travels without: its holds stay until the job ends.
+  using HoldContentsFn =
+      std::function<void(const std::string& container, std::vector<std::string> contents)>;
+  void SetHoldContents(HoldContentsFn fn) { hold_contents_ = std::move(fn); }
 
  private:
   // What one call produced: a value (msgpack bytes, or raw for rayx::Bytes) or
@@ -175,6 +182,7 @@ class WorkerLoop {
   SendFn send_;
   ConstructionObserver construction_observer_;
   HostObserver host_observer_;
+  HoldContentsFn hold_contents_;
   std::string hosted_actor_;  // hex; empty until an actor was constructed here
   std::string node_ip_;
   std::string job_;  // this worker's job id (hex)

@@ -77,6 +77,11 @@ void RunWorker(const WorkerEnv& env) {
     }
   });
   loop.SetHostObserver([verifier](const ActorId& actor) { verifier->AllowActorCallers(actor); });
+  // A result holding ObjectRefs: this process's runtime took the holds (the
+  // refs' ExportRef), so it exists; its agent is told what the result holds.
+  loop.SetHoldContents([](const std::string& container, std::vector<std::string> contents) {
+    HoldResultContents(container, std::move(contents));
+  });
   if (!env.actor_init.empty()) {
     // A detached actor the head creates (a restart, or one its driver handed
     // over): constructed before this worker is ready, so a failed constructor

@@ -399,8 +399,7 @@ class ObjectRef:
     def __reduce__(self):
         if self._resolved:
             return (_resolved_ref, (self._value,))
-        raise TypeError("an ObjectRef can be passed to tasks and actors (as an argument, or "
-                        "inside one), not pickled by other means or returned")
+        return _export_ref(self)
 
     # --- futures (rayx._futures: one waiter thread for all of them) -------------
 
@@ -589,8 +588,100 @@ def _resolved_ref(value):
 
 
 def _refuse_ref(ref):
-    raise TypeError("ObjectRefs inside a rayx.put value or a return value are not supported: "
-                    "pass them as task arguments instead")
+    raise TypeError("an ObjectRef inside an exception cannot travel: put its value in the "
+                    "exception, or return the ref instead")
+
+
+# --- ObjectRefs inside values ------------------------------------------------
+#
+# A ref pickled into a value (a put value, a task's or actor method's result,
+# a generator's item, ray.cloudpickle.dumps, a function's closure) travels as
+# its object's id and the location of a copy in this node's store, which the
+# node's agent holds for it (Runtime::ExportRef). Whoever unpickles it takes a
+# hold of its own (_import_ref) and lets go when its ObjectRef goes. The hold
+# taken for the value belongs to the value: a put value or a result is stored,
+# and the agent lets go of what it holds when it is freed; a value pickled by
+# other means (ray.cloudpickle.dumps, a closure) holds its refs until the job
+# ends, as Ray documents for out-of-band serialization.
+
+_holding = threading.local()  # .paths: the holds taken for the value being pickled here
+
+
+def _export_ref(ref):
+    if ref._index is _DYNAMIC:
+        raise TypeError("a num_returns=\"dynamic\" call's ObjectRef cannot go inside a value: "
+                        "put list(rayx.get(ref)) (its items' refs) there instead")
+    if ref._core is None:
+        raise TypeError("this ObjectRef has no object")
+    try:
+        _core.get(ref._core, -1.0)  # waits as rayx.get does (a worker lends its CPU)
+    except _core.TaskError as e:
+        # The object failed: the error travels, and get raises it there.
+        return (_failed_ref, tuple(e.args) + (ref._name,))
+    desc = _core.export_ref(ref._core)
+    paths = getattr(_holding, "paths", None)
+    if paths is not None:
+        paths.append(desc[3])  # the value being pickled owns this hold
+    return (_import_ref, (desc, ref._index, ref._name, ref._msgpack))
+
+
+def _import_ref(desc, index, name, msgpack):
+    _require()
+    ref = ObjectRef(_core.import_ref(*desc), index, name)
+    ref._msgpack = msgpack
+    return ref
+
+
+class _Failed:
+    """The value of a ref to a failed object that travelled inside a value:
+    rayx.get raises its error."""
+
+    __slots__ = ("error",)
+
+    def __init__(self, error):
+        self.error = error
+
+
+def _failed_ref(kind, message, function, node, name=None):
+    ref = ObjectRef(None, None, name)
+    ref._resolved = True
+    ref._value = _Failed(exceptions.from_core(kind, message, name or function, node))
+    return ref
+
+
+def _pickled_holding(value, pickle):
+    """pickle(value) with the holds its ObjectRefs take collected: returns
+    (pickle's result, [paths held]); on failure the holds are let go."""
+    outer = getattr(_holding, "paths", None)
+    held = _holding.paths = []
+    try:
+        out = pickle(value)
+    except BaseException:
+        if held:
+            _core.release_holds(held)
+        raise
+    finally:
+        _holding.paths = outer
+    return out, held
+
+
+_HOLDING_MAGIC = b"RXH1"
+
+
+def _result_bytes(value):
+    """The bytes of a call's result (or a generator's item): a value holding
+    ObjectRefs starts with the paths it holds (protocol/holding_value.h); the
+    worker stores it and its agent frees them with it."""
+    if ser._builtin(value, 0):
+        return ser.builtin_bytes(value)
+    blob, held = _pickled_holding(value, ser.layout_bytes)
+    if not held:
+        return blob
+    head = [_HOLDING_MAGIC, len(held).to_bytes(4, "little")]
+    for path in held:
+        p = path.encode()
+        head += [len(p).to_bytes(4, "little"), p]
+    return b"".join(head) + blob
 
 
 class FailedReturn:
@@ -661,6 +752,8 @@ def _get_one(ref, timeout):
     if not isinstance(ref, ObjectRef):
         raise TypeError(f"rayx.get takes ObjectRefs (or a list of them), not {type(ref).__name__}")
     if ref._resolved:
+        if type(ref._value) is _Failed:
+            raise ref._value.error
         return ref._value
     if _cancelled and ref in _cancelled:
         _raise_cancelled(ref)
@@ -733,7 +826,9 @@ def put(value):
     _require()
     if isinstance(value, ObjectRef):
         raise TypeError("rayx.put of an ObjectRef: pass the ObjectRef itself instead")
-    size, parts = ser.layout(value, on_ref=_refuse_ref)
+    (size, parts), held = _pickled_holding(value, ser.layout)
+    if held:  # stored, holding what its refs point at
+        return ObjectRef(_core.put_container(size, parts, held))
     return ObjectRef(_core.put_parts(size, parts))
 
 

@@ -46,7 +46,8 @@ def _pickler_class():
             self._on_ref = on_ref
 
         def persistent_id(self, obj):
-            if self._on_ref is not None and getattr(obj, "_rayx_object_ref", False):
+            # The class's attribute: an actor handle answers any attribute.
+            if self._on_ref is not None and getattr(type(obj), "_rayx_object_ref", False):
                 return self._on_ref(obj)
             return None
 
@@ -196,6 +197,11 @@ def to_bytes(value, flags=FLAG_VALUE, on_ref=None):
     bytes)."""
     if _builtin(value, 0):
         return builtin_bytes(value, flags)
+    return layout_bytes(value, flags, on_ref)
+
+
+def layout_bytes(value, flags=FLAG_VALUE, on_ref=None):
+    """to_bytes() of a value _builtin() does not accept."""
     total, parts = layout(value, flags, on_ref)
     out = bytearray(total)
     for off, part in parts:

@@ -104,7 +104,7 @@ def _result(value, num_returns, name, emit=None):
             got = len(value) if isinstance(value, (tuple, list)) else f"a {type(value).__name__}"
             raise ValueError(f"{name} has num_returns={num_returns} but returned {got}")
         value = tuple(value)
-    return ser.to_bytes(value, on_ref=_api._refuse_ref)
+    return _api._result_bytes(value)
 
 
 def _stream(value, name, emit):
@@ -118,7 +118,7 @@ def _stream(value, name, emit):
     count = 0
     try:
         for item in value:
-            emit(ser.to_bytes(item, on_ref=_api._refuse_ref))
+            emit(_api._result_bytes(item))
             count += 1
     except Exception as e:  # noqa: BLE001 - the caller gets it, in its place
         emit(_error(e, name))
@@ -131,7 +131,7 @@ async def _stream_async(value, name, emit):
     count = 0
     try:
         async for item in value:
-            emit(ser.to_bytes(item, on_ref=_api._refuse_ref))
+            emit(_api._result_bytes(item))
             count += 1
     except Exception as e:  # noqa: BLE001 - as in _stream
         emit(_error(e, name))

@@ -223,6 +223,56 @@ PyObjectRef PutParts(size_t size, const std::vector<std::pair<size_t, py::buffer
   })};
 }
 
+// ObjectRefs inside values (rayx._api: ObjectRef.__reduce__ and
+// _import_ref; see Runtime::ExportRef and ImportRef).
+py::tuple ExportRef(const PyObjectRef& ref) {
+  Runtime::ExportedRef out;
+  try {
+    py::gil_scoped_release release;
+    out = RequireRuntime().ExportRef(ref.handle);
+  } catch (const rayx::TaskError& e) {
+    RaiseTaskError(e);
+  }
+  return py::make_tuple(out.id, out.location.node_address, out.location.object_address,
+                        out.location.path, out.location.size);
+}
+
+PyObjectRef ImportRef(const std::string& id, const std::string& node_address,
+                      const std::string& object_address, const std::string& path, uint64_t size) {
+  rayx::protocol::ObjectLocation location;
+  location.node_address = node_address;
+  location.object_address = object_address;
+  location.path = path;
+  location.size = size;
+  py::gil_scoped_release release;
+  return PyObjectRef{RequireRuntime().ImportRef(id, location)};
+}
+
+// PutParts for a value holding ObjectRefs: `contents`, the holds taken for them.
+PyObjectRef PutContainer(size_t size, const std::vector<std::pair<size_t, py::buffer>>& parts,
+                         std::vector<std::string> contents) {
+  std::vector<std::pair<size_t, std::unique_ptr<ContiguousBytes>>> views;
+  views.reserve(parts.size());
+  for (const auto& [offset, buffer] : parts) {
+    auto view = std::make_unique<ContiguousBytes>(buffer);
+    if (offset > size || view->view().size() > size - offset) {
+      RequireRuntime().ReleaseHolds(contents);
+      throw std::invalid_argument("put: a part ends past the object's size");
+    }
+    views.emplace_back(offset, std::move(view));
+  }
+  py::gil_scoped_release release;
+  return PyObjectRef{RequireRuntime().PutContainer(
+      size,
+      [&](char* out) {
+        std::memset(out, 0, size);
+        for (const auto& [offset, view] : views) {
+          std::memcpy(out + offset, view->view().data(), view->view().size());
+        }
+      },
+      std::move(contents))};
+}
+
 // How long one slice of a placement group wait lasts: each slice is a call
 // the head holds, so longer than kSliceMs (Ctrl-C still acts within 0.5 s).
 constexpr int64_t kPlacementSliceMs = 500;
@@ -669,6 +719,12 @@ PYBIND11_MODULE(_core, m) {
   m.def("msgpack_dumps", &rayx::python::MsgpackDumps, py::arg("value"), py::arg("what") = "value");
   m.def("msgpack_loads", &rayx::python::MsgpackLoads, py::arg("data"));
   m.def("put_parts", &PutParts);
+  m.def("export_ref", &ExportRef);
+  m.def("import_ref", &ImportRef);
+  m.def("put_container", &PutContainer);
+  m.def("release_holds", [](const std::vector<std::string>& paths) {
+    if (Runtime* runtime = CurrentRuntime()) runtime->ReleaseHolds(paths);
+  });
   m.def("get", &Get, py::arg("ref"), py::arg("timeout_s"));
   m.def("wait", &Wait, py::arg("refs"), py::arg("num_returns"), py::arg("timeout_s"),
         py::arg("counts_as_blocked") = true);

@@ -37,6 +37,7 @@ using MessageTypes = TypeList<
     RegisterActorReply, LeasesLostNotice, WatchDriverRequest, DriverExitedNotice,
     ActorConstructionNotice, GetActorRequest, GetActorReply, DropActorNameRequest,
     DropActorNameReply, PullObjectRequest, PullObjectReply, DeleteObjectsRequest,
+    HoldObjectsRequest, HoldObjectsReply,
     JobFinishedNotice, JobCredentialNotice,
     // placement_messages.h
     CreatePlacementGroupRequest, CreatePlacementGroupReply, WaitPlacementGroupRequest,

@@ -441,7 +441,7 @@ void NodeAgent::HandleMessage(transport::Frames& frames) {
     case MessageType::kJobFinishedNotice: {
       auto req = protocol::Decode<protocol::JobFinishedNotice>(body);
       if (!req.ok() || req->job_id.IsNil()) return;
-      size_t removed = objects_.store().RemovePrefix(req->job_id.Hex() + "-");
+      size_t removed = objects_.RemoveJob(req->job_id.Hex());
       if (removed)
         RAYX_LOG(Info) << "job " << req->job_id << " ended: freed " << removed << " objects";
       return;

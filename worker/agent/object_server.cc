@@ -11,8 +11,30 @@
 
 namespace rayx::worker {
 
+namespace {
+// The file name of a store path (what follows the last '/').
+std::string_view BaseName(std::string_view path) {
+  size_t slash = path.rfind('/');
+  return slash == std::string_view::npos ? path : path.substr(slash + 1);
+}
+}  // namespace
+
 ObjectServer::ObjectServer(boost::asio::io_context& io, SharedMemoryStore store)
-    : io_(io), store_(std::move(store)), router_(context_, zmq::socket_type::router) {}
+    : io_(io),
+      store_(std::move(store)),
+      pins_(ObjectPins::Ops{
+          [this](const std::string& path) { return ::access(path.c_str(), F_OK) == 0; },
+          [this](const std::string& path) { store_.Remove(path); }}),
+      router_(context_, zmq::socket_type::router) {}
+
+void ObjectServer::Delete(const std::string& path) {
+  if (!pins_.Release(path)) store_.Remove(path);
+}
+
+size_t ObjectServer::RemoveJob(const std::string& job_hex) {
+  pins_.ForgetPrefix(store_.dir() + "/" + job_hex + "-");
+  return store_.RemovePrefix(job_hex + "-");
+}
 
 ObjectServer::~ObjectServer() {
   loop_.reset();
@@ -87,14 +109,47 @@ void ObjectServer::OnMessage(transport::Frames& frames) {
       if (!req.ok()) return;
       for (const auto& path : req->paths) {
         // A job frees its own job's objects only (they are named <job>-<id>).
-        if (who.is_job()) {
-          std::string_view name = path;
-          name = name.substr(name.rfind('/') == std::string_view::npos ? 0 : name.rfind('/') + 1);
-          if (name.rfind(who.job.Hex() + "-", 0) != 0) continue;
-        }
-        store_.Remove(path);
+        if (who.is_job() && BaseName(path).rfind(who.job.Hex() + "-", 0) != 0) continue;
+        if (store_.Contains(path)) Delete(path);
       }
       return;
+    }
+    case protocol::MessageType::kHoldObjectsRequest: {
+      auto req = protocol::Decode<protocol::HoldObjectsRequest>(body);
+      if (!req.ok()) return answer(transport::MakeErrorMessage(req.status(), "object server", env->id));
+      // As deletes: only objects of this store, and a job's own ones.
+      auto refused = [&](const std::string& path) -> std::string {
+        if (!store_.Contains(path)) return "not an object of this node's store: " + path.substr(0, 200);
+        if (who.is_job() && BaseName(path).rfind(who.job.Hex() + "-", 0) != 0) {
+          return "object " + path.substr(0, 200) + " belongs to another job (ObjectRefs inside "
+                 "values stay within their job)";
+        }
+        return "";
+      };
+      if (!req->container.empty()) {  // a container's contents: no reply
+        if (!refused(req->container).empty()) return;
+        std::vector<std::string> contents;
+        for (auto& path : req->paths) {
+          if (refused(path).empty()) contents.push_back(std::move(path));
+        }
+        pins_.Contain(req->container, contents);
+        return;
+      }
+      protocol::HoldObjectsReply out;
+      for (const auto& path : req->paths) {
+        Status held = Status::OK();
+        if (std::string why = refused(path); !why.empty()) held = Status::InvalidArgument(why);
+        if (held.ok()) held = pins_.Hold(path, req->fresh);
+        if (!held.ok()) {
+          // The holds taken so far stand: the sender lets go of them (it
+          // knows how many took: `held` is not sent on an error, so it lets
+          // go of none; release them here instead).
+          for (uint32_t i = 0; i < out.held; ++i) Delete(req->paths[i]);
+          return answer(transport::MakeErrorMessage(held, "object server", env->id));
+        }
+        ++out.held;
+      }
+      return answer(transport::MakeMessage(out, env->id));
     }
     case protocol::MessageType::kReadLogRequest: {
       if (!who.is_cluster()) {

@@ -10,6 +10,7 @@
 #include <boost/asio/io_context.hpp>
 #include <zmq.hpp>
 
+#include "agent/object_pins.h"
 #include "agent/port_reserver.h"
 #include "agent/process_runner.h"
 #include "common/clock.h"
@@ -23,7 +24,9 @@ namespace rayx::worker {
 // A ROUTER socket on the node's address, run by the agent's event loop.
 // Only the cluster and admitted jobs connect (ZAP, `verifier`): the cluster
 // may do everything; a job reads stored objects, deletes its own job's and
-// reserves ports, and reads no logs. Requests name objects by path; a path
+// reserves ports, and reads no logs. Objects that ObjectRefs inside values
+// point at are held (HoldObjects, ObjectPins): a delete of a held object lets
+// go of one hold, and the file goes with the last. Requests name objects by path; a path
 // outside this node's store is refused, so a peer can never read or delete
 // another file. Pulls are answered with at most kMaxChunk bytes each: the
 // puller asks for chunks and keeps several in flight. It also serves the
@@ -44,14 +47,20 @@ class ObjectServer {
                             const transport::Credential& server,
                             std::shared_ptr<const transport::Verifier> verifier);
   const SharedMemoryStore& store() const { return store_; }
+  // Job `job_hex` ended: its objects go, held or not. Returns how many files.
+  size_t RemoveJob(const std::string& job_hex);
+  const ObjectPins& pins() const { return pins_; }
   using LogLookup = std::function<std::optional<ProcessRunner::LogInfo>(const LeaseId&, uint32_t)>;
   void SetLogLookup(LogLookup lookup) { log_lookup_ = std::move(lookup); }
 
  private:
   void OnMessage(transport::Frames& frames);
+  // A delete of `path`: one hold let go, or the file removed when unheld.
+  void Delete(const std::string& path);
 
   boost::asio::io_context& io_;
   SharedMemoryStore store_;
+  ObjectPins pins_;
   zmq::context_t context_{1};
   std::unique_ptr<transport::ZapServer> zap_;
   zmq::socket_t router_;

@@ -19,7 +19,9 @@ inline constexpr const char* kRayxVersion = "0.1.0";
 //    CURVE-encrypted; workers hold a job credential, not the token.
 // 6: blocked workers lend their CPU (LeaseBlockedNotice); generator calls
 //    send their items before their result (PushTasksReply's kItem).
-inline constexpr uint32_t kProtocolVersion = 6;
+// 7: ObjectRefs inside values: agents hold stored objects for them
+//    (HoldObjectsRequest; a delete of a held object lets go of one hold).
+inline constexpr uint32_t kProtocolVersion = 7;
 
 // The head's default port, as in `rayx start --head`.
 inline constexpr uint16_t kDefaultHeadPort = 6380;

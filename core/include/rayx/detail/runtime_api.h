@@ -212,6 +212,10 @@ class BlockedScope {
 // worker loop uses it to hand back the calls queued behind the blocked one
 // (WorkerLoop::ReleaseQueued). Set once, before calls run.
 void SetCallBlockingHook(std::function<void()> hook);
+// A worker's stored result at `container` holds `contents` (holds this
+// process's runtime took for ObjectRefs inside it): tells this node's agent.
+// Does nothing without a runtime.
+void HoldResultContents(const std::string& container, std::vector<std::string> contents);
 // Marks ready objects; returns once `num_returns` are ready or the timeout passes.
 std::vector<bool> WaitObjects(const std::vector<ObjectHandle>& objects, size_t num_returns,
                               int64_t timeout_ms);

@@ -332,6 +332,9 @@ TEST_F(Attacker, StrangersReachNoHandlerOnAnyPort) {
     pull.path = "/etc/passwd";
     pull.length = 100;
     objects.Send(Request(pull, 5));
+    protocol::HoldObjectsRequest hold;
+    hold.paths = {path};
+    objects.Send(Request(hold, 6));
     EXPECT_FALSE(objects.Receive(500ms)) << "the object server answered a stranger";
     // The worker: running a registered function, with a 64 MiB frame and
     // deeply nested msgpack behind it.
@@ -492,6 +495,22 @@ TEST_F(Attacker, AnotherJobsMemberIsConfinedToItsJob) {
   protocol::ReadLogRequest read;
   read.lease_id = LeaseId::FromWire("anything");
   EXPECT_EQ(objects.ErrorOf(Request(read, 14)), StatusCode::kUnauthenticated);
+  // Holds (ObjectRefs inside values): B holds none of A's objects and no
+  // file outside the store; handing A's object to a "container" of A's
+  // does nothing either (no reply), nor does a hold then a delete by B.
+  protocol::HoldObjectsRequest hold;
+  hold.paths = {path};
+  EXPECT_EQ(objects.ErrorOf(Request(hold, 15)), StatusCode::kInvalidArgument);
+  hold.paths = {"/etc/passwd"};
+  EXPECT_EQ(objects.ErrorOf(Request(hold, 16)), StatusCode::kInvalidArgument);
+  protocol::HoldObjectsRequest contain;
+  contain.container = path;
+  contain.paths = {path, "/etc/passwd"};
+  objects.Send(Request(contain, 17));
+  objects.Send(Request(del, 18));
+  objects.Send(Request(protocol::ReservePortRequest{}, 19));
+  ASSERT_TRUE(objects.Receive(5000ms).has_value());
+  EXPECT_TRUE(fs::exists(path)) << "another job's holds reached this job's object";
 
   EXPECT_FALSE(fs::exists(marker)) << "another job's call ran";
   ExpectServing();

@@ -205,3 +205,76 @@ def test_the_owners_worker_dies_and_the_borrowed_object_lives_on(rayx_mod):
     # The dead owner never let go of its own hold: the file stays until the
     # job ends (documented), and the driver's ref keeps working meanwhile.
     assert store_files(ref.hex())
+
+
+FAILURE_DRIVER = r'''
+import os, sys, time
+import numpy as np
+import rayx
+
+gate = sys.argv[1]
+
+def wait_for(path):
+    while not os.path.exists(path):
+        time.sleep(0.01)
+
+@rayx.remote(resources={"far": 0.01})  # on the node whose agent dies
+def make():
+    return [rayx.put(np.full(1 << 18, 5.0)), rayx.put(np.full(1 << 18, 6.0))]
+
+first, second = rayx.get(make.remote(), timeout=60)
+print("MADE", flush=True)
+wait_for(gate + ".head-killed")
+# The data path is the nodes' own: refs inside values work without the head.
+print("FIRST", float(rayx.get(first, timeout=60)[0]), flush=True)
+again = rayx.get(rayx.put({"ref": first}), timeout=60)["ref"]
+print("AGAIN", float(rayx.get(again, timeout=60)[1]), flush=True)
+wait_for(gate + ".agent-killed")
+try:
+    rayx.get(second, timeout=60)
+    print("NO ERROR", flush=True)
+except rayx.exceptions.ObjectLostError as e:
+    print("LOST", type(e).__name__, flush=True)
+'''
+
+
+def test_a_borrowed_object_without_the_head_then_without_its_node(tmp_path):
+    import subprocess
+    import sys
+
+    from conftest import cluster_processes, pid_alive, read_session, run_cli, token_env
+    from test_generator_failures import _Lines, _agent_pid, _head_pid
+
+    temp_dir = str(tmp_path / "cluster")
+    os.makedirs(temp_dir)
+    run_cli("start", "--head", "--port", "0", "--node-ip-address", "127.0.0.1", "--num-cpus", "1",
+            "--num-gpus", "0", "--heartbeat-period-ms", "250", "--node-timeout-ms", "1500",
+            temp_dir=temp_dir)
+    session = read_session(temp_dir)
+    address, token = session["address"], session["token"]
+    try:
+        run_cli("start", "--address", address, "--node-ip-address", "127.0.0.7",
+                "--num-cpus", "1", "--num-gpus", "0", "--resources", '{"far": 1}',
+                temp_dir=temp_dir, env=token_env(token))
+        agent = _agent_pid(temp_dir, address, token, "127.0.0.7")
+        head = _head_pid(temp_dir)
+        env = dict(os.environ, RAYX_TEMP_DIR=temp_dir, RAYX_ADDRESS=address, RAYX_TOKEN=token)
+        gate = str(tmp_path / "gate")
+        driver = subprocess.Popen([sys.executable, "-u", "-c", FAILURE_DRIVER, gate], env=env,
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        lines = _Lines(driver)
+        assert lines.next() == "MADE"
+        os.kill(head, signal.SIGKILL)
+        wait_until(lambda: not pid_alive(head), 10, "the head to exit")
+        open(gate + ".head-killed", "w").close()
+        assert lines.next() == "FIRST 5.0"
+        assert lines.next() == "AGAIN 5.0"
+        os.kill(agent, signal.SIGKILL)
+        wait_until(lambda: not pid_alive(agent), 10, "the agent to exit")
+        open(gate + ".agent-killed", "w").close()
+        assert lines.next() == "LOST ObjectLostError"
+        assert driver.wait(timeout=60) == 0
+    finally:
+        run_cli("stop", "--grace-period", "5", temp_dir=temp_dir, check=False)
+        wait_until(lambda: not cluster_processes(address), 15,
+                   "every process of the cluster (workers too) to exit")

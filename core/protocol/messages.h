@@ -587,7 +587,10 @@ struct LeasesLostNotice {
   std::vector<LeaseId> lease_ids;
   std::string node_id;
   std::string reason;  // e.g. "node 127.0.0.2 (1a2b3c4d) was declared dead: ..."
-  MSGPACK_DEFINE_MAP(lease_ids, node_id, reason)
+  // The error kind its calls fail with when not the default (WorkerCrashed,
+  // ActorDied): "OutOfMemory" when the node's memory monitor killed it.
+  std::string cause;
+  MSGPACK_DEFINE_MAP(lease_ids, node_id, reason, cause)
 };
 
 // head -> the agent on a driver's machine (the node whose address is the

@@ -22,7 +22,12 @@ struct ProcessExitedNotice {
   std::string log_tail;      // the last lines of its output
   bool all_exited = false;
   uint64_t epoch = 0;        // the node incarnation that ran it (RegisterNodeReply::epoch)
-  MSGPACK_DEFINE_MAP(lease_id, index, pid, exit_code, signal, log_tail, all_exited, epoch)
+  // Why the agent ended it, when it did: an error kind for its callers
+  // ("OutOfMemory": the memory monitor) and a sentence.
+  std::string cause;
+  std::string reason;
+  MSGPACK_DEFINE_MAP(lease_id, index, pid, exit_code, signal, log_tail, all_exited, epoch, cause,
+                     reason)
 };
 
 // Reads a process's output from `offset`; the bytes follow in frame 2 (at most

@@ -253,7 +253,8 @@ Status Runtime::Connect() {
     resolver_ = std::make_unique<ArgumentResolver>(objects_, io_, local_object_address_);
     tasks_ = std::make_unique<TaskSubmitter>(
         TaskSubmitter::Deps{objects_, *head_, *connector_, *send_queue_, *resolver_, clock_, io_},
-        TaskSubmitter::Options{config_.job_id, SetWorkerProgram});
+        TaskSubmitter::Options{config_.job_id, SetWorkerProgram, /*reaches_other_jobs=*/true,
+                               TaskSubmitter::kLossReasonWaitMs});
     actors_ = std::make_unique<ActorSubmitter>(
         ActorSubmitter::Deps{objects_, *head_, *connector_, *send_queue_, *resolver_, clock_, io_},
         ActorSubmitter::Options{config_.job_id, SetWorkerProgram,
@@ -262,7 +263,9 @@ Status Runtime::Connect() {
     // connections still stand (a stopped node); retries and restarts begin.
     head_->OnLeasesLost([this](const protocol::LeasesLostNotice& notice) {
       for (const auto& lease_id : notice.lease_ids) {
-        if (!tasks_->LoseLease(lease_id, notice.reason)) actors_->LoseLease(lease_id, notice.reason);
+        if (!tasks_->LoseLease(lease_id, notice.reason, notice.cause)) {
+          actors_->LoseLease(lease_id, notice.reason);
+        }
       }
     });
     // A restarted head keeps no name reservations: ours are made again.

@@ -35,6 +35,10 @@ struct SubmitterOptions {
   // Whether this process may call other jobs' actors (it holds the cluster's
   // credential: a driver); a job's workers hold their job's only.
   bool reaches_other_jobs = true;
+  // How long the calls of a worker whose connection dropped wait for the
+  // head to say why before they fail as a plain crash (TaskSubmitter). 0:
+  // they fail at once (the runtime waits TaskSubmitter::kLossReasonWaitMs).
+  int64_t loss_reason_wait_ms = 0;
 };
 
 }  // namespace rayx::detail

@@ -172,6 +172,7 @@ void TaskSubmitter::OnWorkerLost(Shape& shape, WorkerConnection& conn) {
   // left (Ray's max_retries), in their order ahead of the waiting ones.
   std::vector<Task> running = conn.TakeInFlight();
   std::vector<Task> again;
+  std::vector<Task> failing;
   for (Task& task : running) {
     if (task.retries_left > 0) {
       --task.retries_left;
@@ -179,15 +180,30 @@ void TaskSubmitter::OnWorkerLost(Shape& shape, WorkerConnection& conn) {
       again.push_back(std::move(task));
       continue;
     }
-    std::string tries = task.retries_done > 0
-                            ? " (the last of " + std::to_string(task.retries_done + 1) + " tries)"
-                            : "";
-    FailTask(deps_.objects, task, "WorkerCrashed",
-             lost + " while running this call" + tries +
-                 (conn.loss_reason().empty()
-                      ? " (it crashed or was killed; its log is in that node's session logs)"
-                      : ""),
-             info.node);
+    failing.push_back(std::move(task));
+  }
+  Unexplained u{std::move(failing), info.node, lost, nullptr};
+  if (!u.tasks.empty() && conn.loss_reason().empty() && !info.lease_id.IsNil() &&
+      options_.loss_reason_wait_ms > 0) {
+    // The connection dropped before the head said why the worker ended: its
+    // notice (LoseLease) usually follows within milliseconds, naming the
+    // cause (the memory monitor's kill: OutOfMemoryError, not a crash).
+    const std::string key = info.lease_id.Hex();
+    u.timer = std::make_shared<boost::asio::steady_timer>(
+        deps_.io, std::chrono::milliseconds(options_.loss_reason_wait_ms));
+    u.timer->async_wait([this, key, alive = std::weak_ptr<char>(alive_)](
+                            const boost::system::error_code& ec) {
+      if (ec || alive.expired()) return;
+      auto it = unexplained_.find(key);
+      if (it == unexplained_.end()) return;
+      Unexplained expired = std::move(it->second);
+      unexplained_.erase(it);
+      FailUnexplained(expired, "", "");
+    });
+    auto [it, added] = unexplained_.try_emplace(key, std::move(u));
+    if (!added) FailUnexplained(u, "", "");  // a lease lost twice: not waited for again
+  } else {
+    FailUnexplained(u, conn.loss_reason(), conn.loss_cause());
   }
   for (auto it = again.rbegin(); it != again.rend(); ++it) shape.queue.push_front(std::move(*it));
   // Give the lease back so its resources are freed.
@@ -282,12 +298,20 @@ void TaskSubmitter::Tick() {
   }
 }
 
-bool TaskSubmitter::LoseLease(const LeaseId& lease_id, const std::string& why) {
+bool TaskSubmitter::LoseLease(const LeaseId& lease_id, const std::string& why,
+                             const std::string& cause) {
+  if (auto it = unexplained_.find(lease_id.Hex()); it != unexplained_.end()) {
+    Unexplained u = std::move(it->second);
+    unexplained_.erase(it);
+    if (u.timer) u.timer->cancel();
+    FailUnexplained(u, why, cause);
+    return true;
+  }
   for (auto& [key, shape] : shapes_) {
     for (auto& w : shape->workers) {
       if (w->info().lease_id == lease_id) {
         std::shared_ptr<WorkerConnection> keep = w;  // OnWorkerLost drops it later
-        keep->Lose(why);
+        keep->Lose(why, cause);
         return true;
       }
     }
@@ -295,7 +319,31 @@ bool TaskSubmitter::LoseLease(const LeaseId& lease_id, const std::string& why) {
   return false;
 }
 
+void TaskSubmitter::FailUnexplained(Unexplained& u, const std::string& why,
+                                    const std::string& cause) {
+  // `u.lost` names the worker and, when the connection knew it, why.
+  std::string lost = why.empty() || u.lost.find(why) != std::string::npos
+                         ? u.lost
+                         : u.lost + ": " + why;
+  for (Task& task : u.tasks) {
+    std::string tries = task.retries_done > 0
+                            ? " (the last of " + std::to_string(task.retries_done + 1) + " tries)"
+                            : "";
+    FailTask(deps_.objects, task, cause.empty() ? "WorkerCrashed" : cause,
+             lost + " while running this call" + tries +
+                 (why.empty() && u.lost.find(" was lost: ") == std::string::npos
+                      ? " (it crashed or was killed; its log is in that node's session logs)"
+                      : ""),
+             u.node);
+  }
+  u.tasks.clear();
+}
+
 void TaskSubmitter::Clear() {
+  for (auto& [key, u] : unexplained_) {
+    if (u.timer) u.timer->cancel();
+  }
+  unexplained_.clear();  // their objects fail with everything pending (shutdown)
   for (auto& [key, shape] : shapes_) shape->workers.clear();
 }
 

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include <boost/asio/io_context.hpp>
+#include <boost/asio/steady_timer.hpp>
 
 #include "common/clock.h"
 #include "rayx/detail/runtime_api.h"
@@ -64,9 +65,15 @@ class TaskSubmitter {
   // Gives back leases idle for more than kIdleLeaseMs and sends waiting work
   // (saturation may allow deeper queues now). Call every ~100 ms.
   void Tick();
-  // The head declared lease `lease_id`'s node dead: its worker counts as
-  // lost (`why`), as if it had died. False when no worker here has it.
-  bool LoseLease(const LeaseId& lease_id, const std::string& why);
+  // The head says lease `lease_id`'s worker is lost (`why`; `cause`, when
+  // not empty, is the error kind its calls fail with: "OutOfMemory"): its
+  // node was declared dead, or the worker exited. False when no worker or
+  // unexplained loss here has it.
+  bool LoseLease(const LeaseId& lease_id, const std::string& why, const std::string& cause = "");
+  // How long the runtime lets the calls of a worker whose connection
+  // dropped wait for the head to say why (LoseLease) before they fail as a
+  // plain crash (Options::loss_reason_wait_ms).
+  static constexpr int64_t kLossReasonWaitMs = 1000;
   // Drops every worker connection (shutdown).
   void Clear();
 
@@ -97,6 +104,16 @@ class TaskSubmitter {
   std::unordered_map<std::string, std::unique_ptr<Shape>> shapes_;
   Shape* default_shape_ = nullptr;  // {CPU: 1}, the shape of tasks without resources
   int64_t fastest_grant_ms_ = -1;   // the quickest lease grant so far (a worker's start)
+  // Calls of workers whose connection dropped before the head said why, by
+  // lease (at most kLossReasonWaitMs each: OnWorkerLost, LoseLease).
+  struct Unexplained {
+    std::vector<Task> tasks;
+    std::string node, lost;
+    std::shared_ptr<boost::asio::steady_timer> timer;
+  };
+  std::unordered_map<std::string, Unexplained> unexplained_;
+  // Fails `u`'s calls (the head's `why` and `cause` when given).
+  void FailUnexplained(Unexplained& u, const std::string& why, const std::string& cause);
   // Expires with this submitter: a recompute closure kept in an object entry
   // does nothing once it is gone.
   std::shared_ptr<char> alive_ = std::make_shared<char>();

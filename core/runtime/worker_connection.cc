@@ -239,10 +239,11 @@ void WorkerConnection::Refuse(const std::string& why) {
   Lose();
 }
 
-void WorkerConnection::Lose(std::string why) {
+void WorkerConnection::Lose(std::string why, std::string cause) {
   if (lost_) return;
   lost_ = true;
   loss_reason_ = std::move(why);
+  loss_cause_ = std::move(cause);
   owner_->OnLost(*this);
 }
 

@@ -98,7 +98,9 @@ class WorkerConnection : public std::enable_shared_from_this<WorkerConnection> {
   void AddItem(const Task& task, const protocol::TaskResultView& result);
   // The worker is gone: marks the connection lost and tells the owner (once).
   // `why`, when known (the head declared its node dead), is in loss_reason().
-  void Lose(std::string why = "");
+  // `cause`: the error kind its calls fail with ("OutOfMemory"), when the
+  // head said one.
+  void Lose(std::string why = "", std::string cause = "");
 
   // Takes the calls never sent, in their order (for another worker).
   std::vector<Task> TakeUnsent();
@@ -114,6 +116,7 @@ class WorkerConnection : public std::enable_shared_from_this<WorkerConnection> {
   // wait (Requeued): it takes no more until one of its calls ends.
   bool blocked() const { return blocked_; }
   const std::string& loss_reason() const { return loss_reason_; }
+  const std::string& loss_cause() const { return loss_cause_; }
   // "the worker process (pid P) on node N" and how it was lost: "died" or the reason.
   std::string DescribeLoss() const;
   // When the last call in flight was answered (the clock's time).
@@ -135,6 +138,7 @@ class WorkerConnection : public std::enable_shared_from_this<WorkerConnection> {
   int64_t idle_since_ = 0;
   bool lost_ = false;
   std::string loss_reason_;
+  std::string loss_cause_;
   // Reused from reply to reply.
   std::vector<std::string_view> payload_views_;
   std::vector<protocol::TaskResultView> results_;

@@ -826,6 +826,9 @@ def put(value):
     _require()
     if isinstance(value, ObjectRef):
         raise TypeError("rayx.put of an ObjectRef: pass the ObjectRef itself instead")
+    if ser._builtin(value, 0):  # holds no ObjectRef: no holds to collect
+        size, parts = ser.layout(value)
+        return ObjectRef(_core.put_parts(size, parts))
     (size, parts), held = _pickled_holding(value, ser.layout)
     if held:  # stored, holding what its refs point at
         return ObjectRef(_core.put_container(size, parts, held))

@@ -389,6 +389,7 @@ _KINDS = {
     "Infeasible": InfeasibleError,
     "PlacementGroupRemoved": TaskPlacementGroupRemoved,
     "ObjectLost": ObjectLostError,
+    "OutOfMemory": OutOfMemoryError,  # the node's memory monitor killed the worker
     "RuntimeStopped": RuntimeStoppedError,
 }
 

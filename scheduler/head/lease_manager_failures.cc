@@ -123,7 +123,7 @@ void LeaseManager::OnWorkerExited(const Lease& lease, const protocol::ProcessExi
                                        : "exited with status " + std::to_string(notice.exit_code);
   std::string reason = "worker pid " + std::to_string(notice.pid) + " on node " +
                        (info ? info->address + " (" + lease.node.Short() + ")" : lease.node.Short()) +
-                       " " + how;
+                       " " + how + (notice.reason.empty() ? "" : ": " + notice.reason.substr(0, 512));
   // Copies: EndLease erases `lease`.
   LeaseId lease_id = lease.lease_id;
   NodeId node = lease.node;
@@ -145,6 +145,7 @@ void LeaseManager::OnWorkerExited(const Lease& lease, const protocol::ProcessExi
     lost.lease_ids = {lease_id};
     lost.node_id = node.Hex();
     lost.reason = reason;
+    if (notice.cause == "OutOfMemory") lost.cause = notice.cause;  // the one cause owners know
     outbox_.LeasesLost(owner.requester.peer, lost);
   }
 }

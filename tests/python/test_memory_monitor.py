@@ -1,6 +1,7 @@
 """The node agent's memory monitor on a cluster of its own, its threshold just
 above this machine's memory use now: a task that keeps allocating fails with
-OutOfMemoryError (its worker gives up the call and lives on), and a threaded
+OutOfMemoryError (its worker gives up the call and lives on), one that cannot
+give it up is killed and its caller gets OutOfMemoryError too, and a threaded
 actor, whose call cannot be interrupted, is killed after the grace (its
 callers get ActorDiedError). Each allocation is bounded, so a monitor that
 does nothing fails the test instead of exhausting the machine."""
@@ -35,6 +36,29 @@ try:
     print("TASK", rayx.get(task_hog.remote(), timeout=120), flush=True)
 except rayx.exceptions.OutOfMemoryError as e:
     print("TASK OOM", "memory monitor" in str(e), flush=True)
+
+@rayx.remote(max_retries=0)
+def deaf_hog():
+    # As a long C call would be: the monitor's request to give up the call
+    # (SIGUSR1) never reaches Python, so the worker is killed after the grace;
+    # the caller is told why all the same.
+    import signal, time
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGUSR1})
+    held = hog_and_hold()
+    return held
+
+def hog_and_hold():
+    import time
+    chunks = []
+    while sum(len(c) for c in chunks) < LIMIT:
+        chunks.append(bytearray(64 << 20))
+    time.sleep(60)  # holding it: the monitor kills us long before
+    return "never killed"
+
+try:
+    print("DEAF", rayx.get(deaf_hog.remote(), timeout=120), flush=True)
+except rayx.exceptions.OutOfMemoryError as e:
+    print("DEAF OOM", "memory monitor killed it" in str(e), flush=True)
 
 @rayx.remote(max_concurrency=2)  # its calls run on threads: SIGUSR1 cannot reach them
 class Hog:
@@ -82,6 +106,7 @@ def test_the_memory_monitor_stops_a_task_and_kills_what_it_cannot_stop(tmp_path)
                              capture_output=True, text=True, timeout=300)
         lines = out.stdout.splitlines()
         assert "TASK OOM True" in lines, out.stdout + out.stderr
+        assert "DEAF OOM True" in lines, out.stdout + out.stderr
         actor_pid = int(next(l for l in lines if l.startswith("ACTOR PID")).split()[2])
         assert "ACTOR DIED ActorDiedError" in lines, out.stdout + out.stderr
         assert not os.path.exists(f"/proc/{actor_pid}"), "the actor's worker was killed"

@@ -82,7 +82,10 @@ void MemoryMonitor::Tick(int64_t now_ms) {
                 Describe(victim_->who) + " to give up its call: killing it");
       victim_->killed = true;
       ++killed_;
-      deps_.kill(victim_->who.lease_id);
+      deps_.kill(victim_->who.lease_id,
+                 "the node's memory monitor killed it: memory at " + Percent(fraction) +
+                     ", above the threshold of " + Percent(options_.threshold) +
+                     " (--memory-usage-threshold)");
       return;
     } else {
       return;  // its grace runs

@@ -53,7 +53,9 @@ class MemoryMonitor {
     std::function<std::vector<Candidate>()> candidates;  // ready workers
     std::function<bool(pid_t pid)> alive;
     std::function<void(pid_t pid)> ask;              // SIGUSR1
-    std::function<void(const LeaseId& lease)> kill;  // the lease's process group
+    // Kills the lease's process group; `why` says so to its callers (the
+    // worker's exit is reported with it: they raise OutOfMemoryError).
+    std::function<void(const LeaseId& lease, const std::string& why)> kill;
     std::function<void(const std::string& line)> log;
   };
 

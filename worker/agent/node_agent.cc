@@ -97,17 +97,27 @@ void NodeAgent::StartMemoryMonitor() {
   // The worker's process group (its pid, recorded when the pool started
   // it): its exit is then reported to the head as the worker's own, which
   // ends the lease.
-  deps.kill = [this](const LeaseId& lease) {
+  deps.kill = [this](const LeaseId& lease, const std::string& why) {
     for (const auto& w : processes_->RunningWorkers()) {
       if (w.lease_id == lease) ::kill(-w.pid, SIGKILL);
     }
+    // Said with the worker's exit (SendExit): its callers raise
+    // OutOfMemoryError, not WorkerCrashedError.
+    if (memory_kills_.size() >= kMaxMemoryKills) memory_kills_.erase(memory_kills_.begin());
+    memory_kills_[lease] = why;
   };
   deps.log = [](const std::string& line) { RAYX_LOG(Warning) << line; };
   memory_monitor_ = std::make_unique<MemoryMonitor>(options_.memory_monitor, std::move(deps));
   if (memory_monitor_->enabled()) memory_due_ms_ = clock_.NowMs() + memory_monitor_->period_ms();
 }
 
-void NodeAgent::SendExit(const protocol::ProcessExitedNotice& notice) {
+void NodeAgent::SendExit(const protocol::ProcessExitedNotice& exited) {
+  protocol::ProcessExitedNotice notice = exited;
+  if (auto killed = memory_kills_.find(notice.lease_id); killed != memory_kills_.end()) {
+    notice.cause = "OutOfMemory";
+    notice.reason = killed->second;
+    if (notice.all_exited) memory_kills_.erase(killed);
+  }
   if (notice.all_exited) live_leases_.erase(notice.lease_id);
   if (leaving_ || !connected_ || fencing_) return;
   int64_t now = clock_.NowMs();

@@ -198,6 +198,10 @@ class NodeAgent {
   static constexpr int64_t kPollMs = 10;
   std::optional<int64_t> poll_due_ms_;
   std::unique_ptr<MemoryMonitor> memory_monitor_;
+  // Leases whose worker the memory monitor killed, and why (until their
+  // exit is reported); at most kMaxMemoryKills.
+  static constexpr size_t kMaxMemoryKills = 1024;
+  std::map<LeaseId, std::string> memory_kills_;
   std::optional<int64_t> memory_due_ms_;  // the monitor's next check
   bool fencing_ = false;
   int64_t fence_started_ms_ = 0;

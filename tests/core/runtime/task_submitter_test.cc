@@ -617,5 +617,95 @@ TEST_F(TaskSubmitterTest, ASendRefusedMidwayFailsTheRunningCallAndMovesTheUnsent
   EXPECT_EQ(ErrorOf(unsent), "");
 }
 
+// The runtime's submitter lets a dropped worker's calls wait a moment for the
+// head to say why it ended: the memory monitor's kill fails them with
+// OutOfMemory, and silence with WorkerCrashed once the wait is over.
+class TaskSubmitterLossTest : public testing::SubmitterFixture {
+ protected:
+  static constexpr int64_t kWaitMs = 50;
+  TaskSubmitterLossTest()
+      : SubmitterFixture("tcp://10.0.0.7:7000"),
+        submitter_(
+            TaskSubmitter::Deps{objects_, head_, faults_, send_queue_, resolver_, clock_, io_},
+            TaskSubmitter::Options{JobId::FromWire("job-1"), nullptr, true, kWaitMs}) {}
+  void TearDown() override {
+    submitter_.Clear();
+    Step();
+  }
+  // One task, running on worker "w1" of lease-1, which dies.
+  ObjectId RunAndLose() {
+    ObjectId id = ObjectId::FromWire("result-" + std::to_string(next_++));
+    objects_.AddPending(id);
+    Task task;
+    task.function = "F";
+    task.object_id = id;
+    task.args.push_back(Arg{"x", nullptr});
+    submitter_.Submit(task, std::nullopt, Placement{});
+    Step();
+    head_.Grant("lease-1", "w1");
+    Step();
+    auto* worker = connector_.At("w1");
+    EXPECT_NE(worker, nullptr);
+    EXPECT_EQ(worker->calls.size(), 1u);
+    worker->Die();
+    Step();
+    return id;
+  }
+  std::string MessageOf(const ObjectId& id) {
+    try {
+      objects_.Get(id, 0);
+    } catch (const TaskError& e) {
+      return e.remote_message();
+    }
+    return "";
+  }
+  bool Pending(const ObjectId& id) {
+    return !objects_.Wait({std::make_shared<ObjectCore>(ObjectCore{id, ""})}, 1, 0)[0];
+  }
+  TaskSubmitter submitter_;
+};
+
+TEST_F(TaskSubmitterLossTest, TheHeadsReasonThatFollowsTheDropNamesTheCause) {
+  ObjectId id = RunAndLose();
+  EXPECT_TRUE(Pending(id)) << "failed before the head could say why";
+  EXPECT_EQ(head_.returned, std::vector<std::string>{"lease-1"}) << "the lease goes at once";
+  EXPECT_TRUE(submitter_.LoseLease(LeaseId::FromWire("lease-1"),
+                                   "worker pid 7 on node 10.0.0.7 was killed by signal 9: the "
+                                   "node's memory monitor killed it",
+                                   "OutOfMemory"));
+  EXPECT_EQ(ErrorOf(id), "OutOfMemory");
+  EXPECT_NE(MessageOf(id).find("memory monitor killed it"), std::string::npos) << MessageOf(id);
+  EXPECT_FALSE(submitter_.LoseLease(LeaseId::FromWire("lease-1"), "again", "OutOfMemory"))
+      << "answered once";
+}
+
+TEST_F(TaskSubmitterLossTest, SilenceFailsTheCallsAsACrashOnceTheWaitIsOver) {
+  ObjectId id = RunAndLose();
+  EXPECT_TRUE(Pending(id));
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (Pending(id) && std::chrono::steady_clock::now() < deadline) {
+    io_.restart();
+    io_.run_one_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_EQ(ErrorOf(id), "WorkerCrashed");
+  EXPECT_NE(MessageOf(id).find("crashed or was killed"), std::string::npos) << MessageOf(id);
+}
+
+TEST_F(TaskSubmitterLossTest, AReasonThatCameFirstIsUsedAtOnce) {
+  ObjectId id = ObjectId::FromWire("result-first");
+  objects_.AddPending(id);
+  Task task;
+  task.function = "F";
+  task.object_id = id;
+  task.args.push_back(Arg{"x", nullptr});
+  submitter_.Submit(task, std::nullopt, Placement{});
+  Step();
+  head_.Grant("lease-1", "w1");
+  Step();
+  ASSERT_TRUE(submitter_.LoseLease(LeaseId::FromWire("lease-1"), "killed: memory", "OutOfMemory"));
+  Step();
+  EXPECT_EQ(ErrorOf(id), "OutOfMemory");
+}
+
 }  // namespace
 }  // namespace rayx::detail

@@ -24,7 +24,10 @@ class MemoryMonitorTest : public ::testing::Test {
     deps.candidates = [this] { return workers_; };
     deps.alive = [this](pid_t pid) { return alive_.count(pid) > 0; };
     deps.ask = [this](pid_t pid) { asked_.push_back(pid); };
-    deps.kill = [this](const LeaseId& lease) { killed_.push_back(lease.Hex()); };
+    deps.kill = [this](const LeaseId& lease, const std::string& why) {
+      killed_.push_back(lease.Hex());
+      why_ = why;
+    };
     deps.log = [this](const std::string& line) { log_.push_back(line); };
     monitor_ = std::make_unique<MemoryMonitor>(options, std::move(deps));
     return *monitor_;
@@ -44,6 +47,7 @@ class MemoryMonitorTest : public ::testing::Test {
   std::set<pid_t> alive_;
   std::vector<pid_t> asked_;
   std::vector<std::string> killed_, log_;
+  std::string why_;  // the last kill's reason
   std::unique_ptr<MemoryMonitor> monitor_;
 };
 
@@ -109,6 +113,9 @@ TEST_F(MemoryMonitorTest, AWorkerStillShortAfterTheGraceIsKilledThenTheNextIsAsk
   EXPECT_TRUE(killed_.empty()) << "within its grace";
   m.Tick(2000);
   EXPECT_EQ(killed_, std::vector<std::string>{"lease-11"});
+  // Its callers are told why (OutOfMemoryError), with the figures.
+  EXPECT_NE(why_.find("memory monitor killed it"), std::string::npos) << why_;
+  EXPECT_NE(why_.find("above the threshold of 90"), std::string::npos) << why_;
   m.Tick(2250);
   m.Tick(2500);
   EXPECT_EQ(killed_.size(), 1u) << "killed once";

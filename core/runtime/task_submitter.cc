@@ -182,12 +182,14 @@ void TaskSubmitter::OnWorkerLost(Shape& shape, WorkerConnection& conn) {
     }
     failing.push_back(std::move(task));
   }
-  Unexplained u{std::move(failing), info.node, lost, nullptr};
+  Unexplained u{std::move(failing), info.node, lost, info.lease_id, nullptr};
   if (!u.tasks.empty() && conn.loss_reason().empty() && !info.lease_id.IsNil() &&
       options_.loss_reason_wait_ms > 0) {
     // The connection dropped before the head said why the worker ended: its
-    // notice (LoseLease) usually follows within milliseconds, naming the
-    // cause (the memory monitor's kill: OutOfMemoryError, not a crash).
+    // notice (LoseLease) follows once the agent reaped the worker (a worker
+    // that held much memory takes a while to go), naming the cause (the
+    // memory monitor's kill: OutOfMemoryError, not a crash). The lease stays
+    // ours meanwhile: given back now, the head would end it and tell nobody.
     const std::string key = info.lease_id.Hex();
     u.timer = std::make_shared<boost::asio::steady_timer>(
         deps_.io, std::chrono::milliseconds(options_.loss_reason_wait_ms));
@@ -198,16 +200,17 @@ void TaskSubmitter::OnWorkerLost(Shape& shape, WorkerConnection& conn) {
       if (it == unexplained_.end()) return;
       Unexplained expired = std::move(it->second);
       unexplained_.erase(it);
+      deps_.head.ReturnLease(expired.lease);
       FailUnexplained(expired, "", "");
     });
     auto [it, added] = unexplained_.try_emplace(key, std::move(u));
     if (!added) FailUnexplained(u, "", "");  // a lease lost twice: not waited for again
   } else {
     FailUnexplained(u, conn.loss_reason(), conn.loss_cause());
+    // Give the lease back so its resources are freed.
+    deps_.head.ReturnLease(info.lease_id);
   }
   for (auto it = again.rbegin(); it != again.rend(); ++it) shape.queue.push_front(std::move(*it));
-  // Give the lease back so its resources are freed.
-  deps_.head.ReturnLease(info.lease_id);
   // Dropped later: we may be inside the connection's own handler.
   boost::asio::post(deps_.io, [this, s = &shape, raw = &conn] {
     std::erase_if(s->workers, [raw](const auto& w) { return w.get() == raw; });
@@ -301,6 +304,7 @@ void TaskSubmitter::Tick() {
 bool TaskSubmitter::LoseLease(const LeaseId& lease_id, const std::string& why,
                              const std::string& cause) {
   if (auto it = unexplained_.find(lease_id.Hex()); it != unexplained_.end()) {
+    // The head ended the lease itself (that is why it told us).
     Unexplained u = std::move(it->second);
     unexplained_.erase(it);
     if (u.timer) u.timer->cancel();
@@ -342,6 +346,7 @@ void TaskSubmitter::FailUnexplained(Unexplained& u, const std::string& why,
 void TaskSubmitter::Clear() {
   for (auto& [key, u] : unexplained_) {
     if (u.timer) u.timer->cancel();
+    deps_.head.ReturnLease(u.lease);
   }
   unexplained_.clear();  // their objects fail with everything pending (shutdown)
   for (auto& [key, shape] : shapes_) shape->workers.clear();

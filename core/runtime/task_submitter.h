@@ -109,6 +109,7 @@ class TaskSubmitter {
   struct Unexplained {
     std::vector<Task> tasks;
     std::string node, lost;
+    LeaseId lease;  // given back when the wait ends without the head's word
     std::shared_ptr<boost::asio::steady_timer> timer;
   };
   std::unordered_map<std::string, Unexplained> unexplained_;

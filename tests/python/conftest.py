@@ -28,6 +28,10 @@ def wait_until(predicate, timeout, what):
 
 
 def run_cli(*args, temp_dir, check=True, env=None):
+    if args and args[0] == "start":
+        # The daemons (and their workers) follow this pytest process: killed,
+        # it leaves no cluster behind (each test still stops its own).
+        env = {**(env if env is not None else os.environ), "RAYX_EXIT_WITH_PID": str(os.getpid())}
     r = subprocess.run([CLI, *args, "--temp-dir", temp_dir], capture_output=True, text=True,
                        timeout=120, env=env)
     if check and r.returncode != 0:

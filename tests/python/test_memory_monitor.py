@@ -13,10 +13,26 @@ import sys
 from conftest import cluster_processes, read_session, run_cli, wait_until
 
 DRIVER = r'''
-import os, sys
+import os, sys, time
 import rayx
 
 LIMIT = int(sys.argv[1])  # bytes: far beyond the threshold, but bounded
+THRESHOLD = float(sys.argv[2])
+
+def settle():
+    # Each step starts below the threshold: the last victim's memory is back
+    # (a killed worker's takes a moment to be torn down).
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        info = {}
+        with open("/proc/meminfo") as f:
+            for line in f:
+                name, _, rest = line.partition(":")
+                info[name] = int(rest.split()[0])
+        if 1 - info["MemAvailable"] / info["MemTotal"] < THRESHOLD - 0.01:
+            return
+        time.sleep(0.05)
+    print("MEMORY NEVER CAME BACK", flush=True)
 
 def hog():
     chunks = []
@@ -24,55 +40,57 @@ def hog():
         chunks.append(bytearray(64 << 20))  # touched: really in memory
     return "never stopped"
 
-@rayx.remote(max_retries=0)
-def task_hog():
-    return hog()
-
-@rayx.remote
-def pid():
-    return os.getpid()
-
-try:
-    print("TASK", rayx.get(task_hog.remote(), timeout=120), flush=True)
-except rayx.exceptions.OutOfMemoryError as e:
-    print("TASK OOM", "memory monitor" in str(e), flush=True)
-
-@rayx.remote(max_retries=0)
-def deaf_hog():
-    # As a long C call would be: the monitor's request to give up the call
-    # (SIGUSR1) never reaches Python, so the worker is killed after the grace;
-    # the caller is told why all the same.
-    import signal, time
-    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGUSR1})
-    held = hog_and_hold()
-    return held
-
 def hog_and_hold():
-    import time
     chunks = []
     while sum(len(c) for c in chunks) < LIMIT:
         chunks.append(bytearray(64 << 20))
     time.sleep(60)  # holding it: the monitor kills us long before
     return "never killed"
 
-try:
-    print("DEAF", rayx.get(deaf_hog.remote(), timeout=120), flush=True)
-except rayx.exceptions.OutOfMemoryError as e:
-    print("DEAF OOM", "memory monitor killed it" in str(e), flush=True)
+@rayx.remote(max_retries=0)
+def task_hog():
+    return hog()
+
+@rayx.remote(max_retries=0)
+def deaf_hog():
+    # As a long C call would be: the monitor's request to give up the call
+    # (SIGUSR1) never reaches Python, so the worker is killed after the grace;
+    # the caller is told why all the same.
+    import signal
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGUSR1})
+    return hog_and_hold()
+
+@rayx.remote
+def pid():
+    return os.getpid()
 
 @rayx.remote(max_concurrency=2)  # its calls run on threads: SIGUSR1 cannot reach them
 class Hog:
     def pid(self):
         return os.getpid()
     def hog(self):
-        return hog()
+        return hog_and_hold()
 
+settle()
+try:
+    print("TASK", rayx.get(task_hog.remote(), timeout=120), flush=True)
+except rayx.exceptions.OutOfMemoryError as e:
+    print("TASK OOM", "memory monitor" in str(e), flush=True)
+
+settle()
+try:
+    print("DEAF", rayx.get(deaf_hog.remote(), timeout=120), flush=True)
+except rayx.exceptions.OutOfMemoryError as e:
+    print("DEAF OOM", "memory monitor killed it" in str(e), flush=True)
+
+settle()
 h = Hog.remote()
 print("ACTOR PID", rayx.get(h.pid.remote(), timeout=60), flush=True)
 try:
     print("ACTOR", rayx.get(h.hog.remote(), timeout=120), flush=True)
 except rayx.exceptions.RayActorError as e:
     print("ACTOR DIED", type(e).__name__, flush=True)
+settle()
 # The node works on: a new task runs.
 print("AFTER", rayx.get(pid.remote(), timeout=60) > 0, flush=True)
 '''
@@ -102,12 +120,14 @@ def test_the_memory_monitor_stops_a_task_and_kills_what_it_cannot_stop(tmp_path)
         env = dict(os.environ, RAYX_TEMP_DIR=temp_dir, RAYX_ADDRESS=session["address"],
                    RAYX_TOKEN=session["token"])
         limit = 4 * headroom
-        out = subprocess.run([sys.executable, "-c", DRIVER, str(limit)], env=env,
+        out = subprocess.run([sys.executable, "-c", DRIVER, str(limit), str(threshold)], env=env,
                              capture_output=True, text=True, timeout=300)
         lines = out.stdout.splitlines()
         assert "TASK OOM True" in lines, out.stdout + out.stderr
         assert "DEAF OOM True" in lines, out.stdout + out.stderr
-        actor_pid = int(next(l for l in lines if l.startswith("ACTOR PID")).split()[2])
+        pids = [l for l in lines if l.startswith("ACTOR PID")]
+        assert pids, out.stdout + out.stderr
+        actor_pid = int(pids[0].split()[2])
         assert "ACTOR DIED ActorDiedError" in lines, out.stdout + out.stderr
         assert not os.path.exists(f"/proc/{actor_pid}"), "the actor's worker was killed"
         assert "AFTER True" in lines, out.stdout + out.stderr

@@ -3,10 +3,14 @@ node agents (127.0.0.2 with two fake GPUs, 127.0.0.3 with a custom resource),
 started and stopped with the rayx CLI in a private temp dir. Teardown checks
 that no process the cluster started (daemons and workers) is left."""
 
+import contextlib
 import os
+import queue
+import re
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 import pytest
@@ -146,3 +150,83 @@ def run_driver(cluster, code, timeout=60):
     """Runs `code` as a separate Python driver of the cluster."""
     return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           timeout=timeout, env=driver_env(cluster))
+
+
+class OwnCluster:
+    def __init__(self, temp_dir, address, token):
+        self.temp_dir = temp_dir
+        self.address = address
+        self.token = token
+        self.env = dict(os.environ, RAYX_TEMP_DIR=temp_dir, RAYX_ADDRESS=address, RAYX_TOKEN=token)
+
+    def agent_pid(self, node_ip):
+        status = run_cli("status", "-v", "--address", self.address, temp_dir=self.temp_dir,
+                         env=token_env(self.token)).stdout
+        match = re.search(rf"address: {re.escape(node_ip)}\s.*?agent pid: (\d+)", status)
+        assert match, status
+        return int(match.group(1))
+
+    def head_pid(self):
+        for entry in os.listdir(self.temp_dir):
+            head = os.path.join(self.temp_dir, entry, "pids", "head.pid")
+            if os.path.exists(head):
+                return int(open(head).read().split()[0])
+        raise AssertionError(f"no head.pid under {self.temp_dir}")
+
+    def driver(self, code, *args):
+        """Runs `code` as a driver of this cluster; returns (process, DriverLines)."""
+        process = subprocess.Popen([sys.executable, "-u", "-c", code, *args], env=self.env,
+                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        return process, DriverLines(process)
+
+
+@contextlib.contextmanager
+def own_cluster(tmp_path, head_cpus, far_ip):
+    """A cluster of the test's own, for tests that kill its daemons (the
+    suite's must not lose its nodes): a head at 127.0.0.1 with `head_cpus`
+    CPUs and a node at `far_ip` with 1 CPU and the resource "far". Stopped at
+    the end, checking that nothing it started is left running."""
+    temp_dir = str(tmp_path / "cluster")
+    os.makedirs(temp_dir)
+    run_cli("start", "--head", "--port", "0", "--node-ip-address", "127.0.0.1", "--num-cpus",
+            str(head_cpus), "--num-gpus", "0", "--heartbeat-period-ms", "250",
+            "--node-timeout-ms", "1500", temp_dir=temp_dir)
+    session = read_session(temp_dir)
+    address, token = session["address"], session["token"]
+    try:
+        run_cli("start", "--address", address, "--node-ip-address", far_ip, "--num-cpus", "1",
+                "--num-gpus", "0", "--resources", '{"far": 1}', temp_dir=temp_dir,
+                env=token_env(token))
+        yield OwnCluster(temp_dir, address, token)
+    finally:
+        # The head may be gone: `rayx stop` stops what this machine recorded
+        # (agents and their workers).
+        run_cli("stop", "--grace-period", "5", temp_dir=temp_dir, check=False)
+        wait_until(lambda: not cluster_processes(address), 15,
+                   "every process of the cluster (workers too) to exit")
+
+
+class DriverLines:
+    """A driver's output lines, read by a thread: next() waits at most
+    `timeout` s for one (a blocked driver fails the test, never hangs it)."""
+
+    def __init__(self, driver):
+        self.driver = driver
+        self.lines = queue.Queue()
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self):
+        for line in self.driver.stdout:
+            self.lines.put(line)
+        self.lines.put(None)
+
+    def next(self, timeout=60):
+        try:
+            line = self.lines.get(timeout=timeout)
+        except queue.Empty:
+            self.driver.kill()
+            raise AssertionError(f"the driver printed nothing for {timeout} s:\n"
+                                 f"{self.driver.stderr.read()}") from None
+        if line is None:
+            raise AssertionError(f"the driver ended early:\n{self.driver.stderr.read()}")
+        return line.strip()

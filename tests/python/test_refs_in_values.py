@@ -239,30 +239,13 @@ except rayx.exceptions.ObjectLostError as e:
 
 
 def test_a_borrowed_object_without_the_head_then_without_its_node(tmp_path):
-    import subprocess
-    import sys
+    from conftest import own_cluster, pid_alive
 
-    from conftest import cluster_processes, pid_alive, read_session, run_cli, token_env
-    from test_generator_failures import _Lines, _agent_pid, _head_pid
-
-    temp_dir = str(tmp_path / "cluster")
-    os.makedirs(temp_dir)
-    run_cli("start", "--head", "--port", "0", "--node-ip-address", "127.0.0.1", "--num-cpus", "1",
-            "--num-gpus", "0", "--heartbeat-period-ms", "250", "--node-timeout-ms", "1500",
-            temp_dir=temp_dir)
-    session = read_session(temp_dir)
-    address, token = session["address"], session["token"]
-    try:
-        run_cli("start", "--address", address, "--node-ip-address", "127.0.0.7",
-                "--num-cpus", "1", "--num-gpus", "0", "--resources", '{"far": 1}',
-                temp_dir=temp_dir, env=token_env(token))
-        agent = _agent_pid(temp_dir, address, token, "127.0.0.7")
-        head = _head_pid(temp_dir)
-        env = dict(os.environ, RAYX_TEMP_DIR=temp_dir, RAYX_ADDRESS=address, RAYX_TOKEN=token)
+    with own_cluster(tmp_path, head_cpus=1, far_ip="127.0.0.7") as cluster:
+        agent = cluster.agent_pid("127.0.0.7")
+        head = cluster.head_pid()
         gate = str(tmp_path / "gate")
-        driver = subprocess.Popen([sys.executable, "-u", "-c", FAILURE_DRIVER, gate], env=env,
-                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        lines = _Lines(driver)
+        driver, lines = cluster.driver(FAILURE_DRIVER, gate)
         assert lines.next() == "MADE"
         os.kill(head, signal.SIGKILL)
         wait_until(lambda: not pid_alive(head), 10, "the head to exit")
@@ -274,7 +257,3 @@ def test_a_borrowed_object_without_the_head_then_without_its_node(tmp_path):
         open(gate + ".agent-killed", "w").close()
         assert lines.next() == "LOST ObjectLostError"
         assert driver.wait(timeout=60) == 0
-    finally:
-        run_cli("stop", "--grace-period", "5", temp_dir=temp_dir, check=False)
-        wait_until(lambda: not cluster_processes(address), 15,
-                   "every process of the cluster (workers too) to exit")

@@ -141,9 +141,8 @@ void ObjectServer::OnMessage(transport::Frames& frames) {
         if (std::string why = refused(path); !why.empty()) held = Status::InvalidArgument(why);
         if (held.ok()) held = pins_.Hold(path, req->fresh);
         if (!held.ok()) {
-          // The holds taken so far stand: the sender lets go of them (it
-          // knows how many took: `held` is not sent on an error, so it lets
-          // go of none; release them here instead).
+          // All or none: the holds this request took are let go again, and
+          // the sender, told of the error, holds none.
           for (uint32_t i = 0; i < out.held; ++i) Delete(req->paths[i]);
           return answer(transport::MakeErrorMessage(held, "object server", env->id));
         }

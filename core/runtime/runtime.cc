@@ -406,30 +406,33 @@ void Runtime::DrainSubmissions() {
 }
 
 ObjectHandle Runtime::Put(std::string bytes) {
-  if (bytes.size() >= kInlineObjectLimit && store_writer_) {
-    ObjectId id = NewObjectId();
-    auto buffer = store_writer_->Create(config_.job_id.Hex() + "-" + id.Hex(), bytes.size());
-    if (buffer.ok()) {
-      std::memcpy((*buffer)->data(), bytes.data(), bytes.size());
-      return PutStored(std::move(id), std::move(*buffer));
-    }
+  if (bytes.size() >= kInlineObjectLimit) {
+    auto stored = PutIntoStore(bytes.size(), [&](char* out) {
+      std::memcpy(out, bytes.data(), bytes.size());
+    });
+    if (stored.ok()) return *stored;
   }
   return PutInMemory(std::move(bytes));
 }
 
+Result<ObjectHandle> Runtime::PutIntoStore(size_t size, const std::function<void(char*)>& fill) {
+  if (!store_writer_) return Status::Unavailable("this machine has no object store");
+  ObjectId id = NewObjectId();
+  auto buffer = store_writer_->Create(config_.job_id.Hex() + "-" + id.Hex(), size);
+  if (!buffer.ok()) return buffer.status();
+  try {
+    fill((*buffer)->data());
+  } catch (...) {
+    store_writer_->Free(std::move(*buffer), /*reusable=*/false, clock_.NowMs());
+    throw;
+  }
+  return PutStored(std::move(id), std::move(*buffer));
+}
+
 ObjectHandle Runtime::PutEncoded(size_t size, const std::function<void(char*)>& fill) {
-  if (size >= kInlineObjectLimit && store_writer_) {
-    ObjectId id = NewObjectId();
-    auto buffer = store_writer_->Create(config_.job_id.Hex() + "-" + id.Hex(), size);
-    if (buffer.ok()) {
-      try {
-        fill((*buffer)->data());
-      } catch (...) {
-        store_writer_->Free(std::move(*buffer), /*reusable=*/false, clock_.NowMs());
-        throw;
-      }
-      return PutStored(std::move(id), std::move(*buffer));
-    }
+  if (size >= kInlineObjectLimit) {
+    auto stored = PutIntoStore(size, fill);
+    if (stored.ok()) return *stored;
   }
   // No store here, or it is full: the value stays in memory.
   std::string bytes(size, '\0');
@@ -598,34 +601,24 @@ ObjectHandle Runtime::ImportRef(const std::string& id, const protocol::ObjectLoc
 
 ObjectHandle Runtime::PutContainer(size_t size, const std::function<void(char*)>& fill,
                                    std::vector<std::string> contents) {
-  if (!store_writer_ || local_object_address_.empty()) {
-    ReleaseHolds(contents);
-    throw std::runtime_error("a value holding ObjectRefs needs this machine's object store");
-  }
-  ObjectId id = NewObjectId();
-  auto buffer = store_writer_->Create(config_.job_id.Hex() + "-" + id.Hex(), std::max<size_t>(size, 1));
-  if (!buffer.ok()) {
-    ReleaseHolds(contents);
-    throw std::runtime_error("a value holding ObjectRefs cannot be stored: " +
-                             buffer.status().message());
-  }
+  Result<ObjectHandle> stored = Status::Unavailable("this machine has no object store");
   try {
-    fill((*buffer)->data());
+    if (!local_object_address_.empty()) stored = PutIntoStore(size, fill);
   } catch (...) {
-    store_writer_->Free(std::move(*buffer), /*reusable=*/false, clock_.NowMs());
     ReleaseHolds(contents);
     throw;
   }
-  // Only `size` bytes are the value (a 0-byte value still needs a file).
-  auto location = std::make_shared<protocol::ObjectLocation>();
-  location->node_address = config_.node_ip;
-  location->path = (*buffer)->path();
-  location->size = size;
-  objects_.AddStored(id, location, std::move(*buffer));
+  if (!stored.ok()) {
+    ReleaseHolds(contents);
+    throw std::runtime_error("a value holding ObjectRefs must go to this machine's object "
+                             "store (run the program on a node of the cluster): " +
+                             stored.status().message());
+  }
   bool written = false;
-  objects_.PinForExport(id, &written);  // released through the agent, never reused
+  // Released through the agent from now on, never reused.
+  auto location = objects_.PinForExport((*stored)->id, &written);
   HoldContents(location->path, std::move(contents));
-  return NewEntry(std::move(id));
+  return *stored;
 }
 
 void Runtime::HoldContents(const std::string& container, std::vector<std::string> contents) {

@@ -210,6 +210,10 @@ class Runtime {
   ObjectHandle NewEntry(ObjectId id);
   ObjectHandle PutInMemory(std::string bytes);
   ObjectHandle PutStored(ObjectId id, std::shared_ptr<StoreWriter::Buffer> buffer);
+  // A new object of `size` (> 0) bytes written by `fill` into this node's
+  // store; Unavailable when there is none or it cannot hold it (`fill`'s
+  // exception propagates, and the file goes).
+  Result<ObjectHandle> PutIntoStore(size_t size, const std::function<void(char*)>& fill);
   // A handle to a new entry awaiting its result.
   ObjectHandle NewPendingObject();
   // Takes `options.name` for the new actor `core` at the head (user thread);

@@ -182,8 +182,9 @@ void TaskSubmitter::OnWorkerLost(Shape& shape, WorkerConnection& conn) {
     }
     failing.push_back(std::move(task));
   }
-  Unexplained u{std::move(failing), info.node, lost, info.lease_id, nullptr};
-  if (!u.tasks.empty() && conn.loss_reason().empty() && !info.lease_id.IsNil() &&
+  Unexplained u{std::move(failing), info.node, lost, !conn.loss_reason().empty(), info.lease_id,
+                nullptr};
+  if (!u.tasks.empty() && !u.told && !info.lease_id.IsNil() &&
       options_.loss_reason_wait_ms > 0) {
     // The connection dropped before the head said why the worker ended: its
     // notice (LoseLease) follows once the agent reaped the worker (a worker
@@ -206,7 +207,7 @@ void TaskSubmitter::OnWorkerLost(Shape& shape, WorkerConnection& conn) {
     auto [it, added] = unexplained_.try_emplace(key, std::move(u));
     if (!added) FailUnexplained(u, "", "");  // a lease lost twice: not waited for again
   } else {
-    FailUnexplained(u, conn.loss_reason(), conn.loss_cause());
+    FailUnexplained(u, "", conn.loss_cause());
     // Give the lease back so its resources are freed.
     deps_.head.ReturnLease(info.lease_id);
   }
@@ -325,19 +326,15 @@ bool TaskSubmitter::LoseLease(const LeaseId& lease_id, const std::string& why,
 
 void TaskSubmitter::FailUnexplained(Unexplained& u, const std::string& why,
                                     const std::string& cause) {
-  // `u.lost` names the worker and, when the connection knew it, why.
-  std::string lost = why.empty() || u.lost.find(why) != std::string::npos
-                         ? u.lost
-                         : u.lost + ": " + why;
+  const std::string lost = why.empty() ? u.lost : u.lost + ": " + why;
+  const bool said = u.told || !why.empty();
   for (Task& task : u.tasks) {
     std::string tries = task.retries_done > 0
                             ? " (the last of " + std::to_string(task.retries_done + 1) + " tries)"
                             : "";
     FailTask(deps_.objects, task, cause.empty() ? "WorkerCrashed" : cause,
              lost + " while running this call" + tries +
-                 (why.empty() && u.lost.find(" was lost: ") == std::string::npos
-                      ? " (it crashed or was killed; its log is in that node's session logs)"
-                      : ""),
+                 (said ? "" : " (it crashed or was killed; its log is in that node's session logs)"),
              u.node);
   }
   u.tasks.clear();

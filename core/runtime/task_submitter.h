@@ -104,16 +104,20 @@ class TaskSubmitter {
   std::unordered_map<std::string, std::unique_ptr<Shape>> shapes_;
   Shape* default_shape_ = nullptr;  // {CPU: 1}, the shape of tasks without resources
   int64_t fastest_grant_ms_ = -1;   // the quickest lease grant so far (a worker's start)
-  // Calls of workers whose connection dropped before the head said why, by
-  // lease (at most kLossReasonWaitMs each: OnWorkerLost, LoseLease).
+  // The calls a lost worker leaves to fail; those of workers whose
+  // connection dropped before the head said why wait here, by lease (at most
+  // loss_reason_wait_ms each: OnWorkerLost, LoseLease).
   struct Unexplained {
     std::vector<Task> tasks;
-    std::string node, lost;
+    std::string node;
+    std::string lost;   // WorkerConnection::DescribeLoss()
+    bool told = false;  // `lost` names the head's reason already
     LeaseId lease;  // given back when the wait ends without the head's word
     std::shared_ptr<boost::asio::steady_timer> timer;
   };
   std::unordered_map<std::string, Unexplained> unexplained_;
-  // Fails `u`'s calls (the head's `why` and `cause` when given).
+  // Fails `u`'s calls, with the head's `why` and `cause` when they came after
+  // the drop (cause: the error kind; empty: WorkerCrashed).
   void FailUnexplained(Unexplained& u, const std::string& why, const std::string& cause);
   // Expires with this submitter: a recompute closure kept in an object entry
   // does nothing once it is gone.

@@ -831,7 +831,7 @@ def put(value):
         return ObjectRef(_core.put_parts(size, parts))
     (size, parts), held = _pickled_holding(value, ser.layout)
     if held:  # stored, holding what its refs point at
-        return ObjectRef(_core.put_container(size, parts, held))
+        return ObjectRef(_core.put_parts(size, parts, held))
     return ObjectRef(_core.put_parts(size, parts))
 
 

@@ -202,25 +202,31 @@ std::vector<bool> Wait(const std::vector<PyObjectRef*>& refs, size_t num_returns
 }
 
 // Writes `parts` (offset, buffer) into a new object of `size` bytes: for a large
-// one straight into the node's store. The GIL is released while copying.
-PyObjectRef PutParts(size_t size, const std::vector<std::pair<size_t, py::buffer>>& parts) {
+// one straight into the node's store. The GIL is released while copying. A
+// value holding ObjectRefs passes `contents`, the holds taken for them
+// (Runtime::PutContainer: stored whatever its size); on an error they are let go.
+PyObjectRef PutParts(size_t size, const std::vector<std::pair<size_t, py::buffer>>& parts,
+                     std::vector<std::string> contents) {
   // Released with the GIL held: declared before the release below.
   std::vector<std::pair<size_t, std::unique_ptr<ContiguousBytes>>> views;
   views.reserve(parts.size());
   for (const auto& [offset, buffer] : parts) {
     auto view = std::make_unique<ContiguousBytes>(buffer);
     if (offset > size || view->view().size() > size - offset) {
+      if (!contents.empty()) RequireRuntime().ReleaseHolds(contents);
       throw std::invalid_argument("put: a part ends past the object's size");
     }
     views.emplace_back(offset, std::move(view));
   }
-  py::gil_scoped_release release;
-  return PyObjectRef{PutEncoded(size, [&](char* out) {
+  auto fill = [&](char* out) {
     std::memset(out, 0, size);
     for (const auto& [offset, view] : views) {
       std::memcpy(out + offset, view->view().data(), view->view().size());
     }
-  })};
+  };
+  py::gil_scoped_release release;
+  if (contents.empty()) return PyObjectRef{PutEncoded(size, fill)};
+  return PyObjectRef{RequireRuntime().PutContainer(size, fill, std::move(contents))};
 }
 
 // ObjectRefs inside values (rayx._api: ObjectRef.__reduce__ and
@@ -246,31 +252,6 @@ PyObjectRef ImportRef(const std::string& id, const std::string& node_address,
   location.size = size;
   py::gil_scoped_release release;
   return PyObjectRef{RequireRuntime().ImportRef(id, location)};
-}
-
-// PutParts for a value holding ObjectRefs: `contents`, the holds taken for them.
-PyObjectRef PutContainer(size_t size, const std::vector<std::pair<size_t, py::buffer>>& parts,
-                         std::vector<std::string> contents) {
-  std::vector<std::pair<size_t, std::unique_ptr<ContiguousBytes>>> views;
-  views.reserve(parts.size());
-  for (const auto& [offset, buffer] : parts) {
-    auto view = std::make_unique<ContiguousBytes>(buffer);
-    if (offset > size || view->view().size() > size - offset) {
-      RequireRuntime().ReleaseHolds(contents);
-      throw std::invalid_argument("put: a part ends past the object's size");
-    }
-    views.emplace_back(offset, std::move(view));
-  }
-  py::gil_scoped_release release;
-  return PyObjectRef{RequireRuntime().PutContainer(
-      size,
-      [&](char* out) {
-        std::memset(out, 0, size);
-        for (const auto& [offset, view] : views) {
-          std::memcpy(out + offset, view->view().data(), view->view().size());
-        }
-      },
-      std::move(contents))};
 }
 
 // How long one slice of a placement group wait lasts: each slice is a call
@@ -718,10 +699,10 @@ PYBIND11_MODULE(_core, m) {
 
   m.def("msgpack_dumps", &rayx::python::MsgpackDumps, py::arg("value"), py::arg("what") = "value");
   m.def("msgpack_loads", &rayx::python::MsgpackLoads, py::arg("data"));
-  m.def("put_parts", &PutParts);
+  m.def("put_parts", &PutParts, py::arg("size"), py::arg("parts"),
+        py::arg("contents") = std::vector<std::string>{});
   m.def("export_ref", &ExportRef);
   m.def("import_ref", &ImportRef);
-  m.def("put_container", &PutContainer);
   m.def("release_holds", [](const std::vector<std::string>& paths) {
     if (Runtime* runtime = CurrentRuntime()) runtime->ReleaseHolds(paths);
   });

@@ -47,6 +47,7 @@
 #include "runtime/kv_client.h"
 #include "transport/security.h"
 #include "microbenchmark_allreduce.h"
+#include "microbenchmark_flood.h"
 #include "microbenchmark_nccl.h"
 
 #ifndef RAYX_SOURCE_DIR
@@ -433,49 +434,33 @@ Stats TransferGigabytes(const Config& config) {
   return FromSamples(runs);
 }
 
-// Sync actor calls while threads keep opening connections that present a
-// wrong credential to the actor's worker, its node's object server and the
-// head (each thread: connect, send, give up after 5 ms, again), against the
-// same calls without them, alternating run by run.
+// Sync actor calls while a separate process (FloodProcess) opens connections
+// that present a wrong credential to the actor's worker, every node's object
+// server and the head at `flood_rate` a second, against the same calls without
+// it, alternating run by run.
+double flood_rate = 100;
+std::string flood_only;  // "", "worker", "head" or "objects"
+
 Stats ActorCallsSyncDuringAuthFlood(const Config& config) {
   return WithActors(1, [&](auto& actors, auto& calls) {
     auto info = rayx::protocol::Decode<rayx::protocol::ActorInfo>(rayx::detail::SerializeActor(actors[0].ptr()));
     Check(info.ok(), "cannot describe the actor");
     auto status = rayx::detail::CurrentClusterStatus(5000);
     Check(status.ok(), "no cluster status");
-    std::vector<std::string> targets = {info->worker_address,
-                                        "tcp://" + rayx::detail::CurrentHeadAddress()};
+    const bool data_curve =
+        rayx::detail::CurrentObjectServerSecurity().mode == rayx::transport::WireSecurity::kEncrypted;
+    std::vector<rayx::bench::FloodTarget> targets = {
+        {info->worker_address, data_curve},
+        {"tcp://" + rayx::detail::CurrentHeadAddress(), true}};
     for (const auto& n : status->nodes) {
-      if (n.alive) targets.push_back(n.object_address);
+      if (n.alive) targets.push_back({n.object_address, data_curve});
     }
-    std::atomic<bool> flooding{false}, stop{false};
-    std::atomic<int64_t> connections{0};
-    std::vector<std::thread> flood;
-    for (int t = 0; t < 4; ++t) {
-      flood.emplace_back([&, t] {
-        zmq::context_t context(1);
-        auto stranger = rayx::transport::Credential::Cluster("not-the-cluster-token");
-        size_t next = static_cast<size_t>(t);
-        while (!stop.load()) {
-          if (!flooding.load()) {
-            std::this_thread::sleep_for(std::chrono::milliseconds(1));  // idle between runs
-            continue;
-          }
-          zmq::socket_t s(context, zmq::socket_type::dealer);
-          s.set(zmq::sockopt::linger, 0);
-          const std::string& target = targets[next++ % targets.size()];
-          bool head = target.find(rayx::detail::CurrentHeadAddress()) != std::string::npos;
-          rayx::transport::MakeClient(s, head ? rayx::transport::WireSecurity::kEncrypted
-                                        : rayx::transport::WireSecurity::kAuthenticated,
-                                stranger, stranger.CurvePublicKey());
-          s.connect(target);
-          s.send(zmq::str_buffer("x"), zmq::send_flags::dontwait);
-          zmq::pollitem_t item{s.handle(), 0, ZMQ_POLLIN, 0};
-          zmq::poll(&item, 1, std::chrono::milliseconds(5));
-          ++connections;
-        }
-      });
-    }
+    if (flood_only == "worker") targets.resize(1);
+    if (flood_only == "head") targets = {targets[1]};
+    if (flood_only == "objects") targets.erase(targets.begin(), targets.begin() + 2);
+    Check(!targets.empty(), "nothing to flood");
+    rayx::bench::FloodProcess flood(flood_rate, rayx::detail::CurrentHeadSecurity().server_key,
+                                    targets);
     auto step = [&](int) {
       ++calls[0];
       GetChecked(actors[0].Task(&BenchActor::Echo).Remote(calls[0]), calls[0] + 1,
@@ -483,23 +468,21 @@ Stats ActorCallsSyncDuringAuthFlood(const Config& config) {
       return 1.0;
     };
     std::vector<double> with, without;
-    try {
-      TimedRun(1, std::max<int64_t>(config.duration_ms / 2, 1), step);  // warm-up
-      for (int r = 0; r < config.runs; ++r) {
-        flooding = false;
-        without.push_back(TimedRun(1, config.duration_ms, step));
-        flooding = true;
-        with.push_back(TimedRun(1, config.duration_ms, step));
-      }
-    } catch (...) {
-      stop = true;
-      for (auto& t : flood) t.join();
-      throw;
+    TimedRun(1, std::max<int64_t>(config.duration_ms / 2, 1), step);  // warm-up
+    for (int r = 0; r < config.runs; ++r) {
+      flood.Flood(false);
+      without.push_back(TimedRun(1, config.duration_ms, step));
+      flood.Flood(true);
+      with.push_back(TimedRun(1, config.duration_ms, step));
     }
-    stop = true;
-    for (auto& t : flood) t.join();
-    Check(connections.load() > 0, "the flood opened no connection");
-    std::cout << " [" << connections.load() << " refused connections]";
+    flood.Flood(false);
+    auto totals = flood.Finish();
+    Check(totals.attempts > 0, "the flood opened no connection");
+    Check(totals.answered == 0, std::to_string(totals.answered) +
+                                    " flooding connections got an answer: a door is open");
+    std::cout << " [" << totals.attempts << " refused connections, " << flood_rate
+              << "/s asked, flooder CPU " << static_cast<int64_t>(totals.cpu_seconds * 1000)
+              << " ms]";
     Stats s = FromSamples(with);
     s.baseline_runs = without;
     return s;
@@ -892,6 +875,9 @@ void PrintTable(const std::vector<Metric>& metrics) {
 int main(int argc, char** argv) {
   // In a worker process this serves tasks and never returns.
   if (std::getenv("RAYX_WORKER_MODE")) rayx::Init(rayx::Options());
+  if (argc > 1 && std::string(argv[1]) == "--flood-child") {
+    return rayx::bench::FloodChildMain(argc, argv);
+  }
 
   std::string address, token_file, only;
   int64_t runs = 5, duration_ms = 1000;
@@ -906,6 +892,13 @@ int main(int argc, char** argv) {
   flags.AddInt("runs", &runs, 1, 1000, "timed runs per metric; the median is reported (default 5)");
   flags.AddInt("duration-ms", &duration_ms, 1, 600000, "length of one run in ms (default 1000)");
   flags.AddString("only", &only, "run only the metrics whose name contains this");
+  int64_t flood_per_second = static_cast<int64_t>(flood_rate);
+  flags.AddInt("flood-rate", &flood_per_second, 1, 100000,
+               "bad-credential connections a second in actor_calls_sync_auth_flood "
+               "(default 100)");
+  flags.AddString("flood-only", &flood_only,
+                  "flood only the actor's worker, the head or the object servers "
+                  "(worker|head|objects; default all of them)");
   std::string torch_python = "/usr/bin/python3", torch_script;
   flags.AddString("torch-python", &torch_python,
                   "a Python that sees torch, for the allreduce baseline (default "
@@ -945,6 +938,13 @@ int main(int argc, char** argv) {
     if (torch_script.empty()) torch_script_error = "no torch_allreduce.py found (--torch-script)";
   }
   torch_baseline = {torch_python, torch_script};
+  flood_rate = static_cast<double>(flood_per_second);
+  if (!flood_only.empty() && flood_only != "worker" && flood_only != "head" &&
+      flood_only != "objects") {
+    std::cerr << "rayx microbenchmark: --flood-only must be worker, head or objects, not '"
+              << flood_only << "'\n";
+    return 2;
+  }
   Config config;
   config.runs = static_cast<int>(runs);
   config.duration_ms = duration_ms;

@@ -104,6 +104,7 @@ Result<std::string> PullObject(zmq::context_t& context, const transport::ClientS
       while (in_flight < std::max(options.window, 1) && next_chunk < chunks) {
         protocol::PullObjectRequest req;
         req.path = path;
+        req.grant = location.grant;
         req.offset = next_chunk * chunk;
         req.length = std::min<uint64_t>(chunk, size - req.offset);
         // The request id is the chunk's number + 1: replies place themselves.

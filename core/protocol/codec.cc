@@ -45,6 +45,9 @@ std::string MessageTypeName(uint16_t type) {
     case MessageType::kDeleteObjectsRequest: return "DeleteObjectsRequest";
     case MessageType::kHoldObjectsRequest: return "HoldObjectsRequest";
     case MessageType::kHoldObjectsReply: return "HoldObjectsReply";
+    case MessageType::kWorkerOutputNotice: return "WorkerOutputNotice";
+    case MessageType::kFlushOutputRequest: return "FlushOutputRequest";
+    case MessageType::kFlushOutputReply: return "FlushOutputReply";
     case MessageType::kJobFinishedNotice: return "JobFinishedNotice";
     case MessageType::kJobCredentialNotice: return "JobCredentialNotice";
     case MessageType::kCreatePlacementGroupRequest: return "CreatePlacementGroupRequest";

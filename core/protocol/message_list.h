@@ -19,7 +19,8 @@
   X(WatchDriverRequest) X(DriverExitedNotice) X(ActorConstructionNotice) X(GetActorRequest) \
   X(GetActorReply) X(DropActorNameRequest) X(DropActorNameReply) X(ObjectLocation) \
   X(PullObjectRequest) X(PullObjectReply) X(DeleteObjectsRequest) X(JobFinishedNotice) \
-  X(JobCredentialNotice) X(HoldObjectsRequest) X(HoldObjectsReply)
+  X(JobCredentialNotice) X(HoldObjectsRequest) X(HoldObjectsReply) X(OutputLines) \
+  X(WorkerOutputNotice) X(FlushOutputRequest) X(FlushOutputReply)
 
 // placement_, process_, job_, kv_ and group_messages.h (codec_instances_more.cc)
 #define RAYX_PROTOCOL_MORE_TYPES(X) \

@@ -75,6 +75,9 @@ enum class MessageType : uint16_t {
   kJobCredentialNotice = 64,   // head -> agents, no reply
   kHoldObjectsRequest = 65,    // anyone -> agent's object server (refs inside values)
   kHoldObjectsReply = 66,
+  kWorkerOutputNotice = 67,    // agent -> head -> the job's drivers, no reply
+  kFlushOutputRequest = 68,    // driver -> head -> every agent
+  kFlushOutputReply = 69,
   // Placement groups and listings (driver/CLI <-> head): placement_messages.h.
   kCreatePlacementGroupRequest = 70,
   kCreatePlacementGroupReply = 71,
@@ -314,7 +317,10 @@ struct RegisterDriverRequest {
   // Set by a worker's runtime (a task that submits work): the lease its worker
   // runs in. When that lease ends, the leases this runtime holds end with it.
   LeaseId host_lease_id;
-  MSGPACK_DEFINE_MAP(token, rayx_version, job_id, node_ip, pid, host_lease_id)
+  // Whether the job's workers' output comes to this process
+  // (WorkerOutputNotice; Ray's log_to_driver).
+  bool log_to_driver = true;
+  MSGPACK_DEFINE_MAP(token, rayx_version, job_id, node_ip, pid, host_lease_id, log_to_driver)
 };
 
 // The head's refusal (Unauthenticated) of a call from a connection that has
@@ -672,7 +678,10 @@ struct ObjectLocation {
   std::string object_address;  // its agent's object server
   std::string path;            // the file in that node's store
   uint64_t size = 0;
-  MSGPACK_DEFINE_MAP(node_address, object_address, path, size)
+  // Set only on an argument sent to another job's actor: the owner job's
+  // permission to read this one object (transport::Credential::ReadGrant).
+  std::string grant;
+  MSGPACK_DEFINE_MAP(node_address, object_address, path, size, grant)
 };
 
 // Reads [offset, offset+length) of a stored object; the bytes follow in frame 2.
@@ -681,7 +690,8 @@ struct PullObjectRequest {
   std::string path;
   uint64_t offset = 0;
   uint64_t length = 0;
-  MSGPACK_DEFINE_MAP(path, offset, length)
+  std::string grant;  // to read another job's object (ObjectLocation::grant)
+  MSGPACK_DEFINE_MAP(path, offset, length, grant)
 };
 
 struct PullObjectReply {
@@ -732,6 +742,45 @@ struct JobCredentialNotice {
   JobId job_id;
   bool admitted = false;
   MSGPACK_DEFINE_MAP(job_id, admitted)
+};
+
+// A line a worker writes to its output before the output of a call of
+// another function or actor: the marker, then the name its next lines go
+// under (the agent takes it out; Ray's ":task_name:" lines).
+inline constexpr char kOutputNameMarker[] = "\x01rayx-name:";
+
+// Lines one worker wrote to its stdout or stderr, in order.
+struct OutputLines {
+  std::string source;  // Ray's prefix without its parentheses: "Counter pid=4242, ip=10.0.0.2"
+  std::vector<std::string> lines;  // without their newlines
+  MSGPACK_DEFINE_MAP(source, lines)
+};
+
+// A node agent -> the head -> every driver of the job that asked for its
+// workers' output (RegisterDriverRequest::log_to_driver). Sent every
+// NodeAgent output period while there is output; no reply.
+struct WorkerOutputNotice {
+  static constexpr MessageType kType = MessageType::kWorkerOutputNotice;
+  JobId job_id;
+  std::vector<OutputLines> batches;
+  MSGPACK_DEFINE_MAP(job_id, batches)
+};
+
+// A driver about to end its job -> the head -> every node agent: read the
+// workers' output now. Each agent sends what it read (WorkerOutputNotice)
+// and then answers the head; the head answers the driver once every agent
+// did (or a second passed), so the driver has every line its workers wrote
+// before the request when the reply comes (one connection, in order).
+struct FlushOutputRequest {
+  static constexpr MessageType kType = MessageType::kFlushOutputRequest;
+  JobId job_id;
+  MSGPACK_DEFINE_MAP(job_id)
+};
+
+struct FlushOutputReply {
+  static constexpr MessageType kType = MessageType::kFlushOutputReply;
+  uint32_t unanswered = 0;  // to the driver: agents that did not answer in time
+  MSGPACK_DEFINE_MAP(unanswered)
 };
 
 }  // namespace rayx::protocol

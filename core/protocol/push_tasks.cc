@@ -26,11 +26,14 @@ class Reader {
     return true;
   }
   bool Location(ObjectLocation* loc) {
-    std::string_view node, object, path;
-    if (!Str(&node) || !Str(&object) || !Str(&path) || !U64(&loc->size)) return false;
+    std::string_view node, object, path, grant;
+    if (!Str(&node) || !Str(&object) || !Str(&path) || !U64(&loc->size) || !Str(&grant)) {
+      return false;
+    }
     loc->node_address.assign(node);
     loc->object_address.assign(object);
     loc->path.assign(path);
+    loc->grant.assign(grant);
     return true;
   }
   size_t left() const { return in_.size() - pos_; }
@@ -125,6 +128,7 @@ void PushTasksWriter::Location(const ObjectLocation& location) {
   Str(location.object_address);
   Str(location.path);
   U64(location.size);
+  Str(location.grant);
 }
 
 void PushTasksWriter::BeginRequest(std::string* out, std::string_view job_id) {

@@ -23,7 +23,8 @@
 //       kItem: u32 index, u8 kind (kInline, kFrame or kStored) and that value:
 //         one value a generator call yielded, before its result (the call
 //         stays in flight; its result, sent after its last item, ends it)
-//   location = str node_address, str object_address, str path, u64 size
+//   location = str node_address, str object_address, str path, u64 size,
+//              str grant (empty but for an argument to another job's actor)
 //
 // Payload frames carry values too large to copy into the body. Parsing never
 // throws and never reads outside its input: a malformed body is InvalidArgument.

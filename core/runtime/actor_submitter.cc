@@ -98,6 +98,7 @@ std::shared_ptr<WorkerConnection> ActorSubmitter::Connect(ActorState& actor,
                                                           WorkerConnection::Info info) {
   info.job = actor.job;
   info.actor_key = actor.key;
+  if (!actor.job.IsNil()) info.grant_read = options_.grant_read;
   auto conn = std::make_shared<WorkerConnection>(std::move(info), &actor, deps_.objects,
                                                  deps_.send_queue, deps_.clock);
   conn->Open(deps_.connector);

@@ -231,6 +231,7 @@ void Init(const Options& options) {
   if (std::string t = Env("RAYX_HEAD_TIMEOUT_MS"); !t.empty()) {
     config.head_timeout_ms = std::max<int64_t>(100, std::atoll(t.c_str()));
   }
+  config.log_to_driver = options.log_to_driver && Env("RAYX_LOG_TO_DRIVER") != "0";
   collective::detail::InstallRuntimeEnvironment(config.node_ip);
   auto runtime = detail::Runtime::Start(config);
   if (!runtime.ok()) {

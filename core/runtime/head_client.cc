@@ -244,6 +244,11 @@ void HeadClient::OnMessage(Frames& frames) {
     }
     return;
   }
+  if (env->t == static_cast<uint16_t>(MessageType::kWorkerOutputNotice)) {
+    auto notice = protocol::Decode<protocol::WorkerOutputNotice>(FrameView(frames[1]));
+    if (notice.ok() && on_worker_output_) on_worker_output_(*notice);
+    return;
+  }
   if (env->t == static_cast<uint16_t>(MessageType::kGroupMemberDiedNotice)) {
     auto notice = protocol::Decode<protocol::GroupMemberDiedNotice>(FrameView(frames[1]));
     if (!notice.ok()) {

@@ -107,6 +107,13 @@ class HeadClient final : public LeaseClient {
     on_group_member_died_ = std::move(handler);
   }
 
+  // Runs `handler` (on the I/O thread) for each WorkerOutputNotice: lines
+  // this job's workers wrote (sent when this process registered with
+  // log_to_driver).
+  void OnWorkerOutput(std::function<void(const protocol::WorkerOutputNotice&)> handler) {
+    on_worker_output_ = std::move(handler);
+  }
+
   // Runs `handler` (on the I/O thread) once this process registered again
   // with a restarted head, before the calls still waiting are sent again:
   // what the new head must learn from us (name reservations) goes first.
@@ -199,6 +206,7 @@ class HeadClient final : public LeaseClient {
   int64_t heartbeat_period_ms_ = 1000;
   std::atomic<bool> heartbeats_stopped_{false};
   std::function<void(const protocol::LeasesLostNotice&)> on_leases_lost_;
+  std::function<void(const protocol::WorkerOutputNotice&)> on_worker_output_;
   std::function<void(const protocol::GroupMemberDiedNotice&)> on_group_member_died_;
   std::function<void()> on_reregistered_;
   std::function<void()> on_restored_;

@@ -220,8 +220,10 @@ Status Runtime::Connect() {
   req.node_ip = config_.node_ip;
   req.pid = getpid();
   req.host_lease_id = config_.host_lease_id;
+  req.log_to_driver = config_.log_to_driver && !config_.is_worker;
   auto reply = head_->CallSync<protocol::RegisterDriverReply>(req, 15000);
   if (!reply.ok()) return reply.status();
+  if (req.log_to_driver) printer_ = std::make_unique<OutputPrinter>(STDOUT_FILENO);
   config_.job_id = reply->job_id;
   int64_t heartbeat_period_ms = reply->heartbeat_period_ms;
   data_security_ = transport::ClientSecurity::ObjectServer(
@@ -258,7 +260,14 @@ Status Runtime::Connect() {
     actors_ = std::make_unique<ActorSubmitter>(
         ActorSubmitter::Deps{objects_, *head_, *connector_, *send_queue_, *resolver_, clock_, io_},
         ActorSubmitter::Options{config_.job_id, SetWorkerProgram,
-                                config_.credential.principal().is_cluster()});
+                                config_.credential.principal().is_cluster(), 0,
+                                [this](std::string_view name) {
+                                  return config_.credential.GrantRead(name);
+                                }});
+    if (printer_) {
+      head_->OnWorkerOutput(
+          [this](const protocol::WorkerOutputNotice& notice) { printer_->Print(notice); });
+    }
     // A node declared dead: its workers are lost to us even where their
     // connections still stand (a stopped node); retries and restarts begin.
     head_->OnLeasesLost([this](const protocol::LeasesLostNotice& notice) {
@@ -294,6 +303,19 @@ Result<std::string> Runtime::CallHeadEncoded(uint16_t type, std::string body,
 void Runtime::Stop() {
   if (stopped_) return;
   stopped_ = true;
+  // Every line the job's workers wrote until now, before the job ends and
+  // they go: the agents read their files now and the head answers after
+  // passing their lines on (FlushOutputRequest), within kOutputFlushMs (1 s)
+  // and its expiry tick; with the head gone this costs 1.5 s.
+  if (printer_ && submitted_any_.load(std::memory_order_relaxed) && !config_.job_id.IsNil()) {
+    protocol::FlushOutputRequest flush;
+    flush.job_id = config_.job_id;
+    auto flushed = head_->CallSync<protocol::FlushOutputReply>(flush, 1500);
+    if (flushed.ok() && flushed->unanswered > 0) {
+      RAYX_LOG(Warning) << flushed->unanswered << " node(s) did not send their workers' last "
+                        << "output in time: it is in the worker logs on those nodes";
+    }
+  }
   if (blocked_calls_) blocked_calls_->Stop();
   head_->StopHeartbeats();
   if (!config_.is_worker && !config_.job_id.IsNil()) {  // empty: never registered
@@ -353,6 +375,9 @@ ObjectHandle Runtime::NewPendingObject() {
 }
 
 ObjectHandle Runtime::Submit(Submission submission) {
+  if (!submitted_any_.load(std::memory_order_relaxed)) {
+    submitted_any_.store(true, std::memory_order_relaxed);
+  }
   ObjectHandle handle = NewEntry(NewObjectId());
   submission.task.object_id = handle->id;
   objects_.AddPending(handle->id);

@@ -29,6 +29,7 @@
 #include "rayx/detail/runtime_api.h"
 #include "rayx/errors.h"
 #include "runtime/object_table.h"
+#include "runtime/output_printer.h"
 #include "runtime/task.h"
 #include "transport/security.h"
 
@@ -80,6 +81,8 @@ class Runtime {
     bool is_worker = false;
     LeaseId host_lease_id;  // in a worker: the lease it runs in
     std::string node_ip = "127.0.0.1";
+    // A driver: print the job's workers' output (Options::log_to_driver).
+    bool log_to_driver = false;
     // How long calls to the head wait while it is down or restarting before
     // they fail (drivers). Default: 60 s; $RAYX_HEAD_TIMEOUT_MS sets it.
     int64_t head_timeout_ms = 60000;
@@ -253,6 +256,9 @@ class Runtime {
   boost::asio::executor_work_guard<boost::asio::io_context::executor_type> work_;
   std::thread thread_;
   std::unique_ptr<HeadClient> head_;
+  // A driver with log_to_driver: prints its job's workers' output.
+  std::unique_ptr<OutputPrinter> printer_;
+  std::atomic<bool> submitted_any_{false};  // a task, actor or call was submitted
   boost::asio::steady_timer tick_timer_;
   // A worker's: its blocked calls and the delay before the head hears of them.
   std::shared_ptr<BlockedCalls> blocked_calls_;

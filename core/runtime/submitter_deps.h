@@ -39,6 +39,10 @@ struct SubmitterOptions {
   // head to say why before they fail as a plain crash (TaskSubmitter). 0:
   // they fail at once (the runtime waits TaskSubmitter::kLossReasonWaitMs).
   int64_t loss_reason_wait_ms = 0;
+  // This process's grant to read one of its job's stored objects (named by
+  // its store file's name), sent with each stored argument of a call to
+  // another job's actor; unset: such arguments carry none.
+  std::function<std::string(std::string_view object_name)> grant_read;
 };
 
 }  // namespace rayx::detail

@@ -88,7 +88,13 @@ void WorkerConnection::SendQueued(protocol::PushTasksWriter& writer, std::string
                   task.object_id.Hex(), static_cast<uint32_t>(task.resolved.size()));
       for (uint32_t i = 0; i < task.resolved.size(); ++i) {
         auto stored = task.stored.find(i);
-        if (stored != task.stored.end()) {
+        if (stored != task.stored.end() && info_.grant_read) {
+          // Another job's worker: the argument carries our grant to read it.
+          protocol::ObjectLocation granted = stored->second;
+          std::string_view path = granted.path;
+          granted.grant = info_.grant_read(path.substr(path.rfind('/') + 1));
+          writer.StoredArg(granted);
+        } else if (stored != task.stored.end()) {
           writer.StoredArg(stored->second);
         } else if (task.resolved[i].size() >= protocol::kMaxInlineWireValue) {
           writer.FrameArg(static_cast<uint32_t>(frames.size() - 2));

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -71,6 +72,9 @@ class WorkerConnection : public std::enable_shared_from_this<WorkerConnection> {
     JobId job;  // the worker's job; nil: this process's own
     // Set for another job's actor: the key that opens its worker to us.
     std::optional<transport::ActorKey> actor_key;
+    // Set for another job's worker: signs the read grant each stored
+    // argument carries to it (SubmitterOptions::grant_read).
+    std::function<std::string(std::string_view object_name)> grant_read;
   };
 
   WorkerConnection(Info info, Owner* owner, ObjectTable& objects, WorkerSendQueue& send_queue,

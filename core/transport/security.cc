@@ -142,6 +142,32 @@ std::string Credential::ActorSecret(std::string_view job_secret, const ActorId& 
   return HmacHex(job_secret, "rayx actor secret v1:" + actor.Hex());
 }
 
+std::string Credential::ReadGrant(std::string_view job_secret, std::string_view object_name) {
+  return HmacHex(job_secret, "rayx read grant v1:" + std::string(object_name));
+}
+
+std::optional<JobId> Credential::JobOfObject(std::string_view object_name) {
+  if (object_name.size() <= JobId::kHexDigits || object_name[JobId::kHexDigits] != '-') {
+    return std::nullopt;
+  }
+  auto job = JobId::FromHex(object_name.substr(0, JobId::kHexDigits));
+  if (!job.ok() || job->IsNil()) return std::nullopt;
+  return *job;
+}
+
+std::string Credential::GrantRead(std::string_view object_name) const {
+  auto job = JobOfObject(object_name);
+  if (!job) return "";
+  auto mine = ForJob(*job);
+  if (!mine.ok()) return "";
+  return ReadGrant(mine->secret(), object_name);
+}
+
+bool Credential::IsReadGrant(std::string_view object_name, std::string_view grant) const {
+  std::string want = GrantRead(object_name);
+  return !want.empty() && SameSecret(grant, want);
+}
+
 Result<ActorKey> Credential::KeyFor(const JobId& job, const ActorId& actor) const {
   auto member = ForJob(job);
   if (!member.ok()) return member.status();

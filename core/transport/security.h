@@ -110,6 +110,18 @@ class Credential {
   static Credential ActorCaller(const ActorKey& key);
   // The secret of `actor`, derived from its job's secret (64 hex digits).
   static std::string ActorSecret(std::string_view job_secret, const ActorId& actor);
+  // A job's permission to read one of its stored objects (`object_name`, the
+  // store file's name, `<job>-<id>`), sent with an argument to another job's
+  // actor; the object server that holds the object checks it before it lets
+  // that actor's worker pull it.
+  static std::string ReadGrant(std::string_view job_secret, std::string_view object_name);
+  // The job named by a store file's name (`<job>-<id>`), if it names one.
+  static std::optional<JobId> JobOfObject(std::string_view object_name);
+  // This credential's grant for the object `object_name`: empty when it cannot
+  // speak for the object's job.
+  std::string GrantRead(std::string_view object_name) const;
+  // Whether `grant` is that grant (compared in constant time).
+  bool IsReadGrant(std::string_view object_name, std::string_view grant) const;
 
   bool empty() const { return !principal_.valid(); }
   const Principal& principal() const { return principal_; }

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
@@ -154,6 +155,7 @@ void WorkerLoop::Handle(transport::Frames& frames) {
       outcome.error_message = std::move(refusal);
     } else {
       running_ = i;
+      AnnounceName(call.function);
       outcome = Run(call, known.fn);
       running_ = std::string::npos;
     }
@@ -355,6 +357,16 @@ void WorkerLoop::RunOnPool(const protocol::TaskCallView& call, const RemoteFunct
       done.Fail(std::move(type), std::move(value));
     }
   });
+}
+
+void WorkerLoop::AnnounceName(std::string_view function) {
+  if (function.rfind("rayx.py.", 0) == 0) return;  // Python names its own calls
+  std::string_view name = function.substr(0, function.find("::"));  // an actor: its class
+  if (name == announced_) return;
+  announced_.assign(name);
+  std::fflush(stderr);
+  std::printf("%s%s\n", protocol::kOutputNameMarker, announced_.c_str());
+  std::fflush(stdout);
 }
 
 WorkerLoop::KnownFunction& WorkerLoop::Lookup(std::string_view name) {

@@ -186,6 +186,11 @@ class WorkerLoop {
   std::string hosted_actor_;  // hex; empty until an actor was constructed here
   std::string node_ip_;
   std::string job_;  // this worker's job id (hex)
+  // The name its output goes under (protocol::kOutputNameMarker), last told.
+  std::string announced_;
+  // Tells the node's agent, before a call of a C++ function or actor other
+  // than the last, whose output follows.
+  void AnnounceName(std::string_view function);
   SharedMemoryStore store_{""};
   std::shared_ptr<ObjectServerDirectory> servers_;
   PullOptions pull_options_;

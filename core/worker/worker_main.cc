@@ -2,6 +2,7 @@
 #include <signal.h>
 
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <thread>
 
@@ -36,6 +37,9 @@ void RunWorker(const WorkerEnv& env) {
     ignore.sa_flags = SA_RESTART;
     ::sigaction(SIGUSR1, &ignore, nullptr);
   }
+  // Line by line into the output file the agent follows (log_to_driver), not
+  // in blocks at exit.
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);
   // Before any user code: a rayx program a task starts is a driver.
   WorkerEnv::ClearWorkerOnlyVariables();
   detail::SetLogProgramName("rayx-worker");

@@ -58,8 +58,6 @@ _IGNORED_INIT_ARGS = {
     "dashboard_port": (None, "rayx has no dashboard"),
     "logging_format": (None, "configure the 'rayx' logger with the logging module"),
     "logging_config": (None, "configure the 'rayx' logger with the logging module"),
-    "log_to_driver": (None, "worker output goes to the worker logs on each node "
-                            "(session_*/logs), not to the driver"),
     "storage": (None, "rayx has no cluster storage (Train: RunConfig.storage_path)"),
     "labels": (None, "node labels are set by `rayx start --labels`"),
     "_system_config": (None, "rayx has no such settings (memory_usage_threshold and "
@@ -104,6 +102,9 @@ def init(address=None, *, num_cpus=None, num_gpus=None, resources=None, namespac
         py_modules, excludes), inherited by every task and actor.
     logging_level: the level of the 'rayx' logger (configure_logging=False
         leaves it alone).
+    log_to_driver: print what this job's tasks and actors write to stdout and
+        stderr here, as "(name pid=N, ip=A) line" (default True, as Ray's;
+        RAYX_LOG_TO_DRIVER=0 turns it off too).
     job_config: a rayx.job_config.JobConfig; its runtime_env and
         ray_namespace apply when not given here.
     Ray's other arguments are accepted; those with no meaning here are named
@@ -115,6 +116,7 @@ def init(address=None, *, num_cpus=None, num_gpus=None, resources=None, namespac
     global _mode, _atexit_registered, generation, _namespace, _job_runtime_env
     ignored = []
     start_flags = _system_config_flags(kwargs)
+    log_to_driver = kwargs.pop("log_to_driver", True)
     for name, value in kwargs.items():
         if name not in _IGNORED_INIT_ARGS:
             if name == "allow_multiple":
@@ -175,7 +177,7 @@ def init(address=None, *, num_cpus=None, num_gpus=None, resources=None, namespac
         try:
             _core.init(address or "", "", float(num_cpus or 0),
                        -1.0 if num_gpus is None else float(num_gpus), resources, temp_dir,
-                       start_flags)
+                       start_flags, bool(log_to_driver))
         except RuntimeError as e:
             _namespace = None
             raise ConnectionError(str(e)) from None

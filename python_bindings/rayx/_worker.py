@@ -435,6 +435,21 @@ def dispatch(kind, instance, views, done=None):
         _main_call = False
 
 
+_announced = None
+
+
+def _announce(label):
+    """Names the output that follows ("(label pid=N, ip=A)" in the driver):
+    a marker line the node's agent takes out of this worker's output, written
+    when the running function or actor class changes."""
+    global _announced
+    if label != _announced:
+        _announced = label
+        sys.stderr.flush()
+        sys.stdout.write(_core.OUTPUT_NAME_MARKER + label + "\n")
+        sys.stdout.flush()
+
+
 def _dispatch(kind, instance, views):
     global _calls, _ctx_set, _actor_id
     if kind == "xlang":
@@ -447,6 +462,7 @@ def _dispatch(kind, instance, views):
             return _error(failure, "runtime_env setup")
     header = pickle.loads(views[0])
     if kind == "create":
+        _announce(str(header[1]).rsplit(".", 1)[-1])
         return _create(header, views)
     _calls += 1
     if kind == "task":
@@ -467,6 +483,7 @@ def _dispatch(kind, instance, views):
     running = False  # exceptions before the function runs (a failed argument) never retry
     try:
         if kind == "task":
+            _announce(str(name))
             fn = _load(key, name)
         elif name == READY_METHOD:
             return ser.to_bytes(None)
@@ -506,6 +523,7 @@ def main():
     else:
         _core.set_worker_command(*_api._worker_command())
     sys.stdout.reconfigure(line_buffering=True)
+    sys.stderr.reconfigure(line_buffering=True)
     import signal
     signal.signal(signal.SIGUSR1, _on_memory_pressure)
     _core.serve_worker(dispatch)

@@ -21,6 +21,7 @@
 #include "common/directory_archive.h"
 #include "common/session_dir.h"
 #include "msgpack_values.h"
+#include "protocol/messages.h"
 #include "protocol/placement_messages.h"
 #include "rayx/cluster_status.h"
 #include "rayx/detail/registry.h"
@@ -555,6 +556,8 @@ PYBIND11_MODULE(_core, m) {
   m.attr("TaskError") = TaskErrorType();
   m.attr("GetTimeout") = TimeoutType();
   m.attr("INLINE_OBJECT_LIMIT") = kInlineObjectLimit;
+  // A worker writes it, then a name, before output of another call (rayx._worker._announce).
+  m.attr("OUTPUT_NAME_MARKER") = std::string(rayx::protocol::kOutputNameMarker);
 
   py::class_<ObjectBuffer>(m, "ObjectBuffer", py::buffer_protocol())
       .def_buffer([](ObjectBuffer& b) {
@@ -579,8 +582,9 @@ PYBIND11_MODULE(_core, m) {
 
   m.def("init", [](const std::string& address, const std::string& token, double num_cpus,
                    double num_gpus, const py::dict& resources, const std::string& temp_dir,
-                   const std::vector<std::string>& private_cluster_flags) {
+                   const std::vector<std::string>& private_cluster_flags, bool log_to_driver) {
     rayx::Options options;
+    options.log_to_driver = log_to_driver;
     options.address = address;
     options.token = token;
     options.temp_dir = temp_dir;
@@ -592,7 +596,8 @@ PYBIND11_MODULE(_core, m) {
     rayx::Init(options);
   }, py::arg("address"), py::arg("token"), py::arg("num_cpus"), py::arg("num_gpus"),
         py::arg("resources"), py::arg("temp_dir") = "",
-        py::arg("private_cluster_flags") = std::vector<std::string>{});
+        py::arg("private_cluster_flags") = std::vector<std::string>{},
+        py::arg("log_to_driver") = true);
   m.def("shutdown", []() {
     py::gil_scoped_release release;
     rayx::Shutdown();

@@ -56,6 +56,20 @@ void FrameOutbox::GroupMemberDied(const std::string& member_peer,
   send_(member_peer, transport::MakeMessage(notice, 0));
 }
 
+void FrameOutbox::WorkerOutput(const std::string& driver_peer,
+                               const protocol::WorkerOutputNotice& notice) {
+  send_(driver_peer, transport::MakeMessage(notice, 0));
+}
+
+void FrameOutbox::FlushOutput(const std::string& agent_peer, uint64_t request_id,
+                              const protocol::FlushOutputRequest& request) {
+  send_(agent_peer, transport::MakeMessage(request, request_id));
+}
+
+void FrameOutbox::OutputFlushed(const Requester& to, const protocol::FlushOutputReply& reply) {
+  Answer(to, transport::MakeMessage(reply, to.request_id));
+}
+
 void FrameOutbox::StartWorker(const std::string& agent_peer, uint64_t request_id,
                               const protocol::StartWorkerRequest& request) {
   send_(agent_peer, transport::MakeMessage(request, request_id));

@@ -44,6 +44,11 @@ class FrameOutbox final : public HeadOutbox {
                   const protocol::LeasesLostNotice& notice) override;
   void GroupMemberDied(const std::string& member_peer,
                        const protocol::GroupMemberDiedNotice& notice) override;
+  void WorkerOutput(const std::string& driver_peer,
+                    const protocol::WorkerOutputNotice& notice) override;
+  void FlushOutput(const std::string& agent_peer, uint64_t request_id,
+                   const protocol::FlushOutputRequest& request) override;
+  void OutputFlushed(const Requester& to, const protocol::FlushOutputReply& reply) override;
   void StartWorker(const std::string& agent_peer, uint64_t request_id,
                    const protocol::StartWorkerRequest& request) override;
   void KillWorkers(const std::string& agent_peer, uint64_t request_id,

@@ -45,6 +45,9 @@ class HeadOutbox {
   // Another rank of a collective group that `member_peer` watches is gone.
   virtual void GroupMemberDied(const std::string& member_peer,
                                const protocol::GroupMemberDiedNotice& notice) = 0;
+  // Lines a job's workers wrote, for one of its drivers.
+  virtual void WorkerOutput(const std::string& driver_peer,
+                            const protocol::WorkerOutputNotice& notice) = 0;
 
   // Requests to node agents (`agent_peer` is the agent's routing id).
   virtual void StartWorker(const std::string& agent_peer, uint64_t request_id,
@@ -55,6 +58,10 @@ class HeadOutbox {
                            const protocol::JobFinishedNotice& notice) = 0;
   virtual void WatchDriver(const std::string& agent_peer, uint64_t request_id,
                            const protocol::WatchDriverRequest& request) = 0;
+  virtual void FlushOutput(const std::string& agent_peer, uint64_t request_id,
+                           const protocol::FlushOutputRequest& request) = 0;
+  // A driver's FlushOutputRequest is done.
+  virtual void OutputFlushed(const Requester& to, const protocol::FlushOutputReply& reply) = 0;
 };
 
 }  // namespace rayx::scheduler

@@ -86,6 +86,7 @@ HeadService::HeadService(HeadServiceOptions options, const Clock& clock)
       }
       peers_of_job_.erase(peers);
     }
+    output_peers_of_job_.erase(job_id);
     if (size_t removed = kv_.OnJobFinished(job_id); removed > 0) {
       RAYX_LOG(Info) << "removed " << removed << " KV keys of job " << job_id;
     }
@@ -194,6 +195,8 @@ void HeadService::RegisterRoutes() {
   On(Auth::kSession, kNodesOnly, &HeadService::OnProcessExited);
   On(Auth::kSession, kNodesOnly, &HeadService::OnDriverExited);
   On(Auth::kSession, kNodesOnly, &HeadService::OnActorConstruction);
+  On(Auth::kSession, kNodesOnly, &HeadService::OnWorkerOutput);
+  On(Auth::kSession, kNodesOnly, &HeadService::OnOutputFlushed);
   On(MessageType::kErrorReply, Auth::kSession, "", &HeadService::OnAgentError);
   router_.SetSilent(MessageType::kErrorReply);
   On(Auth::kSession, kRegisterFirst, &HeadService::OnStartWorkerReply);
@@ -211,6 +214,7 @@ void HeadService::RegisterRoutes() {
   On(Auth::kMember, kClusterOnly, &HeadService::OnRegisterDriver);
   On(Auth::kSession, kRegisterFirst, &HeadService::OnDriverHeartbeat);
   On(Auth::kSession, kRegisterFirst, &HeadService::OnFinishJob);
+  On(Auth::kSession, kRegisterFirst, &HeadService::OnFlushOutput);
   On(Auth::kSession, kRegisterFirst, &HeadService::OnRequestLease);
   On(Auth::kSession, kRegisterFirst, &HeadService::OnReturnLease);
   On(Auth::kSession, kRegisterFirst, &HeadService::OnLeaseBlocked);
@@ -312,6 +316,7 @@ void HeadService::ExpireSilentNodes() {
   leases_.Tick(now);
   RetireEndedJobs(now);
   AnswerKvWaits(kv_.ExpireWaits(now));
+  ExpireOutputFlushes(now);
   for (const NodeId& id : nodes_.ExpireSilentNodes(now)) {
     NodeDied(id, "no heartbeat within " + std::to_string(options_.nodes.node_timeout_ms) + " ms");
     RAYX_LOG(Warning) << "node " << id.Short() << " declared dead: no heartbeat within "
@@ -555,6 +560,63 @@ Result<NoReply> HeadService::OnActorConstruction(const protocol::ActorConstructi
   return NoReply{};
 }
 
+Result<NoReply> HeadService::OnWorkerOutput(const protocol::WorkerOutputNotice& req,
+                                            Call& call) {
+  if (!IsNodeSession(call.peer_id)) return NoReply{};
+  auto it = output_peers_of_job_.find(req.job_id);
+  if (it == output_peers_of_job_.end()) return NoReply{};
+  for (const auto& peer : it->second) outbox_.WorkerOutput(peer, req);
+  return NoReply{};
+}
+
+Result<NoReply> HeadService::OnFlushOutput(const protocol::FlushOutputRequest& req,
+                                           Call& call) {
+  RAYX_RETURN_IF_ERROR(CheckJob(req.job_id, call, "flush its workers' output"));
+  const Requester to{call.peer_id, call.id};
+  // Nobody prints this job's output, or too many flushes wait: nothing to wait for.
+  if (!output_peers_of_job_.count(req.job_id) || output_flushes_.size() >= kMaxOutputFlushes) {
+    outbox_.OutputFlushed(to, protocol::FlushOutputReply{});
+    return NoReply{};
+  }
+  const uint64_t id = ++next_output_flush_;
+  OutputFlush flush{to, {}, clock_.NowMs() + kOutputFlushMs};
+  leases_.ForEachAgentPeer([&](const std::string& peer) {
+    flush.waiting.insert(peer);
+    outbox_.FlushOutput(peer, id, req);
+  });
+  if (flush.waiting.empty()) {
+    outbox_.OutputFlushed(to, protocol::FlushOutputReply{});
+  } else {
+    output_flushes_.emplace(id, std::move(flush));
+  }
+  return NoReply{};
+}
+
+Result<NoReply> HeadService::OnOutputFlushed(const protocol::FlushOutputReply& req, Call& call) {
+  (void)req;
+  auto it = output_flushes_.find(call.id);
+  if (it == output_flushes_.end()) return NoReply{};  // answered at its deadline
+  it->second.waiting.erase(call.peer_id);
+  if (it->second.waiting.empty()) {
+    outbox_.OutputFlushed(it->second.to, protocol::FlushOutputReply{});
+    output_flushes_.erase(it);
+  }
+  return NoReply{};
+}
+
+void HeadService::ExpireOutputFlushes(int64_t now) {
+  for (auto it = output_flushes_.begin(); it != output_flushes_.end();) {
+    if (it->second.deadline_ms > now) {
+      ++it;
+      continue;
+    }
+    protocol::FlushOutputReply reply;
+    reply.unanswered = static_cast<uint32_t>(it->second.waiting.size());
+    outbox_.OutputFlushed(it->second.to, reply);
+    it = output_flushes_.erase(it);
+  }
+}
+
 Result<NoReply> HeadService::OnAgentError(const protocol::ErrorReply& req, Call& call) {
   // An agent could not start a worker. An error carries no epoch; the start
   // request ids of a node's old incarnation were forgotten when it died.
@@ -691,6 +753,9 @@ Result<protocol::RegisterDriverReply> HeadService::OnRegisterDriver(
   auto reply = leases_.RegisterDriver(req, clock_.NowMs(), options_.cluster_id, call.peer_id);
   reply.wire_security = static_cast<uint8_t>(options_.wire_security);
   if (fresh) peers_of_job_[reply.job_id].push_back(call.peer_id);
+  if (fresh && req.log_to_driver && req.host_lease_id.IsNil()) {
+    output_peers_of_job_[reply.job_id].push_back(call.peer_id);
+  }
   // A new driver on a machine of the cluster: its agent reports the driver's
   // exit, so the job ends within a heartbeat of it (not after the silence timeout).
   if (req.job_id.IsNil() && req.host_lease_id.IsNil()) {

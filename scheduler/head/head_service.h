@@ -161,6 +161,14 @@ class HeadService {
   Result<NoReply> OnProcessExited(const protocol::ProcessExitedNotice& req, Call& call);
   Result<NoReply> OnDriverExited(const protocol::DriverExitedNotice& req, Call& call);
   Result<NoReply> OnActorConstruction(const protocol::ActorConstructionNotice& req, Call& call);
+  // An agent's batch of a job's workers' output: to the job's drivers that
+  // asked for it.
+  Result<NoReply> OnWorkerOutput(const protocol::WorkerOutputNotice& req, Call& call);
+  // A driver about to end its job: every agent reads its workers' output
+  // now; the driver is answered once all did (or kOutputFlushMs passed).
+  Result<NoReply> OnFlushOutput(const protocol::FlushOutputRequest& req, Call& call);
+  Result<NoReply> OnOutputFlushed(const protocol::FlushOutputReply& req, Call& call);
+  void ExpireOutputFlushes(int64_t now);
   Result<NoReply> OnAgentError(const protocol::ErrorReply& req, Call& call);
   Result<NoReply> OnStartWorkerReply(const protocol::StartWorkerReply& req, Call& call);
   // Submitted jobs and packages.
@@ -253,6 +261,18 @@ class HeadService {
   // forgotten when it ends (one that goes on must register again), so the set
   // holds live runtimes only.
   std::unordered_map<JobId, std::vector<std::string>> peers_of_job_;
+  // The drivers of each job that print its workers' output (log_to_driver).
+  std::unordered_map<JobId, std::vector<std::string>> output_peers_of_job_;
+  // Output flushes under way, by the id the agents answer.
+  struct OutputFlush {
+    Requester to;
+    std::unordered_set<std::string> waiting;  // agents' routing ids
+    int64_t deadline_ms = 0;
+  };
+  static constexpr int64_t kOutputFlushMs = 1000;
+  static constexpr size_t kMaxOutputFlushes = 1024;
+  std::unordered_map<uint64_t, OutputFlush> output_flushes_;
+  uint64_t next_output_flush_ = 0;
   RequestRouter router_;
   // Registered runtimes' requests by id, for the repeats of a dropped connection.
   RequestDedup dedup_;

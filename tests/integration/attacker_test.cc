@@ -406,8 +406,9 @@ TEST_F(Attacker, AHandWrittenNullMechanismClientGetsNothing) {
 }
 
 // An authenticated member of another job (its workers' credential) reaches
-// only its own job: not this job's workers, objects (to delete), leases, keys
-// or sessions, and nothing of the cluster's.
+// only its own job: not this job's workers, objects (to delete, hold or read
+// without this job's grant), leases, keys or sessions, and nothing of the
+// cluster's.
 TEST_F(Attacker, AnotherJobsMemberIsConfinedToItsJob) {
   // Job B: registered by the cluster, whose members hold only B's credential.
   auto b = NewJob();
@@ -511,6 +512,27 @@ TEST_F(Attacker, AnotherJobsMemberIsConfinedToItsJob) {
   objects.Send(Request(protocol::ReservePortRequest{}, 19));
   ASSERT_TRUE(objects.Receive(5000ms).has_value());
   EXPECT_TRUE(fs::exists(path)) << "another job's holds reached this job's object";
+  // Reads: B pulls none of A's objects without A's grant, neither with none
+  // nor with one signed by B; with A's grant (what A sends with an argument
+  // to another job's actor) it reads that object and only that one.
+  const std::string name = fs::path(path).filename().string();
+  protocol::PullObjectRequest pull;
+  pull.path = path;
+  pull.length = 64;
+  EXPECT_EQ(objects.ErrorOf(Request(pull, 20)), StatusCode::kUnauthenticated);
+  pull.grant = Credential::ReadGrant(job_b.secret(), name);
+  EXPECT_EQ(objects.ErrorOf(Request(pull, 21)), StatusCode::kUnauthenticated);
+  pull.grant = Credential::Cluster(cluster_->token()).GrantRead(name);
+  ASSERT_FALSE(pull.grant.empty());
+  objects.Send(Request(pull, 22));
+  auto granted = objects.Receive(5000ms);
+  ASSERT_TRUE(granted && granted->size() == 3) << "A's grant did not open A's object";
+  auto pulled = protocol::Decode<protocol::PullObjectReply>((*granted)[1]);
+  ASSERT_TRUE(pulled.ok()) << pulled.status();
+  EXPECT_EQ(pulled->size, fs::file_size(path));
+  EXPECT_EQ((*granted)[2].size(), 64u);
+  pull.path = path + "-other";  // a grant opens its one object (see security_test)
+  EXPECT_NE(objects.ErrorOf(Request(pull, 23)), std::nullopt);
 
   EXPECT_FALSE(fs::exists(marker)) << "another job's call ran";
   ExpectServing();

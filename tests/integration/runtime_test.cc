@@ -1,6 +1,7 @@
 // Tasks, actors and objects on a real three-node loopback cluster. This test
 // binary is also the workers' program: started with RAYX_WORKER_MODE, its main
 // hands over to rayx::Init, which serves tasks.
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <unistd.h>
@@ -8,8 +9,10 @@
 #include <algorithm>
 #include <set>
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <iterator>
 #include <numeric>
 #include <stdexcept>
 #include <thread>
@@ -141,7 +144,13 @@ int TreeSize(int depth) {
 }
 
 rayx::Bytes MakeBlob(int size);
-RAYX_REMOTE(TreeSize);
+// Prints a line to stdout and one to stderr (log_to_driver).
+int Shout(int x) {
+  std::printf("shout %d\n", x);
+  std::fprintf(stderr, "whisper %d\n", x);
+  return getpid();
+}
+RAYX_REMOTE(TreeSize, Shout);
 RAYX_REMOTE(Recorder::CreateSlowly, Recorder::CreateOrThrow, TotalOfNamed);
 RAYX_REMOTE(Relay::Create, &Relay::TargetPid, FlakyUntil, WorkerVariables, MakeBlob, Reverse, CountBytes, Square, Add, SumBytes, AgentPid, SlowSquare, Throws, Crashes, Recorder::Create,
             &Recorder::Record, &Recorder::Seen, &Recorder::Total, &Recorder::Pid, &Recorder::Sleep,
@@ -230,6 +239,38 @@ class Runtime : public ::testing::Test {
 LocalCluster* Runtime::cluster_ = nullptr;
 rayx::testing::NodeHandle* Runtime::tpu_node_ = nullptr;
 std::vector<pid_t> Runtime::agents_;
+
+// What a C++ task prints reaches the driver's stdout as Ray prints it, the
+// last lines included: Shutdown asks every node for them first.
+TEST_F(Runtime, WhatATaskPrintsReachesTheDriver) {
+  std::string path = ::testing::TempDir() + "rayx-driver-stdout-" + std::to_string(getpid());
+  int file = ::open(path.c_str(), O_CREAT | O_TRUNC | O_WRONLY | O_CLOEXEC, 0600);
+  ASSERT_GE(file, 0);
+  std::fflush(stdout);
+  int saved = ::dup(1);
+  ::dup2(file, 1);
+  std::vector<int> pids;
+  for (int i = 0; i < 3; ++i) pids.push_back(*rayx::Task(Shout).Remote(i).Get(60000));
+  rayx::Shutdown();
+  ::dup2(saved, 1);
+  ::close(saved);
+  ::close(file);
+  std::ifstream in(path);
+  std::string printed((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  ::unlink(path.c_str());
+  for (int i = 0; i < 3; ++i) {
+    std::string prefix = "(Shout pid=" + std::to_string(pids[i]) + ", ip=127.0.0.";
+    for (const std::string& line : {"shout " + std::to_string(i), "whisper " + std::to_string(i)}) {
+      size_t at = printed.find(") " + line + "\n");
+      ASSERT_NE(at, std::string::npos) << line << " missing from:\n" << printed;
+      EXPECT_NE(printed.rfind(prefix, at), std::string::npos) << printed;
+    }
+  }
+  rayx::Options options;  // TearDown ends the job again and checks what it left
+  options.address = cluster_->address();
+  options.token = cluster_->token();
+  rayx::Init(options);
+}
 
 TEST_F(Runtime, TasksReturnTheirResults) {
   std::vector<rayx::ObjectRef<int>> refs;

@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from conftest import wait_until
+from conftest import pid_alive, wait_until
 
 
 def test_an_async_actor_runs_100_sleeps_at_once(rayx_mod):
@@ -383,8 +383,7 @@ def test_a_coroutine_that_never_ends_holds_only_its_own_call(rayx_mod):
     for ref in stuck:
         with pytest.raises(rayx.exceptions.ActorDiedError):
             rayx.get(ref, timeout=30)
-    wait_until(lambda: not os.path.exists(f"/proc/{pid}") or
-               open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[0] == "Z",
+    wait_until(lambda: not pid_alive(pid),
                10, "the killed actor's process to exit")
 
 
@@ -416,8 +415,7 @@ def test_exiting_inside_an_async_method_ends_the_actor(rayx_mod, how):
         rayx.get(waiting, timeout=30)  # the calls that were running end with it
     with pytest.raises(rayx.exceptions.ActorDiedError):
         rayx.get(a.pid.remote(), timeout=30)
-    wait_until(lambda: not os.path.exists(f"/proc/{pid}") or
-               open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[0] == "Z",
+    wait_until(lambda: not pid_alive(pid),
                10, "the exited actor's process to end")
 
 

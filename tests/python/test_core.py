@@ -12,7 +12,7 @@ import time
 import pytest
 
 import counter_actor
-from conftest import driver_env, run_cli, run_driver, wait_until
+from conftest import driver_env, pid_alive, run_cli, run_driver, wait_until
 
 
 # Module-level functions are pickled by reference (workers import this module:
@@ -182,6 +182,55 @@ def test_named_and_detached_actors(rayx_mod, cluster):
     assert "VALUE kept" in r2.stdout
 
 
+def test_another_jobs_detached_actor_reads_stored_arguments_with_the_callers_grant(
+        rayx_mod, cluster):
+    # A detached actor of this job on the node with "special"; another job's
+    # driver (head node) and its task (the GPU node) pass it put objects. Its
+    # worker pulls them from those nodes' object servers as a member of this
+    # job: each call carries the caller job's grant for that one object
+    # (without it the pull is refused: attacker_test).
+    rayx = rayx_mod
+
+    @rayx.remote(resources={"special": 1})
+    class Summer:
+        def total(self, values):
+            return int(sum(values))
+
+        def where(self):
+            return rayx.get_runtime_context().get_node_id()
+
+    s = Summer.options(name="py-summer", lifetime="detached").remote()
+    special_node = rayx.get(s.where.remote())
+    try:
+        other = run_driver(cluster, textwrap.dedent("""
+            import rayx
+            rayx.init()
+            h = rayx.get_actor("py-summer")
+            values = list(range(300_000))  # well over the inline limit
+            ref = rayx.put(values)
+            print("DRIVER", rayx.get(h.total.remote(ref), timeout=60))
+
+            @rayx.remote(num_gpus=1)
+            def from_a_task():
+                h = rayx.get_actor("py-summer")
+                ref = rayx.put([2] * 300_000)
+                return rayx.get_runtime_context().get_node_id(), rayx.get(h.total.remote(ref))
+
+            node, total = rayx.get(from_a_task.remote(), timeout=60)
+            print("TASK", node, total)
+            rayx.shutdown()
+        """), timeout=120)
+        assert other.returncode == 0, other.stderr
+        assert f"DRIVER {sum(range(300_000))}" in other.stdout, other.stdout
+        task_line = [l for l in other.stdout.splitlines() if l.startswith("TASK ")]
+        assert task_line, other.stdout
+        _, node, total = task_line[0].split()
+        assert node != special_node, "the task ran beside the actor: nothing was pulled"
+        assert int(total) == 600_000
+    finally:
+        rayx.kill(s)
+
+
 def test_remote_exception_is_the_original_class_with_traceback(rayx_mod):
     rayx = rayx_mod
 
@@ -237,8 +286,7 @@ def test_worker_crash_and_killed_actor(rayx_mod):
     rayx.kill(a)
     with pytest.raises(rayx.exceptions.ActorDiedError):
         rayx.get(a.pid.remote(), timeout=30)
-    wait_until(lambda: not os.path.exists(f"/proc/{pid}") or
-               open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[0] == "Z",
+    wait_until(lambda: not pid_alive(pid),
                10, "the killed actor's process to exit")
 
 
@@ -301,11 +349,6 @@ def test_retry_exceptions_runs_a_raising_task_again(rayx_mod, tmp_path):
         flaky.options(retry_exceptions=["FlakyError"])
 
 
-def _gone(pid):
-    return not os.path.exists(f"/proc/{pid}") or \
-        open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[0] == "Z"
-
-
 def test_actor_restarts_run_the_constructor_again(rayx_mod):
     rayx = rayx_mod
     Counter = rayx.remote(counter_actor.Counter)
@@ -313,14 +356,14 @@ def test_actor_restarts_run_the_constructor_again(rayx_mod):
     assert rayx.get(c.add.remote(5), timeout=30) == 15
     first = rayx.get(c.pid.remote(), timeout=30)
     os.kill(first, signal.SIGKILL)
-    wait_until(lambda: _gone(first), 10, "the killed actor's process to exit")
+    wait_until(lambda: not pid_alive(first), 10, "the killed actor's process to exit")
     # The new instance ran __init__(10) again; the call reaches it (a task retry
     # covers a call sent before the loss was seen).
     assert rayx.get(c.add.remote(1), timeout=30) == 11
     second = rayx.get(c.pid.remote(), timeout=30)
     assert second != first
     os.kill(second, signal.SIGKILL)
-    wait_until(lambda: _gone(second), 10, "the restarted actor's process to exit")
+    wait_until(lambda: not pid_alive(second), 10, "the restarted actor's process to exit")
     with pytest.raises(rayx.exceptions.ActorDiedError, match="max_restarts 1"):
         rayx.get(c.add.remote(1), timeout=30)
     with pytest.raises(ValueError, match="max_restarts must be an int"):
@@ -682,7 +725,7 @@ def test_the_head_restarts_a_detached_actor_after_its_job_ended(rayx_mod, cluste
     h = rayx.get_actor("py-reborn")
     assert rayx.get(h.pid.remote(), timeout=30) == first
     os.kill(first, signal.SIGKILL)
-    wait_until(lambda: _gone(first), 10, "the killed actor's process to exit")
+    wait_until(lambda: not pid_alive(first), 10, "the killed actor's process to exit")
 
     def restarted():
         try:
@@ -694,7 +737,7 @@ def test_the_head_restarts_a_detached_actor_after_its_job_ended(rayx_mod, cluste
     assert rayx.get(h.add.remote(1), timeout=30) == 11
     second = rayx.get(h.pid.remote(), timeout=30)
     os.kill(second, signal.SIGKILL)
-    wait_until(lambda: _gone(second), 10, "the restarted actor's process to exit")
+    wait_until(lambda: not pid_alive(second), 10, "the restarted actor's process to exit")
 
     def name_gone():
         try:
@@ -970,9 +1013,9 @@ def test_a_detached_actor_deployed_by_a_driver_that_exits_at_once_is_there_later
     pids = [int(p) for p in log.read_text().split()]
     assert pids[-1] == pid
     for begun in pids[:-1]:
-        wait_until(lambda: _gone(begun), 10, "the first, abandoned constructor's worker to exit")
+        wait_until(lambda: not pid_alive(begun), 10, "the first, abandoned constructor's worker to exit")
     rayx.kill(h)
-    wait_until(lambda: _gone(pid), 10, "the killed actor's worker to exit")
+    wait_until(lambda: not pid_alive(pid), 10, "the killed actor's worker to exit")
 
 
 def _driver_killed_during_constructor(cluster, log, name, lifetime, seconds, call=False,
@@ -1040,7 +1083,7 @@ def test_a_reserved_name_is_freed_when_its_creator_dies_first(rayx_mod, cluster,
     # (the head ends the silent job), not after waiting 60 s for a worker.
     with pytest.raises(rayx.exceptions.ActorDiedError, match="its name is gone"):
         rayx.get(ref, timeout=40)
-    wait_until(lambda: _gone(actor_pid), 20, "the half-made actor's worker to exit")
+    wait_until(lambda: not pid_alive(actor_pid), 20, "the half-made actor's worker to exit")
     _name_is_free_for_another_actor(rayx, "py-orphaned-name", tmp_path / "second", actor_pid)
 
 
@@ -1058,7 +1101,7 @@ def test_a_detached_actor_whose_driver_is_killed_during_its_constructor_is_made_
     assert pid == first, "the worker the dead driver started was replaced"
     assert [int(p) for p in log.read_text().split()] == [first], "constructed twice"
     rayx.kill(h)
-    wait_until(lambda: _gone(pid), 10, "the killed actor's worker to exit")
+    wait_until(lambda: not pid_alive(pid), 10, "the killed actor's worker to exit")
 
 
 def _head_log(cluster):
@@ -1089,7 +1132,7 @@ def test_a_taken_over_actor_whose_worker_dies_in_its_constructor_is_restarted(
                      r"ran .* the head restarts it \(restart 1", _head_log(cluster)), \
         "not restarted as a taken-over actor"
     rayx.kill(h)
-    wait_until(lambda: _gone(pid), 10, "the killed actor's worker to exit")
+    wait_until(lambda: not pid_alive(pid), 10, "the killed actor's worker to exit")
 
 
 def test_a_taken_over_constructor_that_fails_frees_the_name_and_its_worker(
@@ -1102,7 +1145,7 @@ def test_a_taken_over_constructor_that_fails_frees_the_name_and_its_worker(
     # A call waits for the constructor, then fails: nobody is left to fix it.
     with pytest.raises(rayx.exceptions.ActorDiedError, match="its name is gone"):
         rayx.get(h.pid.remote(), timeout=40)
-    wait_until(lambda: _gone(first), 10, "the failed actor's worker to exit")
+    wait_until(lambda: not pid_alive(first), 10, "the failed actor's worker to exit")
     assert [int(p) for p in log.read_text().split()] == [first], "a failed constructor was retried"
     # The name is free for a corrected deploy.
     _name_is_free_for_another_actor(rayx, "py-broken-model", tmp_path / "fixed", first)
@@ -1127,7 +1170,7 @@ def test_a_detached_actor_made_by_a_task_that_returned_at_once_is_there_later(
     assert pid != task_pid
     assert int(log.read_text().split()[-1]) == pid
     rayx.kill(h)
-    wait_until(lambda: _gone(pid), 10, "the killed actor's worker to exit")
+    wait_until(lambda: not pid_alive(pid), 10, "the killed actor's worker to exit")
 
 
 def test_ctrl_c_interrupts_placement_group_wait(cluster):

@@ -51,6 +51,9 @@ class LeaseProcesses {
                                                         uint32_t index) const = 0;
   // The running (ready) workers, for the memory monitor. Default: none.
   virtual std::vector<WorkerPool::Running> RunningWorkers() const { return {}; }
+  // Running workers that exited by themselves since the last call (their
+  // last output is still to be read). Default: none.
+  virtual std::vector<WorkerPool::Running> TakeExitedWorkers() { return {}; }
 };
 
 // Real processes: a WorkerPool and a ProcessRunner, which own them. Killed
@@ -94,6 +97,9 @@ class LocalLeaseProcesses final : public LeaseProcesses {
                                                 uint32_t index) const override;
   std::vector<WorkerPool::Running> RunningWorkers() const override {
     return workers_.RunningWorkers();
+  }
+  std::vector<WorkerPool::Running> TakeExitedWorkers() override {
+    return workers_.TakeExitedWorkers();
   }
 
  private:

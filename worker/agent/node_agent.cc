@@ -78,6 +78,7 @@ Status NodeAgent::Start() {
   SendRegister();
   StartDeadline();
   StartMemoryMonitor();
+  output_due_ms_ = clock_.NowMs() + kOutputPeriodMs;
   ArmWakeup();
   return Status::OK();
 }
@@ -112,6 +113,8 @@ void NodeAgent::StartMemoryMonitor() {
 }
 
 void NodeAgent::SendExit(const protocol::ProcessExitedNotice& exited) {
+  // A worker's last lines (a traceback, say) go before its exit.
+  ForwardOutput();
   protocol::ProcessExitedNotice notice = exited;
   if (auto killed = memory_kills_.find(notice.lease_id); killed != memory_kills_.end()) {
     notice.cause = "OutOfMemory";
@@ -190,6 +193,10 @@ void NodeAgent::RunDueTimers() {
     if (fencing_) CheckFence();
     StartDeferred();
   }
+  if (output_due_ms_ && *output_due_ms_ <= now) {
+    output_due_ms_ = now + kOutputPeriodMs;
+    ForwardOutput();
+  }
   if (memory_due_ms_ && *memory_due_ms_ <= now) {
     memory_due_ms_ = now + memory_monitor_->period_ms();
     if (!leaving_ && !fencing_) memory_monitor_->Tick(now);
@@ -197,10 +204,24 @@ void NodeAgent::RunDueTimers() {
   ArmWakeup();
 }
 
+void NodeAgent::ForwardOutput() {
+  auto convert = [](std::vector<WorkerPool::Running> workers) {
+    std::vector<OutputForwarder::Worker> out;
+    for (auto& w : workers) out.push_back({w.lease_id, w.job_id, w.pid, std::move(w.log_path)});
+    return out;
+  };
+  auto notices = output_.Poll(convert(processes_->RunningWorkers()),
+                              convert(processes_->TakeExitedWorkers()));
+  // Lines read while the head is away are dropped: they stay in the files.
+  if (leaving_ || !connected_ || fencing_ || registering_) return;
+  for (const auto& notice : notices) Send(notice);
+}
+
 void NodeAgent::ArmWakeup() {
   std::optional<int64_t> next;
   for (const auto& deadline :
-       {join_deadline_ms_, heartbeat_due_ms_, leave_deadline_ms_, poll_due_ms_, memory_due_ms_}) {
+       {join_deadline_ms_, heartbeat_due_ms_, leave_deadline_ms_, poll_due_ms_, memory_due_ms_,
+        output_due_ms_}) {
     if (deadline && (!next || *deadline < *next)) next = deadline;
   }
   if (!next) {
@@ -454,6 +475,15 @@ void NodeAgent::HandleMessage(transport::Frames& frames) {
       size_t removed = objects_.RemoveJob(req->job_id.Hex());
       if (removed)
         RAYX_LOG(Info) << "job " << req->job_id << " ended: freed " << removed << " objects";
+      return;
+    }
+    case MessageType::kFlushOutputRequest: {
+      // A driver is ending its job: what every worker wrote until now goes
+      // to the head before this answer does.
+      ForwardOutput();
+      if (leaving_ || !connected_ || fencing_ || registering_) return;
+      transport::Frames done = transport::MakeMessage(protocol::FlushOutputReply{}, env->id);
+      (void)head_->Send(done);
       return;
     }
     case MessageType::kWatchDriverRequest: {

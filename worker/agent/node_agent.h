@@ -17,6 +17,7 @@
 #include "agent/head_connection.h"
 #include "agent/lease_processes.h"
 #include "agent/memory_monitor.h"
+#include "agent/output_forwarder.h"
 #include "agent/object_server.h"
 #include "agent/package_cache.h"
 #include "common/address.h"
@@ -203,6 +204,11 @@ class NodeAgent {
   static constexpr size_t kMaxMemoryKills = 1024;
   std::map<LeaseId, std::string> memory_kills_;
   std::optional<int64_t> memory_due_ms_;  // the monitor's next check
+  // Workers' output to their jobs' drivers, read every kOutputPeriodMs.
+  static constexpr int64_t kOutputPeriodMs = 100;
+  OutputForwarder output_{OutputForwarder::Options{.node_ip = options_.node_ip}};
+  std::optional<int64_t> output_due_ms_;
+  void ForwardOutput();
   bool fencing_ = false;
   int64_t fence_started_ms_ = 0;
   int64_t fence_warned_ms_ = 0;

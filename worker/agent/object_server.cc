@@ -46,6 +46,7 @@ Result<std::string> ObjectServer::Start(const std::string& ip, transport::WireSe
                                         const transport::Credential& server,
                                         std::shared_ptr<const transport::Verifier> verifier) {
   ip_ = ip;
+  credential_ = server;
   zap_ = std::make_unique<transport::ZapServer>(context_, std::move(verifier),
                                                 "object server " + ip);
   transport::MakeServer(router_, mode, server);
@@ -88,6 +89,19 @@ void ObjectServer::OnMessage(transport::Frames& frames) {
         return answer(transport::MakeErrorMessage(
             Status::InvalidArgument("not an object of this node's store: " + req->path),
             "object server", env->id));
+      }
+      // A job reads its own job's objects, and another job's only with the
+      // grant that job sent with a call's argument (a detached actor's).
+      if (who.is_job()) {
+        std::string_view name = BaseName(req->path);
+        auto owner = transport::Credential::JobOfObject(name);
+        if ((!owner || *owner != who.job) && !credential_.IsReadGrant(name, req->grant)) {
+          return answer(transport::MakeErrorMessage(
+              Status::Unauthenticated("object " + req->path.substr(0, 200) +
+                                      " belongs to another job, and this request carries no "
+                                      "grant of that job to read it"),
+              "object server", env->id));
+        }
       }
       auto mapped = store_.Open(req->path);  // O_NOFOLLOW, regular files only
       if (!mapped.ok()) {

@@ -68,6 +68,7 @@ class ObjectServer {
   LogLookup log_lookup_;
   std::string ip_;
   SystemClock clock_;
+  transport::Credential credential_;  // the cluster's: checks read grants
   std::unique_ptr<PortReserver> ports_;  // set by Start
 };
 

@@ -195,6 +195,7 @@ void WorkerPool::StartNow(const protocol::StartWorkerRequest& request, StartCall
   worker.lease_id = request.lease_id;
   worker.reports_construction = request.report_construction;
   worker.log_path = log_path;
+  worker.job_id = request.job_id;
   worker.on_start = std::move(done);
   worker.start = std::make_shared<StartPipe>(io_, fds[0]);
   worker.timer = std::make_unique<boost::asio::steady_timer>(io_);
@@ -384,7 +385,10 @@ std::vector<pid_t> WorkerPool::Pids() const {
 std::vector<WorkerPool::Running> WorkerPool::RunningWorkers() const {
   std::vector<Running> out;
   for (const auto& [lease_id, worker] : workers_) {
-    if (worker.ready) out.push_back({worker.pid, lease_id, worker.for_actor, worker.started});
+    if (worker.ready) {
+      out.push_back({worker.pid, lease_id, worker.for_actor, worker.started, worker.job_id,
+                     worker.log_path});
+    }
   }
   return out;
 }
@@ -416,6 +420,10 @@ WorkerPool::ChildExit WorkerPool::OnChildExit(pid_t pid, int status) {
     }
     boost::system::error_code ignored;
     if (it->second.start) it->second.start->pipe.close(ignored);
+    if (it->second.ready && exited_.size() < kMaxExited) {
+      const Worker& w = it->second;
+      exited_.push_back({w.pid, it->first, w.for_actor, w.started, w.job_id, w.log_path});
+    }
     workers_.erase(it);
     return ChildExit::kRunning;
   }

@@ -9,6 +9,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <boost/asio/io_context.hpp>
@@ -90,8 +91,13 @@ class WorkerPool {
     LeaseId lease_id;
     bool for_actor = false;
     uint64_t started = 0;
+    JobId job_id;
+    std::string log_path;  // its stdout and stderr
   };
   std::vector<Running> RunningWorkers() const;
+  // Running workers that exited by themselves since the last call (at most
+  // kMaxExited are kept).
+  std::vector<Running> TakeExitedWorkers() { return std::exchange(exited_, {}); }
   // What OnChildExit found `pid` to be.
   enum class ChildExit { kNotOurs, kDuringStart, kRunning };
   // Forgets worker `pid`, which exited; what it left in its process group is
@@ -111,6 +117,7 @@ class WorkerPool {
   struct Worker {
     pid_t pid = 0;
     LeaseId lease_id;
+    JobId job_id;
     std::string log_path;
     bool ready = false;
     bool constructing = false;  // said CONSTRUCTING: no start limit, no start slot
@@ -144,6 +151,8 @@ class WorkerPool {
   std::string object_address_;
   ConstructionCallback on_construction_;
   std::map<LeaseId, Worker> workers_;
+  static constexpr size_t kMaxExited = 4096;
+  std::vector<Running> exited_;  // TakeExitedWorkers
   uint64_t starts_ = 0;  // workers started so far (Worker::started)
   struct Queued {
     protocol::StartWorkerRequest request;

@@ -44,6 +44,10 @@ struct Options {
   // More `rayx start` flags for the private cluster, e.g.
   // {"--memory-usage-threshold", "0.8"}. Ignored when joining a cluster.
   std::vector<std::string> private_cluster_flags;
+  // Print what this job's workers write to stdout and stderr here, line by
+  // line, as "(name pid=N, ip=A) line" (Ray's log_to_driver). Default: on,
+  // unless $RAYX_LOG_TO_DRIVER is 0.
+  bool log_to_driver = true;
 };
 
 // Connects this program to a cluster. In a worker process (started by a node

@@ -21,7 +21,12 @@ inline constexpr const char* kRayxVersion = "0.1.0";
 //    send their items before their result (PushTasksReply's kItem).
 // 7: ObjectRefs inside values: agents hold stored objects for them
 //    (HoldObjectsRequest; a delete of a held object lets go of one hold).
-inline constexpr uint32_t kProtocolVersion = 7;
+// 8: a stored argument sent to another job's actor carries a read grant
+//    (ObjectLocation::grant, PullObjectRequest::grant): a job pulls another
+//    job's object only with one. Workers' output goes to their job's drivers
+//    (WorkerOutputNotice, RegisterDriverRequest::log_to_driver), read to the
+//    end before a driver ends its job (FlushOutputRequest).
+inline constexpr uint32_t kProtocolVersion = 8;
 
 // The head's default port, as in `rayx start --head`.
 inline constexpr uint16_t kDefaultHeadPort = 6380;

@@ -17,6 +17,7 @@ ObjectLocation MakeLocation() {
   loc.object_address = "tcp://10.0.0.7:4000";
   loc.path = "/dev/shm/rayx-store-abc/job-obj";
   loc.size = 123456789;
+  loc.grant = "grant-of-job";
   return loc;
 }
 
@@ -70,6 +71,7 @@ TEST(PushTasks, RequestRoundTrips) {
   EXPECT_EQ(view.args[add.first_arg + 2].stored.path, MakeLocation().path);
   EXPECT_EQ(view.args[add.first_arg + 2].stored.object_address, MakeLocation().object_address);
   EXPECT_EQ(view.args[add.first_arg + 2].stored.size, MakeLocation().size);
+  EXPECT_EQ(view.args[add.first_arg + 2].stored.grant, MakeLocation().grant);
   const TaskCallView& create = view.calls[1];
   EXPECT_EQ(create.call_id, 8u);
   EXPECT_TRUE(create.actor_creation);

@@ -60,6 +60,27 @@ TEST(Credential, TheClusterDerivesAnyJobAJobOnlyItself) {
   EXPECT_NE(other.status().message().find(kJobB.Hex()), std::string::npos);
 }
 
+// A read grant: a job signs it for one of its own objects; the cluster (an
+// object server) checks it; nobody else can make one that passes.
+TEST(Credential, AReadGrantOpensOneObjectOfItsJob) {
+  Credential cluster = Credential::Cluster("token-1");
+  Credential a = *cluster.ForJob(kJobA);
+  Credential b = *cluster.ForJob(kJobB);
+  const std::string mine = kJobA.Hex() + "-5f3a9c0000000001";
+  EXPECT_EQ(Credential::JobOfObject(mine), kJobA);
+  EXPECT_EQ(Credential::JobOfObject("no-job-here"), std::nullopt);
+  EXPECT_EQ(Credential::JobOfObject(kJobA.Hex() + "x1"), std::nullopt);
+  std::string grant = a.GrantRead(mine);
+  ASSERT_EQ(grant.size(), 64u);
+  EXPECT_EQ(grant, cluster.GrantRead(mine));
+  EXPECT_TRUE(cluster.IsReadGrant(mine, grant));
+  EXPECT_FALSE(cluster.IsReadGrant(kJobA.Hex() + "-5f3a9c0000000002", grant)) << "one object only";
+  EXPECT_EQ(b.GrantRead(mine), "") << "B cannot sign for A's objects";
+  EXPECT_FALSE(cluster.IsReadGrant(mine, Credential::ReadGrant(b.secret(), mine)));
+  EXPECT_FALSE(cluster.IsReadGrant(mine, ""));
+  EXPECT_FALSE(Credential::Cluster("token-2").IsReadGrant(mine, grant)) << "another cluster's";
+}
+
 TEST(Principal, UserIdRoundTrips) {
   EXPECT_EQ(Principal::FromUserId(Principal::Cluster().UserId()), Principal::Cluster());
   EXPECT_EQ(Principal::FromUserId(Principal::Job(kJobA).UserId()), Principal::Job(kJobA));

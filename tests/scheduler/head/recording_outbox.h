@@ -22,6 +22,9 @@ class RecordingOutbox final : public HeadOutbox {
     kProcessExited,
     kLeasesLost,
     kGroupMemberDied,
+    kWorkerOutput,
+    kFlushOutput,
+    kOutputFlushed,
     kStartWorker,
     kKillWorkers,
     kJobFinished,
@@ -39,6 +42,7 @@ class RecordingOutbox final : public HeadOutbox {
     JobId job_id;                                  // kJobFinished
     protocol::LeasesLostNotice lost;               // kLeasesLost
     protocol::GroupMemberDiedNotice member_died;   // kGroupMemberDied
+    protocol::WorkerOutputNotice output;           // kWorkerOutput
     protocol::ActorInfo actor;                     // kActorFound
   };
 
@@ -67,6 +71,17 @@ class RecordingOutbox final : public HeadOutbox {
   void GroupMemberDied(const std::string& member_peer,
                        const protocol::GroupMemberDiedNotice& notice) override {
     Add({Kind::kGroupMemberDied, member_peer, 0}).member_died = notice;
+  }
+  void WorkerOutput(const std::string& driver_peer,
+                    const protocol::WorkerOutputNotice& notice) override {
+    Add({Kind::kWorkerOutput, driver_peer, 0}).output = notice;
+  }
+  void FlushOutput(const std::string& agent_peer, uint64_t request_id,
+                   const protocol::FlushOutputRequest& request) override {
+    Add({Kind::kFlushOutput, agent_peer, request_id}).job_id = request.job_id;
+  }
+  void OutputFlushed(const Requester& to, const protocol::FlushOutputReply&) override {
+    Add({Kind::kOutputFlushed, to.peer, to.request_id});
   }
   void WatchDriver(const std::string& agent_peer, uint64_t request_id,
                    const protocol::WatchDriverRequest& request) override {

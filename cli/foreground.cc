@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <iostream>
+#include <map>
 #include <set>
 #include <thread>
 
@@ -35,9 +36,9 @@ sigset_t ForegroundSignals() {
   return set;
 }
 
-// The name `session` records `pid` under ("agent", "head"), or "".
-std::string NameOf(const detail::Session& session, pid_t pid) {
-  for (const auto& [name, record] : session.Processes()) {
+// The name `processes` records `pid` under ("agent", "head"), or "".
+std::string NameOf(const std::map<std::string, detail::ProcessRecord>& processes, pid_t pid) {
+  for (const auto& [name, record] : processes) {
     if (record.pid == pid) return name;
   }
   return "";
@@ -100,6 +101,9 @@ void StopSessionProcesses(const detail::Session& session) {
 
 int BlockUntilDone(const detail::Session& session) {
   sigset_t set = ForegroundSignals();
+  // The daemons this process started, as recorded now: `rayx stop` removes
+  // the pid files before they exit, so they are never read again here.
+  const auto started = session.Processes();
   std::cout << "--block: running until a rayx process exits or Ctrl-C.\n" << std::flush;
   int code = 0;
   while (true) {
@@ -112,7 +116,7 @@ int BlockUntilDone(const detail::Session& session) {
     std::string ended;
     int status = 0;
     pid_t pid;
-    while (ended.empty() && (pid = waitpid(-1, &status, WNOHANG)) > 0) ended = NameOf(session, pid);
+    while (ended.empty() && (pid = waitpid(-1, &status, WNOHANG)) > 0) ended = NameOf(started, pid);
     if (ended.empty()) continue;
     if (ended == "agent" && WIFEXITED(status) && WEXITSTATUS(status) == 0) {
       std::cout << "rayx start: the node agent left cleanly (the cluster was stopped)\n";
@@ -239,6 +243,7 @@ int RunCommandThenStopCluster(const detail::Session& session,
   }
 
   sigset_t set = ForegroundSignals();
+  const auto daemons = session.Processes();  // as BlockUntilDone's `started`
   int command_status = 0;
   bool command_done = false;
   std::string daemon_died;
@@ -278,7 +283,7 @@ int RunCommandThenStopCluster(const detail::Session& session,
         }
         int status = 0;
         waitpid(pid, &status, 0);
-        std::string name = NameOf(session, pid);
+        std::string name = NameOf(daemons, pid);
         if (!name.empty() && daemon_died.empty()) {
           daemon_died =
               "the " + name + " (pid " + std::to_string(pid) + ") " + DescribeExit(status);

@@ -85,6 +85,8 @@ Result<std::string> LocalAddressToward(const std::string& remote_ip) {
 }
 
 namespace {
+// Calls fn(ip, loopback, interface name) for each IPv4 address of an
+// interface that is up, until it returns true.
 template <typename Fn>
 void ForEachIpv4(Fn fn) {
   ifaddrs* list = nullptr;
@@ -94,7 +96,10 @@ void ForEachIpv4(Fn fn) {
     if (!(it->ifa_flags & IFF_UP)) continue;
     char buf[INET_ADDRSTRLEN];
     inet_ntop(AF_INET, &reinterpret_cast<sockaddr_in*>(it->ifa_addr)->sin_addr, buf, sizeof buf);
-    if (fn(std::string(buf), (it->ifa_flags & IFF_LOOPBACK) != 0)) break;
+    if (fn(std::string(buf), (it->ifa_flags & IFF_LOOPBACK) != 0,
+           std::string(it->ifa_name ? it->ifa_name : ""))) {
+      break;
+    }
   }
   freeifaddrs(list);
 }
@@ -102,7 +107,7 @@ void ForEachIpv4(Fn fn) {
 
 std::string DefaultNodeIp() {
   std::string found = "127.0.0.1";
-  ForEachIpv4([&](const std::string& ip, bool loopback) {
+  ForEachIpv4([&](const std::string& ip, bool loopback, const std::string&) {
     if (loopback) return false;
     found = ip;
     return true;
@@ -113,11 +118,24 @@ std::string DefaultNodeIp() {
 bool IsLocalAddress(const std::string& ip) {
   if (ip.rfind("127.", 0) == 0 || ip == "localhost" || ip == "0.0.0.0") return true;
   bool local = false;
-  ForEachIpv4([&](const std::string& candidate, bool) {
+  ForEachIpv4([&](const std::string& candidate, bool, const std::string&) {
     local = candidate == ip;
     return local;
   });
   return local;
+}
+
+std::string InterfaceWithAddress(const std::string& ip) {
+  std::string found, loopback_name;
+  ForEachIpv4([&](const std::string& candidate, bool loopback, const std::string& name) {
+    if (loopback && loopback_name.empty()) loopback_name = name;
+    if (candidate != ip) return false;
+    found = name;
+    return true;
+  });
+  // 127.0.0.2 and the like are on the loopback interface without being listed.
+  if (found.empty() && ip.rfind("127.", 0) == 0) found = loopback_name;
+  return found;
 }
 
 }  // namespace rayx

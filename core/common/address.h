@@ -37,4 +37,8 @@ std::string DefaultNodeIp();
 // True when `ip` belongs to this machine (loopback or an interface address).
 bool IsLocalAddress(const std::string& ip);
 
+// The name of the interface that holds `ip` ("eth0"; the loopback interface
+// for any 127.x address), or empty when none does.
+std::string InterfaceWithAddress(const std::string& ip);
+
 }  // namespace rayx

@@ -50,6 +50,13 @@ struct WorkerEnv {
   // agent starts gets PCI_BUS_ID, whatever its caller asked for.
   static constexpr const char* kCudaDeviceOrder = "CUDA_DEVICE_ORDER";
   static constexpr const char* kPciBusOrder = "PCI_BUS_ID";
+  // The interface Gloo's and NCCL's sockets use (torch.distributed): every
+  // process an agent starts gets the one that holds its node's address, unless
+  // the process's caller or the agent's own environment sets them. Without
+  // them torch binds what the machine's hostname resolves to, often 127.0.0.1
+  // (Debian's "127.0.1.1 hostname" line), which other hosts cannot reach.
+  static constexpr const char* kSocketInterfaceVariables[] = {"GLOO_SOCKET_IFNAME",
+                                                              "NCCL_SOCKET_IFNAME"};
 
   int ready_fd = 3;          // where the worker writes its READY/ERROR line
   std::string node_ip;       // the node's address; the worker listens on it

@@ -1,7 +1,8 @@
 """`rayx start --block` (a container's or scheduler's foreground process):
-SIGKILL it and what it started goes with it."""
+SIGKILL it and what it started goes with it; `rayx stop` ends it."""
 
 import os
+import shutil
 import signal
 import subprocess
 import tempfile
@@ -39,3 +40,32 @@ def test_sigkilled_block_takes_its_daemons_with_it():
         if cli.poll() is None:
             cli.kill()
         subprocess.run([CLI, "stop", "--temp-dir", temp_dir], capture_output=True, timeout=60)
+        shutil.rmtree(temp_dir, ignore_errors=True)
+
+
+def test_rayx_stop_ends_a_blocking_start():
+    # `rayx stop` removes the pid files before the daemons exit: the blocking
+    # start knows its daemons by the pids it recorded, not by those files.
+    temp_dir = tempfile.mkdtemp(prefix="rayx-block-")
+    cli = subprocess.Popen([CLI, "start", "--head", "--block", "--port", "0",
+                            "--node-ip-address", "127.0.0.1", "--num-cpus", "1",
+                            "--temp-dir", temp_dir],
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        for line in cli.stdout:
+            if "--block: running" in line:
+                break
+        pids = wait_until(lambda: len(_session_pids(temp_dir)) == 2 and _session_pids(temp_dir),
+                          10, "the head and agent pid files")
+        stop = subprocess.run([CLI, "stop", "--temp-dir", temp_dir], capture_output=True,
+                              text=True, timeout=60)
+        assert stop.returncode == 0, stop.stdout + stop.stderr
+        assert cli.wait(timeout=30) == 0, "rayx start --block did not end with its daemons"
+        assert "left cleanly" in cli.stdout.read()
+        assert not any(pid_alive(p) for p in pids)
+    finally:
+        if cli.poll() is None:
+            cli.kill()
+            cli.wait(timeout=10)
+        subprocess.run([CLI, "stop", "--temp-dir", temp_dir], capture_output=True, timeout=60)
+        shutil.rmtree(temp_dir, ignore_errors=True)

@@ -25,13 +25,15 @@ LocalLeaseProcesses::LocalLeaseProcesses(boost::asio::io_context& io, const Opti
                     .store_dir = options.store_dir,
                     .start_timeout_ms = options.worker_start_timeout_ms,
                     .gpu_devices = options.gpu_devices,
-                    .memory_usage_threshold = options.memory_usage_threshold}),
+                    .memory_usage_threshold = options.memory_usage_threshold,
+                    .socket_interface = options.socket_interface}),
       processes_({.node_ip = options.node_ip,
                   .log_dir = options.log_dir,
                   .token = options.token,
                   .wire_security = options.wire_security,
                   .store_dir = options.store_dir,
-                  .gpu_devices = options.gpu_devices},
+                  .gpu_devices = options.gpu_devices,
+                  .socket_interface = options.socket_interface},
                  [this](const protocol::ProcessExitedNotice& notice) {
                    // What the process left in its group goes with it; the
                    // lease's devices are free once that group is empty.

@@ -75,6 +75,7 @@ class LocalLeaseProcesses final : public LeaseProcesses {
     int64_t worker_start_timeout_ms = 30000;  // WorkerPool::Options::start_timeout_ms
     std::vector<int> gpu_devices;             // NodeAgentOptions::gpu_devices
     double memory_usage_threshold = 0;        // WorkerPool::Options
+    std::string socket_interface;             // WorkerPool::Options
   };
   // `on_exit` hears of every process of a process lease that exits, and of
   // every running worker that exits by itself (not killed through Kill): one

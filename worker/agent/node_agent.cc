@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <unordered_set>
 
+#include "common/address.h"
 #include "common/logging.h"
 #include "transport/message.h"
 #include "worker/worker_env.h"
@@ -49,7 +50,8 @@ NodeAgent::NodeAgent(boost::asio::io_context& io, NodeAgentOptions options, cons
                                      .memory_usage_threshold =
                                          options_.memory_monitor.period_ms > 0
                                              ? options_.memory_monitor.threshold
-                                             : 0},
+                                             : 0,
+                                     .socket_interface = InterfaceWithAddress(options_.node_ip)},
         [this](const protocol::ProcessExitedNotice& notice) { SendExit(notice); },
         [this](const protocol::ActorConstructionNotice& notice) { SendConstruction(notice); });
   }

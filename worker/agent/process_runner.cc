@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 
@@ -111,6 +112,11 @@ Result<protocol::StartWorkerReply> ProcessRunner::Start(
     overrides["RAYX_GPU_IDS"] = devices;
     overrides[WorkerEnv::kCudaVisibleDevices] = devices;
     overrides[WorkerEnv::kCudaDeviceOrder] = WorkerEnv::kPciBusOrder;  // see WorkerEnv
+    for (const char* name : WorkerEnv::kSocketInterfaceVariables) {
+      if (!options_.socket_interface.empty() && !overrides.count(name) && !std::getenv(name)) {
+        overrides[name] = options_.socket_interface;
+      }
+    }
     overrides.erase("RAYX_WORKER_MODE");
     std::vector<std::string> env = BuildEnvironment(overrides);
     std::vector<char*> envp;

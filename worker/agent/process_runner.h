@@ -40,6 +40,7 @@ class ProcessRunner {
     std::string store_dir;
     size_t max_finished_logs = 4096;
     std::vector<int> gpu_devices;  // WorkerPool::Options::gpu_devices
+    std::string socket_interface;  // WorkerPool::Options::socket_interface
   };
   using ExitCallback = std::function<void(const protocol::ProcessExitedNotice&)>;
 

@@ -12,6 +12,7 @@
 #include <boost/asio/post.hpp>
 #include <boost/asio/read_until.hpp>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <thread>
@@ -133,6 +134,12 @@ void WorkerPool::StartNow(const protocol::StartWorkerRequest& request, StartCall
       continue;
     }
     env.push_back(name + "=" + value);
+  }
+  for (const char* name : WorkerEnv::kSocketInterfaceVariables) {
+    if (options_.socket_interface.empty() || request.worker_env.count(name) || std::getenv(name)) {
+      continue;
+    }
+    env.push_back(std::string(name) + "=" + options_.socket_interface);
   }
   for (const auto& [name, value] : worker_env.Encode()) env.push_back(name + "=" + value);
   if (options_.memory_usage_threshold > 0 && options_.memory_usage_threshold < 1) {

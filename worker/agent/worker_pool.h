@@ -56,6 +56,9 @@ class WorkerPool {
     // call raises OutOfMemoryError only while memory is still above it.
     // 0: not told.
     double memory_usage_threshold = 0;
+    // The interface that holds node_ip: GLOO_SOCKET_IFNAME and
+    // NCCL_SOCKET_IFNAME (WorkerEnv::kSocketInterfaceVariables). Empty: unset.
+    std::string socket_interface;
   };
   using StartCallback = std::function<void(Result<protocol::StartWorkerReply>)>;
   // What a worker started with StartWorkerRequest::report_construction says

@@ -127,6 +127,11 @@ void Messages(const fs::path& root) {
   pg.label_selector = {{"zone", "a"}};
   c.Add("create-placement-group",
         MessageInput(SelectorOf<CreatePlacementGroupRequest>(), Encode(pg)));
+  WorkerOutputNotice output;
+  output.job_id = JobId::FromWire("00000000000000aa");
+  output.batches = {{"train_step pid=4242, ip=10.0.0.2", {"loss 0.31", "", std::string(300, 'x')}},
+                    {"Counter pid=7, ip=10.0.0.3", {"added 5"}}};
+  c.Add("worker-output", MessageInput(SelectorOf<WorkerOutputNotice>(), Encode(output)));
   KvPutRequest put;
   put.ns = "collective";
   put.key = "group/rank/0";

@@ -37,8 +37,8 @@ using MessageTypes = TypeList<
     RegisterActorReply, LeasesLostNotice, WatchDriverRequest, DriverExitedNotice,
     ActorConstructionNotice, GetActorRequest, GetActorReply, DropActorNameRequest,
     DropActorNameReply, PullObjectRequest, PullObjectReply, DeleteObjectsRequest,
-    HoldObjectsRequest, HoldObjectsReply,
-    JobFinishedNotice, JobCredentialNotice,
+    HoldObjectsRequest, HoldObjectsReply, WorkerOutputNotice, FlushOutputRequest,
+    FlushOutputReply, JobFinishedNotice, JobCredentialNotice,
     // placement_messages.h
     CreatePlacementGroupRequest, CreatePlacementGroupReply, WaitPlacementGroupRequest,
     WaitPlacementGroupReply, RemovePlacementGroupRequest, RemovePlacementGroupReply,

@@ -1,0 +1,441 @@
+// rayx-head-scale: a real head (`rayx start --head`) against N simulated node
+// agents that speak the real protocol over real ZeroMQ connections (CURVE,
+// the cluster token): each registers, heartbeats at the head's period,
+// answers the head's worker starts at once and ignores the rest. For each N it
+// measures the head's CPU (from /proc: its own user + system time) and memory
+// (VmRSS) while the nodes only heartbeat, then lease grants through one
+// driver (RegisterDriver, RequestLease with K in flight, ReturnLease each
+// grant): grants per second and their latency, p50 and p99.
+//
+// The simulated agents run in this one process over one poll loop, so on a
+// small machine they share its CPUs with the head: the head's own CPU is read
+// from /proc and is the figure that matters; the grant rate is a floor.
+#include <signal.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <sstream>
+#include <string>
+#include <vector>
+#include <zmq.hpp>
+
+#include "common/flags.h"
+#include "common/session_dir.h"
+#include "protocol/messages.h"
+#include "rayx/version.h"
+#include "transport/message.h"
+#include "transport/security.h"
+#include "transport/zmq_frame.h"
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using rayx::protocol::MessageType;
+namespace fs = std::filesystem;
+namespace protocol = rayx::protocol;
+namespace transport = rayx::transport;
+
+int64_t NowMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now().time_since_epoch())
+      .count();
+}
+
+[[noreturn]] void Die(const std::string& why) {
+  std::cerr << "rayx-head-scale: " << why << "\n";
+  std::exit(1);
+}
+
+int Run(const std::vector<std::string>& argv) {
+  std::string joined;
+  for (const auto& a : argv) joined += (joined.empty() ? "" : " ") + a;
+  return std::system(joined.c_str());
+}
+
+// The head process's CPU seconds so far and its resident memory in MiB.
+std::pair<double, double> HeadUsage(pid_t pid) {
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string text((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
+  std::istringstream rest(text.substr(text.rfind(')') + 2));
+  std::vector<std::string> fields;
+  for (std::string f; rest >> f;) fields.push_back(f);
+  double ticks = static_cast<double>(sysconf(_SC_CLK_TCK));
+  double cpu = fields.size() > 13 ? (std::stod(fields[11]) + std::stod(fields[12])) / ticks : 0;
+  double rss_mib = 0;
+  std::ifstream status("/proc/" + std::to_string(pid) + "/status");
+  for (std::string line; std::getline(status, line);) {
+    if (line.rfind("VmRSS:", 0) == 0) rss_mib = std::stod(line.substr(6)) / 1024;
+  }
+  return {cpu, rss_mib};
+}
+
+struct SimNode {
+  zmq::socket_t socket;
+  rayx::NodeId id;
+  uint64_t epoch = 0;
+  uint64_t seq = 0;
+  int64_t next_beat_ms = 0;
+  bool registered = false;
+  std::string address;
+};
+
+struct Figures {
+  int nodes = 0;
+  double register_s = 0;
+  double idle_cpu_pct = 0;
+  double rss_mib = 0;
+  double grants_per_s = 0;
+  double p50_ms = 0, p99_ms = 0;
+};
+
+class Harness {
+ public:
+  Harness(std::string bin_dir, int64_t idle_ms, int leases, int inflight)
+      : bin_dir_(std::move(bin_dir)), idle_ms_(idle_ms), leases_(leases), inflight_(inflight) {
+    context_.set(zmq::ctxopt::max_sockets, 70000);  // a socket per simulated node
+  }
+
+  Figures Measure(int n) {
+    Figures f;
+    f.nodes = n;
+    std::string temp = (fs::temp_directory_path() / ("rayx-head-scale-" + std::to_string(getpid()) +
+                                                     "-" + std::to_string(n)))
+                           .string();
+    fs::create_directories(temp);
+    if (Run({bin_dir_ + "/rayx", "start", "--head", "--port", "0", "--num-cpus", "0",
+             "--num-gpus", "0", "--node-ip-address", "127.0.0.1", "--temp-dir", temp,
+             ">/dev/null"}) != 0) {
+      Die("rayx start --head failed (temp dir " + temp + ")");
+    }
+    auto cluster = rayx::detail::FindLocalCluster(temp);
+    if (!cluster.ok()) Die(cluster.status().message());
+    pid_t head = 0;
+    for (const auto& s : rayx::detail::Session::List(temp)) {
+      auto p = s.Processes();
+      if (p.count("head")) head = p["head"].pid;
+    }
+    if (head == 0) Die("no head pid recorded under " + temp);
+    address_ = "tcp://" + cluster->address;
+    security_ = transport::ClientSecurity::ClusterToHead(cluster->token);
+    token_ = cluster->token;
+
+    int64_t t0 = NowMs();
+    nodes_.clear();
+    registered_ = 0;
+    nodes_.reserve(static_cast<size_t>(n));
+    for (int i = 0; i < n; ++i) AddNode(i);
+    PumpUntil([&] { return registered_ == n; }, 120000, "every simulated node to register");
+    f.register_s = static_cast<double>(NowMs() - t0) / 1000;
+
+    // Idle: heartbeats only.
+    PumpFor(2000);  // settle
+    auto [cpu0, rss0] = HeadUsage(head);
+    int64_t start = NowMs();
+    PumpFor(idle_ms_);
+    auto [cpu1, rss1] = HeadUsage(head);
+    f.idle_cpu_pct = 100 * (cpu1 - cpu0) / (static_cast<double>(NowMs() - start) / 1000);
+    f.rss_mib = rss1;
+    (void)rss0;
+
+    MeasureLeases(f);
+    driver_.reset();
+    nodes_.clear();
+    Run({bin_dir_ + "/rayx", "stop", "--temp-dir", temp, ">/dev/null", "2>&1"});
+    fs::remove_all(temp);
+    return f;
+  }
+
+ private:
+  void AddNode(int i) {
+    SimNode node{zmq::socket_t(context_, zmq::socket_type::dealer)};
+    node.socket.set(zmq::sockopt::linger, 0);
+    node.socket.set(zmq::sockopt::routing_id, "sim-node-" + std::to_string(i));
+    transport::MakeClient(node.socket, security_);
+    node.socket.connect(address_);
+    node.address = "10." + std::to_string((i >> 16) & 255) + "." + std::to_string((i >> 8) & 255) +
+                   "." + std::to_string(i & 255);
+    protocol::RegisterNodeRequest req;
+    req.token = token_;
+    req.rayx_version = rayx::kRayxVersion;
+    req.address = node.address;
+    req.hostname = "sim-" + std::to_string(i);
+    req.agent_pid = 100000 + i;
+    req.resources = {{"CPU", 8}, {"GPU", 0}, {"memory", 32e9}};
+    req.object_address = "tcp://" + node.address + ":1";
+    req.store_dir = "/dev/shm/sim";
+    Send(node, req, 1);
+    nodes_.push_back(std::move(node));
+  }
+
+  template <typename T>
+  void Send(SimNode& node, const T& body, uint64_t id) {
+    transport::Frames frames = transport::MakeMessage(body, id);
+    transport::SendFrames(node.socket, frames, zmq::send_flags::dontwait);
+  }
+
+  void OnNodeMessage(SimNode& node, transport::Frames& frames) {
+    if (frames.size() < 2) return;
+    auto env = protocol::Decode<protocol::Envelope>(transport::FrameView(frames[0]));
+    if (!env.ok()) return;
+    std::string_view body = transport::FrameView(frames[1]);
+    switch (static_cast<MessageType>(env->t)) {
+      case MessageType::kRegisterNodeReply: {
+        auto reply = protocol::Decode<protocol::RegisterNodeReply>(body);
+        if (!reply.ok()) Die("bad RegisterNodeReply");
+        node.id = reply->node_id;
+        node.epoch = reply->epoch;
+        period_ms_ = reply->heartbeat_period_ms;
+        // Spread over a period, as agents started at different times are.
+        node.next_beat_ms = NowMs() + (static_cast<int64_t>(registered_) * 7919) % period_ms_;
+        node.registered = true;
+        ++registered_;
+        return;
+      }
+      case MessageType::kStartWorkerRequest: {
+        auto req = protocol::Decode<protocol::StartWorkerRequest>(body);
+        if (!req.ok()) return;
+        protocol::StartWorkerReply started;
+        started.lease_id = req->lease_id;
+        started.worker_address = "tcp://" + node.address + ":2";
+        started.worker_pid = 4242;
+        started.epoch = node.epoch;
+        Send(node, started, env->id);
+        return;
+      }
+      case MessageType::kErrorReply: {
+        auto error = protocol::Decode<protocol::ErrorReply>(body);
+        if (error.ok()) Die("the head refused a simulated node: " + error->message);
+        return;
+      }
+      default:
+        return;  // heartbeat replies, kills, job ends: nothing to do
+    }
+  }
+
+  void Beat(int64_t now) {
+    for (auto& node : nodes_) {
+      if (!node.registered || node.next_beat_ms > now) continue;
+      node.next_beat_ms += period_ms_;
+      protocol::HeartbeatRequest beat;
+      beat.node_id = node.id;
+      beat.seq = ++node.seq;
+      beat.epoch = node.epoch;
+      Send(node, beat, 2);
+    }
+  }
+
+  // One pass: every socket with something to read is drained.
+  void PumpOnce(int timeout_ms) {
+    items_.clear();
+    for (auto& node : nodes_) items_.push_back({node.socket.handle(), 0, ZMQ_POLLIN, 0});
+    if (driver_) items_.push_back({driver_->handle(), 0, ZMQ_POLLIN, 0});
+    zmq::poll(items_.data(), items_.size(), std::chrono::milliseconds(timeout_ms));
+    for (size_t i = 0; i < nodes_.size(); ++i) {
+      if (!(items_[i].revents & ZMQ_POLLIN)) continue;
+      for (int k = 0; k < 64; ++k) {
+        transport::Frames frames;
+        bool more = true, got = false;
+        while (more) {
+          zmq::message_t part;
+          if (!nodes_[i].socket.recv(part, zmq::recv_flags::dontwait)) break;
+          got = true;
+          more = part.more();
+          frames.push_back(transport::ToFrame(std::move(part)));
+        }
+        if (!got) break;
+        OnNodeMessage(nodes_[i], frames);
+      }
+    }
+    if (driver_ && (items_.back().revents & ZMQ_POLLIN)) DrainDriver();
+    Beat(NowMs());
+  }
+
+  template <typename Pred>
+  void PumpUntil(Pred done, int64_t timeout_ms, const std::string& what) {
+    int64_t deadline = NowMs() + timeout_ms;
+    while (!done()) {
+      if (NowMs() > deadline) Die("timed out waiting for " + what);
+      PumpOnce(5);
+    }
+  }
+  void PumpFor(int64_t ms) {
+    int64_t end = NowMs() + ms;
+    while (NowMs() < end) PumpOnce(5);
+  }
+
+  // ---- The driver ----
+  void SendDriver(const auto& body, uint64_t id) {
+    transport::Frames frames = transport::MakeMessage(body, id);
+    transport::SendFrames(*driver_, frames);
+  }
+  void RequestLease() {
+    protocol::RequestLeaseRequest req;
+    req.job_id = job_;
+    req.resources = {{"CPU", 1}};
+    req.executable = "/bin/true";
+    uint64_t id = ++next_request_;
+    sent_at_[id] = Clock::now();
+    SendDriver(req, id);
+  }
+  void DrainDriver() {
+    for (;;) {
+      transport::Frames frames;
+      bool more = true, got = false;
+      while (more) {
+        zmq::message_t part;
+        if (!driver_->recv(part, zmq::recv_flags::dontwait)) break;
+        got = true;
+        more = part.more();
+        frames.push_back(transport::ToFrame(std::move(part)));
+      }
+      if (!got || frames.size() < 2) return;
+      auto env = protocol::Decode<protocol::Envelope>(transport::FrameView(frames[0]));
+      if (!env.ok()) continue;
+      std::string_view body = transport::FrameView(frames[1]);
+      if (env->t == static_cast<uint16_t>(MessageType::kRegisterDriverReply)) {
+        auto reply = protocol::Decode<protocol::RegisterDriverReply>(body);
+        if (reply.ok()) job_ = reply->job_id;
+      } else if (env->t == static_cast<uint16_t>(MessageType::kRequestLeaseReply)) {
+        auto grant = protocol::Decode<protocol::RequestLeaseReply>(body);
+        auto sent = sent_at_.find(env->id);
+        if (!grant.ok() || sent == sent_at_.end()) continue;
+        latencies_ms_.push_back(
+            std::chrono::duration<double, std::milli>(Clock::now() - sent->second).count());
+        sent_at_.erase(sent);
+        protocol::ReturnLeaseRequest back;
+        back.lease_id = grant->lease_id;
+        SendDriver(back, ++next_request_);
+        ++granted_;
+      } else if (env->t == static_cast<uint16_t>(MessageType::kErrorReply)) {
+        auto error = protocol::Decode<protocol::ErrorReply>(body);
+        Die("the head refused the driver: " + (error.ok() ? error->message : "?"));
+      }
+    }
+  }
+
+  void MeasureLeases(Figures& f) {
+    driver_ = std::make_unique<zmq::socket_t>(context_, zmq::socket_type::dealer);
+    driver_->set(zmq::sockopt::linger, 0);
+    driver_->set(zmq::sockopt::routing_id, "sim-driver");
+    transport::MakeClient(*driver_, security_);
+    driver_->connect(address_);
+    job_ = rayx::JobId();
+    protocol::RegisterDriverRequest reg;
+    reg.rayx_version = rayx::kRayxVersion;
+    reg.log_to_driver = false;
+    SendDriver(reg, ++next_request_);
+    PumpUntil([&] { return !job_.IsNil(); }, 30000, "the driver's registration");
+    granted_ = 0;
+    latencies_ms_.clear();
+    sent_at_.clear();
+    for (int i = 0; i < inflight_; ++i) RequestLease();
+    auto start = Clock::now();
+    int64_t next_beat = NowMs() + 1000;
+    PumpUntil(
+        [&] {
+          while (static_cast<int>(sent_at_.size()) < inflight_ &&
+                 granted_ + static_cast<int>(sent_at_.size()) < leases_) {
+            RequestLease();
+          }
+          if (NowMs() > next_beat) {
+            protocol::DriverHeartbeatRequest beat;
+            beat.job_id = job_;
+            SendDriver(beat, ++next_request_);
+            next_beat += 1000;
+          }
+          return granted_ >= leases_;
+        },
+        300000, "the lease grants");
+    double seconds = std::chrono::duration<double>(Clock::now() - start).count();
+    f.grants_per_s = granted_ / seconds;
+    std::sort(latencies_ms_.begin(), latencies_ms_.end());
+    auto at = [&](double q) {
+      return latencies_ms_[std::min(latencies_ms_.size() - 1,
+                                    static_cast<size_t>(q * static_cast<double>(latencies_ms_.size())))];
+    };
+    f.p50_ms = at(0.50);
+    f.p99_ms = at(0.99);
+    protocol::FinishJobRequest finish;
+    finish.job_id = job_;
+    SendDriver(finish, ++next_request_);
+    PumpFor(200);
+  }
+
+  std::string bin_dir_;
+  int64_t idle_ms_;
+  int leases_, inflight_;
+  zmq::context_t context_{2};
+  std::string address_, token_;
+  transport::ClientSecurity security_;
+  std::vector<SimNode> nodes_;
+  std::vector<zmq::pollitem_t> items_;
+  int registered_ = 0;
+  int64_t period_ms_ = 250;
+  std::unique_ptr<zmq::socket_t> driver_;
+  rayx::JobId job_;
+  uint64_t next_request_ = 0;
+  std::map<uint64_t, Clock::time_point> sent_at_;
+  std::vector<double> latencies_ms_;
+  int granted_ = 0;
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string nodes_list = "10,100,500,1000,2000", bin_dir;
+  int64_t idle_ms = 10000, leases = 2000, inflight = 16;
+  bool help = false;
+  rayx::FlagParser flags("rayx-head-scale");
+  flags.AddString("nodes", &nodes_list, "simulated node counts, comma-separated "
+                                        "(default 10,100,500,1000,2000)");
+  flags.AddInt("idle-ms", &idle_ms, 1000, 600000, "how long the head's idle CPU is measured "
+                                                 "at each count (default 10000)");
+  flags.AddInt("leases", &leases, 1, 10000000, "lease grants to time at each count (default 2000)");
+  flags.AddInt("inflight", &inflight, 1, 10000, "lease requests in flight (default 16)");
+  flags.AddString("bin-dir", &bin_dir, "where rayx is (default: beside this program)");
+  flags.AddBool("help", &help, "show this help");
+  std::vector<std::string> args(argv + 1, argv + argc);
+  if (auto st = flags.Parse(args, nullptr); !st.ok()) {
+    std::cerr << st.message() << "\n";
+    return 2;
+  }
+  if (help) {
+    std::cout << "usage: rayx-head-scale [--nodes N,N...] [--idle-ms MS] [--leases L] "
+                 "[--inflight K]\n\n"
+              << flags.Usage();
+    return 0;
+  }
+  if (bin_dir.empty()) bin_dir = fs::read_symlink("/proc/self/exe").parent_path().string();
+  std::vector<int> counts;
+  std::stringstream list(nodes_list);
+  for (std::string item; std::getline(list, item, ',');) {
+    int n = std::atoi(item.c_str());
+    if (n <= 0 || n > 65536) Die("--nodes: '" + item + "' is not a count from 1 to 65536");
+    counts.push_back(n);
+  }
+  signal(SIGPIPE, SIG_IGN);
+  // A socket (and a few descriptors) per simulated node.
+  rlimit files{};
+  if (getrlimit(RLIMIT_NOFILE, &files) == 0 && files.rlim_cur < files.rlim_max) {
+    files.rlim_cur = files.rlim_max;
+    setrlimit(RLIMIT_NOFILE, &files);
+  }
+  Harness harness(bin_dir, idle_ms, static_cast<int>(leases), static_cast<int>(inflight));
+  std::printf("%8s %12s %14s %10s %12s %10s %10s\n", "nodes", "register s", "idle head CPU",
+              "head RSS", "grants/s", "p50 ms", "p99 ms");
+  for (int n : counts) {
+    Figures f = harness.Measure(n);
+    std::printf("%8d %12.1f %13.1f%% %7.0f MiB %12.0f %10.2f %10.2f\n", f.nodes, f.register_s,
+                f.idle_cpu_pct, f.rss_mib, f.grants_per_s, f.p50_ms, f.p99_ms);
+    std::fflush(stdout);
+  }
+  return 0;
+}

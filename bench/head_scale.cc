@@ -228,6 +228,8 @@ class Harness {
       beat.node_id = node.id;
       beat.seq = ++node.seq;
       beat.epoch = node.epoch;
+      // As NodeAgent: a reply about once a second.
+      beat.want_reply = node.seq % static_cast<uint64_t>(std::max<int64_t>(1, 1000 / period_ms_)) == 0;
       Send(node, beat, 2);
     }
   }

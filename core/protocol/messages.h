@@ -240,7 +240,12 @@ struct HeartbeatRequest {
   ResourceMap available;
   uint64_t store_bytes = 0;  // bytes in the node's object store
   uint64_t epoch = 0;        // RegisterNodeReply::epoch
-  MSGPACK_DEFINE_MAP(node_id, seq, available, store_bytes, epoch)
+  // False: the head answers only when it has something to say (the node is
+  // unknown, must rejoin, or the cluster stops). An agent asks for a reply
+  // about once a second, to know the head lives: at 1,000 nodes a reply to
+  // every heartbeat was half the head's messages.
+  bool want_reply = true;
+  MSGPACK_DEFINE_MAP(node_id, seq, available, store_bytes, epoch, want_reply)
 };
 
 struct HeartbeatReply {

@@ -466,8 +466,8 @@ Result<protocol::RegisterNodeReply> HeadService::Rejoin(const protocol::Register
   return NodeReply(node);
 }
 
-Result<protocol::HeartbeatReply> HeadService::OnHeartbeat(const protocol::HeartbeatRequest& req,
-                                                          Call&) {
+Result<std::optional<protocol::HeartbeatReply>> HeadService::OnHeartbeat(
+    const protocol::HeartbeatRequest& req, Call&) {
   protocol::HeartbeatReply reply;
   // A heartbeat of another incarnation (epoch) keeps nothing alive: the agent
   // must fence itself and join again.
@@ -476,7 +476,10 @@ Result<protocol::HeartbeatReply> HeadService::OnHeartbeat(const protocol::Heartb
   // A node of this head's previous life: it comes back as itself.
   reply.rejoin = !reply.known && req.epoch != 0 && req.epoch == nodes_.RejoiningEpochOf(req.node_id);
   reply.stop = stop_reason_;
-  return reply;
+  if (!req.want_reply && reply.known && reply.stop.empty()) {
+    return std::optional<protocol::HeartbeatReply>();
+  }
+  return std::optional<protocol::HeartbeatReply>(std::move(reply));
 }
 
 Result<protocol::UnregisterNodeReply> HeadService::OnUnregister(

@@ -150,7 +150,9 @@ class HeadService {
   // Nodes.
   Result<protocol::RegisterNodeReply> OnRegisterNode(const protocol::RegisterNodeRequest& req,
                                                      Call& call);
-  Result<protocol::HeartbeatReply> OnHeartbeat(const protocol::HeartbeatRequest& req, Call& call);
+  // Empty when the agent wants no reply and there is nothing to say.
+  Result<std::optional<protocol::HeartbeatReply>> OnHeartbeat(
+      const protocol::HeartbeatRequest& req, Call& call);
   Result<protocol::UnregisterNodeReply> OnUnregister(const protocol::UnregisterNodeRequest& req,
                                                      Call& call);
   Result<protocol::GetClusterStatusReply> OnGetClusterStatus(

@@ -41,6 +41,11 @@ struct ReplyWithPayload {
 };
 
 template <typename T>
+struct IsOptionalReply : std::false_type {};
+template <typename Reply>
+struct IsOptionalReply<std::optional<Reply>> : std::true_type {};
+
+template <typename T>
 struct IsReplyWithPayload : std::false_type {};
 template <typename Reply>
 struct IsReplyWithPayload<ReplyWithPayload<Reply>> : std::true_type {};
@@ -169,6 +174,9 @@ template <typename R>
 std::optional<transport::Frames> RequestRouter::Encode(R reply, uint64_t id) {
   if constexpr (std::is_same_v<R, NoReply>) {
     return std::nullopt;
+  } else if constexpr (IsOptionalReply<R>::value) {  // a reply only when there is one
+    if (!reply) return std::nullopt;
+    return transport::MakeMessage(*reply, id);
   } else if constexpr (IsReplyWithPayload<R>::value) {
     transport::Frames out = transport::MakeMessage(reply.reply, id);
     out.push_back(transport::MakeFrame(reply.payload));

@@ -329,6 +329,13 @@ void NodeAgent::SendHeartbeat() {
     req.seq = ++heartbeat_seq_;
     // The head accounts for leased resources itself; `available` stays empty.
     req.store_bytes = objects_.store().UsageBytes();
+    // A reply about once a second (more often when the head-lost timeout is
+    // short) tells this agent the head lives; the head answers the others
+    // only when it has something to say.
+    int64_t now = clock_.NowMs();
+    req.want_reply = now - last_reply_asked_ms_ >=
+                     std::min<int64_t>(1000, options_.head_lost_timeout_ms / 4);
+    if (req.want_reply) last_reply_asked_ms_ = now;
     Send(req);
   }
   heartbeat_due_ms_ = clock_.NowMs() + heartbeat_period_ms_;

@@ -172,6 +172,7 @@ class NodeAgent {
   // Instants on clock_; empty when not pending.
   std::optional<int64_t> join_deadline_ms_;
   std::optional<int64_t> heartbeat_due_ms_;
+  int64_t last_reply_asked_ms_ = INT64_MIN / 2;  // HeartbeatRequest::want_reply
   std::optional<int64_t> leave_deadline_ms_;
   boost::asio::steady_timer wake_timer_;
 

@@ -390,6 +390,27 @@ TEST_F(HeadServiceTest, HeartbeatKeepsNodeAliveAndUpdatesAvailability) {
   EXPECT_EQ(status.AvailableResources(), (ResourceMap{{"CPU", 2}, {"tpu", 4}}));
 }
 
+// A heartbeat that wants no reply gets none while all is well (the agent asks
+// for one about once a second), but it still keeps the node alive, and the
+// head answers at once when it has something to say.
+TEST_F(HeadServiceTest, AHeartbeatWithoutWantReplyIsAnsweredOnlyWithNews) {
+  NodeId id = Register();
+  protocol::HeartbeatRequest beat{id, 1, {}, 0, service_.nodes().EpochOf(id)};
+  beat.want_reply = false;
+  for (uint64_t seq = 1; seq <= 10; ++seq) {
+    clock_.Advance(500);
+    beat.seq = seq;
+    auto frames = transport::MakeMessage(beat, seq);
+    EXPECT_FALSE(service_.Handle(frames, "tcp://peer", transport::Principal::Cluster()))
+        << "a reply nobody asked for";
+    service_.ExpireSilentNodes();
+  }
+  EXPECT_EQ(QueryStatus().AliveNodeCount(), 1u) << "unanswered heartbeats keep the node alive";
+  beat.epoch += 1;  // another incarnation: the head says so though not asked
+  auto hb = Call<protocol::HeartbeatReply>(transport::MakeMessage(beat, 11), 11);
+  EXPECT_FALSE(hb.known);
+}
+
 TEST_F(HeadServiceTest, EachRegistrationGetsALargerEpochAndOnlyItKeepsTheNodeAlive) {
   auto first = Call<protocol::RegisterNodeReply>(transport::MakeMessage(Hello(), 1), 1);
   auto second = Call<protocol::RegisterNodeReply>(transport::MakeMessage(Hello(), 2), 2);

@@ -266,7 +266,14 @@ void LaunchSupervisor::PumpOutput(bool final_pass) {
   // stopped node costs one timeout per pass, not one per rank on it.
   std::set<std::string> silent;
   for (LaunchRank& r : ranks_) {
-    if (r.drained || r.lease_id.IsNil() || silent.count(r.object_address)) continue;
+    if (r.drained || r.lease_id.IsNil()) continue;
+    if (silent.count(r.object_address)) {
+      if (final_pass) {
+        r.drained = true;
+        r.output_lost = "its node's object server " + r.object_address + " did not answer";
+      }
+      continue;
+    }
     for (int round = 0; round < 64; ++round) {  // at most 64 MiB per rank per pass
       protocol::ReadLogRequest req;
       req.lease_id = r.lease_id;
@@ -274,7 +281,10 @@ void LaunchSupervisor::PumpOutput(bool final_pass) {
       req.offset = r.offset;
       auto reply = client_.CallAgent(r.object_address, req, 5000);
       if (!reply.ok()) {
-        if (final_pass) r.drained = true;
+        if (final_pass) {
+          r.drained = true;
+          r.output_lost = reply.status().message();
+        }
         if (reply.status().code() == StatusCode::kUnavailable) silent.insert(r.object_address);
         break;
       }
@@ -303,6 +313,20 @@ void LaunchSupervisor::PumpOutput(bool final_pass) {
       }
       if (at_end || chunk.empty()) break;
     }
+  }
+  if (!final_pass) return;
+  // Say whose output is missing: the ranks' own success says nothing of it.
+  for (LaunchRank& r : ranks_) {
+    if (r.output_lost.empty()) continue;
+    std::cerr << "rayx launch: the output of rank " << r.rank << " (node " << r.node_address
+              << ") after its first " << r.offset << " bytes could not be read: "
+              << r.output_lost << "; all of it is in "
+              << (r.log_path.empty() ? "logs/launch-" + client_.job_id().Hex() + "-rank" +
+                                             std::to_string(r.rank) + "*.log of its node's session"
+                                       : r.log_path)
+              << " on "
+              << r.node_address << "\n";
+    r.output_lost.clear();
   }
 }
 

@@ -31,6 +31,7 @@ struct LaunchRank {
   int exit_code = 0, signal = 0;
   std::string tail;
   std::string lost;        // why its node is gone (LeasesLostNotice), if it is
+  std::string output_lost;  // why the rest of its output could not be read, if so
 };
 
 // What to run where: the group is reserved (its placement group CREATED), node

@@ -10,7 +10,9 @@ rayx's across two hosts, `rayx job submit` with a working directory that a
 third host fetches, a torch DDP program (gloo)
 through `rayx launch` across two hosts with no variable set by the test (the
 machine's hostname resolves to 127.0.0.1, so torch needs the GLOO_SOCKET_IFNAME
-the agents give), and a TorchTrainer run across hosts whose rank's host has its
+the agents give), `rayx launch` from a fourth machine that cannot reach one of the
+hosts (the ranks run, and launch says whose output it could not read), and a
+TorchTrainer run across hosts whose rank's host has its
 link cut mid-run: declared dead, the run restarts on the others; nothing is
 left running."""
 
@@ -27,7 +29,8 @@ import pytest
 from conftest import CLI, cluster_processes, read_session, wait_until
 
 SUBNET = "198.51.100"
-HOSTS = ("head", "a", "b")
+HOSTS = ("head", "a", "b")  # each runs rayx
+MACHINES = HOSTS + ("client",)  # "client" only runs the CLI
 
 
 class Hosts:
@@ -43,18 +46,18 @@ class Hosts:
         return self.prefix + host
 
     def address(self, host):
-        return f"{SUBNET}.{HOSTS.index(host) + 1}"
+        return f"{SUBNET}.{MACHINES.index(host) + 1}"
 
     def create(self):
         def ip(*args):
             subprocess.run(["ip", *args], check=True, capture_output=True, text=True, timeout=30)
 
-        for name in (self.switch, *(self.ns(h) for h in HOSTS)):
+        for name in (self.switch, *(self.ns(h) for h in MACHINES)):
             ip("netns", "add", name)
             self.made.append(name)
         ip("-n", self.switch, "link", "add", "br0", "type", "bridge")
         ip("-n", self.switch, "link", "set", "br0", "up")
-        for i, host in enumerate(HOSTS):
+        for i, host in enumerate(MACHINES):
             inside, outside = f"{self.prefix}v{i}a", f"{self.prefix}v{i}b"
             ip("link", "add", inside, "type", "veth", "peer", "name", outside)
             ip("link", "set", inside, "netns", self.ns(host))
@@ -64,6 +67,8 @@ class Hosts:
             ip("-n", self.ns(host), "link", "set", "lo", "up")
             ip("-n", self.ns(host), "addr", "add", f"{self.address(host)}/24", "dev", "eth0")
             ip("-n", self.ns(host), "link", "set", "eth0", "up")
+        # The client reaches the head and host a, not host b.
+        ip("-n", self.ns("client"), "route", "add", "unreachable", f"{self.address('b')}/32")
 
     def run(self, host, argv, env=None, timeout=120, check=False):
         return subprocess.run(["ip", "netns", "exec", self.ns(host), *argv], env=env,
@@ -264,6 +269,20 @@ def test_a_cluster_across_network_namespaces(hosts, tmp_path):
     assert all(" 3 " in line for line in reduced), reduced  # 1 + 2 on both ranks
     master = reduced[0].split()[-1]
     assert master in {hosts.address(h) for h in HOSTS}, reduced  # never loopback
+
+    # `rayx launch` from a machine that reaches the head and host a but not
+    # host b: the ranks succeed, and launch says whose output it could not read.
+    launched = hosts.run("client", [CLI, "launch", "--address", address, "--nnodes", "3",
+                                    "--nproc-per-node", "1", "--master-port", "29400", "--",
+                                    sys.executable, "-c",
+                                    "import os; print('hello from rank', os.environ['RANK'])"],
+                         env=env, timeout=180)
+    assert launched.returncode == 0, launched.stdout + launched.stderr
+    hellos = [line for line in launched.stdout.splitlines() if "hello from rank" in line]
+    assert len(hellos) == 2 and all(hosts.address("b") not in h for h in hellos), launched.stdout
+    lost = [line for line in launched.stderr.splitlines() if "could not be read" in line]
+    assert len(lost) == 1 and f"(node {hosts.address('b')})" in lost[0], launched.stderr
+    assert "on " + hosts.address("b") in lost[0], lost[0]
 
     # A Train run driven from the head's host; the link of a host holding a
     # rank is cut mid-run: the head declares it dead and the run restarts on

@@ -49,15 +49,26 @@ int64_t NowMs() {
       .count();
 }
 
-[[noreturn]] void Die(const std::string& why) {
-  std::cerr << "rayx-head-scale: " << why << "\n";
-  std::exit(1);
-}
-
 int Run(const std::vector<std::string>& argv) {
   std::string joined;
   for (const auto& a : argv) joined += (joined.empty() ? "" : " ") + a;
   return std::system(joined.c_str());
+}
+
+// The cluster being measured, stopped (`rayx stop`: the pids it recorded) and
+// removed whatever way this program ends.
+std::string g_rayx, g_temp_dir;
+void StopCluster() {
+  if (g_temp_dir.empty()) return;
+  Run({g_rayx, "stop", "--temp-dir", g_temp_dir, ">/dev/null", "2>&1"});
+  fs::remove_all(g_temp_dir);
+  g_temp_dir.clear();
+}
+
+[[noreturn]] void Die(const std::string& why) {
+  std::cerr << "rayx-head-scale: " << why << "\n";
+  StopCluster();
+  std::exit(1);
 }
 
 // The head process's CPU seconds so far and its resident memory in MiB.
@@ -110,6 +121,8 @@ class Harness {
                                                      "-" + std::to_string(n)))
                            .string();
     fs::create_directories(temp);
+    g_rayx = bin_dir_ + "/rayx";
+    g_temp_dir = temp;
     if (Run({bin_dir_ + "/rayx", "start", "--head", "--port", "0", "--num-cpus", "0",
              "--num-gpus", "0", "--node-ip-address", "127.0.0.1", "--temp-dir", temp,
              ">/dev/null"}) != 0) {
@@ -148,8 +161,7 @@ class Harness {
     MeasureLeases(f);
     driver_.reset();
     nodes_.clear();
-    Run({bin_dir_ + "/rayx", "stop", "--temp-dir", temp, ">/dev/null", "2>&1"});
-    fs::remove_all(temp);
+    StopCluster();
     return f;
   }
 
@@ -434,7 +446,12 @@ int main(int argc, char** argv) {
   std::printf("%8s %12s %14s %10s %12s %10s %10s\n", "nodes", "register s", "idle head CPU",
               "head RSS", "grants/s", "p50 ms", "p99 ms");
   for (int n : counts) {
-    Figures f = harness.Measure(n);
+    Figures f;
+    try {
+      f = harness.Measure(n);
+    } catch (const std::exception& e) {  // zmq::error_t (too many sockets, say)
+      Die(std::string("at ") + std::to_string(n) + " nodes: " + e.what());
+    }
     std::printf("%8d %12.1f %13.1f%% %7.0f MiB %12.0f %10.2f %10.2f\n", f.nodes, f.register_s,
                 f.idle_cpu_pct, f.rss_mib, f.grants_per_s, f.p50_ms, f.p99_ms);
     std::fflush(stdout);

@@ -150,13 +150,12 @@ class Harness {
 
     // Idle: heartbeats only.
     PumpFor(2000);  // settle
-    auto [cpu0, rss0] = HeadUsage(head);
+    double cpu0 = HeadUsage(head).first;
     int64_t start = NowMs();
     PumpFor(idle_ms_);
     auto [cpu1, rss1] = HeadUsage(head);
     f.idle_cpu_pct = 100 * (cpu1 - cpu0) / (static_cast<double>(NowMs() - start) / 1000);
     f.rss_mib = rss1;
-    (void)rss0;
 
     MeasureLeases(f);
     driver_.reset();

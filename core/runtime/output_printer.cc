@@ -18,6 +18,7 @@ OutputPrinter::~OutputPrinter() {
   {
     std::lock_guard<std::mutex> lock(mu_);
     stop_ = true;
+    give_up_at_.store(Clock::now() + std::chrono::seconds(1));
   }
   wake_.notify_all();
   thread_.join();
@@ -36,9 +37,9 @@ void OutputPrinter::Print(const protocol::WorkerOutputNotice& notice) {
       ++lines;
     }
   }
+  if (block.empty()) return;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (block.empty()) return;
     if (queued_bytes_ + block.size() > max_queued_bytes_) {
       dropped_lines_ += lines;
     } else {
@@ -56,12 +57,8 @@ void OutputPrinter::Run() {
   sigaddset(&pipe, SIGPIPE);
   pthread_sigmask(SIG_BLOCK, &pipe, nullptr);
   std::unique_lock<std::mutex> lock(mu_);
-  auto stop_by = std::chrono::steady_clock::time_point::max();
   for (;;) {
     wake_.wait(lock, [this] { return stop_ || !queue_.empty() || dropped_lines_ > 0; });
-    if (stop_ && stop_by == std::chrono::steady_clock::time_point::max()) {
-      stop_by = std::chrono::steady_clock::now() + std::chrono::seconds(1);
-    }
     if (queue_.empty() && dropped_lines_ == 0) return;  // stopping, all written
     std::string block;
     if (!queue_.empty()) {
@@ -77,16 +74,10 @@ void OutputPrinter::Run() {
     }
     lock.unlock();
     // At most PIPE_BUF bytes once poll says there is room: a write never
-    // blocks, so stopping waits at most until stop_by.
+    // blocks, so stopping waits at most until give_up_at_.
     size_t done = 0;
     while (done < block.size()) {
-      {
-        std::lock_guard<std::mutex> relock(mu_);
-        if (stop_ && stop_by == std::chrono::steady_clock::time_point::max()) {
-          stop_by = std::chrono::steady_clock::now() + std::chrono::seconds(1);
-        }
-      }
-      if (std::chrono::steady_clock::now() >= stop_by) break;
+      if (Clock::now() >= give_up_at_.load()) break;
       pollfd room{fd_, POLLOUT, 0};
       int ready = ::poll(&room, 1, 100);
       if (ready < 0 && errno != EINTR) break;
@@ -98,7 +89,7 @@ void OutputPrinter::Run() {
       done += static_cast<size_t>(n);
     }
     lock.lock();
-    if (stop_ && std::chrono::steady_clock::now() >= stop_by) return;
+    if (Clock::now() >= give_up_at_.load()) return;
   }
 }
 

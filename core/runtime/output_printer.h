@@ -1,6 +1,7 @@
 // A driver's printer of its job's workers' output (log_to_driver).
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstddef>
@@ -40,6 +41,9 @@ class OutputPrinter {
   size_t queued_bytes_ = 0;
   uint64_t dropped_lines_ = 0;
   bool stop_ = false;
+  using Clock = std::chrono::steady_clock;
+  // Set when stopping: what is still queued then is written until a second later.
+  std::atomic<Clock::time_point> give_up_at_{Clock::time_point::max()};
 
   std::thread thread_;
 };

@@ -155,7 +155,7 @@ void WorkerLoop::Handle(transport::Frames& frames) {
       outcome.error_message = std::move(refusal);
     } else {
       running_ = i;
-      AnnounceName(call.function);
+      AnnounceName(known);
       outcome = Run(call, known.fn);
       running_ = std::string::npos;
     }
@@ -359,11 +359,9 @@ void WorkerLoop::RunOnPool(const protocol::TaskCallView& call, const RemoteFunct
   });
 }
 
-void WorkerLoop::AnnounceName(std::string_view function) {
-  if (function.rfind("rayx.py.", 0) == 0) return;  // Python names its own calls
-  std::string_view name = function.substr(0, function.find("::"));  // an actor: its class
-  if (name == announced_) return;
-  announced_.assign(name);
+void WorkerLoop::AnnounceName(const KnownFunction& known) {
+  if (known.output_name.empty() || known.output_name == announced_) return;
+  announced_ = known.output_name;
   std::fflush(stderr);
   std::printf("%s%s\n", protocol::kOutputNameMarker, announced_.c_str());
   std::fflush(stdout);
@@ -380,6 +378,9 @@ WorkerLoop::KnownFunction& WorkerLoop::Lookup(std::string_view name) {
   }
   KnownFunction known;
   known.fn = fn;
+  if (name.rfind("rayx.py.", 0) != 0) {  // Python names its own calls
+    known.output_name.assign(name.substr(0, name.find("::")));  // an actor: its class
+  }
   return functions_.emplace(std::string(name), known).first->second;
 }
 

@@ -147,6 +147,9 @@ class WorkerLoop {
   struct KnownFunction {
     const RemoteFunction* fn = nullptr;
     double average_us = -1;  // < 0: never ran here
+    // The name its calls' output goes under: the function, or an actor's
+    // class; empty for Python's calls (the Python worker names its own).
+    std::string output_name;
   };
   struct StringHash {
     using is_transparent = void;
@@ -189,8 +192,8 @@ class WorkerLoop {
   // The name its output goes under (protocol::kOutputNameMarker), last told.
   std::string announced_;
   // Tells the node's agent, before a call of a C++ function or actor other
-  // than the last, whose output follows.
-  void AnnounceName(std::string_view function);
+  // than the last, whose output follows (`known.output_name`).
+  void AnnounceName(const KnownFunction& known);
   SharedMemoryStore store_{""};
   std::shared_ptr<ObjectServerDirectory> servers_;
   PullOptions pull_options_;

@@ -8,6 +8,7 @@
 #include "cluster_client.h"
 #include "common/address.h"
 #include "common/flags.h"
+#include "common/json.h"
 #include "common/session_dir.h"
 #include "launch_command.h"
 #include "protocol/placement_messages.h"
@@ -112,7 +113,9 @@ int ListCommand(const std::vector<std::string>& args) {
   std::string address, temp_dir = detail::DefaultTempDir();
   TokenFlags token;
   bool help = false;
+  std::string format = "table";
   FlagParser flags("rayx list");
+  flags.AddString("format", &format, "table (default) or json (the dashboard's /api/state fields)");
   flags.AddString("address", &address, "the head, HOST:PORT (default: $RAYX_ADDRESS, else this "
                                        "machine's cluster)");
   token.Add(flags);
@@ -133,6 +136,10 @@ int ListCommand(const std::vector<std::string>& args) {
     std::cerr << "rayx list: say what to list.\n" << usage;
     return 2;
   }
+  if (format != "table" && format != "json") {
+    std::cerr << "rayx list: --format is table or json, not '" << format << "'\n";
+    return 2;
+  }
   auto cluster = ResolveCluster(address, token, temp_dir);
   if (!cluster.ok()) {
     std::cerr << "rayx list: " << cluster.status().message() << "\n";
@@ -151,6 +158,20 @@ int ListCommand(const std::vector<std::string>& args) {
   if (!reply.ok()) {
     std::cerr << "rayx list: " << reply.status().message() << "\n";
     return 1;
+  }
+  if (format == "json") {
+    // The same fields as the dashboard's GET /api/state.
+    if (what[0] == "nodes") {
+      std::cout << ToJson(reply->nodes) << "\n";
+    } else if (what[0] == "placement-groups") {
+      std::cout << ToJson(reply->placement_groups) << "\n";
+    } else {
+      if (what[0] == "actors") {
+        std::erase_if(reply->leases, [](const auto& l) { return l.kind != "actor"; });
+      }
+      std::cout << ToJson(reply->leases) << "\n";
+    }
+    return 0;
   }
   std::cout << FormatList(*reply, what[0]);
   return 0;

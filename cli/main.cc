@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "common/process_control.h"
+#include "dashboard_command.h"
 #include "job_command.h"
 #include "launch_command.h"
 #include "list_command.h"
@@ -31,6 +32,7 @@ Commands:
   stop [--address HOST:PORT]       stop the rayx processes this machine started
   status [--address HOST:PORT] [-v]  show nodes, resource usage and pending demands
   list nodes|actors|workers|placement-groups  show where everything is
+  dashboard                        the dashboard's and /metrics' URL and credential
   launch [FLAGS] -- COMMAND ...    run a torchrun-style program on N nodes x M processes
   job submit|status|logs|stop|list  run jobs on the cluster (rayx job --help)
   microbenchmark [--address HOST:PORT] [--runs N]  measure tasks, actors and objects
@@ -85,6 +87,7 @@ int main(int argc, char** argv) {
   if (command == "stop") return StopCommand(args);
   if (command == "status") return StatusCommand(args);
   if (command == "list") return ListCommand(args);
+  if (command == "dashboard") return DashboardCommand(args);
   if (command == "launch") return LaunchCommand(args);
   if (command == "job") return JobCommand(args);
   if (command == "microbenchmark") return RunMicrobenchmark(argc, argv);

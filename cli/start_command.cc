@@ -37,6 +37,8 @@ struct StartFlags {
   std::string address;
   std::string token;
   int64_t port = kDefaultHeadPort;
+  int64_t dashboard_port = 8265;  // only passed on when given
+  int64_t metrics_port = -1;
   double num_cpus = 0, num_gpus = 0, memory = 0;
   std::string resources, labels, node_ip, temp_dir = detail::DefaultTempDir();
   bool block = false, help = false;
@@ -180,6 +182,11 @@ int StartCommand(const std::vector<std::string>& args) {
   TokenFlags token_flags;
   token_flags.Add(flags);
   flags.AddInt("port", &f.port, 0, 65535, "the head's port (default 6380; 0 picks a free one)");
+  flags.AddInt("dashboard-port", &f.dashboard_port, -1, 65535,
+               "head only: serve the dashboard and Prometheus' /metrics on this port (default "
+               "8265, or a free one when another cluster has it; 0 picks a free one; -1 none)");
+  flags.AddInt("metrics-port", &f.metrics_port, -1, 65535,
+               "head only: also serve /metrics on this port (default: the dashboard's)");
   flags.AddDouble("num-cpus", &f.num_cpus, "CPUs this node offers (default: all cores)");
   flags.AddDouble("num-gpus", &f.num_gpus, "GPUs this node offers (default: detected through NVML)");
   flags.AddDouble("memory", &f.memory, "bytes of memory this node offers (default: physical RAM)");
@@ -272,6 +279,12 @@ int StartCommand(const std::vector<std::string>& args) {
   if (!(f.memory_usage_threshold > 0)) {
     return Fail("start", "--memory-usage-threshold must be a fraction above 0 (1 turns the "
                          "memory monitor off)", 2);
+  }
+  for (const char* name : {"dashboard-port", "metrics-port"}) {
+    if (flags.WasSet(name) && !f.head && !f.from_env) {
+      return Fail("start", std::string("--") + name + " is the head's: give it to `rayx start --head`",
+                  2);
+    }
   }
   for (const CapFlag& cap : kCapFlags) {
     if (cap.head && flags.WasSet(cap.name) && !f.head && !f.from_env) {
@@ -402,6 +415,12 @@ int StartCommand(const std::vector<std::string>& args) {
                                      "--state-dir", session->path(),
                                      "--wire-security", f.encrypt ? "encrypted" : "authenticated"};
     AddCapArgs(flags, f, /*head=*/true, &argv);
+    if (flags.WasSet("dashboard-port")) {
+      argv.insert(argv.end(), {"--dashboard-port", std::to_string(f.dashboard_port)});
+    }
+    if (flags.WasSet("metrics-port")) {
+      argv.insert(argv.end(), {"--metrics-port", std::to_string(f.metrics_port)});
+    }
     auto daemon = detail::SpawnDaemon(argv, {{"RAYX_CLUSTER_TOKEN", f.token}},
                                       session->LogPath("head"), kStartTimeoutMs, stop_pending);
     if (!daemon.ok()) {
@@ -418,12 +437,17 @@ int StartCommand(const std::vector<std::string>& args) {
     config["cluster_id"] = daemon->ready["cluster_id"];
     config["token"] = f.token;
     config["wire_security"] = f.encrypt ? "encrypted" : "authenticated";
+    config["dashboard"] = daemon->ready["dashboard"];
     (void)session->WriteConfig(config);
     // A copy of the token alone (0600), to carry to the other machines.
     (void)detail::WriteTokenFile(session->path() + "/token", f.token);
     std::cout << (resumed ? "Restarted" : "Started") << " the rayx " << kRayxVersion
               << " head (pid " << daemon->record.pid << ") of cluster "
               << daemon->ready["cluster_id"] << " on " << node_ip << ":" << head.port << ".\n";
+    if (!daemon->ready["dashboard"].empty()) {
+      std::cout << "Dashboard and Prometheus metrics: " << daemon->ready["dashboard"]
+                << " (read-only; `rayx dashboard` prints the credential to log in with)\n";
+    }
     if (resumed) {
       std::cout << "It restored its state from " << session->path()
                 << "/head_state.sqlite3; the node agents that still run rejoin it by "

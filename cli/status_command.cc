@@ -8,6 +8,7 @@
 #include "command_error.h"
 #include "common/clock.h"
 #include "common/flags.h"
+#include "common/json.h"
 #include "common/session_dir.h"
 #include "status_format.h"
 
@@ -17,12 +18,15 @@ int StatusCommand(const std::vector<std::string>& args) {
   std::string address, temp_dir = detail::DefaultTempDir();
   TokenFlags token_flags;
   bool verbose = false, help = false;
+  std::string format = "table";
   int64_t timeout_ms = 5000;
   FlagParser flags("rayx status");
   flags.AddString("address", &address, "the head, HOST:PORT (default: $RAYX_ADDRESS, else the "
                                        "cluster this machine belongs to)");
   token_flags.Add(flags);
   flags.AddBool("verbose", &verbose, "-v: a block per node");
+  flags.AddString("format", &format,
+                  "table (default) or json (the dashboard's /api/state \"status\" field)");
   flags.AddInt("timeout-ms", &timeout_ms, 100, 600000, "how long to wait for the head (default 5000)");
   flags.AddString("temp-dir", &temp_dir, "session directory root (default /tmp/rayx)");
   flags.AddBool("help", &help, "show this help");
@@ -30,6 +34,9 @@ int StatusCommand(const std::vector<std::string>& args) {
   if (help) {
     std::cout << "usage: rayx status [FLAGS]\n" << flags.Usage();
     return 0;
+  }
+  if (format != "table" && format != "json") {
+    return Fail("status", "--format is table or json, not '" + format + "'", 2);
   }
   auto cluster = ResolveCluster(address, token_flags, temp_dir);
   if (!cluster.ok()) {
@@ -40,6 +47,10 @@ int StatusCommand(const std::vector<std::string>& args) {
   address = cluster->first;
   auto status = QueryClusterStatus(address, cluster->second, timeout_ms);
   if (!status.ok()) return Fail("status", status.status().message());
+  if (format == "json") {
+    std::cout << ToJson(*status) << "\n";
+    return 0;
+  }
   std::cout << FormatClusterStatus(*status, address, SystemClock().WallMs(), verbose);
   return 0;
 }

@@ -74,7 +74,11 @@ std::string FormatClusterStatus(const ClusterStatus& status, const std::string& 
   const std::string rule(63, '-');
   out << "======== Cluster status: " << stamp << " ========\n";
   out << "Cluster " << status.cluster_id << " at " << address << " (rayx " << status.rayx_version
-      << ", head up " << FormatDuration(status.head_uptime_ms) << ")\n\n";
+      << ", head up " << FormatDuration(status.head_uptime_ms) << ")\n";
+  if (!status.dashboard_url.empty()) {
+    out << "Dashboard and metrics: " << status.dashboard_url << "/ (`rayx dashboard`)\n";
+  }
+  out << "\n";
   out << "Node status\n" << rule << "\n";
   out << "Alive:\n";
   size_t dead = 0;

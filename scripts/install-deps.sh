@@ -12,6 +12,7 @@ packages=(
   iproute2 procps
   python3 python3-torch python3-numpy  # real PyTorch for the rayx launch and Train tests
   python3-dev pybind11-dev python3-cloudpickle python3-pytest python3-venv  # the Python package
+  prometheus chromium                  # the dashboard tests: a real scraper, a real browser
 )
 
 missing=()

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -16,6 +17,7 @@
 #include "common/directory_archive.h"
 #include "common/logging.h"
 #include "group/rank_setup.h"
+#include "protocol/train_record.h"
 #include "rayx/collective.h"
 #include "rayx/detail/registry.h"
 #include "runtime/kv_client.h"
@@ -139,6 +141,25 @@ class TrainWorker {
 }();
 
 }  // namespace
+
+std::string PackTrainRecord(const std::string& run_name, const std::string& job, int attempt,
+                            int64_t reports,
+                            const std::vector<std::map<std::string, double>>& history) {
+  protocol::TrainRunRecord record;
+  record.run = run_name;
+  record.job = job;
+  record.attempt = attempt;
+  record.reports = reports;
+  size_t first =
+      history.size() > protocol::kTrainRecordHistory ? history.size() - protocol::kTrainRecordHistory : 0;
+  for (size_t i = first; i < history.size(); ++i) {
+    auto& metrics = record.history.emplace_back();
+    for (const auto& [name, value] : history[i]) {
+      if (std::isfinite(value)) metrics.emplace(name, value);
+    }
+  }
+  return rayx::detail::Pack(record);
+}
 
 std::string LatestReportKey(const std::string& run_name) {
   return "train/" + run_name + "/latest";
@@ -292,6 +313,17 @@ void Report(const Metrics& metrics, const std::optional<Checkpoint>& checkpoint)
   }
   rayx::detail::KvPut(detail::kKvNamespace, key, detail::PackLatestReport(latest),
                       /*overwrite=*/true, /*job_scoped=*/true);
+  // The dashboard's copy: a failure to write it never fails the run.
+  try {
+    const std::string job = rayx::detail::CurrentJobId();
+    rayx::detail::KvPut(protocol::kTrainRecordNamespace, job + "/" + ctx.GetRunName(),
+                        detail::PackTrainRecord(ctx.GetRunName(), job, ctx.GetAttempt(),
+                                                latest.reports, latest.history),
+                        /*overwrite=*/true, /*job_scoped=*/true);
+  } catch (const std::exception& e) {
+    RAYX_LOG(Warning) << "train: the dashboard's copy of run " << ctx.GetRunName()
+                      << "'s report was not kept: " << e.what();
+  }
   // Once the new latest is recorded (a resume never looks for a dropped one).
   for (const std::string& id : dropped) {
     detail::DropCheckpoint(id, ctx.GetRunName(), session.request.storage_path);

@@ -54,6 +54,12 @@ std::string PackLatestReport(LatestReport& latest, size_t max_bytes = kMaxLatest
 // The KV namespace of Train's records (latest reports).
 inline constexpr const char* kKvNamespace = "rayx";
 
+// The dashboard's copy of a run's reports (protocol::TrainRunRecord): the
+// last kTrainRecordHistory of `history`, finite values only.
+std::string PackTrainRecord(const std::string& run_name, const std::string& job, int attempt,
+                            int64_t reports,
+                            const std::vector<std::map<std::string, double>>& history);
+
 // The KV key (namespace "rayx") of a run's latest report.
 std::string LatestReportKey(const std::string& run_name);
 

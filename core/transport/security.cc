@@ -55,12 +55,6 @@ std::string Z85(const unsigned char* key32) {
   return std::string(text, 40);
 }
 
-// Equal strings, in time that depends only on their lengths.
-bool SameSecret(std::string_view a, std::string_view b) {
-  if (a.size() != b.size()) return false;
-  return sodium_memcmp(a.data(), b.data(), a.size()) == 0;
-}
-
 }  // namespace
 
 // --- Principal ------------------------------------------------------------------
@@ -140,6 +134,15 @@ Credential Credential::ActorCaller(const ActorKey& key) {
 
 std::string Credential::ActorSecret(std::string_view job_secret, const ActorId& actor) {
   return HmacHex(job_secret, "rayx actor secret v1:" + actor.Hex());
+}
+
+std::string Credential::DashboardCredential(std::string_view token) {
+  return HmacHex(token, "rayx dashboard v1");
+}
+
+bool Credential::SameSecret(std::string_view a, std::string_view b) {
+  if (a.size() != b.size()) return false;
+  return sodium_memcmp(a.data(), b.data(), a.size()) == 0;
 }
 
 std::string Credential::ReadGrant(std::string_view job_secret, std::string_view object_name) {
@@ -225,7 +228,7 @@ size_t ClusterVerifier::allowed_jobs() const {
 
 std::optional<Principal> ClusterVerifier::Verify(const ZapRequest& request) const {
   if (request.mechanism == "CURVE") {
-    if (SameSecret(request.client_key, cluster_.CurvePublicKey())) return Principal::Cluster();
+    if (Credential::SameSecret(request.client_key, cluster_.CurvePublicKey())) return Principal::Cluster();
     std::lock_guard<std::mutex> lock(mu_);
     auto it = jobs_by_public_key_.find(request.client_key);
     if (it != jobs_by_public_key_.end()) return Principal::Job(it->second);
@@ -234,12 +237,12 @@ std::optional<Principal> ClusterVerifier::Verify(const ZapRequest& request) cons
   if (request.mechanism != "PLAIN") return std::nullopt;
   Principal claimed = Principal::FromUserId(request.username);
   if (claimed.is_cluster()) {
-    if (SameSecret(request.password, cluster_.PlainPassword())) return claimed;
+    if (Credential::SameSecret(request.password, cluster_.PlainPassword())) return claimed;
     return std::nullopt;
   }
   if (!claimed.is_job() || !Allows(claimed.job)) return std::nullopt;
   std::string want = HmacHex(Credential::JobSecret(cluster_.secret(), claimed.job), "rayx plain v1");
-  if (SameSecret(request.password, want)) return claimed;
+  if (Credential::SameSecret(request.password, want)) return claimed;
   return std::nullopt;
 }
 
@@ -263,11 +266,11 @@ std::optional<Principal> JobVerifier::Verify(const ZapRequest& request) const {
   const Credential* admitted[] = {&job_, callers ? &*callers : nullptr};
   for (const Credential* c : admitted) {
     if (c == nullptr) continue;
-    if (request.mechanism == "CURVE" && SameSecret(request.client_key, c->CurvePublicKey())) {
+    if (request.mechanism == "CURVE" && Credential::SameSecret(request.client_key, c->CurvePublicKey())) {
       return c->principal();
     }
     if (request.mechanism == "PLAIN" && request.username == c->PlainUsername() &&
-        SameSecret(request.password, c->PlainPassword())) {
+        Credential::SameSecret(request.password, c->PlainPassword())) {
       return c->principal();
     }
   }

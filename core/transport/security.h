@@ -123,6 +123,15 @@ class Credential {
   // Whether `grant` is that grant (compared in constant time).
   bool IsReadGrant(std::string_view object_name, std::string_view grant) const;
 
+  // The read-only credential of the head's web port (dashboard, JSON API,
+  // Prometheus' bearer token), derived from the cluster token: it shows the
+  // cluster and opens nothing else (64 hex digits).
+  //   dashboard credential = hex(HMAC-SHA256(key = token, "rayx dashboard v1"))
+  static std::string DashboardCredential(std::string_view token);
+  // Whether `a` and `b` are the same secret, compared in time that depends
+  // only on their lengths.
+  static bool SameSecret(std::string_view a, std::string_view b);
+
   bool empty() const { return !principal_.valid(); }
   const Principal& principal() const { return principal_; }
   // The token (cluster) or the job secret.

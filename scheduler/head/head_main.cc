@@ -4,8 +4,10 @@
 #include <csignal>
 #include <cstdlib>
 #include <iostream>
+#include <map>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/signal_set.hpp>
@@ -14,11 +16,21 @@
 #include "common/logging.h"
 #include "common/parent_watch.h"
 #include "common/ready_pipe.h"
+#include "head/cluster_report.h"
 #include "head/head_server.h"
 #include "head/head_store.h"
 #include "head/job_manager.h"
 #include "head/kv_store.h"
 #include "rayx/ids.h"
+#include "web/dashboard.h"
+#include "web/http_server.h"
+
+namespace {
+// The dashboard's port: Ray's (8265), or a free one when another cluster on
+// this machine has it; a port given with --dashboard-port must be free.
+constexpr int64_t kDefaultDashboardPort = 8265;
+constexpr int64_t kDashboardPortDefault = -2;  // --dashboard-port not given
+}  // namespace
 
 int main(int argc, char** argv) {
   using namespace rayx;
@@ -33,6 +45,8 @@ int main(int argc, char** argv) {
   int64_t timeout_ms = 1500;
   int64_t ready_fd = -1;
   std::string package_dir = "packages";
+  int64_t dashboard_port = kDashboardPortDefault;
+  int64_t metrics_port = -1;
   std::string state_dir;
   FlagParser flags("rayx-head");
   flags.AddString("state-dir", &state_dir,
@@ -51,6 +65,13 @@ int main(int argc, char** argv) {
                "how often agents heartbeat (default 250)");
   flags.AddInt("node-timeout-ms", &timeout_ms, 50, 3600000,
                "silence after which a node is declared dead (default 1500)");
+  flags.AddInt("dashboard-port", &dashboard_port, kDashboardPortDefault, 65535,
+               "serve the dashboard, its JSON API and /metrics on this port of the head's "
+               "address; 0 picks a free one, -1 serves none (default 8265, or a free one "
+               "when 8265 is taken)");
+  flags.AddInt("metrics-port", &metrics_port, -1, 65535,
+               "also serve /metrics (and the rest) on this port; 0 picks a free one "
+               "(default: only the dashboard port)");
   flags.AddInt("ready-fd", &ready_fd, -1, 1 << 20, "fd to report start-up on");
   // Caps on what peers can make the head keep (defaults in JobManager::Options
   // and KvLimits).
@@ -163,11 +184,58 @@ int main(int argc, char** argv) {
   }
   // Workers reach the head at the address it advertises.
   server.SetHeadAddress(node_ip + ":" + std::to_string(server.port()));
+
+  // The web port: read-only, on the head's thread (the handler reads the
+  // service's tables directly), bound where the head's socket is.
+  web::Dashboard dashboard(
+      web::DashboardOptions{.token = token},
+      web::DashboardSource{
+          .metrics = [&] { return scheduler::PrometheusText(server.service()); },
+          .state = [&] { return scheduler::StateJson(server.service()); },
+          .job_output = [&](const std::string& job) {
+            return server.service().output_tail().Json(job);
+          }},
+      clock);
+  auto handler = [&dashboard](const web::HttpRequest& r) { return dashboard.Handle(r); };
+  std::vector<std::unique_ptr<web::HttpServer>> web_servers;
+  std::map<std::string, std::string> ready_fields = {{"port", std::to_string(server.port())},
+                                                     {"cluster_id", server.cluster_id()}};
+  auto serve = [&](int64_t web_port, bool fall_back, const char* what) -> Status {
+    web::HttpServerOptions web_options;
+    web_options.host = options.bind_host;
+    web_options.port = static_cast<uint16_t>(web_port);
+    auto web = std::make_unique<web::HttpServer>(io, web_options, handler);
+    Status s = web->Start();
+    if (!s.ok() && fall_back) {
+      RAYX_LOG(Warning) << "the dashboard's default port " << web_port
+                        << " is taken: serving it on a free port instead";
+      web_options.port = 0;
+      web = std::make_unique<web::HttpServer>(io, web_options, handler);
+      s = web->Start();
+    }
+    if (!s.ok()) return Status::Unavailable(std::string(what) + " " + s.message());
+    std::string url = "http://" + node_ip + ":" + std::to_string(web->port());
+    ready_fields[what] = url;
+    if (web_servers.empty()) server.service().SetDashboardUrl(url);
+    RAYX_LOG(Info) << what << " at " << url;
+    web_servers.push_back(std::move(web));
+    return Status::OK();
+  };
+  Status web_started = Status::OK();
+  if (dashboard_port != -1) {
+    bool fall_back = dashboard_port == kDashboardPortDefault;
+    web_started = serve(fall_back ? kDefaultDashboardPort : dashboard_port, fall_back, "dashboard");
+  }
+  if (web_started.ok() && metrics_port != -1) web_started = serve(metrics_port, false, "metrics");
+  if (!web_started.ok()) {
+    std::cerr << "rayx-head: " << web_started.message() << "\n";
+    ready.Fail(web_started.message());
+    return 1;
+  }
   RAYX_LOG(Info) << "rayx " << kRayxVersion << " head of cluster " << server.cluster_id()
                  << " listening on " << bind_host << ":" << server.port() << " (heartbeat "
                  << heartbeat_ms << " ms, node timeout " << timeout_ms << " ms)";
-  ready.Ready({{"port", std::to_string(server.port())},
-               {"cluster_id", server.cluster_id()}});
+  ready.Ready(ready_fields);
 
   boost::asio::signal_set signals(io, SIGINT, SIGTERM);
   signals.async_wait([&](const boost::system::error_code& ec, int signo) {

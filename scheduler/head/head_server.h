@@ -39,6 +39,8 @@ class HeadServer {
   void SetHeadAddress(const std::string& address) { service_.SetHeadAddress(address); }
   // Connections refused because they proved no credential (for tests).
   uint64_t refused_connections() const { return zap_ ? zap_->refused_count() : 0; }
+  // The service, for the dashboard (read on this thread only).
+  HeadService& service() { return service_; }
 
  private:
   void OnMessage(transport::Frames& frames);

@@ -507,31 +507,43 @@ Result<protocol::StopClusterReply> HeadService::OnStopCluster(
   return reply;
 }
 
+ClusterStatus HeadService::StatusSnapshot() const {
+  ClusterStatus status;
+  int64_t now = clock_.NowMs();
+  status.rayx_version = kRayxVersion;
+  status.cluster_id = options_.cluster_id;
+  status.head_uptime_ms = now - started_ms_;
+  status.heartbeat_period_ms = options_.heartbeat_period_ms;
+  status.node_timeout_ms = options_.nodes.node_timeout_ms;
+  status.nodes = nodes_.Snapshot(now);
+  status.pending_demands = leases_.PendingShapes();
+  status.infeasible_demands = leases_.InfeasibleShapes();
+  status.blocked_workers = static_cast<uint32_t>(leases_.blocked_count());
+  status.lent_cpu = leases_.lent_cpu();
+  status.head_messages = router_.handled_count();
+  status.wire_security = std::string(transport::WireSecurityName(options_.wire_security));
+  status.dashboard_url = dashboard_url_;
+  return status;
+}
+
+protocol::ListStateReply HeadService::ListSnapshot() const {
+  protocol::ListStateReply reply;
+  reply.nodes = nodes_.Snapshot(clock_.NowMs());
+  reply.leases = leases_.ListLeases();
+  reply.placement_groups = leases_.ListPlacementGroups();
+  return reply;
+}
+
 Result<protocol::GetClusterStatusReply> HeadService::OnGetClusterStatus(
     const protocol::GetClusterStatusRequest&, Call&) {
   protocol::GetClusterStatusReply reply;
-  int64_t now = clock_.NowMs();
-  reply.status.rayx_version = kRayxVersion;
-  reply.status.cluster_id = options_.cluster_id;
-  reply.status.head_uptime_ms = now - started_ms_;
-  reply.status.heartbeat_period_ms = options_.heartbeat_period_ms;
-  reply.status.node_timeout_ms = options_.nodes.node_timeout_ms;
-  reply.status.nodes = nodes_.Snapshot(now);
-  reply.status.pending_demands = leases_.PendingShapes();
-  reply.status.infeasible_demands = leases_.InfeasibleShapes();
-  reply.status.blocked_workers = static_cast<uint32_t>(leases_.blocked_count());
-  reply.status.lent_cpu = leases_.lent_cpu();
-  reply.status.head_messages = router_.handled_count();
-  reply.status.wire_security = std::string(transport::WireSecurityName(options_.wire_security));
+  reply.status = StatusSnapshot();
   return reply;
 }
 
 Result<protocol::ListStateReply> HeadService::OnListState(const protocol::ListStateRequest&,
                                                           Call& call) {
-  protocol::ListStateReply reply;
-  reply.nodes = nodes_.Snapshot(clock_.NowMs());
-  reply.leases = leases_.ListLeases();
-  reply.placement_groups = leases_.ListPlacementGroups();
+  protocol::ListStateReply reply = ListSnapshot();
   // A job (its workers) sees its own leases and groups only.
   if (call.principal.is_job()) {
     std::erase_if(reply.leases, [&](const auto& l) { return l.job_id != call.principal.job; });
@@ -566,6 +578,7 @@ Result<NoReply> HeadService::OnActorConstruction(const protocol::ActorConstructi
 Result<NoReply> HeadService::OnWorkerOutput(const protocol::WorkerOutputNotice& req,
                                             Call& call) {
   if (!IsNodeSession(call.peer_id)) return NoReply{};
+  output_tail_.Add(req);
   auto it = output_peers_of_job_.find(req.job_id);
   if (it == output_peers_of_job_.end()) return NoReply{};
   for (const auto& peer : it->second) outbox_.WorkerOutput(peer, req);

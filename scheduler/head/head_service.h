@@ -15,6 +15,7 @@
 #include "head/kv_store.h"
 #include "head/lease_manager.h"
 #include "head/node_table.h"
+#include "head/output_tail.h"
 #include "head/request_dedup.h"
 #include "head/request_router.h"
 #include "protocol/group_messages.h"
@@ -106,6 +107,14 @@ class HeadService {
 
   const NodeTable& nodes() const { return nodes_; }
   const std::string& cluster_id() const { return options_.cluster_id; }
+  // What `rayx status` and `rayx list` show (the dashboard too).
+  ClusterStatus StatusSnapshot() const;
+  protocol::ListStateReply ListSnapshot() const;
+  const JobManager& jobs() const { return jobs_; }
+  // The last lines each job's workers printed (for the dashboard).
+  const OutputTail& output_tail() const { return output_tail_; }
+  // Where the dashboard is served, for ClusterStatus::dashboard_url.
+  void SetDashboardUrl(std::string url) { dashboard_url_ = std::move(url); }
   const LeaseManager& leases() const { return leases_; }
   const KvStore& kv() const { return kv_; }
   const GroupWatch& group_watch() const { return group_watch_; }
@@ -274,6 +283,8 @@ class HeadService {
   static constexpr int64_t kOutputFlushMs = 1000;
   static constexpr size_t kMaxOutputFlushes = 1024;
   std::unordered_map<uint64_t, OutputFlush> output_flushes_;
+  OutputTail output_tail_;
+  std::string dashboard_url_;
   uint64_t next_output_flush_ = 0;
   RequestRouter router_;
   // Registered runtimes' requests by id, for the repeats of a dropped connection.

@@ -74,6 +74,9 @@ struct ClusterStatus {
   // How workers' and object servers' connections are protected:
   // "authenticated" (every connection proves a credential) or "encrypted".
   std::string wire_security;
+  // The dashboard and Prometheus' /metrics ("http://10.0.0.1:8265"); empty
+  // when the head serves none (`rayx start --head --dashboard-port -1`).
+  std::string dashboard_url;
 
   // Sum of `total` (or `available`) over alive nodes.
   ResourceMap TotalResources() const;
@@ -82,7 +85,7 @@ struct ClusterStatus {
 
   MSGPACK_DEFINE_MAP(rayx_version, cluster_id, head_uptime_ms, heartbeat_period_ms,
                      node_timeout_ms, nodes, pending_demands, infeasible_demands,
-                     head_messages, wire_security, blocked_workers, lent_cpu)
+                     head_messages, wire_security, blocked_workers, lent_cpu, dashboard_url)
 };
 
 // Asks the head at `address` ("host:port") for the cluster's state.

@@ -149,6 +149,7 @@ def report(metrics, checkpoint=None, checkpoint_dir_name=None, **unused):
         record = {"metrics": {}, "checkpoint_id": None, "history": []}
     record["metrics"] = dict(metrics)
     record["history"].append(dict(metrics))
+    record["reports"] = record.get("reports", 0) + 1
     del record["history"][:-MAX_HISTORY]
     dropped = []
     if checkpoint is not None:
@@ -175,9 +176,35 @@ def report(metrics, checkpoint=None, checkpoint_dir_name=None, **unused):
                          f"{_KV_VALUE_LIMIT}-byte limit: report small values (numbers, short "
                          "strings) and put large data in the checkpoint")
     _core.kv_put(KV_NAMESPACE, key, blob, True, True)
+    _put_dashboard_record(s, record)
     # Once the new latest is recorded (a resume never looks for a dropped one).
     for old in dropped:
         _core.train.drop_checkpoint(old, s.run_name, s.storage_path or "")
+
+
+# The dashboard's copy of a run's reports, as the C++ ranks write it
+# (core/protocol/train_record.h, TrainRunRecord): msgpack, numbers only.
+DASHBOARD_NAMESPACE = "rayx.dashboard.train"
+DASHBOARD_HISTORY = 200
+
+
+def _put_dashboard_record(s, record):
+    import math
+    history = []
+    for metrics in record["history"][-DASHBOARD_HISTORY:]:
+        history.append({str(k): float(v) for k, v in metrics.items()
+                        if isinstance(v, (int, float)) and not isinstance(v, bool)
+                        and math.isfinite(v)})
+    job = _core.job_id()
+    try:
+        packed = _core.msgpack_dumps({"run": s.run_name, "job": job,
+                                      "attempt": s.context.get_attempt(),
+                                      "reports": record["reports"], "history": history})
+        _core.kv_put(DASHBOARD_NAMESPACE, f"{job}/{s.run_name}", packed, True, True)
+    except Exception as e:  # the dashboard's copy never fails the run
+        import sys
+        print(f"rayx.train: the dashboard's copy of run {s.run_name}'s report was not kept: {e}",
+              file=sys.stderr)
 
 
 def clear_latest(run_name):

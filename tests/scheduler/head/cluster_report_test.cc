@@ -1,0 +1,117 @@
+// What the head exports: Prometheus' text and the dashboard's JSON from its
+// tables, Train runs' records read with bounds, and the output tail.
+#include "head/cluster_report.h"
+
+#include <gtest/gtest.h>
+
+#include "head_fixture.h"
+#include "protocol/codec.h"
+#include "protocol/train_record.h"
+
+namespace rayx::scheduler {
+namespace cluster_report_test {  // this file's own (unit tests compile in batches)
+
+using namespace testing_fixture;  // NOLINT: the fixture's names and constants
+
+class ClusterReportTest : public HeadFixture {
+ protected:
+  void PutKv(const JobId& job, const std::string& ns, const std::string& key,
+             const std::string& value) {
+    protocol::KvPutRequest put;
+    put.ns = ns;
+    put.key = key;
+    put.value = value;
+    put.job_id = job;
+    Call<protocol::KvPutReply>(put, kDriver, 31);
+  }
+  // The line of sample `name{labels}`, or "" when there is none.
+  static std::string Sample(const std::string& text, const std::string& prefix) {
+    size_t at = text.find("\n" + prefix + " ");
+    if (at == std::string::npos) return "";
+    size_t end = text.find('\n', at + 1);
+    return text.substr(at + 1, end - at - 1);
+  }
+};
+
+TEST_F(ClusterReportTest, MetricsCountNodesResourcesAndLeases) {
+  Call<protocol::RegisterNodeReply>(Hello(), kAgent, 1);
+  JobId job = Call<protocol::RegisterDriverReply>(Driver(), kDriver, 2).job_id;
+  Lease(job, {{"CPU", 1}, {"GPU", 1}});
+  std::string text = PrometheusText(*head_);
+  EXPECT_EQ(Sample(text, "rayx_nodes{state=\"alive\"}"), "rayx_nodes{state=\"alive\"} 1");
+  EXPECT_EQ(Sample(text, "rayx_resources{resource=\"GPU\"}"), "rayx_resources{resource=\"GPU\"} 2");
+  EXPECT_EQ(Sample(text, "rayx_resources_used{resource=\"GPU\"}"),
+            "rayx_resources_used{resource=\"GPU\"} 1");
+  EXPECT_NE(text.find("rayx_leases{kind=\"actor\",state=\""), std::string::npos) << text;
+  // Every family says what it is once, before its samples.
+  EXPECT_NE(text.find("# TYPE rayx_head_messages_total counter\n"), std::string::npos);
+  size_t help = text.find("# HELP rayx_node_resources_used ");
+  size_t sample = text.find("rayx_node_resources_used{");
+  EXPECT_LT(help, sample);
+}
+
+TEST_F(ClusterReportTest, TrainRecordsAreShownAndMetricsExportedMalformedOnesSkipped) {
+  Call<protocol::RegisterNodeReply>(Hello(), kAgent, 1);
+  JobId job = Call<protocol::RegisterDriverReply>(Driver(), kDriver, 2).job_id;
+  protocol::TrainRunRecord record;
+  record.run = "llama \"7b\"";
+  record.job = job.Hex();
+  record.attempt = 1;
+  record.reports = 3;
+  record.history = {{{"loss", 2.0}}, {{"loss", 1.0}}, {{"loss", 0.5}, {"step", 2}}};
+  PutKv(job, protocol::kTrainRecordNamespace, job.Hex() + "/a", protocol::Encode(record));
+  PutKv(job, protocol::kTrainRecordNamespace, job.Hex() + "/b", std::string("\xc1garbage", 8));
+
+  std::string text = PrometheusText(*head_);
+  std::string labels = "{job=\"" + job.Hex() + "\",run=\"llama \\\"7b\\\"\"";
+  EXPECT_EQ(Sample(text, "rayx_train_reports_total" + labels + "}"),
+            "rayx_train_reports_total" + labels + "} 3");
+  EXPECT_EQ(Sample(text, "rayx_train_attempt" + labels + "}"), "rayx_train_attempt" + labels + "} 1");
+  EXPECT_EQ(Sample(text, "rayx_train_metric" + labels + ",metric=\"loss\"}"),
+            "rayx_train_metric" + labels + ",metric=\"loss\"} 0.5");
+
+  std::string json = StateJson(*head_);
+  EXPECT_NE(json.find("\"train_runs\":[{\"run\":\"llama \\\"7b\\\"\""), std::string::npos) << json;
+  EXPECT_NE(json.find("\"history\":[{\"loss\":2},{\"loss\":1},{\"loss\":0.5,\"step\":2}]"),
+            std::string::npos);
+  EXPECT_EQ(json.find("garbage"), std::string::npos);
+  EXPECT_NE(json.find("\"placement_group_state\":[\"PENDING\",\"CREATED\""), std::string::npos);
+}
+
+TEST_F(ClusterReportTest, TheOutputTailKeepsTheNewestLinesOfTheNewestJobs) {
+  OutputTail tail(OutputTail::Options{.max_jobs = 2, .max_bytes_per_job = 30});
+  JobId a = JobId::FromRandom(), b = JobId::FromRandom(), c = JobId::FromRandom();
+  protocol::WorkerOutputNotice notice;
+  notice.job_id = a;
+  notice.batches.push_back({"f pid=1", {"one", "two", "three", "four", "<script>"}});
+  tail.Add(notice);
+  auto json = tail.Json(a.Hex());
+  ASSERT_TRUE(json.ok());
+  EXPECT_EQ(*json, "{\"job_id\":\"" + a.Hex() +
+                       "\",\"lines\":[{\"source\":\"f pid=1\",\"line\":\"four\"},"
+                       "{\"source\":\"f pid=1\",\"line\":\"<script>\"}],\"dropped\":3}");
+  notice.job_id = b;
+  tail.Add(notice);
+  notice.job_id = c;
+  tail.Add(notice);
+  EXPECT_EQ(tail.job_count(), 2u);
+  EXPECT_EQ(tail.Json(a.Hex()).status().code(), StatusCode::kNotFound) << "the oldest job went";
+  EXPECT_TRUE(tail.Json(c.Hex()).ok());
+  EXPECT_EQ(tail.Json("not hex").status().code(), StatusCode::kNotFound);
+}
+
+TEST_F(ClusterReportTest, AgentsOutputReachesTheTail) {
+  Call<protocol::RegisterNodeReply>(Hello(), kAgent, 1);
+  JobId job = Call<protocol::RegisterDriverReply>(Driver(), kDriver, 2).job_id;
+  protocol::WorkerOutputNotice notice;
+  notice.job_id = job;
+  notice.batches.push_back({"f pid=1", {"hello"}});
+  Send(notice, kAgent, 0);
+  Send(notice, "not-an-agent", 0);
+  auto json = head_->output_tail().Json(job.Hex());
+  ASSERT_TRUE(json.ok());
+  EXPECT_EQ(json->find("hello"), json->rfind("hello")) << "only the agent's notice counts";
+}
+
+}  // namespace cluster_report_test
+}  // namespace rayx::scheduler

@@ -281,4 +281,23 @@ Result<std::pair<std::string, std::string>> ResolveCluster(std::string address,
   return std::make_pair(address, token);
 }
 
+Result<std::unique_ptr<transport::SyncClient>> ConnectToHead(const std::string& address,
+                                                             const std::string& token) {
+  auto hp = ParseHostPort(address);
+  if (!hp.ok()) return hp.status();
+  return transport::SyncClient::Connect(*hp, transport::ClientSecurity::ClusterToHead(token));
+}
+
+Result<transport::ClientSecurity> AgentSecurityOf(transport::SyncClient& head,
+                                                  const std::string& token) {
+  auto status = head.Call<protocol::GetClusterStatusReply>(protocol::GetClusterStatusRequest{},
+                                                           5000);
+  if (!status.ok()) return status.status();
+  auto mode = transport::ParseWireSecurity(status->status.wire_security);
+  if (!mode.ok()) return mode.status();
+  transport::Credential cluster = transport::Credential::Cluster(token);
+  std::string key = cluster.CurvePublicKey();
+  return transport::ClientSecurity::ObjectServer(*mode, std::move(cluster), std::move(key));
+}
+
 }  // namespace rayx::cli

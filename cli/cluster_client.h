@@ -18,6 +18,7 @@
 #include "transport/message.h"
 #include "token_flags.h"
 #include "transport/security.h"
+#include "transport/sync_client.h"
 
 namespace rayx::cli {
 
@@ -116,5 +117,15 @@ class ClusterClient {
 Result<std::pair<std::string, std::string>> ResolveCluster(std::string address,
                                                            const TokenFlags& token_flags,
                                                            const std::string& temp_dir);
+
+// A one-shot connection to the head at `address` as the cluster (status, jobs,
+// lists).
+Result<std::unique_ptr<transport::SyncClient>> ConnectToHead(const std::string& address,
+                                                             const std::string& token);
+
+// How this CLI reaches node agents' object servers: the cluster's mechanism
+// (authenticated or encrypted), as the head says.
+Result<transport::ClientSecurity> AgentSecurityOf(transport::SyncClient& head,
+                                                  const std::string& token);
 
 }  // namespace rayx::cli

@@ -304,6 +304,20 @@ int RunCommandThenStopCluster(const detail::Session& session,
       kill(-child, SIGKILL);
     }
   }
+  // A daemon that died at the same moment (the agent's reaper kills the
+  // command's group when the agent dies, so its zombie is already here) is
+  // why the command ended: name it, whichever exit waitid happened to give first.
+  while (daemon_died.empty()) {
+    siginfo_t info{};
+    if (waitid(P_ALL, 0, &info, WEXITED | WNOHANG | WNOWAIT) != 0 || info.si_pid == 0) break;
+    int status = 0;
+    waitpid(info.si_pid, &status, 0);
+    std::string name = NameOf(daemons, info.si_pid);
+    if (name.empty()) continue;
+    daemon_died = "the " + name + " (pid " + std::to_string(info.si_pid) + ") " +
+                  DescribeExit(status);
+    std::cerr << "rayx start: " << daemon_died << "\n";
+  }
   if (give_terminal) TakeTerminal(getpgrp());
   int code =
       WIFSIGNALED(command_status) ? 128 + WTERMSIG(command_status) : WEXITSTATUS(command_status);

@@ -114,26 +114,6 @@ Result<std::string> Pack(const std::string& dir, const std::vector<std::string>&
   return out;
 }
 
-Result<std::unique_ptr<SyncClient>> HeadClient(const std::string& address,
-                                               const std::string& token) {
-  auto hp = ParseHostPort(address);
-  if (!hp.ok()) return hp.status();
-  return SyncClient::Connect(*hp, transport::ClientSecurity::ClusterToHead(token));
-}
-
-// How this CLI reaches node agents' object servers: the cluster's mechanism,
-// as the head says.
-Result<transport::ClientSecurity> AgentSecurity(SyncClient& head, const std::string& token) {
-  auto status = head.Call<protocol::GetClusterStatusReply>(protocol::GetClusterStatusRequest{},
-                                                           5000);
-  if (!status.ok()) return status.status();
-  auto mode = transport::ParseWireSecurity(status->status.wire_security);
-  if (!mode.ok()) return mode.status();
-  transport::Credential cluster = transport::Credential::Cluster(token);
-  std::string key = cluster.CurvePublicKey();
-  return transport::ClientSecurity::ObjectServer(*mode, std::move(cluster), std::move(key));
-}
-
 std::string FormatTime(int64_t ms) {
   if (ms <= 0) return "-";
   std::time_t t = static_cast<std::time_t>(ms / 1000);
@@ -186,7 +166,7 @@ Result<protocol::JobInfo> StreamLogs(SyncClient& head, const std::string& token,
         if (hostport.rfind("tcp://", 0) == 0) hostport = hostport.substr(6);
         auto hp = ParseHostPort(hostport);
         if (!hp.ok()) return hp.status();
-        auto security = AgentSecurity(head, token);
+        auto security = AgentSecurityOf(head, token);
         if (!security.ok()) return security.status();
         auto c = SyncClient::Connect(*hp, *security);
         if (!c.ok()) return c.status();
@@ -261,7 +241,7 @@ int Submit(const std::vector<std::string>& all) {
   auto cluster = ResolveCluster(c.address, c.token, c.temp_dir);
   if (!cluster.ok()) return JobFail("submit", cluster.status().message());
   const std::string& token = cluster->second;
-  auto head = HeadClient(cluster->first, cluster->second);
+  auto head = ConnectToHead(cluster->first, cluster->second);
   if (!head.ok()) return JobFail("submit", head.status().message());
 
   if (!working_dir.empty()) {
@@ -349,7 +329,7 @@ int Simple(const std::string& sub, const std::vector<std::string>& args) {
   auto cluster = ResolveCluster(c.address, c.token, c.temp_dir);
   if (!cluster.ok()) return JobFail(sub, cluster.status().message());
   const std::string& token = cluster->second;
-  auto head = HeadClient(cluster->first, cluster->second);
+  auto head = ConnectToHead(cluster->first, cluster->second);
   if (!head.ok()) return JobFail(sub, head.status().message());
   if (sub == "list") {
     protocol::ListJobsRequest req;

@@ -16,6 +16,7 @@
 #include "job_command.h"
 #include "launch_command.h"
 #include "list_command.h"
+#include "logs_command.h"
 #include "rayx/version.h"
 #include "start_command.h"
 #include "status_command.h"
@@ -33,6 +34,7 @@ Commands:
   status [--address HOST:PORT] [-v]  show nodes, resource usage and pending demands
   list nodes|actors|workers|placement-groups  show where everything is
   dashboard                        the dashboard's and /metrics' URL and credential
+  logs [FILE | --actor NAME | --pid PID] [-f]  list or print any node's log files
   launch [FLAGS] -- COMMAND ...    run a torchrun-style program on N nodes x M processes
   job submit|status|logs|stop|list  run jobs on the cluster (rayx job --help)
   microbenchmark [--address HOST:PORT] [--runs N]  measure tasks, actors and objects
@@ -88,6 +90,7 @@ int main(int argc, char** argv) {
   if (command == "status") return StatusCommand(args);
   if (command == "list") return ListCommand(args);
   if (command == "dashboard") return DashboardCommand(args);
+  if (command == "logs") return LogsCommand(args);
   if (command == "launch") return LaunchCommand(args);
   if (command == "job") return JobCommand(args);
   if (command == "microbenchmark") return RunMicrobenchmark(argc, argv);

@@ -65,6 +65,8 @@ std::string MessageTypeName(uint16_t type) {
     case MessageType::kActorConstructionNotice: return "ActorConstructionNotice";
     case MessageType::kReadLogRequest: return "ReadLogRequest";
     case MessageType::kReadLogReply: return "ReadLogReply";
+    case MessageType::kListLogsRequest: return "ListLogsRequest";
+    case MessageType::kListLogsReply: return "ListLogsReply";
     case MessageType::kReservePortRequest: return "ReservePortRequest";
     case MessageType::kReservePortReply: return "ReservePortReply";
     case MessageType::kSubmitJobRequest: return "SubmitJobRequest";

@@ -12,7 +12,7 @@
   X(HeartbeatRequest) X(HeartbeatReply) X(UnregisterNodeRequest) X(UnregisterNodeReply) \
   X(GetClusterStatusRequest) X(GetClusterStatusReply) X(StopClusterRequest) \
   X(StopClusterReply) X(RegisterDriverRequest) X(RegisterDriverReply) \
-  X(DriverHeartbeatRequest) X(DriverHeartbeatReply) X(ActorInfo) X(FinishJobRequest) \
+  X(TaskCounters) X(DriverHeartbeatRequest) X(DriverHeartbeatReply) X(ActorInfo) X(FinishJobRequest) \
   X(FinishJobReply) X(ProcessSpec) X(ActorInit) X(RequestLeaseRequest) X(RequestLeaseReply) \
   X(ReturnLeaseRequest) X(ReturnLeaseReply) X(StartWorkerRequest) X(StartWorkerReply) \
   X(KillWorkersRequest) X(RegisterActorRequest) X(RegisterActorReply) X(LeasesLostNotice) \
@@ -35,4 +35,5 @@
   X(KeepPackageRequest) X(KeepPackageReply) X(KvPutRequest) X(KvPutReply) X(KvGetRequest) \
   X(KvGetReply) X(KvWaitRequest) X(KvWaitReply) X(KvDeleteRequest) X(KvDeleteReply) \
   X(KvListRequest) X(KvListReply) X(WatchGroupRequest) X(WatchGroupReply) \
-  X(UnwatchGroupRequest) X(UnwatchGroupReply) X(GroupMemberDiedNotice)
+  X(UnwatchGroupRequest) X(UnwatchGroupReply) X(GroupMemberDiedNotice) X(ListLogsRequest) \
+  X(LogFileInfo) X(ListLogsReply)

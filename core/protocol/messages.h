@@ -87,6 +87,8 @@ enum class MessageType : uint16_t {
   kRemovePlacementGroupReply = 75,
   kListStateRequest = 76,
   kListStateReply = 77,
+  kListLogsRequest = 78,       // the CLI -> an agent's object server (rayx logs)
+  kListLogsReply = 79,
   // Supervised processes (rayx launch, rayx job): process_messages.h.
   kProcessExitedNotice = 80,   // agent -> head -> lease owner, no reply
   kReadLogRequest = 81,        // anyone -> agent's object server
@@ -347,10 +349,21 @@ struct RegisterDriverReply {
   MSGPACK_DEFINE_MAP(job_id, cluster_id, heartbeat_period_ms, wire_security)
 };
 
+// What a driver submitted since it started (counts, not increments): tasks
+// and actor calls, those that ended with a value, with an error, and retries.
+struct TaskCounters {
+  uint64_t submitted = 0;
+  uint64_t finished = 0;
+  uint64_t failed = 0;
+  uint64_t retried = 0;
+  MSGPACK_DEFINE_MAP(submitted, finished, failed, retried)
+};
+
 struct DriverHeartbeatRequest {
   static constexpr MessageType kType = MessageType::kDriverHeartbeatRequest;
   JobId job_id;
-  MSGPACK_DEFINE_MAP(job_id)
+  TaskCounters tasks;  // for the head's metrics (rayx_tasks_total)
+  MSGPACK_DEFINE_MAP(job_id, tasks)
 };
 
 struct DriverHeartbeatReply {

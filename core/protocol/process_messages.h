@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include <msgpack.hpp>
 
@@ -31,14 +32,16 @@ struct ProcessExitedNotice {
 };
 
 // Reads a process's output from `offset`; the bytes follow in frame 2 (at most
-// max_bytes, capped by the server).
+// max_bytes, capped by the server). With `file` set, reads that file of the
+// node's log directory instead (`rayx logs`): a plain file name, never a path.
 struct ReadLogRequest {
   static constexpr MessageType kType = MessageType::kReadLogRequest;
   LeaseId lease_id;
   uint32_t index = 0;
   uint64_t offset = 0;
   uint64_t max_bytes = 1 << 20;
-  MSGPACK_DEFINE_MAP(lease_id, index, offset, max_bytes)
+  std::string file;
+  MSGPACK_DEFINE_MAP(lease_id, index, offset, max_bytes, file)
 };
 
 struct ReadLogReply {
@@ -47,6 +50,30 @@ struct ReadLogReply {
   bool exited = false;    // the process ended: no more output will come
   std::string path;       // the log file on that node
   MSGPACK_DEFINE_MAP(size, exited, path)
+};
+
+// `rayx logs`: the files of a node's log directory (daemons' and workers'
+// logs), newest first, at most kMaxLogFiles.
+struct ListLogsRequest {
+  static constexpr MessageType kType = MessageType::kListLogsRequest;
+  bool unused = false;
+  MSGPACK_DEFINE_MAP(unused)
+};
+
+struct LogFileInfo {
+  std::string name;
+  uint64_t size = 0;
+  int64_t modified_ms = 0;  // ms since the epoch
+  MSGPACK_DEFINE_MAP(name, size, modified_ms)
+};
+
+struct ListLogsReply {
+  static constexpr MessageType kType = MessageType::kListLogsReply;
+  static constexpr size_t kMaxLogFiles = 1000;
+  std::vector<LogFileInfo> files;
+  bool truncated = false;  // more files than kMaxLogFiles: the oldest are left out
+  std::string directory;   // the log directory on that node
+  MSGPACK_DEFINE_MAP(files, truncated, directory)
 };
 
 // Picks a TCP port that is free on the node now (for MASTER_PORT).

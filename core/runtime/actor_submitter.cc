@@ -408,6 +408,7 @@ void ActorSubmitter::Restart(ActorState& actor, const std::string& what, const s
     if (task.retries_left > 0) {
       --task.retries_left;
       ++task.retries_done;
+      deps_.objects.CountRetry();
       again.push_back(std::move(task));
       continue;
     }

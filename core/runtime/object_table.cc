@@ -18,6 +18,19 @@ void ObjectTable::AddPending(const ObjectId& id) {
   objects_.try_emplace(id.Hex());
 }
 
+void ObjectTable::AddPendingTask(const ObjectId& id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto [it, fresh] = objects_.try_emplace(id.Hex());
+  if (!fresh) return;
+  it->second.task = true;
+  submitted_.fetch_add(1, std::memory_order_relaxed);
+}
+
+ObjectTable::TaskCounts ObjectTable::task_counts() const {
+  return {submitted_.load(std::memory_order_relaxed), finished_.load(std::memory_order_relaxed),
+          failed_.load(std::memory_order_relaxed), retried_.load(std::memory_order_relaxed)};
+}
+
 void ObjectTable::AddValue(const ObjectId& id, std::shared_ptr<const std::string> value) {
   std::lock_guard<std::mutex> lock(mu_);
   Entry& entry = objects_[id.Hex()];
@@ -205,6 +218,9 @@ void ObjectTable::CompleteAll(std::vector<Completion>& batch) {
         continue;
       }
       Entry& entry = it->second;
+      if (entry.task && entry.state == Entry::State::kPending) {
+        (c.error ? failed_ : finished_).fetch_add(1, std::memory_order_relaxed);
+      }
       entry.state = c.error ? Entry::State::kFailed : Entry::State::kReady;
       entry.value = std::move(c.value);
       entry.error = std::move(c.error);
@@ -480,6 +496,7 @@ void ObjectTable::FailAllPending(const ErrorInfo& error) {
   std::lock_guard<std::mutex> lock(mu_);
   for (auto& [id, entry] : objects_) {
     if (entry.state == Entry::State::kPending) {
+      if (entry.task) failed_.fetch_add(1, std::memory_order_relaxed);
       entry.state = Entry::State::kFailed;
       entry.error = std::make_shared<ErrorInfo>(error);
     }

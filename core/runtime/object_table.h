@@ -115,6 +115,20 @@ class ObjectTable {
 
   // Adds a pending entry (no-op when `id` exists).
   void AddPending(const ObjectId& id);
+  // Adds the pending result of a task or actor call this process submitted:
+  // counted in task_counts() when added and when it completes.
+  void AddPendingTask(const ObjectId& id);
+  // A task or call goes again (a retry, or lineage that remakes its result).
+  void CountRetry() { retried_.fetch_add(1, std::memory_order_relaxed); }
+  // What this process submitted, in all (reported with the driver's heartbeats,
+  // never per task).
+  struct TaskCounts {
+    uint64_t submitted = 0;
+    uint64_t finished = 0;  // completed with a value
+    uint64_t failed = 0;    // completed with an error
+    uint64_t retried = 0;
+  };
+  TaskCounts task_counts() const;
   // Adds a ready entry holding `value` in memory.
   void AddValue(const ObjectId& id, std::shared_ptr<const std::string> value);
   // Adds a ready entry for this process's Put into the local store.
@@ -206,6 +220,7 @@ class ObjectTable {
     std::shared_ptr<StoreWriter::Buffer> written;  // this process's Put, in the store
     bool shared_out = false;  // `location` was handed to another process (a task argument)
     bool pinned = false;      // Released::pinned
+    bool task = false;        // the result of a task this process submitted (TaskCounts)
     std::shared_ptr<ErrorInfo> error;
     std::vector<std::function<void()>> waiters;  // nullptr marks "released"
     std::function<void()> recompute;             // Completion::recompute
@@ -241,6 +256,8 @@ class ObjectTable {
 
   const Options options_;
   std::mutex mu_;
+  // TaskCounts: submitted, finished and failed change under mu_; read without it.
+  std::atomic<uint64_t> submitted_{0}, finished_{0}, failed_{0}, retried_{0};
   std::condition_variable cv_;
   // Keyed by the id's hex, under mu_: with a std::string key libstdc++ looks
   // up a small table (up to 20 entries) by comparing keys, without hashing;

@@ -286,7 +286,12 @@ Status Runtime::Connect() {
     head_->OnGroupMemberDied(
         [](const protocol::GroupMemberDiedNotice& notice) { DispatchGroupMemberDied(notice); });
     // Only a driver keeps its job alive; a worker's runtime must not.
-    if (!config_.is_worker) head_->StartHeartbeats(config_.job_id, heartbeat_period_ms);
+    if (!config_.is_worker) {
+      head_->StartHeartbeats(config_.job_id, heartbeat_period_ms, [this] {
+        ObjectTable::TaskCounts c = objects_.task_counts();
+        return protocol::TaskCounters{c.submitted, c.finished, c.failed, c.retried};
+      });
+    }
     Tick();
   });
   return Status::OK();
@@ -380,7 +385,7 @@ ObjectHandle Runtime::Submit(Submission submission) {
   }
   ObjectHandle handle = NewEntry(NewObjectId());
   submission.task.object_id = handle->id;
-  objects_.AddPending(handle->id);
+  objects_.AddPendingTask(handle->id);
   bool post = false;
   {
     std::lock_guard<std::mutex> lock(mu_);

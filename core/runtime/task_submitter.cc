@@ -177,6 +177,7 @@ void TaskSubmitter::OnWorkerLost(Shape& shape, WorkerConnection& conn) {
     if (task.retries_left > 0) {
       --task.retries_left;
       ++task.retries_done;
+      deps_.objects.CountRetry();
       again.push_back(std::move(task));
       continue;
     }
@@ -229,6 +230,7 @@ std::function<void()> TaskSubmitter::RecomputeLater(Shape* shape, Task task) {
       Task again = *kept;
       --again.retries_left;
       ++again.retries_done;
+      deps_.objects.CountRetry();
       RAYX_LOG(Warning) << "object " << again.object_id.Hex().substr(0, 16) << " of "
                         << again.DisplayName()
                         << " was lost with its node; running the task again (lineage)";

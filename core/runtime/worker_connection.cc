@@ -179,6 +179,7 @@ void WorkerConnection::OnMessage(Frames& frames) {
     if (task.retry_exceptions && task.retries_left > 0 && RaisedException(task, result)) {
       --task.retries_left;
       ++task.retries_done;
+      objects_.CountRetry();
       retries_.push_back(std::move(task));
       continue;
     }

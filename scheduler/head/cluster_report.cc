@@ -104,6 +104,15 @@ std::string PrometheusText(const HeadService& head) {
                   "Messages the head handled (the data path bypasses it).");
   messages.Sample({}, static_cast<double>(status.head_messages));
 
+  Family tasks(&out, "rayx_tasks_total", "counter",
+               "Tasks and actor calls drivers submitted, finished (a value), failed (an "
+               "error) and retried, from their heartbeats.");
+  const protocol::TaskCounters& counts = head.task_totals();
+  tasks.Sample({{"state", "submitted"}}, static_cast<double>(counts.submitted));
+  tasks.Sample({{"state", "finished"}}, static_cast<double>(counts.finished));
+  tasks.Sample({{"state", "failed"}}, static_cast<double>(counts.failed));
+  tasks.Sample({{"state", "retried"}}, static_cast<double>(counts.retried));
+
   size_t alive = 0, dead = 0;
   for (const auto& n : status.nodes) (n.alive ? alive : dead)++;
   Family nodes(&out, "rayx_nodes", "gauge", "Nodes the head knows, by state.");

@@ -78,6 +78,7 @@ HeadService::HeadService(HeadServiceOptions options, const Clock& clock)
     if (auto peers = peers_of_job_.find(job_id); peers != peers_of_job_.end()) {
       for (const auto& peer : peers->second) {
         sessions_.erase(peer);
+        driver_counts_.erase(peer);
         // A detached actor's runtime outlives the job, with its queued lease
         // requests (FinishJob keeps them): its record goes with its worker
         // (SetHostedPeerEndObserver), so a repeat after it registers again is
@@ -802,6 +803,15 @@ Status HeadService::CheckJob(const JobId& job, const Call& call, const char* wha
 Result<protocol::DriverHeartbeatReply> HeadService::OnDriverHeartbeat(
     const protocol::DriverHeartbeatRequest& req, Call& call) {
   RAYX_RETURN_IF_ERROR(CheckJob(req.job_id, call, "keep up"));
+  // Counters only grow: what grew since the last report goes into the totals
+  // (a smaller one is a new process under an old routing id: all of it).
+  protocol::TaskCounters& last = driver_counts_[call.peer_id];
+  auto grow = [](uint64_t now, uint64_t before) { return now >= before ? now - before : now; };
+  task_totals_.submitted += grow(req.tasks.submitted, last.submitted);
+  task_totals_.finished += grow(req.tasks.finished, last.finished);
+  task_totals_.failed += grow(req.tasks.failed, last.failed);
+  task_totals_.retried += grow(req.tasks.retried, last.retried);
+  last = req.tasks;
   protocol::DriverHeartbeatReply reply;
   reply.known = leases_.DriverHeartbeat(req.job_id, clock_.NowMs());
   return reply;

@@ -113,6 +113,9 @@ class HeadService {
   const JobManager& jobs() const { return jobs_; }
   // The last lines each job's workers printed (for the dashboard).
   const OutputTail& output_tail() const { return output_tail_; }
+  // What drivers submitted since the head started, from their heartbeats
+  // (DriverHeartbeatRequest::tasks; never per task).
+  const protocol::TaskCounters& task_totals() const { return task_totals_; }
   // Where the dashboard is served, for ClusterStatus::dashboard_url.
   void SetDashboardUrl(std::string url) { dashboard_url_ = std::move(url); }
   const LeaseManager& leases() const { return leases_; }
@@ -284,6 +287,10 @@ class HeadService {
   static constexpr size_t kMaxOutputFlushes = 1024;
   std::unordered_map<uint64_t, OutputFlush> output_flushes_;
   OutputTail output_tail_;
+  // Each driver's last reported counts (by routing id, forgotten with its
+  // job), and the sum of what they grew by.
+  std::unordered_map<std::string, protocol::TaskCounters> driver_counts_;
+  protocol::TaskCounters task_totals_;
   std::string dashboard_url_;
   uint64_t next_output_flush_ = 0;
   RequestRouter router_;

@@ -170,7 +170,7 @@ void PushTasks(const fs::path& root) {
   w.InlineArg(Packed(1));
   w.FrameArg(0);
   w.Call(2, true, "Counter::Create", "actor-1", "obj-2", 1);
-  protocol::ObjectLocation loc{"127.0.0.2", "tcp://127.0.0.2:7000", "/tmp/store/obj", 1 << 20};
+  protocol::ObjectLocation loc{"127.0.0.2", "tcp://127.0.0.2:7000", "/tmp/store/obj", 1 << 20, ""};
   w.StoredArg(loc);
   w.Finish();
   const std::string frame = Packed(std::string(300, 'x'));

@@ -44,7 +44,8 @@ using MessageTypes = TypeList<
     WaitPlacementGroupReply, RemovePlacementGroupRequest, RemovePlacementGroupReply,
     ListStateRequest, ListStateReply,
     // process_messages.h
-    ProcessExitedNotice, ReadLogRequest, ReadLogReply, ReservePortRequest, ReservePortReply,
+    ProcessExitedNotice, ReadLogRequest, ReadLogReply, ListLogsRequest, ListLogsReply,
+    ReservePortRequest, ReservePortReply,
     // job_messages.h
     SubmitJobRequest, SubmitJobReply, GetJobRequest, GetJobReply, ListJobsRequest, ListJobsReply,
     StopJobRequest, StopJobReply, HasPackageRequest, HasPackageReply, PutPackageRequest,

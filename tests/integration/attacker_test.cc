@@ -496,6 +496,11 @@ TEST_F(Attacker, AnotherJobsMemberIsConfinedToItsJob) {
   protocol::ReadLogRequest read;
   read.lease_id = LeaseId::FromWire("anything");
   EXPECT_EQ(objects.ErrorOf(Request(read, 14)), StatusCode::kUnauthenticated);
+  // Nor the node's log files (`rayx logs`).
+  read.file = "agent.log";
+  EXPECT_EQ(objects.ErrorOf(Request(read, 141)), StatusCode::kUnauthenticated);
+  EXPECT_EQ(objects.ErrorOf(Request(protocol::ListLogsRequest{}, 142)),
+            StatusCode::kUnauthenticated);
   // Holds (ObjectRefs inside values): B holds none of A's objects and no
   // file outside the store; handing A's object to a "container" of A's
   // does nothing either (no reply), nor does a hold then a delete by B.

@@ -11,6 +11,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import urllib.parse
 import urllib.request
 
@@ -18,9 +19,10 @@ import pytest
 
 from conftest import driver_env, run_cli, token_env, wait_until
 
-# A person can look at this screenshot after the run (CI keeps the build dir).
+# A person can look at this screenshot after the run: ctest sets the build
+# dir's test-artifacts/.
 ARTIFACT_DIR = os.environ.get("RAYX_ARTIFACT_DIR",
-                              os.path.join(os.getcwd(), "test-artifacts"))
+                              os.path.join(tempfile.gettempdir(), "rayx-test-artifacts"))
 
 
 def dashboard(cluster):
@@ -264,6 +266,11 @@ def test_dashboard_in_chromium_shows_nodes_job_output_and_loss(cluster, tmp_path
         labels = {"job": job_id, "run": record["run"]}
         assert metric(metrics, "rayx_train_reports_total", labels) == 12
         assert metric(metrics, "rayx_train_metric", {**labels, "metric": "loss"}) == losses[-1]
+        # The drivers' heartbeats carry what they submitted: at least the job's
+        # three tasks and the run's calls, finished.
+        wait_until(lambda: metric(request(host, port, "GET", "/metrics", auth)[2],
+                                  "rayx_tasks_total", {"state": "finished"}) >= 5, 10,
+                   "the job's finished tasks in rayx_tasks_total")
         wait_until(lambda: "dashboard line 2" in request(
             host, port, "GET", f"/api/jobs/{job_id}/output", auth)[2], 30,
             "the tasks' output in the head's tail")

@@ -55,6 +55,7 @@ NodeAgent::NodeAgent(boost::asio::io_context& io, NodeAgentOptions options, cons
         [this](const protocol::ProcessExitedNotice& notice) { SendExit(notice); },
         [this](const protocol::ActorConstructionNotice& notice) { SendConstruction(notice); });
   }
+  objects_.SetLogDirectory(options_.log_dir);
   objects_.SetLogLookup([this](const LeaseId& lease_id, uint32_t index) {
     return processes_->FindLog(lease_id, index);
   });

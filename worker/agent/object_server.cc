@@ -1,9 +1,12 @@
 // Serving stored objects to other nodes.
 #include "agent/object_server.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
-#include <fstream>
+#include <algorithm>
+#include <filesystem>
 
 #include "common/logging.h"
 #include "protocol/process_messages.h"
@@ -12,11 +15,81 @@
 namespace rayx::worker {
 
 namespace {
+
+// `dir/name` for a plain file name of a regular file in `dir` (`rayx logs`).
+Result<std::string> LogFilePath(const std::string& dir, const std::string& name) {
+  if (dir.empty()) return Status::NotFound("this node keeps no log directory");
+  if (name.size() > 255 || name == "." || name == ".." || name.find('/') != std::string::npos ||
+      name.find('\0') != std::string::npos) {
+    return Status::InvalidArgument("'" + name.substr(0, 64) +
+                                   "' is not a log file's name: give a name `rayx logs` lists, "
+                                   "not a path");
+  }
+  std::string path = dir + "/" + name;
+  struct stat st {};
+  if (::lstat(path.c_str(), &st) != 0) {
+    return Status::NotFound("no log file '" + name + "' (`rayx logs` lists them)");
+  }
+  if (!S_ISREG(st.st_mode)) return Status::InvalidArgument("'" + name + "' is not a regular file");
+  return path;
+}
+
+// Reads at most `max_bytes` of `path` from `offset`; `*size` is its size now
+// (0 and nothing read when it cannot be opened).
+void ReadLogChunk(const std::string& path, bool no_follow, uint64_t offset, uint64_t max_bytes,
+                  uint64_t* size, std::string* chunk) {
+  *size = 0;
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | (no_follow ? O_NOFOLLOW : 0));
+  if (fd < 0) return;
+  struct stat st {};
+  if (::fstat(fd, &st) == 0 && S_ISREG(st.st_mode)) {
+    *size = static_cast<uint64_t>(st.st_size);
+    if (offset < *size) {
+      chunk->resize(std::min<uint64_t>(max_bytes, *size - offset));
+      ssize_t n = ::pread(fd, chunk->data(), chunk->size(), static_cast<off_t>(offset));
+      chunk->resize(n > 0 ? static_cast<size_t>(n) : 0);
+    }
+  }
+  ::close(fd);
+}
+
+// The regular files of `dir`, newest first, at most kMaxLogFiles.
+protocol::ListLogsReply ListLogFiles(const std::string& dir) {
+  protocol::ListLogsReply out;
+  out.directory = dir;
+  if (dir.empty()) return out;
+  constexpr size_t kMaxScanned = 100000;  // bounds one listing's work
+  std::error_code ec;
+  size_t scanned = 0;
+  for (auto it = std::filesystem::directory_iterator(dir, ec);
+       !ec && it != std::filesystem::directory_iterator(); it.increment(ec)) {
+    if (++scanned > kMaxScanned) {
+      out.truncated = true;
+      break;
+    }
+    struct stat st {};
+    std::string name = it->path().filename().string();
+    if (::lstat(it->path().c_str(), &st) != 0 || !S_ISREG(st.st_mode)) continue;
+    out.files.push_back({name, static_cast<uint64_t>(st.st_size),
+                         static_cast<int64_t>(st.st_mtim.tv_sec) * 1000 +
+                             st.st_mtim.tv_nsec / 1000000});
+  }
+  std::sort(out.files.begin(), out.files.end(), [](const auto& a, const auto& b) {
+    return a.modified_ms != b.modified_ms ? a.modified_ms > b.modified_ms : a.name < b.name;
+  });
+  if (out.files.size() > protocol::ListLogsReply::kMaxLogFiles) {
+    out.files.resize(protocol::ListLogsReply::kMaxLogFiles);
+    out.truncated = true;
+  }
+  return out;
+}
+
 // The file name of a store path (what follows the last '/').
 std::string_view BaseName(std::string_view path) {
   size_t slash = path.rfind('/');
   return slash == std::string_view::npos ? path : path.substr(slash + 1);
 }
+
 }  // namespace
 
 ObjectServer::ObjectServer(boost::asio::io_context& io, SharedMemoryStore store)
@@ -172,7 +245,18 @@ void ObjectServer::OnMessage(transport::Frames& frames) {
       }
       auto req = protocol::Decode<protocol::ReadLogRequest>(body);
       if (!req.ok()) return answer(transport::MakeErrorMessage(req.status(), "object server", env->id));
-      auto log = log_lookup_ ? log_lookup_(req->lease_id, req->index) : std::nullopt;
+      std::optional<ProcessRunner::LogInfo> log;
+      if (!req->file.empty()) {
+        auto path = LogFilePath(log_dir_, req->file);
+        if (!path.ok()) {
+          return answer(transport::MakeErrorMessage(
+              Status(path.status().code(), path.status().message() + " on " + ip_),
+              "object server", env->id));
+        }
+        log = ProcessRunner::LogInfo{*path, false};
+      } else {
+        log = log_lookup_ ? log_lookup_(req->lease_id, req->index) : std::nullopt;
+      }
       if (!log) {
         return answer(transport::MakeErrorMessage(
             Status::NotFound("no output of process " + std::to_string(req->index) + " of lease " +
@@ -182,22 +266,23 @@ void ObjectServer::OnMessage(transport::Frames& frames) {
       protocol::ReadLogReply out;
       out.exited = log->exited;  // read before the size: no output is missed
       out.path = log->path;
-      std::ifstream in(log->path, std::ios::binary);
       std::string chunk;
-      if (in) {
-        in.seekg(0, std::ios::end);
-        out.size = static_cast<uint64_t>(in.tellg());
-        if (req->offset < out.size) {
-          uint64_t length = std::min<uint64_t>({req->max_bytes, kMaxChunk, out.size - req->offset});
-          chunk.resize(length);
-          in.seekg(static_cast<std::streamoff>(req->offset));
-          in.read(chunk.data(), static_cast<std::streamsize>(length));
-          chunk.resize(static_cast<size_t>(in.gcount()));
-        }
-      }
+      // A file named by the client is never reached through a link.
+      ReadLogChunk(log->path, /*no_follow=*/!req->file.empty(), req->offset,
+                   std::min<uint64_t>(req->max_bytes, kMaxChunk), &out.size, &chunk);
       transport::Frames message = transport::MakeMessage(out, env->id);
       message.push_back(transport::Frame::Adopt(std::move(chunk)));
       return answer(std::move(message));
+    }
+    case protocol::MessageType::kListLogsRequest: {
+      if (!who.is_cluster()) {
+        return answer(transport::MakeErrorMessage(
+            Status::Unauthenticated("only holders of the cluster token list a node's logs"),
+            "object server", env->id));
+      }
+      auto req = protocol::Decode<protocol::ListLogsRequest>(body);
+      if (!req.ok()) return answer(transport::MakeErrorMessage(req.status(), "object server", env->id));
+      return answer(transport::MakeMessage(ListLogFiles(log_dir_), env->id));
     }
     case protocol::MessageType::kReservePortRequest: {
       auto port = ports_->Reserve();

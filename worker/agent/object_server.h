@@ -31,7 +31,8 @@ namespace rayx::worker {
 // another file. Pulls are answered with at most kMaxChunk bytes each: the
 // puller asks for chunks and keeps several in flight. It also serves the
 // output of process leases (ReadLog: only logs the lookup knows, never an
-// arbitrary path) and hands out rendezvous ports (ReservePort, through a
+// arbitrary path) and the files of the node's log directory (ListLogs, and
+// ReadLog by file name; regular files only, never a path), and hands out rendezvous ports (ReservePort, through a
 // PortReserver). Not thread-safe.
 class ObjectServer {
  public:
@@ -52,6 +53,9 @@ class ObjectServer {
   const ObjectPins& pins() const { return pins_; }
   using LogLookup = std::function<std::optional<ProcessRunner::LogInfo>(const LeaseId&, uint32_t)>;
   void SetLogLookup(LogLookup lookup) { log_lookup_ = std::move(lookup); }
+  // The node's log directory, whose files ListLogs lists and ReadLog's `file`
+  // reads (by plain file name only). Empty: none are served.
+  void SetLogDirectory(std::string dir) { log_dir_ = std::move(dir); }
 
  private:
   void OnMessage(transport::Frames& frames);
@@ -66,6 +70,7 @@ class ObjectServer {
   zmq::socket_t router_;
   std::unique_ptr<transport::ZmqSocketLoop> loop_;
   LogLookup log_lookup_;
+  std::string log_dir_;
   std::string ip_;
   SystemClock clock_;
   transport::Credential credential_;  // the cluster's: checks read grants

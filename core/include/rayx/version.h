@@ -26,7 +26,10 @@ inline constexpr const char* kRayxVersion = "0.1.0";
 //    job's object only with one. Workers' output goes to their job's drivers
 //    (WorkerOutputNotice, RegisterDriverRequest::log_to_driver), read to the
 //    end before a driver ends its job (FlushOutputRequest).
-inline constexpr uint32_t kProtocolVersion = 8;
+// 9: `rayx logs`: agents list their log directory (ListLogsRequest) and read
+//    a file of it (ReadLogRequest::file). Drivers' heartbeats carry what they
+//    submitted (DriverHeartbeatRequest::tasks) for the head's metrics.
+inline constexpr uint32_t kProtocolVersion = 9;
 
 // The head's default port, as in `rayx start --head`.
 inline constexpr uint16_t kDefaultHeadPort = 6380;

@@ -189,6 +189,26 @@ TEST_F(ObjectTableTest, ShutdownFailsPendingObjectsAndWakesGet) {
   EXPECT_EQ(got.get(), "RuntimeStopped");
 }
 
+TEST_F(ObjectTableTest, TasksAreCountedWhenSubmittedAndOnceWhenTheyEnd) {
+  ObjectTable& table = Table();
+  table.AddPendingTask("a"_id);
+  table.AddPendingTask("b"_id);
+  table.AddPendingTask("c"_id);
+  table.AddPendingTask("a"_id);  // already there: not a second task
+  table.AddPending("not-a-task"_id);
+  table.Complete(Value("a", "x"));
+  table.Complete(Value("a", "again"));  // lineage remaking it: not a second finish
+  table.Complete(Failure("b", "ValueError"));
+  table.Complete(Value("not-a-task", "y"));
+  table.CountRetry();
+  table.FailAllPending(ErrorInfo{"RuntimeStopped", "stopped", "", ""});
+  ObjectTable::TaskCounts counts = table.task_counts();
+  EXPECT_EQ(counts.submitted, 3u);
+  EXPECT_EQ(counts.finished, 1u);
+  EXPECT_EQ(counts.failed, 2u) << "b's error and c at shutdown";
+  EXPECT_EQ(counts.retried, 1u);
+}
+
 TEST_F(ObjectTableTest, WaitReturnsOnceEnoughAreReady) {
   ObjectTable& table = Table();
   for (const ObjectId& id : {"a"_id, "b"_id, "c"_id}) table.AddPending(id);

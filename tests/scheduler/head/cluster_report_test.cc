@@ -50,6 +50,32 @@ TEST_F(ClusterReportTest, MetricsCountNodesResourcesAndLeases) {
   EXPECT_LT(help, sample);
 }
 
+TEST_F(ClusterReportTest, DriversTaskCountsAddUpFromTheirHeartbeats) {
+  Call<protocol::RegisterNodeReply>(Hello(), kAgent, 1);
+  JobId job = Call<protocol::RegisterDriverReply>(Driver(), kDriver, 2).job_id;
+  JobId other = Call<protocol::RegisterDriverReply>(Driver(), "driver-2", 3).job_id;
+  auto beat = [&](const JobId& j, const std::string& peer, uint64_t submitted, uint64_t failed) {
+    protocol::DriverHeartbeatRequest req;
+    req.job_id = j;
+    req.tasks = {submitted, submitted - failed, failed, 1};
+    Call<protocol::DriverHeartbeatReply>(req, peer, 40);
+  };
+  beat(job, kDriver, 10, 1);
+  beat(job, kDriver, 25, 2);  // counts so far, not increments
+  beat(other, "driver-2", 5, 0);
+  const protocol::TaskCounters& totals = head_->task_totals();
+  EXPECT_EQ(totals.submitted, 30u);
+  EXPECT_EQ(totals.finished, 28u);
+  EXPECT_EQ(totals.failed, 2u);
+  EXPECT_EQ(totals.retried, 2u);
+  std::string text = PrometheusText(*head_);
+  EXPECT_EQ(Sample(text, "rayx_tasks_total{state=\"submitted\"}"),
+            "rayx_tasks_total{state=\"submitted\"} 30");
+  // A driver's job ending keeps what it did in the totals.
+  Call<protocol::FinishJobReply>(protocol::FinishJobRequest{job}, kDriver, 41);
+  EXPECT_EQ(head_->task_totals().submitted, 30u);
+}
+
 TEST_F(ClusterReportTest, TrainRecordsAreShownAndMetricsExportedMalformedOnesSkipped) {
   Call<protocol::RegisterNodeReply>(Hello(), kAgent, 1);
   JobId job = Call<protocol::RegisterDriverReply>(Driver(), kDriver, 2).job_id;

@@ -5,6 +5,7 @@
 
 #include <unistd.h>
 
+#include <chrono>
 #include <cmath>
 #include <iostream>
 #include <map>
@@ -19,6 +20,10 @@
 
 namespace rayx::cli {
 namespace {
+
+// How long one wait for the nodes lasts before launch says again what it
+// waits for (when the head's reason changed).
+constexpr int64_t kWaitSliceMs = 5000;
 
 struct LaunchFlags {
   std::string address, temp_dir = detail::DefaultTempDir();
@@ -144,15 +149,34 @@ int LaunchCommand(const std::vector<std::string>& all_args) {
   PlacementGroupId group_id = created->group.placement_group_id;
   protocol::PlacementGroupInfo group = created->group;
   if (group.state == protocol::PlacementGroupState::kPending && f.wait_s > 0) {
-    protocol::WaitPlacementGroupRequest wait;
-    wait.placement_group_id = group_id;
-    wait.timeout_ms = static_cast<int64_t>(f.wait_s * 1000);
+    // Waits in slices, saying what it waits for whenever the head's reason
+    // changes (which node has what free), not once and then nothing.
+    const auto end = std::chrono::steady_clock::now() +
+                     std::chrono::milliseconds(static_cast<int64_t>(f.wait_s * 1000));
     std::cout << "rayx launch: waiting up to " << f.wait_s << " s for " << nnodes
               << " node(s) with " << FormatResourceShape(per_node) << " free each...\n"
               << std::flush;
-    auto waited = client.Call<protocol::WaitPlacementGroupReply>(wait, wait.timeout_ms + 10000);
-    if (!waited.ok()) return LaunchFail(waited.status().message());
-    group = waited->group;
+    std::string said;
+    while (group.state == protocol::PlacementGroupState::kPending) {
+      int64_t left = std::chrono::duration_cast<std::chrono::milliseconds>(
+                         end - std::chrono::steady_clock::now())
+                         .count();
+      if (left <= 0) break;
+      if (!group.reason.empty() && group.reason != said) {
+        std::cout << "rayx launch: waiting for " << nnodes << " bundle(s) of "
+                  << FormatResourceShape(per_node) << " (" << (left + 999) / 1000
+                  << " s left): " << group.reason << "\n"
+                  << std::flush;
+        said = group.reason;
+      }
+      protocol::WaitPlacementGroupRequest wait;
+      wait.placement_group_id = group_id;
+      wait.timeout_ms = std::min<int64_t>(left, kWaitSliceMs);
+      auto waited = client.Call<protocol::WaitPlacementGroupReply>(wait, wait.timeout_ms + 10000);
+      if (!waited.ok()) return LaunchFail(waited.status().message());
+      group = waited->group;
+      if (LaunchSupervisor::StopRequested()) return LaunchFail("stopped while waiting for nodes");
+    }
   }
   if (group.state != protocol::PlacementGroupState::kCreated) {
     std::string what = std::to_string(world) + " processes (" + std::to_string(nnodes) +

@@ -89,6 +89,8 @@ Result<uint32_t> ReserveMasterPort(ClusterClient& client, const LaunchPlan& plan
   return port->port;
 }
 
+bool LaunchSupervisor::StopRequested() { return g_stop_signal != 0; }
+
 void LaunchSupervisor::CatchStopSignals() {
   struct sigaction sa {};
   sa.sa_handler = OnStopSignal;

@@ -85,6 +85,8 @@ class LaunchSupervisor {
   // From now on SIGINT, SIGTERM and SIGHUP only set a flag that Run() polls:
   // Run() then stops every rank and returns 128 + the signal.
   static void CatchStopSignals();
+  // Whether a stop signal came since CatchStopSignals.
+  static bool StopRequested();
 
   LaunchSupervisor(ClusterClient& client, LaunchPlan plan);
 

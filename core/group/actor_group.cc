@@ -13,6 +13,7 @@
 // detached group by name.
 #include <algorithm>
 #include <chrono>
+#include <iostream>
 #include <map>
 #include <stdexcept>
 
@@ -226,7 +227,21 @@ ActorGroupPtr CreateActorGroup(ActorGroupSpec spec) {
   rollback.placement_group_id = pg.GetID();
   bool placed = false;
   try {
-    placed = pg.Wait(static_cast<int>((deadline.LeftMs() + 999) / 1000));
+    // In slices: while it waits, the driver says what for whenever the head's
+    // reason changes (which node has what free), as `rayx launch` does.
+    std::string said;
+    while (!placed && deadline.LeftMs() > 0) {
+      placed = pg.Wait(static_cast<int>(std::min<int64_t>(deadline.LeftMs() + 999, 5000) / 1000));
+      if (placed || deadline.LeftMs() <= 0) break;
+      std::string reason = pg.Reason();
+      if (!reason.empty() && reason != said) {
+        std::cerr << "rayx: " << label << " waits for " << o.num_actors << " actors of "
+                  << Describe(resources) << " (" << (deadline.LeftMs() + 999) / 1000
+                  << " s left): " << reason << "\n"
+                  << std::flush;
+        said = std::move(reason);
+      }
+    }
   } catch (const std::exception& e) {
     throw ActorGroupInfeasibleError(label + ": " + std::to_string(o.num_actors) + " actors of " +
                                     Describe(resources) + " can never be placed: " + e.what());

@@ -313,6 +313,23 @@ TEST_F(Launch, SaysWhatIsMissingWhenTheRanksCannotFit) {
   EXPECT_TRUE(Contains(r.err, "cannot start 'no-such-program-rayx'")) << r.err;
 }
 
+// While it waits for nodes (--wait), launch says what for: the head's reason,
+// naming what each node has free; when the wait ends, why it cannot place.
+TEST_F(Launch, SaysWhatItWaitsForWhileItWaits) {
+  StartTwoNodes();
+  std::string pids = work_dir_ + "/pids";
+  auto holder = BackgroundCommand::Start(SleepingRanks(pids), work_dir_);
+  ASSERT_TRUE(RanksStarted(pids, 2));  // one CPU of each node's two is taken
+  auto r = RunLaunch({"--nnodes", "2", "--nproc-per-node", "2", "--wait", "2"}, {"true"});
+  EXPECT_EQ(r.exit_code, 1) << r.Describe();
+  EXPECT_TRUE(Contains(r.out, "rayx launch: waiting for 2 bundle(s) of {CPU: 2} (")) << r.out;
+  EXPECT_TRUE(Contains(r.out, "has {CPU: 1} free")) << r.out;
+  EXPECT_TRUE(Contains(r.err, "cannot place 4 processes")) << r.err;
+  ::kill(holder.pid(), SIGTERM);
+  EXPECT_EQ(holder.Wait(30000), 128 + SIGTERM) << holder.Err();
+  EXPECT_TRUE(AllPidsGone(pids, 2, 10000));
+}
+
 TEST_F(Launch, GivesEachNodeItsOwnGpusInLocalRankOrderAndNeverShares) {
   StartTwoNodes(/*gpus=*/4);
   auto plan = RunLaunch({"--nnodes", "2", "--nproc-per-node", "2", "--gpus-per-proc", "1",

@@ -11,6 +11,7 @@
 #include "common/json.h"
 #include "common/session_dir.h"
 #include "launch_command.h"
+#include "status_format.h"
 #include "protocol/placement_messages.h"
 #include "transport/sync_client.h"
 #include "worker/worker_env.h"
@@ -21,23 +22,6 @@ namespace {
 
 std::string Join(const std::vector<int>& ids) {
   return ids.empty() ? "-" : WorkerEnv::JoinIdList(ids);
-}
-
-// Prints rows as aligned columns.
-void PrintTable(const std::vector<std::vector<std::string>>& rows) {
-  std::vector<size_t> width;
-  for (const auto& row : rows) {
-    width.resize(std::max(width.size(), row.size()));
-    for (size_t i = 0; i < row.size(); ++i) width[i] = std::max(width[i], row[i].size());
-  }
-  for (const auto& row : rows) {
-    std::string line;
-    for (size_t i = 0; i < row.size(); ++i) {
-      line += row[i];
-      if (i + 1 < row.size()) line += std::string(width[i] - row[i].size() + 2, ' ');
-    }
-    std::cout << line << "\n";
-  }
 }
 
 }  // namespace
@@ -103,9 +87,7 @@ std::string FormatList(const protocol::ListStateReply& state, const std::string&
       if (!g.reason.empty()) rows.push_back({"", "", "", "", "", "why: " + g.reason});
     }
   }
-  std::streambuf* old = std::cout.rdbuf(out.rdbuf());
-  PrintTable(rows);
-  std::cout.rdbuf(old);
+  out << FormatTable(rows);
   return out.str();
 }
 

@@ -17,6 +17,7 @@
 #include "common/session_dir.h"
 #include "protocol/placement_messages.h"
 #include "protocol/process_messages.h"
+#include "status_format.h"
 
 namespace rayx::cli {
 
@@ -140,18 +141,7 @@ int ListAll(Logs& logs) {
                 << list->directory << "\n";
     }
   }
-  std::vector<size_t> width(4, 0);
-  for (const auto& r : rows) {
-    for (size_t i = 0; i < r.size(); ++i) width[i] = std::max(width[i], r[i].size());
-  }
-  for (const auto& r : rows) {
-    std::string line;
-    for (size_t i = 0; i < r.size(); ++i) {
-      line += r[i];
-      if (i + 1 < r.size()) line += std::string(width[i] - r[i].size() + 2, ' ');
-    }
-    std::cout << line << "\n";
-  }
+  std::cout << FormatTable(rows);
   std::cout << "\nPrint one: rayx logs [--node IP] FILE  (--follow to keep printing, --tail N)\n";
   return failed == 0 ? 0 : 1;
 }

@@ -1,6 +1,7 @@
 // `rayx status` output.
 #include "status_format.h"
 
+#include <algorithm>
 #include <ctime>
 #include <set>
 #include <sstream>
@@ -137,6 +138,23 @@ std::string FormatClusterStatus(const ClusterStatus& status, const std::string& 
     }
   }
   return out.str();
+}
+
+std::string FormatTable(const std::vector<std::vector<std::string>>& rows) {
+  std::vector<size_t> width;
+  for (const auto& row : rows) {
+    width.resize(std::max(width.size(), row.size()));
+    for (size_t i = 0; i < row.size(); ++i) width[i] = std::max(width[i], row[i].size());
+  }
+  std::string out;
+  for (const auto& row : rows) {
+    for (size_t i = 0; i < row.size(); ++i) {
+      out += row[i];
+      if (i + 1 < row.size()) out += std::string(width[i] - row[i].size() + 2, ' ');
+    }
+    out += "\n";
+  }
+  return out;
 }
 
 }  // namespace rayx::cli

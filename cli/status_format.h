@@ -2,6 +2,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "rayx/cluster_status.h"
 
@@ -13,5 +14,8 @@ std::string FormatClusterStatus(const ClusterStatus& status, const std::string& 
 
 // "CPU 2, GPU 0, memory 1.5 GiB, tpu 4".
 std::string FormatResourceList(const ResourceMap& resources);
+
+// Rows as aligned columns (two spaces between), one line each.
+std::string FormatTable(const std::vector<std::vector<std::string>>& rows);
 
 }  // namespace rayx::cli

@@ -9,7 +9,7 @@
 // protocol/messages.h (codec_instances_core.cc)
 #define RAYX_PROTOCOL_CORE_TYPES(X) \
   X(ErrorReply) X(LiveLease) X(ExitedProcess) X(RegisterNodeRequest) X(RegisterNodeReply) \
-  X(HeartbeatRequest) X(HeartbeatReply) X(UnregisterNodeRequest) X(UnregisterNodeReply) \
+  X(GpuUsage) X(HeartbeatRequest) X(HeartbeatReply) X(UnregisterNodeRequest) X(UnregisterNodeReply) \
   X(GetClusterStatusRequest) X(GetClusterStatusReply) X(StopClusterRequest) \
   X(StopClusterReply) X(RegisterDriverRequest) X(RegisterDriverReply) \
   X(TaskCounters) X(DriverHeartbeatRequest) X(DriverHeartbeatReply) X(ActorInfo) X(FinishJobRequest) \

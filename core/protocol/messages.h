@@ -247,7 +247,11 @@ struct HeartbeatRequest {
   // about once a second, to know the head lives: at 1,000 nodes a reply to
   // every heartbeat was half the head's messages.
   bool want_reply = true;
-  MSGPACK_DEFINE_MAP(node_id, seq, available, store_bytes, epoch, want_reply)
+  // The node's GPUs' use (NVML), with the heartbeats that want a reply (about
+  // one a second); empty in the others and where there is no NVML. The head
+  // keeps at most 256.
+  std::vector<GpuUsage> gpus;
+  MSGPACK_DEFINE_MAP(node_id, seq, available, store_bytes, epoch, want_reply, gpus)
 };
 
 struct HeartbeatReply {

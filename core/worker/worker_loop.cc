@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <iostream>
 #include <cstring>
 #include <fstream>
 #include <iterator>
@@ -261,6 +262,15 @@ void WorkerLoop::CompleteDeferred() {
       AddResult(call.call_id, call.return_id, call.job, std::move(outcome), &index);
       if (writer_.count() >= kMaxResultsPerReply || body_.size() >= kMaxReplyBodyBytes) Flush();
       continue;
+    }
+    if (!answer.ok && answer.error_type == kWorkerExitAnswer) {
+      // The answers before it go first; then the process ends.
+      Flush();
+      int status = std::atoi(answer.value.c_str());
+      if (exit_) return exit_(status);
+      std::cout.flush();
+      std::fflush(nullptr);
+      std::_Exit(status);
     }
     PendingCall call = std::move(it->second);
     pending_.erase(it);

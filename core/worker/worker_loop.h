@@ -82,8 +82,16 @@ class WorkerLoop {
   // a PushTasksRequest runs; one that cannot be parsed (or has another protocol
   // version) is answered with an ErrorReply; anything else is ignored.
   void Handle(transport::Frames& frames);
-  // Sends the answers of deferred calls given so far (batched per caller).
+  // Sends the answers of deferred calls given so far (batched per caller). A
+  // call answered with error type kWorkerExitAnswer (message: the exit status)
+  // ends the process once the answers before it are sent: an actor that runs
+  // calls on other threads exits from here, after its earlier calls' results
+  // left, never from the thread that asked.
   void CompleteDeferred();
+  static constexpr const char* kWorkerExitAnswer = "rayx.worker.exit";
+  // How the process ends for kWorkerExitAnswer (tests replace it). Default:
+  // stdio flushed, then std::_Exit.
+  void SetExit(std::function<void(int status)> exit) { exit_ = std::move(exit); }
   // On the loop's thread, while a task of a batch runs and has to block in a
   // get or wait (SetCallBlockingHook): the tasks queued behind it (the rest
   // of its batch, and every message `drain` still finds on the socket) are
@@ -202,6 +210,7 @@ class WorkerLoop {
   std::shared_ptr<void> actor_;
   std::string actor_error_;  // why the actor could not be created
   DeferredCalls deferred_;
+  std::function<void(int)> exit_;
   DrainFn drain_;
   // The batch's call running now (Handle), and the first one handed back
   // (ReleaseQueued); npos: none.

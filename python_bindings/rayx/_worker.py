@@ -288,6 +288,18 @@ def _exit_with(token):
     _exit_process(1)
 
 
+def _exit_deferred(done, token):
+    """The exit of an actor whose calls run on other threads: the worker loop
+    ends the process once the results of the calls before it are sent (an exit
+    from this thread could overtake them)."""
+    if not _core.kv_put(_EXIT_NAMESPACE, token, b"1", False, True):
+        done.succeed(ser.to_bytes(None))  # a kill already used (a restarted actor)
+        return
+    sys.stdout.flush()
+    sys.stderr.flush()
+    done.fail(_core.WORKER_EXIT_ANSWER, "1")
+
+
 def _exit_process(code):
     sys.stdout.flush()
     sys.stderr.flush()
@@ -326,7 +338,7 @@ def _dispatch_deferred(instance, views, done):
     if name == EXIT_METHOD:
         # Once the calls sent before it have run, as for an actor without one.
         (token,), _ = _decode_args(views[1], views[2:])
-        _executor.after_running(lambda: _answer(done, lambda: _exit_with(token), name))
+        _executor.after_running(lambda: _exit_deferred(done, token))
         return
     qualified = f"{type(instance).__name__}.{name}"
     try:

@@ -25,6 +25,7 @@
 #include "protocol/placement_messages.h"
 #include "rayx/cluster_status.h"
 #include "rayx/detail/registry.h"
+#include "worker/worker_loop.h"
 #include "rayx/detail/runtime_api.h"
 #include "rayx/errors.h"
 #include "rayx/rayx.h"
@@ -558,6 +559,9 @@ PYBIND11_MODULE(_core, m) {
   m.attr("INLINE_OBJECT_LIMIT") = kInlineObjectLimit;
   // A worker writes it, then a name, before output of another call (rayx._worker._announce).
   m.attr("OUTPUT_NAME_MARKER") = std::string(rayx::protocol::kOutputNameMarker);
+  // A deferred call failed with this type (message: the exit status) ends the
+  // worker after the answers before it are sent (WorkerLoop::CompleteDeferred).
+  m.attr("WORKER_EXIT_ANSWER") = std::string(rayx::detail::WorkerLoop::kWorkerExitAnswer);
 
   py::class_<ObjectBuffer>(m, "ObjectBuffer", py::buffer_protocol())
       .def_buffer([](ObjectBuffer& b) {

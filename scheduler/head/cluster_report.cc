@@ -166,6 +166,36 @@ std::string PrometheusText(const HeadService& head) {
                static_cast<double>(n.last_heartbeat_age_ms) / 1000.0);
   }
 
+  // GPUs as NVML reports them (nodes without NVML have no samples: no lines).
+  struct GpuFamily {
+    const char* name;
+    const char* help;
+    double (*value)(const GpuUsage&);
+  };
+  const GpuFamily gpu_families[] = {
+      {"rayx_gpu_utilization_ratio", "The fraction of the last sample period a kernel ran.",
+       [](const GpuUsage& g) { return g.utilization; }},
+      {"rayx_gpu_memory_used_bytes", "GPU memory in use.",
+       [](const GpuUsage& g) { return static_cast<double>(g.memory_used_bytes); }},
+      {"rayx_gpu_memory_total_bytes", "GPU memory in all.",
+       [](const GpuUsage& g) { return static_cast<double>(g.memory_total_bytes); }},
+      {"rayx_gpu_temperature_celsius", "GPU temperature.",
+       [](const GpuUsage& g) { return g.temperature_celsius; }},
+      {"rayx_gpu_power_watts", "GPU power draw.", [](const GpuUsage& g) { return g.power_watts; }},
+  };
+  for (const GpuFamily& f : gpu_families) {
+    Family family(&out, f.name, "gauge", f.help);
+    for (const auto& n : status.nodes) {
+      if (!n.alive) continue;
+      std::string id = n.node_id.Hex();
+      for (const GpuUsage& g : n.gpu_usage) {
+        family.Sample({{"node_id", id}, {"address", n.address},
+                       {"device", std::to_string(g.device)}, {"name", g.name}},
+                      f.value(g));
+      }
+    }
+  }
+
   Family pending(&out, "rayx_pending_demands", "gauge",
                  "Requests waiting for resources, by shape.");
   for (const auto& [shape, count] : status.pending_demands) {

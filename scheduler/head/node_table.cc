@@ -97,11 +97,19 @@ uint64_t NodeTable::EpochOf(const NodeId& id) const {
 }
 
 bool NodeTable::Heartbeat(const NodeId& id, const ResourceMap& available, int64_t now_ms,
-                          uint64_t store_bytes) {
+                          uint64_t store_bytes, std::vector<GpuUsage> gpus) {
   auto it = alive_.find(id);
   if (it == alive_.end()) return false;
   it->second.last_heartbeat_ms = now_ms;
   it->second.info.object_store_bytes = store_bytes;
+  if (!gpus.empty()) {
+    constexpr size_t kMaxGpuSamples = 256;  // more than any machine has
+    if (gpus.size() > kMaxGpuSamples) gpus.resize(kMaxGpuSamples);
+    for (auto& g : gpus) {
+      if (g.name.size() > 128) g.name.resize(128);
+    }
+    it->second.info.gpu_usage = std::move(gpus);
+  }
   // An agent reports availability only for resources it registered.
   for (const auto& [name, amount] : available) {
     if (!std::isfinite(amount)) continue;

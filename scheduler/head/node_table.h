@@ -66,10 +66,11 @@ class NodeTable {
   // The epoch of the alive node `id`; 0 (never an epoch) when it is not alive.
   uint64_t EpochOf(const NodeId& id) const;
 
-  // Records a heartbeat. Returns false when the node is not alive (unknown, or
-  // already declared dead): the agent must register again.
+  // Records a heartbeat, and its GPU samples when it carries any (at most
+  // 256, names cut to 128 bytes). Returns false when the node is
+  // not alive (unknown, or already declared dead): the agent must register again.
   bool Heartbeat(const NodeId& id, const ResourceMap& available, int64_t now_ms,
-                 uint64_t store_bytes = 0);
+                 uint64_t store_bytes = 0, std::vector<GpuUsage> gpus = {});
 
   // Declares an alive node dead with `reason`. Returns false when it was not alive.
   bool MarkDead(const NodeId& id, const std::string& reason);

@@ -287,6 +287,30 @@ TEST_F(Scheduler, AgentsOfferTheGpusNvmlReportsWithinCudaVisibleDevices) {
   for (auto& a : actors) devices.insert(*a.Task(&Device::Where).Remote().Get());
   EXPECT_EQ(devices, (std::set<std::string>{"127.0.0.3|1", "127.0.0.3|3"}));
   for (auto& a : actors) a.Kill();
+
+  // GPU metrics: each agent samples its own devices through NVML about once a
+  // second, and the head keeps the last sample (the dashboard and /metrics).
+  std::map<std::string, std::vector<rayx::GpuUsage>> usage;  // address -> samples
+  rayx::Status sampled = cluster_->WaitFor(
+      [&](const rayx::ClusterStatus& s) {
+        usage.clear();
+        for (const auto& n : s.nodes) {
+          if (n.alive && !n.gpu_usage.empty()) usage[n.address] = n.gpu_usage;
+        }
+        return usage.size() == 2;
+      },
+      10000);
+  ASSERT_TRUE(sampled.ok()) << sampled;
+  ASSERT_EQ(usage["127.0.0.2"].size(), 4u);
+  ASSERT_EQ(usage["127.0.0.3"].size(), 2u);
+  const rayx::GpuUsage& three = usage["127.0.0.3"][1];  // the fake's values for device 3
+  EXPECT_EQ(three.device, 3);
+  EXPECT_EQ(three.name, "Fake GPU 3");
+  EXPECT_DOUBLE_EQ(three.utilization, 0.4);
+  EXPECT_EQ(three.memory_used_bytes, 4ull << 30);
+  EXPECT_EQ(three.memory_total_bytes, 80ull << 30);
+  EXPECT_DOUBLE_EQ(three.temperature_celsius, 43);
+  EXPECT_DOUBLE_EQ(three.power_watts, 103);
 }
 
 TEST_F(Scheduler, InfeasibleGroupFailsItsWaitWithTheReason) {

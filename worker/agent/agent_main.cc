@@ -10,6 +10,7 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/signal_set.hpp>
 
+#include "agent/gpu_monitor.h"
 #include "agent/node_agent.h"
 #include "agent/node_resources.h"
 #include "common/flags.h"
@@ -157,6 +158,20 @@ int main(int argc, char** argv) {
   std::string gpu_note = resolved->gpu_note;
   options.resources = resolved->resources;
   options.gpu_devices = resolved->gpu_devices;
+  // GPU metrics: the devices the node offers, read through NVML (nothing where
+  // GPUs were given with --num-gpus on a machine without the driver).
+  std::shared_ptr<worker::GpuMonitor> gpu_monitor;
+  if (auto gpus = options.resources.find(kGpu);
+      gpus != options.resources.end() && gpus->second >= 1) {
+    std::vector<int> devices = options.gpu_devices;
+    if (devices.empty()) {
+      for (int i = 0; i < static_cast<int>(gpus->second); ++i) devices.push_back(i);
+    }
+    std::string why;
+    gpu_monitor = worker::GpuMonitor::Open(std::move(devices), &why);
+    if (gpu_monitor) options.sample_gpus = [gpu_monitor] { return gpu_monitor->Sample(); };
+    gpu_note += "; " + why;
+  }
   options.hostname = worker::LocalHostname();
   options.is_head_node = head_node;
   options.connect_timeout_ms = connect_timeout_ms;

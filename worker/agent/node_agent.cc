@@ -336,7 +336,10 @@ void NodeAgent::SendHeartbeat() {
     int64_t now = clock_.NowMs();
     req.want_reply = now - last_reply_asked_ms_ >=
                      std::min<int64_t>(1000, options_.head_lost_timeout_ms / 4);
-    if (req.want_reply) last_reply_asked_ms_ = now;
+    if (req.want_reply) {
+      last_reply_asked_ms_ = now;
+      if (options_.sample_gpus) req.gpus = options_.sample_gpus();
+    }
     Send(req);
   }
   heartbeat_due_ms_ = clock_.NowMs() + heartbeat_period_ms_;

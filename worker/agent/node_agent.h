@@ -67,6 +67,9 @@ struct NodeAgentOptions {
   TarLimits package_limits;
   // The memory monitor (memory_monitor.h); threshold >= 1 or period 0: off.
   MemoryMonitor::Options memory_monitor;
+  // Reads the node's GPUs' use (GpuMonitor), sent with the heartbeats that
+  // want a reply (about one a second). Empty: none are sent.
+  std::function<std::vector<GpuUsage>()> sample_gpus;
 };
 
 // Single-threaded: everything runs on `io`. Calls `on_joined` once after the

@@ -14,6 +14,20 @@
 
 namespace rayx {
 
+// One GPU's use as NVML reports it, sampled by its node's agent about once a
+// second (the dashboard and /metrics show it).
+struct GpuUsage {
+  int32_t device = 0;  // NVML's index, as CUDA_VISIBLE_DEVICES numbers devices
+  std::string name;    // "NVIDIA H100 80GB HBM3"
+  double utilization = 0;  // the fraction of the last sample period a kernel ran, 0-1
+  uint64_t memory_used_bytes = 0;
+  uint64_t memory_total_bytes = 0;
+  double temperature_celsius = 0;
+  double power_watts = 0;
+  MSGPACK_DEFINE_MAP(device, name, utilization, memory_used_bytes, memory_total_bytes,
+                     temperature_celsius, power_watts)
+};
+
 // One node as the head records it.
 struct NodeInfo {
   NodeId node_id;
@@ -40,6 +54,8 @@ struct NodeInfo {
   // their CPU to other work and took it back when they resumed (Ray's rule:
   // they do not wait for it). Paid back first as leases end; 0 mostly.
   double cpu_overcommitted = 0;
+  // Its GPUs' use, as of the agent's last sample (empty: no NVML there).
+  std::vector<GpuUsage> gpu_usage;
 
   // The devices of the node's GPUs `gpu_ids`, as its processes see them.
   std::vector<int> DevicesOf(const std::vector<int>& gpu_ids) const;
@@ -47,7 +63,7 @@ struct NodeInfo {
   MSGPACK_DEFINE_MAP(node_id, address, hostname, agent_pid, is_head_node, alive, death_reason,
                      total, available, labels, rayx_version, registered_at_ms,
                      last_heartbeat_age_ms, store_dir, object_address, object_store_bytes,
-                     gpu_devices, cpu_overcommitted)
+                     gpu_devices, cpu_overcommitted, gpu_usage)
 };
 
 // The devices of a node's GPUs `gpu_ids` given its NodeInfo::gpu_devices:

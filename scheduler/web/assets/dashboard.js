@@ -69,14 +69,20 @@ function duration(ms) {
 }
 
 function drawNodes(state) {
+  // Each GPU as NVML last reported it: device, busy, memory, temperature, power.
+  const gpus = (n) => (n.gpu_usage || []).map((g) =>
+      g.device + ": " + Math.round(g.utilization * 100) + "% " + bytes(g.memory_used_bytes) +
+      "/" + bytes(g.memory_total_bytes) + " " + Math.round(g.temperature_celsius) + "°C " +
+      Math.round(g.power_watts) + " W").join("; ") || "-";
   fillTable("nodes", ["Node", "Address", "State", "Head", "Resources", "Available",
-                      "Object store", "Heartbeat"],
+                      "Object store", "GPUs", "Heartbeat"],
     state.nodes.map((n) => ({key: n.node_id, cells: [
       n.node_id.slice(0, 12), n.address,
       {text: n.alive ? "ALIVE" : "DEAD" + (n.death_reason ? ": " + n.death_reason : ""),
        className: n.alive ? "alive" : "dead"},
       n.is_head_node ? "yes" : "", shape(n.total), n.alive ? shape(n.available) : "-",
-      bytes(n.object_store_bytes), n.alive ? duration(n.last_heartbeat_age_ms) + " ago" : "-"]})));
+      bytes(n.object_store_bytes), gpus(n),
+      n.alive ? duration(n.last_heartbeat_age_ms) + " ago" : "-"]})));
 }
 
 function drawResources(state) {

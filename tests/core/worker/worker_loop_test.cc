@@ -405,6 +405,28 @@ TEST_F(WorkerLoopTest, ADeferredCallIsAnsweredWhenItsThreadCompletesIt) {
   EXPECT_EQ(loop_.deferred_count(), 0u);
 }
 
+// An actor whose calls run on other threads asks to exit through its exit
+// call's answer: the answers before it are sent first, then the process ends
+// (here: the test's exit hook), and nothing after it is sent.
+TEST_F(WorkerLoopTest, AnExitAnswerEndsTheWorkerAfterTheAnswersBeforeIt) {
+  auto frames = Request({{1, "Later", {Pack(1)}}, {2, "Later", {Pack(2)}}, {3, "Later", {Pack(3)}}});
+  loop_.Handle(frames);
+  auto calls = worker_loop_test::TakeLater();
+  ASSERT_EQ(calls.size(), 3u);
+  int exited = -1;
+  loop_.SetExit([&exited](int status) { exited = status; });
+  calls[0].first.Succeed(Pack(std::string("nap done")));
+  calls[1].first.Fail(WorkerLoop::kWorkerExitAnswer, "7");
+  calls[2].first.Succeed(Pack(std::string("after the exit")));
+  ASSERT_TRUE(Readable(loop_.completion_fd(), 5000));
+  loop_.CompleteDeferred();
+  EXPECT_EQ(exited, 7);
+  auto results = Results();
+  ASSERT_EQ(results.size(), 1u) << "only the answer before the exit left";
+  EXPECT_EQ(results[0].call_id, 1u);
+  EXPECT_EQ(std::string(results[0].value.bytes), Pack(std::string("nap done")));
+}
+
 TEST_F(WorkerLoopTest, DeferredResultsLeaveInTheOrderAnsweredToTheirOwnCallers) {
   auto first = Request({{1, "Later", {Pack(1)}}, {2, "Later", {Pack(2)}}},
                        static_cast<uint16_t>(MessageType::kPushTasksRequest), "caller-1");

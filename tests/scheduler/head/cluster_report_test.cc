@@ -50,6 +50,29 @@ TEST_F(ClusterReportTest, MetricsCountNodesResourcesAndLeases) {
   EXPECT_LT(help, sample);
 }
 
+TEST_F(ClusterReportTest, GpuSamplesFromHeartbeatsBecomeGpuMetrics) {
+  auto node = Call<protocol::RegisterNodeReply>(Hello(), kAgent, 1);
+  protocol::HeartbeatRequest beat;
+  beat.node_id = node.node_id;
+  beat.seq = 1;
+  beat.epoch = node.epoch;
+  beat.gpus = {{0, "H100", 0.5, 1ull << 30, 80ull << 30, 61, 350.5},
+               {1, "H100", 1.0, 2ull << 30, 80ull << 30, 70, 700}};
+  Send(beat, kAgent, 3);
+  beat.seq = 2;
+  beat.gpus.clear();  // the heartbeats between samples carry none: the last sample stays
+  Send(beat, kAgent, 4);
+  std::string text = PrometheusText(*head_);
+  std::string labels = "{node_id=\"" + node.node_id.Hex() + "\",address=\"10.0.0.7\",device=\"1\",name=\"H100\"}";
+  EXPECT_EQ(Sample(text, "rayx_gpu_power_watts" + labels), "rayx_gpu_power_watts" + labels + " 700");
+  EXPECT_EQ(Sample(text, "rayx_gpu_utilization_ratio" + labels),
+            "rayx_gpu_utilization_ratio" + labels + " 1");
+  EXPECT_EQ(Sample(text, "rayx_gpu_memory_used_bytes" + labels),
+            "rayx_gpu_memory_used_bytes" + labels + " 2147483648");
+  EXPECT_NE(StateJson(*head_).find("\"gpu_usage\":[{\"device\":0,\"name\":\"H100\""),
+            std::string::npos);
+}
+
 TEST_F(ClusterReportTest, DriversTaskCountsAddUpFromTheirHeartbeats) {
   Call<protocol::RegisterNodeReply>(Hello(), kAgent, 1);
   JobId job = Call<protocol::RegisterDriverReply>(Driver(), kDriver, 2).job_id;

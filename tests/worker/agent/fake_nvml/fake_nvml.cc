@@ -30,4 +30,43 @@ int nvmlDeviceGetName(void* device, char* name, unsigned length) {
   return 0;
 }
 
+// Device i: 10 * (i + 1) % busy, (i + 1) GiB of 80 GiB used, 40 + i degrees,
+// 100 + i watts: fixed values a test can check end to end.
+struct FakeUtilization {
+  unsigned gpu;
+  unsigned memory;
+};
+struct FakeMemory {
+  unsigned long long total;
+  unsigned long long free;
+  unsigned long long used;
+};
+
+static unsigned IndexOf(void* device) {
+  return static_cast<unsigned>(reinterpret_cast<uintptr_t>(device) - 1);
+}
+
+int nvmlDeviceGetUtilizationRates(void* device, FakeUtilization* rates) {
+  rates->gpu = 10 * (IndexOf(device) + 1);
+  rates->memory = 5;
+  return 0;
+}
+
+int nvmlDeviceGetMemoryInfo(void* device, FakeMemory* memory) {
+  memory->total = 80ull << 30;
+  memory->used = static_cast<unsigned long long>(IndexOf(device) + 1) << 30;
+  memory->free = memory->total - memory->used;
+  return 0;
+}
+
+int nvmlDeviceGetTemperature(void* device, int /*sensor*/, unsigned* celsius) {
+  *celsius = 40 + IndexOf(device);
+  return 0;
+}
+
+int nvmlDeviceGetPowerUsage(void* device, unsigned* milliwatts) {
+  *milliwatts = (100 + IndexOf(device)) * 1000;
+  return 0;
+}
+
 }  // extern "C"

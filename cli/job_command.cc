@@ -19,6 +19,7 @@
 #include "common/flags.h"
 #include "common/session_dir.h"
 #include "launch_command.h"
+#include "progress.h"
 #include "protocol/job_messages.h"
 #include "protocol/process_messages.h"
 #include "transport/sync_client.h"
@@ -258,6 +259,8 @@ int Submit(const std::vector<std::string>& all) {
     auto present = (*head)->Call<protocol::HasPackageReply>(has, 5000);
     if (!present.ok()) return JobFail("submit", present.status().message());
     if (!present->present) {
+      Progress progress(std::cout, "Uploading the working directory", package->size(),
+                        isatty(STDOUT_FILENO) != 0);
       for (uint64_t off = 0; off < package->size() || off == 0;) {
         uint64_t len = std::min<uint64_t>(4 << 20, package->size() - off);
         protocol::PutPackageRequest put;
@@ -268,11 +271,14 @@ int Submit(const std::vector<std::string>& all) {
         auto sent = (*head)->CallWithPayload<protocol::PutPackageReply>(
             put, std::string_view(*package).substr(off, len), 30000);
         if (!sent.ok()) {
+          progress.Finish();
           return JobFail("submit", "uploading the working directory: " + sent.status().message());
         }
         off += len;
+        progress.Update(off);
         if (sent->first.complete) break;
       }
+      progress.Finish();
       std::cout << "Uploaded the working directory " << working_dir << " ("
                 << FormatBytes(static_cast<double>(package->size())) << ", package "
                 << hash.substr(0, 12) << ").\n";

@@ -281,7 +281,7 @@ def test_dashboard_in_chromium_shows_nodes_job_output_and_loss(cluster, tmp_path
                 [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu",
                  "--disable-dev-shm-usage", f"--user-data-dir={profile}",
                  "--virtual-time-budget=8000", *args,
-                 f"http://{host}:{port}/login#credential={credential}"],
+                 f"http://{host}:{port}/login#credential={credential}&job={job_id}"],
                 capture_output=True, text=True, timeout=120)
             assert r.returncode == 0, r.stderr[-2000:]
             return r.stdout

@@ -63,3 +63,18 @@ def test_submitted_python_job_that_raises_fails(cluster, tmp_path):
         capture_output=True, text=True, timeout=120, env=driver_env(cluster))
     assert r.returncode != 0
     assert "missing-key-42" in r.stdout + r.stderr
+
+
+def test_a_large_working_directory_upload_reports_its_progress(cluster, tmp_path):
+    # 6 MiB that do not compress: the upload takes two chunks and says so, a
+    # line per quarter when stdout is not a terminal.
+    (tmp_path / "weights.bin").write_bytes(os.urandom(6 << 20))
+    r = subprocess.run(
+        [CLI, "job", "submit", "--working-dir", str(tmp_path), "--temp-dir", cluster.temp_dir,
+         "--", "sh", "-c", "wc -c < weights.bin"],
+        capture_output=True, text=True, timeout=120, env=driver_env(cluster))
+    assert r.returncode == 0, r.stdout + r.stderr
+    lines = [l for l in r.stdout.splitlines() if l.startswith("Uploading the working directory")]
+    assert lines[-1].startswith("Uploading the working directory: 100% ("), r.stdout
+    assert len(lines) >= 2 and "\r" not in r.stdout, r.stdout
+    assert str(6 << 20) in r.stdout  # the job saw the whole file

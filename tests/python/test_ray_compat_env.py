@@ -23,7 +23,10 @@ def test_await_gather_and_wait_on_refs_without_blocking_the_loop(rayx_mod, tmp_p
     def square(x):
         return x * x
 
-    @ray.remote
+    # Its own resource shape: a task pool of its own, so that on a loaded
+    # machine (the pool saturated) no `square` call is pipelined behind the
+    # call that never ends.
+    @ray.remote(num_cpus=0.5)
     def gated(path):
         while not os.path.exists(path):
             time.sleep(0.01)

@@ -5,7 +5,9 @@
 
 const REFRESH_MS = 2000;
 const SVG = "http://www.w3.org/2000/svg";
-let selectedJob = null;
+// The job whose output is shown: #job=ID in the address, else the first
+// running one.
+let selectedJob = new URLSearchParams(window.location.hash.slice(1)).get("job");
 
 function el(tag, text, className) {
   const node = document.createElement(tag);

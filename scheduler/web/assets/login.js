@@ -1,7 +1,11 @@
 // The login page: posts the credential, then opens the dashboard. A link of
-// the form /login#credential=... logs in at once (the part after '#' never
-// reaches the server or its logs; it is removed from the address bar).
+// the form /login#credential=...[&job=ID] logs in at once (the part after '#'
+// never reaches the server or its logs; it is removed from the address bar).
 "use strict";
+
+// What the dashboard opens after the login: "#job=ID" from a link
+// /login#credential=...&job=ID (the job whose output it shows).
+let next = "";
 
 async function logIn(credential) {
   const error = document.getElementById("login-error");
@@ -19,7 +23,7 @@ async function logIn(credential) {
     return;
   }
   if (response.status === 204) {
-    window.location.replace("/");
+    window.location.replace("/" + next);
   } else {
     error.textContent = (await response.text()).trim();
   }
@@ -30,9 +34,10 @@ document.addEventListener("DOMContentLoaded", () => {
     event.preventDefault();
     logIn(document.getElementById("credential").value.trim());
   });
-  const prefix = "#credential=";
-  if (window.location.hash.startsWith(prefix)) {
-    const credential = decodeURIComponent(window.location.hash.slice(prefix.length));
+  const params = new URLSearchParams(window.location.hash.slice(1));
+  if (params.has("job")) next = "#job=" + encodeURIComponent(params.get("job"));
+  if (params.has("credential")) {
+    const credential = params.get("credential");
     history.replaceState(null, "", "/login");
     logIn(credential);
   }

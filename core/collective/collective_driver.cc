@@ -168,8 +168,30 @@ void CreateGroupOverActors(const std::vector<ActorPtr>& actors, const GroupOptio
     }
   }
   if (!failure.empty()) {
-    LeaveAll(actors, options.name);
+    // A member whose actor never got a worker did not fail: it waits for
+    // resources, and that is what the caller needs to hear.
+    std::string unplaced;
+    std::vector<ActorPtr> waiting, running;
+    for (size_t i = 0; i < actors.size(); ++i) {
+      bool placed = true;
+      try {
+        placed = rayx::detail::ActorPlaced(actors[i]);
+      } catch (const std::exception&) {
+      }
+      (placed ? running : waiting).push_back(actors[i]);
+      if (!placed) {
+        unplaced += (unplaced.empty() ? "" : ", ") + std::to_string(i) + " (actor " +
+                    short_ids[i] + ")";
+      }
+    }
+    LeaveAll(running, options.name);
+    LeaveAll(waiting, options.name, /*wait=*/false);  // they leave once they start, if ever
     ForgetGroup(options.name);
+    if (!unplaced.empty()) {
+      throw CollectiveError(where + ": rank(s) " + unplaced +
+                            " never started: their actors still wait for resources (`rayx "
+                            "status` shows what the cluster waits for, and why); " + failure);
+    }
     throw CollectiveError(failure);
   }
   for (const auto& a : actors) record.actors.push_back(rayx::detail::SerializeActor(a));

@@ -320,6 +320,7 @@ void ReleaseActor(const ActorPtr& actor) {
 }
 ActorPtr GetNamedActor(const std::string& name) { return RequireRuntime().GetNamedActor(name); }
 std::string SerializeActor(const ActorPtr& actor) { return RequireRuntime().SerializeActor(actor); }
+bool ActorPlaced(const ActorPtr& actor) { return RequireRuntime().ActorPlaced(actor); }
 const std::string& ActorIdOf(const ActorPtr& actor) { return actor->actor_id.Hex(); }
 const std::string& ActorMetadataOf(const ActorPtr& actor) { return actor->metadata; }
 ActorPtr DeserializeActor(const std::string& bytes) {

@@ -823,6 +823,14 @@ std::string Runtime::SerializeActor(const ActorPtr& actor) {
   return protocol::Encode(info);
 }
 
+bool Runtime::ActorPlaced(const ActorPtr& actor) {
+  auto reply = std::make_shared<std::promise<protocol::ActorInfo>>();
+  auto future = reply->get_future();
+  PostOrdered([this, actor, reply] { reply->set_value(actors_->Describe(actor->actor_id)); });
+  protocol::ActorInfo info = future.get();
+  return !info.worker_address.empty() || info.starting;
+}
+
 ActorPtr Runtime::DeserializeActor(const std::string& bytes) {
   auto info = protocol::Decode<protocol::ActorInfo>(bytes);
   if (!info.ok()) throw std::runtime_error("malformed actor handle: " + info.status().message());

@@ -105,6 +105,9 @@ class Runtime {
   void ReleaseActor(const ActorPtr& actor);
   ActorPtr GetNamedActor(const std::string& name);
   std::string SerializeActor(const ActorPtr& actor);
+  // Whether the actor has (or had) a worker: false while its creation waits
+  // for resources.
+  bool ActorPlaced(const ActorPtr& actor);
   ActorPtr DeserializeActor(const std::string& bytes);
 
   // Placement groups (through the head).

@@ -249,6 +249,28 @@ def test_absent_rank_fails_the_others_at_the_deadline(rayx_mod):
         rayx.kill(a)
 
 
+def test_a_member_whose_actor_was_never_placed_is_named_as_waiting(rayx_mod):
+    """A group whose member's actor waits for resources fails saying so, not
+    that the member 'did not join'."""
+    rayx = rayx_mod
+    cls = rayx.remote(Member)
+    placed = cls.options(num_cpus=0, resources={"special": 1}).remote()
+    rayx.get(placed.node.remote(), timeout=30)
+    waiting = cls.options(num_cpus=0, resources={"special": 1}).remote()  # the only one is held
+    try:
+        start = time.monotonic()
+        with pytest.raises(col.CollectiveError) as e:
+            col.create_collective_group([placed, waiting], 2, [0, 1], group_name="unplaced",
+                                        timeout_ms=1500)
+        assert time.monotonic() - start < 10, "the waiting member's leave was waited for"
+        message = str(e.value)
+        assert "rank(s) 1 (actor " in message and "never started" in message, message
+        assert "wait for resources" in message, message
+    finally:
+        rayx.kill(waiting)
+        rayx.kill(placed)
+
+
 class _FakeCudaTensor:
     """Looks like a torch CUDA tensor to rayx (no GPU or torch needed)."""
     __module__ = "torch.fake"

@@ -608,6 +608,13 @@ protocol::ActorInfo ActorSubmitter::Describe(const ActorId& actor_id) {
   return info;
 }
 
+bool ActorSubmitter::WaitingForWorker(const ActorId& actor_id) const {
+  auto it = actors_.find(actor_id);
+  if (it == actors_.end()) return false;
+  const ActorState& a = *it->second;
+  return a.dead_reason.empty() && !a.conn && a.lease_id.IsNil();
+}
+
 protocol::ActorInfo ActorSubmitter::InfoOf(const ActorState& a) const {
   protocol::ActorInfo info;
   info.actor_id = a.actor_id;

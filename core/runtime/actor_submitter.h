@@ -82,6 +82,10 @@ class ActorSubmitter {
   // What a handle to the actor carries to another process (worker_address
   // empty: not running yet, or dead).
   protocol::ActorInfo Describe(const ActorId& actor_id);
+  // Whether the actor waits for a worker: not dead, no worker, no lease granted
+  // (its creation or restart waits for resources). False for an actor this
+  // process does not know.
+  bool WaitingForWorker(const ActorId& actor_id) const;
   // Makes an actor created elsewhere callable here (no-op when known).
   void Attach(const protocol::ActorInfo& info);
   // The head declared lease `lease_id`'s node dead: the actor's worker counts

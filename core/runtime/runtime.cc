@@ -824,11 +824,10 @@ std::string Runtime::SerializeActor(const ActorPtr& actor) {
 }
 
 bool Runtime::ActorPlaced(const ActorPtr& actor) {
-  auto reply = std::make_shared<std::promise<protocol::ActorInfo>>();
+  auto reply = std::make_shared<std::promise<bool>>();
   auto future = reply->get_future();
-  PostOrdered([this, actor, reply] { reply->set_value(actors_->Describe(actor->actor_id)); });
-  protocol::ActorInfo info = future.get();
-  return !info.worker_address.empty() || info.starting;
+  PostOrdered([this, actor, reply] { reply->set_value(!actors_->WaitingForWorker(actor->actor_id)); });
+  return future.get();
 }
 
 ActorPtr Runtime::DeserializeActor(const std::string& bytes) {

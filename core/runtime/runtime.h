@@ -105,8 +105,8 @@ class Runtime {
   void ReleaseActor(const ActorPtr& actor);
   ActorPtr GetNamedActor(const std::string& name);
   std::string SerializeActor(const ActorPtr& actor);
-  // Whether the actor has (or had) a worker: false while its creation waits
-  // for resources.
+  // False while the actor waits for a worker (ActorSubmitter::WaitingForWorker:
+  // its creation or restart waits for resources); true otherwise, dead included.
   bool ActorPlaced(const ActorPtr& actor);
   ActorPtr DeserializeActor(const std::string& bytes);
 

@@ -130,7 +130,8 @@ void ReleaseActor(const ActorPtr& actor);
 // Throws std::runtime_error naming the actor when there is none.
 ActorPtr GetNamedActor(const std::string& name);
 std::string SerializeActor(const ActorPtr& actor);
-// Whether the actor got a worker (false while its creation waits for resources).
+// False while the actor waits for a worker (its creation or restart waits for
+// resources); true otherwise, a dead actor included.
 bool ActorPlaced(const ActorPtr& actor);
 // The actor's id (hex): the same for every handle of one actor.
 const std::string& ActorIdOf(const ActorPtr& actor);

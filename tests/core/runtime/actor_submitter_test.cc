@@ -223,6 +223,22 @@ TEST_F(ActorSubmitterTest, AnActorThatCannotBePlacedFailsItsCalls) {
   EXPECT_EQ(ErrorOf(call), "ActorDied");
 }
 
+// What a collective group's creator asks (detail::ActorPlaced): an actor
+// waits for a worker only until its lease is granted; a dead one waits for
+// nothing, and neither does one this process does not know.
+TEST_F(ActorSubmitterTest, AnActorWaitsForAWorkerOnlyUntilItsLeaseIsGranted) {
+  const ActorId a1 = ActorId::FromWire("a1");
+  EXPECT_FALSE(submitter_.WaitingForWorker(a1)) << "not created yet";
+  Create();
+  EXPECT_TRUE(submitter_.WaitingForWorker(a1));
+  head_.Grant("lease-a1", "w1");
+  Step();
+  EXPECT_FALSE(submitter_.WaitingForWorker(a1));
+  ASSERT_NE(connector_.At("w1"), nullptr);
+  connector_.At("w1")->Die();
+  EXPECT_FALSE(submitter_.WaitingForWorker(a1)) << "dead (no restarts): it waits for nothing";
+}
+
 TEST_F(ActorSubmitterTest, ANamedActorIsRegisteredOnceItsConstructorRan) {
   auto* worker = Running("counter");
   ASSERT_NE(worker, nullptr);

@@ -95,8 +95,10 @@ class Family {
 
 std::string PrometheusText(const HeadService& head) {
   std::string out;
+  // One snapshot of the nodes (StatusSnapshot's); the leases and groups beside it.
   ClusterStatus status = head.StatusSnapshot();
-  protocol::ListStateReply state = head.ListSnapshot();
+  const std::vector<protocol::LeaseListEntry> leases = head.leases().ListLeases();
+  const std::vector<protocol::PlacementGroupInfo> groups = head.leases().ListPlacementGroups();
 
   Family uptime(&out, "rayx_head_uptime_seconds", "gauge", "Time since the head started.");
   uptime.Sample({}, static_cast<double>(status.head_uptime_ms) / 1000.0);
@@ -207,24 +209,24 @@ std::string PrometheusText(const HeadService& head) {
     infeasible.Sample({{"shape", shape}}, 1);
   }
 
-  std::map<std::pair<std::string, std::string>, int> leases;
-  for (const auto& l : state.leases) {
+  std::map<std::pair<std::string, std::string>, int> lease_counts;
+  for (const auto& l : leases) {
     std::string lease_state = l.state.substr(0, l.state.find(' '));  // "RUNNING (blocked...)"
-    leases[{l.kind, lease_state}]++;
+    lease_counts[{l.kind, lease_state}]++;
   }
   Family lease_family(&out, "rayx_leases", "gauge",
                       "Leased workers (kind task worker, actor or process), by state.");
-  for (const auto& [key, count] : leases) {
+  for (const auto& [key, count] : lease_counts) {
     lease_family.Sample({{"kind", key.first}, {"state", key.second}}, count);
   }
   Family blocked(&out, "rayx_blocked_workers", "gauge",
                  "Workers blocked in get/wait, lending their CPU.");
   blocked.Sample({}, status.blocked_workers);
 
-  std::map<std::string_view, int> groups;
-  for (const auto& g : state.placement_groups) groups[protocol::Name(g.state)]++;
+  std::map<std::string_view, int> group_counts;
+  for (const auto& g : groups) group_counts[protocol::Name(g.state)]++;
   Family group_family(&out, "rayx_placement_groups", "gauge", "Placement groups, by state.");
-  for (const auto& [name, count] : groups) group_family.Sample({{"state", name}}, count);
+  for (const auto& [name, count] : group_counts) group_family.Sample({{"state", name}}, count);
 
   std::map<std::string, int> jobs;
   for (const auto& j : head.jobs().List()) jobs[j.state]++;
@@ -255,12 +257,14 @@ std::string PrometheusText(const HeadService& head) {
 }
 
 std::string StateJson(const HeadService& head) {
+  // One snapshot of the nodes (StatusSnapshot's); the leases and groups beside it.
   ClusterStatus status = head.StatusSnapshot();
-  protocol::ListStateReply state = head.ListSnapshot();
+  const std::vector<protocol::LeaseListEntry> leases = head.leases().ListLeases();
+  const std::vector<protocol::PlacementGroupInfo> groups = head.leases().ListPlacementGroups();
   std::string out = "{\"status\":" + ToJson(status);
-  out += ",\"nodes\":" + ToJson(state.nodes);
-  out += ",\"leases\":" + ToJson(state.leases);
-  out += ",\"placement_groups\":" + ToJson(state.placement_groups);
+  out += ",\"nodes\":" + ToJson(status.nodes);
+  out += ",\"leases\":" + ToJson(leases);
+  out += ",\"placement_groups\":" + ToJson(groups);
   out += ",\"jobs\":" + ToJson(head.jobs().List());
   out += ",\"train_runs\":" + ToJson(TrainRuns(head));
   // The wire enums travel as numbers; their names, indexed by value.

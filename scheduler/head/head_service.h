@@ -107,7 +107,8 @@ class HeadService {
 
   const NodeTable& nodes() const { return nodes_; }
   const std::string& cluster_id() const { return options_.cluster_id; }
-  // What `rayx status` and `rayx list` show (the dashboard too).
+  // What `rayx status` and `rayx list` show (the dashboard reads StatusSnapshot
+  // and the lease manager's lists: one snapshot of the nodes per request).
   ClusterStatus StatusSnapshot() const;
   protocol::ListStateReply ListSnapshot() const;
   const JobManager& jobs() const { return jobs_; }

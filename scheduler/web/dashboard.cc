@@ -154,7 +154,7 @@ HttpResponse Dashboard::Handle(const HttpRequest& request) {
     if (path == "/api/logout") return Logout(request);
     return HttpResponse::Text(405, "only GET here (the dashboard is read-only)\n");
   }
-  if (request.method != "GET" && request.method != "HEAD") {
+  if (request.method != "GET") {
     return HttpResponse::Text(405, "only GET here (the dashboard is read-only)\n");
   }
   // The login page and its files hold no data.

@@ -16,10 +16,11 @@
 #include "cluster_client.h"
 #include "common/address.h"
 #include "common/content_hash.h"
+#include "common/directory_archive.h"
 #include "common/flags.h"
+#include "common/progress.h"
 #include "common/session_dir.h"
 #include "launch_command.h"
-#include "progress.h"
 #include "protocol/job_messages.h"
 #include "protocol/process_messages.h"
 #include "transport/sync_client.h"
@@ -261,22 +262,12 @@ int Submit(const std::vector<std::string>& all) {
     if (!present->present) {
       Progress progress(std::cout, "Uploading the working directory", package->size(),
                         isatty(STDOUT_FILENO) != 0);
-      for (uint64_t off = 0; off < package->size() || off == 0;) {
-        uint64_t len = std::min<uint64_t>(4 << 20, package->size() - off);
-        protocol::PutPackageRequest put;
-        put.token = token;
-        put.hash = hash;
-        put.offset = off;
-        put.total_size = package->size();
-        auto sent = (*head)->CallWithPayload<protocol::PutPackageReply>(
-            put, std::string_view(*package).substr(off, len), 30000);
-        if (!sent.ok()) {
-          progress.Finish();
-          return JobFail("submit", "uploading the working directory: " + sent.status().message());
-        }
-        off += len;
-        progress.Update(off);
-        if (sent->first.complete) break;
+      auto uploaded = UploadPackage(**head, token, *package, 30000,
+                                    [&](uint64_t sent, uint64_t) { progress.Update(sent); });
+      if (!uploaded.ok()) {
+        progress.Finish();
+        return JobFail("submit",
+                       "uploading the working directory: " + uploaded.status().message());
       }
       progress.Finish();
       std::cout << "Uploaded the working directory " << working_dir << " ("

@@ -1,7 +1,9 @@
-// `rayx list nodes|actors|placement-groups`: where everything is.
+// `rayx list nodes|actors|workers|placement-groups|collective-groups`: where
+// everything is.
 #include "list_command.h"
 
 #include <iomanip>
+#include <map>
 #include <iostream>
 #include <sstream>
 
@@ -68,6 +70,24 @@ std::string FormatList(const protocol::ListStateReply& state, const std::string&
                : l.placement_group_id.Short() + "[" + std::to_string(l.bundle_index) + "]",
            l.detached ? "yes" : ""});
     }
+  } else if (what == "collective-groups") {
+    std::map<LeaseId, const protocol::LeaseListEntry*> lease_of;
+    for (const auto& l : state.leases) lease_of[l.lease_id] = &l;
+    rows.push_back({"GROUP", "ATTEMPT", "JOB", "STATE", "RANKS"});
+    for (const auto& g : state.collective_groups) {
+      std::string ranks;
+      for (const auto& m : g.members) {
+        auto lease = lease_of.find(m.lease_id);
+        ranks += (ranks.empty() ? "" : " ") + std::to_string(m.rank) + "@" +
+                 (lease == lease_of.end() ? m.lease_id.Short()
+                                          : lease->second->node_address + ":" +
+                                                std::to_string(lease->second->pid));
+      }
+      std::string joined = std::to_string(g.members.size()) + "/" + std::to_string(g.world_size);
+      rows.push_back({g.group, g.attempt_id.substr(0, 12), g.job_id.IsNil() ? "-" : g.job_id.Hex(),
+                      g.failed.empty() ? "RUNNING (" + joined + " joined)" : "FAILED",
+                      g.failed.empty() ? ranks : g.failed});
+    }
   } else {
     rows.push_back({"PLACEMENT_GROUP_ID", "NAME", "JOB", "STRATEGY", "STATE", "BUNDLES"});
     for (const auto& g : state.placement_groups) {
@@ -104,7 +124,9 @@ int ListCommand(const std::vector<std::string>& args) {
   flags.AddString("temp-dir", &temp_dir, "session directory root (default /tmp/rayx)");
   flags.AddBool("help", &help, "show this help");
   std::vector<std::string> what;
-  auto usage = "usage: rayx list (nodes | actors | workers | placement-groups) [FLAGS]\n";
+  auto usage =
+      "usage: rayx list (nodes | actors | workers | placement-groups | collective-groups) "
+      "[FLAGS]\n";
   if (Status s = flags.Parse(args, &what); !s.ok()) {
     std::cerr << "rayx list: " << s.message() << "\n";
     return 2;
@@ -114,7 +136,7 @@ int ListCommand(const std::vector<std::string>& args) {
     return 0;
   }
   if (what.size() != 1 || (what[0] != "nodes" && what[0] != "actors" && what[0] != "workers" &&
-                           what[0] != "placement-groups")) {
+                           what[0] != "placement-groups" && what[0] != "collective-groups")) {
     std::cerr << "rayx list: say what to list.\n" << usage;
     return 2;
   }
@@ -147,6 +169,8 @@ int ListCommand(const std::vector<std::string>& args) {
       std::cout << ToJson(reply->nodes) << "\n";
     } else if (what[0] == "placement-groups") {
       std::cout << ToJson(reply->placement_groups) << "\n";
+    } else if (what[0] == "collective-groups") {
+      std::cout << ToJson(reply->collective_groups) << "\n";
     } else {
       if (what[0] == "actors") {
         std::erase_if(reply->leases, [](const auto& l) { return l.kind != "actor"; });

@@ -5,8 +5,10 @@
 #include <map>
 #include <mutex>
 #include <thread>
+#include <type_traits>
 
 #include "common/logging.h"
+#include "common/work_counters.h"
 
 #include "collective/gloo_group.h"
 #include "collective/group_registry.h"
@@ -74,6 +76,30 @@ Aborter& GetAborter() {
   static Aborter* aborter = new Aborter();  // never destroyed: see Aborter
   return *aborter;
 }
+
+// Runs collective operation `op` through `run`, counted in the process's
+// WorkCounters (failed when it throws). For NCCL the time is the host's: the
+// call returns once the operation is queued on its stream.
+template <typename Run>
+auto Counted(WorkCounters::Op op, Run&& run) {
+  WorkCounters& counters = WorkCounters::Process();
+  const auto start = std::chrono::steady_clock::now();
+  try {
+    if constexpr (std::is_void_v<decltype(run())>) {
+      run();
+      counters.CollectiveOpDone(op, std::chrono::steady_clock::now() - start, false);
+    } else {
+      auto result = run();
+      counters.CollectiveOpDone(op, std::chrono::steady_clock::now() - start, false);
+      return result;
+    }
+  } catch (...) {
+    counters.CollectiveOpDone(op, std::chrono::steady_clock::now() - start, true);
+    throw;
+  }
+}
+
+using Op = WorkCounters::Op;
 
 }  // namespace
 
@@ -166,15 +192,18 @@ std::vector<char> AllGatherBytes(const void* in, size_t count, DataType type,
                                  const std::string& group) {
   std::vector<char> out;
   const size_t esize = DataTypeSize(type);
-  FindGroup(group)->AllGather(
-      in, count, type,
-      [&](const std::vector<size_t>& counts) -> void* {
-        size_t total = 0;
-        for (size_t c : counts) total += c;
-        out.resize(total * esize);
-        return out.data();
-      },
-      nullptr);
+  auto g = FindGroup(group);
+  Counted(Op::kAllGather, [&] {
+    g->AllGather(
+        in, count, type,
+        [&](const std::vector<size_t>& counts) -> void* {
+          size_t total = 0;
+          for (size_t c : counts) total += c;
+          out.resize(total * esize);
+          return out.data();
+        },
+        nullptr);
+  });
   return out;
 }
 
@@ -182,7 +211,7 @@ std::vector<char> ReduceScatterBytes(const void* in, size_t count, DataType type
                                      const std::string& group) {
   auto g = FindGroup(group);
   std::vector<char> out(SliceOf(count, g->world_size(), g->rank()).second * DataTypeSize(type));
-  g->ReduceScatter(in, count, out.data(), type, op, nullptr);
+  Counted(Op::kReduceScatter, [&] { g->ReduceScatter(in, count, out.data(), type, op, nullptr); });
   return out;
 }
 
@@ -263,54 +292,65 @@ int GetWorldSize(const std::string& group) { return detail::FindGroup(group)->wo
 
 void AllReduce(void* data, size_t count, DataType type, ReduceOp op, const std::string& group,
                void* stream) {
-  detail::FindGroup(group)->AllReduce(data, count, type, op, stream);
+  auto g = detail::FindGroup(group);
+  Counted(Op::kAllReduce, [&] { g->AllReduce(data, count, type, op, stream); });
 }
 
 void AllGather(const void* in, void* out, size_t count, DataType type, const std::string& group,
                void* stream) {
   auto g = detail::FindGroup(group);
-  g->AllGather(
-      in, count, type,
-      [&](const std::vector<size_t>& counts) -> void* {
-        for (size_t r = 0; r < counts.size(); ++r) {
-          if (counts[r] != count) {
-            throw CollectiveError(DescribeOp(g->spec(), "AllGather") +
-                                  ": lengths differ across ranks: rank " + std::to_string(r) +
-                                  " has " + std::to_string(counts[r]) +
-                                  " elements, this rank has " + std::to_string(count));
+  Counted(Op::kAllGather, [&] {
+    g->AllGather(
+        in, count, type,
+        [&](const std::vector<size_t>& counts) -> void* {
+          for (size_t r = 0; r < counts.size(); ++r) {
+            if (counts[r] != count) {
+              throw CollectiveError(DescribeOp(g->spec(), "AllGather") +
+                                    ": lengths differ across ranks: rank " + std::to_string(r) +
+                                    " has " + std::to_string(counts[r]) +
+                                    " elements, this rank has " + std::to_string(count));
+            }
           }
-        }
-        return out;
-      },
-      stream);
+          return out;
+        },
+        stream);
+  });
 }
 
 void ReduceScatter(const void* in, void* out, size_t count, DataType type, ReduceOp op,
                    const std::string& group, void* stream) {
   auto g = detail::FindGroup(group);
-  g->ReduceScatter(in, count * g->world_size(), out, type, op, stream);
+  Counted(Op::kReduceScatter,
+          [&] { g->ReduceScatter(in, count * g->world_size(), out, type, op, stream); });
 }
 
 void Broadcast(void* data, size_t count, DataType type, int root, const std::string& group,
                void* stream) {
-  detail::FindGroup(group)->Broadcast(data, count, type, root, stream);
+  auto g = detail::FindGroup(group);
+  Counted(Op::kBroadcast, [&] { g->Broadcast(data, count, type, root, stream); });
 }
 
 void Reduce(void* data, size_t count, DataType type, ReduceOp op, int root,
             const std::string& group, void* stream) {
-  detail::FindGroup(group)->Reduce(data, count, type, op, root, stream);
+  auto g = detail::FindGroup(group);
+  Counted(Op::kReduce, [&] { g->Reduce(data, count, type, op, root, stream); });
 }
 
 void Send(const void* data, size_t count, DataType type, int dst, const std::string& group,
           void* stream) {
-  detail::FindGroup(group)->Send(data, count, type, dst, stream);
+  auto g = detail::FindGroup(group);
+  Counted(Op::kSend, [&] { g->Send(data, count, type, dst, stream); });
 }
 
 void Recv(void* data, size_t count, DataType type, int src, const std::string& group,
           void* stream) {
-  detail::FindGroup(group)->Recv(data, count, type, src, stream);
+  auto g = detail::FindGroup(group);
+  Counted(Op::kRecv, [&] { g->Recv(data, count, type, src, stream); });
 }
 
-void Barrier(const std::string& group) { detail::FindGroup(group)->Barrier(); }
+void Barrier(const std::string& group) {
+  auto g = detail::FindGroup(group);
+  Counted(Op::kBarrier, [&] { g->Barrier(); });
+}
 
 }  // namespace rayx::collective

@@ -196,7 +196,8 @@ Status UnpackArchive(const std::string& archive, const std::string& dest, const 
 }
 
 Result<std::string> UploadPackage(transport::SyncClient& head, const std::string& token,
-                                  const std::string& archive, int64_t timeout_ms) {
+                                  const std::string& archive, int64_t timeout_ms,
+                                  const std::function<void(uint64_t, uint64_t)>& on_sent) {
   protocol::HasPackageRequest has;
   has.token = token;
   has.hash = ContentHashHex(archive);
@@ -219,6 +220,7 @@ Result<std::string> UploadPackage(transport::SyncClient& head, const std::string
         put, std::string_view(archive).substr(off, len), timeout_ms);
     if (!sent.ok()) return sent.status();
     off += len;
+    if (on_sent) on_sent(off, archive.size());
     if (sent->first.complete) break;
   }
   return has.hash;

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -38,9 +39,11 @@ Status UnpackArchive(const std::string& archive, const std::string& dest,
 
 // Uploads `archive` to the head's package store unless it holds it already;
 // returns its content hash. Fails with the head's reason (e.g. over its size
-// limit, naming both).
-Result<std::string> UploadPackage(transport::SyncClient& head, const std::string& token,
-                                  const std::string& archive, int64_t timeout_ms);
+// limit, naming both). `on_sent(bytes sent, archive size)` runs after each
+// chunk (4 MiB) of an upload.
+Result<std::string> UploadPackage(
+    transport::SyncClient& head, const std::string& token, const std::string& archive,
+    int64_t timeout_ms, const std::function<void(uint64_t, uint64_t)>& on_sent = {});
 
 // Tells the head that `owner` keeps package `hash` (keep) or lets go of it;
 // the head deletes a package every keeper let go of. Returns whether it did.

@@ -9,10 +9,11 @@
 // protocol/messages.h (codec_instances_core.cc)
 #define RAYX_PROTOCOL_CORE_TYPES(X) \
   X(ErrorReply) X(LiveLease) X(ExitedProcess) X(RegisterNodeRequest) X(RegisterNodeReply) \
-  X(GpuUsage) X(HeartbeatRequest) X(HeartbeatReply) X(UnregisterNodeRequest) X(UnregisterNodeReply) \
+  X(GpuUsage) X(TaskCounters) X(CollectiveCounters) X(HeartbeatRequest) X(HeartbeatReply) \
+  X(UnregisterNodeRequest) X(UnregisterNodeReply) \
   X(GetClusterStatusRequest) X(GetClusterStatusReply) X(StopClusterRequest) \
   X(StopClusterReply) X(RegisterDriverRequest) X(RegisterDriverReply) \
-  X(TaskCounters) X(DriverHeartbeatRequest) X(DriverHeartbeatReply) X(ActorInfo) X(FinishJobRequest) \
+  X(DriverHeartbeatRequest) X(DriverHeartbeatReply) X(ActorInfo) X(FinishJobRequest) \
   X(FinishJobReply) X(ProcessSpec) X(ActorInit) X(RequestLeaseRequest) X(RequestLeaseReply) \
   X(ReturnLeaseRequest) X(ReturnLeaseReply) X(StartWorkerRequest) X(StartWorkerReply) \
   X(KillWorkersRequest) X(RegisterActorRequest) X(RegisterActorReply) X(LeasesLostNotice) \
@@ -27,7 +28,7 @@
   X(BundleLocation) X(PlacementGroupInfo) X(CreatePlacementGroupRequest) \
   X(CreatePlacementGroupReply) X(WaitPlacementGroupRequest) X(WaitPlacementGroupReply) \
   X(RemovePlacementGroupRequest) X(RemovePlacementGroupReply) X(LeaseListEntry) \
-  X(ListStateRequest) X(ListStateReply) X(ProcessExitedNotice) X(ReadLogRequest) \
+  X(CollectiveGroupMember) X(CollectiveGroupInfo) X(ListStateRequest) X(ListStateReply) X(ProcessExitedNotice) X(ReadLogRequest) \
   X(ReadLogReply) X(ReservePortRequest) X(ReservePortReply) X(JobInfo) X(SubmitJobRequest) \
   X(SubmitJobReply) X(GetJobRequest) X(GetJobReply) X(ListJobsRequest) X(ListJobsReply) \
   X(StopJobRequest) X(StopJobReply) X(HasPackageRequest) X(HasPackageReply) \

@@ -10,7 +10,9 @@
 // hot caller <-> worker messages are the exception: protocol/push_tasks.h.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
+#include <iterator>
 #include <string>
 #include <string_view>
 #include <map>
@@ -235,6 +237,40 @@ struct RegisterNodeReply {
                      wire_security, admitted_jobs)
 };
 
+// What a process (a driver) or a node's workers submitted since it started
+// (counts, not increments): tasks and actor calls, those that ended with a
+// value, with an error, and retries.
+struct TaskCounters {
+  uint64_t submitted = 0;
+  uint64_t finished = 0;
+  uint64_t failed = 0;
+  uint64_t retried = 0;
+  MSGPACK_DEFINE_MAP(submitted, finished, failed, retried)
+};
+
+// The upper bounds (seconds) of the collective-operation latency histogram's
+// buckets; a last, unbounded bucket follows.
+inline constexpr double kCollectiveLatencyBounds[] = {0.0001, 0.001, 0.01, 0.1, 1, 10, 60};
+inline constexpr size_t kCollectiveLatencyBuckets = std::size(kCollectiveLatencyBounds) + 1;
+// The operations counted, by the names the metrics carry (index = op).
+inline constexpr const char* kCollectiveOpNames[] = {
+    "allreduce", "allgather", "reducescatter", "broadcast", "reduce", "send", "recv", "barrier"};
+
+// One kind of collective operation a process (or a node's workers) ran since
+// it started (counts, not increments).
+struct CollectiveCounters {
+  std::string op;         // one of kCollectiveOpNames; others are ignored
+  uint64_t count = 0;     // operations that ended, failed ones included
+  uint64_t failed = 0;    // those that threw (a timeout, an abort, a dead peer)
+  uint64_t micros = 0;    // their time in all, microseconds
+  // Operations by duration: buckets[i] counts those within
+  // kCollectiveLatencyBounds[i] (and above the bound before); the last, those
+  // above every bound. Not cumulative. Ignored unless of
+  // kCollectiveLatencyBuckets entries.
+  std::vector<uint64_t> buckets;
+  MSGPACK_DEFINE_MAP(op, count, failed, micros, buckets)
+};
+
 struct HeartbeatRequest {
   static constexpr MessageType kType = MessageType::kHeartbeatRequest;
   NodeId node_id;
@@ -251,7 +287,16 @@ struct HeartbeatRequest {
   // one a second); empty in the others and where there is no NVML. The head
   // keeps at most 256.
   std::vector<GpuUsage> gpus;
-  MSGPACK_DEFINE_MAP(node_id, seq, available, store_bytes, epoch, want_reply, gpus)
+  // With the heartbeats that want a reply: `counted` is true and `tasks` and
+  // `collectives` hold what this node's workers did since the agent started
+  // (counts, not increments: tasks they submitted, e.g. nested ones, and the
+  // collective operations they ran; read from their counter pages,
+  // WorkCounters). False: the fields are empty and mean nothing.
+  bool counted = false;
+  TaskCounters tasks;
+  std::vector<CollectiveCounters> collectives;
+  MSGPACK_DEFINE_MAP(node_id, seq, available, store_bytes, epoch, want_reply, gpus, counted, tasks,
+                     collectives)
 };
 
 struct HeartbeatReply {
@@ -353,21 +398,12 @@ struct RegisterDriverReply {
   MSGPACK_DEFINE_MAP(job_id, cluster_id, heartbeat_period_ms, wire_security)
 };
 
-// What a driver submitted since it started (counts, not increments): tasks
-// and actor calls, those that ended with a value, with an error, and retries.
-struct TaskCounters {
-  uint64_t submitted = 0;
-  uint64_t finished = 0;
-  uint64_t failed = 0;
-  uint64_t retried = 0;
-  MSGPACK_DEFINE_MAP(submitted, finished, failed, retried)
-};
-
 struct DriverHeartbeatRequest {
   static constexpr MessageType kType = MessageType::kDriverHeartbeatRequest;
   JobId job_id;
   TaskCounters tasks;  // for the head's metrics (rayx_tasks_total)
-  MSGPACK_DEFINE_MAP(job_id, tasks)
+  std::vector<CollectiveCounters> collectives;  // the ops this driver ran, by op
+  MSGPACK_DEFINE_MAP(job_id, tasks, collectives)
 };
 
 struct DriverHeartbeatReply {

@@ -109,12 +109,34 @@ struct ListStateRequest {
   MSGPACK_DEFINE_MAP(token)
 };
 
+// One rank of a collective group the head watches (WatchGroupRequest).
+struct CollectiveGroupMember {
+  int32_t rank = -1;
+  LeaseId lease_id;
+  MSGPACK_DEFINE_MAP(rank, lease_id)
+};
+
+// A collective group whose ranks run in leased workers, as the head knows it
+// from the ranks that joined (WatchGroupRequest); or one that lost a member.
+struct CollectiveGroupInfo {
+  std::string group;
+  std::string attempt_id;
+  int32_t world_size = 0;
+  JobId job_id;  // the job of its first rank's lease (nil when not known)
+  std::vector<CollectiveGroupMember> members;  // the ranks that joined, by rank
+  // Empty while it lives; once a member's lease ended: which rank and why
+  // (the head then stops watching it and its members abort).
+  std::string failed;
+  MSGPACK_DEFINE_MAP(group, attempt_id, world_size, job_id, members, failed)
+};
+
 struct ListStateReply {
   static constexpr MessageType kType = MessageType::kListStateReply;
   std::vector<NodeInfo> nodes;
   std::vector<LeaseListEntry> leases;
   std::vector<PlacementGroupInfo> placement_groups;
-  MSGPACK_DEFINE_MAP(nodes, leases, placement_groups)
+  std::vector<CollectiveGroupInfo> collective_groups;  // at most 1,000, lost ones last
+  MSGPACK_DEFINE_MAP(nodes, leases, placement_groups, collective_groups)
 };
 
 }  // namespace rayx::protocol

@@ -25,7 +25,11 @@ struct TrainRunRecord {
   int32_t attempt = 0;  // 0, then one more per restart
   int64_t reports = 0;  // reports in all (history keeps the newest)
   std::vector<std::map<std::string, double>> history;  // numeric metrics per report
-  MSGPACK_DEFINE_MAP(run, job, attempt, reports, history)
+  int64_t checkpoints = 0;          // reports that stored a checkpoint
+  uint64_t checkpoint_bytes = 0;    // their packed sizes, in all
+  uint64_t last_checkpoint_bytes = 0;
+  MSGPACK_DEFINE_MAP(run, job, attempt, reports, history, checkpoints, checkpoint_bytes,
+                     last_checkpoint_bytes)
 };
 
 }  // namespace rayx::protocol

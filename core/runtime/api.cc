@@ -16,6 +16,7 @@
 #include "common/logging.h"
 #include "common/process_control.h"
 #include "common/session_dir.h"
+#include "common/work_counters.h"
 #include "rayx/rayx.h"
 #include "collective/collective_driver.h"
 #include "runtime/blocked_calls.h"
@@ -162,6 +163,12 @@ void ServeIfWorker() {
     std::_Exit(1);
   }
   G().worker_env = *env;
+  if (env->counters_fd >= 0) {
+    // What this worker does is counted where its agent reads it; without
+    // the page it goes uncounted, nothing else changes.
+    Status page = WorkCounters::UseSharedPage(env->counters_fd);
+    if (!page.ok()) RAYX_LOG(Warning) << "this worker's work is not counted: " << page;
+  }
   collective::detail::InstallRuntimeEnvironment(env->node_ip);
   detail::RunWorker(*env);
 }

@@ -332,7 +332,7 @@ void HeadClient::FailWaiting(const Status& status) {
 }
 
 void HeadClient::StartHeartbeats(JobId job_id, int64_t period_ms,
-                                 std::function<protocol::TaskCounters()> counts) {
+                                 std::function<WorkCounts()> counts) {
   heartbeat_job_ = std::move(job_id);
   heartbeat_counts_ = std::move(counts);
   heartbeat_period_ms_ = period_ms;
@@ -345,7 +345,11 @@ void HeadClient::Heartbeat() {
   if (heartbeats_stopped_) return;
   protocol::DriverHeartbeatRequest req;
   req.job_id = heartbeat_job_;
-  if (heartbeat_counts_) req.tasks = heartbeat_counts_();
+  if (heartbeat_counts_) {
+    WorkCounts counts = heartbeat_counts_();
+    req.tasks = counts.tasks;
+    req.collectives = counts.Collectives();
+  }
   Call<protocol::DriverHeartbeatReply>(req, [](Result<protocol::DriverHeartbeatReply>) {});
   // Heartbeats that go unanswered are dropped, so they cannot pile up.
   int64_t silent = NowMs() - last_heard_ms_;

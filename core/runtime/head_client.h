@@ -16,6 +16,7 @@
 #include <boost/asio/steady_timer.hpp>
 
 #include "common/address.h"
+#include "common/work_counters.h"
 #include "protocol/codec.h"
 #include "protocol/group_messages.h"
 #include "protocol/messages.h"
@@ -128,10 +129,10 @@ class HeadClient final : public LeaseClient {
   // that succeeded, with its job id). I/O thread.
   void SetRegistration(protocol::RegisterDriverRequest request);
   // Sends a DriverHeartbeat for `job_id` now and every `period_ms`.
-  // `counts` (may be empty) gives what the driver submitted, sent with every
-  // heartbeat (DriverHeartbeatRequest::tasks).
-  void StartHeartbeats(JobId job_id, int64_t period_ms,
-                       std::function<protocol::TaskCounters()> counts = {});
+  // `counts` (may be empty) gives what the driver did (tasks it submitted,
+  // collective operations it ran), sent with every heartbeat
+  // (DriverHeartbeatRequest::tasks and ::collectives).
+  void StartHeartbeats(JobId job_id, int64_t period_ms, std::function<WorkCounts()> counts = {});
   // No heartbeat is sent after this returns (any thread), and a call the head
   // refuses with "register first" fails instead of registering again: the
   // program is ending (Runtime::Stop), and its FinishJob made the head forget
@@ -206,7 +207,7 @@ class HeadClient final : public LeaseClient {
   uint64_t next_request_ = 1;
   boost::asio::steady_timer heartbeat_timer_;
   JobId heartbeat_job_;
-  std::function<protocol::TaskCounters()> heartbeat_counts_;
+  std::function<WorkCounts()> heartbeat_counts_;
   int64_t heartbeat_period_ms_ = 1000;
   std::atomic<bool> heartbeats_stopped_{false};
   std::function<void(const protocol::LeasesLostNotice&)> on_leases_lost_;

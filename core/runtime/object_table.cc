@@ -11,7 +11,10 @@
 
 namespace rayx::detail {
 
-ObjectTable::ObjectTable(Options options) : options_(std::move(options)) {}
+ObjectTable::ObjectTable(Options options)
+    : options_(std::move(options)),
+      own_counters_(options_.counters ? nullptr : std::make_unique<WorkCounters>()),
+      counters_(options_.counters ? *options_.counters : *own_counters_) {}
 
 void ObjectTable::AddPending(const ObjectId& id) {
   std::lock_guard<std::mutex> lock(mu_);
@@ -23,12 +26,7 @@ void ObjectTable::AddPendingTask(const ObjectId& id) {
   auto [it, fresh] = objects_.try_emplace(id.Hex());
   if (!fresh) return;
   it->second.task = true;
-  submitted_.fetch_add(1, std::memory_order_relaxed);
-}
-
-ObjectTable::TaskCounts ObjectTable::task_counts() const {
-  return {submitted_.load(std::memory_order_relaxed), finished_.load(std::memory_order_relaxed),
-          failed_.load(std::memory_order_relaxed), retried_.load(std::memory_order_relaxed)};
+  counters_.TaskSubmitted();
 }
 
 void ObjectTable::AddValue(const ObjectId& id, std::shared_ptr<const std::string> value) {
@@ -219,7 +217,7 @@ void ObjectTable::CompleteAll(std::vector<Completion>& batch) {
       }
       Entry& entry = it->second;
       if (entry.task && entry.state == Entry::State::kPending) {
-        (c.error ? failed_ : finished_).fetch_add(1, std::memory_order_relaxed);
+        counters_.TaskEnded(c.error != nullptr);
       }
       entry.state = c.error ? Entry::State::kFailed : Entry::State::kReady;
       entry.value = std::move(c.value);
@@ -496,7 +494,7 @@ void ObjectTable::FailAllPending(const ErrorInfo& error) {
   std::lock_guard<std::mutex> lock(mu_);
   for (auto& [id, entry] : objects_) {
     if (entry.state == Entry::State::kPending) {
-      if (entry.task) failed_.fetch_add(1, std::memory_order_relaxed);
+      if (entry.task) counters_.TaskEnded(true);
       entry.state = Entry::State::kFailed;
       entry.error = std::make_shared<ErrorInfo>(error);
     }

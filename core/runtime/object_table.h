@@ -13,6 +13,7 @@
 #include <unordered_set>
 #include <vector>
 
+#include "common/work_counters.h"
 #include "object_store/shared_memory_store.h"
 #include "object_store/store_writer.h"
 #include "protocol/messages.h"
@@ -87,6 +88,9 @@ class ObjectTable {
     // CPU each round) before it sleeps on the condition variable. 0: sleep at
     // once. See Get.
     int64_t spin_us = 0;
+    // Where the tasks this process submits are counted (the process's:
+    // WorkCounters::Process()); nullptr: counters of the table's own.
+    WorkCounters* counters = nullptr;
   };
   // How a task's argument stands (ResolveArg).
   enum class ArgState { kUnknown, kFailed, kPending, kValue, kStored };
@@ -116,19 +120,13 @@ class ObjectTable {
   // Adds a pending entry (no-op when `id` exists).
   void AddPending(const ObjectId& id);
   // Adds the pending result of a task or actor call this process submitted:
-  // counted in task_counts() when added and when it completes.
+  // counted (counters()) when added and when it completes.
   void AddPendingTask(const ObjectId& id);
   // A task or call goes again (a retry, or lineage that remakes its result).
-  void CountRetry() { retried_.fetch_add(1, std::memory_order_relaxed); }
-  // What this process submitted, in all (reported with the driver's heartbeats,
-  // never per task).
-  struct TaskCounts {
-    uint64_t submitted = 0;
-    uint64_t finished = 0;  // completed with a value
-    uint64_t failed = 0;    // completed with an error
-    uint64_t retried = 0;
-  };
-  TaskCounts task_counts() const;
+  void CountRetry() { counters_.TaskRetried(); }
+  // What this table's submitted tasks counted into (reported with heartbeats,
+  // never per task): Options::counters or the table's own.
+  WorkCounters& counters() const { return counters_; }
   // Adds a ready entry holding `value` in memory.
   void AddValue(const ObjectId& id, std::shared_ptr<const std::string> value);
   // Adds a ready entry for this process's Put into the local store.
@@ -220,7 +218,7 @@ class ObjectTable {
     std::shared_ptr<StoreWriter::Buffer> written;  // this process's Put, in the store
     bool shared_out = false;  // `location` was handed to another process (a task argument)
     bool pinned = false;      // Released::pinned
-    bool task = false;        // the result of a task this process submitted (TaskCounts)
+    bool task = false;        // the result of a task this process submitted (WorkCounters)
     std::shared_ptr<ErrorInfo> error;
     std::vector<std::function<void()>> waiters;  // nullptr marks "released"
     std::function<void()> recompute;             // Completion::recompute
@@ -256,8 +254,8 @@ class ObjectTable {
 
   const Options options_;
   std::mutex mu_;
-  // TaskCounts: submitted, finished and failed change under mu_; read without it.
-  std::atomic<uint64_t> submitted_{0}, finished_{0}, failed_{0}, retried_{0};
+  std::unique_ptr<WorkCounters> own_counters_;  // when Options::counters is nullptr
+  WorkCounters& counters_;
   std::condition_variable cv_;
   // Keyed by the id's hex, under mu_: with a std::string key libstdc++ looks
   // up a small table (up to 20 entries) by comparing keys, without hashing;

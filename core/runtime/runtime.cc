@@ -144,7 +144,7 @@ Runtime::Runtime(Config config)
                               *object_servers_, options);
           },
           [this](const protocol::ObjectLocation& location) { DeleteStored(location); },
-          GetSpinUs()}),
+          GetSpinUs(), config_.counters ? config_.counters : &WorkCounters::Process()}),
       // Object ids (this prefix, then a counter) name objects to other jobs: a
       // job reads another's object only when handed its id, so the prefix is
       // drawn from the OS's entropy source, not guessable.
@@ -287,10 +287,8 @@ Status Runtime::Connect() {
         [](const protocol::GroupMemberDiedNotice& notice) { DispatchGroupMemberDied(notice); });
     // Only a driver keeps its job alive; a worker's runtime must not.
     if (!config_.is_worker) {
-      head_->StartHeartbeats(config_.job_id, heartbeat_period_ms, [this] {
-        ObjectTable::TaskCounts c = objects_.task_counts();
-        return protocol::TaskCounters{c.submitted, c.finished, c.failed, c.retried};
-      });
+      head_->StartHeartbeats(config_.job_id, heartbeat_period_ms,
+                             [this] { return objects_.counters().Read(); });
     }
     Tick();
   });

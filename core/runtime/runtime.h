@@ -86,6 +86,8 @@ class Runtime {
     // How long calls to the head wait while it is down or restarting before
     // they fail (drivers). Default: 60 s; $RAYX_HEAD_TIMEOUT_MS sets it.
     int64_t head_timeout_ms = 60000;
+    // Where this process's tasks are counted; nullptr: WorkCounters::Process().
+    WorkCounters* counters = nullptr;
   };
 
   // Connects, registers the job and starts the I/O thread.

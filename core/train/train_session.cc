@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <iostream>
 #include <mutex>
 #include <stdexcept>
 
@@ -16,6 +17,7 @@
 #include "common/content_hash.h"
 #include "common/directory_archive.h"
 #include "common/logging.h"
+#include "common/progress.h"
 #include "group/rank_setup.h"
 #include "protocol/train_record.h"
 #include "rayx/collective.h"
@@ -143,13 +145,16 @@ class TrainWorker {
 }  // namespace
 
 std::string PackTrainRecord(const std::string& run_name, const std::string& job, int attempt,
-                            int64_t reports,
-                            const std::vector<std::map<std::string, double>>& history) {
+                            const LatestReport& latest) {
+  const auto& history = latest.history;
   protocol::TrainRunRecord record;
   record.run = run_name;
   record.job = job;
   record.attempt = attempt;
-  record.reports = reports;
+  record.reports = latest.reports;
+  record.checkpoints = latest.checkpoints;
+  record.checkpoint_bytes = latest.checkpoint_bytes;
+  record.last_checkpoint_bytes = latest.last_checkpoint_bytes;
   size_t first =
       history.size() > protocol::kTrainRecordHistory ? history.size() - protocol::kTrainRecordHistory : 0;
   for (size_t i = first; i < history.size(); ++i) {
@@ -183,8 +188,8 @@ std::string PackLatestReport(LatestReport& latest, size_t max_bytes) {
   return packed;
 }
 
-std::string StoreCheckpoint(const std::string& dir, const std::string& storage_path,
-                            const std::string& run_name) {
+StoredCheckpoint StoreCheckpoint(const std::string& dir, const std::string& storage_path,
+                                 const std::string& run_name) {
   if (!fs::is_directory(dir)) {
     throw std::invalid_argument("Report: the checkpoint directory " + dir + " does not exist");
   }
@@ -197,7 +202,7 @@ std::string StoreCheckpoint(const std::string& dir, const std::string& storage_p
                       ("checkpoint_" + hash.substr(0, 16));
     Status unpacked = UnpackArchive(*archive, target.string());
     if (!unpacked.ok()) throw std::runtime_error("Report: " + unpacked.message());
-    return kPathPrefix + target.string();
+    return {kPathPrefix + target.string(), archive->size()};
   }
   auto head = HeadConnection();
   // The connection proves who this rank is: packages need no token.
@@ -205,19 +210,23 @@ std::string StoreCheckpoint(const std::string& dir, const std::string& storage_p
   rayx::Result<std::string> stored = Status::Internal("not uploaded");
   // Identical contents share one package: another run's drop may delete it
   // between the upload and the keep (NotFound). Upload it again then.
+  Progress progress(std::cout, "Uploading run " + run_name + "'s checkpoint", archive->size(),
+                    isatty(STDOUT_FILENO) != 0);
   for (int attempt = 0; attempt < 3; ++attempt) {
-    stored = UploadPackage(*head, token, *archive, 60000);
+    stored = UploadPackage(*head, token, *archive, 60000,
+                           [&](uint64_t sent, uint64_t) { progress.Update(sent); });
     if (!stored.ok()) break;
     auto kept = KeepPackage(*head, token, *stored, CheckpointKeeper(run_name), true, 60000);
     if (kept.ok()) break;
     stored = kept.status();
     if (kept.status().code() != StatusCode::kNotFound) break;
   }
+  progress.Finish();
   if (!stored.ok()) {
     throw std::runtime_error("Report: the head did not keep the checkpoint: " +
                              stored.status().message());
   }
-  return kPackagePrefix + *stored;
+  return {kPackagePrefix + *stored, archive->size()};
 }
 
 std::vector<std::string> KeepLatest(std::vector<std::string>& kept, const std::string& id,
@@ -306,9 +315,13 @@ void Report(const Metrics& metrics, const std::optional<Checkpoint>& checkpoint)
   latest.history.push_back(metrics);
   std::vector<std::string> dropped;  // ids past num_to_keep
   if (checkpoint) {
-    std::string id = detail::StoreCheckpoint(checkpoint->path(), session.request.storage_path,
-                                             ctx.GetRunName());
+    detail::StoredCheckpoint stored = detail::StoreCheckpoint(
+        checkpoint->path(), session.request.storage_path, ctx.GetRunName());
+    const std::string& id = stored.id;
     latest.checkpoint_id = id;
+    latest.checkpoints++;
+    latest.checkpoint_bytes += stored.bytes;
+    latest.last_checkpoint_bytes = stored.bytes;
     dropped = detail::KeepLatest(latest.kept, id, session.request.num_to_keep);
   }
   rayx::detail::KvPut(detail::kKvNamespace, key, detail::PackLatestReport(latest),
@@ -317,8 +330,7 @@ void Report(const Metrics& metrics, const std::optional<Checkpoint>& checkpoint)
   try {
     const std::string job = rayx::detail::CurrentJobId();
     rayx::detail::KvPut(protocol::kTrainRecordNamespace, job + "/" + ctx.GetRunName(),
-                        detail::PackTrainRecord(ctx.GetRunName(), job, ctx.GetAttempt(),
-                                                latest.reports, latest.history),
+                        detail::PackTrainRecord(ctx.GetRunName(), job, ctx.GetAttempt(), latest),
                         /*overwrite=*/true, /*job_scoped=*/true);
   } catch (const std::exception& e) {
     RAYX_LOG(Warning) << "train: the dashboard's copy of run " << ctx.GetRunName()

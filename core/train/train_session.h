@@ -37,7 +37,11 @@ struct LatestReport {
   std::vector<std::string> kept;  // checkpoint ids, oldest first
   int64_t reports = 0;
   std::vector<std::map<std::string, double>> history;  // the last kMaxHistory reports
-  MSGPACK_DEFINE_MAP(metrics, checkpoint_id, kept, reports, history)
+  int64_t checkpoints = 0;        // reports that stored a checkpoint
+  uint64_t checkpoint_bytes = 0;  // their packed sizes, in all
+  uint64_t last_checkpoint_bytes = 0;
+  MSGPACK_DEFINE_MAP(metrics, checkpoint_id, kept, reports, history, checkpoints,
+                     checkpoint_bytes, last_checkpoint_bytes)
 };
 
 // Reports kept in a run's history, at most.
@@ -57,8 +61,7 @@ inline constexpr const char* kKvNamespace = "rayx";
 // The dashboard's copy of a run's reports (protocol::TrainRunRecord): the
 // last kTrainRecordHistory of `history`, finite values only.
 std::string PackTrainRecord(const std::string& run_name, const std::string& job, int attempt,
-                            int64_t reports,
-                            const std::vector<std::map<std::string, double>>& history);
+                            const LatestReport& latest);
 
 // The KV key (namespace "rayx") of a run's latest report.
 std::string LatestReportKey(const std::string& run_name);
@@ -66,9 +69,14 @@ std::string LatestReportKey(const std::string& run_name);
 // Packs a checkpoint directory and stores it where the run keeps checkpoints:
 // under `storage_path` when set (a copy), else in the head's package store,
 // kept there by run `run_name` (the head deletes a package no run keeps).
-// Returns its id.
-std::string StoreCheckpoint(const std::string& dir, const std::string& storage_path,
-                            const std::string& run_name);
+// An upload of 4 MiB or more prints its progress on stdout (lines, which
+// reach the driver with the rank's output; a bar on a terminal).
+struct StoredCheckpoint {
+  std::string id;
+  uint64_t bytes = 0;  // packed
+};
+StoredCheckpoint StoreCheckpoint(const std::string& dir, const std::string& storage_path,
+                                 const std::string& run_name);
 // Puts `id` last in `kept` (a run's checkpoints, oldest first) and takes out
 // the oldest beyond `num_to_keep` (<= 0: none); returns those taken out.
 std::vector<std::string> KeepLatest(std::vector<std::string>& kept, const std::string& id,

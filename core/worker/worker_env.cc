@@ -81,6 +81,7 @@ std::map<std::string, std::string> WorkerEnv::Encode() const {
   }
   if (!actor_init.empty()) vars[kActorInit] = actor_init;
   if (report_construction) vars[kReportConstruction] = "1";
+  if (counters_fd >= 0) vars[kCountersFd] = std::to_string(counters_fd);
   return vars;
 }
 
@@ -121,6 +122,11 @@ Result<WorkerEnv> WorkerEnv::Decode(const std::map<std::string, std::string>& va
   optional(kPackageDir, &env.package_dir);
   optional(kActorInit, &env.actor_init);
   if (const std::string* v = get(kReportConstruction)) env.report_construction = *v == "1";
+  if (const std::string* v = get(kCountersFd)) {
+    auto counters_fd = ParseInt(kCountersFd, *v);
+    if (!counters_fd.ok()) return counters_fd.status();
+    env.counters_fd = *counters_fd;
+  }
   if (const std::string* ids = get(kGpuIds)) {
     auto parsed = ParseIdList(*ids);
     if (!parsed.ok()) {
@@ -151,7 +157,7 @@ Result<WorkerEnv> WorkerEnv::FromEnvironment() {
        {kWorkerMode, kReadyFd, kNodeIp, kHeadAddress, kJobId, kLeaseId, kJobSecret, kClusterKey,
         kWireSecurity, kStoreDir,
         kObjectAddress, kGpuIds, kLocalRank, kPackageHash, kPackageDir, kActorInit,
-        kReportConstruction, kCudaVisibleDevices}) {
+        kReportConstruction, kCountersFd, kCudaVisibleDevices}) {
     if (const char* v = std::getenv(name)) vars[name] = v;
   }
   return Decode(vars);
@@ -167,6 +173,7 @@ void WorkerEnv::ClearWorkerOnlyVariables() {
   ::unsetenv(kReadyFd);
   ::unsetenv(kActorInit);
   ::unsetenv(kReportConstruction);
+  ::unsetenv(kCountersFd);
 }
 
 std::string WorkerEnv::JoinIdList(const std::vector<int>& ids) {

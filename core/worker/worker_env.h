@@ -43,6 +43,7 @@ struct WorkerEnv {
   static constexpr const char* kPackageDir = "RAYX_PACKAGE_DIR";
   static constexpr const char* kActorInit = "RAYX_ACTOR_INIT";
   static constexpr const char* kReportConstruction = "RAYX_WORKER_REPORT_CONSTRUCTION";
+  static constexpr const char* kCountersFd = "RAYX_COUNTERS_FD";
   static constexpr const char* kCudaVisibleDevices = "CUDA_VISIBLE_DEVICES";
   // GPU ids are NVML's indices, which follow the PCI bus; CUDA numbers devices
   // fastest first unless told otherwise, so on a node with mixed GPUs
@@ -82,6 +83,9 @@ struct WorkerEnv {
   // constructor (sent by its owner) begins and how it ends (ReadyPipe's
   // CONSTRUCTOR lines): a detached actor, which the head may take over.
   bool report_construction = false;
+  // The shared page this worker counts its work into (WorkCounters, made by
+  // the agent, which sums the node's pages); -1: none.
+  int counters_fd = -1;
 
   // How this worker connects to object servers (its job's credential, the
   // cluster's mechanism and key). An empty credential when the agent gave no

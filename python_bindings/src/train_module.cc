@@ -134,11 +134,16 @@ void BindTrain(py::module_& m) {
     return d;
   });
   // Packs `dir` and keeps it in the head's package store for run `run_name`
-  // (or copies it under `storage_path`); returns the checkpoint's id.
+  // (or copies it under `storage_path`); returns (the checkpoint's id, its
+  // packed size in bytes).
   sub.def("store_checkpoint", [](const std::string& dir, const std::string& storage_path,
                                  const std::string& run_name) {
-    py::gil_scoped_release release;
-    return train::detail::StoreCheckpoint(dir, storage_path, run_name);
+    train::detail::StoredCheckpoint stored;
+    {
+      py::gil_scoped_release release;
+      stored = train::detail::StoreCheckpoint(dir, storage_path, run_name);
+    }
+    return py::make_tuple(stored.id, stored.bytes);
   });
   // Run `run_name` no longer keeps checkpoint `id` (deleted once no run does).
   sub.def("drop_checkpoint", [](const std::string& id, const std::string& run_name,

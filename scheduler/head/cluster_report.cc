@@ -62,6 +62,14 @@ std::string Number(double value) {
   return std::string(text, end);
 }
 
+// `value` without an exponent ("0.0001", not "1e-04"), as bucket bounds are
+// conventionally written.
+std::string Fixed(double value) {
+  char text[64];
+  auto [end, ec] = std::to_chars(text, text + sizeof(text), value, std::chars_format::fixed);
+  return std::string(text, end);
+}
+
 // Writes one metric family: HELP and TYPE once, then its samples.
 class Family {
  public:
@@ -70,8 +78,12 @@ class Family {
     *out_ += "# HELP " + name_ + " " + help + "\n# TYPE " + name_ + " " + type + "\n";
   }
   using Labels = std::initializer_list<std::pair<const char*, std::string_view>>;
-  void Sample(Labels labels, double value) {
+  void Sample(Labels labels, double value) { Sample("", labels, value); }
+  // A sample of the family's `name_ + suffix` series (a histogram's _bucket,
+  // _sum and _count).
+  void Sample(std::string_view suffix, Labels labels, double value) {
     *out_ += name_;
+    *out_ += suffix;
     if (labels.size() > 0) {
       *out_ += '{';
       bool first = true;
@@ -106,14 +118,39 @@ std::string PrometheusText(const HeadService& head) {
                   "Messages the head handled (the data path bypasses it).");
   messages.Sample({}, static_cast<double>(status.head_messages));
 
+  const WorkCounts& work = head.work_totals();
   Family tasks(&out, "rayx_tasks_total", "counter",
-               "Tasks and actor calls drivers submitted, finished (a value), failed (an "
-               "error) and retried, from their heartbeats.");
-  const protocol::TaskCounters& counts = head.task_totals();
+               "Tasks and actor calls that drivers and workers (nested tasks) submitted, "
+               "finished (a value), failed (an error) and retried, from drivers' and agents' "
+               "heartbeats.");
+  const protocol::TaskCounters& counts = work.tasks;
   tasks.Sample({{"state", "submitted"}}, static_cast<double>(counts.submitted));
   tasks.Sample({{"state", "finished"}}, static_cast<double>(counts.finished));
   tasks.Sample({{"state", "failed"}}, static_cast<double>(counts.failed));
   tasks.Sample({{"state", "retried"}}, static_cast<double>(counts.retried));
+
+  Family op_time(&out, "rayx_collective_operation_duration_seconds", "histogram",
+                 "Collective operations that ended (failed ones included), by operation and "
+                 "duration (for NCCL, the host's call; the GPU work runs on its stream).");
+  for (size_t i = 0; i < WorkCounts::kOps; ++i) {
+    const WorkCounts::Op& op = work.ops[i];
+    const std::string_view name = protocol::kCollectiveOpNames[i];
+    uint64_t cumulative = 0;
+    for (size_t k = 0; k < WorkCounts::kBuckets; ++k) {
+      cumulative += op.buckets[k];
+      const bool last = k + 1 == WorkCounts::kBuckets;
+      const std::string le = last ? "+Inf" : Fixed(protocol::kCollectiveLatencyBounds[k]);
+      op_time.Sample("_bucket", {{"op", name}, {"le", le}}, static_cast<double>(cumulative));
+    }
+    op_time.Sample("_sum", {{"op", name}}, static_cast<double>(op.micros) / 1e6);
+    op_time.Sample("_count", {{"op", name}}, static_cast<double>(op.count));
+  }
+  Family op_failed(&out, "rayx_collective_operations_failed_total", "counter",
+                   "Collective operations that failed (a timeout, an abort, a dead peer).");
+  for (size_t i = 0; i < WorkCounts::kOps; ++i) {
+    op_failed.Sample({{"op", protocol::kCollectiveOpNames[i]}},
+                     static_cast<double>(work.ops[i].failed));
+  }
 
   size_t alive = 0, dead = 0;
   for (const auto& n : status.nodes) (n.alive ? alive : dead)++;
@@ -228,6 +265,14 @@ std::string PrometheusText(const HeadService& head) {
   Family group_family(&out, "rayx_placement_groups", "gauge", "Placement groups, by state.");
   for (const auto& [name, count] : group_counts) group_family.Sample({{"state", name}}, count);
 
+  Family collective_groups(&out, "rayx_collective_groups", "gauge",
+                           "Collective groups whose ranks run in leased workers (the head "
+                           "watches them).");
+  collective_groups.Sample({}, static_cast<double>(head.group_watch().group_count()));
+  Family group_ranks(&out, "rayx_collective_group_ranks", "gauge",
+                     "Ranks of those groups that joined.");
+  group_ranks.Sample({}, static_cast<double>(head.group_watch().member_count()));
+
   std::map<std::string, int> jobs;
   for (const auto& j : head.jobs().List()) jobs[j.state]++;
   Family job_family(&out, "rayx_submitted_jobs", "gauge",
@@ -244,6 +289,23 @@ std::string PrometheusText(const HeadService& head) {
   Family attempt(&out, "rayx_train_attempt", "gauge",
                  "A Train run's attempt: 0, then one more per restart.");
   for (const auto& r : runs) attempt.Sample({{"job", r.job}, {"run", r.run}}, r.attempt);
+  Family checkpoints(&out, "rayx_train_checkpoints_total", "counter",
+                     "Checkpoints a Train run stored (with its reports).");
+  for (const auto& r : runs) {
+    checkpoints.Sample({{"job", r.job}, {"run", r.run}}, static_cast<double>(r.checkpoints));
+  }
+  Family checkpoint_bytes(&out, "rayx_train_checkpoint_bytes_total", "counter",
+                          "Bytes of the checkpoints a Train run stored (packed), in all.");
+  for (const auto& r : runs) {
+    checkpoint_bytes.Sample({{"job", r.job}, {"run", r.run}},
+                            static_cast<double>(r.checkpoint_bytes));
+  }
+  Family last_checkpoint(&out, "rayx_train_last_checkpoint_bytes", "gauge",
+                         "Bytes of a Train run's newest checkpoint (packed).");
+  for (const auto& r : runs) {
+    last_checkpoint.Sample({{"job", r.job}, {"run", r.run}},
+                           static_cast<double>(r.last_checkpoint_bytes));
+  }
   Family last(&out, "rayx_train_metric", "gauge", "A Train run's last reported metrics.");
   for (const auto& r : runs) {
     if (r.history.empty()) continue;
@@ -265,6 +327,7 @@ std::string StateJson(const HeadService& head) {
   out += ",\"nodes\":" + ToJson(status.nodes);
   out += ",\"leases\":" + ToJson(leases);
   out += ",\"placement_groups\":" + ToJson(groups);
+  out += ",\"collective_groups\":" + ToJson(head.ListCollectiveGroups());
   out += ",\"jobs\":" + ToJson(head.jobs().List());
   out += ",\"train_runs\":" + ToJson(TrainRuns(head));
   // The wire enums travel as numbers; their names, indexed by value.

@@ -127,6 +127,28 @@ GroupWatch::Notices GroupWatch::OnLeaseEnded(const LeaseId& lease_id, const std:
   return out;
 }
 
+std::vector<protocol::CollectiveGroupInfo> GroupWatch::List(size_t limit) const {
+  std::vector<protocol::CollectiveGroupInfo> out;
+  for (const auto& [key, group] : groups_) {
+    if (out.size() >= limit) return out;
+    protocol::CollectiveGroupInfo& info = out.emplace_back();
+    info.group = key.first;
+    info.attempt_id = key.second;
+    info.world_size = group.world_size;
+    for (const auto& [rank, member] : group.members) info.members.push_back({rank, member.lease_id});
+  }
+  for (auto it = failed_order_.rbegin(); it != failed_order_.rend() && out.size() < limit; ++it) {
+    auto failed = failed_.find(*it);
+    if (failed == failed_.end()) continue;
+    protocol::CollectiveGroupInfo& info = out.emplace_back();
+    info.group = it->first;
+    info.attempt_id = it->second;
+    info.failed = "rank " + std::to_string(failed->second.failed_rank) + ": " +
+                  failed->second.cause;
+  }
+  return out;
+}
+
 void GroupWatch::Unindex(const LeaseId& lease_id, const Key& key) {
   auto it = by_lease_.find(lease_id);
   if (it == by_lease_.end()) return;

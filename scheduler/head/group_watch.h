@@ -14,6 +14,7 @@
 
 #include "head/head_store.h"
 #include "protocol/group_messages.h"
+#include "protocol/placement_messages.h"
 #include "rayx/status.h"
 
 namespace rayx::scheduler {
@@ -74,6 +75,11 @@ class GroupWatch {
 
   // Lease `lease_id` ended because of `cause`: the notices to send.
   Notices OnLeaseEnded(const LeaseId& lease_id, const std::string& cause);
+
+  // The watched groups (by name, then attempt), then the remembered ones that
+  // lost a member (newest first), `limit` in all; job ids left nil.
+  // O(limit + ranks listed).
+  std::vector<protocol::CollectiveGroupInfo> List(size_t limit) const;
 
   size_t member_count() const { return members_; }
   size_t group_count() const { return groups_.size(); }

@@ -78,7 +78,7 @@ HeadService::HeadService(HeadServiceOptions options, const Clock& clock)
     if (auto peers = peers_of_job_.find(job_id); peers != peers_of_job_.end()) {
       for (const auto& peer : peers->second) {
         sessions_.erase(peer);
-        driver_counts_.erase(peer);
+        work_counted_.erase(peer);
         // A detached actor's runtime outlives the job, with its queued lease
         // requests (FinishJob keeps them): its record goes with its worker
         // (SetHostedPeerEndObserver), so a repeat after it registers again is
@@ -328,6 +328,15 @@ void HeadService::ExpireSilentNodes() {
 
 void HeadService::NodeDied(const NodeId& node, const std::string& why) {
   leases_.OnNodeDead(node, why);
+  work_counted_.erase(WorkSource(node));
+}
+
+void HeadService::CountWork(const std::string& source, const WorkCounts& now) {
+  // Counts only grow: what grew since the last report goes into the totals (a
+  // smaller one is a new process under an old name: all of it).
+  WorkCounts& last = work_counted_[source];
+  work_totals_.AddGrowth(now, last);
+  last = now;
 }
 
 Status HeadService::CheckIncarnation(const std::string& peer, const NodeId& node, uint64_t epoch,
@@ -477,6 +486,9 @@ Result<std::optional<protocol::HeartbeatReply>> HeadService::OnHeartbeat(
                                  req.gpus);
   // A node of this head's previous life: it comes back as itself.
   reply.rejoin = !reply.known && req.epoch != 0 && req.epoch == nodes_.RejoiningEpochOf(req.node_id);
+  if (reply.known && req.counted) {
+    CountWork(WorkSource(req.node_id), WorkCounts::FromWire(req.tasks, req.collectives));
+  }
   reply.stop = stop_reason_;
   if (!req.want_reply && reply.known && reply.stop.empty()) {
     return std::optional<protocol::HeartbeatReply>();
@@ -533,7 +545,18 @@ protocol::ListStateReply HeadService::ListSnapshot() const {
   reply.nodes = nodes_.Snapshot(clock_.NowMs());
   reply.leases = leases_.ListLeases();
   reply.placement_groups = leases_.ListPlacementGroups();
+  reply.collective_groups = ListCollectiveGroups();
   return reply;
+}
+
+std::vector<protocol::CollectiveGroupInfo> HeadService::ListCollectiveGroups() const {
+  std::vector<protocol::CollectiveGroupInfo> groups =
+      group_watch_.List(kMaxListedCollectiveGroups);
+  for (auto& group : groups) {
+    if (group.members.empty()) continue;
+    if (auto job = leases_.JobOfLease(group.members.front().lease_id)) group.job_id = *job;
+  }
+  return groups;
 }
 
 Result<protocol::GetClusterStatusReply> HeadService::OnGetClusterStatus(
@@ -550,6 +573,8 @@ Result<protocol::ListStateReply> HeadService::OnListState(const protocol::ListSt
   if (call.principal.is_job()) {
     std::erase_if(reply.leases, [&](const auto& l) { return l.job_id != call.principal.job; });
     std::erase_if(reply.placement_groups,
+                  [&](const auto& g) { return g.job_id != call.principal.job; });
+    std::erase_if(reply.collective_groups,
                   [&](const auto& g) { return g.job_id != call.principal.job; });
   }
   return reply;
@@ -804,15 +829,7 @@ Status HeadService::CheckJob(const JobId& job, const Call& call, const char* wha
 Result<protocol::DriverHeartbeatReply> HeadService::OnDriverHeartbeat(
     const protocol::DriverHeartbeatRequest& req, Call& call) {
   RAYX_RETURN_IF_ERROR(CheckJob(req.job_id, call, "keep up"));
-  // Counters only grow: what grew since the last report goes into the totals
-  // (a smaller one is a new process under an old routing id: all of it).
-  protocol::TaskCounters& last = driver_counts_[call.peer_id];
-  auto grow = [](uint64_t now, uint64_t before) { return now >= before ? now - before : now; };
-  task_totals_.submitted += grow(req.tasks.submitted, last.submitted);
-  task_totals_.finished += grow(req.tasks.finished, last.finished);
-  task_totals_.failed += grow(req.tasks.failed, last.failed);
-  task_totals_.retried += grow(req.tasks.retried, last.retried);
-  last = req.tasks;
+  CountWork(call.peer_id, WorkCounts::FromWire(req.tasks, req.collectives));
   protocol::DriverHeartbeatReply reply;
   reply.known = leases_.DriverHeartbeat(req.job_id, clock_.NowMs());
   return reply;

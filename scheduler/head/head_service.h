@@ -9,6 +9,7 @@
 #include <unordered_set>
 
 #include "common/clock.h"
+#include "common/work_counters.h"
 #include "head/frame_outbox.h"
 #include "head/group_watch.h"
 #include "head/job_manager.h"
@@ -114,14 +115,19 @@ class HeadService {
   const JobManager& jobs() const { return jobs_; }
   // The last lines each job's workers printed (for the dashboard).
   const OutputTail& output_tail() const { return output_tail_; }
-  // What drivers submitted since the head started, from their heartbeats
-  // (DriverHeartbeatRequest::tasks; never per task).
-  const protocol::TaskCounters& task_totals() const { return task_totals_; }
+  // What drivers and nodes' workers did since the head started (tasks
+  // submitted, collective operations run), from drivers' and agents'
+  // heartbeats (never per task or operation).
+  const WorkCounts& work_totals() const { return work_totals_; }
   // Where the dashboard is served, for ClusterStatus::dashboard_url.
   void SetDashboardUrl(std::string url) { dashboard_url_ = std::move(url); }
   const LeaseManager& leases() const { return leases_; }
   const KvStore& kv() const { return kv_; }
   const GroupWatch& group_watch() const { return group_watch_; }
+  // The collective groups the head watches, then those that lost a member
+  // (GroupWatch::List), with their jobs; at most kMaxListedCollectiveGroups.
+  std::vector<protocol::CollectiveGroupInfo> ListCollectiveGroups() const;
+  static constexpr size_t kMaxListedCollectiveGroups = 1000;
   // Messages dropped or refused since start (for tests and metrics).
   uint64_t rejected_count() const { return router_.rejected_count(); }
   // Agent messages dropped because they came from a node incarnation that is
@@ -288,10 +294,14 @@ class HeadService {
   static constexpr size_t kMaxOutputFlushes = 1024;
   std::unordered_map<uint64_t, OutputFlush> output_flushes_;
   OutputTail output_tail_;
-  // Each driver's last reported counts (by routing id, forgotten with its
-  // job), and the sum of what they grew by.
-  std::unordered_map<std::string, protocol::TaskCounters> driver_counts_;
-  protocol::TaskCounters task_totals_;
+  // Adds what `source`'s counts grew by since its last report to
+  // work_totals_. Sources: a driver's routing id, WorkSource(node).
+  void CountWork(const std::string& source, const WorkCounts& now);
+  static std::string WorkSource(const NodeId& node) { return "node " + node.Hex(); }
+  // Each source's last reported counts (a driver's forgotten with its job, a
+  // node's when it dies), and the sum of what they grew by.
+  std::unordered_map<std::string, WorkCounts> work_counted_;
+  WorkCounts work_totals_;
   std::string dashboard_url_;
   uint64_t next_output_flush_ = 0;
   RequestRouter router_;

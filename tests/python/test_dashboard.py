@@ -198,12 +198,101 @@ scrape_configs:
             prometheus.wait()
 
 
+class Rank:
+    """A rank of a Gloo group made inside actors (rayx.util.collective)."""
+
+    def join(self, world_size, rank, group):
+        import rayx.util.collective as col
+        col.init_collective_group(world_size, rank, group_name=group)
+        return True
+
+    def allreduce(self, group, times):
+        import numpy as np
+        import rayx.util.collective as col
+        x = np.ones(4, dtype=np.float32)
+        for _ in range(times):
+            col.allreduce(x, group_name=group)
+        col.barrier(group_name=group)
+        return float(x[0])
+
+
+def test_metrics_count_nested_tasks_collective_ops_and_list_the_groups(cluster, rayx_mod):
+    """Workers count what they do in a page their agent sums into its
+    heartbeats: tasks a task submits and collective operations reach
+    /metrics; the group shows on /api/state and in `rayx list`."""
+    rayx = rayx_mod
+    host, port, credential = dashboard(cluster)
+    auth = {"Authorization": "Bearer " + credential}
+    hist = "rayx_collective_operation_duration_seconds"
+
+    def value(name, labels):
+        return metric(request(host, port, "GET", "/metrics", auth)[2], name, labels) or 0.0
+
+    submitted = value("rayx_tasks_total", {"state": "submitted"})
+    allreduces = value(hist + "_count", {"op": "allreduce"})
+    barriers = value(hist + "_count", {"op": "barrier"})
+
+    @rayx.remote
+    def leaf(i):
+        return i
+
+    @rayx.remote
+    def fan_out(n):
+        return sum(rayx.get([leaf.remote(i) for i in range(n)]))
+
+    assert rayx.get(fan_out.remote(5), timeout=60) == 10
+    # One task from the driver, five from the worker that ran it.
+    wait_until(lambda: value("rayx_tasks_total", {"state": "submitted"}) >= submitted + 6, 30,
+               "the worker's nested tasks to be counted")
+
+    group = "metrics-allreduce"
+    ranks = [rayx.remote(Rank).remote() for _ in range(2)]
+    try:
+        assert rayx.get([r.join.remote(2, i, group) for i, r in enumerate(ranks)],
+                        timeout=60) == [True, True]
+        assert rayx.get([r.allreduce.remote(group, 7) for r in ranks], timeout=60) == [128.0] * 2
+        wait_until(lambda: value(hist + "_count", {"op": "allreduce"}) >= allreduces + 14, 30,
+                   "both ranks' 7 allreduces to be counted")
+        text = request(host, port, "GET", "/metrics", auth)[2]
+        assert metric(text, hist + "_count", {"op": "barrier"}) >= barriers + 2
+        # A histogram: the unbounded bucket holds every operation, the
+        # bounded ones no more, and the time is positive.
+        count = metric(text, hist + "_count", {"op": "allreduce"})
+        assert metric(text, hist + "_bucket", {"op": "allreduce", "le": "+Inf"}) == count
+        assert metric(text, hist + "_bucket", {"op": "allreduce", "le": "0.0001"}) <= count
+        assert metric(text, hist + "_sum", {"op": "allreduce"}) > 0
+        assert metric(text, "rayx_collective_groups", {}) >= 1
+
+        state = json.loads(request(host, port, "GET", "/api/state", auth)[2])
+        mine = [g for g in state["collective_groups"] if g["group"] == group]
+        assert len(mine) == 1 and mine[0]["world_size"] == 2 and mine[0]["failed"] == ""
+        assert sorted(m["rank"] for m in mine[0]["members"]) == [0, 1]
+        leases = {lease["lease_id"] for lease in state["leases"]}
+        assert {m["lease_id"] for m in mine[0]["members"]} <= leases
+        listed = run_cli("list", "collective-groups", temp_dir=cluster.temp_dir,
+                         env=token_env(cluster.token)).stdout
+        assert group in listed and "RUNNING (2/2 joined)" in listed, listed
+
+        # A rank dies: the group is listed as failed, naming the rank.
+        rayx.kill(ranks[1])
+
+        def failed():
+            st = json.loads(request(host, port, "GET", "/api/state", auth)[2])
+            return [g["failed"] for g in st["collective_groups"]
+                    if g["group"] == group and g["failed"]]
+        wait_until(lambda: failed(), 30, "the group to be listed as failed")
+        assert failed()[0].startswith("rank 1: ")
+    finally:
+        for r in ranks:
+            rayx.kill(r)
+
+
 CHROMIUM = shutil.which("chromium")
 
 # A driver with a running job: tasks that print, and a Train run (real torch,
 # two ranks) that reports a falling loss and then waits for the test.
 JOB = r"""
-import os, sys, time
+import os, sys, tempfile, time
 import rayx, rayx.train
 from rayx.train import ScalingConfig
 from rayx.train.torch import TorchTrainer
@@ -222,7 +311,13 @@ def loop(config):
         loss = torch.nn.functional.mse_loss(model(x), y)
         loss.backward()
         opt.step()
-        rayx.train.report({"loss": float(loss), "step": step})
+        checkpoint = None
+        if step == 11:  # over 4 MiB: its upload reports progress
+            d = tempfile.mkdtemp()
+            with open(os.path.join(d, "weights"), "wb") as f:
+                f.write(os.urandom(5 << 20))
+            checkpoint = rayx.train.Checkpoint.from_directory(d)
+        rayx.train.report({"loss": float(loss), "step": step}, checkpoint=checkpoint)
     deadline = time.monotonic() + 120
     while not os.path.exists(config["go"]) and time.monotonic() < deadline:
         time.sleep(0.05)
@@ -266,6 +361,10 @@ def test_dashboard_in_chromium_shows_nodes_job_output_and_loss(cluster, tmp_path
         labels = {"job": job_id, "run": record["run"]}
         assert metric(metrics, "rayx_train_reports_total", labels) == 12
         assert metric(metrics, "rayx_train_metric", {**labels, "metric": "loss"}) == losses[-1]
+        assert metric(metrics, "rayx_train_checkpoints_total", labels) == 1
+        stored = metric(metrics, "rayx_train_checkpoint_bytes_total", labels)
+        assert stored > 5 << 20 and metric(metrics, "rayx_train_last_checkpoint_bytes",
+                                            labels) == stored
         # The drivers' heartbeats carry what they submitted: at least the job's
         # three tasks and the run's calls, finished.
         wait_until(lambda: metric(request(host, port, "GET", "/metrics", auth)[2],
@@ -294,6 +393,8 @@ def test_dashboard_in_chromium_shows_nodes_job_output_and_loss(cluster, tmp_path
         assert "(shout pid=" in dom and "dashboard line 2" in dom
         assert 'class="metric-plot" data-metric="loss" data-points="12"' in dom
         assert "<polyline" in dom
+        # The run's ranks are a collective group (their reports' barrier).
+        assert "RUNNING (2/2 joined)" in dom
         # The page never shows the token.
         assert cluster.token not in dom
 
@@ -314,3 +415,6 @@ def test_dashboard_in_chromium_shows_nodes_job_output_and_loss(cluster, tmp_path
             job.kill()
             out, _ = job.communicate()
     assert job.returncode == 0 and "DONE" in out, out[-3000:]
+    # Rank 0's checkpoint upload said how far it got, in lines (not a
+    # terminal), which reached the driver with the rank's output.
+    assert "Uploading run " in out and "'s checkpoint: 100% (" in out, out[-3000:]

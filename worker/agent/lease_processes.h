@@ -54,6 +54,9 @@ class LeaseProcesses {
   // Running workers that exited by themselves since the last call (their
   // last output is still to be read). Default: none.
   virtual std::vector<WorkerPool::Running> TakeExitedWorkers() { return {}; }
+  // What this node's workers did since the agent started
+  // (WorkerPool::ReadCounters). Default: nothing.
+  virtual WorkCounts ReadWorkCounters() { return {}; }
 };
 
 // Real processes: a WorkerPool and a ProcessRunner, which own them. Killed
@@ -102,6 +105,7 @@ class LocalLeaseProcesses final : public LeaseProcesses {
   std::vector<WorkerPool::Running> TakeExitedWorkers() override {
     return workers_.TakeExitedWorkers();
   }
+  WorkCounts ReadWorkCounters() override { return workers_.ReadCounters(); }
 
  private:
   // A process group that was killed, or whose leader exited, and may still

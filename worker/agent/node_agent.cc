@@ -339,6 +339,12 @@ void NodeAgent::SendHeartbeat() {
     if (req.want_reply) {
       last_reply_asked_ms_ = now;
       if (options_.sample_gpus) req.gpus = options_.sample_gpus();
+      WorkCounts now_read = processes_->ReadWorkCounters();
+      work_since_join_.AddGrowth(now_read, work_read_);
+      work_read_ = now_read;
+      req.counted = true;
+      req.tasks = work_since_join_.tasks;
+      req.collectives = work_since_join_.Collectives();
     }
     Send(req);
   }
@@ -409,6 +415,9 @@ void NodeAgent::HandleMessage(transport::Frames& frames) {
       registering_ = false;
       bool rejoined = rejoining_;
       rejoining_ = false;
+      // A node new to the head (not a rejoin) counts its workers' work
+      // afresh: what it counted as the node before was counted then.
+      if (reply->node_id != node_id_) work_since_join_ = {};
       node_id_ = reply->node_id;
       epoch_ = reply->epoch;
       first_heartbeat_id_ = next_id_ + 1;

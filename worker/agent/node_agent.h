@@ -176,6 +176,10 @@ class NodeAgent {
   std::optional<int64_t> join_deadline_ms_;
   std::optional<int64_t> heartbeat_due_ms_;
   int64_t last_reply_asked_ms_ = INT64_MIN / 2;  // HeartbeatRequest::want_reply
+  // The workers' counts as last read, and what they grew by since this
+  // agent joined as node_id_ (sent with the heartbeats that want a reply).
+  WorkCounts work_read_;
+  WorkCounts work_since_join_;
   std::optional<int64_t> leave_deadline_ms_;
   boost::asio::steady_timer wake_timer_;
 

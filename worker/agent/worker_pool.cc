@@ -27,6 +27,14 @@
 
 namespace rayx::worker {
 
+namespace {
+
+// Where a worker finds its counter page (WorkerEnv::counters_fd); 3 is its
+// start-up pipe.
+constexpr int kCountersFd = 4;
+
+}  // namespace
+
 WorkerPool::WorkerPool(boost::asio::io_context& io, Options options)
     : io_(io), options_(std::move(options)) {}
 
@@ -107,6 +115,16 @@ void WorkerPool::StartNow(const protocol::StartWorkerRequest& request, StartCall
   worker_env.package_hash = request.package_hash;
   worker_env.package_dir = request.package_dir;
   worker_env.report_construction = request.report_construction;
+  // The page the worker counts its work into (fd 4 in the worker).
+  std::unique_ptr<WorkCounters> counters;
+  if (auto page = WorkCounters::CreateShared(); page.ok()) {
+    counters = std::move(*page);
+    worker_env.counters_fd = kCountersFd;
+  } else if (!pages_refused_) {
+    pages_refused_ = true;
+    RAYX_LOG(Warning) << "this node's workers' tasks and collective operations go uncounted "
+                      << "in the cluster's metrics: " << page.status();
+  }
   if (!request.init.function.empty()) {
     // The actor to construct before the worker is ready: in a file (the
     // arguments are bytes), which the worker reads and removes.
@@ -169,7 +187,10 @@ void WorkerPool::StartNow(const protocol::StartWorkerRequest& request, StartCall
       dup2(log_fd, 1);
       dup2(log_fd, 2);
     }
+    // The counter page first out of the way of 3 (it may be 3 or 4 now).
+    int page = counters ? ::fcntl(counters->fd(), F_DUPFD_CLOEXEC, 10) : -1;
     dup2(fds[1], 3);
+    if (page >= 0) dup2(page, kCountersFd);
     // Only a rank that sees its group's devices is told its position (Encode);
     // one inherited from the agent's own environment would point NCCL at
     // another worker's GPU.
@@ -204,6 +225,7 @@ void WorkerPool::StartNow(const protocol::StartWorkerRequest& request, StartCall
   worker.log_path = log_path;
   worker.job_id = request.job_id;
   worker.on_start = std::move(done);
+  worker.counters = std::move(counters);
   worker.start = std::make_shared<StartPipe>(io_, fds[0]);
   worker.timer = std::make_unique<boost::asio::steady_timer>(io_);
   LeaseId lease_id = request.lease_id;
@@ -378,7 +400,7 @@ pid_t WorkerPool::Kill(const LeaseId& lease_id) {
   boost::system::error_code ignored;
   if (it->second.start) it->second.start->pipe.close(ignored);
   if (it->second.timer) it->second.timer->cancel();
-  workers_.erase(it);
+  Erase(it);
   return pid;
 }
 
@@ -407,6 +429,23 @@ std::optional<LeaseId> WorkerPool::LeaseOf(pid_t pid) const {
   return std::nullopt;
 }
 
+void WorkerPool::Count(Worker& w) {
+  if (!w.counters) return;
+  WorkCounts now = w.counters->Read();
+  counts_.AddGrowth(now, w.counted);
+  w.counted = now;
+}
+
+void WorkerPool::Erase(std::map<LeaseId, Worker>::iterator it) {
+  Count(it->second);
+  workers_.erase(it);
+}
+
+WorkCounts WorkerPool::ReadCounters() {
+  for (auto& [lease_id, worker] : workers_) Count(worker);
+  return counts_;
+}
+
 void WorkerPool::KillAll() {
   while (!queued_.empty()) Kill(queued_.front().request.lease_id);
   while (!workers_.empty()) Kill(workers_.begin()->first);
@@ -431,7 +470,7 @@ WorkerPool::ChildExit WorkerPool::OnChildExit(pid_t pid, int status) {
       const Worker& w = it->second;
       exited_.push_back({w.pid, it->first, w.for_actor, w.started, w.job_id, w.log_path});
     }
-    workers_.erase(it);
+    Erase(it);
     return ChildExit::kRunning;
   }
   return ChildExit::kNotOurs;

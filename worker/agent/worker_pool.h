@@ -17,6 +17,7 @@
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/streambuf.hpp>
 
+#include "common/work_counters.h"
 #include "protocol/messages.h"
 #include "rayx/status.h"
 
@@ -107,6 +108,12 @@ class WorkerPool {
   // SIGKILLed. A worker that was still starting fails its start.
   ChildExit OnChildExit(pid_t pid, int wait_status);
 
+  // What this pool's workers did since it started: tasks they submitted and
+  // collective operations they ran, read from each worker's counter page
+  // (WorkCounters) now, plus what the gone ones had counted when they went.
+  // O(workers).
+  WorkCounts ReadCounters();
+
   size_t size() const { return workers_.size(); }
   // Starts waiting for a free start-up slot.
   size_t queued() const { return queued_.size(); }
@@ -133,7 +140,13 @@ class WorkerPool {
     // gone (a start that timed out or was killed).
     std::shared_ptr<StartPipe> start;
     std::unique_ptr<boost::asio::steady_timer> timer;
+    std::unique_ptr<WorkCounters> counters;  // its page; nullptr: uncounted
+    WorkCounts counted;                      // the page when last read
   };
+  // Adds what worker `w`'s page grew by since it was last read to counts_.
+  void Count(Worker& w);
+  // Counts worker `it` a last time and forgets it.
+  void Erase(std::map<LeaseId, Worker>::iterator it);
   void FinishStart(const LeaseId& lease_id, Result<protocol::StartWorkerReply> result);
   // Reads the starting worker's next line: CONSTRUCTING (then again), or its
   // READY or ERROR line, or EOF (it died).
@@ -154,6 +167,8 @@ class WorkerPool {
   std::string object_address_;
   ConstructionCallback on_construction_;
   std::map<LeaseId, Worker> workers_;
+  WorkCounts counts_;           // ReadCounters: every worker's, summed
+  bool pages_refused_ = false;  // said once that workers go uncounted
   static constexpr size_t kMaxExited = 4096;
   std::vector<Running> exited_;  // TakeExitedWorkers
   uint64_t starts_ = 0;  // workers started so far (Worker::started)

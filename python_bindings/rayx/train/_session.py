@@ -153,8 +153,11 @@ def report(metrics, checkpoint=None, checkpoint_dir_name=None, **unused):
     del record["history"][:-MAX_HISTORY]
     dropped = []
     if checkpoint is not None:
-        record["checkpoint_id"] = _core.train.store_checkpoint(checkpoint.path,
-                                                               s.storage_path or "", s.run_name)
+        record["checkpoint_id"], size = _core.train.store_checkpoint(
+            checkpoint.path, s.storage_path or "", s.run_name)
+        record["checkpoints"] = record.get("checkpoints", 0) + 1
+        record["checkpoint_bytes"] = record.get("checkpoint_bytes", 0) + size
+        record["last_checkpoint_bytes"] = size
         scores = record.setdefault("kept_metrics", {})
         scores[record["checkpoint_id"]] = dict(metrics)
         record["kept"], dropped = _keep(record.get("kept", []), record["checkpoint_id"], scores,
@@ -199,7 +202,11 @@ def _put_dashboard_record(s, record):
     try:
         packed = _core.msgpack_dumps({"run": s.run_name, "job": job,
                                       "attempt": s.context.get_attempt(),
-                                      "reports": record["reports"], "history": history})
+                                      "reports": record["reports"], "history": history,
+                                      "checkpoints": record.get("checkpoints", 0),
+                                      "checkpoint_bytes": record.get("checkpoint_bytes", 0),
+                                      "last_checkpoint_bytes":
+                                          record.get("last_checkpoint_bytes", 0)})
         _core.kv_put(DASHBOARD_NAMESPACE, f"{job}/{s.run_name}", packed, True, True)
     except Exception as e:  # the dashboard's copy never fails the run
         import sys

@@ -271,7 +271,7 @@ class DataParallelTrainer:
         self._resume_id = None
         if self._resume_from is not None:
             self._resume_id = self._resume_from.id or _core.train.store_checkpoint(
-                self._resume_from.path, self._run.storage_path or "", run_name)
+                self._resume_from.path, self._run.storage_path or "", run_name)[0]
         actor_key = _remote._export(TrainWorker, False)
         ctx = None
         if self._run.worker_runtime_env:

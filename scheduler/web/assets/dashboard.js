@@ -179,6 +179,24 @@ function drawGroups(state) {
     }));
 }
 
+// Collective groups whose ranks run in leased workers: each joined rank at
+// its node and pid; a group that lost a member says which and why.
+function drawCollectiveGroups(state) {
+  const leases = new Map(state.leases.map((l) => [l.lease_id, l]));
+  fillTable("collective-groups", ["Group", "Attempt", "Job", "State", "Ranks"],
+    (state.collective_groups || []).map((g) => {
+      const ranks = g.members.map((m) => {
+        const l = leases.get(m.lease_id);
+        return m.rank + "@" + (l ? l.node_address + " pid " + l.pid : m.lease_id.slice(0, 12));
+      }).join(", ");
+      const failed = g.failed !== "";
+      return {key: g.group, cells: [g.group, g.attempt_id.slice(0, 12), g.job_id,
+        {text: failed ? "FAILED" : "RUNNING (" + g.members.length + "/" + g.world_size +
+                        " joined)", className: failed ? "FAILED" : "RUNNING"},
+        failed ? g.failed : ranks]};
+    }));
+}
+
 function drawDemands(state) {
   const rows = [];
   Object.entries(state.status.pending_demands).forEach(([s, count]) => {
@@ -269,6 +287,7 @@ async function refresh() {
     drawTrain(state);
     drawLeases(state);
     drawGroups(state);
+    drawCollectiveGroups(state);
     drawDemands(state);
     error.textContent = "";
     document.body.dataset.loaded = "yes";

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "rayx/detail/runtime_api.h"
+#include "rayx/errors.h"
 #include "runtime/object_table.h"
 
 namespace rayx::detail {

@@ -202,7 +202,7 @@ TEST_F(ObjectTableTest, TasksAreCountedWhenSubmittedAndOnceWhenTheyEnd) {
   table.Complete(Value("not-a-task", "y"));
   table.CountRetry();
   table.FailAllPending(ErrorInfo{"RuntimeStopped", "stopped", "", ""});
-  ObjectTable::TaskCounts counts = table.task_counts();
+  protocol::TaskCounters counts = table.counters().Read().tasks;
   EXPECT_EQ(counts.submitted, 3u);
   EXPECT_EQ(counts.finished, 1u);
   EXPECT_EQ(counts.failed, 2u) << "b's error and c at shutdown";

@@ -86,7 +86,7 @@ TEST_F(ClusterReportTest, DriversTaskCountsAddUpFromTheirHeartbeats) {
   beat(job, kDriver, 10, 1);
   beat(job, kDriver, 25, 2);  // counts so far, not increments
   beat(other, "driver-2", 5, 0);
-  const protocol::TaskCounters& totals = head_->task_totals();
+  const protocol::TaskCounters& totals = head_->work_totals().tasks;
   EXPECT_EQ(totals.submitted, 30u);
   EXPECT_EQ(totals.finished, 28u);
   EXPECT_EQ(totals.failed, 2u);
@@ -96,7 +96,74 @@ TEST_F(ClusterReportTest, DriversTaskCountsAddUpFromTheirHeartbeats) {
             "rayx_tasks_total{state=\"submitted\"} 30");
   // A driver's job ending keeps what it did in the totals.
   Call<protocol::FinishJobReply>(protocol::FinishJobRequest{job}, kDriver, 41);
-  EXPECT_EQ(head_->task_totals().submitted, 30u);
+  EXPECT_EQ(head_->work_totals().tasks.submitted, 30u);
+}
+
+TEST_F(ClusterReportTest, NodesWorkersCountsAndCollectiveOpsBecomeAHistogram) {
+  auto node = Call<protocol::RegisterNodeReply>(Hello(), kAgent, 1);
+  JobId job = Call<protocol::RegisterDriverReply>(Driver(), kDriver, 2).job_id;
+  // Counted in the processes, as the agent and the driver send them.
+  WorkCounters workers, driver;
+  workers.TaskSubmitted();
+  workers.TaskSubmitted();
+  workers.TaskEnded(false);
+  workers.CollectiveOpDone(WorkCounters::Op::kAllReduce, std::chrono::microseconds(50), false);
+  workers.CollectiveOpDone(WorkCounters::Op::kAllReduce, std::chrono::milliseconds(5), false);
+  workers.CollectiveOpDone(WorkCounters::Op::kAllReduce, std::chrono::seconds(100), true);
+  driver.CollectiveOpDone(WorkCounters::Op::kBarrier, std::chrono::milliseconds(2), false);
+  driver.TaskSubmitted();
+  auto heartbeat = [&](uint64_t seq, bool counted) {
+    protocol::HeartbeatRequest beat;
+    beat.node_id = node.node_id;
+    beat.seq = seq;
+    beat.epoch = node.epoch;
+    beat.counted = counted;
+    if (counted) {
+      WorkCounts counts = workers.Read();
+      beat.tasks = counts.tasks;
+      beat.collectives = counts.Collectives();
+    }
+    Send(beat, kAgent, 10 + seq);
+  };
+  heartbeat(1, true);
+  heartbeat(2, false);  // between the counted ones: nothing to count, not zeros
+  heartbeat(3, true);   // the same counts again: nothing new
+  protocol::DriverHeartbeatRequest driver_beat;
+  driver_beat.job_id = job;
+  driver_beat.tasks = driver.Read().tasks;
+  driver_beat.collectives = driver.Read().Collectives();
+  // A hostile or newer sender's unknown op and malformed histogram are ignored.
+  driver_beat.collectives.push_back({"allreduce\"}", 5, 0, 1, {1, 2, 3}});
+  driver_beat.collectives.push_back({"scatter", 5, 0, 1, std::vector<uint64_t>(8, 1)});
+  Call<protocol::DriverHeartbeatReply>(driver_beat, kDriver, 40);
+
+  EXPECT_EQ(head_->work_totals().tasks.submitted, 3u) << "2 nested by workers, 1 by the driver";
+  EXPECT_EQ(head_->work_totals().tasks.finished, 1u);
+  std::string text = PrometheusText(*head_);
+  const std::string h = "rayx_collective_operation_duration_seconds";
+  EXPECT_EQ(Sample(text, h + "_bucket{op=\"allreduce\",le=\"0.0001\"}"),
+            h + "_bucket{op=\"allreduce\",le=\"0.0001\"} 1");
+  EXPECT_EQ(Sample(text, h + "_bucket{op=\"allreduce\",le=\"0.01\"}"),
+            h + "_bucket{op=\"allreduce\",le=\"0.01\"} 2") << "cumulative";
+  EXPECT_EQ(Sample(text, h + "_bucket{op=\"allreduce\",le=\"60\"}"),
+            h + "_bucket{op=\"allreduce\",le=\"60\"} 2");
+  EXPECT_EQ(Sample(text, h + "_bucket{op=\"allreduce\",le=\"+Inf\"}"),
+            h + "_bucket{op=\"allreduce\",le=\"+Inf\"} 3");
+  EXPECT_EQ(Sample(text, h + "_count{op=\"allreduce\"}"), h + "_count{op=\"allreduce\"} 3");
+  EXPECT_EQ(Sample(text, h + "_sum{op=\"allreduce\"}"), h + "_sum{op=\"allreduce\"} 100.00505");
+  EXPECT_EQ(Sample(text, h + "_count{op=\"barrier\"}"), h + "_count{op=\"barrier\"} 1");
+  EXPECT_EQ(Sample(text, "rayx_collective_operations_failed_total{op=\"allreduce\"}"),
+            "rayx_collective_operations_failed_total{op=\"allreduce\"} 1");
+  EXPECT_EQ(text.find("op=\"scatter\""), std::string::npos);
+  // A histogram's samples come after its one HELP and TYPE.
+  EXPECT_LT(text.find("# TYPE " + h + " histogram\n"), text.find(h + "_bucket"));
+  EXPECT_LT(text.find(h + "_count{op=\"barrier\"}"),
+            text.find("# HELP rayx_collective_operations_failed_total"));
+
+  // The node dies: what its workers did stays counted.
+  Send(protocol::UnregisterNodeRequest{node.node_id, "stopped"}, kAgent, 50);
+  EXPECT_EQ(head_->work_totals().tasks.submitted, 3u);
+  EXPECT_EQ(head_->work_totals().ops[0].count, 3u);
 }
 
 TEST_F(ClusterReportTest, TrainRecordsAreShownAndMetricsExportedMalformedOnesSkipped) {
@@ -108,6 +175,9 @@ TEST_F(ClusterReportTest, TrainRecordsAreShownAndMetricsExportedMalformedOnesSki
   record.attempt = 1;
   record.reports = 3;
   record.history = {{{"loss", 2.0}}, {{"loss", 1.0}}, {{"loss", 0.5}, {"step", 2}}};
+  record.checkpoints = 2;
+  record.checkpoint_bytes = 3 << 20;
+  record.last_checkpoint_bytes = 2 << 20;
   PutKv(job, protocol::kTrainRecordNamespace, job.Hex() + "/a", protocol::Encode(record));
   PutKv(job, protocol::kTrainRecordNamespace, job.Hex() + "/b", std::string("\xc1garbage", 8));
 
@@ -118,6 +188,12 @@ TEST_F(ClusterReportTest, TrainRecordsAreShownAndMetricsExportedMalformedOnesSki
   EXPECT_EQ(Sample(text, "rayx_train_attempt" + labels + "}"), "rayx_train_attempt" + labels + "} 1");
   EXPECT_EQ(Sample(text, "rayx_train_metric" + labels + ",metric=\"loss\"}"),
             "rayx_train_metric" + labels + ",metric=\"loss\"} 0.5");
+  EXPECT_EQ(Sample(text, "rayx_train_checkpoints_total" + labels + "}"),
+            "rayx_train_checkpoints_total" + labels + "} 2");
+  EXPECT_EQ(Sample(text, "rayx_train_checkpoint_bytes_total" + labels + "}"),
+            "rayx_train_checkpoint_bytes_total" + labels + "} 3145728");
+  EXPECT_EQ(Sample(text, "rayx_train_last_checkpoint_bytes" + labels + "}"),
+            "rayx_train_last_checkpoint_bytes" + labels + "} 2097152");
 
   std::string json = StateJson(*head_);
   EXPECT_NE(json.find("\"train_runs\":[{\"run\":\"llama \\\"7b\\\"\""), std::string::npos) << json;

@@ -1,12 +1,13 @@
-// Progress of a long transfer in the CLI: a bar redrawn in place on a
-// terminal, a line per quarter otherwise (logs, CI, pipes).
+// Progress of a long transfer (the CLI's uploads, a Train rank's checkpoint):
+// a bar redrawn in place on a terminal, a line per quarter otherwise (logs,
+// CI, pipes, a worker's output forwarded to its driver).
 #pragma once
 
 #include <cstdint>
 #include <ostream>
 #include <string>
 
-namespace rayx::cli {
+namespace rayx {
 
 // Says nothing for transfers under kMinBytes. Not thread-safe.
 class Progress {
@@ -29,4 +30,4 @@ class Progress {
   int last_quarter_ = 0;  // the last quarter printed (lines mode)
 };
 
-}  // namespace rayx::cli
+}  // namespace rayx

@@ -1,9 +1,9 @@
-// Progress bars and lines for the CLI's transfers.
-#include "progress.h"
+// Progress bars and lines for long transfers.
+#include "common/progress.h"
 
 #include <cstdio>
 
-namespace rayx::cli {
+namespace rayx {
 
 namespace {
 std::string Mib(uint64_t bytes) {
@@ -43,4 +43,4 @@ void Progress::Finish() {
   shown_ = false;
 }
 
-}  // namespace rayx::cli
+}  // namespace rayx

@@ -821,7 +821,12 @@ struct WorkerOutputNotice {
   static constexpr MessageType kType = MessageType::kWorkerOutputNotice;
   JobId job_id;
   std::vector<OutputLines> batches;
-  MSGPACK_DEFINE_MAP(job_id, batches)
+  // The lines of the job's own processes (a process lease's: a submitted
+  // job's entrypoint, `rayx launch` commands), not its workers': the head
+  // keeps them for the dashboard and never passes them to drivers (the
+  // entrypoint is the driver; its lines would come back to it).
+  bool processes = false;
+  MSGPACK_DEFINE_MAP(job_id, batches, processes)
 };
 
 // A driver about to end its job -> the head -> every node agent: read the

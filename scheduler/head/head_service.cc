@@ -606,6 +606,7 @@ Result<NoReply> HeadService::OnWorkerOutput(const protocol::WorkerOutputNotice& 
                                             Call& call) {
   if (!IsNodeSession(call.peer_id)) return NoReply{};
   output_tail_.Add(req);
+  if (req.processes) return NoReply{};  // for the dashboard only
   auto it = output_peers_of_job_.find(req.job_id);
   if (it == output_peers_of_job_.end()) return NoReply{};
   for (const auto& peer : it->second) outbox_.WorkerOutput(peer, req);

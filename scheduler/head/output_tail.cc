@@ -1,4 +1,4 @@
-// The last lines each job's workers printed.
+// The last lines each job's workers and processes printed.
 #include "head/output_tail.h"
 
 #include "common/json.h"
@@ -14,26 +14,49 @@ void OutputTail::Add(const protocol::WorkerOutputNotice& notice) {
   } else {
     recency_.splice(recency_.begin(), recency_, tail.recency);
   }
+  Lines& lines = notice.processes ? tail.processes : tail.workers;
   for (const auto& batch : notice.batches) {
-    for (const auto& line : batch.lines) {
-      size_t size = batch.source.size() + line.size();
-      if (size > options_.max_bytes_per_job) {
-        ++tail.dropped;
-        continue;
-      }
-      tail.lines.push_back({batch.source, line});
-      tail.bytes += size;
-      while (tail.bytes > options_.max_bytes_per_job) {
-        tail.bytes -= tail.lines.front().source.size() + tail.lines.front().text.size();
-        tail.lines.pop_front();
-        ++tail.dropped;
-      }
-    }
+    for (const auto& line : batch.lines) Append(lines, batch.source, line);
   }
   while (jobs_.size() > options_.max_jobs) {
     jobs_.erase(recency_.back());
     recency_.pop_back();
   }
+}
+
+void OutputTail::Append(Lines& lines, const std::string& source, const std::string& text) {
+  size_t size = source.size() + text.size();
+  if (size > options_.max_bytes_per_job) {
+    ++lines.dropped;
+    return;
+  }
+  lines.lines.push_back({source, text});
+  lines.bytes += size;
+  while (lines.bytes > options_.max_bytes_per_job) {
+    lines.bytes -= lines.lines.front().source.size() + lines.lines.front().text.size();
+    lines.lines.pop_front();
+    ++lines.dropped;
+  }
+}
+
+void OutputTail::AppendJson(std::string* out, const Lines& lines, const char* name,
+                            const char* dropped) {
+  *out += ",\"";
+  *out += name;
+  *out += "\":[";
+  bool first = true;
+  for (const auto& line : lines.lines) {
+    if (!first) *out += ',';
+    first = false;
+    *out += "{\"source\":";
+    AppendJsonString(out, line.source);
+    *out += ",\"line\":";
+    AppendJsonString(out, line.text);
+    *out += '}';
+  }
+  *out += "],\"";
+  *out += dropped;
+  *out += "\":" + std::to_string(lines.dropped);
 }
 
 Result<std::string> OutputTail::Json(const std::string& job) const {
@@ -50,18 +73,9 @@ Result<std::string> OutputTail::Json(const std::string& job) const {
   }
   std::string out = "{\"job_id\":";
   AppendJsonString(&out, job);
-  out += ",\"lines\":[";
-  bool first = true;
-  for (const auto& line : tail->lines) {
-    if (!first) out += ',';
-    first = false;
-    out += "{\"source\":";
-    AppendJsonString(&out, line.source);
-    out += ",\"line\":";
-    AppendJsonString(&out, line.text);
-    out += '}';
-  }
-  out += "],\"dropped\":" + std::to_string(tail->dropped) + "}";
+  AppendJson(&out, tail->workers, "lines", "dropped");
+  AppendJson(&out, tail->processes, "process_lines", "process_dropped");
+  out += '}';
   return out;
 }
 

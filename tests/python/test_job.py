@@ -1,12 +1,14 @@
 """`rayx job submit -- python driver.py`: a Python driver that joins the
 submitted job, with its working directory on sys.path in every worker."""
 
+import json
 import os
 import subprocess
 import sys
 import textwrap
 
-from conftest import CLI, driver_env
+from conftest import CLI, driver_env, wait_until
+from test_dashboard import dashboard, request
 
 
 def test_submitted_python_job_runs_with_its_working_directory(cluster, tmp_path):
@@ -24,11 +26,13 @@ def test_submitted_python_job_runs_with_its_working_directory(cluster, tmp_path)
         @rayx.remote
         def apply(x):
             import helpers  # found through the worker's working directory
+            print("TASK LINE", x)
             return helpers.triple(x), os.getcwd()
 
         results = rayx.get([apply.remote(i) for i in range(4)])
         print("VALUES", [v for v, _ in results])
-        print("JOB", os.environ.get("RAYX_SUBMISSION_ID"))
+        print("JOB", os.environ.get("RAYX_SUBMISSION_ID"),
+              rayx.get_runtime_context().get_job_id())
         rayx.shutdown()
     """))
     pythonpath = os.environ["PYTHONPATH"]
@@ -43,6 +47,23 @@ def test_submitted_python_job_runs_with_its_working_directory(cluster, tmp_path)
     status = subprocess.run([CLI, "job", "status", "py-job-1", "--temp-dir", cluster.temp_dir],
                             capture_output=True, text=True, timeout=60, env=driver_env(cluster))
     assert "SUCCEEDED" in status.stdout, status.stdout + status.stderr
+    # The entrypoint's own output printed once (never echoed back to it), its
+    # tasks' lines once (the driver prints them).
+    assert r.stdout.count("VALUES [") == 1 and r.stdout.count("TASK LINE 2") == 1, r.stdout
+    # The dashboard shows both: the entrypoint's lines and its tasks'.
+    job_id = r.stdout.split("JOB py-job-1 ")[1].split()[0]
+    host, port, credential = dashboard(cluster)
+
+    def output():
+        status, _, body = request(host, port, "GET", f"/api/jobs/{job_id}/output",
+                                  {"Authorization": f"Bearer {credential}"})
+        return json.loads(body) if status == 200 else None
+
+    def entrypoint_line():
+        out = output()
+        return out and any(line["line"] == "VALUES [0, 3, 6, 9]" for line in out["process_lines"])
+    wait_until(entrypoint_line, 30, "the entrypoint's line on the dashboard")
+    assert any(line["line"] == "TASK LINE 2" for line in output()["lines"])
 
 
 def test_submitted_python_job_that_raises_fails(cluster, tmp_path):

@@ -54,6 +54,11 @@ class LeaseProcesses {
   // Running workers that exited by themselves since the last call (their
   // last output is still to be read). Default: none.
   virtual std::vector<WorkerPool::Running> TakeExitedWorkers() { return {}; }
+  // The processes of process leases that run now, and those that exited
+  // since the last call (their last output is still to be read), for the
+  // output forwarder. Default: none.
+  virtual std::vector<ProcessRunner::Output> RunningProcesses() const { return {}; }
+  virtual std::vector<ProcessRunner::Output> TakeExitedProcesses() { return {}; }
   // What this node's workers did since the agent started
   // (WorkerPool::ReadCounters). Default: nothing.
   virtual WorkCounts ReadWorkCounters() { return {}; }
@@ -106,6 +111,12 @@ class LocalLeaseProcesses final : public LeaseProcesses {
     return workers_.TakeExitedWorkers();
   }
   WorkCounts ReadWorkCounters() override { return workers_.ReadCounters(); }
+  std::vector<ProcessRunner::Output> RunningProcesses() const override {
+    return processes_.Running();
+  }
+  std::vector<ProcessRunner::Output> TakeExitedProcesses() override {
+    return processes_.TakeExited();
+  }
 
  private:
   // A process group that was killed, or whose leader exited, and may still

@@ -208,13 +208,20 @@ void NodeAgent::RunDueTimers() {
 }
 
 void NodeAgent::ForwardOutput() {
-  auto convert = [](std::vector<WorkerPool::Running> workers) {
+  // Workers, and the processes of process leases (a submitted job's
+  // entrypoint, `rayx launch` commands: for the dashboard only).
+  auto convert = [](std::vector<WorkerPool::Running> workers,
+                    std::vector<ProcessRunner::Output> processes) {
     std::vector<OutputForwarder::Worker> out;
     for (auto& w : workers) out.push_back({w.lease_id, w.job_id, w.pid, std::move(w.log_path)});
+    for (auto& p : processes) {
+      out.push_back({p.lease_id, p.job_id, p.pid, std::move(p.log_path), true, std::move(p.name)});
+    }
     return out;
   };
-  auto notices = output_.Poll(convert(processes_->RunningWorkers()),
-                              convert(processes_->TakeExitedWorkers()));
+  auto notices =
+      output_.Poll(convert(processes_->RunningWorkers(), processes_->RunningProcesses()),
+                   convert(processes_->TakeExitedWorkers(), processes_->TakeExitedProcesses()));
   // Lines read while the head is away are dropped: they stay in the files.
   if (leaving_ || !connected_ || fencing_ || registering_) return;
   for (const auto& notice : notices) Send(notice);

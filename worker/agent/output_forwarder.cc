@@ -5,21 +5,26 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <map>
+#include <utility>
 
 namespace rayx::worker {
 
-// Lines by job into notices of at most max_notice_bytes; consecutive lines of
-// one source share an OutputLines.
+// Lines by job (workers' and processes' apart) into notices of at most
+// max_notice_bytes; consecutive lines of one source share an OutputLines.
 class OutputForwarder::Batcher {
  public:
   explicit Batcher(size_t max_bytes) : max_bytes_(max_bytes) {}
 
-  void Add(const JobId& job, const std::string& source, std::string_view line) {
-    auto it = open_.find(job);
+  void Add(const JobId& job, bool processes, const std::string& source, std::string_view line) {
+    const std::pair<JobId, bool> key(job, processes);
+    auto it = open_.find(key);
     if (it == open_.end() || bytes_[it->second] + line.size() > max_bytes_) {
-      out_.emplace_back().job_id = job;
+      protocol::WorkerOutputNotice& notice = out_.emplace_back();
+      notice.job_id = job;
+      notice.processes = processes;
       bytes_.push_back(0);
-      it = open_.insert_or_assign(job, out_.size() - 1).first;
+      it = open_.insert_or_assign(key, out_.size() - 1).first;
     }
     protocol::WorkerOutputNotice& notice = out_[it->second];
     if (notice.batches.empty() || notice.batches.back().source != source) {
@@ -36,7 +41,8 @@ class OutputForwarder::Batcher {
   size_t max_bytes_;
   std::vector<protocol::WorkerOutputNotice> out_;
   std::vector<size_t> bytes_;  // per notice in out_
-  std::unordered_map<JobId, size_t> open_;  // the notice each job fills now
+  // The notice each job fills now, for its workers and its processes.
+  std::map<std::pair<JobId, bool>, size_t> open_;
 };
 
 std::vector<protocol::WorkerOutputNotice> OutputForwarder::Poll(
@@ -45,11 +51,13 @@ std::vector<protocol::WorkerOutputNotice> OutputForwarder::Poll(
   for (const auto* workers : {&running, &exited}) {
     for (const auto& w : *workers) {
       if (w.log_path.empty()) continue;
-      Followed& f = followed_[w.lease_id];
+      Followed& f = followed_[{w.lease_id, w.pid}];
       if (f.path.empty()) {
         f.job_id = w.job_id;
         f.pid = w.pid;
         f.path = w.log_path;
+        f.process = w.process;
+        f.name = w.name;
       }
       f.running = workers == &running;
     }
@@ -134,7 +142,7 @@ void OutputForwarder::Line(Followed& f, std::string_view line, Batcher& batcher)
     return;
   }
   if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
-  batcher.Add(f.job_id, Source(f), line);
+  batcher.Add(f.job_id, f.process, Source(f), line);
 }
 
 std::string OutputForwarder::Source(const Followed& f) const {

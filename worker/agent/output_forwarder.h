@@ -6,8 +6,10 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <map>
 #include <string>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "protocol/messages.h"
@@ -41,12 +43,16 @@ class OutputForwarder {
     size_t max_line_bytes = 16 << 10;
     size_t max_notice_bytes = 1 << 20;
   };
-  // A worker running now.
+  // A worker running now, or a process of a process lease (`process`: its
+  // lines go in notices marked WorkerOutputNotice::processes, under `name`
+  // until a marker line names them).
   struct Worker {
     LeaseId lease_id;
     JobId job_id;
     pid_t pid = 0;
     std::string log_path;
+    bool process = false;
+    std::string name;
   };
 
   explicit OutputForwarder(Options options) : options_(std::move(options)) {}
@@ -70,6 +76,7 @@ class OutputForwarder {
     bool skip_line = false;  // after skipped bytes: drop up to the next newline
     std::string name;      // from the last marker line
     bool running = false;  // seen in this Poll's `running`
+    bool process = false;  // Worker::process
   };
   class Batcher;  // the notices being filled
   // Reads `f`'s new bytes (at most max_bytes_per_period) into `batcher`;
@@ -80,7 +87,8 @@ class OutputForwarder {
   std::string Source(const Followed& f) const;
 
   Options options_;
-  std::unordered_map<LeaseId, Followed> followed_;
+  // By lease and pid (a process lease runs several processes).
+  std::map<std::pair<LeaseId, pid_t>, Followed> followed_;
 };
 
 }  // namespace rayx::worker

@@ -11,6 +11,7 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 
 #include "common/logging.h"
@@ -191,7 +192,9 @@ Result<protocol::StartWorkerReply> ProcessRunner::Start(
                              : "";
       return fail(error + hint);
     }
-    lease.processes.push_back({pid, false});
+    lease.job_id = request.job_id;
+    lease.processes.push_back(
+        {pid, false, log_path, std::filesystem::path(spec.argv[0]).filename().string()});
     ++lease.running;
     reply.process_pids.push_back(pid);
     RememberLog({request.lease_id, static_cast<uint32_t>(i)}, {log_path, false});
@@ -244,6 +247,9 @@ bool ProcessRunner::OnChildExit(pid_t pid, int wait_status) {
       if (p.pid != pid || p.exited) continue;
       p.exited = true;
       --lease.running;
+      if (exited_.size() < kMaxExited) {
+        exited_.push_back({lease_id, lease.job_id, pid, p.log_path, p.name});
+      }
       protocol::ProcessExitedNotice notice;
       notice.lease_id = lease_id;
       notice.index = i;
@@ -268,6 +274,16 @@ bool ProcessRunner::OnChildExit(pid_t pid, int wait_status) {
     }
   }
   return false;
+}
+
+std::vector<ProcessRunner::Output> ProcessRunner::Running() const {
+  std::vector<Output> out;
+  for (const auto& [lease_id, lease] : leases_) {
+    for (const Process& p : lease.processes) {
+      if (!p.exited) out.push_back({lease_id, lease.job_id, p.pid, p.log_path, p.name});
+    }
+  }
+  return out;
 }
 
 void ProcessRunner::RememberLog(const LogKey& key, LogInfo info) {

@@ -66,6 +66,20 @@ class ProcessRunner {
   std::optional<LogInfo> FindLog(const LeaseId& lease_id, uint32_t index) const;
   size_t running_leases() const { return leases_.size(); }
 
+  // A process whose output the agent forwards to the head (OutputForwarder).
+  struct Output {
+    LeaseId lease_id;
+    JobId job_id;
+    pid_t pid = 0;
+    std::string log_path;
+    std::string name;  // its program's file name
+  };
+  // The processes that run now.
+  std::vector<Output> Running() const;
+  // Those that exited since the last call (at most kMaxExited are kept).
+  std::vector<Output> TakeExited() { return std::exchange(exited_, {}); }
+  static constexpr size_t kMaxExited = 4096;
+
   // The last `max_lines` lines of `path` (at most 4 KiB).
   static std::string TailLines(const std::string& path, int max_lines);
 
@@ -73,8 +87,11 @@ class ProcessRunner {
   struct Process {
     pid_t pid = 0;
     bool exited = false;
+    std::string log_path;
+    std::string name;
   };
   struct Lease {
+    JobId job_id;
     std::vector<Process> processes;
     size_t running = 0;
   };
@@ -88,6 +105,7 @@ class ProcessRunner {
   std::deque<LogKey> finished_order_;  // oldest first, bounded
   // Killed when a later process of their lease could not start; reaped later.
   std::vector<pid_t> unreaped_;
+  std::vector<Output> exited_;  // TakeExited
 };
 
 }  // namespace rayx::worker

@@ -151,8 +151,16 @@ async function loadOutput() {
   }
   if (!response.ok) return;
   const data = await response.json();
-  const lines = data.lines.map((l) => "(" + l.source + ") " + l.line);
-  if (data.dropped > 0) lines.unshift("(" + data.dropped + " earlier lines not kept)");
+  // A job with processes of its own (a submitted job's entrypoint, `rayx
+  // launch` commands): what they printed, as `rayx job logs` shows it (a
+  // driver prints its tasks' lines too). Otherwise its tasks' and actors'.
+  const own = data.process_lines.length > 0;
+  const shown = own ? data.process_lines : data.lines;
+  const dropped = own ? data.process_dropped : data.dropped;
+  document.getElementById("output-title").textContent =
+      "Output of job " + job + (own ? " (its entrypoint)" : " (its tasks and actors)");
+  const lines = shown.map((l) => "(" + l.source + ") " + l.line);
+  if (dropped > 0) lines.unshift("(" + dropped + " earlier lines not kept)");
   out.textContent = lines.join("\n");
   out.scrollTop = out.scrollHeight;
 }

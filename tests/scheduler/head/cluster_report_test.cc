@@ -214,7 +214,21 @@ TEST_F(ClusterReportTest, TheOutputTailKeepsTheNewestLinesOfTheNewestJobs) {
   ASSERT_TRUE(json.ok());
   EXPECT_EQ(*json, "{\"job_id\":\"" + a.Hex() +
                        "\",\"lines\":[{\"source\":\"f pid=1\",\"line\":\"four\"},"
-                       "{\"source\":\"f pid=1\",\"line\":\"<script>\"}],\"dropped\":3}");
+                       "{\"source\":\"f pid=1\",\"line\":\"<script>\"}],\"dropped\":3,"
+                       "\"process_lines\":[],\"process_dropped\":0}");
+  // The job's own processes' lines (its entrypoint) are kept apart, bounded alike.
+  protocol::WorkerOutputNotice own;
+  own.job_id = a;
+  own.processes = true;
+  own.batches.push_back({"python3 pid=2", {"driver says hi"}});
+  tail.Add(own);
+  json = tail.Json(a.Hex());
+  ASSERT_TRUE(json.ok());
+  EXPECT_NE(json->find("\"process_lines\":[{\"source\":\"python3 pid=2\",\"line\":\"driver "
+                       "says hi\"}],\"process_dropped\":0"),
+            std::string::npos)
+      << *json;
+  EXPECT_NE(json->find("\"line\":\"four\""), std::string::npos) << "the workers' lines stay";
   notice.job_id = b;
   tail.Add(notice);
   notice.job_id = c;

@@ -58,6 +58,23 @@ TEST_F(HeadOutputTest, OutputGoesToTheDriversOfItsJobThatAskedForIt) {
   EXPECT_EQ(SentOfType(MessageType::kWorkerOutputNotice), 0u);
 }
 
+TEST_F(HeadOutputTest, AJobsOwnProcessesLinesAreKeptForThePageNeverSentToItsDrivers) {
+  Call<protocol::RegisterNodeReply>(Hello(), kAgent, 1);
+  JobId job = Call<protocol::RegisterDriverReply>(Driver(), kDriver, 2).job_id;
+  sent_.clear();
+  // The entrypoint is the driver: its own lines must not come back to it.
+  auto own = Output(job, "entrypoint line");
+  own.processes = true;
+  Send(own, kAgent, 0);
+  EXPECT_EQ(SentOfType(MessageType::kWorkerOutputNotice), 0u);
+  auto json = head_->output_tail().Json(job.Hex());
+  ASSERT_TRUE(json.ok());
+  EXPECT_NE(json->find("\"process_lines\":[{\"source\":\"train_step pid=42, ip=10.0.0.7\","
+                       "\"line\":\"entrypoint line\"}]"),
+            std::string::npos)
+      << *json;
+}
+
 TEST_F(HeadOutputTest, AFlushIsAnsweredAfterEveryAgentsLines) {
   Call<protocol::RegisterNodeReply>(Hello(), kAgent, 1);
   RegisterSecondAgent();

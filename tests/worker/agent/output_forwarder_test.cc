@@ -108,6 +108,34 @@ TEST_F(OutputForwarderTest, EachJobGetsItsOwnWorkersLinesInOrder) {
   }
 }
 
+TEST_F(OutputForwarderTest, AJobsProcessesGoInNoticesOfTheirOwnOneFollowedPerPid) {
+  OutputForwarder forwarder({.node_ip = "10.0.0.7"});
+  auto worker = MakeWorker("w", job_a_, 10);
+  // Two processes of one process lease (`rayx launch` runs several).
+  LeaseId lease = LeaseId::FromRandom();
+  OutputForwarder::Worker entry{lease, job_a_, 20, (dir_ / "p0.log").string(), true, "python3"};
+  OutputForwarder::Worker second{lease, job_a_, 21, (dir_ / "p1.log").string(), true, "train"};
+  Write(worker, "from a task\n");
+  Write(entry, "from the entrypoint\n");
+  Write(second, "from a second command\n");
+  auto out = forwarder.Poll({worker, entry, second});
+  ASSERT_EQ(out.size(), 2u) << "the workers' lines and the processes' apart";
+  const auto& workers = out[0].processes ? out[1] : out[0];
+  const auto& processes = out[0].processes ? out[0] : out[1];
+  EXPECT_FALSE(workers.processes);
+  EXPECT_EQ(Printed({workers}), (std::vector<std::string>{"(pid=10, ip=10.0.0.7) from a task"}));
+  EXPECT_EQ(processes.job_id, job_a_);
+  EXPECT_EQ(Printed({processes}),
+            (std::vector<std::string>{"(python3 pid=20, ip=10.0.0.7) from the entrypoint",
+                                      "(train pid=21, ip=10.0.0.7) from a second command"}));
+  EXPECT_EQ(forwarder.followed(), 3u);
+  // The entrypoint exits: its last, unended line goes out, then it is forgotten.
+  Write(entry, "bye");
+  out = forwarder.Poll({worker, second}, {entry});
+  EXPECT_EQ(Printed(out), (std::vector<std::string>{"(python3 pid=20, ip=10.0.0.7) bye"}));
+  EXPECT_EQ(forwarder.followed(), 2u);
+}
+
 TEST_F(OutputForwarderTest, AFloodIsSkippedWithANoteThatSaysWhereAllOfItIs) {
   OutputForwarder forwarder({.node_ip = "10.0.0.7", .max_bytes_per_period = 1000});
   auto w = MakeWorker("w", job_a_, 9);

@@ -132,6 +132,25 @@ void Messages(const fs::path& root) {
   output.batches = {{"train_step pid=4242, ip=10.0.0.2", {"loss 0.31", "", std::string(300, 'x')}},
                     {"Counter pid=7, ip=10.0.0.3", {"added 5"}}};
   c.Add("worker-output", MessageInput(SelectorOf<WorkerOutputNotice>(), Encode(output)));
+  output.processes = true;
+  c.Add("process-output", MessageInput(SelectorOf<WorkerOutputNotice>(), Encode(output)));
+  HeartbeatRequest beat;
+  beat.seq = 7;
+  beat.counted = true;
+  beat.tasks = {10, 8, 1, 1};
+  beat.collectives = {{"allreduce", 3, 1, 1500, {1, 1, 0, 0, 0, 0, 0, 1}},
+                      {"barrier", 1, 0, 20, {1, 0, 0, 0, 0, 0, 0, 0}}};
+  c.Add("heartbeat-counted", MessageInput(SelectorOf<HeartbeatRequest>(), Encode(beat)));
+  ListStateReply listed;
+  CollectiveGroupInfo group;
+  group.group = "ring";
+  group.attempt_id = "a1";
+  group.world_size = 2;
+  group.members = {{0, LeaseId::FromRandom()}, {1, LeaseId::FromRandom()}};
+  listed.collective_groups = {group};
+  group.failed = "rank 1: its node died";
+  listed.collective_groups.push_back(group);
+  c.Add("list-state-groups", MessageInput(SelectorOf<ListStateReply>(), Encode(listed)));
   KvPutRequest put;
   put.ns = "collective";
   put.key = "group/rank/0";

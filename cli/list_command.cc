@@ -85,8 +85,8 @@ std::string FormatList(const protocol::ListStateReply& state, const std::string&
       }
       std::string joined = std::to_string(g.members.size()) + "/" + std::to_string(g.world_size);
       rows.push_back({g.group, g.attempt_id.substr(0, 12), g.job_id.IsNil() ? "-" : g.job_id.Hex(),
-                      g.failed.empty() ? "RUNNING (" + joined + " joined)" : "FAILED",
-                      g.failed.empty() ? ranks : g.failed});
+                      g.ended.empty() ? "RUNNING (" + joined + " joined)" : "ENDED",
+                      g.ended.empty() ? ranks : g.ended});
     }
   } else {
     rows.push_back({"PLACEMENT_GROUP_ID", "NAME", "JOB", "STRATEGY", "STATE", "BUNDLES"});

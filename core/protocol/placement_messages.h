@@ -124,10 +124,11 @@ struct CollectiveGroupInfo {
   int32_t world_size = 0;
   JobId job_id;  // the job of its first rank's lease (nil when not known)
   std::vector<CollectiveGroupMember> members;  // the ranks that joined, by rank
-  // Empty while it lives; once a member's lease ended: which rank and why
-  // (the head then stops watching it and its members abort).
-  std::string failed;
-  MSGPACK_DEFINE_MAP(group, attempt_id, world_size, job_id, members, failed)
+  // Empty while it lives; once a member's lease ended (a rank died, or the
+  // group's actors were let go without destroying it first): which rank and
+  // why. The head then stops watching it and its live members abort.
+  std::string ended;
+  MSGPACK_DEFINE_MAP(group, attempt_id, world_size, job_id, members, ended)
 };
 
 struct ListStateReply {
@@ -135,7 +136,8 @@ struct ListStateReply {
   std::vector<NodeInfo> nodes;
   std::vector<LeaseListEntry> leases;
   std::vector<PlacementGroupInfo> placement_groups;
-  std::vector<CollectiveGroupInfo> collective_groups;  // at most 1,000, lost ones last
+  // At most 1,000: the live ones, then the newest 50 that ended.
+  std::vector<CollectiveGroupInfo> collective_groups;
   MSGPACK_DEFINE_MAP(nodes, leases, placement_groups, collective_groups)
 };
 

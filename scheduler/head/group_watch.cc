@@ -127,7 +127,8 @@ GroupWatch::Notices GroupWatch::OnLeaseEnded(const LeaseId& lease_id, const std:
   return out;
 }
 
-std::vector<protocol::CollectiveGroupInfo> GroupWatch::List(size_t limit) const {
+std::vector<protocol::CollectiveGroupInfo> GroupWatch::List(size_t limit,
+                                                            size_t ended_limit) const {
   std::vector<protocol::CollectiveGroupInfo> out;
   for (const auto& [key, group] : groups_) {
     if (out.size() >= limit) return out;
@@ -137,13 +138,14 @@ std::vector<protocol::CollectiveGroupInfo> GroupWatch::List(size_t limit) const 
     info.world_size = group.world_size;
     for (const auto& [rank, member] : group.members) info.members.push_back({rank, member.lease_id});
   }
-  for (auto it = failed_order_.rbegin(); it != failed_order_.rend() && out.size() < limit; ++it) {
+  const size_t end = std::min(limit, out.size() + ended_limit);
+  for (auto it = failed_order_.rbegin(); it != failed_order_.rend() && out.size() < end; ++it) {
     auto failed = failed_.find(*it);
     if (failed == failed_.end()) continue;
     protocol::CollectiveGroupInfo& info = out.emplace_back();
     info.group = it->first;
     info.attempt_id = it->second;
-    info.failed = "rank " + std::to_string(failed->second.failed_rank) + ": " +
+    info.ended = "rank " + std::to_string(failed->second.failed_rank) + ": " +
                   failed->second.cause;
   }
   return out;

@@ -76,10 +76,10 @@ class GroupWatch {
   // Lease `lease_id` ended because of `cause`: the notices to send.
   Notices OnLeaseEnded(const LeaseId& lease_id, const std::string& cause);
 
-  // The watched groups (by name, then attempt), then the remembered ones that
-  // lost a member (newest first), `limit` in all; job ids left nil.
-  // O(limit + ranks listed).
-  std::vector<protocol::CollectiveGroupInfo> List(size_t limit) const;
+  // The watched groups (by name, then attempt), then at most `ended_limit` of
+  // the remembered ones that lost a member (newest first), `limit` in all;
+  // job ids left nil. O(limit + ranks listed).
+  std::vector<protocol::CollectiveGroupInfo> List(size_t limit, size_t ended_limit) const;
 
   size_t member_count() const { return members_; }
   size_t group_count() const { return groups_.size(); }

@@ -551,7 +551,7 @@ protocol::ListStateReply HeadService::ListSnapshot() const {
 
 std::vector<protocol::CollectiveGroupInfo> HeadService::ListCollectiveGroups() const {
   std::vector<protocol::CollectiveGroupInfo> groups =
-      group_watch_.List(kMaxListedCollectiveGroups);
+      group_watch_.List(kMaxListedCollectiveGroups, kMaxListedEndedGroups);
   for (auto& group : groups) {
     if (group.members.empty()) continue;
     if (auto job = leases_.JobOfLease(group.members.front().lease_id)) group.job_id = *job;

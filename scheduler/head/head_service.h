@@ -124,10 +124,11 @@ class HeadService {
   const LeaseManager& leases() const { return leases_; }
   const KvStore& kv() const { return kv_; }
   const GroupWatch& group_watch() const { return group_watch_; }
-  // The collective groups the head watches, then those that lost a member
-  // (GroupWatch::List), with their jobs; at most kMaxListedCollectiveGroups.
+  // The collective groups the head watches, then the newest of those that
+  // lost a member (GroupWatch::List), with their jobs.
   std::vector<protocol::CollectiveGroupInfo> ListCollectiveGroups() const;
   static constexpr size_t kMaxListedCollectiveGroups = 1000;
+  static constexpr size_t kMaxListedEndedGroups = 50;
   // Messages dropped or refused since start (for tests and metrics).
   uint64_t rejected_count() const { return router_.rejected_count(); }
   // Agent messages dropped because they came from a node incarnation that is

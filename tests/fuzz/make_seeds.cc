@@ -148,7 +148,7 @@ void Messages(const fs::path& root) {
   group.world_size = 2;
   group.members = {{0, LeaseId::FromRandom()}, {1, LeaseId::FromRandom()}};
   listed.collective_groups = {group};
-  group.failed = "rank 1: its node died";
+  group.ended = "rank 1: its node died";
   listed.collective_groups.push_back(group);
   c.Add("list-state-groups", MessageInput(SelectorOf<ListStateReply>(), Encode(listed)));
   KvPutRequest put;

@@ -265,7 +265,7 @@ def test_metrics_count_nested_tasks_collective_ops_and_list_the_groups(cluster, 
 
         state = json.loads(request(host, port, "GET", "/api/state", auth)[2])
         mine = [g for g in state["collective_groups"] if g["group"] == group]
-        assert len(mine) == 1 and mine[0]["world_size"] == 2 and mine[0]["failed"] == ""
+        assert len(mine) == 1 and mine[0]["world_size"] == 2 and mine[0]["ended"] == ""
         assert sorted(m["rank"] for m in mine[0]["members"]) == [0, 1]
         leases = {lease["lease_id"] for lease in state["leases"]}
         assert {m["lease_id"] for m in mine[0]["members"]} <= leases
@@ -273,14 +273,14 @@ def test_metrics_count_nested_tasks_collective_ops_and_list_the_groups(cluster, 
                          env=token_env(cluster.token)).stdout
         assert group in listed and "RUNNING (2/2 joined)" in listed, listed
 
-        # A rank dies: the group is listed as failed, naming the rank.
+        # A rank dies: the group is listed as ended, naming the rank.
         rayx.kill(ranks[1])
 
         def failed():
             st = json.loads(request(host, port, "GET", "/api/state", auth)[2])
-            return [g["failed"] for g in st["collective_groups"]
-                    if g["group"] == group and g["failed"]]
-        wait_until(lambda: failed(), 30, "the group to be listed as failed")
+            return [g["ended"] for g in st["collective_groups"]
+                    if g["group"] == group and g["ended"]]
+        wait_until(lambda: failed(), 30, "the group to be listed as ended")
         assert failed()[0].startswith("rank 1: ")
     finally:
         for r in ranks:

@@ -188,7 +188,8 @@ function drawGroups(state) {
 }
 
 // Collective groups whose ranks run in leased workers: each joined rank at
-// its node and pid; a group that lost a member says which and why.
+// its node and pid; a group that lost a member (a rank died, or its actors
+// went without destroying it) says which and why.
 function drawCollectiveGroups(state) {
   const leases = new Map(state.leases.map((l) => [l.lease_id, l]));
   fillTable("collective-groups", ["Group", "Attempt", "Job", "State", "Ranks"],
@@ -197,11 +198,11 @@ function drawCollectiveGroups(state) {
         const l = leases.get(m.lease_id);
         return m.rank + "@" + (l ? l.node_address + " pid " + l.pid : m.lease_id.slice(0, 12));
       }).join(", ");
-      const failed = g.failed !== "";
+      const ended = g.ended !== "";
       return {key: g.group, cells: [g.group, g.attempt_id.slice(0, 12), g.job_id,
-        {text: failed ? "FAILED" : "RUNNING (" + g.members.length + "/" + g.world_size +
-                        " joined)", className: failed ? "FAILED" : "RUNNING"},
-        failed ? g.failed : ranks]};
+        {text: ended ? "ENDED" : "RUNNING (" + g.members.length + "/" + g.world_size +
+                       " joined)", className: ended ? "ENDED" : "RUNNING"},
+        ended ? g.ended : ranks]};
     }));
 }
 

@@ -56,6 +56,30 @@ TEST(GroupWatchTest, ALeaseEndingTellsEveryOtherRankOnceNamingTheRankAndCause) {
   EXPECT_TRUE(watch.OnLeaseEnded(LeaseId::FromWire("lease-0"), "later").empty());
 }
 
+TEST(GroupWatchTest, ListShowsLiveGroupsWithTheirRanksThenTheNewestEndedOnes) {
+  GroupWatch watch;
+  ASSERT_TRUE(watch.Add("p0", Watch("live", 0, "lease-a", 2)).ok());
+  ASSERT_TRUE(watch.Add("p1", Watch("live", 1, "lease-b", 2)).ok());
+  for (int g = 0; g < 3; ++g) {
+    const std::string name = "gone-" + std::to_string(g);
+    ASSERT_TRUE(watch.Add("q", Watch(name, 0, "lease-" + name, 2)).ok());
+    ASSERT_TRUE(watch.Add("r", Watch(name, 1, "other-" + name, 2)).ok());
+    watch.OnLeaseEnded(LeaseId::FromWire("other-" + name), "killed");
+  }
+  auto listed = watch.List(10, 2);
+  ASSERT_EQ(listed.size(), 3u) << "the live group and the 2 newest ended ones";
+  EXPECT_EQ(listed[0].group, "live");
+  EXPECT_EQ(listed[0].world_size, 2);
+  EXPECT_EQ(listed[0].ended, "");
+  ASSERT_EQ(listed[0].members.size(), 2u);
+  EXPECT_EQ(listed[0].members[1].rank, 1);
+  EXPECT_EQ(listed[0].members[1].lease_id.Hex(), "lease-b");
+  EXPECT_EQ(listed[1].group, "gone-2");
+  EXPECT_EQ(listed[1].ended, "rank 1: killed");
+  EXPECT_EQ(listed[2].group, "gone-1");
+  EXPECT_EQ(watch.List(1, 50).size(), 1u) << "the limit holds over both";
+}
+
 TEST(GroupWatchTest, OneLeaseInTwoGroupsEndsBoth) {
   GroupWatch watch;
   ASSERT_TRUE(watch.Add("p0", Watch("g", 0, "shared", 2)).ok());

@@ -145,7 +145,35 @@ class NodeAgent {
   void SendConstruction(const protocol::ActorConstructionNotice& notice);
   void SendHeartbeat();
   void OnMessage(transport::Frames& frames);
+  // Decodes the envelope, checks its protocol version and calls the handler
+  // registered for its type (RegisterHandlers); anything else is logged and
+  // dropped.
   void HandleMessage(transport::Frames& frames);
+  // A message from the head for its handler: the envelope (its id answers a
+  // request) and its frames (a GetPackageReply carries its bytes in a third).
+  struct FromHead {
+    const protocol::Envelope& env;
+    const transport::Frames& frames;
+  };
+  // Registers `handler` for the head's messages of type Msg::kType: the body
+  // is decoded as Msg first; a malformed one is logged and dropped.
+  template <typename Msg>
+  void On(void (NodeAgent::*handler)(const Msg&, const FromHead&));
+  // The same for a message without its own type (the error reply).
+  template <typename Msg>
+  void On(protocol::MessageType type, void (NodeAgent::*handler)(const Msg&, const FromHead&));
+  void RegisterHandlers();
+  void HandleErrorReply(const protocol::ErrorReply& error, const FromHead& from);
+  void HandleRegisterReply(const protocol::RegisterNodeReply& reply, const FromHead& from);
+  void HandleHeartbeatReply(const protocol::HeartbeatReply& reply, const FromHead& from);
+  void HandleStartWorker(const protocol::StartWorkerRequest& req, const FromHead& from);
+  void HandlePackageReply(const protocol::GetPackageReply& reply, const FromHead& from);
+  void HandleJobCredential(const protocol::JobCredentialNotice& req, const FromHead& from);
+  void HandleJobFinished(const protocol::JobFinishedNotice& req, const FromHead& from);
+  void HandleFlushOutput(const protocol::FlushOutputRequest& req, const FromHead& from);
+  void HandleWatchDriver(const protocol::WatchDriverRequest& req, const FromHead& from);
+  void HandleKillWorkers(const protocol::KillWorkersRequest& req, const FromHead& from);
+  void HandleUnregisterReply(const protocol::UnregisterNodeReply& reply, const FromHead& from);
   // Points the wake-up timer at the earliest deadline.
   void ArmWakeup();
   template <typename T>
@@ -167,6 +195,8 @@ class NodeAgent {
   void Reply(const Result<protocol::StartWorkerReply>& result, uint64_t id);
 
   boost::asio::io_context& io_;
+  // By message type (RegisterHandlers).
+  std::unordered_map<uint16_t, std::function<void(const FromHead&)>> handlers_;
   NodeAgentOptions options_;
   const Clock& clock_;
   Callbacks callbacks_;

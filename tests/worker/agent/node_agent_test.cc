@@ -526,6 +526,44 @@ TEST_F(NodeAgentTest, KillWorkersKillsEveryNamedLease) {
   EXPECT_EQ(processes_.reaps, 1);
 }
 
+TEST_F(NodeAgentTest, AMessageOfAnotherProtocolVersionOrMalformedIsDropped) {
+  Join();
+  // Another version's envelope (a head of another rayx): not acted on.
+  transport::Frames frames = transport::MakeMessage(
+      protocol::KillWorkersRequest{.lease_ids = {LeaseId::FromWire("a")}}, 5);
+  protocol::Envelope env =
+      protocol::Decode<protocol::Envelope>(transport::FrameView(frames[0])).value();
+  env.v = rayx::kProtocolVersion + 1;
+  std::string other = protocol::Encode(env);
+  frames[0] = transport::Frame(other);
+  head_.on_message(frames);
+  // A body that is not the message its type says.
+  frames = transport::MakeMessage(protocol::KillWorkersRequest{}, 6);
+  frames[1] = transport::Frame(std::string_view("\xc1", 1));
+  head_.on_message(frames);
+  EXPECT_TRUE(processes_.killed.empty());
+  // The agent works on.
+  Deliver(protocol::KillWorkersRequest{.lease_ids = {LeaseId::FromWire("b")}}, 7);
+  EXPECT_EQ(processes_.killed, (std::vector<std::string>{"b"}));
+}
+
+TEST_F(NodeAgentTest, AnotherVersionsRefusalStillSaysWhy) {
+  // The error reply's form is frozen: a head of another version refusing
+  // this node is heard, not dropped.
+  Sent reg = Next();
+  transport::Frames frames =
+      transport::MakeErrorMessage(Status::InvalidArgument("protocol version mismatch"), "head",
+                                  reg.env.id);
+  protocol::Envelope env =
+      protocol::Decode<protocol::Envelope>(transport::FrameView(frames[0])).value();
+  env.v = rayx::kProtocolVersion + 1;
+  std::string other = protocol::Encode(env);
+  frames[0] = transport::Frame(other);
+  head_.on_message(frames);
+  ASSERT_EQ(fatal_.size(), 1u);
+  EXPECT_NE(fatal_[0].message().find("protocol version mismatch"), std::string::npos);
+}
+
 // A start killed before it started (its job was stopped, say) never starts,
 // and its request is answered, so the head forgets it.
 TEST_F(NodeAgentTest, AStartKilledWhileWaitingForDevicesNeverStartsAndIsAnswered) {

@@ -26,6 +26,9 @@ namespace rayx::cli {
 namespace {
 
 constexpr int64_t kPollMs = 200;
+// How long node rank 0 waits for a daemon's exit to show after its command
+// was SIGKILLed by someone else (the dying agent's reaper, say).
+constexpr int64_t kDaemonExitGraceMs = 2000;
 
 sigset_t ForegroundSignals() {
   sigset_t set;
@@ -304,12 +307,28 @@ int RunCommandThenStopCluster(const detail::Session& session,
       kill(-child, SIGKILL);
     }
   }
-  // A daemon that died at the same moment (the agent's reaper kills the
-  // command's group when the agent dies, so its zombie is already here) is
-  // why the command ended: name it, whichever exit waitid happened to give first.
+  // A daemon that died at the same moment is why the command ended: name it,
+  // whichever exit waitid happened to give first. The agent's reaper kills
+  // the command's group when the agent dies, and its parent-death signal can
+  // come before the dying agent is a zombie we can see: a command killed by a
+  // SIGKILL nobody here sent waits up to kDaemonExitGraceMs, on SIGCHLD, for a
+  // daemon's exit.
+  const bool killed_unasked = WIFSIGNALED(command_status) &&
+                              WTERMSIG(command_status) == SIGKILL && first_signal == 0;
+  const int64_t grace_until = killed_unasked ? NowMs() + kDaemonExitGraceMs : 0;
   while (daemon_died.empty()) {
     siginfo_t info{};
-    if (waitid(P_ALL, 0, &info, WEXITED | WNOHANG | WNOWAIT) != 0 || info.si_pid == 0) break;
+    if (waitid(P_ALL, 0, &info, WEXITED | WNOHANG | WNOWAIT) != 0) break;  // no child left
+    if (info.si_pid == 0) {
+      const int64_t left = grace_until - NowMs();
+      if (left <= 0) break;
+      sigset_t chld;
+      sigemptyset(&chld);
+      sigaddset(&chld, SIGCHLD);
+      timespec wait{static_cast<time_t>(left / 1000), static_cast<long>(left % 1000) * 1000000};
+      (void)sigtimedwait(&chld, nullptr, &wait);
+      continue;
+    }
     int status = 0;
     waitpid(info.si_pid, &status, 0);
     std::string name = NameOf(daemons, info.si_pid);

@@ -1,11 +1,11 @@
 // The public collective API (rayx/collective.h) over the process-wide group
 // registry.
+#include <chrono>
 #include <condition_variable>
 #include <deque>
 #include <map>
 #include <mutex>
 #include <thread>
-#include <type_traits>
 
 #include "common/logging.h"
 #include "common/work_counters.h"
@@ -81,22 +81,16 @@ Aborter& GetAborter() {
 // WorkCounters (failed when it throws). For NCCL the time is the host's: the
 // call returns once the operation is queued on its stream.
 template <typename Run>
-auto Counted(WorkCounters::Op op, Run&& run) {
+void Counted(WorkCounters::Op op, Run&& run) {
   WorkCounters& counters = WorkCounters::Process();
   const auto start = std::chrono::steady_clock::now();
   try {
-    if constexpr (std::is_void_v<decltype(run())>) {
-      run();
-      counters.CollectiveOpDone(op, std::chrono::steady_clock::now() - start, false);
-    } else {
-      auto result = run();
-      counters.CollectiveOpDone(op, std::chrono::steady_clock::now() - start, false);
-      return result;
-    }
+    run();
   } catch (...) {
     counters.CollectiveOpDone(op, std::chrono::steady_clock::now() - start, true);
     throw;
   }
+  counters.CollectiveOpDone(op, std::chrono::steady_clock::now() - start, false);
 }
 
 using Op = WorkCounters::Op;

@@ -80,6 +80,7 @@ Result<protocol::StartWorkerReply> ProcessRunner::Start(
   std::string devices = WorkerEnv::JoinIdList(GpuDevicesOf(request.gpu_ids, options_.gpu_devices));
 
   Lease lease;
+  lease.job_id = request.job_id;
   protocol::StartWorkerReply reply;
   reply.lease_id = request.lease_id;
   for (size_t i = 0; i < request.processes.size(); ++i) {
@@ -192,7 +193,6 @@ Result<protocol::StartWorkerReply> ProcessRunner::Start(
                              : "";
       return fail(error + hint);
     }
-    lease.job_id = request.job_id;
     lease.processes.push_back(
         {pid, false, log_path, std::filesystem::path(spec.argv[0]).filename().string()});
     ++lease.running;

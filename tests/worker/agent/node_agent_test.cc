@@ -167,6 +167,15 @@ class NodeAgentTest : public ::testing::Test {
     head_.on_message(frames);
   }
 
+  // Stamps `frames`' envelope with another protocol version (a head of
+  // another rayx).
+  static void FromAnotherVersion(transport::Frames& frames) {
+    protocol::Envelope env =
+        protocol::Decode<protocol::Envelope>(transport::FrameView(frames[0])).value();
+    env.v = rayx::kProtocolVersion + 1;
+    frames[0] = transport::Frame(protocol::Encode(env));
+  }
+
   void DeliverError(const Status& status, uint64_t id) {
     transport::Frames frames = transport::MakeErrorMessage(status, "head", id);
     head_.on_message(frames);
@@ -531,11 +540,7 @@ TEST_F(NodeAgentTest, AMessageOfAnotherProtocolVersionOrMalformedIsDropped) {
   // Another version's envelope (a head of another rayx): not acted on.
   transport::Frames frames = transport::MakeMessage(
       protocol::KillWorkersRequest{.lease_ids = {LeaseId::FromWire("a")}}, 5);
-  protocol::Envelope env =
-      protocol::Decode<protocol::Envelope>(transport::FrameView(frames[0])).value();
-  env.v = rayx::kProtocolVersion + 1;
-  std::string other = protocol::Encode(env);
-  frames[0] = transport::Frame(other);
+  FromAnotherVersion(frames);
   head_.on_message(frames);
   // A body that is not the message its type says.
   frames = transport::MakeMessage(protocol::KillWorkersRequest{}, 6);
@@ -554,11 +559,7 @@ TEST_F(NodeAgentTest, AnotherVersionsRefusalStillSaysWhy) {
   transport::Frames frames =
       transport::MakeErrorMessage(Status::InvalidArgument("protocol version mismatch"), "head",
                                   reg.env.id);
-  protocol::Envelope env =
-      protocol::Decode<protocol::Envelope>(transport::FrameView(frames[0])).value();
-  env.v = rayx::kProtocolVersion + 1;
-  std::string other = protocol::Encode(env);
-  frames[0] = transport::Frame(other);
+  FromAnotherVersion(frames);
   head_.on_message(frames);
   ASSERT_EQ(fatal_.size(), 1u);
   EXPECT_NE(fatal_[0].message().find("protocol version mismatch"), std::string::npos);

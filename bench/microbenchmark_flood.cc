@@ -40,14 +40,14 @@ void WriteAll(int fd, const std::string& s) {
 
 }  // namespace
 
-FloodProcess::FloodProcess(double rate, const std::string& server_key,
+FloodProcess::FloodProcess(double rate, const std::string& server_key, const std::string& from,
                            const std::vector<FloodTarget>& targets) {
   int in[2], out[2];
   if (::pipe2(in, O_CLOEXEC) != 0 || ::pipe2(out, O_CLOEXEC) != 0) {
     throw std::runtime_error("pipe failed");
   }
   std::vector<std::string> args = {"rayx-microbenchmark", "--flood-child", std::to_string(rate),
-                                   server_key};
+                                   server_key, from};
   for (const auto& t : targets) args.push_back((t.curve ? "curve:" : "plain:") + t.address);
   std::vector<char*> argv;
   for (auto& a : args) argv.push_back(a.data());
@@ -108,15 +108,16 @@ FloodProcess::Totals FloodProcess::Finish() {
 }
 
 int FloodChildMain(int argc, char** argv) {
-  if (argc < 5) {
-    std::fprintf(stderr, "usage: --flood-child RATE SERVER_KEY (curve|plain):ADDR...\n");
+  if (argc < 6) {
+    std::fprintf(stderr, "usage: --flood-child RATE SERVER_KEY FROM (curve|plain):ADDR...\n");
     return 2;
   }
   const double rate = std::atof(argv[2]);
   if (!(rate > 0)) return 2;
   const std::string server_key = argv[3];
+  const std::string from = argv[4];
   std::vector<FloodTarget> targets;
-  for (int i = 4; i < argc; ++i) {
+  for (int i = 5; i < argc; ++i) {
     std::string t = argv[i];
     targets.push_back({t.substr(t.find(':') + 1), t.rfind("curve:", 0) == 0});
   }
@@ -161,7 +162,15 @@ int FloodChildMain(int argc, char** argv) {
         transport::MakeClient(s, target.curve ? transport::WireSecurity::kEncrypted
                                               : transport::WireSecurity::kAuthenticated,
                               stranger, server_key);
-        s.connect(target.address);
+        // tcp://SOURCE:0;HOST:PORT: from one address of its own, or each
+        // connection from another (127.77.x.y: 62,500 of them).
+        std::string source = from;
+        if (from == "many") {
+          source = "127.77." + std::to_string(attempts / 250 % 250 + 1) + "." +
+                   std::to_string(attempts % 250 + 1);
+        }
+        const std::string host_port = target.address.substr(target.address.find("//") + 2);
+        s.connect("tcp://" + source + ":0;" + host_port);
         s.send(zmq::str_buffer("x"), zmq::send_flags::dontwait);
         open.push_back({std::move(s), now});
         ++attempts;

@@ -28,7 +28,11 @@ class FloodProcess {
   // `server_key`: the cluster's CURVE public key (Z85), so a CURVE attempt
   // goes through the whole handshake, the server's most expensive path, before
   // its credential is refused.
-  FloodProcess(double rate, const std::string& server_key, const std::vector<FloodTarget>& targets);
+  // `from`: the source address of every connection (an attacker's own
+  // machine: 127.0.0.9 on a loopback cluster), or "many" for each from
+  // another address (an attacker with more addresses than a server bans).
+  FloodProcess(double rate, const std::string& server_key, const std::string& from,
+               const std::vector<FloodTarget>& targets);
   ~FloodProcess();
   FloodProcess(const FloodProcess&) = delete;
   FloodProcess& operator=(const FloodProcess&) = delete;
@@ -47,7 +51,7 @@ class FloodProcess {
   int to_child_ = -1, from_child_ = -1;
 };
 
-// The child's main: argv = {prog, "--flood-child", RATE, SERVER_KEY,
+// The child's main: argv = {prog, "--flood-child", RATE, SERVER_KEY, FROM,
 // "curve:ADDR" | "plain:ADDR", ...}. Reads '1'/'0' (flood on/off) from stdin
 // until EOF, then prints "attempts answered" and exits.
 int FloodChildMain(int argc, char** argv);

@@ -20,7 +20,6 @@ namespace {
 constexpr char kJobUserPrefix[] = "job:";
 constexpr char kActorUserPrefix[] = "actor:";
 constexpr char kClusterUserId[] = "cluster";
-constexpr char kZapEndpoint[] = "inproc://zeromq.zap.01";
 
 std::string Hex(const unsigned char* data, size_t n) {
   static const char* kDigits = "0123456789abcdef";
@@ -275,100 +274,6 @@ std::optional<Principal> JobVerifier::Verify(const ZapRequest& request) const {
     }
   }
   return std::nullopt;
-}
-
-// --- ZapServer ------------------------------------------------------------------
-
-ZapServer::ZapServer(zmq::context_t& context, std::shared_ptr<const Verifier> verifier,
-                     std::string what)
-    : context_(context), verifier_(std::move(verifier)), what_(std::move(what)) {
-  handler_ = std::make_unique<zmq::socket_t>(context_, zmq::socket_type::rep);
-  handler_->set(zmq::sockopt::linger, 0);
-  handler_->bind(kZapEndpoint);
-  std::string stop_endpoint = "inproc://rayx-zap-stop-" + ::rayx::detail::RandomHex(8);
-  stop_receive_ = std::make_unique<zmq::socket_t>(context_, zmq::socket_type::pair);
-  stop_receive_->set(zmq::sockopt::linger, 0);
-  stop_receive_->bind(stop_endpoint);
-  stop_send_ = std::make_unique<zmq::socket_t>(context_, zmq::socket_type::pair);
-  stop_send_->set(zmq::sockopt::linger, 0);
-  stop_send_->connect(stop_endpoint);
-  thread_ = std::thread([this] { Serve(handler_.get(), stop_receive_.get()); });
-}
-
-ZapServer::~ZapServer() {
-  try {
-    stop_send_->send(zmq::str_buffer("stop"), zmq::send_flags::dontwait);
-  } catch (const zmq::error_t&) {
-  }
-  if (thread_.joinable()) thread_.join();
-  handler_->close();
-  stop_receive_->close();
-  stop_send_->close();
-}
-
-void ZapServer::Serve(zmq::socket_t* handler, zmq::socket_t* stop) {
-  detail::LogRateLimiter limiter(5, std::chrono::seconds(10));
-  zmq::pollitem_t items[] = {{handler->handle(), 0, ZMQ_POLLIN, 0},
-                             {stop->handle(), 0, ZMQ_POLLIN, 0}};
-  while (true) {
-    try {
-      zmq::poll(items, 2, std::chrono::milliseconds(-1));
-    } catch (const zmq::error_t& e) {
-      if (e.num() == EINTR) continue;
-      return;  // the context is ending
-    }
-    if (items[1].revents & ZMQ_POLLIN) return;
-    if (!(items[0].revents & ZMQ_POLLIN)) continue;
-    Frames request;
-    try {
-      request = ReceiveFrames(*handler);
-    } catch (const zmq::error_t&) {
-      return;
-    }
-    // RFC 27: version, request id, domain, address, identity, mechanism,
-    // then the mechanism's credentials.
-    auto part = [&](size_t i) {
-      return i < request.size() ? std::string(request[i].View()) : std::string();
-    };
-    ZapRequest zap;
-    zap.domain = part(2);
-    zap.address = part(3);
-    zap.mechanism = part(5);
-    if (zap.mechanism == "PLAIN") {
-      zap.username = part(6);
-      zap.password = part(7);
-    } else if (zap.mechanism == "CURVE" && request.size() > 6 && request[6].size() == 32) {
-      zap.client_key = Z85(reinterpret_cast<const unsigned char*>(request[6].View().data()));
-    }
-    std::optional<Principal> who;
-    if (part(0) == "1.0") who = verifier_->Verify(zap);
-    if (who) {
-      ++accepted_;
-    } else {
-      ++refused_;
-      uint64_t suppressed = 0;
-      if (limiter.Allow(std::chrono::steady_clock::now(), &suppressed)) {
-        RAYX_LOG(Warning) << what_ << ": refused a " << (zap.mechanism.empty() ? "NULL" : zap.mechanism)
-                          << " connection from " << zap.address
-                          << ": it did not prove the cluster's or a live job's credential"
-                          << (suppressed ? " (" + std::to_string(suppressed) +
-                                               " more refusals were not logged)"
-                                         : std::string());
-      }
-    }
-    Frames reply;
-    reply.push_back(MakeFrame("1.0"));
-    reply.push_back(MakeFrame(part(1)));
-    reply.push_back(MakeFrame(who ? "200" : "400"));
-    reply.push_back(MakeFrame(who ? "OK" : "no valid rayx credential"));
-    reply.push_back(MakeFrame(who ? who->UserId() : std::string()));
-    reply.push_back(MakeFrame(""));
-    try {
-      SendFrames(*handler, reply);
-    } catch (const zmq::error_t&) {
-      return;
-    }
-  }
 }
 
 // --- Socket options -------------------------------------------------------------

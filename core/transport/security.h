@@ -19,7 +19,6 @@
 // job secret); CURVE also authenticates the server and encrypts everything.
 #pragma once
 
-#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -27,7 +26,6 @@
 #include <optional>
 #include <string>
 #include <string_view>
-#include <thread>
 #include <unordered_map>
 #include <vector>
 
@@ -219,38 +217,6 @@ class JobVerifier : public Verifier {
   const Credential job_;
   mutable std::mutex mu_;
   std::optional<Credential> actor_callers_;  // guarded by mu_
-};
-
-// Serves ZeroMQ's authentication protocol (ZAP) for one context, on a thread
-// of its own: every PLAIN or CURVE server socket of the context asks it about
-// each new connection, and a refused connection is closed before any message
-// of it is delivered. Refusals are logged, at most a few lines per 10 s,
-// naming the peer's address.
-class ZapServer {
- public:
-  // Binds ZAP's endpoint in `context` and starts serving. REQUIRES: no other
-  // ZapServer in `context`, and this one made before the context's server
-  // sockets accept connections. `what` names the server in log lines.
-  ZapServer(zmq::context_t& context, std::shared_ptr<const Verifier> verifier, std::string what);
-  ~ZapServer();
-  ZapServer(const ZapServer&) = delete;
-  ZapServer& operator=(const ZapServer&) = delete;
-
-  uint64_t accepted_count() const { return accepted_.load(); }
-  uint64_t refused_count() const { return refused_.load(); }
-
- private:
-  void Serve(zmq::socket_t* handler, zmq::socket_t* stop);
-
-  zmq::context_t& context_;
-  std::shared_ptr<const Verifier> verifier_;
-  std::string what_;
-  std::unique_ptr<zmq::socket_t> handler_;
-  std::unique_ptr<zmq::socket_t> stop_send_;
-  std::unique_ptr<zmq::socket_t> stop_receive_;
-  std::atomic<uint64_t> accepted_{0};
-  std::atomic<uint64_t> refused_{0};
-  std::thread thread_;
 };
 
 // Makes `socket` (not yet bound) a server that admits only peers its context's

@@ -13,6 +13,7 @@
 #include "protocol/messages.h"
 #include "rayx/detail/runtime_api.h"
 #include "transport/security.h"
+#include "transport/zap_server.h"
 #include "transport/zmq_frame.h"
 #include "worker/worker_loop.h"
 
@@ -67,6 +68,7 @@ void RunWorker(const WorkerEnv& env) {
   router.set(zmq::sockopt::rcvhwm, 100000);
   router.set(zmq::sockopt::maxmsgsize, int64_t{1} << 31);
   transport::MakeServer(router, env.Mechanism(), credential);
+  zap.Guard(router);  // declared after `zap`: closed before it
   try {
     router.bind("tcp://" + node_ip + ":*");
   } catch (const zmq::error_t& e) {

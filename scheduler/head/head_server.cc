@@ -38,6 +38,8 @@ Status HeadServer::Start() {
   // agents and drivers also know they talk to the cluster's head.
   transport::MakeServer(router_, transport::WireSecurity::kEncrypted,
                         transport::Credential::Cluster(options_.service.token));
+  // An address that keeps connecting without the credential is shut out.
+  zap_->Guard(router_);
   // libzmq drops (and disconnects) a peer sending a frame over this size, before
   // buffering it: an oversized frame costs us nothing.
   router_.set(zmq::sockopt::maxmsgsize,

@@ -12,6 +12,7 @@
 
 #include "head/head_service.h"
 #include "transport/security.h"
+#include "transport/zap_server.h"
 #include "transport/zmq_socket_loop.h"
 
 namespace rayx::scheduler {

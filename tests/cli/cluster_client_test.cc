@@ -14,6 +14,7 @@
 #include "protocol/process_messages.h"
 #include "transport/message.h"
 #include "transport/security.h"
+#include "transport/zap_server.h"
 #include "transport/zmq_frame.h"
 
 namespace rayx::cli {

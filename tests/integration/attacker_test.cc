@@ -67,13 +67,15 @@ using transport::WireSecurity;
 // A DEALER that proves `security` (or nothing at all) and sends raw frames.
 class Peer {
  public:
+  // `source`: the address to connect from ("" lets the kernel choose).
   Peer(const std::string& endpoint, std::optional<ClientSecurity> security,
-       const std::string& routing_id = "")
+       const std::string& routing_id = "", const std::string& source = "")
       : socket_(context_, zmq::socket_type::dealer) {
     socket_.set(zmq::sockopt::linger, 0);
     if (!routing_id.empty()) socket_.set(zmq::sockopt::routing_id, routing_id);
     if (security) transport::MakeClient(socket_, *security);
-    socket_.connect(endpoint.rfind("tcp://", 0) == 0 ? endpoint : "tcp://" + endpoint);
+    std::string host_port = endpoint.rfind("tcp://", 0) == 0 ? endpoint.substr(6) : endpoint;
+    socket_.connect("tcp://" + (source.empty() ? "" : source + ":0;") + host_port);
   }
   // Never blocks: a connection the server refused takes nothing.
   void Send(std::vector<std::string> frames) {
@@ -655,6 +657,52 @@ TEST_F(Attacker, ASessionIsNotTakenOverByAnotherCredential) {
   Peer known_thief(cluster_->address(), ClientSecurity::Head(known_b, cluster_key), id);
   EXPECT_EQ(known_thief.ErrorOf(Request(lease, 3)), StatusCode::kUnauthenticated);
   ExpectServing();
+}
+
+// A flood from another machine (127.0.0.9-11 stand for three here) is shut
+// out in the kernel after 20 connections in 10 s: its next TCP handshake never
+// completes, while other addresses, the cluster's own machine among them,
+// still connect and the real job is served.
+TEST_F(Attacker, AFloodFromAnotherAddressIsShutOutInTheKernel) {
+  const std::string cluster_key = Credential::Cluster(cluster_->token()).CurvePublicKey();
+  const auto wrong = Credential::Cluster("not-this-clusters-token");
+  struct Target {
+    std::string endpoint, source;
+    ClientSecurity security;
+  };
+  const std::vector<Target> targets = {
+      {cluster_->address(), "127.0.0.9", ClientSecurity::Head(wrong, cluster_key)},
+      {objects_, "127.0.0.10", ClientSecurity{WireSecurity::kAuthenticated, wrong, ""}},
+      {worker_, "127.0.0.11", ClientSecurity{WireSecurity::kAuthenticated, wrong, ""}},
+  };
+  for (const Target& t : targets) {
+    SCOPED_TRACE(t.endpoint + " flooded from " + t.source);
+    std::string host_port = t.endpoint.rfind("tcp://", 0) == 0 ? t.endpoint.substr(6) : t.endpoint;
+    const std::string host = host_port.substr(0, host_port.rfind(':'));
+    const int port = std::stoi(host_port.substr(host_port.rfind(':') + 1));
+    ASSERT_TRUE(TcpConnectsFrom(t.source, host, port, 5000ms)) << "shut out before the flood";
+    {
+      std::vector<std::unique_ptr<Peer>> flood;
+      for (int i = 0; i < 25; ++i) {
+        flood.push_back(std::make_unique<Peer>(t.endpoint, t.security, "", t.source));
+      }
+      EXPECT_TRUE(WaitUntil([&] { return !TcpConnectsFrom(t.source, host, port, 200ms); }, 20000))
+          << "the flooding address still connects";
+    }
+    EXPECT_TRUE(TcpConnectsFrom("127.0.0.12", host, port, 5000ms)) << "another address is shut out";
+    EXPECT_TRUE(TcpConnectsFrom("127.0.0.1", host, port, 5000ms)) << "the machine is shut out";
+  }
+  ExpectServing();
+  // The servers said whom they shut out, and for how long.
+  auto read = [](const fs::path& path) {
+    std::ifstream in(path);
+    std::stringstream text;
+    text << in.rdbuf();
+    return text.str();
+  };
+  const fs::path logs = fs::path(cluster_->head_log_path()).parent_path();
+  EXPECT_TRUE(Contains(read(cluster_->head_log_path()), "head: shut out 127.0.0.9 for 60 s"));
+  EXPECT_TRUE(Contains(read(logs / "agent.log"), ": shut out 127.0.0.10 for 60 s"));
 }
 
 // Attacks from many threads while the real job calls its actor: every call

@@ -123,6 +123,7 @@ Result<std::string> ObjectServer::Start(const std::string& ip, transport::WireSe
   zap_ = std::make_unique<transport::ZapServer>(context_, std::move(verifier),
                                                 "object server " + ip);
   transport::MakeServer(router_, mode, server);
+  zap_->Guard(router_);
   ports_ = std::make_unique<PortReserver>(PortReserver::FromKernel(), clock_,
                                           PortReserver::BindProbe(ip),
                                           static_cast<uint32_t>(::getpid()) * 2654435761u);

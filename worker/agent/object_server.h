@@ -17,6 +17,7 @@
 #include "object_store/shared_memory_store.h"
 #include "rayx/status.h"
 #include "transport/security.h"
+#include "transport/zap_server.h"
 #include "transport/zmq_socket_loop.h"
 
 namespace rayx::worker {

@@ -20,6 +20,7 @@
 #include "common/clock.h"
 #include "protocol/codec.h"
 #include "transport/message.h"
+#include "transport/zap_server.h"
 #include "transport/zmq_frame.h"
 
 namespace rayx {

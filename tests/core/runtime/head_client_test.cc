@@ -15,6 +15,7 @@
 #include "protocol/kv_messages.h"
 #include "transport/message.h"
 #include "transport/security.h"
+#include "transport/zap_server.h"
 #include "transport/zmq_frame.h"
 
 namespace rayx::detail {

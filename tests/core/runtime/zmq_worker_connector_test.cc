@@ -12,6 +12,7 @@
 #include <zmq.hpp>
 
 #include "transport/security.h"
+#include "transport/zap_server.h"
 #include "transport/zmq_frame.h"
 
 namespace rayx::detail {

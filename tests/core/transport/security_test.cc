@@ -1,5 +1,6 @@
 // Credentials, ZAP and PLAIN/CURVE servers over real ZeroMQ sockets on loopback.
 #include "transport/security.h"
+#include "transport/zap_server.h"
 
 #include <gtest/gtest.h>
 

@@ -5,7 +5,12 @@
 // measures the head's CPU (from /proc: its own user + system time) and memory
 // (VmRSS) while the nodes only heartbeat, then lease grants through one
 // driver (RegisterDriver, RequestLease with K in flight, ReturnLease each
-// grant): grants per second and their latency, p50 and p99.
+// grant): grants per second, the head's CPU per grant, and their latency, p50
+// and p99; placement groups of 64 one-CPU bundles, STRICT_SPREAD, created one
+// after another (create, wait until CREATED, remove); the head killed
+// (SIGKILL) and started again (`rayx start --head` on its session) with every
+// node rejoining; and 100 nodes falling silent at once, until the head's
+// status shows them dead.
 //
 // The simulated agents run in this one process over one poll loop, so on a
 // small machine they share its CPUs with the head: the head's own CPU is read
@@ -31,6 +36,7 @@
 #include "common/flags.h"
 #include "common/session_dir.h"
 #include "protocol/messages.h"
+#include "protocol/placement_messages.h"
 #include "rayx/version.h"
 #include "transport/message.h"
 #include "transport/security.h"
@@ -95,6 +101,8 @@ struct SimNode {
   uint64_t seq = 0;
   int64_t next_beat_ms = 0;
   bool registered = false;
+  bool rejoining = false;  // asked the restarted head for its id back
+  bool silent = false;     // "died": sends nothing more
   std::string address;
 };
 
@@ -104,7 +112,11 @@ struct Figures {
   double idle_cpu_pct = 0;
   double rss_mib = 0;
   double grants_per_s = 0;
+  double grant_cpu_us = 0;  // the head's CPU per grant, its idle (heartbeat) rate taken out
   double p50_ms = 0, p99_ms = 0;
+  double group_p50_ms = 0, groups_per_s = 0;  // 0: not measured (under 64 nodes)
+  double restart_s = 0, rejoin_s = 0;          // `rayx start` itself; until all rejoined
+  double death_s = 0;                          // 100 silent nodes until shown dead
 };
 
 class Harness {
@@ -130,11 +142,7 @@ class Harness {
     }
     auto cluster = rayx::detail::FindLocalCluster(temp);
     if (!cluster.ok()) Die(cluster.status().message());
-    pid_t head = 0;
-    for (const auto& s : rayx::detail::Session::List(temp)) {
-      auto p = s.Processes();
-      if (p.count("head")) head = p["head"].pid;
-    }
+    pid_t head = HeadPid(temp);
     if (head == 0) Die("no head pid recorded under " + temp);
     address_ = "tcp://" + cluster->address;
     security_ = transport::ClientSecurity::ClusterToHead(cluster->token);
@@ -157,7 +165,11 @@ class Harness {
     f.idle_cpu_pct = 100 * (cpu1 - cpu0) / (static_cast<double>(NowMs() - start) / 1000);
     f.rss_mib = rss1;
 
-    MeasureLeases(f);
+    MeasureLeases(f, head);
+    if (n >= 64) MeasureGroups(f);
+    FinishJob();
+    MeasureRestart(f, cluster->address, temp);
+    if (n >= 200) MeasureDeaths(f, 100);
     driver_.reset();
     nodes_.clear();
     StopCluster();
@@ -173,17 +185,20 @@ class Harness {
     node.socket.connect(address_);
     node.address = "10." + std::to_string((i >> 16) & 255) + "." + std::to_string((i >> 8) & 255) +
                    "." + std::to_string(i & 255);
+    Send(node, Registration(node), 1);
+    nodes_.push_back(std::move(node));
+  }
+  protocol::RegisterNodeRequest Registration(const SimNode& node) const {
     protocol::RegisterNodeRequest req;
     req.token = token_;
     req.rayx_version = rayx::kRayxVersion;
     req.address = node.address;
-    req.hostname = "sim-" + std::to_string(i);
-    req.agent_pid = 100000 + i;
+    req.hostname = "sim-" + node.address;
+    req.agent_pid = 100000 + static_cast<int>(&node - nodes_.data());
     req.resources = {{"CPU", 8}, {"GPU", 0}, {"memory", 32e9}};
     req.object_address = "tcp://" + node.address + ":1";
     req.store_dir = "/dev/shm/sim";
-    Send(node, req, 1);
-    nodes_.push_back(std::move(node));
+    return req;
   }
 
   template <typename T>
@@ -204,6 +219,12 @@ class Harness {
         node.id = reply->node_id;
         node.epoch = reply->epoch;
         period_ms_ = reply->heartbeat_period_ms;
+        if (node.rejoining) {
+          node.rejoining = false;
+          node.registered = true;
+          ++rejoined_;
+          return;
+        }
         // Spread over a period, as agents started at different times are.
         node.next_beat_ms = NowMs() + (static_cast<int64_t>(registered_) * 7919) % period_ms_;
         node.registered = true;
@@ -226,14 +247,28 @@ class Harness {
         if (error.ok()) Die("the head refused a simulated node: " + error->message);
         return;
       }
+      case MessageType::kHeartbeatReply: {
+        auto reply = protocol::Decode<protocol::HeartbeatReply>(body);
+        if (!reply.ok() || reply->known || node.rejoining) return;
+        if (!reply->rejoin) Die("the head forgot simulated node " + node.address);
+        // A restarted head: ask for the same id back, running nothing.
+        protocol::RegisterNodeRequest req = Registration(node);
+        req.rejoin = true;
+        req.previous_node_id = node.id;
+        req.previous_epoch = node.epoch;
+        node.rejoining = true;
+        node.registered = false;  // no heartbeat until the reply
+        Send(node, req, 1);
+        return;
+      }
       default:
-        return;  // heartbeat replies, kills, job ends: nothing to do
+        return;  // kills, job ends: nothing to do
     }
   }
 
   void Beat(int64_t now) {
     for (auto& node : nodes_) {
-      if (!node.registered || node.next_beat_ms > now) continue;
+      if (!node.registered || node.silent || node.next_beat_ms > now) continue;
       node.next_beat_ms += period_ms_;
       protocol::HeartbeatRequest beat;
       beat.node_id = node.id;
@@ -252,7 +287,7 @@ class Harness {
     if (driver_) items_.push_back({driver_->handle(), 0, ZMQ_POLLIN, 0});
     zmq::poll(items_.data(), items_.size(), std::chrono::milliseconds(timeout_ms));
     for (size_t i = 0; i < nodes_.size(); ++i) {
-      if (!(items_[i].revents & ZMQ_POLLIN)) continue;
+      if (!(items_[i].revents & ZMQ_POLLIN) || nodes_[i].silent) continue;
       for (int k = 0; k < 64; ++k) {
         transport::Frames frames;
         bool more = true, got = false;
@@ -327,6 +362,31 @@ class Harness {
         back.lease_id = grant->lease_id;
         SendDriver(back, ++next_request_);
         ++granted_;
+      } else if (env->t == static_cast<uint16_t>(MessageType::kCreatePlacementGroupReply)) {
+        auto reply = protocol::Decode<protocol::CreatePlacementGroupReply>(body);
+        if (!reply.ok()) Die("bad CreatePlacementGroupReply");
+        protocol::WaitPlacementGroupRequest wait;
+        wait.placement_group_id = reply->group.placement_group_id;
+        wait.timeout_ms = 30000;
+        SendDriver(wait, ++next_request_);
+      } else if (env->t == static_cast<uint16_t>(MessageType::kWaitPlacementGroupReply)) {
+        auto reply = protocol::Decode<protocol::WaitPlacementGroupReply>(body);
+        if (!reply.ok() || reply->group.state != protocol::PlacementGroupState::kCreated) {
+          Die("a placement group was not created: " + (reply.ok() ? reply->group.reason : "?"));
+        }
+        group_ms_.push_back(
+            std::chrono::duration<double, std::milli>(Clock::now() - group_sent_).count());
+        protocol::RemovePlacementGroupRequest remove;
+        remove.placement_group_id = reply->group.placement_group_id;
+        SendDriver(remove, ++next_request_);
+      } else if (env->t == static_cast<uint16_t>(MessageType::kRemovePlacementGroupReply)) {
+        ++groups_done_;
+      } else if (env->t == static_cast<uint16_t>(MessageType::kGetClusterStatusReply)) {
+        auto reply = protocol::Decode<protocol::GetClusterStatusReply>(body);
+        if (!reply.ok()) continue;
+        alive_ = static_cast<int>(std::count_if(reply->status.nodes.begin(), reply->status.nodes.end(),
+                                                [](const auto& n) { return n.alive; }));
+        status_pending_ = false;
       } else if (env->t == static_cast<uint16_t>(MessageType::kErrorReply)) {
         auto error = protocol::Decode<protocol::ErrorReply>(body);
         Die("the head refused the driver: " + (error.ok() ? error->message : "?"));
@@ -334,7 +394,7 @@ class Harness {
     }
   }
 
-  void MeasureLeases(Figures& f) {
+  void MeasureLeases(Figures& f, pid_t head) {
     driver_ = std::make_unique<zmq::socket_t>(context_, zmq::socket_type::dealer);
     driver_->set(zmq::sockopt::linger, 0);
     driver_->set(zmq::sockopt::routing_id, "sim-driver");
@@ -351,6 +411,7 @@ class Harness {
     sent_at_.clear();
     for (int i = 0; i < inflight_; ++i) RequestLease();
     auto start = Clock::now();
+    const double cpu0 = HeadUsage(head).first;
     int64_t next_beat = NowMs() + 1000;
     PumpUntil(
         [&] {
@@ -369,6 +430,8 @@ class Harness {
         300000, "the lease grants");
     double seconds = std::chrono::duration<double>(Clock::now() - start).count();
     f.grants_per_s = granted_ / seconds;
+    const double busy = HeadUsage(head).first - cpu0 - f.idle_cpu_pct / 100 * seconds;
+    f.grant_cpu_us = 1e6 * std::max(0.0, busy) / granted_;
     std::sort(latencies_ms_.begin(), latencies_ms_.end());
     auto at = [&](double q) {
       return latencies_ms_[std::min(latencies_ms_.size() - 1,
@@ -376,10 +439,93 @@ class Harness {
     };
     f.p50_ms = at(0.50);
     f.p99_ms = at(0.99);
+  }
+
+  void FinishJob() {
     protocol::FinishJobRequest finish;
     finish.job_id = job_;
     SendDriver(finish, ++next_request_);
     PumpFor(200);
+  }
+
+  // Placement groups of 64 one-CPU bundles, STRICT_SPREAD, one at a time:
+  // created, waited for, removed.
+  void MeasureGroups(Figures& f) {
+    constexpr int kGroups = 20;
+    group_ms_.clear();
+    groups_done_ = 0;
+    auto start = Clock::now();
+    for (int g = 0; g < kGroups; ++g) {
+      protocol::CreatePlacementGroupRequest create;
+      create.job_id = job_;
+      create.strategy = protocol::PlacementStrategy::kStrictSpread;
+      create.bundles.assign(64, {{"CPU", 1.0}});
+      group_sent_ = Clock::now();
+      SendDriver(create, ++next_request_);
+      PumpUntil([&] { return groups_done_ > g; }, 60000, "a placement group");
+    }
+    f.groups_per_s = kGroups / std::chrono::duration<double>(Clock::now() - start).count();
+    std::sort(group_ms_.begin(), group_ms_.end());
+    f.group_p50_ms = group_ms_[group_ms_.size() / 2];
+  }
+
+  // The cluster's alive nodes, from the head's status (pumping meanwhile).
+  int AliveNodes() {
+    protocol::GetClusterStatusRequest ask;
+    ask.token = token_;
+    status_pending_ = true;
+    SendDriver(ask, ++next_request_);
+    PumpUntil([&] { return !status_pending_; }, 30000, "the cluster's status");
+    return alive_;
+  }
+
+  // SIGKILL the head, start it again on its session, and time every node's
+  // rejoin from the moment `rayx start` was run.
+  void MeasureRestart(Figures& f, const std::string& head_address, const std::string& temp) {
+    pid_t head = HeadPid(temp);
+    if (head == 0 || ::kill(head, SIGKILL) != 0) Die("cannot kill the head");
+    PumpUntil([&] { return !Alive(head); }, 30000, "the killed head to go");
+    const std::string port = head_address.substr(head_address.rfind(':') + 1);
+    rejoined_ = 0;
+    auto start = Clock::now();
+    if (Run({bin_dir_ + "/rayx", "start", "--head", "--port", port, "--num-cpus", "0",
+             "--num-gpus", "0", "--node-ip-address", "127.0.0.1", "--temp-dir", temp,
+             ">/dev/null"}) != 0) {
+      Die("rayx start --head did not restart the head (temp dir " + temp + ")");
+    }
+    f.restart_s = std::chrono::duration<double>(Clock::now() - start).count();
+    const int n = static_cast<int>(nodes_.size());
+    PumpUntil([&] { return rejoined_ == n; }, 120000, "every simulated node to rejoin");
+    f.rejoin_s = std::chrono::duration<double>(Clock::now() - start).count();
+  }
+
+  // `count` nodes fall silent at once (as when a rack loses power): the time
+  // until the head's status shows them dead.
+  void MeasureDeaths(Figures& f, int count) {
+    const int before = AliveNodes();
+    auto start = Clock::now();
+    for (int i = 0; i < count; ++i) nodes_[nodes_.size() - 1 - static_cast<size_t>(i)].silent = true;
+    int64_t deadline = NowMs() + 60000;
+    while (AliveNodes() > before - count) {
+      if (NowMs() > deadline) Die("the silent nodes were not declared dead within 60 s");
+      PumpFor(20);
+    }
+    f.death_s = std::chrono::duration<double>(Clock::now() - start).count();
+  }
+
+  static pid_t HeadPid(const std::string& temp) {
+    for (const auto& s : rayx::detail::Session::List(temp)) {
+      auto p = s.Processes();
+      if (p.count("head")) return p["head"].pid;
+    }
+    return 0;
+  }
+  // Running and not a zombie (the head is not our child: /proc says).
+  static bool Alive(pid_t pid) {
+    std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+    std::string text((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
+    auto close = text.rfind(')');
+    return close != std::string::npos && close + 2 < text.size() && text[close + 2] != 'Z';
   }
 
   std::string bin_dir_;
@@ -398,6 +544,12 @@ class Harness {
   std::map<uint64_t, Clock::time_point> sent_at_;
   std::vector<double> latencies_ms_;
   int granted_ = 0;
+  int rejoined_ = 0;
+  Clock::time_point group_sent_;
+  std::vector<double> group_ms_;
+  int groups_done_ = 0;
+  int alive_ = 0;
+  bool status_pending_ = false;
 };
 
 }  // namespace
@@ -442,8 +594,10 @@ int main(int argc, char** argv) {
     setrlimit(RLIMIT_NOFILE, &files);
   }
   Harness harness(bin_dir, idle_ms, static_cast<int>(leases), static_cast<int>(inflight));
-  std::printf("%8s %12s %14s %10s %12s %10s %10s\n", "nodes", "register s", "idle head CPU",
-              "head RSS", "grants/s", "p50 ms", "p99 ms");
+  std::printf("%8s %11s %14s %10s %10s %12s %8s %8s %11s %9s %10s %9s %9s\n", "nodes",
+              "register s", "idle head CPU", "head RSS", "grants/s", "CPU/grant µs", "p50 ms",
+              "p99 ms", "group p50 ms",
+              "groups/s", "restart s", "rejoin s", "100 dead s");
   for (int n : counts) {
     Figures f;
     try {
@@ -451,8 +605,9 @@ int main(int argc, char** argv) {
     } catch (const std::exception& e) {  // zmq::error_t (too many sockets, say)
       Die(std::string("at ") + std::to_string(n) + " nodes: " + e.what());
     }
-    std::printf("%8d %12.1f %13.1f%% %7.0f MiB %12.0f %10.2f %10.2f\n", f.nodes, f.register_s,
-                f.idle_cpu_pct, f.rss_mib, f.grants_per_s, f.p50_ms, f.p99_ms);
+    std::printf("%8d %11.1f %13.1f%% %6.0f MiB %10.0f %12.0f %8.2f %8.2f %12.1f %9.1f %10.2f %9.2f %9.2f\n",
+                f.nodes, f.register_s, f.idle_cpu_pct, f.rss_mib, f.grants_per_s, f.grant_cpu_us, f.p50_ms,
+                f.p99_ms, f.group_p50_ms, f.groups_per_s, f.restart_s, f.rejoin_s, f.death_s);
     std::fflush(stdout);
   }
   return 0;

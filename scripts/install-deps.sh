@@ -13,6 +13,7 @@ packages=(
   python3 python3-torch python3-numpy  # real PyTorch for the rayx launch and Train tests
   python3-dev pybind11-dev python3-cloudpickle python3-pytest python3-venv  # the Python package
   prometheus chromium                  # the dashboard tests: a real scraper, a real browser
+  python3-kubernetes python3-yaml      # examples/kubernetes checked against the API's models
 )
 
 missing=()

@@ -11,6 +11,7 @@
 #include "common/flags.h"
 #include "common/process_control.h"
 #include "common/session_dir.h"
+#include "object_store/store_owner.h"
 #include "rayx/version.h"
 
 namespace rayx::cli {
@@ -23,6 +24,13 @@ void KillLeftoversOfDeadAgent(const detail::Session& session, bool require_recor
     std::cout << "Killed what was left of " << n << " lease process group(s) of the node agent"
               << " of " << session.ReadConfig()["address"] << " (session " << session.path()
               << ")\n";
+  }
+  // Its object store (RAM in /dev/shm; /tmp where that is not writable), and
+  // any other store whose agent is gone: never a live agent's.
+  for (const char* root : {"/dev/shm", "/tmp"}) {
+    for (const std::string& dir : RemoveDeadStores(root)) {
+      std::cout << "Removed " << dir << ", the object store of a node agent that is gone\n";
+    }
   }
 }
 

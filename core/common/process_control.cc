@@ -164,7 +164,7 @@ int KillRecordedGroups(const std::string& dir) {
   return signalled;
 }
 
-Result<pid_t> StartGroupReaper(const std::string& dir) {
+Result<pid_t> StartGroupReaper(const std::string& dir, const std::vector<std::string>& remove) {
   int watch[2], report[2];
   if (pipe2(watch, O_CLOEXEC) != 0) {
     return Status::Internal(std::string("pipe2: ") + std::strerror(errno));
@@ -203,6 +203,14 @@ Result<pid_t> StartGroupReaper(const std::string& dir) {
       RAYX_LOG(Warning) << "pid " << owner
                         << " exited without stopping its leases: killed what was left of " << killed
                         << " lease process group(s)";
+    }
+    for (const std::string& path : remove) {
+      // A directory left there means its owner did not end cleanly: say so.
+      std::error_code ec;
+      const bool left = std::filesystem::is_directory(path, ec);
+      if (std::filesystem::remove_all(path, ec) > 0 && left) {
+        RAYX_LOG(Warning) << "pid " << owner << " left " << path << " behind: removed it";
+      }
     }
     _exit(0);
   }

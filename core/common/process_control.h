@@ -80,13 +80,14 @@ int KillRecordedGroups(const std::string& dir);
 
 // Starts the reaper of this process's recorded groups: a process that waits
 // until this one has exited, however it ended (SIGKILL included), then runs
-// KillRecordedGroups(`dir`), logs what it killed to stderr and exits. It reads
+// KillRecordedGroups(`dir`), removes the paths in `remove` (a node agent's
+// object store: RAM in /dev/shm), logs what it did to stderr and exits. It reads
 // a pipe whose only writer is this process, so EOF means this process is gone.
 // It is a grandchild, not a child (no waitpid of ours ever sees it), stays in
 // this process group and ignores SIGINT, SIGTERM and SIGHUP: a signal that
 // stops this process leaves it to do its work. Returns its pid.
 // REQUIRES: no other thread runs yet (the reaper is a fork without exec).
-Result<pid_t> StartGroupReaper(const std::string& dir);
+Result<pid_t> StartGroupReaper(const std::string& dir, const std::vector<std::string>& remove = {});
 
 // The last `n` lines of a file ("" when unreadable).
 std::string TailFile(const std::string& path, int n);

@@ -144,6 +144,10 @@ TEST(Cluster, KilledAgentIsMarkedDeadWithinTheDefaultTimeout) {
   ASSERT_TRUE(cluster);
   auto worker = cluster->AddNode({.num_cpus = 3});
   ASSERT_TRUE(worker.ok()) << worker.status();
+  auto before = cluster->GetStatus();
+  ASSERT_TRUE(before.ok());
+  const std::string store = FindNode(*before, worker->node_id)->store_dir;
+  ASSERT_TRUE(std::filesystem::is_directory(store)) << store;
 
   auto killed_at = std::chrono::steady_clock::now();
   ASSERT_TRUE(cluster->KillNode(*worker).ok());
@@ -164,6 +168,9 @@ TEST(Cluster, KilledAgentIsMarkedDeadWithinTheDefaultTimeout) {
 
   CommandResult cli = cluster->RunCli({"status"});
   EXPECT_TRUE(Contains(cli.out, "Dead:\n node_" + worker->node_id)) << cli.out;
+  // Its object store (RAM in /dev/shm) went with it: the agent's reaper.
+  EXPECT_TRUE(WaitUntil([&] { return !std::filesystem::exists(store); }, 10000))
+      << store << " outlived its agent";
 
   // A restarted agent joins as a new node.
   auto again = cluster->AddNode({.num_cpus = 3});
@@ -288,6 +295,10 @@ TEST(Cluster, StartAndStopKillWhatALeaseLeftBehindWhenAgentAndReaperWereKilled) 
     ASSERT_TRUE(cluster);
     auto orphan = StartJobWithBackgroundChild(*cluster);
     ASSERT_TRUE(orphan);
+    auto status = cluster->GetStatus();
+    ASSERT_TRUE(status.ok());
+    const std::string store = FindNode(*status, cluster->head_node().node_id)->store_dir;
+    ASSERT_TRUE(std::filesystem::is_directory(store)) << store;
     detail::ProcessRecord agent = cluster->head_node().agent;
     ASSERT_EQ(::kill(-agent.pid, SIGKILL), 0);
     ASSERT_TRUE(detail::WaitForExit({agent}, 10000).empty());
@@ -301,6 +312,10 @@ TEST(Cluster, StartAndStopKillWhatALeaseLeftBehindWhenAgentAndReaperWereKilled) 
     EXPECT_TRUE(Contains(r.out, "Killed what was left of 1 lease process group")) << r.out;
     EXPECT_TRUE(detail::WaitForExit({*orphan}, 5000).empty())
         << "pid " << orphan->pid << " survived";
+    // The dead agent's object store (its reaper died with it) goes too.
+    EXPECT_FALSE(std::filesystem::exists(store)) << store;
+    EXPECT_TRUE(Contains(r.out, "Removed " + store + ", the object store of a node agent that is gone"))
+        << r.out;
   }
 }
 

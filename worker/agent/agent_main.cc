@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <cstdlib>
+#include <filesystem>
 #include <iostream>
 
 #include <boost/asio/io_context.hpp>
@@ -18,6 +19,7 @@
 #include "common/parent_watch.h"
 #include "common/process_control.h"
 #include "common/ready_pipe.h"
+#include "object_store/store_owner.h"
 #include "rayx/cluster_status.h"
 #include "rayx/ids.h"
 #include "transport/security.h"
@@ -82,12 +84,21 @@ int main(int argc, char** argv) {
     return code;
   };
   if (!parsed.ok()) return fail(parsed.message(), 2);
+  // The node's object store: RAM in /dev/shm. Stores of agents that are gone
+  // (killed with their reaper) go first; this one is claimed for this
+  // process's life, and the reaper removes it when this agent dies.
+  if (::access(store_root.c_str(), W_OK) != 0) store_root = "/tmp";
+  const std::string store_dir = store_root + "/rayx-store-" + detail::RandomHex(6);
+  for (const std::string& dead : RemoveDeadStores(store_root)) {
+    RAYX_LOG(Info) << "removed " << dead << ": the object store of a node agent that is gone";
+  }
   // Before any thread starts (it forks): what this agent's leases started
   // themselves (a job's `sh -c 'x & wait'`, a trainer's helpers) is killed the
   // moment the agent dies, even by SIGKILL, instead of holding its devices
   // until `rayx stop`. Its workers die with it by PR_SET_PDEATHSIG.
   if (!group_dir.empty()) {
-    if (auto reaper = detail::StartGroupReaper(group_dir); !reaper.ok()) {
+    if (auto reaper = detail::StartGroupReaper(group_dir, {store_dir, store_dir + ".lock"});
+        !reaper.ok()) {
       std::cerr << "rayx-agent: no reaper for lease process groups (" << reaper.status().message()
                 << "): what they leave behind if this agent is killed waits for `rayx stop`\n";
     }
@@ -186,8 +197,8 @@ int main(int argc, char** argv) {
     return fail("--memory-usage-threshold must be a fraction above 0 (1 turns the monitor off)", 2);
   }
   options.memory_monitor = memory_monitor;
-  if (::access(store_root.c_str(), W_OK) != 0) store_root = "/tmp";
-  options.store_dir = store_root + "/rayx-store-" + detail::RandomHex(6);
+  if (Status claimed = ClaimStore(store_dir); !claimed.ok()) return fail(claimed.message(), 1);
+  options.store_dir = store_dir;
   // Test hooks for the version check: make this agent announce another version.
   if (const char* v = std::getenv("RAYX_TESTING_ANNOUNCE_VERSION")) options.announced_version = v;
   if (const char* p = std::getenv("RAYX_TESTING_ANNOUNCE_PROTOCOL")) {
@@ -246,5 +257,9 @@ int main(int argc, char** argv) {
                 500, [&] { io.stop(); });
   });
   io.run();
+  // The store itself went with the agent (NodeAgent::Stop); its lock file
+  // goes too, so the reaper finds nothing left behind.
+  std::error_code ec;
+  std::filesystem::remove(store_dir + ".lock", ec);
   return exit_code;
 }

@@ -312,11 +312,16 @@ int WaitForChild(pid_t pid, int timeout_ms) {
 
 // An agent's reaper kills the lease groups it recorded the moment the agent
 // is gone, even when a signal to the agent's whole process group ended it,
-// and leaves them alone while the agent runs.
+// and removes what it was told to (the agent's object store); it leaves
+// them alone while the agent runs.
 TEST(StartGroupReaper, KillsTheRecordedGroupsOnceItsOwnerIsGone) {
   char pattern[] = "/tmp/rayx-groups-XXXXXX";
   ASSERT_NE(mkdtemp(pattern), nullptr);
   std::string dir = pattern;
+  const std::string store = dir + "-store", lock = store + ".lock";
+  std::filesystem::create_directories(store);
+  std::ofstream(store + "/an-object") << "bytes";
+  std::ofstream(lock) << "";
   int release = -1;
   pid_t lease = ForkBlockedChild(&release, /*own_group=*/true);
   ASSERT_GT(lease, 0);
@@ -331,7 +336,7 @@ TEST(StartGroupReaper, KillsTheRecordedGroupsOnceItsOwnerIsGone) {
   pid_t owner = fork();
   if (owner == 0) {
     setsid();
-    auto reaper = StartGroupReaper(dir);
+    auto reaper = StartGroupReaper(dir, {store, lock});
     pid_t pid = reaper.ok() ? *reaper : -1;
     (void)!write(report[1], &pid, sizeof pid);
     while (true) pause();
@@ -344,6 +349,7 @@ TEST(StartGroupReaper, KillsTheRecordedGroupsOnceItsOwnerIsGone) {
   EXPECT_EQ(getpgid(reaper), owner) << "the reaper should stay in its owner's process group";
 
   EXPECT_TRUE(IsRunning({lease, *lease_start})) << "the reaper acted while its owner ran";
+  EXPECT_TRUE(std::filesystem::exists(store + "/an-object"));
   ASSERT_EQ(::kill(-owner, SIGTERM), 0);
   int owner_status = WaitForChild(owner, 10000);
   ASSERT_NE(owner_status, -1) << "the owner survived SIGTERM";
@@ -362,6 +368,9 @@ TEST(StartGroupReaper, KillsTheRecordedGroupsOnceItsOwnerIsGone) {
   waitpid(reaper, nullptr, WNOHANG);
   EXPECT_TRUE(reaper_gone) << "the reaper still runs 10 s after its owner died";
   EXPECT_TRUE(std::filesystem::is_empty(dir));
+  // It exited after removing them.
+  EXPECT_FALSE(std::filesystem::exists(store)) << "the owner's store outlived it";
+  EXPECT_FALSE(std::filesystem::exists(lock));
   std::filesystem::remove_all(dir);
 }
 

@@ -1,0 +1,73 @@
+#include "object_store/store_owner.h"
+
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+
+namespace rayx {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr char kStorePrefix[] = "rayx-store-";
+constexpr char kStoreLockSuffix[] = ".lock";
+
+}  // namespace
+
+Status ClaimStore(const std::string& dir) {
+  const std::string path = dir + kStoreLockSuffix;
+  const std::string making = path + ".making";
+  int fd = ::open(making.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
+  if (fd < 0) {
+    return Status::Unavailable("cannot make the store's lock file " + making + ": " +
+                               std::strerror(errno));
+  }
+  const bool taken = ::access(path.c_str(), F_OK) == 0;
+  if (taken || ::flock(fd, LOCK_EX | LOCK_NB) != 0 || ::rename(making.c_str(), path.c_str()) != 0) {
+    int err = taken ? EEXIST : errno;
+    ::unlink(making.c_str());
+    ::close(fd);
+    return Status::AlreadyExists("cannot claim the store " + dir + " (" + std::strerror(err) +
+                                 "): another agent's?");
+  }
+  // Held until this process exits: the descriptor is never closed.
+  return Status::OK();
+}
+
+std::vector<std::string> RemoveDeadStores(const std::string& root) {
+  std::vector<std::string> removed;
+  std::error_code ec;
+  for (fs::directory_iterator it(root, ec), end; !ec && it != end; it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    const size_t suffix = sizeof kStoreLockSuffix - 1;
+    if (name.rfind(kStorePrefix, 0) != 0 || name.size() <= suffix ||
+        name.compare(name.size() - suffix, suffix, kStoreLockSuffix) != 0) {
+      continue;
+    }
+    const std::string lock = it->path().string();
+    const std::string dir = lock.substr(0, lock.size() - suffix);
+    int fd = ::open(lock.c_str(), O_RDWR | O_CLOEXEC | O_NOFOLLOW);
+    if (fd < 0) continue;
+    struct stat st {};
+    bool dead = ::fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && ::flock(fd, LOCK_EX | LOCK_NB) == 0;
+    if (dead) {
+      // Under the lock we now hold: no agent can claim this store meanwhile.
+      std::error_code remove_error;
+      fs::remove_all(dir, remove_error);
+      if (!remove_error) {
+        fs::remove(lock, remove_error);
+        removed.push_back(dir);
+      }
+    }
+    ::close(fd);
+  }
+  return removed;
+}
+
+}  // namespace rayx

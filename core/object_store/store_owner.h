@@ -1,0 +1,32 @@
+// Whose node store a directory is, and the stores nobody owns any more.
+//
+// Design: a node agent's store directory D (ROOT/rayx-store-XXXX, in /dev/shm:
+// RAM until reboot) has a sibling file D.lock that the agent holds locked
+// (flock, close-on-exec) for as long as it lives. The kernel drops the lock
+// the moment the agent is gone, however it ended (SIGKILL, the OOM killer), so
+// "no one holds D.lock" means "D's agent is gone", with no pid that could have
+// been reused. The agent's reaper removes D when the agent dies; a store whose
+// reaper died too is removed by the next agent started on the machine
+// (RemoveDeadStores, before it makes its own). A live agent's store is never
+// touched; a directory without a lock file (an agent of an older rayx) is left
+// alone.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "rayx/status.h"
+
+namespace rayx {
+
+// Makes `dir`'s lock file (dir + ".lock") locked by this process for the rest
+// of its life: made under another name, locked, then renamed into place, so a
+// lock file that can be seen is locked until its owner is gone. Fails when it
+// exists already.
+Status ClaimStore(const std::string& dir);
+
+// Removes ROOT/rayx-store-* directories, and their lock files, whose lock no
+// process holds. Returns the directories removed.
+std::vector<std::string> RemoveDeadStores(const std::string& root);
+
+}  // namespace rayx

@@ -206,11 +206,14 @@ Result<pid_t> StartGroupReaper(const std::string& dir, const std::vector<std::st
     }
     for (const std::string& path : remove) {
       // A directory left there means its owner did not end cleanly: say so.
+      // One that cannot be removed (still written into) stops the list: what
+      // follows it (its lock file) stays for the next one to find it.
       std::error_code ec;
       const bool left = std::filesystem::is_directory(path, ec);
       if (std::filesystem::remove_all(path, ec) > 0 && left) {
         RAYX_LOG(Warning) << "pid " << owner << " left " << path << " behind: removed it";
       }
+      if (std::filesystem::exists(path, ec)) break;
     }
     _exit(0);
   }

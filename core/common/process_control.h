@@ -80,8 +80,9 @@ int KillRecordedGroups(const std::string& dir);
 
 // Starts the reaper of this process's recorded groups: a process that waits
 // until this one has exited, however it ended (SIGKILL included), then runs
-// KillRecordedGroups(`dir`), removes the paths in `remove` (a node agent's
-// object store: RAM in /dev/shm), logs what it did to stderr and exits. It reads
+// KillRecordedGroups(`dir`), removes the paths in `remove` in order (a node
+// agent's object store, RAM in /dev/shm, then its lock file; it stops at one
+// it cannot remove), logs what it did to stderr and exits. It reads
 // a pipe whose only writer is this process, so EOF means this process is gone.
 // It is a grandchild, not a child (no waitpid of ours ever sees it), stays in
 // this process group and ignores SIGINT, SIGTERM and SIGHUP: a signal that

@@ -199,6 +199,18 @@ int main(int argc, char** argv) {
   options.memory_monitor = memory_monitor;
   if (Status claimed = ClaimStore(store_dir); !claimed.ok()) return fail(claimed.message(), 1);
   options.store_dir = store_dir;
+  // However main returns (a clean leave, a fatal error, a failed start), the
+  // store and then its lock file go. A store that cannot be removed yet (a
+  // dying worker still writing into it) keeps its lock file, so that the
+  // reaper or the next agent on this machine removes it.
+  struct StoreCleanup {
+    std::string dir;
+    ~StoreCleanup() {
+      std::error_code ec;
+      std::filesystem::remove_all(dir, ec);
+      if (!std::filesystem::exists(dir, ec)) std::filesystem::remove(dir + ".lock", ec);
+    }
+  } store_cleanup{store_dir};
   // Test hooks for the version check: make this agent announce another version.
   if (const char* v = std::getenv("RAYX_TESTING_ANNOUNCE_VERSION")) options.announced_version = v;
   if (const char* p = std::getenv("RAYX_TESTING_ANNOUNCE_PROTOCOL")) {
@@ -257,9 +269,5 @@ int main(int argc, char** argv) {
                 500, [&] { io.stop(); });
   });
   io.run();
-  // The store itself went with the agent (NodeAgent::Stop); its lock file
-  // goes too, so the reaper finds nothing left behind.
-  std::error_code ec;
-  std::filesystem::remove(store_dir + ".lock", ec);
   return exit_code;
 }

@@ -457,9 +457,10 @@ class ControlPort {
     socklen_t len = sizeof addr;
     sock_filter drop = BPF_STMT(BPF_RET | BPF_K, 0);
     sock_fprog program{1, &drop};
+    // The filter first: no connection is ever queued, and nothing accepts.
     Check(fd_ >= 0 && ::bind(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0 &&
-              ::listen(fd_, 16) == 0 &&
               ::setsockopt(fd_, SOL_SOCKET, SO_ATTACH_FILTER, &program, sizeof program) == 0 &&
+              ::listen(fd_, 16) == 0 &&
               ::getsockname(fd_, reinterpret_cast<sockaddr*>(&addr), &len) == 0,
           "cannot make the control port");
     port_ = ntohs(addr.sin_port);

@@ -97,9 +97,9 @@ bool HeadClient::SendOnSocket(Frames& frames) {
 }
 
 void HeadClient::OnConnectionEvent(Frames& frames) {
-  if (frames.empty() || frames[0].size() < sizeof(uint16_t)) return;
-  uint16_t event = 0;
-  std::memcpy(&event, frames[0].View().data(), sizeof event);
+  auto parsed = transport::ParseMonitorEvent(frames);
+  if (!parsed) return;
+  const uint16_t event = parsed->id;
   if (event == ZMQ_EVENT_DISCONNECTED) {
     disconnected_ = true;
     return;

@@ -320,26 +320,9 @@ HandshakeWatch::~HandshakeWatch() {
 }
 
 std::string HandshakeWatch::Failure() {
-  while (true) {
-    Frames event;
-    try {
-      zmq::message_t part;
-      if (!monitor_->recv(part, zmq::recv_flags::dontwait)) break;
-      event.push_back(ToFrame(std::move(part)));
-      while (ZmqMessage(event.back()).more()) {
-        zmq::message_t next;
-        if (!monitor_->recv(next)) break;
-        event.push_back(ToFrame(std::move(next)));
-      }
-    } catch (const zmq::error_t&) {
-      break;
-    }
-    if (event.empty() || event[0].size() < 6) continue;
-    uint16_t id = 0;
-    uint32_t value = 0;
-    std::memcpy(&id, event[0].View().data(), 2);
-    std::memcpy(&value, event[0].View().data() + 2, 4);
-    if (id == ZMQ_EVENT_HANDSHAKE_FAILED_AUTH) {
+  while (auto event = ReceiveMonitorEvent(*monitor_)) {
+    const uint32_t value = event->value;
+    if (event->id == ZMQ_EVENT_HANDSHAKE_FAILED_AUTH) {
       failure_ = "it refused this process's credential (ZAP status " + std::to_string(value) +
                  "): is the cluster token right, and is the job still running?";
     } else {

@@ -199,26 +199,9 @@ void ZapServer::HandleZap() {
 
 void ZapServer::HandleEvent(zmq::socket_t& monitor) {
   // Read every pending event: libzmq's IO thread blocks on a full monitor.
-  while (true) {
-    Frames event;
-    try {
-      zmq::message_t first;
-      if (!monitor.recv(first, zmq::recv_flags::dontwait)) return;
-      const bool more = first.more();
-      event.push_back(ToFrame(std::move(first)));
-      if (more) {
-        Frames rest = ReceiveFrames(monitor);  // a message's parts arrive together
-        for (auto& f : rest) event.push_back(std::move(f));
-      }
-    } catch (const zmq::error_t&) {
-      return;
-    }
-    if (event[0].size() < 6) continue;
-    uint16_t id = 0;
-    uint32_t value = 0;
-    std::memcpy(&id, event[0].View().data(), 2);
-    std::memcpy(&value, event[0].View().data() + 2, 4);
-    const int fd = static_cast<int>(value);
+  while (auto event = ReceiveMonitorEvent(monitor)) {
+    const uint16_t id = event->id;
+    const int fd = static_cast<int>(event->value);
     if (id == ZMQ_EVENT_LISTENING) {
       std::string name = ListenerName(fd);
       if (name.empty()) continue;

@@ -2,7 +2,10 @@
 // only by the transport and the servers' ZeroMQ edges.
 #pragma once
 
+#include <cstdint>
+#include <cstring>
 #include <new>
+#include <optional>
 #include <utility>
 
 #include <zmq.hpp>
@@ -53,6 +56,43 @@ inline Frames ReceiveFrames(zmq::socket_t& socket) {
     frames.push_back(ToFrame(std::move(part)));
   }
   return frames;
+}
+
+// One event of a socket monitor (zmq_socket_monitor): what happened (a
+// ZMQ_EVENT_* id) and its value (an fd, an errno, a ZAP status).
+struct MonitorEvent {
+  uint16_t id = 0;
+  uint32_t value = 0;
+};
+
+// The event a monitor message's frames carry, or nullopt when they are no
+// event (libzmq's first frame: 2 bytes of id, 4 of value).
+inline std::optional<MonitorEvent> ParseMonitorEvent(const Frames& frames) {
+  if (frames.empty() || frames[0].size() < 6) return std::nullopt;
+  MonitorEvent event;
+  std::memcpy(&event.id, frames[0].View().data(), 2);
+  std::memcpy(&event.value, frames[0].View().data() + 2, 4);
+  return event;
+}
+
+// The next event pending on `monitor`, without blocking: nullopt when none is
+// pending or the socket is closing. A malformed message is skipped.
+inline std::optional<MonitorEvent> ReceiveMonitorEvent(zmq::socket_t& monitor) {
+  while (true) {
+    Frames frames;
+    try {
+      zmq::message_t first;
+      if (!monitor.recv(first, zmq::recv_flags::dontwait)) return std::nullopt;
+      const bool more = first.more();
+      frames.push_back(ToFrame(std::move(first)));
+      if (more) {
+        for (auto& f : ReceiveFrames(monitor)) frames.push_back(std::move(f));  // parts arrive together
+      }
+    } catch (const zmq::error_t&) {
+      return std::nullopt;
+    }
+    if (auto event = ParseMonitorEvent(frames)) return event;
+  }
 }
 
 }  // namespace rayx::transport

@@ -56,6 +56,22 @@ std::string FormatList(const protocol::ListStateReply& state, const std::string&
                       n.alive ? FormatResourceShape(n.available) : "-",
                       labels.empty() ? "-" : labels});
     }
+  } else if (what == "objects") {
+    // Per node: what its store holds (of its capacity) and what it spilled.
+    rows.push_back({"NODE_ID", "ADDRESS", "STORED", "CAPACITY", "OBJECTS", "SPILLED",
+                    "SPILLED_OBJECTS", "STORE"});
+    for (const auto& n : state.nodes) {
+      if (!n.alive) continue;
+      rows.push_back({n.node_id.Hex().substr(0, 12), n.address,
+                      FormatBytes(static_cast<double>(n.object_store_bytes)),
+                      n.object_store_capacity == 0
+                          ? "-"
+                          : FormatBytes(static_cast<double>(n.object_store_capacity)),
+                      std::to_string(n.object_store_objects),
+                      FormatBytes(static_cast<double>(n.object_spilled_bytes)),
+                      std::to_string(n.object_spilled_objects),
+                      n.store_dir.empty() ? "-" : n.store_dir});
+    }
   } else if (what == "actors" || what == "workers") {
     rows.push_back({"LEASE_ID", "KIND", "NAME", "CLASS", "JOB", "STATE", "NODE", "PID",
                     "RESOURCES", "GPUS", "PLACEMENT_GROUP", "DETACHED"});
@@ -125,8 +141,8 @@ int ListCommand(const std::vector<std::string>& args) {
   flags.AddBool("help", &help, "show this help");
   std::vector<std::string> what;
   auto usage =
-      "usage: rayx list (nodes | actors | workers | placement-groups | collective-groups) "
-      "[FLAGS]\n";
+      "usage: rayx list (nodes | actors | workers | objects | placement-groups | "
+      "collective-groups) [FLAGS]\n";
   if (Status s = flags.Parse(args, &what); !s.ok()) {
     std::cerr << "rayx list: " << s.message() << "\n";
     return 2;
@@ -136,7 +152,8 @@ int ListCommand(const std::vector<std::string>& args) {
     return 0;
   }
   if (what.size() != 1 || (what[0] != "nodes" && what[0] != "actors" && what[0] != "workers" &&
-                           what[0] != "placement-groups" && what[0] != "collective-groups")) {
+                           what[0] != "placement-groups" && what[0] != "collective-groups" &&
+                           what[0] != "objects")) {
     std::cerr << "rayx list: say what to list.\n" << usage;
     return 2;
   }
@@ -165,7 +182,7 @@ int ListCommand(const std::vector<std::string>& args) {
   }
   if (format == "json") {
     // The same fields as the dashboard's GET /api/state.
-    if (what[0] == "nodes") {
+    if (what[0] == "nodes" || what[0] == "objects") {
       std::cout << ToJson(reply->nodes) << "\n";
     } else if (what[0] == "placement-groups") {
       std::cout << ToJson(reply->placement_groups) << "\n";

@@ -47,6 +47,8 @@ struct StartFlags {
   int64_t head_lost_timeout_ms = 60000;
   double memory_usage_threshold = 0.95;
   int64_t memory_monitor_period_ms = 250;
+  int64_t object_store_memory = 0, object_spill_limit = 0;
+  std::string object_spill_dir;
   bool from_env = false;
   int64_t join_timeout_s = 300;
   bool encrypt = false;
@@ -107,6 +109,12 @@ void AddResourceArgs(const FlagParser& flags, const StartFlags& f, std::vector<s
   if (flags.WasSet("memory-monitor-period-ms")) {
     argv->insert(argv->end(),
                  {"--memory-monitor-period-ms", std::to_string(f.memory_monitor_period_ms)});
+  }
+  if (flags.WasSet("object-store-memory")) {
+    argv->insert(argv->end(), {"--object-store-memory", std::to_string(f.object_store_memory)});
+  }
+  if (flags.WasSet("object-spill-limit")) {
+    argv->insert(argv->end(), {"--object-spill-limit", std::to_string(f.object_spill_limit)});
   }
 }
 
@@ -207,6 +215,15 @@ int StartCommand(const std::vector<std::string>& args) {
                "actor's constructor that the head runs at start is not limited)");
   flags.AddInt("head-lost-timeout-ms", &f.head_lost_timeout_ms, 1000, 86400000,
                "the node agent exits when the head has been silent this long (default 60000)");
+  flags.AddInt("object-store-memory", &f.object_store_memory, 1 << 20, int64_t{1} << 52,
+               "bytes this node's object store holds before it spills objects to disk (default "
+               "30% of RAM, at most the size of /dev/shm)");
+  flags.AddString("object-spill-dir", &f.object_spill_dir,
+                  "where objects that do not fit in the store are spilled (default: the "
+                  "session directory's spill/)");
+  flags.AddInt("object-spill-limit", &f.object_spill_limit, 1 << 20, int64_t{1} << 60,
+               "bytes the spill directory may hold; then a Put fails with ObjectStoreFullError "
+               "(default: until the spill disk is 95% full)");
   flags.AddBool("from-env", &f.from_env,
                 "take this node's role from SLURM's or a platform's RANK/WORLD_SIZE/MASTER_ADDR: "
                 "rank 0 starts the head and runs the command after `--`, the others join");
@@ -475,6 +492,9 @@ int StartCommand(const std::vector<std::string>& args) {
   ::mkdir(session->GroupDir().c_str(), 0700);
   argv.insert(argv.end(), {"--group-dir", session->GroupDir()});
   argv.insert(argv.end(), {"--package-dir", session->path() + "/node-packages"});
+  argv.insert(argv.end(), {"--object-spill-dir", f.object_spill_dir.empty()
+                                                     ? session->path() + "/spill"
+                                                     : f.object_spill_dir});
   if (!node_ip.empty()) argv.insert(argv.end(), {"--node-ip-address", node_ip});
   AddResourceArgs(flags, f, &argv);
   AddCapArgs(flags, f, /*head=*/false, &argv);
@@ -488,6 +508,7 @@ int StartCommand(const std::vector<std::string>& args) {
   (void)session->RecordProcess("agent", agent->record);
   config["cluster_id"] = agent->ready["cluster_id"];
   config["node_id"] = agent->ready["node_id"];
+  if (!f.object_spill_dir.empty()) config["spill_dir"] = f.object_spill_dir;
   (void)session->WriteConfig(config);
   session->MarkLatest();
 

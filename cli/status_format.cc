@@ -109,6 +109,20 @@ std::string FormatClusterStatus(const ClusterStatus& status, const std::string& 
         << " blocked in get/wait, lending " << FormatAmount(status.lent_cpu)
         << " CPU to other work)\n";
   }
+  uint64_t stored = 0, capacity = 0, spilled = 0, objects = 0, spilled_objects = 0;
+  for (const auto& node : status.nodes) {
+    if (!node.alive) continue;
+    stored += node.object_store_bytes;
+    capacity += node.object_store_capacity;
+    objects += node.object_store_objects;
+    spilled += node.object_spilled_bytes;
+    spilled_objects += node.object_spilled_objects;
+  }
+  out << " " << FormatBytes(static_cast<double>(stored));
+  if (capacity != 0) out << "/" << FormatBytes(static_cast<double>(capacity));
+  out << " object store (" << objects << " objects), "
+      << FormatBytes(static_cast<double>(spilled)) << " spilled to disk (" << spilled_objects
+      << " objects): per node, `rayx list objects`\n";
   out << "\nDemands:\n";
   if (status.pending_demands.empty() && status.infeasible_demands.empty()) {
     out << " (no resource demands)\n";
@@ -127,8 +141,14 @@ std::string FormatClusterStatus(const ClusterStatus& status, const std::string& 
       if (!node.labels.empty()) out << "  labels: " << Labels(node.labels) << "\n";
       if (node.alive) {
         out << "  last heartbeat: " << node.last_heartbeat_age_ms << " ms ago\n";
-        out << "  object store: " << FormatBytes(static_cast<double>(node.object_store_bytes))
-            << " in " << (node.store_dir.empty() ? "(none)" : node.store_dir) << "\n";
+        out << "  object store: " << FormatBytes(static_cast<double>(node.object_store_bytes));
+        if (node.object_store_capacity != 0) {
+          out << " of " << FormatBytes(static_cast<double>(node.object_store_capacity));
+        }
+        out << " in " << (node.store_dir.empty() ? "(none)" : node.store_dir) << " ("
+            << node.object_store_objects << " objects); spilled to disk: "
+            << FormatBytes(static_cast<double>(node.object_spilled_bytes)) << " ("
+            << node.object_spilled_objects << " objects)\n";
         out << "  Usage:\n"
             << UsageLines(node.total, node.available, "   ", node.cpu_overcommitted);
       } else {

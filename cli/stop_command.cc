@@ -32,6 +32,13 @@ void KillLeftoversOfDeadAgent(const detail::Session& session, bool require_recor
       std::cout << "Removed " << dir << ", the object store of a node agent that is gone\n";
     }
   }
+  // Its spilled objects (the session's spill/ unless the node was started
+  // with --object-spill-dir, recorded in its config).
+  std::string spill_root = session.ReadConfig()["spill_dir"];
+  if (spill_root.empty()) spill_root = session.path() + "/spill";
+  for (const std::string& dir : RemoveDeadStores(spill_root, kSpillDirPrefix)) {
+    std::cout << "Removed " << dir << ", the spilled objects of a node agent that is gone\n";
+  }
 }
 
 int StopCommand(const std::vector<std::string>& args) {

@@ -213,9 +213,14 @@ void ObjectDeleter::Contain(const std::string& object_address, const std::string
   }
 }
 
-Status HoldObjects(zmq::context_t& context, const transport::ClientSecurity& security,
-                   ObjectServerDirectory& servers, const std::string& object_address,
-                   const std::vector<std::string>& paths, bool fresh, int64_t timeout_ms) {
+namespace {
+
+// One request to the object server at `object_address` and its reply, on a
+// socket of its own, within `timeout_ms`. `where` names the request in errors.
+template <typename Reply, typename Request>
+Result<Reply> CallObjectServer(zmq::context_t& context, const transport::ClientSecurity& security,
+                               ObjectServerDirectory& servers, const std::string& object_address,
+                               const Request& req, const std::string& where, int64_t timeout_ms) {
   RAYX_RETURN_IF_ERROR(servers.Check(object_address));
   RAYX_RETURN_IF_ERROR(ProbeServer(object_address, 1000));
   zmq::socket_t socket(context, zmq::socket_type::dealer);
@@ -223,15 +228,9 @@ Status HoldObjects(zmq::context_t& context, const transport::ClientSecurity& sec
   socket.set(zmq::sockopt::maxmsgsize, int64_t{1} << 20);
   transport::MakeClient(socket, security);
   transport::HandshakeWatch handshakes(context, socket);
-  const std::string where = "holding " + std::to_string(paths.size()) + " object(s) at " +
-                            object_address + " (" + (paths.empty() ? "" : paths[0].substr(0, 200)) +
-                            ")";
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
   try {
     socket.connect(object_address);
-    protocol::HoldObjectsRequest req;
-    req.paths = paths;
-    req.fresh = fresh;
     transport::Frames frames = transport::MakeMessage(req, 1);
     transport::SendFrames(socket, frames);
     while (true) {
@@ -258,16 +257,47 @@ Status HoldObjects(zmq::context_t& context, const transport::ClientSecurity& sec
         auto error = protocol::Decode<protocol::ErrorReply>(transport::FrameView(reply[1]));
         return error.ok() ? error->ToStatus() : error.status();
       }
-      auto out = protocol::Decode<protocol::HoldObjectsReply>(transport::FrameView(reply[1]));
-      if (env->t != static_cast<uint16_t>(protocol::MessageType::kHoldObjectsReply) || !out.ok() ||
-          out->held != paths.size()) {
+      auto out = protocol::Decode<Reply>(transport::FrameView(reply[1]));
+      if (env->t != static_cast<uint16_t>(Reply::kType) || !out.ok()) {
         return Status::Internal(where + ": a malformed reply");
       }
-      return Status::OK();
+      return *out;
     }
   } catch (const zmq::error_t& e) {
     return Status::Unavailable(where + " failed: " + e.what());
   }
+}
+
+}  // namespace
+
+Status HoldObjects(zmq::context_t& context, const transport::ClientSecurity& security,
+                   ObjectServerDirectory& servers, const std::string& object_address,
+                   const std::vector<std::string>& paths, bool fresh, int64_t timeout_ms) {
+  protocol::HoldObjectsRequest req;
+  req.paths = paths;
+  req.fresh = fresh;
+  const std::string where = "holding " + std::to_string(paths.size()) + " object(s) at " +
+                            object_address + " (" + (paths.empty() ? "" : paths[0].substr(0, 200)) +
+                            ")";
+  auto out = CallObjectServer<protocol::HoldObjectsReply>(context, security, servers,
+                                                          object_address, req, where, timeout_ms);
+  if (!out.ok()) return out.status();
+  if (out->held != paths.size()) return Status::Internal(where + ": a malformed reply");
+  return Status::OK();
+}
+
+Result<protocol::MakeRoomReply> MakeRoom(zmq::context_t& context,
+                                         const transport::ClientSecurity& security,
+                                         ObjectServerDirectory& servers,
+                                         const std::string& object_address, uint64_t bytes,
+                                         int64_t timeout_ms) {
+  protocol::MakeRoomRequest req;
+  req.bytes = bytes;
+  return CallObjectServer<protocol::MakeRoomReply>(
+      context, security, servers, object_address, req,
+      "making room for " + std::to_string(bytes) + " bytes in the object store at " +
+          object_address,
+      timeout_ms);
 }
 
 void ObjectDeleter::Clear() { sockets_.clear(); }

@@ -59,6 +59,17 @@ Status HoldObjects(zmq::context_t& context, const transport::ClientSecurity& sec
                    ObjectServerDirectory& servers, const std::string& object_address,
                    const std::vector<std::string>& paths, bool fresh, int64_t timeout_ms);
 
+// Asks the object server at `object_address` (which `servers` must know) to
+// make room for `bytes` in its store (MakeRoomRequest): it spills objects to
+// disk and reserves the bytes. Blocking, on its own socket, up to
+// `timeout_ms`. ResourceExhausted, with the figures, when the store and its
+// spill disk are full; Unavailable when the server does not answer.
+Result<protocol::MakeRoomReply> MakeRoom(zmq::context_t& context,
+                                         const transport::ClientSecurity& security,
+                                         ObjectServerDirectory& servers,
+                                         const std::string& object_address, uint64_t bytes,
+                                         int64_t timeout_ms);
+
 // Asks object servers to remove stored objects: one DEALER socket per server,
 // fire and forget (no replies; the job's end removes whatever a lost request
 // leaves). Not thread-safe: one thread uses it. `context` must outlive it.

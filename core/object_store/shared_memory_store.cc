@@ -75,6 +75,9 @@ Result<std::string> SharedMemoryStore::Write(const std::string& name,
   std::string tmp = path + ".partial";
   int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
   if (fd < 0) return Status::Unavailable("cannot create " + tmp + ": " + std::strerror(errno));
+  // Sized at once: the agent's count of the store sees the whole object while
+  // it is written (a capacity's estimate never misses it).
+  (void)::ftruncate(fd, static_cast<off_t>(bytes.size()));
   const char* p = bytes.data();
   size_t left = bytes.size();
   while (left > 0) {
@@ -105,39 +108,77 @@ bool SharedMemoryStore::Contains(const std::string& path) const {
   return IsObjectName(std::string_view(path).substr(dir_.size() + 1));
 }
 
+namespace {
+
+// Opens an object file for reading, never through a link; O_NONBLOCK: a FIFO
+// planted under an object's name cannot block the open (Map then refuses it
+// as not a regular file).
+int OpenObjectFile(const std::string& path) {
+  return ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+}
+
+}  // namespace
+
+std::string SharedMemoryStore::SpilledPath(const std::string& path) const {
+  return spill_dir_ + path.substr(dir_.size());
+}
+
 Result<std::shared_ptr<MappedObject>> SharedMemoryStore::Open(const std::string& path) const {
   if (!Contains(path)) {
     return Status::InvalidArgument("'" + path.substr(0, 200) + "' is not an object of the store " +
                                    dir_ + " (an object is " + dir_ +
                                    "/<job id>-<object id>)");
   }
-  // The name has no '/', so only its last component could be a link: never
-  // followed. O_NONBLOCK: a FIFO planted under an object's name cannot block
-  // the open (Map then refuses it as not a regular file).
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+  // The name has no '/', so only its last component could be a link.
+  std::string opened = path;
+  int fd = OpenObjectFile(path);
+  int err = fd < 0 ? errno : 0;
+  if (fd < 0 && err == ENOENT && !spill_dir_.empty()) {
+    opened = SpilledPath(path);
+    fd = OpenObjectFile(opened);
+    err = fd < 0 ? errno : 0;
+  }
   if (fd < 0) {
-    int err = errno;
     if (err == ELOOP) {
-      return Status::InvalidArgument(path + " is a symbolic link, not an object");
+      return Status::InvalidArgument(opened + " is a symbolic link, not an object");
     }
     return Status::NotFound("object file " + path + ": " + std::strerror(err));
   }
-  auto mapped = MappedObject::Map(fd, path);
+  // Used now: the spiller takes the least recently used objects first.
+  const struct timespec times[2] = {{0, UTIME_NOW}, {0, UTIME_OMIT}};
+  (void)::futimens(fd, times);
+  auto mapped = MappedObject::Map(fd, opened);
   ::close(fd);  // the mapping stays valid
   return mapped;
 }
 
-void SharedMemoryStore::Remove(const std::string& path) const {
-  if (Contains(path)) ::unlink(path.c_str());
+bool SharedMemoryStore::Exists(const std::string& path) const {
+  if (!Contains(path)) return false;
+  struct stat st {};
+  if (::lstat(path.c_str(), &st) == 0) return S_ISREG(st.st_mode);
+  return !spill_dir_.empty() && ::lstat(SpilledPath(path).c_str(), &st) == 0 &&
+         S_ISREG(st.st_mode);
+}
+
+bool SharedMemoryStore::Remove(const std::string& path) const {
+  if (!Contains(path)) return false;
+  if (::unlink(path.c_str()) == 0) return true;
+  // Spilled. (A spill racing this delete sees the store's file gone when it
+  // comes to remove it, and removes its copy: StoreSpiller.)
+  if (errno == ENOENT && !spill_dir_.empty()) ::unlink(SpilledPath(path).c_str());
+  return false;
 }
 
 size_t SharedMemoryStore::RemovePrefix(const std::string& prefix) const {
   size_t removed = 0;
-  std::error_code ec;
-  for (const auto& entry : fs::directory_iterator(dir_, ec)) {
-    if (entry.path().filename().string().rfind(prefix, 0) == 0) {
-      fs::remove(entry.path(), ec);
-      ++removed;
+  for (const std::string* dir : {&dir_, &spill_dir_}) {
+    if (dir->empty()) continue;
+    std::error_code ec;
+    for (const auto& entry : fs::directory_iterator(*dir, ec)) {
+      if (entry.path().filename().string().rfind(prefix, 0) == 0) {
+        fs::remove(entry.path(), ec);
+        ++removed;
+      }
     }
   }
   return removed;

@@ -45,9 +45,16 @@ class MappedObject {
 // opens it with O_NOFOLLOW and maps it only when it is a regular file. So a
 // peer can name no file outside the store, no directory, no symlink planted
 // in it, and nothing but objects inside it.
+//
+// Spilling: when the node's agent spilled an object (StoreSpiller), its file
+// moved to `spill_dir` under the same name, and the object's path (its
+// location, which every holder keeps) stays the store's. A store made with
+// its spill directory finds it there: Open maps the spilled file, Remove and
+// RemovePrefix delete spilled files too.
 class SharedMemoryStore {
  public:
-  explicit SharedMemoryStore(std::string dir) : dir_(std::move(dir)) {}
+  explicit SharedMemoryStore(std::string dir, std::string spill_dir = "")
+      : dir_(std::move(dir)), spill_dir_(std::move(spill_dir)) {}
 
   // Creates the directory (0700). Unavailable when it cannot.
   static Result<SharedMemoryStore> Create(const std::string& dir);
@@ -67,15 +74,21 @@ class SharedMemoryStore {
   // a name of the object form (no "..", no other directory, no other file).
   bool Contains(const std::string& path) const;
 
-  // Maps the object at `path`. InvalidArgument, naming the path, when it is
-  // not an object of this store (Contains) or not a regular file (a symlink is
-  // not followed); NotFound when it does not exist.
+  // Maps the object at `path` (from the spill directory when it was
+  // spilled), and marks it used now (its access time: spilling takes the least
+  // recently used first). InvalidArgument, naming the path, when it is not an
+  // object of this store (Contains) or not a regular file (a symlink is not
+  // followed); NotFound when it does not exist.
   Result<std::shared_ptr<MappedObject>> Open(const std::string& path) const;
+  // True when the object at `path` (Contains) is in the store or spilled.
+  bool Exists(const std::string& path) const;
 
-  // Deletes the object at `path` when it is one of this store's (Contains);
-  // a no-op otherwise or when absent.
-  void Remove(const std::string& path) const;
-  // Deletes every object whose name starts with `prefix` (a job's objects).
+  // Deletes the object at `path` when it is one of this store's (Contains),
+  // or its spilled file; a no-op otherwise or when absent. True when the
+  // file was in the store itself.
+  bool Remove(const std::string& path) const;
+  // Deletes every object whose name starts with `prefix` (a job's objects),
+  // spilled ones too.
   size_t RemovePrefix(const std::string& prefix) const;
   // Deletes the directory and everything in it.
   void Destroy() const;
@@ -84,9 +97,13 @@ class SharedMemoryStore {
   uint64_t UsageBytes() const;
 
   const std::string& dir() const { return dir_; }
+  const std::string& spill_dir() const { return spill_dir_; }
+  // The spilled file of the store's object `path` (Contains): spill_dir/NAME.
+  std::string SpilledPath(const std::string& path) const;
 
  private:
   std::string dir_;
+  std::string spill_dir_;  // empty: nothing is spilled
 };
 
 }  // namespace rayx

@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <sys/file.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -15,7 +16,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-constexpr char kStorePrefix[] = "rayx-store-";
 constexpr char kStoreLockSuffix[] = ".lock";
 
 }  // namespace
@@ -40,13 +40,26 @@ Status ClaimStore(const std::string& dir) {
   return Status::OK();
 }
 
-std::vector<std::string> RemoveDeadStores(const std::string& root) {
+uint64_t DefaultObjectStoreMemory(const std::string& store_root) {
+  const long pages = ::sysconf(_SC_PHYS_PAGES);
+  const long page = ::sysconf(_SC_PAGESIZE);
+  uint64_t memory = pages > 0 && page > 0 ? static_cast<uint64_t>(pages) * page : 0;
+  uint64_t out = memory / 10 * 3;
+  struct statvfs vfs {};
+  if (::statvfs(store_root.c_str(), &vfs) == 0) {
+    const uint64_t size = static_cast<uint64_t>(vfs.f_blocks) * vfs.f_frsize;
+    if (size > 0 && (out == 0 || size < out)) out = size;
+  }
+  return out;
+}
+
+std::vector<std::string> RemoveDeadStores(const std::string& root, const std::string& prefix) {
   std::vector<std::string> removed;
   std::error_code ec;
   for (fs::directory_iterator it(root, ec), end; !ec && it != end; it.increment(ec)) {
     const std::string name = it->path().filename().string();
     const size_t suffix = sizeof kStoreLockSuffix - 1;
-    if (name.rfind(kStorePrefix, 0) != 0 || name.size() <= suffix ||
+    if (name.rfind(prefix, 0) != 0 || name.size() <= suffix ||
         name.compare(name.size() - suffix, suffix, kStoreLockSuffix) != 0) {
       continue;
     }

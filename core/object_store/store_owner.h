@@ -25,8 +25,20 @@ namespace rayx {
 // exists already.
 Status ClaimStore(const std::string& dir);
 
-// Removes ROOT/rayx-store-* directories, and their lock files, whose lock no
+// The name prefixes of stores (in /dev/shm) and spill directories (on disk,
+// named rayx-spill-XXXX after the store rayx-store-XXXX, and claimed the same
+// way).
+inline constexpr char kStoreDirPrefix[] = "rayx-store-";
+inline constexpr char kSpillDirPrefix[] = "rayx-spill-";
+
+// Removes ROOT/PREFIX* directories, and their lock files, whose lock no
 // process holds. Returns the directories removed.
-std::vector<std::string> RemoveDeadStores(const std::string& root);
+std::vector<std::string> RemoveDeadStores(const std::string& root,
+                                          const std::string& prefix = kStoreDirPrefix);
+
+// The default capacity of a node's store under `store_root`: 30% of the
+// machine's memory, at most the size of the file system under `store_root`
+// (Ray's default).
+uint64_t DefaultObjectStoreMemory(const std::string& store_root);
 
 }  // namespace rayx

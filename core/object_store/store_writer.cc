@@ -5,6 +5,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstring>
 
 namespace rayx {
@@ -23,7 +24,7 @@ Result<std::shared_ptr<StoreWriter::Buffer>> StoreWriter::Create(const std::stri
   if (name.empty() || name.find('/') != std::string::npos || name[0] == '.' || size == 0) {
     return Status::InvalidArgument("bad object name '" + name + "' or size 0");
   }
-  std::string path = dir_ + "/" + name;
+  const std::string path = dir_ + "/" + name + ".partial";
   std::shared_ptr<Buffer> reuse;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -41,7 +42,7 @@ Result<std::shared_ptr<StoreWriter::Buffer>> StoreWriter::Create(const std::stri
     }
   }
   if (reuse) {
-    // Gone when the job's files were removed meanwhile: then a new file.
+    // Gone when it was removed meanwhile: then a new file.
     if (::rename(reuse->path_.c_str(), path.c_str()) == 0) {
       bool ok = true;
       if (size != reuse->size_) {
@@ -49,9 +50,8 @@ Result<std::shared_ptr<StoreWriter::Buffer>> StoreWriter::Create(const std::stri
         // mapping) allocates them now, so a full store fails here, not later
         // with SIGBUS on a write.
         int fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC);
-        ok = fd >= 0 && (size < reuse->size_
-                             ? ::ftruncate(fd, static_cast<off_t>(size)) == 0
-                             : ::posix_fallocate(fd, 0, static_cast<off_t>(size)) == 0);
+        ok = fd >= 0 && ::ftruncate(fd, static_cast<off_t>(size)) == 0 &&
+             (size < reuse->size_ || ::posix_fallocate(fd, 0, static_cast<off_t>(size)) == 0);
         if (fd >= 0) ::close(fd);
       }
       if (ok) {
@@ -65,8 +65,11 @@ Result<std::shared_ptr<StoreWriter::Buffer>> StoreWriter::Create(const std::stri
   }
   int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
   if (fd < 0) return Status::Unavailable("cannot create " + path + ": " + std::strerror(errno));
-  // Allocated now: writes through the mapping can then never hit a full store.
-  int err = ::posix_fallocate(fd, 0, static_cast<off_t>(size));
+  // Sized first (the agent's count sees its size at once, not after the
+  // allocation), then allocated: writes through the mapping can then never
+  // hit a full store.
+  int err = ::ftruncate(fd, static_cast<off_t>(size)) == 0 ? 0 : errno;
+  if (err == 0) err = ::posix_fallocate(fd, 0, static_cast<off_t>(size));
   void* data = MAP_FAILED;
   if (err == 0) {
     data = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
@@ -81,14 +84,43 @@ Result<std::shared_ptr<StoreWriter::Buffer>> StoreWriter::Create(const std::stri
   return std::shared_ptr<Buffer>(new Buffer(path, static_cast<char*>(data), size));
 }
 
+Status StoreWriter::Publish(Buffer& buffer) {
+  const std::string& from = buffer.path_;
+  const size_t suffix = sizeof ".partial" - 1;
+  if (from.size() <= suffix || from.compare(from.size() - suffix, suffix, ".partial") != 0) {
+    return Status::OK();  // published already
+  }
+  std::string to = from.substr(0, from.size() - suffix);
+  if (::rename(from.c_str(), to.c_str()) != 0) {
+    return Status::Unavailable("cannot publish " + to + ": " + std::strerror(errno));
+  }
+  buffer.path_ = std::move(to);
+  return Status::OK();
+}
+
+void StoreWriter::Unlink(const std::string& path) const {
+  if (::unlink(path.c_str()) == 0 || errno != ENOENT || options_.spill_dir.empty()) return;
+  size_t slash = path.rfind('/');
+  ::unlink((options_.spill_dir + path.substr(slash)).c_str());
+}
+
 void StoreWriter::Free(std::shared_ptr<Buffer> buffer, bool reusable, int64_t now_ms) {
   if (!buffer) return;
   // Only we hold it: no view of it is left in this process.
   if (!reusable || buffer.use_count() != 1 || buffer->capacity_ > options_.max_free_bytes ||
       options_.max_free_files == 0) {
-    ::unlink(buffer->path_.c_str());
+    Unlink(buffer->path_);
     return;
   }
+  // Out of the spiller's sight, under a name no other process uses (object
+  // names are unique). Not there: the agent spilled it (the copy goes).
+  const size_t slash = buffer->path_.rfind('/');
+  std::string free_path = dir_ + "/.free-" + buffer->path_.substr(slash + 1);
+  if (::rename(buffer->path_.c_str(), free_path.c_str()) != 0) {
+    Unlink(buffer->path_);
+    return;
+  }
+  buffer->path_ = std::move(free_path);
   std::vector<FreeFile> evicted;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -132,7 +164,7 @@ size_t StoreWriter::free_files() const {
 }
 
 void StoreWriter::Delete(std::vector<FreeFile>& files) {
-  for (auto& f : files) ::unlink(f.buffer->path_.c_str());
+  for (auto& f : files) Unlink(f.buffer->path_);
   files.clear();  // unmaps
 }
 

@@ -31,6 +31,12 @@ namespace rayx {
 // Free files count in the store's usage (they are files in the directory) for
 // at most `max_free_age_ms`; Trim deletes older ones.
 //
+// Names: an object being written is NAME.partial, a free file .free-NAME (its
+// last object's name); only a
+// published object has its name (Publish), so the agent's spiller, which moves
+// only files of the object form, never copies a half-written object or a free
+// file. An object the spiller moved to `spill_dir` is deleted there.
+//
 // Thread-safe.
 class StoreWriter {
  public:
@@ -40,6 +46,9 @@ class StoreWriter {
     size_t max_free_files = 4;
     uint64_t max_free_bytes = uint64_t{1} << 30;
     int64_t max_free_age_ms = 1000;
+    // Where the node's agent spills objects (StoreLedger::spill_dir); empty:
+    // nowhere.
+    std::string spill_dir;
   };
 
   // One object's file, mapped read-write. Unmapped when the last reference
@@ -72,11 +81,14 @@ class StoreWriter {
   StoreWriter& operator=(const StoreWriter&) = delete;
 
   // The writable file of a new object `name` of `size` bytes: a free file
-  // renamed, or a new one. Its bytes are undefined until the caller writes
-  // them; nobody else knows the name yet. Unavailable when the store cannot
-  // hold it (the caller keeps the value in memory instead).
+  // renamed, or a new one, as NAME.partial until Publish. Its bytes are
+  // undefined until the caller writes them; nobody else knows the name yet.
+  // Unavailable when the store cannot hold it (the caller keeps the value in
+  // memory instead).
   // REQUIRES: `name` is a file name (no '/', no leading '.'), size > 0.
   Result<std::shared_ptr<Buffer>> Create(const std::string& name, size_t size);
+  // The caller wrote the object: it gets its name (buffer->path()).
+  Status Publish(Buffer& buffer);
 
   // The object is freed. Keeps its file for reuse when `reusable` and nobody
   // else holds `buffer`, within the limits; else deletes it. `now_ms` is the
@@ -97,7 +109,11 @@ class StoreWriter {
     int64_t freed_at_ms;
   };
   // Unlinks and unmaps `files` (outside mu_).
-  static void Delete(std::vector<FreeFile>& files);
+  void Delete(std::vector<FreeFile>& files);
+
+  // Unlinks `path`; when it is not there (the agent spilled it), its spilled
+  // copy.
+  void Unlink(const std::string& path) const;
 
   const std::string dir_;
   const Options options_;

@@ -40,6 +40,8 @@ std::string MessageTypeName(uint16_t type) {
     case MessageType::kDropActorNameReply: return "DropActorNameReply";
     case MessageType::kPushTasksRequest: return "PushTasksRequest";
     case MessageType::kPushTasksReply: return "PushTasksReply";
+    case MessageType::kMakeRoomRequest: return "MakeRoomRequest";
+    case MessageType::kMakeRoomReply: return "MakeRoomReply";
     case MessageType::kPullObjectRequest: return "PullObjectRequest";
     case MessageType::kPullObjectReply: return "PullObjectReply";
     case MessageType::kDeleteObjectsRequest: return "DeleteObjectsRequest";
@@ -106,7 +108,7 @@ std::string MessageTypeName(uint16_t type) {
 
 Status ErrorReply::ToStatus() const {
   auto status_code = static_cast<StatusCode>(code);
-  if (status_code == StatusCode::kOk || code > static_cast<uint8_t>(StatusCode::kInfeasible)) {
+  if (status_code == StatusCode::kOk || code > static_cast<uint8_t>(StatusCode::kLastCode)) {
     status_code = StatusCode::kInternal;
   }
   return Status(status_code, where.empty() ? message : message + " [" + where + "]");

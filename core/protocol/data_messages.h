@@ -71,6 +71,23 @@ struct HoldObjectsReply {
   MSGPACK_DEFINE_MAP(held)
 };
 
+// A writer -> its node's object server: a Put or a result of `bytes` does not
+// fit in the store (StoreLedger::TryReserve failed). The agent spills the
+// least recently used objects to disk and reserves the bytes for the writer
+// (MakeRoomReply), or answers ResourceExhausted with the figures.
+struct MakeRoomRequest {
+  static constexpr MessageType kType = MessageType::kMakeRoomRequest;
+  uint64_t bytes = 0;
+  MSGPACK_DEFINE_MAP(bytes)
+};
+
+struct MakeRoomReply {
+  static constexpr MessageType kType = MessageType::kMakeRoomReply;
+  uint64_t stored_bytes = 0;   // what the store holds now, the new object included
+  uint64_t spilled_bytes = 0;  // what is spilled now
+  MSGPACK_DEFINE_MAP(stored_bytes, spilled_bytes)
+};
+
 // head -> every agent: the job ended; its stored objects go.
 struct JobFinishedNotice {
   static constexpr MessageType kType = MessageType::kJobFinishedNotice;

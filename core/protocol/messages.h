@@ -69,6 +69,9 @@ enum class MessageType : uint16_t {
   // each, were protocol 1).
   kPushTasksRequest = 52,
   kPushTasksReply = 53,
+  // A node's store is full (a writer -> its agent's object server).
+  kMakeRoomRequest = 58,
+  kMakeRoomReply = 59,
   // Objects (anyone <-> a node agent's object server).
   kPullObjectRequest = 60,
   kPullObjectReply = 61,
@@ -278,6 +281,12 @@ struct HeartbeatRequest {
   ResourceMap available;
   uint64_t store_bytes = 0;  // bytes in the node's object store
   uint64_t epoch = 0;        // RegisterNodeReply::epoch
+  // The store's capacity (0: unbounded), its objects, and the objects spilled
+  // to the node's disk (bytes and count).
+  uint64_t store_capacity = 0;
+  uint64_t store_objects = 0;
+  uint64_t spilled_bytes = 0;
+  uint64_t spilled_objects = 0;
   // False: the head answers only when it has something to say (the node is
   // unknown, must rejoin, or the cluster stops). An agent asks for a reply
   // about once a second, to know the head lives: at 1,000 nodes a reply to
@@ -296,7 +305,7 @@ struct HeartbeatRequest {
   TaskCounters tasks;
   std::vector<CollectiveCounters> collectives;
   MSGPACK_DEFINE_MAP(node_id, seq, available, store_bytes, epoch, want_reply, gpus, counted, tasks,
-                     collectives)
+                     collectives, store_capacity, store_objects, spilled_bytes, spilled_objects)
 };
 
 struct HeartbeatReply {

@@ -503,6 +503,34 @@ void ObjectTable::FailAllPending(const ErrorInfo& error) {
   cv_.notify_all();
 }
 
+size_t ObjectTable::DropMappingsOfSpilled(
+    const std::function<bool(const std::string& path)>& in_store) {
+  std::vector<std::pair<std::string, std::shared_ptr<const protocol::ObjectLocation>>> mapped;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const auto& [key, entry] : objects_) {
+      if (entry.location && (entry.mapped || entry.written)) mapped.emplace_back(key, entry.location);
+    }
+  }
+  // Looked at outside the lock: a file system call per mapped entry.
+  std::vector<std::string> moved;
+  for (const auto& [key, location] : mapped) {
+    if (!in_store(location->path)) moved.push_back(key);
+  }
+  std::vector<std::shared_ptr<const void>> unmapped;  // let go outside the lock
+  std::vector<std::shared_ptr<StoreWriter::Buffer>> unwritten;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (size_t i = 0; i < moved.size(); ++i) {
+      auto it = objects_.find(moved[i]);
+      if (it == objects_.end()) continue;
+      if (it->second.mapped) unmapped.push_back(std::move(it->second.mapped));
+      if (it->second.written) unwritten.push_back(std::move(it->second.written));
+    }
+  }
+  return moved.size();
+}
+
 size_t ObjectTable::size() {
   std::lock_guard<std::mutex> lock(mu_);
   return objects_.size();

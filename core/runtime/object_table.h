@@ -202,6 +202,13 @@ class ObjectTable {
   // Fails every pending entry with `error` and wakes every waiter (shutdown).
   void FailAllPending(const ErrorInfo& error);
 
+  // The node's agent spilled objects to disk: entries that map a stored
+  // object whose file `in_store(path)` says is no longer in the store let go
+  // of their mapping (the spilled file's memory returns once no view of it is
+  // left), and read the object again from where it went on their next Get.
+  // Returns how many let go. O(entries with a mapping).
+  size_t DropMappingsOfSpilled(const std::function<bool(const std::string& path)>& in_store);
+
   // Entries currently held.
   size_t size();
   // Threads blocked in Get or Wait (for tests that must know one waits).

@@ -131,7 +131,7 @@ Runtime::Runtime(Config config)
               -> Result<std::shared_ptr<MappedObject>> {
             // Only an object of this node's own store is mapped in place.
             if (local_store_dir_.empty()) return Status::NotFound("no object store on this node");
-            return SharedMemoryStore(local_store_dir_).Open(location.path);
+            return SharedMemoryStore(local_store_dir_, local_spill_dir_).Open(location.path);
           },
           [this](const protocol::ObjectLocation& location) {
             // Silence this long means the node is gone: lineage may compute
@@ -239,7 +239,15 @@ Status Runtime::Connect() {
       if (node.alive && node.address == config_.node_ip && !node.store_dir.empty()) {
         local_store_dir_ = node.store_dir;
         local_object_address_ = node.object_address;
-        store_writer_ = std::make_unique<StoreWriter>(local_store_dir_, StoreWriter::Options{});
+        // Its capacity and spill directory (none in an older agent's store).
+        if (auto ledger = StoreLedger::Open(local_store_dir_); ledger.ok()) {
+          ledger_ = *ledger;
+          local_spill_dir_ = ledger_->spill_dir();
+          seen_spill_epoch_ = ledger_->spill_epoch();
+        }
+        StoreWriter::Options writer;
+        writer.spill_dir = local_spill_dir_;
+        store_writer_ = std::make_unique<StoreWriter>(local_store_dir_, writer);
         break;
       }
     }
@@ -355,9 +363,15 @@ void Runtime::Stop() {
 // ---- Objects -------------------------------------------------------------------
 
 void Runtime::DeleteStored(const protocol::ObjectLocation& location) {
-  // This process wrote it (a Put): remove it directly.
+  // This process wrote it (a Put): remove it directly, or its copy the agent
+  // spilled.
   if (location.object_address.empty()) {
-    ::unlink(location.path.c_str());
+    SharedMemoryStore store(local_store_dir_, local_spill_dir_);
+    if (store.Contains(location.path)) {
+      store.Remove(location.path);
+    } else {
+      ::unlink(location.path.c_str());
+    }
     return;
   }
   // A deleter's socket keeps reconnecting to its address: only the cluster's
@@ -385,13 +399,16 @@ Runtime::ExportedRef Runtime::ExportRef(const ObjectHandle& object) {
   // This node's own copy when there is one; else a copy written here, held
   // by this hold only.
   const bool local = stored && (written || stored->object_address == local_object_address_);
-  SharedMemoryStore store(local_store_dir_);
+  SharedMemoryStore store(local_store_dir_, local_spill_dir_);
   for (int attempt = 0; attempt < 2; ++attempt) {
     std::string path;
     bool fresh = !local || attempt > 0;
     if (!fresh) {
       path = stored->path;
     } else {
+      if (Status room = ReserveStore(bytes.view.size()); !room.ok()) {
+        if (room.code() == StatusCode::kResourceExhausted) throw ObjectStoreFullError(room.message());
+      }
       auto copy = store.Write(SharedMemoryStore::ObjectName(config_.job_id.Hex(), id), bytes.view);
       if (!copy.ok()) {
         throw std::runtime_error("an ObjectRef inside a value: cannot store object " + id +
@@ -471,6 +488,9 @@ ObjectHandle Runtime::PutContainer(size_t size, const std::function<void(char*)>
   }
   if (!stored.ok()) {
     ReleaseHolds(contents);
+    if (stored.status().code() == StatusCode::kResourceExhausted) {
+      throw ObjectStoreFullError(stored.status().message());
+    }
     throw std::runtime_error("a value holding ObjectRefs must go to this machine's object "
                              "store (run the program on a node of the cluster): " +
                              stored.status().message());
@@ -545,6 +565,13 @@ ObjectHandle Runtime::SubmitTask(const std::string& function, std::vector<Arg> a
 }
 void Runtime::Tick() {
   if (store_writer_) store_writer_->Trim(clock_.NowMs());
+  if (ledger_ && ledger_->spill_epoch() != seen_spill_epoch_) {
+    // The agent spilled objects: mappings of those that left the store go,
+    // so that their memory returns.
+    seen_spill_epoch_ = ledger_->spill_epoch();
+    objects_.DropMappingsOfSpilled(
+        [](const std::string& path) { return ::access(path.c_str(), F_OK) == 0; });
+  }
   tasks_->Tick();
   tick_timer_.expires_after(std::chrono::milliseconds(kTickMs));
   tick_timer_.async_wait([this](const boost::system::error_code& ec) {

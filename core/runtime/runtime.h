@@ -23,6 +23,7 @@
 #include "common/address.h"
 #include "common/clock.h"
 #include "object_store/object_server_directory.h"
+#include "object_store/store_ledger.h"
 #include "object_store/store_writer.h"
 #include "protocol/codec.h"
 #include "protocol/messages.h"
@@ -222,6 +223,12 @@ class Runtime {
   // store; Unavailable when there is none or it cannot hold it (`fill`'s
   // exception propagates, and the file goes).
   Result<ObjectHandle> PutIntoStore(size_t size, const std::function<void(char*)>& fill);
+  // Reserves `size` bytes in the local store (StoreLedger), asking its agent
+  // to make room when they do not fit. ResourceExhausted (the store and its
+  // spill disk are full, with the agent's figures), or Unavailable.
+  // How long a Put waits for its agent to spill what makes room for it.
+  static constexpr int64_t kMakeRoomTimeoutMs = 120000;
+  Status ReserveStore(size_t size);
   // A handle to a new entry awaiting its result.
   ObjectHandle NewPendingObject();
   // Takes `options.name` for the new actor `core` at the head (user thread);
@@ -285,6 +292,12 @@ class Runtime {
   // process's credential. Read by pulls on user threads after Connect.
   transport::ClientSecurity data_security_;
   std::unique_ptr<StoreWriter> store_writer_;  // set when there is a local store
+  // The local store's capacity and usage (null: none, or an older agent's
+  // store without one), its spill directory, and the spill epoch last seen
+  // (Tick drops mappings of spilled objects when it moves).
+  std::shared_ptr<StoreLedger> ledger_;
+  std::string local_spill_dir_;
+  uint64_t seen_spill_epoch_ = 0;
   // The object servers pulls may connect to (the cluster's, from the head).
   std::unique_ptr<ObjectServerDirectory> object_servers_;
   // Borrowed objects' handles by object id (ImportRef), so one object has

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "common/logging.h"
+#include "object_store/object_pull.h"
 #include "rayx/ids.h"
 #include "runtime/actor_submitter.h"
 #include "runtime/head_client.h"
@@ -97,12 +98,23 @@ ObjectHandle Runtime::Put(std::string bytes) {
       std::memcpy(out, bytes.data(), bytes.size());
     });
     if (stored.ok()) return *stored;
+    if (stored.status().code() == StatusCode::kResourceExhausted) {
+      throw ObjectStoreFullError(stored.status().message());
+    }
   }
   return PutInMemory(std::move(bytes));
 }
 
+Status Runtime::ReserveStore(size_t size) {
+  if (!ledger_ || ledger_->TryReserve(size)) return Status::OK();
+  auto made = MakeRoom(sockets_->context.get(), data_security_, *object_servers_,
+                       local_object_address_, size, kMakeRoomTimeoutMs);
+  return made.ok() ? Status::OK() : made.status();
+}
+
 Result<ObjectHandle> Runtime::PutIntoStore(size_t size, const std::function<void(char*)>& fill) {
   if (!store_writer_) return Status::Unavailable("this machine has no object store");
+  RAYX_RETURN_IF_ERROR(ReserveStore(size));
   ObjectId id = NewObjectId();
   auto buffer = store_writer_->Create(config_.job_id.Hex() + "-" + id.Hex(), size);
   if (!buffer.ok()) return buffer.status();
@@ -112,6 +124,10 @@ Result<ObjectHandle> Runtime::PutIntoStore(size_t size, const std::function<void
     store_writer_->Free(std::move(*buffer), /*reusable=*/false, clock_.NowMs());
     throw;
   }
+  if (Status published = store_writer_->Publish(**buffer); !published.ok()) {
+    store_writer_->Free(std::move(*buffer), /*reusable=*/false, clock_.NowMs());
+    return published;
+  }
   return PutStored(std::move(id), std::move(*buffer));
 }
 
@@ -119,6 +135,10 @@ ObjectHandle Runtime::PutEncoded(size_t size, const std::function<void(char*)>& 
   if (size >= kInlineObjectLimit) {
     auto stored = PutIntoStore(size, fill);
     if (stored.ok()) return *stored;
+    // Full, with its spill disk: the value does not go to memory instead.
+    if (stored.status().code() == StatusCode::kResourceExhausted) {
+      throw ObjectStoreFullError(stored.status().message());
+    }
   }
   // No store here, or it is full: the value stays in memory.
   std::string bytes(size, '\0');

@@ -86,6 +86,20 @@ WorkerLoop::WorkerLoop(zmq::context_t& context, const WorkerEnv& env, SendFn sen
         FetchObjectServersFromHead(env.head_address, env.HeadSecurity(), kServerListTimeoutMs),
         *clock, ObjectServerDirectory::Options{}, std::vector<std::string>{env.object_address});
   }
+  if (!env.store_dir.empty()) {
+    if (auto ledger = StoreLedger::Open(env.store_dir); ledger.ok()) {
+      ledger_ = *ledger;
+      store_ = SharedMemoryStore(env.store_dir, ledger_->spill_dir());
+    }
+  }
+}
+
+Status WorkerLoop::ReserveResult(size_t size) {
+  if (!ledger_ || ledger_->TryReserve(size)) return Status::OK();
+  constexpr int64_t kMakeRoomTimeoutMs = 120000;  // spilling gigabytes to disk
+  auto made = MakeRoom(context_, object_security_, *servers_, object_address_, size,
+                       kMakeRoomTimeoutMs);
+  return made.ok() ? Status::OK() : made.status();
 }
 
 std::string WorkerLoop::Refusal(const protocol::TaskCallView& call,

@@ -14,6 +14,7 @@
 #include "object_store/object_pull.h"
 #include "object_store/object_server_directory.h"
 #include "object_store/shared_memory_store.h"
+#include "object_store/store_ledger.h"
 #include "protocol/push_tasks.h"
 #include "transport/frame.h"
 #include "transport/security.h"
@@ -203,6 +204,12 @@ class WorkerLoop {
   // than the last, whose output follows (`known.output_name`).
   void AnnounceName(const KnownFunction& known);
   SharedMemoryStore store_{""};
+  // The store's capacity (null: an older agent's store, unbounded): a large
+  // result reserves its bytes there first (ReserveResult).
+  std::shared_ptr<StoreLedger> ledger_;
+  // Reserves `size` bytes for a result, asking the agent to make room when
+  // they do not fit (ResourceExhausted: the store and its spill disk are full).
+  Status ReserveResult(size_t size);
   std::shared_ptr<ObjectServerDirectory> servers_;
   PullOptions pull_options_;
   std::string object_address_;

@@ -35,6 +35,14 @@ void WorkerLoop::AddResult(uint64_t call_id, std::string_view return_id,
   }
   if ((outcome.value.size() >= kInlineObjectLimit || !held.empty()) && !store_.dir().empty() &&
       !object_id.empty() && call_job == job_) {
+    if (Status room = ReserveResult(outcome.value.size());
+        room.code() == StatusCode::kResourceExhausted) {
+      writer_.ErrorResult(call_id, "ObjectStoreFullError",
+                          "the result (" + std::to_string(outcome.value.size()) +
+                              " bytes) cannot be stored: " + room.message(),
+                          node_ip_);
+      return;
+    }
     auto path = store_.Write(SharedMemoryStore::ObjectName(job_, object_id), outcome.value);
     if (path.ok()) {
       if (!held.empty() && hold_contents_) hold_contents_(*path, std::move(held));

@@ -51,7 +51,6 @@ def _worker_command():
 # runs unchanged) and named in one warning when given a value other than Ray's
 # default. Name -> (default, why it has no effect).
 _IGNORED_INIT_ARGS = {
-    "object_store_memory": (None, "each node's store is sized by `rayx start`"),
     "local_mode": (False, "tasks always run in worker processes"),
     "include_dashboard": (None, "rayx has no dashboard"),
     "dashboard_host": (None, "rayx has no dashboard"),
@@ -116,6 +115,13 @@ def init(address=None, *, num_cpus=None, num_gpus=None, resources=None, namespac
     global _mode, _atexit_registered, generation, _namespace, _job_runtime_env
     ignored = []
     start_flags = _system_config_flags(kwargs)
+    object_store_memory = kwargs.pop("object_store_memory", None)
+    if object_store_memory is not None:
+        if isinstance(object_store_memory, bool) or not isinstance(object_store_memory, int) \
+                or object_store_memory < (1 << 20):
+            raise ValueError("rayx.init: object_store_memory is a number of bytes, at least "
+                             f"1 MiB, not {object_store_memory!r}")
+        start_flags += ["--object-store-memory", str(object_store_memory)]
     log_to_driver = kwargs.pop("log_to_driver", True)
     for name, value in kwargs.items():
         if name not in _IGNORED_INIT_ARGS:
@@ -165,10 +171,11 @@ def init(address=None, *, num_cpus=None, num_gpus=None, resources=None, namespac
                 _core.local_cluster_address(temp_dir)
             if joined:
                 import warnings
-                warnings.warn(f"rayx.init: _system_config's memory monitor settings apply to a "
-                              f"private cluster only; this program joins the cluster at "
-                              f"{joined}, where `rayx start --memory-usage-threshold` sets "
-                              "them", stacklevel=2)
+                warnings.warn(f"rayx.init: object_store_memory and _system_config's memory "
+                              f"monitor settings apply to a private cluster only; this program "
+                              f"joins the cluster at {joined}, where `rayx start "
+                              "--object-store-memory` and `--memory-usage-threshold` set them",
+                              stacklevel=2)
         _namespace = namespace
         exe, args, env = _worker_command()
         _core.set_worker_command(exe, args, env)
@@ -828,13 +835,16 @@ def put(value):
     _require()
     if isinstance(value, ObjectRef):
         raise TypeError("rayx.put of an ObjectRef: pass the ObjectRef itself instead")
-    if ser._builtin(value, 0):  # holds no ObjectRef: no holds to collect
-        size, parts = ser.layout(value)
+    try:
+        if ser._builtin(value, 0):  # holds no ObjectRef: no holds to collect
+            size, parts = ser.layout(value)
+            return ObjectRef(_core.put_parts(size, parts))
+        (size, parts), held = _pickled_holding(value, ser.layout)
+        if held:  # stored, holding what its refs point at
+            return ObjectRef(_core.put_parts(size, parts, held))
         return ObjectRef(_core.put_parts(size, parts))
-    (size, parts), held = _pickled_holding(value, ser.layout)
-    if held:  # stored, holding what its refs point at
-        return ObjectRef(_core.put_parts(size, parts, held))
-    return ObjectRef(_core.put_parts(size, parts))
+    except _core.ObjectStoreFull as e:
+        raise exceptions.ObjectStoreFullError(str(e)) from None
 
 
 def wait(refs, *, num_returns=1, timeout=None, fetch_local=True):

@@ -390,6 +390,7 @@ _KINDS = {
     "PlacementGroupRemoved": TaskPlacementGroupRemoved,
     "ObjectLost": ObjectLostError,
     "OutOfMemory": OutOfMemoryError,  # the node's memory monitor killed the worker
+    "ObjectStoreFullError": ObjectStoreFullError,  # a result found the store and spill full
     "RuntimeStopped": RuntimeStoppedError,
 }
 

@@ -62,6 +62,12 @@ py::object& TimeoutType() {
   static py::object* type = nullptr;
   return ExceptionType(type, "rayx._core.GetTimeout", PyExc_TimeoutError);
 }
+// Raised when the node's object store and its spill disk are full (rayx._api
+// raises exceptions.ObjectStoreFullError for it).
+py::object& StoreFullType() {
+  static py::object* type = nullptr;
+  return ExceptionType(type, "rayx._core.ObjectStoreFull", PyExc_MemoryError);
+}
 
 [[noreturn]] void RaiseTaskError(const rayx::TaskError& e) {
   py::tuple args = py::make_tuple(e.type(), e.remote_message(), e.function(), e.node());
@@ -556,6 +562,14 @@ PYBIND11_MODULE(_core, m) {
   m.doc() = "rayx's runtime, as the rayx package uses it";
   m.attr("TaskError") = TaskErrorType();
   m.attr("GetTimeout") = TimeoutType();
+  m.attr("ObjectStoreFull") = StoreFullType();
+  py::register_exception_translator([](std::exception_ptr p) {
+    try {
+      if (p) std::rethrow_exception(p);
+    } catch (const rayx::ObjectStoreFullError& e) {
+      PyErr_SetString(StoreFullType().ptr(), e.what());
+    }
+  });
   m.attr("INLINE_OBJECT_LIMIT") = kInlineObjectLimit;
   // A worker writes it, then a name, before output of another call (rayx._worker._announce).
   m.attr("OUTPUT_NAME_MARKER") = std::string(rayx::protocol::kOutputNameMarker);

@@ -197,6 +197,17 @@ std::string PrometheusText(const HeadService& head) {
     store.Sample({{"node_id", n.node_id.Hex()}, {"address", n.address}},
                  static_cast<double>(n.object_store_bytes));
   }
+  Family capacity(&out, "rayx_node_object_store_capacity_bytes", "gauge",
+                  "Bytes a node's object store holds before it spills (0: unbounded).");
+  Family spilled(&out, "rayx_node_object_spilled_bytes", "gauge",
+                 "Bytes of objects a node spilled to its disk, as of its last heartbeat.");
+  for (const auto& n : status.nodes) {
+    if (!n.alive) continue;
+    capacity.Sample({{"node_id", n.node_id.Hex()}, {"address", n.address}},
+                    static_cast<double>(n.object_store_capacity));
+    spilled.Sample({{"node_id", n.node_id.Hex()}, {"address", n.address}},
+                   static_cast<double>(n.object_spilled_bytes));
+  }
   Family age(&out, "rayx_node_heartbeat_age_seconds", "gauge",
              "Time since the head last heard from a node.");
   for (const auto& n : status.nodes) {

@@ -152,7 +152,9 @@ Result<std::optional<protocol::HeartbeatReply>> HeadService::OnHeartbeat(
   // A heartbeat of another incarnation (epoch) keeps nothing alive: the agent
   // must fence itself and join again.
   reply.known = req.epoch == nodes_.EpochOf(req.node_id) &&
-                nodes_.Heartbeat(req.node_id, req.available, clock_.NowMs(), req.store_bytes,
+                nodes_.Heartbeat(req.node_id, req.available, clock_.NowMs(),
+                                 {req.store_bytes, req.store_capacity, req.store_objects,
+                                  req.spilled_bytes, req.spilled_objects},
                                  req.gpus);
   // A node of this head's previous life: it comes back as itself.
   reply.rejoin = !reply.known && req.epoch != 0 && req.epoch == nodes_.RejoiningEpochOf(req.node_id);

@@ -97,11 +97,16 @@ uint64_t NodeTable::EpochOf(const NodeId& id) const {
 }
 
 bool NodeTable::Heartbeat(const NodeId& id, const ResourceMap& available, int64_t now_ms,
-                          uint64_t store_bytes, std::vector<GpuUsage> gpus) {
+                          NodeStoreUse store, std::vector<GpuUsage> gpus) {
   auto it = alive_.find(id);
   if (it == alive_.end()) return false;
   it->second.last_heartbeat_ms = now_ms;
-  it->second.info.object_store_bytes = store_bytes;
+  NodeInfo& info = it->second.info;
+  info.object_store_bytes = store.bytes;
+  info.object_store_capacity = store.capacity;
+  info.object_store_objects = store.objects;
+  info.object_spilled_bytes = store.spilled_bytes;
+  info.object_spilled_objects = store.spilled_objects;
   if (!gpus.empty()) {
     constexpr size_t kMaxGpuSamples = 256;  // more than any machine has
     if (gpus.size() > kMaxGpuSamples) gpus.resize(kMaxGpuSamples);

@@ -15,6 +15,11 @@
 
 namespace rayx::scheduler {
 
+// A node's object store as its agent counted it (heartbeats).
+struct NodeStoreUse {
+  uint64_t bytes = 0, capacity = 0, objects = 0, spilled_bytes = 0, spilled_objects = 0;
+};
+
 // Pure bookkeeping: time is passed in, nothing here does I/O. Owned by the
 // head's event loop; not thread-safe.
 //
@@ -70,7 +75,7 @@ class NodeTable {
   // 256, names cut to 128 bytes). Returns false when the node is
   // not alive (unknown, or already declared dead): the agent must register again.
   bool Heartbeat(const NodeId& id, const ResourceMap& available, int64_t now_ms,
-                 uint64_t store_bytes = 0, std::vector<GpuUsage> gpus = {});
+                 NodeStoreUse store = {}, std::vector<GpuUsage> gpus = {});
 
   // Declares an alive node dead with `reason`. Returns false when it was not alive.
   bool MarkDead(const NodeId& id, const std::string& reason);

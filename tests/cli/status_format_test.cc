@@ -144,9 +144,23 @@ TEST(FormatClusterStatus, VerboseShowsEachNodesObjectStore) {
   node.available = node.total;
   node.store_dir = "/dev/shm/rayx-store-abc";
   node.object_store_bytes = 3 * 1024 * 1024;
+  node.object_store_capacity = 256 * 1024 * 1024;
+  node.object_store_objects = 2;
+  node.object_spilled_bytes = 5 * 1024 * 1024;
+  node.object_spilled_objects = 4;
   s.nodes = {node};
   std::string out = FormatClusterStatus(s, "h:1", 0, true);
-  EXPECT_NE(out.find("object store: 3.00 MiB in /dev/shm/rayx-store-abc"), std::string::npos)
+  EXPECT_NE(out.find("object store: 3.00 MiB of 256.00 MiB in /dev/shm/rayx-store-abc (2 "
+                     "objects); spilled to disk: 5.00 MiB (4 objects)"),
+            std::string::npos)
+      << out;
+  // The summary adds the nodes up.
+  s.nodes.push_back(node);
+  s.nodes.back().node_id = *NodeId::FromHex(std::string(32, 'e'));
+  out = FormatClusterStatus(s, "h:1", 0, false);
+  EXPECT_NE(out.find(" 6.00 MiB/512.00 MiB object store (4 objects), 10.00 MiB spilled to disk "
+                     "(8 objects)"),
+            std::string::npos)
       << out;
 }
 

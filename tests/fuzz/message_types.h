@@ -37,7 +37,8 @@ using MessageTypes = TypeList<
     RegisterActorReply, LeasesLostNotice, WatchDriverRequest, DriverExitedNotice,
     ActorConstructionNotice, GetActorRequest, GetActorReply, DropActorNameRequest,
     DropActorNameReply, PullObjectRequest, PullObjectReply, DeleteObjectsRequest,
-    HoldObjectsRequest, HoldObjectsReply, WorkerOutputNotice, FlushOutputRequest,
+    HoldObjectsRequest, HoldObjectsReply, MakeRoomRequest, MakeRoomReply, WorkerOutputNotice,
+    FlushOutputRequest,
     FlushOutputReply, JobFinishedNotice, JobCredentialNotice,
     // placement_messages.h
     CreatePlacementGroupRequest, CreatePlacementGroupReply, WaitPlacementGroupRequest,

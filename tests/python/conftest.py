@@ -181,21 +181,22 @@ class OwnCluster:
 
 
 @contextlib.contextmanager
-def own_cluster(tmp_path, head_cpus, far_ip):
+def own_cluster(tmp_path, head_cpus, far_ip, node_args=()):
     """A cluster of the test's own, for tests that kill its daemons (the
-    suite's must not lose its nodes): a head at 127.0.0.1 with `head_cpus`
-    CPUs and a node at `far_ip` with 1 CPU and the resource "far". Stopped at
-    the end, checking that nothing it started is left running."""
+    suite's must not lose its nodes) or need other node flags (`node_args`,
+    given to both nodes): a head at 127.0.0.1 with `head_cpus` CPUs and a node
+    at `far_ip` with 1 CPU and the resource "far". Stopped at the end,
+    checking that nothing it started is left running."""
     temp_dir = str(tmp_path / "cluster")
     os.makedirs(temp_dir)
     run_cli("start", "--head", "--port", "0", "--node-ip-address", "127.0.0.1", "--num-cpus",
             str(head_cpus), "--num-gpus", "0", "--heartbeat-period-ms", "250",
-            "--node-timeout-ms", "1500", temp_dir=temp_dir)
+            "--node-timeout-ms", "1500", *node_args, temp_dir=temp_dir)
     session = read_session(temp_dir)
     address, token = session["address"], session["token"]
     try:
         run_cli("start", "--address", address, "--node-ip-address", far_ip, "--num-cpus", "1",
-                "--num-gpus", "0", "--resources", '{"far": 1}', temp_dir=temp_dir,
+                "--num-gpus", "0", "--resources", '{"far": 1}', *node_args, temp_dir=temp_dir,
                 env=token_env(token))
         yield OwnCluster(temp_dir, address, token)
     finally:

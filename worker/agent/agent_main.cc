@@ -61,6 +61,16 @@ int main(int argc, char** argv) {
                "(default 100000)");
   flags.AddString("store-root", &store_root,
                   "where the node's shared-memory object store directory is made (default /dev/shm)");
+  int64_t object_store_memory = 0, spill_limit = 0;
+  flags.AddInt("object-store-memory", &object_store_memory, 1 << 20, int64_t{1} << 52,
+               "bytes the node's object store may hold before it spills to disk (default 30% "
+               "of RAM, at most the size of the store's file system)");
+  std::string spill_root = "/tmp";
+  flags.AddString("object-spill-dir", &spill_root,
+                  "where objects that do not fit in the store are spilled (default /tmp; "
+                  "`rayx start`: the session directory)");
+  flags.AddInt("object-spill-limit", &spill_limit, 1 << 20, int64_t{1} << 60,
+               "bytes the spill directory may hold (default: until its disk is 95% full)");
   flags.AddInt("ready-fd", &ready_fd, -1, 1 << 20, "fd to report start-up on");
   flags.AddInt("connect-timeout-ms", &connect_timeout_ms, 100, 3600000,
                "give up joining after this long (default 15000)");
@@ -88,16 +98,31 @@ int main(int argc, char** argv) {
   // (killed with their reaper) go first; this one is claimed for this
   // process's life, and the reaper removes it when this agent dies.
   if (::access(store_root.c_str(), W_OK) != 0) store_root = "/tmp";
-  const std::string store_dir = store_root + "/rayx-store-" + detail::RandomHex(6);
+  const std::string store_hex = detail::RandomHex(6);
+  const std::string store_dir = store_root + "/rayx-store-" + store_hex;
   for (const std::string& dead : RemoveDeadStores(store_root)) {
     RAYX_LOG(Info) << "removed " << dead << ": the object store of a node agent that is gone";
+  }
+  // Its spill directory, on disk, named after the store and claimed the same way.
+  {
+    std::error_code ec;
+    std::filesystem::create_directories(spill_root, ec);
+    if (ec) return fail("cannot make the spill directory " + spill_root + ": " + ec.message(), 2);
+  }
+  const std::string spill_dir = spill_root + "/" + kSpillDirPrefix + store_hex;
+  for (const std::string& dead : RemoveDeadStores(spill_root, kSpillDirPrefix)) {
+    RAYX_LOG(Info) << "removed " << dead << ": the spilled objects of a node agent that is gone";
+  }
+  if (!flags.WasSet("object-store-memory")) {
+    object_store_memory = static_cast<int64_t>(DefaultObjectStoreMemory(store_root));
   }
   // Before any thread starts (it forks): what this agent's leases started
   // themselves (a job's `sh -c 'x & wait'`, a trainer's helpers) is killed the
   // moment the agent dies, even by SIGKILL, instead of holding its devices
   // until `rayx stop`. Its workers die with it by PR_SET_PDEATHSIG.
   if (!group_dir.empty()) {
-    if (auto reaper = detail::StartGroupReaper(group_dir, {store_dir, store_dir + ".lock"});
+    if (auto reaper = detail::StartGroupReaper(
+            group_dir, {store_dir, spill_dir, spill_dir + ".lock", store_dir + ".lock"});
         !reaper.ok()) {
       std::cerr << "rayx-agent: no reaper for lease process groups (" << reaper.status().message()
                 << "): what they leave behind if this agent is killed waits for `rayx stop`\n";
@@ -198,7 +223,11 @@ int main(int argc, char** argv) {
   }
   options.memory_monitor = memory_monitor;
   if (Status claimed = ClaimStore(store_dir); !claimed.ok()) return fail(claimed.message(), 1);
+  if (Status claimed = ClaimStore(spill_dir); !claimed.ok()) return fail(claimed.message(), 1);
   options.store_dir = store_dir;
+  options.spill_dir = spill_dir;
+  options.object_store_memory = static_cast<uint64_t>(object_store_memory);
+  options.spill_limit = static_cast<uint64_t>(spill_limit);
   // However main returns (a clean leave, a fatal error, a failed start), the
   // store and then its lock file go. A store that cannot be removed yet (a
   // dying worker still writing into it) keeps its lock file, so that the
@@ -210,7 +239,7 @@ int main(int argc, char** argv) {
       std::filesystem::remove_all(dir, ec);
       if (!std::filesystem::exists(dir, ec)) std::filesystem::remove(dir + ".lock", ec);
     }
-  } store_cleanup{store_dir};
+  } store_cleanup{store_dir}, spill_cleanup{spill_dir};
   // Test hooks for the version check: make this agent announce another version.
   if (const char* v = std::getenv("RAYX_TESTING_ANNOUNCE_VERSION")) options.announced_version = v;
   if (const char* p = std::getenv("RAYX_TESTING_ANNOUNCE_PROTOCOL")) {

@@ -25,7 +25,7 @@ NodeAgent::NodeAgent(boost::asio::io_context& io, NodeAgentOptions options, cons
       head_(std::move(deps.head)),
       wake_timer_(io),
       verifier_(std::make_shared<transport::ClusterVerifier>(options_.token)),
-      objects_(io, SharedMemoryStore(options_.store_dir)),
+      objects_(io, SharedMemoryStore(options_.store_dir, options_.spill_dir)),
       processes_(std::move(deps.processes)),
       packages_(io, options_.package_dir, [this](const protocol::GetPackageRequest& req) {
         Send(req);
@@ -66,11 +66,24 @@ NodeAgent::~NodeAgent() {
   processes_->KillAll();
   head_.reset();
   objects_.store().Destroy();
+  if (!options_.spill_dir.empty()) SharedMemoryStore(options_.spill_dir).Destroy();
 }
 
 Status NodeAgent::Start() {
   auto store = SharedMemoryStore::Create(options_.store_dir);
   if (!store.ok()) return store.status();
+  if (!options_.spill_dir.empty()) {
+    auto spill = SharedMemoryStore::Create(options_.spill_dir);
+    if (!spill.ok()) return spill.status();
+  }
+  // Every writer of the node reserves its objects' bytes in the ledger, and
+  // asks the object server for room when they do not fit.
+  auto ledger = StoreLedger::Create(options_.store_dir, options_.object_store_memory,
+                                    options_.spill_dir);
+  if (!ledger.ok()) return ledger.status();
+  StoreSpiller::Options spill;
+  spill.spill_limit = options_.spill_limit;
+  objects_.EnableSpilling(*ledger, spill);
   auto address = objects_.Start(options_.node_ip, options_.wire_security,
                                 transport::Credential::Cluster(options_.token), verifier_);
   if (!address.ok()) return address.status();
@@ -337,7 +350,12 @@ void NodeAgent::SendHeartbeat() {
     req.epoch = epoch_;
     req.seq = ++heartbeat_seq_;
     // The head accounts for leased resources itself; `available` stays empty.
-    req.store_bytes = objects_.store().UsageBytes();
+    const StoreSpiller::Usage usage = objects_.StoreUsage();
+    req.store_bytes = usage.stored_bytes;
+    req.store_objects = usage.stored_objects;
+    req.store_capacity = options_.object_store_memory;
+    req.spilled_bytes = usage.spilled_bytes;
+    req.spilled_objects = usage.spilled_objects;
     // A reply about once a second (more often when the head-lost timeout is
     // short) tells this agent the head lives; the head answers the others
     // only when it has something to say.

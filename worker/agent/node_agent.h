@@ -60,6 +60,12 @@ struct NodeAgentOptions {
   std::string group_dir;
   // The node's shared-memory object store directory (created; removed at exit).
   std::string store_dir;
+  // The store's capacity in bytes (0: unbounded), and where objects that do
+  // not fit are spilled (created; removed at exit; empty: nowhere), up to
+  // `spill_limit` bytes (0: until the spill disk is 95% full).
+  uint64_t object_store_memory = 0;
+  std::string spill_dir;
+  uint64_t spill_limit = 0;
   // Where job working directories fetched from the head are unpacked.
   std::string package_dir = "node-packages";
   // What one working directory may unpack to (TarLimits' defaults: 1 GiB of

@@ -8,6 +8,8 @@
 #include <algorithm>
 #include <filesystem>
 
+#include <boost/asio/post.hpp>
+
 #include "common/logging.h"
 #include "protocol/process_messages.h"
 #include "transport/message.h"
@@ -96,7 +98,7 @@ ObjectServer::ObjectServer(boost::asio::io_context& io, SharedMemoryStore store)
     : io_(io),
       store_(std::move(store)),
       pins_(ObjectPins::Ops{
-          [this](const std::string& path) { return ::access(path.c_str(), F_OK) == 0; },
+          [this](const std::string& path) { return store_.Exists(path); },
           [this](const std::string& path) { store_.Remove(path); }}),
       router_(context_, zmq::socket_type::router) {}
 
@@ -110,9 +112,67 @@ size_t ObjectServer::RemoveJob(const std::string& job_hex) {
 }
 
 ObjectServer::~ObjectServer() {
+  *alive_ = false;
+  {
+    std::lock_guard<std::mutex> lock(spill_mu_);
+    spill_stop_ = true;
+  }
+  spill_cv_.notify_all();
+  if (spill_thread_.joinable()) spill_thread_.join();
   loop_.reset();
   router_.close();
   zap_.reset();
+}
+
+void ObjectServer::EnableSpilling(std::shared_ptr<StoreLedger> ledger,
+                                  StoreSpiller::Options options) {
+  spiller_ = std::make_unique<StoreSpiller>(store_, std::move(ledger), std::move(options));
+  usage_ = spiller_->Count();
+  spill_thread_ = std::thread([this] { SpillLoop(); });
+}
+
+void ObjectServer::SpillLoop() {
+  std::unique_lock<std::mutex> lock(spill_mu_);
+  while (true) {
+    spill_cv_.wait(lock, [&] { return spill_stop_ || !spill_jobs_.empty(); });
+    if (spill_stop_) return;
+    std::function<void()> job = std::move(spill_jobs_.front());
+    spill_jobs_.pop_front();
+    lock.unlock();
+    job();
+    lock.lock();
+  }
+}
+
+bool ObjectServer::QueueSpillJob(std::function<void()> job) {
+  {
+    std::lock_guard<std::mutex> lock(spill_mu_);
+    if (spill_jobs_.size() >= kMaxSpillJobs) return false;
+    spill_jobs_.push_back(std::move(job));
+  }
+  spill_cv_.notify_one();
+  return true;
+}
+
+StoreSpiller::Usage ObjectServer::StoreUsage() {
+  if (!spiller_) {
+    StoreSpiller::Usage now;
+    now.stored_bytes = store_.UsageBytes();
+    return now;
+  }
+  std::lock_guard<std::mutex> lock(spill_mu_);
+  if (!count_queued_ && spill_jobs_.size() < kMaxSpillJobs) {
+    count_queued_ = true;
+    spill_jobs_.push_back([this] {
+      StoreSpiller::Usage counted = spiller_->Count();
+      counted.by_job.clear();
+      std::lock_guard<std::mutex> counted_lock(spill_mu_);
+      usage_ = std::move(counted);
+      count_queued_ = false;
+    });
+    spill_cv_.notify_one();
+  }
+  return usage_;
 }
 
 Result<std::string> ObjectServer::Start(const std::string& ip, transport::WireSecurity mode,
@@ -191,6 +251,43 @@ void ObjectServer::OnMessage(transport::Frames& frames) {
       transport::Frames message = transport::MakeMessage(out, env->id);
       message.push_back(transport::MakeFrame(all.substr(offset, length)));
       return answer(std::move(message));
+    }
+    case protocol::MessageType::kMakeRoomRequest: {
+      auto req = protocol::Decode<protocol::MakeRoomRequest>(body);
+      if (!req.ok()) return answer(transport::MakeErrorMessage(req.status(), "object server", env->id));
+      if (!spiller_) return answer(transport::MakeMessage(protocol::MakeRoomReply{}, env->id));
+      // Answered from the spill thread, through the loop.
+      auto routing = std::make_shared<transport::Frame>(std::move(reply[0]));
+      const uint64_t id = env->id;
+      const uint64_t bytes = req->bytes;
+      bool queued = QueueSpillJob([this, routing, id, bytes, alive = alive_] {
+        Status made = spiller_->MakeRoom(bytes);
+        protocol::MakeRoomReply out;
+        out.stored_bytes = spiller_->last().stored_bytes + bytes;
+        out.spilled_bytes = spiller_->last().spilled_bytes;
+        boost::asio::post(io_, [this, routing, id, made, out, alive] {
+          if (!*alive) return;
+          transport::Frames message;
+          message.push_back(std::move(*routing));
+          for (auto& f : made.ok() ? transport::MakeMessage(out, id)
+                                   : transport::MakeErrorMessage(
+                                         Status(made.code(), made.message() + " (node " + ip_ + ")"),
+                                         "object server", id)) {
+            message.push_back(std::move(f));
+          }
+          (void)loop_->Send(message);
+        });
+      });
+      if (!queued) {
+        reply.clear();
+        reply.push_back(std::move(*routing));
+        return answer(transport::MakeErrorMessage(
+            Status::Unavailable("the object store on " + ip_ + " has " +
+                                std::to_string(kMaxSpillJobs) +
+                                " requests for room waiting: try again"),
+            "object server", env->id));
+      }
+      return;
     }
     case protocol::MessageType::kDeleteObjectsRequest: {
       auto req = protocol::Decode<protocol::DeleteObjectsRequest>(body);

@@ -2,10 +2,14 @@
 // other nodes, and deletes objects their owners have freed.
 #pragma once
 
+#include <condition_variable>
+#include <deque>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
+#include <thread>
 
 #include <boost/asio/io_context.hpp>
 #include <zmq.hpp>
@@ -15,6 +19,8 @@
 #include "agent/process_runner.h"
 #include "common/clock.h"
 #include "object_store/shared_memory_store.h"
+#include "object_store/store_ledger.h"
+#include "object_store/store_spiller.h"
 #include "rayx/status.h"
 #include "transport/security.h"
 #include "transport/zap_server.h"
@@ -49,6 +55,14 @@ class ObjectServer {
                             const transport::Credential& server,
                             std::shared_ptr<const transport::Verifier> verifier);
   const SharedMemoryStore& store() const { return store_; }
+  // The store has a ledger (its capacity): MakeRoomRequests spill objects to
+  // the store's spill directory, on a thread of the server's own (copying
+  // gigabytes must not stop the agent's loop).
+  void EnableSpilling(std::shared_ptr<StoreLedger> ledger, StoreSpiller::Options options);
+  // The store's use as last counted (objects, bytes, spilled), and a new
+  // count started on the spill thread (the heartbeat's figures). Without
+  // spilling, counted now.
+  StoreSpiller::Usage StoreUsage();
   // Job `job_hex` ended: its objects go, held or not. Returns how many files.
   size_t RemoveJob(const std::string& job_hex);
   const ObjectPins& pins() const { return pins_; }
@@ -62,6 +76,11 @@ class ObjectServer {
   void OnMessage(transport::Frames& frames);
   // A delete of `path`: one hold let go, or the file removed when unheld.
   void Delete(const std::string& path);
+  // The spill thread: runs queued jobs (MakeRoom, Count) until stopped.
+  void SpillLoop();
+  // Queues `job` for the spill thread; false when it has kMaxSpillJobs waiting.
+  bool QueueSpillJob(std::function<void()> job);
+  static constexpr size_t kMaxSpillJobs = 256;
 
   boost::asio::io_context& io_;
   SharedMemoryStore store_;
@@ -76,6 +95,19 @@ class ObjectServer {
   SystemClock clock_;
   transport::Credential credential_;  // the cluster's: checks read grants
   std::unique_ptr<PortReserver> ports_;  // set by Start
+
+  // Spilling (EnableSpilling): the spiller is used by the spill thread only.
+  std::unique_ptr<StoreSpiller> spiller_;
+  std::thread spill_thread_;
+  std::mutex spill_mu_;
+  std::condition_variable spill_cv_;
+  std::deque<std::function<void()>> spill_jobs_;  // guarded by spill_mu_
+  bool spill_stop_ = false;                       // guarded by spill_mu_
+  bool count_queued_ = false;                     // guarded by spill_mu_
+  StoreSpiller::Usage usage_;                     // guarded by spill_mu_
+  // False once the server is gone: replies the spill thread posts to the loop
+  // after that are dropped.
+  std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
 };
 
 }  // namespace rayx::worker

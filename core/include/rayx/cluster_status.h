@@ -46,6 +46,10 @@ struct NodeInfo {
   std::string store_dir;            // the node's shared-memory object store
   std::string object_address;       // its agent's object server
   uint64_t object_store_bytes = 0;  // bytes stored, as of the last heartbeat
+  uint64_t object_store_capacity = 0;  // --object-store-memory (0: unbounded)
+  uint64_t object_store_objects = 0;
+  uint64_t object_spilled_bytes = 0;   // objects spilled to the node's disk
+  uint64_t object_spilled_objects = 0;
   // The device each of its GPUs is (the agent's CUDA_VISIBLE_DEVICES entries):
   // GPU i, as leases and bundles number them, is device gpu_devices[i]. Empty:
   // GPU i is device i.
@@ -63,7 +67,8 @@ struct NodeInfo {
   MSGPACK_DEFINE_MAP(node_id, address, hostname, agent_pid, is_head_node, alive, death_reason,
                      total, available, labels, rayx_version, registered_at_ms,
                      last_heartbeat_age_ms, store_dir, object_address, object_store_bytes,
-                     gpu_devices, cpu_overcommitted, gpu_usage)
+                     gpu_devices, cpu_overcommitted, gpu_usage, object_store_capacity,
+                     object_store_objects, object_spilled_bytes, object_spilled_objects)
 };
 
 // The devices of a node's GPUs `gpu_ids` given its NodeInfo::gpu_devices:

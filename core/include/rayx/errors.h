@@ -35,6 +35,15 @@ class TaskError : public std::runtime_error {
   std::string type_, message_, function_, node_;
 };
 
+// Thrown by Put (and a ref exported into a value) when the node's object
+// store is full and its spill disk too: what() gives the figures (what the
+// store holds, by job; what is spilled, and the limit reached) and what to
+// do. Nothing stored before is lost.
+class ObjectStoreFullError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
 // Thrown by Get(ref, timeout) when the object is not ready in time.
 class GetTimeoutError : public std::runtime_error {
  public:

@@ -22,6 +22,9 @@ enum class StatusCode : uint8_t {
   kInternal = 7,
   kUnauthenticated = 8,
   kInfeasible = 9,  // no set of alive nodes could ever hold the request
+  kResourceExhausted = 10,  // a node's object store and its spill disk are full
+  // The last code; codes from the network above it are refused.
+  kLastCode = kResourceExhausted,
 };
 
 std::string_view StatusCodeName(StatusCode code);
@@ -52,6 +55,9 @@ class [[nodiscard]] Status {
     return {StatusCode::kUnauthenticated, std::move(m)};
   }
   static Status Infeasible(std::string m) { return {StatusCode::kInfeasible, std::move(m)}; }
+  static Status ResourceExhausted(std::string m) {
+    return {StatusCode::kResourceExhausted, std::move(m)};
+  }
 
   bool ok() const { return code_ == StatusCode::kOk; }
   StatusCode code() const { return code_; }

@@ -40,6 +40,7 @@ class StoreWriterTest : public ::testing::Test {
     EXPECT_TRUE(buffer.ok()) << buffer.status();
     if (!buffer.ok()) return nullptr;
     std::memset((*buffer)->data(), fill, size);
+    EXPECT_TRUE(writer_->Publish(**buffer).ok());
     return *buffer;
   }
   std::string Path(const std::string& name) const { return dir_ + "/" + name; }
@@ -132,21 +133,55 @@ TEST_F(StoreWriterTest, FreeFilesAreBoundedInNumberAndAge) {
   EXPECT_EQ(writer_->free_files(), 2u);
   writer_->Trim(1015);
   EXPECT_EQ(writer_->free_files(), 1u);
-  EXPECT_FALSE(Exists(Path("job-b")));
-  EXPECT_TRUE(Exists(Path("job-c")));
+  EXPECT_FALSE(Exists(Path(".free-job-b")));
+  EXPECT_TRUE(Exists(Path(".free-job-c")));
   writer_->Clear();
   EXPECT_EQ(writer_->free_files(), 0u);
-  EXPECT_FALSE(Exists(Path("job-c")));
+  EXPECT_FALSE(Exists(Path(".free-job-c")));
 }
 
 TEST_F(StoreWriterTest, AFreeFileRemovedMeanwhileMeansANewFile) {
   Writer();
   writer_->Free(Make("job-a", kSize, 'a'), true, 0);
-  ::unlink(Path("job-a").c_str());  // the job's files were removed
+  ASSERT_TRUE(Exists(Path(".free-job-a")));  // kept out of the spiller's sight
+  ::unlink(Path(".free-job-a").c_str());      // removed meanwhile
   auto b = Make("job-b", kSize, 'b');
   ASSERT_TRUE(b);
   EXPECT_EQ(Read(Path("job-b")), std::string(kSize, 'b'));
   writer_->Free(std::move(b), false, 0);
+}
+
+TEST_F(StoreWriterTest, AnObjectHasItsNameOnlyOnceWritten) {
+  Writer();
+  auto a = writer_->Create("job-a", kSize);
+  ASSERT_TRUE(a.ok()) << a.status();
+  // Being written: not of the object form, so the agent never spills it.
+  EXPECT_EQ((*a)->path(), Path("job-a.partial"));
+  EXPECT_FALSE(Exists(Path("job-a")));
+  std::memset((*a)->data(), 'a', kSize);
+  ASSERT_TRUE(writer_->Publish(**a).ok());
+  EXPECT_EQ((*a)->path(), Path("job-a"));
+  EXPECT_EQ(Read(Path("job-a")), std::string(kSize, 'a'));
+  EXPECT_FALSE(Exists(Path("job-a.partial")));
+  writer_->Free(std::move(*a), false, 0);
+}
+
+TEST_F(StoreWriterTest, FreeingASpilledObjectDeletesItsSpilledCopy) {
+  std::string spill = dir_ + "-spill";
+  std::filesystem::create_directories(spill);
+  StoreWriter::Options options;
+  options.spill_dir = spill;
+  Writer(options);
+  for (bool reusable : {false, true}) {
+    auto a = Make("job-a", kSize, 'a');
+    // What the agent's spiller does: the file moves to the spill directory.
+    ASSERT_EQ(::rename(Path("job-a").c_str(), (spill + "/job-a").c_str()), 0);
+    writer_->Free(std::move(a), reusable, 0);
+    EXPECT_FALSE(Exists(spill + "/job-a")) << "reusable " << reusable;
+    EXPECT_EQ(writer_->free_files(), 0u);  // nothing of it is kept for reuse
+  }
+  EXPECT_TRUE(std::filesystem::is_empty(spill));
+  std::filesystem::remove_all(spill);
 }
 
 TEST_F(StoreWriterTest, RefusesBadNames) {

@@ -432,8 +432,9 @@ Status FromCode(uint8_t code) { return ErrorReply{code, "m", ""}.ToStatus(); }
 
 TEST(ErrorReply, ToStatusMapsOkAndUnknownCodesToInternal) {
   EXPECT_EQ(FromCode(0).code(), StatusCode::kInternal);
-  EXPECT_EQ(FromCode(10).code(), StatusCode::kInternal);
+  EXPECT_EQ(FromCode(11).code(), StatusCode::kInternal);
   EXPECT_EQ(FromCode(9).code(), StatusCode::kInfeasible);
+  EXPECT_EQ(FromCode(10).code(), StatusCode::kResourceExhausted);
   EXPECT_EQ(FromCode(255).code(), StatusCode::kInternal);
   EXPECT_EQ(FromCode(255).message(), "m");
   EXPECT_EQ(FromCode(1).code(), StatusCode::kInvalidArgument);

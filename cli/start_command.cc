@@ -49,6 +49,7 @@ struct StartFlags {
   int64_t memory_monitor_period_ms = 250;
   int64_t object_store_memory = 0, object_spill_limit = 0;
   std::string object_spill_dir;
+  std::string checkpoint_dir;
   bool from_env = false;
   int64_t join_timeout_s = 300;
   bool encrypt = false;
@@ -224,6 +225,9 @@ int StartCommand(const std::vector<std::string>& args) {
   flags.AddInt("object-spill-limit", &f.object_spill_limit, 1 << 20, int64_t{1} << 60,
                "bytes the spill directory may hold; then a Put fails with ObjectStoreFullError "
                "(default: until the spill disk is 95% full)");
+  flags.AddString("checkpoint-dir", &f.checkpoint_dir,
+                  "where Train keeps the checkpoint shards of this node's ranks and the copies "
+                  "other nodes send it (default: the session directory's checkpoints/)");
   flags.AddBool("from-env", &f.from_env,
                 "take this node's role from SLURM's or a platform's RANK/WORLD_SIZE/MASTER_ADDR: "
                 "rank 0 starts the head and runs the command after `--`, the others join");
@@ -495,6 +499,9 @@ int StartCommand(const std::vector<std::string>& args) {
   argv.insert(argv.end(), {"--object-spill-dir", f.object_spill_dir.empty()
                                                      ? session->path() + "/spill"
                                                      : f.object_spill_dir});
+  argv.insert(argv.end(), {"--checkpoint-dir", f.checkpoint_dir.empty()
+                                                   ? session->path() + "/checkpoints"
+                                                   : f.checkpoint_dir});
   if (!node_ip.empty()) argv.insert(argv.end(), {"--node-ip-address", node_ip});
   AddResourceArgs(flags, f, &argv);
   AddCapArgs(flags, f, /*head=*/false, &argv);
@@ -509,6 +516,7 @@ int StartCommand(const std::vector<std::string>& args) {
   config["cluster_id"] = agent->ready["cluster_id"];
   config["node_id"] = agent->ready["node_id"];
   if (!f.object_spill_dir.empty()) config["spill_dir"] = f.object_spill_dir;
+  if (!f.checkpoint_dir.empty()) config["checkpoint_dir"] = f.checkpoint_dir;
   (void)session->WriteConfig(config);
   session->MarkLatest();
 

@@ -62,18 +62,11 @@ uint64_t DefaultMaxPullBytes() {
   return std::max<uint64_t>(half, uint64_t{1} << 30);
 }
 
-Result<std::string> PullObject(zmq::context_t& context, const transport::ClientSecurity& security,
-                               const protocol::ObjectLocation& location,
-                               ObjectServerDirectory& servers, const PullOptions& options) {
+Status PullInto(zmq::context_t& context, const transport::ClientSecurity& security,
+                const protocol::ObjectLocation& location, ObjectServerDirectory& servers,
+                const PullOptions& options, const PullSink& sink) {
   const std::string& path = location.path;
   const uint64_t size = location.size;
-  const uint64_t limit =
-      options.max_object_bytes > 0 ? options.max_object_bytes : DefaultMaxPullBytes();
-  if (size > limit) {
-    return Status::InvalidArgument("object " + path.substr(0, 200) + " declares " +
-                                   std::to_string(size) + " bytes, over the limit of " +
-                                   std::to_string(limit) + " bytes a pull takes into memory");
-  }
   RAYX_RETURN_IF_ERROR(servers.Check(location.object_address));
   const int64_t connect_ms = std::max<int64_t>(1, std::min(options.connect_timeout_ms,
                                                             options.idle_timeout_ms));
@@ -88,9 +81,8 @@ Result<std::string> PullObject(zmq::context_t& context, const transport::ClientS
              static_cast<int64_t>(std::min<uint64_t>(chunk, uint64_t{1} << 31) + 65536));
   transport::MakeClient(socket, security);
   transport::HandshakeWatch handshakes(context, socket);
-  // Allocated once the server confirmed the size: a declared size alone
-  // sizes nothing.
-  std::string out;
+  // The sink is told the size once the server confirmed it: a declared size
+  // alone sizes nothing.
   bool confirmed = false;
   std::vector<bool> have(chunks, false);
   uint64_t next_chunk = 0;
@@ -158,10 +150,10 @@ Result<std::string> PullObject(zmq::context_t& context, const transport::ClientS
                                 "with " + std::to_string(data.size()) + " bytes");
       }
       if (!confirmed) {
-        out.resize(size);
+        RAYX_RETURN_IF_ERROR(sink.confirmed());
         confirmed = true;
       }
-      std::memcpy(out.data() + offset, data.data(), data.size());
+      RAYX_RETURN_IF_ERROR(sink.chunk(offset, data));
       have[index] = true;
       ++received;
       // From the first answer on, an idle timeout: a large transfer takes as
@@ -172,7 +164,68 @@ Result<std::string> PullObject(zmq::context_t& context, const transport::ClientS
   } catch (const zmq::error_t& e) {
     return Status::Unavailable(where() + " failed: " + e.what());
   }
+  if (!confirmed) RAYX_RETURN_IF_ERROR(sink.confirmed());  // an empty object
+  return Status::OK();
+}
+
+Result<std::string> PullObject(zmq::context_t& context, const transport::ClientSecurity& security,
+                               const protocol::ObjectLocation& location,
+                               ObjectServerDirectory& servers, const PullOptions& options) {
+  const uint64_t limit =
+      options.max_object_bytes > 0 ? options.max_object_bytes : DefaultMaxPullBytes();
+  if (location.size > limit) {
+    return Status::InvalidArgument("object " + location.path.substr(0, 200) + " declares " +
+                                   std::to_string(location.size) + " bytes, over the limit of " +
+                                   std::to_string(limit) + " bytes a pull takes into memory");
+  }
+  std::string out;
+  PullSink sink{[&] {
+                  out.resize(location.size);
+                  return Status::OK();
+                },
+                [&](uint64_t offset, std::string_view data) {
+                  std::memcpy(out.data() + offset, data.data(), data.size());
+                  return Status::OK();
+                }};
+  RAYX_RETURN_IF_ERROR(PullInto(context, security, location, servers, options, sink));
   return out;
+}
+
+Status PullToFile(zmq::context_t& context, const transport::ClientSecurity& security,
+                  const protocol::ObjectLocation& location, ObjectServerDirectory& servers,
+                  const std::string& file, const PullOptions& options) {
+  const std::string partial = file + ".partial";
+  int fd = ::open(partial.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
+  if (fd < 0) return Status::Unavailable("cannot create " + partial + ": " + std::strerror(errno));
+  PullSink sink{[&] {
+                  return ::ftruncate(fd, static_cast<off_t>(location.size)) == 0
+                             ? Status::OK()
+                             : Status::Unavailable("cannot size " + partial + ": " +
+                                                   std::strerror(errno));
+                },
+                [&](uint64_t offset, std::string_view data) {
+                  size_t done = 0;
+                  while (done < data.size()) {
+                    ssize_t n = ::pwrite(fd, data.data() + done, data.size() - done,
+                                         static_cast<off_t>(offset + done));
+                    if (n < 0 && errno == EINTR) continue;
+                    if (n <= 0) {
+                      return Status::Unavailable("writing " + partial + " failed: " +
+                                                 std::strerror(n < 0 ? errno : EIO));
+                    }
+                    done += static_cast<size_t>(n);
+                  }
+                  return Status::OK();
+                }};
+  Status pulled = PullInto(context, security, location, servers, options, sink);
+  if (::close(fd) != 0 && pulled.ok()) {
+    pulled = Status::Unavailable("writing " + partial + " failed: " + std::strerror(errno));
+  }
+  if (pulled.ok() && ::rename(partial.c_str(), file.c_str()) != 0) {
+    pulled = Status::Unavailable("cannot publish " + file + ": " + std::strerror(errno));
+  }
+  if (!pulled.ok()) ::unlink(partial.c_str());
+  return pulled;
 }
 
 ObjectDeleter::ObjectDeleter(zmq::context_t& context) : context_(context) {}
@@ -298,6 +351,30 @@ Result<protocol::MakeRoomReply> MakeRoom(zmq::context_t& context,
       "making room for " + std::to_string(bytes) + " bytes in the object store at " +
           object_address,
       timeout_ms);
+}
+
+Result<protocol::ReplicateShardReply> ReplicateShard(zmq::context_t& context,
+                                                     const transport::ClientSecurity& security,
+                                                     ObjectServerDirectory& servers,
+                                                     const std::string& object_address,
+                                                     const protocol::ReplicateShardRequest& req,
+                                                     int64_t timeout_ms) {
+  return CallObjectServer<protocol::ReplicateShardReply>(
+      context, security, servers, object_address, req,
+      "copying checkpoint shard " + req.shard_dir.substr(0, 200) + " to " + object_address,
+      timeout_ms);
+}
+
+void ObjectDeleter::DeleteShards(const std::string& object_address,
+                                 std::vector<std::string> paths) {
+  protocol::DeleteShardsRequest req;
+  req.paths = std::move(paths);
+  transport::Frames frames = transport::MakeMessage(req, 0);
+  try {
+    (void)transport::SendFrames(Socket(object_address), frames, zmq::send_flags::dontwait);
+  } catch (const zmq::error_t&) {
+    // Best effort: the node's agent removes its checkpoints when it stops.
+  }
 }
 
 void ObjectDeleter::Clear() { sockets_.clear(); }

@@ -2,8 +2,10 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <vector>
 
@@ -50,6 +52,26 @@ Result<std::string> PullObject(zmq::context_t& context, const transport::ClientS
                                const protocol::ObjectLocation& location,
                                ObjectServerDirectory& servers, const PullOptions& options = {});
 
+// Where a pull's bytes go: `confirmed` once the server confirmed the
+// declared size (before any chunk), then `chunk` for each chunk at its offset,
+// in any order. An error from either ends the pull with it.
+struct PullSink {
+  std::function<Status()> confirmed;
+  std::function<Status(uint64_t offset, std::string_view data)> chunk;
+};
+
+// PullObject's transfer, into `sink` (no size limit: the sink decides).
+Status PullInto(zmq::context_t& context, const transport::ClientSecurity& security,
+                const protocol::ObjectLocation& location, ObjectServerDirectory& servers,
+                const PullOptions& options, const PullSink& sink);
+
+// Pulls the file at `location` (an object, or a checkpoint file an object
+// server serves) into `file`: written as file + ".partial" chunk by chunk
+// (memory: the chunks in flight) and renamed when complete; removed on error.
+Status PullToFile(zmq::context_t& context, const transport::ClientSecurity& security,
+                  const protocol::ObjectLocation& location, ObjectServerDirectory& servers,
+                  const std::string& file, const PullOptions& options = {});
+
 // Takes one hold on each of `paths` (objects of the store behind
 // `object_address`, which `servers` must know) for ObjectRefs inside values
 // (HoldObjectsRequest; `fresh` as there). Blocking, on its own socket; waits
@@ -70,6 +92,16 @@ Result<protocol::MakeRoomReply> MakeRoom(zmq::context_t& context,
                                          const std::string& object_address, uint64_t bytes,
                                          int64_t timeout_ms);
 
+// Asks the object server at `object_address` to keep a copy of a checkpoint
+// shard (ReplicateShardRequest): it pulls the files and answers once they are
+// on its disk with the shard's hash. Blocking, up to `timeout_ms`.
+Result<protocol::ReplicateShardReply> ReplicateShard(zmq::context_t& context,
+                                                     const transport::ClientSecurity& security,
+                                                     ObjectServerDirectory& servers,
+                                                     const std::string& object_address,
+                                                     const protocol::ReplicateShardRequest& req,
+                                                     int64_t timeout_ms);
+
 // Asks object servers to remove stored objects: one DEALER socket per server,
 // fire and forget (no replies; the job's end removes whatever a lost request
 // leaves). Not thread-safe: one thread uses it. `context` must outlive it.
@@ -89,6 +121,9 @@ class ObjectDeleter {
   // never blocks. Ordered with this deleter's later Deletes to that server.
   void Contain(const std::string& object_address, const std::string& container,
                std::vector<std::string> contents);
+  // Asks the object server at `object_address` to remove checkpoint `paths`
+  // (DeleteShardsRequest); never blocks.
+  void DeleteShards(const std::string& object_address, std::vector<std::string> paths);
   // Closes the sockets (a request still queued may be lost).
   void Clear();
 

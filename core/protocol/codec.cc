@@ -40,6 +40,9 @@ std::string MessageTypeName(uint16_t type) {
     case MessageType::kDropActorNameReply: return "DropActorNameReply";
     case MessageType::kPushTasksRequest: return "PushTasksRequest";
     case MessageType::kPushTasksReply: return "PushTasksReply";
+    case MessageType::kReplicateShardRequest: return "ReplicateShardRequest";
+    case MessageType::kReplicateShardReply: return "ReplicateShardReply";
+    case MessageType::kDeleteShardsRequest: return "DeleteShardsRequest";
     case MessageType::kMakeRoomRequest: return "MakeRoomRequest";
     case MessageType::kMakeRoomReply: return "MakeRoomReply";
     case MessageType::kPullObjectRequest: return "PullObjectRequest";

@@ -11,6 +11,7 @@
 #include <msgpack.hpp>
 
 #include "protocol/messages.h"
+#include "protocol/shard_manifest.h"
 
 namespace rayx::protocol {
 
@@ -86,6 +87,37 @@ struct MakeRoomReply {
   uint64_t stored_bytes = 0;   // what the store holds now, the new object included
   uint64_t spilled_bytes = 0;  // what is spilled now
   MSGPACK_DEFINE_MAP(stored_bytes, spilled_bytes)
+};
+
+// A rank -> another node's object server: keep a copy of the checkpoint shard
+// `shard_dir` (CheckpointFiles' relative path), pulled file by file from the
+// object server at `source`, whose checkpoint directory is `source_dir`. The
+// reply comes once every file is on this node's disk and the copy's hash is
+// `hash` (ShardManifest). A job may replicate its own job's shards only.
+struct ReplicateShardRequest {
+  static constexpr MessageType kType = MessageType::kReplicateShardRequest;
+  std::string shard_dir;
+  std::string source;
+  std::string source_dir;
+  std::vector<ShardFile> files;
+  std::string hash;
+  MSGPACK_DEFINE_MAP(shard_dir, source, source_dir, files, hash)
+};
+
+struct ReplicateShardReply {
+  static constexpr MessageType kType = MessageType::kReplicateShardReply;
+  std::string dir;  // this node's checkpoint directory
+  uint64_t bytes = 0;
+  MSGPACK_DEFINE_MAP(dir, bytes)
+};
+
+// Anyone -> an object server: remove these checkpoint paths (relative, a
+// shard's or a checkpoint's directory) from the node's disk; a job removes its
+// own job's only. No reply.
+struct DeleteShardsRequest {
+  static constexpr MessageType kType = MessageType::kDeleteShardsRequest;
+  std::vector<std::string> paths;
+  MSGPACK_DEFINE_MAP(paths)
 };
 
 // head -> every agent: the job ended; its stored objects go.

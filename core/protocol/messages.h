@@ -69,6 +69,10 @@ enum class MessageType : uint16_t {
   // each, were protocol 1).
   kPushTasksRequest = 52,
   kPushTasksReply = 53,
+  // Train's checkpoint shards (a rank -> another node's object server).
+  kReplicateShardRequest = 54,
+  kReplicateShardReply = 55,
+  kDeleteShardsRequest = 56,  // no reply
   // A node's store is full (a writer -> its agent's object server).
   kMakeRoomRequest = 58,
   kMakeRoomReply = 59,

@@ -2,6 +2,8 @@
 // GetCheckpoint serve it.
 #include "train/train_session.h"
 
+#include "train/checkpoint_shards.h"
+
 #include <unistd.h>
 
 #include <algorithm>
@@ -59,6 +61,7 @@ struct Session {
   TrainContext context;
   RunRequest request;
   std::optional<Checkpoint> resume;
+  int64_t reports = 0;  // Report calls so far: names node-kept checkpoints
 };
 std::mutex g_mu;
 std::optional<Session> g_session;
@@ -117,8 +120,8 @@ class TrainWorker {
     session.context = ContextAccess::Make(*setup, request.run_name, request.attempt);
     if (!request.checkpoint_id.empty()) {
       session.resume = Checkpoint::FromId(
-          request.checkpoint_id,
-          FetchCheckpoint(request.checkpoint_id, request.run_name, request.storage_path));
+          request.checkpoint_id, FetchCheckpoint(request.checkpoint_id, request.run_name,
+                                                 request.storage_path, setup->info.rank));
     }
     session.request = request;
     {
@@ -244,6 +247,7 @@ std::vector<std::string> KeepLatest(std::vector<std::string>& kept, const std::s
 
 void DropCheckpoint(const std::string& id, const std::string& run_name,
                     const std::string& storage_path) {
+  if (id.rfind(kNodesPrefix, 0) == 0) return DropShards(id);
   try {
     if (id.rfind(kPathPrefix, 0) == 0) {
       // Only a copy this run made: storage_path/<run>/checkpoint_<hash>.
@@ -272,7 +276,8 @@ void DropCheckpoint(const std::string& id, const std::string& run_name,
 }
 
 std::string FetchCheckpoint(const std::string& id, const std::string& run_name,
-                            const std::string&) {
+                            const std::string&, int rank) {
+  if (id.rfind(kNodesPrefix, 0) == 0) return FetchShards(id, rank);
   if (id.rfind(kPathPrefix, 0) == 0) return id.substr(std::strlen(kPathPrefix));
   if (id.rfind(kPackagePrefix, 0) != 0) throw std::runtime_error("unknown checkpoint id " + id);
   const std::string hash = id.substr(std::strlen(kPackagePrefix));
@@ -298,9 +303,32 @@ TrainContext GetContext() { return detail::CurrentSession("GetContext").context;
 
 std::optional<Checkpoint> GetCheckpoint() { return detail::CurrentSession("GetCheckpoint").resume; }
 
+std::optional<Checkpoint> GetWholeCheckpoint() {
+  detail::Session session = detail::CurrentSession("GetWholeCheckpoint");
+  if (!session.resume) return std::nullopt;
+  const std::string& id = session.resume->id();
+  return Checkpoint::FromId(id, detail::FetchCheckpoint(id, session.request.run_name,
+                                                        session.request.storage_path, -1));
+}
+
 void Report(const Metrics& metrics, const std::optional<Checkpoint>& checkpoint) {
   detail::Session session = detail::CurrentSession("Report");
   const TrainContext& ctx = session.context;
+  // Node-kept checkpoints: every rank's shard is stored (and copied to other
+  // nodes) before the barrier, so that rank 0 commits only what every rank
+  // finished; a rank that fails here fails everyone's Report.
+  const bool by_nodes = session.request.num_replicas > 0 && session.request.storage_path.empty();
+  int64_t step = 0;
+  {
+    std::lock_guard<std::mutex> lock(detail::g_mu);
+    if (detail::g_session) step = ++detail::g_session->reports;
+  }
+  const std::string checkpoint_id =
+      "a" + std::to_string(ctx.GetAttempt()) + "-s" + std::to_string(step);
+  if (by_nodes && checkpoint) {
+    detail::StoreShard(checkpoint->path(), ctx.GetRunName(), checkpoint_id, ctx.GetWorldRank(),
+                       session.request.num_replicas);
+  }
   // Every rank arrives before rank 0 records: a report marks a step all ranks
   // completed, and a failed rank fails everyone's Report.
   if (!ctx.GetCollectiveGroup().empty()) collective::Barrier(ctx.GetCollectiveGroup());
@@ -314,9 +342,17 @@ void Report(const Metrics& metrics, const std::optional<Checkpoint>& checkpoint)
   latest.reports++;
   latest.history.push_back(metrics);
   std::vector<std::string> dropped;  // ids past num_to_keep
-  if (checkpoint) {
-    detail::StoredCheckpoint stored = detail::StoreCheckpoint(
-        checkpoint->path(), session.request.storage_path, ctx.GetRunName());
+  std::optional<detail::StoredCheckpoint> committed;
+  if (by_nodes) {
+    detail::StoredCheckpoint shards =
+        detail::CommitShards(ctx.GetRunName(), checkpoint_id, ctx.GetWorldSize());
+    if (!shards.id.empty()) committed = shards;
+  } else if (checkpoint) {
+    committed = detail::StoreCheckpoint(checkpoint->path(), session.request.storage_path,
+                                        ctx.GetRunName());
+  }
+  if (committed) {
+    const detail::StoredCheckpoint& stored = *committed;
     const std::string& id = stored.id;
     latest.checkpoint_id = id;
     latest.checkpoints++;

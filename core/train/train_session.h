@@ -27,7 +27,9 @@ struct RunRequest {
   std::string checkpoint_id;  // resume from it; empty: fresh start
   std::string storage_path;
   int32_t num_to_keep = 2;
-  MSGPACK_DEFINE_MAP(loop, config, run_name, attempt, checkpoint_id, storage_path, num_to_keep)
+  int32_t num_replicas = 0;  // RunConfig::num_replicas
+  MSGPACK_DEFINE_MAP(loop, config, run_name, attempt, checkpoint_id, storage_path, num_to_keep,
+                     num_replicas)
 };
 
 // The run's latest report from rank 0, kept in the head's KV.
@@ -86,8 +88,10 @@ std::vector<std::string> KeepLatest(std::vector<std::string>& kept, const std::s
 // failure is logged, never thrown (the run goes on).
 void DropCheckpoint(const std::string& id, const std::string& run_name,
                     const std::string& storage_path);
-// Makes checkpoint `id` available as a local directory and returns its path.
+// Makes checkpoint `id` available as a local directory and returns its path:
+// for a checkpoint the nodes keep, rank `rank`'s shard when it has one, else
+// (and with rank < 0) the whole checkpoint.
 std::string FetchCheckpoint(const std::string& id, const std::string& run_name,
-                            const std::string& storage_path);
+                            const std::string& storage_path, int rank = -1);
 
 }  // namespace rayx::train::detail

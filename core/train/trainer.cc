@@ -24,6 +24,7 @@
 #include "common/logging.h"
 #include "rayx/placement_group.h"
 #include "runtime/kv_client.h"
+#include "train/checkpoint_shards.h"
 #include "train/train_session.h"
 
 namespace rayx::train::detail {
@@ -71,6 +72,12 @@ Plan Validate(const FitSpec& spec) {
   if (spec.failure.max_failures < 0) {
     throw std::invalid_argument("FailureConfig: max_failures is " +
                                 std::to_string(spec.failure.max_failures) + ": it must be >= 0");
+  }
+  if (spec.run.num_replicas < 0 || spec.run.num_replicas > 16) {
+    throw std::invalid_argument("RunConfig: num_replicas is " +
+                                std::to_string(spec.run.num_replicas) +
+                                ": 1 to 16 copies of each shard on the nodes, or 0 for the "
+                                "head's package store");
   }
   if (spec.run.num_to_keep < 0) {
     throw std::invalid_argument("RunConfig: num_to_keep is " + std::to_string(spec.run.num_to_keep) +
@@ -245,7 +252,23 @@ Result Fit(const FitSpec& input) {
     request.attempt = attempt;
     request.storage_path = spec.run.storage_path;
     request.num_to_keep = spec.run.num_to_keep;
-    if (auto latest = ReadLatest(spec.run.name)) request.checkpoint_id = latest->checkpoint_id;
+    request.num_replicas = spec.run.num_replicas;
+    if (auto latest = ReadLatest(spec.run.name)) {
+      request.checkpoint_id = latest->checkpoint_id;
+      if (request.checkpoint_id.rfind(kNodesPrefix, 0) == 0) {
+        // The newest checkpoint every shard of which has a live copy.
+        if (auto status = rayx::detail::CurrentClusterStatus(5000); status.ok()) {
+          std::string skipped;
+          request.checkpoint_id = NewestRestorable(latest->kept, *status, &skipped);
+          if (!skipped.empty()) {
+            std::cerr << "run " << spec.run.name << ": " << skipped << "; resuming from "
+                      << (request.checkpoint_id.empty() ? std::string("the start")
+                                                        : request.checkpoint_id)
+                      << "\n";
+          }
+        }
+      }
+    }
     std::vector<rayx::detail::ObjectHandle> pending;
     std::vector<int> rank_of;
     for (size_t r = 0; r < group->actors.size(); ++r) {

@@ -63,6 +63,7 @@ std::map<std::string, std::string> WorkerEnv::Encode() const {
       {kClusterKey, cluster_key},
       {kWireSecurity, wire_security},
       {kStoreDir, store_dir},
+      {kCheckpointDir, checkpoint_dir},
       {kObjectAddress, object_address},
       {kGpuIds, JoinIdList(gpu_ids)},
   };
@@ -117,6 +118,7 @@ Result<WorkerEnv> WorkerEnv::Decode(const std::map<std::string, std::string>& va
   optional(kClusterKey, &env.cluster_key);
   optional(kWireSecurity, &env.wire_security);
   optional(kStoreDir, &env.store_dir);
+  optional(kCheckpointDir, &env.checkpoint_dir);
   optional(kObjectAddress, &env.object_address);
   optional(kPackageHash, &env.package_hash);
   optional(kPackageDir, &env.package_dir);
@@ -155,7 +157,7 @@ Result<WorkerEnv> WorkerEnv::FromEnvironment() {
   std::map<std::string, std::string> vars;
   for (const char* name :
        {kWorkerMode, kReadyFd, kNodeIp, kHeadAddress, kJobId, kLeaseId, kJobSecret, kClusterKey,
-        kWireSecurity, kStoreDir,
+        kWireSecurity, kStoreDir, kCheckpointDir,
         kObjectAddress, kGpuIds, kLocalRank, kPackageHash, kPackageDir, kActorInit,
         kReportConstruction, kCountersFd, kCudaVisibleDevices}) {
     if (const char* v = std::getenv(name)) vars[name] = v;

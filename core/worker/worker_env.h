@@ -36,6 +36,7 @@ struct WorkerEnv {
   static constexpr const char* kClusterKey = "RAYX_CLUSTER_KEY";
   static constexpr const char* kWireSecurity = "RAYX_WIRE_SECURITY";
   static constexpr const char* kStoreDir = "RAYX_STORE_DIR";
+  static constexpr const char* kCheckpointDir = "RAYX_CHECKPOINT_DIR";
   static constexpr const char* kObjectAddress = "RAYX_OBJECT_ADDRESS";
   static constexpr const char* kGpuIds = "RAYX_GPU_IDS";
   static constexpr const char* kLocalRank = "RAYX_LOCAL_RANK";
@@ -68,6 +69,7 @@ struct WorkerEnv {
   std::string cluster_key;     // the head's and object servers' CURVE public key
   std::string wire_security = "authenticated";  // transport::WireSecurityName
   std::string store_dir;       // the node's object store ("" = results go inline)
+  std::string checkpoint_dir;  // the node's checkpoint directory (Train's shards)
   std::string object_address;  // the node's object server
   std::vector<int> gpu_ids;    // the lease's GPUs
   // The GPU group's devices on this node when the lease is one rank of a group

@@ -15,6 +15,8 @@
 #include "group/rank_setup.h"
 #include "rayx/actor_group.h"
 #include "rayx/collective.h"
+#include "runtime/kv_client.h"
+#include "train/checkpoint_shards.h"
 #include "train/train_session.h"
 
 namespace py = pybind11;
@@ -158,11 +160,43 @@ void BindTrain(py::module_& m) {
     std::vector<std::string> dropped = train::detail::KeepLatest(kept, id, num_to_keep);
     return py::make_tuple(kept, dropped);
   });
-  // Checkpoint `id` as a local directory on this node (fetched and unpacked once).
+  // Checkpoint `id` as a local directory on this node (fetched and unpacked
+  // once): of a checkpoint the nodes keep, rank `rank`'s shard when it has
+  // one, else (and with rank < 0) the whole checkpoint.
   sub.def("fetch_checkpoint", [](const std::string& id, const std::string& run_name,
-                                 const std::string& storage_path) {
+                                 const std::string& storage_path, int rank) {
     py::gil_scoped_release release;
-    return train::detail::FetchCheckpoint(id, run_name, storage_path);
+    return train::detail::FetchCheckpoint(id, run_name, storage_path, rank);
+  }, py::arg("id"), py::arg("run_name"), py::arg("storage_path"), py::arg("rank") = -1);
+  // Inside a rank: `dir` becomes this rank's shard of checkpoint
+  // `checkpoint_id`, on this node's disk and `copies` - 1 others; returns its bytes.
+  sub.def("store_shard", [](const std::string& dir, const std::string& run_name,
+                            const std::string& checkpoint_id, int rank, int copies) {
+    py::gil_scoped_release release;
+    return train::detail::StoreShard(dir, run_name, checkpoint_id, rank, copies).manifest.bytes;
+  });
+  // Rank 0, after every rank reported: (id, bytes) of the checkpoint made of
+  // the recorded shards; ("", 0) when no rank reported one.
+  sub.def("commit_shards", [](const std::string& run_name, const std::string& checkpoint_id,
+                              int world_size) {
+    train::detail::StoredCheckpoint stored;
+    {
+      py::gil_scoped_release release;
+      stored = train::detail::CommitShards(run_name, checkpoint_id, world_size);
+    }
+    return py::make_tuple(stored.id, stored.bytes);
+  });
+  // (id, skipped): the newest of `kept` whose every shard has a live copy
+  // ("" when none), and what was passed over.
+  sub.def("newest_restorable", [](const std::vector<std::string>& kept) {
+    std::string skipped, id;
+    {
+      py::gil_scoped_release release;
+      auto status = detail::CurrentClusterStatus(5000);
+      if (!status.ok()) return py::make_tuple(kept.empty() ? "" : kept.back(), "");
+      id = train::detail::NewestRestorable(kept, *status, &skipped);
+    }
+    return py::make_tuple(id, skipped);
   });
 }
 

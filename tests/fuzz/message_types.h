@@ -37,8 +37,8 @@ using MessageTypes = TypeList<
     RegisterActorReply, LeasesLostNotice, WatchDriverRequest, DriverExitedNotice,
     ActorConstructionNotice, GetActorRequest, GetActorReply, DropActorNameRequest,
     DropActorNameReply, PullObjectRequest, PullObjectReply, DeleteObjectsRequest,
-    HoldObjectsRequest, HoldObjectsReply, MakeRoomRequest, MakeRoomReply, WorkerOutputNotice,
-    FlushOutputRequest,
+    HoldObjectsRequest, HoldObjectsReply, MakeRoomRequest, MakeRoomReply, ReplicateShardRequest,
+    ReplicateShardReply, DeleteShardsRequest, WorkerOutputNotice, FlushOutputRequest,
     FlushOutputReply, JobFinishedNotice, JobCredentialNotice,
     // placement_messages.h
     CreatePlacementGroupRequest, CreatePlacementGroupReply, WaitPlacementGroupRequest,

@@ -19,6 +19,7 @@
 #include "common/parent_watch.h"
 #include "common/process_control.h"
 #include "common/ready_pipe.h"
+#include "object_store/checkpoint_files.h"
 #include "object_store/store_owner.h"
 #include "rayx/cluster_status.h"
 #include "rayx/ids.h"
@@ -71,6 +72,10 @@ int main(int argc, char** argv) {
                   "`rayx start`: the session directory)");
   flags.AddInt("object-spill-limit", &spill_limit, 1 << 20, int64_t{1} << 60,
                "bytes the spill directory may hold (default: until its disk is 95% full)");
+  std::string checkpoint_root = "/tmp";
+  flags.AddString("checkpoint-dir", &checkpoint_root,
+                  "where Train's checkpoint shards are kept on this node (default /tmp; "
+                  "`rayx start`: the session directory)");
   flags.AddInt("ready-fd", &ready_fd, -1, 1 << 20, "fd to report start-up on");
   flags.AddInt("connect-timeout-ms", &connect_timeout_ms, 100, 3600000,
                "give up joining after this long (default 15000)");
@@ -113,6 +118,20 @@ int main(int argc, char** argv) {
   for (const std::string& dead : RemoveDeadStores(spill_root, kSpillDirPrefix)) {
     RAYX_LOG(Info) << "removed " << dead << ": the spilled objects of a node agent that is gone";
   }
+  // And its checkpoint directory, the same way.
+  {
+    std::error_code ec;
+    std::filesystem::create_directories(checkpoint_root, ec);
+    if (ec) {
+      return fail("cannot make the checkpoint directory " + checkpoint_root + ": " + ec.message(),
+                  2);
+    }
+  }
+  const std::string checkpoint_dir =
+      checkpoint_root + "/" + CheckpointFiles::kDirPrefix + store_hex;
+  for (const std::string& dead : RemoveDeadStores(checkpoint_root, CheckpointFiles::kDirPrefix)) {
+    RAYX_LOG(Info) << "removed " << dead << ": the checkpoints of a node agent that is gone";
+  }
   if (!flags.WasSet("object-store-memory")) {
     object_store_memory = static_cast<int64_t>(DefaultObjectStoreMemory(store_root));
   }
@@ -122,7 +141,8 @@ int main(int argc, char** argv) {
   // until `rayx stop`. Its workers die with it by PR_SET_PDEATHSIG.
   if (!group_dir.empty()) {
     if (auto reaper = detail::StartGroupReaper(
-            group_dir, {store_dir, spill_dir, spill_dir + ".lock", store_dir + ".lock"});
+            group_dir, {store_dir, spill_dir, spill_dir + ".lock", checkpoint_dir,
+                        checkpoint_dir + ".lock", store_dir + ".lock"});
         !reaper.ok()) {
       std::cerr << "rayx-agent: no reaper for lease process groups (" << reaper.status().message()
                 << "): what they leave behind if this agent is killed waits for `rayx stop`\n";
@@ -224,6 +244,10 @@ int main(int argc, char** argv) {
   options.memory_monitor = memory_monitor;
   if (Status claimed = ClaimStore(store_dir); !claimed.ok()) return fail(claimed.message(), 1);
   if (Status claimed = ClaimStore(spill_dir); !claimed.ok()) return fail(claimed.message(), 1);
+  if (Status claimed = ClaimStore(checkpoint_dir); !claimed.ok()) {
+    return fail(claimed.message(), 1);
+  }
+  options.checkpoint_dir = checkpoint_dir;
   options.store_dir = store_dir;
   options.spill_dir = spill_dir;
   options.object_store_memory = static_cast<uint64_t>(object_store_memory);
@@ -239,7 +263,7 @@ int main(int argc, char** argv) {
       std::filesystem::remove_all(dir, ec);
       if (!std::filesystem::exists(dir, ec)) std::filesystem::remove(dir + ".lock", ec);
     }
-  } store_cleanup{store_dir}, spill_cleanup{spill_dir};
+  } store_cleanup{store_dir}, spill_cleanup{spill_dir}, checkpoint_cleanup{checkpoint_dir};
   // Test hooks for the version check: make this agent announce another version.
   if (const char* v = std::getenv("RAYX_TESTING_ANNOUNCE_VERSION")) options.announced_version = v;
   if (const char* p = std::getenv("RAYX_TESTING_ANNOUNCE_PROTOCOL")) {

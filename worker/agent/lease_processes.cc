@@ -23,6 +23,7 @@ LocalLeaseProcesses::LocalLeaseProcesses(boost::asio::io_context& io, const Opti
                     .token = options.token,
                     .wire_security = options.wire_security,
                     .store_dir = options.store_dir,
+                    .checkpoint_dir = options.checkpoint_dir,
                     .start_timeout_ms = options.worker_start_timeout_ms,
                     .gpu_devices = options.gpu_devices,
                     .memory_usage_threshold = options.memory_usage_threshold,
@@ -32,6 +33,7 @@ LocalLeaseProcesses::LocalLeaseProcesses(boost::asio::io_context& io, const Opti
                   .token = options.token,
                   .wire_security = options.wire_security,
                   .store_dir = options.store_dir,
+                  .checkpoint_dir = options.checkpoint_dir,
                   .gpu_devices = options.gpu_devices,
                   .socket_interface = options.socket_interface},
                  [this](const protocol::ProcessExitedNotice& notice) {

@@ -80,6 +80,7 @@ class LocalLeaseProcesses final : public LeaseProcesses {
     std::string token;      // the cluster token (workers get job credentials from it)
     std::string wire_security = "authenticated";
     std::string store_dir;
+    std::string checkpoint_dir;
     int64_t worker_start_timeout_ms = 30000;  // WorkerPool::Options::start_timeout_ms
     std::vector<int> gpu_devices;             // NodeAgentOptions::gpu_devices
     double memory_usage_threshold = 0;        // WorkerPool::Options

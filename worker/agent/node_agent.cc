@@ -8,6 +8,7 @@
 #include <unordered_set>
 
 #include "common/address.h"
+#include "object_store/object_server_directory.h"
 #include "common/logging.h"
 #include "transport/message.h"
 #include "worker/worker_env.h"
@@ -46,6 +47,7 @@ NodeAgent::NodeAgent(boost::asio::io_context& io, NodeAgentOptions options, cons
                                      .wire_security = std::string(transport::WireSecurityName(
                                          options_.wire_security)),
                                      .store_dir = options_.store_dir,
+                                     .checkpoint_dir = options_.checkpoint_dir,
                                      .worker_start_timeout_ms = options_.worker_start_timeout_ms,
                                      .gpu_devices = options_.gpu_devices,
                                      .memory_usage_threshold =
@@ -67,6 +69,7 @@ NodeAgent::~NodeAgent() {
   head_.reset();
   objects_.store().Destroy();
   if (!options_.spill_dir.empty()) SharedMemoryStore(options_.spill_dir).Destroy();
+  if (!options_.checkpoint_dir.empty()) SharedMemoryStore(options_.checkpoint_dir).Destroy();
 }
 
 Status NodeAgent::Start() {
@@ -84,6 +87,22 @@ Status NodeAgent::Start() {
   StoreSpiller::Options spill;
   spill.spill_limit = options_.spill_limit;
   objects_.EnableSpilling(*ledger, spill);
+  if (!options_.checkpoint_dir.empty()) {
+    auto made = SharedMemoryStore::Create(options_.checkpoint_dir);  // a 0700 directory
+    if (!made.ok()) return made.status();
+    // Shards are copied from other nodes' object servers, with the cluster's
+    // credential, through the cluster's list of them.
+    auto head_security = transport::ClientSecurity::ClusterToHead(options_.token);
+    auto servers = std::make_shared<ObjectServerDirectory>(
+        FetchObjectServersFromHead(options_.head.ToString(), head_security, 5000), clock_,
+        ObjectServerDirectory::Options{}, std::vector<std::string>{});
+    objects_.EnableCheckpoints(
+        CheckpointFiles(options_.checkpoint_dir),
+        transport::ClientSecurity::ObjectServer(
+            options_.wire_security, transport::Credential::Cluster(options_.token),
+            transport::Credential::Cluster(options_.token).CurvePublicKey()),
+        std::move(servers));
+  }
   auto address = objects_.Start(options_.node_ip, options_.wire_security,
                                 transport::Credential::Cluster(options_.token), verifier_);
   if (!address.ok()) return address.status();

@@ -66,6 +66,9 @@ struct NodeAgentOptions {
   uint64_t object_store_memory = 0;
   std::string spill_dir;
   uint64_t spill_limit = 0;
+  // Where Train's checkpoint shards are kept on this node (created; removed
+  // at exit; empty: none are kept here).
+  std::string checkpoint_dir;
   // Where job working directories fetched from the head are unpacked.
   std::string package_dir = "node-packages";
   // What one working directory may unpack to (TarLimits' defaults: 1 GiB of

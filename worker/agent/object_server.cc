@@ -11,6 +11,7 @@
 #include <boost/asio/post.hpp>
 
 #include "common/logging.h"
+#include "object_store/object_pull.h"
 #include "protocol/process_messages.h"
 #include "transport/message.h"
 
@@ -113,12 +114,8 @@ size_t ObjectServer::RemoveJob(const std::string& job_hex) {
 
 ObjectServer::~ObjectServer() {
   *alive_ = false;
-  {
-    std::lock_guard<std::mutex> lock(spill_mu_);
-    spill_stop_ = true;
-  }
-  spill_cv_.notify_all();
-  if (spill_thread_.joinable()) spill_thread_.join();
+  spill_thread_.reset();
+  transfer_thread_.reset();
   loop_.reset();
   router_.close();
   zap_.reset();
@@ -128,30 +125,7 @@ void ObjectServer::EnableSpilling(std::shared_ptr<StoreLedger> ledger,
                                   StoreSpiller::Options options) {
   spiller_ = std::make_unique<StoreSpiller>(store_, std::move(ledger), std::move(options));
   usage_ = spiller_->Count();
-  spill_thread_ = std::thread([this] { SpillLoop(); });
-}
-
-void ObjectServer::SpillLoop() {
-  std::unique_lock<std::mutex> lock(spill_mu_);
-  while (true) {
-    spill_cv_.wait(lock, [&] { return spill_stop_ || !spill_jobs_.empty(); });
-    if (spill_stop_) return;
-    std::function<void()> job = std::move(spill_jobs_.front());
-    spill_jobs_.pop_front();
-    lock.unlock();
-    job();
-    lock.lock();
-  }
-}
-
-bool ObjectServer::QueueSpillJob(std::function<void()> job) {
-  {
-    std::lock_guard<std::mutex> lock(spill_mu_);
-    if (spill_jobs_.size() >= kMaxSpillJobs) return false;
-    spill_jobs_.push_back(std::move(job));
-  }
-  spill_cv_.notify_one();
-  return true;
+  spill_thread_ = std::make_unique<WorkThread>(kMaxSpillJobs);
 }
 
 StoreSpiller::Usage ObjectServer::StoreUsage() {
@@ -160,19 +134,97 @@ StoreSpiller::Usage ObjectServer::StoreUsage() {
     now.stored_bytes = store_.UsageBytes();
     return now;
   }
-  std::lock_guard<std::mutex> lock(spill_mu_);
-  if (!count_queued_ && spill_jobs_.size() < kMaxSpillJobs) {
-    count_queued_ = true;
-    spill_jobs_.push_back([this] {
+  std::lock_guard<std::mutex> lock(usage_mu_);
+  if (!count_queued_) {
+    count_queued_ = spill_thread_->Post([this] {
       StoreSpiller::Usage counted = spiller_->Count();
       counted.by_job.clear();
-      std::lock_guard<std::mutex> counted_lock(spill_mu_);
+      std::lock_guard<std::mutex> counted_lock(usage_mu_);
       usage_ = std::move(counted);
       count_queued_ = false;
     });
-    spill_cv_.notify_one();
   }
   return usage_;
+}
+
+void ObjectServer::EnableCheckpoints(CheckpointFiles files,
+                                     transport::ClientSecurity pull_security,
+                                     std::shared_ptr<ObjectServerDirectory> servers) {
+  checkpoints_ = std::move(files);
+  pull_security_ = std::move(pull_security);
+  servers_ = std::move(servers);
+  transfer_thread_ = std::make_unique<WorkThread>(kMaxTransfers);
+}
+
+void ObjectServer::AnswerLater(std::shared_ptr<transport::Frame> routing,
+                               transport::Frames message) {
+  auto shared = std::make_shared<transport::Frames>(std::move(message));
+  boost::asio::post(io_, [this, routing, shared, alive = alive_] {
+    if (!*alive) return;
+    transport::Frames out;
+    out.push_back(std::move(*routing));
+    for (auto& f : *shared) out.push_back(std::move(f));
+    (void)loop_->Send(out);
+  });
+}
+
+Status ObjectServer::Replicate(const protocol::ReplicateShardRequest& req, uint64_t* bytes) {
+  const std::string where = "copying checkpoint shard " + req.shard_dir + " from " + req.source;
+  *bytes = 0;
+  for (const ShardFile& file : req.files) {
+    const std::string relative = req.shard_dir + "/" + file.path;
+    auto target = checkpoints_->PrepareFile(relative);
+    if (!target.ok()) return target.status();
+    protocol::ObjectLocation from;
+    from.object_address = req.source;
+    from.path = req.source_dir + "/" + relative;
+    from.size = file.size;
+    Status pulled = PullToFile(pull_context_, pull_security_, from, *servers_, *target);
+    if (!pulled.ok()) {
+      (void)checkpoints_->Remove(req.shard_dir);
+      return Status(pulled.code(), where + ": " + pulled.message());
+    }
+    *bytes += file.size;
+  }
+  auto copy = checkpoints_->Read(req.shard_dir);
+  if (!copy.ok() || copy->hash != req.hash) {
+    (void)checkpoints_->Remove(req.shard_dir);
+    return Status::Internal(where + ": the copy's hash differs from the shard's (" +
+                            (copy.ok() ? copy->hash.substr(0, 16) : copy.status().message()) +
+                            " vs " + req.hash.substr(0, 16) + ")");
+  }
+  return Status::OK();
+}
+
+transport::Frames ObjectServer::ServeCheckpointFile(const transport::Principal& who,
+                                                    const std::string& relative,
+                                                    uint64_t offset, uint64_t length,
+                                                    uint64_t id) {
+  // A job reads its own job's shards (the directory's first component).
+  if (who.is_job() && relative.rfind(who.job.Hex() + "/", 0) != 0) {
+    return transport::MakeErrorMessage(
+        Status::Unauthenticated("checkpoint file " + relative.substr(0, 200) +
+                                " belongs to another job"),
+        "object server", id);
+  }
+  auto fd = checkpoints_->OpenFile(relative);
+  if (!fd.ok()) return transport::MakeErrorMessage(fd.status(), "object server", id);
+  struct stat st {};
+  ::fstat(*fd, &st);
+  const uint64_t size = static_cast<uint64_t>(st.st_size);
+  const uint64_t from = std::min<uint64_t>(offset, size);
+  std::string chunk(std::min<uint64_t>({length, kMaxChunk, size - from}), '\0');
+  ssize_t n = chunk.empty() ? 0 : ::pread(*fd, chunk.data(), chunk.size(), static_cast<off_t>(from));
+  ::close(*fd);
+  if (n < 0 || static_cast<size_t>(n) != chunk.size()) {
+    return transport::MakeErrorMessage(
+        Status::Internal("reading checkpoint file " + relative + " failed"), "object server", id);
+  }
+  protocol::PullObjectReply out;
+  out.size = size;
+  transport::Frames message = transport::MakeMessage(out, id);
+  message.push_back(transport::Frame::Adopt(std::move(chunk)));
+  return message;
 }
 
 Result<std::string> ObjectServer::Start(const std::string& ip, transport::WireSecurity mode,
@@ -219,6 +271,11 @@ void ObjectServer::OnMessage(transport::Frames& frames) {
     case protocol::MessageType::kPullObjectRequest: {
       auto req = protocol::Decode<protocol::PullObjectRequest>(body);
       if (!req.ok()) return answer(transport::MakeErrorMessage(req.status(), "object server", env->id));
+      if (checkpoints_ && req->path.size() > checkpoints_->dir().size() + 1 &&
+          req->path.compare(0, checkpoints_->dir().size() + 1, checkpoints_->dir() + "/") == 0) {
+        return answer(ServeCheckpointFile(who, req->path.substr(checkpoints_->dir().size() + 1),
+                                          req->offset, req->length, env->id));
+      }
       if (!store_.Contains(req->path)) {
         return answer(transport::MakeErrorMessage(
             Status::InvalidArgument("not an object of this node's store: " + req->path),
@@ -260,23 +317,16 @@ void ObjectServer::OnMessage(transport::Frames& frames) {
       auto routing = std::make_shared<transport::Frame>(std::move(reply[0]));
       const uint64_t id = env->id;
       const uint64_t bytes = req->bytes;
-      bool queued = QueueSpillJob([this, routing, id, bytes, alive = alive_] {
+      bool queued = spill_thread_->Post([this, routing, id, bytes] {
         Status made = spiller_->MakeRoom(bytes);
         protocol::MakeRoomReply out;
         out.stored_bytes = spiller_->last().stored_bytes + bytes;
         out.spilled_bytes = spiller_->last().spilled_bytes;
-        boost::asio::post(io_, [this, routing, id, made, out, alive] {
-          if (!*alive) return;
-          transport::Frames message;
-          message.push_back(std::move(*routing));
-          for (auto& f : made.ok() ? transport::MakeMessage(out, id)
-                                   : transport::MakeErrorMessage(
-                                         Status(made.code(), made.message() + " (node " + ip_ + ")"),
-                                         "object server", id)) {
-            message.push_back(std::move(f));
-          }
-          (void)loop_->Send(message);
-        });
+        AnswerLater(routing, made.ok() ? transport::MakeMessage(out, id)
+                                       : transport::MakeErrorMessage(
+                                             Status(made.code(),
+                                                    made.message() + " (node " + ip_ + ")"),
+                                             "object server", id));
       });
       if (!queued) {
         reply.clear();
@@ -286,6 +336,61 @@ void ObjectServer::OnMessage(transport::Frames& frames) {
                                 std::to_string(kMaxSpillJobs) +
                                 " requests for room waiting: try again"),
             "object server", env->id));
+      }
+      return;
+    }
+    case protocol::MessageType::kReplicateShardRequest: {
+      auto req = protocol::Decode<protocol::ReplicateShardRequest>(body);
+      if (!req.ok()) return answer(transport::MakeErrorMessage(req.status(), "object server", env->id));
+      auto refuse = [&](Status why) {
+        return answer(transport::MakeErrorMessage(why, "object server", env->id));
+      };
+      if (!checkpoints_) return refuse(Status::Unavailable("this node keeps no checkpoints"));
+      if (!CheckpointFiles::IsSafeRelative(req->shard_dir) ||
+          req->files.size() > CheckpointFiles::kMaxFiles) {
+        return refuse(Status::InvalidArgument("bad shard " + req->shard_dir.substr(0, 200)));
+      }
+      for (const ShardFile& f : req->files) {
+        if (!CheckpointFiles::IsSafeRelative(f.path)) {
+          return refuse(Status::InvalidArgument("bad file " + f.path.substr(0, 200) + " in shard " +
+                                                req->shard_dir.substr(0, 200)));
+        }
+      }
+      if (who.is_job() && req->shard_dir.rfind(who.job.Hex() + "/", 0) != 0) {
+        return refuse(Status::Unauthenticated("shard " + req->shard_dir.substr(0, 200) +
+                                              " belongs to another job"));
+      }
+      auto routing = std::make_shared<transport::Frame>(std::move(reply[0]));
+      const uint64_t id = env->id;
+      auto shared = std::make_shared<protocol::ReplicateShardRequest>(std::move(*req));
+      bool queued = transfer_thread_->Post([this, routing, id, shared] {
+        uint64_t bytes = 0;
+        Status copied = Replicate(*shared, &bytes);
+        protocol::ReplicateShardReply out;
+        out.dir = checkpoints_->dir();
+        out.bytes = bytes;
+        AnswerLater(routing, copied.ok() ? transport::MakeMessage(out, id)
+                                         : transport::MakeErrorMessage(
+                                               Status(copied.code(),
+                                                      copied.message() + " (node " + ip_ + ")"),
+                                               "object server", id));
+      });
+      if (!queued) {
+        reply.clear();
+        reply.push_back(std::move(*routing));
+        return answer(transport::MakeErrorMessage(
+            Status::Unavailable("node " + ip_ + " has " + std::to_string(kMaxTransfers) +
+                                " shard copies waiting: try again"),
+            "object server", env->id));
+      }
+      return;
+    }
+    case protocol::MessageType::kDeleteShardsRequest: {
+      auto req = protocol::Decode<protocol::DeleteShardsRequest>(body);
+      if (!req.ok() || !checkpoints_) return;
+      for (const auto& path : req->paths) {
+        if (who.is_job() && path.rfind(who.job.Hex() + "/", 0) != 0) continue;
+        (void)checkpoints_->Remove(path);
       }
       return;
     }

@@ -2,14 +2,11 @@
 // other nodes, and deletes objects their owners have freed.
 #pragma once
 
-#include <condition_variable>
-#include <deque>
 #include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
-#include <thread>
 
 #include <boost/asio/io_context.hpp>
 #include <zmq.hpp>
@@ -17,6 +14,9 @@
 #include "agent/object_pins.h"
 #include "agent/port_reserver.h"
 #include "agent/process_runner.h"
+#include "agent/work_thread.h"
+#include "object_store/checkpoint_files.h"
+#include "object_store/object_server_directory.h"
 #include "common/clock.h"
 #include "object_store/shared_memory_store.h"
 #include "object_store/store_ledger.h"
@@ -63,6 +63,13 @@ class ObjectServer {
   // count started on the spill thread (the heartbeat's figures). Without
   // spilling, counted now.
   StoreSpiller::Usage StoreUsage();
+  // Train's checkpoint shards are kept in `files` (the node's checkpoint
+  // directory): pulls of its files are served (the cluster's peers, and a
+  // job's own shards), ReplicateShardRequests pull a shard from another node
+  // on a thread of their own (through `servers`, proving `pull_security`),
+  // and DeleteShardsRequests remove shards.
+  void EnableCheckpoints(CheckpointFiles files, transport::ClientSecurity pull_security,
+                         std::shared_ptr<ObjectServerDirectory> servers);
   // Job `job_hex` ended: its objects go, held or not. Returns how many files.
   size_t RemoveJob(const std::string& job_hex);
   const ObjectPins& pins() const { return pins_; }
@@ -76,11 +83,18 @@ class ObjectServer {
   void OnMessage(transport::Frames& frames);
   // A delete of `path`: one hold let go, or the file removed when unheld.
   void Delete(const std::string& path);
-  // The spill thread: runs queued jobs (MakeRoom, Count) until stopped.
-  void SpillLoop();
-  // Queues `job` for the spill thread; false when it has kMaxSpillJobs waiting.
-  bool QueueSpillJob(std::function<void()> job);
+  // Answers request `id` of the peer `routing` from a work thread, through
+  // the loop (dropped once the server is gone).
+  void AnswerLater(std::shared_ptr<transport::Frame> routing, transport::Frames message);
+  // A ReplicateShardRequest, on the transfer thread.
+  Status Replicate(const protocol::ReplicateShardRequest& req, uint64_t* bytes);
+  // Serves a chunk of a checkpoint file (`relative` to the checkpoint
+  // directory) to `who`.
+  transport::Frames ServeCheckpointFile(const transport::Principal& who,
+                                        const std::string& relative, uint64_t offset,
+                                        uint64_t length, uint64_t id);
   static constexpr size_t kMaxSpillJobs = 256;
+  static constexpr size_t kMaxTransfers = 64;
 
   boost::asio::io_context& io_;
   SharedMemoryStore store_;
@@ -98,13 +112,17 @@ class ObjectServer {
 
   // Spilling (EnableSpilling): the spiller is used by the spill thread only.
   std::unique_ptr<StoreSpiller> spiller_;
-  std::thread spill_thread_;
-  std::mutex spill_mu_;
-  std::condition_variable spill_cv_;
-  std::deque<std::function<void()>> spill_jobs_;  // guarded by spill_mu_
-  bool spill_stop_ = false;                       // guarded by spill_mu_
-  bool count_queued_ = false;                     // guarded by spill_mu_
-  StoreSpiller::Usage usage_;                     // guarded by spill_mu_
+  std::mutex usage_mu_;
+  bool count_queued_ = false;  // guarded by usage_mu_
+  StoreSpiller::Usage usage_;  // guarded by usage_mu_
+  // Checkpoints (EnableCheckpoints).
+  std::optional<CheckpointFiles> checkpoints_;
+  transport::ClientSecurity pull_security_;
+  std::shared_ptr<ObjectServerDirectory> servers_;
+  zmq::context_t pull_context_{1};  // the transfer thread's pulls
+  // Last: stopped (joined) before anything their jobs use goes.
+  std::unique_ptr<WorkThread> spill_thread_;
+  std::unique_ptr<WorkThread> transfer_thread_;
   // False once the server is gone: replies the spill thread posts to the loop
   // after that are dropped.
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);

@@ -111,6 +111,7 @@ Result<protocol::StartWorkerReply> ProcessRunner::Start(
     }
     overrides[WorkerEnv::kWireSecurity] = options_.wire_security;
     overrides["RAYX_STORE_DIR"] = options_.store_dir;
+    overrides[WorkerEnv::kCheckpointDir] = options_.checkpoint_dir;
     overrides["RAYX_GPU_IDS"] = devices;
     overrides[WorkerEnv::kCudaVisibleDevices] = devices;
     overrides[WorkerEnv::kCudaDeviceOrder] = WorkerEnv::kPciBusOrder;  // see WorkerEnv

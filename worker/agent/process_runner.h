@@ -38,6 +38,7 @@ class ProcessRunner {
     std::string token;
     std::string wire_security = "authenticated";  // RAYX_WIRE_SECURITY
     std::string store_dir;
+    std::string checkpoint_dir;
     size_t max_finished_logs = 4096;
     std::vector<int> gpu_devices;  // WorkerPool::Options::gpu_devices
     std::string socket_interface;  // WorkerPool::Options::socket_interface

@@ -106,6 +106,7 @@ void WorkerPool::StartNow(const protocol::StartWorkerRequest& request, StartCall
   }
   worker_env.wire_security = options_.wire_security;
   worker_env.store_dir = options_.store_dir;
+  worker_env.checkpoint_dir = options_.checkpoint_dir;
   worker_env.object_address = object_address_;
   worker_env.gpu_ids = GpuDevicesOf(request.gpu_ids, options_.gpu_devices);
   if (!request.visible_gpu_ids.empty()) {

@@ -43,6 +43,7 @@ class WorkerPool {
     std::string token;
     std::string wire_security = "authenticated";  // WorkerEnv::wire_security
     std::string store_dir; // the node's object store, for large results
+    std::string checkpoint_dir;  // the node's checkpoint directory (Train)
     int64_t start_timeout_ms = 30000;
     // Workers starting at once (forked, not READY yet); more wait in FIFO
     // order. A burst of starts (100 Python interpreters on 2 cores) would

@@ -58,6 +58,13 @@ struct RunConfig {
   std::string storage_path;
   // Checkpoints kept per run (the latest ones); 0 keeps all. Default 2.
   int num_to_keep = 2;
+  // Copies of each checkpoint shard the nodes keep: every rank may report a
+  // checkpoint directory (its shard), kept on its own node's disk and copied
+  // node to node to num_replicas - 1 others; a checkpoint is the union of the
+  // shards of one Report, committed once every rank reported. 0 (default for
+  // now): rank 0's checkpoint alone, packed and kept by the head. Ignored with
+  // storage_path.
+  int num_replicas = 0;
 };
 
 struct FailureConfig {
@@ -134,8 +141,13 @@ TrainContext GetContext();
 // latest. Throws rayx::collective::CollectiveError when another rank failed.
 void Report(const Metrics& metrics, const std::optional<Checkpoint>& checkpoint = std::nullopt);
 // The checkpoint to resume from (unpacked into a local directory), or nullopt
-// on a fresh start.
+// on a fresh start. Kept by the nodes (RunConfig::num_replicas): this rank's
+// own shard when the checkpoint has one (from this node's disk when a copy is
+// here, else from the nearest live copy), else the whole checkpoint.
 std::optional<Checkpoint> GetCheckpoint();
+// The whole checkpoint to resume from: every rank's shard, in one local
+// directory (a file several ranks reported: the lowest rank's).
+std::optional<Checkpoint> GetWholeCheckpoint();
 
 namespace detail {
 

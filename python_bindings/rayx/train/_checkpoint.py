@@ -1,4 +1,5 @@
-"""Checkpoints: a directory of files reported by rank 0, kept by the cluster."""
+"""Checkpoints: a directory of files reported by rank 0 (or a shard by every
+rank, kept by the nodes), kept by the cluster."""
 
 import contextlib
 import os
@@ -15,13 +16,14 @@ class Checkpoint:
     Result.checkpoint in the driver, fetch it into a local directory on first use.
     """
 
-    def __init__(self, path=None, *, _id=None, _run=None, _storage=""):
+    def __init__(self, path=None, *, _id=None, _run=None, _storage="", _rank=-1):
         if path is None and _id is None:
             raise ValueError("Checkpoint needs a directory: use Checkpoint.from_directory(path)")
         self._path = None if path is None else os.fspath(path)
         self._id = _id
         self._run = _run
         self._storage = _storage
+        self._rank = _rank  # a rank's view of a node-kept checkpoint: its own shard
 
     @classmethod
     def from_directory(cls, path):
@@ -32,11 +34,24 @@ class Checkpoint:
 
     @property
     def path(self):
-        """The local directory holding the checkpoint's files (fetched on first use)."""
+        """The local directory holding the checkpoint's files (fetched on first
+        use). Of a checkpoint the nodes keep (CheckpointConfig.num_replicas),
+        in a rank: that rank's own shard when it reported one, else the whole
+        checkpoint; in the driver: the whole checkpoint."""
         if self._path is None:
             from rayx import _core
-            self._path = _core.train.fetch_checkpoint(self._id, self._run or "run", self._storage)
+            self._path = _core.train.fetch_checkpoint(self._id, self._run or "run", self._storage,
+                                                      self._rank)
         return self._path
+
+    def whole_directory(self):
+        """A local directory with every rank's files of a checkpoint the nodes
+        keep (a file several ranks reported: the lowest rank's); for other
+        checkpoints, the same as `path`."""
+        if self._id is None or not self._id.startswith("nodes:"):
+            return self.path
+        from rayx import _core
+        return _core.train.fetch_checkpoint(self._id, self._run or "run", self._storage, -1)
 
     @property
     def id(self):

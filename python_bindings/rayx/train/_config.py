@@ -106,10 +106,18 @@ class CheckpointConfig:
         with num_to_keep, the best ones are kept (and the latest, which a
         restart resumes from). Default None: the latest ones are kept.
     checkpoint_score_order: "max" (higher is better, the default) or "min".
+    num_replicas: copies of each checkpoint shard the nodes keep (rayx's):
+        every rank may report a checkpoint directory, its shard, kept on its
+        own node's disk and copied node to node to num_replicas - 1 others; a
+        checkpoint is the union of one report's shards, committed once every
+        rank reported, and a restarted rank gets its own shard back. Default 0:
+        rank 0's checkpoint alone, kept by the head (ignored with
+        RunConfig.storage_path).
     """
     num_to_keep: Optional[int] = None
     checkpoint_score_attribute: Optional[str] = None
     checkpoint_score_order: str = "max"
+    num_replicas: int = 0
     checkpoint_frequency: Any = "DEPRECATED"
     checkpoint_at_end: Any = "DEPRECATED"
 
@@ -124,6 +132,10 @@ class CheckpointConfig:
         attr = self.checkpoint_score_attribute
         if attr is not None and not isinstance(attr, str):
             raise ValueError("CheckpointConfig: checkpoint_score_attribute must be a metric name")
+        r = self.num_replicas
+        if not isinstance(r, int) or isinstance(r, bool) or not 0 <= r <= 16:
+            raise ValueError(f"CheckpointConfig: num_replicas is {r!r}: 1 to 16 copies of each "
+                             "shard on the nodes, or 0 for the head's package store")
         return n or 0
 
 

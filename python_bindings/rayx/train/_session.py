@@ -57,11 +57,15 @@ class TrainContext:
 
 
 class _Session:
-    def __init__(self, info, run_name, attempt, group, checkpoint_id, storage_path, num_to_keep):
+    def __init__(self, info, run_name, attempt, group, checkpoint_id, storage_path, num_to_keep,
+                 num_replicas=0):
         self.context = TrainContext(info, run_name, attempt)
         self.run_name = run_name
         self.group = group
         self.storage_path = storage_path
+        # Node-kept checkpoints: every rank's shard on num_replicas nodes.
+        self.num_replicas = num_replicas if not storage_path else 0
+        self.reports = 0
         # How many checkpoints to keep (0: all), and the metric that ranks
         # them (None: the latest are kept) and its order ("max" or "min").
         if isinstance(num_to_keep, (tuple, list)):
@@ -70,7 +74,10 @@ class _Session:
             self.num_to_keep, self.score_attribute, self.score_order = num_to_keep, None, "max"
         self.checkpoint = None
         if checkpoint_id:
-            self.checkpoint = Checkpoint(_id=checkpoint_id, _run=run_name, _storage=storage_path)
+            # This rank's own shard of a node-kept checkpoint (when it has
+            # one), else the whole checkpoint.
+            self.checkpoint = Checkpoint(_id=checkpoint_id, _run=run_name, _storage=storage_path,
+                                         _rank=info["rank"])
             self.checkpoint.path  # fetched before the loop starts  # noqa: B018
 
 
@@ -81,9 +88,11 @@ def _require(what):
     return _session
 
 
-def start(info, run_name, attempt, group, checkpoint_id, storage_path, num_to_keep=0):
+def start(info, run_name, attempt, group, checkpoint_id, storage_path, num_to_keep=0,
+          num_replicas=0):
     global _session
-    _session = _Session(info, run_name, attempt, group, checkpoint_id, storage_path, num_to_keep)
+    _session = _Session(info, run_name, attempt, group, checkpoint_id, storage_path, num_to_keep,
+                        num_replicas)
 
 
 def end():
@@ -137,6 +146,13 @@ def report(metrics, checkpoint=None, checkpoint_dir_name=None, **unused):
     if checkpoint is not None and not isinstance(checkpoint, Checkpoint):
         raise TypeError("rayx.train.report: checkpoint must be a rayx.train.Checkpoint "
                         "(Checkpoint.from_directory(path))")
+    # Node-kept checkpoints: every rank's shard is stored (and copied to other
+    # nodes) before the barrier; rank 0 then commits what all ranks finished.
+    s.reports += 1
+    shard_id = f"a{s.context.get_attempt()}-s{s.reports}"
+    if s.num_replicas and checkpoint is not None:
+        _core.train.store_shard(checkpoint.path, s.run_name, shard_id,
+                                s.context.get_world_rank(), s.num_replicas)
     from rayx.util import collective as col
     if s.group:
         col.barrier(group_name=s.group)
@@ -152,9 +168,17 @@ def report(metrics, checkpoint=None, checkpoint_dir_name=None, **unused):
     record["reports"] = record.get("reports", 0) + 1
     del record["history"][:-MAX_HISTORY]
     dropped = []
-    if checkpoint is not None:
-        record["checkpoint_id"], size = _core.train.store_checkpoint(
-            checkpoint.path, s.storage_path or "", s.run_name)
+    committed = None
+    if s.num_replicas:
+        committed = _core.train.commit_shards(s.run_name, shard_id,
+                                              s.context.get_world_size())
+        if not committed[0]:
+            committed = None
+    elif checkpoint is not None:
+        committed = _core.train.store_checkpoint(checkpoint.path, s.storage_path or "",
+                                                 s.run_name)
+    if committed is not None:
+        record["checkpoint_id"], size = committed
         record["checkpoints"] = record.get("checkpoints", 0) + 1
         record["checkpoint_bytes"] = record.get("checkpoint_bytes", 0) + size
         record["last_checkpoint_bytes"] = size

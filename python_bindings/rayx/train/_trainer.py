@@ -102,7 +102,7 @@ class TrainWorker:
     """The actor each rank runs in (one per bundle of the attempt's group)."""
 
     def run(self, loop, config, pass_config, backend, run_name, attempt, group, checkpoint_id,
-            storage_path, timeout_s, num_to_keep=0):
+            storage_path, timeout_s, num_to_keep=0, num_replicas=0):
         """Runs the loop as this rank; returns what it returned. num_to_keep:
         an int, or (n, score attribute, score order)."""
         setup = _core.train.rank_setup()
@@ -116,7 +116,8 @@ class TrainWorker:
             "LOCAL_WORLD_SIZE": str(setup["local_world_size"]),
             "NODE_RANK": str(setup["node_rank"]), "GROUP_RANK": str(setup["node_rank"]),
             "MASTER_ADDR": setup["master_addr"], "MASTER_PORT": str(setup["master_port"])})
-        _session.start(setup, run_name, attempt, group, checkpoint_id, storage_path, num_to_keep)
+        _session.start(setup, run_name, attempt, group, checkpoint_id, storage_path, num_to_keep,
+                       num_replicas)
         teardown = None
         try:
             if backend is not None:
@@ -244,6 +245,7 @@ class DataParallelTrainer:
         self._num_to_keep = checkpoint_config.validate()
         self._keep = (self._num_to_keep, checkpoint_config.checkpoint_score_attribute,
                       checkpoint_config.checkpoint_score_order)
+        self._num_replicas = checkpoint_config.num_replicas
         if self._run.worker_runtime_env is not None:
             from rayx import _runtime_env
             _runtime_env.validate(self._run.worker_runtime_env, "RunConfig.worker_runtime_env")
@@ -354,6 +356,12 @@ class DataParallelTrainer:
         an elastic run has room for n > size ranks (looked for once a second)."""
         latest = _session.read_latest(run_name)
         checkpoint_id = latest["checkpoint_id"] if latest else None
+        if checkpoint_id and checkpoint_id.startswith("nodes:"):
+            # The newest checkpoint every shard of which has a live copy.
+            checkpoint_id, skipped = _core.train.newest_restorable(latest.get("kept", []))
+            if skipped:
+                _log.warning("run %s: %s; resuming from %s", run_name, skipped,
+                             checkpoint_id or "the start")
         checkpoint_id = checkpoint_id or self._resume_id
         self._return_value = None
         ranks = group.ranks
@@ -363,7 +371,8 @@ class DataParallelTrainer:
             refs.append(handle.run.remote(
                 self._loop, self._config, pass_config, self._backend, run_name, attempt,
                 group.collective_group, checkpoint_id, self._run.storage_path or "",
-                self._run.report_timeout_s, self._keep if self._keep[1] else self._num_to_keep))
+                self._run.report_timeout_s, self._keep if self._keep[1] else self._num_to_keep,
+                self._num_replicas))
         rank_of = {ref: r for r, ref in enumerate(refs)}
         pending = list(refs)
         failure = None  # (primary, rank, exception)

@@ -1,0 +1,244 @@
+// A node's checkpoint directory.
+#include "object_store/checkpoint_files.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+
+#include "common/content_hash.h"
+
+namespace fs = std::filesystem;
+
+namespace rayx {
+
+namespace {
+
+constexpr size_t kBuffer = 4 << 20;
+
+// Each component a plain name.
+bool PlainComponents(std::string_view path) {
+  if (path.empty() || path.size() > 4096 || path.front() == '/') return false;
+  size_t start = 0;
+  while (start <= path.size()) {
+    size_t slash = path.find('/', start);
+    std::string_view part = path.substr(start, slash == std::string_view::npos ? slash : slash - start);
+    if (part.empty() || part == "." || part == ".." || part.size() > 255 ||
+        part.find('\0') != std::string_view::npos) {
+      return false;
+    }
+    if (slash == std::string_view::npos) break;
+    start = slash + 1;
+  }
+  return true;
+}
+
+// The hash of a shard's files read from `root`/path (sorted by path).
+Status HashFiles(const std::string& root, std::vector<ShardFile>& files, ShardManifest* out) {
+  std::sort(files.begin(), files.end(),
+            [](const ShardFile& a, const ShardFile& b) { return a.path < b.path; });
+  ContentHasher hasher;
+  std::string buffer(kBuffer, '\0');
+  out->bytes = 0;
+  for (const ShardFile& f : files) {
+    int fd = ::open((root + "/" + f.path).c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    if (fd < 0) return Status::NotFound("cannot read " + root + "/" + f.path + ": " + std::strerror(errno));
+    hasher.Update(f.path);
+    hasher.Update(std::string_view("\0", 1));
+    hasher.Update(std::to_string(f.size));
+    uint64_t read_bytes = 0;
+    ssize_t n;
+    while ((n = ::read(fd, buffer.data(), buffer.size())) > 0) {
+      hasher.Update(std::string_view(buffer.data(), static_cast<size_t>(n)));
+      read_bytes += static_cast<uint64_t>(n);
+    }
+    ::close(fd);
+    if (n < 0 || read_bytes != f.size) {
+      return Status::Internal(root + "/" + f.path + " has " + std::to_string(read_bytes) +
+                              " bytes, " + std::to_string(f.size) + " expected");
+    }
+    out->bytes += f.size;
+  }
+  out->files = files;
+  out->hash = hasher.HexDigest();
+  return Status::OK();
+}
+
+// Copies `from` to `to` (new), hashing nothing: the caller hashes.
+Status CopyFile(const std::string& from, const std::string& to, uint64_t* size) {
+  int in = ::open(from.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+  if (in < 0) return Status::NotFound("cannot read " + from + ": " + std::strerror(errno));
+  int out = ::open(to.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
+  if (out < 0) {
+    ::close(in);
+    return Status::Unavailable("cannot create " + to + ": " + std::strerror(errno));
+  }
+  std::string buffer(kBuffer, '\0');
+  Status status = Status::OK();
+  *size = 0;
+  ssize_t n;
+  while ((n = ::read(in, buffer.data(), buffer.size())) > 0) {
+    size_t done = 0;
+    while (done < static_cast<size_t>(n)) {
+      ssize_t w = ::write(out, buffer.data() + done, static_cast<size_t>(n) - done);
+      if (w <= 0) {
+        status = Status::Unavailable("writing " + to + " failed: " + std::strerror(errno) +
+                                     " (is the checkpoint disk full?)");
+        break;
+      }
+      done += static_cast<size_t>(w);
+    }
+    if (!status.ok()) break;
+    *size += static_cast<uint64_t>(n);
+  }
+  if (n < 0 && status.ok()) status = Status::Internal("reading " + from + ": " + std::strerror(errno));
+  ::close(in);
+  if (::close(out) != 0 && status.ok()) {
+    status = Status::Unavailable("writing " + to + " failed: " + std::strerror(errno));
+  }
+  return status;
+}
+
+}  // namespace
+
+std::string CheckpointFiles::ShardDir(const std::string& job_hex, const std::string& run_name,
+                                      const std::string& checkpoint_id, int rank) {
+  std::string run = run_name.empty() ? std::string("run") : run_name.substr(0, 200);
+  for (char& c : run) {
+    if (c == '/' || c == '\0') c = '_';
+  }
+  if (run == "." || run == "..") run = "_" + run;
+  return job_hex + "/" + run + "/" + checkpoint_id + "/rank-" + std::to_string(rank);
+}
+
+bool CheckpointFiles::IsSafeRelative(std::string_view path) { return PlainComponents(path); }
+
+Result<ShardManifest> CheckpointFiles::CopyIn(const std::string& from,
+                                              const std::string& shard_dir) const {
+  if (!IsSafeRelative(shard_dir)) return Status::InvalidArgument("bad shard directory " + shard_dir);
+  std::error_code ec;
+  if (!fs::is_directory(from, ec)) {
+    return Status::InvalidArgument("the checkpoint directory " + from + " does not exist");
+  }
+  const std::string target = dir_ + "/" + shard_dir;
+  fs::remove_all(target, ec);
+  fs::create_directories(target, ec);
+  if (ec) return Status::Unavailable("cannot make " + target + ": " + ec.message());
+  std::vector<ShardFile> files;
+  for (auto it = fs::recursive_directory_iterator(from, ec);
+       !ec && it != fs::recursive_directory_iterator(); it.increment(ec)) {
+    const fs::path rel = it->path().lexically_relative(from);
+    const auto type = it->symlink_status(ec).type();
+    if (type == fs::file_type::directory) {
+      fs::create_directories(target + "/" + rel.string(), ec);
+      continue;
+    }
+    if (type != fs::file_type::regular) {
+      fs::remove_all(target, ec);
+      return Status::InvalidArgument("the checkpoint directory " + from + " holds " +
+                                     it->path().string() +
+                                     ", which is not a regular file (links are not followed): "
+                                     "checkpoint files themselves");
+    }
+    if (files.size() >= kMaxFiles) {
+      fs::remove_all(target, ec);
+      return Status::InvalidArgument("the checkpoint directory " + from + " holds more than " +
+                                     std::to_string(kMaxFiles) + " files");
+    }
+    uint64_t size = 0;
+    Status copied = CopyFile(it->path().string(), target + "/" + rel.string(), &size);
+    if (!copied.ok()) {
+      fs::remove_all(target, ec);
+      return copied;
+    }
+    files.push_back({rel.string(), size});
+  }
+  if (ec) return Status::Internal("listing " + from + ": " + ec.message());
+  ShardManifest manifest;
+  RAYX_RETURN_IF_ERROR(HashFiles(target, files, &manifest));
+  return manifest;
+}
+
+Result<ShardManifest> CheckpointFiles::Read(const std::string& shard_dir) const {
+  if (!IsSafeRelative(shard_dir)) return Status::InvalidArgument("bad shard directory " + shard_dir);
+  const std::string root = dir_ + "/" + shard_dir;
+  std::error_code ec;
+  if (!fs::is_directory(root, ec)) return Status::NotFound("no shard " + shard_dir + " here");
+  std::vector<ShardFile> files;
+  for (auto it = fs::recursive_directory_iterator(root, ec);
+       !ec && it != fs::recursive_directory_iterator(); it.increment(ec)) {
+    if (it->symlink_status(ec).type() != fs::file_type::regular) continue;
+    const std::string name = it->path().filename().string();
+    if (name.size() > 8 && name.compare(name.size() - 8, 8, ".partial") == 0) continue;
+    files.push_back({it->path().lexically_relative(root).string(), it->file_size(ec)});
+  }
+  ShardManifest manifest;
+  RAYX_RETURN_IF_ERROR(HashFiles(root, files, &manifest));
+  return manifest;
+}
+
+Result<int> CheckpointFiles::OpenFile(const std::string& relative) const {
+  if (!IsSafeRelative(relative)) {
+    return Status::InvalidArgument("'" + relative.substr(0, 200) +
+                                   "' is not a file of the checkpoint directory");
+  }
+  int fd = ::open(dir_.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return Status::NotFound("no checkpoint directory " + dir_);
+  size_t start = 0;
+  while (true) {
+    size_t slash = relative.find('/', start);
+    const bool last = slash == std::string::npos;
+    const std::string part = relative.substr(start, last ? std::string::npos : slash - start);
+    int next = ::openat(fd, part.c_str(),
+                        O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK | (last ? 0 : O_DIRECTORY));
+    int err = errno;
+    ::close(fd);
+    if (next < 0) {
+      return err == ELOOP || err == ENOTDIR
+                 ? Status::InvalidArgument(relative + " goes through a link: refused")
+                 : Status::NotFound("no checkpoint file " + relative + " here");
+    }
+    fd = next;
+    if (last) break;
+    start = slash + 1;
+  }
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    ::close(fd);
+    return Status::InvalidArgument(relative + " is not a regular file");
+  }
+  return fd;
+}
+
+Result<std::string> CheckpointFiles::PrepareFile(const std::string& relative) const {
+  if (!IsSafeRelative(relative)) return Status::InvalidArgument("bad checkpoint file " + relative);
+  const fs::path path = fs::path(dir_) / relative;
+  std::error_code ec;
+  fs::create_directories(path.parent_path(), ec);
+  if (ec) return Status::Unavailable("cannot make " + path.parent_path().string() + ": " + ec.message());
+  return path.string();
+}
+
+Status CheckpointFiles::Remove(const std::string& relative) const {
+  if (!IsSafeRelative(relative)) return Status::InvalidArgument("bad checkpoint path " + relative);
+  std::error_code ec;
+  fs::remove_all(fs::path(dir_) / relative, ec);
+  if (ec) return Status::Unavailable("cannot remove " + relative + ": " + ec.message());
+  return Status::OK();
+}
+
+uint64_t CheckpointFiles::UsageBytes() const {
+  uint64_t total = 0;
+  std::error_code ec;
+  for (auto it = fs::recursive_directory_iterator(dir_, ec);
+       !ec && it != fs::recursive_directory_iterator(); it.increment(ec)) {
+    if (it->symlink_status(ec).type() == fs::file_type::regular) total += it->file_size(ec);
+  }
+  return total;
+}
+
+}  // namespace rayx

@@ -1,0 +1,63 @@
+// A node's checkpoint directory: where Train keeps the shards its ranks
+// report, on the node's own disk, and the replicas other nodes send it.
+//
+// Layout: <dir>/<job id>/<run key>/<checkpoint id>/rank-<r>/<the rank's files>
+// with <dir> = <checkpoint root>/rayx-ckpt-<hex>, the agent's (claimed and
+// reaped like its store). A shard is named by its path relative to <dir>
+// ("shard dir"), the same on every node that holds a copy.
+//
+// Containment: a relative path from the network names a file only when each
+// of its components is a plain name (not empty, ".", ".." or with a NUL), and
+// every component is opened with O_NOFOLLOW beneath the directory: no link
+// planted in the tree leads out of it. Only regular files are served.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "protocol/shard_manifest.h"
+#include "rayx/status.h"
+
+namespace rayx {
+
+class CheckpointFiles {
+ public:
+  static constexpr char kDirPrefix[] = "rayx-ckpt-";
+  // Files per shard, at most (a bound on what a manifest from the network
+  // makes a node do).
+  static constexpr size_t kMaxFiles = 100000;
+
+  explicit CheckpointFiles(std::string dir) : dir_(std::move(dir)) {}
+  const std::string& dir() const { return dir_; }
+
+  // "<job>/<run key>/<checkpoint id>/rank-<rank>": the run key is the run's
+  // name made one plain component.
+  static std::string ShardDir(const std::string& job_hex, const std::string& run_name,
+                              const std::string& checkpoint_id, int rank);
+  // A relative path of plain components (see the containment note).
+  static bool IsSafeRelative(std::string_view path);
+
+  // Copies the regular files under `from` (a user's directory; links and
+  // other kinds are refused, naming them) into `shard_dir`, hashing them as
+  // they go: memory is one 4 MiB buffer. Replaces an earlier copy.
+  Result<ShardManifest> CopyIn(const std::string& from, const std::string& shard_dir) const;
+  // The manifest of the shard already in `shard_dir` (hashing its files),
+  // NotFound when it is not here.
+  Result<ShardManifest> Read(const std::string& shard_dir) const;
+  // Opens `relative` (IsSafeRelative) beneath the directory for reading,
+  // never through a link; a regular file only. Returns the fd.
+  Result<int> OpenFile(const std::string& relative) const;
+  // The absolute path of `relative`, creating its parent directories.
+  Result<std::string> PrepareFile(const std::string& relative) const;
+  // Removes `relative` (a shard, a checkpoint, a run) and everything in it.
+  Status Remove(const std::string& relative) const;
+  // Bytes held under the directory.
+  uint64_t UsageBytes() const;
+
+ private:
+  std::string dir_;
+};
+
+}  // namespace rayx

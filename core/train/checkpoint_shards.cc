@@ -1,0 +1,306 @@
+// Train's checkpoints kept by the nodes.
+#include "train/checkpoint_shards.h"
+
+#include <algorithm>
+#include <cstring>
+#include <cstdlib>
+#include <filesystem>
+#include <functional>
+#include <set>
+#include <stdexcept>
+#include <zmq.hpp>
+
+#include "common/clock.h"
+#include "common/logging.h"
+#include "object_store/checkpoint_files.h"
+#include "object_store/object_pull.h"
+#include "object_store/object_server_directory.h"
+#include "rayx/detail/runtime_api.h"
+#include "runtime/kv_client.h"
+#include "worker/worker_env.h"
+
+namespace fs = std::filesystem;
+
+namespace rayx::train::detail {
+
+namespace {
+
+// A shard's copy from one node to another takes as long as its bytes need.
+constexpr int64_t kReplicateTimeoutMs = 30 * 60 * 1000;
+
+std::string RecordKey(const std::string& id_suffix) { return "train/ckpt/" + id_suffix; }
+// The shards ranks recorded for rank 0 to commit: listed by this prefix (the
+// run's name length-prefixed, so that no run's prefix is another's).
+std::string ShardPrefix(const std::string& run, const std::string& checkpoint_id) {
+  return "train/shard/" + rayx::detail::CurrentJobId() + "/" + std::to_string(run.size()) + ":" +
+         run + "/" + checkpoint_id + "/";
+}
+std::string ShardKey(const std::string& run, const std::string& checkpoint_id, int rank) {
+  return ShardPrefix(run, checkpoint_id) + std::to_string(rank);
+}
+
+// Where this process keeps shards: its node's checkpoint directory (a rank),
+// else a directory of its own (a driver fetching a whole checkpoint).
+CheckpointFiles LocalFiles() {
+  const char* dir = std::getenv(rayx::WorkerEnv::kCheckpointDir);
+  if (dir != nullptr && *dir != '\0') return CheckpointFiles(dir);
+  return CheckpointFiles((fs::temp_directory_path() / "rayx-checkpoints").string());
+}
+std::string LocalObjectAddress() {
+  const char* address = std::getenv(rayx::WorkerEnv::kObjectAddress);
+  return address == nullptr ? "" : address;
+}
+
+ClusterStatus ClusterNow(const char* what) {
+  auto status = rayx::detail::CurrentClusterStatus(10000);
+  if (!status.ok()) {
+    throw std::runtime_error(std::string(what) + ": the head's cluster status: " +
+                             status.status().message());
+  }
+  return *status;
+}
+
+std::unique_ptr<ObjectServerDirectory> Servers(const ClusterStatus& status) {
+  static const SystemClock* clock = new SystemClock();  // outlives every directory
+  return std::make_unique<ObjectServerDirectory>(
+      FetchObjectServersFromHead(rayx::detail::CurrentHeadAddress(),
+                                 rayx::detail::CurrentHeadSecurity(), 5000),
+      *clock, ObjectServerDirectory::Options{}, AliveObjectServers(status));
+}
+
+// Pulls every file of `shard` from `replica` into `files`; true when the
+// copy's hash is the shard's.
+rayx::Status PullShard(zmq::context_t& context, ObjectServerDirectory& servers,
+                       const ShardRecord& shard, const ShardReplica& replica,
+                       const CheckpointFiles& files) {
+  const auto security = rayx::detail::CurrentObjectServerSecurity();
+  for (const ShardFile& file : shard.manifest.files) {
+    const std::string relative = shard.shard_dir + "/" + file.path;
+    auto target = files.PrepareFile(relative);
+    if (!target.ok()) return target.status();
+    protocol::ObjectLocation from;
+    from.object_address = replica.object_address;
+    from.path = replica.dir + "/" + relative;
+    from.size = file.size;
+    RAYX_RETURN_IF_ERROR(PullToFile(context, security, from, servers, *target));
+  }
+  auto copy = files.Read(shard.shard_dir);
+  if (!copy.ok()) return copy.status();
+  if (copy->hash != shard.manifest.hash) {
+    return rayx::Status::Internal("the copy from " + replica.object_address +
+                                  " does not have the shard's hash");
+  }
+  return rayx::Status::OK();
+}
+
+// Rank `shard.rank`'s shard as a directory on this node.
+std::string EnsureLocal(const ShardRecord& shard, const CheckpointFiles& files,
+                        const ClusterStatus& status, const std::string& id) {
+  // Here already (this node holds a copy, or fetched it before).
+  if (auto here = files.Read(shard.shard_dir); here.ok() && here->hash == shard.manifest.hash) {
+    return files.dir() + "/" + shard.shard_dir;
+  }
+  std::set<std::string> alive;
+  for (const auto& n : status.nodes) {
+    if (n.alive) alive.insert(n.node_id.Hex());
+  }
+  zmq::context_t context(1);
+  auto servers = Servers(status);
+  std::string tried;
+  for (const ShardReplica& replica : shard.replicas) {
+    if (!alive.count(replica.node_id)) {
+      tried += (tried.empty() ? "" : "; ") + replica.node_id.substr(0, 12) + " is dead";
+      continue;
+    }
+    rayx::Status pulled = PullShard(context, *servers, shard, replica, files);
+    if (pulled.ok()) return files.dir() + "/" + shard.shard_dir;
+    tried += (tried.empty() ? "" : "; ") + replica.node_id.substr(0, 12) + ": " + pulled.message();
+  }
+  (void)files.Remove(shard.shard_dir);
+  throw std::runtime_error("checkpoint " + id + ": every copy of rank " +
+                           std::to_string(shard.rank) + "'s shard (" +
+                           std::to_string(shard.manifest.bytes) + " bytes) is gone (" + tried +
+                           ")");
+}
+
+CheckpointRecord ReadRecord(const std::string& id) {
+  if (id.rfind(kNodesPrefix, 0) != 0) throw std::runtime_error("not a node-kept checkpoint: " + id);
+  auto bytes = rayx::detail::KvGet(kKvNamespace, RecordKey(id.substr(std::strlen(kNodesPrefix))));
+  if (!bytes) throw std::runtime_error("checkpoint " + id + " is not known (dropped?)");
+  return rayx::detail::Unpack<CheckpointRecord>(*bytes);
+}
+
+}  // namespace
+
+ShardRecord StoreShard(const std::string& dir, const std::string& run_name,
+                       const std::string& checkpoint_id, int rank, int copies) {
+  const CheckpointFiles files = LocalFiles();
+  const std::string own = LocalObjectAddress();
+  if (std::getenv(rayx::WorkerEnv::kCheckpointDir) == nullptr || own.empty()) {
+    throw std::runtime_error("Report: this rank's node keeps no checkpoints (its agent was "
+                             "started without a checkpoint directory)");
+  }
+  ShardRecord record;
+  record.rank = rank;
+  record.shard_dir =
+      CheckpointFiles::ShardDir(rayx::detail::CurrentJobId(), run_name, checkpoint_id, rank);
+  auto manifest = files.CopyIn(dir, record.shard_dir);
+  if (!manifest.ok()) throw std::runtime_error("Report: " + manifest.status().message());
+  record.manifest = std::move(*manifest);
+  const ClusterStatus status = ClusterNow("Report");
+  // This node first; then others, spread by the shard's name.
+  std::vector<const NodeInfo*> others;
+  for (const auto& n : status.nodes) {
+    if (!n.alive || n.object_address.empty()) continue;
+    if (n.object_address == own) {
+      record.replicas.insert(record.replicas.begin(), {n.node_id.Hex(), own, files.dir()});
+    } else {
+      others.push_back(&n);
+    }
+  }
+  if (record.replicas.empty()) record.replicas.push_back({"", own, files.dir()});
+  const std::hash<std::string> hash;
+  std::sort(others.begin(), others.end(), [&](const NodeInfo* a, const NodeInfo* b) {
+    return hash(a->node_id.Hex() + record.shard_dir) < hash(b->node_id.Hex() + record.shard_dir);
+  });
+  const size_t wanted = static_cast<size_t>(std::max(copies - 1, 0));
+  if (others.size() < wanted) {
+    RAYX_LOG(Warning) << "run " << run_name << ": rank " << rank << "'s shard keeps "
+                      << others.size() + 1 << " copies, not " << copies
+                      << ": the cluster has no more nodes";
+  }
+  protocol::ReplicateShardRequest req;
+  req.shard_dir = record.shard_dir;
+  req.source = own;
+  req.source_dir = files.dir();
+  req.files = record.manifest.files;
+  req.hash = record.manifest.hash;
+  zmq::context_t context(1);
+  auto servers = Servers(status);
+  for (size_t i = 0; i < others.size() && record.replicas.size() < wanted + 1; ++i) {
+    auto copied = ReplicateShard(context, rayx::detail::CurrentObjectServerSecurity(), *servers,
+                                 others[i]->object_address, req, kReplicateTimeoutMs);
+    if (!copied.ok()) {
+      // Another node may take it instead; said once.
+      RAYX_LOG(Warning) << "run " << run_name << ": node " << others[i]->address
+                        << " did not keep a copy of rank " << rank << "'s shard: "
+                        << copied.status();
+      continue;
+    }
+    record.replicas.push_back({others[i]->node_id.Hex(), others[i]->object_address, copied->dir});
+  }
+  if (record.replicas.size() < std::min(wanted, others.size()) + 1) {
+    throw std::runtime_error("Report: rank " + std::to_string(rank) + "'s shard has " +
+                             std::to_string(record.replicas.size()) + " copies of the " +
+                             std::to_string(copies) + " asked for: the other nodes refused it "
+                             "(their logs say why)");
+  }
+  rayx::detail::KvPut(kKvNamespace, ShardKey(run_name, checkpoint_id, rank),
+                      rayx::detail::Pack(record), /*overwrite=*/true, /*job_scoped=*/true);
+  return record;
+}
+
+StoredCheckpoint CommitShards(const std::string& run_name, const std::string& checkpoint_id,
+                              int world_size) {
+  CheckpointRecord record;
+  record.job = rayx::detail::CurrentJobId();
+  record.run = run_name;
+  record.id = record.job + "/" + checkpoint_id + "/" + run_name;
+  record.world_size = world_size;
+  for (const std::string& key : rayx::detail::KvList(kKvNamespace,
+                                                      ShardPrefix(run_name, checkpoint_id))) {
+    if (auto bytes = rayx::detail::KvGet(kKvNamespace, key)) {
+      record.shards.push_back(rayx::detail::Unpack<ShardRecord>(*bytes));
+      record.bytes += record.shards.back().manifest.bytes;
+      rayx::detail::KvDelete(kKvNamespace, key);
+    }
+  }
+  if (record.shards.empty()) return {};  // no rank reported a checkpoint this time
+  std::sort(record.shards.begin(), record.shards.end(),
+            [](const ShardRecord& a, const ShardRecord& b) { return a.rank < b.rank; });
+  rayx::detail::KvPut(kKvNamespace, RecordKey(record.id), rayx::detail::Pack(record),
+                      /*overwrite=*/true, /*job_scoped=*/false);
+  return {kNodesPrefix + record.id, record.bytes};
+}
+
+void DropShards(const std::string& id) {
+  try {
+    CheckpointRecord record = ReadRecord(id);
+    zmq::context_t context(1);
+    {
+      ObjectDeleter deleter(context);
+      deleter.SetSecurity(rayx::detail::CurrentObjectServerSecurity());
+      // The checkpoint's directory on each node holding a shard of it.
+      std::set<std::string> servers;
+      for (const auto& shard : record.shards) {
+        for (const auto& replica : shard.replicas) servers.insert(replica.object_address);
+      }
+      const std::string checkpoint_dir =
+          fs::path(record.shards.front().shard_dir).parent_path().string();
+      for (const auto& server : servers) deleter.DeleteShards(server, {checkpoint_dir});
+    }
+    rayx::detail::KvDelete(kKvNamespace, RecordKey(id.substr(std::strlen(kNodesPrefix))));
+  } catch (const std::exception& e) {
+    RAYX_LOG(Warning) << "cannot drop checkpoint " << id << ": " << e.what();
+  }
+}
+
+std::string FetchShards(const std::string& id, int rank) {
+  const CheckpointRecord record = ReadRecord(id);
+  const CheckpointFiles files = LocalFiles();
+  const ClusterStatus status = ClusterNow("the checkpoint");
+  for (const auto& shard : record.shards) {
+    if (rank >= 0 && shard.rank == rank) return EnsureLocal(shard, files, status, id);
+  }
+  // The whole checkpoint: every shard here, then one directory of links to
+  // their files (lowest rank first: its file wins).
+  std::vector<std::string> dirs;
+  for (const auto& shard : record.shards) dirs.push_back(EnsureLocal(shard, files, status, id));
+  const fs::path whole = fs::path(files.dir()) / fs::path(record.shards.front().shard_dir)
+                                                     .parent_path() / "whole";
+  std::error_code ec;
+  fs::remove_all(whole, ec);
+  fs::create_directories(whole, ec);
+  for (size_t i = 0; i < dirs.size(); ++i) {
+    for (const ShardFile& file : record.shards[i].manifest.files) {
+      const fs::path to = whole / file.path;
+      if (fs::exists(to, ec)) continue;
+      fs::create_directories(to.parent_path(), ec);
+      fs::create_hard_link(fs::path(dirs[i]) / file.path, to, ec);
+      if (ec) fs::copy_file(fs::path(dirs[i]) / file.path, to, ec);
+      if (ec) throw std::runtime_error("checkpoint " + id + ": " + to.string() + ": " + ec.message());
+    }
+  }
+  return whole.string();
+}
+
+std::string NewestRestorable(const std::vector<std::string>& kept, const ClusterStatus& status,
+                             std::string* skipped) {
+  std::set<std::string> alive;
+  for (const auto& n : status.nodes) {
+    if (n.alive) alive.insert(n.node_id.Hex());
+  }
+  for (auto it = kept.rbegin(); it != kept.rend(); ++it) {
+    if (it->rfind(kNodesPrefix, 0) != 0) return *it;
+    std::string lost;
+    try {
+      CheckpointRecord record = ReadRecord(*it);
+      for (const auto& shard : record.shards) {
+        bool live = std::any_of(shard.replicas.begin(), shard.replicas.end(),
+                                [&](const ShardReplica& r) { return alive.count(r.node_id) > 0; });
+        if (!live) {
+          lost = "every copy of rank " + std::to_string(shard.rank) + "'s shard was on nodes "
+                 "that died";
+          break;
+        }
+      }
+    } catch (const std::exception& e) {
+      lost = e.what();
+    }
+    if (lost.empty()) return *it;
+    if (skipped) *skipped += (skipped->empty() ? "" : "; ") + ("checkpoint " + *it + ": " + lost);
+  }
+  return "";
+}
+
+}  // namespace rayx::train::detail

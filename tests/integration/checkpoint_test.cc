@@ -1,0 +1,215 @@
+// Train's checkpoints kept by the nodes, on a real three-node loopback
+// cluster: four ranks each report a shard every step, kept on their node's
+// disk and copied to another node; the agent of one node is SIGKILLed; the run
+// restarts on the two nodes left and every rank restores its own shard,
+// byte-exact, from a copy; old checkpoints are gone from every node's disk.
+// This binary is also its workers' program (RAYX_WORKER_MODE).
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <future>
+#include <iterator>
+#include <set>
+#include <string>
+
+#include "rayx/kv.h"
+#include "rayx/rayx.h"
+#include "rayx/train.h"
+#include "util/local_cluster.h"
+#include "util/subprocess.h"
+#include "util/test_helpers.h"
+
+namespace {
+
+namespace train = rayx::train;
+namespace fs = std::filesystem;
+
+struct ShardConfig {
+  int steps = 5;
+  int64_t shard_bytes = 0;
+  int wait_after_step = -1;  // attempt 0 waits here (to be killed)
+  MSGPACK_DEFINE_MAP(steps, shard_bytes, wait_after_step)
+};
+
+// A shard's bytes: rank and step in every 4 KiB page.
+std::string ShardBytes(int64_t size, int rank, int step) {
+  std::string out(static_cast<size_t>(size), static_cast<char>(rank * 16 + step));
+  for (int64_t i = 0; i + 8 <= size; i += 4096) {
+    const int64_t tag = (int64_t{rank} << 40) | (int64_t{step} << 32) | (i >> 12);
+    std::memcpy(out.data() + i, &tag, 8);
+  }
+  return out;
+}
+
+std::string ReadFile(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
+void ShardedLoop(ShardConfig c) {
+  auto ctx = train::GetContext();
+  const int rank = ctx.GetWorldRank();
+  const std::string prefix = "ckpt-test/" + ctx.GetRunName() + "/";
+  int start = 0;
+  if (auto ckpt = train::GetCheckpoint()) {
+    // This rank's own shard: its file and the step, nothing of the others'.
+    const fs::path dir = ckpt->path();
+    const int step = std::stoi(ReadFile(dir / "step"));
+    const bool exact = ReadFile(dir / ("shard-" + std::to_string(rank))) ==
+                       ShardBytes(c.shard_bytes, rank, step);
+    int others = 0;
+    for (const auto& e : fs::directory_iterator(dir)) {
+      const std::string name = e.path().filename().string();
+      others += name.rfind("shard-", 0) == 0 && name != "shard-" + std::to_string(rank);
+    }
+    rayx::kv::Put(prefix + "restored/" + std::to_string(rank),
+                  std::to_string(step) + (exact && others == 0 ? " exact" : " WRONG"));
+    start = step + 1;
+  }
+  for (int step = start; step < c.steps; ++step) {
+    const fs::path dir = fs::temp_directory_path() /
+                         ("ckpt-test-" + std::to_string(getpid()) + "-" + std::to_string(step));
+    fs::create_directories(dir);
+    std::ofstream(dir / ("shard-" + std::to_string(rank)), std::ios::binary)
+        << ShardBytes(c.shard_bytes, rank, step);
+    std::ofstream(dir / "step") << step;
+    train::Report({{"step", static_cast<double>(step)}}, train::Checkpoint::FromDirectory(dir.string()));
+    fs::remove_all(dir);
+    if (ctx.GetAttempt() == 0 && step == c.wait_after_step) {
+      if (rank == 0) rayx::kv::Put(prefix + "committed", std::to_string(step));
+      // Until this node is killed (or the group is, for another rank's).
+      try {
+        rayx::kv::Wait(prefix + "never", 120000);
+      } catch (const std::exception&) {
+      }
+    }
+  }
+}
+
+RAYX_REMOTE(ShardedLoop);
+
+using rayx::testing::LocalCluster;
+using rayx::testing::NodeHandle;
+
+// The checkpoint directories (rayx-ckpt-*) of this cluster's nodes.
+std::vector<fs::path> CheckpointDirs(const std::string& temp_dir) {
+  std::vector<fs::path> out;
+  std::error_code ec;
+  for (auto it = fs::recursive_directory_iterator(temp_dir, ec);
+       !ec && it != fs::recursive_directory_iterator(); it.increment(ec)) {
+    if (it->is_directory(ec) && it->path().filename().string().rfind("rayx-ckpt-", 0) == 0) {
+      out.push_back(it->path());
+      it.disable_recursion_pending();
+    }
+  }
+  return out;
+}
+
+// The checkpoint ids ("a0-s3") whose shards a node's directory holds for a run.
+std::set<std::string> CheckpointsOn(const fs::path& dir, const std::string& run) {
+  std::set<std::string> out;
+  std::error_code ec;
+  for (const auto& job : fs::directory_iterator(dir, ec)) {
+    for (const auto& ckpt : fs::directory_iterator(job.path() / run, ec)) {
+      out.insert(ckpt.path().filename().string());
+    }
+  }
+  return out;
+}
+
+int64_t ShardBytesFromEnv() {
+  const char* mib = std::getenv("RAYX_TEST_SHARD_MIB");
+  return (mib != nullptr ? std::atoll(mib) : 32) << 20;
+}
+
+TEST(NodeKeptCheckpoints, ARankOnAKilledNodeRestoresItsOwnShardFromACopy) {
+  LocalCluster::Options options;
+  options.head_node.num_cpus = 3;
+  auto started = LocalCluster::Start(options);
+  ASSERT_TRUE(started.ok()) << started.status();
+  std::unique_ptr<LocalCluster> cluster = std::move(*started);
+  auto second = cluster->AddNode({.num_cpus = 1, .extra_args = {"--node-ip-address", "127.0.0.2"}});
+  ASSERT_TRUE(second.ok()) << second.status();
+  auto third = cluster->AddNode({.num_cpus = 1, .extra_args = {"--node-ip-address", "127.0.0.3"}});
+  ASSERT_TRUE(third.ok()) << third.status();
+  rayx::Options init;
+  init.address = cluster->address();
+  init.token = cluster->token();
+  rayx::Init(init);
+
+  ShardConfig config;
+  config.shard_bytes = ShardBytesFromEnv();
+  config.wait_after_step = 2;
+  train::ScalingConfig scaling;
+  scaling.num_workers = 4;
+  scaling.placement_strategy = rayx::PlacementStrategy::SPREAD;  // a rank on each node
+  train::RunConfig run;
+  run.name = "sharded";
+  run.num_to_keep = 2;
+  run.num_replicas = 2;
+  // A restart may pick the killed node before the head has declared it dead:
+  // that attempt fails to start, and the next one runs.
+  train::DataParallelTrainer trainer(ShardedLoop, config, scaling, run, {.max_failures = 3});
+  auto fit = std::async(std::launch::async, [&] { return trainer.Fit(); });
+
+  // Three checkpoints committed (steps 0-2), each shard on two nodes.
+  ASSERT_EQ(rayx::kv::Wait("ckpt-test/sharded/committed", 180000), "2");
+  size_t copies = 0;
+  for (const auto& dir : CheckpointDirs(cluster->temp_dir())) {
+    std::error_code ec;
+    for (auto it = fs::recursive_directory_iterator(dir, ec);
+         !ec && it != fs::recursive_directory_iterator(); it.increment(ec)) {
+      copies += it->path().filename().string().rfind("shard-", 0) == 0 &&
+                it->path().string().find("/a0-s3/") != std::string::npos;
+    }
+  }
+  EXPECT_EQ(copies, 8u) << "4 shards of the step-2 checkpoint, 2 copies each";
+
+  ASSERT_TRUE(cluster->KillNode(*third).ok());
+  train::Result result = fit.get();
+  ASSERT_TRUE(result.error.empty()) << result.error;
+  EXPECT_GE(result.num_restarts, 1);
+  EXPECT_EQ(result.metrics.at("step"), config.steps - 1);
+  // Every rank restored its own shard of step 2, byte-exact (one of them from
+  // the copy of the killed node's shard).
+  for (int rank = 0; rank < 4; ++rank) {
+    EXPECT_EQ(rayx::kv::Get("ckpt-test/sharded/restored/" + std::to_string(rank)), "2 exact")
+        << "rank " << rank;
+  }
+  ASSERT_TRUE(result.checkpoint.has_value());
+  EXPECT_EQ(result.checkpoint->id().rfind("nodes:", 0), 0u) << result.checkpoint->id();
+  // Only the last two checkpoints (steps 3 and 4, of the last attempt) are
+  // left on the nodes' disks (the killed node's directory went with it).
+  const std::string last = "a" + std::to_string(result.num_restarts);
+  const std::set<std::string> kept = {last + "-s1", last + "-s2"};
+  std::set<std::string> seen;
+  EXPECT_TRUE(rayx::testing::WaitUntil(
+      [&] {
+        seen.clear();
+        for (const auto& dir : CheckpointDirs(cluster->temp_dir())) {
+          for (const auto& id : CheckpointsOn(dir, "sharded")) seen.insert(id);
+        }
+        return seen == kept;
+      },
+      10000))
+      << [&] {
+           std::string s;
+           for (const auto& id : seen) s += id + " ";
+           return s;
+         }();
+  EXPECT_EQ(CheckpointDirs(cluster->temp_dir()).size(), 2u) << "the killed node's is removed";
+  rayx::Shutdown();
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (std::getenv("RAYX_WORKER_MODE")) rayx::Init(argc, argv);  // serves tasks, never returns
+  ::testing::InitGoogleTest(&argc, argv);
+  return RUN_ALL_TESTS();
+}

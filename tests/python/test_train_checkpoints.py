@@ -1,0 +1,96 @@
+"""Checkpoints kept by the nodes, from Python (CheckpointConfig(num_replicas=2)):
+two TorchTrainer ranks on two nodes each report their own torch state dict as
+their shard; the agent of one node is SIGKILLed; the run restarts on the node
+left, and each rank gets its own shard back, equal to what it saved (the dead
+node's rank from the copy on the other node), while the whole checkpoint holds
+both ranks' files."""
+
+import os
+import signal
+import subprocess
+import sys
+
+import pytest
+
+from conftest import own_cluster, wait_until
+
+pytest.importorskip("torch")
+
+DRIVER = r'''
+import os, sys, tempfile, time
+import torch
+import rayx, rayx.train
+from rayx.train import Checkpoint, CheckpointConfig, FailureConfig, RunConfig, ScalingConfig
+from rayx.train.torch import TorchTrainer
+
+pause = sys.argv[1]
+
+
+def make_state(rank, step):
+    g = torch.Generator().manual_seed(rank * 100 + step)
+    return {"step": step, "w": torch.randn(512, 512, generator=g), "b": torch.randn(512, generator=g)}
+
+
+def loop(config):
+    rank = rayx.train.get_context().get_world_rank()
+    start = 0
+    ckpt = rayx.train.get_checkpoint()
+    if ckpt is not None:
+        mine = sorted(os.listdir(ckpt.path))
+        state = torch.load(os.path.join(ckpt.path, f"model-rank{rank}.pt"))
+        want = make_state(rank, state["step"])
+        exact = all(torch.equal(state[k], want[k]) for k in ("w", "b"))
+        whole = sorted(os.listdir(ckpt.whole_directory()))
+        with open(f"{pause}.restored-{rank}", "w") as f:
+            f.write(f"{state['step']} {'exact' if exact else 'WRONG'} {mine} {whole}")
+        start = state["step"] + 1
+    for step in range(start, config["steps"]):
+        with tempfile.TemporaryDirectory() as d:
+            torch.save(make_state(rank, step), os.path.join(d, f"model-rank{rank}.pt"))
+            rayx.train.report({"step": step}, checkpoint=Checkpoint.from_directory(d))
+        if start == 0 and step == 1:
+            if rank == 0:
+                open(pause, "w").close()
+            deadline = time.monotonic() + 60  # the test kills a node meanwhile
+            while not os.path.exists(pause + ".go") and time.monotonic() < deadline:
+                time.sleep(0.05)
+
+
+trainer = TorchTrainer(
+    loop, train_loop_config={"steps": 4},
+    scaling_config=ScalingConfig(num_workers=2, placement_strategy="SPREAD"),
+    run_config=RunConfig(name="torch-shards",
+                         checkpoint_config=CheckpointConfig(num_to_keep=2, num_replicas=2)),
+    failure_config=FailureConfig(max_failures=3))
+result = trainer.fit()
+print("RESTARTS", result.num_restarts, flush=True)
+print("LAST", result.metrics["step"], result.checkpoint.id.startswith("nodes:"),
+      sorted(os.listdir(result.checkpoint.path)), flush=True)
+'''
+
+
+def test_each_rank_restores_its_own_torch_shard_after_a_node_dies(tmp_path):
+    pause = str(tmp_path / "paused")
+    with own_cluster(tmp_path, head_cpus=2, far_ip="127.0.0.9") as cluster:
+        far_agent = cluster.agent_pid("127.0.0.9")
+        driver = subprocess.Popen([sys.executable, "-u", "-c", DRIVER, pause], env=cluster.env,
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            wait_until(lambda: os.path.exists(pause) or driver.poll() is not None, 120,
+                       "step 1's checkpoint")
+            assert driver.poll() is None, driver.communicate()
+            os.kill(far_agent, signal.SIGKILL)
+            open(pause + ".go", "w").close()
+            out, err = driver.communicate(timeout=180)
+        finally:
+            if driver.poll() is None:
+                driver.kill()
+        assert driver.returncode == 0, out + err
+        restarts = next(int(line.split()[1]) for line in out.splitlines()
+                        if line.startswith("RESTARTS"))
+        assert restarts >= 1, out
+        assert "LAST 3 True ['model-rank0.pt', 'model-rank1.pt']" in out, out
+        for rank in (0, 1):
+            restored = open(f"{pause}.restored-{rank}").read()
+            assert restored == (f"1 exact ['model-rank{rank}.pt'] "
+                                "['model-rank0.pt', 'model-rank1.pt']"), restored

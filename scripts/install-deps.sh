@@ -9,6 +9,7 @@ packages=(
   libzmq3-dev cppzmq-dev libsodium-dev libmsgpack-cxx-dev libboost-dev
   libgtest-dev libgmock-dev libbenchmark-dev ccache
   libgloo-dev libsqlite3-dev                 # CPU collectives; the head's tables
+  libxxhash-dev                              # checkpoint shards' hashes (XXH3)
   iproute2 procps
   python3 python3-torch python3-numpy  # real PyTorch for the rayx launch and Train tests
   python3-dev pybind11-dev python3-cloudpickle python3-pytest python3-venv  # the Python package

@@ -10,7 +10,7 @@
 #include <cstring>
 #include <filesystem>
 
-#include "common/content_hash.h"
+#include <xxhash.h>
 
 namespace fs = std::filesystem;
 
@@ -37,23 +37,43 @@ bool PlainComponents(std::string_view path) {
   return true;
 }
 
-// The hash of a shard's files read from `root`/path (sorted by path).
-Status HashFiles(const std::string& root, std::vector<ShardFile>& files, ShardManifest* out) {
-  std::sort(files.begin(), files.end(),
-            [](const ShardFile& a, const ShardFile& b) { return a.path < b.path; });
-  ContentHasher hasher;
-  std::string buffer(kBuffer, '\0');
+}  // namespace
+
+// The shard's hash: over each file's path, size and hash, in path order.
+std::string CheckpointFiles::Combine(const std::vector<ShardFile>& files,
+                                     const std::vector<std::string>& hashes, ShardManifest* out) {
+  std::vector<size_t> order(files.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::sort(order.begin(), order.end(),
+            [&](size_t a, size_t b) { return files[a].path < files[b].path; });
+  FileHasher hasher;
+  out->files.clear();
   out->bytes = 0;
+  for (size_t i : order) {
+    const std::string line =
+        files[i].path + std::string(1, '\0') + std::to_string(files[i].size) + ":" + hashes[i] + "\n";
+    hasher.Update(line.data(), line.size());
+    out->files.push_back(files[i]);
+    out->bytes += files[i].size;
+  }
+  out->hash = hasher.Hex();
+  return out->hash;
+}
+
+namespace {
+
+// Reads and hashes the files under `root`.
+Status HashFiles(const std::string& root, std::vector<ShardFile>& files, ShardManifest* out) {
+  std::string buffer(kBuffer, '\0');
+  std::vector<std::string> hashes;
   for (const ShardFile& f : files) {
     int fd = ::open((root + "/" + f.path).c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
     if (fd < 0) return Status::NotFound("cannot read " + root + "/" + f.path + ": " + std::strerror(errno));
-    hasher.Update(f.path);
-    hasher.Update(std::string_view("\0", 1));
-    hasher.Update(std::to_string(f.size));
+    FileHasher hasher;
     uint64_t read_bytes = 0;
     ssize_t n;
     while ((n = ::read(fd, buffer.data(), buffer.size())) > 0) {
-      hasher.Update(std::string_view(buffer.data(), static_cast<size_t>(n)));
+      hasher.Update(buffer.data(), static_cast<size_t>(n));
       read_bytes += static_cast<uint64_t>(n);
     }
     ::close(fd);
@@ -61,15 +81,15 @@ Status HashFiles(const std::string& root, std::vector<ShardFile>& files, ShardMa
       return Status::Internal(root + "/" + f.path + " has " + std::to_string(read_bytes) +
                               " bytes, " + std::to_string(f.size) + " expected");
     }
-    out->bytes += f.size;
+    hashes.push_back(hasher.Hex());
   }
-  out->files = files;
-  out->hash = hasher.HexDigest();
+  CheckpointFiles::Combine(files, hashes, out);
   return Status::OK();
 }
 
-// Copies `from` to `to` (new), hashing nothing: the caller hashes.
-Status CopyFile(const std::string& from, const std::string& to, uint64_t* size) {
+// Copies `from` to `to` (new), hashing the bytes as they pass.
+Status CopyFile(const std::string& from, const std::string& to, std::string& buffer,
+                uint64_t* size, std::string* hash) {
   int in = ::open(from.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
   if (in < 0) return Status::NotFound("cannot read " + from + ": " + std::strerror(errno));
   int out = ::open(to.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
@@ -77,11 +97,12 @@ Status CopyFile(const std::string& from, const std::string& to, uint64_t* size) 
     ::close(in);
     return Status::Unavailable("cannot create " + to + ": " + std::strerror(errno));
   }
-  std::string buffer(kBuffer, '\0');
+  FileHasher hasher;
   Status status = Status::OK();
   *size = 0;
   ssize_t n;
   while ((n = ::read(in, buffer.data(), buffer.size())) > 0) {
+    hasher.Update(buffer.data(), static_cast<size_t>(n));
     size_t done = 0;
     while (done < static_cast<size_t>(n)) {
       ssize_t w = ::write(out, buffer.data() + done, static_cast<size_t>(n) - done);
@@ -100,10 +121,31 @@ Status CopyFile(const std::string& from, const std::string& to, uint64_t* size) 
   if (::close(out) != 0 && status.ok()) {
     status = Status::Unavailable("writing " + to + " failed: " + std::strerror(errno));
   }
+  *hash = hasher.Hex();
   return status;
 }
 
 }  // namespace
+
+FileHasher::FileHasher() : state_(XXH3_createState()) {
+  XXH3_128bits_reset(static_cast<XXH3_state_t*>(state_));
+}
+FileHasher::~FileHasher() { XXH3_freeState(static_cast<XXH3_state_t*>(state_)); }
+void FileHasher::Update(const char* data, size_t size) {
+  XXH3_128bits_update(static_cast<XXH3_state_t*>(state_), data, size);
+}
+std::string FileHasher::Hex() const {
+  XXH128_canonical_t canonical;
+  XXH128_canonicalFromHash(&canonical,
+                           XXH3_128bits_digest(static_cast<const XXH3_state_t*>(state_)));
+  static constexpr char kDigits[] = "0123456789abcdef";
+  std::string out;
+  for (unsigned char byte : canonical.digest) {
+    out += kDigits[byte >> 4];
+    out += kDigits[byte & 15];
+  }
+  return out;
+}
 
 std::string CheckpointFiles::ShardDir(const std::string& job_hex, const std::string& run_name,
                                       const std::string& checkpoint_id, int rank) {
@@ -129,6 +171,8 @@ Result<ShardManifest> CheckpointFiles::CopyIn(const std::string& from,
   fs::create_directories(target, ec);
   if (ec) return Status::Unavailable("cannot make " + target + ": " + ec.message());
   std::vector<ShardFile> files;
+  std::vector<std::string> hashes;
+  std::string buffer(kBuffer, '\0');
   for (auto it = fs::recursive_directory_iterator(from, ec);
        !ec && it != fs::recursive_directory_iterator(); it.increment(ec)) {
     const fs::path rel = it->path().lexically_relative(from);
@@ -150,16 +194,18 @@ Result<ShardManifest> CheckpointFiles::CopyIn(const std::string& from,
                                      std::to_string(kMaxFiles) + " files");
     }
     uint64_t size = 0;
-    Status copied = CopyFile(it->path().string(), target + "/" + rel.string(), &size);
+    std::string hash;
+    Status copied = CopyFile(it->path().string(), target + "/" + rel.string(), buffer, &size, &hash);
     if (!copied.ok()) {
       fs::remove_all(target, ec);
       return copied;
     }
     files.push_back({rel.string(), size});
+    hashes.push_back(std::move(hash));
   }
   if (ec) return Status::Internal("listing " + from + ": " + ec.message());
   ShardManifest manifest;
-  RAYX_RETURN_IF_ERROR(HashFiles(target, files, &manifest));
+  Combine(files, hashes, &manifest);
   return manifest;
 }
 

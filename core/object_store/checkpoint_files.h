@@ -22,6 +22,21 @@
 
 namespace rayx {
 
+// A file's bytes, hashed as they pass (XXH3-128: checkpoints are checked for
+// corruption between nodes of one cluster, not against an adversary).
+class FileHasher {
+ public:
+  FileHasher();
+  ~FileHasher();
+  FileHasher(const FileHasher&) = delete;
+  FileHasher& operator=(const FileHasher&) = delete;
+  void Update(const char* data, size_t size);
+  std::string Hex() const;  // 32 lowercase hex digits
+
+ private:
+  void* state_;  // XXH3_state_t
+};
+
 class CheckpointFiles {
  public:
   static constexpr char kDirPrefix[] = "rayx-ckpt-";
@@ -38,6 +53,10 @@ class CheckpointFiles {
                               const std::string& checkpoint_id, int rank);
   // A relative path of plain components (see the containment note).
   static bool IsSafeRelative(std::string_view path);
+  // The manifest of `files` whose bytes hash to `hashes` (FileHasher, one
+  // each): the files in path order, their bytes, the shard's hash.
+  static std::string Combine(const std::vector<ShardFile>& files,
+                             const std::vector<std::string>& hashes, ShardManifest* out);
 
   // Copies the regular files under `from` (a user's directory; links and
   // other kinds are refused, naming them) into `shard_dir`, hashing them as

@@ -15,6 +15,7 @@
 #include <vector>
 #include <zmq.hpp>
 
+#include "object_store/checkpoint_files.h"
 #include "transport/message.h"
 #include "transport/zmq_frame.h"
 
@@ -193,10 +194,15 @@ Result<std::string> PullObject(zmq::context_t& context, const transport::ClientS
 
 Status PullToFile(zmq::context_t& context, const transport::ClientSecurity& security,
                   const protocol::ObjectLocation& location, ObjectServerDirectory& servers,
-                  const std::string& file, const PullOptions& options) {
+                  const std::string& file, const PullOptions& options, std::string* hash) {
   const std::string partial = file + ".partial";
   int fd = ::open(partial.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
   if (fd < 0) return Status::Unavailable("cannot create " + partial + ": " + std::strerror(errno));
+  // Chunks come in order over one connection (one server loop answers them
+  // in turn): hashed as they come; out of order, the caller reads the file.
+  FileHasher hasher;
+  uint64_t hashed = 0;
+  bool in_order = true;
   PullSink sink{[&] {
                   return ::ftruncate(fd, static_cast<off_t>(location.size)) == 0
                              ? Status::OK()
@@ -204,6 +210,14 @@ Status PullToFile(zmq::context_t& context, const transport::ClientSecurity& secu
                                                    std::strerror(errno));
                 },
                 [&](uint64_t offset, std::string_view data) {
+                  if (hash != nullptr && in_order) {
+                    if (offset == hashed) {
+                      hasher.Update(data.data(), data.size());
+                      hashed += data.size();
+                    } else {
+                      in_order = false;
+                    }
+                  }
                   size_t done = 0;
                   while (done < data.size()) {
                     ssize_t n = ::pwrite(fd, data.data() + done, data.size() - done,
@@ -225,6 +239,7 @@ Status PullToFile(zmq::context_t& context, const transport::ClientSecurity& secu
     pulled = Status::Unavailable("cannot publish " + file + ": " + std::strerror(errno));
   }
   if (!pulled.ok()) ::unlink(partial.c_str());
+  if (hash != nullptr) *hash = pulled.ok() && in_order && hashed == location.size ? hasher.Hex() : "";
   return pulled;
 }
 
@@ -351,6 +366,46 @@ Result<protocol::MakeRoomReply> MakeRoom(zmq::context_t& context,
       "making room for " + std::to_string(bytes) + " bytes in the object store at " +
           object_address,
       timeout_ms);
+}
+
+Status PullShard(zmq::context_t& context, const transport::ClientSecurity& security,
+                 ObjectServerDirectory& servers, const std::string& source,
+                 const std::string& source_dir, const std::string& shard_dir,
+                 const std::vector<ShardFile>& files, const std::string& hash,
+                 const CheckpointFiles& into) {
+  const std::string where = "copying checkpoint shard " + shard_dir + " from " + source;
+  std::vector<std::string> hashes;
+  for (const ShardFile& file : files) {
+    const std::string relative = shard_dir + "/" + file.path;
+    auto target = into.PrepareFile(relative);
+    if (!target.ok()) return target.status();
+    protocol::ObjectLocation from;
+    from.object_address = source;
+    from.path = source_dir + "/" + relative;
+    from.size = file.size;
+    std::string file_hash;
+    Status pulled =
+        PullToFile(context, security, from, servers, *target, kShardPullOptions, &file_hash);
+    if (!pulled.ok()) {
+      (void)into.Remove(shard_dir);
+      return Status(pulled.code(), where + ": " + pulled.message());
+    }
+    hashes.push_back(std::move(file_hash));
+  }
+  // Hashed as it came; read again only when chunks came out of order.
+  Result<ShardManifest> copy = ShardManifest{};
+  if (std::find(hashes.begin(), hashes.end(), "") == hashes.end()) {
+    CheckpointFiles::Combine(files, hashes, &*copy);
+  } else {
+    copy = into.Read(shard_dir);
+  }
+  if (!copy.ok() || copy->hash != hash) {
+    (void)into.Remove(shard_dir);
+    return Status::Internal(where + ": the copy's hash differs from the shard's (" +
+                            (copy.ok() ? copy->hash.substr(0, 16) : copy.status().message()) +
+                            " vs " + hash.substr(0, 16) + ")");
+  }
+  return Status::OK();
 }
 
 Result<protocol::ReplicateShardReply> ReplicateShard(zmq::context_t& context,

@@ -9,6 +9,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "object_store/checkpoint_files.h"
 #include "object_store/object_server_directory.h"
 #include "protocol/messages.h"
 #include "rayx/status.h"
@@ -65,12 +66,33 @@ Status PullInto(zmq::context_t& context, const transport::ClientSecurity& securi
                 const protocol::ObjectLocation& location, ObjectServerDirectory& servers,
                 const PullOptions& options, const PullSink& sink);
 
+// How checkpoint shards are pulled: the largest chunks a server answers (8
+// MiB), 4 in flight (32 MiB of memory per transfer).
+inline const PullOptions kShardPullOptions{.idle_timeout_ms = 60000,
+                                           .connect_timeout_ms = 5000,
+                                           .chunk = 8 << 20,
+                                           .window = 4};
+
 // Pulls the file at `location` (an object, or a checkpoint file an object
 // server serves) into `file`: written as file + ".partial" chunk by chunk
 // (memory: the chunks in flight) and renamed when complete; removed on error.
+// With `hash`, the bytes' FileHasher hash as they came ("" when chunks came
+// out of order: then read the file to hash it).
 Status PullToFile(zmq::context_t& context, const transport::ClientSecurity& security,
                   const protocol::ObjectLocation& location, ObjectServerDirectory& servers,
-                  const std::string& file, const PullOptions& options = {});
+                  const std::string& file, const PullOptions& options = {},
+                  std::string* hash = nullptr);
+
+// Pulls the checkpoint shard `shard_dir` (`files`, whose manifest hash is
+// `hash`) from the object server at `source`, whose checkpoint directory is
+// `source_dir`, into `into`: file by file (PullToFile, kShardPullOptions),
+// hashed as the bytes come. Internal, and nothing kept, when the copy's hash
+// is not `hash`; the pull's error otherwise (the partial shard removed).
+Status PullShard(zmq::context_t& context, const transport::ClientSecurity& security,
+                 ObjectServerDirectory& servers, const std::string& source,
+                 const std::string& source_dir, const std::string& shard_dir,
+                 const std::vector<ShardFile>& files, const std::string& hash,
+                 const CheckpointFiles& into);
 
 // Takes one hold on each of `paths` (objects of the store behind
 // `object_address`, which `servers` must know) for ObjectRefs inside values

@@ -17,8 +17,8 @@ struct ShardFile {
   MSGPACK_DEFINE_MAP(path, size)
 };
 
-// What a shard holds: its files, their bytes in all, and a content hash over
-// them (BLAKE2b of each file's path, size and bytes, in path order).
+// What a shard holds: its files, their bytes in all, and a hash over them
+// (XXH3-128 over each file's path, size and XXH3-128 hash, in path order).
 struct ShardManifest {
   std::vector<ShardFile> files;
   uint64_t bytes = 0;

@@ -1,11 +1,17 @@
 // Train's checkpoints kept by the nodes.
 #include "train/checkpoint_shards.h"
 
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <cstdlib>
 #include <filesystem>
 #include <functional>
+#include <mutex>
 #include <set>
 #include <stdexcept>
 #include <zmq.hpp>
@@ -68,31 +74,6 @@ std::unique_ptr<ObjectServerDirectory> Servers(const ClusterStatus& status) {
       *clock, ObjectServerDirectory::Options{}, AliveObjectServers(status));
 }
 
-// Pulls every file of `shard` from `replica` into `files`; true when the
-// copy's hash is the shard's.
-rayx::Status PullShard(zmq::context_t& context, ObjectServerDirectory& servers,
-                       const ShardRecord& shard, const ShardReplica& replica,
-                       const CheckpointFiles& files) {
-  const auto security = rayx::detail::CurrentObjectServerSecurity();
-  for (const ShardFile& file : shard.manifest.files) {
-    const std::string relative = shard.shard_dir + "/" + file.path;
-    auto target = files.PrepareFile(relative);
-    if (!target.ok()) return target.status();
-    protocol::ObjectLocation from;
-    from.object_address = replica.object_address;
-    from.path = replica.dir + "/" + relative;
-    from.size = file.size;
-    RAYX_RETURN_IF_ERROR(PullToFile(context, security, from, servers, *target));
-  }
-  auto copy = files.Read(shard.shard_dir);
-  if (!copy.ok()) return copy.status();
-  if (copy->hash != shard.manifest.hash) {
-    return rayx::Status::Internal("the copy from " + replica.object_address +
-                                  " does not have the shard's hash");
-  }
-  return rayx::Status::OK();
-}
-
 // Rank `shard.rank`'s shard as a directory on this node.
 std::string EnsureLocal(const ShardRecord& shard, const CheckpointFiles& files,
                         const ClusterStatus& status, const std::string& id) {
@@ -112,7 +93,9 @@ std::string EnsureLocal(const ShardRecord& shard, const CheckpointFiles& files,
       tried += (tried.empty() ? "" : "; ") + replica.node_id.substr(0, 12) + " is dead";
       continue;
     }
-    rayx::Status pulled = PullShard(context, *servers, shard, replica, files);
+    rayx::Status pulled = PullShard(context, rayx::detail::CurrentObjectServerSecurity(), *servers,
+                                    replica.object_address, replica.dir, shard.shard_dir,
+                                    shard.manifest.files, shard.manifest.hash, files);
     if (pulled.ok()) return files.dir() + "/" + shard.shard_dir;
     tried += (tried.empty() ? "" : "; ") + replica.node_id.substr(0, 12) + ": " + pulled.message();
   }
@@ -140,6 +123,12 @@ ShardRecord StoreShard(const std::string& dir, const std::string& run_name,
     throw std::runtime_error("Report: this rank's node keeps no checkpoints (its agent was "
                              "started without a checkpoint directory)");
   }
+  const auto started = std::chrono::steady_clock::now();
+  auto ms_since = [](std::chrono::steady_clock::time_point t) {
+    return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() -
+                                                                 t)
+        .count();
+  };
   ShardRecord record;
   record.rank = rank;
   record.shard_dir =
@@ -147,6 +136,8 @@ ShardRecord StoreShard(const std::string& dir, const std::string& run_name,
   auto manifest = files.CopyIn(dir, record.shard_dir);
   if (!manifest.ok()) throw std::runtime_error("Report: " + manifest.status().message());
   record.manifest = std::move(*manifest);
+  const int64_t copied_in_ms = ms_since(started);
+  const auto replicating = std::chrono::steady_clock::now();
   const ClusterStatus status = ClusterNow("Report");
   // This node first; then others, spread by the shard's name.
   std::vector<const NodeInfo*> others;
@@ -164,7 +155,14 @@ ShardRecord StoreShard(const std::string& dir, const std::string& run_name,
     return hash(a->node_id.Hex() + record.shard_dir) < hash(b->node_id.Hex() + record.shard_dir);
   });
   const size_t wanted = static_cast<size_t>(std::max(copies - 1, 0));
+  static std::mutex warned_mu;
+  static std::set<std::string> warned;  // runs told already (once per process)
+  bool first = false;
   if (others.size() < wanted) {
+    std::lock_guard<std::mutex> lock(warned_mu);
+    first = warned.insert(run_name).second;
+  }
+  if (first) {
     RAYX_LOG(Warning) << "run " << run_name << ": rank " << rank << "'s shard keeps "
                       << others.size() + 1 << " copies, not " << copies
                       << ": the cluster has no more nodes";
@@ -197,6 +195,13 @@ ShardRecord StoreShard(const std::string& dir, const std::string& run_name,
   }
   rayx::detail::KvPut(kKvNamespace, ShardKey(run_name, checkpoint_id, rank),
                       rayx::detail::Pack(record), /*overwrite=*/true, /*job_scoped=*/true);
+  if (record.manifest.bytes >= (uint64_t{64} << 20)) {  // where the time is worth saying
+    RAYX_LOG(Info) << "run " << run_name << ": rank " << rank << "'s shard of checkpoint "
+                   << checkpoint_id << " (" << record.manifest.files.size() << " files, "
+                   << record.manifest.bytes << " bytes) kept here in " << copied_in_ms
+                   << " ms and on " << record.replicas.size() - 1 << " other node(s) in "
+                   << ms_since(replicating) << " ms";
+  }
   return record;
 }
 
@@ -249,21 +254,37 @@ std::string FetchShards(const std::string& id, int rank) {
   const CheckpointRecord record = ReadRecord(id);
   const CheckpointFiles files = LocalFiles();
   const ClusterStatus status = ClusterNow("the checkpoint");
+  // The ranks of one node restore at once: one at a time, so that a shard is
+  // pulled here once and a directory another rank reads is never rebuilt.
+  std::error_code ec;
+  fs::create_directories(files.dir(), ec);
+  const std::string lock_path = files.dir() + "/.restore.lock";
+  int lock = ::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+  if (lock < 0 || ::flock(lock, LOCK_EX) != 0) {
+    if (lock >= 0) ::close(lock);
+    throw std::runtime_error("checkpoint " + id + ": cannot lock " + lock_path);
+  }
+  struct Unlock {
+    int fd;
+    ~Unlock() { ::close(fd); }  // drops the lock
+  } unlock{lock};
   for (const auto& shard : record.shards) {
     if (rank >= 0 && shard.rank == rank) return EnsureLocal(shard, files, status, id);
   }
   // The whole checkpoint: every shard here, then one directory of links to
-  // their files (lowest rank first: its file wins).
-  std::vector<std::string> dirs;
-  for (const auto& shard : record.shards) dirs.push_back(EnsureLocal(shard, files, status, id));
+  // their files (lowest rank first: its file wins), made once per checkpoint
+  // and node (its contents never change).
   const fs::path whole = fs::path(files.dir()) / fs::path(record.shards.front().shard_dir)
                                                      .parent_path() / "whole";
-  std::error_code ec;
-  fs::remove_all(whole, ec);
-  fs::create_directories(whole, ec);
+  std::vector<std::string> dirs;
+  for (const auto& shard : record.shards) dirs.push_back(EnsureLocal(shard, files, status, id));
+  if (fs::is_directory(whole, ec)) return whole.string();
+  const fs::path making = whole.string() + ".making";
+  fs::remove_all(making, ec);
+  fs::create_directories(making, ec);
   for (size_t i = 0; i < dirs.size(); ++i) {
     for (const ShardFile& file : record.shards[i].manifest.files) {
-      const fs::path to = whole / file.path;
+      const fs::path to = making / file.path;
       if (fs::exists(to, ec)) continue;
       fs::create_directories(to.parent_path(), ec);
       fs::create_hard_link(fs::path(dirs[i]) / file.path, to, ec);
@@ -271,6 +292,8 @@ std::string FetchShards(const std::string& id, int rank) {
       if (ec) throw std::runtime_error("checkpoint " + id + ": " + to.string() + ": " + ec.message());
     }
   }
+  fs::rename(making, whole, ec);
+  if (ec) throw std::runtime_error("checkpoint " + id + ": " + whole.string() + ": " + ec.message());
   return whole.string();
 }
 

@@ -338,15 +338,16 @@ size_t CountEntries(const std::filesystem::path& dir, const std::string& suffix,
 }
 
 // A run keeps its last num_to_keep checkpoints: the head deletes the packages
-// of older ones (a shared storage_path's copies likewise), and the latest
-// still resumes a run.
+// of older ones (num_replicas 0: the head's package store; a shared
+// storage_path's copies likewise), and the latest still resumes a run. (Kept
+// by the nodes, the default: checkpoint_test.)
 TEST_F(Train, OnlyTheLastCheckpointsAreKept) {
   StartCluster(2, 0);
   linear_sgd::Config config;
   config.epochs = 6;  // a checkpoint (with other weights) every epoch
   train::ScalingConfig scaling;
   scaling.num_workers = 2;
-  train::RunConfig run{.name = "keep-two", .num_to_keep = 2};
+  train::RunConfig run{.name = "keep-two", .num_to_keep = 2, .num_replicas = 0};
   train::Result r = train::DataParallelTrainer(TrainLinear, config, scaling, run).Fit();
   ASSERT_EQ(r.error, "");
   std::filesystem::path packages;

@@ -294,7 +294,7 @@ CHROMIUM = shutil.which("chromium")
 JOB = r"""
 import os, sys, tempfile, time
 import rayx, rayx.train
-from rayx.train import ScalingConfig
+from rayx.train import CheckpointConfig, RunConfig, ScalingConfig
 from rayx.train.torch import TorchTrainer
 
 go = sys.argv[1]
@@ -330,8 +330,10 @@ def shout(i):
 rayx.init()
 print("JOB", rayx.get_runtime_context().get_job_id(), flush=True)
 assert rayx.get([shout.remote(i) for i in range(3)]) == [0, 1, 2]
+# The head's package store (num_replicas=0): its upload says how far it got.
 TorchTrainer(loop, train_loop_config={"go": go},
-             scaling_config=ScalingConfig(num_workers=2)).fit()
+             scaling_config=ScalingConfig(num_workers=2),
+             run_config=RunConfig(checkpoint_config=CheckpointConfig(num_replicas=0))).fit()
 print("DONE", flush=True)
 """
 

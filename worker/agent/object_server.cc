@@ -156,6 +156,24 @@ void ObjectServer::EnableCheckpoints(CheckpointFiles files,
   transfer_thread_ = std::make_unique<WorkThread>(kMaxTransfers);
 }
 
+void ObjectServer::AnswerFromThread(WorkThread& thread, transport::Frames& reply, uint64_t id,
+                                    std::function<transport::Frames()> job,
+                                    const std::string& busy) {
+  auto routing = std::make_shared<transport::Frame>(std::move(reply[0]));
+  if (thread.Post([this, routing, job = std::move(job)] { AnswerLater(routing, job()); })) return;
+  transport::Frames out;
+  out.push_back(std::move(*routing));
+  for (auto& f : transport::MakeErrorMessage(Status::Unavailable(busy), "object server", id)) {
+    out.push_back(std::move(f));
+  }
+  (void)loop_->Send(out);
+}
+
+transport::Frames ObjectServer::ErrorFromNode(const Status& status, uint64_t id) const {
+  return transport::MakeErrorMessage(
+      Status(status.code(), status.message() + " (node " + ip_ + ")"), "object server", id);
+}
+
 void ObjectServer::AnswerLater(std::shared_ptr<transport::Frame> routing,
                                transport::Frames message) {
   auto shared = std::make_shared<transport::Frames>(std::move(message));
@@ -169,30 +187,11 @@ void ObjectServer::AnswerLater(std::shared_ptr<transport::Frame> routing,
 }
 
 Status ObjectServer::Replicate(const protocol::ReplicateShardRequest& req, uint64_t* bytes) {
-  const std::string where = "copying checkpoint shard " + req.shard_dir + " from " + req.source;
   *bytes = 0;
-  for (const ShardFile& file : req.files) {
-    const std::string relative = req.shard_dir + "/" + file.path;
-    auto target = checkpoints_->PrepareFile(relative);
-    if (!target.ok()) return target.status();
-    protocol::ObjectLocation from;
-    from.object_address = req.source;
-    from.path = req.source_dir + "/" + relative;
-    from.size = file.size;
-    Status pulled = PullToFile(pull_context_, pull_security_, from, *servers_, *target);
-    if (!pulled.ok()) {
-      (void)checkpoints_->Remove(req.shard_dir);
-      return Status(pulled.code(), where + ": " + pulled.message());
-    }
-    *bytes += file.size;
-  }
-  auto copy = checkpoints_->Read(req.shard_dir);
-  if (!copy.ok() || copy->hash != req.hash) {
-    (void)checkpoints_->Remove(req.shard_dir);
-    return Status::Internal(where + ": the copy's hash differs from the shard's (" +
-                            (copy.ok() ? copy->hash.substr(0, 16) : copy.status().message()) +
-                            " vs " + req.hash.substr(0, 16) + ")");
-  }
+  RAYX_RETURN_IF_ERROR(PullShard(pull_context_, pull_security_, *servers_, req.source,
+                                 req.source_dir, req.shard_dir, req.files, req.hash,
+                                 *checkpoints_));
+  for (const ShardFile& file : req.files) *bytes += file.size;
   return Status::OK();
 }
 
@@ -314,30 +313,19 @@ void ObjectServer::OnMessage(transport::Frames& frames) {
       if (!req.ok()) return answer(transport::MakeErrorMessage(req.status(), "object server", env->id));
       if (!spiller_) return answer(transport::MakeMessage(protocol::MakeRoomReply{}, env->id));
       // Answered from the spill thread, through the loop.
-      auto routing = std::make_shared<transport::Frame>(std::move(reply[0]));
       const uint64_t id = env->id;
       const uint64_t bytes = req->bytes;
-      bool queued = spill_thread_->Post([this, routing, id, bytes] {
-        Status made = spiller_->MakeRoom(bytes);
-        protocol::MakeRoomReply out;
-        out.stored_bytes = spiller_->last().stored_bytes + bytes;
-        out.spilled_bytes = spiller_->last().spilled_bytes;
-        AnswerLater(routing, made.ok() ? transport::MakeMessage(out, id)
-                                       : transport::MakeErrorMessage(
-                                             Status(made.code(),
-                                                    made.message() + " (node " + ip_ + ")"),
-                                             "object server", id));
-      });
-      if (!queued) {
-        reply.clear();
-        reply.push_back(std::move(*routing));
-        return answer(transport::MakeErrorMessage(
-            Status::Unavailable("the object store on " + ip_ + " has " +
-                                std::to_string(kMaxSpillJobs) +
-                                " requests for room waiting: try again"),
-            "object server", env->id));
-      }
-      return;
+      return AnswerFromThread(
+          *spill_thread_, reply, id,
+          [this, id, bytes] {
+            Status made = spiller_->MakeRoom(bytes);
+            protocol::MakeRoomReply out;
+            out.stored_bytes = spiller_->last().stored_bytes + bytes;
+            out.spilled_bytes = spiller_->last().spilled_bytes;
+            return made.ok() ? transport::MakeMessage(out, id) : ErrorFromNode(made, id);
+          },
+          "the object store on " + ip_ + " has " + std::to_string(kMaxSpillJobs) +
+              " requests for room waiting: try again");
     }
     case protocol::MessageType::kReplicateShardRequest: {
       auto req = protocol::Decode<protocol::ReplicateShardRequest>(body);
@@ -360,30 +348,20 @@ void ObjectServer::OnMessage(transport::Frames& frames) {
         return refuse(Status::Unauthenticated("shard " + req->shard_dir.substr(0, 200) +
                                               " belongs to another job"));
       }
-      auto routing = std::make_shared<transport::Frame>(std::move(reply[0]));
       const uint64_t id = env->id;
       auto shared = std::make_shared<protocol::ReplicateShardRequest>(std::move(*req));
-      bool queued = transfer_thread_->Post([this, routing, id, shared] {
-        uint64_t bytes = 0;
-        Status copied = Replicate(*shared, &bytes);
-        protocol::ReplicateShardReply out;
-        out.dir = checkpoints_->dir();
-        out.bytes = bytes;
-        AnswerLater(routing, copied.ok() ? transport::MakeMessage(out, id)
-                                         : transport::MakeErrorMessage(
-                                               Status(copied.code(),
-                                                      copied.message() + " (node " + ip_ + ")"),
-                                               "object server", id));
-      });
-      if (!queued) {
-        reply.clear();
-        reply.push_back(std::move(*routing));
-        return answer(transport::MakeErrorMessage(
-            Status::Unavailable("node " + ip_ + " has " + std::to_string(kMaxTransfers) +
-                                " shard copies waiting: try again"),
-            "object server", env->id));
-      }
-      return;
+      return AnswerFromThread(
+          *transfer_thread_, reply, id,
+          [this, id, shared] {
+            uint64_t bytes = 0;
+            Status copied = Replicate(*shared, &bytes);
+            protocol::ReplicateShardReply out;
+            out.dir = checkpoints_->dir();
+            out.bytes = bytes;
+            return copied.ok() ? transport::MakeMessage(out, id) : ErrorFromNode(copied, id);
+          },
+          "node " + ip_ + " has " + std::to_string(kMaxTransfers) +
+              " shard copies waiting: try again");
     }
     case protocol::MessageType::kDeleteShardsRequest: {
       auto req = protocol::Decode<protocol::DeleteShardsRequest>(body);

@@ -86,6 +86,13 @@ class ObjectServer {
   // Answers request `id` of the peer `routing` from a work thread, through
   // the loop (dropped once the server is gone).
   void AnswerLater(std::shared_ptr<transport::Frame> routing, transport::Frames message);
+  // Runs `job` on `thread` and sends its answer to the peer of `reply` (its
+  // routing frame, taken); when the thread's queue is full, answers
+  // Unavailable(`busy`) at once.
+  void AnswerFromThread(WorkThread& thread, transport::Frames& reply, uint64_t id,
+                        std::function<transport::Frames()> job, const std::string& busy);
+  // `status` as an error reply to request `id`, naming this node.
+  transport::Frames ErrorFromNode(const Status& status, uint64_t id) const;
   // A ReplicateShardRequest, on the transfer thread.
   Status Replicate(const protocol::ReplicateShardRequest& req, uint64_t* bytes);
   // Serves a chunk of a checkpoint file (`relative` to the checkpoint

@@ -61,10 +61,10 @@ struct RunConfig {
   // Copies of each checkpoint shard the nodes keep: every rank may report a
   // checkpoint directory (its shard), kept on its own node's disk and copied
   // node to node to num_replicas - 1 others; a checkpoint is the union of the
-  // shards of one Report, committed once every rank reported. 0 (default for
-  // now): rank 0's checkpoint alone, packed and kept by the head. Ignored with
-  // storage_path.
-  int num_replicas = 0;
+  // shards of one Report, committed once every rank reported. Default 2. 0:
+  // rank 0's checkpoint alone, packed and kept by the head (at most 1 GiB).
+  // Ignored with storage_path.
+  int num_replicas = 2;
 };
 
 struct FailureConfig {
@@ -74,9 +74,10 @@ struct FailureConfig {
 
 using Metrics = std::map<std::string, double>;
 
-// A directory of files that make up a checkpoint. Reported from rank 0 it is
-// packed and kept by the cluster; GetCheckpoint() in a resumed run unpacks it
-// on the rank's own node.
+// A directory of files that make up a checkpoint, or a rank's shard of one.
+// Reported, it is kept by the cluster (by the nodes: RunConfig::num_replicas;
+// or packed by the head); GetCheckpoint() in a resumed run makes it a local
+// directory on the rank's own node.
 class Checkpoint {
  public:
   Checkpoint() = default;
@@ -137,8 +138,11 @@ class TrainContext {
 // Inside the loop; throw std::runtime_error elsewhere.
 TrainContext GetContext();
 // A barrier across ranks: every rank calls it the same number of times. Rank
-// 0's metrics are kept, and its checkpoint (when given) becomes the run's
-// latest. Throws rayx::collective::CollectiveError when another rank failed.
+// 0's metrics are kept. The checkpoints given become the run's latest: every
+// rank's (its shard) when the nodes keep them (RunConfig::num_replicas > 0),
+// committed once all ranks reported; else rank 0's. Throws
+// rayx::collective::CollectiveError when another rank failed, and
+// std::runtime_error when a shard could not be stored.
 void Report(const Metrics& metrics, const std::optional<Checkpoint>& checkpoint = std::nullopt);
 // The checkpoint to resume from (unpacked into a local directory), or nullopt
 // on a fresh start. Kept by the nodes (RunConfig::num_replicas): this rank's

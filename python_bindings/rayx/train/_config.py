@@ -110,14 +110,14 @@ class CheckpointConfig:
         every rank may report a checkpoint directory, its shard, kept on its
         own node's disk and copied node to node to num_replicas - 1 others; a
         checkpoint is the union of one report's shards, committed once every
-        rank reported, and a restarted rank gets its own shard back. Default 0:
-        rank 0's checkpoint alone, kept by the head (ignored with
-        RunConfig.storage_path).
+        rank reported, and a restarted rank gets its own shard back. Default 2.
+        0: rank 0's checkpoint alone, packed and kept by the head (at most 1
+        GiB). Ignored with RunConfig.storage_path.
     """
     num_to_keep: Optional[int] = None
     checkpoint_score_attribute: Optional[str] = None
     checkpoint_score_order: str = "max"
-    num_replicas: int = 0
+    num_replicas: int = 2
     checkpoint_frequency: Any = "DEPRECATED"
     checkpoint_at_end: Any = "DEPRECATED"
 

@@ -1,0 +1,199 @@
+// A checkpoint shard kept by the nodes, on a loopback cluster of two nodes
+// (127.0.0.1 and 127.0.0.2): the rank's Report of one shard with 2 copies
+// (into its node's checkpoint directory, hashed, then pulled and hashed by the
+// other node) and its restore in the driver (pulled from a copy, hashed),
+// against the floor on the same machine: the same bytes written to a file of
+// the same disk and copied over loopback TCP into another (write), and the TCP
+// copy alone (restore), without fsync (as rayx writes) and with it (as `dd
+// conv=fsync` measures the disk). Medians of the rounds, GB/s.
+// This binary is also its workers' program.
+//
+//   ./build/bin/rayx_checkpoint_benchmark [--size-mib N] [--rounds R]
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "common/flags.h"
+#include "rayx/kv.h"
+#include "rayx/rayx.h"
+#include "rayx/train.h"
+#include "train/train_session.h"
+#include "util/local_cluster.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+
+struct BenchConfig {
+  int64_t bytes = 0;
+  int rounds = 0;
+  MSGPACK_DEFINE_MAP(bytes, rounds)
+};
+
+double Seconds(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+double Median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0 : v[v.size() / 2];
+}
+
+void WriteFile(const fs::path& path, const std::string& bytes, bool sync = false) {
+  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  size_t done = 0;
+  while (done < bytes.size()) {
+    ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
+    if (n <= 0) break;
+    done += static_cast<size_t>(n);
+  }
+  if (sync) ::fsync(fd);
+  ::close(fd);
+}
+
+// The rank: one shard of `bytes` per round, Report timed.
+void ShardLoop(BenchConfig c) {
+  const std::string bytes(static_cast<size_t>(c.bytes), 'c');
+  for (int r = 0; r < c.rounds; ++r) {
+    const fs::path dir = fs::temp_directory_path() / ("ckpt-bench-" + std::to_string(getpid()));
+    fs::create_directories(dir);
+    WriteFile(dir / "shard", bytes);
+    auto start = Clock::now();
+    rayx::train::Report({{"round", r}}, rayx::train::Checkpoint::FromDirectory(dir.string()));
+    rayx::kv::Put("ckpt-bench/write/" + std::to_string(r), std::to_string(Seconds(start)));
+    fs::remove_all(dir);
+  }
+}
+RAYX_REMOTE(ShardLoop);
+
+// Loopback TCP: `bytes` sent from memory, received into `file`.
+double TcpCopy(const std::string& bytes, const fs::path& file, bool sync = false) {
+  int listener = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ::bind(listener, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
+  socklen_t len = sizeof addr;
+  ::getsockname(listener, reinterpret_cast<sockaddr*>(&addr), &len);
+  ::listen(listener, 1);
+  auto start = Clock::now();
+  std::thread sender([&] {
+    int s = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    ::connect(s, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
+    size_t done = 0;
+    while (done < bytes.size()) {
+      ssize_t n = ::send(s, bytes.data() + done, std::min<size_t>(bytes.size() - done, 4 << 20), 0);
+      if (n <= 0) break;
+      done += static_cast<size_t>(n);
+    }
+    ::close(s);
+  });
+  int conn = ::accept4(listener, nullptr, nullptr, SOCK_CLOEXEC);
+  int out = ::open(file.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  std::vector<char> buffer(4 << 20);
+  ssize_t n;
+  while ((n = ::recv(conn, buffer.data(), buffer.size(), 0)) > 0) {
+    if (::write(out, buffer.data(), static_cast<size_t>(n)) != n) break;
+  }
+  sender.join();
+  if (sync) ::fsync(out);
+  ::close(out);
+  ::close(conn);
+  ::close(listener);
+  return Seconds(start);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (std::getenv("RAYX_WORKER_MODE")) rayx::Init(argc, argv);  // serves tasks, never returns
+  int64_t size_mib = 256, rounds = 3;
+  rayx::FlagParser flags("rayx_checkpoint_benchmark");
+  flags.AddInt("size-mib", &size_mib, 1, 1 << 20, "shard size in MiB (default 256)");
+  flags.AddInt("rounds", &rounds, 1, 100, "rounds (default 3)");
+  std::vector<std::string> args(argv + 1, argv + argc);
+  if (rayx::Status parsed = flags.Parse(args, nullptr); !parsed.ok()) {
+    std::fprintf(stderr, "%s\n", parsed.message().c_str());
+    return 2;
+  }
+  const int64_t size = size_mib << 20;
+  rayx::testing::LocalCluster::Options options;
+  options.head_node.num_cpus = 0;  // the rank goes to the other node
+  auto cluster = rayx::testing::LocalCluster::Start(options);
+  if (!cluster.ok()) return std::fprintf(stderr, "%s\n", cluster.status().ToString().c_str()), 1;
+  auto node = (*cluster)->AddNode({.num_cpus = 1, .extra_args = {"--node-ip-address", "127.0.0.2"}});
+  if (!node.ok()) return std::fprintf(stderr, "%s\n", node.status().ToString().c_str()), 1;
+  rayx::Options init;
+  init.address = (*cluster)->address();
+  init.token = (*cluster)->token();
+  rayx::Init(init);
+
+  // rayx: the rank's Reports, then restores of the last checkpoint.
+  rayx::train::RunConfig run{.name = "bench", .num_to_keep = 1, .num_replicas = 2};
+  rayx::train::DataParallelTrainer trainer(ShardLoop, BenchConfig{size, static_cast<int>(rounds)},
+                                           {.num_workers = 1}, run);
+  rayx::train::Result result = trainer.Fit();
+  if (!result.error.empty() || !result.checkpoint) {
+    return std::fprintf(stderr, "the run failed: %s\n", result.error.c_str()), 1;
+  }
+  std::vector<double> write, restore, floor_write, floor_restore, synced_write, synced_restore;
+  for (int r = 0; r < rounds; ++r) {
+    auto seconds = rayx::kv::Get("ckpt-bench/write/" + std::to_string(r));
+    write.push_back(static_cast<double>(size) / std::stod(seconds.value_or("1e9")) / 1e9);
+  }
+  const std::string bytes(static_cast<size_t>(size), 'c');
+  const fs::path scratch = fs::temp_directory_path() / ("ckpt-bench-floor-" + std::to_string(getpid()));
+  fs::create_directories(scratch);
+  for (int r = 0; r < rounds; ++r) {
+    // The driver has no copy: each restore pulls the shard from a node.
+    fs::remove_all(fs::temp_directory_path() / "rayx-checkpoints");
+    auto start = Clock::now();
+    std::string dir = rayx::train::detail::FetchCheckpoint(result.checkpoint->id(), "bench", "", 0);
+    restore.push_back(static_cast<double>(size) / Seconds(start) / 1e9);
+    if (fs::file_size(fs::path(dir) / "shard") != static_cast<uint64_t>(size)) {
+      return std::fprintf(stderr, "the restored shard has the wrong size\n"), 1;
+    }
+    start = Clock::now();
+    WriteFile(scratch / "local", bytes);
+    double local = Seconds(start);
+    double tcp = TcpCopy(bytes, scratch / "remote");
+    floor_write.push_back(static_cast<double>(size) / (local + tcp) / 1e9);
+    floor_restore.push_back(static_cast<double>(size) / TcpCopy(bytes, scratch / "restored") / 1e9);
+    // dd with fsync, as the disk itself takes it.
+    start = Clock::now();
+    WriteFile(scratch / "local-synced", bytes, true);
+    local = Seconds(start);
+    tcp = TcpCopy(bytes, scratch / "remote-synced", true);
+    synced_write.push_back(static_cast<double>(size) / (local + tcp) / 1e9);
+    synced_restore.push_back(static_cast<double>(size) /
+                             TcpCopy(bytes, scratch / "restored-synced", true) / 1e9);
+    fs::remove_all(scratch);
+    fs::create_directories(scratch);
+  }
+  fs::remove_all(scratch);
+  fs::remove_all(fs::temp_directory_path() / "rayx-checkpoints");
+  rayx::Shutdown();
+  std::printf("shard %lld MiB, %lld rounds, 2 copies (medians, GB/s of shard)\n",
+              static_cast<long long>(size_mib), static_cast<long long>(rounds));
+  std::printf("  write   rayx %6.2f   floor (file + loopback TCP copy) %6.2f   ratio %.2fx\n",
+              Median(write), Median(floor_write), Median(write) / Median(floor_write));
+  std::printf("  restore rayx %6.2f   floor (loopback TCP copy)        %6.2f   ratio %.2fx\n",
+              Median(restore), Median(floor_restore), Median(restore) / Median(floor_restore));
+  std::printf("  with fsync on the floor's files: write %6.2f (ratio %.2fx), restore %6.2f "
+              "(ratio %.2fx)\n",
+              Median(synced_write), Median(write) / Median(synced_write), Median(synced_restore),
+              Median(restore) / Median(synced_restore));
+  return 0;
+}

@@ -22,6 +22,7 @@
 #include "common/session_dir.h"
 #include "launch_command.h"
 #include "protocol/job_messages.h"
+#include "status_format.h"
 #include "protocol/process_messages.h"
 #include "transport/sync_client.h"
 
@@ -114,14 +115,6 @@ Result<std::string> Pack(const std::string& dir, const std::vector<std::string>&
                             " .` to see why)");
   }
   return out;
-}
-
-std::string FormatTime(int64_t ms) {
-  if (ms <= 0) return "-";
-  std::time_t t = static_cast<std::time_t>(ms / 1000);
-  char buf[64];
-  std::strftime(buf, sizeof buf, "%Y-%m-%d %H:%M:%S", std::localtime(&t));
-  return buf;
 }
 
 bool Terminal(const std::string& state) {
@@ -337,7 +330,7 @@ int Simple(const std::string& sub, const std::vector<std::string>& args) {
     for (const auto& j : reply->jobs) {
       std::string cmd;
       for (const auto& a : j.entrypoint) cmd += (cmd.empty() ? "" : " ") + a;
-      std::cout << j.submission_id << "  " << j.state << "  " << FormatTime(j.submitted_at_ms)
+      std::cout << j.submission_id << "  " << j.state << "  " << FormatWallTime(j.submitted_at_ms)
                 << "  " << cmd << "\n";
     }
     return 0;
@@ -355,8 +348,8 @@ int Simple(const std::string& sub, const std::vector<std::string>& args) {
     std::cout << "Job '" << j.submission_id << "': " << j.state << "\n"
               << "  entrypoint: " << cmd << "\n"
               << "  job id: " << j.job_id << "\n"
-              << "  submitted: " << FormatTime(j.submitted_at_ms) << "\n";
-    if (j.ended_at_ms) std::cout << "  ended: " << FormatTime(j.ended_at_ms) << "\n";
+              << "  submitted: " << FormatWallTime(j.submitted_at_ms) << "\n";
+    if (j.ended_at_ms) std::cout << "  ended: " << FormatWallTime(j.ended_at_ms) << "\n";
     if (!j.node_address.empty()) {
       std::cout << "  runs on: " << j.node_address << " (pid " << j.pid << ")\n";
     }

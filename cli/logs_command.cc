@@ -55,13 +55,6 @@ std::string FormatSize(uint64_t bytes) {
   return buf;
 }
 
-std::string FormatTime(int64_t ms) {
-  std::time_t t = static_cast<std::time_t>(ms / 1000);
-  char buf[64];
-  std::strftime(buf, sizeof buf, "%Y-%m-%d %H:%M:%S", std::localtime(&t));
-  return buf;
-}
-
 class Logs {
  public:
   Logs(std::unique_ptr<transport::SyncClient> head, transport::ClientSecurity security)
@@ -133,7 +126,7 @@ int ListAll(Logs& logs) {
       continue;
     }
     for (const auto& f : list->files) {
-      rows.push_back({node.address, f.name, FormatSize(f.size), FormatTime(f.modified_ms)});
+      rows.push_back({node.address, f.name, FormatSize(f.size), FormatWallTime(f.modified_ms)});
     }
     if (list->truncated) {
       std::cerr << "rayx logs: node " << node.address << " has more files than "

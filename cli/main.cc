@@ -16,6 +16,7 @@
 #include "job_command.h"
 #include "launch_command.h"
 #include "list_command.h"
+#include "train_command.h"
 #include "logs_command.h"
 #include "rayx/version.h"
 #include "start_command.h"
@@ -32,11 +33,12 @@ Commands:
   start --address HOST:PORT        start a node agent that joins the cluster at HOST:PORT
   stop [--address HOST:PORT]       stop the rayx processes this machine started
   status [--address HOST:PORT] [-v]  show nodes, resource usage and pending demands
-  list nodes|actors|workers|placement-groups  show where everything is
+  list nodes|actors|workers|objects|placement-groups  show where everything is
   dashboard                        the dashboard's and /metrics' URL and credential
   logs [FILE | --actor NAME | --pid PID] [-f]  list or print any node's log files
   launch [FLAGS] -- COMMAND ...    run a torchrun-style program on N nodes x M processes
   job submit|status|logs|stop|list  run jobs on the cluster (rayx job --help)
+  train list|delete|export         the Train checkpoints the nodes keep
   microbenchmark [--address HOST:PORT] [--runs N]  measure tasks, actors and objects
 
 Run `rayx COMMAND --help` for a command's flags. `rayx --version` prints the version.
@@ -93,6 +95,7 @@ int main(int argc, char** argv) {
   if (command == "logs") return LogsCommand(args);
   if (command == "launch") return LaunchCommand(args);
   if (command == "job") return JobCommand(args);
+  if (command == "train") return TrainCommand(args);
   if (command == "microbenchmark") return RunMicrobenchmark(argc, argv);
   std::cerr << "rayx: unknown command '" << command << "'\n\n" << kUsage;
   return 2;

@@ -50,6 +50,7 @@ struct StartFlags {
   int64_t object_store_memory = 0, object_spill_limit = 0;
   std::string object_spill_dir;
   std::string checkpoint_dir;
+  int64_t checkpoint_disk_limit = 0;
   bool from_env = false;
   int64_t join_timeout_s = 300;
   bool encrypt = false;
@@ -113,6 +114,10 @@ void AddResourceArgs(const FlagParser& flags, const StartFlags& f, std::vector<s
   }
   if (flags.WasSet("object-store-memory")) {
     argv->insert(argv->end(), {"--object-store-memory", std::to_string(f.object_store_memory)});
+  }
+  if (flags.WasSet("checkpoint-disk-limit")) {
+    argv->insert(argv->end(),
+                 {"--checkpoint-disk-limit", std::to_string(f.checkpoint_disk_limit)});
   }
   if (flags.WasSet("object-spill-limit")) {
     argv->insert(argv->end(), {"--object-spill-limit", std::to_string(f.object_spill_limit)});
@@ -228,6 +233,9 @@ int StartCommand(const std::vector<std::string>& args) {
   flags.AddString("checkpoint-dir", &f.checkpoint_dir,
                   "where Train keeps the checkpoint shards of this node's ranks and the copies "
                   "other nodes send it (default: the session directory's checkpoints/)");
+  flags.AddInt("checkpoint-disk-limit", &f.checkpoint_disk_limit, 0, int64_t{1} << 60,
+               "bytes of checkpoint shards this node keeps at most; a Train report past it "
+               "fails with the figures (default 0: the disk)");
   flags.AddBool("from-env", &f.from_env,
                 "take this node's role from SLURM's or a platform's RANK/WORLD_SIZE/MASTER_ADDR: "
                 "rank 0 starts the head and runs the command after `--`, the others join");

@@ -17,5 +17,8 @@ std::string FormatResourceList(const ResourceMap& resources);
 
 // Rows as aligned columns (two spaces between), one line each.
 std::string FormatTable(const std::vector<std::vector<std::string>>& rows);
+// "2026-11-30 06:12:03" (local time) for a wall-clock time in ms since the
+// epoch; "-" for 0 or less.
+std::string FormatWallTime(int64_t ms);
 
 }  // namespace rayx::cli

@@ -9,8 +9,11 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 
 #include <xxhash.h>
+
+#include "rayx/resources.h"
 
 namespace fs = std::filesystem;
 
@@ -275,6 +278,37 @@ Status CheckpointFiles::Remove(const std::string& relative) const {
   fs::remove_all(fs::path(dir_) / relative, ec);
   if (ec) return Status::Unavailable("cannot remove " + relative + ": " + ec.message());
   return Status::OK();
+}
+
+Status CheckpointFiles::SetLimit(uint64_t bytes) const {
+  const std::string path = dir_ + "/.limit";
+  std::ofstream out(path + ".making", std::ios::trunc);
+  out << bytes << "\n";
+  out.close();
+  if (!out || ::rename((path + ".making").c_str(), path.c_str()) != 0) {
+    return Status::Unavailable("cannot write " + path);
+  }
+  return Status::OK();
+}
+
+uint64_t CheckpointFiles::limit() const {
+  std::ifstream in(dir_ + "/.limit");
+  uint64_t bytes = 0;
+  if (!(in >> bytes)) return 0;
+  return bytes;
+}
+
+Status CheckpointFiles::CheckRoom(uint64_t bytes) const {
+  const uint64_t most = limit();
+  if (most == 0) return Status::OK();
+  const uint64_t used = UsageBytes();
+  if (used + bytes <= most) return Status::OK();
+  auto human = [](uint64_t b) { return FormatBytes(static_cast<double>(b)); };
+  return Status::ResourceExhausted(
+      "a checkpoint shard of " + human(bytes) + " does not fit: this node's checkpoint "
+      "directory " + dir_ + " holds " + human(used) + " of its limit " + human(most) +
+      " (--checkpoint-disk-limit). Delete finished runs' checkpoints (`rayx train delete "
+      "RUN`), keep fewer (num_to_keep), or start the node with a larger limit");
 }
 
 uint64_t CheckpointFiles::UsageBytes() const {

@@ -75,6 +75,15 @@ class CheckpointFiles {
   // Bytes held under the directory.
   uint64_t UsageBytes() const;
 
+  // The node's disk limit for checkpoints (`rayx start --checkpoint-disk-limit`),
+  // kept in the directory's file `.limit` so that every process of the node
+  // (ranks copying their shards in) reads it; 0: none.
+  Status SetLimit(uint64_t bytes) const;
+  uint64_t limit() const;
+  // ResourceExhausted, with the figures and what to do, when `bytes` more
+  // would pass the limit.
+  Status CheckRoom(uint64_t bytes) const;
+
  private:
   std::string dir_;
 };

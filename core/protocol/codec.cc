@@ -105,6 +105,8 @@ std::string MessageTypeName(uint16_t type) {
     case MessageType::kUnwatchGroupRequest: return "UnwatchGroupRequest";
     case MessageType::kUnwatchGroupReply: return "UnwatchGroupReply";
     case MessageType::kGroupMemberDiedNotice: return "GroupMemberDiedNotice";
+    case MessageType::kCheckpointRecordsRequest: return "CheckpointRecordsRequest";
+    case MessageType::kCheckpointRecordsReply: return "CheckpointRecordsReply";
   }
   return "unknown(" + std::to_string(type) + ")";
 }

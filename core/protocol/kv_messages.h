@@ -111,4 +111,26 @@ struct KvListReply {
   MSGPACK_DEFINE_MAP(keys, truncated)
 };
 
+// The CLI (cluster token) -> head: the records of the Train checkpoints the
+// nodes keep (KV namespace "rayx", keys "train/ckpt/<job>/<id>/<run>"), of
+// run `run` and job `job` (hex) when given; at most kMaxRecords, oldest keys
+// first. With `drop` the head deletes the records it returns (the CLI then
+// removes their shards from the nodes: `rayx train delete`).
+struct CheckpointRecordsRequest {
+  static constexpr MessageType kType = MessageType::kCheckpointRecordsRequest;
+  std::string run;
+  std::string job;
+  bool drop = false;
+  MSGPACK_DEFINE_MAP(run, job, drop)
+};
+
+struct CheckpointRecordsReply {
+  static constexpr MessageType kType = MessageType::kCheckpointRecordsReply;
+  static constexpr size_t kMaxRecords = 1000;
+  std::vector<std::string> keys;
+  std::vector<std::string> records;  // msgpack CheckpointRecord, one per key
+  bool truncated = false;            // more records match
+  MSGPACK_DEFINE_MAP(keys, records, truncated)
+};
+
 }  // namespace rayx::protocol

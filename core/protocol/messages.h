@@ -142,6 +142,9 @@ enum class MessageType : uint16_t {
   kUnwatchGroupRequest = 122,
   kUnwatchGroupReply = 123,
   kGroupMemberDiedNotice = 124,  // head -> the other members, no reply
+  // Train's node-kept checkpoints (the CLI <-> head): kv_messages.h.
+  kCheckpointRecordsRequest = 126,
+  kCheckpointRecordsReply = 127,
 };
 
 // The name of a message type for logs; "unknown(N)" for values we do not know.

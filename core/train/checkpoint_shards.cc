@@ -34,7 +34,7 @@ namespace {
 // A shard's copy from one node to another takes as long as its bytes need.
 constexpr int64_t kReplicateTimeoutMs = 30 * 60 * 1000;
 
-std::string RecordKey(const std::string& id_suffix) { return "train/ckpt/" + id_suffix; }
+std::string RecordKey(const std::string& id_suffix) { return kCheckpointRecordPrefix + id_suffix; }
 // The shards ranks recorded for rank 0 to commit: listed by this prefix (the
 // run's name length-prefixed, so that no run's prefix is another's).
 std::string ShardPrefix(const std::string& run, const std::string& checkpoint_id) {
@@ -133,6 +133,18 @@ ShardRecord StoreShard(const std::string& dir, const std::string& run_name,
   record.rank = rank;
   record.shard_dir =
       CheckpointFiles::ShardDir(rayx::detail::CurrentJobId(), run_name, checkpoint_id, rank);
+  // Within the node's disk limit, or the report fails with the figures (the
+  // previous checkpoint stays the latest).
+  uint64_t bytes = 0;
+  std::error_code ec;
+  for (auto it = fs::recursive_directory_iterator(dir, ec);
+       !ec && it != fs::recursive_directory_iterator(); it.increment(ec)) {
+    if (it->symlink_status(ec).type() == fs::file_type::regular) bytes += it->file_size(ec);
+  }
+  if (rayx::Status room = files.CheckRoom(bytes); !room.ok()) {
+    throw std::runtime_error("Report: rank " + std::to_string(rank) + "'s checkpoint: " +
+                             room.message());
+  }
   auto manifest = files.CopyIn(dir, record.shard_dir);
   if (!manifest.ok()) throw std::runtime_error("Report: " + manifest.status().message());
   record.manifest = std::move(*manifest);
@@ -175,14 +187,16 @@ ShardRecord StoreShard(const std::string& dir, const std::string& run_name,
   req.hash = record.manifest.hash;
   zmq::context_t context(1);
   auto servers = Servers(status);
+  std::string refusals;
   for (size_t i = 0; i < others.size() && record.replicas.size() < wanted + 1; ++i) {
     auto copied = ReplicateShard(context, rayx::detail::CurrentObjectServerSecurity(), *servers,
                                  others[i]->object_address, req, kReplicateTimeoutMs);
     if (!copied.ok()) {
-      // Another node may take it instead; said once.
+      // Another node may take it instead.
       RAYX_LOG(Warning) << "run " << run_name << ": node " << others[i]->address
                         << " did not keep a copy of rank " << rank << "'s shard: "
                         << copied.status();
+      refusals += "; " + copied.status().message();
       continue;
     }
     record.replicas.push_back({others[i]->node_id.Hex(), others[i]->object_address, copied->dir});
@@ -190,8 +204,8 @@ ShardRecord StoreShard(const std::string& dir, const std::string& run_name,
   if (record.replicas.size() < std::min(wanted, others.size()) + 1) {
     throw std::runtime_error("Report: rank " + std::to_string(rank) + "'s shard has " +
                              std::to_string(record.replicas.size()) + " copies of the " +
-                             std::to_string(copies) + " asked for: the other nodes refused it "
-                             "(their logs say why)");
+                             std::to_string(copies) + " asked for: the other nodes refused it" +
+                             refusals);
   }
   rayx::detail::KvPut(kKvNamespace, ShardKey(run_name, checkpoint_id, rank),
                       rayx::detail::Pack(record), /*overwrite=*/true, /*job_scoped=*/true);
@@ -212,6 +226,9 @@ StoredCheckpoint CommitShards(const std::string& run_name, const std::string& ch
   record.run = run_name;
   record.id = record.job + "/" + checkpoint_id + "/" + run_name;
   record.world_size = world_size;
+  record.committed_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                            std::chrono::system_clock::now().time_since_epoch())
+                            .count();
   for (const std::string& key : rayx::detail::KvList(kKvNamespace,
                                                       ShardPrefix(run_name, checkpoint_id))) {
     if (auto bytes = rayx::detail::KvGet(kKvNamespace, key)) {

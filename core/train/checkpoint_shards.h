@@ -49,8 +49,13 @@ struct CheckpointRecord {
   int32_t world_size = 0;
   std::vector<ShardRecord> shards;  // by rank; ranks that reported none are absent
   uint64_t bytes = 0;
-  MSGPACK_DEFINE_MAP(id, run, job, world_size, shards, bytes)
+  int64_t committed_ms = 0;  // wall clock, ms since the epoch
+  MSGPACK_DEFINE_MAP(id, run, job, world_size, shards, bytes, committed_ms)
 };
+
+// The KV key (namespace kKvNamespace) of every committed checkpoint's record
+// starts with this; `rayx train` lists them.
+inline constexpr const char* kCheckpointRecordPrefix = "train/ckpt/";
 
 // Inside a rank: copies `dir` into this node's checkpoint directory and to
 // `copies` - 1 other alive nodes (fewer when the cluster has fewer), and

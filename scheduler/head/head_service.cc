@@ -214,6 +214,7 @@ void HeadService::RegisterRoutes() {
   On(Auth::kSession, kRegisterFirst, &HeadService::OnKvWait);
   On(Auth::kSession, kRegisterFirst, &HeadService::OnKvDelete);
   On(Auth::kSession, kRegisterFirst, &HeadService::OnKvList);
+  On(Auth::kCluster, kClusterOnly, &HeadService::OnCheckpointRecords);
   // Collective groups' members.
   On(Auth::kSession, kRegisterFirst, &HeadService::OnWatchGroup);
   On(Auth::kSession, kRegisterFirst, &HeadService::OnUnwatchGroup);

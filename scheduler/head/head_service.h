@@ -234,6 +234,8 @@ class HeadService {
   Result<NoReply> OnKvWait(const protocol::KvWaitRequest& req, Call& call);
   Result<protocol::KvDeleteReply> OnKvDelete(const protocol::KvDeleteRequest& req, Call& call);
   Result<protocol::KvListReply> OnKvList(const protocol::KvListRequest& req, Call& call);
+  Result<protocol::CheckpointRecordsReply> OnCheckpointRecords(
+      const protocol::CheckpointRecordsRequest& req, Call& call);
   // Sends the answers of waits that ended.
   void AnswerKvWaits(std::vector<KvWaitAnswer> answers);
   // Collective groups' members.

@@ -92,6 +92,39 @@ Result<protocol::KvListReply> HeadService::OnKvList(const protocol::KvListReques
   return reply;
 }
 
+Result<protocol::CheckpointRecordsReply> HeadService::OnCheckpointRecords(
+    const protocol::CheckpointRecordsRequest& req, Call&) {
+  constexpr const char* kNamespace = "rayx";
+  const std::string prefix = std::string("train/ckpt/") + (req.job.empty() ? "" : req.job + "/");
+  protocol::CheckpointRecordsReply reply;
+  std::string after;
+  while (true) {
+    auto page = kv_.List(kNamespace, prefix, 1000, after);
+    if (!page.ok()) return page.status();
+    for (const std::string& key : page->keys) {
+      // <job>/<id>/<run>: the run is what follows the second '/' (it may hold more).
+      const size_t job_end = key.find('/', prefix.size() - (req.job.empty() ? 0 : 1));
+      const size_t id_end = job_end == std::string::npos ? job_end : key.find('/', job_end + 1);
+      if (id_end == std::string::npos) continue;
+      if (!req.run.empty() && key.compare(id_end + 1, std::string::npos, req.run) != 0) continue;
+      if (reply.keys.size() == protocol::CheckpointRecordsReply::kMaxRecords) {
+        reply.truncated = true;
+        break;
+      }
+      auto value = kv_.Get(kNamespace, key);
+      if (!value.ok() || !value->has_value()) continue;
+      reply.keys.push_back(key);
+      reply.records.push_back(std::move(**value));
+    }
+    if (reply.truncated || !page->truncated || page->keys.empty()) break;
+    after = page->keys.back();
+  }
+  if (req.drop) {
+    for (const std::string& key : reply.keys) (void)kv_.Delete(kNamespace, key);
+  }
+  return reply;
+}
+
 // ---- Collective groups' members.
 
 Result<protocol::WatchGroupReply> HeadService::OnWatchGroup(const protocol::WatchGroupRequest& req,

@@ -39,7 +39,8 @@ using MessageTypes = TypeList<
     DropActorNameReply, PullObjectRequest, PullObjectReply, DeleteObjectsRequest,
     HoldObjectsRequest, HoldObjectsReply, MakeRoomRequest, MakeRoomReply, ReplicateShardRequest,
     ReplicateShardReply, DeleteShardsRequest, WorkerOutputNotice, FlushOutputRequest,
-    FlushOutputReply, JobFinishedNotice, JobCredentialNotice,
+    FlushOutputReply, JobFinishedNotice, JobCredentialNotice, CheckpointRecordsRequest,
+    CheckpointRecordsReply,
     // placement_messages.h
     CreatePlacementGroupRequest, CreatePlacementGroupReply, WaitPlacementGroupRequest,
     WaitPlacementGroupReply, RemovePlacementGroupRequest, RemovePlacementGroupReply,

@@ -203,6 +203,77 @@ TEST(NodeKeptCheckpoints, ARankOnAKilledNodeRestoresItsOwnShardFromACopy) {
            return s;
          }();
   EXPECT_EQ(CheckpointDirs(cluster->temp_dir()).size(), 2u) << "the killed node's is removed";
+
+  // `rayx train`: the two checkpoints are listed; the newest exported as one
+  // directory (every rank's shard, byte-exact); deleted from every node.
+  auto listed = cluster->RunCli({"train", "list"});
+  ASSERT_EQ(listed.exit_code, 0) << listed.Describe();
+  EXPECT_TRUE(rayx::testing::Contains(listed.out, "nodes:")) << listed.out;
+  EXPECT_TRUE(rayx::testing::Contains(listed.out, last + "-s2/sharded")) << listed.out;
+  EXPECT_TRUE(rayx::testing::Contains(listed.out, "restorable")) << listed.out;
+  const fs::path exported = fs::path(cluster->temp_dir()) / "exported";
+  auto exported_run = cluster->RunCli({"train", "export", "sharded", exported.string()});
+  ASSERT_EQ(exported_run.exit_code, 0) << exported_run.Describe();
+  for (int rank = 0; rank < 4; ++rank) {
+    EXPECT_EQ(ReadFile(exported / ("shard-" + std::to_string(rank))),
+              ShardBytes(config.shard_bytes, rank, config.steps - 1))
+        << "rank " << rank;
+  }
+  EXPECT_EQ(ReadFile(exported / "step"), std::to_string(config.steps - 1));
+  auto deleted = cluster->RunCli({"train", "delete", "sharded"});
+  ASSERT_EQ(deleted.exit_code, 0) << deleted.Describe();
+  EXPECT_TRUE(rayx::testing::WaitUntil(
+      [&] {
+        for (const auto& dir : CheckpointDirs(cluster->temp_dir())) {
+          if (!CheckpointsOn(dir, "sharded").empty()) return false;
+        }
+        return true;
+      },
+      10000))
+      << "checkpoints left on the nodes after `rayx train delete`";
+  listed = cluster->RunCli({"train", "list"});
+  EXPECT_TRUE(rayx::testing::Contains(listed.out, "No checkpoints")) << listed.out;
+  auto missing = cluster->RunCli({"train", "export", "sharded", exported.string()});
+  EXPECT_EQ(missing.exit_code, 1) << missing.Describe();
+  EXPECT_TRUE(rayx::testing::Contains(missing.err, "no checkpoints of run 'sharded'"))
+      << missing.err;
+  rayx::Shutdown();
+}
+
+// A node keeps at most --checkpoint-disk-limit bytes of shards: the report
+// that would pass it fails the run with the figures, and the checkpoint before
+// it stays the latest, intact.
+TEST(NodeKeptCheckpoints, AReportPastTheNodesDiskLimitFailsWithTheFiguresAndKeepsThePrevious) {
+  LocalCluster::Options options;
+  options.head_node.num_cpus = 1;
+  options.head_node.extra_args = {"--checkpoint-disk-limit", std::to_string(40 << 20)};
+  auto started = LocalCluster::Start(options);
+  ASSERT_TRUE(started.ok()) << started.status();
+  std::unique_ptr<LocalCluster> cluster = std::move(*started);
+  rayx::Options init;
+  init.address = cluster->address();
+  init.token = cluster->token();
+  rayx::Init(init);
+  ShardConfig config;
+  config.steps = 3;
+  config.shard_bytes = 32 << 20;
+  train::RunConfig run;
+  run.name = "over";
+  run.num_to_keep = 2;
+  run.num_replicas = 1;
+  train::Result result =
+      train::DataParallelTrainer(ShardedLoop, config, {.num_workers = 1}, run).Fit();
+  EXPECT_TRUE(rayx::testing::Contains(result.error, "rank 0's checkpoint")) << result.error;
+  EXPECT_TRUE(rayx::testing::Contains(result.error,
+                                      "of its limit 40.00 MiB (--checkpoint-disk-limit)"))
+      << result.error;
+  ASSERT_TRUE(result.checkpoint.has_value()) << "the first checkpoint stays the latest";
+  EXPECT_TRUE(rayx::testing::Contains(result.checkpoint->id(), "/a0-s1/over"))
+      << result.checkpoint->id();
+  const fs::path exported = fs::path(cluster->temp_dir()) / "exported";
+  auto exported_run = cluster->RunCli({"train", "export", "over", exported.string()});
+  ASSERT_EQ(exported_run.exit_code, 0) << exported_run.Describe();
+  EXPECT_EQ(ReadFile(exported / "shard-0"), ShardBytes(config.shard_bytes, 0, 0));
   rayx::Shutdown();
 }
 

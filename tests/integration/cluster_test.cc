@@ -312,10 +312,14 @@ TEST(Cluster, StartAndStopKillWhatALeaseLeftBehindWhenAgentAndReaperWereKilled) 
     EXPECT_TRUE(Contains(r.out, "Killed what was left of 1 lease process group")) << r.out;
     EXPECT_TRUE(detail::WaitForExit({*orphan}, 5000).empty())
         << "pid " << orphan->pid << " survived";
-    // The dead agent's object store (its reaper died with it) goes too.
+    // The dead agent's object store (its reaper died with it) goes too: by
+    // this command, which says so, unless an agent of another cluster on this
+    // machine (the Python suite's, running beside) started first and swept it.
     EXPECT_FALSE(std::filesystem::exists(store)) << store;
-    EXPECT_TRUE(Contains(r.out, "Removed " + store + ", the object store of a node agent that is gone"))
-        << r.out;
+    if (!Contains(r.out, "Removed " + store + ", the object store of a node agent that is gone")) {
+      std::cout << "(the dead store was removed before `rayx " << (restart ? "start" : "stop")
+                << "` came to it)\n";
+    }
   }
 }
 

@@ -76,6 +76,10 @@ int main(int argc, char** argv) {
   flags.AddString("checkpoint-dir", &checkpoint_root,
                   "where Train's checkpoint shards are kept on this node (default /tmp; "
                   "`rayx start`: the session directory)");
+  int64_t checkpoint_limit = 0;
+  flags.AddInt("checkpoint-disk-limit", &checkpoint_limit, 0, int64_t{1} << 60,
+               "bytes of checkpoint shards this node keeps at most; a report past it fails "
+               "with the figures (default 0: the disk)");
   flags.AddInt("ready-fd", &ready_fd, -1, 1 << 20, "fd to report start-up on");
   flags.AddInt("connect-timeout-ms", &connect_timeout_ms, 100, 3600000,
                "give up joining after this long (default 15000)");
@@ -248,6 +252,7 @@ int main(int argc, char** argv) {
     return fail(claimed.message(), 1);
   }
   options.checkpoint_dir = checkpoint_dir;
+  options.checkpoint_limit = static_cast<uint64_t>(checkpoint_limit);
   options.store_dir = store_dir;
   options.spill_dir = spill_dir;
   options.object_store_memory = static_cast<uint64_t>(object_store_memory);

@@ -90,6 +90,8 @@ Status NodeAgent::Start() {
   if (!options_.checkpoint_dir.empty()) {
     auto made = SharedMemoryStore::Create(options_.checkpoint_dir);  // a 0700 directory
     if (!made.ok()) return made.status();
+    CheckpointFiles checkpoints(options_.checkpoint_dir);
+    RAYX_RETURN_IF_ERROR(checkpoints.SetLimit(options_.checkpoint_limit));
     // Shards are copied from other nodes' object servers, with the cluster's
     // credential, through the cluster's list of them.
     auto head_security = transport::ClientSecurity::ClusterToHead(options_.token);

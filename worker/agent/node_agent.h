@@ -67,8 +67,10 @@ struct NodeAgentOptions {
   std::string spill_dir;
   uint64_t spill_limit = 0;
   // Where Train's checkpoint shards are kept on this node (created; removed
-  // at exit; empty: none are kept here).
+  // at exit; empty: none are kept here), up to `checkpoint_limit` bytes (0:
+  // the disk).
   std::string checkpoint_dir;
+  uint64_t checkpoint_limit = 0;
   // Where job working directories fetched from the head are unpacked.
   std::string package_dir = "node-packages";
   // What one working directory may unpack to (TarLimits' defaults: 1 GiB of

@@ -188,6 +188,9 @@ void ObjectServer::AnswerLater(std::shared_ptr<transport::Frame> routing,
 
 Status ObjectServer::Replicate(const protocol::ReplicateShardRequest& req, uint64_t* bytes) {
   *bytes = 0;
+  uint64_t size = 0;
+  for (const ShardFile& file : req.files) size += file.size;
+  RAYX_RETURN_IF_ERROR(checkpoints_->CheckRoom(size));
   RAYX_RETURN_IF_ERROR(PullShard(pull_context_, pull_security_, *servers_, req.source,
                                  req.source_dir, req.shard_dir, req.files, req.hash,
                                  *checkpoints_));

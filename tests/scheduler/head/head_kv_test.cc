@@ -266,5 +266,36 @@ TEST_F(HeadKvTest, JobScopedKeysGoWhenTheJobFinishes) {
   EXPECT_TRUE(Call<protocol::KvGetReply>(kPeerB, Get("user-key")).found);
 }
 
+// `rayx train` reads the records of node-kept checkpoints with the cluster
+// token alone (no registration): by run (a run name holding '/' is another
+// run) and job, and deletes them with `drop`.
+TEST_F(HeadKvTest, CheckpointRecordsAreListedByRunAndJobAndDroppedForTheCli) {
+  RegisterDriver(kPeerA);
+  for (auto [key, value] : std::vector<std::pair<std::string, std::string>>{
+           {"train/ckpt/aaaa/a0-s1/run", "r1"},
+           {"train/ckpt/aaaa/a0-s2/run", "r2"},
+           {"train/ckpt/aaaa/a0-s1/run/with/slash", "other run"},
+           {"train/ckpt/bbbb/a0-s1/run", "b1"}}) {
+    protocol::KvPutRequest put = Put(key, value);
+    put.ns = "rayx";
+    Call<protocol::KvPutReply>(kPeerA, put);
+  }
+  protocol::CheckpointRecordsRequest req;
+  req.run = "run";
+  auto all = Call<protocol::CheckpointRecordsReply>(kPeerB, req);  // never registered
+  EXPECT_EQ(all.records, (std::vector<std::string>{"r1", "r2", "b1"}));
+  EXPECT_FALSE(all.truncated);
+  req.job = "aaaa";
+  EXPECT_EQ(Call<protocol::CheckpointRecordsReply>(kPeerB, req).records,
+            (std::vector<std::string>{"r1", "r2"}));
+  req.drop = true;
+  auto dropped = Call<protocol::CheckpointRecordsReply>(kPeerB, req);
+  EXPECT_EQ(dropped.keys, (std::vector<std::string>{"train/ckpt/aaaa/a0-s1/run",
+                                                     "train/ckpt/aaaa/a0-s2/run"}));
+  req = {};
+  auto left = Call<protocol::CheckpointRecordsReply>(kPeerB, req);
+  EXPECT_EQ(left.records, (std::vector<std::string>{"other run", "b1"}));
+}
+
 }  // namespace
 }  // namespace rayx::scheduler

@@ -63,18 +63,36 @@ void WriteFile(const fs::path& path, const std::string& bytes, bool sync = false
   ::close(fd);
 }
 
-// The rank: one shard of `bytes` per round, Report timed.
+// A process's peak resident memory (VmHWM), in bytes.
+int64_t PeakRss(int pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/status");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("VmHWM:", 0) == 0) return std::atoll(line.c_str() + 6) * 1024;
+  }
+  return -1;
+}
+
+// The rank: one shard of `bytes` per round (written 4 MiB at a time, so the
+// rank's own memory is what Report takes), Report timed.
 void ShardLoop(BenchConfig c) {
-  const std::string bytes(static_cast<size_t>(c.bytes), 'c');
+  const std::string chunk(4 << 20, 'c');
   for (int r = 0; r < c.rounds; ++r) {
     const fs::path dir = fs::temp_directory_path() / ("ckpt-bench-" + std::to_string(getpid()));
     fs::create_directories(dir);
-    WriteFile(dir / "shard", bytes);
+    {
+      std::ofstream out(dir / "shard", std::ios::binary | std::ios::trunc);
+      for (int64_t done = 0; done < c.bytes; done += static_cast<int64_t>(chunk.size())) {
+        out.write(chunk.data(), static_cast<std::streamsize>(
+                                    std::min<int64_t>(c.bytes - done, chunk.size())));
+      }
+    }
     auto start = Clock::now();
     rayx::train::Report({{"round", r}}, rayx::train::Checkpoint::FromDirectory(dir.string()));
     rayx::kv::Put("ckpt-bench/write/" + std::to_string(r), std::to_string(Seconds(start)));
     fs::remove_all(dir);
   }
+  rayx::kv::Put("ckpt-bench/rank-rss", std::to_string(PeakRss(getpid())));
 }
 RAYX_REMOTE(ShardLoop);
 
@@ -184,6 +202,9 @@ int main(int argc, char** argv) {
   }
   fs::remove_all(scratch);
   fs::remove_all(fs::temp_directory_path() / "rayx-checkpoints");
+  const int64_t rank_rss = std::atoll(rayx::kv::Get("ckpt-bench/rank-rss").value_or("-1").c_str());
+  const int64_t source_rss = PeakRss((*node).agent.pid);
+  const int64_t copy_rss = PeakRss((*cluster)->head_node().agent.pid);
   rayx::Shutdown();
   std::printf("shard %lld MiB, %lld rounds, 2 copies (medians, GB/s of shard)\n",
               static_cast<long long>(size_mib), static_cast<long long>(rounds));
@@ -191,6 +212,9 @@ int main(int argc, char** argv) {
               Median(write), Median(floor_write), Median(write) / Median(floor_write));
   std::printf("  restore rayx %6.2f   floor (loopback TCP copy)        %6.2f   ratio %.2fx\n",
               Median(restore), Median(floor_restore), Median(restore) / Median(floor_restore));
+  std::printf("  peak RSS: the rank %.0f MiB, its node's agent %.0f MiB, the agent that "
+              "copied it %.0f MiB\n",
+              rank_rss / 1048576.0, source_rss / 1048576.0, copy_rss / 1048576.0);
   std::printf("  with fsync on the floor's files: write %6.2f (ratio %.2fx), restore %6.2f "
               "(ratio %.2fx)\n",
               Median(synced_write), Median(write) / Median(synced_write), Median(synced_restore),

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <cstring>
 #include <cstdlib>
 #include <filesystem>
@@ -264,6 +265,37 @@ void DropShards(const std::string& id) {
     rayx::detail::KvDelete(kKvNamespace, RecordKey(id.substr(std::strlen(kNodesPrefix))));
   } catch (const std::exception& e) {
     RAYX_LOG(Warning) << "cannot drop checkpoint " << id << ": " << e.what();
+  }
+}
+
+bool EarlierReport(const std::string& id, const std::string& current) {
+  auto parse = [](const std::string& text, long* attempt, long* report) {
+    return std::sscanf(text.c_str(), "a%ld-s%ld", attempt, report) == 2;
+  };
+  long a = 0, r = 0, ca = 0, cr = 0;
+  if (!parse(id, &a, &r) || !parse(current, &ca, &cr)) return false;
+  return a < ca || (a == ca && r < cr);
+}
+
+void SweepUncommittedShards(const std::string& run_name, const std::string& checkpoint_id) {
+  // The run's pending shard records: train/shard/<job>/<len>:<run>/<id>/<rank>.
+  const std::string mine = ShardPrefix(run_name, checkpoint_id);
+  const std::string run_prefix = mine.substr(0, mine.size() - checkpoint_id.size() - 1);
+  zmq::context_t context(1);
+  ObjectDeleter deleter(context);
+  deleter.SetSecurity(rayx::detail::CurrentObjectServerSecurity());
+  for (const std::string& key : rayx::detail::KvList(kKvNamespace, run_prefix)) {
+    // <run_prefix><id>/<rank>: only reports before this one.
+    const std::string id = key.substr(run_prefix.size(), key.find('/', run_prefix.size()) -
+                                                             run_prefix.size());
+    if (!EarlierReport(id, checkpoint_id)) continue;
+    if (auto bytes = rayx::detail::KvGet(kKvNamespace, key)) {
+      const ShardRecord shard = rayx::detail::Unpack<ShardRecord>(*bytes);
+      for (const auto& replica : shard.replicas) {
+        deleter.DeleteShards(replica.object_address, {shard.shard_dir});
+      }
+    }
+    rayx::detail::KvDelete(kKvNamespace, key);
   }
 }
 

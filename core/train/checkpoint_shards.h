@@ -74,6 +74,16 @@ StoredCheckpoint CommitShards(const std::string& run_name, const std::string& ch
 // its record from the KV. A failure is logged, never thrown.
 void DropShards(const std::string& id);
 
+// Whether report id `id` ("a<attempt>-s<report>") came before `current`:
+// an earlier attempt, or an earlier report of the same one. (Later ones may be
+// in progress: other ranks go on while rank 0 commits.)
+bool EarlierReport(const std::string& id, const std::string& current);
+
+// Rank 0, after committing `checkpoint_id`: the shards ranks recorded for
+// earlier reports of the run (never committed: a rank failed before the
+// barrier) are removed from the nodes holding them, with their records.
+void SweepUncommittedShards(const std::string& run_name, const std::string& checkpoint_id);
+
 // Makes checkpoint `id` a local directory and returns its path: rank `rank`'s
 // own shard when the checkpoint has one (from this node's disk when it is
 // there, else pulled from the first live copy), else (or with rank < 0) the

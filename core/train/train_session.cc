@@ -232,6 +232,65 @@ StoredCheckpoint StoreCheckpoint(const std::string& dir, const std::string& stor
   return {kPackagePrefix + *stored, archive->size()};
 }
 
+namespace {
+fs::path StorageFolder(const std::string& storage_path, const std::string& run_name,
+                       const std::string& checkpoint_id) {
+  return fs::path(storage_path) / RunDirName(run_name) / ("checkpoint_" + checkpoint_id);
+}
+}  // namespace
+
+void CopyToStorage(const std::string& dir, const std::string& storage_path,
+                   const std::string& run_name, const std::string& checkpoint_id) {
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec)) {
+    throw std::invalid_argument("Report: the checkpoint directory " + dir + " does not exist");
+  }
+  const fs::path target = StorageFolder(storage_path, run_name, checkpoint_id);
+  fs::create_directories(target, ec);
+  fs::copy(dir, target,
+           fs::copy_options::recursive | fs::copy_options::overwrite_existing, ec);
+  if (ec) {
+    throw std::runtime_error("Report: cannot copy the checkpoint into " + target.string() + ": " +
+                             ec.message());
+  }
+}
+
+StoredCheckpoint CommitStorage(const std::string& storage_path, const std::string& run_name,
+                               const std::string& checkpoint_id) {
+  const fs::path target = StorageFolder(storage_path, run_name, checkpoint_id);
+  std::error_code ec;
+  if (!fs::is_directory(target, ec)) return {};
+  uint64_t bytes = 0;
+  for (auto it = fs::recursive_directory_iterator(target, ec);
+       !ec && it != fs::recursive_directory_iterator(); it.increment(ec)) {
+    if (it->is_regular_file(ec)) bytes += it->file_size(ec);
+  }
+  return {kPathPrefix + target.string(), bytes};
+}
+
+void SweepUncommitted(const std::string& storage_path, const std::string& run_name,
+                      const std::vector<std::string>& kept, const std::string& checkpoint_id) {
+  try {
+    if (storage_path.empty()) return SweepUncommittedShards(run_name, checkpoint_id);
+    const fs::path run = fs::path(storage_path) / RunDirName(run_name);
+    std::error_code ec;
+    for (const auto& entry : fs::directory_iterator(run, ec)) {
+      const std::string name = entry.path().filename().string();
+      // This trainer's report folders of earlier reports only: the ranks may
+      // be copying into later ones already.
+      if (name.rfind("checkpoint_", 0) != 0 ||
+          !EarlierReport(name.substr(std::strlen("checkpoint_")), checkpoint_id)) {
+        continue;
+      }
+      const std::string id = kPathPrefix + entry.path().string();
+      if (std::find(kept.begin(), kept.end(), id) == kept.end()) fs::remove_all(entry.path(), ec);
+    }
+  } catch (const std::exception& e) {
+    RAYX_LOG(Warning) << "run " << run_name << ": cannot remove uncommitted checkpoints: "
+                      << e.what();
+  }
+}
+
 std::vector<std::string> KeepLatest(std::vector<std::string>& kept, const std::string& id,
                                     int num_to_keep) {
   kept.erase(std::remove(kept.begin(), kept.end(), id), kept.end());
@@ -325,9 +384,12 @@ void Report(const Metrics& metrics, const std::optional<Checkpoint>& checkpoint)
   }
   const std::string checkpoint_id =
       "a" + std::to_string(ctx.GetAttempt()) + "-s" + std::to_string(step);
+  const std::string& storage = session.request.storage_path;
   if (by_nodes && checkpoint) {
     detail::StoreShard(checkpoint->path(), ctx.GetRunName(), checkpoint_id, ctx.GetWorldRank(),
                        session.request.num_replicas);
+  } else if (!storage.empty() && checkpoint) {
+    detail::CopyToStorage(checkpoint->path(), storage, ctx.GetRunName(), checkpoint_id);
   }
   // Every rank arrives before rank 0 records: a report marks a step all ranks
   // completed, and a failed rank fails everyone's Report.
@@ -347,9 +409,12 @@ void Report(const Metrics& metrics, const std::optional<Checkpoint>& checkpoint)
     detail::StoredCheckpoint shards =
         detail::CommitShards(ctx.GetRunName(), checkpoint_id, ctx.GetWorldSize());
     if (!shards.id.empty()) committed = shards;
+  } else if (!storage.empty()) {
+    // Every rank's files, in the report's folder.
+    detail::StoredCheckpoint folder = detail::CommitStorage(storage, ctx.GetRunName(), checkpoint_id);
+    if (!folder.id.empty()) committed = folder;
   } else if (checkpoint) {
-    committed = detail::StoreCheckpoint(checkpoint->path(), session.request.storage_path,
-                                        ctx.GetRunName());
+    committed = detail::StoreCheckpoint(checkpoint->path(), storage, ctx.GetRunName());
   }
   if (committed) {
     const detail::StoredCheckpoint& stored = *committed;
@@ -375,6 +440,9 @@ void Report(const Metrics& metrics, const std::optional<Checkpoint>& checkpoint)
   // Once the new latest is recorded (a resume never looks for a dropped one).
   for (const std::string& id : dropped) {
     detail::DropCheckpoint(id, ctx.GetRunName(), session.request.storage_path);
+  }
+  if (committed) {
+    detail::SweepUncommitted(storage, ctx.GetRunName(), latest.kept, checkpoint_id);
   }
 }
 

@@ -79,6 +79,25 @@ struct StoredCheckpoint {
 };
 StoredCheckpoint StoreCheckpoint(const std::string& dir, const std::string& storage_path,
                                  const std::string& run_name);
+// RunConfig::storage_path, every rank: copies the files of `dir` into the
+// report's folder, storage_path/<run>/checkpoint_<checkpoint_id>, which the
+// ranks of one report share (Ray Train's layout: every worker's files in one
+// checkpoint). Throws std::invalid_argument when `dir` is not a directory.
+void CopyToStorage(const std::string& dir, const std::string& storage_path,
+                   const std::string& run_name, const std::string& checkpoint_id);
+// Rank 0, once every rank reported: the report's folder as a checkpoint
+// ("path:..." and its bytes); an empty id when no rank reported one.
+StoredCheckpoint CommitStorage(const std::string& storage_path, const std::string& run_name,
+                               const std::string& checkpoint_id);
+
+// Rank 0, after a commit: removes what reports that were never committed
+// left behind (ranks copy before the barrier; a failed rank ends the report
+// there): folders under storage_path/<run>/ that are not in `kept`, or the
+// node-kept shards recorded for another report than `checkpoint_id`. A
+// failure is logged, never thrown.
+void SweepUncommitted(const std::string& storage_path, const std::string& run_name,
+                      const std::vector<std::string>& kept, const std::string& checkpoint_id);
+
 // Puts `id` last in `kept` (a run's checkpoints, oldest first) and takes out
 // the oldest beyond `num_to_keep` (<= 0: none); returns those taken out.
 std::vector<std::string> KeepLatest(std::vector<std::string>& kept, const std::string& id,

@@ -147,6 +147,29 @@ void BindTrain(py::module_& m) {
     }
     return py::make_tuple(stored.id, stored.bytes);
   });
+  // RunConfig.storage_path: every rank copies its checkpoint into the report's
+  // folder; rank 0 then commits it: (id, bytes), ("", 0) when no rank reported one.
+  sub.def("copy_to_storage", [](const std::string& dir, const std::string& storage_path,
+                                const std::string& run_name, const std::string& checkpoint_id) {
+    py::gil_scoped_release release;
+    train::detail::CopyToStorage(dir, storage_path, run_name, checkpoint_id);
+  });
+  sub.def("commit_storage", [](const std::string& storage_path, const std::string& run_name,
+                               const std::string& checkpoint_id) {
+    train::detail::StoredCheckpoint stored;
+    {
+      py::gil_scoped_release release;
+      stored = train::detail::CommitStorage(storage_path, run_name, checkpoint_id);
+    }
+    return py::make_tuple(stored.id, stored.bytes);
+  });
+  // Rank 0, after a commit: what earlier reports never committed left behind goes.
+  sub.def("sweep_uncommitted", [](const std::string& storage_path, const std::string& run_name,
+                                  const std::vector<std::string>& kept,
+                                  const std::string& checkpoint_id) {
+    py::gil_scoped_release release;
+    train::detail::SweepUncommitted(storage_path, run_name, kept, checkpoint_id);
+  });
   // Run `run_name` no longer keeps checkpoint `id` (deleted once no run does).
   sub.def("drop_checkpoint", [](const std::string& id, const std::string& run_name,
                                 const std::string& storage_path) {

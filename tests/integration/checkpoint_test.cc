@@ -20,6 +20,7 @@
 #include "rayx/kv.h"
 #include "rayx/rayx.h"
 #include "rayx/train.h"
+#include "train/checkpoint_shards.h"
 #include "util/local_cluster.h"
 #include "util/subprocess.h"
 #include "util/test_helpers.h"
@@ -274,6 +275,99 @@ TEST(NodeKeptCheckpoints, AReportPastTheNodesDiskLimitFailsWithTheFiguresAndKeep
   auto exported_run = cluster->RunCli({"train", "export", "over", exported.string()});
   ASSERT_EQ(exported_run.exit_code, 0) << exported_run.Describe();
   EXPECT_EQ(ReadFile(exported / "shard-0"), ShardBytes(config.shard_bytes, 0, 0));
+  rayx::Shutdown();
+}
+
+// One copy of each shard (num_replicas 1): when the node holding a rank's
+// shards dies, no checkpoint can be restored; the run says so and starts over
+// on the nodes left instead of failing or waiting.
+TEST(NodeKeptCheckpoints, ACheckpointThatLostEveryCopyOfAShardIsPassedOverNamingWhy) {
+  LocalCluster::Options options;
+  options.head_node.num_cpus = 1;
+  auto started = LocalCluster::Start(options);
+  ASSERT_TRUE(started.ok()) << started.status();
+  std::unique_ptr<LocalCluster> cluster = std::move(*started);
+  auto second = cluster->AddNode({.num_cpus = 1, .extra_args = {"--node-ip-address", "127.0.0.2"}});
+  ASSERT_TRUE(second.ok()) << second.status();
+  rayx::Options init;
+  init.address = cluster->address();
+  init.token = cluster->token();
+  rayx::Init(init);
+  ShardConfig config;
+  config.steps = 3;
+  config.shard_bytes = 1 << 20;
+  config.wait_after_step = 1;
+  train::ScalingConfig scaling;
+  scaling.min_workers = 1;
+  scaling.max_workers = 2;
+  scaling.placement_strategy = rayx::PlacementStrategy::SPREAD;
+  train::RunConfig run;
+  run.name = "one-copy";
+  run.num_replicas = 1;
+  train::DataParallelTrainer trainer(ShardedLoop, config, scaling, run, {.max_failures = 3});
+  auto fit = std::async(std::launch::async, [&] { return trainer.Fit(); });
+  ASSERT_EQ(rayx::kv::Wait("ckpt-test/one-copy/committed", 60000), "1");
+  ASSERT_TRUE(cluster->KillNode(*second).ok());  // rank 1's shards had their only copy there
+  train::Result result = fit.get();
+  ASSERT_TRUE(result.error.empty()) << result.error;
+  EXPECT_GE(result.num_restarts, 1);
+  EXPECT_EQ(result.metrics.at("step"), config.steps - 1);
+  // Nothing was restored: the run started over (rank 0 reads no checkpoint).
+  EXPECT_FALSE(rayx::kv::Get("ckpt-test/one-copy/restored/0").has_value());
+  rayx::Shutdown();
+}
+
+// Rank 0 sweeps only reports before the one it commits: later ones may be in
+// progress on the other ranks. (No cluster.)
+TEST(ReportIds, EarlierReportsAreEarlierAttemptsOrEarlierReportsOfOne) {
+  using rayx::train::detail::EarlierReport;
+  EXPECT_TRUE(EarlierReport("a0-s5", "a1-s1"));
+  EXPECT_TRUE(EarlierReport("a1-s2", "a1-s10"));  // numbers, not text
+  EXPECT_FALSE(EarlierReport("a1-s10", "a1-s2"));
+  EXPECT_FALSE(EarlierReport("a1-s2", "a1-s2"));
+  EXPECT_FALSE(EarlierReport("a2-s1", "a1-s9"));
+  EXPECT_FALSE(EarlierReport("hash0123", "a1-s2"));  // not a report's: never swept
+}
+
+// With RunConfig::storage_path (a shared mount), every rank's checkpoint goes
+// into the report's one folder there (Ray Train's layout), committed once all
+// ranks reported; the run keeps num_to_keep of them.
+TEST(StoragePathCheckpoints, EveryRanksFilesGoIntoTheReportsFolder) {
+  LocalCluster::Options options;
+  options.head_node.num_cpus = 2;
+  auto started = LocalCluster::Start(options);
+  ASSERT_TRUE(started.ok()) << started.status();
+  std::unique_ptr<LocalCluster> cluster = std::move(*started);
+  rayx::Options init;
+  init.address = cluster->address();
+  init.token = cluster->token();
+  rayx::Init(init);
+  ShardConfig config;
+  config.steps = 3;
+  config.shard_bytes = 1 << 20;
+  const fs::path storage = fs::path(cluster->temp_dir()) / "shared";
+  train::RunConfig run;
+  run.name = "shared";
+  run.storage_path = storage.string();
+  run.num_to_keep = 2;
+  train::Result result =
+      train::DataParallelTrainer(ShardedLoop, config, {.num_workers = 2}, run).Fit();
+  ASSERT_EQ(result.error, "");
+  ASSERT_TRUE(result.checkpoint.has_value());
+  const std::string& id = result.checkpoint->id();
+  ASSERT_EQ(id.rfind("path:", 0), 0u) << id;
+  const fs::path folder = id.substr(5);
+  EXPECT_EQ(folder.parent_path(), storage / "shared");
+  for (int rank = 0; rank < 2; ++rank) {
+    EXPECT_EQ(ReadFile(folder / ("shard-" + std::to_string(rank))),
+              ShardBytes(config.shard_bytes, rank, config.steps - 1))
+        << "rank " << rank;
+  }
+  size_t kept = 0;
+  for (const auto& entry : fs::directory_iterator(storage / "shared")) {
+    kept += entry.path().filename().string().rfind("checkpoint_", 0) == 0;
+  }
+  EXPECT_EQ(kept, 2u) << "3 reports, 2 to keep";
   rayx::Shutdown();
 }
 

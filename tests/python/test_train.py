@@ -245,6 +245,30 @@ def test_only_the_last_checkpoints_are_kept(rayx_mod, tmp_path):
                      run_config=RunConfig(checkpoint_config=CheckpointConfig(num_to_keep=0)))
 
 
+def every_rank_checkpoints_loop(config):
+    rank = rayx.train.get_context().get_world_rank()
+    for step in range(config["reports"]):
+        with tempfile.TemporaryDirectory() as d:
+            with open(os.path.join(d, f"rank-{rank}"), "w") as f:
+                f.write(str(step))
+            rayx.train.report({"step": step}, checkpoint=Checkpoint.from_directory(d))
+
+
+def test_every_ranks_checkpoint_goes_into_the_storage_paths_folder(rayx_mod, tmp_path):
+    """With storage_path (a shared mount) every rank's files land in the
+    report's one folder, as Ray Train V2 keeps them."""
+    from rayx.train import CheckpointConfig
+    run = RunConfig(name="every-rank", storage_path=str(tmp_path),
+                    checkpoint_config=CheckpointConfig(num_to_keep=1))
+    result = TorchTrainer(every_rank_checkpoints_loop, train_loop_config={"reports": 2},
+                          scaling_config=ScalingConfig(num_workers=2), run_config=run).fit()
+    assert result.checkpoint.id.startswith("path:"), result.checkpoint.id
+    with result.checkpoint.as_directory() as d:
+        assert sorted(os.listdir(d)) == ["rank-0", "rank-1"]
+        assert open(os.path.join(d, "rank-1")).read() == "1"
+    assert len(list((tmp_path / "every-rank").iterdir())) == 1  # num_to_keep
+
+
 def test_get_device_is_the_ranks_own_gpu(monkeypatch):
     """A GPU rank uses the device it holds: RAYX_LOCAL_RANK (its position among
     the group's devices on the node) over LOCAL_RANK, which counts ranks; a

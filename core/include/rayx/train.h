@@ -53,8 +53,9 @@ struct ScalingConfig {
 struct RunConfig {
   // Names the run: its checkpoints are kept under it. Default: a new id.
   std::string name;
-  // A shared mount to keep checkpoints in instead of the cluster. Default:
-  // none (checkpoints are packed and kept by the head).
+  // A shared mount to keep checkpoints in instead of the nodes: every rank's
+  // files go into one folder per report, storage_path/<run>/checkpoint_<id>.
+  // Default: none (the nodes keep them, num_replicas).
   std::string storage_path;
   // Checkpoints kept per run (the latest ones); 0 keeps all. Default 2.
   int num_to_keep = 2;

@@ -153,6 +153,9 @@ def report(metrics, checkpoint=None, checkpoint_dir_name=None, **unused):
     if s.num_replicas and checkpoint is not None:
         _core.train.store_shard(checkpoint.path, s.run_name, shard_id,
                                 s.context.get_world_rank(), s.num_replicas)
+    elif s.storage_path and checkpoint is not None:
+        # Every rank's files in the report's folder (Ray Train's layout).
+        _core.train.copy_to_storage(checkpoint.path, s.storage_path, s.run_name, shard_id)
     from rayx.util import collective as col
     if s.group:
         col.barrier(group_name=s.group)
@@ -174,9 +177,12 @@ def report(metrics, checkpoint=None, checkpoint_dir_name=None, **unused):
                                               s.context.get_world_size())
         if not committed[0]:
             committed = None
+    elif s.storage_path:
+        committed = _core.train.commit_storage(s.storage_path, s.run_name, shard_id)
+        if not committed[0]:
+            committed = None
     elif checkpoint is not None:
-        committed = _core.train.store_checkpoint(checkpoint.path, s.storage_path or "",
-                                                 s.run_name)
+        committed = _core.train.store_checkpoint(checkpoint.path, "", s.run_name)
     if committed is not None:
         record["checkpoint_id"], size = committed
         record["checkpoints"] = record.get("checkpoints", 0) + 1
@@ -207,6 +213,8 @@ def report(metrics, checkpoint=None, checkpoint_dir_name=None, **unused):
     # Once the new latest is recorded (a resume never looks for a dropped one).
     for old in dropped:
         _core.train.drop_checkpoint(old, s.run_name, s.storage_path or "")
+    if committed is not None and (s.num_replicas or s.storage_path):
+        _core.train.sweep_uncommitted(s.storage_path or "", s.run_name, record["kept"], shard_id)
 
 
 # The dashboard's copy of a run's reports, as the C++ ranks write it

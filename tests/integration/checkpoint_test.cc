@@ -128,20 +128,42 @@ int64_t ShardBytesFromEnv() {
   return (mib != nullptr ? std::atoll(mib) : 32) << 20;
 }
 
-TEST(NodeKeptCheckpoints, ARankOnAKilledNodeRestoresItsOwnShardFromACopy) {
+// A loopback cluster whose driver this process is: a head node of
+// `head_cpus` CPUs (and `head_args`), and a node of 1 CPU at each of `others`
+// (their handles in `*nodes`). Null, with the failure reported, when it
+// cannot start.
+std::unique_ptr<LocalCluster> StartCluster(double head_cpus, std::vector<std::string> head_args,
+                                           const std::vector<std::string>& others = {},
+                                           std::vector<NodeHandle>* nodes = nullptr) {
   LocalCluster::Options options;
-  options.head_node.num_cpus = 3;
+  options.head_node.num_cpus = head_cpus;
+  options.head_node.extra_args = std::move(head_args);
   auto started = LocalCluster::Start(options);
-  ASSERT_TRUE(started.ok()) << started.status();
+  if (!started.ok()) {
+    ADD_FAILURE() << started.status();
+    return nullptr;
+  }
   std::unique_ptr<LocalCluster> cluster = std::move(*started);
-  auto second = cluster->AddNode({.num_cpus = 1, .extra_args = {"--node-ip-address", "127.0.0.2"}});
-  ASSERT_TRUE(second.ok()) << second.status();
-  auto third = cluster->AddNode({.num_cpus = 1, .extra_args = {"--node-ip-address", "127.0.0.3"}});
-  ASSERT_TRUE(third.ok()) << third.status();
+  for (const std::string& ip : others) {
+    auto node = cluster->AddNode({.num_cpus = 1, .extra_args = {"--node-ip-address", ip}});
+    if (!node.ok()) {
+      ADD_FAILURE() << node.status();
+      return nullptr;
+    }
+    if (nodes) nodes->push_back(*node);
+  }
   rayx::Options init;
   init.address = cluster->address();
   init.token = cluster->token();
   rayx::Init(init);
+  return cluster;
+}
+
+TEST(NodeKeptCheckpoints, ARankOnAKilledNodeRestoresItsOwnShardFromACopy) {
+  std::vector<NodeHandle> nodes;
+  auto cluster = StartCluster(3, {}, {"127.0.0.2", "127.0.0.3"}, &nodes);
+  ASSERT_TRUE(cluster);
+  const NodeHandle* third = &nodes[1];
 
   ShardConfig config;
   config.shard_bytes = ShardBytesFromEnv();
@@ -245,16 +267,8 @@ TEST(NodeKeptCheckpoints, ARankOnAKilledNodeRestoresItsOwnShardFromACopy) {
 // that would pass it fails the run with the figures, and the checkpoint before
 // it stays the latest, intact.
 TEST(NodeKeptCheckpoints, AReportPastTheNodesDiskLimitFailsWithTheFiguresAndKeepsThePrevious) {
-  LocalCluster::Options options;
-  options.head_node.num_cpus = 1;
-  options.head_node.extra_args = {"--checkpoint-disk-limit", std::to_string(40 << 20)};
-  auto started = LocalCluster::Start(options);
-  ASSERT_TRUE(started.ok()) << started.status();
-  std::unique_ptr<LocalCluster> cluster = std::move(*started);
-  rayx::Options init;
-  init.address = cluster->address();
-  init.token = cluster->token();
-  rayx::Init(init);
+  auto cluster = StartCluster(1, {"--checkpoint-disk-limit", std::to_string(40 << 20)});
+  ASSERT_TRUE(cluster);
   ShardConfig config;
   config.steps = 3;
   config.shard_bytes = 32 << 20;
@@ -282,17 +296,10 @@ TEST(NodeKeptCheckpoints, AReportPastTheNodesDiskLimitFailsWithTheFiguresAndKeep
 // shards dies, no checkpoint can be restored; the run says so and starts over
 // on the nodes left instead of failing or waiting.
 TEST(NodeKeptCheckpoints, ACheckpointThatLostEveryCopyOfAShardIsPassedOverNamingWhy) {
-  LocalCluster::Options options;
-  options.head_node.num_cpus = 1;
-  auto started = LocalCluster::Start(options);
-  ASSERT_TRUE(started.ok()) << started.status();
-  std::unique_ptr<LocalCluster> cluster = std::move(*started);
-  auto second = cluster->AddNode({.num_cpus = 1, .extra_args = {"--node-ip-address", "127.0.0.2"}});
-  ASSERT_TRUE(second.ok()) << second.status();
-  rayx::Options init;
-  init.address = cluster->address();
-  init.token = cluster->token();
-  rayx::Init(init);
+  std::vector<NodeHandle> nodes;
+  auto cluster = StartCluster(1, {}, {"127.0.0.2"}, &nodes);
+  ASSERT_TRUE(cluster);
+  const NodeHandle* second = &nodes[0];
   ShardConfig config;
   config.steps = 3;
   config.shard_bytes = 1 << 20;
@@ -333,15 +340,8 @@ TEST(ReportIds, EarlierReportsAreEarlierAttemptsOrEarlierReportsOfOne) {
 // into the report's one folder there (Ray Train's layout), committed once all
 // ranks reported; the run keeps num_to_keep of them.
 TEST(StoragePathCheckpoints, EveryRanksFilesGoIntoTheReportsFolder) {
-  LocalCluster::Options options;
-  options.head_node.num_cpus = 2;
-  auto started = LocalCluster::Start(options);
-  ASSERT_TRUE(started.ok()) << started.status();
-  std::unique_ptr<LocalCluster> cluster = std::move(*started);
-  rayx::Options init;
-  init.address = cluster->address();
-  init.token = cluster->token();
-  rayx::Init(init);
+  auto cluster = StartCluster(2, {});
+  ASSERT_TRUE(cluster);
   ShardConfig config;
   config.steps = 3;
   config.shard_bytes = 1 << 20;

@@ -222,6 +222,12 @@ std::string StoreSpiller::FullMessage(uint64_t bytes, const std::string& why) co
     if (jobs.size() > 5) out += ", and " + std::to_string(jobs.size() - 5) + " more jobs";
     out += ")";
   }
+  if (options_.held_objects) {
+    if (const uint64_t held = options_.held_objects(); held > 0) {
+      out += ", " + std::to_string(held) + " of them held by ObjectRefs inside other values "
+             "(they go when those values do)";
+    }
+  }
   out += ", and " + HumanBytes(last_.spilled_bytes) + " in " +
          std::to_string(last_.spilled_objects) + " object(s) are spilled; " + why +
          ". Nothing stored was lost. Free objects (let go of their ObjectRefs), or start the "

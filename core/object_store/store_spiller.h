@@ -39,6 +39,9 @@ class StoreSpiller {
     // The spill directory's disk: {total, available} bytes (statvfs when
     // unset; tests give a fake).
     std::function<std::pair<uint64_t, uint64_t>(const std::string& dir)> disk_space;
+    // Objects of the store held by ObjectRefs inside other values (the agent's
+    // ObjectPins), named in the store-full error; unset: not named.
+    std::function<uint64_t()> held_objects;
   };
 
   struct Usage {

@@ -105,10 +105,12 @@ ObjectServer::ObjectServer(boost::asio::io_context& io, SharedMemoryStore store)
 
 void ObjectServer::Delete(const std::string& path) {
   if (!pins_.Release(path)) store_.Remove(path);
+  held_objects_->store(pins_.size());
 }
 
 size_t ObjectServer::RemoveJob(const std::string& job_hex) {
   pins_.ForgetPrefix(store_.dir() + "/" + job_hex + "-");
+  held_objects_->store(pins_.size());
   return store_.RemovePrefix(job_hex + "-");
 }
 
@@ -123,6 +125,7 @@ ObjectServer::~ObjectServer() {
 
 void ObjectServer::EnableSpilling(std::shared_ptr<StoreLedger> ledger,
                                   StoreSpiller::Options options) {
+  options.held_objects = [held = held_objects_] { return held->load(); };
   spiller_ = std::make_unique<StoreSpiller>(store_, std::move(ledger), std::move(options));
   usage_ = spiller_->Count();
   spill_thread_ = std::make_unique<WorkThread>(kMaxSpillJobs);
@@ -404,6 +407,7 @@ void ObjectServer::OnMessage(transport::Frames& frames) {
           if (refused(path).empty()) contents.push_back(std::move(path));
         }
         pins_.Contain(req->container, contents);
+        held_objects_->store(pins_.size());
         return;
       }
       protocol::HoldObjectsReply out;
@@ -419,6 +423,7 @@ void ObjectServer::OnMessage(transport::Frames& frames) {
         }
         ++out.held;
       }
+      held_objects_->store(pins_.size());
       return answer(transport::MakeMessage(out, env->id));
     }
     case protocol::MessageType::kReadLogRequest: {

@@ -2,6 +2,7 @@
 // other nodes, and deletes objects their owners have freed.
 #pragma once
 
+#include <atomic>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -133,6 +134,9 @@ class ObjectServer {
   // False once the server is gone: replies the spill thread posts to the loop
   // after that are dropped.
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
+  // pins_.size(), published by the loop for the spill thread's store-full error.
+  std::shared_ptr<std::atomic<uint64_t>> held_objects_ =
+      std::make_shared<std::atomic<uint64_t>>(0);
 };
 
 }  // namespace rayx::worker

@@ -172,6 +172,7 @@ TEST_F(StoreSpillerTest, ASpillLimitReachedFailsWithTheFiguresAndLosesNothing) {
   for (int i = 0; i < 4; ++i) paths[i] = Put(i, kMiB, 1000 + i);
   StoreSpiller::Options options = RoomyDisk();
   options.spill_limit = 2 * kMiB;
+  options.held_objects = [] { return uint64_t{1}; };  // the agent's ObjectPins
   StoreSpiller spiller(store_, ledger, options);
   Status full = spiller.MakeRoom(3 * kMiB);
   ASSERT_EQ(full.code(), StatusCode::kResourceExhausted) << full;
@@ -184,6 +185,9 @@ TEST_F(StoreSpillerTest, ASpillLimitReachedFailsWithTheFiguresAndLosesNothing) {
   EXPECT_NE(full.message().find("holds 2.00 MiB of its limit 2.00 MiB (--object-spill-limit)"),
             std::string::npos) << full;
   EXPECT_NE(full.message().find("--object-store-memory"), std::string::npos) << full;
+  EXPECT_NE(full.message().find("1 of them held by ObjectRefs inside other values"),
+            std::string::npos)
+      << full;
   // Nothing was lost: all four read back, two from the store, two from disk.
   for (int i = 0; i < 4; ++i) EXPECT_EQ(Read(paths[i]), Bytes(i, kMiB)) << i;
   // What fits still does.

@@ -96,19 +96,28 @@ void ShardLoop(BenchConfig c) {
 }
 RAYX_REMOTE(ShardLoop);
 
-// Loopback TCP: `bytes` sent from memory, received into `file`.
+// Loopback TCP: `bytes` sent from memory, received into `file`. The listener
+// lives for one copy and takes only its own sender's connection (the peer's
+// port is the sender socket's, bound first), at most `bytes` of it: another
+// process of the machine that connects first gets nothing written.
 double TcpCopy(const std::string& bytes, const fs::path& file, bool sync = false) {
-  int listener = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
   addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ::bind(listener, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
   socklen_t len = sizeof addr;
+  int listener = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  ::bind(listener, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
   ::getsockname(listener, reinterpret_cast<sockaddr*>(&addr), &len);
   ::listen(listener, 1);
+  sockaddr_in from{};
+  from.sin_family = AF_INET;
+  from.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  int s = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  ::bind(s, reinterpret_cast<sockaddr*>(&from), sizeof from);
+  len = sizeof from;
+  ::getsockname(s, reinterpret_cast<sockaddr*>(&from), &len);
   auto start = Clock::now();
   std::thread sender([&] {
-    int s = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     ::connect(s, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
     size_t done = 0;
     while (done < bytes.size()) {
@@ -118,17 +127,29 @@ double TcpCopy(const std::string& bytes, const fs::path& file, bool sync = false
     }
     ::close(s);
   });
-  int conn = ::accept4(listener, nullptr, nullptr, SOCK_CLOEXEC);
+  int conn = -1;
+  for (int tries = 0; conn < 0 && tries < 16; ++tries) {
+    sockaddr_in peer{};
+    socklen_t peer_len = sizeof peer;
+    conn = ::accept4(listener, reinterpret_cast<sockaddr*>(&peer), &peer_len, SOCK_CLOEXEC);
+    if (conn >= 0 && peer.sin_port != from.sin_port) {
+      ::close(conn);  // not ours
+      conn = -1;
+    }
+  }
   int out = ::open(file.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
   std::vector<char> buffer(4 << 20);
+  size_t received = 0;
   ssize_t n;
-  while ((n = ::recv(conn, buffer.data(), buffer.size(), 0)) > 0) {
+  while (conn >= 0 && received < bytes.size() &&
+         (n = ::recv(conn, buffer.data(), std::min(buffer.size(), bytes.size() - received), 0)) > 0) {
     if (::write(out, buffer.data(), static_cast<size_t>(n)) != n) break;
+    received += static_cast<size_t>(n);
   }
   sender.join();
   if (sync) ::fsync(out);
   ::close(out);
-  ::close(conn);
+  if (conn >= 0) ::close(conn);
   ::close(listener);
   return Seconds(start);
 }

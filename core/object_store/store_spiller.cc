@@ -85,7 +85,6 @@ StoreSpiller::Usage StoreSpiller::CountSince(uint64_t reserved_before) {
       if (object) ++usage.spilled_objects;
     });
   }
-  usage.spilled_total = spilled_total_;
   if (ledger_) {
     ledger_->SetCounted(usage.stored_bytes, reserved_before);
     ledger_->SetSpilledBytes(usage.spilled_bytes);
@@ -187,7 +186,6 @@ Status StoreSpiller::MakeRoom(uint64_t bytes) {
     if (SpillOne(c.name, c.size, &why)) {
       spill_used += c.size;
       spilled_now += c.size;
-      spilled_total_ += c.size;
     }
     stored -= c.size;  // spilled, or freed meanwhile
   }

@@ -49,7 +49,6 @@ class StoreSpiller {
     uint64_t stored_objects = 0;
     uint64_t spilled_bytes = 0;
     uint64_t spilled_objects = 0;
-    uint64_t spilled_total = 0;  // bytes spilled since the spiller started
     // Job id (hex) -> stored bytes, for the store-full error.
     std::map<std::string, uint64_t> by_job;
   };
@@ -86,7 +85,6 @@ class StoreSpiller {
   std::shared_ptr<StoreLedger> ledger_;
   Options options_;
   Usage last_;
-  uint64_t spilled_total_ = 0;
   // reserved_total() when the previous count (or MakeRoom's) began.
   uint64_t reserved_before_ = 0;
 };

@@ -130,8 +130,8 @@ Runtime::Runtime(Config config)
           [this](const protocol::ObjectLocation& location)
               -> Result<std::shared_ptr<MappedObject>> {
             // Only an object of this node's own store is mapped in place.
-            if (local_store_dir_.empty()) return Status::NotFound("no object store on this node");
-            return SharedMemoryStore(local_store_dir_, local_spill_dir_).Open(location.path);
+            if (local_store_.dir().empty()) return Status::NotFound("no object store on this node");
+            return local_store_.Open(location.path);
           },
           [this](const protocol::ObjectLocation& location) {
             // Silence this long means the node is gone: lineage may compute
@@ -237,17 +237,18 @@ Status Runtime::Connect() {
     object_servers_->Set(AliveObjectServers(status->status));  // where pulls may go
     for (const auto& node : status->status.nodes) {
       if (node.alive && node.address == config_.node_ip && !node.store_dir.empty()) {
-        local_store_dir_ = node.store_dir;
         local_object_address_ = node.object_address;
         // Its capacity and spill directory (none in an older agent's store).
-        if (auto ledger = StoreLedger::Open(local_store_dir_); ledger.ok()) {
+        std::string spill_dir;
+        if (auto ledger = StoreLedger::Open(node.store_dir); ledger.ok()) {
           ledger_ = *ledger;
-          local_spill_dir_ = ledger_->spill_dir();
+          spill_dir = ledger_->spill_dir();
           seen_spill_epoch_ = ledger_->spill_epoch();
         }
+        local_store_ = SharedMemoryStore(node.store_dir, spill_dir);
         StoreWriter::Options writer;
-        writer.spill_dir = local_spill_dir_;
-        store_writer_ = std::make_unique<StoreWriter>(local_store_dir_, writer);
+        writer.spill_dir = spill_dir;
+        store_writer_ = std::make_unique<StoreWriter>(node.store_dir, writer);
         break;
       }
     }
@@ -366,12 +367,7 @@ void Runtime::DeleteStored(const protocol::ObjectLocation& location) {
   // This process wrote it (a Put): remove it directly, or its copy the agent
   // spilled.
   if (location.object_address.empty()) {
-    SharedMemoryStore store(local_store_dir_, local_spill_dir_);
-    if (store.Contains(location.path)) {
-      store.Remove(location.path);
-    } else {
-      ::unlink(location.path.c_str());
-    }
+    local_store_.Remove(location.path);
     return;
   }
   // A deleter's socket keeps reconnecting to its address: only the cluster's
@@ -399,7 +395,7 @@ Runtime::ExportedRef Runtime::ExportRef(const ObjectHandle& object) {
   // This node's own copy when there is one; else a copy written here, held
   // by this hold only.
   const bool local = stored && (written || stored->object_address == local_object_address_);
-  SharedMemoryStore store(local_store_dir_, local_spill_dir_);
+  const SharedMemoryStore& store = local_store_;
   for (int attempt = 0; attempt < 2; ++attempt) {
     std::string path;
     bool fresh = !local || attempt > 0;

@@ -23,6 +23,7 @@
 #include "common/address.h"
 #include "common/clock.h"
 #include "object_store/object_server_directory.h"
+#include "object_store/shared_memory_store.h"
 #include "object_store/store_ledger.h"
 #include "object_store/store_writer.h"
 #include "protocol/codec.h"
@@ -285,18 +286,19 @@ class Runtime {
   std::unique_ptr<ActorSubmitter> actors_;
   std::vector<Submission> draining_;  // reused from burst to burst (I/O thread)
   std::atomic<bool> stopped_{false};
-  // This node's object store (from the head's node table), for large Puts.
-  std::string local_store_dir_;
+  // This node's object store (from the head's node table, with the spill
+  // directory its ledger names), for large Puts; its dir() is empty when this
+  // machine has none.
+  SharedMemoryStore local_store_{""};
   std::string local_object_address_;
   // Object servers: the cluster's mechanism (set at registration) with this
   // process's credential. Read by pulls on user threads after Connect.
   transport::ClientSecurity data_security_;
   std::unique_ptr<StoreWriter> store_writer_;  // set when there is a local store
   // The local store's capacity and usage (null: none, or an older agent's
-  // store without one), its spill directory, and the spill epoch last seen
-  // (Tick drops mappings of spilled objects when it moves).
+  // store without one), and the spill epoch last seen (Tick drops mappings of
+  // spilled objects when it moves).
   std::shared_ptr<StoreLedger> ledger_;
-  std::string local_spill_dir_;
   uint64_t seen_spill_epoch_ = 0;
   // The object servers pulls may connect to (the cluster's, from the head).
   std::unique_ptr<ObjectServerDirectory> object_servers_;

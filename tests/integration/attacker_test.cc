@@ -255,6 +255,18 @@ class Attacker : public ::testing::Test {
     }
     return "";
   }
+  // The checkpoint directory of the node whose object server is objects_:
+  // named after its store (rayx-store-<hex>, rayx-ckpt-<hex>).
+  std::string CheckpointDir() {
+    const std::string hex = fs::path(store_dir_).filename().string().substr(
+        std::string("rayx-store-").size());
+    std::error_code ec;
+    for (auto it = fs::recursive_directory_iterator(cluster_->temp_dir(), ec);
+         !ec && it != fs::recursive_directory_iterator(); it.increment(ec)) {
+      if (it->path().filename().string() == "rayx-ckpt-" + hex) return it->path().string();
+    }
+    return "";
+  }
   // The cluster still serves the real job.
   void ExpectServing() {
     EXPECT_GT(*counter_->Task(&Counter::Add).Remote(1).Get(60000), 1);
@@ -540,6 +552,36 @@ TEST_F(Attacker, AnotherJobsMemberIsConfinedToItsJob) {
   EXPECT_EQ((*granted)[2].size(), 64u);
   pull.path = path + "-other";  // a grant opens its one object (see security_test)
   EXPECT_NE(objects.ErrorOf(Request(pull, 23)), std::nullopt);
+
+  // Train's checkpoint shards on the node's disk: B reads, copies into and
+  // removes none of A's, and no path leads out of B's own.
+  const std::string checkpoints = CheckpointDir();
+  ASSERT_FALSE(checkpoints.empty());
+  const std::string shard = job_ + "/run/a0-s1/rank-0";
+  fs::create_directories(checkpoints + "/" + shard);
+  std::ofstream(checkpoints + "/" + shard + "/model") << "weights of job A";
+  pull = {};
+  pull.path = checkpoints + "/" + shard + "/model";
+  pull.length = 64;
+  EXPECT_EQ(objects.ErrorOf(Request(pull, 24)), StatusCode::kUnauthenticated);
+  pull.path = checkpoints + "/" + b->job_id.Hex() + "/../" + shard + "/model";
+  EXPECT_EQ(objects.ErrorOf(Request(pull, 25)), StatusCode::kInvalidArgument);
+  protocol::ReplicateShardRequest copy;
+  copy.shard_dir = shard;
+  copy.source = objects_;
+  copy.source_dir = checkpoints;
+  copy.files = {{"model", 16}};
+  EXPECT_EQ(objects.ErrorOf(Request(copy, 26)), StatusCode::kUnauthenticated);
+  copy.shard_dir = b->job_id.Hex() + "/../" + shard;
+  EXPECT_EQ(objects.ErrorOf(Request(copy, 27)), StatusCode::kInvalidArgument);
+  protocol::DeleteShardsRequest remove;
+  remove.paths = {job_, shard, b->job_id.Hex() + "/../" + job_};
+  objects.Send(Request(remove, 28));
+  objects.Send(Request(protocol::ReservePortRequest{}, 29));
+  ASSERT_TRUE(objects.Receive(5000ms).has_value());
+  EXPECT_TRUE(fs::exists(checkpoints + "/" + shard + "/model"))
+      << "another job removed this job's checkpoint shard";
+  fs::remove_all(checkpoints + "/" + job_);
 
   EXPECT_FALSE(fs::exists(marker)) << "another job's call ran";
   ExpectServing();

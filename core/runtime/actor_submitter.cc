@@ -215,7 +215,8 @@ void ActorSubmitter::Pump(ActorState& actor) {
   // Strictly in order: calls sent again after a loss first (resolved already),
   // then each once its arguments are resolved. At most kMaxInFlight calls are
   // on their way; replies let more go.
-  while (actor.conn && !actor.queue.empty() && actor.conn->in_flight() < kMaxInFlight) {
+  while (actor.conn && !actor.conn->lost() && !actor.queue.empty() &&
+         actor.conn->in_flight() < kMaxInFlight) {
     if (actor.resolved_front > 0) {
       --actor.resolved_front;
       Task task = std::move(actor.queue.front());
@@ -241,7 +242,7 @@ void ActorSubmitter::Pump(ActorState& actor) {
       a->resolving = false;
       if (!a->dead_reason.empty()) {
         FailTask(deps_.objects, ready, "ActorDied", a->dead_reason, "");
-      } else if (a->conn && a->resolved_front == 0) {
+      } else if (a->conn && !a->conn->lost() && a->resolved_front == 0) {
         Send(*a, std::move(ready));
       } else {
         // The worker was lost meanwhile: the call goes after those sent
@@ -458,7 +459,7 @@ void ActorSubmitter::LoseLease(const LeaseId& lease_id, const std::string& why) 
   for (auto& [id, actor] : actors_) {
     if (actor->owner && actor->conn && actor->conn->info().lease_id == lease_id) {
       std::shared_ptr<WorkerConnection> keep = actor->conn;
-      keep->Lose(why);
+      keep->LoseReported(why);
       return;
     }
   }

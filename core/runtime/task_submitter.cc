@@ -318,7 +318,7 @@ bool TaskSubmitter::LoseLease(const LeaseId& lease_id, const std::string& why,
     for (auto& w : shape->workers) {
       if (w->info().lease_id == lease_id) {
         std::shared_ptr<WorkerConnection> keep = w;  // OnWorkerLost drops it later
-        keep->Lose(why, cause);
+        keep->LoseReported(why, cause);
         return true;
       }
     }

@@ -249,9 +249,20 @@ void WorkerConnection::Refuse(const std::string& why) {
 void WorkerConnection::Lose(std::string why, std::string cause) {
   if (lost_) return;
   lost_ = true;
-  loss_reason_ = std::move(why);
-  loss_cause_ = std::move(cause);
+  loss_reason_ = why.empty() ? std::move(reported_why_) : std::move(why);
+  loss_cause_ = cause.empty() ? std::move(reported_cause_) : std::move(cause);
   owner_->OnLost(*this);
+}
+
+void WorkerConnection::LoseReported(std::string why, std::string cause) {
+  if (lost_ || reported_) return;
+  if (link_) link_->ReceiveWaiting();
+  if (lost_) return;
+  reported_ = true;
+  reported_why_ = std::move(why);
+  reported_cause_ = std::move(cause);
+  if (link_ && link_->AwaitDisconnect(kReportedLossWaitMs, [this] { Lose(); })) return;
+  Lose();
 }
 
 std::string WorkerConnection::DescribeLoss() const {

@@ -105,6 +105,13 @@ class WorkerConnection : public std::enable_shared_from_this<WorkerConnection> {
   // `cause`: the error kind its calls fail with ("OutOfMemory"), when the
   // head said one.
   void Lose(std::string why = "", std::string cause = "");
+  // The head reports the worker gone (`why`, `cause` as for Lose): the
+  // replies it sent before it went count first. Its answers and the report
+  // travel different ways, so the connection is lost at its own disconnect
+  // (which follows the answers), or after kReportedLossWaitMs when none
+  // comes (its node unreachable), with the report's reason either way.
+  void LoseReported(std::string why, std::string cause = "");
+  static constexpr int64_t kReportedLossWaitMs = 1000;
 
   // Takes the calls never sent, in their order (for another worker).
   std::vector<Task> TakeUnsent();
@@ -115,7 +122,8 @@ class WorkerConnection : public std::enable_shared_from_this<WorkerConnection> {
 
   const Info& info() const { return info_; }
   size_t in_flight() const { return in_flight_.size(); }
-  bool lost() const { return lost_; }
+  // Lost, or reported lost and awaiting its disconnect: no more calls go to it.
+  bool lost() const { return lost_ || reported_; }
   // Its worker handed calls back because the call it runs waits in a get or
   // wait (Requeued): it takes no more until one of its calls ends.
   bool blocked() const { return blocked_; }
@@ -143,6 +151,10 @@ class WorkerConnection : public std::enable_shared_from_this<WorkerConnection> {
   bool lost_ = false;
   std::string loss_reason_;
   std::string loss_cause_;
+  // What the head reported (LoseReported) while the disconnect is awaited.
+  bool reported_ = false;
+  std::string reported_why_;
+  std::string reported_cause_;
   // Reused from reply to reply.
   std::vector<std::string_view> payload_views_;
   std::vector<protocol::TaskResultView> results_;

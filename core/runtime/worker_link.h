@@ -21,6 +21,20 @@ class WorkerLink {
   // Sends all frames without blocking. False when the worker is gone (then
   // nothing more is sent).
   virtual bool Send(transport::Frames& frames) = 0;
+  // Hands the replies that arrived and were not read yet to the message
+  // handler now (before a loss reported elsewhere is acted on).
+  virtual void ReceiveWaiting() {}
+  // The worker is reported gone by someone else (its node's agent, through
+  // the head): its replies may still be on their way, and its own
+  // disconnect comes after them. Calls `lost` (on the I/O thread, while the
+  // link lives) if that disconnect has not come within `wait_ms`; the
+  // link's loss handler is called as usual if it comes first. False: this
+  // link cannot wait (nothing is called; act on the report now).
+  virtual bool AwaitDisconnect(int64_t wait_ms, std::function<void()> lost) {
+    (void)wait_ms;
+    (void)lost;
+    return false;
+  }
 };
 
 // Opens links to workers (ZmqWorkerConnector is the real one).
@@ -33,7 +47,8 @@ class WorkerConnector {
   // process's own job); `actor_key`, when set, is the key of the actor it
   // hosts, for a job this process holds no credential of. `on_message` receives each reply and `on_lost` the
   // worker's loss (disconnected, never reachable, or not ours to reach), on the
-  // I/O thread, while the link lives.
+  // I/O thread, while the link lives; every reply the worker sent before it
+  // went reaches `on_message` before `on_lost` is called.
   virtual std::unique_ptr<WorkerLink> Connect(const std::string& address, const JobId& job,
                                               const std::optional<transport::ActorKey>& actor_key,
                                               MessageHandler on_message,

@@ -59,41 +59,60 @@ void ZmqSocketLoop::EndBatch() {
   }
 }
 
+ZmqSocketLoop::Received ZmqSocketLoop::ReceiveOne() {
+  if (!(socket_.get(zmq::sockopt::events) & ZMQ_POLLIN)) return Received::kNone;
+  Frames frames;
+  size_t count = 0;
+  bool more = true;
+  while (more) {
+    zmq::message_t part;
+    if (!socket_.recv(part, zmq::recv_flags::dontwait)) break;
+    more = part.more();
+    if (++count <= kMaxFramesPerMessage) frames.push_back(ToFrame(std::move(part)));
+  }
+  if (count > kMaxFramesPerMessage) {
+    if (on_dropped_) on_dropped_(count);
+    return Received::kDropped;
+  }
+  if (frames.empty()) return Received::kDropped;
+  try {
+    on_message_(frames);
+  } catch (const zmq::error_t&) {
+    throw;
+  } catch (const std::exception& e) {
+    // A handler's bug or an input it did not expect (an allocation too
+    // big, say) costs that message, never the daemon.
+    RAYX_LOG(Error) << "dropped a message whose handling failed: " << e.what();
+  } catch (...) {
+    RAYX_LOG(Error) << "dropped a message whose handling failed (a non-standard exception)";
+  }
+  return Received::kHandled;
+}
+
+void ZmqSocketLoop::ReceiveWaiting() {
+  bool handled_any = false;
+  try {
+    for (Received r = ReceiveOne(); r != Received::kNone; r = ReceiveOne()) {
+      handled_any |= r == Received::kHandled;
+    }
+  } catch (const zmq::error_t& e) {
+    if (e.num() != ETERM) RAYX_LOG(Error) << "ZeroMQ receive failed: " << e.what();
+  }
+  if (handled_any) EndBatch();
+  ScheduleDrain();  // the reads may have taken the fd's edge: watch it again
+}
+
 void ZmqSocketLoop::Drain() {
   bool handled_any = false;
   for (int handled = 0; handled < kMaxBatch; ++handled) {
     try {
-      if (!(socket_.get(zmq::sockopt::events) & ZMQ_POLLIN)) {
+      Received received = ReceiveOne();
+      if (received == Received::kNone) {
         if (handled_any) EndBatch();
         Arm();
         return;
       }
-      Frames frames;
-      size_t count = 0;
-      bool more = true;
-      while (more) {
-        zmq::message_t part;
-        if (!socket_.recv(part, zmq::recv_flags::dontwait)) break;
-        more = part.more();
-        if (++count <= kMaxFramesPerMessage) frames.push_back(ToFrame(std::move(part)));
-      }
-      if (count > kMaxFramesPerMessage) {
-        if (on_dropped_) on_dropped_(count);
-        continue;
-      }
-      if (frames.empty()) continue;
-      handled_any = true;
-      try {
-        on_message_(frames);
-      } catch (const zmq::error_t&) {
-        throw;
-      } catch (const std::exception& e) {
-        // A handler's bug or an input it did not expect (an allocation too
-        // big, say) costs that message, never the daemon.
-        RAYX_LOG(Error) << "dropped a message whose handling failed: " << e.what();
-      } catch (...) {
-        RAYX_LOG(Error) << "dropped a message whose handling failed (a non-standard exception)";
-      }
+      handled_any |= received == Received::kHandled;
     } catch (const zmq::error_t& e) {
       if (e.num() == ETERM) {
         if (handled_any) EndBatch();  // what was handled still ends (a commit)

@@ -52,8 +52,18 @@ class ZmqSocketLoop {
   // matters. Schedules a drain, as the send may have consumed the read edge.
   bool Send(Frames& frames);
 
+  // Hands every message the socket holds now to the handler before
+  // returning: what another socket reports (a monitor's disconnect, a node's
+  // notice that the peer exited) is acted on after the messages the peer sent
+  // before it. Handlers must not destroy this loop.
+  void ReceiveWaiting();
+
  private:
   static constexpr int kMaxBatch = 256;
+  enum class Received { kNone, kHandled, kDropped };
+  // Receives one message and hands it on; kNone when none waits. Throws
+  // zmq::error_t when the socket cannot be read.
+  Received ReceiveOne();
   void Arm();
   void Drain();
   void ScheduleDrain();

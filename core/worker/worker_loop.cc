@@ -282,9 +282,7 @@ void WorkerLoop::CompleteDeferred() {
       Flush();
       int status = std::atoi(answer.value.c_str());
       if (exit_) return exit_(status);
-      std::cout.flush();
-      std::fflush(nullptr);
-      std::_Exit(status);
+      ExitWorker(status);
     }
     PendingCall call = std::move(it->second);
     pending_.erase(it);

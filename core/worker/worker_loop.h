@@ -91,7 +91,7 @@ class WorkerLoop {
   void CompleteDeferred();
   static constexpr const char* kWorkerExitAnswer = "rayx.worker.exit";
   // How the process ends for kWorkerExitAnswer (tests replace it). Default:
-  // stdio flushed, then std::_Exit.
+  // ExitWorker.
   void SetExit(std::function<void(int status)> exit) { exit_ = std::move(exit); }
   // On the loop's thread, while a task of a batch runs and has to block in a
   // get or wait (SetCallBlockingHook): the tasks queued behind it (the rest
@@ -248,5 +248,12 @@ class WorkerLoop {
 // completion_fd while calls are deferred). Never
 // returns; a crash ends the process, which callers notice as a lost connection.
 [[noreturn]] void RunWorker(const WorkerEnv& env);
+
+// Ends this worker process with `status` once the replies it sent have left
+// (an exit straight after a send could drop them from ZeroMQ's queue, and the
+// caller of a call that succeeded would see it die with the process). Only
+// RunWorker's thread can close its socket: called elsewhere (or outside a
+// worker), it flushes stdio and exits at once.
+[[noreturn]] void ExitWorker(int status);
 
 }  // namespace rayx::detail

@@ -4,6 +4,10 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <functional>
+#include <future>
+#include <iostream>
+#include <memory>
 #include <thread>
 
 #include <zmq.hpp>
@@ -18,6 +22,26 @@
 #include "worker/worker_loop.h"
 
 namespace rayx::detail {
+
+namespace {
+
+// How long an exiting worker waits for its replies to leave.
+constexpr std::chrono::milliseconds kExitFlushLimit{2000};
+
+// Set while RunWorker serves: what ExitWorker does on its thread.
+std::function<void(int)>* g_exit_after_replies = nullptr;
+std::thread::id g_loop_thread;
+
+}  // namespace
+
+[[noreturn]] void ExitWorker(int status) {
+  std::cout.flush();
+  std::fflush(nullptr);
+  if (g_exit_after_replies != nullptr && std::this_thread::get_id() == g_loop_thread) {
+    (*g_exit_after_replies)(status);
+  }
+  std::_Exit(status);
+}
 
 // One thread, one ROUTER socket: a blocking receive feeds the loop, replies
 // go out on the same socket. While calls are deferred (answered on other
@@ -60,7 +84,8 @@ void RunWorker(const WorkerEnv& env) {
   // Once it hosts an actor, that actor's callers of other jobs (who hold its
   // key, from the head) reach it too, for that actor's methods only.
   auto verifier = std::make_shared<transport::JobVerifier>(credential);
-  transport::ZapServer zap(context, verifier, "worker of job " + env.job_id.Hex());
+  auto zap = std::make_unique<transport::ZapServer>(context, verifier,
+                                                    "worker of job " + env.job_id.Hex());
   zmq::socket_t router(context, zmq::socket_type::router);
   router.set(zmq::sockopt::linger, 0);
   // Bounded queues: a caller that floods is held back by its own socket.
@@ -68,7 +93,7 @@ void RunWorker(const WorkerEnv& env) {
   router.set(zmq::sockopt::rcvhwm, 100000);
   router.set(zmq::sockopt::maxmsgsize, int64_t{1} << 31);
   transport::MakeServer(router, env.Mechanism(), credential);
-  zap.Guard(router);  // declared after `zap`: closed before it
+  zap->Guard(router);  // declared after `zap`: closed before it
   try {
     router.bind("tcp://" + node_ip + ":*");
   } catch (const zmq::error_t& e) {
@@ -82,6 +107,32 @@ void RunWorker(const WorkerEnv& env) {
       RAYX_LOG(Warning) << "reply failed: " << e.what();
     }
   });
+  // The replies this thread handed to ZeroMQ leave before the process ends
+  // (an exit straight after a send loses them nearly always): the router
+  // closes with a linger and the context's termination waits for its I/O
+  // thread to send them. Its monitor stops first (the zap server reads it;
+  // libzmq sends monitor events blocking), then the zap server's sockets
+  // close; the loop's pulls closed theirs when they returned. Bounded:
+  // whatever still holds the context, the process ends within kExitFlushLimit.
+  std::function<void(int)> exit_after_replies = [&](int status) {
+    auto flushed = std::make_shared<std::promise<void>>();
+    std::future<void> done = flushed->get_future();
+    std::thread([&router, &zap, &context, flushed] {
+      try {
+        zmq_socket_monitor(router.handle(), nullptr, 0);
+        router.set(zmq::sockopt::linger, static_cast<int>(kExitFlushLimit.count()));
+        router.close();
+        zap.reset();
+        context.close();
+      } catch (const zmq::error_t&) {
+      }
+      flushed->set_value();
+    }).detach();
+    done.wait_for(kExitFlushLimit + std::chrono::milliseconds(200));
+    std::_Exit(status);
+  };
+  g_exit_after_replies = &exit_after_replies;
+  g_loop_thread = std::this_thread::get_id();
   loop.SetHostObserver([verifier](const ActorId& actor) { verifier->AllowActorCallers(actor); });
   // A result holding ObjectRefs: this process's runtime took the holds (the
   // refs' ExportRef), so it exists; its agent is told what the result holds.

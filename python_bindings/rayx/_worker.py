@@ -301,9 +301,11 @@ def _exit_deferred(done, token):
 
 
 def _exit_process(code):
+    """Ends this worker once the results it sent have left (a plain
+    os._exit could drop them from the socket's queue)."""
     sys.stdout.flush()
     sys.stderr.flush()
-    os._exit(code)
+    _core.exit_worker(code)
 
 
 def _exit_code(e):

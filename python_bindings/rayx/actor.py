@@ -1,8 +1,5 @@
 """Ray's ray.actor module: actor classes, handles and exit_actor()."""
 
-import os
-import sys
-
 from rayx._remote import ActorClass, ActorHandle, ActorMethod, method
 
 __all__ = ["ActorClass", "ActorHandle", "ActorMethod", "exit_actor", "method"]
@@ -19,6 +16,5 @@ def exit_actor():
     if _api._mode != "worker" or not _remote._is_actor:
         raise TypeError("exit_actor() is called inside an actor's method, not in a driver or "
                         "a task")
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(0)
+    from rayx import _worker
+    _worker._exit_process(0)

@@ -623,6 +623,8 @@ PYBIND11_MODULE(_core, m) {
   m.def("is_initialized", &rayx::IsInitialized);
   m.def("set_worker_command", &SetWorkerCommand);
   m.def("serve_worker", &ServeWorker);
+  // Ends the worker once the results it sent have left (rayx::detail::ExitWorker).
+  m.def("exit_worker", [](int status) { rayx::detail::ExitWorker(status); });
   // The actor this worker hosts runs its calls concurrently: from now on each
   // method call is handed to dispatch with a DeferredCallHandle.
   m.def("defer_method_calls", []() { g_defer_methods = true; });

@@ -457,9 +457,14 @@ def test_terminate_waits_for_the_calls_sent_before_it(rayx_mod):
             await asyncio.sleep(0.3)
             return "done"
 
-    a = Slow.remote()
-    naps = [a.nap.remote() for _ in range(3)]
-    a.__ray_terminate__.remote()
-    assert rayx.get(naps, timeout=30) == ["done"] * 3
-    with pytest.raises(rayx.exceptions.ActorDiedError):
-        rayx.get(a.nap.remote(), timeout=30)
+    # Several at once: the answers sent just before each exit must all
+    # arrive (the exit waits for them to leave, the caller reads them before
+    # it acts on the disconnect).
+    actors = [Slow.remote() for _ in range(4)]
+    naps = [a.nap.remote() for a in actors for _ in range(3)]
+    for a in actors:
+        a.__ray_terminate__.remote()
+    assert rayx.get(naps, timeout=30) == ["done"] * 12
+    for a in actors:
+        with pytest.raises(rayx.exceptions.ActorDiedError):
+            rayx.get(a.nap.remote(), timeout=30)

@@ -110,6 +110,94 @@ TEST_F(ZmqWorkerConnectorTest, AWorkerThatDiesAfterConnectingIsReportedLost) {
   EXPECT_TRUE(RunUntil([&] { return lost; })) << "the disconnect was not reported";
 }
 
+// A worker that answers and exits at once (an actor's __ray_terminate__ after
+// the calls before it): its process ends right after its socket closed, with
+// a linger, as rayx::detail::ExitWorker closes it. Every answer reaches the
+// caller before the loss does, though the two arrive on different sockets.
+// (libzmq 4.3 drops such answers when the link does not reconnect.)
+TEST_F(ZmqWorkerConnectorTest, AnswersSentJustBeforeTheWorkerExitsArriveBeforeItsLoss) {
+  constexpr int kExits = 20;
+  constexpr int kAnswers = 3;
+  for (int round = 0; round < kExits; ++round) {
+    // The worker's own context, terminated as the exiting process does.
+    auto context = std::make_unique<zmq::context_t>(1);
+    auto zap = std::make_unique<transport::ZapServer>(*context, verifier_, "exiting worker");
+    zmq::socket_t worker(*context, zmq::socket_type::router);
+    worker.set(zmq::sockopt::linger, 0);
+    transport::MakeServer(worker, transport::WireSecurity::kAuthenticated, *kCluster.ForJob(kJob));
+    worker.bind("tcp://127.0.0.1:*");
+    std::string address = worker.get(zmq::sockopt::last_endpoint);
+
+    int answers = 0;
+    int answers_at_loss = -1;
+    auto link = connector_.Connect(
+        address, kJob, std::nullopt, [&](transport::Frames&) { ++answers; },
+        [&] {
+          if (answers_at_loss < 0) answers_at_loss = answers;
+        });
+    transport::Frames out;
+    out.emplace_back("calls");
+    ASSERT_TRUE(link->Send(out));
+    zmq::message_t identity, body;
+    ASSERT_TRUE(worker.recv(identity));
+    ASSERT_TRUE(worker.recv(body));
+    for (int i = 0; i < kAnswers; ++i) {
+      zmq::message_t to(identity.data(), identity.size());
+      worker.send(to, zmq::send_flags::sndmore);
+      worker.send(zmq::str_buffer("answer"));
+    }
+    worker.set(zmq::sockopt::linger, 2000);
+    worker.close();
+    zap.reset();
+    context->close();
+
+    ASSERT_TRUE(RunUntil([&] { return answers_at_loss >= 0; }))
+        << "exit " << round << ": the worker's exit was not reported";
+    ASSERT_EQ(answers_at_loss, kAnswers)
+        << "exit " << round << ": answers sent before the exit were lost";
+  }
+}
+
+// Told by someone else that the worker is gone (its node's notice through the
+// head) while its connection stays up (a node cut off): the link reports the
+// loss itself once the wait for the disconnect runs out.
+TEST_F(ZmqWorkerConnectorTest, AWaitForADisconnectThatNeverComesEndsInALoss) {
+  std::string address = BindWorker();
+  bool lost_by_disconnect = false;
+  bool lost_by_wait = false;
+  auto link = connector_.Connect(
+      address, kJob, std::nullopt, [](transport::Frames&) {},
+      [&] { lost_by_disconnect = true; });
+  transport::Frames out;
+  out.emplace_back("hello");
+  ASSERT_TRUE(link->Send(out));
+  zmq::message_t identity, body;
+  ASSERT_TRUE(worker_->recv(identity));  // connected, and it stays so
+  ASSERT_TRUE(worker_->recv(body));
+  ASSERT_TRUE(link->AwaitDisconnect(50, [&] { lost_by_wait = true; }));
+  EXPECT_TRUE(RunUntil([&] { return lost_by_wait; })) << "the wait never ended";
+  EXPECT_FALSE(lost_by_disconnect) << "a live connection was reported disconnected";
+}
+
+// ... and when the disconnect does come, the link's own loss handler says so
+// (the connection treats whichever comes first as the loss).
+TEST_F(ZmqWorkerConnectorTest, ADisconnectDuringTheWaitIsReportedAsTheLoss) {
+  std::string address = BindWorker();
+  bool lost_by_disconnect = false;
+  auto link = connector_.Connect(
+      address, kJob, std::nullopt, [](transport::Frames&) {},
+      [&] { lost_by_disconnect = true; });
+  transport::Frames out;
+  out.emplace_back("hello");
+  ASSERT_TRUE(link->Send(out));
+  zmq::message_t identity, body;
+  ASSERT_TRUE(worker_->recv(identity));
+  ASSERT_TRUE(worker_->recv(body));
+  ASSERT_TRUE(link->AwaitDisconnect(60000, [] {}));
+  worker_.reset();  // the worker dies
+  EXPECT_TRUE(RunUntil([&] { return lost_by_disconnect; })) << "the disconnect was not reported";
+}
+
 // An address whose worker is already gone (a handle given a dead actor's
 // address): the link must say so, not wait for a reply for ever.
 TEST_F(ZmqWorkerConnectorTest, AnAddressNobodyListensOnIsReportedLost) {

@@ -283,9 +283,11 @@ struct CollectiveCounters {
 
 struct HeartbeatRequest {
   static constexpr MessageType kType = MessageType::kHeartbeatRequest;
+  // The head keeps the one account of what a node's leases use (NodeTable);
+  // a heartbeat says nothing of it. (Its `available` went: a field with a
+  // map's key, ignored by a head that no longer knows it.)
   NodeId node_id;
   uint64_t seq = 0;
-  ResourceMap available;
   uint64_t store_bytes = 0;  // bytes in the node's object store
   uint64_t epoch = 0;        // RegisterNodeReply::epoch
   // The store's capacity (0: unbounded), its objects, and the objects spilled
@@ -311,7 +313,7 @@ struct HeartbeatRequest {
   bool counted = false;
   TaskCounters tasks;
   std::vector<CollectiveCounters> collectives;
-  MSGPACK_DEFINE_MAP(node_id, seq, available, store_bytes, epoch, want_reply, gpus, counted, tasks,
+  MSGPACK_DEFINE_MAP(node_id, seq, store_bytes, epoch, want_reply, gpus, counted, tasks,
                      collectives, store_capacity, store_objects, spilled_bytes, spilled_objects)
 };
 

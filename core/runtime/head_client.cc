@@ -52,14 +52,9 @@ HeadClient::HeadClient(boost::asio::io_context& io, zmq::context_t& context, Hos
       head_(std::move(head)),
       security_(std::move(security)),
       options_(options),
+      clock_(options.clock != nullptr ? *options.clock : system_clock_),
       conn_(std::make_unique<Connection>(context)),
       heartbeat_timer_(io) {}
-
-int64_t HeadClient::NowMs() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
 
 HeadClient::~HeadClient() = default;
 

@@ -16,6 +16,7 @@
 #include <boost/asio/steady_timer.hpp>
 
 #include "common/address.h"
+#include "common/clock.h"
 #include "common/work_counters.h"
 #include "protocol/codec.h"
 #include "protocol/group_messages.h"
@@ -54,6 +55,9 @@ class HeadClient final : public LeaseClient {
     // How long calls wait for a silent head (down, restarting) before they
     // fail; only enforced while heartbeats run. Default: 60 s.
     int64_t head_timeout_ms = 60000;
+    // What the head's silence is measured with (tests step a ManualClock);
+    // nullptr: the system's. Must outlive the client.
+    const Clock* clock = nullptr;
   };
   // `security`: the credential this process proves to the head (CURVE).
   HeadClient(boost::asio::io_context& io, zmq::context_t& context, HostPort head,
@@ -188,12 +192,14 @@ class HeadClient final : public LeaseClient {
   void OnConnectionEvent(transport::Frames& frames);
   // Sends `frames` on the socket; false when it is not started or cannot send.
   bool SendOnSocket(transport::Frames& frames);
-  static int64_t NowMs();
+  int64_t NowMs() const { return clock_.NowMs(); }
 
   boost::asio::io_context& io_;
   const HostPort head_;
   const transport::ClientSecurity security_;
   Options options_;
+  SystemClock system_clock_;
+  const Clock& clock_;  // options_.clock, or system_clock_
   // The DEALER socket, its connection-event monitor and their watches (the
   // ZeroMQ edge, in the .cc).
   struct Connection;

@@ -152,7 +152,7 @@ Result<std::optional<protocol::HeartbeatReply>> HeadService::OnHeartbeat(
   // A heartbeat of another incarnation (epoch) keeps nothing alive: the agent
   // must fence itself and join again.
   reply.known = req.epoch == nodes_.EpochOf(req.node_id) &&
-                nodes_.Heartbeat(req.node_id, req.available, clock_.NowMs(),
+                nodes_.Heartbeat(req.node_id, clock_.NowMs(),
                                  {req.store_bytes, req.store_capacity, req.store_objects,
                                   req.spilled_bytes, req.spilled_objects},
                                  req.gpus);

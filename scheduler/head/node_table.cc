@@ -96,7 +96,7 @@ uint64_t NodeTable::EpochOf(const NodeId& id) const {
   return it == alive_.end() ? 0 : it->second.epoch;
 }
 
-bool NodeTable::Heartbeat(const NodeId& id, const ResourceMap& available, int64_t now_ms,
+bool NodeTable::Heartbeat(const NodeId& id, int64_t now_ms,
                           NodeStoreUse store, std::vector<GpuUsage> gpus) {
   auto it = alive_.find(id);
   if (it == alive_.end()) return false;
@@ -114,14 +114,6 @@ bool NodeTable::Heartbeat(const NodeId& id, const ResourceMap& available, int64_
       if (g.name.size() > 128) g.name.resize(128);
     }
     it->second.info.gpu_usage = std::move(gpus);
-  }
-  // An agent reports availability only for resources it registered.
-  for (const auto& [name, amount] : available) {
-    if (!std::isfinite(amount)) continue;
-    auto total = it->second.info.total.find(name);
-    if (total != it->second.info.total.end()) {
-      it->second.info.available[name] = std::clamp(amount, 0.0, total->second);
-    }
   }
   return true;
 }

@@ -74,7 +74,9 @@ class NodeTable {
   // Records a heartbeat, and its GPU samples when it carries any (at most
   // 256, names cut to 128 bytes). Returns false when the node is
   // not alive (unknown, or already declared dead): the agent must register again.
-  bool Heartbeat(const NodeId& id, const ResourceMap& available, int64_t now_ms,
+  // What the node's leases use is this table's own account (TryAcquire,
+  // Release): a heartbeat never changes it.
+  bool Heartbeat(const NodeId& id, int64_t now_ms,
                  NodeStoreUse store = {}, std::vector<GpuUsage> gpus = {});
 
   // Declares an alive node dead with `reason`. Returns false when it was not alive.

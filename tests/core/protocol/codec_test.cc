@@ -108,13 +108,32 @@ TEST(Codec, HeartbeatRequestAndReplyRoundTrip) {
   HeartbeatRequest in;
   in.node_id = Id('b');
   in.seq = 123456789012ULL;
-  in.available = {{"CPU", 0.5}, {"GPU", 1}};
+  in.store_bytes = 5;
+  in.spilled_objects = 2;
   HeartbeatRequest out = RoundTrip(in);
   EXPECT_EQ(out.node_id, in.node_id);
   EXPECT_EQ(out.seq, in.seq);
-  EXPECT_EQ(out.available, in.available);
+  EXPECT_EQ(out.store_bytes, 5u);
+  EXPECT_EQ(out.spilled_objects, 2u);
   EXPECT_FALSE(RoundTrip(HeartbeatReply{false}).known);
   EXPECT_TRUE(RoundTrip(HeartbeatReply{true}).known);
+}
+
+// A heartbeat of an agent built before `available` left the message still
+// decodes: the head ignores the key it no longer knows.
+struct HeartbeatWithAvailability {
+  NodeId node_id;
+  uint64_t seq = 0;
+  ResourceMap available;
+  MSGPACK_DEFINE_MAP(node_id, seq, available)
+};
+
+TEST(Codec, AHeartbeatThatStillCarriesAvailabilityDecodes) {
+  HeartbeatWithAvailability old{Id('c'), 7, {{"CPU", 0.5}}};
+  auto decoded = Decode<HeartbeatRequest>(Encode(old));
+  ASSERT_TRUE(decoded.ok()) << decoded.status();
+  EXPECT_EQ(decoded->node_id, old.node_id);
+  EXPECT_EQ(decoded->seq, 7u);
 }
 
 TEST(Codec, UnregisterRequestAndReplyRoundTrip) {
@@ -391,12 +410,12 @@ TEST(Decode, RejectsOversizedFrame) {
 }
 
 TEST(Decode, HonoursCallerLimits) {
-  HeartbeatRequest req;
-  for (int i = 0; i < 10; ++i) req.available["r" + std::to_string(i)] = i;
+  RegisterNodeRequest req;
+  for (int i = 0; i < 10; ++i) req.resources["r" + std::to_string(i)] = i;
   DecodeLimits tight;
   tight.max_map = 4;
-  EXPECT_TRUE(Decode<HeartbeatRequest>(Encode(req)).ok());
-  auto r = Decode<HeartbeatRequest>(Encode(req), tight);
+  EXPECT_TRUE(Decode<RegisterNodeRequest>(Encode(req)).ok());
+  auto r = Decode<RegisterNodeRequest>(Encode(req), tight);
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
 }

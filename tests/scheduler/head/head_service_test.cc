@@ -330,7 +330,7 @@ TEST_F(HeadServiceTest, StoppingTheClusterTellsEveryAgentAndRefusesNewNodes) {
   auto beat = [&](const NodeId& id, uint64_t seq) {
     return Call<protocol::HeartbeatReply>(
         transport::MakeMessage(
-            protocol::HeartbeatRequest{id, seq, {}, 0, service_.nodes().EpochOf(id)}, seq),
+            protocol::HeartbeatRequest{id, seq, 0, service_.nodes().EpochOf(id)}, seq),
         seq);
   };
   EXPECT_EQ(beat(a, 10).stop, "") << "a running cluster asks nobody to leave";
@@ -368,18 +368,19 @@ TEST_F(HeadServiceTest, SilentNodeIsDeclaredDeadWithReason) {
   EXPECT_TRUE(status.TotalResources().empty());
   // Its agent learns it must register again.
   auto hb = Call<protocol::HeartbeatReply>(
-      transport::MakeMessage(protocol::HeartbeatRequest{id, 1, {}}, 31), 31);
+      transport::MakeMessage(protocol::HeartbeatRequest{id, 1}, 31), 31);
   EXPECT_FALSE(hb.known);
 }
 
-TEST_F(HeadServiceTest, HeartbeatKeepsNodeAliveAndUpdatesAvailability) {
+// Heartbeats keep a node alive; what is free on it stays the head's own
+// account (nothing is leased here: all of it).
+TEST_F(HeadServiceTest, HeartbeatKeepsNodeAliveAndLeavesTheHeadsAccountAsItWas) {
   NodeId id = Register();
   for (uint64_t seq = 1; seq <= 20; ++seq) {
     clock_.Advance(500);
     auto hb = Call<protocol::HeartbeatReply>(
         transport::MakeMessage(
-            protocol::HeartbeatRequest{id, seq, {{"CPU", 2}}, 0, service_.nodes().EpochOf(id)},
-            seq),
+            protocol::HeartbeatRequest{id, seq, 0, service_.nodes().EpochOf(id)}, seq),
         seq);
     EXPECT_TRUE(hb.known);
     service_.ExpireSilentNodes();
@@ -387,7 +388,7 @@ TEST_F(HeadServiceTest, HeartbeatKeepsNodeAliveAndUpdatesAvailability) {
   ClusterStatus status = QueryStatus();
   ASSERT_EQ(status.nodes.size(), 1u);
   EXPECT_TRUE(status.nodes[0].alive);
-  EXPECT_EQ(status.AvailableResources(), (ResourceMap{{"CPU", 2}, {"tpu", 4}}));
+  EXPECT_EQ(status.AvailableResources(), status.TotalResources());
 }
 
 // A heartbeat that wants no reply gets none while all is well (the agent asks
@@ -395,7 +396,7 @@ TEST_F(HeadServiceTest, HeartbeatKeepsNodeAliveAndUpdatesAvailability) {
 // head answers at once when it has something to say.
 TEST_F(HeadServiceTest, AHeartbeatWithoutWantReplyIsAnsweredOnlyWithNews) {
   NodeId id = Register();
-  protocol::HeartbeatRequest beat{id, 1, {}, 0, service_.nodes().EpochOf(id)};
+  protocol::HeartbeatRequest beat{id, 1, 0, service_.nodes().EpochOf(id)};
   beat.want_reply = false;
   for (uint64_t seq = 1; seq <= 10; ++seq) {
     clock_.Advance(500);
@@ -419,11 +420,11 @@ TEST_F(HeadServiceTest, EachRegistrationGetsALargerEpochAndOnlyItKeepsTheNodeAli
   EXPECT_EQ(service_.nodes().EpochOf(first.node_id), first.epoch);
   // A heartbeat of another epoch is not this node's: the agent must fence.
   auto stale = Call<protocol::HeartbeatReply>(
-      transport::MakeMessage(protocol::HeartbeatRequest{first.node_id, 1, {}, 0, second.epoch}, 3),
+      transport::MakeMessage(protocol::HeartbeatRequest{first.node_id, 1, 0, second.epoch}, 3),
       3);
   EXPECT_FALSE(stale.known);
   auto current = Call<protocol::HeartbeatReply>(
-      transport::MakeMessage(protocol::HeartbeatRequest{first.node_id, 2, {}, 0, first.epoch}, 4),
+      transport::MakeMessage(protocol::HeartbeatRequest{first.node_id, 2, 0, first.epoch}, 4),
       4);
   EXPECT_TRUE(current.known);
 }
@@ -525,7 +526,7 @@ TEST_F(HeadServiceTest, AgentMessagesOfAnotherIncarnationAreRefused) {
 
 TEST_F(HeadServiceTest, HeartbeatFromUnknownNodeIsNotKnown) {
   auto hb = Call<protocol::HeartbeatReply>(
-      transport::MakeMessage(protocol::HeartbeatRequest{NodeId::FromRandom(), 1, {}}, 4), 4);
+      transport::MakeMessage(protocol::HeartbeatRequest{NodeId::FromRandom(), 1}, 4), 4);
   EXPECT_FALSE(hb.known);
 }
 

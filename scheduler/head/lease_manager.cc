@@ -16,25 +16,29 @@ LeaseManager::LeaseManager(Options options, NodeTable& nodes, HeadOutbox& outbox
     : options_(std::move(options)), nodes_(nodes), outbox_(outbox), groups_(nodes, outbox) {}
 
 void LeaseManager::ReplyError(const Owner& owner, const Status& status) {
-  if (owner.head && (owner.requester.request_id & kActorRestartBit)) {
-    OnActorRestartFailed(owner.requester.request_id, status);
-  } else if (owner.head) {
-    RAYX_CHECK(head_owner_ != nullptr) << "a head-owned lease without SetHeadOwner";
-    head_owner_->OnLeaseFailed(owner.requester.request_id, status);
-  } else {
-    outbox_.Fail(owner.requester, status);
+  switch (owner.kind) {
+    case OwnerKind::kHeadActor:
+      OnActorRestartFailed(owner.requester.request_id, status);
+      return;
+    case OwnerKind::kHeadJob:
+      RAYX_CHECK(head_owner_ != nullptr) << "a head-owned lease without SetHeadOwner";
+      head_owner_->OnLeaseFailed(owner.requester.request_id, status);
+      return;
+    case OwnerKind::kCaller:
+      outbox_.Fail(owner.requester, status);
+      return;
   }
 }
 
 void LeaseManager::RequestLease(const std::string& peer, uint64_t request_id,
                                 const protocol::RequestLeaseRequest& req) {
-  Request(Owner{Requester{peer, request_id}, /*head=*/false}, req);
+  Request(Owner{Requester{peer, request_id}, OwnerKind::kCaller}, req);
 }
 
 void LeaseManager::RequestLeaseForHead(uint64_t request_id,
                                        const protocol::RequestLeaseRequest& req) {
   RAYX_CHECK(head_owner_ != nullptr) << "RequestLeaseForHead without SetHeadOwner";
-  Request(Owner{Requester{"", request_id}, /*head=*/true}, req);
+  Request(Owner{Requester{"", request_id}, OwnerKind::kHeadJob}, req);
 }
 
 void LeaseManager::Request(const Owner& owner, const protocol::RequestLeaseRequest& req) {
@@ -68,7 +72,7 @@ void LeaseManager::Request(const Owner& owner, const protocol::RequestLeaseReque
     return;
   }
   Pending pending{owner, req};
-  if (!owner.head) pending.req.init = {};  // only the head restarts actors this way
+  if (!owner.head()) pending.req.init = {};  // only the head restarts actors this way
   std::optional<NodeId> decided;
   if (req.placement_group_id.IsNil()) {
     // One policy decision, logarithmic in the node count, says both whether
@@ -116,12 +120,11 @@ policy::SchedulingDecision LeaseManager::Decide(const protocol::RequestLeaseRequ
 }
 
 bool LeaseManager::JobAllows(const Pending& pending) const {
-  auto job = jobs_.find(pending.req.job_id);
   // A detached actor outlives its job: the head restarts it, and it may
   // start tasks of its own (owned by its worker, ended with it).
-  bool restart = pending.owner.head && !pending.req.init.function.empty();
-  return (job != jobs_.end() && !job->second.finished) || restart ||
-         (!pending.owner.head && HostedByDetachedActor(pending.owner.requester.peer));
+  bool restart = pending.owner.head() && !pending.req.init.function.empty();
+  return jobs_.Live(pending.req.job_id) || restart ||
+         (!pending.owner.head() && HostedByDetachedActor(pending.owner.requester.peer));
 }
 
 bool LeaseManager::TryGrant(Pending& pending, std::optional<NodeId> decided) {
@@ -292,12 +295,16 @@ void LeaseManager::OnStartWorkerReply(uint64_t request_id, const protocol::Start
   grant.gpu_ids = lease.gpu_ids;
   grant.object_address = node ? node->object_address : "";
   grant.process_pids = reply.process_pids;
-  if (lease.owner.head && (lease.owner.requester.request_id & kActorRestartBit)) {
-    OnActorRestartGranted(lease.owner.requester.request_id, grant);
-  } else if (lease.owner.head) {
-    head_owner_->OnLeaseGranted(lease.owner.requester.request_id, grant);
-  } else {
-    outbox_.GrantLease(lease.owner.requester, grant);
+  switch (lease.owner.kind) {
+    case OwnerKind::kHeadActor:
+      OnActorRestartGranted(lease.owner.requester.request_id, grant);
+      break;
+    case OwnerKind::kHeadJob:
+      head_owner_->OnLeaseGranted(lease.owner.requester.request_id, grant);
+      break;
+    case OwnerKind::kCaller:
+      outbox_.GrantLease(lease.owner.requester, grant);
+      break;
   }
 }
 
@@ -316,7 +323,7 @@ void LeaseManager::OnStartWorkerError(uint64_t request_id, const Status& error) 
 
 bool LeaseManager::CancelHeadRequest(uint64_t request_id) {
   auto mine = [&](const Owner& owner) {
-    return owner.head && owner.requester.request_id == request_id;
+    return owner.kind == OwnerKind::kHeadJob && owner.requester.request_id == request_id;
   };
   if (auto queued = std::find_if(pending_.begin(), pending_.end(),
                                  [&](const Pending& p) { return mine(p.owner); });
@@ -363,7 +370,7 @@ void LeaseManager::EndLease(const LeaseId& lease_id, bool kill_worker, const std
   // A lease whose worker is still starting has not answered its owner's
   // request yet (callers that answered it, or queued it again, cleared
   // `request`): say why it will not be granted, or the caller waits for ever.
-  if (!lease.running && lease.request && !lease.owner.head) {
+  if (!lease.running && lease.request && !lease.owner.head()) {
     outbox_.Fail(lease.owner.requester,
                  Status::Unavailable("the lease ended before its worker started: " + cause));
   }
@@ -432,13 +439,13 @@ void LeaseManager::EndHostedLeases(const LeaseId& lease_id) {
     }
     if (hosted_peer_end_observer_) hosted_peer_end_observer_(peer);
     std::erase_if(pending_, [&](const Pending& p) {
-      return !p.owner.head && p.owner.requester.peer == peer;
+      return !p.owner.head() && p.owner.requester.peer == peer;
     });
     DropReservationsOf(peer);
     // Detached actors outlive whoever created them.
     std::vector<LeaseId> owned;
     for (const auto& [id, lease] : leases_) {
-      if (!lease.owner.head && lease.owner.requester.peer == peer && !lease.detached) {
+      if (!lease.owner.head() && lease.owner.requester.peer == peer && !lease.detached) {
         owned.push_back(id);
       }
     }
@@ -463,8 +470,7 @@ std::map<std::string, std::string> LeaseManager::InfeasibleShapes() const {
 
 Result<protocol::PlacementGroupInfo> LeaseManager::CreatePlacementGroup(
     const protocol::CreatePlacementGroupRequest& req) {
-  auto job = jobs_.find(req.job_id);
-  if (job == jobs_.end() || job->second.finished) {
+  if (!jobs_.Live(req.job_id)) {
     return Status::NotFound("job " + req.job_id.Hex() + " is not running");
   }
   return groups_.Create(req);

@@ -13,6 +13,7 @@
 
 #include "head/actor_name_waits.h"
 #include "head/head_outbox.h"
+#include "head/job_table.h"
 #include "head/node_table.h"
 #include "head/placement_group_manager.h"
 #include "policy/composite_policy.h"
@@ -287,10 +288,14 @@ class LeaseManager {
   std::map<std::string, std::string> InfeasibleShapes() const;
 
  private:
-  // Who a lease's answers go to: a caller through the outbox, or the head.
+  // Who a lease's answers go to: a caller through the outbox, or the head
+  // itself, for a submitted job (its HeadLeaseOwner: JobManager) or for a
+  // detached actor it restarts or took over (its own ActorRestart* handlers).
+  enum class OwnerKind : uint8_t { kCaller, kHeadJob, kHeadActor };
   struct Owner {
-    Requester requester;
-    bool head = false;
+    Requester requester;  // the head's own request id for a head owner
+    OwnerKind kind = OwnerKind::kCaller;
+    bool head() const { return kind != OwnerKind::kCaller; }
   };
   struct Pending {
     Owner owner;
@@ -323,12 +328,6 @@ class LeaseManager {
     // that is requested again (the caller never hears of the lost node).
     std::optional<protocol::RequestLeaseRequest> request;
   };
-  struct Job {
-    int64_t last_heartbeat_ms = 0;
-    bool finished = false;
-    bool supervised = false;
-  };
-
   // Grants queued requests while resources allow, in order; a request that does
   // not fit now does not block those behind it of another shape.
   void SchedulePending();
@@ -423,7 +422,7 @@ class LeaseManager {
   HeadOutbox& outbox_;
   HeadLeaseOwner* head_owner_ = nullptr;
   std::unordered_map<NodeId, std::string> agent_peers_;
-  std::unordered_map<JobId, Job> jobs_;
+  JobTable jobs_;
   std::function<void(const JobId& job_id)> job_start_observer_;
   std::unordered_map<LeaseId, Lease> leases_;
   // A StartWorkerRequest sent to a node's agent, until the agent answers (or
@@ -463,8 +462,8 @@ class LeaseManager {
   std::function<void(const JobId& job_id)> job_end_observer_;
   LeaseEndObserver lease_end_observer_;
   std::function<void(const std::string& peer)> hosted_peer_end_observer_;
-  // Head-owned requests of actor restarts carry this bit (JobManager's do not).
-  static constexpr uint64_t kActorRestartBit = uint64_t{1} << 63;
+  // The head's requests for detached actors it restarts (kHeadActor owners;
+  // numbered apart from JobManager's kHeadJob requests).
   std::unordered_map<uint64_t, std::string> actor_restarts_;  // request id -> actor name
   // The lease each restarting actor had, while it restarts: a handle that
   // kills the actor returns that lease (it knows no other).

@@ -6,7 +6,7 @@
 // head does it: the owner registered, with the actor's name, its lease request
 // and constructor call (ActorInfo::restart_request, inline arguments only).
 // When such an actor's worker or node dies, the head requests a lease as its
-// own owner (a request id with kActorRestartBit) with `init` set: the agent
+// own owner (a kHeadActor request) with `init` set: the agent
 // hands the constructor call to the new worker, which runs it before it says
 // it is ready. The name then points at the new worker; handles of other jobs
 // find it by name (they look it up after losing the old one).
@@ -212,7 +212,7 @@ void LeaseManager::Adopt(const std::string& name, Lease& lease, const std::strin
   if (adopting_.count(lease.lease_id)) return;  // already
   reserved_by_.erase(name);  // its creator is gone; the head finishes it
   adopting_[lease.lease_id] = Adoption{name, lease.actor_id, lease.owner};
-  lease.owner = Owner{Requester{}, /*head=*/true};
+  lease.owner = Owner{Requester{}, OwnerKind::kHeadActor};
   SaveLease(lease);
   // Should the head restart meanwhile, the next one creates the actor again
   // (its worker, which no stored name points at, is stopped at rejoin).
@@ -393,9 +393,8 @@ void LeaseManager::Tick(int64_t now_ms) {
 }
 
 bool LeaseManager::OwnerGone(const Lease& lease) const {
-  if (lease.owner.head) return true;
-  auto job = jobs_.find(lease.job_id);
-  return job == jobs_.end() || job->second.finished;
+  if (lease.owner.head()) return true;
+  return !jobs_.Live(lease.job_id);
 }
 
 std::vector<protocol::ActorInfo> LeaseManager::TakeRestartable(const LeaseId& lease_id,
@@ -416,7 +415,7 @@ std::vector<protocol::ActorInfo> LeaseManager::TakeRestartable(const LeaseId& le
 }
 
 void LeaseManager::HoldNamesForOwner(const Lease& lease) {
-  if (!lease.for_actor || lease.owner.head || OwnerGone(lease)) return;
+  if (!lease.for_actor || lease.owner.head() || OwnerGone(lease)) return;
   for (auto& [name, info] : named_actors_) {
     if (info.lease_id != lease.lease_id || info.max_restarts == 0) continue;
     if (store_) store_->DeleteActor(name);  // reservations are not stored
@@ -454,7 +453,7 @@ void LeaseManager::RestartActor(protocol::ActorInfo info, const std::string& cau
   named_actors_[info.name] = info;
   if (store_) store_->PutActor(info);
   NameChanged(info.name);
-  uint64_t id = kActorRestartBit | next_actor_restart_++;
+  uint64_t id = next_actor_restart_++;
   actor_restarts_[id] = info.name;
   RAYX_LOG(Warning) << "detached actor '" << info.name << "' (" << info.class_name
                     << ", its owner's job has ended): " << cause << "; the head restarts it (restart "
@@ -462,7 +461,7 @@ void LeaseManager::RestartActor(protocol::ActorInfo info, const std::string& cau
                     << (info.max_restarts < 0 ? std::string("no limit")
                                               : std::to_string(info.max_restarts) + " left")
                     << ")";
-  Request(Owner{Requester{"", id}, /*head=*/true}, *req);
+  Request(Owner{Requester{"", id}, OwnerKind::kHeadActor}, *req);
 }
 
 void LeaseManager::OnActorRestartGranted(uint64_t request_id,

@@ -41,9 +41,9 @@ void LeaseManager::OnNodeDead(const NodeId& node, const std::string& why) {
       for (auto& actor : TakeRestartable(id, OwnerGone(lease))) restart.push_back(std::move(actor));
       HoldNamesForOwner(lease);
     }
-    if (lease.running && lease.owner.head && lease.for_actor) {
+    if (lease.running && lease.owner.head() && lease.for_actor) {
       // A detached actor the head restarted: in `restart` if it may go on.
-    } else if (lease.running && lease.owner.head) {
+    } else if (lease.running && lease.owner.head()) {
       head_owned.push_back(id);
     } else if (lease.running && !lease.owner.requester.peer.empty()) {
       notices[lease.owner.requester.peer].lease_ids.push_back(id);
@@ -110,7 +110,7 @@ void LeaseManager::OnProcessExited(const protocol::ProcessExitedNotice& notice) 
   Owner owner = it->second.owner;
   // The lease ends first: the owner may end the whole job on this notice.
   if (notice.all_exited) EndLease(notice.lease_id, /*kill_worker=*/false, "its processes exited");
-  if (owner.head) {
+  if (owner.head()) {
     head_owner_->OnProcessExited(notice);
   } else {
     outbox_.ProcessExited(owner.requester.peer, notice);
@@ -128,7 +128,7 @@ void LeaseManager::OnWorkerExited(const Lease& lease, const protocol::ProcessExi
   LeaseId lease_id = lease.lease_id;
   NodeId node = lease.node;
   Owner owner = lease.owner;
-  bool head_actor = owner.head && lease.for_actor;
+  bool head_actor = owner.head() && lease.for_actor;
   auto restart = TakeRestartable(lease_id, OwnerGone(lease));
   HoldNamesForOwner(lease);
   // Its resources are free now, whoever owns it: a detached actor's owner may
@@ -137,7 +137,7 @@ void LeaseManager::OnWorkerExited(const Lease& lease, const protocol::ProcessExi
   for (auto& actor : restart) RestartActor(std::move(actor), reason);
   if (head_actor) {
     // A detached actor the head restarted: handled above.
-  } else if (owner.head) {
+  } else if (owner.head()) {
     if (head_owner_) head_owner_->OnLeaseLost(lease_id, reason);
   } else if (!owner.requester.peer.empty()) {
     // The owner hears at once, before its connection to the worker says so.

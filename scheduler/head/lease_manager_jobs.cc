@@ -27,10 +27,8 @@ protocol::RegisterDriverReply LeaseManager::RegisterDriver(
     AddHostedPeer(req.host_lease_id, peer);
   }
   reply.job_id = req.job_id.IsNil() ? JobId::FromSecureRandom() : req.job_id;  // a credential
-  bool added = !jobs_.count(reply.job_id);
-  Job& job = jobs_[reply.job_id];
-  job.last_heartbeat_ms = now_ms;
-  if (added && store_) store_->PutJob({reply.job_id, job.supervised});
+  bool added = jobs_.Add(reply.job_id, now_ms);
+  if (added && store_) store_->PutJob({reply.job_id, /*supervised=*/false});
   if (added && job_start_observer_) job_start_observer_(reply.job_id);
   reply.cluster_id = cluster_id;
   reply.heartbeat_period_ms = std::max<int64_t>(options_.job_timeout_ms / 5, 10);
@@ -62,20 +60,15 @@ bool LeaseManager::HostedByDetachedActor(const std::string& peer) const {
 }
 
 bool LeaseManager::DriverHeartbeat(const JobId& job_id, int64_t now_ms) {
-  auto it = jobs_.find(job_id);
-  if (it == jobs_.end() || it->second.finished) return false;
-  it->second.last_heartbeat_ms = now_ms;
-  return true;
+  return jobs_.Heartbeat(job_id, now_ms);
 }
 
 uint32_t LeaseManager::FinishJob(const JobId& job_id, const std::string& why,
                                  const std::vector<protocol::ActorInfo>& hand_over) {
-  auto job = jobs_.find(job_id);
-  if (job == jobs_.end() || job->second.finished) return 0;
-  job->second.finished = true;
+  if (!jobs_.BeginFinish(job_id)) return 0;
   // What a detached actor's own runtime asked for outlives the job with it.
   auto outlives = [&](const Owner& owner) {
-    return !owner.head && HostedByDetachedActor(owner.requester.peer);
+    return !owner.head() && HostedByDetachedActor(owner.requester.peer);
   };
   // Its queued requests go first: ending its leases frees resources, which
   // must not be granted to the same job again.
@@ -133,7 +126,7 @@ uint32_t LeaseManager::FinishJob(const JobId& job_id, const std::string& why,
   }
   RAYX_LOG(Info) << "job " << job_id << " finished (" << why << "): stopped " << ending.size()
                  << " workers";
-  jobs_.erase(job);
+  jobs_.Erase(job_id);
   if (store_) store_->DeleteJob(job_id);
   SchedulePending();
   if (job_end_observer_) job_end_observer_(job_id);
@@ -141,15 +134,13 @@ uint32_t LeaseManager::FinishJob(const JobId& job_id, const std::string& why,
 }
 
 void LeaseManager::AddSupervisedJob(const JobId& job_id, int64_t now_ms) {
-  if (job_start_observer_ && !jobs_.count(job_id)) job_start_observer_(job_id);
-  Job& job = jobs_[job_id];
-  job.last_heartbeat_ms = now_ms;
-  job.supervised = true;
+  bool added = jobs_.Add(job_id, now_ms, /*supervised=*/true);
+  if (added && job_start_observer_) job_start_observer_(job_id);
   if (store_) store_->PutJob({job_id, true});
 }
 
 void LeaseManager::ForEachLiveJob(const std::function<void(const JobId& job_id)>& fn) const {
-  for (const auto& [id, job] : jobs_) fn(id);
+  jobs_.ForEach(fn);
   for (const auto& [id, lease] : leases_) fn(lease.job_id);
   for (const auto& [node, stored] : unconfirmed_) {
     for (const auto& lease : stored) fn(lease.job_id);
@@ -157,12 +148,9 @@ void LeaseManager::ForEachLiveJob(const std::function<void(const JobId& job_id)>
 }
 
 void LeaseManager::ExpireSilentJobs(int64_t now_ms) {
-  std::vector<JobId> silent;
-  for (const auto& [id, job] : jobs_) {
-    if (job.supervised) continue;
-    if (now_ms - job.last_heartbeat_ms > options_.job_timeout_ms) silent.push_back(id);
+  for (const auto& id : jobs_.Silent(now_ms, options_.job_timeout_ms)) {
+    FinishJob(id, "its driver stopped heartbeating");
   }
-  for (const auto& id : silent) FinishJob(id, "its driver stopped heartbeating");
 }
 
 }  // namespace rayx::scheduler

@@ -26,7 +26,7 @@ void LeaseManager::SaveLease(const Lease& lease) {
   stored.resources = lease.resources;
   stored.gpu_ids = lease.gpu_ids;
   stored.owner_peer = lease.owner.requester.peer;
-  stored.owner_head = lease.owner.head;
+  stored.owner_head = lease.owner.head();
   stored.running = lease.running;
   stored.detached = lease.detached;
   stored.for_actor = lease.for_actor;
@@ -40,9 +40,8 @@ void LeaseManager::SaveLease(const Lease& lease) {
 
 void LeaseManager::Restore(const HeadState& state, int64_t now_ms) {
   for (const auto& job : state.jobs) {
-    Job& j = jobs_[job.job_id];
-    j.last_heartbeat_ms = now_ms;  // its driver has the job timeout to come back
-    j.supervised = job.supervised;
+    // Its driver has the job timeout to come back.
+    jobs_.Add(job.job_id, now_ms, job.supervised);
   }
   std::vector<protocol::ActorInfo> restarting;
   for (const auto& actor : state.actors) {
@@ -96,8 +95,7 @@ void LeaseManager::DropUnconfirmed(const StoredLease& lease, const std::string& 
                                    const std::vector<protocol::ExitedProcess>& exits) {
   if (store_) store_->DeleteLease(lease.lease_id);
   blocked_unconfirmed_.erase(lease.lease_id);
-  auto job = jobs_.find(lease.job_id);
-  bool owner_gone = lease.owner_head || job == jobs_.end() || job->second.finished;
+  bool owner_gone = lease.owner_head || !jobs_.Live(lease.job_id);
   auto restart = lease.running ? TakeRestartable(lease.lease_id, owner_gone)
                                : std::vector<protocol::ActorInfo>{};
   ForgetActorsOf(lease.lease_id);
@@ -156,8 +154,7 @@ void LeaseManager::OnNodeRejoined(const NodeId& node, const std::string& agent_p
     }
     const StoredLease& s = *found->second;
     by_id.erase(found);
-    auto job = jobs_.find(s.job_id);
-    bool job_alive = job != jobs_.end() && !job->second.finished;
+    bool job_alive = jobs_.Live(s.job_id);
     if (s.owner_head && s.for_actor && !named_leases) {
       named_leases.emplace();
       for (const auto& [name, actor] : named_actors_) named_leases->insert(actor.lease_id);
@@ -204,7 +201,10 @@ void LeaseManager::OnNodeRejoined(const NodeId& node, const std::string& agent_p
     lease.node = node;
     lease.resources = report.resources;
     lease.gpu_ids = report.gpu_ids;
-    lease.owner = Owner{Requester{s.owner_peer, 0}, s.owner_head};
+    lease.owner = Owner{Requester{s.owner_peer, 0},
+                        !s.owner_head ? OwnerKind::kCaller
+                        : s.for_actor ? OwnerKind::kHeadActor
+                                      : OwnerKind::kHeadJob};
     lease.running = true;
     lease.detached = s.detached;
     lease.for_actor = s.for_actor;

@@ -15,6 +15,7 @@
 #include "common/flags.h"
 #include "common/session_dir.h"
 #include "launch_supervisor.h"
+#include "policy/resource_demand.h"
 #include "protocol/placement_messages.h"
 #include "worker/worker_env.h"
 
@@ -88,9 +89,8 @@ int LaunchCommand(const std::vector<std::string>& all_args) {
     return LaunchFail("no command: put it after `--`, e.g. rayx launch --nnodes 2 --nproc-per-node 4 "
                       "-- python train.py", 2);
   }
-  if (f.gpus_per_proc > 1 && f.gpus_per_proc != std::floor(f.gpus_per_proc)) {
-    return LaunchFail("--gpus-per-proc " + FormatAmount(f.gpus_per_proc) +
-                      ": more than one GPU must be a whole number", 2);
+  if (Status bad = scheduler::policy::ResourceDemand::CheckGpuAmount(f.gpus_per_proc); !bad.ok()) {
+    return LaunchFail("--gpus-per-proc: " + bad.message(), 2);
   }
   if (f.gpus_per_proc > 0 && f.gpus_per_proc < 1 && f.nproc_per_node > 1) {
     // M fractional shares of one node's bundle would pack onto fewer devices

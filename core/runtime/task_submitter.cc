@@ -140,11 +140,13 @@ void TaskSubmitter::RequestLease(Shape& shape) {
       if (fastest_grant_ms_ < 0 || took < fastest_grant_ms_) fastest_grant_ms_ = took;
     }
     if (!r.ok()) {
-      // Infeasible, or the worker could not start: every queued task fails.
-      bool infeasible = r.status().code() == StatusCode::kInfeasible;
+      // Infeasible, asked wrongly (a GPU amount the head refuses), or the
+      // worker could not start: every queued task fails.
+      const char* kind = r.status().code() == StatusCode::kInfeasible        ? "Infeasible"
+                         : r.status().code() == StatusCode::kInvalidArgument ? "InvalidArgument"
+                                                                             : "WorkerStartFailed";
       while (!s->queue.empty()) {
-        FailTask(deps_.objects, s->queue.front(), infeasible ? "Infeasible" : "WorkerStartFailed",
-                 r.status().message(), "");
+        FailTask(deps_.objects, s->queue.front(), kind, r.status().message(), "");
         s->queue.pop_front();
       }
       return;

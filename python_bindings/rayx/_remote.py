@@ -270,6 +270,11 @@ def _check_options(opts, allowed, what):
         v = opts.get(k)
         if v is not None and (not isinstance(v, (int, float)) or v < 0):
             raise ValueError(f"{what}: {k} must be a number >= 0, not {v!r}")
+    gpus = opts.get("num_gpus")
+    if gpus is not None and gpus > 1 and gpus != int(gpus):
+        # The head's rule (ResourceDemand::CheckGpuAmount), said before the call is sent.
+        raise ValueError(f"{what}: num_gpus={gpus!r}: an amount above 1 must be a whole number "
+                         "of GPUs (a share never spans two devices)")
     n = opts.get("num_returns", 1)
     if n not in _api.GENERATOR_RETURNS and (not isinstance(n, int) or n < 1):
         raise ValueError(f"{what}: num_returns must be an int >= 1, \"streaming\" or "

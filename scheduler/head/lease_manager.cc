@@ -9,6 +9,7 @@
 
 #include "common/clock.h"
 #include "common/logging.h"
+#include "policy/resource_demand.h"
 
 namespace rayx::scheduler {
 
@@ -50,13 +51,11 @@ void LeaseManager::Request(const Owner& owner, const protocol::RequestLeaseReque
       return;
     }
   }
-  auto gpu = req.resources.find(kGpu);
-  if (gpu != req.resources.end() && gpu->second > 1 && gpu->second != std::floor(gpu->second)) {
-    ReplyError(owner,
-               Status::Infeasible("infeasible: {GPU: " + FormatAmount(gpu->second) +
-                                       "}: a share of a GPU must be below 1 (one device); "
-                                       "more than 1 must be a whole number of devices"));
-    return;
+  if (auto gpu = req.resources.find(kGpu); gpu != req.resources.end()) {
+    if (Status bad = policy::ResourceDemand::CheckGpuAmount(gpu->second); !bad.ok()) {
+      ReplyError(owner, bad);
+      return;
+    }
   }
   if (!protocol::IsKnown(req.strategy)) {  // decoding refuses these; an in-process caller may not
     ReplyError(owner, Status::InvalidArgument("unknown scheduling strategy: use " +

@@ -7,6 +7,7 @@
 
 #include "common/clock.h"
 #include "common/logging.h"
+#include "policy/resource_demand.h"
 
 namespace rayx::scheduler {
 
@@ -74,11 +75,10 @@ Result<protocol::PlacementGroupInfo> PlacementGroupManager::Create(
       return Status::InvalidArgument("bundle " + std::to_string(i) +
                                      " is empty: every bundle must reserve some resource");
     }
-    auto gpu = req.bundles[i].find(kGpu);
-    if (gpu != req.bundles[i].end() && gpu->second > 1 && gpu->second != std::floor(gpu->second)) {
-      return Status::InvalidArgument("bundle " + std::to_string(i) + ": {GPU: " +
-                                     FormatAmount(gpu->second) +
-                                     "}: a share of a GPU must be below 1; more must be whole");
+    if (auto gpu = req.bundles[i].find(kGpu); gpu != req.bundles[i].end()) {
+      if (Status bad = policy::ResourceDemand::CheckGpuAmount(gpu->second); !bad.ok()) {
+        return Status::InvalidArgument("bundle " + std::to_string(i) + ": " + bad.message());
+      }
     }
   }
   if (!req.placement_group_id.IsNil() &&

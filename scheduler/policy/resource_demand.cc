@@ -9,6 +9,15 @@
 
 namespace rayx::scheduler::policy {
 
+Status ResourceDemand::CheckGpuAmount(double amount) {
+  if (amount > 1 && amount != std::floor(amount)) {
+    return Status::InvalidArgument("invalid amount " + FormatAmount(amount) +
+                                   " of GPU: an amount above 1 must be a "
+                                   "whole number of devices (a share never spans two devices)");
+  }
+  return Status::OK();
+}
+
 Result<ResourceDemand> ResourceDemand::Make(const ResourceMap& demand, const ResourceDims& dims) {
   ResourceDemand out;
   for (const auto& [name, amount] : demand) {
@@ -26,12 +35,7 @@ Result<ResourceDemand> ResourceDemand::Make(const ResourceMap& demand, const Res
     }
     if (*dim == ResourceDims::kGpu) {
       if (*units >= kUnitsPerWhole) {
-        if (*units % kUnitsPerWhole != 0) {
-          return Status::InvalidArgument(
-              "invalid amount " + FormatAmount(amount) +
-              " of GPU: an amount above 1 must be a "
-              "whole number of devices (a share never spans two devices)");
-        }
+        if (*units % kUnitsPerWhole != 0) return CheckGpuAmount(amount);
         out.whole_gpus_ = static_cast<int32_t>(*units / kUnitsPerWhole);
       } else {
         out.gpu_share_ = *units;

@@ -33,6 +33,11 @@ class ResourceDemand {
   // no node.
   static Result<ResourceDemand> Make(const ResourceMap& demand, const ResourceDims& dims);
 
+  // The one rule for an amount of GPU, wherever one is asked for (a lease, a
+  // bundle, `rayx launch --gpus-per-proc`): a share below 1 (of one device)
+  // or a whole number of devices. InvalidArgument saying so otherwise.
+  static Status CheckGpuAmount(double amount);
+
   // The sum of `parts`, for searching a node that must hold all of them (a
   // STRICT_PACK group). Its GPU fields bound the parts (whole devices added up,
   // the largest share kept); use it to prune a search, never to acquire.

@@ -368,6 +368,12 @@ TEST_F(Launch, GivesEachNodeItsOwnGpusInLocalRankOrderAndNeverShares) {
                         {"true"});
   EXPECT_EQ(none.exit_code, 1);
   EXPECT_TRUE(Contains(none.err, "has {CPU: 1, GPU: 2} free")) << none.err;
+  // The head's one GPU rule, said before anything is asked of the cluster.
+  auto half = RunLaunch({"--nnodes", "1", "--gpus-per-proc", "1.5"}, {"true"});
+  EXPECT_EQ(half.exit_code, 2);
+  EXPECT_TRUE(Contains(half.err, "invalid amount 1.5 of GPU: an amount above 1 must be a whole "
+                                 "number of devices"))
+      << half.err;
   ::kill(holder.pid(), SIGTERM);
   EXPECT_EQ(holder.Wait(30000), 128 + SIGTERM) << holder.Err();
 }

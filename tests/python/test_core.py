@@ -417,6 +417,10 @@ def test_bad_input_gets_clear_errors(rayx_mod):
         f.options(num_cpu=1)
     with pytest.raises(ValueError, match="num_cpus must be a number >= 0"):
         f.options(num_cpus=-1)
+    with pytest.raises(ValueError, match="above 1 must be a whole number of GPUs"):
+        f.options(num_gpus=1.5)
+    f.options(num_gpus=0.5)  # a share of one device
+    f.options(num_gpus=2)
     with pytest.raises(TypeError, match="takes an ObjectRef"):
         rayx.get("not a ref")
     with pytest.raises(ValueError, match="num_returns"):

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "head/frame_outbox.h"
+#include "policy/resource_demand.h"
 #include "protocol/codec.h"
 #include "transport/message.h"
 
@@ -305,6 +306,24 @@ TEST_F(LeaseManagerTest, InfeasibleRequestIsAnsweredAtOnceNamingResourceAndLarge
   EXPECT_NE(err.message.find("GPU 4"), std::string::npos) << err.message;
   EXPECT_EQ(leases_.pending_count(), 0u);
   EXPECT_EQ(leases_.lease_count(), 0u);
+}
+
+// One rule for a GPU amount (ResourceDemand::CheckGpuAmount), one code: a
+// share of one device, or whole devices; 1.5 is refused as asked wrongly.
+TEST_F(LeaseManagerTest, AGpuAmountAboveOneThatIsNotWholeIsAnInvalidArgument) {
+  AddNode("10.0.0.2", {{"CPU", 4}, {"GPU", 2}});
+  JobId job = NewJob();
+  leases_.RequestLease("driver", 18, Shape(job, {{"CPU", 1}, {"GPU", 1.5}}));
+  auto sent = Take();
+  ASSERT_EQ(sent.size(), 1u);
+  auto err = sent[0].Error();
+  EXPECT_EQ(err.code, static_cast<uint8_t>(StatusCode::kInvalidArgument));
+  EXPECT_EQ(err.message, policy::ResourceDemand::CheckGpuAmount(1.5).message());
+  EXPECT_NE(err.message.find("whole number of devices"), std::string::npos) << err.message;
+  EXPECT_EQ(leases_.pending_count(), 0u);
+  EXPECT_TRUE(policy::ResourceDemand::CheckGpuAmount(0.25).ok());
+  EXPECT_TRUE(policy::ResourceDemand::CheckGpuAmount(1).ok());
+  EXPECT_TRUE(policy::ResourceDemand::CheckGpuAmount(3).ok());
 }
 
 // A past production bug (the node table's old fit scan, now the policy's reasons): when every

@@ -160,7 +160,7 @@ void NodeAgent::SendExit(const protocol::ProcessExitedNotice& exited) {
     if (notice.all_exited) memory_kills_.erase(killed);
   }
   if (notice.all_exited) live_leases_.erase(notice.lease_id);
-  if (leaving_ || !connected_ || fencing_) return;
+  if (leaving_ || !connected_ || fencing()) return;
   int64_t now = clock_.NowMs();
   protocol::ExitedProcess exit{notice.lease_id, notice.index,    notice.pid,       notice.exit_code,
                                notice.signal,   notice.log_tail, notice.all_exited};
@@ -169,9 +169,9 @@ void NodeAgent::SendExit(const protocol::ProcessExitedNotice& exited) {
          (now - recent_exits_.front().first > kRecentExitsMs || recent_exits_.size() > 1000)) {
     recent_exits_.pop_front();
   }
-  if (registering_) {
+  if (registering()) {
     // After the registration reply, under the epoch it gives (a rejoin keeps it).
-    if (rejoining_ && exits_while_rejoining_.size() < 10000) {
+    if (rejoining() && exits_while_rejoining_.size() < 10000) {
       exits_while_rejoining_.push_back(notice);
     }
     return;
@@ -183,15 +183,14 @@ void NodeAgent::SendExit(const protocol::ProcessExitedNotice& exited) {
 
 void NodeAgent::SendConstruction(const protocol::ActorConstructionNotice& notice) {
   // Lost while the head is away: a head that restarted no longer waits for it.
-  if (leaving_ || !connected_ || fencing_ || registering_) return;
+  if (leaving_ || !connected_ || fencing() || registering()) return;
   protocol::ActorConstructionNotice stamped = notice;
   stamped.epoch = epoch_;
   Send(stamped);
 }
 
 void NodeAgent::Rejoin() {
-  registering_ = true;
-  rejoining_ = true;
+  membership_ = Membership::kRejoining;
   rejoin_sent_ms_ = clock_.NowMs();
   previous_node_id_ = node_id_;
   SendRegister();
@@ -205,7 +204,7 @@ void NodeAgent::RunDueTimers() {
   int64_t now = clock_.NowMs();
   if (join_deadline_ms_ && *join_deadline_ms_ <= now) {
     join_deadline_ms_.reset();
-    if (registering_) {
+    if (registering()) {
       Fatal(Status::Unavailable(
           "no answer from the head at " + options_.head.ToString() + " within " +
           std::to_string(options_.connect_timeout_ms / 1000) +
@@ -228,7 +227,7 @@ void NodeAgent::RunDueTimers() {
   }
   if (poll_due_ms_ && *poll_due_ms_ <= now) {
     poll_due_ms_.reset();
-    if (fencing_) CheckFence();
+    if (fencing()) CheckFence();
     StartDeferred();
   }
   if (output_due_ms_ && *output_due_ms_ <= now) {
@@ -237,7 +236,7 @@ void NodeAgent::RunDueTimers() {
   }
   if (memory_due_ms_ && *memory_due_ms_ <= now) {
     memory_due_ms_ = now + memory_monitor_->period_ms();
-    if (!leaving_ && !fencing_) memory_monitor_->Tick(now);
+    if (!leaving_ && !fencing()) memory_monitor_->Tick(now);
   }
   ArmWakeup();
 }
@@ -258,7 +257,7 @@ void NodeAgent::ForwardOutput() {
       output_.Poll(convert(processes_->RunningWorkers(), processes_->RunningProcesses()),
                    convert(processes_->TakeExitedWorkers(), processes_->TakeExitedProcesses()));
   // Lines read while the head is away are dropped: they stay in the files.
-  if (leaving_ || !connected_ || fencing_ || registering_) return;
+  if (leaving_ || !connected_ || fencing() || registering()) return;
   for (const auto& notice : notices) Send(notice);
 }
 
@@ -291,7 +290,7 @@ void NodeAgent::Send(const T& body) {
 }
 
 void NodeAgent::SendRegister() {
-  registering_ = true;
+  if (!rejoining()) membership_ = Membership::kRegistering;
   protocol::RegisterNodeRequest req;
   req.token = options_.token;
   req.rayx_version = options_.announced_version;
@@ -305,7 +304,7 @@ void NodeAgent::SendRegister() {
   req.gpu_devices = options_.gpu_devices;
   req.object_address = object_address_;
   req.previous_node_id = previous_node_id_;
-  if (rejoining_) {
+  if (rejoining()) {
     req.rejoin = true;
     req.previous_epoch = epoch_;
     for (auto it = live_leases_.begin(); it != live_leases_.end();) {
@@ -359,13 +358,13 @@ void NodeAgent::SendHeartbeat() {
                               " s: leaving (restart the agent once the head is back)"));
     return;
   }
-  if (rejoining_ && clock_.NowMs() - rejoin_sent_ms_ >= 2000) {
+  if (rejoining() && clock_.NowMs() - rejoin_sent_ms_ >= 2000) {
     // No answer: the head may have died again before it read the rejoin.
     rejoin_sent_ms_ = clock_.NowMs();
     RAYX_LOG(Warning) << "no answer to the rejoin yet: sending it again";
     SendRegister();
   }
-  if (!registering_ && !fencing_) {
+  if (!registering() && !fencing()) {
     protocol::HeartbeatRequest req;
     req.node_id = node_id_;
     req.epoch = epoch_;
@@ -400,13 +399,13 @@ void NodeAgent::SendHeartbeat() {
 
 void NodeAgent::ReapWorkers() {
   processes_->Reap();
-  if (fencing_) CheckFence();
+  if (fencing()) CheckFence();
   if (!deferred_.empty()) StartDeferred();
   ArmWakeup();
 }
 
 void NodeAgent::Fence(const std::string& why) {
-  fencing_ = true;
+  membership_ = Membership::kFencing;
   live_leases_.clear();
   recent_exits_.clear();
   previous_node_id_ = node_id_;
@@ -422,7 +421,7 @@ void NodeAgent::Fence(const std::string& why) {
 }
 
 void NodeAgent::CheckFence() {
-  if (!fencing_ || leaving_) return;
+  if (!fencing() || leaving_) return;
   int64_t now = clock_.NowMs();
   if (!processes_->AllGone()) {
     if (now - fence_warned_ms_ >= 5000) {
@@ -434,7 +433,7 @@ void NodeAgent::CheckFence() {
     poll_due_ms_ = now + kPollMs;
     return;
   }
-  fencing_ = false;
+  membership_ = Membership::kRegistering;  // SendRegister, below
   RAYX_LOG(Info) << "every process of node " << previous_node_id_.Short() << " is gone ("
                  << (now - fence_started_ms_) << " ms); joining again as a new node";
   SendRegister();
@@ -446,7 +445,7 @@ void NodeAgent::Leave(const std::string& reason, int64_t timeout_ms, std::functi
   processes_->KillAll();
   deferred_.clear();
   poll_due_ms_.reset();
-  if (node_id_.IsNil() || registering_ || fencing_) {
+  if (node_id_.IsNil() || registering() || fencing()) {
     ArmWakeup();
     done();
     return;

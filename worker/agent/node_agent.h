@@ -226,8 +226,20 @@ class NodeAgent {
 
   NodeId node_id_;
   bool joined_once_ = false;
-  bool registering_ = false;
-  bool rejoining_ = false;         // registering_ as the same node (head restart)
+  // Where this agent stands with the head: one state at a time (leaving,
+  // leaving_, may begin in any of them).
+  enum class Membership : uint8_t {
+    kRegistering,  // asking to join as a new node (at start, after a fence)
+    kRejoining,    // asking to join again as the same node (its head restarted)
+    kJoined,       // counted alive by the head
+    kFencing,      // declared dead: killing what it started, then kRegistering
+  };
+  Membership membership_ = Membership::kRegistering;
+  bool registering() const {
+    return membership_ == Membership::kRegistering || membership_ == Membership::kRejoining;
+  }
+  bool rejoining() const { return membership_ == Membership::kRejoining; }
+  bool fencing() const { return membership_ == Membership::kFencing; }
   int64_t rejoin_sent_ms_ = 0;
   // The leases this agent started and reported to the head, for a rejoin.
   std::map<LeaseId, protocol::LiveLease> live_leases_;
@@ -258,7 +270,6 @@ class NodeAgent {
   OutputForwarder output_{OutputForwarder::Options{.node_ip = options_.node_ip}};
   std::optional<int64_t> output_due_ms_;
   void ForwardOutput();
-  bool fencing_ = false;
   int64_t fence_started_ms_ = 0;
   int64_t fence_warned_ms_ = 0;
   uint64_t epoch_ = 0;          // this incarnation's (RegisterNodeReply::epoch)

@@ -75,10 +75,8 @@ void NodeAgent::HandleMessage(transport::Frames& frames) {
 
 void NodeAgent::HandleErrorReply(const protocol::ErrorReply& error, const FromHead& from) {
   Status status = error.ToStatus();
-  if (from.env.id == register_id_ && rejoining_) {
+  if (from.env.id == register_id_ && rejoining()) {
     // The restarted head does not know this node as it was: fence.
-    rejoining_ = false;
-    registering_ = false;
     exits_while_rejoining_.clear();
     Fence("the restarted head refused the rejoin of node " + node_id_.Short() + " (" +
           status.message() + ")");
@@ -114,9 +112,8 @@ void NodeAgent::HandleRegisterReply(const protocol::RegisterNodeReply& reply,
     }
     for (const JobId& job : admitted) verifier_->AllowJob(job);
   }
-  registering_ = false;
-  bool rejoined = rejoining_;
-  rejoining_ = false;
+  bool rejoined = rejoining();
+  membership_ = Membership::kJoined;
   // A node new to the head (not a rejoin) counts its workers' work
   // afresh: what it counted as the node before was counted then.
   if (reply.node_id != node_id_) work_since_join_ = {};
@@ -154,13 +151,13 @@ void NodeAgent::HandleHeartbeatReply(const protocol::HeartbeatReply& reply,
     return;
   }
   // A reply to a heartbeat of an earlier incarnation says nothing about this one.
-  if (!reply.known && reply.rejoin && !registering_ && !fencing_ &&
+  if (!reply.known && reply.rejoin && !registering() && !fencing() &&
       from.env.id >= first_heartbeat_id_) {
     RAYX_LOG(Warning) << "the head restarted: rejoining as node " << node_id_.Short()
                       << " (epoch " << epoch_ << ") with " << live_leases_.size()
                       << " leases still running";
     Rejoin();
-  } else if (!reply.known && !registering_ && !fencing_ &&
+  } else if (!reply.known && !registering() && !fencing() &&
              from.env.id >= first_heartbeat_id_) {
     Fence("the head declared node " + node_id_.Short() + " (epoch " +
           std::to_string(epoch_) + ") dead (missed heartbeats)");
@@ -195,7 +192,7 @@ void NodeAgent::HandleFlushOutput(const protocol::FlushOutputRequest&, const Fro
   // A driver is ending its job: what every worker wrote until now goes to the
   // head before this answer does.
   ForwardOutput();
-  if (leaving_ || !connected_ || fencing_ || registering_) return;
+  if (leaving_ || !connected_ || fencing() || registering()) return;
   transport::Frames done = transport::MakeMessage(protocol::FlushOutputReply{}, from.env.id);
   (void)head_->Send(done);
 }

@@ -17,7 +17,7 @@ void NodeAgent::StartDeferred() {
   waiting.swap(deferred_);
   const int64_t now = clock_.NowMs();
   for (auto& d : waiting) {
-    if (d.req.epoch != epoch_ || fencing_ || registering_ || leaving_) continue;
+    if (d.req.epoch != epoch_ || fencing() || registering() || leaving_) continue;
     if (processes_->DevicesReleased(d.req.gpu_ids)) {
       StartWithPackages(std::move(d.req), d.id);
       continue;
@@ -48,14 +48,14 @@ void NodeAgent::StartDeferred() {
 }
 
 void NodeAgent::OnStartWorker(const protocol::StartWorkerRequest& req, uint64_t id) {
-  if (registering_ && !fencing_ && before_joined_.size() < 100000) {
+  if (registering() && !fencing() && before_joined_.size() < 100000) {
     before_joined_.push_back(Deferred{req, id});  // its epoch is checked once joined
     return;
   }
-  if (fencing_ || registering_ || req.epoch != epoch_) {
+  if (fencing() || registering() || req.epoch != epoch_) {
     RAYX_LOG(Warning) << "refused to start lease " << req.lease_id.Short() << " for epoch "
                       << req.epoch << ": this agent is "
-                      << (fencing_ || registering_ ? "joining again"
+                      << (fencing() || registering() ? "joining again"
                                                    : "epoch " + std::to_string(epoch_));
     return;
   }
@@ -77,7 +77,7 @@ void NodeAgent::OnStartWorker(const protocol::StartWorkerRequest& req, uint64_t 
         if (fetching == fetching_.end() || fetching->second != id) return;
         fetching_.erase(fetching);
         // The incarnation that was asked ended while the package came.
-        if (req.epoch != epoch_ || fencing_ || registering_) return;
+        if (req.epoch != epoch_ || fencing() || registering()) return;
         if (!dir.ok()) {
           if (!leaving_) {
             auto frames = transport::MakeErrorMessage(dir.status(), "node " + options_.node_ip, id);
@@ -118,8 +118,8 @@ void NodeAgent::StartWithPackages(protocol::StartWorkerRequest req, uint64_t id)
   processes_->Start(req, [this, id, epoch, live = std::move(live)](
                              Result<protocol::StartWorkerReply> result) mutable {
     // Nothing is reported for an incarnation that was fenced off meanwhile.
-    if (epoch != epoch_ || fencing_) return;
-    if (registering_) {
+    if (epoch != epoch_ || fencing()) return;
+    if (registering()) {
       // Asked for by the head's previous life, and started after the rejoin
       // listed what runs: the restarted head will never know it.
       if (result.ok()) processes_->Kill(live.lease_id);

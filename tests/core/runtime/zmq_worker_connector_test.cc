@@ -44,6 +44,21 @@ class ZmqWorkerConnectorTest : public ::testing::Test {
     return worker_->get(zmq::sockopt::last_endpoint);
   }
 
+  // A link to a worker bound here, connected (the worker received its first
+  // message); `lost` is set when the link reports the worker's loss.
+  std::unique_ptr<WorkerLink> ConnectedLink(bool* lost) {
+    std::string address = BindWorker();
+    auto link = connector_.Connect(
+        address, kJob, std::nullopt, [](transport::Frames&) {}, [lost] { *lost = true; });
+    transport::Frames out;
+    out.emplace_back("hello");
+    EXPECT_TRUE(link->Send(out));
+    zmq::message_t identity, body;
+    EXPECT_TRUE(worker_->recv(identity));  // connected
+    EXPECT_TRUE(worker_->recv(body));
+    return link;
+  }
+
   // A driver's view: it may reach any job's workers (it holds the token), a
   // job's worker only its own (here: kJob's).
   static Result<transport::ClientSecurity> SecurityFor(
@@ -96,16 +111,8 @@ TEST_F(ZmqWorkerConnectorTest, AMessageReachesTheWorkerAndItsReplyComesBack) {
 }
 
 TEST_F(ZmqWorkerConnectorTest, AWorkerThatDiesAfterConnectingIsReportedLost) {
-  std::string address = BindWorker();
   bool lost = false;
-  auto link = connector_.Connect(
-      address, kJob, std::nullopt, [](transport::Frames&) {}, [&] { lost = true; });
-  transport::Frames out;
-  out.emplace_back("hello");
-  ASSERT_TRUE(link->Send(out));
-  zmq::message_t identity, body;
-  ASSERT_TRUE(worker_->recv(identity));  // connected
-  ASSERT_TRUE(worker_->recv(body));
+  auto link = ConnectedLink(&lost);
   worker_.reset();  // the worker dies
   EXPECT_TRUE(RunUntil([&] { return lost; })) << "the disconnect was not reported";
 }
@@ -162,18 +169,9 @@ TEST_F(ZmqWorkerConnectorTest, AnswersSentJustBeforeTheWorkerExitsArriveBeforeIt
 // head) while its connection stays up (a node cut off): the link reports the
 // loss itself once the wait for the disconnect runs out.
 TEST_F(ZmqWorkerConnectorTest, AWaitForADisconnectThatNeverComesEndsInALoss) {
-  std::string address = BindWorker();
   bool lost_by_disconnect = false;
   bool lost_by_wait = false;
-  auto link = connector_.Connect(
-      address, kJob, std::nullopt, [](transport::Frames&) {},
-      [&] { lost_by_disconnect = true; });
-  transport::Frames out;
-  out.emplace_back("hello");
-  ASSERT_TRUE(link->Send(out));
-  zmq::message_t identity, body;
-  ASSERT_TRUE(worker_->recv(identity));  // connected, and it stays so
-  ASSERT_TRUE(worker_->recv(body));
+  auto link = ConnectedLink(&lost_by_disconnect);  // and it stays connected
   ASSERT_TRUE(link->AwaitDisconnect(50, [&] { lost_by_wait = true; }));
   EXPECT_TRUE(RunUntil([&] { return lost_by_wait; })) << "the wait never ended";
   EXPECT_FALSE(lost_by_disconnect) << "a live connection was reported disconnected";
@@ -182,17 +180,8 @@ TEST_F(ZmqWorkerConnectorTest, AWaitForADisconnectThatNeverComesEndsInALoss) {
 // ... and when the disconnect does come, the link's own loss handler says so
 // (the connection treats whichever comes first as the loss).
 TEST_F(ZmqWorkerConnectorTest, ADisconnectDuringTheWaitIsReportedAsTheLoss) {
-  std::string address = BindWorker();
   bool lost_by_disconnect = false;
-  auto link = connector_.Connect(
-      address, kJob, std::nullopt, [](transport::Frames&) {},
-      [&] { lost_by_disconnect = true; });
-  transport::Frames out;
-  out.emplace_back("hello");
-  ASSERT_TRUE(link->Send(out));
-  zmq::message_t identity, body;
-  ASSERT_TRUE(worker_->recv(identity));
-  ASSERT_TRUE(worker_->recv(body));
+  auto link = ConnectedLink(&lost_by_disconnect);
   ASSERT_TRUE(link->AwaitDisconnect(60000, [] {}));
   worker_.reset();  // the worker dies
   EXPECT_TRUE(RunUntil([&] { return lost_by_disconnect; })) << "the disconnect was not reported";

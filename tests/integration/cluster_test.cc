@@ -252,14 +252,13 @@ std::optional<detail::ProcessRecord> StartJobWithBackgroundChild(const LocalClus
       {{"RAYX_EXIT_WITH_PID", std::to_string(getpid())}}, 60000);
   EXPECT_EQ(submitted.exit_code, 0) << submitted.Describe();
   pid_t grandchild = 0;
-  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
-  while (grandchild == 0 && std::chrono::steady_clock::now() < deadline) {
-    std::ifstream in(pid_file);
-    if (!(in >> grandchild)) {
-      grandchild = 0;
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    }
-  }
+  WaitUntil(
+      [&] {
+        std::ifstream in(pid_file);
+        if (!(in >> grandchild)) grandchild = 0;
+        return grandchild != 0;
+      },
+      30000);
   EXPECT_GT(grandchild, 1) << "the job never started its background process";
   auto start = detail::ProcessStartTime(grandchild);
   EXPECT_TRUE(start.ok()) << start.status();
@@ -399,15 +398,16 @@ TEST(Cluster, BlockKeepsTheDaemonsInTheForegroundUntilSigterm) {
   }
   // Wait until both daemons are recorded and running.
   std::vector<detail::ProcessRecord> daemons;
-  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
-  while (std::chrono::steady_clock::now() < deadline) {
-    daemons.clear();
-    for (const auto& s : detail::Session::List(temp)) {
-      for (const auto& [name, record] : s.Processes()) daemons.push_back(record);
-    }
-    if (daemons.size() == 2 && detail::IsRunning(daemons[0]) && detail::IsRunning(daemons[1])) break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
+  WaitUntil(
+      [&] {
+        daemons.clear();
+        for (const auto& s : detail::Session::List(temp)) {
+          for (const auto& [name, record] : s.Processes()) daemons.push_back(record);
+        }
+        return daemons.size() == 2 && detail::IsRunning(daemons[0]) &&
+               detail::IsRunning(daemons[1]);
+      },
+      20000);
   ASSERT_EQ(daemons.size(), 2u);
   int status = 0;
   EXPECT_EQ(waitpid(cli, &status, WNOHANG), 0) << "--block returned while its daemons run";

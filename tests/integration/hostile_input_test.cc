@@ -217,12 +217,12 @@ TEST_F(HostileInput, HeadSurvivesGarbageAndKeepsServing) {
   // Each drop left a log line, rate-limited so the flood did not fill the log:
   // the suppressed ones are summarized on the head's next timer tick.
   std::string log;
-  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
-  while (std::chrono::steady_clock::now() < deadline) {
-    log = ReadFile(cluster.head_log_path());
-    if (log.find("suppressed ") != std::string::npos) break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
+  WaitUntil(
+      [&] {
+        log = ReadFile(cluster.head_log_path());
+        return log.find("suppressed ") != std::string::npos;
+      },
+      5000);
   EXPECT_NE(log.find("undecodable envelope"), std::string::npos) << log;
   EXPECT_NE(log.find("too many rejected messages"), std::string::npos) << log;
   EXPECT_NE(log.find("rejected-message log lines; the latest:"), std::string::npos) << log;

@@ -228,11 +228,8 @@ TEST_F(ObjectSpill, ResultsPastTheStoreAreSpilledAndAKilledAgentsSpillGoesWithIt
 
   ASSERT_TRUE(cluster_->KillNode(*small_).ok());
   // Its reaper removes the store (RAM) and the spill directory (disk).
-  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-  while ((fs::exists(store_dir) || fs::exists(spilled[0])) &&
-         std::chrono::steady_clock::now() < deadline) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
+  rayx::testing::WaitUntil(
+      [&] { return !fs::exists(store_dir) && !fs::exists(spilled[0]); }, 10000);
   EXPECT_FALSE(fs::exists(store_dir));
   EXPECT_FALSE(fs::exists(spilled[0]));
   EXPECT_FALSE(fs::exists(spilled[0].string() + ".lock"));

@@ -197,14 +197,14 @@ class Runtime : public ::testing::Test {
   void TearDown() override {
     rayx::Shutdown();
     // Invariant: a finished job leaves no worker behind on any node.
-    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
     size_t left = 0;
-    do {
-      left = 0;
-      for (pid_t agent : agents_) left += LiveChildrenOf(agent).size();
-      if (left == 0) break;
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    } while (std::chrono::steady_clock::now() < deadline);
+    rayx::testing::WaitUntil(
+        [&] {
+          left = 0;
+          for (pid_t agent : agents_) left += LiveChildrenOf(agent).size();
+          return left == 0;
+        },
+        10000);
     EXPECT_EQ(left, 0u) << "workers outlived their job";
     // And its resources are free again, its stored objects gone.
     auto status = cluster_->GetStatus();
@@ -737,11 +737,8 @@ TEST_F(Runtime, KillStopsTheActor) {
   auto actor = rayx::Actor(Recorder::Create).Remote(0);
   int pid = *actor.Task(&Recorder::Pid).Remote().Get();
   actor.Kill();
-  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-  while (kill(pid, 0) == 0 && std::chrono::steady_clock::now() < deadline) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  EXPECT_NE(kill(pid, 0), 0) << "the actor's process still runs";
+  EXPECT_TRUE(rayx::testing::WaitUntil([&] { return kill(pid, 0) != 0; }, 10000))
+      << "the actor's process still runs";
   EXPECT_THROW(actor.Task(&Recorder::Total).Remote().Get(20000), rayx::TaskError);
 }
 

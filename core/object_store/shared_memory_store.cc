@@ -2,10 +2,14 @@
 #include "object_store/shared_memory_store.h"
 
 #include <fcntl.h>
+#include <sys/file.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -40,7 +44,55 @@ Result<std::shared_ptr<MappedObject>> MappedObject::Map(int fd, const std::strin
     data = ::mmap(nullptr, size, PROT_READ, MAP_SHARED, fd, 0);
     if (data == MAP_FAILED) return Status::Internal("mmap " + path + ": " + std::strerror(errno));
   }
-  return std::shared_ptr<MappedObject>(new MappedObject(data, size));
+  return std::shared_ptr<MappedObject>(new MappedObject(data, size, path));
+}
+
+namespace {
+
+std::atomic<int> claims_held{0};
+
+}  // namespace
+
+int ReadClaim::max_held() {
+  static const int limit = [] {
+    struct rlimit files {};
+    if (::getrlimit(RLIMIT_NOFILE, &files) != 0 || files.rlim_cur == RLIM_INFINITY) return 512;
+    return static_cast<int>(std::min<rlim_t>(512, files.rlim_cur / 4));
+  }();
+  return limit;
+}
+
+int ReadClaim::held_now() { return claims_held.load(std::memory_order_relaxed); }
+
+ReadClaim::ReadClaim(const std::string& path) {
+  if (claims_held.fetch_add(1, std::memory_order_relaxed) >= max_held()) {
+    claims_held.fetch_sub(1, std::memory_order_relaxed);
+    return;
+  }
+  // O_NONBLOCK: nothing planted under the name blocks the open; a lock the
+  // spiller holds right now is not waited for.
+  fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+  if (fd_ >= 0 && ::flock(fd_, LOCK_SH | LOCK_NB) != 0) {
+    ::close(fd_);
+    fd_ = -1;
+  }
+  if (fd_ < 0) claims_held.fetch_sub(1, std::memory_order_relaxed);
+}
+
+ReadClaim::~ReadClaim() {
+  if (fd_ < 0) return;
+  ::close(fd_);  // and with it the lock
+  claims_held.fetch_sub(1, std::memory_order_relaxed);
+}
+
+std::shared_ptr<const void> ClaimForReading(std::shared_ptr<const void> mapping,
+                                            const std::string& path) {
+  struct Reading {
+    std::shared_ptr<const void> mapping;
+    ReadClaim claim;
+    Reading(std::shared_ptr<const void> m, const std::string& p) : mapping(std::move(m)), claim(p) {}
+  };
+  return std::make_shared<const Reading>(std::move(mapping), path);
 }
 
 Result<SharedMemoryStore> SharedMemoryStore::Create(const std::string& dir) {

@@ -21,6 +21,8 @@ class MappedObject {
   MappedObject& operator=(const MappedObject&) = delete;
 
   std::string_view view() const { return {static_cast<const char*>(data_), size_}; }
+  // The file it maps (the store's, or the spilled copy).
+  const std::string& path() const { return path_; }
 
   // Maps the file at `path` (a trusted path: this process's own). NotFound
   // when it does not exist. A path from the network goes through
@@ -31,10 +33,45 @@ class MappedObject {
   static Result<std::shared_ptr<MappedObject>> Map(int fd, const std::string& path);
 
  private:
-  MappedObject(void* data, size_t size) : data_(data), size_(size) {}
+  MappedObject(void* data, size_t size, std::string path)
+      : data_(data), size_(size), path_(std::move(path)) {}
   void* data_;
   size_t size_;
+  std::string path_;
 };
+
+// A process reading an object (bytes it handed to the program, a call's
+// argument): a shared flock on the object's file for as long as this lives.
+// The node's spiller (StoreSpiller) locks a file exclusively, without
+// waiting, before it moves it, and passes over a file so held: spilling an
+// object a process maps would free none of its memory.
+//
+// Best effort, one open file each: no claim is made when the file is gone
+// (spilled already: its memory is on disk), is being spilled at that moment,
+// or the process holds max_held() claims already; the reader reads all the
+// same, its mapping keeping the pages as after any unlink.
+class ReadClaim {
+ public:
+  explicit ReadClaim(const std::string& path);
+  ~ReadClaim();
+  ReadClaim(const ReadClaim&) = delete;
+  ReadClaim& operator=(const ReadClaim&) = delete;
+
+  bool held() const { return fd_ >= 0; }
+  // Claims a process holds at most: 512, or a quarter of its open-file limit
+  // when that is lower.
+  static int max_held();
+  // Claims this process holds now.
+  static int held_now();
+
+ private:
+  int fd_ = -1;
+};
+
+// One keepalive for `mapping` (the object's bytes, whatever holds them) and a
+// ReadClaim on `path`, the file they come from.
+std::shared_ptr<const void> ClaimForReading(std::shared_ptr<const void> mapping,
+                                            const std::string& path);
 
 // Creating, deleting and measuring objects in one store directory. Stateless
 // apart from the path: any process of the node can use it.

@@ -3,6 +3,7 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <sys/file.h>
 #include <sys/sendfile.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
@@ -93,17 +94,24 @@ StoreSpiller::Usage StoreSpiller::CountSince(uint64_t reserved_before) {
   return usage;
 }
 
-bool StoreSpiller::SpillOne(const std::string& name, uint64_t size, std::string* why) {
+StoreSpiller::Spill StoreSpiller::SpillOne(const std::string& name, uint64_t size,
+                                           std::string* why) {
   const std::string from = store_.dir() + "/" + name;
   const std::string to = store_.spill_dir() + "/" + name;
   const std::string partial = to + ".partial";
   int in = ::open(from.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
-  if (in < 0) return false;  // freed meanwhile
+  if (in < 0) return Spill::kGone;
+  // Held until the store's file is unlinked (closing `in` lets it go): a
+  // reader that comes meanwhile reads without a claim, from either file.
+  if (::flock(in, LOCK_EX | LOCK_NB) != 0) {
+    ::close(in);
+    return Spill::kBeingRead;
+  }
   int out = ::open(partial.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
   if (out < 0) {
     *why = "cannot create " + partial + ": " + std::strerror(errno);
     ::close(in);
-    return false;
+    return Spill::kFailed;
   }
   uint64_t copied = 0;
   int err = 0;
@@ -116,21 +124,23 @@ bool StoreSpiller::SpillOne(const std::string& name, uint64_t size, std::string*
     }
     copied += static_cast<uint64_t>(n);
   }
-  ::close(in);
   if (::close(out) != 0 && err == 0) err = errno;
   if (err != 0 || ::rename(partial.c_str(), to.c_str()) != 0) {
     if (err == 0) err = errno;
     ::unlink(partial.c_str());
+    ::close(in);
     *why = "cannot write " + to + ": " + std::strerror(err);
-    return false;
+    return Spill::kFailed;
   }
   // The copy is in place before the store's file goes: a reader that misses
   // the one finds the other. Gone already: freed while being copied.
-  if (::unlink(from.c_str()) != 0) {
+  const bool unlinked = ::unlink(from.c_str()) == 0;
+  ::close(in);
+  if (!unlinked) {
     ::unlink(to.c_str());
-    return false;
+    return Spill::kGone;
   }
-  return true;
+  return Spill::kMoved;
 }
 
 Status StoreSpiller::MakeRoom(uint64_t bytes) {
@@ -165,7 +175,7 @@ Status StoreSpiller::MakeRoom(uint64_t bytes) {
   });
   std::string why;
   if (store_.spill_dir().empty()) why = "this node spills nowhere";
-  uint64_t spilled_now = 0;
+  uint64_t spilled_now = 0, read_bytes = 0, read_objects = 0;
   uint64_t spill_used = CountSince(reserved_before).spilled_bytes;
   for (const Candidate& c : candidates) {
     if (stored + bytes <= capacity || !why.empty()) break;
@@ -183,11 +193,22 @@ Status StoreSpiller::MakeRoom(uint64_t bytes) {
             HumanBytes(available) + " free of " + HumanBytes(total) + ")";
       break;
     }
-    if (SpillOne(c.name, c.size, &why)) {
-      spill_used += c.size;
-      spilled_now += c.size;
+    switch (SpillOne(c.name, c.size, &why)) {
+      case Spill::kMoved:
+        spill_used += c.size;
+        spilled_now += c.size;
+        stored -= c.size;
+        break;
+      case Spill::kGone:
+        stored -= c.size;
+        break;
+      case Spill::kBeingRead:
+        read_bytes += c.size;
+        ++read_objects;
+        break;
+      case Spill::kFailed:
+        break;  // `why` says what, and ends the loop
     }
-    stored -= c.size;  // spilled, or freed meanwhile
   }
   if (spilled_now > 0) ledger_->BumpSpillEpoch();
   CountSince(reserved_before);  // the truth, after what moved (and what was freed meanwhile)
@@ -197,7 +218,13 @@ Status StoreSpiller::MakeRoom(uint64_t bytes) {
     return Status::OK();
   }
   if (why.empty()) {
-    why = "nothing more can be spilled (the rest is being written, or kept by writers for reuse)";
+    why = "nothing more can be spilled (the rest is being written, or kept by writers for reuse";
+    if (read_objects > 0) {
+      why += ", or is " + std::to_string(read_objects) + " object(s) of " +
+             HumanBytes(read_bytes) +
+             " that processes are reading, spilled once they let go of them";
+    }
+    why += ")";
   }
   return Status::ResourceExhausted(FullMessage(bytes, why));
 }

@@ -12,8 +12,12 @@
 // the store's file after its copy is in place and, when that file is gone
 // already, removes its copy.
 //
-// Readers that map an object keep its memory until they let go, as after any
-// unlink: owners drop their mappings of spilled objects at their next tick
+// Objects a process is reading are not spilled: a reader holds a shared
+// flock on the file while the program holds the bytes or a call runs with
+// them (ReadClaim), and the spiller locks each file exclusively, without
+// waiting, before it moves it, passing over those it cannot lock. Mappings no
+// reader uses (the runtime's cache of what it mapped) hold no claim: owners
+// drop their mappings of spilled objects at their next tick
 // (StoreLedger::BumpSpillEpoch).
 #pragma once
 
@@ -73,9 +77,14 @@ class StoreSpiller {
 
  private:
   struct Candidate;
-  // Moves one object to the spill directory. False when it is gone, or the
-  // copy failed (`why`).
-  bool SpillOne(const std::string& name, uint64_t size, std::string* why);
+  enum class Spill {
+    kMoved,
+    kGone,      // freed meanwhile
+    kBeingRead,  // a process holds a ReadClaim on it: left in memory
+    kFailed,    // the copy failed (`why`)
+  };
+  // Moves one object to the spill directory.
+  Spill SpillOne(const std::string& name, uint64_t size, std::string* why);
   std::string FullMessage(uint64_t bytes, const std::string& why) const;
   // Counts, keeping the reservations made since reserved_total() was
   // `reserved_before`.

@@ -302,6 +302,7 @@ Runtime& RequireRuntime() {
   config.is_worker = true;
   config.host_lease_id = env.lease_id;
   config.node_ip = env.node_ip;
+  config.object_address = env.object_address;
   auto runtime = Runtime::Start(config);
   if (!runtime.ok()) throw std::runtime_error("worker: " + runtime.status().message());
   g.runtime = std::move(*runtime);

@@ -363,10 +363,13 @@ ObjectBytes ObjectTable::Get(const ObjectId& id, int64_t timeout_ms,
       throw TaskError(e.type, e.message, e.function, e.node);
     }
     if (entry.value) return {*entry.value, entry.value};
-    if (entry.written) return {entry.written->view(), entry.written};
+    if (entry.written) {
+      auto written = entry.written;
+      return HandOut(lock, it->first, written, written->view(), written->path());
+    }
     if (entry.mapped) {
       auto mapped = std::static_pointer_cast<const MappedObject>(entry.mapped);
-      return {mapped->view(), mapped};
+      return HandOut(lock, it->first, mapped, mapped->view(), mapped->path());
     }
     auto location = entry.location;
     lock.unlock();
@@ -374,10 +377,14 @@ ObjectBytes ObjectTable::Get(const ObjectId& id, int64_t timeout_ms,
     if (location->node_address == options_.node_ip && options_.map_local) {
       auto mapped = options_.map_local(*location);
       if (mapped.ok() && (*mapped)->view().size() == location->size) {
+        auto reading = ClaimForReading(*mapped, (*mapped)->path());
         std::lock_guard<std::mutex> relock(mu_);
         auto again = objects_.find(id.Hex());
-        if (again != objects_.end()) again->second.mapped = *mapped;
-        return {(*mapped)->view(), *mapped};
+        if (again != objects_.end()) {
+          again->second.mapped = *mapped;
+          again->second.reading = reading;
+        }
+        return {(*mapped)->view(), reading};
       }
     }
     if (on_block != nullptr) (*on_block)();  // a pull may take long (a large object)
@@ -414,6 +421,18 @@ ObjectBytes ObjectTable::Get(const ObjectId& id, int64_t timeout_ms,
     recompute = nullptr;  // before the lock (see Release)
     lock.lock();
   }
+}
+
+ObjectBytes ObjectTable::HandOut(std::unique_lock<std::mutex>& lock, std::string key,
+                                 std::shared_ptr<const void> mapping, std::string_view view,
+                                 const std::string& path) {
+  if (auto held = objects_.at(key).reading.lock()) return {view, std::move(held)};
+  lock.unlock();
+  std::shared_ptr<const void> reading = ClaimForReading(std::move(mapping), path);
+  lock.lock();
+  auto it = objects_.find(key);
+  if (it != objects_.end() && it->second.reading.expired()) it->second.reading = reading;
+  return {view, std::move(reading)};
 }
 
 std::vector<bool> ObjectTable::Wait(const std::vector<ObjectHandle>& objects,

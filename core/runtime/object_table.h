@@ -217,12 +217,24 @@ class ObjectTable {
   size_t TEST_spinning() const { return spinning_.load(); }
 
  private:
+  struct Entry;
+  // The bytes `view` of the store copy `mapping` (the file at `path`) of the
+  // entry at `key` (a copy: the entry may go while unlocked), handed to the program with the entry's read claim,
+  // claimed now (outside the lock) when nothing holds one.
+  // REQUIRES: `lock` holds mu_; it is held again on return.
+  ObjectBytes HandOut(std::unique_lock<std::mutex>& lock, std::string key,
+                      std::shared_ptr<const void> mapping, std::string_view view,
+                      const std::string& path);
   struct Entry {
     enum class State { kPending, kReady, kFailed } state = State::kPending;
     std::shared_ptr<const std::string> value;                  // inline, or pulled here
     std::shared_ptr<const protocol::ObjectLocation> location;  // in a node's store
     std::shared_ptr<const void> mapped;                        // the store file, mapped
     std::shared_ptr<StoreWriter::Buffer> written;  // this process's Put, in the store
+    // The store copy's bytes as handed out by Get, with the claim on its file
+    // (ReadClaim) that they carry while the program holds them: one per
+    // entry, shared by the Gets that overlap.
+    std::weak_ptr<const void> reading;
     bool shared_out = false;  // `location` was handed to another process (a task argument)
     bool pinned = false;      // Released::pinned
     bool task = false;        // the result of a task this process submitted (WorkCounters)

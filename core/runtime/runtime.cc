@@ -236,7 +236,9 @@ Status Runtime::Connect() {
   if (status.ok()) {
     object_servers_->Set(AliveObjectServers(status->status));  // where pulls may go
     for (const auto& node : status->status.nodes) {
-      if (node.alive && node.address == config_.node_ip && !node.store_dir.empty()) {
+      const bool own = config_.object_address.empty() ? node.address == config_.node_ip
+                                                      : node.object_address == config_.object_address;
+      if (node.alive && own && !node.store_dir.empty()) {
         local_object_address_ = node.object_address;
         // Its capacity and spill directory (none in an older agent's store).
         std::string spill_dir;

@@ -83,6 +83,10 @@ class Runtime {
     bool is_worker = false;
     LeaseId host_lease_id;  // in a worker: the lease it runs in
     std::string node_ip = "127.0.0.1";
+    // In a worker: its own agent's object server, whose store its large Puts
+    // go to (several agents may share node_ip). Empty: the first node at
+    // node_ip that has a store.
+    std::string object_address;
     // A driver: print the job's workers' output (Options::log_to_driver).
     bool log_to_driver = false;
     // How long calls to the head wait while it is down or restarting before

@@ -346,10 +346,10 @@ void WorkerLoop::StartActorPool(const RemoteFunction& factory) {
 // elements where the views point).
 void WorkerLoop::RunOnPool(const protocol::TaskCallView& call, const RemoteFunction* fn,
                            const ArgViews& args,
-                           std::vector<std::shared_ptr<MappedObject>> mappings,
+                           std::vector<std::shared_ptr<const void>> mappings,
                            std::vector<std::string> pulled, CallControl& control) {
   struct Owned {
-    std::vector<std::shared_ptr<MappedObject>> mappings;
+    std::vector<std::shared_ptr<const void>> mappings;
     std::vector<std::string> pulled, copies;
     ArgViews args;
   };
@@ -446,7 +446,7 @@ WorkerLoop::CallOutcome WorkerLoop::Run(const protocol::TaskCallView& call,
   Control control(*this, call);
   try {
     // Stored arguments: mapped in place on this node, pulled from another.
-    std::vector<std::shared_ptr<MappedObject>> mappings;
+    std::vector<std::shared_ptr<const void>> mappings;
     std::vector<std::string> pulled;
     pulled.reserve(call.arg_count);  // views into it must stay valid
     ArgViews args;
@@ -463,7 +463,8 @@ WorkerLoop::CallOutcome WorkerLoop::Run(const protocol::TaskCallView& call,
           (arg.stored.object_address == object_address_ || store_.Contains(arg.stored.path))) {
         auto mapped = store_.Open(arg.stored.path);
         if (mapped.ok() && (*mapped)->view().size() == arg.stored.size) {
-          mappings.push_back(*mapped);
+          // Read while the call runs: not spilled meanwhile (ReadClaim).
+          mappings.push_back(ClaimForReading(*mapped, (*mapped)->path()));
           args.push_back((*mapped)->view());
           continue;
         }

@@ -177,7 +177,7 @@ class WorkerLoop {
   // Runs a method call of the actor on actor_pool_ (deferred through
   // `control`); `mappings` and `pulled` hold its stored arguments.
   void RunOnPool(const protocol::TaskCallView& call, const RemoteFunction* fn, const ArgViews& args,
-                 std::vector<std::shared_ptr<MappedObject>> mappings,
+                 std::vector<std::shared_ptr<const void>> mappings,
                  std::vector<std::string> pulled, CallControl& control);
   CallOutcome Run(const protocol::TaskCallView& call, const RemoteFunction* fn);
   // Writes the result of call `call_id` (of job `call_job`) into the reply;

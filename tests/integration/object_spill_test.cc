@@ -1,7 +1,8 @@
 // A node's object store has a capacity: on a real loopback cluster, Puts and
 // task results past it are spilled to the node's disk and read back
-// byte-exact, the spill limit reached fails with ObjectStoreFullError and the
-// figures, and a killed agent's spilled objects go with it. This test binary
+// byte-exact, an object a call is reading is not spilled under it, the spill
+// limit reached fails with ObjectStoreFullError and the figures, and a killed
+// agent's spilled objects go with it. This test binary
 // is also the workers' program (RAYX_WORKER_MODE).
 #include <gtest/gtest.h>
 
@@ -34,6 +35,19 @@ size_t HashOf(std::string_view bytes) { return std::hash<std::string_view>()(byt
 
 rayx::Bytes MakePattern(int64_t size, int seed) { return rayx::Bytes{Pattern(size, seed)}; }
 RAYX_REMOTE(MakePattern);
+
+// Puts a copy of its argument, which its node's store has room for only if
+// the argument (mapped in place, read by this call) were spilled. The Put's
+// error, or "" when it was stored.
+std::string PutWhileReading(rayx::Bytes arg) {
+  try {
+    rayx::Put(rayx::Bytes{std::move(arg.data)});
+    return "";
+  } catch (const rayx::ObjectStoreFullError& e) {
+    return e.what();
+  }
+}
+RAYX_REMOTE(PutWhileReading);
 
 }  // namespace
 
@@ -189,6 +203,46 @@ TEST_F(ObjectSpill, PutsPastTheStoreAreSpilledAndReadBackThenTheSpillLimitRefuse
                       15000)
                   .ok())
       << Figures(head);
+}
+
+// On the small node (64 MiB of store): a call whose 48 MiB argument is mapped
+// from that store Puts 48 MiB more. Spilling the argument would free nothing
+// while the call reads it, so the Put fails and says why; once the call
+// ended, the same object is spilled to make room.
+TEST_F(ObjectSpill, AnArgumentACallIsReadingIsNotSpilledUnderIt) {
+  constexpr int64_t kSize = 48 * kMiB;
+  auto held = rayx::Task(MakePattern).SetResources({{"small", 1}}).Remote(kSize, 50);
+  std::string refused =
+      *rayx::Task(PutWhileReading).SetResources({{"small", 1}}).Remote(held).Get();
+  EXPECT_TRUE(rayx::testing::Contains(refused, "no room for 48.00 MiB")) << refused;
+  EXPECT_TRUE(rayx::testing::Contains(refused, "1 object(s) of 48.00 MiB that processes are reading"))
+      << refused;
+  // Read no more: the next result on that node spills it, and both read back.
+  auto next = rayx::Task(MakePattern).SetResources({{"small", 1}}).Remote(kSize, 51);
+  EXPECT_EQ(HashOf(next.Get()->data), HashOf(Pattern(kSize, 51)));
+  EXPECT_EQ(HashOf(held.Get()->data), HashOf(Pattern(kSize, 50)));
+  const std::string small = small_->node_id;
+  ASSERT_TRUE(cluster_->WaitFor(
+                          [&](const ClusterStatus& s) {
+                            const NodeInfo* n = NodeOf(s, small);
+                            return n && n->object_spilled_objects == 1;
+                          },
+                          10000)
+                  .ok())
+      << Figures(small);
+  // Freed, before the next test fills the node again.
+  held = {};
+  next = {};
+  EXPECT_TRUE(cluster_
+                  ->WaitFor(
+                      [&](const ClusterStatus& s) {
+                        const NodeInfo* n = NodeOf(s, small);
+                        return n && n->object_store_objects == 0 &&
+                               n->object_spilled_bytes == 0;
+                      },
+                      15000)
+                  .ok())
+      << Figures(small);
 }
 
 // Results on the small node (64 MiB of store, 128 of spill): past the store

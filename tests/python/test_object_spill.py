@@ -1,7 +1,8 @@
 """A node's object store has a capacity (`rayx start --object-store-memory`):
 Python Puts and task results past it are spilled to the node's disk and read
-back intact; past the spill limit ray.put raises ObjectStoreFullError with the
-figures, and what was stored before is still there."""
+back intact, except objects a process is reading; past the spill limit ray.put
+raises ObjectStoreFullError with the figures, and what was stored before is
+still there."""
 
 import os
 import subprocess
@@ -12,7 +13,7 @@ from conftest import CLI, own_cluster, wait_until
 MIB = 1 << 20
 
 DRIVER = r'''
-import hashlib, subprocess, sys
+import hashlib, os, subprocess, sys
 import numpy as np
 import rayx as ray
 from rayx.exceptions import ObjectStoreFullError
@@ -23,6 +24,15 @@ MIB = 1 << 20
 def digest(a):
     return hashlib.sha256(np.ascontiguousarray(a).tobytes()).hexdigest()
 
+def spilled(ref):
+    end = "-" + ref.hex()
+    return any(f.endswith(end) for root, _, files in os.walk(os.environ["RAYX_TEMP_DIR"])
+               if os.path.basename(root).startswith("rayx-spill-") for f in files)
+
+# The oldest object, read in place by the driver while 8 more are put.
+held_ref = ray.put(np.arange(2 * MIB, dtype=np.int64))
+held = ray.get(held_ref)
+
 # 8 x 16 MiB into a 64 MiB store.
 refs, digests = [], []
 for i in range(8):
@@ -30,6 +40,16 @@ for i in range(8):
     digests.append(digest(a))
     refs.append(ray.put(a))
     del a
+# Spilling passed over the object the driver reads (spilling it would free
+# nothing), and takes it once the driver lets go.
+assert not spilled(held_ref), "an object the driver was reading was spilled"
+assert sum(spilled(r) for r in refs) >= 4, [spilled(r) for r in refs]
+assert (held == np.arange(2 * MIB, dtype=np.int64)).all()
+del held
+refs_after = [ray.put(np.zeros(2 * MIB, dtype=np.int64))]
+assert spilled(held_ref), "an object nobody reads any more stayed in memory"
+assert (ray.get(held_ref) == np.arange(2 * MIB, dtype=np.int64)).all()
+print("HELD NOT SPILLED", flush=True)
 
 @ray.remote(resources={"far": 1})
 def make(i):
@@ -66,7 +86,7 @@ def test_a_full_store_spills_to_disk_and_a_full_spill_refuses_with_the_figures(t
                            text=True, timeout=180, env=env)
         out = r.stdout + r.stderr
         assert r.returncode == 0, out
-        assert "READ BACK" in out and "INTACT" in out, out
+        assert "HELD NOT SPILLED" in out and "READ BACK" in out and "INTACT" in out, out
         listed = next(line for line in out.splitlines() if line.startswith("LISTED"))
         # Both nodes show their 64 MiB capacity and what they spilled.
         assert listed.count("64.00 MiB") >= 2, listed

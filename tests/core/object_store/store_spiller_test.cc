@@ -12,6 +12,7 @@
 #include <fstream>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "object_store/store_ledger.h"
 
@@ -147,6 +148,62 @@ TEST_F(StoreSpillerTest, MakeRoomSpillsTheLeastRecentlyUsedAndTheyAreStillRead) 
   EXPECT_TRUE(store_.Exists(paths[2]));
   EXPECT_EQ(store_.RemovePrefix(std::string(kJob) + "-"), 3u);
   EXPECT_FALSE(Spilled(2));
+}
+
+TEST_F(StoreSpillerTest, AnObjectAProcessIsReadingStaysInMemoryUntilItLetsGo) {
+  auto ledger = Ledger(3 * kMiB);
+  std::string paths[3];
+  for (int i = 0; i < 3; ++i) paths[i] = Put(i, kMiB, 1000 + i);  // 0 is the least recent
+  StoreSpiller spiller(store_, ledger, RoomyDisk());
+  {
+    auto mapped = store_.Open(paths[0]);
+    ASSERT_TRUE(mapped.ok()) << mapped.status();
+    auto reading = ClaimForReading(*mapped, (*mapped)->path());
+    const int claims = ReadClaim::held_now();
+    EXPECT_GE(claims, 1);
+    // Open marked object 0 used now: age it again, so that only the claim
+    // keeps it from being the first to go.
+    const struct timespec times[2] = {{999, 0}, {0, UTIME_OMIT}};
+    ASSERT_EQ(::utimensat(AT_FDCWD, paths[0].c_str(), times, 0), 0);
+    ASSERT_TRUE(spiller.MakeRoom(kMiB).ok());
+    EXPECT_TRUE(InStore(0));  // being read: passed over
+    EXPECT_FALSE(Spilled(0));
+    EXPECT_FALSE(InStore(1));  // the next least recently used went instead
+    EXPECT_TRUE(Spilled(1));
+    // When everything left is being read or needed, the refusal says so.
+    auto second = store_.Open(paths[2]);
+    ASSERT_TRUE(second.ok());
+    auto reading2 = ClaimForReading(*second, (*second)->path());
+    Status full = spiller.MakeRoom(2 * kMiB);
+    EXPECT_EQ(full.code(), StatusCode::kResourceExhausted);
+    EXPECT_NE(full.message().find("2 object(s) of 2.00 MiB that processes are reading"),
+              std::string::npos)
+        << full;
+    EXPECT_TRUE(InStore(0) && InStore(2));
+    EXPECT_EQ(std::string((*mapped)->view()), Bytes(0, kMiB));
+  }
+  // Let go: the least recently used goes now, and reads back byte-exact.
+  ASSERT_TRUE(spiller.MakeRoom(2 * kMiB).ok());
+  EXPECT_TRUE(Spilled(0));
+  EXPECT_TRUE(InStore(2));
+  EXPECT_EQ(Read(paths[0]), Bytes(0, kMiB));
+}
+
+TEST_F(StoreSpillerTest, ReadClaimsStopAtTheProcessBudget) {
+  std::string path = Put(0, 16, 1000);
+  const int before = ReadClaim::held_now();
+  std::vector<std::unique_ptr<ReadClaim>> claims;
+  for (int i = before; i < ReadClaim::max_held() + 3; ++i) {
+    claims.push_back(std::make_unique<ReadClaim>(path));
+  }
+  int held = 0;
+  for (const auto& claim : claims) held += claim->held() ? 1 : 0;
+  EXPECT_EQ(held, ReadClaim::max_held() - before);  // the rest read without a claim
+  EXPECT_EQ(ReadClaim::held_now(), ReadClaim::max_held());
+  claims.clear();
+  EXPECT_EQ(ReadClaim::held_now(), before);
+  EXPECT_FALSE(ReadClaim(root_ + "/store/missing").held());
+  EXPECT_EQ(ReadClaim::held_now(), before);
 }
 
 TEST_F(StoreSpillerTest, ObjectsBeingWrittenOrKeptForReuseAreCountedButNeverSpilled) {

@@ -2,10 +2,15 @@
 // continuations run once, released results are dropped, arguments resolve.
 #include "runtime/object_table.h"
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sys/file.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <cstdint>
+#include <filesystem>
+#include <fstream>
 #include <future>
 #include <thread>
 
@@ -393,6 +398,49 @@ TEST_F(ObjectTableTest, GetPullsARemoteObjectOnceAndKeepsIt) {
   EXPECT_EQ(table.Get("a"_id, 0).view, "from /store/a");
   EXPECT_EQ(table.Get("a"_id, 0).view, "from /store/a");
   EXPECT_EQ(pulls, 1);
+}
+
+// True when the spiller could take `path` now: no process claims it for reading.
+bool Unclaimed(const std::string& path) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  const bool free = ::flock(fd, LOCK_EX | LOCK_NB) == 0;
+  ::close(fd);
+  return free;
+}
+
+TEST_F(ObjectTableTest, BytesOfAMappedObjectClaimItsFileWhileTheProgramHoldsThem) {
+  char pattern[] = "/tmp/rayx-object-table-test-XXXXXX";
+  const std::string dir = ::mkdtemp(pattern);
+  const std::string path = dir + "/object";
+  std::ofstream(path) << "abc";
+  int maps = 0;
+  ObjectTable::Options options;
+  options.map_local = [&](const protocol::ObjectLocation& location) {
+    ++maps;
+    return MappedObject::Open(location.path);
+  };
+  ObjectTable& table = Table(std::move(options));
+  auto location = std::make_shared<protocol::ObjectLocation>(*Remote(path));
+  location->node_address = "10.0.0.1";  // this node: mapped in place
+  table.AddPending("a"_id);
+  table.Complete({"a"_id, nullptr, nullptr, location});
+  ASSERT_TRUE(Unclaimed(path));
+  {
+    ObjectBytes first = table.Get("a"_id, 0);
+    EXPECT_EQ(first.view, "abc");
+    EXPECT_FALSE(Unclaimed(path));  // the spiller passes it over
+    ObjectBytes second = table.Get("a"_id, 0);  // the cached mapping, the same claim
+    EXPECT_EQ(second.keepalive, first.keepalive);
+    first = {};
+    EXPECT_FALSE(Unclaimed(path));
+  }
+  // Let go: the table's own cached mapping claims nothing.
+  EXPECT_TRUE(Unclaimed(path));
+  EXPECT_EQ(table.Get("a"_id, 0).view, "abc");
+  EXPECT_TRUE(Unclaimed(path));
+  EXPECT_EQ(maps, 1);
+  std::filesystem::remove_all(dir);
 }
 
 TEST_F(ObjectTableTest, AFailedPullIsAnObjectLostError) {

@@ -1,127 +1,14 @@
-// The enums that travel in wire messages, their names, and their msgpack form.
+// The wire enums' msgpack form: each travels as its unsigned number (see
+// enum_names.h for the enums and their names).
 #pragma once
 
-#include <array>
-#include <cstdint>
-#include <ostream>
 #include <stdexcept>
 #include <string>
 #include <string_view>
 
 #include <msgpack.hpp>
 
-#include "rayx/status.h"
-
-namespace rayx::protocol {
-
-// Design: on the wire an enum is its unsigned number (frozen: values are never
-// renumbered, new ones are appended). Users see and type the names; they are
-// converted only at the edges (the C++ API, the Python binding, the CLI). A
-// number out of range is refused while decoding, so a handler only ever sees
-// a named value. The decoder also takes the names themselves, which head state
-// files written before protocol 4 hold.
-
-// Where a lease's worker goes outside a placement group.
-enum class LeaseStrategy : uint8_t {
-  kDefault = 0,       // the hybrid policy: pack, then spread
-  kSpread = 1,        // the least loaded node, round robin among equals
-  kNodeAffinity = 2,  // RequestLeaseRequest::affinity_node_id
-};
-
-// How a placement group's bundles are laid over nodes.
-enum class PlacementStrategy : uint8_t {
-  kPack = 0,
-  kSpread = 1,
-  kStrictPack = 2,
-  kStrictSpread = 3,
-};
-
-// PENDING: waiting for resources. CREATED: every bundle reserved. INFEASIBLE:
-// no set of alive nodes could ever hold it (re-examined when nodes join).
-// REMOVED: gone.
-enum class PlacementGroupState : uint8_t {
-  kPending = 0,
-  kCreated = 1,
-  kInfeasible = 2,
-  kRemoved = 3,
-};
-
-// Each wire enum's names, indexed by value, and what it is called in errors.
-template <typename E>
-struct EnumNames;
-
-template <>
-struct EnumNames<LeaseStrategy> {
-  static constexpr std::string_view kWhat = "scheduling strategy";
-  static constexpr std::array<std::string_view, 3> kNames = {"DEFAULT", "SPREAD", "NODE_AFFINITY"};
-  static constexpr bool kEmptyIsFirst = true;  // "" names DEFAULT, as before protocol 4
-};
-
-template <>
-struct EnumNames<PlacementStrategy> {
-  static constexpr std::string_view kWhat = "placement strategy";
-  static constexpr std::array<std::string_view, 4> kNames = {"PACK", "SPREAD", "STRICT_PACK",
-                                                             "STRICT_SPREAD"};
-};
-
-template <>
-struct EnumNames<PlacementGroupState> {
-  static constexpr std::string_view kWhat = "placement group state";
-  static constexpr std::array<std::string_view, 4> kNames = {"PENDING", "CREATED", "INFEASIBLE",
-                                                             "REMOVED"};
-};
-
-template <typename E>
-concept WireEnum = requires { EnumNames<E>::kNames; };
-
-// True when `value` is one of E's named values.
-template <WireEnum E>
-constexpr bool IsKnown(E value) {
-  return static_cast<size_t>(value) < EnumNames<E>::kNames.size();
-}
-
-// "SPREAD"; "?" for a value that IsKnown refuses.
-template <WireEnum E>
-std::string_view Name(E value) {
-  return IsKnown(value) ? EnumNames<E>::kNames[static_cast<size_t>(value)] : "?";
-}
-
-// "PACK, SPREAD, STRICT_PACK or STRICT_SPREAD".
-template <WireEnum E>
-std::string NameList() {
-  const auto& names = EnumNames<E>::kNames;
-  std::string out;
-  for (size_t i = 0; i < names.size(); ++i) {
-    out += (i == 0 ? "" : i + 1 == names.size() ? " or " : ", ") + std::string(names[i]);
-  }
-  return out;
-}
-
-// The value named `name` (exactly as Name writes it). Returns InvalidArgument
-// naming the valid names otherwise: "unknown placement strategy 'SCATTER':
-// use PACK, SPREAD, STRICT_PACK or STRICT_SPREAD". For LeaseStrategy, ""
-// also names DEFAULT.
-template <WireEnum E>
-Result<E> Parse(std::string_view name) {
-  if constexpr (requires { EnumNames<E>::kEmptyIsFirst; }) {
-    if (name.empty()) return static_cast<E>(0);
-  }
-  const auto& names = EnumNames<E>::kNames;
-  for (size_t i = 0; i < names.size(); ++i) {
-    if (names[i] == name) return static_cast<E>(i);
-  }
-  return Status::InvalidArgument("unknown " + std::string(EnumNames<E>::kWhat) + " '" +
-                                 std::string(name.substr(0, 64)) + "': use " + NameList<E>());
-}
-
-// For test failures and logs.
-template <WireEnum E>
-std::ostream& operator<<(std::ostream& os, E value) {
-  if (IsKnown(value)) return os << Name(value);
-  return os << EnumNames<E>::kWhat << " " << static_cast<unsigned>(value);
-}
-
-}  // namespace rayx::protocol
+#include "protocol/enum_names.h"
 
 namespace msgpack {
 MSGPACK_API_VERSION_NAMESPACE(MSGPACK_DEFAULT_API_NS) {

@@ -1,6 +1,7 @@
 // rayx::CreatePlacementGroup, PlacementGroup::Wait, RemovePlacementGroup, and
 // the runtime's placement-group calls to the head.
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cmath>
 #include <stdexcept>
@@ -10,6 +11,7 @@
 #include "protocol/placement_messages.h"
 #include "rayx/ids.h"
 #include "rayx/rayx.h"
+#include "runtime/api_enums.h"
 #include "runtime/head_client.h"
 #include "runtime/runtime.h"
 
@@ -31,23 +33,8 @@ std::string Placement::Key() const {
 }
 
 namespace {
-PlacementGroupState StateOf(const protocol::PlacementGroupInfo& info) {
-  return PlacementGroupState{info.placement_group_id.Hex(), std::string(protocol::Name(info.state)),
-                             info.reason};
-}
-
-protocol::PlacementStrategy ToWire(PlacementStrategy strategy) {
-  switch (strategy) {
-    case PlacementStrategy::PACK:
-      return protocol::PlacementStrategy::kPack;
-    case PlacementStrategy::SPREAD:
-      return protocol::PlacementStrategy::kSpread;
-    case PlacementStrategy::STRICT_PACK:
-      return protocol::PlacementStrategy::kStrictPack;
-    case PlacementStrategy::STRICT_SPREAD:
-      return protocol::PlacementStrategy::kStrictSpread;
-  }
-  return protocol::PlacementStrategy::kPack;
+PlacementGroupStatus StateOf(const protocol::PlacementGroupInfo& info) {
+  return PlacementGroupStatus{info.placement_group_id.Hex(), FromWire(info.state), info.reason};
 }
 }  // namespace
 
@@ -80,9 +67,9 @@ PlacementGroupPtr Runtime::CreatePlacementGroup(const std::string& name,
   return core;
 }
 
-PlacementGroupState Runtime::WaitPlacementGroup(const PlacementGroupPtr& group,
-                                                int64_t timeout_ms) {
-  PlacementGroupState created;
+PlacementGroupStatus Runtime::WaitPlacementGroup(const PlacementGroupPtr& group,
+                                                 int64_t timeout_ms) {
+  PlacementGroupStatus created;
   {
     std::unique_lock<std::mutex> lock(group->mu);
     if (!group->cv.wait_for(lock, std::chrono::milliseconds(std::max<int64_t>(timeout_ms, 0) + 10000),
@@ -97,7 +84,7 @@ PlacementGroupState Runtime::WaitPlacementGroup(const PlacementGroupPtr& group,
     }
     created = group->state;
   }
-  if (created.state != protocol::Name(protocol::PlacementGroupState::kPending)) return created;
+  if (created.state != PlacementGroupState::PENDING) return created;
   protocol::WaitPlacementGroupRequest req;
   req.placement_group_id = group->id;
   req.timeout_ms = std::clamp<int64_t>(timeout_ms, 0, kLongestWaitMs);
@@ -105,9 +92,8 @@ PlacementGroupState Runtime::WaitPlacementGroup(const PlacementGroupPtr& group,
   auto reply = head_->CallSync<protocol::WaitPlacementGroupReply>(req, req.timeout_ms + 10000);
   if (!reply.ok()) {
     if (reply.status().code() == StatusCode::kNotFound) {
-      const auto removed = protocol::PlacementGroupState::kRemoved;
-      return PlacementGroupState{group->id.Hex(), std::string(protocol::Name(removed)),
-                                 reply.status().message()};
+      return PlacementGroupStatus{group->id.Hex(), PlacementGroupState::REMOVED,
+                                  reply.status().message()};
     }
     throw std::runtime_error("PlacementGroup::Wait: " + reply.status().message());
   }
@@ -185,7 +171,7 @@ PlacementGroupPtr CreatePlacementGroup(const std::string& name,
   return RequireRuntime().CreatePlacementGroup(name, bundles, strategy, detached);
 }
 const std::string& PlacementGroupIdOf(const PlacementGroupPtr& group) { return group->id.Hex(); }
-PlacementGroupState WaitPlacementGroup(const PlacementGroupPtr& group, int64_t timeout_ms) {
+PlacementGroupStatus WaitPlacementGroup(const PlacementGroupPtr& group, int64_t timeout_ms) {
   Runtime& runtime = RequireRuntime();
   // Each slice is a wait the head holds (InterruptScope): a second at a time.
   constexpr int64_t kSliceMs = 1000;
@@ -198,14 +184,13 @@ PlacementGroupState WaitPlacementGroup(const PlacementGroupPtr& group, int64_t t
       return runtime.WaitPlacementGroup(group, std::max<int64_t>(left, 0));
     }
     const auto asked = std::chrono::steady_clock::now();
-    PlacementGroupState state = runtime.WaitPlacementGroup(group, kSliceMs);
+    PlacementGroupStatus state = runtime.WaitPlacementGroup(group, kSliceMs);
     // The head holds an undecided wait to the end of the slice; that includes
     // an infeasible group while a restarted head's nodes rejoin (it may fit
     // then): an INFEASIBLE answer that took the whole slice is asked again.
     bool held = std::chrono::steady_clock::now() - asked >= std::chrono::milliseconds(kSliceMs);
-    bool undecided = state.state == protocol::Name(protocol::PlacementGroupState::kPending) ||
-                     (state.state == protocol::Name(protocol::PlacementGroupState::kInfeasible) &&
-                      held);
+    bool undecided = state.state == PlacementGroupState::PENDING ||
+                     (state.state == PlacementGroupState::INFEASIBLE && held);
     if (!undecided) return state;
     CheckInterrupt();
   }
@@ -240,26 +225,40 @@ PlacementGroup CreatePlacementGroup(const PlacementGroupCreationOptions& options
   group.core_ = detail::CreatePlacementGroup(options.name, options.bundles,
                                              options.strategy, options.detached);
   group.id_ = detail::PlacementGroupIdOf(group.core_);
-  group.state_ = "PENDING";
+  group.state_ = PlacementGroupState::PENDING;
   group.bundles_ = options.bundles.size();
   return group;
 }
 
 bool PlacementGroup::Wait(int timeout_seconds) {
   if (id_.empty()) throw std::logic_error("PlacementGroup::Wait on a group never created");
-  if (state_ != "CREATED") {
+  if (state_ != PlacementGroupState::CREATED) {
     auto state = detail::WaitPlacementGroup(core_, int64_t{timeout_seconds} * 1000);
     state_ = state.state;
     reason_ = state.reason;
   }
-  if (state_ == "INFEASIBLE") {
+  if (state_ == PlacementGroupState::INFEASIBLE) {
     throw std::runtime_error("placement group " + id_.substr(0, 8) + " can never be placed: " +
                              reason_);
   }
-  if (state_ == "REMOVED") {
+  if (state_ == PlacementGroupState::REMOVED) {
     throw std::runtime_error("placement group " + id_.substr(0, 8) + " was removed");
   }
-  return state_ == "CREATED";
+  return state_ == PlacementGroupState::CREATED;
+}
+
+const std::string& PlacementGroupStateName(PlacementGroupState state) {
+  static const auto* names = [] {
+    // Each name, then "?" for a value outside the table.
+    constexpr size_t kNamed = protocol::EnumNames<protocol::PlacementGroupState>::kNames.size();
+    auto* out = new std::array<std::string, kNamed + 1>;
+    for (size_t i = 0; i < out->size(); ++i) {
+      (*out)[i] = std::string(protocol::Name(static_cast<protocol::PlacementGroupState>(i)));
+    }
+    return out;  // never freed: names outlive every static user
+  }();
+  const auto i = static_cast<size_t>(state);
+  return (*names)[std::min(i, names->size() - 1)];  // the last: "?"
 }
 
 void RemovePlacementGroup(const std::string& placement_group_id) {

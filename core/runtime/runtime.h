@@ -122,7 +122,7 @@ class Runtime {
   PlacementGroupPtr CreatePlacementGroup(const std::string& name,
                                          const std::vector<ResourceMap>& bundles,
                                          PlacementStrategy strategy, bool detached = false);
-  PlacementGroupState WaitPlacementGroup(const PlacementGroupPtr& group, int64_t timeout_ms);
+  PlacementGroupStatus WaitPlacementGroup(const PlacementGroupPtr& group, int64_t timeout_ms);
   // An object that becomes `ready_value` once the group is placed (an
   // Infeasible or PlacementGroupRemoved error if it never will be).
   ObjectHandle PlacementGroupReady(const PlacementGroupPtr& group, std::string ready_value);
@@ -326,7 +326,7 @@ struct PlacementGroupCore {
   std::condition_variable cv;
   bool answered = false;
   Status error;
-  PlacementGroupState state;
+  PlacementGroupStatus state;
 };
 
 }  // namespace rayx::detail

@@ -6,6 +6,7 @@
 #include <boost/asio/post.hpp>
 
 #include "common/logging.h"
+#include "runtime/api_enums.h"
 
 namespace rayx::detail {
 
@@ -21,17 +22,7 @@ void ApplyPlacement(const Placement& p, protocol::RequestLeaseRequest* req) {
   req->placement_group_id = PlacementGroupId::FromWire(p.placement_group_id);
   req->bundle_index = p.bundle_index;
   req->group_visible_devices = p.group_visible_devices;
-  switch (p.strategy) {
-    case StrategyKind::kDefault:
-      req->strategy = protocol::LeaseStrategy::kDefault;
-      break;
-    case StrategyKind::kSpread:
-      req->strategy = protocol::LeaseStrategy::kSpread;
-      break;
-    case StrategyKind::kNodeAffinity:
-      req->strategy = protocol::LeaseStrategy::kNodeAffinity;
-      break;
-  }
+  req->strategy = ToWire(p.strategy);
   req->affinity_node_id = p.affinity_node_id;
   req->affinity_soft = p.affinity_soft;
   req->label_selector = p.label_selector;

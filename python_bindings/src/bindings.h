@@ -8,6 +8,7 @@
 #include <string_view>
 
 #include "rayx/detail/runtime_api.h"
+#include "runtime/api_enums.h"
 
 namespace rayx::python {
 
@@ -73,23 +74,21 @@ class ContiguousBytes {
   Py_buffer buffer_{};
 };
 
-// The user's names of strategies, converted at this edge. Each throws
-// ValueError naming the valid names for any other.
+// The user's names of strategies, converted at this edge through the wire's
+// one table of names. Each throws ValueError naming the valid names for any
+// other.
+template <typename Wire>
+Wire ParseName(const std::string& s) {
+  auto parsed = protocol::Parse<Wire>(s);
+  if (!parsed.ok()) throw pybind11::value_error(parsed.status().message());
+  return *parsed;
+}
 inline PlacementStrategy ToPlacementStrategy(const std::string& s) {
-  if (s == "PACK") return PlacementStrategy::PACK;
-  if (s == "SPREAD") return PlacementStrategy::SPREAD;
-  if (s == "STRICT_PACK") return PlacementStrategy::STRICT_PACK;
-  if (s == "STRICT_SPREAD") return PlacementStrategy::STRICT_SPREAD;
-  throw pybind11::value_error("placement strategy " + s +
-                              ": use PACK, SPREAD, STRICT_PACK or STRICT_SPREAD");
+  return detail::FromWire(ParseName<protocol::PlacementStrategy>(s));
 }
 // "" and "DEFAULT" name the default (hybrid) strategy.
 inline detail::StrategyKind ToStrategyKind(const std::string& s) {
-  if (s.empty() || s == "DEFAULT") return detail::StrategyKind::kDefault;
-  if (s == "SPREAD") return detail::StrategyKind::kSpread;
-  if (s == "NODE_AFFINITY") return detail::StrategyKind::kNodeAffinity;
-  throw pybind11::value_error("scheduling strategy " + s +
-                              ": use DEFAULT, SPREAD or NODE_AFFINITY");
+  return detail::FromWire(ParseName<protocol::LeaseStrategy>(s));
 }
 
 // A new exception class `qualified_name` deriving from `base`, made once and

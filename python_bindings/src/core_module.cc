@@ -277,15 +277,18 @@ py::tuple WaitPlacementGroupSliced(const PyPlacementGroup& pg, double timeout_s)
   while (true) {
     const int64_t slice = deadline.Slice(kPlacementSliceMs);
     const auto asked = std::chrono::steady_clock::now();
-    PlacementGroupState state;
+    PlacementGroupStatus state;
     {
       py::gil_scoped_release release;
       state = WaitPlacementGroup(pg.group, slice);
     }
     const bool held = slice > 0 && std::chrono::steady_clock::now() - asked >=
                                        std::chrono::milliseconds(slice);
-    const bool undecided = state.state == "PENDING" || (state.state == "INFEASIBLE" && held);
-    if (!undecided || deadline.Passed()) return py::make_tuple(state.state, state.reason);
+    const bool undecided = state.state == rayx::PlacementGroupState::PENDING ||
+                           (state.state == rayx::PlacementGroupState::INFEASIBLE && held);
+    if (!undecided || deadline.Passed()) {
+      return py::make_tuple(rayx::PlacementGroupStateName(state.state), state.reason);
+    }
     CheckSignals();
   }
 }
@@ -430,7 +433,7 @@ PyPlacementGroup PlacementGroupFromId(const std::string& id) {
   core->id = rayx::PlacementGroupId::FromWire(id);
   core->answered = true;
   core->state.id = id;
-  core->state.state = "PENDING";
+  core->state.state = rayx::PlacementGroupState::PENDING;
   return PyPlacementGroup{std::move(core)};
 }
 
@@ -571,6 +574,8 @@ PYBIND11_MODULE(_core, m) {
     }
   });
   m.attr("INLINE_OBJECT_LIMIT") = kInlineObjectLimit;
+  // "PACK, SPREAD, STRICT_PACK or STRICT_SPREAD": the wire's one table.
+  m.attr("PLACEMENT_STRATEGY_NAMES") = rayx::protocol::NameList<rayx::protocol::PlacementStrategy>();
   // A worker writes it, then a name, before output of another call (rayx._worker._announce).
   m.attr("OUTPUT_NAME_MARKER") = std::string(rayx::protocol::kOutputNameMarker);
   // A deferred call failed with this type (message: the exit status) ends the

@@ -16,20 +16,6 @@ namespace {
 using State = protocol::PlacementGroupState;
 using Strategy = protocol::PlacementStrategy;
 
-policy::PlacementStrategy ToPolicy(Strategy strategy) {
-  switch (strategy) {
-    case Strategy::kPack:
-      return policy::PlacementStrategy::kPack;
-    case Strategy::kSpread:
-      return policy::PlacementStrategy::kSpread;
-    case Strategy::kStrictPack:
-      return policy::PlacementStrategy::kStrictPack;
-    case Strategy::kStrictSpread:
-      return policy::PlacementStrategy::kStrictSpread;
-  }
-  return policy::PlacementStrategy::kPack;
-}
-
 std::string GroupShape(const protocol::PlacementGroupInfo& info) {
   // "[{GPU: 4} x 3]" for equal bundles, else each listed.
   bool equal = std::all_of(info.bundles.begin(), info.bundles.end(),
@@ -247,7 +233,7 @@ policy::PlacementGroupRequest PlacementGroupManager::RequestFor(
   policy::PlacementGroupRequest request;
   for (size_t i : which) request.bundles.push_back(group.info.bundles[i]);
   request.label_selector = group.label_selector;
-  request.strategy = ToPolicy(group.info.strategy);
+  request.strategy = group.info.strategy;
   return request;
 }
 

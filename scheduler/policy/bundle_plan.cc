@@ -150,18 +150,4 @@ GroupDecision BestEffortNotNow(const NodeSearch& search, const LabelSelector& se
                                  search, request.bundles)};
 }
 
-std::string StrategyName(PlacementStrategy strategy) {
-  switch (strategy) {
-    case PlacementStrategy::kPack:
-      return "PACK";
-    case PlacementStrategy::kSpread:
-      return "SPREAD";
-    case PlacementStrategy::kStrictPack:
-      return "STRICT_PACK";
-    case PlacementStrategy::kStrictSpread:
-      return "STRICT_SPREAD";
-  }
-  return "?";
-}
-
 }  // namespace rayx::scheduler::policy

@@ -89,7 +89,4 @@ GroupDecision BestEffortNotNow(const NodeSearch& search, const LabelSelector& se
                                const PlacementGroupRequest& request, const ParsedGroup& parsed,
                                size_t failed);
 
-// "PACK", "SPREAD", "STRICT_PACK", "STRICT_SPREAD".
-std::string StrategyName(PlacementStrategy strategy);
-
 }  // namespace rayx::scheduler::policy

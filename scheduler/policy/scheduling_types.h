@@ -6,6 +6,7 @@
 #include <variant>
 #include <vector>
 
+#include "protocol/enum_names.h"
 #include "rayx/ids.h"
 #include "rayx/resources.h"
 
@@ -63,13 +64,11 @@ struct Infeasible {
 
 using SchedulingDecision = std::variant<Scheduled, Pending, Infeasible>;
 
-// How the bundles of a placement group are laid over nodes.
-enum class PlacementStrategy {
-  kPack,          // as few nodes as possible, best effort
-  kSpread,        // distinct nodes where possible, best effort
-  kStrictPack,    // all bundles on one node
-  kStrictSpread,  // every bundle on a different node
-};
+// How the bundles of a placement group are laid over nodes: kPack (as few
+// nodes as possible, best effort), kSpread (distinct nodes where possible,
+// best effort), kStrictPack (all on one node), kStrictSpread (each on its
+// own). The wire's enum, named in its one table (protocol::Name).
+using PlacementStrategy = protocol::PlacementStrategy;
 
 // A placement group: bundles of resources reserved together, all or none.
 struct PlacementGroupRequest {

@@ -528,7 +528,8 @@ def test_placement_groups_and_strategies(rayx_mod):
     remove_placement_group(waiting)
     with pytest.raises(ValueError, match="infeasible"):
         placement_group([{"CPU": 64}], strategy="PACK").wait(30)
-    with pytest.raises(ValueError, match="EVERYWHERE: use PACK, SPREAD, STRICT_PACK or STRICT_SPREAD"):
+    with pytest.raises(ValueError,
+                       match="'EVERYWHERE': use PACK, SPREAD, STRICT_PACK or STRICT_SPREAD"):
         placement_group([{"CPU": 1}], strategy="EVERYWHERE")
     with pytest.raises(ValueError, match="strategy None"):
         placement_group([{"CPU": 1}], strategy=None)

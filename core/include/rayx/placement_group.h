@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <variant>
@@ -16,12 +17,25 @@ struct PlacementGroupCore;
 }
 
 // How a placement group's bundles are spread over nodes.
-enum class PlacementStrategy {
-  PACK,           // as few nodes as possible (best effort)
-  SPREAD,         // distinct nodes where possible (best effort)
-  STRICT_PACK,    // all bundles on one node
-  STRICT_SPREAD,  // every bundle on a different node
+enum class PlacementStrategy : uint8_t {
+  PACK = 0,           // as few nodes as possible (best effort)
+  SPREAD = 1,         // distinct nodes where possible (best effort)
+  STRICT_PACK = 2,    // all bundles on one node
+  STRICT_SPREAD = 3,  // every bundle on a different node
 };
+
+// Where a placement group stands: waiting for resources, every bundle
+// reserved, never placeable on the alive nodes (looked at again when nodes
+// join), or removed.
+enum class PlacementGroupState : uint8_t {
+  PENDING = 0,
+  CREATED = 1,
+  INFEASIBLE = 2,
+  REMOVED = 3,
+};
+// "PENDING", "CREATED", "INFEASIBLE" or "REMOVED" (the names `rayx list
+// placement-groups` and Python show).
+const std::string& PlacementGroupStateName(PlacementGroupState state);
 
 struct PlacementGroupCreationOptions {
   std::string name;                  // shown by `rayx list placement-groups`
@@ -46,13 +60,15 @@ class PlacementGroup {
   // nodes could ever hold the group, or when it was removed.
   bool Wait(int timeout_seconds);
   // PENDING, CREATED, INFEASIBLE or REMOVED, as of the last Wait.
-  const std::string& State() const { return state_; }
+  const std::string& State() const { return PlacementGroupStateName(state_); }
+  PlacementGroupState StateValue() const { return state_; }
   const std::string& Reason() const { return reason_; }
   size_t BundleCount() const { return bundles_; }
 
  private:
   friend PlacementGroup CreatePlacementGroup(const PlacementGroupCreationOptions& options);
-  std::string id_, state_, reason_;
+  std::string id_, reason_;
+  PlacementGroupState state_ = PlacementGroupState::PENDING;
   size_t bundles_ = 0;
   std::shared_ptr<detail::PlacementGroupCore> core_;
 };

@@ -76,8 +76,8 @@ def placement_group(bundles, strategy="PACK", name="", lifetime=None, _soft_targ
     if bundle_label_selector:
         raise ValueError("placement_group: bundle_label_selector is not supported by rayx")
     if not isinstance(strategy, str):  # the names are checked by the binding (one list)
-        raise ValueError(f"placement group strategy {strategy!r}: use PACK, SPREAD, STRICT_PACK "
-                         "or STRICT_SPREAD")
+        raise ValueError(f"unknown placement strategy {strategy!r}: use "
+                         f"{_core.PLACEMENT_STRATEGY_NAMES}")
     if not isinstance(bundles, (list, tuple)) or not bundles:
         raise ValueError("placement_group: bundles must be a non-empty list of dicts")
     specs = []

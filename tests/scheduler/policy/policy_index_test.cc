@@ -398,7 +398,7 @@ TEST(PolicyIndex, EveryPlacedGroupCommitsAndRespectsItsStrategy) {
       GroupDecision d = policy.Schedule(cluster.view, request);
       const GroupScheduled* g = std::get_if<GroupScheduled>(&d);
       if (!g) continue;
-      std::string context = "seed " + std::to_string(seed) + " " + StrategyName(strategy);
+      std::string context = "seed " + std::to_string(seed) + " " + std::string(protocol::Name(strategy));
       ASSERT_EQ(g->bundles.size(), bundles) << context;
       std::set<NodeId> distinct;
       for (const Scheduled& s : g->bundles) distinct.insert(s.node);

@@ -28,7 +28,7 @@ struct Arg {
 };
 
 // The kinds of SchedulingStrategy (rayx/placement_group.h).
-enum class StrategyKind { kDefault, kSpread, kNodeAffinity };
+enum class StrategyKind : uint8_t { kDefault = 0, kSpread = 1, kNodeAffinity = 2 };
 
 // Where a call's worker goes: a placement group's bundle, or a strategy.
 struct Placement {
@@ -90,8 +90,10 @@ struct ActorOptions {
 
 // A placement group as the head last reported it. `state`: PENDING, CREATED,
 // INFEASIBLE or REMOVED (the names users see).
-struct PlacementGroupState {
-  std::string id, state, reason;
+struct PlacementGroupStatus {
+  std::string id;
+  PlacementGroupState state = PlacementGroupState::PENDING;
+  std::string reason;
 };
 // Shared by a PlacementGroup handle and the runtime: the creation's answer.
 struct PlacementGroupCore;
@@ -103,7 +105,7 @@ PlacementGroupPtr CreatePlacementGroup(const std::string& name,
 const std::string& PlacementGroupIdOf(const PlacementGroupPtr& group);
 // Waits for the creation's answer, then (when pending) up to `timeout_ms` for
 // the group to be placed.
-PlacementGroupState WaitPlacementGroup(const PlacementGroupPtr& group, int64_t timeout_ms);
+PlacementGroupStatus WaitPlacementGroup(const PlacementGroupPtr& group, int64_t timeout_ms);
 void RemovePlacementGroup(const std::string& id);
 // An object that is `ready_value` once the group is placed (Ray's pg.ready()).
 ObjectHandle PlacementGroupReady(const PlacementGroupPtr& group, std::string ready_value);

@@ -14,7 +14,11 @@
 namespace rayx::scheduler {
 
 LeaseManager::LeaseManager(Options options, NodeTable& nodes, HeadOutbox& outbox)
-    : options_(std::move(options)), nodes_(nodes), outbox_(outbox), groups_(nodes, outbox) {}
+    : options_(std::move(options)),
+      nodes_(nodes),
+      outbox_(outbox),
+      actors_(outbox),
+      groups_(nodes, outbox) {}
 
 void LeaseManager::ReplyError(const Owner& owner, const Status& status) {
   switch (owner.kind) {
@@ -346,9 +350,9 @@ Status LeaseManager::ReturnLease(const LeaseId& lease_id) {
       // A handle killed a detached actor the head is restarting: it stays dead.
       RAYX_LOG(Info) << "detached actor '" << restarting->second
                      << "' was killed while the head restarted it";
-      if (auto actor = named_actors_.find(restarting->second);
-          actor != named_actors_.end() && !actor->second.starting) {
-        EraseName(actor);
+      if (const protocol::ActorInfo* actor = actors_.Find(restarting->second);
+          actor != nullptr && !actor->starting) {
+        actors_.Erase(restarting->second);
       }
       restarting_from_.erase(restarting);
       return Status::OK();
@@ -391,7 +395,7 @@ void LeaseManager::EndLease(const LeaseId& lease_id, bool kill_worker, const std
     }
   }
   if (store_) store_->DeleteLease(lease_id);
-  ForgetActorsOf(lease_id);
+  actors_.ForgetLease(lease_id);
   AdoptionLost(lease_id, cause);
   EndHostedLeases(lease_id);
   if (lease_end_observer_) lease_end_observer_(lease_id, cause, job_ending_ == lease.job_id);
@@ -507,10 +511,10 @@ std::vector<protocol::LeaseListEntry> LeaseManager::ListLeases() const {
   // Names reserved for actors still being constructed: by actor id (their
   // leases say which actor they are for).
   std::map<ActorId, const protocol::ActorInfo*> reserved;
-  for (const auto& [name, actor] : named_actors_) {
+  actors_.ForEach([&](const std::string&, const protocol::ActorInfo& actor) {
     if (!actor.lease_id.IsNil()) names[actor.lease_id] = &actor;
     if (actor.starting) reserved[actor.actor_id] = &actor;
-  }
+  });
   std::vector<protocol::LeaseListEntry> out;
   out.reserve(leases_.size());
   for (const auto& [id, lease] : leases_) {

@@ -11,7 +11,7 @@
 #include <unordered_set>
 #include <vector>
 
-#include "head/actor_name_waits.h"
+#include "head/actor_directory.h"
 #include "head/head_outbox.h"
 #include "head/job_table.h"
 #include "head/node_table.h"
@@ -234,23 +234,25 @@ class LeaseManager {
     return groups_.Find(id);
   }
 
-  // Named actors (lease_manager_actors.cc). With `actor.starting`: reserves
-  // the name for an actor being created by the runtime at `peer` (until it
-  // registers, its creation is dropped, its job ends or `peer`'s worker
-  // ends); a detached actor's reservation keeps its constructor call
-  // (`restart_request`, sent again with it once known), so that the head
-  // creates the actor itself when its creator ends first. Without: names the
-  // actor's running worker, taking over its own reservation. AlreadyExists
-  // when another actor holds the name.
+  // Named actors (their names: ActorDirectory; lease_manager_actors.cc).
+  // With `actor.starting`: reserves the name for an actor being created by
+  // the runtime at `peer` (until it registers, its creation is dropped, its
+  // job ends or `peer`'s worker ends); a detached actor's reservation keeps
+  // its constructor call (`restart_request`, sent again with it once known),
+  // so that the head creates the actor itself when its creator ends first.
+  // Without: names the actor's running worker, taking over its own
+  // reservation. AlreadyExists when another actor holds the name.
   Status RegisterActor(const protocol::ActorInfo& actor, const std::string& peer = "");
   // Frees `name` when it is still reserved for `actor_id`; false otherwise.
-  bool DropActorName(const std::string& name, const ActorId& actor_id);
-  Result<protocol::ActorInfo> GetActor(const std::string& name) const;
-  // Answers `to` with the named actor (or NotFound) now, or, with
-  // `req.wait_ms`, once the name has a worker other than `req.stale_worker`,
-  // its entry changes, or the wait's deadline passes (GetActorRequest).
-  void LookupActor(const Requester& to, const protocol::GetActorRequest& req, int64_t now_ms);
-  size_t parked_actor_lookups() const { return actor_waits_.size(); }
+  bool DropActorName(const std::string& name, const ActorId& actor_id) {
+    return actors_.DropReservation(name, actor_id);
+  }
+  Result<protocol::ActorInfo> GetActor(const std::string& name) const { return actors_.Get(name); }
+  // See ActorDirectory::Lookup.
+  void LookupActor(const Requester& to, const protocol::GetActorRequest& req, int64_t now_ms) {
+    actors_.Lookup(to, req, now_ms);
+  }
+  size_t parked_actor_lookups() const { return actors_.parked_lookups(); }
   // True when `lease_id` is a live detached lease of job `job_id`.
   // After a head restart, also a stored lease whose node has not rejoined yet.
   bool IsDetachedLeaseOf(const LeaseId& lease_id, const JobId& job_id) const;
@@ -378,13 +380,6 @@ class LeaseManager {
   void BookDevices(const Lease& lease, int sign);
   // Writes the lease through to the store.
   void SaveLease(const Lease& lease);
-  // Forgets named actors of `lease_id`, in memory and in the store.
-  void ForgetActorsOf(const LeaseId& lease_id);
-  // Removes a name (and its reservation, its stored row); answers its lookups.
-  void EraseName(std::map<std::string, protocol::ActorInfo>::iterator it);
-  // Answers the lookups parked on `name`: its entry changed.
-  void NameChanged(const std::string& name);
-  void AnswerLookup(const std::string& name, const Requester& to);
   // Frees the names reserved by the runtime at `peer` (it is gone), and
   // stops their actors.
   void DropReservationsOf(const std::string& peer);
@@ -438,9 +433,7 @@ class LeaseManager {
   // back (bounded by the registered runtimes; both go when the lease ends).
   std::unordered_map<LeaseId, std::vector<std::string>> hosted_peers_;
   std::unordered_map<std::string, LeaseId> host_lease_of_peer_;
-  std::map<std::string, protocol::ActorInfo> named_actors_;
-  // Names reserved at creation (ActorInfo::starting) -> the peer that did.
-  std::unordered_map<std::string, std::string> reserved_by_;
+  ActorDirectory actors_;
   // Adopted actors whose constructor still runs, by lease.
   struct Adoption {
     std::string name;
@@ -449,10 +442,9 @@ class LeaseManager {
     bool unfollowed = false;  // its worker's reports stopped: the head ends it itself
   };
   std::unordered_map<LeaseId, Adoption> adopting_;
-  // The reservation `adoption` waits to finish, or end() when its name was
+  // The reservation `adoption` waits to finish, or nullptr when its name was
   // freed or went to another actor meanwhile.
-  std::map<std::string, protocol::ActorInfo>::iterator ReservationOf(const Adoption& adoption);
-  ActorNameWaits actor_waits_;
+  const protocol::ActorInfo* ReservationOf(const Adoption& adoption) const;
   std::map<std::pair<NodeId, int>, double> device_use_;  // per node and device: the share leased
   uint64_t invariant_violations_ = 0;
   uint64_t decisions_ = 0;

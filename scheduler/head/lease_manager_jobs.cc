@@ -85,35 +85,35 @@ uint32_t LeaseManager::FinishJob(const JobId& job_id, const std::string& why,
   // Detached actors still being constructed that the driver handed over:
   // their constructor calls as the driver had them last (CreatorGone, below).
   for (const auto& actor : hand_over) {
-    auto it = named_actors_.find(actor.name);
-    if (it != named_actors_.end() && it->second.starting && it->second.detached &&
-        it->second.actor_id == actor.actor_id && it->second.job_id == job_id &&
+    protocol::ActorInfo* reserved = actors_.Mutable(actor.name);
+    if (reserved != nullptr && reserved->starting && reserved->detached &&
+        reserved->actor_id == actor.actor_id && reserved->job_id == job_id &&
         !actor.restart_request.empty()) {
-      it->second.restart_request = actor.restart_request;
-      it->second.max_restarts = actor.max_restarts;
+      reserved->restart_request = actor.restart_request;  // not stored, nobody waits on it
+      reserved->max_restarts = actor.max_restarts;
     }
   }
   // Its actors' names, and the names its actors being created reserved: a
   // detached one with a constructor call is created by the head, any other
   // stops (nobody is left to finish its registration).
   std::vector<std::pair<std::string, ActorId>> names;
-  for (const auto& [name, actor] : named_actors_) {
-    if (actor.job_id != job_id || (actor.detached && !actor.starting)) continue;
+  actors_.ForEach([&](const std::string& name, const protocol::ActorInfo& actor) {
+    if (actor.job_id != job_id || (actor.detached && !actor.starting)) return;
     if (actor.starting) {
       // Made by a detached actor's own runtime: its creator lives on and
       // names it (or its worker's end frees it, DropReservationsOf).
-      auto by = reserved_by_.find(name);
-      if (by != reserved_by_.end() && HostedByDetachedActor(by->second)) continue;
+      const std::string* by = actors_.ReservedBy(name);
+      if (by != nullptr && HostedByDetachedActor(*by)) return;
     }
     names.emplace_back(name, actor.actor_id);
-  }
+  });
   for (const auto& [name, actor_id] : names) {
-    auto it = named_actors_.find(name);
-    if (it == named_actors_.end() || it->second.actor_id != actor_id) continue;
-    if (it->second.starting) {
+    const protocol::ActorInfo* actor = actors_.Find(name);
+    if (actor == nullptr || actor->actor_id != actor_id) continue;
+    if (actor->starting) {
       CreatorGone(name, "its job ended before its constructor finished (" + why + ")");
     } else {
-      EraseName(it);
+      actors_.Erase(name);
     }
   }
   // Stored leases of the job on nodes that have not rejoined: stopped when

@@ -14,6 +14,7 @@ namespace rayx::scheduler {
 
 void LeaseManager::SetStore(HeadStore* store) {
   store_ = store;
+  actors_.SetStore(store);
   groups_.SetStore(store);
 }
 
@@ -43,9 +44,9 @@ void LeaseManager::Restore(const HeadState& state, int64_t now_ms) {
     // Its driver has the job timeout to come back.
     jobs_.Add(job.job_id, now_ms, job.supervised);
   }
+  actors_.Restore(state.actors);
   std::vector<protocol::ActorInfo> restarting;
   for (const auto& actor : state.actors) {
-    named_actors_[actor.name] = actor;
     // A restart the previous head had begun (no worker yet): begun again.
     if (actor.lease_id.IsNil() && !actor.restart_request.empty()) restarting.push_back(actor);
   }
@@ -57,7 +58,7 @@ void LeaseManager::Restore(const HeadState& state, int64_t now_ms) {
     unconfirmed_[*node].push_back(lease);
   }
   for (auto& actor : restarting) {
-    named_actors_.erase(actor.name);
+    actors_.Take(actor.name);
     RestartActor(std::move(actor), "its restart was under way when the head restarted",
                  /*count=*/false);
   }
@@ -98,7 +99,7 @@ void LeaseManager::DropUnconfirmed(const StoredLease& lease, const std::string& 
   bool owner_gone = lease.owner_head || !jobs_.Live(lease.job_id);
   auto restart = lease.running ? TakeRestartable(lease.lease_id, owner_gone)
                                : std::vector<protocol::ActorInfo>{};
-  ForgetActorsOf(lease.lease_id);
+  actors_.ForgetLease(lease.lease_id);
   EndHostedLeases(lease.lease_id);
   if (lease_end_observer_) lease_end_observer_(lease.lease_id, why, /*job_ended=*/false);
   for (auto& actor : restart) RestartActor(std::move(actor), why);
@@ -157,7 +158,9 @@ void LeaseManager::OnNodeRejoined(const NodeId& node, const std::string& agent_p
     bool job_alive = jobs_.Live(s.job_id);
     if (s.owner_head && s.for_actor && !named_leases) {
       named_leases.emplace();
-      for (const auto& [name, actor] : named_actors_) named_leases->insert(actor.lease_id);
+      actors_.ForEach([&](const std::string&, const protocol::ActorInfo& actor) {
+        named_leases->insert(actor.lease_id);
+      });
     }
     // Why its live worker is stopped, if it is: for the log, and for the lease
     // end observer. Decided before its resources are booked again.
@@ -187,7 +190,7 @@ void LeaseManager::OnNodeRejoined(const NodeId& node, const std::string& agent_p
       RAYX_LOG(Warning) << "lease " << s.lease_id.Short() << " on rejoined node " << node.Short()
                         << ": " << stop << "; stopping its worker";
       if (store_) store_->DeleteLease(s.lease_id);
-      ForgetActorsOf(s.lease_id);
+      actors_.ForgetLease(s.lease_id);
       EndHostedLeases(s.lease_id);
       if (lease_end_observer_) {
         lease_end_observer_(s.lease_id, cause, /*job_ended=*/!job_alive && !s.detached);

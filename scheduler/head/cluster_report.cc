@@ -110,7 +110,7 @@ std::string PrometheusText(const HeadService& head) {
   // One snapshot of the nodes (StatusSnapshot's); the leases and groups beside it.
   ClusterStatus status = head.StatusSnapshot();
   const std::vector<protocol::LeaseListEntry> leases = head.leases().ListLeases();
-  const std::vector<protocol::PlacementGroupInfo> groups = head.leases().ListPlacementGroups();
+  const std::vector<protocol::PlacementGroupInfo> groups = head.groups().List();
 
   Family uptime(&out, "rayx_head_uptime_seconds", "gauge", "Time since the head started.");
   uptime.Sample({}, static_cast<double>(status.head_uptime_ms) / 1000.0);
@@ -333,7 +333,7 @@ std::string StateJson(const HeadService& head) {
   // One snapshot of the nodes (StatusSnapshot's); the leases and groups beside it.
   ClusterStatus status = head.StatusSnapshot();
   const std::vector<protocol::LeaseListEntry> leases = head.leases().ListLeases();
-  const std::vector<protocol::PlacementGroupInfo> groups = head.leases().ListPlacementGroups();
+  const std::vector<protocol::PlacementGroupInfo> groups = head.groups().List();
   std::string out = "{\"status\":" + ToJson(status);
   out += ",\"nodes\":" + ToJson(status.nodes);
   out += ",\"leases\":" + ToJson(leases);

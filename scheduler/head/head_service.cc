@@ -25,7 +25,8 @@ HeadService::HeadService(HeadServiceOptions options, const Clock& clock)
       clock_(clock),
       nodes_(options_.nodes),
       outbox_(options_.where),
-      leases_(options_.leases, nodes_, outbox_),
+      groups_(nodes_, outbox_),
+      leases_(options_.leases, nodes_, groups_, outbox_),
       jobs_(options_.jobs, leases_, nodes_, clock),
       kv_(options_.kv,
           options_.store ? std::unique_ptr<KvStorage>(std::make_unique<PersistentKvStorage>(
@@ -299,6 +300,7 @@ void HeadService::ExpireSilentNodes() {
   }
   leases_.ExpireSilentJobs(now);
   leases_.Tick(now);
+  groups_.ExpireWaits(now);
   RetireEndedJobs(now);
   AnswerKvWaits(kv_.ExpireWaits(now));
   ExpireOutputFlushes(now);
@@ -560,7 +562,10 @@ Result<protocol::DropActorNameReply> HeadService::OnDropActorName(
 Result<protocol::CreatePlacementGroupReply> HeadService::OnCreatePlacementGroup(
     const protocol::CreatePlacementGroupRequest& req, Call& call) {
   RAYX_RETURN_IF_ERROR(CheckJob(req.job_id, call, "create placement groups"));
-  auto group = leases_.CreatePlacementGroup(req);
+  if (!leases_.JobLive(req.job_id)) {
+    return Status::NotFound("job " + req.job_id.Hex() + " is not running");
+  }
+  auto group = groups_.Create(req);
   if (!group.ok()) return group.status();
   protocol::CreatePlacementGroupReply reply;
   reply.group = std::move(*group);
@@ -569,13 +574,13 @@ Result<protocol::CreatePlacementGroupReply> HeadService::OnCreatePlacementGroup(
 
 Result<NoReply> HeadService::OnWaitPlacementGroup(const protocol::WaitPlacementGroupRequest& req,
                                                   Call& call) {
-  leases_.WaitPlacementGroup(call.peer_id, call.id, req, clock_.NowMs());
+  groups_.Wait(call.peer_id, call.id, req.placement_group_id, req.timeout_ms, clock_.NowMs());
   return NoReply{};  // answered now or later through the outbox
 }
 
 Result<protocol::RemovePlacementGroupReply> HeadService::OnRemovePlacementGroup(
     const protocol::RemovePlacementGroupRequest& req, Call& call) {
-  if (const auto* group = leases_.FindPlacementGroup(req.placement_group_id)) {
+  if (const auto* group = groups_.Find(req.placement_group_id)) {
     RAYX_RETURN_IF_ERROR(CheckJob(group->job_id, call, "remove placement groups"));
   }
   protocol::RemovePlacementGroupReply reply;

@@ -122,6 +122,7 @@ class HeadService {
   // Where the dashboard is served, for ClusterStatus::dashboard_url.
   void SetDashboardUrl(std::string url) { dashboard_url_ = std::move(url); }
   const LeaseManager& leases() const { return leases_; }
+  const PlacementGroupManager& groups() const { return groups_; }
   const KvStore& kv() const { return kv_; }
   const GroupWatch& group_watch() const { return group_watch_; }
   // The collective groups the head watches, then the newest of those that
@@ -248,6 +249,7 @@ class HeadService {
   const Clock& clock_;
   NodeTable nodes_;
   FrameOutbox outbox_;
+  PlacementGroupManager groups_;  // before leases_, which draw from its bundles
   LeaseManager leases_;
   JobManager jobs_;
   KvStore kv_;

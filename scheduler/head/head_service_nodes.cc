@@ -216,7 +216,7 @@ protocol::ListStateReply HeadService::ListSnapshot() const {
   protocol::ListStateReply reply;
   reply.nodes = nodes_.Snapshot(clock_.NowMs());
   reply.leases = leases_.ListLeases();
-  reply.placement_groups = leases_.ListPlacementGroups();
+  reply.placement_groups = groups_.List();
   reply.collective_groups = ListCollectiveGroups();
   return reply;
 }

@@ -13,12 +13,13 @@
 
 namespace rayx::scheduler {
 
-LeaseManager::LeaseManager(Options options, NodeTable& nodes, HeadOutbox& outbox)
+LeaseManager::LeaseManager(Options options, NodeTable& nodes, PlacementGroupManager& groups,
+                           HeadOutbox& outbox)
     : options_(std::move(options)),
       nodes_(nodes),
       outbox_(outbox),
       actors_(outbox),
-      groups_(nodes, outbox) {}
+      groups_(groups) {}
 
 void LeaseManager::ReplyError(const Owner& owner, const Status& status) {
   switch (owner.kind) {
@@ -469,21 +470,6 @@ std::map<std::string, std::string> LeaseManager::InfeasibleShapes() const {
   std::map<std::string, std::string> out;
   groups_.AddDemands(&pending, &out);
   return out;
-}
-
-Result<protocol::PlacementGroupInfo> LeaseManager::CreatePlacementGroup(
-    const protocol::CreatePlacementGroupRequest& req) {
-  if (!jobs_.Live(req.job_id)) {
-    return Status::NotFound("job " + req.job_id.Hex() + " is not running");
-  }
-  return groups_.Create(req);
-}
-
-void LeaseManager::WaitPlacementGroup(const std::string& peer, uint64_t request_id,
-                                      const protocol::WaitPlacementGroupRequest& req,
-                                      int64_t now_ms) {
-  groups_.Wait(peer, request_id, req.placement_group_id,
-               std::min<int64_t>(req.timeout_ms, kLongestWaitMs), now_ms);
 }
 
 bool LeaseManager::RemovePlacementGroup(const PlacementGroupId& group_id) {

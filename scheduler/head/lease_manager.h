@@ -89,8 +89,10 @@ class LeaseManager {
     std::string head_address;       // given to workers, "host:port"
   };
 
-  // `outbox` must outlive this manager.
-  LeaseManager(Options options, NodeTable& nodes, HeadOutbox& outbox);
+  // `groups` (the head's placement groups, whose bundles leases inside
+  // groups draw from) and `outbox` must outlive this manager.
+  LeaseManager(Options options, NodeTable& nodes, PlacementGroupManager& groups,
+               HeadOutbox& outbox);
   // Who hears of the leases the head itself owns (RequestLeaseForHead).
   void SetHeadOwner(HeadLeaseOwner* owner) { head_owner_ = owner; }
 
@@ -207,14 +209,13 @@ class LeaseManager {
   // take-over of that actor if one waits for it (CreatorGone).
   void OnActorConstruction(const protocol::ActorConstructionNotice& notice);
 
-  // Placement groups (see PlacementGroupManager).
-  Result<protocol::PlacementGroupInfo> CreatePlacementGroup(
-      const protocol::CreatePlacementGroupRequest& req);
-  void WaitPlacementGroup(const std::string& peer, uint64_t request_id,
-                          const protocol::WaitPlacementGroupRequest& req, int64_t now_ms);
-  // Stops the leases placed in the group, then frees it. False when unknown.
+  // Placement groups are PlacementGroupManager's (HeadService creates,
+  // waits for and lists them there); removing one ends its leases first:
+  // stops the leases placed in the group, then frees it. False when unknown.
   bool RemovePlacementGroup(const PlacementGroupId& group_id);
-  // Answers placement group waits and actor lookups whose deadline passed.
+  // True while `job_id` runs (its driver heartbeats, or the head supervises it).
+  bool JobLive(const JobId& job_id) const { return jobs_.Live(job_id); }
+  // Answers actor lookups whose deadline passed.
   void Tick(int64_t now_ms);
   std::vector<protocol::LeaseListEntry> ListLeases() const;
   // The node a start request (head request id) or a lease is on, for checking
@@ -228,10 +229,6 @@ class LeaseManager {
   // Calls `fn` with each registered node agent's routing id.
   void ForEachAgentPeer(const std::function<void(const std::string& peer)>& fn) const {
     for (const auto& [node, peer] : agent_peers_) fn(peer);
-  }
-  std::vector<protocol::PlacementGroupInfo> ListPlacementGroups() const { return groups_.List(); }
-  const protocol::PlacementGroupInfo* FindPlacementGroup(const PlacementGroupId& id) const {
-    return groups_.Find(id);
   }
 
   // Named actors (their names: ActorDirectory; lease_manager_actors.cc).
@@ -448,7 +445,7 @@ class LeaseManager {
   std::map<std::pair<NodeId, int>, double> device_use_;  // per node and device: the share leased
   uint64_t invariant_violations_ = 0;
   uint64_t decisions_ = 0;
-  PlacementGroupManager groups_;
+  PlacementGroupManager& groups_;
   policy::CompositePolicy policy_;  // where leases outside placement groups go
   uint64_t next_request_id_ = 1;
   std::function<void(const JobId& job_id)> job_end_observer_;

@@ -243,10 +243,7 @@ void LeaseManager::OnActorConstruction(const protocol::ActorConstructionNotice& 
   FinishAdoption(notice.lease_id);
 }
 
-void LeaseManager::Tick(int64_t now_ms) {
-  groups_.ExpireWaits(now_ms);
-  actors_.ExpireLookups(now_ms);
-}
+void LeaseManager::Tick(int64_t now_ms) { actors_.ExpireLookups(now_ms); }
 
 bool LeaseManager::OwnerGone(const Lease& lease) const {
   if (lease.owner.head()) return true;

@@ -23,7 +23,7 @@ constexpr char kAgent[] = "agent-head";
 class JobManagerTest : public ::testing::Test {
  protected:
   JobManagerTest()
-      : leases_(LeaseManager::Options{1000, "10.0.0.1:6380"}, nodes_, outbox_),
+      : leases_(LeaseManager::Options{1000, "10.0.0.1:6380"}, nodes_, groups_, outbox_),
         jobs_(JobManager::Options{}, leases_, nodes_, clock_) {
     NodeInfo info;
     info.address = "10.0.0.1";
@@ -85,6 +85,7 @@ class JobManagerTest : public ::testing::Test {
   ManualClock clock_;
   NodeTable nodes_{NodeTable::Options{}};
   RecordingOutbox outbox_;
+  PlacementGroupManager groups_{nodes_, outbox_};
   LeaseManager leases_;
   JobManager jobs_;
   NodeId head_node_;

@@ -21,7 +21,8 @@ constexpr int64_t kT0 = 50'000;
 
 class LeaseLendingTest : public ::testing::Test {
  protected:
-  LeaseLendingTest() : leases_(LeaseManager::Options{1000, "10.0.0.1:6380"}, nodes_, outbox_) {
+  LeaseLendingTest()
+      : leases_(LeaseManager::Options{1000, "10.0.0.1:6380"}, nodes_, groups_, outbox_) {
     outbox_.SetSend([this](const std::string& peer, transport::Frames frames) {
       auto env = protocol::Decode<protocol::Envelope>(transport::FrameView(frames[0]));
       ASSERT_TRUE(env.ok()) << env.status();
@@ -133,6 +134,7 @@ class LeaseLendingTest : public ::testing::Test {
 
   NodeTable nodes_{NodeTable::Options{1500, 100}};
   FrameOutbox outbox_{"head"};
+  PlacementGroupManager groups_{nodes_, outbox_};
   LeaseManager leases_;
   std::vector<Sent> sent_;
   uint64_t request_id_ = 0;

@@ -47,7 +47,8 @@ struct Sent {
 
 class LeaseManagerTest : public ::testing::Test {
  protected:
-  LeaseManagerTest() : leases_(LeaseManager::Options{kJobTimeout, "10.0.0.1:6380"}, nodes_, outbox_) {
+  LeaseManagerTest()
+      : leases_(LeaseManager::Options{kJobTimeout, "10.0.0.1:6380"}, nodes_, groups_, outbox_) {
     outbox_.SetSend([this](const std::string& peer, transport::Frames frames) {
       Record(peer, std::move(frames));
     });
@@ -222,6 +223,7 @@ class LeaseManagerTest : public ::testing::Test {
   NodeTable nodes_{NodeTable::Options{1500, 100}};
   std::vector<Sent> sent_;
   FrameOutbox outbox_{"head"};
+  PlacementGroupManager groups_{nodes_, outbox_};
   LeaseManager leases_;
 };
 
@@ -250,7 +252,8 @@ TEST_F(LeaseManagerTest, RegisterDriverWithJobIdJoinsThatJob) {
 
 TEST_F(LeaseManagerTest, HeartbeatPeriodHasAFloorForTinyTimeouts) {
   FrameOutbox dropped("head");
-  LeaseManager tiny(LeaseManager::Options{1, ""}, nodes_, dropped);
+  PlacementGroupManager no_groups(nodes_, dropped);
+  LeaseManager tiny(LeaseManager::Options{1, ""}, nodes_, no_groups, dropped);
   EXPECT_GE(tiny.RegisterDriver({}, kT0, "c").heartbeat_period_ms, 10);
 }
 

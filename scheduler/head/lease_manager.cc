@@ -77,7 +77,7 @@ void LeaseManager::Request(const Owner& owner, const protocol::RequestLeaseReque
   }
   Pending pending{owner, req};
   if (!owner.head()) pending.req.init = {};  // only the head restarts actors this way
-  std::optional<NodeId> decided;
+  std::optional<policy::Scheduled> decided;
   if (req.placement_group_id.IsNil()) {
     // One policy decision, logarithmic in the node count, says both whether
     // the request could ever fit and where it goes now.
@@ -94,8 +94,8 @@ void LeaseManager::Request(const Owner& owner, const protocol::RequestLeaseReque
                                          infeasible->reason));
       return;
     }
-    if (const auto* scheduled = std::get_if<policy::Scheduled>(&decision)) {
-      decided = scheduled->node;
+    if (auto* scheduled = std::get_if<policy::Scheduled>(&decision)) {
+      decided = std::move(*scheduled);
     }
   }
   // A request that fits now is granted now, even when others of other shapes wait.
@@ -131,7 +131,7 @@ bool LeaseManager::JobAllows(const Pending& pending) const {
          (!pending.owner.head() && HostedByDetachedActor(pending.owner.requester.peer));
 }
 
-bool LeaseManager::TryGrant(Pending& pending, std::optional<NodeId> decided) {
+bool LeaseManager::TryGrant(Pending& pending, std::optional<policy::Scheduled> decided) {
   if (!JobAllows(pending)) return false;
   std::optional<NodeId> node;
   std::vector<int> gpu_ids;
@@ -152,14 +152,19 @@ bool LeaseManager::TryGrant(Pending& pending, std::optional<NodeId> decided) {
       return false;
     }
   } else {
-    if (decided) {
-      node = decided;
-    } else {
+    // The policy's decision names the node and its devices; the node table
+    // takes exactly those (it picks nothing itself).
+    if (!decided) {
       auto decision = Decide(pending.req);
-      if (const auto* scheduled = std::get_if<policy::Scheduled>(&decision)) node = scheduled->node;
+      if (auto* scheduled = std::get_if<policy::Scheduled>(&decision)) {
+        decided = std::move(*scheduled);
+      }
     }
-    if (!node) return false;
-    if (!agent_peers_.count(*node) || !nodes_.TryAcquire(*node, pending.req.resources, &gpu_ids)) {
+    if (!decided) return false;
+    node = decided->node;
+    gpu_ids = std::move(decided->gpu_ids);
+    if (!agent_peers_.count(*node) ||
+        !nodes_.AcquireExact(*node, pending.req.resources, gpu_ids)) {
       return false;
     }
   }

@@ -335,8 +335,9 @@ class LeaseManager {
   // Records that the runtime at `peer` runs inside lease `lease_id`'s worker.
   void AddHostedPeer(const LeaseId& lease_id, const std::string& peer);
   // False when it must wait; true when granted or answered with an error.
-  // `decided`: the node the policy chose for it just now, if any.
-  bool TryGrant(Pending& pending, std::optional<NodeId> decided = std::nullopt);
+  // `decided`: where the policy placed it just now (node and devices), if it
+  // did; the node table takes exactly that.
+  bool TryGrant(Pending& pending, std::optional<policy::Scheduled> decided = std::nullopt);
   // False when the request's job ended (and nothing lets it outlive the job).
   bool JobAllows(const Pending& pending) const;
   // The policy's decision for a request outside placement groups: where it

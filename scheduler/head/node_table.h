@@ -92,13 +92,17 @@ class NodeTable {
 
   // Takes `demand` from the node's available resources when every amount fits.
   // Returns false (taking nothing) otherwise, or when the node is not alive.
+  // Picks the devices itself: only where no policy decided them (a strict
+  // placement group's lost bundles); a policy's decision is taken with
+  // AcquireExact.
   // GPUs are devices: a whole-GPU demand gets that many distinct free devices,
   // a fractional one (< 1) a share of one device, packed onto the fullest
   // device that still has room; `gpu_ids` receives the device ids.
   bool TryAcquire(const NodeId& id, const ResourceMap& demand,
                   std::vector<int>* gpu_ids = nullptr);
-  // Takes exactly `gpu_ids` and `demand` (what a live worker holds, as its
-  // agent reported on rejoin). False, taking nothing, when they are not free.
+  // Takes exactly `gpu_ids` and `demand` (the policy's decision, or what a
+  // live worker holds, as its agent reported on rejoin). False, taking
+  // nothing, when they are not free.
   // `overdraw_cpu`: CPU that is not free is overdrawn (ReclaimCpu) instead:
   // a live worker keeps running, as it did before the head restarted.
   bool AcquireExact(const NodeId& id, const ResourceMap& demand, const std::vector<int>& gpu_ids,

@@ -112,9 +112,15 @@ bool PlacementGroupManager::LabelsMatch(const NodeId& node, const LabelMap& sele
   return true;
 }
 
-bool PlacementGroupManager::Reserve(const NodeId& node, const ResourceMap& bundle, Bundle* out) {
+bool PlacementGroupManager::Reserve(const NodeId& node, const ResourceMap& bundle,
+                                    const std::vector<int>* devices, Bundle* out) {
   std::vector<int> gpus;
-  if (!nodes_.TryAcquire(node, bundle, &gpus)) return false;
+  if (devices != nullptr) {
+    if (!nodes_.AcquireExact(node, bundle, *devices)) return false;
+    gpus = *devices;
+  } else if (!nodes_.TryAcquire(node, bundle, &gpus)) {
+    return false;
+  }
   out->total = bundle;
   out->available = bundle;
   out->node = node;
@@ -187,8 +193,10 @@ bool PlacementGroupManager::PlaceLost(Group& group) {
     }
   }
   if (lost.empty()) return true;
-  // Where each lost bundle goes, decided before anything is taken.
+  // Where each lost bundle goes (and on which devices, when the policy
+  // decided), decided before anything is taken.
   std::vector<NodeId> targets;
+  std::vector<std::vector<int>> devices;
   const Strategy strategy = group.info.strategy;
   if (strategy == Strategy::kStrictPack) {
     targets.assign(lost.size(), *used.begin());  // every bundle on the survivors' node
@@ -214,11 +222,15 @@ bool PlacementGroupManager::PlaceLost(Group& group) {
     auto decision = policy_.Schedule(nodes_.view(), RequestFor(group, lost));
     const auto* plan = std::get_if<policy::GroupScheduled>(&decision);
     if (plan == nullptr) return false;
-    for (const auto& b : plan->bundles) targets.push_back(b.node);
+    for (const auto& b : plan->bundles) {
+      targets.push_back(b.node);
+      devices.push_back(b.gpu_ids);
+    }
   }
   std::vector<Bundle> placed(lost.size());
   for (size_t k = 0; k < lost.size(); ++k) {
-    if (!Reserve(targets[k], group.info.bundles[lost[k]], &placed[k])) {
+    const std::vector<int>* on = devices.empty() ? nullptr : &devices[k];
+    if (!Reserve(targets[k], group.info.bundles[lost[k]], on, &placed[k])) {
       for (size_t j = 0; j < k; ++j) nodes_.Release(placed[j].node, placed[j].total, placed[j].devices);
       return false;
     }
@@ -267,7 +279,9 @@ bool PlacementGroupManager::TryPlace(Group& group, bool explain) {
     std::vector<Bundle> placed;
     for (size_t i = 0; i < plan->bundles.size(); ++i) {
       Bundle b;
-      if (!Reserve(plan->bundles[i].node, group.info.bundles[i], &b)) break;
+      if (!Reserve(plan->bundles[i].node, group.info.bundles[i], &plan->bundles[i].gpu_ids, &b)) {
+        break;
+      }
       placed.push_back(std::move(b));
     }
     if (placed.size() == group.info.bundles.size()) {

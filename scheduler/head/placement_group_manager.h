@@ -158,8 +158,11 @@ class PlacementGroupManager {
   bool TryPlace(Group& group, bool explain);
   // Places the lost bundles of a group whose other bundles survive, all or none.
   bool PlaceLost(Group& group);
-  // Takes `bundle` on `node` into `out`; false when it does not fit.
-  bool Reserve(const NodeId& node, const ResourceMap& bundle, Bundle* out);
+  // Takes `bundle` on `node` into `out`, on exactly `devices` when the policy
+  // chose them (its plan); false when it does not fit. nullptr: the node
+  // table picks the devices (a strict group's lost bundles, placed here).
+  bool Reserve(const NodeId& node, const ResourceMap& bundle, const std::vector<int>* devices,
+               Bundle* out);
   // Marks the group CREATED and lists where its bundles are.
   void MarkCreated(Group& group);
   void Unreserve(Group& group);

@@ -92,9 +92,9 @@ class NodeTable {
 
   // Takes `demand` from the node's available resources when every amount fits.
   // Returns false (taking nothing) otherwise, or when the node is not alive.
-  // Picks the devices itself: only where no policy decided them (a strict
-  // placement group's lost bundles); a policy's decision is taken with
-  // AcquireExact.
+  // Picks the devices itself. The head never does: it takes the policy's
+  // decisions with AcquireExact. Kept for the policy benchmark's baseline (a
+  // linear scan, FindNodeWithAvailable) and tests of the device rules.
   // GPUs are devices: a whole-GPU demand gets that many distinct free devices,
   // a fractional one (< 1) a share of one device, packed onto the fullest
   // device that still has room; `gpu_ids` receives the device ids.
@@ -121,8 +121,8 @@ class NodeTable {
   // overdrawn: GPUs and memory are never lent. No-ops for a node no longer alive.
   void LendCpu(const NodeId& id, double cpu) { Release(id, {{kCpu, cpu}}); }
   void ReclaimCpu(const NodeId& id, double cpu);
-  // The earliest-registered alive node with `demand`
-  // available now. O(alive nodes): the scheduler issue replaces this.
+  // The earliest-registered alive node with `demand` available now. O(alive
+  // nodes): the policy benchmark's baseline only (the head asks the policy).
   std::optional<NodeId> FindNodeWithAvailable(const ResourceMap& demand) const;
 
   // The alive node, or nullptr.

@@ -101,26 +101,10 @@ Result<protocol::PlacementGroupInfo> PlacementGroupManager::Create(
   return stored.info;
 }
 
-bool PlacementGroupManager::LabelsMatch(const NodeId& node, const LabelMap& selector) const {
-  if (selector.empty()) return true;
-  const NodeInfo* info = nodes_.FindAlive(node);
-  if (!info) return false;
-  for (const auto& [k, v] : selector) {
-    auto it = info->labels.find(k);
-    if (it == info->labels.end() || it->second != v) return false;
-  }
-  return true;
-}
-
 bool PlacementGroupManager::Reserve(const NodeId& node, const ResourceMap& bundle,
-                                    const std::vector<int>* devices, Bundle* out) {
-  std::vector<int> gpus;
-  if (devices != nullptr) {
-    if (!nodes_.AcquireExact(node, bundle, *devices)) return false;
-    gpus = *devices;
-  } else if (!nodes_.TryAcquire(node, bundle, &gpus)) {
-    return false;
-  }
+                                    const std::vector<int>& devices, Bundle* out) {
+  if (!nodes_.AcquireExact(node, bundle, devices)) return false;
+  const std::vector<int>& gpus = devices;
   out->total = bundle;
   out->available = bundle;
   out->node = node;
@@ -193,44 +177,20 @@ bool PlacementGroupManager::PlaceLost(Group& group) {
     }
   }
   if (lost.empty()) return true;
-  // Where each lost bundle goes (and on which devices, when the policy
-  // decided), decided before anything is taken.
-  std::vector<NodeId> targets;
-  std::vector<std::vector<int>> devices;
-  const Strategy strategy = group.info.strategy;
-  if (strategy == Strategy::kStrictPack) {
-    targets.assign(lost.size(), *used.begin());  // every bundle on the survivors' node
-  } else if (strategy == Strategy::kStrictSpread) {
-    // Distinct nodes that no surviving bundle uses, first fit in join order.
-    std::set<NodeId> taken = used;
-    for (size_t i : lost) {
-      const ResourceMap& bundle = group.info.bundles[i];
-      std::optional<NodeId> pick;
-      for (const NodeId& id : nodes_.AliveInOrder()) {
-        if (taken.count(id) || !LabelsMatch(id, group.label_selector)) continue;
-        const NodeInfo* node = nodes_.FindAlive(id);
-        if (node && NodeTable::Fits(node->available, bundle)) {
-          pick = id;
-          break;
-        }
-      }
-      if (!pick) return false;
-      taken.insert(*pick);
-      targets.push_back(*pick);
-    }
-  } else {
-    auto decision = policy_.Schedule(nodes_.view(), RequestFor(group, lost));
-    const auto* plan = std::get_if<policy::GroupScheduled>(&decision);
-    if (plan == nullptr) return false;
-    for (const auto& b : plan->bundles) {
-      targets.push_back(b.node);
-      devices.push_back(b.gpu_ids);
-    }
+  // Where each lost bundle goes is the policy's plan, with the survivors as
+  // constraints: STRICT_PACK joins their node, STRICT_SPREAD avoids theirs.
+  policy::PlacementGroupRequest request = RequestFor(group, lost);
+  if (group.info.strategy == Strategy::kStrictPack) request.only_node = *used.begin();
+  if (group.info.strategy == Strategy::kStrictSpread) {
+    request.avoid_nodes.assign(used.begin(), used.end());
   }
+  auto decision = policy_.Schedule(nodes_.view(), request);
+  const auto* plan = std::get_if<policy::GroupScheduled>(&decision);
+  if (plan == nullptr) return false;
   std::vector<Bundle> placed(lost.size());
   for (size_t k = 0; k < lost.size(); ++k) {
-    const std::vector<int>* on = devices.empty() ? nullptr : &devices[k];
-    if (!Reserve(targets[k], group.info.bundles[lost[k]], on, &placed[k])) {
+    const policy::Scheduled& target = plan->bundles[k];
+    if (!Reserve(target.node, group.info.bundles[lost[k]], target.gpu_ids, &placed[k])) {
       for (size_t j = 0; j < k; ++j) nodes_.Release(placed[j].node, placed[j].total, placed[j].devices);
       return false;
     }
@@ -279,7 +239,7 @@ bool PlacementGroupManager::TryPlace(Group& group, bool explain) {
     std::vector<Bundle> placed;
     for (size_t i = 0; i < plan->bundles.size(); ++i) {
       Bundle b;
-      if (!Reserve(plan->bundles[i].node, group.info.bundles[i], &plan->bundles[i].gpu_ids, &b)) {
+      if (!Reserve(plan->bundles[i].node, group.info.bundles[i], plan->bundles[i].gpu_ids, &b)) {
         break;
       }
       placed.push_back(std::move(b));

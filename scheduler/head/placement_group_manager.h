@@ -158,10 +158,9 @@ class PlacementGroupManager {
   bool TryPlace(Group& group, bool explain);
   // Places the lost bundles of a group whose other bundles survive, all or none.
   bool PlaceLost(Group& group);
-  // Takes `bundle` on `node` into `out`, on exactly `devices` when the policy
-  // chose them (its plan); false when it does not fit. nullptr: the node
-  // table picks the devices (a strict group's lost bundles, placed here).
-  bool Reserve(const NodeId& node, const ResourceMap& bundle, const std::vector<int>* devices,
+  // Takes `bundle` on `node` on exactly `devices` (the policy's plan) into
+  // `out`; false when it does not fit.
+  bool Reserve(const NodeId& node, const ResourceMap& bundle, const std::vector<int>& devices,
                Bundle* out);
   // Marks the group CREATED and lists where its bundles are.
   void MarkCreated(Group& group);
@@ -178,7 +177,6 @@ class PlacementGroupManager {
   static void SetOutcome(Group& group, const policy::GroupDecision& decision);
   // Asks the policy why a group that is not placed waits, and sets its state.
   void Explain(Group& group);
-  bool LabelsMatch(const NodeId& node, const LabelMap& selector) const;
   void AnswerWaiters(const PlacementGroupId& group_id);
   // Writes the group through to the store.
   void Save(const Group& group);

@@ -9,11 +9,12 @@ namespace rayx::scheduler::policy {
 using Basis = NodeSearchTree::Basis;
 
 std::optional<uint32_t> BundleStrictPackPolicy::ChooseOneNode(
-    const NodeSearch& search, const ParsedGroup& parsed,
-    std::vector<std::vector<int>>* gpu_ids) const {
+    const NodeSearch& search, const ParsedGroup& parsed, std::vector<std::vector<int>>* gpu_ids,
+    const NodeId& only) const {
   const ClusterResourceView& view = search.view();
   const ResourceDemand sum = ResourceDemand::SumForSearch(parsed.demands);
   auto holds_all = [&](uint32_t node) {
+    if (!only.IsNil() && view.node(node).id() != only) return false;
     BundlePlan plan(view, Basis::kAvailable);
     return plan.PlaceAll(node, parsed.demands, parsed.largest_first);
   };
@@ -33,9 +34,17 @@ GroupDecision BundleStrictPackPolicy::Schedule(const ClusterResourceView& view,
   LabelSelector selector(request.label_selector);
   NodeSearch search(view, selector);
   std::vector<std::vector<int>> gpu_ids;
-  if (auto node = ChooseOneNode(search, *parsed, &gpu_ids)) {
+  if (auto node = ChooseOneNode(search, *parsed, &gpu_ids, request.only_node)) {
     return MakeGroupScheduled(view, request, std::vector<uint32_t>(request.bundles.size(), *node),
                               std::move(gpu_ids));
+  }
+  if (!request.only_node.IsNil()) {
+    // Lost bundles joining their group's survivors: only that node will do,
+    // and it may have room again later.
+    const NodeRecord* only = view.Lookup(request.only_node);
+    return Pending{"STRICT_PACK needs " + FormatDemand(SumOfBundles(request)) +
+                   " free on the node its other bundles are on (" +
+                   (only ? only->address() : request.only_node.Short()) + ")"};
   }
 
   const ResourceMap sum_map = SumOfBundles(request);

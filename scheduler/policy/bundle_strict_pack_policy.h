@@ -26,9 +26,11 @@ class BundleStrictPackPolicy : public BundleSchedulingPolicy {
                          const PlacementGroupRequest& request) override;
 
   // The node where all of `parsed`'s bundles fit now by the hybrid rule, with
-  // each bundle's devices in `gpu_ids`; nullopt when none. Also PACK's first try.
+  // each bundle's devices in `gpu_ids`; nullopt when none. Also PACK's first
+  // try. `only`: that node or none (nil: any).
   std::optional<uint32_t> ChooseOneNode(const NodeSearch& search, const ParsedGroup& parsed,
-                                        std::vector<std::vector<int>>* gpu_ids) const;
+                                        std::vector<std::vector<int>>* gpu_ids,
+                                        const NodeId& only = NodeId()) const;
 
  private:
   HybridPolicy hybrid_;

@@ -101,12 +101,15 @@ GroupDecision BundleStrictSpreadPolicy::Schedule(const ClusterResourceView& view
   NodeSearch search(view, selector);
   const size_t n = request.bundles.size();
 
+  // Nodes no bundle may use: those the group's surviving bundles are on.
+  std::unordered_set<NodeId> avoid(request.avoid_nodes.begin(), request.avoid_nodes.end());
+  auto allowed = [&](uint32_t node) { return avoid.empty() || !avoid.count(view.node(node).id()); };
   size_t matched = 0;
   if (search.matching_nodes() >= n) {
     std::vector<std::optional<uint32_t>> match;
     matched = MatchBundles(
         request, *parsed,
-        [&](const ResourceDemand& d) { return hybrid_.Candidates(search, d, n, AcceptAll); },
+        [&](const ResourceDemand& d) { return hybrid_.Candidates(search, d, n, allowed); },
         &match, nullptr);
     if (matched == n) {
       std::vector<uint32_t> nodes(n);

@@ -76,6 +76,12 @@ struct PlacementGroupRequest {
   PlacementStrategy strategy = PlacementStrategy::kPack;
   // Applies to every bundle, as in SchedulingRequest.
   LabelMap label_selector;
+  // When placing the lost bundles of a group whose other bundles survive a
+  // node's death: the node they must all join (STRICT_PACK: the survivors'),
+  // or the nodes none may use (STRICT_SPREAD: the survivors'). Nil / empty:
+  // no such constraint. The other strategies ignore them.
+  NodeId only_node;
+  std::vector<NodeId> avoid_nodes;
 };
 
 // Where each bundle goes: bundles[i] holds request.bundles[i], whose resources

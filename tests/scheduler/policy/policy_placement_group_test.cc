@@ -32,6 +32,42 @@ class PlacementGroupTest : public PolicyTest {
   }
 };
 
+// Lost bundles of a group whose other bundles survive a node's death: the
+// policy places them with the survivors as constraints.
+
+TEST_F(PlacementGroupTest, LostStrictPackBundlesGoOnlyToTheSurvivorsNode) {
+  NodeId roomy = MakeNode(16);
+  NodeId survivors = MakeNode(4, 2);
+  auto request = MakeGroup(Bundles(2, {{"CPU", 1}, {"GPU", 1}}), PlacementStrategy::kStrictPack);
+  request.only_node = survivors;
+  GroupScheduled g = PlaceGroup(request);
+  EXPECT_EQ(NodesOf(g), (std::vector<NodeId>(2, survivors)));
+  EXPECT_EQ(g.bundles[0].gpu_ids.size() + g.bundles[1].gpu_ids.size(), 2u);
+  EXPECT_NE(g.bundles[0].gpu_ids, g.bundles[1].gpu_ids);
+  // 2 CPUs left there: 3 more wait for that node, though another has room.
+  auto anywhere = DecideGroup(MakeGroup(Bundles(1, {{"CPU", 3}}), PlacementStrategy::kStrictPack));
+  ASSERT_TRUE(std::holds_alternative<GroupScheduled>(anywhere));
+  EXPECT_EQ(std::get<GroupScheduled>(anywhere).bundles[0].node, roomy);
+  auto held = MakeGroup(Bundles(1, {{"CPU", 3}}), PlacementStrategy::kStrictPack);
+  held.only_node = survivors;
+  EXPECT_NE(PendingReason(DecideGroup(held)).find("free on the node its other bundles are on"),
+            std::string::npos);
+}
+
+TEST_F(PlacementGroupTest, LostStrictSpreadBundlesAvoidTheSurvivorsNodes) {
+  NodeId a = MakeNode(4);
+  NodeId b = MakeNode(4);
+  NodeId c = MakeNode(4);
+  auto request = MakeGroup(Bundles(2, {{"CPU", 1}}), PlacementStrategy::kStrictSpread);
+  request.avoid_nodes = {a};
+  GroupScheduled g = PlaceGroup(request);
+  EXPECT_EQ(DistinctNodes(g), (std::set<NodeId>{b, c}));
+  // Only two nodes left once two are avoided: one bundle has nowhere to go.
+  auto more = MakeGroup(Bundles(2, {{"CPU", 1}}), PlacementStrategy::kStrictSpread);
+  more.avoid_nodes = {a, b};
+  EXPECT_FALSE(std::holds_alternative<GroupScheduled>(DecideGroup(more)));
+}
+
 // STRICT_PACK
 
 TEST_F(PlacementGroupTest, StrictPackPutsEveryBundleOnOneNode) {

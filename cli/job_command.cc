@@ -117,9 +117,6 @@ Result<std::string> Pack(const std::string& dir, const std::vector<std::string>&
   return out;
 }
 
-bool Terminal(const std::string& state) {
-  return state == "SUCCEEDED" || state == "FAILED" || state == "STOPPED";
-}
 
 // Streams a job's output from `offset`; returns when the job ended and all of
 // its output was printed, or (without `follow`) when what exists was printed.
@@ -154,7 +151,7 @@ Result<protocol::JobInfo> StreamLogs(SyncClient& head, const std::string& token,
     if (!job.ok()) return job.status();
     head_silent = false;
     const protocol::JobInfo& info = job->job;
-    bool drained = info.lease_id.IsNil() && Terminal(info.state);
+    bool drained = info.lease_id.IsNil() && protocol::Ended(info.state);
     if (!info.lease_id.IsNil()) {
       if (agent_address != info.object_address) {
         std::string hostport = info.object_address;
@@ -174,26 +171,26 @@ Result<protocol::JobInfo> StreamLogs(SyncClient& head, const std::string& token,
         read.offset = offset;
         auto chunk = agent->CallWithPayload<protocol::ReadLogReply>(read, "", 5000);
         if (!chunk.ok()) {
-          drained = Terminal(info.state);  // the node is gone: nothing more to read
+          drained = protocol::Ended(info.state);  // the node is gone: nothing more to read
           break;
         }
         offset += chunk->second.size();
         std::cout << chunk->second << std::flush;
         if (offset >= chunk->first.size) {
-          drained = chunk->first.exited && Terminal(info.state);
+          drained = chunk->first.exited && protocol::Ended(info.state);
           break;
         }
       }
     }
-    if (drained || (!follow && (!info.lease_id.IsNil() || Terminal(info.state)))) return info;
+    if (drained || (!follow && (!info.lease_id.IsNil() || protocol::Ended(info.state)))) return info;
     if (g_interrupted) return info;
     std::this_thread::sleep_for(std::chrono::milliseconds(200));
   }
 }
 
 int ExitCodeOf(const protocol::JobInfo& job) {
-  if (job.state == "SUCCEEDED") return 0;
-  if (job.state == "FAILED" && job.exit_code > 0 && job.exit_code < 256) return job.exit_code;
+  if (job.state == protocol::JobState::kSucceeded) return 0;
+  if (job.state == protocol::JobState::kFailed && job.exit_code > 0 && job.exit_code < 256) return job.exit_code;
   return 1;
 }
 
@@ -289,12 +286,12 @@ int Submit(const std::vector<std::string>& all) {
   sigaction(SIGINT, &sa, nullptr);
   auto final_info = StreamLogs(**head, token, id, /*follow=*/true);
   if (!final_info.ok()) return JobFail("submit", final_info.status().message());
-  if (g_interrupted && !Terminal(final_info->state)) {
+  if (g_interrupted && !protocol::Ended(final_info->state)) {
     std::cerr << "\nStopped following; job '" << id << "' still runs. `rayx job stop " << id
               << "` stops it.\n";
     return 130;
   }
-  std::cout << "Job '" << id << "' " << final_info->state
+  std::cout << "Job '" << id << "' " << protocol::Name(final_info->state)
             << (final_info->message.empty() ? "" : ": " + final_info->message) << "\n";
   return ExitCodeOf(*final_info);
 }
@@ -330,7 +327,7 @@ int Simple(const std::string& sub, const std::vector<std::string>& args) {
     for (const auto& j : reply->jobs) {
       std::string cmd;
       for (const auto& a : j.entrypoint) cmd += (cmd.empty() ? "" : " ") + a;
-      std::cout << j.submission_id << "  " << j.state << "  " << FormatWallTime(j.submitted_at_ms)
+      std::cout << j.submission_id << "  " << protocol::Name(j.state) << "  " << FormatWallTime(j.submitted_at_ms)
                 << "  " << cmd << "\n";
     }
     return 0;
@@ -345,7 +342,7 @@ int Simple(const std::string& sub, const std::vector<std::string>& args) {
     const auto& j = reply->job;
     std::string cmd;
     for (const auto& a : j.entrypoint) cmd += (cmd.empty() ? "" : " ") + a;
-    std::cout << "Job '" << j.submission_id << "': " << j.state << "\n"
+    std::cout << "Job '" << j.submission_id << "': " << protocol::Name(j.state) << "\n"
               << "  entrypoint: " << cmd << "\n"
               << "  job id: " << j.job_id << "\n"
               << "  submitted: " << FormatWallTime(j.submitted_at_ms) << "\n";
@@ -353,7 +350,7 @@ int Simple(const std::string& sub, const std::vector<std::string>& args) {
     if (!j.node_address.empty()) {
       std::cout << "  runs on: " << j.node_address << " (pid " << j.pid << ")\n";
     }
-    if (Terminal(j.state) && j.state != "STOPPED") std::cout << "  exit code: " << j.exit_code << "\n";
+    if (protocol::Ended(j.state) && j.state != protocol::JobState::kStopped) std::cout << "  exit code: " << j.exit_code << "\n";
     if (!j.message.empty()) std::cout << "  " << j.message << "\n";
     return 0;
   }
@@ -363,7 +360,7 @@ int Simple(const std::string& sub, const std::vector<std::string>& args) {
     req.submission_id = id;
     auto reply = (*head)->Call<protocol::StopJobReply>(req, 10000);
     if (!reply.ok()) return JobFail(sub, reply.status().message());
-    std::cout << "Job '" << id << "': " << reply->job.state << "\n";
+    std::cout << "Job '" << id << "': " << protocol::Name(reply->job.state) << "\n";
     return 0;
   }
   // logs

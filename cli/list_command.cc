@@ -76,10 +76,11 @@ std::string FormatList(const protocol::ListStateReply& state, const std::string&
     rows.push_back({"LEASE_ID", "KIND", "NAME", "CLASS", "JOB", "STATE", "NODE", "PID",
                     "RESOURCES", "GPUS", "PLACEMENT_GROUP", "DETACHED"});
     for (const auto& l : state.leases) {
-      if (what == "actors" && l.kind != "actor") continue;
+      if (what == "actors" && l.kind != protocol::LeaseKind::kActor) continue;
       rows.push_back(
-          {l.lease_id.Hex().substr(0, 12), l.kind, l.actor_name.empty() ? "-" : l.actor_name,
-           l.class_name.empty() ? "-" : l.class_name, l.job_id.Hex(), l.state, l.node_address,
+          {l.lease_id.Hex().substr(0, 12), std::string(protocol::Name(l.kind)),
+           l.actor_name.empty() ? "-" : l.actor_name, l.class_name.empty() ? "-" : l.class_name,
+           l.job_id.Hex(), std::string(protocol::Name(l.state)), l.node_address,
            std::to_string(l.pid), FormatResourceShape(l.resources), devices(l.node_id, l.gpu_ids),
            l.placement_group_id.IsNil()
                ? "-"
@@ -190,7 +191,8 @@ int ListCommand(const std::vector<std::string>& args) {
       std::cout << ToJson(reply->collective_groups) << "\n";
     } else {
       if (what[0] == "actors") {
-        std::erase_if(reply->leases, [](const auto& l) { return l.kind != "actor"; });
+        std::erase_if(reply->leases,
+                      [](const auto& l) { return l.kind != protocol::LeaseKind::kActor; });
       }
       std::cout << ToJson(reply->leases) << "\n";
     }

@@ -172,7 +172,7 @@ Result<Target> FindLease(Logs& logs, const std::string& actor, int64_t pid,
                          const std::string& node_ip) {
   const protocol::LeaseListEntry* found = nullptr;
   for (const auto& l : logs.state().leases) {
-    bool match = !actor.empty() ? (l.kind == "actor" && l.actor_name == actor)
+    bool match = !actor.empty() ? (l.kind == protocol::LeaseKind::kActor && l.actor_name == actor)
                                 : (l.pid == pid && (node_ip.empty() || l.node_address == node_ip));
     if (!match) continue;
     if (found != nullptr) {
@@ -190,7 +190,7 @@ Result<Target> FindLease(Logs& logs, const std::string& actor, int64_t pid,
   }
   for (const Node& node : logs.nodes()) {
     if (node.address != found->node_address) continue;
-    if (found->kind == "process") return Target{node, "", found->lease_id, what};
+    if (found->kind == protocol::LeaseKind::kProcess) return Target{node, "", found->lease_id, what};
     return Target{node, "worker-" + found->lease_id.Hex().substr(0, 12) + ".log", LeaseId(),
                   what + " (worker-" + found->lease_id.Hex().substr(0, 12) + ".log on " +
                       node.address + ")"};

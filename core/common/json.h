@@ -17,11 +17,29 @@ void AppendJsonString(std::string* out, std::string_view text);
 // lowercase hex, ext as null, NaN and infinities as null.
 std::string MsgpackToJson(const msgpack::object& value);
 
-// Any msgpack-packable value (a wire struct) as JSON.
+namespace detail {
+// True on this thread while ToJson packs a value: the wire enums
+// (protocol/enums.h) pack as their names then, text for people, and as their
+// numbers everywhere else (the wire).
+inline bool& PackingForJson() {
+  thread_local bool packing = false;
+  return packing;
+}
+}  // namespace detail
+
+// Any msgpack-packable value (a wire struct) as JSON; wire enums as their names.
 template <typename T>
 std::string ToJson(const T& value) {
   msgpack::sbuffer buffer;
-  msgpack::pack(buffer, value);
+  struct Scope {
+    bool before = detail::PackingForJson();
+    Scope() { detail::PackingForJson() = true; }
+    ~Scope() { detail::PackingForJson() = before; }
+  };
+  {
+    Scope names;
+    msgpack::pack(buffer, value);
+  }
   msgpack::object_handle handle = msgpack::unpack(buffer.data(), buffer.size());
   return MsgpackToJson(handle.get());
 }

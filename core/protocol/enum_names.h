@@ -46,6 +46,33 @@ enum class PlacementGroupState : uint8_t {
   kRemoved = 3,
 };
 
+// A job submitted with `rayx job submit`: waiting for its entrypoint to
+// start, running, or ended (exit 0; a non-zero exit, a lost or unstartable
+// entrypoint; `rayx job stop`).
+enum class JobState : uint8_t {
+  kPending = 0,
+  kRunning = 1,
+  kSucceeded = 2,
+  kFailed = 3,
+  kStopped = 4,
+};
+
+// What runs in a lease: a worker for tasks, an actor's worker, or the
+// processes of `rayx launch` / a submitted job's entrypoint.
+enum class LeaseKind : uint8_t {
+  kWorker = 0,
+  kActor = 1,
+  kProcess = 2,
+};
+
+// A lease's worker: starting, running, or running with its calls waiting in
+// get/wait (its CPU lent to other work).
+enum class LeaseState : uint8_t {
+  kStarting = 0,
+  kRunning = 1,
+  kBlocked = 2,
+};
+
 // Each wire enum's names, indexed by value, and what it is called in errors.
 template <typename E>
 struct EnumNames;
@@ -69,6 +96,25 @@ struct EnumNames<PlacementGroupState> {
   static constexpr std::string_view kWhat = "placement group state";
   static constexpr std::array<std::string_view, 4> kNames = {"PENDING", "CREATED", "INFEASIBLE",
                                                              "REMOVED"};
+};
+
+template <>
+struct EnumNames<JobState> {
+  static constexpr std::string_view kWhat = "job state";
+  static constexpr std::array<std::string_view, 5> kNames = {"PENDING", "RUNNING", "SUCCEEDED",
+                                                             "FAILED", "STOPPED"};
+};
+
+template <>
+struct EnumNames<LeaseKind> {
+  static constexpr std::string_view kWhat = "lease kind";
+  static constexpr std::array<std::string_view, 3> kNames = {"worker", "actor", "process"};
+};
+
+template <>
+struct EnumNames<LeaseState> {
+  static constexpr std::string_view kWhat = "lease state";
+  static constexpr std::array<std::string_view, 3> kNames = {"STARTING", "RUNNING", "BLOCKED"};
 };
 
 template <typename E>

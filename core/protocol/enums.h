@@ -1,5 +1,6 @@
 // The wire enums' msgpack form: each travels as its unsigned number (see
-// enum_names.h for the enums and their names).
+// enum_names.h for the enums and their names), and packs as its name only for
+// JSON text (rayx::ToJson).
 #pragma once
 
 #include <stdexcept>
@@ -8,6 +9,7 @@
 
 #include <msgpack.hpp>
 
+#include "common/json.h"
 #include "protocol/enum_names.h"
 
 namespace msgpack {
@@ -42,6 +44,12 @@ template <rayx::protocol::WireEnum E>
 struct pack<E> {
   template <typename Stream>
   msgpack::packer<Stream>& operator()(msgpack::packer<Stream>& p, E v) const {
+    if (rayx::detail::PackingForJson()) {  // text for people (rayx::ToJson)
+      std::string_view name = rayx::protocol::Name(v);
+      p.pack_str(static_cast<uint32_t>(name.size()));
+      p.pack_str_body(name.data(), static_cast<uint32_t>(name.size()));
+      return p;
+    }
     p.pack_uint8(static_cast<uint8_t>(v));
     return p;
   }

@@ -12,12 +12,18 @@
 
 namespace rayx::protocol {
 
-// A submitted job as the head keeps it. States: PENDING (waiting for its
-// entrypoint to start), RUNNING, SUCCEEDED, FAILED, STOPPED.
+// True once a job has ended (SUCCEEDED, FAILED or STOPPED): its state no
+// longer changes.
+constexpr bool Ended(JobState state) {
+  return state == JobState::kSucceeded || state == JobState::kFailed ||
+         state == JobState::kStopped;
+}
+
+// A submitted job as the head keeps it.
 struct JobInfo {
   std::string submission_id;
   JobId job_id;
-  std::string state;
+  JobState state = JobState::kPending;
   std::vector<std::string> entrypoint;
   std::string package_hash;
   std::string message;       // why it failed or stopped

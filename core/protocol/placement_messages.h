@@ -86,8 +86,8 @@ struct RemovePlacementGroupReply {
 struct LeaseListEntry {
   LeaseId lease_id;
   JobId job_id;
-  std::string kind;          // "actor", "worker" or "process"
-  std::string state;         // STARTING, RUNNING or "RUNNING (blocked in get)" (lends its CPU)
+  LeaseKind kind = LeaseKind::kWorker;
+  LeaseState state = LeaseState::kStarting;  // kBlocked: in get/wait, lending its CPU
   std::string node_id;
   std::string node_address;
   int32_t pid = 0;

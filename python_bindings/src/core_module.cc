@@ -390,8 +390,8 @@ py::dict ListState() {
     py::dict d;
     d["lease_id"] = l.lease_id.Hex();
     d["job_id"] = l.job_id.Hex();
-    d["kind"] = l.kind;
-    d["state"] = l.state;
+    d["kind"] = std::string(rayx::protocol::Name(l.kind));
+    d["state"] = std::string(rayx::protocol::Name(l.state));
     d["node_id"] = l.node_id;
     d["node_address"] = l.node_address;
     d["pid"] = l.pid;

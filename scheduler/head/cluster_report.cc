@@ -259,8 +259,7 @@ std::string PrometheusText(const HeadService& head) {
 
   std::map<std::pair<std::string, std::string>, int> lease_counts;
   for (const auto& l : leases) {
-    std::string lease_state = l.state.substr(0, l.state.find(' '));  // "RUNNING (blocked...)"
-    lease_counts[{l.kind, lease_state}]++;
+    lease_counts[{std::string(protocol::Name(l.kind)), std::string(protocol::Name(l.state))}]++;
   }
   Family lease_family(&out, "rayx_leases", "gauge",
                       "Leased workers (kind task worker, actor or process), by state.");
@@ -285,7 +284,7 @@ std::string PrometheusText(const HeadService& head) {
   group_ranks.Sample({}, static_cast<double>(head.group_watch().member_count()));
 
   std::map<std::string, int> jobs;
-  for (const auto& j : head.jobs().List()) jobs[j.state]++;
+  for (const auto& j : head.jobs().List()) jobs[std::string(protocol::Name(j.state))]++;
   Family job_family(&out, "rayx_submitted_jobs", "gauge",
                     "Jobs submitted with `rayx job submit`, by state.");
   for (const auto& [name, count] : jobs) job_family.Sample({{"state", name}}, count);
@@ -341,7 +340,8 @@ std::string StateJson(const HeadService& head) {
   out += ",\"collective_groups\":" + ToJson(head.ListCollectiveGroups());
   out += ",\"jobs\":" + ToJson(head.jobs().List());
   out += ",\"train_runs\":" + ToJson(TrainRuns(head));
-  // The wire enums travel as numbers; their names, indexed by value.
+  // The wire enums' names, indexed by value (the JSON above carries the names
+  // themselves; a client holding numbers from elsewhere maps them here).
   auto names = [](const auto& list) {
     std::string text = "[";
     for (size_t i = 0; i < list.size(); ++i) {

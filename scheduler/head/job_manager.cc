@@ -25,9 +25,6 @@ bool ValidSubmissionId(const std::string& id) {
   }
   return true;
 }
-bool Terminal(const std::string& state) {
-  return state == "SUCCEEDED" || state == "FAILED" || state == "STOPPED";
-}
 }  // namespace
 
 JobManager::JobManager(Options options, LeaseManager& leases, NodeTable& nodes, const Clock& clock)
@@ -77,7 +74,7 @@ Result<protocol::JobInfo> JobManager::Submit(const protocol::SubmitJobRequest& r
   protocol::JobInfo job;
   job.submission_id = id;
   job.job_id = job_id;
-  job.state = "PENDING";
+  job.state = protocol::JobState::kPending;
   job.entrypoint = req.entrypoint;
   job.package_hash = req.package_hash;
   job.submitted_at_ms = clock_.WallMs();
@@ -128,17 +125,17 @@ std::vector<protocol::JobInfo> JobManager::List() const {
   return out;
 }
 
-void JobManager::End(protocol::JobInfo& job, const std::string& state, const std::string& message) {
-  if (Terminal(job.state)) return;
+void JobManager::End(protocol::JobInfo& job, protocol::JobState state, const std::string& message) {
+  if (protocol::Ended(job.state)) return;
   job.state = state;
   job.message = message;
   job.ended_at_ms = clock_.WallMs();
   if (store_) store_->PutSubmittedJob(job);
-  leases_.FinishJob(job.job_id, "job " + job.submission_id + " " + state);
+  leases_.FinishJob(job.job_id, "job " + job.submission_id + " " + std::string(protocol::Name(state)));
   if (unkept_in_use_.count(job.package_hash) > 0 && !RunsInPackage(job.package_hash)) {
     DeleteUnkeptPackage(job.package_hash);
   }
-  RAYX_LOG(Info) << "job " << job.submission_id << " " << state
+  RAYX_LOG(Info) << "job " << job.submission_id << " " << protocol::Name(state)
                  << (message.empty() ? "" : ": " + message);
   finished_.push_back(job.submission_id);
   while (finished_.size() > options_.max_finished_jobs) {
@@ -154,7 +151,7 @@ Result<protocol::JobInfo> JobManager::Stop(const std::string& submission_id) {
     return Status::NotFound("no job '" + submission_id + "' (see `rayx job list`)");
   }
   protocol::JobInfo& job = it->second;
-  if (Terminal(job.state)) return job;
+  if (protocol::Ended(job.state)) return job;
   // Not started yet: its queued or starting lease is withdrawn (a starting
   // entrypoint is stopped by its agent).
   for (auto req = lease_requests_.begin(); req != lease_requests_.end();) {
@@ -167,14 +164,14 @@ Result<protocol::JobInfo> JobManager::Stop(const std::string& submission_id) {
   }
   if (!job.lease_id.IsNil()) (void)leases_.ReturnLease(job.lease_id);  // kills the entrypoint
   protocol::JobInfo copy = job;
-  End(job, "STOPPED", "stopped by `rayx job stop`");
+  End(job, protocol::JobState::kStopped, "stopped by `rayx job stop`");
   auto again = jobs_.find(submission_id);
   return again != jobs_.end() ? again->second : copy;
 }
 
 protocol::JobInfo* JobManager::FindByLease(const LeaseId& lease_id) {
   for (auto& [id, job] : jobs_) {
-    if (job.lease_id == lease_id && !Terminal(job.state)) return &job;
+    if (job.lease_id == lease_id && !protocol::Ended(job.state)) return &job;
   }
   return nullptr;
 }
@@ -183,12 +180,12 @@ void JobManager::OnLeaseGranted(uint64_t request_id, const protocol::RequestLeas
   auto req = lease_requests_.find(request_id);
   auto it = req == lease_requests_.end() ? jobs_.end() : jobs_.find(req->second);
   if (req != lease_requests_.end()) lease_requests_.erase(req);
-  if (it == jobs_.end() || Terminal(it->second.state)) {
+  if (it == jobs_.end() || protocol::Ended(it->second.state)) {
     (void)leases_.ReturnLease(grant.lease_id);  // nobody wants it now: stops the entrypoint
     return;
   }
   protocol::JobInfo& job = it->second;
-  job.state = "RUNNING";
+  job.state = protocol::JobState::kRunning;
   job.lease_id = grant.lease_id;
   job.node_address = grant.node_address;
   job.object_address = grant.object_address;
@@ -198,8 +195,8 @@ void JobManager::OnLeaseGranted(uint64_t request_id, const protocol::RequestLeas
 
 void JobManager::OnLeaseLost(const LeaseId& lease_id, const std::string& why) {
   protocol::JobInfo* job = FindByLease(lease_id);
-  if (job == nullptr || Terminal(job->state)) return;
-  End(*job, "FAILED", "the entrypoint's lease was lost: " + why);
+  if (job == nullptr || protocol::Ended(job->state)) return;
+  End(*job, protocol::JobState::kFailed, "the entrypoint's lease was lost: " + why);
 }
 
 void JobManager::Restore(const std::vector<protocol::JobInfo>& jobs) {
@@ -210,14 +207,14 @@ void JobManager::Restore(const std::vector<protocol::JobInfo>& jobs) {
   std::vector<std::string> unstarted;
   for (const auto& job : sorted) {
     jobs_[job.submission_id] = job;
-    if (Terminal(job.state)) {
+    if (protocol::Ended(job.state)) {
       finished_.push_back(job.submission_id);
     } else if (job.lease_id.IsNil()) {
       unstarted.push_back(job.submission_id);
     }
   }
   for (const auto& id : unstarted) {
-    End(jobs_[id], "FAILED",
+    End(jobs_[id], protocol::JobState::kFailed,
         "the head restarted before the entrypoint started: submit the job again");
   }
 }
@@ -227,8 +224,8 @@ void JobManager::OnLeaseFailed(uint64_t request_id, const Status& status) {
   if (req == lease_requests_.end()) return;
   auto it = jobs_.find(req->second);
   lease_requests_.erase(req);
-  if (it == jobs_.end() || Terminal(it->second.state)) return;
-  End(it->second, "FAILED", "the entrypoint did not start: " + status.message());
+  if (it == jobs_.end() || protocol::Ended(it->second.state)) return;
+  End(it->second, protocol::JobState::kFailed, "the entrypoint did not start: " + status.message());
 }
 
 void JobManager::OnProcessExited(const protocol::ProcessExitedNotice& notice) {
@@ -236,9 +233,9 @@ void JobManager::OnProcessExited(const protocol::ProcessExitedNotice& notice) {
   if (job == nullptr) return;
   job->exit_code = notice.signal ? 128 + notice.signal : notice.exit_code;
   if (notice.signal == 0 && notice.exit_code == 0) {
-    End(*job, "SUCCEEDED", "");
+    End(*job, protocol::JobState::kSucceeded, "");
   } else {
-    End(*job, "FAILED",
+    End(*job, protocol::JobState::kFailed,
         notice.signal ? "the entrypoint was killed by signal " + std::to_string(notice.signal)
                       : "the entrypoint exited with status " + std::to_string(notice.exit_code));
   }
@@ -290,7 +287,7 @@ void JobManager::ExpireUploads() {
 std::set<std::string> JobManager::PackagesInUse() const {
   std::set<std::string> out;
   for (const auto& [id, job] : jobs_) {
-    if (!job.package_hash.empty() && !Terminal(job.state)) out.insert(job.package_hash);
+    if (!job.package_hash.empty() && !protocol::Ended(job.state)) out.insert(job.package_hash);
   }
   return out;
 }
@@ -436,7 +433,7 @@ Result<bool> JobManager::KeepPackage(const std::string& hash, const std::string&
 
 bool JobManager::RunsInPackage(const std::string& hash) const {
   for (const auto& [id, job] : jobs_) {
-    if (job.package_hash == hash && !Terminal(job.state)) return true;
+    if (job.package_hash == hash && !protocol::Ended(job.state)) return true;
   }
   return false;
 }

@@ -106,7 +106,7 @@ class JobManager final : public HeadLeaseOwner {
   void OnProcessExited(const protocol::ProcessExitedNotice& notice) override;
 
  private:
-  void End(protocol::JobInfo& job, const std::string& state, const std::string& message);
+  void End(protocol::JobInfo& job, protocol::JobState state, const std::string& message);
   protocol::JobInfo* FindByLease(const LeaseId& lease_id);
   // Whether a job that has not ended runs in package `hash`.
   bool RunsInPackage(const std::string& hash) const;

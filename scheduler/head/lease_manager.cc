@@ -512,8 +512,12 @@ std::vector<protocol::LeaseListEntry> LeaseManager::ListLeases() const {
     protocol::LeaseListEntry e;
     e.lease_id = id;
     e.job_id = lease.job_id;
-    e.kind = lease.process ? "process" : lease.for_actor ? "actor" : "worker";
-    e.state = !lease.running ? "STARTING" : lease.blocked ? "RUNNING (blocked in get)" : "RUNNING";
+    e.kind = lease.process     ? protocol::LeaseKind::kProcess
+             : lease.for_actor ? protocol::LeaseKind::kActor
+                               : protocol::LeaseKind::kWorker;
+    e.state = !lease.running  ? protocol::LeaseState::kStarting
+              : lease.blocked ? protocol::LeaseState::kBlocked
+                              : protocol::LeaseState::kRunning;
     e.node_id = lease.node.Hex();
     if (const NodeInfo* node = nodes_.FindAlive(lease.node)) e.node_address = node->address;
     e.pid = lease.pid;

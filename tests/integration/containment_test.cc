@@ -287,11 +287,11 @@ TEST_F(Containment, AHostilePackageFailsItsJobAndTheAgentKeepsServing) {
           get.submission_id = job->job.submission_id;
           auto got = peer_->Call<protocol::GetJobReply>(get);
           if (got.ok()) info = got->job;
-          return got.ok() && info.state != "PENDING" && info.state != "RUNNING";
+          return got.ok() && protocol::Ended(info.state);
         },
         30000))
-        << c.file << ": the job is still " << info.state;
-    EXPECT_EQ(info.state, "FAILED") << c.file;
+        << c.file << ": the job is still " << protocol::Name(info.state);
+    EXPECT_EQ(protocol::Name(info.state), "FAILED") << c.file;
     EXPECT_TRUE(Contains(info.message, c.reason)) << c.file << ": " << info.message;
     // Unpacked nowhere (the head keeps the uploaded file itself).
     for (auto it = fs::recursive_directory_iterator(cluster_->temp_dir());

@@ -58,7 +58,7 @@ def test_a_blocked_task_keeps_its_gpus_while_it_lends_its_cpu(rayx_mod, cluster,
 
     def parent_blocked():
         for lease in rayx._core.list_state()["leases"]:
-            if lease["resources"].get("GPU") == 2 and lease["state"] == "RUNNING (blocked in get)":
+            if lease["resources"].get("GPU") == 2 and lease["state"] == "BLOCKED":
                 return lease
         return None
 
@@ -68,7 +68,7 @@ def test_a_blocked_task_keeps_its_gpus_while_it_lends_its_cpu(rayx_mod, cluster,
     status = run_cli("status", temp_dir=cluster.temp_dir, env=env).stdout
     assert "1 worker blocked in get/wait, lending 1 CPU to other work" in status, status
     listed = run_cli("list", "workers", temp_dir=cluster.temp_dir, env=env).stdout
-    assert "RUNNING (blocked in get)" in listed, listed
+    assert "BLOCKED" in listed, listed
 
     # Another GPU task waits for a GPU (the head shows it pending) until the
     # blocked one ends.

@@ -29,7 +29,10 @@ inline constexpr const char* kRayxVersion = "0.1.0";
 // 9: `rayx logs`: agents list their log directory (ListLogsRequest) and read
 //    a file of it (ReadLogRequest::file). Drivers' heartbeats carry what they
 //    submitted (DriverHeartbeatRequest::tasks) for the head's metrics.
-inline constexpr uint32_t kProtocolVersion = 9;
+// 10: a submitted job's state and a listed lease's kind and state travel as
+//    enums (JobState, LeaseKind, LeaseState), like placement groups' (a
+//    blocked lease's state is BLOCKED, no longer "RUNNING (blocked in get)").
+inline constexpr uint32_t kProtocolVersion = 10;
 
 // The head's default port, as in `rayx start --head`.
 inline constexpr uint16_t kDefaultHeadPort = 6380;

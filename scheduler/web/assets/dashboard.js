@@ -170,19 +170,21 @@ function drawLeases(state) {
       b.node_address + b.kind));
   fillTable("leases", ["Node", "Kind", "Name", "Class", "Job", "State", "PID", "Resources", "GPUs"],
     byNode.map((l) => ({cells: [l.node_address, l.kind, l.actor_name || "-", l.class_name || "-",
-                                l.job_id, {text: l.state, className: l.state.split(" ")[0]},
+                                l.job_id, {text: l.state, className: l.state},
                                 l.pid, shape(l.resources),
                                 l.gpu_ids.length ? l.gpu_ids.join(",") : "-"]})));
 }
 
 function drawGroups(state) {
+  // The state API names the wire enums; a number (an older head) is looked up.
   const names = state.enums.placement_group_state;
   const strategies = state.enums.placement_strategy;
+  const named = (table, v) => (typeof v === "number" ? table[v] || String(v) : v);
   fillTable("groups", ["Group", "Name", "Job", "Strategy", "Bundles", "State", "Why"],
     state.placement_groups.map((g) => {
-      const st = names[g.state] || String(g.state);
+      const st = named(names, g.state);
       return {cells: [g.placement_group_id.slice(0, 12), g.name || "-", g.job_id,
-                      strategies[g.strategy] || String(g.strategy),
+                      named(strategies, g.strategy),
                       g.bundles.map(shape).join(" "), {text: st, className: st}, g.reason || ""]};
     }));
 }

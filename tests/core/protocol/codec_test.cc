@@ -7,6 +7,8 @@
 #include <random>
 #include <string>
 
+#include "common/json.h"
+#include "protocol/job_messages.h"
 #include "protocol/placement_messages.h"
 
 namespace rayx::protocol {
@@ -393,6 +395,48 @@ TEST(WireEnums, NamesFromStateFilesBeforeProtocol4AreAccepted) {
   auto lease = Decode<RequestLeaseRequest>(Encode(std::map<std::string, std::string>{{"strategy", ""}}));
   ASSERT_TRUE(lease.ok()) << lease.status();
   EXPECT_EQ(lease->strategy, LeaseStrategy::kDefault);
+}
+
+// Protocol 10: a submitted job's state and a listed lease's kind and state.
+TEST(WireEnums, JobAndLeaseStatesTravelAsNumbersAndOlderStoredNamesAreRead) {
+  JobInfo job;
+  job.state = JobState::kStopped;
+  EXPECT_EQ(RoundTrip(job).state, JobState::kStopped);
+  EXPECT_EQ(Encode(job).find("STOPPED"), std::string::npos) << "a number, not the name";
+  EXPECT_TRUE(Ended(JobState::kFailed));
+  EXPECT_FALSE(Ended(JobState::kRunning));
+  // A head state file written before protocol 10 holds the state's name.
+  auto stored = Decode<JobInfo>(Encode(std::map<std::string, std::string>{{"state", "SUCCEEDED"}}));
+  ASSERT_TRUE(stored.ok()) << stored.status();
+  EXPECT_EQ(stored->state, JobState::kSucceeded);
+  ExpectInvalid<JobInfo>(Encode(std::map<std::string, uint64_t>{{"state", 5}}),
+                         "job state 5 is not one of 0..4");
+  LeaseListEntry lease;
+  lease.kind = LeaseKind::kActor;
+  lease.state = LeaseState::kBlocked;
+  EXPECT_EQ(RoundTrip(lease).kind, LeaseKind::kActor);
+  EXPECT_EQ(RoundTrip(lease).state, LeaseState::kBlocked);
+  EXPECT_EQ(Name(LeaseState::kBlocked), "BLOCKED");
+  EXPECT_EQ(Name(LeaseKind::kProcess), "process");
+}
+
+// JSON for people (rayx::ToJson: `--format json`, the dashboard's API) names
+// the enums; the wire form of the same value stays a number.
+TEST(WireEnums, JsonNamesTheEnumsAndLeavesTheWireAsItWas) {
+  LeaseListEntry lease;
+  lease.kind = LeaseKind::kProcess;
+  lease.state = LeaseState::kRunning;
+  const std::string json = ToJson(lease);
+  EXPECT_NE(json.find("\"kind\":\"process\""), std::string::npos) << json;
+  EXPECT_NE(json.find("\"state\":\"RUNNING\""), std::string::npos) << json;
+  EXPECT_EQ(Encode(lease).find("process"), std::string::npos);
+  PlacementGroupInfo group;
+  group.state = PlacementGroupState::kCreated;
+  group.strategy = PlacementStrategy::kStrictSpread;
+  const std::string text = ToJson(group);
+  EXPECT_NE(text.find("\"state\":\"CREATED\""), std::string::npos) << text;
+  EXPECT_NE(text.find("\"strategy\":\"STRICT_SPREAD\""), std::string::npos) << text;
+  EXPECT_FALSE(rayx::detail::PackingForJson());  // over when ToJson returns
 }
 
 TEST(WireEnums, ParseNamesTheValidNames) {

@@ -72,7 +72,7 @@ TEST_F(HeadLendingTest, AWorkersRuntimeLendsItsCpuAndStatusAndListShowIt) {
   EXPECT_EQ(status.lent_cpu, 4);
   auto listed = Call<protocol::ListStateReply>(protocol::ListStateRequest{kToken}, "cli", 4);
   ASSERT_EQ(listed.leases.size(), 1u);
-  EXPECT_EQ(listed.leases[0].state, "RUNNING (blocked in get)");
+  EXPECT_EQ(listed.leases[0].state, protocol::LeaseState::kBlocked);
 
   Notify(job, parent.lease_id, "rt-parent", false);
   EXPECT_EQ(CpuAvailable(), 0);

@@ -547,13 +547,13 @@ TEST_F(HeadRestartTest, SubmittedJobsEndWithTheirEntrypointsAcrossARestart) {
     get.submission_id = id;
     return Call<protocol::GetJobReply>(get, "cli", 3).job;
   };
-  ASSERT_EQ(job("ended-meanwhile").state, "RUNNING");
-  ASSERT_EQ(job("never-started").state, "PENDING");
+  ASSERT_EQ(protocol::Name(job("ended-meanwhile").state), "RUNNING");
+  ASSERT_EQ(protocol::Name(job("never-started").state), "PENDING");
 
   StartHead();
-  EXPECT_EQ(job("never-started").state, "FAILED");
+  EXPECT_EQ(protocol::Name(job("never-started").state), "FAILED");
   EXPECT_NE(job("never-started").message.find("submit the job again"), std::string::npos);
-  EXPECT_EQ(job("still-running").state, "RUNNING") << "until its node says otherwise";
+  EXPECT_EQ(protocol::Name(job("still-running").state), "RUNNING") << "until its node says otherwise";
   protocol::RegisterNodeRequest rejoin = hello;
   rejoin.rejoin = true;
   rejoin.previous_node_id = joined.node_id;
@@ -565,10 +565,10 @@ TEST_F(HeadRestartTest, SubmittedJobsEndWithTheirEntrypointsAcrossARestart) {
   auto [to_agent, kill] = Take<protocol::KillWorkersRequest>();
   EXPECT_EQ(kill.lease_ids, std::vector<LeaseId>{lease_of["never-started"]});
   auto ended = job("ended-meanwhile");
-  EXPECT_EQ(ended.state, "FAILED");
+  EXPECT_EQ(protocol::Name(ended.state), "FAILED");
   EXPECT_EQ(ended.exit_code, 3);
   EXPECT_NE(ended.message.find("exited with status 3"), std::string::npos) << ended.message;
-  EXPECT_EQ(job("still-running").state, "RUNNING");
+  EXPECT_EQ(protocol::Name(job("still-running").state), "RUNNING");
 
   protocol::ProcessExitedNotice exit;
   exit.lease_id = lease_of["still-running"];
@@ -576,7 +576,7 @@ TEST_F(HeadRestartTest, SubmittedJobsEndWithTheirEntrypointsAcrossARestart) {
   exit.all_exited = true;
   exit.epoch = joined.epoch;
   Send(exit, kAgent, 5);
-  EXPECT_EQ(job("still-running").state, "SUCCEEDED");
+  EXPECT_EQ(protocol::Name(job("still-running").state), "SUCCEEDED");
 }
 
 }  // namespace

@@ -81,7 +81,7 @@ TEST_F(HeadStoreTest, WhatWasWrittenIsReadBackAfterReopening) {
     store->DeleteJob(JobId::FromWire("job1"));
     protocol::JobInfo submitted;
     submitted.submission_id = "raysubmit_1";
-    submitted.state = "RUNNING";
+    submitted.state = protocol::JobState::kRunning;
     submitted.entrypoint = {"sleep", "1"};
     submitted.lease_id = LeaseId::FromWire("L2");
     store->PutSubmittedJob(submitted);

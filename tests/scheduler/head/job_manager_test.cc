@@ -94,13 +94,13 @@ class JobManagerTest : public ::testing::Test {
 TEST_F(JobManagerTest, EntrypointRunsOnTheHeadNodeAndIsRunningWhenStarted) {
   RecordingOutbox::Record start;
   auto job = Submit({"python3", "train.py"}, &start);
-  EXPECT_EQ(job.state, "PENDING");
+  EXPECT_EQ(protocol::Name(job.state), "PENDING");
   ASSERT_EQ(start.start.processes.size(), 1u);
   EXPECT_EQ(start.start.processes[0].argv, (std::vector<std::string>{"python3", "train.py"}));
   EXPECT_EQ(start.start.processes[0].env.at("RAYX_SUBMISSION_ID"), job.submission_id);
   Started(start, 4242);
   auto running = Get(job.submission_id);
-  EXPECT_EQ(running.state, "RUNNING");
+  EXPECT_EQ(protocol::Name(running.state), "RUNNING");
   EXPECT_EQ(running.pid, 4242);
   EXPECT_EQ(running.lease_id, start.start.lease_id);
   EXPECT_EQ(running.node_address, "10.0.0.1");
@@ -112,7 +112,7 @@ TEST_F(JobManagerTest, EntrypointExitZeroSucceedsAndEndsTheJobOnEveryNode) {
   Started(start, 7);
   Exited(start.start.lease_id, 0, 0);
   auto done = Get(job.submission_id);
-  EXPECT_EQ(done.state, "SUCCEEDED");
+  EXPECT_EQ(protocol::Name(done.state), "SUCCEEDED");
   EXPECT_EQ(done.exit_code, 0);
   auto finished = outbox_.OfKind(Kind::kJobFinished);
   ASSERT_EQ(finished.size(), 1u);
@@ -127,7 +127,7 @@ TEST_F(JobManagerTest, EntrypointKilledBySignalFailsNamingTheSignal) {
   Started(start, 8);
   Exited(start.start.lease_id, 0, 9);
   auto done = Get(job.submission_id);
-  EXPECT_EQ(done.state, "FAILED");
+  EXPECT_EQ(protocol::Name(done.state), "FAILED");
   EXPECT_EQ(done.exit_code, 128 + 9);
   EXPECT_NE(done.message.find("signal 9"), std::string::npos) << done.message;
 }
@@ -137,7 +137,7 @@ TEST_F(JobManagerTest, EntrypointThatDoesNotStartFailsWithTheAgentsReason) {
   auto job = Submit({"no-such-program"}, &start);
   leases_.OnStartWorkerError(start.request_id, Status::InvalidArgument("exec failed: ENOENT"));
   auto done = Get(job.submission_id);
-  EXPECT_EQ(done.state, "FAILED");
+  EXPECT_EQ(protocol::Name(done.state), "FAILED");
   EXPECT_NE(done.message.find("the entrypoint did not start"), std::string::npos) << done.message;
   EXPECT_NE(done.message.find("exec failed: ENOENT"), std::string::npos) << done.message;
   EXPECT_EQ(leases_.lease_count(), 0u);
@@ -149,14 +149,14 @@ TEST_F(JobManagerTest, StopKillsTheEntrypointAndIsFinal) {
   Started(start, 9);
   auto stopped = jobs_.Stop(job.submission_id);
   ASSERT_TRUE(stopped.ok()) << stopped.status();
-  EXPECT_EQ(stopped->state, "STOPPED");
+  EXPECT_EQ(protocol::Name(stopped->state), "STOPPED");
   auto kills = outbox_.OfKind(Kind::kKillWorkers);
   ASSERT_EQ(kills.size(), 1u);
   EXPECT_EQ(kills[0].peer, kAgent);
   EXPECT_EQ(kills[0].kill.lease_ids, (std::vector<LeaseId>{start.start.lease_id}));
   // The exit that follows does not change the final state.
   Exited(start.start.lease_id, 0, 15);
-  EXPECT_EQ(Get(job.submission_id).state, "STOPPED");
+  EXPECT_EQ(protocol::Name(Get(job.submission_id).state), "STOPPED");
   EXPECT_EQ(jobs_.Stop("no-such-job").status().code(), StatusCode::kNotFound);
 }
 
@@ -169,7 +169,7 @@ TEST_F(JobManagerTest, StopWhileTheEntrypointStartsStopsItOnItsNode) {
   ASSERT_EQ(leases_.lease_count(), 1u);
   auto stopped = jobs_.Stop(job.submission_id);
   ASSERT_TRUE(stopped.ok()) << stopped.status();
-  EXPECT_EQ(stopped->state, "STOPPED");
+  EXPECT_EQ(protocol::Name(stopped->state), "STOPPED");
   EXPECT_EQ(leases_.lease_count(), 0u);
   auto kills = outbox_.OfKind(Kind::kKillWorkers);
   ASSERT_EQ(kills.size(), 1u);
@@ -180,7 +180,7 @@ TEST_F(JobManagerTest, StopWhileTheEntrypointStartsStopsItOnItsNode) {
   kills = outbox_.OfKind(Kind::kKillWorkers);
   ASSERT_EQ(kills.size(), 1u);
   EXPECT_EQ(kills[0].kill.lease_ids, (std::vector<LeaseId>{start.start.lease_id}));
-  EXPECT_EQ(Get(job.submission_id).state, "STOPPED");
+  EXPECT_EQ(protocol::Name(Get(job.submission_id).state), "STOPPED");
   EXPECT_EQ(leases_.lease_count(), 0u);
 }
 

@@ -127,7 +127,7 @@ class LeaseLendingTest : public ::testing::Test {
   }
   std::string StateOf(const LeaseId& lease) {
     for (const auto& e : leases_.ListLeases()) {
-      if (e.lease_id == lease) return e.state;
+      if (e.lease_id == lease) return std::string(protocol::Name(e.state));
     }
     return "(none)";
   }
@@ -154,7 +154,7 @@ TEST_F(LeaseLendingTest, ABlockedLeaseLendsItsCpuSoAWaitingRequestRuns) {
   auto starts = Starts();
   ASSERT_EQ(starts.size(), 1u) << "the lent CPU runs the child";
   LeaseId child = Started(starts[0]);
-  EXPECT_EQ(StateOf(parent), "RUNNING (blocked in get)");
+  EXPECT_EQ(StateOf(parent), "BLOCKED");
   EXPECT_EQ(StateOf(child), "RUNNING");
   EXPECT_EQ(leases_.blocked_count(), 1u);
   EXPECT_DOUBLE_EQ(leases_.lent_cpu(), 1);
@@ -229,7 +229,7 @@ TEST_F(LeaseLendingTest, ALeaseWithoutCpuShowsBlockedAndLendsNothing) {
   LeaseId actor = Grant(job, {{"GPU", 1}});
   RuntimeInside(job, actor, "rt");
   Blocked("rt", actor, true);
-  EXPECT_EQ(StateOf(actor), "RUNNING (blocked in get)");
+  EXPECT_EQ(StateOf(actor), "BLOCKED");
   EXPECT_EQ(leases_.blocked_count(), 1u);
   EXPECT_DOUBLE_EQ(leases_.lent_cpu(), 0);
   EXPECT_DOUBLE_EQ(Available(node, "CPU"), 1);

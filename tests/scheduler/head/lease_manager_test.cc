@@ -1343,7 +1343,7 @@ TEST_F(HandOverTest, AnActorBeingConstructedIsListedUnderItsReservedName) {
   auto listed = leases_.ListLeases();
   ASSERT_EQ(listed.size(), 1u);
   EXPECT_EQ(listed[0].lease_id, lease_);
-  EXPECT_EQ(listed[0].kind, "actor");
+  EXPECT_EQ(listed[0].kind, protocol::LeaseKind::kActor);
   EXPECT_EQ(listed[0].actor_name, "llm");
   EXPECT_EQ(listed[0].class_name, "Counter::Create");
 }

@@ -17,6 +17,7 @@
 
 #include "common/address.h"
 #include "common/process_control.h"
+#include "common/process_spawn.h"
 #include "platform_env.h"
 #include "protocol/messages.h"
 #include "rayx/cluster_status.h"
@@ -213,29 +214,22 @@ int RunCommandThenStopCluster(const detail::Session& session,
   // (its own process group in the foreground): it may read stdin, and Ctrl-C
   // reaches it directly.
   const bool give_terminal = isatty(STDIN_FILENO) && tcgetpgrp(STDIN_FILENO) == getpgrp();
-  pid_t child = fork();
-  if (child < 0) {
-    std::cerr << "rayx start: cannot start the command: " << std::strerror(errno) << "\n";
+  detail::SpawnOptions launch;
+  launch.argv = command;
+  launch.search_path = true;
+  launch.set_env = {"RAYX_ADDRESS=" + address, "RAYX_TOKEN=" + token,
+                    "RAYX_START_COMMAND=" + session.path()};  // the last: the group's marker
+  launch.unset_env = {"RAYX_EXIT_WITH_PID"};  // the command's own `rayx start` is its business
+  launch.group = detail::SpawnOptions::Group::kNewGroup;
+  launch.take_terminal = give_terminal;
+  launch.error_prefix = "rayx start: ";
+  Result<pid_t> spawned = detail::Spawn(launch);
+  if (!spawned.ok()) {
+    std::cerr << "rayx start: cannot start the command: " << spawned.status().message() << "\n";
     StopSessionProcesses(session);
     return 1;
   }
-  if (child == 0) {
-    setpgid(0, 0);
-    if (give_terminal) TakeTerminal(getpid());
-    sigset_t all;
-    sigfillset(&all);
-    sigprocmask(SIG_UNBLOCK, &all, nullptr);
-    setenv("RAYX_ADDRESS", address.c_str(), 1);
-    setenv("RAYX_TOKEN", token.c_str(), 1);
-    setenv("RAYX_START_COMMAND", session.path().c_str(), 1);  // the group's marker
-    unsetenv("RAYX_EXIT_WITH_PID");  // the command's own `rayx start` (if any) is its business
-    std::vector<char*> argv;
-    for (const auto& a : command) argv.push_back(const_cast<char*>(a.c_str()));
-    argv.push_back(nullptr);
-    execvp(argv[0], argv.data());
-    std::cerr << "rayx start: cannot run '" << command[0] << "': " << std::strerror(errno) << "\n";
-    _exit(127);
-  }
+  const pid_t child = *spawned;
   setpgid(child, child);  // also here: whichever runs first
   if (give_terminal) TakeTerminal(child);
   // Recorded with the agent's lease groups: should this process be killed, the

@@ -18,6 +18,7 @@
 #include "common/content_hash.h"
 #include "common/directory_archive.h"
 #include "common/flags.h"
+#include "common/process_spawn.h"
 #include "common/progress.h"
 #include "common/session_dir.h"
 #include "launch_command.h"
@@ -67,21 +68,19 @@ Result<std::string> Pack(const std::string& dir, const std::vector<std::string>&
   for (const auto& e : excludes) args.push_back("--exclude=" + e);
   args.insert(args.end(), {"-cf", "-", "-C", dir, "."});
   int fds[2];
-  if (pipe(fds) != 0) return Status::Internal("pipe failed");
-  pid_t pid = fork();
-  if (pid == 0) {
-    dup2(fds[1], 1);
-    int devnull = ::open("/dev/null", O_WRONLY);
-    if (devnull >= 0) dup2(devnull, 2);  // its complaints when cut off are noise
-    ::close(fds[0]);
-    ::close(fds[1]);
-    std::vector<char*> argv;
-    for (auto& a : args) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    execvp("tar", argv.data());
-    _exit(127);
-  }
+  if (pipe2(fds, O_CLOEXEC) != 0) return Status::Internal("pipe failed");
+  detail::SpawnOptions launch;
+  launch.argv = args;
+  launch.search_path = true;
+  launch.stdout_fd = fds[1];
+  launch.stderr_fd = detail::SpawnOptions::kDevNull;  // its complaints when cut off are noise
+  Result<pid_t> spawned = detail::Spawn(launch);
   ::close(fds[1]);
+  if (!spawned.ok()) {
+    ::close(fds[0]);
+    return spawned.status();
+  }
+  const pid_t pid = *spawned;
   std::string out;
   char buf[1 << 16];
   bool too_big = false;

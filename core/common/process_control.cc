@@ -20,6 +20,7 @@
 #include <thread>
 
 #include "common/logging.h"
+#include "common/process_spawn.h"
 #include "common/ready_pipe.h"
 
 namespace rayx::detail {
@@ -281,44 +282,28 @@ Result<SpawnedDaemon> SpawnDaemon(const std::vector<std::string>& argv,
     ::close(fds[1]);
     return Status::Unavailable("cannot open log file " + log_path + ": " + strerror(errno));
   }
-  std::vector<std::string> args = argv;
-  args.push_back("--ready-fd");
-  args.push_back("3");
-  std::vector<char*> cargv;
-  for (auto& a : args) cargv.push_back(a.data());
-  cargv.push_back(nullptr);
-
-  pid_t pid = fork();
-  if (pid < 0) {
-    int err = errno;
-    ::close(fds[0]);
-    ::close(fds[1]);
-    ::close(log_fd);
-    return Status::Internal("fork failed: " + std::string(strerror(err)));
-  }
-  if (pid == 0) {
-    setsid();
-    int devnull = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
-    dup2(devnull, 0);
-    dup2(log_fd, 1);
-    dup2(log_fd, 2);
-    dup2(fds[1], 3);  // dup2 clears FD_CLOEXEC on the new fd
-    for (const auto& [k, v] : env) setenv(k.c_str(), v.c_str(), 1);
-    signal(SIGINT, SIG_DFL);
-    signal(SIGTERM, SIG_DFL);
-    signal(SIGPIPE, SIG_DFL);
-    // The starter may have signals blocked (rayx start --block waits on them
-    // with sigwait); a daemon must not inherit that mask.
-    sigset_t none;
-    sigemptyset(&none);
-    sigprocmask(SIG_SETMASK, &none, nullptr);
-    execv(cargv[0], cargv.data());
-    dprintf(2, "cannot execute %s: %s\n", cargv[0], strerror(errno));
-    dprintf(3, "ERROR cannot execute %s: %s\n", cargv[0], strerror(errno));
-    _exit(127);
-  }
+  SpawnOptions spawn;
+  spawn.argv = argv;
+  spawn.argv.insert(spawn.argv.end(), {"--ready-fd", "3"});
+  for (const auto& [k, v] : env) spawn.set_env.push_back(k + "=" + v);
+  spawn.group = SpawnOptions::Group::kNewSession;
+  spawn.stdin_fd = SpawnOptions::kDevNull;
+  spawn.stdout_fd = log_fd;
+  spawn.stderr_fd = log_fd;
+  spawn.pass_fds = {{fds[1], 3}};  // the ready pipe
+  // The starter may ignore or block them (rayx start --block waits in
+  // sigwait); a daemon takes them as the defaults (the mask is emptied).
+  spawn.default_signals = {SIGINT, SIGTERM};
+  spawn.error_fd = fds[1];
+  spawn.error_prefix = "ERROR ";
+  Result<pid_t> spawned = Spawn(spawn);
   ::close(fds[1]);
   ::close(log_fd);
+  if (!spawned.ok()) {
+    ::close(fds[0]);
+    return spawned.status();
+  }
+  const pid_t pid = *spawned;
 
   // Read one line, until EOF or the deadline.
   std::string data;

@@ -8,6 +8,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <mutex>
 #include <optional>
@@ -15,6 +16,7 @@
 #include "common/address.h"
 #include "common/logging.h"
 #include "common/process_control.h"
+#include "common/process_spawn.h"
 #include "common/session_dir.h"
 #include "common/work_counters.h"
 #include "rayx/rayx.h"
@@ -84,20 +86,24 @@ std::string FindCli() {
 int RunCli(const std::vector<std::string>& args, std::string* output) {
   std::string log = std::filesystem::temp_directory_path() /
                     ("rayx-init-" + std::to_string(getpid()) + ".log");
-  std::vector<std::string> argv = args;
-  std::vector<char*> cargv;
-  for (auto& a : argv) cargv.push_back(a.data());
-  cargv.push_back(nullptr);
-  pid_t pid = fork();
-  if (pid == 0) {
-    int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
-    dup2(fd, 1);
-    dup2(fd, 2);
-    execv(cargv[0], cargv.data());
-    _exit(127);
+  int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  if (fd < 0) {
+    *output = "cannot create " + log + ": " + std::strerror(errno);
+    return -1;
+  }
+  detail::SpawnOptions spawn;
+  spawn.argv = args;
+  spawn.stdout_fd = fd;
+  spawn.stderr_fd = fd;
+  Result<pid_t> pid = detail::Spawn(spawn);
+  ::close(fd);
+  if (!pid.ok()) {
+    *output = pid.status().message();
+    ::unlink(log.c_str());
+    return -1;
   }
   int status = 0;
-  waitpid(pid, &status, 0);
+  waitpid(*pid, &status, 0);
   *output = detail::TailFile(log, 20);
   ::unlink(log.c_str());
   return WIFEXITED(status) ? WEXITSTATUS(status) : -1;

@@ -45,6 +45,11 @@ struct WorkerEnv {
   static constexpr const char* kActorInit = "RAYX_ACTOR_INIT";
   static constexpr const char* kReportConstruction = "RAYX_WORKER_REPORT_CONSTRUCTION";
   static constexpr const char* kCountersFd = "RAYX_COUNTERS_FD";
+  // The cluster's credential as daemons and the CLI take it: never in the
+  // environment of a process an agent starts (its workers, a job's
+  // entrypoint, `rayx launch`'s processes), which act for their job only.
+  static constexpr const char* kClusterTokenVariables[] = {"RAYX_TOKEN", "RAYX_CLUSTER_TOKEN",
+                                                           "RAYX_TOKEN_FILE"};
   static constexpr const char* kCudaVisibleDevices = "CUDA_VISIBLE_DEVICES";
   // GPU ids are NVML's indices, which follow the PCI bus; CUDA numbers devices
   // fastest first unless told otherwise, so on a node with mixed GPUs

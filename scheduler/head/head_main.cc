@@ -24,6 +24,7 @@
 #include "rayx/ids.h"
 #include "web/dashboard.h"
 #include "web/http_server.h"
+#include "worker/worker_env.h"
 
 namespace {
 // The dashboard's port: Ray's (8265), or a free one when another cluster on
@@ -111,13 +112,17 @@ int main(int argc, char** argv) {
     ready.Fail(parsed.message());
     return 2;
   }
-  const char* token = std::getenv("RAYX_CLUSTER_TOKEN");
-  if (token == nullptr || *token == '\0') {
+  const char* token_var = std::getenv("RAYX_CLUSTER_TOKEN");
+  if (token_var == nullptr || *token_var == '\0') {
     std::string msg = "rayx-head: RAYX_CLUSTER_TOKEN is not set: start the head with `rayx start --head`";
     std::cerr << msg << "\n";
     ready.Fail(msg);
     return 2;
   }
+  // Kept in memory only: nothing this process starts inherits it (before any
+  // thread runs: the environment is not thread-safe).
+  const std::string token = token_var;
+  for (const char* name : WorkerEnv::kClusterTokenVariables) ::unsetenv(name);
   if (timeout_ms <= heartbeat_ms) {
     std::string msg = "rayx-head: --node-timeout-ms must be longer than --heartbeat-period-ms";
     std::cerr << msg << "\n";

@@ -468,6 +468,27 @@ def test_function_that_cannot_be_imported_fails_with_the_import_error(rayx_mod, 
         sys.path.remove(str(tmp_path))
 
 
+def test_workers_hold_their_jobs_secret_and_never_the_cluster_token(rayx_mod):
+    """The agents were started with the cluster token in their environment:
+    none of the workers they start (tasks and actors, on every node) inherits
+    it; each holds its job's secret only."""
+    rayx = rayx_mod
+
+    @rayx.remote
+    def secrets():
+        return sorted(k for k in os.environ if "TOKEN" in k), "RAYX_JOB_SECRET" in os.environ
+
+    @rayx.remote
+    class Holder:
+        def secrets(self):
+            return sorted(k for k in os.environ if "TOKEN" in k), "RAYX_JOB_SECRET" in os.environ
+
+    spread = secrets.options(scheduling_strategy="SPREAD")
+    seen = rayx.get([spread.remote() for _ in range(6)])
+    seen.append(rayx.get(Holder.remote().secrets.remote()))
+    assert all(found == ([], True) for found in seen), seen
+
+
 def test_cluster_queries(rayx_mod):
     rayx = rayx_mod
     nodes = [n for n in rayx.nodes() if n["Alive"]]

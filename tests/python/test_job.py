@@ -27,10 +27,14 @@ def test_submitted_python_job_runs_with_its_working_directory(cluster, tmp_path)
         def apply(x):
             import helpers  # found through the worker's working directory
             print("TASK LINE", x)
-            return helpers.triple(x), os.getcwd()
+            return helpers.triple(x), sorted(k for k in os.environ if "TOKEN" in k)
 
         results = rayx.get([apply.remote(i) for i in range(4)])
         print("VALUES", [v for v, _ in results])
+        # Neither the entrypoint nor its workers hold the cluster token: they
+        # act for their job (RAYX_JOB_SECRET) only.
+        print("TOKENS", sorted(k for k in os.environ if "TOKEN" in k), [t for _, t in results],
+              "RAYX_JOB_SECRET" in os.environ)
         print("JOB", os.environ.get("RAYX_SUBMISSION_ID"),
               rayx.get_runtime_context().get_job_id())
         rayx.shutdown()
@@ -43,6 +47,7 @@ def test_submitted_python_job_runs_with_its_working_directory(cluster, tmp_path)
         capture_output=True, text=True, timeout=120, env=driver_env(cluster))
     assert r.returncode == 0, r.stdout + r.stderr
     assert "VALUES [0, 3, 6, 9]" in r.stdout
+    assert "TOKENS [] [[], [], [], []] True" in r.stdout, r.stdout
     assert "JOB py-job-1" in r.stdout
     status = subprocess.run([CLI, "job", "status", "py-job-1", "--temp-dir", cluster.temp_dir],
                             capture_output=True, text=True, timeout=60, env=driver_env(cluster))

@@ -24,6 +24,7 @@
 #include "rayx/cluster_status.h"
 #include "rayx/ids.h"
 #include "transport/security.h"
+#include "worker/worker_env.h"
 
 int main(int argc, char** argv) {
   using namespace rayx;
@@ -173,6 +174,10 @@ int main(int argc, char** argv) {
                 2);
   }
   options.token = token;
+  // Kept in memory only: the workers and processes this agent starts act for
+  // their jobs and never inherit it (nor a RAYX_TOKEN the shell had). Before
+  // any thread runs: the environment is not thread-safe.
+  for (const char* name : WorkerEnv::kClusterTokenVariables) ::unsetenv(name);
   // The cluster's data sockets are protected as the head says: asked before
   // the object server binds (and checked again at registration).
   {

@@ -15,6 +15,7 @@
 #include <fstream>
 
 #include "common/logging.h"
+#include "common/process_spawn.h"
 #include "rayx/cluster_status.h"
 #include "worker/worker_env.h"
 #include "transport/security.h"
@@ -51,6 +52,9 @@ std::vector<std::string> BuildEnvironment(const std::map<std::string, std::strin
   // A launched process is no rank of a GPU group: a RAYX_LOCAL_RANK inherited
   // from the agent would point NCCL at another process's GPU.
   merged.erase(WorkerEnv::kLocalRank);
+  // It acts for its job only (its job's secret is in the overrides): the
+  // cluster token the agent was started with is not passed on.
+  for (const char* name : WorkerEnv::kClusterTokenVariables) merged.erase(name);
   std::vector<std::string> out;
   out.reserve(merged.size());
   for (const auto& [k, v] : merged) out.push_back(k + "=" + v);
@@ -101,9 +105,9 @@ Result<protocol::StartWorkerReply> ProcessRunner::Start(
     overrides["RAYX_LEASE_ID"] = request.lease_id.Hex();
     overrides["RAYX_NODE_IP"] = options_.node_ip;
     // A rayx program started here (a submitted job's driver) acts for its
-    // job only: it holds the job's credential, never the cluster token.
-    overrides.erase("RAYX_TOKEN");
-    overrides.erase("RAYX_CLUSTER_TOKEN");
+    // job only: it holds the job's credential, never the cluster token
+    // (BuildEnvironment drops the agent's own too).
+    for (const char* name : WorkerEnv::kClusterTokenVariables) overrides.erase(name);
     if (!options_.token.empty()) {
       transport::Credential cluster = transport::Credential::Cluster(options_.token);
       overrides[WorkerEnv::kJobSecret] = transport::Credential::JobSecret(options_.token, request.job_id);
@@ -121,14 +125,6 @@ Result<protocol::StartWorkerReply> ProcessRunner::Start(
       }
     }
     overrides.erase("RAYX_WORKER_MODE");
-    std::vector<std::string> env = BuildEnvironment(overrides);
-    std::vector<char*> envp;
-    for (auto& e : env) envp.push_back(e.data());
-    envp.push_back(nullptr);
-    std::vector<std::string> args = spec.argv;
-    std::vector<char*> argv;
-    for (auto& a : args) argv.push_back(a.data());
-    argv.push_back(nullptr);
     std::string cwd = spec.cwd;
     if (!cwd.empty()) {
       struct stat st {};
@@ -144,38 +140,26 @@ Result<protocol::StartWorkerReply> ProcessRunner::Start(
       ::close(log_fd);
       return fail(std::string("pipe2: ") + std::strerror(errno));
     }
-    pid_t parent = getpid();
-    pid_t pid = fork();
-    if (pid < 0) {
-      int err = errno;
-      ::close(fds[0]);
-      ::close(fds[1]);
-      ::close(log_fd);
-      return fail(std::string("fork: ") + std::strerror(err));
-    }
-    if (pid == 0) {
-      setsid();
-      prctl(PR_SET_PDEATHSIG, SIGKILL);
-      if (getppid() != parent) _exit(1);
-      int devnull = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
-      dup2(devnull, 0);
-      dup2(log_fd, 1);
-      dup2(log_fd, 2);
-      signal(SIGPIPE, SIG_DFL);
-      sigset_t none;
-      sigemptyset(&none);
-      sigprocmask(SIG_SETMASK, &none, nullptr);
-      if (!cwd.empty() && chdir(cwd.c_str()) != 0) {
-        dprintf(fds[1], "cannot enter %s: %s", cwd.c_str(), strerror(errno));
-        _exit(126);
-      }
-      environ = envp.data();
-      execvp(argv[0], argv.data());
-      dprintf(fds[1], "%s", strerror(errno));
-      _exit(127);
-    }
+    detail::SpawnOptions launch;
+    launch.argv = spec.argv;
+    launch.search_path = true;
+    launch.clear_env = true;
+    launch.set_env = BuildEnvironment(overrides);
+    launch.cwd = cwd;
+    launch.group = detail::SpawnOptions::Group::kNewSession;
+    launch.die_with_parent = true;
+    launch.stdin_fd = detail::SpawnOptions::kDevNull;
+    launch.stdout_fd = log_fd;
+    launch.stderr_fd = log_fd;
+    launch.error_fd = fds[1];
+    Result<pid_t> spawned = detail::Spawn(launch);
     ::close(fds[1]);
     ::close(log_fd);
+    if (!spawned.ok()) {
+      ::close(fds[0]);
+      return fail(spawned.status().message());
+    }
+    const pid_t pid = *spawned;
     // EOF: exec succeeded (the pipe closed on exec); bytes: why it failed.
     char buf[512];
     ssize_t n;
@@ -189,7 +173,9 @@ Result<protocol::StartWorkerReply> ProcessRunner::Start(
     if (!error.empty()) {
       int status = 0;
       ::waitpid(pid, &status, 0);
-      std::string hint = error == std::strerror(ENOENT)
+      if (error.back() == '\n') error.pop_back();
+      std::string hint = WIFEXITED(status) && WEXITSTATUS(status) == 127 &&
+                                 error.find(std::strerror(ENOENT)) != std::string::npos
                              ? " (not found; is it on PATH on every node?)"
                              : "";
       return fail(error + hint);

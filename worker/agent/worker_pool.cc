@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "common/logging.h"
+#include "common/process_spawn.h"
 #include "common/ready_pipe.h"
 #include "protocol/codec.h"
 #include "rayx/cluster_status.h"
@@ -165,56 +166,36 @@ void WorkerPool::StartNow(const protocol::StartWorkerRequest& request, StartCall
     env.push_back("RAYX_MEMORY_USAGE_THRESHOLD=" +
                   std::to_string(options_.memory_usage_threshold));
   }
-  std::string exe = request.executable;
-  std::vector<std::string> args = request.worker_args;
-  std::string cwd = request.working_dir;
-  pid_t parent = getpid();
-  pid_t pid = fork();
-  if (pid < 0) {
-    int err = errno;
-    ::close(fds[0]);
-    ::close(fds[1]);
-    if (log_fd >= 0) ::close(log_fd);
-    done(Status::Internal(std::string("fork: ") + std::strerror(err)));
-    return;
+  detail::SpawnOptions launch;
+  launch.argv.push_back(request.executable);
+  launch.argv.insert(launch.argv.end(), request.worker_args.begin(), request.worker_args.end());
+  launch.set_env = std::move(env);
+  // Only a rank that sees its group's devices is told its position (Encode);
+  // one inherited from the agent's own environment would point NCCL at
+  // another worker's GPU. A worker acts for its job: no cluster token.
+  launch.unset_env.push_back(WorkerEnv::kLocalRank);
+  for (const char* name : WorkerEnv::kClusterTokenVariables) launch.unset_env.push_back(name);
+  launch.cwd = request.working_dir;
+  launch.group = detail::SpawnOptions::Group::kNewSession;
+  launch.die_with_parent = true;
+  launch.stdin_fd = detail::SpawnOptions::kDevNull;
+  if (log_fd >= 0) {
+    launch.stdout_fd = log_fd;
+    launch.stderr_fd = log_fd;
   }
-  if (pid == 0) {
-    setsid();
-    prctl(PR_SET_PDEATHSIG, SIGKILL);
-    if (getppid() != parent) _exit(1);  // the agent died before prctl
-    int devnull = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
-    dup2(devnull, 0);
-    if (log_fd >= 0) {
-      dup2(log_fd, 1);
-      dup2(log_fd, 2);
-    }
-    // The counter page first out of the way of 3 (it may be 3 or 4 now).
-    int page = counters ? ::fcntl(counters->fd(), F_DUPFD_CLOEXEC, 10) : -1;
-    dup2(fds[1], 3);
-    if (page >= 0) dup2(page, kCountersFd);
-    // Only a rank that sees its group's devices is told its position (Encode);
-    // one inherited from the agent's own environment would point NCCL at
-    // another worker's GPU.
-    unsetenv(WorkerEnv::kLocalRank);
-    for (auto& e : env) putenv(e.data());
-    signal(SIGPIPE, SIG_DFL);
-    sigset_t none;
-    sigemptyset(&none);
-    sigprocmask(SIG_SETMASK, &none, nullptr);
-    if (!cwd.empty() && chdir(cwd.c_str()) != 0) {
-      dprintf(3, "ERROR cannot enter working directory %s: %s\n", cwd.c_str(), strerror(errno));
-      _exit(126);
-    }
-    std::vector<char*> argv;
-    argv.push_back(exe.data());
-    for (auto& a : args) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    execv(exe.c_str(), argv.data());
-    dprintf(3, "ERROR cannot execute %s: %s\n", exe.c_str(), strerror(errno));
-    _exit(127);
-  }
+  launch.pass_fds = {{fds[1], 3}};  // the start pipe
+  if (counters) launch.pass_fds.emplace_back(counters->fd(), kCountersFd);
+  launch.error_fd = fds[1];
+  launch.error_prefix = "ERROR ";
+  Result<pid_t> spawned = detail::Spawn(launch);
   ::close(fds[1]);
   if (log_fd >= 0) ::close(log_fd);
+  if (!spawned.ok()) {
+    ::close(fds[0]);
+    done(spawned.status());
+    return;
+  }
+  const pid_t pid = *spawned;
 
   ++starting_;
   Worker& worker = workers_[request.lease_id];

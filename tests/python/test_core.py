@@ -12,6 +12,7 @@ import time
 import pytest
 
 import counter_actor
+import gates
 from conftest import driver_env, pid_alive, run_cli, run_driver, wait_until
 
 
@@ -21,11 +22,7 @@ def _square(x):
     return x * x
 
 
-def _wait_for_file(path):
-    """Finishes when the test creates `path` (no fixed sleep)."""
-    while not os.path.exists(path):
-        time.sleep(0.01)
-    return "done"
+_wait_for_file = gates.wait_for_file  # finishes when the test creates the file
 
 
 def test_tasks_return_values_with_args_and_kwargs(rayx_mod):

@@ -15,8 +15,11 @@ import rayx
 
 gate = sys.argv[1]
 
-def wait_for(path):
+def wait_for(path, timeout=60):
+    deadline = time.monotonic() + timeout
     while not os.path.exists(path):
+        if time.monotonic() > deadline:
+            raise TimeoutError(path + " was not created in time")
         time.sleep(0.01)
 
 @rayx.remote(resources={"far": 0.01})  # on the node whose agent dies

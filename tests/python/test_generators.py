@@ -12,15 +12,11 @@ import time
 
 import pytest
 
+import gates
 from conftest import wait_until
 
 
-def _wait_for_file(path, timeout=60):
-    deadline = time.monotonic() + timeout
-    while not os.path.exists(path):
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"{path} never appeared")
-        time.sleep(0.01)
+_wait_for_file = gates.wait_for_file
 
 
 def _item_id(return_id, index):

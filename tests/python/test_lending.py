@@ -6,15 +6,12 @@ holding GPUs keeps them while it waits."""
 import os
 import time
 
+import gates
 from conftest import run_cli, token_env, wait_until
 
 
-# Module-level: pickled by reference (workers import this module).
-def _wait_for_file(path):
-    """Finishes when the test creates `path` (no fixed sleep)."""
-    while not os.path.exists(path):
-        time.sleep(0.01)
-    return "done"
+# Pickled by reference (workers import the gates module).
+_wait_for_file = gates.wait_for_file
 
 
 def _node(rayx, address):

@@ -11,6 +11,7 @@ import time
 
 import pytest
 
+import gates
 from conftest import run_driver, wait_until
 
 
@@ -228,8 +229,7 @@ def test_errors_raised_in_tasks_are_caught_by_rays_names(rayx_mod, tmp_path):
 
     @ray.remote
     def slow():
-        while not os.path.exists(str(tmp_path / "go")):
-            time.sleep(0.01)
+        gates.wait_for_file(str(tmp_path / "go"))
 
     with pytest.raises(ex.RayTaskError) as info:
         ray.get(raises.remote("value"))
@@ -304,8 +304,7 @@ def test_actor_pool_maps_in_order_and_unordered(rayx_mod, tmp_path):
             return 2 * n
 
         def gate(self, path):
-            while not os.path.exists(path):
-                time.sleep(0.01)
+            gates.wait_for_file(path)
             return path
 
     actors = [Doubler.remote(), Doubler.remote()]
@@ -538,8 +537,7 @@ def test_cancel_makes_get_and_wait_raise_task_cancelled(rayx_mod, tmp_path):
 
     @ray.remote
     def blocked(path):
-        while not os.path.exists(path):
-            time.sleep(0.01)
+        gates.wait_for_file(path)
         return "ran"
 
     ref = blocked.remote(str(gate))
@@ -566,8 +564,7 @@ def test_cancel_makes_get_and_wait_raise_task_cancelled(rayx_mod, tmp_path):
     @ray.remote
     class A:
         def f(self, path):
-            while not os.path.exists(path):
-                time.sleep(0.01)
+            gates.wait_for_file(path)
             return 1
 
     a = A.remote()

@@ -10,6 +10,7 @@ import time
 
 import pytest
 
+import gates
 from conftest import run_driver
 
 
@@ -28,8 +29,7 @@ def test_await_gather_and_wait_on_refs_without_blocking_the_loop(rayx_mod, tmp_p
     # call that never ends.
     @ray.remote(num_cpus=0.5)
     def gated(path):
-        while not os.path.exists(path):
-            time.sleep(0.01)
+        gates.wait_for_file(path)
         return "opened"
 
     @ray.remote
@@ -85,8 +85,7 @@ def test_ref_future_is_a_concurrent_future(rayx_mod, tmp_path):
 
     @ray.remote
     def slow(path):
-        while not os.path.exists(path):
-            time.sleep(0.01)
+        gates.wait_for_file(path)
 
     ref = slow.remote(str(tmp_path / "never"))
     fut = ref.future()

@@ -425,7 +425,7 @@ ObjectBytes ObjectTable::Get(const ObjectId& id, int64_t timeout_ms,
 
 ObjectBytes ObjectTable::HandOut(std::unique_lock<std::mutex>& lock, std::string key,
                                  std::shared_ptr<const void> mapping, std::string_view view,
-                                 const std::string& path) {
+                                 std::string path) {
   if (auto held = objects_.at(key).reading.lock()) return {view, std::move(held)};
   lock.unlock();
   std::shared_ptr<const void> reading = ClaimForReading(std::move(mapping), path);

@@ -219,12 +219,13 @@ class ObjectTable {
  private:
   struct Entry;
   // The bytes `view` of the store copy `mapping` (the file at `path`) of the
-  // entry at `key` (a copy: the entry may go while unlocked), handed to the program with the entry's read claim,
+  // entry at `key` (`key` and `path` are copies: the entry may go, and a Put's
+  // buffer be freed, while unlocked), handed to the program with the entry's read claim,
   // claimed now (outside the lock) when nothing holds one.
   // REQUIRES: `lock` holds mu_; it is held again on return.
   ObjectBytes HandOut(std::unique_lock<std::mutex>& lock, std::string key,
                       std::shared_ptr<const void> mapping, std::string_view view,
-                      const std::string& path);
+                      std::string path);
   struct Entry {
     enum class State { kPending, kReady, kFailed } state = State::kPending;
     std::shared_ptr<const std::string> value;                  // inline, or pulled here

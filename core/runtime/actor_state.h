@@ -11,16 +11,11 @@
 
 #include <boost/asio/steady_timer.hpp>
 
+#include "runtime/actor_name_lookup.h"
 #include "runtime/actor_submitter.h"
 #include "runtime/task_submitter.h"
 
 namespace rayx::detail {
-
-// A handle waiting for its actor's worker asks the head to answer within this
-// long (the head answers sooner when the name changes), and asks again at
-// most this often when the head answers at once without one.
-inline constexpr int64_t kLookupWaitMs = 5000;
-inline constexpr int64_t kLookupPeriodMs = 200;
 
 // A count of retries or restarts from the user's number (-1: no limit).
 inline int32_t Allowance(int n) { return n < 0 ? INT32_MAX : n; }
@@ -48,9 +43,10 @@ struct ActorSubmitter::ActorState final : WorkerConnection::Owner {
   enum class Name { kNone, kReserved, kRegistered } name_state = Name::kNone;
   std::string metadata;      // ActorOptions::metadata, registered with the name
   bool kill_when_found = false;  // a handle killed it before it had a worker
-  bool head_restart_seen = false;  // its name was seen with no worker, not starting
-  bool reservation_seen = false;   // its name was seen reserved (its constructor running)
-  int64_t missing_since_ms = -1;   // when a lookup last found its name missing, after that
+  // While `restarting` and it has no worker of its own to wait for: the
+  // lookup of its name (one per wait), and which wait a reply belongs to.
+  std::unique_ptr<ActorNameLookup> lookup;
+  uint64_t lookups = 0;
   bool released = false;     // its owner's last handle went away (Release)
 
   // Restarts. The owner keeps what it needs to create the actor again.

@@ -411,8 +411,6 @@ void ActorSubmitter::Attach(const protocol::ActorInfo& info) {
     // GetActor): calls go there from now on.
     if (known.owner || known.conn || known.restarting || info.worker_address.empty()) return;
     known.dead_reason.clear();
-    known.reservation_seen = false;
-    known.missing_since_ms = -1;
     known.lease_id = info.lease_id;
     known.restarts_left = Allowance(info.max_restarts);
     known.conn = Connect(known, WorkerConnection::Info{info.lease_id, info.worker_address, "", 0});
@@ -448,8 +446,7 @@ void ActorSubmitter::Attach(const protocol::ActorInfo& info) {
     // Found by name while its constructor runs (or while it restarts): calls
     // queue until its worker is registered.
     a->restarting = true;
-    a->reservation_seen = info.starting;
-    AwaitWorker(*a, "", deps_.clock.NowMs() + kRestartLookupMs);
+    StartLookup(*a, "", info.starting);
     return;
   }
   a->conn = Connect(*a, WorkerConnection::Info{info.lease_id, info.worker_address, "", 0});

@@ -120,12 +120,14 @@ class ActorSubmitter {
   void Restart(ActorState& actor, const std::string& what, const std::string& node,
                std::vector<Task> lost);
   // A handle's actor has no worker (yet, or any more: `old_address` was it):
-  // waits for one through parked lookups of its name, until the deadline
-  // (pushed back while the head says its constructor still runs).
-  void AwaitWorker(ActorState& actor, std::string old_address, int64_t deadline_ms);
+  // waits for one through parked lookups of its name (ActorNameLookup),
+  // until kRestartLookupMs pass (pushed back while the head says its
+  // constructor still runs). `reservation_seen`: the name was seen reserved.
+  void StartLookup(ActorState& actor, std::string old_address, bool reservation_seen);
+  // One lookup of the wait `actor.lookups` names.
+  void AwaitWorker(ActorState& actor);
   // Asks the head again after a lookup that ended without a worker.
-  void AskAgain(ActorState& actor, std::string old_address, int64_t deadline_ms,
-                int64_t asked_ms);
+  void AskAgain(ActorState& actor, int64_t asked_ms);
   // A detached named actor's reservation is sent again with its constructor
   // call (ActorInfo::restart_request) once that is known and inline, so the
   // head creates the actor itself should this process end before the

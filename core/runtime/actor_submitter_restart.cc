@@ -39,9 +39,7 @@ void ActorSubmitter::OnWorkerLost(ActorState& actor, WorkerConnection& conn) {
                                            "restarting: calls made from now on reach its new "
                                            "instance");
       actor.restarting = true;
-      actor.reservation_seen = false;  // a new wait: only what it sees counts
-      actor.missing_since_ms = -1;
-      AwaitWorker(actor, info.address, deps_.clock.NowMs() + kRestartLookupMs);
+      StartLookup(actor, info.address, /*reservation_seen=*/false);
       return;
     }
   }
@@ -117,126 +115,71 @@ void ActorSubmitter::Restart(ActorState& actor, const std::string& what, const s
   Lease(actor);
 }
 
-void ActorSubmitter::AwaitWorker(ActorState& actor, std::string old_address,
-                                 int64_t deadline_ms) {
+void ActorSubmitter::StartLookup(ActorState& actor, std::string old_address,
+                                 bool reservation_seen) {
+  // A new wait: only what it sees counts.
+  actor.lookup = std::make_unique<ActorNameLookup>(
+      actor.name, actor.actor_id, std::move(old_address), deps_.clock.NowMs() + kRestartLookupMs,
+      kRestartLookupMs, reservation_seen);
+  ++actor.lookups;
+  AwaitWorker(actor);
+}
+
+void ActorSubmitter::AwaitWorker(ActorState& actor) {
   ActorState* a = &actor;
-  int64_t asked_ms = deps_.clock.NowMs();
+  const int64_t asked_ms = deps_.clock.NowMs();
   protocol::GetActorRequest req;
   req.name = a->name;
-  req.stale_worker = old_address;
-  // Checking that a name found missing stays missing: answered at once.
-  req.wait_ms = a->missing_since_ms >= 0
-                    ? 0
-                    : std::clamp<int64_t>(deadline_ms - asked_ms, 1, kLookupWaitMs);
-  deps_.head.LookupActor(req, [this, a, old_address, deadline_ms,
-                               asked_ms](Result<protocol::ActorInfo> r) mutable {
-    if (!a->restarting) return;  // cleared meanwhile
-    bool killed = !a->dead_reason.empty();
+  req.stale_worker = a->lookup->old_address();
+  req.wait_ms = a->lookup->WaitMs(asked_ms, kLookupWaitMs);
+  deps_.head.LookupActor(req, [this, a, wait = a->lookups,
+                               asked_ms](Result<protocol::ActorInfo> r) {
+    if (!a->restarting || a->lookups != wait || !a->lookup) return;  // over meanwhile
+    const bool killed = !a->dead_reason.empty();
     if (killed && !a->kill_when_found) return;
-    if (r.ok() && r->actor_id != a->actor_id) {
-      a->restarting = false;
-      if (killed) return;  // it is gone already
-      a->dead_reason = "the actor's name '" + a->name + "' now belongs to another actor" +
-                       (old_address.empty() ? "" : " (its worker died)");
-      FailQueued(*a, "");
-      return;
-    }
-    if (r.ok() && !r->worker_address.empty() && r->worker_address != old_address) {
-      a->restarting = false;
-      // What this wait saw is over: a later loss starts from nothing.
-      a->reservation_seen = false;
-      a->missing_since_ms = -1;
-      if (killed) {
-        // Killed through this handle before it had a worker: it stops now.
-        deps_.head.ReturnLease(r->lease_id);
+    ActorNameLookup::Verdict verdict = a->lookup->Step(r, deps_.clock.NowMs());
+    switch (verdict.kind) {
+      case ActorNameLookup::Verdict::Kind::kAskAgain:
+        AskAgain(*a, asked_ms);
         return;
-      }
-      a->lease_id = r->lease_id;
-      a->restarts_left = Allowance(r->max_restarts);
-      a->conn = Connect(*a, WorkerConnection::Info{r->lease_id, r->worker_address, "", 0});
-      Pump(*a);
-      return;
-    }
-    // A name with no worker that is not a reservation is the head restarting
-    // the actor; if the name then goes, that restart failed (or the actor was
-    // killed): nothing will answer. An owner's restart reserves the name (a
-    // reservation, handled below).
-    if (r.ok() && !r->starting && r->worker_address.empty()) a->head_restart_seen = true;
-    int64_t now = deps_.clock.NowMs();
-    bool missing = !r.ok() && r.status().code() == StatusCode::kNotFound;
-    if (!missing) a->missing_since_ms = -1;  // only looks missing one after another count
-    if (r.ok() && r->starting) a->reservation_seen = true;
-    // A reservation that goes ends the constructor it stood for: its creator
-    // dropped it (the constructor failed, the actor was killed, it could not
-    // be placed) or ended first without a constructor the head could run. An
-    // owner restarting the actor reserves the name again right behind the
-    // lost lease's end, so only a name still missing on a second look
-    // (kLookupPeriodMs later) is taken for gone.
-    if (missing && a->reservation_seen && !a->head_restart_seen) {
-      if (a->missing_since_ms < 0) {
-        a->missing_since_ms = now;
-      } else if (now - a->missing_since_ms >= kLookupPeriodMs) {
+      case ActorNameLookup::Verdict::Kind::kGone:
         a->restarting = false;
-        if (killed) return;
-        a->dead_reason = "the actor named '" + a->name +
-                         "' was being created, and its name is gone before its constructor "
-                         "finished: its creator dropped it (the constructor failed, the actor "
-                         "was killed or could not be placed) or ended first (a driver that "
-                         "exited or died, a task whose worker ended)";
+        a->lookup.reset();
+        if (killed) return;  // it is gone already
+        a->dead_reason = std::move(verdict.why);
         FailQueued(*a, "");
         return;
-      }
+      case ActorNameLookup::Verdict::Kind::kFound:
+        a->restarting = false;
+        a->lookup.reset();
+        if (killed) {
+          // Killed through this handle before it had a worker: it stops now.
+          deps_.head.ReturnLease(r->lease_id);
+          return;
+        }
+        a->lease_id = r->lease_id;
+        a->restarts_left = Allowance(r->max_restarts);
+        a->conn = Connect(*a, WorkerConnection::Info{r->lease_id, r->worker_address, "", 0});
+        Pump(*a);
+        return;
     }
-    if (missing && a->head_restart_seen) {
-      a->restarting = false;
-      if (killed) return;
-      a->dead_reason = "the head was restarting the actor named '" + a->name +
-                       "', and its name is gone: the restart failed (the head's log says why) "
-                       "or the actor was killed";
-      FailQueued(*a, "");
-      return;
-    }
-    // The head holds its name with no worker: its constructor runs (a
-    // reservation, or the head creating it again), and that is proof enough
-    // that it is alive: its owner drops the name if it dies, and the head
-    // removes it if its own attempt fails. A constructor takes what it takes.
-    if (r.ok() && r->worker_address.empty()) {
-      deadline_ms = std::max(deadline_ms, now + kRestartLookupMs);
-    }
-    if (now >= deadline_ms) {
-      a->restarting = false;
-      if (killed) return;
-      std::string last = r.ok() ? std::string(old_address.empty() ? "no worker yet"
-                                                                  : "still its old worker")
-                                : r.status().message();
-      a->dead_reason = (old_address.empty()
-                            ? "the actor named '" + a->name + "' did not start within "
-                            : "the actor's worker died and the actor did not answer again "
-                              "within ") +
-                       std::to_string(kRestartLookupMs / 1000) + " s (last lookup of '" +
-                       a->name + "': " + last + ")";
-      FailQueued(*a, "");
-      return;
-    }
-    AskAgain(*a, std::move(old_address), deadline_ms, asked_ms);
   });
 }
 
-void ActorSubmitter::AskAgain(ActorState& actor, std::string old_address, int64_t deadline_ms,
-                              int64_t asked_ms) {
+void ActorSubmitter::AskAgain(ActorState& actor, int64_t asked_ms) {
   // A lookup the head parked ends on a change or at its deadline: ask again
   // at once. One answered at once (the head cannot park it, or the name is
   // gone) is asked again a little later, so that nothing spins.
   int64_t next = asked_ms + kLookupPeriodMs;
   if (deps_.clock.NowMs() >= next) {
-    AwaitWorker(actor, std::move(old_address), deadline_ms);
+    AwaitWorker(actor);
     return;
   }
   ActorState* a = &actor;
   if (!a->lookup_timer) a->lookup_timer = std::make_unique<boost::asio::steady_timer>(deps_.io);
   a->lookup_timer->expires_after(std::chrono::milliseconds(next - deps_.clock.NowMs()));
-  a->lookup_timer->async_wait([this, a, old_address, deadline_ms](boost::system::error_code ec) {
-    if (!ec && a->restarting) AwaitWorker(*a, old_address, deadline_ms);
+  a->lookup_timer->async_wait([this, a, wait = a->lookups](boost::system::error_code ec) {
+    if (!ec && a->restarting && a->lookups == wait && a->lookup) AwaitWorker(*a);
   });
 }
 

@@ -25,6 +25,7 @@
 #include "runtime/head_client.h"
 #include "runtime/task_submitter.h"
 #include "runtime/worker_send_queue.h"
+#include "runtime/runtime_sockets.h"
 #include "runtime/zmq_worker_connector.h"
 #include "transport/message.h"
 
@@ -117,11 +118,6 @@ void SetWorkerCommand(const std::string& executable, std::vector<std::string> ar
 ObjectCore::~ObjectCore() {
   if (Runtime* runtime = CurrentRuntime()) runtime->Release(id);
 }
-
-struct Runtime::Sockets {
-  transport::ZmqContext context;
-  ObjectDeleter deleter{context.get()};
-};
 
 Runtime::Runtime(Config config)
     : config_(std::move(config)),

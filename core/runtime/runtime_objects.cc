@@ -10,6 +10,7 @@
 #include "runtime/actor_submitter.h"
 #include "runtime/head_client.h"
 #include "runtime/runtime.h"
+#include "runtime/runtime_sockets.h"
 #include "runtime/task_submitter.h"
 #include "transport/message.h"
 

@@ -126,7 +126,10 @@ Result<pid_t> Spawn(const SpawnOptions& options) {
     _exit(126);
   }
   if (options.search_path) {
-    execvpe(argv[0], argv.data(), envp.data());
+    // execvpe would search the PATH of this process's environment: the
+    // child's own (a job's `--env PATH=...`) is the one to search.
+    environ = envp.data();
+    execvp(argv[0], argv.data());
   } else {
     execve(argv[0], argv.data(), envp.data());
   }

@@ -20,8 +20,8 @@ namespace rayx::detail {
 // go in the child). The child's setup is in one order: its session or group,
 // death with its parent, its descriptors, its signals, its directory, exec.
 struct SpawnOptions {
-  // argv[0] is the program: a path, or a name looked up on PATH when
-  // `search_path`. REQUIRES: not empty.
+  // argv[0] is the program: a path, or a name looked up on the child's PATH
+  // (its environment's, below) when `search_path`. REQUIRES: not empty.
   std::vector<std::string> argv;
   bool search_path = false;
   // The child's environment: this process's (unless `clear_env`), without

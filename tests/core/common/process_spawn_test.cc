@@ -140,17 +140,24 @@ TEST(Spawn, WhatKeepsAChildFromStartingIsToldOnItsErrorDescriptor) {
   EXPECT_EQ(cwd_error.ReadAll(), "cannot enter /nonexistent/dir: No such file or directory\n");
   EXPECT_EQ(Wait(*pid), 126);
 
-  // A program found on PATH runs; its error descriptor closes unused (EOF).
+  // A program found on the child's own PATH runs; its error descriptor closes
+  // unused (EOF).
+  const std::string bin = ::testing::TempDir() + "rayx-spawn-test-bin";
+  std::filesystem::create_directories(bin);
+  std::ofstream(bin + "/rayx-spawn-test-true") << "#!/bin/sh\nexit 0\n";
+  std::filesystem::permissions(bin + "/rayx-spawn-test-true", std::filesystem::perms::owner_all);
   Pipe quiet;
   SpawnOptions p;
-  p.argv = {"true"};
+  p.argv = {"rayx-spawn-test-true"};
   p.search_path = true;
+  p.set_env = {"PATH=" + bin + ":/usr/bin:/bin"};
   p.error_fd = quiet.write;
   pid = Spawn(p);
   ASSERT_TRUE(pid.ok());
   quiet.CloseWrite();
   EXPECT_EQ(quiet.ReadAll(), "");
   EXPECT_EQ(Wait(*pid), 0);
+  std::filesystem::remove_all(bin);
   EXPECT_EQ(Spawn(SpawnOptions{}).status().code(), StatusCode::kInvalidArgument);
 }
 

@@ -20,14 +20,8 @@ namespace {
 namespace fs = std::filesystem;
 
 ::testing::AssertionResult GoneWithin(pid_t pid, int64_t timeout_ms) {
-  auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
-  while (PidAlive(pid)) {
-    if (std::chrono::steady_clock::now() > deadline) {
-      return ::testing::AssertionFailure() << "pid " << pid << " still runs";
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
-  return ::testing::AssertionSuccess();
+  if (WaitUntil([&] { return !PidAlive(pid); }, timeout_ms)) return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure() << "pid " << pid << " still runs";
 }
 
 class Job : public ::testing::Test {
@@ -88,23 +82,13 @@ class Job : public ::testing::Test {
   }
   // Waits until `rayx job logs ID` shows `needle`; returns the logs.
   std::string WaitForLog(const std::string& id, const std::string& needle) {
-    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
     std::string out;
-    while (std::chrono::steady_clock::now() < deadline) {
-      out = Rayx({"job", "logs", id}).out;
-      if (Contains(out, needle)) break;
-      std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    }
+    WaitUntil([&] { return Contains(out = Rayx({"job", "logs", id}).out, needle); }, 60000);
     return out;
   }
   std::string WaitForState(const std::string& id, const std::string& state) {
-    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
     std::string out;
-    while (std::chrono::steady_clock::now() < deadline) {
-      out = Rayx({"job", "status", id}).out;
-      if (Contains(out, ": " + state)) break;
-      std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    }
+    WaitUntil([&] { return Contains(out = Rayx({"job", "status", id}).out, ": " + state); }, 30000);
     return out;
   }
   static pid_t PidAfter(const std::string& text, const std::string& label) {

@@ -43,19 +43,17 @@ bool HaveTorch() {
     return ::testing::AssertionFailure() << "expected " << expected << " pid files, found "
                                          << pids.size();
   }
-  auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
-  while (true) {
-    std::vector<pid_t> alive;
+  std::vector<pid_t> alive;
+  auto none_alive = [&] {
+    alive.clear();
     for (pid_t p : pids) {
       if (PidAlive(p)) alive.push_back(p);
     }
-    if (alive.empty()) return ::testing::AssertionSuccess();
-    if (std::chrono::steady_clock::now() > deadline) {
-      return ::testing::AssertionFailure() << alive.size() << " rank processes still run, e.g. pid "
-                                           << alive[0];
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
+    return alive.empty();
+  };
+  if (WaitUntil(none_alive, timeout_ms)) return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure() << alive.size() << " rank processes still run, e.g. pid "
+                                       << alive[0];
 }
 
 class Launch : public ::testing::Test {
@@ -218,17 +216,18 @@ TEST_F(Launch, SigtermStopsEveryRankOnEveryNode) {
                  {"/usr/bin/python3", Script()}),
       work_dir_);
   // Every rank got through init and all_reduce: they are all running.
-  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
   int sleeping = 0;
-  while (std::chrono::steady_clock::now() < deadline) {
-    std::string out = bg.Out();
-    sleeping = 0;
-    for (size_t p = out.find("sleeping"); p != std::string::npos; p = out.find("sleeping", p + 1)) {
-      ++sleeping;
-    }
-    if (sleeping == 4) break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  }
+  WaitUntil(
+      [&] {
+        std::string out = bg.Out();
+        sleeping = 0;
+        for (size_t p = out.find("sleeping"); p != std::string::npos;
+             p = out.find("sleeping", p + 1)) {
+          ++sleeping;
+        }
+        return sleeping == 4;
+      },
+      120000);
   ASSERT_EQ(sleeping, 4) << bg.Out() << bg.Err();
   ::kill(bg.pid(), SIGTERM);
   EXPECT_EQ(bg.Wait(30000), 128 + SIGTERM) << bg.Err();
@@ -346,10 +345,7 @@ TEST_F(Launch, GivesEachNodeItsOwnGpusInLocalRankOrderAndNeverShares) {
                   "--cpus-per-proc", "0.5"},
                  {"sh", "-c", "echo held=$CUDA_VISIBLE_DEVICES; exec sleep 600"}),
       work_dir_);
-  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
-  while (std::chrono::steady_clock::now() < deadline && !Contains(holder.Out(), "held=") ) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
+  WaitUntil([&] { return Contains(holder.Out(), "held="); }, 60000);
   ASSERT_TRUE(Contains(holder.Out(), "held=0,1")) << holder.Out() << holder.Err();
   auto r = RunLaunch({"--nnodes", "2", "--nproc-per-node", "2", "--gpus-per-proc", "1",
                       "--cpus-per-proc", "0.5"},

@@ -180,7 +180,9 @@ bool PlacementGroupManager::PlaceLost(Group& group) {
   // Where each lost bundle goes is the policy's plan, with the survivors as
   // constraints: STRICT_PACK joins their node, STRICT_SPREAD avoids theirs.
   policy::PlacementGroupRequest request = RequestFor(group, lost);
-  if (group.info.strategy == Strategy::kStrictPack) request.only_node = *used.begin();
+  if (group.info.strategy == Strategy::kStrictPack && !used.empty()) {
+    request.only_node = *used.begin();
+  }
   if (group.info.strategy == Strategy::kStrictSpread) {
     request.avoid_nodes.assign(used.begin(), used.end());
   }

@@ -84,25 +84,21 @@ TEST(Spawn, TheEnvironmentIsThisProcessesLessUnsetPlusSet) {
 
 TEST(Spawn, PassedDescriptorsLandAtTheirNumbersEvenWhenSourcesAndTargetsCross) {
   Pipe a, b;
-  // The two write ends at 7 and 8 in this process, passed crosswise (7 to 8,
-  // 8 to 7): placing them one dup2 after the other would overwrite the second
-  // source before it is copied.
-  if (fcntl(7, F_GETFD) != -1 || fcntl(8, F_GETFD) != -1) {
-    GTEST_SKIP() << "descriptors 7 and 8 are in use in this process";
-  }
-  ASSERT_EQ(dup3(a.write, 7, O_CLOEXEC), 7);
-  ASSERT_EQ(dup3(b.write, 8, O_CLOEXEC), 8);
-  SpawnOptions o = Shell("echo to-seven >&7; echo to-eight >&8");
-  o.pass_fds = {{8, 7}, {7, 8}};
+  // The two write ends are passed crosswise: a's descriptor number becomes
+  // b's and b's becomes a's, so placing them one dup2 after the other would
+  // overwrite the second source before it is copied. The child writes
+  // through /proc/self/fd, which takes any descriptor number.
+  const int fa = a.write, fb = b.write;
+  SpawnOptions o = Shell("echo to-a-number > /proc/self/fd/" + std::to_string(fa) +
+                         "; echo to-b-number > /proc/self/fd/" + std::to_string(fb));
+  o.pass_fds = {{fb, fa}, {fa, fb}};
   auto pid = Spawn(o);
   ASSERT_TRUE(pid.ok());
-  ::close(7);
-  ::close(8);
   a.CloseWrite();
   b.CloseWrite();
   EXPECT_EQ(Wait(*pid), 0);
-  EXPECT_EQ(b.ReadAll(), "to-seven\n");  // b's write end (8 here) was passed at 7
-  EXPECT_EQ(a.ReadAll(), "to-eight\n");
+  EXPECT_EQ(b.ReadAll(), "to-a-number\n");  // b's write end was passed at a's number
+  EXPECT_EQ(a.ReadAll(), "to-b-number\n");
 }
 
 TEST(Spawn, ANewSessionLeadsItselfAndStdinReadsNothing) {

@@ -232,7 +232,9 @@ int StartCommand(const std::vector<std::string>& args) {
                "(default: until the spill disk is 95% full)");
   flags.AddString("checkpoint-dir", &f.checkpoint_dir,
                   "where Train keeps the checkpoint shards of this node's ranks and the copies "
-                  "other nodes send it (default: the session directory's checkpoints/)");
+                  "other nodes send it; they outlive the cluster, and the next `rayx start` "
+                  "with the same directory takes them back (default: --temp-dir's "
+                  "checkpoints/)");
   flags.AddInt("checkpoint-disk-limit", &f.checkpoint_disk_limit, 0, int64_t{1} << 60,
                "bytes of checkpoint shards this node keeps at most; a Train report past it "
                "fails with the figures (default 0: the disk)");
@@ -508,7 +510,7 @@ int StartCommand(const std::vector<std::string>& args) {
                                                      ? session->path() + "/spill"
                                                      : f.object_spill_dir});
   argv.insert(argv.end(), {"--checkpoint-dir", f.checkpoint_dir.empty()
-                                                   ? session->path() + "/checkpoints"
+                                                   ? f.temp_dir + "/checkpoints"
                                                    : f.checkpoint_dir});
   if (!node_ip.empty()) argv.insert(argv.end(), {"--node-ip-address", node_ip});
   AddResourceArgs(flags, f, &argv);
@@ -524,7 +526,6 @@ int StartCommand(const std::vector<std::string>& args) {
   config["cluster_id"] = agent->ready["cluster_id"];
   config["node_id"] = agent->ready["node_id"];
   if (!f.object_spill_dir.empty()) config["spill_dir"] = f.object_spill_dir;
-  if (!f.checkpoint_dir.empty()) config["checkpoint_dir"] = f.checkpoint_dir;
   (void)session->WriteConfig(config);
   session->MarkLatest();
 

@@ -11,7 +11,6 @@
 #include "common/flags.h"
 #include "common/process_control.h"
 #include "common/session_dir.h"
-#include "object_store/checkpoint_files.h"
 #include "object_store/store_owner.h"
 #include "rayx/version.h"
 
@@ -40,11 +39,7 @@ void KillLeftoversOfDeadAgent(const detail::Session& session, bool require_recor
   for (const std::string& dir : RemoveDeadStores(spill_root, kSpillDirPrefix)) {
     std::cout << "Removed " << dir << ", the spilled objects of a node agent that is gone\n";
   }
-  std::string checkpoint_root = session.ReadConfig()["checkpoint_dir"];
-  if (checkpoint_root.empty()) checkpoint_root = session.path() + "/checkpoints";
-  for (const std::string& dir : RemoveDeadStores(checkpoint_root, CheckpointFiles::kDirPrefix)) {
-    std::cout << "Removed " << dir << ", the checkpoints of a node agent that is gone\n";
-  }
+  // Its checkpoint directory stays: the next agent started with it adopts it.
 }
 
 int StopCommand(const std::vector<std::string>& args) {

@@ -64,10 +64,10 @@ Result<std::vector<Found>> ReadRecords(transport::SyncClient& head, const std::s
 }
 
 // Why a checkpoint cannot be restored ("" when every shard has a live copy).
-std::string Lost(const CheckpointRecord& record, const std::set<std::string>& alive) {
+std::string Lost(const CheckpointRecord& record, const train::detail::LiveCopies& live_copies) {
   for (const auto& shard : record.shards) {
     bool live = std::any_of(shard.replicas.begin(), shard.replicas.end(),
-                            [&](const auto& r) { return alive.count(r.node_id) > 0; });
+                            [&](const auto& r) { return live_copies.Holder(r) != nullptr; });
     if (!live) return "rank " + std::to_string(shard.rank) + "'s shard lost";
   }
   return "";
@@ -128,10 +128,8 @@ int TrainCommand(const std::vector<std::string>& args) {
               << (records.ok() ? status.status() : records.status()).message() << "\n";
     return 1;
   }
-  std::set<std::string> alive;
-  for (const auto& n : status->nodes) {
-    if (n.alive) alive.insert(n.node_id.Hex());
-  }
+  // Where each copy is now (an agent may have adopted a stopped node's directory).
+  const train::detail::LiveCopies alive(*status);
   std::vector<Found> mine = std::move(*records);
 
   if (sub == "list") {
@@ -177,7 +175,11 @@ int TrainCommand(const std::vector<std::string>& args) {
       for (const auto& f : mine) {
         std::set<std::string> servers;
         for (const auto& shard : f.record.shards) {
-          for (const auto& replica : shard.replicas) servers.insert(replica.object_address);
+          for (const auto& replica : shard.replicas) {
+            if (const NodeInfo* holder = alive.Holder(replica)) {
+              servers.insert(holder->object_address);
+            }
+          }
         }
         if (f.record.shards.empty()) continue;
         const std::string dir = fs::path(f.record.shards.front().shard_dir).parent_path().string();
@@ -221,8 +223,9 @@ int TrainCommand(const std::vector<std::string>& args) {
   for (const auto& shard : chosen->record.shards) {
     Status pulled = Status::NotFound("no live copy");
     for (const auto& replica : shard.replicas) {
-      if (!alive.count(replica.node_id)) continue;
-      pulled = PullShard(context, security, servers, replica.object_address, replica.dir,
+      const NodeInfo* holder = alive.Holder(replica);
+      if (holder == nullptr) continue;
+      pulled = PullShard(context, security, servers, holder->object_address, replica.dir,
                          shard.shard_dir, shard.manifest.files, shard.manifest.hash, into);
       if (pulled.ok()) break;
     }

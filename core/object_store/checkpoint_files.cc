@@ -311,6 +311,100 @@ Status CheckpointFiles::CheckRoom(uint64_t bytes) const {
       "RUN`), keep fewer (num_to_keep), or start the node with a larger limit");
 }
 
+Status CheckpointFiles::KeepRecord(const std::string& checkpoint_dir,
+                                   const std::string& bytes) const {
+  if (!IsSafeRelative(checkpoint_dir) ||
+      std::count(checkpoint_dir.begin(), checkpoint_dir.end(), '/') != 2) {
+    return Status::InvalidArgument("bad checkpoint directory " + checkpoint_dir.substr(0, 200));
+  }
+  if (bytes.size() > kMaxRecordBytes) {
+    return Status::InvalidArgument("a checkpoint record of " + std::to_string(bytes.size()) +
+                                   " bytes (at most " + std::to_string(kMaxRecordBytes) + ")");
+  }
+  const fs::path dir = fs::path(dir_) / checkpoint_dir;
+  struct stat st {};
+  if (::lstat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
+    return Status::NotFound("no checkpoint " + checkpoint_dir + " on this node");
+  }
+  const std::string path = (dir / kRecordFile).string();
+  const std::string making = path + ".making";
+  {
+    std::ofstream out(making, std::ios::binary | std::ios::trunc);
+    out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+    out.close();
+    if (!out) return Status::Unavailable("cannot write " + making);
+  }
+  if (::rename(making.c_str(), path.c_str()) != 0) {
+    return Status::Unavailable("cannot keep " + path + ": " + std::strerror(errno));
+  }
+  return Status::OK();
+}
+
+namespace {
+// The directories in `parent`, in path order (never through a link).
+std::vector<fs::path> SubDirectories(const fs::path& parent) {
+  std::vector<fs::path> found;
+  std::error_code ec;
+  for (fs::directory_iterator it(parent, ec), end; !ec && it != end; it.increment(ec)) {
+    if (it->symlink_status(ec).type() == fs::file_type::directory) found.push_back(it->path());
+  }
+  std::sort(found.begin(), found.end());
+  return found;
+}
+}  // namespace
+
+std::vector<std::string> CheckpointFiles::RemoveUnrecorded() const {
+  std::vector<std::string> removed;
+  std::error_code ec;
+  // <job>/<run key>/<checkpoint id>: three levels of directories.
+  for (const fs::path& job : SubDirectories(dir_)) {
+    for (const fs::path& run : SubDirectories(job)) {
+      for (const fs::path& checkpoint : SubDirectories(run)) {
+        if (fs::symlink_status(checkpoint / kRecordFile, ec).type() == fs::file_type::regular) {
+          continue;
+        }
+        fs::remove_all(checkpoint, ec);
+        if (!ec) removed.push_back(fs::relative(checkpoint, dir_, ec).string());
+      }
+    }
+  }
+  return removed;
+}
+
+std::vector<CheckpointFiles::KeptRecord> CheckpointFiles::Records(size_t max) const {
+  std::vector<KeptRecord> out;
+  std::error_code ec;
+  // <job>/<run key>/<checkpoint id>/kRecordFile: three levels of directories.
+  for (const fs::path& job : SubDirectories(dir_)) {
+    for (const fs::path& run : SubDirectories(job)) {
+      for (const fs::path& checkpoint : SubDirectories(run)) {
+        if (out.size() >= max) return out;
+        const fs::path file = checkpoint / kRecordFile;
+        if (fs::symlink_status(file, ec).type() != fs::file_type::regular) continue;
+        const uintmax_t size = fs::file_size(file, ec);
+        if (ec || size > kMaxRecordBytes) continue;
+        std::ifstream in(file, std::ios::binary);
+        std::string bytes(static_cast<size_t>(size), '\0');
+        if (!in.read(bytes.data(), static_cast<std::streamsize>(bytes.size()))) continue;
+        out.push_back({fs::relative(checkpoint, dir_, ec).string(), std::move(bytes)});
+      }
+    }
+  }
+  return out;
+}
+
+bool CheckpointFiles::Empty() const {
+  std::error_code ec;
+  const fs::path limit = fs::path(dir_) / ".limit";
+  for (auto it = fs::recursive_directory_iterator(dir_, ec);
+       !ec && it != fs::recursive_directory_iterator(); it.increment(ec)) {
+    if (it->symlink_status(ec).type() != fs::file_type::directory && it->path() != limit) {
+      return false;
+    }
+  }
+  return true;
+}
+
 uint64_t CheckpointFiles::UsageBytes() const {
   uint64_t total = 0;
   std::error_code ec;

@@ -75,6 +75,30 @@ class CheckpointFiles {
   // Bytes held under the directory.
   uint64_t UsageBytes() const;
 
+  // A committed checkpoint's record (opaque bytes, at most kMaxRecordBytes),
+  // kept as kRecordFile in the checkpoint's directory `checkpoint_dir`
+  // ("<job>/<run key>/<checkpoint id>"), so that it outlives the head. Only
+  // where that directory is (this node holds a shard of the checkpoint):
+  // NotFound otherwise. Replaces an earlier one.
+  static constexpr char kRecordFile[] = "checkpoint.record";
+  static constexpr size_t kMaxRecordBytes = 16u << 20;
+  Status KeepRecord(const std::string& checkpoint_dir, const std::string& bytes) const;
+  // The records kept under the directory, at most `max`, with the checkpoint
+  // directory each is in (an unreadable or oversized one is skipped).
+  struct KeptRecord {
+    std::string checkpoint_dir;
+    std::string bytes;
+  };
+  std::vector<KeptRecord> Records(size_t max) const;
+  // Removes the checkpoints that hold no record (a copy made for a report
+  // that was never committed, or one whose record never came): for a
+  // directory just adopted, into which nothing is being written. Returns
+  // the checkpoint directories removed.
+  std::vector<std::string> RemoveUnrecorded() const;
+  // Whether the directory holds no checkpoint files (only its own `.limit`
+  // and empty directories).
+  bool Empty() const;
+
   // The node's disk limit for checkpoints (`rayx start --checkpoint-disk-limit`),
   // kept in the directory's file `.limit` so that every process of the node
   // (ranks copying their shards in) reads it; 0: none.

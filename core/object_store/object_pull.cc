@@ -432,6 +432,16 @@ void ObjectDeleter::DeleteShards(const std::string& object_address,
   }
 }
 
+void ObjectDeleter::KeepCheckpointRecord(const std::string& object_address,
+                                         const protocol::KeepCheckpointRecordRequest& req) {
+  transport::Frames frames = transport::MakeMessage(req, 0);
+  try {
+    (void)transport::SendFrames(Socket(object_address), frames, zmq::send_flags::dontwait);
+  } catch (const zmq::error_t&) {
+    // Best effort: the other nodes holding a shard keep the record too.
+  }
+}
+
 void ObjectDeleter::Clear() { sockets_.clear(); }
 
 }  // namespace rayx

@@ -146,6 +146,10 @@ class ObjectDeleter {
   // Asks the object server at `object_address` to remove checkpoint `paths`
   // (DeleteShardsRequest); never blocks.
   void DeleteShards(const std::string& object_address, std::vector<std::string> paths);
+  // Asks the object server at `object_address` to keep a checkpoint's record
+  // beside its shards (KeepCheckpointRecordRequest); never blocks.
+  void KeepCheckpointRecord(const std::string& object_address,
+                            const protocol::KeepCheckpointRecordRequest& req);
   // Closes the sockets (a request still queued may be lost).
   void Clear();
 

@@ -12,6 +12,8 @@
 // alone.
 #pragma once
 
+#include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -32,9 +34,18 @@ inline constexpr char kStoreDirPrefix[] = "rayx-store-";
 inline constexpr char kSpillDirPrefix[] = "rayx-spill-";
 
 // Removes ROOT/PREFIX* directories, and their lock files, whose lock no
-// process holds. Returns the directories removed.
-std::vector<std::string> RemoveDeadStores(const std::string& root,
-                                          const std::string& prefix = kStoreDirPrefix);
+// process holds (and for which `removable`, when given, holds: checkpoint
+// directories go only when empty). Returns the directories removed.
+std::vector<std::string> RemoveDeadStores(
+    const std::string& root, const std::string& prefix = kStoreDirPrefix,
+    const std::function<bool(const std::string& dir)>& removable = nullptr);
+
+// Claims a ROOT/PREFIX* directory whose lock no process holds (its owner is
+// gone), for this process's life, as ClaimStore does: the directory a node
+// agent that stopped or died left (Train's checkpoints outlive their agent,
+// and the next agent on the machine adopts them). Returns its path, or
+// nullopt when there is none. Two processes never adopt the same one.
+std::optional<std::string> AdoptDeadStore(const std::string& root, const std::string& prefix);
 
 // The default capacity of a node's store under `store_root`: 30% of the
 // machine's memory, at most the size of the file system under `store_root`

@@ -43,6 +43,7 @@ std::string MessageTypeName(uint16_t type) {
     case MessageType::kReplicateShardRequest: return "ReplicateShardRequest";
     case MessageType::kReplicateShardReply: return "ReplicateShardReply";
     case MessageType::kDeleteShardsRequest: return "DeleteShardsRequest";
+    case MessageType::kKeepCheckpointRecordRequest: return "KeepCheckpointRecordRequest";
     case MessageType::kMakeRoomRequest: return "MakeRoomRequest";
     case MessageType::kMakeRoomReply: return "MakeRoomReply";
     case MessageType::kPullObjectRequest: return "PullObjectRequest";
@@ -107,6 +108,8 @@ std::string MessageTypeName(uint16_t type) {
     case MessageType::kGroupMemberDiedNotice: return "GroupMemberDiedNotice";
     case MessageType::kCheckpointRecordsRequest: return "CheckpointRecordsRequest";
     case MessageType::kCheckpointRecordsReply: return "CheckpointRecordsReply";
+    case MessageType::kAdoptCheckpointsRequest: return "AdoptCheckpointsRequest";
+    case MessageType::kAdoptCheckpointsReply: return "AdoptCheckpointsReply";
   }
   return "unknown(" + std::to_string(type) + ")";
 }

@@ -112,12 +112,29 @@ struct ReplicateShardReply {
 };
 
 // Anyone -> an object server: remove these checkpoint paths (relative, a
-// shard's or a checkpoint's directory) from the node's disk; a job removes its
-// own job's only. No reply.
+// shard's or a checkpoint's directory) from the node's disk: a job removes
+// its own job's, and those of jobs no longer live (a later job resuming their
+// run drops them as they fall out of num_to_keep). No reply.
 struct DeleteShardsRequest {
   static constexpr MessageType kType = MessageType::kDeleteShardsRequest;
   std::vector<std::string> paths;
   MSGPACK_DEFINE_MAP(paths)
+};
+
+// A committing rank -> every node holding a shard of the checkpoint: keep its
+// record (msgpack train::detail::CheckpointRecord, as in the KV under `key`)
+// in the checkpoint's directory `checkpoint_dir` (relative: "<job>/<run
+// key>/<id>"), so that the record outlives the head: an agent that adopts the
+// directory later hands it to the head again (AdoptCheckpointsRequest). No
+// reply; a node that does not hold the directory ignores it.
+struct KeepCheckpointRecordRequest {
+  static constexpr MessageType kType = MessageType::kKeepCheckpointRecordRequest;
+  // Within one object-server frame, and one adoption batch at the head.
+  static constexpr size_t kMaxRecordBytes = 8u << 20;
+  std::string checkpoint_dir;
+  std::string key;
+  std::string record;
+  MSGPACK_DEFINE_MAP(checkpoint_dir, key, record)
 };
 
 // head -> every agent: the job ended; its stored objects go.

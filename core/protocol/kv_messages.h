@@ -133,4 +133,29 @@ struct CheckpointRecordsReply {
   MSGPACK_DEFINE_MAP(keys, records, truncated)
 };
 
+// A node agent (cluster token) -> head: the checkpoint records kept in the
+// checkpoint directory it adopted (one an agent that is gone left: after a
+// whole cluster's stop, or a node's crash), at most kMaxRecords a message.
+// The head stores each under its key (KV namespace "rayx", keys
+// "train/ckpt/<job>/<id>/<run>", no job: they outlive jobs) when its run is
+// not known, and leaves the KV as it is when it is: a record the KV lacks
+// while it holds others of the run was dropped (num_to_keep, `rayx train
+// delete`) while the node was away.
+struct AdoptCheckpointsRequest {
+  static constexpr MessageType kType = MessageType::kAdoptCheckpointsRequest;
+  static constexpr size_t kMaxRecords = 256;
+  std::vector<std::string> keys;
+  std::vector<std::string> records;  // one per key
+  MSGPACK_DEFINE_MAP(keys, records)
+};
+
+// What the agent does with each key: `adopted` ones are the cluster's again;
+// `dropped` ones' checkpoints it removes from its disk; the others were known.
+struct AdoptCheckpointsReply {
+  static constexpr MessageType kType = MessageType::kAdoptCheckpointsReply;
+  std::vector<std::string> adopted;
+  std::vector<std::string> dropped;
+  MSGPACK_DEFINE_MAP(adopted, dropped)
+};
+
 }  // namespace rayx::protocol

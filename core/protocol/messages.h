@@ -73,6 +73,7 @@ enum class MessageType : uint16_t {
   kReplicateShardRequest = 54,
   kReplicateShardReply = 55,
   kDeleteShardsRequest = 56,  // no reply
+  kKeepCheckpointRecordRequest = 57,  // no reply
   // A node's store is full (a writer -> its agent's object server).
   kMakeRoomRequest = 58,
   kMakeRoomReply = 59,
@@ -145,6 +146,9 @@ enum class MessageType : uint16_t {
   // Train's node-kept checkpoints (the CLI <-> head): kv_messages.h.
   kCheckpointRecordsRequest = 126,
   kCheckpointRecordsReply = 127,
+  // An agent that adopted a checkpoint directory -> head: its records.
+  kAdoptCheckpointsRequest = 128,
+  kAdoptCheckpointsReply = 129,
 };
 
 // The name of a message type for logs; "unknown(N)" for values we do not know.
@@ -205,6 +209,7 @@ struct RegisterNodeRequest {
   LabelMap labels;
   std::string store_dir;        // the node's shared-memory object store
   std::string object_address;   // "tcp://ip:port" of the agent's object server
+  std::string checkpoint_dir;   // where it keeps Train's checkpoint shards (empty: none)
   // The node this agent was before the head declared it dead (nil on its first
   // registration). The agent has killed everything it started as that node; the
   // head ends that node if it still counts it alive.
@@ -225,7 +230,7 @@ struct RegisterNodeRequest {
   std::vector<int> gpu_devices;
   MSGPACK_DEFINE_MAP(token, rayx_version, address, hostname, agent_pid, is_head_node, resources,
                      labels, store_dir, object_address, previous_node_id, rejoin, previous_epoch,
-                     live_leases, recent_exits, gpu_devices)
+                     live_leases, recent_exits, gpu_devices, checkpoint_dir)
 };
 
 struct RegisterNodeReply {

@@ -22,6 +22,7 @@
 #include "object_store/checkpoint_files.h"
 #include "object_store/object_pull.h"
 #include "object_store/object_server_directory.h"
+#include "protocol/data_messages.h"
 #include "rayx/detail/runtime_api.h"
 #include "runtime/kv_client.h"
 #include "worker/worker_env.h"
@@ -82,20 +83,18 @@ std::string EnsureLocal(const ShardRecord& shard, const CheckpointFiles& files,
   if (auto here = files.Read(shard.shard_dir); here.ok() && here->hash == shard.manifest.hash) {
     return files.dir() + "/" + shard.shard_dir;
   }
-  std::set<std::string> alive;
-  for (const auto& n : status.nodes) {
-    if (n.alive) alive.insert(n.node_id.Hex());
-  }
+  const LiveCopies live(status);
   zmq::context_t context(1);
   auto servers = Servers(status);
   std::string tried;
   for (const ShardReplica& replica : shard.replicas) {
-    if (!alive.count(replica.node_id)) {
+    const NodeInfo* holder = live.Holder(replica);
+    if (holder == nullptr) {
       tried += (tried.empty() ? "" : "; ") + replica.node_id.substr(0, 12) + " is dead";
       continue;
     }
     rayx::Status pulled = PullShard(context, rayx::detail::CurrentObjectServerSecurity(), *servers,
-                                    replica.object_address, replica.dir, shard.shard_dir,
+                                    holder->object_address, replica.dir, shard.shard_dir,
                                     shard.manifest.files, shard.manifest.hash, files);
     if (pulled.ok()) return files.dir() + "/" + shard.shard_dir;
     tried += (tried.empty() ? "" : "; ") + replica.node_id.substr(0, 12) + ": " + pulled.message();
@@ -115,6 +114,40 @@ CheckpointRecord ReadRecord(const std::string& id) {
 }
 
 }  // namespace
+
+LiveCopies::LiveCopies(const ClusterStatus& status) {
+  for (const auto& n : status.nodes) {
+    if (!n.alive || n.object_address.empty()) continue;
+    by_node_[n.node_id.Hex()] = &n;
+    if (!n.checkpoint_dir.empty()) by_dir_[n.checkpoint_dir] = &n;
+  }
+}
+
+const NodeInfo* LiveCopies::Holder(const ShardReplica& replica) const {
+  if (auto it = by_node_.find(replica.node_id); it != by_node_.end()) return it->second;
+  if (auto it = by_dir_.find(replica.dir); it != by_dir_.end()) return it->second;
+  return nullptr;
+}
+
+std::vector<std::string> RecordedCheckpoints(const std::string& run) {
+  std::vector<std::pair<int64_t, std::string>> found;  // (committed, id)
+  // Keys are train/ckpt/<job>/<id>/<run>: every record is looked at, once.
+  for (const std::string& key : rayx::detail::KvList(kKvNamespace, kCheckpointRecordPrefix)) {
+    const size_t job_end = key.find('/', std::strlen(kCheckpointRecordPrefix));
+    const size_t id_end = job_end == std::string::npos ? job_end : key.find('/', job_end + 1);
+    if (id_end == std::string::npos || key.compare(id_end + 1, std::string::npos, run) != 0) {
+      continue;
+    }
+    auto bytes = rayx::detail::KvGet(kKvNamespace, key);
+    if (!bytes) continue;
+    const auto record = rayx::detail::Unpack<CheckpointRecord>(*bytes);
+    found.emplace_back(record.committed_ms, kNodesPrefix + record.id);
+  }
+  std::sort(found.begin(), found.end());
+  std::vector<std::string> ids;
+  for (auto& [committed, id] : found) ids.push_back(std::move(id));
+  return ids;
+}
 
 ShardRecord StoreShard(const std::string& dir, const std::string& run_name,
                        const std::string& checkpoint_id, int rank, int copies) {
@@ -243,20 +276,44 @@ StoredCheckpoint CommitShards(const std::string& run_name, const std::string& ch
             [](const ShardRecord& a, const ShardRecord& b) { return a.rank < b.rank; });
   rayx::detail::KvPut(kKvNamespace, RecordKey(record.id), rayx::detail::Pack(record),
                       /*overwrite=*/true, /*job_scoped=*/false);
+  // And with every node holding a shard of it, so that it outlives the head.
+  protocol::KeepCheckpointRecordRequest keep;
+  keep.checkpoint_dir = fs::path(record.shards.front().shard_dir).parent_path().string();
+  keep.key = RecordKey(record.id);
+  keep.record = rayx::detail::Pack(record);
+  if (keep.record.size() <= protocol::KeepCheckpointRecordRequest::kMaxRecordBytes) {
+    std::set<std::string> servers;
+    for (const auto& shard : record.shards) {
+      for (const auto& replica : shard.replicas) servers.insert(replica.object_address);
+    }
+    zmq::context_t context(1);
+    ObjectDeleter sender(context);
+    sender.SetSecurity(rayx::detail::CurrentObjectServerSecurity());
+    for (const auto& server : servers) sender.KeepCheckpointRecord(server, keep);
+  } else {
+    RAYX_LOG(Warning) << "run " << run_name << ": checkpoint " << checkpoint_id << "'s record ("
+                      << keep.record.size() << " bytes) is too large to keep on the nodes: it "
+                      << "is lost if the whole cluster stops";
+  }
   return {kNodesPrefix + record.id, record.bytes};
 }
 
 void DropShards(const std::string& id) {
   try {
     CheckpointRecord record = ReadRecord(id);
+    const ClusterStatus status = ClusterNow("dropping a checkpoint");
+    const LiveCopies live(status);
     zmq::context_t context(1);
     {
       ObjectDeleter deleter(context);
       deleter.SetSecurity(rayx::detail::CurrentObjectServerSecurity());
-      // The checkpoint's directory on each node holding a shard of it.
+      // The checkpoint's directory on each live node holding a shard of it
+      // (a dead one's copy is dropped when an agent adopts its directory).
       std::set<std::string> servers;
       for (const auto& shard : record.shards) {
-        for (const auto& replica : shard.replicas) servers.insert(replica.object_address);
+        for (const auto& replica : shard.replicas) {
+          if (const NodeInfo* holder = live.Holder(replica)) servers.insert(holder->object_address);
+        }
       }
       const std::string checkpoint_dir =
           fs::path(record.shards.front().shard_dir).parent_path().string();
@@ -348,10 +405,7 @@ std::string FetchShards(const std::string& id, int rank) {
 
 std::string NewestRestorable(const std::vector<std::string>& kept, const ClusterStatus& status,
                              std::string* skipped) {
-  std::set<std::string> alive;
-  for (const auto& n : status.nodes) {
-    if (n.alive) alive.insert(n.node_id.Hex());
-  }
+  const LiveCopies copies(status);
   for (auto it = kept.rbegin(); it != kept.rend(); ++it) {
     if (it->rfind(kNodesPrefix, 0) != 0) return *it;
     std::string lost;
@@ -359,7 +413,7 @@ std::string NewestRestorable(const std::vector<std::string>& kept, const Cluster
       CheckpointRecord record = ReadRecord(*it);
       for (const auto& shard : record.shards) {
         bool live = std::any_of(shard.replicas.begin(), shard.replicas.end(),
-                                [&](const ShardReplica& r) { return alive.count(r.node_id) > 0; });
+                                [&](const ShardReplica& r) { return copies.Holder(r) != nullptr; });
         if (!live) {
           lost = "every copy of rank " + std::to_string(shard.rank) + "'s shard was on nodes "
                  "that died";

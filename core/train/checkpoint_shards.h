@@ -12,6 +12,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -57,6 +58,27 @@ struct CheckpointRecord {
 // starts with this; `rayx train` lists them.
 inline constexpr const char* kCheckpointRecordPrefix = "train/ckpt/";
 
+// Where each copy of a shard lives now. A copy stays in its node's checkpoint
+// directory when the node's agent stops (a whole cluster's stop, a crash), and
+// the next agent started on that machine adopts the directory: the copy is on
+// its recorded node while that node lives, else on the alive node whose
+// checkpoint directory is the copy's.
+class LiveCopies {
+ public:
+  explicit LiveCopies(const ClusterStatus& status);
+  // The node holding `replica` now, or nullptr when none that is alive does.
+  const NodeInfo* Holder(const ShardReplica& replica) const;
+
+ private:
+  std::map<std::string, const NodeInfo*> by_node_;  // alive nodes by id (hex)
+  std::map<std::string, const NodeInfo*> by_dir_;   // and by checkpoint directory
+};
+
+// The checkpoints recorded for run `run` (ids "nodes:...", oldest committed
+// first): what a run that this job has no report of resumes from (an earlier
+// job's, or one from before the cluster restarted).
+std::vector<std::string> RecordedCheckpoints(const std::string& run);
+
 // Inside a rank: copies `dir` into this node's checkpoint directory and to
 // `copies` - 1 other alive nodes (fewer when the cluster has fewer), and
 // records the shard for rank 0 to commit. Throws std::runtime_error naming
@@ -94,7 +116,7 @@ std::string FetchShards(const std::string& id, int rank);
 
 // Of `kept` (a run's checkpoint ids, oldest first), the newest that can be
 // restored: a package or a path, or a node-kept one whose every shard has a
-// copy on a node alive in `status`. "" when none. `*skipped` says which
+// copy on a node alive in `status` (LiveCopies). "" when none. `*skipped` says which
 // newer ones were passed over and why.
 std::string NewestRestorable(const std::vector<std::string>& kept, const ClusterStatus& status,
                              std::string* skipped);

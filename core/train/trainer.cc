@@ -180,6 +180,24 @@ std::optional<LatestReport> ReadLatest(const std::string& run) {
   return rayx::detail::Unpack<LatestReport>(*bytes);
 }
 
+// A run this job has no report of resumes from the checkpoints the nodes
+// keep of it (an earlier job's, or ones from before the whole cluster
+// restarted), as Ray Train resumes a run found under its storage path: they
+// become the run's kept checkpoints (num_to_keep drops them as new ones come).
+void ResumeRecordedCheckpoints(const std::string& run) {
+  if (rayx::detail::KvGet(kKvNamespace, LatestReportKey(run))) return;
+  std::vector<std::string> recorded = RecordedCheckpoints(run);
+  if (recorded.empty()) return;
+  LatestReport latest;
+  latest.kept = recorded;
+  latest.checkpoint_id = recorded.back();
+  latest.checkpoints = static_cast<int64_t>(recorded.size());
+  rayx::detail::KvPut(kKvNamespace, LatestReportKey(run), PackLatestReport(latest),
+                      /*overwrite=*/false, /*job_scoped=*/true);
+  std::cerr << "run " << run << ": resuming from the " << recorded.size()
+            << " checkpoint(s) the nodes keep of it (newest " << recorded.back() << ")\n";
+}
+
 // Why an attempt failed: the first rank whose own failure it was (a dead
 // worker, the loop's exception) rather than a peer's collective error.
 struct Failure {
@@ -198,6 +216,9 @@ Result Fit(const FitSpec& input) {
   }
   if (spec.run.name.empty()) {
     spec.run.name = "train-" + std::to_string(std::chrono::system_clock::now().time_since_epoch().count());
+  }
+  if (spec.run.num_replicas > 0 && spec.run.storage_path.empty()) {
+    ResumeRecordedCheckpoints(spec.run.name);
   }
   Result result;
   int failures = 0;

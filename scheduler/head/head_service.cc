@@ -216,6 +216,7 @@ void HeadService::RegisterRoutes() {
   On(Auth::kSession, kRegisterFirst, &HeadService::OnKvDelete);
   On(Auth::kSession, kRegisterFirst, &HeadService::OnKvList);
   On(Auth::kCluster, kClusterOnly, &HeadService::OnCheckpointRecords);
+  On(Auth::kCluster, kClusterOnly, &HeadService::OnAdoptCheckpoints);
   // Collective groups' members.
   On(Auth::kSession, kRegisterFirst, &HeadService::OnWatchGroup);
   On(Auth::kSession, kRegisterFirst, &HeadService::OnUnwatchGroup);
@@ -225,7 +226,8 @@ void HeadService::RegisterRoutes() {
   kv_limits.max_str = protocol::kMaxControlFrameBytes;
   router_.SetDecodeLimits(MessageType::kKvPutRequest, kv_limits);
   for (MessageType type : {MessageType::kKvGetRequest, MessageType::kKvWaitRequest,
-                           MessageType::kKvDeleteRequest, MessageType::kKvListRequest}) {
+                           MessageType::kKvDeleteRequest, MessageType::kKvListRequest,
+                           MessageType::kAdoptCheckpointsRequest}) {
     router_.SetDecodeLimits(type, kv_limits);
   }
 }

@@ -10,6 +10,7 @@
 
 #include "common/clock.h"
 #include "common/work_counters.h"
+#include "head/checkpoint_adoption.h"
 #include "head/frame_outbox.h"
 #include "head/group_watch.h"
 #include "head/job_manager.h"
@@ -237,6 +238,8 @@ class HeadService {
   Result<protocol::KvListReply> OnKvList(const protocol::KvListRequest& req, Call& call);
   Result<protocol::CheckpointRecordsReply> OnCheckpointRecords(
       const protocol::CheckpointRecordsRequest& req, Call& call);
+  Result<protocol::AdoptCheckpointsReply> OnAdoptCheckpoints(
+      const protocol::AdoptCheckpointsRequest& req, Call& call);
   // Sends the answers of waits that ended.
   void AnswerKvWaits(std::vector<KvWaitAnswer> answers);
   // Collective groups' members.
@@ -253,6 +256,7 @@ class HeadService {
   LeaseManager leases_;
   JobManager jobs_;
   KvStore kv_;
+  CheckpointAdoption checkpoint_adoption_{kv_};
   GroupWatch group_watch_;
   // Routing ids that presented the token (agents and drivers). Job and lease
   // messages from any other peer are refused.

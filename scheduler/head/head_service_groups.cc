@@ -5,6 +5,8 @@
 
 #include "head/head_service.h"
 
+#include "common/logging.h"
+
 namespace rayx::scheduler {
 
 // ---- The key-value store.
@@ -94,19 +96,17 @@ Result<protocol::KvListReply> HeadService::OnKvList(const protocol::KvListReques
 
 Result<protocol::CheckpointRecordsReply> HeadService::OnCheckpointRecords(
     const protocol::CheckpointRecordsRequest& req, Call&) {
-  constexpr const char* kNamespace = "rayx";
-  const std::string prefix = std::string("train/ckpt/") + (req.job.empty() ? "" : req.job + "/");
+  constexpr const char* kNamespace = CheckpointAdoption::kNamespace;
+  const std::string prefix =
+      std::string(CheckpointAdoption::kRecordPrefix) + (req.job.empty() ? "" : req.job + "/");
   protocol::CheckpointRecordsReply reply;
   std::string after;
   while (true) {
     auto page = kv_.List(kNamespace, prefix, 1000, after);
     if (!page.ok()) return page.status();
     for (const std::string& key : page->keys) {
-      // <job>/<id>/<run>: the run is what follows the second '/' (it may hold more).
-      const size_t job_end = key.find('/', prefix.size() - (req.job.empty() ? 0 : 1));
-      const size_t id_end = job_end == std::string::npos ? job_end : key.find('/', job_end + 1);
-      if (id_end == std::string::npos) continue;
-      if (!req.run.empty() && key.compare(id_end + 1, std::string::npos, req.run) != 0) continue;
+      const std::string run = CheckpointAdoption::RunOf(key);
+      if (run.empty() || (!req.run.empty() && run != req.run)) continue;
       if (reply.keys.size() == protocol::CheckpointRecordsReply::kMaxRecords) {
         reply.truncated = true;
         break;
@@ -123,6 +123,26 @@ Result<protocol::CheckpointRecordsReply> HeadService::OnCheckpointRecords(
     for (const std::string& key : reply.keys) (void)kv_.Delete(kNamespace, key);
   }
   return reply;
+}
+
+Result<protocol::AdoptCheckpointsReply> HeadService::OnAdoptCheckpoints(
+    const protocol::AdoptCheckpointsRequest& req, Call&) {
+  if (req.keys.size() != req.records.size() ||
+      req.keys.size() > protocol::AdoptCheckpointsRequest::kMaxRecords) {
+    return Status::InvalidArgument("an AdoptCheckpointsRequest holds " +
+                                   std::to_string(req.keys.size()) + " keys and " +
+                                   std::to_string(req.records.size()) + " records (at most " +
+                                   std::to_string(protocol::AdoptCheckpointsRequest::kMaxRecords) +
+                                   ", one record per key)");
+  }
+  auto outcome = checkpoint_adoption_.Adopt(req);
+  AnswerKvWaits(std::move(outcome.answered));
+  if (!outcome.reply.adopted.empty() || !outcome.reply.dropped.empty()) {
+    RAYX_LOG(Info) << "a node handed back " << outcome.reply.adopted.size()
+                   << " checkpoint record(s) the cluster had lost; "
+                   << outcome.reply.dropped.size() << " it held were dropped while it was away";
+  }
+  return std::move(outcome.reply);
 }
 
 // ---- Collective groups' members.

@@ -25,6 +25,7 @@ NodeInfo NodeInfoFrom(const protocol::RegisterNodeRequest& req) {
   info.rayx_version = req.rayx_version;
   info.store_dir = req.store_dir;
   info.object_address = req.object_address;
+  info.checkpoint_dir = req.checkpoint_dir;
   info.gpu_devices = req.gpu_devices;
   return info;
 }

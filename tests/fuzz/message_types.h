@@ -40,7 +40,8 @@ using MessageTypes = TypeList<
     HoldObjectsRequest, HoldObjectsReply, MakeRoomRequest, MakeRoomReply, ReplicateShardRequest,
     ReplicateShardReply, DeleteShardsRequest, WorkerOutputNotice, FlushOutputRequest,
     FlushOutputReply, JobFinishedNotice, JobCredentialNotice, CheckpointRecordsRequest,
-    CheckpointRecordsReply,
+    CheckpointRecordsReply, KeepCheckpointRecordRequest, AdoptCheckpointsRequest,
+    AdoptCheckpointsReply,
     // placement_messages.h
     CreatePlacementGroupRequest, CreatePlacementGroupReply, WaitPlacementGroupRequest,
     WaitPlacementGroupReply, RemovePlacementGroupRequest, RemovePlacementGroupReply,

@@ -195,6 +195,7 @@ class Attacker : public ::testing::Test {
     ASSERT_TRUE(status.ok()) << status.status();
     objects_ = status->nodes.at(0).object_address;
     store_dir_ = status->nodes.at(0).store_dir;
+    checkpoint_dir_ = status->nodes.at(0).checkpoint_dir;
     // A Python actor's worker, of another job (a Python driver in the
     // background; the Python package is next to the CLI).
     fs::path build = fs::path(RayxCliPath()).parent_path().parent_path();
@@ -255,18 +256,9 @@ class Attacker : public ::testing::Test {
     }
     return "";
   }
-  // The checkpoint directory of the node whose object server is objects_:
-  // named after its store (rayx-store-<hex>, rayx-ckpt-<hex>).
-  std::string CheckpointDir() {
-    const std::string hex = fs::path(store_dir_).filename().string().substr(
-        std::string("rayx-store-").size());
-    std::error_code ec;
-    for (auto it = fs::recursive_directory_iterator(cluster_->temp_dir(), ec);
-         !ec && it != fs::recursive_directory_iterator(); it.increment(ec)) {
-      if (it->path().filename().string() == "rayx-ckpt-" + hex) return it->path().string();
-    }
-    return "";
-  }
+  // The checkpoint directory of the node whose object server is objects_ (as
+  // the node told the head).
+  std::string CheckpointDir() { return checkpoint_dir_; }
   // The cluster still serves the real job.
   void ExpectServing() {
     EXPECT_GT(*counter_->Task(&Counter::Add).Remote(1).Get(60000), 1);
@@ -279,7 +271,7 @@ class Attacker : public ::testing::Test {
   static BackgroundCommand* python_driver_;
   static rayx::ActorHandle<Counter>* counter_;
   static rayx::ObjectRef<std::vector<uint8_t>>* stored_;
-  static std::string job_, worker_, objects_, store_dir_, python_worker_;
+  static std::string job_, worker_, objects_, store_dir_, checkpoint_dir_, python_worker_;
 };
 
 LocalCluster* Attacker::cluster_ = nullptr;
@@ -287,7 +279,7 @@ BackgroundCommand* Attacker::python_driver_ = nullptr;
 rayx::ActorHandle<Counter>* Attacker::counter_ = nullptr;
 rayx::ObjectRef<std::vector<uint8_t>>* Attacker::stored_ = nullptr;
 std::string Attacker::job_, Attacker::worker_, Attacker::objects_, Attacker::store_dir_,
-    Attacker::python_worker_;
+    Attacker::checkpoint_dir_, Attacker::python_worker_;
 
 // A call of rayx.py.xlang running os.system(`command`) (what an attacker sends
 // a Python worker), as a caller of `job`.

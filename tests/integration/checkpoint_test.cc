@@ -130,11 +130,12 @@ int64_t ShardBytesFromEnv() {
 
 // A loopback cluster whose driver this process is: a head node of
 // `head_cpus` CPUs (and `head_args`), and a node of 1 CPU at each of `others`
-// (their handles in `*nodes`). Null, with the failure reported, when it
-// cannot start.
+// (their handles in `*nodes`, `node_args` added to theirs). Null, with the
+// failure reported, when it cannot start.
 std::unique_ptr<LocalCluster> StartCluster(double head_cpus, std::vector<std::string> head_args,
                                            const std::vector<std::string>& others = {},
-                                           std::vector<NodeHandle>* nodes = nullptr) {
+                                           std::vector<NodeHandle>* nodes = nullptr,
+                                           const std::vector<std::string>& node_args = {}) {
   LocalCluster::Options options;
   options.head_node.num_cpus = head_cpus;
   options.head_node.extra_args = std::move(head_args);
@@ -145,7 +146,9 @@ std::unique_ptr<LocalCluster> StartCluster(double head_cpus, std::vector<std::st
   }
   std::unique_ptr<LocalCluster> cluster = std::move(*started);
   for (const std::string& ip : others) {
-    auto node = cluster->AddNode({.num_cpus = 1, .extra_args = {"--node-ip-address", ip}});
+    std::vector<std::string> args = {"--node-ip-address", ip};
+    args.insert(args.end(), node_args.begin(), node_args.end());
+    auto node = cluster->AddNode({.num_cpus = 1, .extra_args = args});
     if (!node.ok()) {
       ADD_FAILURE() << node.status();
       return nullptr;
@@ -206,8 +209,14 @@ TEST(NodeKeptCheckpoints, ARankOnAKilledNodeRestoresItsOwnShardFromACopy) {
   }
   ASSERT_TRUE(result.checkpoint.has_value());
   EXPECT_EQ(result.checkpoint->id().rfind("nodes:", 0), 0u) << result.checkpoint->id();
-  // Only the last two checkpoints (steps 3 and 4, of the last attempt) are
-  // left on the nodes' disks (the killed node's directory went with it).
+  // The killed node's directory stays (its copies outlive its agent) with
+  // the checkpoints the run dropped meanwhile. An agent started again on that
+  // machine adopts it, hands its records to the head, and removes those the
+  // run dropped: only the last two checkpoints (steps 3 and 4, of the last
+  // attempt) are left on the nodes' disks.
+  EXPECT_EQ(CheckpointDirs(cluster->temp_dir()).size(), 3u) << "the killed node's went";
+  auto again = cluster->AddNode({.num_cpus = 1, .extra_args = {"--node-ip-address", "127.0.0.3"}});
+  ASSERT_TRUE(again.ok()) << again.status();
   const std::string last = "a" + std::to_string(result.num_restarts);
   const std::set<std::string> kept = {last + "-s1", last + "-s2"};
   std::set<std::string> seen;
@@ -225,7 +234,7 @@ TEST(NodeKeptCheckpoints, ARankOnAKilledNodeRestoresItsOwnShardFromACopy) {
            for (const auto& id : seen) s += id + " ";
            return s;
          }();
-  EXPECT_EQ(CheckpointDirs(cluster->temp_dir()).size(), 2u) << "the killed node's is removed";
+  EXPECT_EQ(CheckpointDirs(cluster->temp_dir()).size(), 3u) << "the new agent made its own";
 
   // `rayx train`: the two checkpoints are listed; the newest exported as one
   // directory (every rank's shard, byte-exact); deleted from every node.
@@ -321,6 +330,106 @@ TEST(NodeKeptCheckpoints, ACheckpointThatLostEveryCopyOfAShardIsPassedOverNaming
   EXPECT_EQ(result.metrics.at("step"), config.steps - 1);
   // Nothing was restored: the run started over (rank 0 reads no checkpoint).
   EXPECT_FALSE(rayx::kv::Get("ckpt-test/one-copy/restored/0").has_value());
+  rayx::Shutdown();
+}
+
+// Checkpoints kept by the nodes outlive the whole cluster: stopped with `rayx
+// stop` and started again with the same --checkpoint-dir, the new agents
+// adopt the directories and hand their records to the new head; `rayx train
+// list` shows the run's checkpoints, a later job resumes the run by its name
+// from the newest one (every rank restoring its own shard, byte-exact, from
+// the copies the first job wrote), and as it reports, num_to_keep drops the
+// first job's checkpoints from every node.
+TEST(NodeKeptCheckpoints, CheckpointsOutliveAWholeClusterStopAndTheRunResumes) {
+  const fs::path root =
+      fs::temp_directory_path() / ("rayx-ckpt-root-" + std::to_string(getpid()));
+  fs::create_directories(root);
+  struct RemoveRoot {
+    fs::path path;
+    ~RemoveRoot() {
+      std::error_code ec;
+      fs::remove_all(path, ec);
+    }
+  } remove_root{root};
+  const std::vector<std::string> args = {"--checkpoint-dir", root.string()};
+  ShardConfig config;
+  config.steps = 3;
+  config.shard_bytes = 1 << 20;
+  train::ScalingConfig scaling;
+  scaling.num_workers = 2;
+  scaling.placement_strategy = rayx::PlacementStrategy::SPREAD;  // a rank on each node
+  train::RunConfig run;
+  run.name = "outlives";
+  run.num_to_keep = 2;
+  run.num_replicas = 2;
+  std::string first_job;
+  {
+    auto cluster = StartCluster(1, args, {"127.0.0.2"}, nullptr, args);
+    ASSERT_TRUE(cluster);
+    train::Result result = train::DataParallelTrainer(ShardedLoop, config, scaling, run).Fit();
+    ASSERT_TRUE(result.error.empty()) << result.error;
+    ASSERT_TRUE(result.checkpoint.has_value());
+    EXPECT_TRUE(rayx::testing::Contains(result.checkpoint->id(), "/a0-s3/outlives"))
+        << result.checkpoint->id();
+    first_job = rayx::detail::CurrentJobId();
+    rayx::Shutdown();
+    ASSERT_TRUE(cluster->Stop().ok());
+  }
+  // Both nodes' directories stayed, each with the two checkpoints' records.
+  size_t records = 0;
+  for (const auto& dir : CheckpointDirs(root.string())) {
+    for (const std::string id : {"a0-s2", "a0-s3"}) {
+      records += fs::exists(dir / first_job / "outlives" / id / "checkpoint.record");
+    }
+  }
+  EXPECT_EQ(records, 4u) << "every node holding a shard keeps its checkpoint's record";
+
+  auto cluster = StartCluster(1, args, {"127.0.0.2"}, nullptr, args);
+  ASSERT_TRUE(cluster);
+  rayx::testing::CommandResult listed;
+  EXPECT_TRUE(rayx::testing::WaitUntil(
+      [&] {
+        listed = cluster->RunCli({"train", "list"});
+        return listed.exit_code == 0 &&
+               rayx::testing::Contains(listed.out, first_job + "/a0-s2/outlives") &&
+               rayx::testing::Contains(listed.out, first_job + "/a0-s3/outlives");
+      },
+      20000))
+      << "the new head did not learn the checkpoints back: " << listed.Describe();
+  EXPECT_TRUE(rayx::testing::Contains(listed.out, "restorable")) << listed.out;
+  // This driver (another job: the first one ended with its cluster) pulls the
+  // whole checkpoint from the nodes that adopted the copies.
+  const fs::path whole =
+      train::detail::FetchShards("nodes:" + first_job + "/a0-s3/outlives", /*rank=*/-1);
+  for (int rank = 0; rank < 2; ++rank) {
+    EXPECT_EQ(ReadFile(whole / ("shard-" + std::to_string(rank))), ShardBytes(1 << 20, rank, 2))
+        << "rank " << rank;
+  }
+  fs::remove_all(whole.parent_path());
+
+  config.steps = 5;
+  train::Result resumed = train::DataParallelTrainer(ShardedLoop, config, scaling, run).Fit();
+  ASSERT_TRUE(resumed.error.empty()) << resumed.error;
+  EXPECT_EQ(resumed.metrics.at("step"), 4);
+  for (int rank = 0; rank < 2; ++rank) {
+    EXPECT_EQ(rayx::kv::Get("ckpt-test/outlives/restored/" + std::to_string(rank)), "2 exact")
+        << "rank " << rank << " did not resume from the first cluster's last checkpoint";
+  }
+  // Steps 3 and 4 are the kept two now: the first job's went from every node.
+  EXPECT_TRUE(rayx::testing::WaitUntil(
+      [&] {
+        for (const auto& dir : CheckpointDirs(root.string())) {
+          if (fs::exists(dir / first_job / "outlives" / "a0-s2") ||
+              fs::exists(dir / first_job / "outlives" / "a0-s3")) {
+            return false;
+          }
+        }
+        return true;
+      },
+      10000))
+      << "the first job's checkpoints were not dropped from the nodes";
+  listed = cluster->RunCli({"train", "list"});
+  EXPECT_FALSE(rayx::testing::Contains(listed.out, first_job)) << listed.out;
   rayx::Shutdown();
 }
 

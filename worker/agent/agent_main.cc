@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <iostream>
+#include <optional>
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/signal_set.hpp>
@@ -75,8 +76,8 @@ int main(int argc, char** argv) {
                "bytes the spill directory may hold (default: until its disk is 95% full)");
   std::string checkpoint_root = "/tmp";
   flags.AddString("checkpoint-dir", &checkpoint_root,
-                  "where Train's checkpoint shards are kept on this node (default /tmp; "
-                  "`rayx start`: the session directory)");
+                  "where Train's checkpoint shards are kept on this node, past this agent's "
+                  "life (default /tmp; `rayx start`: --temp-dir's checkpoints/)");
   int64_t checkpoint_limit = 0;
   flags.AddInt("checkpoint-disk-limit", &checkpoint_limit, 0, int64_t{1} << 60,
                "bytes of checkpoint shards this node keeps at most; a report past it fails "
@@ -123,7 +124,10 @@ int main(int argc, char** argv) {
   for (const std::string& dead : RemoveDeadStores(spill_root, kSpillDirPrefix)) {
     RAYX_LOG(Info) << "removed " << dead << ": the spilled objects of a node agent that is gone";
   }
-  // And its checkpoint directory, the same way.
+  // And its checkpoint directory, which outlives it: one that an agent that
+  // is gone left (a stopped cluster's, a crashed node's) is adopted, with its
+  // checkpoints (the agent hands their records to the head once it joined);
+  // else a new one, named after the store. Claimed the same way.
   {
     std::error_code ec;
     std::filesystem::create_directories(checkpoint_root, ec);
@@ -132,10 +136,26 @@ int main(int argc, char** argv) {
                   2);
     }
   }
+  auto empty = [](const std::string& dir) { return CheckpointFiles(dir).Empty(); };
+  for (const std::string& dead :
+       RemoveDeadStores(checkpoint_root, CheckpointFiles::kDirPrefix, empty)) {
+    RAYX_LOG(Info) << "removed " << dead << ": the empty checkpoint directory of a node agent "
+                   << "that is gone";
+  }
+  std::optional<std::string> adopted_checkpoints =
+      AdoptDeadStore(checkpoint_root, CheckpointFiles::kDirPrefix);
   const std::string checkpoint_dir =
-      checkpoint_root + "/" + CheckpointFiles::kDirPrefix + store_hex;
-  for (const std::string& dead : RemoveDeadStores(checkpoint_root, CheckpointFiles::kDirPrefix)) {
-    RAYX_LOG(Info) << "removed " << dead << ": the checkpoints of a node agent that is gone";
+      adopted_checkpoints ? *adopted_checkpoints
+                          : checkpoint_root + "/" + CheckpointFiles::kDirPrefix + store_hex;
+  if (adopted_checkpoints) {
+    RAYX_LOG(Info) << "adopted " << checkpoint_dir << ": the checkpoints of a node agent that is gone";
+    // Copies no commit covers (a report that failed, a record that never
+    // came) are of no checkpoint anyone can restore: they go now, before
+    // anything writes into the directory again.
+    for (const std::string& dir : CheckpointFiles(checkpoint_dir).RemoveUnrecorded()) {
+      RAYX_LOG(Info) << "removed " << dir << " from " << checkpoint_dir
+                     << ": a checkpoint copy no commit covers";
+    }
   }
   if (!flags.WasSet("object-store-memory")) {
     object_store_memory = static_cast<int64_t>(DefaultObjectStoreMemory(store_root));
@@ -146,8 +166,7 @@ int main(int argc, char** argv) {
   // until `rayx stop`. Its workers die with it by PR_SET_PDEATHSIG.
   if (!group_dir.empty()) {
     if (auto reaper = detail::StartGroupReaper(
-            group_dir, {store_dir, spill_dir, spill_dir + ".lock", checkpoint_dir,
-                        checkpoint_dir + ".lock", store_dir + ".lock"});
+            group_dir, {store_dir, spill_dir, spill_dir + ".lock", store_dir + ".lock"});
         !reaper.ok()) {
       std::cerr << "rayx-agent: no reaper for lease process groups (" << reaper.status().message()
                 << "): what they leave behind if this agent is killed waits for `rayx stop`\n";
@@ -253,8 +272,10 @@ int main(int argc, char** argv) {
   options.memory_monitor = memory_monitor;
   if (Status claimed = ClaimStore(store_dir); !claimed.ok()) return fail(claimed.message(), 1);
   if (Status claimed = ClaimStore(spill_dir); !claimed.ok()) return fail(claimed.message(), 1);
-  if (Status claimed = ClaimStore(checkpoint_dir); !claimed.ok()) {
-    return fail(claimed.message(), 1);
+  if (!adopted_checkpoints) {
+    if (Status claimed = ClaimStore(checkpoint_dir); !claimed.ok()) {
+      return fail(claimed.message(), 1);
+    }
   }
   options.checkpoint_dir = checkpoint_dir;
   options.checkpoint_limit = static_cast<uint64_t>(checkpoint_limit);
@@ -273,7 +294,18 @@ int main(int argc, char** argv) {
       std::filesystem::remove_all(dir, ec);
       if (!std::filesystem::exists(dir, ec)) std::filesystem::remove(dir + ".lock", ec);
     }
-  } store_cleanup{store_dir}, spill_cleanup{spill_dir}, checkpoint_cleanup{checkpoint_dir};
+  } store_cleanup{store_dir}, spill_cleanup{spill_dir};
+  // The checkpoint directory stays, and its lock file (unlocked once this
+  // process is gone: the next agent adopts it), unless it holds nothing.
+  struct CheckpointCleanup {
+    std::string dir;
+    ~CheckpointCleanup() {
+      if (!CheckpointFiles(dir).Empty()) return;
+      std::error_code ec;
+      std::filesystem::remove_all(dir, ec);
+      if (!std::filesystem::exists(dir, ec)) std::filesystem::remove(dir + ".lock", ec);
+    }
+  } checkpoint_cleanup{checkpoint_dir};
   // Test hooks for the version check: make this agent announce another version.
   if (const char* v = std::getenv("RAYX_TESTING_ANNOUNCE_VERSION")) options.announced_version = v;
   if (const char* p = std::getenv("RAYX_TESTING_ANNOUNCE_PROTOCOL")) {

@@ -69,7 +69,8 @@ NodeAgent::~NodeAgent() {
   head_.reset();
   objects_.store().Destroy();
   if (!options_.spill_dir.empty()) SharedMemoryStore(options_.spill_dir).Destroy();
-  if (!options_.checkpoint_dir.empty()) SharedMemoryStore(options_.checkpoint_dir).Destroy();
+  // The checkpoint directory stays: its checkpoints outlive this agent (the
+  // next agent on this machine adopts them; agent_main removes it when empty).
 }
 
 Status NodeAgent::Start() {
@@ -92,6 +93,7 @@ Status NodeAgent::Start() {
     if (!made.ok()) return made.status();
     CheckpointFiles checkpoints(options_.checkpoint_dir);
     RAYX_RETURN_IF_ERROR(checkpoints.SetLimit(options_.checkpoint_limit));
+    adopted_checkpoints_.emplace(checkpoints);
     // Shards are copied from other nodes' object servers, with the cluster's
     // credential, through the cluster's list of them.
     auto head_security = transport::ClientSecurity::ClusterToHead(options_.token);
@@ -103,7 +105,8 @@ Status NodeAgent::Start() {
         transport::ClientSecurity::ObjectServer(
             options_.wire_security, transport::Credential::Cluster(options_.token),
             transport::Credential::Cluster(options_.token).CurvePublicKey()),
-        std::move(servers));
+        std::move(servers),
+        [verifier = verifier_](const JobId& job) { return verifier->Allows(job); });
   }
   auto address = objects_.Start(options_.node_ip, options_.wire_security,
                                 transport::Credential::Cluster(options_.token), verifier_);
@@ -279,6 +282,20 @@ void NodeAgent::ArmWakeup() {
   });
 }
 
+void NodeAgent::AdoptCheckpoints() {
+  if (!adopted_checkpoints_) return;
+  auto requests = adopted_checkpoints_->Requests();
+  size_t records = 0;
+  for (const auto& req : requests) {
+    records += req.keys.size();
+    Send(req);
+  }
+  if (records > 0) {
+    RAYX_LOG(Info) << "handing the head the records of " << records << " checkpoint(s) kept in "
+                   << options_.checkpoint_dir;
+  }
+}
+
 template <typename T>
 void NodeAgent::Send(const T& body) {
   transport::Frames frames = transport::MakeMessage(body, ++next_id_);
@@ -303,6 +320,7 @@ void NodeAgent::SendRegister() {
   req.store_dir = options_.store_dir;
   req.gpu_devices = options_.gpu_devices;
   req.object_address = object_address_;
+  req.checkpoint_dir = options_.checkpoint_dir;
   req.previous_node_id = previous_node_id_;
   if (rejoining()) {
     req.rejoin = true;

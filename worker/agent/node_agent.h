@@ -14,6 +14,7 @@
 #include <utility>
 #include <vector>
 
+#include "agent/adopted_checkpoints.h"
 #include "agent/head_connection.h"
 #include "agent/lease_processes.h"
 #include "agent/memory_monitor.h"
@@ -185,6 +186,11 @@ class NodeAgent {
   void HandleWatchDriver(const protocol::WatchDriverRequest& req, const FromHead& from);
   void HandleKillWorkers(const protocol::KillWorkersRequest& req, const FromHead& from);
   void HandleUnregisterReply(const protocol::UnregisterNodeReply& reply, const FromHead& from);
+  void HandleAdoptCheckpointsReply(const protocol::AdoptCheckpointsReply& reply,
+                                   const FromHead& from);
+  // Hands the head the records of the checkpoints in this node's checkpoint
+  // directory (once, after the first join: adopted_checkpoints.h).
+  void AdoptCheckpoints();
   // Points the wake-up timer at the earliest deadline.
   void ArmWakeup();
   template <typename T>
@@ -260,6 +266,7 @@ class NodeAgent {
   static constexpr int64_t kPollMs = 10;
   std::optional<int64_t> poll_due_ms_;
   std::unique_ptr<MemoryMonitor> memory_monitor_;
+  std::optional<AdoptedCheckpoints> adopted_checkpoints_;  // with a checkpoint directory
   // Leases whose worker the memory monitor killed, and why (until their
   // exit is reported); at most kMaxMemoryKills.
   static constexpr size_t kMaxMemoryKills = 1024;

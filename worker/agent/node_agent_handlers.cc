@@ -46,6 +46,7 @@ void NodeAgent::RegisterHandlers() {
   On(&NodeAgent::HandleWatchDriver);
   On(&NodeAgent::HandleKillWorkers);
   On(&NodeAgent::HandleUnregisterReply);
+  On(&NodeAgent::HandleAdoptCheckpointsReply);
 }
 
 void NodeAgent::HandleMessage(transport::Frames& frames) {
@@ -129,6 +130,7 @@ void NodeAgent::HandleRegisterReply(const protocol::RegisterNodeReply& reply,
     join_deadline_ms_.reset();
     if (callbacks_.on_joined) callbacks_.on_joined(reply);
     SendHeartbeat();
+    AdoptCheckpoints();
   }
   if (rejoined) {
     RAYX_LOG(Info) << "rejoined the restarted head as node " << node_id_.Short()
@@ -140,6 +142,15 @@ void NodeAgent::HandleRegisterReply(const protocol::RegisterNodeReply& reply,
   std::vector<Deferred> early;
   early.swap(before_joined_);
   for (auto& d : early) OnStartWorker(d.req, d.id);
+}
+
+void NodeAgent::HandleAdoptCheckpointsReply(const protocol::AdoptCheckpointsReply& reply,
+                                            const FromHead&) {
+  if (!adopted_checkpoints_) return;
+  const size_t removed = adopted_checkpoints_->OnReply(reply);
+  RAYX_LOG(Info) << "the head took back " << reply.adopted.size()
+                 << " checkpoint record(s) from this node's directory; " << removed
+                 << " checkpoint(s) dropped while no agent held it were removed";
 }
 
 void NodeAgent::HandleHeartbeatReply(const protocol::HeartbeatReply& reply,

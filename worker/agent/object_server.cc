@@ -152,10 +152,12 @@ StoreSpiller::Usage ObjectServer::StoreUsage() {
 
 void ObjectServer::EnableCheckpoints(CheckpointFiles files,
                                      transport::ClientSecurity pull_security,
-                                     std::shared_ptr<ObjectServerDirectory> servers) {
+                                     std::shared_ptr<ObjectServerDirectory> servers,
+                                     JobLive live) {
   checkpoints_ = std::move(files);
   pull_security_ = std::move(pull_security);
   servers_ = std::move(servers);
+  job_live_ = std::move(live);
   transfer_thread_ = std::make_unique<WorkThread>(kMaxTransfers);
 }
 
@@ -201,15 +203,24 @@ Status ObjectServer::Replicate(const protocol::ReplicateShardRequest& req, uint6
   return Status::OK();
 }
 
+bool ObjectServer::MayTouchCheckpoint(const transport::Principal& who,
+                                      const std::string& relative) const {
+  if (who.is_cluster()) return true;
+  if (!who.is_job()) return false;
+  const std::string writer = relative.substr(0, relative.find('/'));
+  if (writer == who.job.Hex()) return true;
+  auto job = JobId::FromHex(writer);
+  return job.ok() && job_live_ && !job_live_(*job);
+}
+
 transport::Frames ObjectServer::ServeCheckpointFile(const transport::Principal& who,
                                                     const std::string& relative,
                                                     uint64_t offset, uint64_t length,
                                                     uint64_t id) {
-  // A job reads its own job's shards (the directory's first component).
-  if (who.is_job() && relative.rfind(who.job.Hex() + "/", 0) != 0) {
+  if (!MayTouchCheckpoint(who, relative)) {
     return transport::MakeErrorMessage(
         Status::Unauthenticated("checkpoint file " + relative.substr(0, 200) +
-                                " belongs to another job"),
+                                " belongs to another job that is still running"),
         "object server", id);
   }
   auto fd = checkpoints_->OpenFile(relative);
@@ -373,8 +384,31 @@ void ObjectServer::OnMessage(transport::Frames& frames) {
       auto req = protocol::Decode<protocol::DeleteShardsRequest>(body);
       if (!req.ok() || !checkpoints_) return;
       for (const auto& path : req->paths) {
-        if (who.is_job() && path.rfind(who.job.Hex() + "/", 0) != 0) continue;
-        (void)checkpoints_->Remove(path);
+        if (MayTouchCheckpoint(who, path)) (void)checkpoints_->Remove(path);
+      }
+      return;
+    }
+    case protocol::MessageType::kKeepCheckpointRecordRequest: {
+      protocol::DecodeLimits limits;  // a record is one string of up to 8 MiB
+      limits.max_str = protocol::KeepCheckpointRecordRequest::kMaxRecordBytes;
+      auto req = protocol::Decode<protocol::KeepCheckpointRecordRequest>(body, limits);
+      if (!req.ok() || !checkpoints_) return;
+      // The record of this directory's checkpoint only: its key names the
+      // directory's job and checkpoint id (<job>/<run key>/<id>).
+      const std::string& dir = req->checkpoint_dir;
+      const size_t job_end = dir.find('/');
+      const size_t id_start = dir.rfind('/');
+      if (job_end == std::string::npos || id_start == job_end ||
+          req->key.rfind("train/ckpt/" + dir.substr(0, job_end) + "/" +
+                             dir.substr(id_start + 1) + "/",
+                         0) != 0) {
+        RAYX_LOG(Warning) << "refused a checkpoint record " << req->key.substr(0, 200)
+                          << " for directory " << dir.substr(0, 200);
+        return;
+      }
+      Status kept = checkpoints_->KeepRecord(dir, protocol::Encode(*req));
+      if (!kept.ok() && kept.code() != StatusCode::kNotFound) {
+        RAYX_LOG(Warning) << "cannot keep the record of checkpoint " << dir << ": " << kept;
       }
       return;
     }

@@ -69,8 +69,14 @@ class ObjectServer {
   // job's own shards), ReplicateShardRequests pull a shard from another node
   // on a thread of their own (through `servers`, proving `pull_security`),
   // and DeleteShardsRequests remove shards.
+  // A job reads and removes its own job's shards, and those of jobs that are
+  // no longer live (`live` says which are): a run's checkpoints outlive the
+  // job that wrote them, and a later job resumes the run by its name (after a
+  // whole cluster's restart too), as Ray Train resumes from a run's storage
+  // path. A live job's shards are its own.
+  using JobLive = std::function<bool(const JobId&)>;
   void EnableCheckpoints(CheckpointFiles files, transport::ClientSecurity pull_security,
-                         std::shared_ptr<ObjectServerDirectory> servers);
+                         std::shared_ptr<ObjectServerDirectory> servers, JobLive live);
   // Job `job_hex` ended: its objects go, held or not. Returns how many files.
   size_t RemoveJob(const std::string& job_hex);
   const ObjectPins& pins() const { return pins_; }
@@ -96,6 +102,9 @@ class ObjectServer {
   transport::Frames ErrorFromNode(const Status& status, uint64_t id) const;
   // A ReplicateShardRequest, on the transfer thread.
   Status Replicate(const protocol::ReplicateShardRequest& req, uint64_t* bytes);
+  // Whether `who` may read or remove the checkpoint path `relative`: the
+  // cluster; a job, its own job's and those of jobs no longer live.
+  bool MayTouchCheckpoint(const transport::Principal& who, const std::string& relative) const;
   // Serves a chunk of a checkpoint file (`relative` to the checkpoint
   // directory) to `who`.
   transport::Frames ServeCheckpointFile(const transport::Principal& who,
@@ -127,6 +136,7 @@ class ObjectServer {
   std::optional<CheckpointFiles> checkpoints_;
   transport::ClientSecurity pull_security_;
   std::shared_ptr<ObjectServerDirectory> servers_;
+  JobLive job_live_;
   zmq::context_t pull_context_{1};  // the transfer thread's pulls
   // Last: stopped (joined) before anything their jobs use goes.
   std::unique_ptr<WorkThread> spill_thread_;

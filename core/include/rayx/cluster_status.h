@@ -45,6 +45,9 @@ struct NodeInfo {
   int64_t last_heartbeat_age_ms = 0;
   std::string store_dir;            // the node's shared-memory object store
   std::string object_address;       // its agent's object server
+  // Where its Train checkpoint shards are kept (a directory that outlives the
+  // agent: the next agent started on that machine adopts it); empty: none.
+  std::string checkpoint_dir;
   uint64_t object_store_bytes = 0;  // bytes stored, as of the last heartbeat
   uint64_t object_store_capacity = 0;  // --object-store-memory (0: unbounded)
   uint64_t object_store_objects = 0;
@@ -68,7 +71,8 @@ struct NodeInfo {
                      total, available, labels, rayx_version, registered_at_ms,
                      last_heartbeat_age_ms, store_dir, object_address, object_store_bytes,
                      gpu_devices, cpu_overcommitted, gpu_usage, object_store_capacity,
-                     object_store_objects, object_spilled_bytes, object_spilled_objects)
+                     object_store_objects, object_spilled_bytes, object_spilled_objects,
+                     checkpoint_dir)
 };
 
 // The devices of a node's GPUs `gpu_ids` given its NodeInfo::gpu_devices:

@@ -32,7 +32,12 @@ inline constexpr const char* kRayxVersion = "0.1.0";
 // 10: a submitted job's state and a listed lease's kind and state travel as
 //    enums (JobState, LeaseKind, LeaseState), like placement groups' (a
 //    blocked lease's state is BLOCKED, no longer "RUNNING (blocked in get)").
-inline constexpr uint32_t kProtocolVersion = 10;
+// 11: Train's node-kept checkpoints outlive the cluster: a node says its
+//    checkpoint directory (RegisterNodeRequest::checkpoint_dir, NodeInfo), a
+//    committing rank leaves the record with every node holding a shard
+//    (KeepCheckpointRecordRequest), and an agent that adopted a directory
+//    hands its records to the head (AdoptCheckpointsRequest).
+inline constexpr uint32_t kProtocolVersion = 11;
 
 // The head's default port, as in `rayx start --head`.
 inline constexpr uint16_t kDefaultHeadPort = 6380;

@@ -101,5 +101,44 @@ TEST_F(CheckpointFilesTest, TheNodesDiskLimitRefusesAShardWithTheFigures) {
   EXPECT_NE(full.message().find("rayx train delete"), std::string::npos) << full;
 }
 
+// A committed checkpoint's record is kept beside its shards, only where the
+// checkpoint's directory is, and read back with the directory it is in; a
+// directory holding only its limit and empty directories is empty.
+TEST_F(CheckpointFilesTest, ARecordIsKeptBesideItsShardsAndReadBack) {
+  CheckpointFiles node = Node();
+  ASSERT_TRUE(node.SetLimit(1 << 30).ok());
+  EXPECT_TRUE(node.Empty());
+  ASSERT_TRUE(node.CopyIn(root_ + "/user", "job/run/a0-s1/rank-0").ok());
+  EXPECT_FALSE(node.Empty());
+  EXPECT_TRUE(node.Records(10).empty()) << "a shard alone is no committed checkpoint";
+  ASSERT_TRUE(node.KeepRecord("job/run/a0-s1", "record one").ok());
+  ASSERT_TRUE(node.KeepRecord("job/run/a0-s1", "record one, again").ok());  // replaced
+  // Not where this node holds nothing of the checkpoint, nor outside a
+  // checkpoint's directory, nor too large.
+  EXPECT_EQ(node.KeepRecord("job/run/a0-s2", "x").code(), StatusCode::kNotFound);
+  EXPECT_EQ(node.KeepRecord("job/run", "x").code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(node.KeepRecord("job/../../a0-s1", "x").code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(node.KeepRecord("job/run/a0-s1", std::string(CheckpointFiles::kMaxRecordBytes + 1, 'x'))
+                .code(),
+            StatusCode::kInvalidArgument);
+  ASSERT_TRUE(node.CopyIn(root_ + "/user", "job/other/a1-s3/rank-2").ok());
+  ASSERT_TRUE(node.KeepRecord("job/other/a1-s3", "record two").ok());
+  auto records = node.Records(10);
+  ASSERT_EQ(records.size(), 2u);
+  EXPECT_EQ(records[0].checkpoint_dir, "job/other/a1-s3");  // in path order
+  EXPECT_EQ(records[0].bytes, "record two");
+  EXPECT_EQ(records[1].checkpoint_dir, "job/run/a0-s1");
+  EXPECT_EQ(records[1].bytes, "record one, again");
+  EXPECT_EQ(node.Records(1).size(), 1u);
+  // A copy no commit covers goes when the directory is adopted; the
+  // committed ones stay.
+  ASSERT_TRUE(node.CopyIn(root_ + "/user", "job/run/a0-s2/rank-1").ok());
+  EXPECT_EQ(node.RemoveUnrecorded(), std::vector<std::string>{"job/run/a0-s2"});
+  EXPECT_EQ(node.Records(10).size(), 2u);
+  ASSERT_TRUE(node.Remove("job/run/a0-s1").ok());
+  ASSERT_TRUE(node.Remove("job/other/a1-s3").ok());
+  EXPECT_TRUE(node.Empty()) << "only empty run directories are left";
+}
+
 }  // namespace checkpoint_files_test
 }  // namespace rayx

@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <string>
 
 #include "util/status_matchers.h"
@@ -103,6 +104,38 @@ TEST_F(StoreOwnerTest, AClaimIsThisProcesssOwn) {
   EXPECT_TRUE(fs::exists(store));
   // A root that cannot be read removes nothing and does not throw.
   EXPECT_TRUE(RemoveDeadStores(root_ + "/missing").empty());
+}
+
+// Train's checkpoint directories outlive their agent: the next agent adopts
+// one whose owner is gone (its files stay), never a live agent's, and no two
+// processes adopt the same one.
+TEST_F(StoreOwnerTest, ADirectoryWhoseOwnerIsGoneIsAdoptedWithItsFilesOnce) {
+  const std::string prefix = "rayx-ckpt-";
+  std::string live = MakeStore(prefix + "aaaaaaaaaaaa");
+  ClaimInChild(live);
+  EXPECT_EQ(AdoptDeadStore(root_, prefix), std::nullopt) << "a live agent's directory was adopted";
+  // Neither a directory without a lock file (an older rayx's), a half-made
+  // claim, nor a lock file whose directory is gone.
+  MakeStore(prefix + "bbbbbbbbbbbb");
+  std::ofstream(MakeStore(prefix + "cccccccccccc") + ".lock.making") << "";
+  std::ofstream(root_ + "/" + prefix + "dddddddddddd.lock") << "";
+  EXPECT_EQ(AdoptDeadStore(root_, prefix), std::nullopt);
+
+  ASSERT_EQ(::kill(owner_, SIGKILL), 0);
+  ASSERT_EQ(::waitpid(owner_, nullptr, 0), owner_);
+  owner_ = -1;
+  // A dead one stays where the caller says it must (a checkpoint directory
+  // that is not empty).
+  EXPECT_TRUE(RemoveDeadStores(root_, prefix, [](const std::string&) { return false; }).empty());
+  EXPECT_EQ(AdoptDeadStore(root_, prefix), live);
+  EXPECT_TRUE(fs::exists(live + "/job-object")) << "adopting removed the checkpoints";
+  // Held now: not adopted again, not removed as a dead one's, not claimable.
+  EXPECT_EQ(AdoptDeadStore(root_, prefix), std::nullopt);
+  EXPECT_EQ(RemoveDeadStores(root_, prefix),
+            std::vector<std::string>{root_ + "/" + prefix + "dddddddddddd"})
+      << "only the lock file without a directory goes";
+  EXPECT_TRUE(fs::exists(live + "/job-object"));
+  EXPECT_FALSE(ClaimStore(live).ok());
 }
 
 }  // namespace store_owner_test

@@ -1,0 +1,66 @@
+#include "head/checkpoint_adoption.h"
+
+#include "common/logging.h"
+
+namespace rayx::scheduler {
+
+std::string CheckpointAdoption::RunOf(const std::string& key) {
+  const std::string prefix = kRecordPrefix;
+  if (key.size() <= prefix.size() || key.compare(0, prefix.size(), prefix) != 0) return "";
+  // <job>/<id>/<run>: the run is what follows the second '/' (it may hold more).
+  const size_t job_end = key.find('/', prefix.size());
+  if (job_end == std::string::npos || job_end == prefix.size()) return "";
+  const size_t id_end = key.find('/', job_end + 1);
+  if (id_end == std::string::npos || id_end == job_end + 1 || id_end + 1 == key.size()) return "";
+  return key.substr(id_end + 1);
+}
+
+std::unordered_set<std::string> CheckpointAdoption::CommittedRuns() {
+  std::unordered_set<std::string> runs;
+  std::unordered_set<std::string> still_adopted;
+  std::string after;
+  while (true) {
+    auto page = kv_.List(kNamespace, kRecordPrefix, 0, after);
+    if (!page.ok()) break;
+    for (const std::string& key : page->keys) {
+      if (adopted_.count(key)) {
+        still_adopted.insert(key);
+      } else if (std::string run = RunOf(key); !run.empty()) {
+        runs.insert(std::move(run));
+      }
+    }
+    if (!page->truncated || page->keys.empty()) break;
+    after = page->keys.back();
+  }
+  adopted_ = std::move(still_adopted);
+  return runs;
+}
+
+CheckpointAdoption::Outcome CheckpointAdoption::Adopt(
+    const protocol::AdoptCheckpointsRequest& req) {
+  Outcome out;
+  const std::unordered_set<std::string> committed = CommittedRuns();
+  for (size_t i = 0; i < req.keys.size() && i < req.records.size(); ++i) {
+    const std::string& key = req.keys[i];
+    const std::string run = RunOf(key);
+    if (run.empty()) continue;
+    auto present = kv_.Get(kNamespace, key);
+    if (!present.ok()) continue;
+    if (present->has_value()) continue;  // known: the cluster's already
+    if (committed.count(run)) {
+      out.reply.dropped.push_back(key);
+      continue;
+    }
+    auto put = kv_.Put(kNamespace, key, req.records[i], /*overwrite=*/false, JobId());
+    if (!put.ok()) {
+      RAYX_LOG(Warning) << "cannot adopt checkpoint record " << key << ": " << put.status();
+      continue;
+    }
+    adopted_.insert(key);
+    out.reply.adopted.push_back(key);
+    for (auto& answer : put->answered) out.answered.push_back(std::move(answer));
+  }
+  return out;
+}
+
+}  // namespace rayx::scheduler

@@ -163,8 +163,13 @@ bool LeaseManager::TryGrant(Pending& pending, std::optional<policy::Scheduled> d
     if (!decided) return false;
     node = decided->node;
     gpu_ids = std::move(decided->gpu_ids);
-    if (!agent_peers_.count(*node) ||
-        !nodes_.AcquireExact(*node, pending.req.resources, gpu_ids)) {
+    if (!agent_peers_.count(*node)) return false;
+    if (!nodes_.AcquireExact(*node, pending.req.resources, gpu_ids)) {
+      // The policy decided on the node table's own book: it never refuses.
+      ++invariant_violations_;
+      RAYX_LOG(Error) << "invariant violated: the policy placed a lease on node "
+                      << node->Short() << " (" << gpu_ids.size()
+                      << " GPU device(s)) that the node table does not have free";
       return false;
     }
   }
@@ -209,7 +214,6 @@ bool LeaseManager::TryGrant(Pending& pending, std::optional<policy::Scheduled> d
   start.epoch = nodes_.EpochOf(*node);
   uint64_t id = next_request_id_++;
   start_requests_[id] = StartRequest{lease.lease_id, *node};
-  BookDevices(lease, +1);
   // Stored before the agent hears of it: a live worker the head does not know
   // after a restart can only be one it never granted.
   SaveLease(lease);
@@ -383,7 +387,6 @@ void LeaseManager::EndLease(const LeaseId& lease_id, bool kill_worker, const std
     outbox_.Fail(lease.owner.requester,
                  Status::Unavailable("the lease ended before its worker started: " + cause));
   }
-  BookDevices(lease, -1);
   // What it holds now: a blocked lease's lent CPU is not its to give back.
   ResourceMap held = Held(lease);
   ForgetBlocked(lease);
@@ -416,24 +419,6 @@ bool LeaseManager::WatchDriver(const NodeId& node, const JobId& job_id, int32_t 
   watch.pid = pid;
   outbox_.WatchDriver(agent->second, next_request_id_++, watch);
   return true;
-}
-
-void LeaseManager::BookDevices(const Lease& lease, int sign) {
-  if (lease.gpu_ids.empty()) return;
-  auto gpu = lease.resources.find(kGpu);
-  double share = gpu == lease.resources.end() || gpu->second >= 1 ? 1.0 : gpu->second;
-  for (int d : lease.gpu_ids) {
-    auto key = std::make_pair(lease.node, d);
-    double& use = device_use_[key];
-    use += sign * share;
-    if (use > 1.0 + 1e-9) {
-      ++invariant_violations_;
-      RAYX_LOG(Error) << "invariant violated: device " << d << " of node " << lease.node.Short()
-                      << " is leased " << use << " times over (lease " << lease.lease_id
-                      << "): the device books disagree";
-    }
-    if (use < 1e-9) device_use_.erase(key);
-  }
 }
 
 void LeaseManager::EndHostedLeases(const LeaseId& lease_id) {

@@ -187,7 +187,8 @@ class LeaseManager {
   size_t blocked_count() const { return blocked_leases_; }
   double lent_cpu() const { return lent_cpu_; }
   // Checks the class comment's invariant over every alive node, bundle and
-  // lease, and the blocked counts. Internal naming the first disagreement.
+  // lease, that no GPU device is leased beyond one whole device, and the
+  // blocked counts. Internal naming the first disagreement.
   // O(leases + bundles + nodes): for tests, not the head's loop.
   Status CheckAccounting() const;
   // Withdraws a request of the head's own (RequestLeaseForHead) that has not
@@ -276,7 +277,8 @@ class LeaseManager {
   // Asks the agent of `node` to report when driver process `pid` of `job_id`
   // exits (DriverExitedNotice). False when the node has no agent here.
   bool WatchDriver(const NodeId& node, const JobId& job_id, int32_t pid);
-  // Devices found leased beyond their capacity (BookDevices); always 0.
+  // Policy decisions the node table refused (they are made on its own book
+  // of resources and devices); always 0.
   uint64_t invariant_violations() const { return invariant_violations_; }
   size_t pending_count() const { return pending_.size(); }
   // Policy decisions made so far (for tests of scheduling cost).
@@ -372,10 +374,6 @@ class LeaseManager {
   void RestartActor(protocol::ActorInfo info, const std::string& cause, bool count = true);
   void OnActorRestartGranted(uint64_t request_id, const protocol::RequestLeaseReply& grant);
   void OnActorRestartFailed(uint64_t request_id, const Status& status);
-  // Books `lease`'s devices (sign +1 on grant, -1 at its end) in device_use_,
-  // an account kept apart from the NodeTable's: a device granted beyond one
-  // whole device is logged as an invariant violation and counted.
-  void BookDevices(const Lease& lease, int sign);
   // Writes the lease through to the store.
   void SaveLease(const Lease& lease);
   // Frees the names reserved by the runtime at `peer` (it is gone), and
@@ -443,7 +441,6 @@ class LeaseManager {
   // The reservation `adoption` waits to finish, or nullptr when its name was
   // freed or went to another actor meanwhile.
   const protocol::ActorInfo* ReservationOf(const Adoption& adoption) const;
-  std::map<std::pair<NodeId, int>, double> device_use_;  // per node and device: the share leased
   uint64_t invariant_violations_ = 0;
   uint64_t decisions_ = 0;
   PlacementGroupManager& groups_;

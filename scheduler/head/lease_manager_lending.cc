@@ -100,6 +100,7 @@ Status LeaseManager::CheckAccounting() const {
   // What the leases say is taken, per node (outside groups) and per bundle.
   std::map<NodeId, ResourceMap> node_taken;
   std::map<std::pair<PlacementGroupId, int32_t>, ResourceMap> bundle_taken;
+  std::map<std::pair<NodeId, int>, double> device_use;  // the share leased, per device
   size_t blocked = 0;
   double lent = 0;
   for (const auto& [id, lease] : leases_) {
@@ -122,6 +123,17 @@ Status LeaseManager::CheckAccounting() const {
                              : bundle_taken[{lease.group_id, lease.bundle_index}];
     for (const auto& [name, amount] : Held(lease)) {
       if (amount > 0) taken[name] += amount;
+    }
+    auto gpu = lease.resources.find(kGpu);
+    const double share = gpu == lease.resources.end() || gpu->second >= 1 ? 1.0 : gpu->second;
+    for (int d : lease.gpu_ids) {
+      double& use = device_use[{lease.node, d}];
+      use += share;
+      if (use > 1.0 + kEps) {
+        return Status::Internal(who + "device " + std::to_string(d) + " of node " +
+                                lease.node.Short() + " is leased " + std::to_string(use) +
+                                " times over");
+      }
     }
   }
   if (blocked != blocked_leases_ || std::abs(lent - lent_cpu_) > kEps) {

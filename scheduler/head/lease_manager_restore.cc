@@ -217,7 +217,6 @@ void LeaseManager::OnNodeRejoined(const NodeId& node, const std::string& agent_p
     lease.bundle_index = s.bundle_index;
     lease.pid = report.worker_pid ? report.worker_pid : s.pid;
     SaveLease(lease);
-    BookDevices(lease, +1);
     LeaseId id = lease.lease_id;
     Lease& kept = leases_[id] = std::move(lease);
     // Its runtime told this head it is blocked before the node came back.

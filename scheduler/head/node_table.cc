@@ -14,15 +14,13 @@ NodeId NodeTable::Register(NodeInfo info, int64_t now_ms, int64_t wall_ms) {
   info.registered_at_ms = wall_ms;
   info.cpu_overcommitted = 0;
   if (info.available.empty()) info.available = info.total;
-  size_t devices = info.total.count(kGpu) ? static_cast<size_t>(info.total.at(kGpu)) : 0;
   view_.AddNode(id, info.total, info.labels, info.address);
   uint64_t epoch = next_epoch_++;
   if (store_) {
     store_->PutMeta("next_epoch", std::to_string(next_epoch_));
     store_->PutNode(info, epoch);
   }
-  alive_[id] = Entry{std::move(info), now_ms, next_order_++, std::vector<double>(devices, 1.0),
-                     epoch};
+  alive_[id] = Entry{std::move(info), now_ms, next_order_++, epoch};
   return id;
 }
 
@@ -53,11 +51,9 @@ bool NodeTable::Rejoin(const NodeId& id, NodeInfo info, int64_t now_ms, int64_t 
   info.registered_at_ms = registered ? registered : wall_ms;
   info.available = info.total;
   info.cpu_overcommitted = 0;
-  size_t devices = info.total.count(kGpu) ? static_cast<size_t>(info.total.at(kGpu)) : 0;
   view_.AddNode(id, info.total, info.labels, info.address);
   if (store_) store_->PutNode(info, epoch);
-  alive_[id] = Entry{std::move(info), now_ms, next_order_++, std::vector<double>(devices, 1.0),
-                     epoch};
+  alive_[id] = Entry{std::move(info), now_ms, next_order_++, epoch};
   return true;
 }
 
@@ -73,18 +69,9 @@ bool NodeTable::AcquireExact(const NodeId& id, const ResourceMap& demand,
   }
   auto it = alive_.find(id);
   if (it == alive_.end() || !Fits(it->second.info.available, demand)) return false;
-  double gpus = demand.count(kGpu) ? demand.at(kGpu) : 0;
-  double share = gpus < 1 ? gpus : 1.0;
-  size_t wanted = gpus <= 0 ? 0 : gpus < 1 ? 1 : static_cast<size_t>(gpus);
-  if (gpu_ids.size() != wanted) return false;
-  for (int d : gpu_ids) {
-    if (d < 0 || static_cast<size_t>(d) >= it->second.gpu_free.size() ||
-        it->second.gpu_free[static_cast<size_t>(d)] + 1e-9 < share) {
-      return false;
-    }
-  }
+  // The devices are the view's: it refuses ids that are not free or not
+  // what the demand needs.
   if (!view_.Acquire(id, demand, gpu_ids)) return false;
-  for (int d : gpu_ids) it->second.gpu_free[static_cast<size_t>(d)] -= share;
   for (const auto& [name, amount] : demand) {
     if (amount > 0) it->second.info.available[name] -= amount;
   }
@@ -226,17 +213,20 @@ std::optional<std::vector<int>> NodeTable::PickGpuDevices(const std::vector<doub
   return ids;
 }
 
+std::optional<std::vector<int>> NodeTable::FreeGpuDevices(const NodeId& id,
+                                                          const ResourceMap& demand) const {
+  const policy::NodeRecord* record = view_.Lookup(id);
+  auto wanted = view_.MakeDemand(demand);
+  if (record == nullptr || !wanted.ok()) return std::nullopt;
+  return policy::NodeRecord::PickGpus(record->gpu_free(), *wanted);
+}
+
 bool NodeTable::TryAcquire(const NodeId& id, const ResourceMap& demand,
                            std::vector<int>* gpu_ids) {
   auto it = alive_.find(id);
   if (it == alive_.end() || !Fits(it->second.info.available, demand)) return false;
-  double gpus = demand.count(kGpu) ? demand.at(kGpu) : 0;
-  auto picked = PickGpuDevices(it->second.gpu_free, gpus);
-  if (!picked) return false;
-  // Both books must agree before either changes.
-  if (!view_.Acquire(id, demand, *picked)) return false;
-  double share = gpus < 1 ? gpus : 1.0;
-  for (int d : *picked) it->second.gpu_free[static_cast<size_t>(d)] -= share;
+  auto picked = FreeGpuDevices(id, demand);
+  if (!picked || !view_.Acquire(id, demand, *picked)) return false;
   if (gpu_ids) *gpu_ids = *picked;
   for (const auto& [name, amount] : demand) {
     if (amount > 0) it->second.info.available[name] -= amount;
@@ -260,14 +250,6 @@ void NodeTable::Release(const NodeId& id, const ResourceMap& demand,
     return;
   }
   view_.Release(id, demand, gpu_ids);
-  double gpus = demand.count(kGpu) ? demand.at(kGpu) : 0;
-  double share = gpus < 1 ? gpus : 1.0;
-  for (int d : gpu_ids) {
-    if (d >= 0 && static_cast<size_t>(d) < it->second.gpu_free.size()) {
-      double& f = it->second.gpu_free[static_cast<size_t>(d)];
-      f = std::min(1.0, f + share);
-    }
-  }
   for (const auto& [name, amount] : demand) {
     if (amount <= 0) continue;
     double total = it->second.info.total.count(name) ? it->second.info.total.at(name) : 0;
@@ -291,10 +273,9 @@ void NodeTable::ReclaimCpu(const NodeId& id, double cpu) {
 
 std::optional<NodeId> NodeTable::FindNodeWithAvailable(const ResourceMap& demand) const {
   const Entry* best = nullptr;
-  double gpus = demand.count(kGpu) ? demand.at(kGpu) : 0;
   for (const auto& [id, entry] : alive_) {
     if (!Fits(entry.info.available, demand)) continue;
-    if (gpus > 0 && !PickGpuDevices(entry.gpu_free, gpus)) continue;
+    if (!FreeGpuDevices(id, demand)) continue;
     if (best == nullptr || entry.order < best->order) best = &entry;
   }
   if (best == nullptr) return std::nullopt;

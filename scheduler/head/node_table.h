@@ -140,7 +140,8 @@ class NodeTable {
 
   // The devices for `amount` GPUs among devices with `free` shares (1.0 = a
   // whole free device), by the rules of TryAcquire; nullopt when they are not
-  // free or `amount` is neither below 1 nor whole.
+  // free or `amount` is neither below 1 nor whole. (A bundle's devices: the
+  // node's are the policy view's, `view()`.)
   static std::optional<std::vector<int>> PickGpuDevices(const std::vector<double>& free,
                                                         double amount);
   // True when every positive amount of `demand` is within `available`.
@@ -153,9 +154,12 @@ class NodeTable {
     NodeInfo info;
     int64_t last_heartbeat_ms = 0;
     uint64_t order = 0;
-    std::vector<double> gpu_free;  // per device, 1.0 = entirely free
     uint64_t epoch = 0;
   };
+  // The devices the packing rule picks for `demand` on alive node `id` from
+  // what the view has free (the one book of devices), or nullopt.
+  std::optional<std::vector<int>> FreeGpuDevices(const NodeId& id,
+                                                 const ResourceMap& demand) const;
   void Bury(Entry entry, const std::string& reason);
   struct Rejoining {
     NodeInfo info;

@@ -99,7 +99,8 @@ std::map<pid_t, std::map<std::string, std::string>> ClusterWorkers(const std::st
   return out;
 }
 
-// The head's device-account violations logged in `log` (LeaseManager::BookDevices).
+// The head's invariant violations logged in `log`: a policy decision the node
+// table refused (LeaseManager::TryGrant; they decide on one book).
 std::vector<std::string> InvariantViolations(const std::string& log) {
   std::vector<std::string> out;
   std::ifstream in(log);

@@ -1024,25 +1024,32 @@ TEST_F(LeaseManagerTest, APassDecidesOnceForManyEqualQueuedRequests) {
   EXPECT_FALSE(Started(starts[0].env.id, "driver", 100).lease_id.IsNil());
 }
 
-// The lease manager's own account of device use cross-checks the NodeTable's:
-// shares of one device and whole devices are fine; a device freed behind a
-// live lease's back and granted again is caught.
-TEST_F(LeaseManagerTest, DevicesLeasedTwiceAreCaughtByTheInvariantCheck) {
+// The node table's book (the policy view's devices) is the only one: the
+// accounting check derives each device's use from the leases themselves.
+// Shares of one device and whole devices are fine; a device freed behind a
+// live lease's back and granted again is caught, naming the device.
+TEST_F(LeaseManagerTest, DevicesLeasedTwiceAreCaughtByTheAccountingCheck) {
   NodeId node = AddNode("10.0.0.2", {{"CPU", 8}, {"GPU", 2}});
   JobId job = NewJob();
   LeaseId half_a = Grant(job, {{"GPU", 0.5}}, "agent-10.0.0.2", 1);
   LeaseId half_b = Grant(job, {{"GPU", 0.5}}, "agent-10.0.0.2", 2);
   LeaseId whole = Grant(job, {{"GPU", 1}}, "agent-10.0.0.2", 3);
-  EXPECT_EQ(leases_.invariant_violations(), 0u);
+  EXPECT_TRUE(leases_.CheckAccounting().ok()) << leases_.CheckAccounting();
   EXPECT_TRUE(leases_.ReturnLease(half_a).ok());
   EXPECT_TRUE(leases_.ReturnLease(half_b).ok());
   (void)Take();
-  EXPECT_EQ(leases_.invariant_violations(), 0u);
-  // Corrupt the NodeTable's books: device 1 is free there while `whole` holds it.
+  EXPECT_TRUE(leases_.CheckAccounting().ok()) << leases_.CheckAccounting();
+  // Corrupt the book: device 1 is free there while `whole` holds it.
   nodes_.Release(node, {{"GPU", 1}}, {1});
   nodes_.TryAcquire(node, {{"GPU", 1}}, nullptr);  // takes device 0 back out of play
   (void)Grant(job, {{"GPU", 1}}, "agent-10.0.0.2", 4);
-  EXPECT_EQ(leases_.invariant_violations(), 1u);
+  Status checked = leases_.CheckAccounting();
+  EXPECT_EQ(checked.code(), StatusCode::kInternal);
+  EXPECT_NE(checked.message().find("device 1 of node " + node.Short() + " is leased 2"),
+            std::string::npos)
+      << checked;
+  EXPECT_EQ(leases_.invariant_violations(), 0u) << "the policy and the table agreed";
+  (void)whole;
 }
 
 TEST_F(LeaseManagerTest, RequestsNoLongerGoToADeadNodesAgent) {

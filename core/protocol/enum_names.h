@@ -73,6 +73,35 @@ enum class LeaseState : uint8_t {
   kBlocked = 2,
 };
 
+// Why a call failed. kException: its own code threw (the error's type names
+// the exception, e.g. "std::invalid_argument", "ValueError"); every other
+// kind is rayx's: the call could not run, or its worker, actor or result was
+// lost. Requeued is the worker's answer for calls it hands back unrun (the
+// caller runs them elsewhere; users never see it).
+enum class TaskErrorKind : uint8_t {
+  kException = 0,
+  kWorkerCrashed = 1,
+  kWorkerUnreachable = 2,
+  kWorkerStartFailed = 3,
+  kActorDied = 4,
+  kInfeasible = 5,
+  kPlacementGroupRemoved = 6,
+  kObjectLost = 7,
+  kOutOfMemory = 8,
+  kObjectStoreFull = 9,
+  kRuntimeStopped = 10,
+  kFunctionNotFound = 11,
+  kArgumentTypeError = 12,
+  kInvalidArgument = 13,
+  kWrongJob = 14,
+  kGeneratorTooLong = 15,
+  kGeneratorEnded = 16,
+  kProtocolError = 17,
+  kRequeued = 18,
+  kInternal = 19,
+  kPlacementGroupUnavailable = 20,
+};
+
 // Each wire enum's names, indexed by value, and what it is called in errors.
 template <typename E>
 struct EnumNames;
@@ -115,6 +144,21 @@ template <>
 struct EnumNames<LeaseState> {
   static constexpr std::string_view kWhat = "lease state";
   static constexpr std::array<std::string_view, 3> kNames = {"STARTING", "RUNNING", "BLOCKED"};
+};
+
+// The names C++'s TaskError::type() and Python's exception mapping
+// (rayx.exceptions) use; "ObjectStoreFullError" as it always was.
+template <>
+struct EnumNames<TaskErrorKind> {
+  static constexpr std::string_view kWhat = "task error kind";
+  static constexpr std::array<std::string_view, 21> kNames = {
+      "Exception",         "WorkerCrashed",         "WorkerUnreachable",
+      "WorkerStartFailed", "ActorDied",             "Infeasible",
+      "PlacementGroupRemoved", "ObjectLost",        "OutOfMemory",
+      "ObjectStoreFullError",  "RuntimeStopped",    "FunctionNotFound",
+      "ArgumentTypeError", "InvalidArgument",       "WrongJob",
+      "GeneratorTooLong",  "GeneratorEnded",        "ProtocolError",
+      "Requeued",          "Internal",              "PlacementGroupUnavailable"};
 };
 
 template <typename E>

@@ -202,9 +202,9 @@ struct LeasesLostNotice {
   std::vector<LeaseId> lease_ids;
   std::string node_id;
   std::string reason;  // e.g. "node 127.0.0.2 (1a2b3c4d) was declared dead: ..."
-  // The error kind its calls fail with when not the default (WorkerCrashed,
-  // ActorDied): "OutOfMemory" when the node's memory monitor killed it.
-  std::string cause;
+  // The error kind its calls fail with: WorkerCrashed (ActorDied for an
+  // actor's), or OutOfMemory when the node's memory monitor killed it.
+  TaskErrorKind cause = TaskErrorKind::kWorkerCrashed;
   MSGPACK_DEFINE_MAP(lease_ids, node_id, reason, cause)
 };
 

@@ -24,8 +24,8 @@ struct ProcessExitedNotice {
   bool all_exited = false;
   uint64_t epoch = 0;        // the node incarnation that ran it (RegisterNodeReply::epoch)
   // Why the agent ended it, when it did: an error kind for its callers
-  // ("OutOfMemory": the memory monitor) and a sentence.
-  std::string cause;
+  // (OutOfMemory: the memory monitor; WorkerCrashed: it did not) and a sentence.
+  TaskErrorKind cause = TaskErrorKind::kWorkerCrashed;
   std::string reason;
   MSGPACK_DEFINE_MAP(lease_id, index, pid, exit_code, signal, log_tail, all_exited, epoch, cause,
                      reason)

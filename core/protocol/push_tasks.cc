@@ -202,11 +202,22 @@ void PushTasksWriter::StoredResult(uint64_t call_id, const ObjectLocation& locat
   Location(location);
 }
 
-void PushTasksWriter::ErrorResult(uint64_t call_id, std::string_view type,
+void PushTasksWriter::ExceptionResult(uint64_t call_id, std::string_view type,
+                                      std::string_view message, std::string_view node) {
+  ErrorResult(call_id, TaskErrorKind::kException, type, message, node);
+}
+
+void PushTasksWriter::ErrorResult(uint64_t call_id, TaskErrorKind kind, std::string_view message,
+                                  std::string_view node) {
+  ErrorResult(call_id, kind, Name(kind), message, node);
+}
+
+void PushTasksWriter::ErrorResult(uint64_t call_id, TaskErrorKind kind, std::string_view type,
                                   std::string_view message, std::string_view node) {
   ++count_;
   U64(call_id);
   U8(static_cast<uint8_t>(WireValue::kError));
+  U8(static_cast<uint8_t>(kind));
   Str(type);
   Str(message);
   Str(node);
@@ -290,9 +301,16 @@ Status ParsePushTasksReply(std::string_view body, const std::vector<std::string_
     }
     if (kind == static_cast<uint8_t>(WireValue::kError)) {
       result.value.kind = WireValue::kError;
-      if (!r.Str(&result.error_type) || !r.Str(&result.error_message) ||
+      uint8_t error_kind = 0;
+      if (!r.U8(&error_kind) || !r.Str(&result.error_type) || !r.Str(&result.error_message) ||
           !r.Str(&result.error_node)) {
         return Malformed(kWhat, r, "the error of " + Nth("result", i, count) + " is cut short");
+      }
+      result.error_kind = static_cast<TaskErrorKind>(error_kind);
+      if (!IsKnown(result.error_kind)) {
+        return Malformed(kWhat, r,
+                         "the error of " + Nth("result", i, count) + " is of unknown kind " +
+                             std::to_string(error_kind));
       }
     } else if (!ReadValue(r, kind, payload, &result.value)) {
       return Malformed(kWhat, r,

@@ -17,8 +17,9 @@
 //   PushTasksReply (t = 53) body:
 //     u32 result_count, then per result: u64 call_id, u8 kind and
 //       kInline: str bytes | kFrame: u32 payload frame index | kStored: location |
-//       kError: str type, str message, str node (for a call that did not run
-//       because a stored argument could not be read, type "ObjectLost" and, in
+//       kError: u8 TaskErrorKind (protocol 11), str type (the exception's, or
+//       the kind's name), str message, str node (for a call that did not run
+//       because a stored argument could not be read, kind ObjectLost and, in
 //       place of the node, that copy's store path) |
 //       kItem: u32 index, u8 kind (kInline, kFrame or kStored) and that value:
 //         one value a generator call yielded, before its result (the call
@@ -36,6 +37,7 @@
 #include <string_view>
 #include <vector>
 
+#include "protocol/enum_names.h"
 #include "protocol/messages.h"
 #include "rayx/status.h"
 
@@ -79,8 +81,15 @@ class PushTasksWriter {
   void FrameResult(uint64_t call_id, uint32_t frame_index, const uint32_t* item = nullptr);
   void StoredResult(uint64_t call_id, const ObjectLocation& location,
                     const uint32_t* item = nullptr);
-  void ErrorResult(uint64_t call_id, std::string_view type, std::string_view message,
+  // A call whose code threw an exception of type `type`.
+  void ExceptionResult(uint64_t call_id, std::string_view type, std::string_view message,
+                       std::string_view node);
+  // A call rayx failed for reason `kind` (not kException; its name is the type).
+  void ErrorResult(uint64_t call_id, TaskErrorKind kind, std::string_view message,
                    std::string_view node);
+  // Any error result, as parsed (TaskResultView's fields).
+  void ErrorResult(uint64_t call_id, TaskErrorKind kind, std::string_view type,
+                   std::string_view message, std::string_view node);
 
   // Calls or results written since Begin*.
   uint32_t count() const { return count_; }
@@ -128,6 +137,7 @@ struct TaskResultView {
   WireValueView value;  // kInline, kFrame (bytes filled in), kStored or kError
   bool item = false;    // an item a generator call yielded (value is not kError)
   uint32_t item_index = 0;
+  TaskErrorKind error_kind = TaskErrorKind::kException;  // kError
   std::string_view error_type, error_message, error_node;
 };
 

@@ -76,7 +76,7 @@ struct ActorSubmitter::ActorState final : WorkerConnection::Owner {
   void OnLost(WorkerConnection& c) override { submitter->OnWorkerLost(*this, c); }
   void OnRetry(WorkerConnection&, Task task) override {
     // Actor calls never retry exceptions (Submit does not set it).
-    FailTask(submitter->deps_.objects, task, "Internal", "an actor call asked for a retry", "");
+    FailTask(submitter->deps_.objects, task, protocol::TaskErrorKind::kInternal, "an actor call asked for a retry", "");
   }
 
   std::string RestartCount() const {

@@ -35,7 +35,7 @@ std::shared_ptr<WorkerConnection> ActorSubmitter::Connect(ActorState& actor,
 
 void ActorSubmitter::FailQueued(ActorState& actor, const std::string& node) {
   while (!actor.queue.empty()) {
-    FailTask(deps_.objects, actor.queue.front(), "ActorDied", actor.dead_reason, node);
+    FailTask(deps_.objects, actor.queue.front(), protocol::TaskErrorKind::kActorDied, actor.dead_reason, node);
     actor.queue.pop_front();
   }
   actor.resolved_front = 0;
@@ -181,12 +181,12 @@ void ActorSubmitter::DropName(ActorState& actor) {
 void ActorSubmitter::Submit(Task task) {
   auto it = actors_.find(task.actor_id);
   if (it == actors_.end()) {
-    FailTask(deps_.objects, task, "ActorDied", "unknown actor " + task.actor_id.Hex(), "");
+    FailTask(deps_.objects, task, protocol::TaskErrorKind::kActorDied, "unknown actor " + task.actor_id.Hex(), "");
     return;
   }
   ActorState& state = *it->second;
   if (!state.dead_reason.empty()) {
-    FailTask(deps_.objects, task, "ActorDied", state.dead_reason, "");
+    FailTask(deps_.objects, task, protocol::TaskErrorKind::kActorDied, state.dead_reason, "");
     return;
   }
   task.retries_left = Allowance(state.max_task_retries);
@@ -241,7 +241,7 @@ void ActorSubmitter::Pump(ActorState& actor) {
     deps_.resolver.ResolveThen(task, [this, a](Task ready) {
       a->resolving = false;
       if (!a->dead_reason.empty()) {
-        FailTask(deps_.objects, ready, "ActorDied", a->dead_reason, "");
+        FailTask(deps_.objects, ready, protocol::TaskErrorKind::kActorDied, a->dead_reason, "");
       } else if (a->conn && !a->conn->lost() && a->resolved_front == 0) {
         Send(*a, std::move(ready));
       } else {

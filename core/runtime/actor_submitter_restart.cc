@@ -17,7 +17,7 @@ void ActorSubmitter::OnWorkerLost(ActorState& actor, WorkerConnection& conn) {
   const WorkerConnection::Info info = conn.info();
   std::string lost = conn.DescribeLoss();  // "<worker> died" or "<worker> was lost: <why>"
   if (actor.conn.get() != &conn) {  // an earlier worker's connection, replaced already
-    conn.FailInFlight("ActorDied", lost + " while running this call");
+    conn.FailInFlight(protocol::TaskErrorKind::kActorDied, lost + " while running this call");
     return;
   }
   // Close the socket later: we are inside its monitor's handler.
@@ -35,7 +35,7 @@ void ActorSubmitter::OnWorkerLost(ActorState& actor, WorkerConnection& conn) {
     }
     if (!actor.owner && !actor.name.empty()) {
       // Its owner restarts it; this handle finds the new worker by name.
-      conn.FailInFlight("ActorDied", lost + " while running this call; the actor is "
+      conn.FailInFlight(protocol::TaskErrorKind::kActorDied, lost + " while running this call; the actor is "
                                            "restarting: calls made from now on reach its new "
                                            "instance");
       actor.restarting = true;
@@ -52,7 +52,7 @@ void ActorSubmitter::OnWorkerLost(ActorState& actor, WorkerConnection& conn) {
     }
     // An actor already known dead (its constructor failed, it was killed)
     // keeps that reason for the calls in flight when its worker goes.
-    conn.FailInFlight("ActorDied",
+    conn.FailInFlight(protocol::TaskErrorKind::kActorDied,
                       actor.restarts_done > 0
                           ? actor.dead_reason
                           : lost + " while running this call" +
@@ -61,7 +61,7 @@ void ActorSubmitter::OnWorkerLost(ActorState& actor, WorkerConnection& conn) {
                                        "session logs)"
                                      : ""));
   } else {
-    conn.FailInFlight("ActorDied", actor.dead_reason);
+    conn.FailInFlight(protocol::TaskErrorKind::kActorDied, actor.dead_reason);
   }
   actor.creation.reset();
   FailQueued(actor, info.node);
@@ -95,7 +95,7 @@ void ActorSubmitter::Restart(ActorState& actor, const std::string& what, const s
       again.push_back(std::move(task));
       continue;
     }
-    FailTask(deps_.objects, task, "ActorDied",
+    FailTask(deps_.objects, task, protocol::TaskErrorKind::kActorDied,
              what + " while running this call; the actor is restarting (restart " +
                  actor.RestartCount() +
                  "): calls made from now on reach its new instance (SetMaxTaskRetries sends "

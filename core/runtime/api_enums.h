@@ -8,6 +8,7 @@
 
 #include "protocol/enum_names.h"
 #include "rayx/detail/runtime_api.h"
+#include "rayx/errors.h"
 #include "rayx/placement_group.h"
 
 namespace rayx::detail {
@@ -30,6 +31,29 @@ static_assert(SameNumbers<PlacementGroupState, protocol::PlacementGroupState>(
      {PlacementGroupState::CREATED, protocol::PlacementGroupState::kCreated},
      {PlacementGroupState::INFEASIBLE, protocol::PlacementGroupState::kInfeasible},
      {PlacementGroupState::REMOVED, protocol::PlacementGroupState::kRemoved}}));
+static_assert(SameNumbers<TaskErrorKind, protocol::TaskErrorKind>(
+    {{TaskErrorKind::kException, protocol::TaskErrorKind::kException},
+     {TaskErrorKind::kWorkerCrashed, protocol::TaskErrorKind::kWorkerCrashed},
+     {TaskErrorKind::kWorkerUnreachable, protocol::TaskErrorKind::kWorkerUnreachable},
+     {TaskErrorKind::kWorkerStartFailed, protocol::TaskErrorKind::kWorkerStartFailed},
+     {TaskErrorKind::kActorDied, protocol::TaskErrorKind::kActorDied},
+     {TaskErrorKind::kInfeasible, protocol::TaskErrorKind::kInfeasible},
+     {TaskErrorKind::kPlacementGroupRemoved, protocol::TaskErrorKind::kPlacementGroupRemoved},
+     {TaskErrorKind::kObjectLost, protocol::TaskErrorKind::kObjectLost},
+     {TaskErrorKind::kOutOfMemory, protocol::TaskErrorKind::kOutOfMemory},
+     {TaskErrorKind::kObjectStoreFull, protocol::TaskErrorKind::kObjectStoreFull},
+     {TaskErrorKind::kRuntimeStopped, protocol::TaskErrorKind::kRuntimeStopped},
+     {TaskErrorKind::kFunctionNotFound, protocol::TaskErrorKind::kFunctionNotFound},
+     {TaskErrorKind::kArgumentTypeError, protocol::TaskErrorKind::kArgumentTypeError},
+     {TaskErrorKind::kInvalidArgument, protocol::TaskErrorKind::kInvalidArgument},
+     {TaskErrorKind::kWrongJob, protocol::TaskErrorKind::kWrongJob},
+     {TaskErrorKind::kGeneratorTooLong, protocol::TaskErrorKind::kGeneratorTooLong},
+     {TaskErrorKind::kGeneratorEnded, protocol::TaskErrorKind::kGeneratorEnded},
+     {TaskErrorKind::kProtocolError, protocol::TaskErrorKind::kProtocolError},
+     {TaskErrorKind::kRequeued, protocol::TaskErrorKind::kRequeued},
+     {TaskErrorKind::kInternal, protocol::TaskErrorKind::kInternal},
+     {TaskErrorKind::kPlacementGroupUnavailable,
+      protocol::TaskErrorKind::kPlacementGroupUnavailable}}));
 static_assert(SameNumbers<StrategyKind, protocol::LeaseStrategy>(
     {{StrategyKind::kDefault, protocol::LeaseStrategy::kDefault},
      {StrategyKind::kSpread, protocol::LeaseStrategy::kSpread},
@@ -51,5 +75,6 @@ inline protocol::LeaseStrategy ToWire(StrategyKind s) {
   return static_cast<protocol::LeaseStrategy>(s);
 }
 inline StrategyKind FromWire(protocol::LeaseStrategy s) { return static_cast<StrategyKind>(s); }
+inline TaskErrorKind FromWire(protocol::TaskErrorKind k) { return static_cast<TaskErrorKind>(k); }
 
 }  // namespace rayx::detail

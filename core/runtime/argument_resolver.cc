@@ -28,14 +28,16 @@ void ArgumentResolver::ResolveThen(Task& task, Ready ready) {
     ErrorInfo error;
     switch (objects_.ResolveArg(arg.ref->id, &task.resolved[i], &location, &error)) {
       case ObjectTable::ArgState::kUnknown:
-        FailTask(objects_, task, "ObjectLost",
+        FailTask(objects_, task, protocol::TaskErrorKind::kObjectLost,
                  "argument " + std::to_string(i) + " (object " + arg.ref->id.Hex() +
                      ") is not known to this process",
                  "");
         return;
       case ObjectTable::ArgState::kFailed:
-        FailTask(objects_, task, error.type,
-                 "argument " + std::to_string(i) + " failed: " + error.message, error.node);
+        // The argument's own error (an exception keeps its type).
+        error.message = "argument " + std::to_string(i) + " failed: " + error.message;
+        error.function = task.DisplayName();
+        FailTask(objects_, task, std::move(error));
         return;
       case ObjectTable::ArgState::kStored:
         if (location.object_address.empty()) {

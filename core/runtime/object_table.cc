@@ -1,6 +1,8 @@
 // The object table: entries, waiters, Get/Wait and completion.
 #include "runtime/object_table.h"
 
+#include "runtime/api_enums.h"
+
 #include <algorithm>
 #include <chrono>
 #include <stdexcept>
@@ -111,7 +113,8 @@ void ObjectTable::FailItem(std::unordered_map<std::string, Entry>::iterator it,
   Entry& entry = it->second;
   if (entry.state != Entry::State::kPending) return;
   entry.state = Entry::State::kFailed;
-  entry.error = std::make_shared<ErrorInfo>(ErrorInfo{"GeneratorEnded", why, "", ""});
+  entry.error =
+      std::make_shared<ErrorInfo>(ErrorInfo::Of(protocol::TaskErrorKind::kGeneratorEnded, why));
   bool released = false;
   for (auto& w : entry.waiters) {
     if (w) {
@@ -360,7 +363,7 @@ ObjectBytes ObjectTable::Get(const ObjectId& id, int64_t timeout_ms,
     Entry& entry = it->second;
     if (entry.state == Entry::State::kFailed) {
       const ErrorInfo& e = *entry.error;
-      throw TaskError(e.type, e.message, e.function, e.node);
+      throw TaskError(FromWire(e.kind), e.type, e.message, e.function, e.node);
     }
     if (entry.value) return {*entry.value, entry.value};
     if (entry.written) {
@@ -405,7 +408,7 @@ ObjectBytes ObjectTable::Get(const ObjectId& id, int64_t timeout_ms,
     if (again == objects_.end() || again->second.location != location ||
         !again->second.recompute) {
       if (again != objects_.end() && again->second.location != location) continue;  // new copy
-      throw TaskError("ObjectLost",
+      throw TaskError(TaskErrorKind::kObjectLost, "ObjectLost",
                       "the only copy of object " + id.Hex() + " was on node " +
                           location->node_address +
                           " and cannot be read: " + pulled.status().message() +

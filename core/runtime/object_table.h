@@ -17,6 +17,7 @@
 #include "object_store/shared_memory_store.h"
 #include "object_store/store_writer.h"
 #include "protocol/messages.h"
+#include "protocol/enum_names.h"
 #include "rayx/detail/runtime_api.h"
 #include "rayx/ids.h"
 #include "rayx/status.h"
@@ -24,8 +25,16 @@
 namespace rayx::detail {
 
 // Why a task (or an object) failed; thrown to the user as a TaskError by Get.
+// `type`: the exception's type for kException, else the kind's name.
 struct ErrorInfo {
+  protocol::TaskErrorKind kind = protocol::TaskErrorKind::kException;
   std::string type, message, function, node;
+  // One of rayx's kinds (not an exception of the call's code).
+  static ErrorInfo Of(protocol::TaskErrorKind kind, std::string message, std::string function = "",
+                      std::string node = "") {
+    return {kind, std::string(protocol::Name(kind)), std::move(message), std::move(function),
+            std::move(node)};
+  }
 };
 
 // A handle to an object this process owns (what an ObjectHandle points to).

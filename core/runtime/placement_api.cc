@@ -121,16 +121,16 @@ void Runtime::AwaitPlaced(const ObjectId& object_id, const PlacementGroupId& gro
   req.timeout_ms = kReadyWaitMs;
   head_->Call<protocol::WaitPlacementGroupReply>(
       req, [this, object_id, group_id, value](Result<protocol::WaitPlacementGroupReply> r) {
-        auto fail = [&](const std::string& type, const std::string& message) {
-          objects_.Complete(
-              {object_id, nullptr,
-               std::make_shared<ErrorInfo>(
-                   ErrorInfo{type, message, "placement group " + group_id.Hex() + " ready", ""}),
-               nullptr});
+        auto fail = [&](protocol::TaskErrorKind kind, const std::string& message) {
+          objects_.Complete({object_id, nullptr,
+                             std::make_shared<ErrorInfo>(ErrorInfo::Of(
+                                 kind, message, "placement group " + group_id.Hex() + " ready")),
+                             nullptr});
         };
         if (!r.ok()) {
-          fail(r.status().code() == StatusCode::kNotFound ? "PlacementGroupRemoved"
-                                                          : "PlacementGroupUnavailable",
+          fail(r.status().code() == StatusCode::kNotFound
+                   ? protocol::TaskErrorKind::kPlacementGroupRemoved
+                   : protocol::TaskErrorKind::kPlacementGroupUnavailable,
                r.status().message());
         } else {
           switch (r->group.state) {
@@ -138,10 +138,11 @@ void Runtime::AwaitPlaced(const ObjectId& object_id, const PlacementGroupId& gro
               objects_.Complete({object_id, value, nullptr, nullptr});
               break;
             case protocol::PlacementGroupState::kInfeasible:
-              fail("Infeasible", r->group.reason);
+              fail(protocol::TaskErrorKind::kInfeasible, r->group.reason);
               break;
             case protocol::PlacementGroupState::kRemoved:
-              fail("PlacementGroupRemoved", "the placement group was removed before it was placed");
+              fail(protocol::TaskErrorKind::kPlacementGroupRemoved,
+                   "the placement group was removed before it was placed");
               break;
             case protocol::PlacementGroupState::kPending:
               AwaitPlaced(object_id, group_id, value);  // still pending: wait again

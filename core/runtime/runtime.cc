@@ -355,8 +355,8 @@ void Runtime::Stop() {
   });
   if (thread_.joinable()) thread_.join();
   // Wake anyone still waiting.
-  objects_.FailAllPending(ErrorInfo{
-      "RuntimeStopped", "rayx::Shutdown() was called before this result arrived", "", ""});
+  objects_.FailAllPending(ErrorInfo::Of(protocol::TaskErrorKind::kRuntimeStopped,
+                                        "rayx::Shutdown() was called before this result arrived"));
 }
 
 // ---- Objects -------------------------------------------------------------------
@@ -450,9 +450,9 @@ ObjectHandle Runtime::ImportRef(const std::string& id, const protocol::ObjectLoc
   if (held.ok()) {
     objects_.AddBorrowed(local, std::make_shared<protocol::ObjectLocation>(location));
   } else {
-    objects_.AddFailed(local, ErrorInfo{"ObjectLost",
-                                        "object " + id + " is gone: " + held.message(), "",
-                                        location.node_address});
+    objects_.AddFailed(local, ErrorInfo::Of(protocol::TaskErrorKind::kObjectLost,
+                                            "object " + id + " is gone: " + held.message(), "",
+                                            location.node_address));
   }
   ObjectHandle handle = NewEntry(std::move(local));
   handle->origin = id;

@@ -42,8 +42,11 @@ struct Task {
   const std::string& DisplayName() const { return display.empty() ? function : display; }
 };
 
-// Completes `task`'s result as failed with {type, message, node}.
-void FailTask(ObjectTable& objects, const Task& task, const std::string& type,
+// Completes `task`'s result as failed: rayx's `kind`, with `message` and the
+// node it happened on.
+void FailTask(ObjectTable& objects, const Task& task, protocol::TaskErrorKind kind,
               const std::string& message, const std::string& node);
+// Completes `task`'s result as failed with `error` as it is.
+void FailTask(ObjectTable& objects, const Task& task, ErrorInfo error);
 
 }  // namespace rayx::detail

@@ -133,9 +133,11 @@ void TaskSubmitter::RequestLease(Shape& shape) {
     if (!r.ok()) {
       // Infeasible, asked wrongly (a GPU amount the head refuses), or the
       // worker could not start: every queued task fails.
-      const char* kind = r.status().code() == StatusCode::kInfeasible        ? "Infeasible"
-                         : r.status().code() == StatusCode::kInvalidArgument ? "InvalidArgument"
-                                                                             : "WorkerStartFailed";
+      const protocol::TaskErrorKind kind =
+          r.status().code() == StatusCode::kInfeasible ? protocol::TaskErrorKind::kInfeasible
+          : r.status().code() == StatusCode::kInvalidArgument
+              ? protocol::TaskErrorKind::kInvalidArgument
+              : protocol::TaskErrorKind::kWorkerStartFailed;
       while (!s->queue.empty()) {
         FailTask(deps_.objects, s->queue.front(), kind, r.status().message(), "");
         s->queue.pop_front();
@@ -196,10 +198,10 @@ void TaskSubmitter::OnWorkerLost(Shape& shape, WorkerConnection& conn) {
       Unexplained expired = std::move(it->second);
       unexplained_.erase(it);
       deps_.head.ReturnLease(expired.lease);
-      FailUnexplained(expired, "", "");
+      FailUnexplained(expired, "", protocol::TaskErrorKind::kWorkerCrashed);
     });
     auto [it, added] = unexplained_.try_emplace(key, std::move(u));
-    if (!added) FailUnexplained(u, "", "");  // a lease lost twice: not waited for again
+    if (!added) FailUnexplained(u, "", protocol::TaskErrorKind::kWorkerCrashed);  // a lease lost twice: not waited for again
   } else {
     FailUnexplained(u, "", conn.loss_cause());
     // Give the lease back so its resources are freed.
@@ -298,7 +300,7 @@ void TaskSubmitter::Tick() {
 }
 
 bool TaskSubmitter::LoseLease(const LeaseId& lease_id, const std::string& why,
-                             const std::string& cause) {
+                             protocol::TaskErrorKind cause) {
   if (auto it = unexplained_.find(lease_id.Hex()); it != unexplained_.end()) {
     // The head ended the lease itself (that is why it told us).
     Unexplained u = std::move(it->second);
@@ -320,14 +322,14 @@ bool TaskSubmitter::LoseLease(const LeaseId& lease_id, const std::string& why,
 }
 
 void TaskSubmitter::FailUnexplained(Unexplained& u, const std::string& why,
-                                    const std::string& cause) {
+                                    protocol::TaskErrorKind cause) {
   const std::string lost = why.empty() ? u.lost : u.lost + ": " + why;
   const bool said = u.told || !why.empty();
   for (Task& task : u.tasks) {
     std::string tries = task.retries_done > 0
                             ? " (the last of " + std::to_string(task.retries_done + 1) + " tries)"
                             : "";
-    FailTask(deps_.objects, task, cause.empty() ? "WorkerCrashed" : cause,
+    FailTask(deps_.objects, task, cause,
              lost + " while running this call" + tries +
                  (said ? "" : " (it crashed or was killed; its log is in that node's session logs)"),
              u.node);

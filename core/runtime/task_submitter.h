@@ -69,7 +69,8 @@ class TaskSubmitter {
   // not empty, is the error kind its calls fail with: "OutOfMemory"): its
   // node was declared dead, or the worker exited. False when no worker or
   // unexplained loss here has it.
-  bool LoseLease(const LeaseId& lease_id, const std::string& why, const std::string& cause = "");
+  bool LoseLease(const LeaseId& lease_id, const std::string& why,
+                 protocol::TaskErrorKind cause = protocol::TaskErrorKind::kWorkerCrashed);
   // How long the runtime lets the calls of a worker whose connection
   // dropped wait for the head to say why (LoseLease) before they fail as a
   // plain crash (Options::loss_reason_wait_ms).
@@ -117,8 +118,8 @@ class TaskSubmitter {
   };
   std::unordered_map<std::string, Unexplained> unexplained_;
   // Fails `u`'s calls, with the head's `why` and `cause` when they came after
-  // the drop (cause: the error kind; empty: WorkerCrashed).
-  void FailUnexplained(Unexplained& u, const std::string& why, const std::string& cause);
+  // the drop (cause: the error kind, WorkerCrashed unless the head said).
+  void FailUnexplained(Unexplained& u, const std::string& why, protocol::TaskErrorKind cause);
   // Expires with this submitter: a recompute closure kept in an object entry
   // does nothing once it is gone.
   std::shared_ptr<char> alive_ = std::make_shared<char>();

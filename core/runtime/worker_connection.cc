@@ -35,7 +35,8 @@ bool RaisedException(const Task& task, const protocol::TaskResultView& result) {
 const protocol::ObjectLocation* UnreadArgument(const Task& task,
                                                const protocol::TaskResultView& result) {
   if (task.actor_creation || !task.actor_id.IsNil()) return nullptr;
-  if (result.value.kind != protocol::WireValue::kError || result.error_type != "ObjectLost") {
+  if (result.value.kind != protocol::WireValue::kError ||
+      result.error_kind != protocol::TaskErrorKind::kObjectLost) {
     return nullptr;
   }
   for (const auto& [index, location] : task.stored) {
@@ -161,7 +162,8 @@ void WorkerConnection::OnMessage(Frames& frames) {
     }
     Task task = std::move(it->second);
     in_flight_.erase(it);
-    if (result.value.kind == protocol::WireValue::kError && result.error_type == "Requeued" &&
+    if (result.value.kind == protocol::WireValue::kError &&
+        result.error_kind == protocol::TaskErrorKind::kRequeued &&
         task.actor_id.IsNil() && !task.args_dropped) {
       // Handed back unstarted: the call ahead of it waits in a get or wait.
       // It goes to another worker; this one gets no more until that call ends.
@@ -188,8 +190,9 @@ void WorkerConnection::OnMessage(Frames& frames) {
     switch (result.value.kind) {
       case protocol::WireValue::kError:
         done.error = std::make_shared<ErrorInfo>(
-            ErrorInfo{std::string(result.error_type), std::string(result.error_message),
-                      task.DisplayName(), std::string(result.error_node)});
+            ErrorInfo{result.error_kind, std::string(result.error_type),
+                      std::string(result.error_message), task.DisplayName(),
+                      std::string(result.error_node)});
         if (task.actor_creation) owner_->OnCreationFailed(*this, std::string(result.error_message));
         break;
       case protocol::WireValue::kStored:
@@ -217,7 +220,7 @@ void WorkerConnection::OnMessage(Frames& frames) {
   for (LostArgument& lost : lost_arguments_) {
     std::optional<std::string> why_not = owner_->OnArgumentLost(*this, lost.task, lost.lost);
     if (why_not) {
-      FailTask(objects_, lost.task, "ObjectLost", lost.message + "; " + *why_not,
+      FailTask(objects_, lost.task, protocol::TaskErrorKind::kObjectLost, lost.message + "; " + *why_not,
                lost.lost.node_address);
     }
   }
@@ -242,25 +245,25 @@ void WorkerConnection::AddItem(const Task& task, const protocol::TaskResultView&
 void WorkerConnection::Refuse(const std::string& why) {
   // Nothing more will work on this connection (e.g. the worker runs another
   // rayx version): its calls fail with the reason, and it is dropped.
-  FailInFlight("ProtocolError", "the worker at " + info_.address + " refused the call: " + why);
+  FailInFlight(protocol::TaskErrorKind::kProtocolError, "the worker at " + info_.address + " refused the call: " + why);
   Lose();
 }
 
-void WorkerConnection::Lose(std::string why, std::string cause) {
+void WorkerConnection::Lose(std::string why, protocol::TaskErrorKind cause) {
   if (lost_) return;
   lost_ = true;
   loss_reason_ = why.empty() ? std::move(reported_why_) : std::move(why);
-  loss_cause_ = cause.empty() ? std::move(reported_cause_) : std::move(cause);
+  loss_cause_ = cause == protocol::TaskErrorKind::kWorkerCrashed ? reported_cause_ : cause;
   owner_->OnLost(*this);
 }
 
-void WorkerConnection::LoseReported(std::string why, std::string cause) {
+void WorkerConnection::LoseReported(std::string why, protocol::TaskErrorKind cause) {
   if (lost_ || reported_) return;
   if (link_) link_->ReceiveWaiting();
   if (lost_) return;
   reported_ = true;
   reported_why_ = std::move(why);
-  reported_cause_ = std::move(cause);
+  reported_cause_ = cause;
   if (link_ && link_->AwaitDisconnect(kReportedLossWaitMs, [this] { Lose(); })) return;
   Lose();
 }
@@ -299,8 +302,8 @@ std::vector<Task> WorkerConnection::TakeInFlight() {
   return tasks;
 }
 
-void WorkerConnection::FailInFlight(const std::string& type, const std::string& message) {
-  for (auto& [id, task] : in_flight_) FailTask(objects_, task, type, message, info_.node);
+void WorkerConnection::FailInFlight(protocol::TaskErrorKind kind, const std::string& message) {
+  for (auto& [id, task] : in_flight_) FailTask(objects_, task, kind, message, info_.node);
   in_flight_.clear();
   unsent_.clear();
 }

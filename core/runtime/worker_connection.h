@@ -102,15 +102,17 @@ class WorkerConnection : public std::enable_shared_from_this<WorkerConnection> {
   void AddItem(const Task& task, const protocol::TaskResultView& result);
   // The worker is gone: marks the connection lost and tells the owner (once).
   // `why`, when known (the head declared its node dead), is in loss_reason().
-  // `cause`: the error kind its calls fail with ("OutOfMemory"), when the
-  // head said one.
-  void Lose(std::string why = "", std::string cause = "");
+  // `cause`: the error kind its calls fail with (OutOfMemory), when the head
+  // said one (WorkerCrashed: it did not).
+  void Lose(std::string why = "",
+            protocol::TaskErrorKind cause = protocol::TaskErrorKind::kWorkerCrashed);
   // The head reports the worker gone (`why`, `cause` as for Lose): the
   // replies it sent before it went count first. Its answers and the report
   // travel different ways, so the connection is lost at its own disconnect
   // (which follows the answers), or after kReportedLossWaitMs when none
   // comes (its node unreachable), with the report's reason either way.
-  void LoseReported(std::string why, std::string cause = "");
+  void LoseReported(std::string why,
+                    protocol::TaskErrorKind cause = protocol::TaskErrorKind::kWorkerCrashed);
   static constexpr int64_t kReportedLossWaitMs = 1000;
 
   // Takes the calls never sent, in their order (for another worker).
@@ -118,7 +120,7 @@ class WorkerConnection : public std::enable_shared_from_this<WorkerConnection> {
   // Takes every call in flight (sent or not), in the order they were queued.
   std::vector<Task> TakeInFlight();
   // Fails every call in flight (sent or not) with {type, message} and forgets them.
-  void FailInFlight(const std::string& type, const std::string& message);
+  void FailInFlight(protocol::TaskErrorKind kind, const std::string& message);
 
   const Info& info() const { return info_; }
   size_t in_flight() const { return in_flight_.size(); }
@@ -128,7 +130,7 @@ class WorkerConnection : public std::enable_shared_from_this<WorkerConnection> {
   // wait (Requeued): it takes no more until one of its calls ends.
   bool blocked() const { return blocked_; }
   const std::string& loss_reason() const { return loss_reason_; }
-  const std::string& loss_cause() const { return loss_cause_; }
+  protocol::TaskErrorKind loss_cause() const { return loss_cause_; }
   // "the worker process (pid P) on node N" and how it was lost: "died" or the reason.
   std::string DescribeLoss() const;
   // When the last call in flight was answered (the clock's time).
@@ -150,11 +152,11 @@ class WorkerConnection : public std::enable_shared_from_this<WorkerConnection> {
   int64_t idle_since_ = 0;
   bool lost_ = false;
   std::string loss_reason_;
-  std::string loss_cause_;
+  protocol::TaskErrorKind loss_cause_ = protocol::TaskErrorKind::kWorkerCrashed;
   // What the head reported (LoseReported) while the disconnect is awaited.
   bool reported_ = false;
   std::string reported_why_;
-  std::string reported_cause_;
+  protocol::TaskErrorKind reported_cause_ = protocol::TaskErrorKind::kWorkerCrashed;
   // Reused from reply to reply.
   std::vector<std::string_view> payload_views_;
   std::vector<protocol::TaskResultView> results_;

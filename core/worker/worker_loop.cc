@@ -38,7 +38,7 @@ void SetErrorFromCurrentException(bool* ok, std::string* type, std::string* mess
   try {
     throw;
   } catch (const msgpack::type_error& e) {
-    *type = "ArgumentTypeError";
+    *type = protocol::Name(protocol::TaskErrorKind::kArgumentTypeError);
     *message = "an argument does not have the parameter's type (" + std::string(e.what()) + ")";
   } catch (const std::exception& e) {
     *type = Demangle(typeid(e).name());
@@ -165,7 +165,7 @@ void WorkerLoop::Handle(transport::Frames& frames) {
     CallOutcome outcome;
     if (std::string refusal = Refusal(call, peer); !refusal.empty()) {
       outcome.ok = false;
-      outcome.error_type = "WrongJob";
+      outcome.error_kind = protocol::TaskErrorKind::kWrongJob;
       outcome.error_message = std::move(refusal);
     } else {
       running_ = i;
@@ -175,7 +175,11 @@ void WorkerLoop::Handle(transport::Frames& frames) {
     }
     if (observer) {
       observer(/*began=*/false,
-               outcome.ok ? std::string() : outcome.error_type + ": " + outcome.error_message);
+               outcome.ok ? std::string()
+                          : (outcome.error_kind == protocol::TaskErrorKind::kException
+                                 ? outcome.error_type
+                                 : std::string(protocol::Name(outcome.error_kind))) +
+                                ": " + outcome.error_message);
     }
     double us =
         std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count();
@@ -188,7 +192,7 @@ void WorkerLoop::Handle(transport::Frames& frames) {
 }
 
 void WorkerLoop::WriteRequeued(uint64_t call_id) {
-  writer_.ErrorResult(call_id, "Requeued",
+  writer_.ErrorResult(call_id, protocol::TaskErrorKind::kRequeued,
                       "handed back unstarted: the call ahead of it on this worker waits in a "
                       "get or wait",
                       node_ip_);
@@ -262,7 +266,7 @@ void WorkerLoop::CompleteDeferred() {
       if (index > protocol::kMaxGeneratorItems) {
         // Past the limit: the call fails with it, and yields no more.
         outcome.ok = false;
-        outcome.error_type = "GeneratorTooLong";
+        outcome.error_kind = protocol::TaskErrorKind::kGeneratorTooLong;
         outcome.error_message = "a generator call yielded more than " +
                                 std::to_string(protocol::kMaxGeneratorItems) + " items";
         PendingCall ended = std::move(call);
@@ -291,6 +295,10 @@ void WorkerLoop::CompleteDeferred() {
     if (answer.ok) {
       outcome.value = std::move(answer.value);
     } else {
+      // A deferred answer names its error by type: an exception's, or one
+      // of rayx's kinds (an actor pool's ArgumentTypeError).
+      auto kind = protocol::Parse<protocol::TaskErrorKind>(answer.error_type);
+      if (kind.ok()) outcome.error_kind = *kind;
       outcome.error_type = std::move(answer.error_type);
       outcome.error_message = std::move(answer.value);
     }
@@ -470,7 +478,7 @@ WorkerLoop::CallOutcome WorkerLoop::Run(const protocol::TaskCallView& call,
         }
         if (mapped.ok() || mapped.status().code() != StatusCode::kNotFound) {
           out.ok = false;
-          out.error_type = "InvalidArgument";
+          out.error_kind = protocol::TaskErrorKind::kInvalidArgument;
           out.error_message =
               "argument " + std::to_string(a) + " of " + std::string(call.function) + ": " +
               (mapped.ok() ? "the object " + arg.stored.path + " is " +
@@ -485,7 +493,7 @@ WorkerLoop::CallOutcome WorkerLoop::Run(const protocol::TaskCallView& call,
       if (!bytes.ok() && bytes.status().code() == StatusCode::kInvalidArgument) {
         // Not an object anyone may pull: refused, not lost (no recovery).
         out.ok = false;
-        out.error_type = "InvalidArgument";
+        out.error_kind = protocol::TaskErrorKind::kInvalidArgument;
         out.error_message = "argument " + std::to_string(a) + " of " + std::string(call.function) +
                             " cannot be read: " + bytes.status().message();
         return out;
@@ -496,7 +504,7 @@ WorkerLoop::CallOutcome WorkerLoop::Run(const protocol::TaskCallView& call,
         // one host share): the caller brings the argument back (lineage) and
         // sends the call again, or fails it naming the node.
         out.ok = false;
-        out.error_type = "ObjectLost";
+        out.error_kind = protocol::TaskErrorKind::kObjectLost;
         out.error_node = arg.stored.path;
         out.error_message = "argument " + std::to_string(a) + " of " +
                             std::string(call.function) + " is stored on node " +
@@ -509,7 +517,7 @@ WorkerLoop::CallOutcome WorkerLoop::Run(const protocol::TaskCallView& call,
     }
     if (fn == nullptr) {
       out.ok = false;
-      out.error_type = "FunctionNotFound";
+      out.error_kind = protocol::TaskErrorKind::kFunctionNotFound;
       out.error_message = "'" + std::string(call.function) + "' is not registered in " +
                           ExecutableName() + ": add it to RAYX_REMOTE(...)";
     } else if (call.actor_creation) {
@@ -529,7 +537,7 @@ WorkerLoop::CallOutcome WorkerLoop::Run(const protocol::TaskCallView& call,
     } else if (!call.actor_id.empty()) {
       if (!actor_ && !actor_error_.empty()) {
         out.ok = false;
-        out.error_type = "ActorDied";
+        out.error_kind = protocol::TaskErrorKind::kActorDied;
         out.error_message = "the actor's constructor failed: " + actor_error_;
       } else if (!actor_) {
         throw std::logic_error("this worker hosts no actor");
@@ -557,6 +565,9 @@ WorkerLoop::CallOutcome WorkerLoop::Run(const protocol::TaskCallView& call,
   } catch (...) {
     out.deferred = false;
     SetErrorFromCurrentException(&out.ok, &out.error_type, &out.error_message);
+    if (out.error_type == protocol::Name(protocol::TaskErrorKind::kArgumentTypeError)) {
+      out.error_kind = protocol::TaskErrorKind::kArgumentTypeError;
+    }
   }
   // Deferred, then threw: the error is the answer; a later one is dropped.
   if (!out.deferred && control.token() != 0) pending_.erase(control.token());

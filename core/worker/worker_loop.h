@@ -138,6 +138,8 @@ class WorkerLoop {
   struct CallOutcome {
     bool ok = true;
     std::string value;
+    // kException: error_type names the exception; else rayx's reason.
+    protocol::TaskErrorKind error_kind = protocol::TaskErrorKind::kException;
     std::string error_type, error_message;
     std::string error_node;  // where it failed (empty: this node); see Run's ObjectLost
     bool deferred = false;   // answered later (CompleteDeferred); nothing else is set

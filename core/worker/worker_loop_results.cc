@@ -16,8 +16,12 @@ namespace rayx::detail {
 void WorkerLoop::AddResult(uint64_t call_id, std::string_view return_id,
                            std::string_view call_job, CallOutcome outcome, const uint32_t* item) {
   if (!outcome.ok) {
-    writer_.ErrorResult(call_id, outcome.error_type, outcome.error_message,
-                        outcome.error_node.empty() ? node_ip_ : outcome.error_node);
+    const std::string& node = outcome.error_node.empty() ? node_ip_ : outcome.error_node;
+    if (outcome.error_kind == protocol::TaskErrorKind::kException) {
+      writer_.ExceptionResult(call_id, outcome.error_type, outcome.error_message, node);
+    } else {
+      writer_.ErrorResult(call_id, outcome.error_kind, outcome.error_message, node);
+    }
     return;
   }
   // A large result goes to this node's store, under this worker's own job
@@ -37,7 +41,7 @@ void WorkerLoop::AddResult(uint64_t call_id, std::string_view return_id,
       !object_id.empty() && call_job == job_) {
     if (Status room = ReserveResult(outcome.value.size());
         room.code() == StatusCode::kResourceExhausted) {
-      writer_.ErrorResult(call_id, "ObjectStoreFullError",
+      writer_.ErrorResult(call_id, protocol::TaskErrorKind::kObjectStoreFull,
                           "the result (" + std::to_string(outcome.value.size()) +
                               " bytes) cannot be stored: " + room.message(),
                           node_ip_);

@@ -395,6 +395,18 @@ _KINDS = {
 }
 
 
+def _check_kinds():
+    # Every kind mapped here is one C++ names (the same table): a renamed kind
+    # fails the import, not a user's error later.
+    from rayx import _core
+    unknown = set(_KINDS) - set(_core.TASK_ERROR_KINDS)
+    if unknown:
+        raise ImportError(f"rayx.exceptions maps unknown task error kinds: {sorted(unknown)}")
+
+
+_check_kinds()
+
+
 def from_core(kind, message, function, node):
     """The Python exception for a rayx._core.TaskError's fields."""
     cls = _KINDS.get(kind, RaySystemError)

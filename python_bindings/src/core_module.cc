@@ -581,6 +581,15 @@ PYBIND11_MODULE(_core, m) {
   // A deferred call failed with this type (message: the exit status) ends the
   // worker after the answers before it are sent (WorkerLoop::CompleteDeferred).
   m.attr("WORKER_EXIT_ANSWER") = std::string(rayx::detail::WorkerLoop::kWorkerExitAnswer);
+  // The names of rayx's task error kinds (TaskError's first field for them),
+  // from the one table C++ uses: rayx.exceptions maps them to Ray's classes.
+  {
+    py::list kinds;
+    for (std::string_view name : rayx::protocol::EnumNames<rayx::protocol::TaskErrorKind>::kNames) {
+      kinds.append(std::string(name));
+    }
+    m.attr("TASK_ERROR_KINDS") = py::tuple(kinds);
+  }
 
   py::class_<ObjectBuffer>(m, "ObjectBuffer", py::buffer_protocol())
       .def_buffer([](ObjectBuffer& b) {

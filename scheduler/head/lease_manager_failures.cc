@@ -145,7 +145,8 @@ void LeaseManager::OnWorkerExited(const Lease& lease, const protocol::ProcessExi
     lost.lease_ids = {lease_id};
     lost.node_id = node.Hex();
     lost.reason = reason;
-    if (notice.cause == "OutOfMemory") lost.cause = notice.cause;  // the one cause owners know
+    // The one cause owners hear of.
+    if (notice.cause == protocol::TaskErrorKind::kOutOfMemory) lost.cause = notice.cause;
     outbox_.LeasesLost(owner.requester.peer, lost);
   }
 }

@@ -119,7 +119,7 @@ void FuzzReply(std::string_view body, const std::vector<std::string_view>& paylo
         Touch(r.error_type);
         Touch(r.error_message);
         Touch(r.error_node);
-        w.ErrorResult(r.call_id, r.error_type, r.error_message, r.error_node);
+        w.ErrorResult(r.call_id, r.error_kind, r.error_type, r.error_message, r.error_node);
         break;
     }
   }
@@ -132,7 +132,8 @@ void FuzzReply(std::string_view body, const std::vector<std::string_view>& paylo
     const auto& a = results[i];
     const auto& b = again[i];
     Check(a.call_id == b.call_id && SameValue(a.value, b.value) &&
-              a.error_type == b.error_type && a.error_message == b.error_message &&
+              a.error_kind == b.error_kind && a.error_type == b.error_type &&
+              a.error_message == b.error_message &&
               a.error_node == b.error_node,
           "a rewritten result differs");
   }

@@ -202,7 +202,8 @@ void PushTasks(const fs::path& root) {
   w.InlineResult(1, Packed(3));
   w.FrameResult(2, 0);
   w.StoredResult(3, loc);
-  w.ErrorResult(4, "ObjectLost", "argument 0 of Plus could not be read", "/tmp/store/obj");
+  w.ErrorResult(4, protocol::TaskErrorKind::kObjectLost, "argument 0 of Plus could not be read",
+                "/tmp/store/obj");
   w.Finish();
   c.Add("reply", FuzzInputWriter().Byte(1).Byte(1).Part(frame).Rest(reply).bytes());
   std::string huge = reply;

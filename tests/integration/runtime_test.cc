@@ -311,6 +311,7 @@ TEST_F(Runtime, InfeasibleTaskFailsWithTheReason) {
     FAIL() << "an infeasible task returned";
   } catch (const rayx::TaskError& e) {
     EXPECT_EQ(e.type(), "Infeasible");
+    EXPECT_EQ(e.kind(), rayx::TaskErrorKind::kInfeasible);
     EXPECT_NE(e.remote_message().find("GPU: 8"), std::string::npos) << e.what();
   }
 }
@@ -466,6 +467,7 @@ TEST_F(Runtime, GpuSharesPackOntoOneDeviceAndNeverSpanTwo) {
     FAIL() << "a 1.5-GPU task ran";
   } catch (const rayx::TaskError& e) {
     EXPECT_EQ(e.type(), "InvalidArgument") << e.what();
+    EXPECT_EQ(e.kind(), rayx::TaskErrorKind::kInvalidArgument);
     EXPECT_NE(std::string(e.what()).find("whole number of devices"), std::string::npos)
         << e.what();
   }
@@ -547,6 +549,7 @@ TEST_F(Runtime, RemoteExceptionReachesGetWithTypeMessageFunctionAndNode) {
     FAIL() << "no exception";
   } catch (const rayx::TaskError& e) {
     EXPECT_EQ(e.type(), "std::invalid_argument");
+    EXPECT_EQ(e.kind(), rayx::TaskErrorKind::kException);
     EXPECT_EQ(e.remote_message(), "x must not be negative, got -7");
     EXPECT_EQ(e.function(), "Throws");
     EXPECT_EQ(e.node(), "127.0.0.1");
@@ -561,6 +564,7 @@ TEST_F(Runtime, CrashingWorkerFailsItsResultInsteadOfHanging) {
     FAIL() << "no exception";
   } catch (const rayx::TaskError& e) {
     EXPECT_EQ(e.type(), "WorkerCrashed") << e.what();
+    EXPECT_EQ(e.kind(), rayx::TaskErrorKind::kWorkerCrashed);
     EXPECT_NE(e.remote_message().find("died"), std::string::npos) << e.what();
   }
   EXPECT_EQ(*rayx::Task(Square).Remote(6).Get(), 36);  // later tasks get a new worker
@@ -576,6 +580,7 @@ TEST_F(Runtime, KilledActorProcessFailsPendingAndLaterCalls) {
     FAIL() << "no exception";
   } catch (const rayx::TaskError& e) {
     EXPECT_EQ(e.type(), "ActorDied") << e.what();
+    EXPECT_EQ(e.kind(), rayx::TaskErrorKind::kActorDied);
   }
   EXPECT_THROW(actor.Task(&Recorder::Total).Remote().Get(20000), rayx::TaskError);
 }
@@ -629,6 +634,7 @@ TEST_F(Runtime, ARestartableActorComesBackWithItsConstructorRunAgain) {
     FAIL() << "a call to an actor with no restarts left succeeded";
   } catch (const rayx::TaskError& e) {
     EXPECT_EQ(e.type(), "ActorDied") << e.what();
+    EXPECT_EQ(e.kind(), rayx::TaskErrorKind::kActorDied);
     EXPECT_NE(std::string(e.what()).find("restarted 1 times already (max_restarts 1)"),
               std::string::npos)
         << e.what();

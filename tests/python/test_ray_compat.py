@@ -214,6 +214,18 @@ def test_exception_classes_follow_rays_hierarchy_and_pickle():
     assert pickle.loads(pickle.dumps(made[0])).object_ref_hex == "ab12"
 
 
+def test_rayx_error_kinds_are_the_ones_cpp_names():
+    from rayx import _core, exceptions as ex
+    # One table: C++'s TaskErrorKind names, which the mapping uses.
+    assert _core.TASK_ERROR_KINDS[0] == "Exception"
+    assert {"WorkerCrashed", "ActorDied", "ObjectLost", "OutOfMemory",
+            "ObjectStoreFullError"} <= set(_core.TASK_ERROR_KINDS)
+    assert set(ex._KINDS) <= set(_core.TASK_ERROR_KINDS)
+    err = ex.from_core("ActorDied", "the actor's worker died", "Counter.add", "10.0.0.7")
+    assert isinstance(err, ex.ActorDiedError) and "Counter.add failed on node 10.0.0.7" in str(err)
+    assert type(ex.from_core("std::bad_alloc", "no memory", "f", "")) is ex.RaySystemError
+
+
 def test_errors_raised_in_tasks_are_caught_by_rays_names(rayx_mod, tmp_path):
     ray = rayx_mod
     from rayx import exceptions as ex

@@ -158,7 +158,7 @@ void NodeAgent::SendExit(const protocol::ProcessExitedNotice& exited) {
   ForwardOutput();
   protocol::ProcessExitedNotice notice = exited;
   if (auto killed = memory_kills_.find(notice.lease_id); killed != memory_kills_.end()) {
-    notice.cause = "OutOfMemory";
+    notice.cause = protocol::TaskErrorKind::kOutOfMemory;
     notice.reason = killed->second;
     if (notice.all_exited) memory_kills_.erase(killed);
   }

@@ -36,7 +36,10 @@ inline constexpr const char* kRayxVersion = "0.1.0";
 //    checkpoint directory (RegisterNodeRequest::checkpoint_dir, NodeInfo), a
 //    committing rank leaves the record with every node holding a shard
 //    (KeepCheckpointRecordRequest), and an agent that adopted a directory
-//    hands its records to the head (AdoptCheckpointsRequest).
+//    hands its records to the head (AdoptCheckpointsRequest). Task error
+//    kinds are an enum (TaskErrorKind): a byte before the type in
+//    PushTasksReply's error results, and LeasesLostNotice/ProcessExitedNotice's
+//    `cause`.
 inline constexpr uint32_t kProtocolVersion = 11;
 
 // The head's default port, as in `rayx start --head`.

@@ -43,7 +43,8 @@ std::string MakeReply() {
   w.InlineResult(7, "\x02");
   w.FrameResult(8, 0);
   w.StoredResult(9, MakeLocation());
-  w.ErrorResult(10, "std::invalid_argument", "x must be positive", "10.0.0.7");
+  w.ExceptionResult(10, "std::invalid_argument", "x must be positive", "10.0.0.7");
+  w.ErrorResult(11, TaskErrorKind::kOutOfMemory, "the memory monitor stopped it", "10.0.0.8");
   w.Finish();
   return body;
 }
@@ -80,12 +81,28 @@ TEST(PushTasks, RequestRoundTrips) {
   EXPECT_EQ(create.arg_count, 0u);
 }
 
+// An error's kind is one of the named ones: another number is refused.
+TEST(PushTasks, AnErrorOfUnknownKindIsRefused) {
+  std::string body;
+  PushTasksWriter w;
+  w.BeginReply(&body);
+  w.ErrorResult(1, TaskErrorKind::kActorDied, "gone", "10.0.0.7");
+  w.Finish();
+  std::vector<TaskResultView> results;
+  ASSERT_TRUE(ParsePushTasksReply(body, {}, &results).ok());
+  EXPECT_EQ(results.at(0).error_kind, TaskErrorKind::kActorDied);
+  body[4 + 8 + 1] = 99;  // count, call id, value kind: then the error's kind
+  Status parsed = ParsePushTasksReply(body, {}, &results);
+  EXPECT_EQ(parsed.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(parsed.message().find("unknown kind 99"), std::string::npos) << parsed;
+}
+
 TEST(PushTasks, ReplyRoundTrips) {
   std::string body = MakeReply();
   std::vector<std::string_view> payload = {"big result"};
   std::vector<TaskResultView> results;
   ASSERT_TRUE(ParsePushTasksReply(body, payload, &results).ok());
-  ASSERT_EQ(results.size(), 4u);
+  ASSERT_EQ(results.size(), 5u);
   EXPECT_EQ(results[0].call_id, 7u);
   EXPECT_EQ(results[0].value.kind, WireValue::kInline);
   EXPECT_EQ(results[0].value.bytes, "\x02");
@@ -95,9 +112,14 @@ TEST(PushTasks, ReplyRoundTrips) {
   EXPECT_EQ(results[2].value.stored.node_address, "10.0.0.7");
   EXPECT_EQ(results[3].call_id, 10u);
   EXPECT_EQ(results[3].value.kind, WireValue::kError);
+  EXPECT_EQ(results[3].error_kind, TaskErrorKind::kException);
   EXPECT_EQ(results[3].error_type, "std::invalid_argument");
   EXPECT_EQ(results[3].error_message, "x must be positive");
   EXPECT_EQ(results[3].error_node, "10.0.0.7");
+  // One of rayx's kinds travels as its number, with its name as the type.
+  EXPECT_EQ(results[4].error_kind, TaskErrorKind::kOutOfMemory);
+  EXPECT_EQ(results[4].error_type, "OutOfMemory");
+  EXPECT_EQ(results[4].error_node, "10.0.0.8");
 }
 
 TEST(PushTasks, ParsingReusesTheViewAndForgetsTheLastMessage) {

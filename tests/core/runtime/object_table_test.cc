@@ -41,7 +41,9 @@ class ObjectTableTest : public ::testing::Test {
   }
   static ObjectTable::Completion Failure(const std::string& id, const std::string& type) {
     return {ObjectId::FromWire(id), nullptr,
-            std::make_shared<ErrorInfo>(ErrorInfo{type, "it broke", "F", "n1"}), nullptr};
+            std::make_shared<ErrorInfo>(
+                ErrorInfo{protocol::TaskErrorKind::kException, type, "it broke", "F", "n1"}),
+            nullptr};
   }
   static std::shared_ptr<const protocol::ObjectLocation> Remote(const std::string& path) {
     auto location = std::make_shared<protocol::ObjectLocation>();
@@ -189,7 +191,7 @@ TEST_F(ObjectTableTest, ShutdownFailsPendingObjectsAndWakesGet) {
     }
   });
   AwaitWaiters(1);
-  table.FailAllPending(ErrorInfo{"RuntimeStopped", "stopped", "", ""});
+  table.FailAllPending(ErrorInfo::Of(protocol::TaskErrorKind::kRuntimeStopped, "stopped"));
   ASSERT_EQ(got.wait_for(10s), std::future_status::ready);
   EXPECT_EQ(got.get(), "RuntimeStopped");
 }
@@ -206,7 +208,7 @@ TEST_F(ObjectTableTest, TasksAreCountedWhenSubmittedAndOnceWhenTheyEnd) {
   table.Complete(Failure("b", "ValueError"));
   table.Complete(Value("not-a-task", "y"));
   table.CountRetry();
-  table.FailAllPending(ErrorInfo{"RuntimeStopped", "stopped", "", ""});
+  table.FailAllPending(ErrorInfo::Of(protocol::TaskErrorKind::kRuntimeStopped, "stopped"));
   protocol::TaskCounters counts = table.counters().Read().tasks;
   EXPECT_EQ(counts.submitted, 3u);
   EXPECT_EQ(counts.finished, 1u);

@@ -116,13 +116,19 @@ class FakeWorkerConnector final : public WorkerConnector {
       writer.Finish();
       Deliver(call_id, body);
     }
-    // Answers `call_id` with an error that happened on `node`.
+    // Answers `call_id` with an error that happened on `node`: one of rayx's
+    // kinds when `type` is its name ("Requeued"), else an exception.
     void ReplyError(uint64_t call_id, const std::string& type, const std::string& message,
                     const std::string& node = "10.0.0.7") {
       protocol::PushTasksWriter writer;
       std::string body;
       writer.BeginReply(&body);
-      writer.ErrorResult(call_id, type, message, node);
+      auto kind = protocol::Parse<protocol::TaskErrorKind>(type);
+      if (kind.ok() && *kind != protocol::TaskErrorKind::kException) {
+        writer.ErrorResult(call_id, *kind, message, node);
+      } else {
+        writer.ExceptionResult(call_id, type, message, node);
+      }
       writer.Finish();
       Deliver(call_id, body);
     }

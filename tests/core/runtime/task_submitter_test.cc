@@ -433,7 +433,8 @@ TEST_F(TaskSubmitterTest, ValuesBeforeAPendingArgumentSurviveTheWait) {
 TEST_F(TaskSubmitterTest, AFailedArgumentFailsTheTask) {
   objects_.AddPending("dep"_id);
   objects_.Complete({"dep"_id, nullptr,
-                     std::make_shared<ErrorInfo>(ErrorInfo{"ValueError", "bad", "P", ""}),
+                     std::make_shared<ErrorInfo>(ErrorInfo{protocol::TaskErrorKind::kException,
+                                                           "ValueError", "bad", "P", ""}),
                      nullptr});
   auto dep = std::make_shared<ObjectCore>();
   dep->id = "dep"_id;
@@ -678,10 +679,10 @@ TEST_F(TaskSubmitterLossTest, TheHeadsReasonThatFollowsTheDropNamesTheCause) {
   EXPECT_TRUE(submitter_.LoseLease(LeaseId::FromWire("lease-1"),
                                    "worker pid 7 on node 10.0.0.7 was killed by signal 9: the "
                                    "node's memory monitor killed it",
-                                   "OutOfMemory"));
+                                   protocol::TaskErrorKind::kOutOfMemory));
   EXPECT_EQ(ErrorOf(id), "OutOfMemory");
   EXPECT_NE(MessageOf(id).find("memory monitor killed it"), std::string::npos) << MessageOf(id);
-  EXPECT_FALSE(submitter_.LoseLease(LeaseId::FromWire("lease-1"), "again", "OutOfMemory"))
+  EXPECT_FALSE(submitter_.LoseLease(LeaseId::FromWire("lease-1"), "again", protocol::TaskErrorKind::kOutOfMemory))
       << "answered once";
   EXPECT_TRUE(head_.returned.empty()) << "the head ended the lease itself";
 }
@@ -701,7 +702,7 @@ TEST_F(TaskSubmitterLossTest, SilenceFailsTheCallsAsACrashOnceTheWaitIsOver) {
 
 TEST_F(TaskSubmitterLossTest, AReasonThatCameFirstIsUsedAtOnce) {
   ObjectId id = Run();
-  ASSERT_TRUE(submitter_.LoseLease(LeaseId::FromWire("lease-1"), "killed: memory", "OutOfMemory"));
+  ASSERT_TRUE(submitter_.LoseLease(LeaseId::FromWire("lease-1"), "killed: memory", protocol::TaskErrorKind::kOutOfMemory));
   Step();
   EXPECT_EQ(ErrorOf(id), "OutOfMemory");
 }

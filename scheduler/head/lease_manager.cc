@@ -2,14 +2,11 @@
 #include "head/lease_manager.h"
 
 #include <algorithm>
-#include <cmath>
 #include <iterator>
 #include <set>
-#include <unordered_set>
 
 #include "common/clock.h"
 #include "common/logging.h"
-#include "policy/resource_demand.h"
 
 namespace rayx::scheduler {
 
@@ -48,31 +45,8 @@ void LeaseManager::RequestLeaseForHead(uint64_t request_id,
 }
 
 void LeaseManager::Request(const Owner& owner, const protocol::RequestLeaseRequest& req) {
-  for (const auto& [name, amount] : req.resources) {
-    if (!std::isfinite(amount) || amount < 0) {
-      ReplyError(owner,
-                 Status::InvalidArgument("invalid amount of \"" + name + "\": " +
-                                         std::to_string(amount)));
-      return;
-    }
-  }
-  if (auto gpu = req.resources.find(kGpu); gpu != req.resources.end()) {
-    if (Status bad = policy::ResourceDemand::CheckGpuAmount(gpu->second); !bad.ok()) {
-      ReplyError(owner, bad);
-      return;
-    }
-  }
-  if (!protocol::IsKnown(req.strategy)) {  // decoding refuses these; an in-process caller may not
-    ReplyError(owner, Status::InvalidArgument("unknown scheduling strategy: use " +
-                                              protocol::NameList<protocol::LeaseStrategy>()));
-    return;
-  }
-  if (req.strategy == protocol::LeaseStrategy::kNodeAffinity &&
-      !NodeId::FromHex(req.affinity_node_id).ok()) {
-    ReplyError(owner,
-               Status::InvalidArgument("node affinity: '" + req.affinity_node_id.substr(0, 64) +
-                                       "' is not a node id (the 32 hex digits `rayx list "
-                                       "nodes` shows)"));
+  if (Status bad = LeaseScheduler::Check(req); !bad.ok()) {
+    ReplyError(owner, bad);
     return;
   }
   Pending pending{owner, req};
@@ -81,11 +55,11 @@ void LeaseManager::Request(const Owner& owner, const protocol::RequestLeaseReque
   if (req.placement_group_id.IsNil()) {
     // One policy decision, logarithmic in the node count, says both whether
     // the request could ever fit and where it goes now.
-    auto decision = Decide(req);
+    auto decision = scheduler_.Decide(req);
     // While nodes of a restarted head's previous life may still rejoin, what
     // does not fit the nodes back so far waits for them (AfterRejoins).
     if (std::holds_alternative<policy::Infeasible>(decision) && nodes_.rejoining_count() > 0) {
-      pending_.push_back(std::move(pending));
+      scheduler_.Enqueue(std::move(pending));
       return;
     }
     if (const auto* infeasible = std::get_if<policy::Infeasible>(&decision)) {
@@ -100,27 +74,7 @@ void LeaseManager::Request(const Owner& owner, const protocol::RequestLeaseReque
   }
   // A request that fits now is granted now, even when others of other shapes wait.
   if (TryGrant(pending, decided)) return;
-  pending_.push_back(std::move(pending));
-}
-
-policy::SchedulingDecision LeaseManager::Decide(const protocol::RequestLeaseRequest& req) {
-  policy::SchedulingRequest request;
-  request.demand = req.resources;
-  request.label_selector = req.label_selector;
-  switch (req.strategy) {
-    case protocol::LeaseStrategy::kDefault:
-      break;
-    case protocol::LeaseStrategy::kSpread:
-      request.strategy = policy::SpreadStrategy{};
-      break;
-    case protocol::LeaseStrategy::kNodeAffinity: {
-      auto node = NodeId::FromHex(req.affinity_node_id);
-      if (node.ok()) request.strategy = policy::NodeAffinityStrategy{*node, req.affinity_soft};
-      break;
-    }
-  }
-  ++decisions_;
-  return policy_.Schedule(nodes_.view(), request);
+  scheduler_.Enqueue(std::move(pending));
 }
 
 bool LeaseManager::JobAllows(const Pending& pending) const {
@@ -155,7 +109,7 @@ bool LeaseManager::TryGrant(Pending& pending, std::optional<policy::Scheduled> d
     // The policy's decision names the node and its devices; the node table
     // takes exactly those (it picks nothing itself).
     if (!decided) {
-      auto decision = Decide(pending.req);
+      auto decision = scheduler_.Decide(pending.req);
       if (auto* scheduled = std::get_if<policy::Scheduled>(&decision)) {
         decided = std::move(*scheduled);
       }
@@ -223,56 +177,11 @@ bool LeaseManager::TryGrant(Pending& pending, std::optional<policy::Scheduled> d
   return true;
 }
 
-namespace {
-
-// Requests with equal keys ask for the same thing in the same place: when one
-// does not fit, neither do the others (a 64-bit hash; a collision only makes a
-// request wait for the next pass in which the other fits or is gone).
-size_t DemandKey(const protocol::RequestLeaseRequest& req) {
-  size_t h = 0;
-  auto mix = [&h](size_t v) { h ^= v + 0x9e3779b97f4a7c15ULL + (h << 6) + (h >> 2); };
-  for (const auto& [name, amount] : req.resources) {
-    mix(std::hash<std::string>{}(name));
-    mix(std::hash<double>{}(amount));
-  }
-  mix(std::hash<PlacementGroupId>{}(req.placement_group_id));
-  mix(static_cast<size_t>(req.bundle_index));
-  mix(static_cast<size_t>(req.strategy));
-  mix(std::hash<std::string>{}(req.affinity_node_id));
-  mix(req.affinity_soft);
-  for (const auto& [key, value] : req.label_selector) {
-    mix(std::hash<std::string>{}(key));
-    mix(std::hash<std::string>{}(value));
-  }
-  return h;
-}
-
-}  // namespace
-
 void LeaseManager::SchedulePending() {
   groups_.SchedulePending();
-  // One pass in FIFO order; requests that do not fit stay queued. Like Ray's
-  // scheduling classes, one policy decision per kind of demand and pass: a
-  // queue of many equal requests that do not fit costs a hash each, not a
-  // decision each (every lease's end runs a pass).
-  std::unordered_set<size_t> full;
-  for (auto it = pending_.begin(); it != pending_.end();) {
-    if (!JobAllows(*it)) {
-      ++it;
-      continue;
-    }
-    size_t key = DemandKey(it->req);
-    if (full.count(key)) {
-      ++it;
-      continue;
-    }
-    if (TryGrant(*it)) {
-      it = pending_.erase(it);
-    } else {
-      full.insert(key);
-      ++it;
-    }
-  }
+  // Requests that do not fit stay queued (every lease's end runs a pass).
+  scheduler_.Pass([this](const Pending& p) { return JobAllows(p); },
+                  [this](Pending& p) { return TryGrant(p); });
 }
 
 void LeaseManager::OnStartWorkerReply(uint64_t request_id, const protocol::StartWorkerReply& reply) {
@@ -338,12 +247,7 @@ bool LeaseManager::CancelHeadRequest(uint64_t request_id) {
   auto mine = [&](const Owner& owner) {
     return owner.kind == OwnerKind::kHeadJob && owner.requester.request_id == request_id;
   };
-  if (auto queued = std::find_if(pending_.begin(), pending_.end(),
-                                 [&](const Pending& p) { return mine(p.owner); });
-      queued != pending_.end()) {
-    pending_.erase(queued);
-    return true;
-  }
+  if (scheduler_.DropFirst([&](const Pending& p) { return mine(p.owner); })) return true;
   // O(leases), once per cancelled request (a stopped job), never per task.
   for (const auto& [id, lease] : leases_) {
     if (mine(lease.owner) && !lease.running) {
@@ -432,7 +336,7 @@ void LeaseManager::EndHostedLeases(const LeaseId& lease_id) {
       host_lease_of_peer_.erase(back);
     }
     if (hosted_peer_end_observer_) hosted_peer_end_observer_(peer);
-    std::erase_if(pending_, [&](const Pending& p) {
+    scheduler_.Drop([&](const Pending& p) {
       return !p.owner.head() && p.owner.requester.peer == peer;
     });
     DropReservationsOf(peer);
@@ -449,7 +353,7 @@ void LeaseManager::EndHostedLeases(const LeaseId& lease_id) {
 
 std::map<std::string, int> LeaseManager::PendingShapes() const {
   std::map<std::string, int> out;
-  for (const auto& p : pending_) ++out[FormatResourceShape(p.req.resources)];
+  scheduler_.CountShapes(&out);
   std::map<std::string, std::string> infeasible;
   groups_.AddDemands(&out, &infeasible);
   return out;
@@ -464,7 +368,7 @@ std::map<std::string, std::string> LeaseManager::InfeasibleShapes() const {
 
 bool LeaseManager::RemovePlacementGroup(const PlacementGroupId& group_id) {
   if (groups_.Find(group_id) == nullptr) return false;
-  std::erase_if(pending_, [&](const Pending& p) {
+  scheduler_.Drop([&](const Pending& p) {
     if (p.req.placement_group_id != group_id) return false;
     ReplyError(p.owner, Status::Cancelled("placement group " + group_id.Short() +
                                           " was removed before this lease was granted"));

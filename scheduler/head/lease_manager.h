@@ -2,7 +2,6 @@
 #pragma once
 
 #include <cstdint>
-#include <deque>
 #include <functional>
 #include <map>
 #include <optional>
@@ -14,9 +13,9 @@
 #include "head/actor_directory.h"
 #include "head/head_outbox.h"
 #include "head/job_table.h"
+#include "head/lease_scheduler.h"
 #include "head/node_table.h"
 #include "head/placement_group_manager.h"
-#include "policy/composite_policy.h"
 #include "protocol/placement_messages.h"
 #include "protocol/process_messages.h"
 #include "protocol/messages.h"
@@ -44,7 +43,9 @@ class HeadLeaseOwner {
 //
 // A request waits in a FIFO queue while no node has the resources free, and is
 // re-examined whenever resources free up or a node joins. A request no alive
-// node could ever hold is answered at once with the reason. Granting is two
+// node could ever hold is answered at once with the reason. The checks, the
+// policy's decision and the queue are the LeaseScheduler's (lease_scheduler.h);
+// this class grants and keeps the leases. Granting is two
 // steps: resources are taken on the chosen node, the node's agent is asked to
 // start a worker, and the caller gets its reply when the agent reports the
 // worker's address.
@@ -280,28 +281,19 @@ class LeaseManager {
   // Policy decisions the node table refused (they are made on its own book
   // of resources and devices); always 0.
   uint64_t invariant_violations() const { return invariant_violations_; }
-  size_t pending_count() const { return pending_.size(); }
+  size_t pending_count() const { return scheduler_.size(); }
   // Policy decisions made so far (for tests of scheduling cost).
-  uint64_t decisions() const { return decisions_; }
+  uint64_t decisions() const { return scheduler_.decisions(); }
   // Pending demands grouped by shape, for `rayx status`; infeasible placement
   // groups with their reasons.
   std::map<std::string, int> PendingShapes() const;
   std::map<std::string, std::string> InfeasibleShapes() const;
 
  private:
-  // Who a lease's answers go to: a caller through the outbox, or the head
-  // itself, for a submitted job (its HeadLeaseOwner: JobManager) or for a
-  // detached actor it restarts or took over (its own ActorRestart* handlers).
-  enum class OwnerKind : uint8_t { kCaller, kHeadJob, kHeadActor };
-  struct Owner {
-    Requester requester;  // the head's own request id for a head owner
-    OwnerKind kind = OwnerKind::kCaller;
-    bool head() const { return kind != OwnerKind::kCaller; }
-  };
-  struct Pending {
-    Owner owner;
-    protocol::RequestLeaseRequest req;
-  };
+  // Who a lease's answers go to, and a request waiting: lease_scheduler.h.
+  using Owner = LeaseOwner;
+  using OwnerKind = LeaseOwner::Kind;
+  using Pending = PendingLease;
   struct Lease {
     LeaseId lease_id;
     JobId job_id;
@@ -342,9 +334,6 @@ class LeaseManager {
   bool TryGrant(Pending& pending, std::optional<policy::Scheduled> decided = std::nullopt);
   // False when the request's job ended (and nothing lets it outlive the job).
   bool JobAllows(const Pending& pending) const;
-  // The policy's decision for a request outside placement groups: where it
-  // goes now, or why it must wait, or why it can never run.
-  policy::SchedulingDecision Decide(const protocol::RequestLeaseRequest& req);
   // What `lease` holds now: its resources, less the CPU it lends.
   static ResourceMap Held(const Lease& lease);
   // `lease`'s worker blocked: its CPU goes back to its node or bundle (the
@@ -424,7 +413,8 @@ class LeaseManager {
     NodeId node;
   };
   std::unordered_map<uint64_t, StartRequest> start_requests_;  // by head request id
-  std::deque<Pending> pending_;
+  // The requests that wait, and the policy that places them.
+  LeaseScheduler scheduler_{nodes_};
   // lease id -> the connections of runtimes inside that lease's worker, and
   // back (bounded by the registered runtimes; both go when the lease ends).
   std::unordered_map<LeaseId, std::vector<std::string>> hosted_peers_;
@@ -442,9 +432,7 @@ class LeaseManager {
   // freed or went to another actor meanwhile.
   const protocol::ActorInfo* ReservationOf(const Adoption& adoption) const;
   uint64_t invariant_violations_ = 0;
-  uint64_t decisions_ = 0;
   PlacementGroupManager& groups_;
-  policy::CompositePolicy policy_;  // where leases outside placement groups go
   uint64_t next_request_id_ = 1;
   std::function<void(const JobId& job_id)> job_end_observer_;
   LeaseEndObserver lease_end_observer_;

@@ -50,9 +50,7 @@ void LeaseManager::DropReservationsOf(const std::string& peer) {
 }
 
 void LeaseManager::EndActorLeases(const ActorId& actor_id, const std::string& cause) {
-  std::erase_if(pending_, [&](const Pending& p) {
-    return p.req.for_actor && p.req.actor_id == actor_id;
-  });
+  scheduler_.Drop([&](const Pending& p) { return p.req.for_actor && p.req.actor_id == actor_id; });
   std::vector<LeaseId> ending;
   for (const auto& [id, lease] : leases_) {
     if (lease.for_actor && lease.actor_id == actor_id) ending.push_back(id);

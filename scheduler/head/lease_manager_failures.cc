@@ -71,7 +71,7 @@ void LeaseManager::OnNodeDead(const NodeId& node, const std::string& why) {
   // Queued requests that may run only there can never run now: answered,
   // like Ray's hard node affinity to a dead node. O(queue), once per death.
   std::vector<Owner> stranded;
-  std::erase_if(pending_, [&](const Pending& p) {
+  scheduler_.Drop([&](const Pending& p) {
     bool only_there = p.req.strategy == protocol::LeaseStrategy::kNodeAffinity &&
                       !p.req.affinity_soft && p.req.affinity_node_id == node.Hex();
     if (only_there) stranded.push_back(p.owner);
@@ -94,7 +94,7 @@ void LeaseManager::OnNodeDead(const NodeId& node, const std::string& why) {
   if (!again.empty()) {
     RAYX_LOG(Info) << again.size() << " lease request(s) whose node died before their worker "
                    << "started are queued again";
-    for (auto& p : again) pending_.push_back(std::move(p));
+    for (auto& p : again) scheduler_.Enqueue(std::move(p));
     SchedulePending();
   }
   AfterRejoins();

@@ -72,8 +72,8 @@ uint32_t LeaseManager::FinishJob(const JobId& job_id, const std::string& why,
   };
   // Its queued requests go first: ending its leases frees resources, which
   // must not be granted to the same job again.
-  std::erase_if(pending_,
-                [&](const Pending& p) { return p.req.job_id == job_id && !outlives(p.owner); });
+  scheduler_.Drop(
+      [&](const Pending& p) { return p.req.job_id == job_id && !outlives(p.owner); });
   std::vector<LeaseId> ending;
   for (const auto& [id, lease] : leases_) {
     if (lease.job_id == job_id && !lease.detached && !outlives(lease.owner)) ending.push_back(id);

@@ -264,9 +264,9 @@ void LeaseManager::AfterRejoins() {
   rejoin_window_open_ = false;
   // Requests that waited for rejoining nodes: those no node can ever hold now
   // get the answer they would have had at once.
-  std::erase_if(pending_, [&](Pending& p) {
+  scheduler_.Drop([&](Pending& p) {
     if (!p.req.placement_group_id.IsNil()) return false;
-    auto decision = Decide(p.req);
+    auto decision = scheduler_.Decide(p.req);
     const auto* infeasible = std::get_if<policy::Infeasible>(&decision);
     if (infeasible == nullptr) return false;
     ReplyError(p.owner, Status::Infeasible("infeasible: " + FormatResourceShape(p.req.resources) +

@@ -371,8 +371,10 @@ std::vector<std::string> CheckpointFiles::RemoveUnrecorded() const {
   return removed;
 }
 
-std::vector<CheckpointFiles::KeptRecord> CheckpointFiles::Records(size_t max) const {
+std::vector<CheckpointFiles::KeptRecord> CheckpointFiles::Records(size_t max,
+                                                                  uint64_t max_bytes) const {
   std::vector<KeptRecord> out;
+  uint64_t bytes_in_all = 0;
   std::error_code ec;
   // <job>/<run key>/<checkpoint id>/kRecordFile: three levels of directories.
   for (const fs::path& job : SubDirectories(dir_)) {
@@ -383,6 +385,8 @@ std::vector<CheckpointFiles::KeptRecord> CheckpointFiles::Records(size_t max) co
         if (fs::symlink_status(file, ec).type() != fs::file_type::regular) continue;
         const uintmax_t size = fs::file_size(file, ec);
         if (ec || size > kMaxRecordBytes) continue;
+        if (bytes_in_all + size > max_bytes) return out;
+        bytes_in_all += size;
         std::ifstream in(file, std::ios::binary);
         std::string bytes(static_cast<size_t>(size), '\0');
         if (!in.read(bytes.data(), static_cast<std::streamsize>(bytes.size()))) continue;

@@ -83,13 +83,14 @@ class CheckpointFiles {
   static constexpr char kRecordFile[] = "checkpoint.record";
   static constexpr size_t kMaxRecordBytes = 16u << 20;
   Status KeepRecord(const std::string& checkpoint_dir, const std::string& bytes) const;
-  // The records kept under the directory, at most `max`, with the checkpoint
-  // directory each is in (an unreadable or oversized one is skipped).
+  // The records kept under the directory, at most `max` of them and
+  // `max_bytes` in all, with the checkpoint directory each is in (an
+  // unreadable or oversized one is skipped).
   struct KeptRecord {
     std::string checkpoint_dir;
     std::string bytes;
   };
-  std::vector<KeptRecord> Records(size_t max) const;
+  std::vector<KeptRecord> Records(size_t max, uint64_t max_bytes = uint64_t{1} << 30) const;
   // Removes the checkpoints that hold no record (a copy made for a report
   // that was never committed, or one whose record never came): for a
   // directory just adopted, into which nothing is being written. Returns

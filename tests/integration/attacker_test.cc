@@ -573,6 +573,17 @@ TEST_F(Attacker, AnotherJobsMemberIsConfinedToItsJob) {
   ASSERT_TRUE(objects.Receive(5000ms).has_value());
   EXPECT_TRUE(fs::exists(checkpoints + "/" + shard + "/model"))
       << "another job removed this job's checkpoint shard";
+  // Nor does B leave a record (which a later cluster would take back) in A's
+  // running checkpoint.
+  protocol::KeepCheckpointRecordRequest forge;
+  forge.checkpoint_dir = job_ + "/run/a0-s1";
+  forge.key = "train/ckpt/" + job_ + "/a0-s1/run";
+  forge.record = "forged";
+  objects.Send(Request(forge, 30));
+  objects.Send(Request(protocol::ReservePortRequest{}, 31));
+  ASSERT_TRUE(objects.Receive(5000ms).has_value());
+  EXPECT_FALSE(fs::exists(checkpoints + "/" + job_ + "/run/a0-s1/checkpoint.record"))
+      << "another job wrote a record into this job's checkpoint";
   fs::remove_all(checkpoints + "/" + job_);
 
   EXPECT_FALSE(fs::exists(marker)) << "another job's call ran";

@@ -11,13 +11,15 @@ std::vector<protocol::AdoptCheckpointsRequest> AdoptedCheckpoints::Requests() {
   if (read_) return out;
   read_ = true;
   // One more than the bound: to know whether some were left.
-  std::vector<CheckpointFiles::KeptRecord> kept = files_.Records(kMaxRecords + 1);
-  if (kept.size() > kMaxRecords) {
+  std::vector<CheckpointFiles::KeptRecord> kept = files_.Records(kMaxRecords + 1, kMaxBytes + 1);
+  uint64_t read_bytes = 0;
+  for (const auto& record : kept) read_bytes += record.bytes.size();
+  if (kept.size() > kMaxRecords || read_bytes >= kMaxBytes) {
     RAYX_LOG(Warning) << files_.dir() << " holds more than " << kMaxRecords
-                      << " checkpoint records: the first " << kMaxRecords
-                      << " go to the head, the rest stay on disk (`rayx train export` "
-                         "cannot see them)";
-    kept.resize(kMaxRecords);
+                      << " checkpoint records or " << kMaxBytes
+                      << " bytes of them: the first go to the head, the rest stay on disk "
+                         "(`rayx train list` does not show them)";
+    if (kept.size() > kMaxRecords) kept.resize(kMaxRecords);
   }
   size_t bytes = 0;
   for (auto& record : kept) {

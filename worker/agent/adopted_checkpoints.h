@@ -18,9 +18,11 @@ namespace rayx::worker {
 
 class AdoptedCheckpoints {
  public:
-  // At most this many records are read from a directory (more are logged and
-  // left on disk), and a request's records hold at most kMaxBatchBytes.
+  // At most this many records, and kMaxBytes of them, are read from a
+  // directory (more are logged and left on disk), and a request's records
+  // hold at most kMaxBatchBytes.
   static constexpr size_t kMaxRecords = 4096;
+  static constexpr uint64_t kMaxBytes = 256u << 20;
   static constexpr size_t kMaxBatchBytes = 8u << 20;
 
   explicit AdoptedCheckpoints(CheckpointFiles files) : files_(std::move(files)) {}

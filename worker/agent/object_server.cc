@@ -396,6 +396,7 @@ void ObjectServer::OnMessage(transport::Frames& frames) {
       // The record of this directory's checkpoint only: its key names the
       // directory's job and checkpoint id (<job>/<run key>/<id>).
       const std::string& dir = req->checkpoint_dir;
+      if (!MayTouchCheckpoint(who, dir)) return;  // another running job's checkpoint
       const size_t job_end = dir.find('/');
       const size_t id_start = dir.rfind('/');
       if (job_end == std::string::npos || id_start == job_end ||

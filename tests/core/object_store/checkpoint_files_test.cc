@@ -130,6 +130,7 @@ TEST_F(CheckpointFilesTest, ARecordIsKeptBesideItsShardsAndReadBack) {
   EXPECT_EQ(records[1].checkpoint_dir, "job/run/a0-s1");
   EXPECT_EQ(records[1].bytes, "record one, again");
   EXPECT_EQ(node.Records(1).size(), 1u);
+  EXPECT_EQ(node.Records(10, /*max_bytes=*/15).size(), 1u) << "10 bytes, then 17 more";
   // A copy no commit covers goes when the directory is adopted; the
   // committed ones stay.
   ASSERT_TRUE(node.CopyIn(root_ + "/user", "job/run/a0-s2/rank-1").ok());

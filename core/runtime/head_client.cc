@@ -11,8 +11,6 @@
 #include "common/logging.h"
 #include "rayx/ids.h"
 #include "transport/message.h"
-#include "transport/zmq_frame.h"
-#include "transport/zmq_socket_loop.h"
 
 namespace rayx::detail {
 
@@ -22,84 +20,41 @@ using transport::Frames;
 
 using protocol::IsRegisterFirst;
 
-struct HeadClient::Connection {
-  explicit Connection(zmq::context_t& context)
-      : socket(context, zmq::socket_type::dealer), monitor(context, zmq::socket_type::pair) {}
-  ~Connection() {
-    StopMonitor();
-    // The watch goes before the socket it reads.
-    loop.reset();
-  }
-  // libzmq sends monitor events with a blocking send from its I/O thread: the
-  // monitor is stopped before the socket can emit more (its close), and its
-  // reader closes last.
-  void StopMonitor() {
-    if (!monitor_loop) return;
-    monitor_loop.reset();
-    zmq_socket_monitor(socket.handle(), nullptr, 0);
-    monitor.close();
-  }
-
-  zmq::socket_t socket;
-  std::unique_ptr<transport::ZmqSocketLoop> loop;
-  zmq::socket_t monitor;  // PAIR: the socket's connection events
-  std::unique_ptr<transport::ZmqSocketLoop> monitor_loop;
-};
-
 HeadClient::HeadClient(boost::asio::io_context& io, zmq::context_t& context, HostPort head,
                        transport::ClientSecurity security, Options options)
+    : HeadClient(io, MakeZmqHeadLink(io, context, head, security), head, options) {}
+
+HeadClient::HeadClient(boost::asio::io_context& io, std::unique_ptr<HeadLink> link,
+                       HostPort head, Options options)
     : io_(io),
       head_(std::move(head)),
-      security_(std::move(security)),
       options_(options),
       clock_(options.clock != nullptr ? *options.clock : system_clock_),
-      conn_(std::make_unique<Connection>(context)),
+      link_(std::move(link)),
       heartbeat_timer_(io) {}
 
 HeadClient::~HeadClient() = default;
 
 void HeadClient::Start() {
-  zmq::socket_t& socket = conn_->socket;
-  socket.set(zmq::sockopt::linger, 0);
-  // A fixed routing id: a restarted head knows this connection as the owner of
-  // the leases it had (ids that start with a zero byte are ZeroMQ's own).
-  socket.set(zmq::sockopt::routing_id, "rayx-" + RandomHex(12));
   last_heard_ms_ = NowMs();
-  socket.set(zmq::sockopt::maxmsgsize, static_cast<int64_t>(protocol::kMaxControlFrameBytes));
-  transport::MakeClient(socket, security_);
-  std::string monitor = "inproc://rayx-head-monitor-" + RandomHex(8);
-  zmq_socket_monitor(socket.handle(), monitor.c_str(),
-                     ZMQ_EVENT_CONNECTED | ZMQ_EVENT_DISCONNECTED);
-  conn_->monitor.connect(monitor);
-  conn_->monitor_loop = std::make_unique<transport::ZmqSocketLoop>(
-      io_, conn_->monitor, [this](Frames& frames) { OnConnectionEvent(frames); });
-  conn_->monitor_loop->Start();
-  socket.connect(head_.ZmqEndpoint());
-  conn_->loop = std::make_unique<transport::ZmqSocketLoop>(
-      io_, socket, [this](Frames& frames) { OnMessage(frames); });
-  conn_->loop->Start();
+  link_->Start([this](Frames& frames) { OnMessage(frames); },
+               [this](HeadLink::Event event) { OnLinkEvent(event); });
 }
 
 void HeadClient::Stop() {
   StopHeartbeats();
   heartbeat_timer_.cancel();
-  conn_->StopMonitor();
-  conn_->loop.reset();
+  link_->Stop();
 }
 
-bool HeadClient::SendOnSocket(Frames& frames) {
-  return conn_->loop && conn_->loop->Send(frames);
-}
+bool HeadClient::SendOnSocket(Frames& frames) { return link_->Send(frames); }
 
-void HeadClient::OnConnectionEvent(Frames& frames) {
-  auto parsed = transport::ParseMonitorEvent(frames);
-  if (!parsed) return;
-  const uint16_t event = parsed->id;
-  if (event == ZMQ_EVENT_DISCONNECTED) {
+void HeadClient::OnLinkEvent(HeadLink::Event event) {
+  if (event == HeadLink::Event::kDisconnected) {
     disconnected_ = true;
     return;
   }
-  if (event != ZMQ_EVENT_CONNECTED || !disconnected_) return;
+  if (!disconnected_) return;
   disconnected_ = false;
   if (!registration_) return;  // not registered yet: nothing to restore
   // Everything unanswered now went out on the connection that dropped.

@@ -21,6 +21,7 @@
 #include "protocol/codec.h"
 #include "protocol/group_messages.h"
 #include "protocol/messages.h"
+#include "runtime/head_link.h"
 #include "runtime/lease_client.h"
 #include "transport/frame.h"
 #include "transport/security.h"
@@ -62,6 +63,9 @@ class HeadClient final : public LeaseClient {
   // `security`: the credential this process proves to the head (CURVE).
   HeadClient(boost::asio::io_context& io, zmq::context_t& context, HostPort head,
              transport::ClientSecurity security, Options options);
+  // Over `link` (tests: a fake; head_link.h), to the head at `head`.
+  HeadClient(boost::asio::io_context& io, std::unique_ptr<HeadLink> link, HostPort head,
+             Options options);
   HeadClient(boost::asio::io_context& io, zmq::context_t& context, HostPort head,
              transport::ClientSecurity security)
       : HeadClient(io, context, std::move(head), std::move(security), Options()) {}
@@ -184,26 +188,22 @@ class HeadClient final : public LeaseClient {
   void Reregister();
   // Fails every call still waiting with `status`, except the registration.
   void FailWaiting(const Status& status);
-  // A connection event of the socket (its monitor): after a reconnect, asks
-  // the head whether it still knows this connection (a DriverHeartbeat); a
-  // restarted head says "register first", which starts Reregister at once
-  // instead of at this process's next call (a worker's runtime never
-  // heartbeats; a call parked in the old head, a KV wait, would be lost).
-  void OnConnectionEvent(transport::Frames& frames);
-  // Sends `frames` on the socket; false when it is not started or cannot send.
+  // A connection event of the link: after a reconnect, asks the head whether
+  // it still knows this connection (a DriverHeartbeat); a restarted head says
+  // "register first", which starts Reregister at once instead of at this
+  // process's next call (a worker's runtime never heartbeats; a call parked
+  // in the old head, a KV wait, would be lost).
+  void OnLinkEvent(HeadLink::Event event);
+  // Sends `frames` over the link; false when it is not started or cannot send.
   bool SendOnSocket(transport::Frames& frames);
   int64_t NowMs() const { return clock_.NowMs(); }
 
   boost::asio::io_context& io_;
   const HostPort head_;
-  const transport::ClientSecurity security_;
   Options options_;
   SystemClock system_clock_;
   const Clock& clock_;  // options_.clock, or system_clock_
-  // The DEALER socket, its connection-event monitor and their watches (the
-  // ZeroMQ edge, in the .cc).
-  struct Connection;
-  std::unique_ptr<Connection> conn_;
+  std::unique_ptr<HeadLink> link_;  // ZeroMQ's unless a test gave another
   bool disconnected_ = false;  // since the last connect
   std::unordered_map<uint64_t, Pending> calls_;
   std::optional<protocol::RegisterDriverRequest> registration_;

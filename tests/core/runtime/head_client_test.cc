@@ -304,5 +304,99 @@ TEST_F(HeadClientTest, CallsFailWithAClearMessageWhenTheHeadStaysSilent) {
   quick.Stop();
 }
 
+// A link this test drives (head_link.h): what the client sends is kept, and
+// the test delivers the head's messages and the connection's events itself,
+// on this thread (the client's I/O thread), with no socket and no timing.
+class FakeLink final : public HeadLink {
+ public:
+  struct Seen {
+    protocol::Envelope envelope;
+    std::string body;
+  };
+  void Start(std::function<void(Frames&)> on_message, std::function<void(Event)> on_event) override {
+    on_message_ = std::move(on_message);
+    on_event_ = std::move(on_event);
+  }
+  bool Send(Frames& frames) override {
+    if (!on_message_ || stopped_ || frames.size() < 2) return false;
+    auto env = protocol::Decode<protocol::Envelope>(FrameView(frames[0]));
+    EXPECT_TRUE(env.ok());
+    sent.push_back({env.ok() ? *env : protocol::Envelope{}, std::string(FrameView(frames[1]))});
+    return true;
+  }
+  void Stop() override { stopped_ = true; }
+  void Deliver(Frames frames) { on_message_(frames); }
+  void Event(HeadLink::Event event) { on_event_(event); }
+
+  std::vector<Seen> sent;
+
+ private:
+  std::function<void(Frames&)> on_message_;
+  std::function<void(HeadLink::Event)> on_event_;
+  bool stopped_ = false;
+};
+
+// A connection that dropped and came back to the same head: the client asks
+// the head whether it still knows it, and on its yes sends the calls still
+// waiting again under their own ids (the head answers repeats from what it
+// answered), then tells the runtime to restore what notices said.
+TEST(HeadClientOverALink, AfterAReconnectTheWaitingCallsAreSentAgainUnderTheirIds) {
+  boost::asio::io_context io;
+  auto owned = std::make_unique<FakeLink>();
+  FakeLink& link = *owned;
+  ManualClock clock;
+  HeadClient client(io, std::move(owned), HostPort{"127.0.0.1", 6380},
+                    HeadClient::Options{60000, &clock});
+  client.Start();
+  protocol::RegisterDriverRequest registration;
+  registration.job_id = JobId::FromWire("job-1");
+  client.SetRegistration(registration);
+  int restored = 0;
+  client.OnRestored([&] { ++restored; });
+  std::optional<Result<protocol::GetActorReply>> got;
+  protocol::GetActorRequest lookup;
+  lookup.name = "counter";
+  client.Call<protocol::GetActorReply>(lookup,
+                                       [&](Result<protocol::GetActorReply> r) { got = r; });
+  io.poll();
+  ASSERT_EQ(link.sent.size(), 1u);
+  const uint64_t call_id = link.sent[0].envelope.id;
+
+  link.Event(HeadLink::Event::kConnected);  // connected from the start: nothing to do
+  EXPECT_EQ(link.sent.size(), 1u);
+  link.Event(HeadLink::Event::kDisconnected);
+  link.Event(HeadLink::Event::kConnected);
+  io.poll();
+  ASSERT_EQ(link.sent.size(), 2u);
+  EXPECT_EQ(link.sent[1].envelope.t,
+            static_cast<uint16_t>(protocol::MessageType::kDriverHeartbeatRequest));
+  link.Deliver(transport::MakeMessage(protocol::DriverHeartbeatReply{}, link.sent[1].envelope.id));
+  io.poll();
+  ASSERT_EQ(link.sent.size(), 3u) << "the waiting call was not sent again";
+  EXPECT_EQ(link.sent[2].envelope.id, call_id);
+  EXPECT_EQ(link.sent[2].body, link.sent[0].body);
+  EXPECT_EQ(restored, 1);
+  EXPECT_FALSE(got.has_value());
+
+  protocol::GetActorReply reply;
+  reply.actor.name = "counter";
+  link.Deliver(transport::MakeMessage(reply, call_id));
+  io.poll();
+  ASSERT_TRUE(got.has_value() && got->ok());
+  EXPECT_EQ((*got)->actor.name, "counter");
+  // The head's repeat answer finds no call and changes nothing.
+  link.Deliver(transport::MakeMessage(reply, call_id));
+  io.poll();
+  client.Stop();
+  // A stopped link sends nothing: a later call fails at once.
+  std::optional<Result<protocol::GetActorReply>> late;
+  client.Call<protocol::GetActorReply>(lookup,
+                                       [&](Result<protocol::GetActorReply> r) { late = r; });
+  io.poll();
+  ASSERT_TRUE(late.has_value());
+  EXPECT_EQ(late->status().code(), StatusCode::kUnavailable) << late->status();
+  EXPECT_EQ(link.sent.size(), 3u);
+}
+
 }  // namespace
 }  // namespace rayx::detail

@@ -5,6 +5,7 @@ that no process the cluster started (daemons and workers) is left."""
 
 import contextlib
 import os
+import shutil
 import queue
 import re
 import subprocess
@@ -103,7 +104,7 @@ class Cluster:
 
 
 @pytest.fixture(scope="session")
-def cluster():
+def cluster(request):
     temp_dir = tempfile.mkdtemp(prefix="rayx-pytest-")
     run_cli("start", "--head", "--port", "0", "--node-ip-address", "127.0.0.1", "--num-cpus", "2",
             "--num-gpus", "0", "--heartbeat-period-ms", "250", "--node-timeout-ms", "1500",
@@ -130,6 +131,11 @@ def cluster():
                "every process of the cluster (workers too) to exit")
     for var in ("RAYX_TEMP_DIR", "RAYX_ADDRESS", "RAYX_TOKEN"):
         os.environ.pop(var, None)
+    # The cluster's directory (its logs) is kept only when a test failed.
+    if request.session.testsfailed:
+        print(f"\nconftest: a test failed: kept {temp_dir} with the cluster's logs")
+    else:
+        shutil.rmtree(temp_dir, ignore_errors=True)
 
 
 @pytest.fixture

@@ -12,6 +12,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <msgpack.hpp>
@@ -110,6 +111,25 @@ struct KvListReply {
   bool truncated = false;  // more keys match than were returned
   MSGPACK_DEFINE_MAP(keys, truncated)
 };
+
+// The KV keys (namespace "rayx") of Train's node-kept checkpoint records:
+// kCheckpointRecordPrefix + "<job>/<checkpoint id>/<run>" (the run last: it
+// may hold '/'). Written by the committing rank, read by the head, the CLI
+// and the object servers (a record kept on a node names its checkpoint).
+inline constexpr char kCheckpointRecordPrefix[] = "train/ckpt/";
+
+// The run record key `key` names; "" when it is not a record's key.
+inline std::string CheckpointRecordRun(std::string_view key) {
+  constexpr std::string_view prefix = kCheckpointRecordPrefix;
+  if (key.size() <= prefix.size() || key.substr(0, prefix.size()) != prefix) return "";
+  const size_t job_end = key.find('/', prefix.size());
+  if (job_end == std::string_view::npos || job_end == prefix.size()) return "";
+  const size_t id_end = key.find('/', job_end + 1);
+  if (id_end == std::string_view::npos || id_end == job_end + 1 || id_end + 1 == key.size()) {
+    return "";
+  }
+  return std::string(key.substr(id_end + 1));
+}
 
 // The CLI (cluster token) -> head: the records of the Train checkpoints the
 // nodes keep (KV namespace "rayx", keys "train/ckpt/<job>/<id>/<run>"), of

@@ -133,11 +133,7 @@ std::vector<std::string> RecordedCheckpoints(const std::string& run) {
   std::vector<std::pair<int64_t, std::string>> found;  // (committed, id)
   // Keys are train/ckpt/<job>/<id>/<run>: every record is looked at, once.
   for (const std::string& key : rayx::detail::KvList(kKvNamespace, kCheckpointRecordPrefix)) {
-    const size_t job_end = key.find('/', std::strlen(kCheckpointRecordPrefix));
-    const size_t id_end = job_end == std::string::npos ? job_end : key.find('/', job_end + 1);
-    if (id_end == std::string::npos || key.compare(id_end + 1, std::string::npos, run) != 0) {
-      continue;
-    }
+    if (protocol::CheckpointRecordRun(key) != run) continue;
     auto bytes = rayx::detail::KvGet(kKvNamespace, key);
     if (!bytes) continue;
     const auto record = rayx::detail::Unpack<CheckpointRecord>(*bytes);

@@ -18,6 +18,7 @@
 
 #include <msgpack.hpp>
 
+#include "protocol/kv_messages.h"
 #include "protocol/shard_manifest.h"
 #include "rayx/cluster_status.h"
 #include "train/train_session.h"
@@ -55,8 +56,8 @@ struct CheckpointRecord {
 };
 
 // The KV key (namespace kKvNamespace) of every committed checkpoint's record
-// starts with this; `rayx train` lists them.
-inline constexpr const char* kCheckpointRecordPrefix = "train/ckpt/";
+// starts with this; `rayx train` lists them (the layout: kv_messages.h).
+using protocol::kCheckpointRecordPrefix;
 
 // Where each copy of a shard lives now. A copy stays in its node's checkpoint
 // directory when the node's agent stops (a whole cluster's stop, a crash), and

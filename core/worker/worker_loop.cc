@@ -32,13 +32,18 @@ std::string Demangle(const char* name) {
   return result;
 }
 
-// The error outcome of the exception being handled (call inside a catch).
-void SetErrorFromCurrentException(bool* ok, std::string* type, std::string* message) {
+// The error outcome of the exception being handled (call inside a catch):
+// an argument that does not decode is rayx's ArgumentTypeError (`type` its
+// name), anything else the exception (kException, `type` its type).
+void SetErrorFromCurrentException(bool* ok, protocol::TaskErrorKind* kind, std::string* type,
+                                  std::string* message) {
   *ok = false;
+  *kind = protocol::TaskErrorKind::kException;
   try {
     throw;
   } catch (const msgpack::type_error& e) {
-    *type = protocol::Name(protocol::TaskErrorKind::kArgumentTypeError);
+    *kind = protocol::TaskErrorKind::kArgumentTypeError;
+    *type = protocol::Name(*kind);
     *message = "an argument does not have the parameter's type (" + std::string(e.what()) + ")";
   } catch (const std::exception& e) {
     *type = Demangle(typeid(e).name());
@@ -374,11 +379,12 @@ void WorkerLoop::RunOnPool(const protocol::TaskCallView& call, const RemoteFunct
   }
   boost::asio::post(*actor_pool_, [fn, actor = actor_, owned, done = control.Defer()] {
     bool ok = true;
+    protocol::TaskErrorKind kind;  // the answer names it by `type`
     std::string value, type;
     try {
       value = fn->invoke(actor.get(), owned->args);
     } catch (...) {
-      SetErrorFromCurrentException(&ok, &type, &value);
+      SetErrorFromCurrentException(&ok, &kind, &type, &value);
     }
     if (ok) {
       done.Succeed(std::move(value));
@@ -564,10 +570,7 @@ WorkerLoop::CallOutcome WorkerLoop::Run(const protocol::TaskCallView& call,
     }
   } catch (...) {
     out.deferred = false;
-    SetErrorFromCurrentException(&out.ok, &out.error_type, &out.error_message);
-    if (out.error_type == protocol::Name(protocol::TaskErrorKind::kArgumentTypeError)) {
-      out.error_kind = protocol::TaskErrorKind::kArgumentTypeError;
-    }
+    SetErrorFromCurrentException(&out.ok, &out.error_kind, &out.error_type, &out.error_message);
   }
   // Deferred, then threw: the error is the answer; a later one is dropped.
   if (!out.deferred && control.token() != 0) pending_.erase(control.token());

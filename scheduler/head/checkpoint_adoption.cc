@@ -4,28 +4,17 @@
 
 namespace rayx::scheduler {
 
-std::string CheckpointAdoption::RunOf(const std::string& key) {
-  const std::string prefix = kRecordPrefix;
-  if (key.size() <= prefix.size() || key.compare(0, prefix.size(), prefix) != 0) return "";
-  // <job>/<id>/<run>: the run is what follows the second '/' (it may hold more).
-  const size_t job_end = key.find('/', prefix.size());
-  if (job_end == std::string::npos || job_end == prefix.size()) return "";
-  const size_t id_end = key.find('/', job_end + 1);
-  if (id_end == std::string::npos || id_end == job_end + 1 || id_end + 1 == key.size()) return "";
-  return key.substr(id_end + 1);
-}
-
 std::unordered_set<std::string> CheckpointAdoption::CommittedRuns() {
   std::unordered_set<std::string> runs;
   std::unordered_set<std::string> still_adopted;
   std::string after;
   while (true) {
-    auto page = kv_.List(kNamespace, kRecordPrefix, 0, after);
+    auto page = kv_.List(kNamespace, protocol::kCheckpointRecordPrefix, 0, after);
     if (!page.ok()) break;
     for (const std::string& key : page->keys) {
       if (adopted_.count(key)) {
         still_adopted.insert(key);
-      } else if (std::string run = RunOf(key); !run.empty()) {
+      } else if (std::string run = protocol::CheckpointRecordRun(key); !run.empty()) {
         runs.insert(std::move(run));
       }
     }
@@ -42,7 +31,7 @@ CheckpointAdoption::Outcome CheckpointAdoption::Adopt(
   const std::unordered_set<std::string> committed = CommittedRuns();
   for (size_t i = 0; i < req.keys.size() && i < req.records.size(); ++i) {
     const std::string& key = req.keys[i];
-    const std::string run = RunOf(key);
+    const std::string run = protocol::CheckpointRecordRun(key);
     if (run.empty()) continue;
     auto present = kv_.Get(kNamespace, key);
     if (!present.ok()) continue;

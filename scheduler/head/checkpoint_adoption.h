@@ -23,9 +23,8 @@ namespace rayx::scheduler {
 
 class CheckpointAdoption {
  public:
-  // The KV namespace and key prefix of checkpoint records.
+  // The KV namespace of checkpoint records (their keys: kv_messages.h).
   static constexpr char kNamespace[] = "rayx";
-  static constexpr char kRecordPrefix[] = "train/ckpt/";
 
   explicit CheckpointAdoption(KvStore& kv) : kv_(kv) {}
 
@@ -35,9 +34,6 @@ class CheckpointAdoption {
   };
   // A key that is not a record's is neither adopted nor dropped.
   Outcome Adopt(const protocol::AdoptCheckpointsRequest& req);
-
-  // The run a record key names ("" when `key` is not a record's key).
-  static std::string RunOf(const std::string& key);
 
  private:
   // The runs with a record in the KV that was committed, not adopted (one

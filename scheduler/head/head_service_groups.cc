@@ -98,14 +98,14 @@ Result<protocol::CheckpointRecordsReply> HeadService::OnCheckpointRecords(
     const protocol::CheckpointRecordsRequest& req, Call&) {
   constexpr const char* kNamespace = CheckpointAdoption::kNamespace;
   const std::string prefix =
-      std::string(CheckpointAdoption::kRecordPrefix) + (req.job.empty() ? "" : req.job + "/");
+      std::string(protocol::kCheckpointRecordPrefix) + (req.job.empty() ? "" : req.job + "/");
   protocol::CheckpointRecordsReply reply;
   std::string after;
   while (true) {
     auto page = kv_.List(kNamespace, prefix, 1000, after);
     if (!page.ok()) return page.status();
     for (const std::string& key : page->keys) {
-      const std::string run = CheckpointAdoption::RunOf(key);
+      const std::string run = protocol::CheckpointRecordRun(key);
       if (run.empty() || (!req.run.empty() && run != req.run)) continue;
       if (reply.keys.size() == protocol::CheckpointRecordsReply::kMaxRecords) {
         reply.truncated = true;

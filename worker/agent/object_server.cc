@@ -12,6 +12,7 @@
 
 #include "common/logging.h"
 #include "object_store/object_pull.h"
+#include "protocol/kv_messages.h"
 #include "protocol/process_messages.h"
 #include "transport/message.h"
 
@@ -400,7 +401,7 @@ void ObjectServer::OnMessage(transport::Frames& frames) {
       const size_t job_end = dir.find('/');
       const size_t id_start = dir.rfind('/');
       if (job_end == std::string::npos || id_start == job_end ||
-          req->key.rfind("train/ckpt/" + dir.substr(0, job_end) + "/" +
+          req->key.rfind(protocol::kCheckpointRecordPrefix + dir.substr(0, job_end) + "/" +
                              dir.substr(id_start + 1) + "/",
                          0) != 0) {
         RAYX_LOG(Warning) << "refused a checkpoint record " << req->key.substr(0, 200)

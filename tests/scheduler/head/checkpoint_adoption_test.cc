@@ -25,11 +25,11 @@ protocol::AdoptCheckpointsRequest Hand(std::vector<std::string> keys) {
 }
 
 TEST(CheckpointAdoption, RecordKeysNameTheirRun) {
-  EXPECT_EQ(CheckpointAdoption::RunOf(Key("a0-s1", "my/run")), "my/run");
-  EXPECT_EQ(CheckpointAdoption::RunOf("train/ckpt/job/a0-s1/"), "");
-  EXPECT_EQ(CheckpointAdoption::RunOf("train/ckpt/job/a0-s1"), "");
-  EXPECT_EQ(CheckpointAdoption::RunOf("train/ckpt//a0-s1/run"), "");
-  EXPECT_EQ(CheckpointAdoption::RunOf("train/other/job/a0-s1/run"), "");
+  EXPECT_EQ(protocol::CheckpointRecordRun(Key("a0-s1", "my/run")), "my/run");
+  EXPECT_EQ(protocol::CheckpointRecordRun("train/ckpt/job/a0-s1/"), "");
+  EXPECT_EQ(protocol::CheckpointRecordRun("train/ckpt/job/a0-s1"), "");
+  EXPECT_EQ(protocol::CheckpointRecordRun("train/ckpt//a0-s1/run"), "");
+  EXPECT_EQ(protocol::CheckpointRecordRun("train/other/job/a0-s1/run"), "");
 }
 
 TEST(CheckpointAdoption, AfterAWholeClusterRestartEveryAgentsRecordsAreTakenBack) {

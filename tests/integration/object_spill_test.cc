@@ -281,12 +281,18 @@ TEST_F(ObjectSpill, ResultsPastTheStoreAreSpilledAndAKilledAgentsSpillGoesWithIt
   ASSERT_EQ(spilled.size(), 1u) << "the small node's spill directory holds its results";
 
   ASSERT_TRUE(cluster_->KillNode(*small_).ok());
-  // Its reaper removes the store (RAM) and the spill directory (disk).
+  // Its reaper removes the store (RAM), the spill directory (disk) and then
+  // their lock files, one after another: wait for the last of them.
+  const std::string spill_lock = spilled[0].string() + ".lock";
   rayx::testing::WaitUntil(
-      [&] { return !fs::exists(store_dir) && !fs::exists(spilled[0]); }, 10000);
+      [&] {
+        return !fs::exists(store_dir) && !fs::exists(spilled[0]) &&
+               !fs::exists(spill_lock);
+      },
+      10000);
   EXPECT_FALSE(fs::exists(store_dir));
   EXPECT_FALSE(fs::exists(spilled[0]));
-  EXPECT_FALSE(fs::exists(spilled[0].string() + ".lock"));
+  EXPECT_FALSE(fs::exists(spill_lock));
 }
 
 }  // namespace rayx::object_spill_test

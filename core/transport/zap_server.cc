@@ -225,8 +225,8 @@ void ZapServer::HandleEvent(zmq::socket_t& monitor) {
                                                " more addresses were shut out, not logged)"
                                          : std::string());
       }
-      ++bans_total_;
       ApplyBans();
+      ++bans_total_;  // after the ban is in force: a reader of the count sees it applied
     }
   }
 }

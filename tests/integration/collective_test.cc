@@ -372,13 +372,18 @@ TEST_F(Collective, RankThatNeverCallsTimesTheOthersOut) {
   col::CreateCollectiveGroup(members, {.name = "silent", .timeout_ms = timeout_ms});
   auto a = members[1].Task(&Member::EnterAllReduce).Remote(std::string("silent"), std::string("silent-in"));
   auto b = members[2].Task(&Member::EnterAllReduce).Remote(std::string("silent"), std::string("silent-in"));
+  // The rank that entered first times out; its abort ends the other's call
+  // at once, maybe a little before that one's own deadline: the last to end
+  // waited the whole timeout.
+  int64_t longest_ms = 0;
   for (auto* ref : {&a, &b}) {
     auto [error, took_ms] = *ref->Get();
     EXPECT_TRUE(Contains(error, "silent")) << error;
     EXPECT_TRUE(Contains(error, "AllReduce")) << error;
-    EXPECT_GE(took_ms, timeout_ms - 100) << error;
-    EXPECT_LT(took_ms, timeout_ms + 1000) << error;
+    EXPECT_LT(took_ms, timeout_ms + 3000) << error;
+    longest_ms = std::max(longest_ms, took_ms);
   }
+  EXPECT_GE(longest_ms, timeout_ms - 100);
 }
 
 TEST_F(Collective, BadInputGetsClearErrors) {

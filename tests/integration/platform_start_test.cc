@@ -242,9 +242,10 @@ TEST_F(PlatformStart, SlurmVariablesUnderSrunGiveTheSameCluster) {
 
 TEST_F(PlatformStart, ANodeThatNeverJoinsIsNamedAndTheOthersExit) {
   auto node1 = StartNode(1, TorchEnv(1, 3), {}, {"/bin/true"});
-  auto node0 = StartNode(0, TorchEnv(0, 3), {"--join-timeout-s", "3"}, {"/bin/true"});
+  // Long enough for node 1, started just before, to join on a loaded machine.
+  auto node0 = StartNode(0, TorchEnv(0, 3), {"--join-timeout-s", "8"}, {"/bin/true"});
   EXPECT_EQ(node0.Wait(60000), 1) << node0.Out() << node0.Err();
-  EXPECT_TRUE(Contains(node0.Err(), "node rank 2 of 3 did not join within 3 s")) << node0.Err();
+  EXPECT_TRUE(Contains(node0.Err(), "node rank 2 of 3 did not join within 8 s")) << node0.Err();
   EXPECT_EQ(node1.Wait(30000), 0) << node1.Out() << node1.Err();
   EXPECT_TRUE(AllGone(Daemons(0), 5000));
 }

@@ -32,14 +32,18 @@ namespace {
 namespace train = rayx::train;
 
 // The example's loop, plus each rank's pid in the KV so a test can kill it.
+// A test that put "<run>/hold-at/<size>" finds rank 0 of an attempt of that
+// size waiting after its first report (until the attempt is killed, or 60 s),
+// so the run cannot end before the test acted.
 void TrainLinear(linear_sgd::Config c) {
   auto ctx = train::GetContext();
   const std::string prefix = "train-test/" + ctx.GetRunName();
   rayx::kv::Put(prefix + "/pid/" + std::to_string(ctx.GetWorldRank()), std::to_string(getpid()));
+  const std::string size = std::to_string(ctx.GetWorldSize());
+  const bool hold = ctx.GetWorldRank() == 0 && rayx::kv::Get(prefix + "/hold-at/" + size);
   linear_sgd::RunRank(c, [&](int) {
-    if (ctx.GetWorldRank() == 0) {
-      rayx::kv::Put(prefix + "/reported-size/" + std::to_string(ctx.GetWorldSize()), "yes");
-    }
+    if (ctx.GetWorldRank() == 0) rayx::kv::Put(prefix + "/reported-size/" + size, "yes");
+    if (hold) rayx::kv::Wait(prefix + "/hold-at/" + size + "/released", 60000);
   });
 }
 
@@ -292,6 +296,8 @@ TEST_F(Train, ElasticRunGrowsWhenANodeJoinsAndShrinksWhenOneDies) {
   scaling.max_workers = 4;
   train::RunConfig run;
   run.name = "elastic";
+  // Four ranks wait after their first report for this test to kill a node.
+  rayx::kv::Put("train-test/elastic/hold-at/4", "yes");
   auto fit = std::async(std::launch::async, [&] {
     return train::DataParallelTrainer(TrainLinear, config, scaling, run, {.max_failures = 3}).Fit();
   });

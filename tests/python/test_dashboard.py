@@ -251,8 +251,11 @@ def test_metrics_count_nested_tasks_collective_ops_and_list_the_groups(cluster, 
         assert rayx.get([r.join.remote(2, i, group) for i, r in enumerate(ranks)],
                         timeout=60) == [True, True]
         assert rayx.get([r.allreduce.remote(group, 7) for r in ranks], timeout=60) == [128.0] * 2
-        wait_until(lambda: value(hist + "_count", {"op": "allreduce"}) >= allreduces + 14, 30,
-                   "both ranks' 7 allreduces to be counted")
+        # Agents read the workers' counters about once a second: one reading
+        # may hold a rank's allreduces but not yet its barrier.
+        wait_until(lambda: value(hist + "_count", {"op": "allreduce"}) >= allreduces + 14 and
+                   value(hist + "_count", {"op": "barrier"}) >= barriers + 2, 30,
+                   "both ranks' 7 allreduces and their barriers to be counted")
         text = request(host, port, "GET", "/metrics", auth)[2]
         assert metric(text, hist + "_count", {"op": "barrier"}) >= barriers + 2
         # A histogram: the unbounded bucket holds every operation, the

@@ -136,8 +136,8 @@ TEST(GlooProcesses, SigkillOfOneRankMidAllReduceFailsTheOthersNamingIt) {
               std::string::npos)
         << result;
     EXPECT_NE(result.find("rank 2"), std::string::npos) << result;
-    // Well within a second of the kill, against a 20 s timeout.
-    EXPECT_LT(ended_at - killed_at, 1000) << result;
+    // Soon after the kill (a second when idle), against a 20 s timeout.
+    EXPECT_LT(ended_at - killed_at, 5000) << result;
   }
   for (pid_t pid : pids) {
     int status = 0;

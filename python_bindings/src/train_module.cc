@@ -209,6 +209,16 @@ void BindTrain(py::module_& m) {
     }
     return py::make_tuple(stored.id, stored.bytes);
   });
+  // The checkpoints the nodes keep of run `run` (ids, oldest committed
+  // first): what a fit() of that name resumes from.
+  sub.def("recorded_checkpoints", [](const std::string& run) {
+    std::vector<std::string> ids;
+    {
+      py::gil_scoped_release release;
+      ids = train::detail::RecordedCheckpoints(run);
+    }
+    return ids;
+  });
   // (id, skipped): the newest of `kept` whose every shard has a live copy
   // ("" when none), and what was passed over.
   sub.def("newest_restorable", [](const std::vector<std::string>& kept) {

@@ -3,7 +3,9 @@ two TorchTrainer ranks on two nodes each report their own torch state dict as
 their shard; the agent of one node is SIGKILLed; the run restarts on the node
 left, and each rank gets its own shard back, equal to what it saved (the dead
 node's rank from the copy on the other node), while the whole checkpoint holds
-both ranks' files."""
+both ranks' files. A second driver (another job) fitting a run of the same name
+resumes from the checkpoints the nodes keep of it, and num_to_keep drops the
+first job's as new ones come."""
 
 import os
 import signal
@@ -12,7 +14,7 @@ import sys
 
 import pytest
 
-from conftest import own_cluster, wait_until
+from conftest import own_cluster, run_cli, wait_until
 
 pytest.importorskip("torch")
 
@@ -23,7 +25,7 @@ import rayx, rayx.train
 from rayx.train import Checkpoint, CheckpointConfig, FailureConfig, RunConfig, ScalingConfig
 from rayx.train.torch import TorchTrainer
 
-pause = sys.argv[1]
+pause, steps = sys.argv[1], int(sys.argv[2])
 
 
 def make_state(rank, step):
@@ -48,7 +50,7 @@ def loop(config):
         with tempfile.TemporaryDirectory() as d:
             torch.save(make_state(rank, step), os.path.join(d, f"model-rank{rank}.pt"))
             rayx.train.report({"step": step}, checkpoint=Checkpoint.from_directory(d))
-        if start == 0 and step == 1:
+        if start == 0 and step == 1 and steps == 4:
             if rank == 0:
                 open(pause, "w").close()
             deadline = time.monotonic() + 60  # the test kills a node meanwhile
@@ -57,7 +59,7 @@ def loop(config):
 
 
 trainer = TorchTrainer(
-    loop, train_loop_config={"steps": 4},
+    loop, train_loop_config={"steps": steps},
     scaling_config=ScalingConfig(num_workers=2, placement_strategy="SPREAD"),
     run_config=RunConfig(name="torch-shards",
                          checkpoint_config=CheckpointConfig(num_to_keep=2, num_replicas=2)),
@@ -66,6 +68,7 @@ result = trainer.fit()
 print("RESTARTS", result.num_restarts, flush=True)
 print("LAST", result.metrics["step"], result.checkpoint.id.startswith("nodes:"),
       sorted(os.listdir(result.checkpoint.path)), flush=True)
+print("KEPT", *[c.id for c, _ in result.best_checkpoints], flush=True)
 '''
 
 
@@ -73,7 +76,8 @@ def test_each_rank_restores_its_own_torch_shard_after_a_node_dies(tmp_path):
     pause = str(tmp_path / "paused")
     with own_cluster(tmp_path, head_cpus=2, far_ip="127.0.0.9") as cluster:
         far_agent = cluster.agent_pid("127.0.0.9")
-        driver = subprocess.Popen([sys.executable, "-u", "-c", DRIVER, pause], env=cluster.env,
+        driver = subprocess.Popen([sys.executable, "-u", "-c", DRIVER, pause, "4"],
+                                  env=cluster.env,
                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         try:
             wait_until(lambda: os.path.exists(pause) or driver.poll() is not None, 120,
@@ -94,3 +98,28 @@ def test_each_rank_restores_its_own_torch_shard_after_a_node_dies(tmp_path):
             restored = open(f"{pause}.restored-{rank}").read()
             assert restored == (f"1 exact ['model-rank{rank}.pt'] "
                                 "['model-rank0.pt', 'model-rank1.pt']"), restored
+        first_kept = kept_of(out)
+        assert len(first_kept) == 2, out
+
+        # Another job, the same run name: it resumes from step 3's checkpoint.
+        again = subprocess.run([sys.executable, "-u", "-c", DRIVER, pause, "6"], env=cluster.env,
+                               capture_output=True, text=True, timeout=180)
+        assert again.returncode == 0, again.stdout + again.stderr
+        assert "resuming from the 2 checkpoint(s) the nodes keep of it" in again.stderr, \
+            again.stderr
+        assert "RESTARTS 0" in again.stdout, again.stdout
+        assert "LAST 5 True ['model-rank0.pt', 'model-rank1.pt']" in again.stdout, again.stdout
+        for rank in (0, 1):
+            restored = open(f"{pause}.restored-{rank}").read()
+            assert restored == (f"3 exact ['model-rank{rank}.pt'] "
+                                "['model-rank0.pt', 'model-rank1.pt']"), restored
+        # Steps 4 and 5 are kept; the first job's are gone from the nodes.
+        second_kept = kept_of(again.stdout)
+        assert len(second_kept) == 2 and not set(second_kept) & set(first_kept), again.stdout
+        listed = run_cli("train", "list", temp_dir=cluster.temp_dir, env=cluster.env).stdout
+        assert not [c for c in first_kept if c in listed], listed
+        assert all(c in listed for c in second_kept), listed
+
+
+def kept_of(out):
+    return next(line.split()[1:] for line in out.splitlines() if line.startswith("KEPT"))

@@ -246,9 +246,15 @@ def _put_dashboard_record(s, record):
               file=sys.stderr)
 
 
-def clear_latest(run_name):
-    """Forgets an earlier fit's reports under this run name (driver side)."""
-    _core.kv_put(KV_NAMESPACE, latest_key(run_name), pickle.dumps(None), True, True)
+def clear_latest(run_name, kept=()):
+    """Forgets an earlier fit's reports under this run name (driver side).
+    `kept`: the checkpoints the run resumes from (ids, oldest first), which
+    become its kept ones (num_to_keep drops them as new ones come)."""
+    record = None
+    if kept:
+        record = {"metrics": {}, "checkpoint_id": kept[-1], "history": [], "kept": list(kept),
+                  "checkpoints": len(kept)}
+    _core.kv_put(KV_NAMESPACE, latest_key(run_name), pickle.dumps(record), True, True)
 
 
 def read_latest(run_name):

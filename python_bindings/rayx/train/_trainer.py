@@ -269,7 +269,7 @@ class DataParallelTrainer:
         # This fit's sizes: a size found infeasible lowers them for this fit only.
         self._run_bounds = self._bounds
         run_name = self._run.name or f"train-{uuid.uuid4().hex[:12]}"
-        _session.clear_latest(run_name)
+        self._begin_run(run_name)
         self._resume_id = None
         if self._resume_from is not None:
             self._resume_id = self._resume_from.id or _core.train.store_checkpoint(
@@ -349,6 +349,20 @@ class DataParallelTrainer:
             _log.warning("%s; restarting from the latest checkpoint (%d of %d restarts)",
                          error.splitlines()[0], failures, self._failure.max_failures)
             restarts += 1
+
+    def _begin_run(self, run_name):
+        """This fit's reports start afresh under `run_name`, from the
+        checkpoints the nodes keep of a run of that name (an earlier job's or
+        fit's, or from before the whole cluster restarted), as Ray Train
+        resumes a run found under its storage path. (A run kept under
+        RunConfig.storage_path starts afresh: resume_from_checkpoint.)"""
+        recorded = []
+        if self._num_replicas and not self._run.storage_path:
+            recorded = _core.train.recorded_checkpoints(run_name)
+        _session.clear_latest(run_name, recorded)
+        if recorded:
+            _log.warning("run %s: resuming from the %d checkpoint(s) the nodes keep of it "
+                         "(newest %s)", run_name, len(recorded), recorded[-1])
 
     def _run_attempt(self, group, run_name, attempt, pass_config, size, missing=None):
         """Waits for the attempt's ranks. Returns (error, cause, None) when one

@@ -19,10 +19,15 @@ namespace {
 constexpr uint32_t kMaxCallsPerMessage = 64;
 constexpr size_t kMaxMessageBodyBytes = 256 * 1024;
 
-// Whether `result` is an exception the function raised: an error, or an
-// inline value that its language marks as one.
+// Whether `result` is an exception the function raised (what Ray's
+// retry_exceptions retries): an error of kind kException, or an inline value
+// that its language marks as one. rayx's own kinds (an argument of the wrong
+// type, a function not registered, a result the store could not take) are not:
+// running the call again would end the same way.
 bool RaisedException(const Task& task, const protocol::TaskResultView& result) {
-  if (result.value.kind == protocol::WireValue::kError) return true;
+  if (result.value.kind == protocol::WireValue::kError) {
+    return result.error_kind == protocol::TaskErrorKind::kException;
+  }
   if (result.value.kind == protocol::WireValue::kStored) return false;  // bytes not at hand
   const std::string& prefix = task.retriable_value_prefix;
   return !prefix.empty() && result.value.bytes.substr(0, prefix.size()) == prefix;

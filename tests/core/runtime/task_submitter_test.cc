@@ -242,7 +242,8 @@ TEST_F(TaskSubmitterTest, CallsOfADeadWorkerRunAgainWhileTheyHaveRetries) {
 }
 
 // Ray's retry_exceptions: a raised exception uses a retry (the task runs again
-// with its arguments); without it, or with no retry left, the error stays.
+// with its arguments); without it, or with no retry left, the error stays, and
+// so does rayx's own error (a wrong argument type fails the same way again).
 TEST_F(TaskSubmitterTest, RetryExceptionsRunsATaskThatRaisedAgain) {
   auto submit = [&](bool retry_exceptions, const std::string& prefix = "") {
     ObjectId id = ObjectId::FromWire("result-" + std::to_string(next_++));
@@ -257,26 +258,29 @@ TEST_F(TaskSubmitterTest, RetryExceptionsRunsATaskThatRaisedAgain) {
     submitter_.Submit(task, std::nullopt, Placement{});
     return id;
   };
-  ObjectId retried = submit(true), plain = submit(false), marked = submit(true, "EXC:");
+  ObjectId retried = submit(true), plain = submit(false), marked = submit(true, "EXC:"),
+           typed = submit(true);
   Step();
   auto* w1 = GrantSaturated("lease-1", "w1");
   ASSERT_NE(w1, nullptr);
-  ASSERT_EQ(w1->calls.size(), 3u);
+  ASSERT_EQ(w1->calls.size(), 4u);
   w1->ReplyError(w1->calls[0].call_id, "std::runtime_error", "flaky");
   w1->ReplyError(w1->calls[1].call_id, "std::runtime_error", "flaky");
   w1->Reply(w1->calls[2].call_id, "EXC:a Python exception");
+  w1->ReplyError(w1->calls[3].call_id, "ArgumentTypeError", "argument 0 is not an int");
   Step();
   EXPECT_EQ(ErrorOf(plain), "std::runtime_error") << "retried without retry_exceptions";
-  // The other two ran again, with their arguments.
-  ASSERT_EQ(w1->calls.size(), 5u);
-  EXPECT_EQ(w1->calls[3].return_id, retried.Hex());
-  EXPECT_EQ(w1->calls[3].args, std::vector<std::string>{"arg-of-" + retried.Hex()});
-  EXPECT_EQ(w1->calls[4].return_id, marked.Hex());
+  EXPECT_EQ(ErrorOf(typed), "ArgumentTypeError") << "rayx's own error was retried";
+  // The exceptions ran again, with their arguments.
+  ASSERT_EQ(w1->calls.size(), 6u);
+  EXPECT_EQ(w1->calls[4].return_id, retried.Hex());
+  EXPECT_EQ(w1->calls[4].args, std::vector<std::string>{"arg-of-" + retried.Hex()});
+  EXPECT_EQ(w1->calls[5].return_id, marked.Hex());
   // Out of retries: the second exception is the result.
-  w1->ReplyError(w1->calls[3].call_id, "std::runtime_error", "flaky again");
-  w1->Reply(w1->calls[4].call_id, "EXC:again");
+  w1->ReplyError(w1->calls[4].call_id, "std::runtime_error", "flaky again");
+  w1->Reply(w1->calls[5].call_id, "EXC:again");
   Step();
-  EXPECT_EQ(w1->calls.size(), 5u);
+  EXPECT_EQ(w1->calls.size(), 6u);
   EXPECT_EQ(ErrorOf(retried), "std::runtime_error");
   EXPECT_EQ(objects_.Get(marked, 0).view, "EXC:again");
 }

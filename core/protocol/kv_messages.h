@@ -131,6 +131,20 @@ inline std::string CheckpointRecordRun(std::string_view key) {
   return std::string(key.substr(id_end + 1));
 }
 
+// A record dropped while a copy of its checkpoint may be on a node that is
+// not alive (`rayx train delete`; num_to_keep when a holder is down) leaves
+// kDroppedCheckpointPrefix + the record key's "<job>/<id>/<run>" in the same
+// namespace: an agent that adopts that copy later is told to remove it, even
+// when the run is unknown by then (its copies would otherwise come back).
+inline constexpr char kDroppedCheckpointPrefix[] = "train/dropped/";
+
+// The dropped-record key of record key `key` ("" when it is not a record's).
+inline std::string DroppedCheckpointKey(std::string_view key) {
+  if (CheckpointRecordRun(key).empty()) return "";
+  return kDroppedCheckpointPrefix +
+         std::string(key.substr(std::string_view(kCheckpointRecordPrefix).size()));
+}
+
 // The CLI (cluster token) -> head: the records of the Train checkpoints the
 // nodes keep (KV namespace "rayx", keys "train/ckpt/<job>/<id>/<run>"), of
 // run `run` and job `job` (hex) when given; at most kMaxRecords, oldest keys

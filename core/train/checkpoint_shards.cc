@@ -306,10 +306,23 @@ void DropShards(const std::string& id) {
       // The checkpoint's directory on each live node holding a shard of it
       // (a dead one's copy is dropped when an agent adopts its directory).
       std::set<std::string> servers;
+      bool away = false;  // a copy on a node not alive now
       for (const auto& shard : record.shards) {
         for (const auto& replica : shard.replicas) {
-          if (const NodeInfo* holder = live.Holder(replica)) servers.insert(holder->object_address);
+          if (const NodeInfo* holder = live.Holder(replica)) {
+            servers.insert(holder->object_address);
+          } else {
+            away = true;
+          }
         }
+      }
+      if (away) {
+        // Its copy there is removed when an agent adopts it, even if the
+        // run is unknown by then (kv_messages.h).
+        rayx::detail::KvPut(kKvNamespace,
+                            protocol::DroppedCheckpointKey(
+                                RecordKey(id.substr(std::strlen(kNodesPrefix)))),
+                            "", /*overwrite=*/true, /*job_scoped=*/false);
       }
       const std::string checkpoint_dir =
           fs::path(record.shards.front().shard_dir).parent_path().string();

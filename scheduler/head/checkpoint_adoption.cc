@@ -36,7 +36,8 @@ CheckpointAdoption::Outcome CheckpointAdoption::Adopt(
     auto present = kv_.Get(kNamespace, key);
     if (!present.ok()) continue;
     if (present->has_value()) continue;  // known: the cluster's already
-    if (committed.count(run)) {
+    auto dropped = kv_.Get(kNamespace, protocol::DroppedCheckpointKey(key));
+    if (committed.count(run) || (dropped.ok() && dropped->has_value())) {
       out.reply.dropped.push_back(key);
       continue;
     }
@@ -50,6 +51,17 @@ CheckpointAdoption::Outcome CheckpointAdoption::Adopt(
     for (auto& answer : put->answered) out.answered.push_back(std::move(answer));
   }
   return out;
+}
+
+void CheckpointAdoption::Drop(const std::vector<std::string>& keys) {
+  for (const std::string& key : keys) {
+    const std::string dropped = protocol::DroppedCheckpointKey(key);
+    if (dropped.empty()) continue;
+    // The mark first: an agent adopting meanwhile never finds neither.
+    auto put = kv_.Put(kNamespace, dropped, "", /*overwrite=*/true, JobId());
+    if (!put.ok()) RAYX_LOG(Warning) << "cannot mark " << key << " dropped: " << put.status();
+    (void)kv_.Delete(kNamespace, key);
+  }
 }
 
 }  // namespace rayx::scheduler

@@ -9,7 +9,9 @@
 // the run that the KV holds was committed since this head started (each was
 // adopted). Otherwise the KV is left as it is: a record it lacks while the
 // run has committed ones was dropped (num_to_keep, `rayx train delete`) while
-// the node was away, and the agent is told to remove its copy.
+// the node was away, and the agent is told to remove its copy. A record
+// dropped while a copy may have been away (its dropped-record key is in the
+// KV, protocol::DroppedCheckpointKey) is removed too, known run or not.
 #pragma once
 
 #include <string>
@@ -34,6 +36,10 @@ class CheckpointAdoption {
   };
   // A key that is not a record's is neither adopted nor dropped.
   Outcome Adopt(const protocol::AdoptCheckpointsRequest& req);
+
+  // `rayx train delete`: the records `keys` go, each leaving its dropped-record
+  // key (copies on nodes away now are removed when they come back).
+  void Drop(const std::vector<std::string>& keys);
 
  private:
   // The runs with a record in the KV that was committed, not adopted (one

@@ -119,9 +119,7 @@ Result<protocol::CheckpointRecordsReply> HeadService::OnCheckpointRecords(
     if (reply.truncated || !page->truncated || page->keys.empty()) break;
     after = page->keys.back();
   }
-  if (req.drop) {
-    for (const std::string& key : reply.keys) (void)kv_.Delete(kNamespace, key);
-  }
+  if (req.drop) checkpoint_adoption_.Drop(reply.keys);
   return reply;
 }
 

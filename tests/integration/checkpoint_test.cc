@@ -252,17 +252,53 @@ TEST(NodeKeptCheckpoints, ARankOnAKilledNodeRestoresItsOwnShardFromACopy) {
         << "rank " << rank;
   }
   EXPECT_EQ(ReadFile(exported / "step"), std::to_string(config.steps - 1));
+
+  // Deleted while node 127.0.0.2 (a holder of the last attempt's copies) is
+  // down: its copies stay on its disk until an agent adopts its directory
+  // again, which then removes them (the run is unknown by then).
+  const NodeHandle* second = &nodes[0];
+  std::string second_dir;
+  {
+    auto status = cluster->GetStatus();
+    ASSERT_TRUE(status.ok()) << status.status();
+    for (const auto& n : status->nodes) {
+      if (n.node_id.Hex() == second->node_id) second_dir = n.checkpoint_dir;
+    }
+  }
+  ASSERT_FALSE(second_dir.empty());
+  ASSERT_FALSE(CheckpointsOn(second_dir, "sharded").empty()) << "no copies on " << second_dir;
+  ASSERT_TRUE(cluster->KillNode(*second).ok());
+  ASSERT_TRUE(cluster
+                  ->WaitFor(
+                      [&](const rayx::ClusterStatus& s) {
+                        for (const auto& n : s.nodes) {
+                          if (n.node_id.Hex() == second->node_id) return !n.alive;
+                        }
+                        return false;
+                      },
+                      15000)
+                  .ok());
   auto deleted = cluster->RunCli({"train", "delete", "sharded"});
   ASSERT_EQ(deleted.exit_code, 0) << deleted.Describe();
-  EXPECT_TRUE(rayx::testing::WaitUntil(
-      [&] {
-        for (const auto& dir : CheckpointDirs(cluster->temp_dir())) {
-          if (!CheckpointsOn(dir, "sharded").empty()) return false;
-        }
-        return true;
-      },
-      10000))
-      << "checkpoints left on the nodes after `rayx train delete`";
+  auto left_on = [&](bool with_second) {
+    std::set<std::string> left;
+    for (const auto& dir : CheckpointDirs(cluster->temp_dir())) {
+      if (!with_second && dir == fs::path(second_dir)) continue;
+      for (const auto& id : CheckpointsOn(dir, "sharded")) left.insert(dir.string() + ":" + id);
+    }
+    return left;
+  };
+  EXPECT_TRUE(rayx::testing::WaitUntil([&] { return left_on(false).empty(); }, 10000))
+      << "checkpoints left on the live nodes after `rayx train delete`";
+  EXPECT_FALSE(CheckpointsOn(second_dir, "sharded").empty()) << "a dead node's disk was touched";
+  auto back = cluster->AddNode({.num_cpus = 1, .extra_args = {"--node-ip-address", "127.0.0.2"}});
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_TRUE(rayx::testing::WaitUntil([&] { return left_on(true).empty(); }, 10000))
+      << "the deleted run's copies came back with the node: " << [&] {
+           std::string s;
+           for (const auto& c : left_on(true)) s += c + " ";
+           return s;
+         }();
   listed = cluster->RunCli({"train", "list"});
   EXPECT_TRUE(rayx::testing::Contains(listed.out, "No checkpoints")) << listed.out;
   auto missing = cluster->RunCli({"train", "export", "sharded", exported.string()});

@@ -384,13 +384,12 @@ def test_actor_constructor_failure_is_reported(rayx_mod):
     assert str(info.value).startswith("Broken.f failed")
 
 
-def test_put_get_wait_and_timeouts(rayx_mod):
+def test_put_get_wait_and_timeouts(rayx_mod, tmp_path):
     rayx = rayx_mod
 
     slow = rayx.remote(_wait_for_file)
 
-    import tempfile
-    flag = os.path.join(tempfile.mkdtemp(), "go")
+    flag = os.path.join(str(tmp_path), "go")
     fast = rayx.put("fast")
     pending = slow.remote(flag)
     ready, not_ready = rayx.wait([pending, fast], num_returns=1, timeout=5)
@@ -521,7 +520,7 @@ def test_fake_gpus_are_distinct_and_visible(rayx_mod):
     assert rayx.get(no_gpu.remote()) == ([], "")
 
 
-def test_placement_groups_and_strategies(rayx_mod):
+def test_placement_groups_and_strategies(rayx_mod, tmp_path):
     rayx = rayx_mod
     from rayx.util import placement_group, remove_placement_group
     from rayx.util.scheduling_strategies import (NodeAffinitySchedulingStrategy,
@@ -564,10 +563,9 @@ def test_placement_groups_and_strategies(rayx_mod):
             time.sleep(0.01)
         return os.environ["RAYX_NODE_IP"]
 
-    import tempfile
     # Idle leases go back within a second: start from an idle cluster.
     wait_until(lambda: rayx.available_resources().get("CPU") == 6, 15, "all CPUs to be free")
-    meeting = tempfile.mkdtemp()
+    meeting = str(tmp_path)
     refs = [where_together.options(scheduling_strategy="SPREAD").remote(meeting, 3)
             for _ in range(3)]
     assert sorted(rayx.get(refs, timeout=60)) == ["127.0.0.1", "127.0.0.2", "127.0.0.3"]
@@ -1215,7 +1213,7 @@ def test_ctrl_c_interrupts_placement_group_wait(cluster):
     """, "pg.wait")
 
 
-def test_wait_on_no_refs_and_huge_timeouts(rayx_mod):
+def test_wait_on_no_refs_and_huge_timeouts(rayx_mod, tmp_path):
     rayx = rayx_mod
     assert rayx.wait([]) == ([], [])  # as Ray's
     assert rayx.wait([], num_returns=0, timeout=1) == ([], [])
@@ -1227,8 +1225,7 @@ def test_wait_on_no_refs_and_huge_timeouts(rayx_mod):
 
     wait_for = rayx.remote(_wait_for_file)
 
-    import tempfile
-    flag = os.path.join(tempfile.mkdtemp(), "go")
+    flag = os.path.join(str(tmp_path), "go")
     pending = wait_for.remote(flag)
     # Still waiting (not a timeout at once) a while later...
     assert rayx.wait([pending], timeout=0.3) == ([], [pending])
@@ -1238,7 +1235,7 @@ def test_wait_on_no_refs_and_huge_timeouts(rayx_mod):
     assert rayx.wait([pending], timeout=float("inf")) == ([pending], [])
 
 
-def test_an_actor_goes_when_its_creators_handle_goes_out_of_scope(rayx_mod):
+def test_an_actor_goes_when_its_creators_handle_goes_out_of_scope(rayx_mod, tmp_path):
     """Ray's actor lifetime: an unnamed actor is stopped once its creator's
     handle is gone (after the calls already made answer), so a loop that
     makes actors needing the cluster's only "special" resource keeps going;
@@ -1287,8 +1284,7 @@ def test_an_actor_goes_when_its_creators_handle_goes_out_of_scope(rayx_mod):
         rayx.kill(h)
         return value
 
-    import tempfile
-    path = os.path.join(tempfile.mkdtemp(), "go")
+    path = os.path.join(str(tmp_path), "go")
     passed = Holder.remote(7)
     ref = call_when_told.remote(passed, path)
     del passed  # passed to a task: not stopped

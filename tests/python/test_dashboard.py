@@ -295,7 +295,7 @@ CHROMIUM = shutil.which("chromium")
 # A driver with a running job: tasks that print, and a Train run (real torch,
 # two ranks) that reports a falling loss and then waits for the test.
 JOB = r"""
-import os, sys, tempfile, time
+import os, shutil, sys, tempfile, time
 import rayx, rayx.train
 from rayx.train import CheckpointConfig, RunConfig, ScalingConfig
 from rayx.train.torch import TorchTrainer
@@ -321,6 +321,8 @@ def loop(config):
                 f.write(os.urandom(5 << 20))
             checkpoint = rayx.train.Checkpoint.from_directory(d)
         rayx.train.report({"loss": float(loss), "step": step}, checkpoint=checkpoint)
+        if checkpoint is not None:
+            shutil.rmtree(d)  # the cluster has its copy
     deadline = time.monotonic() + 120
     while not os.path.exists(config["go"]) and time.monotonic() < deadline:
         time.sleep(0.05)

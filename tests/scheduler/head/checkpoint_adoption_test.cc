@@ -59,5 +59,27 @@ TEST(CheckpointAdoption, ARecordARunningRunNoLongerHasWasDroppedWhileItsNodeWasA
   EXPECT_FALSE(kv.Get(kNs, Key("a0-s3", "r"))->has_value());
 }
 
+// `rayx train delete` while node C was down: C's copies come back with their
+// records when an agent adopts its directory, and the run is unknown by then
+// (every record of it went): they are removed, not listed again.
+TEST(CheckpointAdoption, ARecordDeletedWhileItsNodeWasAwayStaysDeleted) {
+  KvStore kv;
+  CheckpointAdoption adoption(kv);
+  for (const char* id : {"a0-s1", "a0-s2"}) {
+    ASSERT_TRUE(kv.Put(kNs, Key(id, "r"), "committed", false, JobId()).ok());
+  }
+  adoption.Drop({Key("a0-s1", "r"), Key("a0-s2", "r"), "not/a/record"});
+  EXPECT_FALSE(kv.Get(kNs, Key("a0-s1", "r"))->has_value());
+  EXPECT_TRUE(kv.Get(kNs, protocol::DroppedCheckpointKey(Key("a0-s1", "r")))->has_value());
+  EXPECT_EQ(protocol::DroppedCheckpointKey("not/a/record"), "");
+  auto c = adoption.Adopt(Hand({Key("a0-s2", "r"), Key("a0-s1", "other")}));
+  EXPECT_EQ(c.reply.dropped, std::vector<std::string>{Key("a0-s2", "r")});
+  EXPECT_EQ(c.reply.adopted, std::vector<std::string>{Key("a0-s1", "other")});
+  EXPECT_FALSE(kv.Get(kNs, Key("a0-s2", "r"))->has_value());
+  // A new run of that name is the cluster's as any other.
+  auto later = adoption.Adopt(Hand({Key("a1-s1", "r")}));
+  EXPECT_EQ(later.reply.adopted, std::vector<std::string>{Key("a1-s1", "r")});
+}
+
 }  // namespace checkpoint_adoption_test
 }  // namespace rayx::scheduler

@@ -48,11 +48,12 @@ std::string ShardKey(const std::string& run, const std::string& checkpoint_id, i
 }
 
 // Where this process keeps shards: its node's checkpoint directory (a rank),
-// else a directory of its own (a driver fetching a whole checkpoint).
+// else a directory of its own for its life (a driver fetching a whole
+// checkpoint).
 CheckpointFiles LocalFiles() {
   const char* dir = std::getenv(rayx::WorkerEnv::kCheckpointDir);
   if (dir != nullptr && *dir != '\0') return CheckpointFiles(dir);
-  return CheckpointFiles((fs::temp_directory_path() / "rayx-checkpoints").string());
+  return CheckpointFiles(ProcessFetchDir());
 }
 std::string LocalObjectAddress() {
   const char* address = std::getenv(rayx::WorkerEnv::kObjectAddress);

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <cerrno>
 #include <cstring>
 #include <filesystem>
 #include <iostream>
@@ -21,6 +22,7 @@
 #include "common/logging.h"
 #include "common/progress.h"
 #include "group/rank_setup.h"
+#include "object_store/store_owner.h"
 #include "protocol/train_record.h"
 #include "rayx/collective.h"
 #include "rayx/detail/registry.h"
@@ -334,6 +336,49 @@ void DropCheckpoint(const std::string& id, const std::string& run_name,
   }
 }
 
+namespace {
+
+// This process's fetch directory, removed at exit (by the process that made
+// it: a forked child exiting leaves it).
+class FetchDir {
+ public:
+  FetchDir() : owner_(::getpid()) {
+    const fs::path root = fs::temp_directory_path() / "rayx-checkpoints";
+    std::error_code ec;
+    fs::create_directories(root, ec);
+    RemoveDeadStores(root.string(), kFetchDirPrefix);  // those of processes gone
+    std::string dir = (root / (std::string(kFetchDirPrefix) + "XXXXXX")).string();
+    if (::mkdtemp(dir.data()) == nullptr) {
+      throw std::runtime_error("cannot make a directory for fetched checkpoints under " +
+                               root.string() + ": " + std::strerror(errno));
+    }
+    Status claimed = ClaimStore(dir);
+    if (!claimed.ok()) {
+      fs::remove_all(dir, ec);
+      throw std::runtime_error("cannot claim " + dir + ": " + claimed.message());
+    }
+    path_ = std::move(dir);
+  }
+  ~FetchDir() {
+    if (::getpid() != owner_) return;
+    std::error_code ec;
+    fs::remove_all(path_, ec);
+    fs::remove(path_ + ".lock", ec);
+  }
+  const std::string& path() const { return path_; }
+
+ private:
+  pid_t owner_;
+  std::string path_;
+};
+
+}  // namespace
+
+const std::string& ProcessFetchDir() {
+  static FetchDir dir;  // made once (a throw: tried again next time)
+  return dir.path();
+}
+
 std::string FetchCheckpoint(const std::string& id, const std::string& run_name,
                             const std::string&, int rank) {
   if (id.rfind(kNodesPrefix, 0) == 0) return FetchShards(id, rank);
@@ -341,8 +386,7 @@ std::string FetchCheckpoint(const std::string& id, const std::string& run_name,
   if (id.rfind(kPackagePrefix, 0) != 0) throw std::runtime_error("unknown checkpoint id " + id);
   const std::string hash = id.substr(std::strlen(kPackagePrefix));
   if (!IsContentHash(hash)) throw std::runtime_error("bad checkpoint id " + id);
-  fs::path root = fs::temp_directory_path() / "rayx-checkpoints";
-  fs::path dest = root / run_name / hash.substr(0, 16);
+  fs::path dest = fs::path(ProcessFetchDir()) / "packages" / hash.substr(0, 16);
   std::error_code ec;
   if (fs::is_directory(dest, ec) && !fs::is_empty(dest, ec)) return dest.string();
   auto head = HeadConnection();

@@ -107,9 +107,19 @@ std::vector<std::string> KeepLatest(std::vector<std::string>& kept, const std::s
 // failure is logged, never thrown (the run goes on).
 void DropCheckpoint(const std::string& id, const std::string& run_name,
                     const std::string& storage_path);
+// Where this process keeps the checkpoints it fetches when they have no place
+// on a node (a driver's whole checkpoint; a package checkpoint):
+// TMP/rayx-checkpoints/rayx-fetch-XXXXXX, its own, made on first use and
+// claimed for its life (core/object_store/store_owner.h). Removed when the
+// process exits; one a process left when it died goes when the next process
+// makes its own: fetched copies never pile up.
+inline constexpr char kFetchDirPrefix[] = "rayx-fetch-";
+const std::string& ProcessFetchDir();
+
 // Makes checkpoint `id` available as a local directory and returns its path:
 // for a checkpoint the nodes keep, rank `rank`'s shard when it has one, else
-// (and with rank < 0) the whole checkpoint.
+// (and with rank < 0) the whole checkpoint. Outside a node's checkpoint
+// directory (a driver), it lasts as long as this process (ProcessFetchDir).
 std::string FetchCheckpoint(const std::string& id, const std::string& run_name,
                             const std::string& storage_path, int rank = -1);
 

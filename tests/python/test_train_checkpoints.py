@@ -69,6 +69,7 @@ print("RESTARTS", result.num_restarts, flush=True)
 print("LAST", result.metrics["step"], result.checkpoint.id.startswith("nodes:"),
       sorted(os.listdir(result.checkpoint.path)), flush=True)
 print("KEPT", *[c.id for c, _ in result.best_checkpoints], flush=True)
+print("FETCHED", result.checkpoint.path, flush=True)
 '''
 
 
@@ -100,6 +101,11 @@ def test_each_rank_restores_its_own_torch_shard_after_a_node_dies(tmp_path):
                                 "['model-rank0.pt', 'model-rank1.pt']"), restored
         first_kept = kept_of(out)
         assert len(first_kept) == 2, out
+        # The driver's fetched copy of the whole checkpoint went with it.
+        fetched = next(line.split()[1] for line in out.splitlines()
+                       if line.startswith("FETCHED"))
+        assert "/rayx-checkpoints/rayx-fetch-" in fetched, fetched
+        assert not os.path.exists(fetched), fetched
 
         # Another job, the same run name: it resumes from step 3's checkpoint.
         again = subprocess.run([sys.executable, "-u", "-c", DRIVER, pause, "6"], env=cluster.env,

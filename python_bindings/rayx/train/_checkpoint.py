@@ -37,7 +37,8 @@ class Checkpoint:
         """The local directory holding the checkpoint's files (fetched on first
         use). Of a checkpoint the nodes keep (CheckpointConfig.num_replicas),
         in a rank: that rank's own shard when it reported one, else the whole
-        checkpoint; in the driver: the whole checkpoint."""
+        checkpoint; in the driver: the whole checkpoint, in a directory that
+        goes when the driver exits (to_directory(path) keeps a copy)."""
         if self._path is None:
             from rayx import _core
             self._path = _core.train.fetch_checkpoint(self._id, self._run or "run", self._storage,

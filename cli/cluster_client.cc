@@ -23,7 +23,8 @@ ClusterClient::ClusterClient(std::string address, std::string token)
   // their notices (process exits) to the same peer once it registered again.
   head_.set(zmq::sockopt::routing_id, "rayx-" + detail::RandomHex(12));
   transport::MakeClient(head_, transport::ClientSecurity::ClusterToHead(token_));
-  head_handshakes_ = std::make_unique<transport::HandshakeWatch>(context_, head_);
+  head_handshakes_ =
+      std::make_unique<transport::HandshakeWatch>(context_, head_, /*successes=*/true);
 }
 
 ClusterClient::~ClusterClient() {
@@ -78,6 +79,13 @@ void ClusterClient::SendFrames(Frames& frames) {
 }
 
 std::optional<Frames> ClusterClient::Receive(int64_t timeout_ms) {
+  // A new connection to the head (it restarted): heartbeat at once, so that
+  // a restarted head hears from this job, which registers again, now rather
+  // than a heartbeat period later (its notices, rank exits, wait till then).
+  if (const uint64_t n = head_handshakes_->Succeeded(); n != handshakes_) {
+    if (handshakes_ != 0) next_heartbeat_ = std::chrono::steady_clock::now();
+    handshakes_ = n;
+  }
   zmq::pollitem_t item{head_.handle(), 0, ZMQ_POLLIN, 0};
   try {
     zmq::poll(&item, 1, std::chrono::milliseconds(std::max<int64_t>(timeout_ms, 0)));

@@ -95,6 +95,7 @@ class ClusterClient {
   zmq::context_t context_{1};
   zmq::socket_t head_;
   std::unique_ptr<transport::HandshakeWatch> head_handshakes_;
+  uint64_t handshakes_ = 0;  // succeeded so far: one more is a new connection
   std::map<std::string, zmq::socket_t> agents_;
   std::deque<transport::Frames> inbox_;
   uint64_t next_id_ = 0;

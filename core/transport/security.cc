@@ -302,11 +302,13 @@ void MakeClient(zmq::socket_t& socket, WireSecurity mode, const Credential& mine
   }
 }
 
-HandshakeWatch::HandshakeWatch(zmq::context_t& context, zmq::socket_t& socket) : socket_(socket) {
+HandshakeWatch::HandshakeWatch(zmq::context_t& context, zmq::socket_t& socket, bool successes)
+    : socket_(socket) {
   std::string endpoint = "inproc://rayx-handshake-" + ::rayx::detail::RandomHex(8);
   zmq_socket_monitor(socket_.handle(), endpoint.c_str(),
                      ZMQ_EVENT_HANDSHAKE_FAILED_AUTH | ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL |
-                         ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL);
+                         ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL |
+                         (successes ? ZMQ_EVENT_HANDSHAKE_SUCCEEDED : 0));
   monitor_ = std::make_unique<zmq::socket_t>(context, zmq::socket_type::pair);
   monitor_->set(zmq::sockopt::linger, 0);
   monitor_->connect(endpoint);
@@ -320,9 +322,21 @@ HandshakeWatch::~HandshakeWatch() {
 }
 
 std::string HandshakeWatch::Failure() {
+  Drain();
+  return failure_;
+}
+
+uint64_t HandshakeWatch::Succeeded() {
+  Drain();
+  return succeeded_;
+}
+
+void HandshakeWatch::Drain() {
   while (auto event = ReceiveMonitorEvent(*monitor_)) {
     const uint32_t value = event->value;
-    if (event->id == ZMQ_EVENT_HANDSHAKE_FAILED_AUTH) {
+    if (event->id == ZMQ_EVENT_HANDSHAKE_SUCCEEDED) {
+      ++succeeded_;
+    } else if (event->id == ZMQ_EVENT_HANDSHAKE_FAILED_AUTH) {
       failure_ = "it refused this process's credential (ZAP status " + std::to_string(value) +
                  "): is the cluster token right, and is the job still running?";
     } else {
@@ -331,7 +345,6 @@ std::string HandshakeWatch::Failure() {
                  "runs another rayx version";
     }
   }
-  return failure_;
 }
 
 Principal PeerPrincipal(const Frame& frame) {

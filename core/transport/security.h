@@ -262,18 +262,27 @@ inline void MakeClient(zmq::socket_t& socket, const ClientSecurity& security) {
 // process's credential (or is not the cluster's) instead of a plain timeout.
 class HandshakeWatch {
  public:
-  HandshakeWatch(zmq::context_t& context, zmq::socket_t& socket);
+  // `successes`: also count the handshakes that succeeded (Succeeded), for a
+  // client that reads the watch often (each event waits in a queue until read).
+  HandshakeWatch(zmq::context_t& context, zmq::socket_t& socket, bool successes = false);
   ~HandshakeWatch();
   HandshakeWatch(const HandshakeWatch&) = delete;
   HandshakeWatch& operator=(const HandshakeWatch&) = delete;
   // Why the latest handshakes failed, or "" when none did (reads pending
   // events without blocking).
   std::string Failure();
+  // How many handshakes have succeeded so far (with `successes`; reads
+  // pending events without blocking): one more after the first is a new
+  // connection (the server restarted, or the network came back).
+  uint64_t Succeeded();
 
  private:
+  void Drain();
+
   zmq::socket_t& socket_;
   std::unique_ptr<zmq::socket_t> monitor_;
   std::string failure_;
+  uint64_t succeeded_ = 0;
 };
 
 // The principal the sender of a received frame proved (ZAP's User-Id), or

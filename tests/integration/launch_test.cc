@@ -265,7 +265,12 @@ TEST_F(Launch, ALaunchOutlivesAHeadRestart) {
   ASSERT_TRUE(cluster_->RestartHead(300).ok());
   ASSERT_TRUE(cluster_->WaitForNodes(2, 20000).ok());
   std::ofstream(go) << "go";
+  const auto told = std::chrono::steady_clock::now();
   EXPECT_EQ(bg.Wait(60000), 0) << bg.Out() << bg.Err();
+  // The launch heard its ranks' exits soon: it registered again with the new
+  // head when it reconnected, not at its next heartbeat (12 s apart: a minute
+  // of job timeout / 5), which held the exits until then.
+  EXPECT_LT(rayx::testing::MsSince(told), 6000) << bg.Out() << bg.Err();
   EXPECT_TRUE(Contains(bg.Out(), "finished-0")) << bg.Out();
   EXPECT_TRUE(Contains(bg.Out(), "finished-1")) << bg.Out();
 }

@@ -236,6 +236,51 @@ TEST_P(SecureSocketsTest, AHandWrittenNullMechanismPeerGetsNothingThrough) {
   EXPECT_EQ(zap_->accepted_count(), 0u);
 }
 
+// A client's watch counts its successful handshakes when asked to: one more
+// after the first is a new connection (the server came back on its port),
+// which the CLI answers by heartbeating at once. A wrong credential's failure
+// is still named; successes never read as one.
+TEST_P(SecureSocketsTest, AHandshakeWatchCountsNewConnectionsWhenAsked) {
+  zmq::socket_t client(client_context_, zmq::socket_type::dealer);
+  client.set(zmq::sockopt::linger, 0);
+  client.set(zmq::sockopt::reconnect_ivl, 20);
+  MakeClient(client, GetParam(), Credential::Cluster("token-1"),
+             Credential::Cluster("token-1").CurvePublicKey());
+  HandshakeWatch counting(client_context_, client, /*successes=*/true);
+  client.connect(endpoint_);
+  EXPECT_TRUE(WaitUntil([&] { return counting.Succeeded() == 1; }, 5000));
+  // The server goes and a new one binds the same port.
+  server_.close();
+  server_ = zmq::socket_t(server_context_, zmq::socket_type::router);
+  server_.set(zmq::sockopt::linger, 0);
+  MakeServer(server_, GetParam(), Credential::Cluster("token-1"));
+  // (The old listener closes in libzmq's I/O thread, soon after close.)
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        try {
+          server_.bind(endpoint_);
+          return true;
+        } catch (const zmq::error_t&) {
+          return false;
+        }
+      },
+      5000));
+  EXPECT_TRUE(WaitUntil([&] { return counting.Succeeded() == 2; }, 5000))
+      << counting.Succeeded() << " handshakes";
+  EXPECT_EQ(counting.Failure(), "");
+  EXPECT_EQ(SendAndSee(client), Principal::Cluster());
+
+  // Without `successes` nothing is counted; a refusal is named.
+  zmq::socket_t stranger(client_context_, zmq::socket_type::dealer);
+  stranger.set(zmq::sockopt::linger, 0);
+  MakeClient(stranger, GetParam(), Credential::Cluster("not-the-token"),
+             Credential::Cluster("token-1").CurvePublicKey());
+  HandshakeWatch failing(client_context_, stranger);
+  stranger.connect(endpoint_);
+  EXPECT_TRUE(WaitUntil([&] { return !failing.Failure().empty(); }, 5000));
+  EXPECT_EQ(failing.Succeeded(), 0u);
+}
+
 INSTANTIATE_TEST_SUITE_P(Modes, SecureSocketsTest,
                          ::testing::Values(WireSecurity::kAuthenticated, WireSecurity::kEncrypted),
                          [](const auto& param_info) {

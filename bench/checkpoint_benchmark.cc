@@ -197,7 +197,9 @@ int main(int argc, char** argv) {
   fs::create_directories(scratch);
   for (int r = 0; r < rounds; ++r) {
     // The driver has no copy: each restore pulls the shard from a node.
-    fs::remove_all(fs::temp_directory_path() / "rayx-checkpoints");
+    for (const auto& entry : fs::directory_iterator(rayx::train::detail::ProcessFetchDir())) {
+      fs::remove_all(entry.path());
+    }
     auto start = Clock::now();
     std::string dir = rayx::train::detail::FetchCheckpoint(result.checkpoint->id(), "bench", "", 0);
     restore.push_back(static_cast<double>(size) / Seconds(start) / 1e9);

@@ -11,6 +11,12 @@
 
 namespace rayx::cli {
 
+namespace {
+// The longest one wait on the head's socket lasts before the connection's
+// events are looked at again.
+constexpr int64_t kReceiveSliceMs = 250;
+}  // namespace
+
 using transport::Credential;
 using transport::Frames;
 using transport::FrameView;
@@ -83,9 +89,11 @@ std::optional<Frames> ClusterClient::Receive(int64_t timeout_ms) {
   // a restarted head hears from this job, which registers again, now rather
   // than a heartbeat period later (its notices, rank exits, wait till then).
   if (const uint64_t n = head_handshakes_->Succeeded(); n != handshakes_) {
-    if (handshakes_ != 0) next_heartbeat_ = std::chrono::steady_clock::now();
+    if (handshakes_ != 0 || n > 1) next_heartbeat_ = std::chrono::steady_clock::now();
     handshakes_ = n;
   }
+  // Polled in short slices, so a new connection is seen within one.
+  timeout_ms = std::min<int64_t>(timeout_ms, kReceiveSliceMs);
   zmq::pollitem_t item{head_.handle(), 0, ZMQ_POLLIN, 0};
   try {
     zmq::poll(&item, 1, std::chrono::milliseconds(std::max<int64_t>(timeout_ms, 0)));

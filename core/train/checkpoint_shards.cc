@@ -319,11 +319,17 @@ void DropShards(const std::string& id) {
       }
       if (away) {
         // Its copy there is removed when an agent adopts it, even if the
-        // run is unknown by then (kv_messages.h).
-        rayx::detail::KvPut(kKvNamespace,
-                            protocol::DroppedCheckpointKey(
-                                RecordKey(id.substr(std::strlen(kNodesPrefix)))),
-                            "", /*overwrite=*/true, /*job_scoped=*/false);
+        // run is unknown by then (kv_messages.h). Without the mark (a head
+        // error, a key over the limit) the drop still goes on.
+        try {
+          rayx::detail::KvPut(kKvNamespace,
+                              protocol::DroppedCheckpointKey(
+                                  RecordKey(id.substr(std::strlen(kNodesPrefix)))),
+                              "", /*overwrite=*/true, /*job_scoped=*/false);
+        } catch (const std::exception& e) {
+          RAYX_LOG(Warning) << "checkpoint " << id << ": cannot mark it dropped for the nodes "
+                            << "that are away: " << e.what();
+        }
       }
       const std::string checkpoint_dir =
           fs::path(record.shards.front().shard_dir).parent_path().string();
@@ -342,6 +348,37 @@ bool EarlierReport(const std::string& id, const std::string& current) {
   long a = 0, r = 0, ca = 0, cr = 0;
   if (!parse(id, &a, &r) || !parse(current, &ca, &cr)) return false;
   return a < ca || (a == ca && r < cr);
+}
+
+int FirstAttempt(const std::vector<std::string>& kept, const std::string& job,
+                 const std::string& run) {
+  int first = 0;
+  for (const std::string& id : kept) {
+    std::string report;
+    if (id.rfind(kNodesPrefix, 0) == 0) {
+      // nodes:<job>/<report>/<run> (the run last: it may hold '/').
+      const std::string rest = id.substr(std::strlen(kNodesPrefix));
+      const size_t job_end = rest.find('/');
+      if (job_end == std::string::npos || rest.compare(0, job_end, job) != 0) continue;
+      const size_t report_end = rest.find('/', job_end + 1);
+      if (report_end == std::string::npos || rest.compare(report_end + 1, std::string::npos, run)) {
+        continue;
+      }
+      report = rest.substr(job_end + 1, report_end - job_end - 1);
+    } else if (id.rfind("path:", 0) == 0) {
+      const std::string folder = fs::path(id.substr(std::strlen("path:"))).filename().string();
+      if (folder.rfind("checkpoint_", 0) != 0) continue;
+      report = folder.substr(std::strlen("checkpoint_"));
+    } else {
+      continue;
+    }
+    long attempt = 0, number = 0;
+    if (std::sscanf(report.c_str(), "a%ld-s%ld", &attempt, &number) == 2 && attempt >= 0 &&
+        attempt < (1L << 30)) {
+      first = std::max(first, static_cast<int>(attempt) + 1);
+    }
+  }
+  return first;
 }
 
 void SweepUncommittedShards(const std::string& run_name, const std::string& checkpoint_id) {

@@ -102,6 +102,15 @@ void DropShards(const std::string& id);
 // in progress: other ranks go on while rank 0 commits.)
 bool EarlierReport(const std::string& id, const std::string& current);
 
+// The attempt number a new fit of run `run` by job `job` starts at: one past
+// every attempt of which `kept` (the run's kept checkpoint ids) holds a
+// report, "nodes:<job>/a<N>-s<M>/<run>" of this job or a storage folder
+// "path:.../checkpoint_a<N>-s<M>"; 0 when none. A fit that resumes (or a
+// second fit of the run in one job) so never reports under an id a kept
+// checkpoint has, which would overwrite its copies and its record.
+int FirstAttempt(const std::vector<std::string>& kept, const std::string& job,
+                 const std::string& run);
+
 // Rank 0, after committing `checkpoint_id`: the shards ranks recorded for
 // earlier reports of the run (never committed: a rank failed before the
 // barrier) are removed from the nodes holding them, with their records.

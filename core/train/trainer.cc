@@ -228,7 +228,14 @@ Result Fit(const FitSpec& input) {
     return std::clamp(RanksThatFit(plan.per_worker, strategy), plan.min, plan.max);
   };
   int size = plan.elastic ? fitting() : plan.min;
-  for (int attempt = 0;; ++attempt) {
+  // Past the attempts of the checkpoints the run keeps (an earlier Fit of it
+  // in this job, or those it resumes from): report ids are never reused.
+  int first_attempt = 0;
+  if (auto latest = ReadLatest(spec.run.name)) {
+    first_attempt = detail::FirstAttempt(latest->kept, rayx::detail::CurrentJobId(),
+                                         spec.run.name);
+  }
+  for (int attempt = first_attempt;; ++attempt) {
     ActorGroupOptions options;
     options.num_actors = size;
     options.resources = plan.per_worker;

@@ -481,6 +481,24 @@ TEST(ReportIds, EarlierReportsAreEarlierAttemptsOrEarlierReportsOfOne) {
   EXPECT_FALSE(EarlierReport("hash0123", "a1-s2"));  // not a report's: never swept
 }
 
+// A fit starts past every attempt of its own job's kept checkpoints of the run
+// (and of storage folders), so it never reports over one it keeps.
+TEST(ReportIds, AFitStartsPastTheAttemptsItKeeps) {
+  using rayx::train::detail::FirstAttempt;
+  EXPECT_EQ(FirstAttempt({}, "job1", "r"), 0);
+  EXPECT_EQ(FirstAttempt({"nodes:job1/a0-s4/r", "nodes:job1/a2-s1/r"}, "job1", "r"), 3);
+  // Another job's, another run's (a prefix of this one's name too), a package.
+  EXPECT_EQ(FirstAttempt({"nodes:job0/a5-s1/r", "nodes:job1/a7-s1/r2", "nodes:job1/a7-s1/x/r",
+                          "package:0123abcd"},
+                         "job1", "r"),
+            0);
+  EXPECT_EQ(FirstAttempt({"nodes:job1/a1-s3/my/run"}, "job1", "my/run"), 2);
+  EXPECT_EQ(FirstAttempt({"path:/mnt/store/r/checkpoint_a4-s2", "path:/mnt/store/r/other"},
+                         "job1", "r"),
+            5);
+  EXPECT_EQ(FirstAttempt({"nodes:job1/garbage/r", "nodes:job1/a-1-s1/r"}, "job1", "r"), 0);
+}
+
 // With RunConfig::storage_path (a shared mount), every rank's checkpoint goes
 // into the report's one folder there (Ray Train's layout), committed once all
 // ranks reported; the run keeps num_to_keep of them.

@@ -269,7 +269,7 @@ class DataParallelTrainer:
         # This fit's sizes: a size found infeasible lowers them for this fit only.
         self._run_bounds = self._bounds
         run_name = self._run.name or f"train-{uuid.uuid4().hex[:12]}"
-        self._begin_run(run_name)
+        first_attempt = self._begin_run(run_name)
         self._resume_id = None
         if self._resume_from is not None:
             self._resume_id = self._resume_from.id or _core.train.store_checkpoint(
@@ -285,7 +285,7 @@ class DataParallelTrainer:
         per_worker = self._scaling.per_worker()
         pass_config = _takes_config(self._loop)
         failures = restarts = 0
-        attempt = -1
+        attempt = first_attempt - 1
         grown = None  # the size a growing run restarts at
         while True:
             attempt += 1
@@ -363,6 +363,9 @@ class DataParallelTrainer:
         if recorded:
             _log.warning("run %s: resuming from the %d checkpoint(s) the nodes keep of it "
                          "(newest %s)", run_name, len(recorded), recorded[-1])
+        # Past the attempts of this job's earlier fits of the run: a report
+        # never reuses the id (and so the copies) of a checkpoint it keeps.
+        return _core.train.first_attempt(recorded, run_name)
 
     def _run_attempt(self, group, run_name, attempt, pass_config, size, missing=None):
         """Waits for the attempt's ranks. Returns (error, cause, None) when one

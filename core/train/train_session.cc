@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <iostream>
 #include <mutex>
 #include <stdexcept>
@@ -240,6 +241,62 @@ fs::path StorageFolder(const std::string& storage_path, const std::string& run_n
   return fs::path(storage_path) / RunDirName(run_name) / ("checkpoint_" + checkpoint_id);
 }
 }  // namespace
+
+namespace {
+// The run folder's list of its kept checkpoints (KeepStorageIndex), and the
+// most of it that is read.
+constexpr char kStorageIndex[] = ".rayx-kept";
+constexpr size_t kMaxStorageIndexBytes = 1 << 20;
+}  // namespace
+
+void KeepStorageIndex(const std::string& storage_path, const std::string& run_name,
+                      const std::vector<std::string>& kept) {
+  const fs::path run = fs::path(storage_path) / RunDirName(run_name);
+  try {
+    std::string text;
+    for (const std::string& id : kept) {
+      if (id.rfind(kPathPrefix, 0) != 0) continue;
+      const fs::path folder(id.substr(std::strlen(kPathPrefix)));
+      if (folder.parent_path().lexically_normal() != run.lexically_normal()) continue;
+      text += folder.filename().string() + "\n";
+    }
+    // Whole or not at all: written aside, then renamed over the old one.
+    const fs::path aside = run / (std::string(kStorageIndex) + ".new-" + std::to_string(::getpid()));
+    {
+      std::ofstream out(aside, std::ios::trunc);
+      out << text;
+      out.close();
+      if (!out) throw std::runtime_error("cannot write " + aside.string());
+    }
+    fs::rename(aside, run / kStorageIndex);
+  } catch (const std::exception& e) {
+    RAYX_LOG(Warning) << "run " << run_name << ": cannot keep the list of its checkpoints in "
+                      << run.string() << " (a later fit of it will not resume from them): "
+                      << e.what();
+  }
+}
+
+std::vector<std::string> StoredCheckpoints(const std::string& storage_path,
+                                           const std::string& run_name) {
+  const fs::path run = fs::path(storage_path) / RunDirName(run_name);
+  std::vector<std::string> ids;
+  std::ifstream in(run / kStorageIndex);
+  std::string line;
+  size_t read = 0;
+  while (std::getline(in, line) && (read += line.size() + 1) <= kMaxStorageIndexBytes) {
+    // Only report folders of this run: checkpoint_a<N>-s<M>.
+    long attempt = 0, report = 0;
+    char extra = 0;
+    if (line.rfind("checkpoint_", 0) != 0 ||
+        std::sscanf(line.c_str() + std::strlen("checkpoint_"), "a%ld-s%ld%c", &attempt, &report,
+                    &extra) != 2) {
+      continue;
+    }
+    std::error_code ec;
+    if (fs::is_directory(run / line, ec)) ids.push_back(kPathPrefix + (run / line).string());
+  }
+  return ids;
+}
 
 void CopyToStorage(const std::string& dir, const std::string& storage_path,
                    const std::string& run_name, const std::string& checkpoint_id) {
@@ -487,6 +544,7 @@ void Report(const Metrics& metrics, const std::optional<Checkpoint>& checkpoint)
   }
   if (committed) {
     detail::SweepUncommitted(storage, ctx.GetRunName(), latest.kept, checkpoint_id);
+    if (!by_nodes && !storage.empty()) detail::KeepStorageIndex(storage, ctx.GetRunName(), latest.kept);
   }
 }
 

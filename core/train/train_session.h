@@ -90,6 +90,17 @@ void CopyToStorage(const std::string& dir, const std::string& storage_path,
 StoredCheckpoint CommitStorage(const std::string& storage_path, const std::string& run_name,
                                const std::string& checkpoint_id);
 
+// RunConfig::storage_path: rank 0, after each commit, writes the run's kept
+// checkpoints (`kept`'s folders of this run, oldest first) into the run's
+// folder as ".rayx-kept" (a failure is logged); a later fit of the run
+// (another job, another cluster) resumes from StoredCheckpoints, the
+// listed folders that still exist, as Ray Train resumes a run found under its
+// storage path.
+void KeepStorageIndex(const std::string& storage_path, const std::string& run_name,
+                      const std::vector<std::string>& kept);
+std::vector<std::string> StoredCheckpoints(const std::string& storage_path,
+                                           const std::string& run_name);
+
 // Rank 0, after a commit: removes what reports that were never committed
 // left behind (ranks copy before the barrier; a failed rank ends the report
 // there): folders under storage_path/<run>/ that are not in `kept`, or the

@@ -180,13 +180,18 @@ std::optional<LatestReport> ReadLatest(const std::string& run) {
   return rayx::detail::Unpack<LatestReport>(*bytes);
 }
 
-// A run this job has no report of resumes from the checkpoints the nodes
-// keep of it (an earlier job's, or ones from before the whole cluster
-// restarted), as Ray Train resumes a run found under its storage path: they
-// become the run's kept checkpoints (num_to_keep drops them as new ones come).
-void ResumeRecordedCheckpoints(const std::string& run) {
+// A run this job has no report of resumes from the checkpoints kept of it
+// (`where`: the nodes' records, an earlier job's or from before the whole
+// cluster restarted; or its storage path's list), as Ray Train resumes a run
+// found under its storage path: they become the run's kept checkpoints
+// (num_to_keep drops them as new ones come).
+void ResumeRecordedCheckpoints(const std::string& run, const FitSpec& spec) {
   if (rayx::detail::KvGet(kKvNamespace, LatestReportKey(run))) return;
-  std::vector<std::string> recorded = RecordedCheckpoints(run);
+  const bool by_nodes = spec.run.storage_path.empty();
+  if (by_nodes && spec.run.num_replicas <= 0) return;
+  std::vector<std::string> recorded = by_nodes
+                                          ? RecordedCheckpoints(run)
+                                          : StoredCheckpoints(spec.run.storage_path, run);
   if (recorded.empty()) return;
   LatestReport latest;
   latest.kept = recorded;
@@ -194,8 +199,10 @@ void ResumeRecordedCheckpoints(const std::string& run) {
   latest.checkpoints = static_cast<int64_t>(recorded.size());
   rayx::detail::KvPut(kKvNamespace, LatestReportKey(run), PackLatestReport(latest),
                       /*overwrite=*/false, /*job_scoped=*/true);
-  std::cerr << "run " << run << ": resuming from the " << recorded.size()
-            << " checkpoint(s) the nodes keep of it (newest " << recorded.back() << ")\n";
+  std::cerr << "run " << run << ": resuming from the " << recorded.size() << " checkpoint(s) "
+            << (by_nodes ? std::string("the nodes keep of it")
+                         : "kept under " + spec.run.storage_path)
+            << " (newest " << recorded.back() << ")\n";
 }
 
 // Why an attempt failed: the first rank whose own failure it was (a dead
@@ -217,9 +224,7 @@ Result Fit(const FitSpec& input) {
   if (spec.run.name.empty()) {
     spec.run.name = "train-" + std::to_string(std::chrono::system_clock::now().time_since_epoch().count());
   }
-  if (spec.run.num_replicas > 0 && spec.run.storage_path.empty()) {
-    ResumeRecordedCheckpoints(spec.run.name);
-  }
+  ResumeRecordedCheckpoints(spec.run.name, spec);
   Result result;
   int failures = 0;
   const PlacementStrategy strategy = spec.scaling.placement_strategy;

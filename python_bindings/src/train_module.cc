@@ -219,6 +219,16 @@ void BindTrain(py::module_& m) {
     }
     return ids;
   });
+  // A run's kept checkpoints under a storage path: written by rank 0, read by
+  // a later fit of the run.
+  sub.def("keep_storage_index", [](const std::string& storage_path, const std::string& run,
+                                   const std::vector<std::string>& kept) {
+    py::gil_scoped_release release;
+    train::detail::KeepStorageIndex(storage_path, run, kept);
+  });
+  sub.def("stored_checkpoints", [](const std::string& storage_path, const std::string& run) {
+    return train::detail::StoredCheckpoints(storage_path, run);
+  });
   // The attempt number a fit of run `run` whose kept checkpoints are `kept`
   // starts at (past every attempt this job reported them under).
   sub.def("first_attempt", [](const std::vector<std::string>& kept, const std::string& run) {

@@ -531,6 +531,13 @@ TEST(StoragePathCheckpoints, EveryRanksFilesGoIntoTheReportsFolder) {
     kept += entry.path().filename().string().rfind("checkpoint_", 0) == 0;
   }
   EXPECT_EQ(kept, 2u) << "3 reports, 2 to keep";
+  // Listed for a later fit of the run, the latest last.
+  std::ifstream index(storage / "shared" / ".rayx-kept");
+  std::vector<std::string> listed;
+  for (std::string line; std::getline(index, line);) listed.push_back(line);
+  ASSERT_EQ(listed.size(), 2u);
+  EXPECT_EQ(listed.back(), folder.filename().string());
+  EXPECT_EQ(rayx::train::detail::StoredCheckpoints(storage.string(), "shared").back(), id);
   rayx::Shutdown();
 }
 

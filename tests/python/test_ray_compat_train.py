@@ -74,7 +74,8 @@ def test_v2_configs_scoring_and_restart(rayx_mod, tmp_path):
     assert open(os.path.join(copy, "step")).read() == "4"
     # (A rank killed while copying a checkpoint in leaves its staging folder,
     # "<name>.unpacking-<pid>", behind: core/train's, not counted here.)
-    stored = [n for n in os.listdir(tmp_path / "store" / "v2-scored") if ".unpacking-" not in n]
+    stored = [n for n in os.listdir(tmp_path / "store" / "v2-scored")
+              if n.startswith("checkpoint_") and ".unpacking-" not in n]
     assert len(stored) == 3, stored
 
 

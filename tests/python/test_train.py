@@ -235,14 +235,57 @@ def test_only_the_last_checkpoints_are_kept(rayx_mod, tmp_path):
                     checkpoint_config=CheckpointConfig(num_to_keep=2))
     result = TorchTrainer(checkpoint_every_report_loop, train_loop_config={"reports": 5},
                           scaling_config=ScalingConfig(num_workers=2), run_config=run).fit()
-    kept = sorted(p.name for p in (tmp_path / "keep-two").iterdir())
+    kept = sorted(p.name for p in (tmp_path / "keep-two").iterdir()
+                  if p.name.startswith("checkpoint_"))
     assert len(kept) == 2, kept
+    # Listed for a later fit of the run, oldest first.
+    assert (tmp_path / "keep-two" / ".rayx-kept").read_text().split() == kept
     with result.checkpoint.as_directory() as d:
         with open(os.path.join(d, "step")) as f:
             assert f.read() == "4"  # the latest is among those kept
     with pytest.raises(ValueError, match="num_to_keep"):
         TorchTrainer(checkpoint_every_report_loop, train_loop_config={"reports": 1},
                      run_config=RunConfig(checkpoint_config=CheckpointConfig(num_to_keep=0)))
+
+
+def resuming_loop(config):
+    start = 0
+    ckpt = rayx.train.get_checkpoint()
+    if ckpt is not None:
+        with ckpt.as_directory() as d:
+            start = int(open(os.path.join(d, "step")).read()) + 1
+    for step in range(start, config["steps"]):
+        with tempfile.TemporaryDirectory() as d:
+            checkpoint = None
+            if rayx.train.get_context().get_world_rank() == 0:
+                with open(os.path.join(d, "step"), "w") as f:
+                    f.write(str(step))
+                checkpoint = Checkpoint.from_directory(d)
+            rayx.train.report({"step": step, "start": start}, checkpoint=checkpoint)
+
+
+def test_a_run_under_a_storage_path_resumes_by_name(rayx_mod, tmp_path):
+    """As in Ray Train V2: a fit of a run found under its storage path
+    resumes from its latest checkpoint, reports past the attempts it keeps,
+    and num_to_keep drops the earlier fit's folders; another name starts
+    afresh."""
+    from rayx.train import CheckpointConfig
+
+    def fit(name, steps):
+        run = RunConfig(name=name, storage_path=str(tmp_path),
+                        checkpoint_config=CheckpointConfig(num_to_keep=2))
+        return TorchTrainer(resuming_loop, train_loop_config={"steps": steps},
+                            scaling_config=ScalingConfig(num_workers=2), run_config=run).fit()
+
+    first = fit("resumed", 3)
+    assert first.metrics == {"step": 2, "start": 0}
+    second = fit("resumed", 5)
+    assert second.metrics == {"step": 4, "start": 3}
+    folders = sorted(p.name for p in (tmp_path / "resumed").iterdir()
+                     if p.name.startswith("checkpoint_"))
+    assert folders == ["checkpoint_a1-s1", "checkpoint_a1-s2"], folders
+    assert (tmp_path / "resumed" / ".rayx-kept").read_text().split() == folders
+    assert fit("other", 1).metrics == {"step": 0, "start": 0}
 
 
 def every_rank_checkpoints_loop(config):
@@ -266,7 +309,8 @@ def test_every_ranks_checkpoint_goes_into_the_storage_paths_folder(rayx_mod, tmp
     with result.checkpoint.as_directory() as d:
         assert sorted(os.listdir(d)) == ["rank-0", "rank-1"]
         assert open(os.path.join(d, "rank-1")).read() == "1"
-    assert len(list((tmp_path / "every-rank").iterdir())) == 1  # num_to_keep
+    folders = [p for p in (tmp_path / "every-rank").iterdir() if p.name.startswith("checkpoint_")]
+    assert len(folders) == 1  # num_to_keep
 
 
 def test_get_device_is_the_ranks_own_gpu(monkeypatch):

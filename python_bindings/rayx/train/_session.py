@@ -215,6 +215,9 @@ def report(metrics, checkpoint=None, checkpoint_dir_name=None, **unused):
         _core.train.drop_checkpoint(old, s.run_name, s.storage_path or "")
     if committed is not None and (s.num_replicas or s.storage_path):
         _core.train.sweep_uncommitted(s.storage_path or "", s.run_name, record["kept"], shard_id)
+    if committed is not None and s.storage_path and not s.num_replicas:
+        # For a later fit of the run (another job, another cluster) to resume.
+        _core.train.keep_storage_index(s.storage_path, s.run_name, record["kept"])
 
 
 # The dashboard's copy of a run's reports, as the C++ ranks write it

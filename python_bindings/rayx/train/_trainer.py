@@ -352,17 +352,21 @@ class DataParallelTrainer:
 
     def _begin_run(self, run_name):
         """This fit's reports start afresh under `run_name`, from the
-        checkpoints the nodes keep of a run of that name (an earlier job's or
-        fit's, or from before the whole cluster restarted), as Ray Train
-        resumes a run found under its storage path. (A run kept under
-        RunConfig.storage_path starts afresh: resume_from_checkpoint.)"""
-        recorded = []
-        if self._num_replicas and not self._run.storage_path:
+        checkpoints kept of a run of that name (an earlier job's or fit's, or
+        from before the whole cluster restarted): those the nodes keep, or
+        those listed under RunConfig.storage_path, as Ray Train resumes a run
+        found under its storage path. Returns the first attempt's number."""
+        recorded, where = [], ""
+        if self._run.storage_path:
+            recorded = _core.train.stored_checkpoints(self._run.storage_path, run_name)
+            where = f"kept under {self._run.storage_path}"
+        elif self._num_replicas:
             recorded = _core.train.recorded_checkpoints(run_name)
+            where = "the nodes keep of it"
         _session.clear_latest(run_name, recorded)
         if recorded:
-            _log.warning("run %s: resuming from the %d checkpoint(s) the nodes keep of it "
-                         "(newest %s)", run_name, len(recorded), recorded[-1])
+            _log.warning("run %s: resuming from the %d checkpoint(s) %s (newest %s)", run_name,
+                         len(recorded), where, recorded[-1])
         # Past the attempts of this job's earlier fits of the run: a report
         # never reuses the id (and so the copies) of a checkpoint it keeps.
         return _core.train.first_attempt(recorded, run_name)

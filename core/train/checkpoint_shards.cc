@@ -351,9 +351,17 @@ bool EarlierReport(const std::string& id, const std::string& current) {
 }
 
 int FirstAttempt(const std::vector<std::string>& kept, const std::string& job,
-                 const std::string& run) {
+                 const std::string& run, const std::string& storage_path) {
+  std::vector<std::string> ids = kept;
+  if (!storage_path.empty()) {
+    std::error_code ec;
+    for (fs::directory_iterator it(fs::path(storage_path) / RunDirName(run), ec), end;
+         !ec && it != end; it.increment(ec)) {
+      ids.push_back("path:" + it->path().string());
+    }
+  }
   int first = 0;
-  for (const std::string& id : kept) {
+  for (const std::string& id : ids) {
     std::string report;
     if (id.rfind(kNodesPrefix, 0) == 0) {
       // nodes:<job>/<report>/<run> (the run last: it may hold '/').

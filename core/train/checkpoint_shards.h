@@ -105,11 +105,13 @@ bool EarlierReport(const std::string& id, const std::string& current);
 // The attempt number a new fit of run `run` by job `job` starts at: one past
 // every attempt of which `kept` (the run's kept checkpoint ids) holds a
 // report, "nodes:<job>/a<N>-s<M>/<run>" of this job or a storage folder
-// "path:.../checkpoint_a<N>-s<M>"; 0 when none. A fit that resumes (or a
-// second fit of the run in one job) so never reports under an id a kept
-// checkpoint has, which would overwrite its copies and its record.
+// "path:.../checkpoint_a<N>-s<M>", and, with `storage_path`, of every report
+// folder in the run's folder there (an uncommitted one's files would mix with
+// a new report's); 0 when none. A fit that resumes (or a second fit of the
+// run in one job) so never reports under an id a kept checkpoint has, which
+// would overwrite its copies and its record.
 int FirstAttempt(const std::vector<std::string>& kept, const std::string& job,
-                 const std::string& run);
+                 const std::string& run, const std::string& storage_path = "");
 
 // Rank 0, after committing `checkpoint_id`: the shards ranks recorded for
 // earlier reports of the run (never committed: a rank failed before the

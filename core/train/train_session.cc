@@ -79,8 +79,8 @@ Session CurrentSession(const char* what) {
   return *g_session;
 }
 
-// A run's folder name under storage_path: its name with '/' and leading dots
-// replaced, so that it stays one folder.
+}  // namespace
+
 std::string RunDirName(const std::string& run_name) {
   std::string out = run_name.empty() ? std::string("run") : run_name;
   for (char& c : out) {
@@ -89,6 +89,8 @@ std::string RunDirName(const std::string& run_name) {
   if (out[0] == '.') out[0] = '_';
   return out;
 }
+
+namespace {
 
 // The head's name for a run that keeps checkpoint packages: per job, like the
 // run's KV record, so two jobs' runs of one name (whose identical checkpoints

@@ -90,6 +90,10 @@ void CopyToStorage(const std::string& dir, const std::string& storage_path,
 StoredCheckpoint CommitStorage(const std::string& storage_path, const std::string& run_name,
                                const std::string& checkpoint_id);
 
+// A run's folder name under storage_path: its name with '/' and leading dots
+// replaced, so that it stays one folder.
+std::string RunDirName(const std::string& run_name);
+
 // RunConfig::storage_path: rank 0, after each commit, writes the run's kept
 // checkpoints (`kept`'s folders of this run, oldest first) into the run's
 // folder as ".rayx-kept" (a failure is logged); a later fit of the run

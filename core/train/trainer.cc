@@ -238,7 +238,7 @@ Result Fit(const FitSpec& input) {
   int first_attempt = 0;
   if (auto latest = ReadLatest(spec.run.name)) {
     first_attempt = detail::FirstAttempt(latest->kept, rayx::detail::CurrentJobId(),
-                                         spec.run.name);
+                                         spec.run.name, spec.run.storage_path);
   }
   for (int attempt = first_attempt;; ++attempt) {
     ActorGroupOptions options;

@@ -231,8 +231,9 @@ void BindTrain(py::module_& m) {
   });
   // The attempt number a fit of run `run` whose kept checkpoints are `kept`
   // starts at (past every attempt this job reported them under).
-  sub.def("first_attempt", [](const std::vector<std::string>& kept, const std::string& run) {
-    return train::detail::FirstAttempt(kept, rayx::detail::CurrentJobId(), run);
+  sub.def("first_attempt", [](const std::vector<std::string>& kept, const std::string& run,
+                              const std::string& storage_path) {
+    return train::detail::FirstAttempt(kept, rayx::detail::CurrentJobId(), run, storage_path);
   });
   // (id, skipped): the newest of `kept` whose every shard has a live copy
   // ("" when none), and what was passed over.

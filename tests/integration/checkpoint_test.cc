@@ -497,6 +497,16 @@ TEST(ReportIds, AFitStartsPastTheAttemptsItKeeps) {
                          "job1", "r"),
             5);
   EXPECT_EQ(FirstAttempt({"nodes:job1/garbage/r", "nodes:job1/a-1-s1/r"}, "job1", "r"), 0);
+  // Under a storage path, every report folder counts, kept or not (an
+  // uncommitted one's files would mix with a new report's).
+  const fs::path storage = fs::temp_directory_path() / ("first-attempt-" + std::to_string(getpid()));
+  fs::create_directories(storage / "r" / "checkpoint_a3-s1");
+  fs::create_directories(storage / "r" / "not-a-report");
+  EXPECT_EQ(FirstAttempt({"path:" + (storage / "r" / "checkpoint_a1-s2").string()}, "job1", "r",
+                         storage.string()),
+            4);
+  EXPECT_EQ(FirstAttempt({}, "job1", "other", storage.string()), 0);
+  fs::remove_all(storage);
 }
 
 // With RunConfig::storage_path (a shared mount), every rank's checkpoint goes

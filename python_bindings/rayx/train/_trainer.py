@@ -369,7 +369,7 @@ class DataParallelTrainer:
                          len(recorded), where, recorded[-1])
         # Past the attempts of this job's earlier fits of the run: a report
         # never reuses the id (and so the copies) of a checkpoint it keeps.
-        return _core.train.first_attempt(recorded, run_name)
+        return _core.train.first_attempt(recorded, run_name, self._run.storage_path or "")
 
     def _run_attempt(self, group, run_name, attempt, pass_config, size, missing=None):
         """Waits for the attempt's ranks. Returns (error, cause, None) when one

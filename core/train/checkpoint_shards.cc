@@ -342,11 +342,8 @@ void DropShards(const std::string& id) {
 }
 
 bool EarlierReport(const std::string& id, const std::string& current) {
-  auto parse = [](const std::string& text, long* attempt, long* report) {
-    return std::sscanf(text.c_str(), "a%ld-s%ld", attempt, report) == 2;
-  };
   long a = 0, r = 0, ca = 0, cr = 0;
-  if (!parse(id, &a, &r) || !parse(current, &ca, &cr)) return false;
+  if (!ParseReportId(id, &a, &r) || !ParseReportId(current, &ca, &cr)) return false;
   return a < ca || (a == ca && r < cr);
 }
 
@@ -357,32 +354,26 @@ int FirstAttempt(const std::vector<std::string>& kept, const std::string& job,
     std::error_code ec;
     for (fs::directory_iterator it(fs::path(storage_path) / RunDirName(run), ec), end;
          !ec && it != end; it.increment(ec)) {
-      ids.push_back("path:" + it->path().string());
+      ids.push_back(kPathPrefix + it->path().string());
     }
   }
   int first = 0;
   for (const std::string& id : ids) {
     std::string report;
     if (id.rfind(kNodesPrefix, 0) == 0) {
-      // nodes:<job>/<report>/<run> (the run last: it may hold '/').
+      // nodes:<job>/<report>/<run>: the record key's layout (kv_messages.h).
       const std::string rest = id.substr(std::strlen(kNodesPrefix));
-      const size_t job_end = rest.find('/');
-      if (job_end == std::string::npos || rest.compare(0, job_end, job) != 0) continue;
-      const size_t report_end = rest.find('/', job_end + 1);
-      if (report_end == std::string::npos || rest.compare(report_end + 1, std::string::npos, run)) {
+      if (protocol::CheckpointRecordRun(RecordKey(rest)) != run ||
+          rest.compare(0, job.size() + 1, job + "/") != 0) {
         continue;
       }
-      report = rest.substr(job_end + 1, report_end - job_end - 1);
-    } else if (id.rfind("path:", 0) == 0) {
-      const std::string folder = fs::path(id.substr(std::strlen("path:"))).filename().string();
-      if (folder.rfind("checkpoint_", 0) != 0) continue;
-      report = folder.substr(std::strlen("checkpoint_"));
-    } else {
-      continue;
+      report = rest.substr(job.size() + 1, rest.find('/', job.size() + 1) - job.size() - 1);
+    } else if (id.rfind(kPathPrefix, 0) == 0) {
+      const fs::path folder(id.substr(std::strlen(kPathPrefix)));
+      report = StorageFolderReport(folder.filename().string());
     }
     long attempt = 0, number = 0;
-    if (std::sscanf(report.c_str(), "a%ld-s%ld", &attempt, &number) == 2 && attempt >= 0 &&
-        attempt < (1L << 30)) {
+    if (ParseReportId(report, &attempt, &number) && attempt < (1L << 30)) {
       first = std::max(first, static_cast<int>(attempt) + 1);
     }
   }

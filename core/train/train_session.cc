@@ -53,8 +53,6 @@ struct ContextAccess {
 namespace detail {
 namespace {
 
-constexpr const char* kPackagePrefix = "package:";
-constexpr const char* kPathPrefix = "path:";
 // Checkpoints go through the head's package store; its own limit applies too.
 constexpr uint64_t kMaxCheckpointBytes = 1ull << 30;
 
@@ -80,6 +78,17 @@ Session CurrentSession(const char* what) {
 }
 
 }  // namespace
+
+bool ParseReportId(const std::string& id, long* attempt, long* report) {
+  char extra = 0;
+  return std::sscanf(id.c_str(), "a%ld-s%ld%c", attempt, report, &extra) == 2 && *attempt >= 0 &&
+         *report >= 0;
+}
+
+std::string StorageFolderReport(const std::string& folder_name) {
+  const size_t prefix = std::strlen(kStorageFolderPrefix);
+  return folder_name.rfind(kStorageFolderPrefix, 0) == 0 ? folder_name.substr(prefix) : "";
+}
 
 std::string RunDirName(const std::string& run_name) {
   std::string out = run_name.empty() ? std::string("run") : run_name;
@@ -240,7 +249,7 @@ StoredCheckpoint StoreCheckpoint(const std::string& dir, const std::string& stor
 namespace {
 fs::path StorageFolder(const std::string& storage_path, const std::string& run_name,
                        const std::string& checkpoint_id) {
-  return fs::path(storage_path) / RunDirName(run_name) / ("checkpoint_" + checkpoint_id);
+  return fs::path(storage_path) / RunDirName(run_name) / (kStorageFolderPrefix + checkpoint_id);
 }
 }  // namespace
 
@@ -263,7 +272,8 @@ void KeepStorageIndex(const std::string& storage_path, const std::string& run_na
       text += folder.filename().string() + "\n";
     }
     // Whole or not at all: written aside, then renamed over the old one.
-    const fs::path aside = run / (std::string(kStorageIndex) + ".new-" + std::to_string(::getpid()));
+    const fs::path aside =
+        run / (std::string(kStorageIndex) + ".new-" + std::to_string(::getpid()));
     {
       std::ofstream out(aside, std::ios::trunc);
       out << text;
@@ -288,12 +298,7 @@ std::vector<std::string> StoredCheckpoints(const std::string& storage_path,
   while (std::getline(in, line) && (read += line.size() + 1) <= kMaxStorageIndexBytes) {
     // Only report folders of this run: checkpoint_a<N>-s<M>.
     long attempt = 0, report = 0;
-    char extra = 0;
-    if (line.rfind("checkpoint_", 0) != 0 ||
-        std::sscanf(line.c_str() + std::strlen("checkpoint_"), "a%ld-s%ld%c", &attempt, &report,
-                    &extra) != 2) {
-      continue;
-    }
+    if (!ParseReportId(StorageFolderReport(line), &attempt, &report)) continue;
     std::error_code ec;
     if (fs::is_directory(run / line, ec)) ids.push_back(kPathPrefix + (run / line).string());
   }
@@ -339,10 +344,7 @@ void SweepUncommitted(const std::string& storage_path, const std::string& run_na
       const std::string name = entry.path().filename().string();
       // This trainer's report folders of earlier reports only: the ranks may
       // be copying into later ones already.
-      if (name.rfind("checkpoint_", 0) != 0 ||
-          !EarlierReport(name.substr(std::strlen("checkpoint_")), checkpoint_id)) {
-        continue;
-      }
+      if (!EarlierReport(StorageFolderReport(name), checkpoint_id)) continue;
       const std::string id = kPathPrefix + entry.path().string();
       if (std::find(kept.begin(), kept.end(), id) == kept.end()) fs::remove_all(entry.path(), ec);
     }
@@ -374,7 +376,7 @@ void DropCheckpoint(const std::string& id, const std::string& run_name,
       fs::path path = fs::path(id.substr(std::strlen(kPathPrefix))).lexically_normal();
       fs::path mine = (fs::path(storage_path) / RunDirName(run_name)).lexically_normal();
       if (storage_path.empty() || path.parent_path() != mine ||
-          path.filename().string().rfind("checkpoint_", 0) != 0) {
+          path.filename().string().rfind(kStorageFolderPrefix, 0) != 0) {
         return;
       }
       fs::remove_all(path);

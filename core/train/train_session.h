@@ -90,6 +90,17 @@ void CopyToStorage(const std::string& dir, const std::string& storage_path,
 StoredCheckpoint CommitStorage(const std::string& storage_path, const std::string& run_name,
                                const std::string& checkpoint_id);
 
+// Checkpoint ids: "package:<hash>" (the head's package store), "path:<folder>"
+// (storage_path/<run>/checkpoint_<report>), "nodes:<job>/<report>/<run>"
+// (kept by the nodes, checkpoint_shards.h). A report id is "a<attempt>-s<n>".
+inline constexpr const char* kPackagePrefix = "package:";
+inline constexpr const char* kPathPrefix = "path:";
+inline constexpr const char* kStorageFolderPrefix = "checkpoint_";
+// A report id's numbers; false for anything else.
+bool ParseReportId(const std::string& id, long* attempt, long* report);
+// The report id a storage folder's name holds ("" when it is not one's).
+std::string StorageFolderReport(const std::string& folder_name);
+
 // A run's folder name under storage_path: its name with '/' and leading dots
 // replaced, so that it stays one folder.
 std::string RunDirName(const std::string& run_name);
